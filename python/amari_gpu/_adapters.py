@@ -1,0 +1,54 @@
+"""Adapter descriptions: what wgpu reports about every adapter on every native backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _native
+
+BACKENDS = ("vulkan", "metal", "dx12", "gl")
+DEVICE_TYPES = ("discrete_gpu", "integrated_gpu", "virtual_gpu", "cpu", "other")
+
+
+@dataclass(frozen=True)
+class AdapterInfo:
+    """One adapter as wgpu reports it, before any device is opened on it.
+
+    ``same_device_as`` is the index of an earlier entry that is the same physical device
+    seen through another backend (e.g. a GPU through both Vulkan and GL), else ``None``.
+    """
+
+    index: int
+    name: str
+    vendor: str
+    vendor_id: int
+    device_id: int
+    backend: str
+    device_type: str
+    driver: str
+    driver_info: str
+    pci_bus_id: str
+    limits: dict[str, int] = field(repr=False)
+    features: list[str] = field(repr=False)
+    same_device_as: int | None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AdapterInfo:
+        return cls(**d)
+
+    @property
+    def is_software(self) -> bool:
+        """True for adapters that run on the CPU (lavapipe, llvmpipe, WARP...)."""
+        return self.device_type == "cpu"
+
+    def describe(self) -> str:
+        """One line: index, name, backend, kind and driver."""
+        driver = " ".join(s for s in (self.driver, self.driver_info) if s)
+        dup = "" if self.same_device_as is None else f", same device as [{self.same_device_as}]"
+        return f"[{self.index}] {self.name} ({self.backend}, {self.device_type}, {driver}{dup})"
+
+
+def adapters() -> list[AdapterInfo]:
+    """Every adapter wgpu reports on every native backend (Vulkan, Metal, DX12, GL)."""
+    return [AdapterInfo.from_dict(d) for d in _native.adapters()]

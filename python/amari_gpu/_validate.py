@@ -1,0 +1,82 @@
+"""Argument checks shared by the public API: clear errors before anything reaches a device.
+
+Dtype rule: the kernels compute in float32. Arrays of any real numeric dtype (bool, integer,
+floating) are converted to float32 in a new array; complex, object, string and other dtypes
+raise ``TypeError``. Inputs are never modified.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import InvalidArgumentError, ShapeError
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def as_float32(name: str, value: Any) -> npt.NDArray[np.float32]:
+    """``value`` as a C-contiguous float32 array (a copy unless it already is one)."""
+    array = np.asarray(value)
+    kind = array.dtype.kind
+    if kind not in "biuf":
+        raise TypeError(
+            f"{name}: expected an array of real numbers (converted to float32), "
+            f"got dtype {array.dtype}"
+        )
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def batch(name: str, value: Any, width: int, rows: int | None = None) -> npt.NDArray[np.float32]:
+    """A float32 (N, width) batch; ``rows`` pins N to another argument's."""
+    array = as_float32(name, value)
+    expected_rows = "N" if rows is None else str(rows)
+    if array.ndim != 2 or array.shape[1] != width or (rows is not None and array.shape[0] != rows):
+        raise ShapeError(
+            f"{name}: expected shape ({expected_rows}, {width}), got {_shape_text(array.shape)}"
+        )
+    return array
+
+
+def positive_int(name: str, value: Any, *, allow_none: bool = False) -> int | None:
+    """An integer >= 1 (or None when allowed)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        expected = "an integer >= 1" + (" or None" if allow_none else "")
+        raise InvalidArgumentError(f"{name}: expected {expected}, got {value!r}")
+    return int(value)
+
+
+def name_list(name: str, value: Any, allowed: tuple[str, ...]) -> list[str] | None:
+    """None, one name, or a sequence of names from ``allowed`` (case-insensitive)."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else list(value)
+    result = []
+    for item in items:
+        if not isinstance(item, str) or item.lower() not in allowed:
+            raise InvalidArgumentError(f"{name}: expected names from {list(allowed)}, got {item!r}")
+        result.append(item.lower())
+    if not result:
+        raise InvalidArgumentError(f"{name}: expected at least one name from {list(allowed)}, got none")
+    return result
+
+
+def index_list(name: str, value: Any) -> list[int] | None:
+    """None or a sequence of non-negative adapter indices."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, (int, np.integer)) else list(value)
+    result = []
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, (int, np.integer)) or item < 0:
+            raise InvalidArgumentError(f"{name}: expected adapter indices (integers >= 0), got {item!r}")
+        result.append(int(item))
+    if not result:
+        raise InvalidArgumentError(f"{name}: expected at least one adapter index, got none")
+    return result

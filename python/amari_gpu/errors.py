@@ -1,0 +1,40 @@
+"""Exceptions raised by amari_gpu, all rooted at :class:`AmariGpuError`."""
+
+from __future__ import annotations
+
+__all__ = [
+    "AmariGpuError",
+    "DeviceLostError",
+    "InvalidArgumentError",
+    "NoAdapterError",
+    "OutOfMemoryError",
+    "ShapeError",
+]
+
+
+class AmariGpuError(Exception):
+    """Base class of every error amari_gpu raises on purpose."""
+
+
+class NoAdapterError(AmariGpuError):
+    """No GPU adapter (or none matching the request) is available.
+
+    The message says how to get one: a GPU driver, or Mesa's software rasterisers
+    (``apt-get install mesa-vulkan-drivers``) on a machine without a GPU.
+    """
+
+
+class DeviceLostError(AmariGpuError):
+    """A device was lost, timed out or failed a step, and no healthy device could take over."""
+
+
+class OutOfMemoryError(AmariGpuError):
+    """A device could not allocate the buffers a step needed."""
+
+
+class ShapeError(AmariGpuError, ValueError):
+    """An array argument has the wrong shape; the message names it, the expected and actual shape."""
+
+
+class InvalidArgumentError(AmariGpuError, ValueError):
+    """A non-array argument is out of range or unknown; the message names it."""

@@ -1,0 +1,29 @@
+//! Maps core errors onto the Python exception hierarchy of `amari_gpu.errors`, which is
+//! defined in Python because `ShapeError` derives from both `AmariGpuError` and `ValueError`.
+
+use amari_gpu::Error;
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+/// The exception class `name` of `amari_gpu.errors`.
+fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
+    Ok(py
+        .import("amari_gpu.errors")?
+        .getattr(name)?
+        .cast_into::<PyType>()?)
+}
+
+/// The Python exception for a core error.
+pub fn to_pyerr(py: Python<'_>, error: Error) -> PyErr {
+    let name = match &error {
+        Error::NoAdapter(_) => "NoAdapterError",
+        Error::DeviceLost { .. } => "DeviceLostError",
+        Error::OutOfMemory { .. } => "OutOfMemoryError",
+        Error::Shape { .. } => "ShapeError",
+        Error::InvalidArgument { .. } => "InvalidArgumentError",
+    };
+    match class(py, name) {
+        Ok(cls) => PyErr::from_type(cls, error.to_string()),
+        Err(import_error) => import_error,
+    }
+}

@@ -1,0 +1,128 @@
+//! One logical device: a wgpu device and queue opened on an adapter with the adapter's own
+//! limits, its pipeline cache and buffer pool, and what it has reported going wrong.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::adapter::AdapterInfo;
+use crate::error::{Error, Result};
+use crate::kernel::MapKernel;
+use crate::pool::BufferPool;
+
+/// A device opened by a context.
+pub struct GpuDevice {
+    /// Context-wide id (position in `ctx.devices`).
+    pub id: usize,
+    /// The adapter it was opened on.
+    pub adapter: AdapterInfo,
+    /// The wgpu device.
+    pub device: wgpu::Device,
+    /// Its queue.
+    pub queue: wgpu::Queue,
+    /// The limits the device was granted (the adapter's own).
+    pub limits: wgpu::Limits,
+    /// Idle buffers for reuse.
+    pub pool: BufferPool,
+    pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    lost: Arc<Mutex<Option<String>>>,
+}
+
+impl GpuDevice {
+    /// Opens a device on `adapter`, requesting everything the adapter offers.
+    pub fn open(id: usize, adapter: &wgpu::Adapter, info: &AdapterInfo) -> Result<Self> {
+        let limits = adapter.limits();
+        let descriptor = wgpu::DeviceDescriptor {
+            label: Some("amari-gpu"),
+            required_features: wgpu::Features::empty(),
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::default(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        let (device, queue) =
+            pollster::block_on(adapter.request_device(&descriptor)).map_err(|e| {
+                Error::DeviceLost {
+                    device: id,
+                    reason: format!(
+                        "could not open a device on adapter {} ({}): {e}",
+                        info.index, info.name
+                    ),
+                }
+            })?;
+        let lost = Arc::new(Mutex::new(None));
+        let lost_flag = Arc::clone(&lost);
+        device.set_device_lost_callback(move |reason, message| {
+            *lost_flag.lock().expect("lost flag") =
+                Some(format!("device lost ({reason:?}): {message}"));
+        });
+        // Errors outside our error scopes (there should be none) must not abort the process,
+        // which is wgpu's default; they are recorded and surface as a device failure.
+        let uncaptured = Arc::clone(&lost);
+        device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+            *uncaptured.lock().expect("lost flag") = Some(format!("uncaptured error: {error}"));
+        }));
+        Ok(GpuDevice {
+            id,
+            adapter: info.clone(),
+            device,
+            queue,
+            limits,
+            pool: BufferPool::default(),
+            pipelines: Mutex::new(HashMap::new()),
+            lost,
+        })
+    }
+
+    /// The pipeline of `kernel`, compiled once per device.
+    pub fn pipeline(&self, kernel: &MapKernel) -> Result<Arc<wgpu::ComputePipeline>> {
+        if let Some(found) = self
+            .pipelines
+            .lock()
+            .expect("pipeline cache")
+            .get(kernel.id.as_str())
+        {
+            return Ok(Arc::clone(found));
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(&kernel.id),
+                source: wgpu::ShaderSource::Wgsl(kernel.source.clone()),
+            });
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(&kernel.id),
+                layout: None,
+                module: &module,
+                entry_point: Some(kernel.entry),
+                compilation_options: wgpu::PipelineCompilationOptions::default(),
+                cache: None,
+            });
+        if let Some(error) = pollster::block_on(scope.pop()) {
+            return Err(Error::DeviceLost {
+                device: self.id,
+                reason: format!("kernel {} failed to compile: {error}", kernel.id),
+            });
+        }
+        let pipeline = Arc::new(pipeline);
+        self.pipelines
+            .lock()
+            .expect("pipeline cache")
+            .insert(kernel.id.clone(), Arc::clone(&pipeline));
+        Ok(pipeline)
+    }
+
+    /// What the driver reported when the device was lost, if it was.
+    pub fn lost_reason(&self) -> Option<String> {
+        self.lost.lock().expect("lost flag").clone()
+    }
+
+    /// Largest buffer binding (bytes) a kernel may use on this device.
+    pub fn max_binding_bytes(&self) -> u64 {
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
+    }
+}

@@ -1,0 +1,68 @@
+//! The one error type of the core. Every fallible public function returns
+//! [`Result`]; the Python layer maps each variant onto its exception class.
+
+use thiserror::Error;
+
+/// Everything that can go wrong in the core, grouped by what the caller can do about it.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum Error {
+    /// No adapter matched the request (or the machine has none at all).
+    #[error("{0}")]
+    NoAdapter(String),
+    /// A device stopped answering, was lost, or failed a step of a computation.
+    #[error("device {device} failed: {reason}")]
+    DeviceLost {
+        /// Context-wide id of the device.
+        device: usize,
+        /// What the driver (or the watchdog) reported.
+        reason: String,
+    },
+    /// A device could not allocate what a step needed.
+    #[error("device {device} is out of memory: {reason}")]
+    OutOfMemory {
+        /// Context-wide id of the device.
+        device: usize,
+        /// What the driver reported.
+        reason: String,
+    },
+    /// An array argument has the wrong shape.
+    #[error("{argument}: expected shape {expected}, got {actual}")]
+    Shape {
+        /// Name of the offending argument.
+        argument: String,
+        /// Human-readable expected shape, e.g. `(N, 8)`.
+        expected: String,
+        /// The shape that was passed.
+        actual: String,
+    },
+    /// Any other invalid argument (unknown backend name, adapter index out of range...).
+    #[error("{argument}: {message}")]
+    InvalidArgument {
+        /// Name of the offending argument.
+        argument: String,
+        /// What was expected and what came.
+        message: String,
+    },
+}
+
+/// Shorthand used throughout the crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// Builds an [`Error::InvalidArgument`].
+    pub fn invalid(argument: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            argument: argument.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The message given when the machine has no usable adapter, with the ways to get one.
+    pub fn no_adapter_hint(what: &str) -> Self {
+        Error::NoAdapter(format!(
+            "{what}. Install a GPU driver with Vulkan, Metal, DX12 or OpenGL ES 3.1 support, \
+             or, on a machine without a GPU, Mesa's software rasterisers \
+             (Debian/Ubuntu: `apt-get install mesa-vulkan-drivers libegl-mesa0`)"
+        ))
+    }
+}

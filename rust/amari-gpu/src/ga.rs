@@ -1,0 +1,84 @@
+//! Geometric-algebra kernels: batches of multivectors in bitmask blade order.
+
+use crate::context::MultiGpuContext;
+use crate::error::{Error, Result};
+use crate::kernel::MapKernel;
+use crate::shaders;
+
+/// Blades of Cl(3,0).
+pub const CL3_BLADES: usize = 8;
+
+/// The Cl(3,0) geometric-product kernel.
+pub fn geometric_cl3_kernel() -> MapKernel {
+    MapKernel {
+        id: "geometric_cl3".to_string(),
+        family: "geometric_algebra",
+        source: shaders::GEOMETRIC_CL3.into(),
+        entry: "main",
+        input_words: vec![CL3_BLADES, CL3_BLADES],
+        output_words: CL3_BLADES,
+    }
+}
+
+fn check_batch(argument: &str, data: &[f32]) -> Result<usize> {
+    if data.len() % CL3_BLADES != 0 {
+        return Err(Error::Shape {
+            argument: argument.to_string(),
+            expected: format!("(N, {CL3_BLADES})"),
+            actual: format!("{} floats, not a multiple of {CL3_BLADES}", data.len()),
+        });
+    }
+    Ok(data.len() / CL3_BLADES)
+}
+
+/// `out[i] = a[i] b[i]` in Cl(3,0) for flat row-major batches of shape (N, 8).
+pub fn geometric_product_cl3(
+    ctx: &MultiGpuContext,
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+) -> Result<()> {
+    let n = check_batch("a", a)?;
+    let nb = check_batch("b", b)?;
+    if nb != n {
+        return Err(Error::Shape {
+            argument: "b".into(),
+            expected: format!("({n}, {CL3_BLADES}) like a"),
+            actual: format!("({nb}, {CL3_BLADES})"),
+        });
+    }
+    if out.len() != a.len() {
+        return Err(Error::Shape {
+            argument: "out".into(),
+            expected: format!("({n}, {CL3_BLADES})"),
+            actual: format!("{} floats", out.len()),
+        });
+    }
+    ctx.run_map(&geometric_cl3_kernel(), &[a, b], out, n)
+}
+
+/// Float64 reference of the Cl(3,0) geometric product, for tests and benchmarks.
+pub fn geometric_product_cl3_reference(a: &[f64; 8], b: &[f64; 8]) -> [f64; 8] {
+    let mut out = [0.0; 8];
+    for (i, &x) in a.iter().enumerate() {
+        for (j, &y) in b.iter().enumerate() {
+            out[i ^ j] += reorder_sign(i, j) * x * y;
+        }
+    }
+    out
+}
+
+/// Sign of moving the basis vectors of blade `a` past those of blade `b` (Euclidean metric).
+fn reorder_sign(a: usize, b: usize) -> f64 {
+    let mut swaps = 0;
+    let mut a = a >> 1;
+    while a != 0 {
+        swaps += (a & b).count_ones();
+        a >>= 1;
+    }
+    if swaps % 2 == 0 {
+        1.0
+    } else {
+        -1.0
+    }
+}

@@ -1,0 +1,27 @@
+//! amari-gpu: geometric-algebra, tropical and information-geometry batch kernels on every
+//! GPU of the machine, of any vendor, through wgpu.
+//!
+//! The crate knows nothing of Python; `amari-gpu-py` wraps it. Start with [`adapters`] to
+//! see what the machine has and [`MultiGpuContext`] to open devices on it.
+
+pub mod adapter;
+pub mod chunks;
+pub mod context;
+pub mod device;
+pub mod dispatch;
+pub mod error;
+pub mod executor;
+pub mod ga;
+pub mod kernel;
+pub mod pool;
+pub mod selection;
+pub mod shaders;
+
+pub use adapter::AdapterInfo;
+pub use context::{adapters, instance, MultiGpuContext};
+pub use device::GpuDevice;
+pub use error::{Error, Result};
+pub use selection::ContextOptions;
+
+/// Version of the crate (and of the Python package built from it).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,121 @@
+//! Per-device buffer pool: buffers are looked up by usage and size class and handed back
+//! after use, so repeated calls allocate nothing (the pattern of wgpu's `repeated_compute`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Bytes a pool keeps idle at most; beyond that returned buffers are dropped.
+const MAX_IDLE_BYTES: u64 = 512 << 20;
+
+/// Sizes are rounded up to a power of two (at least 4 KiB) so that chunks of slightly
+/// different lengths share buffers; a size whose class would pass the device's buffer limit
+/// keeps its own (4-byte aligned) size instead.
+pub fn size_class(bytes: u64, max_buffer: u64) -> u64 {
+    let class = bytes.max(4096).next_power_of_two();
+    if class <= max_buffer {
+        class
+    } else {
+        bytes.div_ceil(4) * 4
+    }
+}
+
+#[derive(Default)]
+struct Idle {
+    buffers: HashMap<(u32, u64), Vec<wgpu::Buffer>>,
+    bytes: u64,
+}
+
+/// A pool of idle buffers for one device.
+#[derive(Clone, Default)]
+pub struct BufferPool {
+    idle: Arc<Mutex<Idle>>,
+}
+
+/// A buffer on loan from a pool; goes back when dropped.
+pub struct Pooled {
+    buffer: Option<wgpu::Buffer>,
+    pool: BufferPool,
+}
+
+impl std::ops::Deref for Pooled {
+    type Target = wgpu::Buffer;
+    fn deref(&self) -> &wgpu::Buffer {
+        self.buffer.as_ref().expect("buffer present until drop")
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            self.pool.give_back(buffer);
+        }
+    }
+}
+
+impl BufferPool {
+    /// A buffer of at least `bytes` with exactly `usage`.
+    pub fn take(&self, device: &wgpu::Device, bytes: u64, usage: wgpu::BufferUsages) -> Pooled {
+        let class = size_class(bytes, device.limits().max_buffer_size);
+        let reused = {
+            let mut idle = self.idle.lock().expect("pool lock");
+            let found = idle
+                .buffers
+                .get_mut(&(usage.bits(), class))
+                .and_then(Vec::pop);
+            if found.is_some() {
+                idle.bytes -= class;
+            }
+            found
+        };
+        let buffer = reused.unwrap_or_else(|| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("amari-gpu pooled"),
+                size: class,
+                usage,
+                mapped_at_creation: false,
+            })
+        });
+        Pooled {
+            buffer: Some(buffer),
+            pool: self.clone(),
+        }
+    }
+
+    fn give_back(&self, buffer: wgpu::Buffer) {
+        let class = buffer.size();
+        let mut idle = self.idle.lock().expect("pool lock");
+        if idle.bytes + class > MAX_IDLE_BYTES {
+            return;
+        }
+        idle.bytes += class;
+        idle.buffers
+            .entry((buffer.usage().bits(), class))
+            .or_default()
+            .push(buffer);
+    }
+
+    /// Bytes currently held idle.
+    pub fn idle_bytes(&self) -> u64 {
+        self.idle.lock().expect("pool lock").bytes
+    }
+
+    /// Drops every idle buffer (after a failure nothing from the device is reused).
+    pub fn clear(&self) {
+        let mut idle = self.idle.lock().expect("pool lock");
+        idle.buffers.clear();
+        idle.bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_class;
+
+    #[test]
+    fn size_classes_round_up_to_powers_of_two() {
+        assert_eq!(size_class(0, 1 << 30), 4096);
+        assert_eq!(size_class(4097, 1 << 30), 8192);
+        assert_eq!(size_class(1 << 20, 1 << 30), 1 << 20);
+        assert_eq!(size_class((1 << 29) + 2, (1 << 29) + 100), (1 << 29) + 4);
+    }
+}

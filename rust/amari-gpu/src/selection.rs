@@ -1,0 +1,314 @@
+//! Which adapters a context opens, and how many logical devices on each: a pure function of
+//! the enumeration and the caller's options, so it is tested without a GPU.
+
+use crate::adapter::{parse_backend, AdapterInfo, BACKEND_NAMES, DEVICE_TYPE_NAMES};
+use crate::error::{Error, Result};
+
+/// What the caller asked for when opening a context.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextOptions {
+    /// Only adapters on these backends ("vulkan", "metal", "dx12", "gl"); duplicates included.
+    pub backends: Option<Vec<String>>,
+    /// Only adapters of these kinds ("discrete_gpu", "integrated_gpu", "virtual_gpu", "cpu", "other").
+    pub device_types: Option<Vec<String>>,
+    /// Exactly these adapters, by enumeration index; duplicates included.
+    pub adapters: Option<Vec<usize>>,
+    /// At most this many devices in all.
+    pub max_devices: Option<usize>,
+    /// Logical devices opened on each selected adapter (each with its own queue).
+    pub devices_per_adapter: usize,
+    /// Items per chunk; `None` lets the context derive it from the problem size.
+    pub chunk_items: Option<usize>,
+    /// A device that takes longer than this to finish one chunk is treated as failed.
+    pub sync_timeout_ms: Option<u64>,
+}
+
+impl Default for ContextOptions {
+    fn default() -> Self {
+        ContextOptions {
+            backends: None,
+            device_types: None,
+            adapters: None,
+            max_devices: None,
+            devices_per_adapter: 1,
+            chunk_items: None,
+            sync_timeout_ms: None,
+        }
+    }
+}
+
+fn check_names(argument: &str, given: &[String], allowed: &[&str]) -> Result<()> {
+    for name in given {
+        let known = if argument == "backends" {
+            parse_backend(name).is_some()
+        } else {
+            allowed.contains(&name.as_str())
+        };
+        if !known {
+            return Err(Error::invalid(
+                argument,
+                format!("expected names from {allowed:?}, got {name:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn describe_available(infos: &[AdapterInfo]) -> String {
+    if infos.is_empty() {
+        return "this machine reports no adapter at all".to_string();
+    }
+    let list: Vec<String> = infos
+        .iter()
+        .map(|i| {
+            format!(
+                "[{}] {} ({}, {})",
+                i.index, i.name, i.backend, i.device_type
+            )
+        })
+        .collect();
+    format!("available: {}", list.join("; "))
+}
+
+/// Returns the selected adapter indices, one entry per logical device to open (an adapter
+/// appears `devices_per_adapter` times in a row).
+pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usize>> {
+    if options.devices_per_adapter == 0 {
+        return Err(Error::invalid(
+            "devices_per_adapter",
+            "expected an integer >= 1, got 0",
+        ));
+    }
+    if options.max_devices == Some(0) {
+        return Err(Error::invalid(
+            "max_devices",
+            "expected an integer >= 1 or None, got 0",
+        ));
+    }
+    if options.chunk_items == Some(0) {
+        return Err(Error::invalid(
+            "chunk_items",
+            "expected an integer >= 1 or None, got 0",
+        ));
+    }
+    if options.sync_timeout_ms == Some(0) {
+        return Err(Error::invalid(
+            "sync_timeout_ms",
+            "expected an integer >= 1 or None, got 0",
+        ));
+    }
+    if let Some(backends) = &options.backends {
+        check_names("backends", backends, &BACKEND_NAMES)?;
+    }
+    if let Some(types) = &options.device_types {
+        check_names("device_types", types, &DEVICE_TYPE_NAMES)?;
+    }
+    let backend_ok = |info: &AdapterInfo| match &options.backends {
+        None => true,
+        Some(names) => names.iter().any(|n| {
+            parse_backend(n).map(crate::adapter::backend_name) == Some(info.backend.as_str())
+        }),
+    };
+    let type_ok = |info: &AdapterInfo| match &options.device_types {
+        None => true,
+        Some(types) => types.contains(&info.device_type),
+    };
+
+    let chosen: Vec<usize> = if let Some(indices) = &options.adapters {
+        for (position, &index) in indices.iter().enumerate() {
+            if index >= infos.len() {
+                return Err(Error::invalid(
+                    "adapters",
+                    format!(
+                        "index {index} is out of range; {}",
+                        describe_available(infos)
+                    ),
+                ));
+            }
+            if indices[..position].contains(&index) {
+                return Err(Error::invalid(
+                    "adapters",
+                    format!("index {index} is listed twice; use devices_per_adapter for several devices on one adapter"),
+                ));
+            }
+        }
+        indices
+            .iter()
+            .copied()
+            .filter(|&i| backend_ok(&infos[i]) && type_ok(&infos[i]))
+            .collect()
+    } else if options.backends.is_some() {
+        infos
+            .iter()
+            .filter(|i| backend_ok(i) && type_ok(i))
+            .map(|i| i.index)
+            .collect()
+    } else {
+        let distinct: Vec<&AdapterInfo> = infos
+            .iter()
+            .filter(|i| i.same_device_as.is_none() && type_ok(i))
+            .collect();
+        let hardware: Vec<usize> = distinct
+            .iter()
+            .filter(|i| !i.is_software())
+            .map(|i| i.index)
+            .collect();
+        if hardware.is_empty() || options.device_types.is_some() {
+            distinct.iter().map(|i| i.index).collect()
+        } else {
+            hardware
+        }
+    };
+
+    if chosen.is_empty() {
+        let what = if infos.is_empty() {
+            "No GPU adapter found".to_string()
+        } else {
+            format!(
+                "No adapter matches backends={:?}, device_types={:?}, adapters={:?} ({})",
+                options.backends,
+                options.device_types,
+                options.adapters,
+                describe_available(infos)
+            )
+        };
+        return Err(Error::no_adapter_hint(&what));
+    }
+    let mut devices: Vec<usize> = chosen
+        .iter()
+        .flat_map(|&i| std::iter::repeat_n(i, options.devices_per_adapter))
+        .collect();
+    if let Some(max) = options.max_devices {
+        devices.truncate(max);
+    }
+    Ok(devices)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn info(
+        index: usize,
+        name: &str,
+        backend: &str,
+        kind: &str,
+        dup: Option<usize>,
+    ) -> AdapterInfo {
+        AdapterInfo {
+            index,
+            name: name.into(),
+            vendor: "v".into(),
+            vendor_id: 1,
+            device_id: 0,
+            backend: backend.into(),
+            device_type: kind.into(),
+            driver: String::new(),
+            driver_info: String::new(),
+            pci_bus_id: String::new(),
+            limits: BTreeMap::new(),
+            features: vec![],
+            same_device_as: dup,
+        }
+    }
+
+    fn machine() -> Vec<AdapterInfo> {
+        vec![
+            info(0, "gpu", "vulkan", "discrete_gpu", None),
+            info(1, "igpu", "vulkan", "integrated_gpu", None),
+            info(2, "lavapipe", "vulkan", "cpu", None),
+            info(3, "gpu", "gl", "discrete_gpu", Some(0)),
+        ]
+    }
+
+    #[test]
+    fn default_takes_distinct_hardware_only() {
+        let got = select(&machine(), &ContextOptions::default()).unwrap();
+        assert_eq!(got, vec![0, 1]);
+    }
+
+    #[test]
+    fn default_falls_back_to_software() {
+        let infos = vec![
+            info(0, "llvmpipe", "vulkan", "cpu", None),
+            info(1, "llvmpipe", "gl", "cpu", Some(0)),
+        ];
+        assert_eq!(select(&infos, &ContextOptions::default()).unwrap(), vec![0]);
+    }
+
+    #[test]
+    fn explicit_backends_include_duplicates() {
+        let options = ContextOptions {
+            backends: Some(vec!["gl".into()]),
+            ..Default::default()
+        };
+        assert_eq!(select(&machine(), &options).unwrap(), vec![3]);
+    }
+
+    #[test]
+    fn devices_per_adapter_repeats_and_max_devices_truncates() {
+        let options = ContextOptions {
+            adapters: Some(vec![2, 0]),
+            devices_per_adapter: 3,
+            max_devices: Some(4),
+            ..Default::default()
+        };
+        assert_eq!(select(&machine(), &options).unwrap(), vec![2, 2, 2, 0]);
+    }
+
+    #[test]
+    fn bad_options_name_the_argument() {
+        let bad = [
+            ContextOptions {
+                devices_per_adapter: 0,
+                ..Default::default()
+            },
+            ContextOptions {
+                backends: Some(vec!["cuda".into()]),
+                ..Default::default()
+            },
+            ContextOptions {
+                device_types: Some(vec!["tpu".into()]),
+                ..Default::default()
+            },
+            ContextOptions {
+                adapters: Some(vec![9]),
+                ..Default::default()
+            },
+            ContextOptions {
+                adapters: Some(vec![1, 1]),
+                ..Default::default()
+            },
+        ];
+        let arguments = [
+            "devices_per_adapter",
+            "backends",
+            "device_types",
+            "adapters",
+            "adapters",
+        ];
+        for (options, argument) in bad.iter().zip(arguments) {
+            match select(&machine(), options) {
+                Err(Error::InvalidArgument { argument: a, .. }) => assert_eq!(a, argument),
+                other => panic!("expected InvalidArgument({argument}), got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn nothing_selected_is_no_adapter_with_a_hint() {
+        match select(&[], &ContextOptions::default()) {
+            Err(Error::NoAdapter(message)) => assert!(message.contains("mesa-vulkan-drivers")),
+            other => panic!("expected NoAdapter, got {other:?}"),
+        }
+        let options = ContextOptions {
+            device_types: Some(vec!["virtual_gpu".into()]),
+            ..Default::default()
+        };
+        assert!(matches!(
+            select(&machine(), &options),
+            Err(Error::NoAdapter(_))
+        ));
+    }
+}

@@ -1,0 +1,42 @@
+//! Every WGSL file in `shaders/` parses and validates with naga (no GPU needed), and the
+//! crate's shader list names every file in the folder.
+
+use std::path::Path;
+
+fn validate(name: &str, source: &str) {
+    let module = naga::front::wgsl::parse_str(source)
+        .unwrap_or_else(|e| panic!("{name} does not parse:\n{}", e.emit_to_string(source)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::empty(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{name} does not validate:\n{}", e.emit_to_string(source)));
+}
+
+#[test]
+fn every_shader_file_validates() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shaders");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("shaders/ exists") {
+        let path = entry.expect("readable entry").path();
+        if path.extension().and_then(|e| e.to_str()) == Some("wgsl") {
+            let source = std::fs::read_to_string(&path).expect("readable shader");
+            validate(&path.display().to_string(), &source);
+            seen += 1;
+        }
+    }
+    assert!(seen > 0, "no .wgsl file found in {}", dir.display());
+    assert_eq!(
+        seen,
+        amari_gpu::shaders::ALL.len(),
+        "shaders::ALL must list every file in shaders/"
+    );
+}
+
+#[test]
+fn embedded_shaders_validate() {
+    for (name, source) in amari_gpu::shaders::ALL {
+        validate(name, source);
+    }
+}
