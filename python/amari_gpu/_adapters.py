@@ -29,8 +29,8 @@ class AdapterInfo:
     driver: str
     driver_info: str
     pci_bus_id: str
-    limits: dict[str, int] = field(repr=False)
-    features: list[str] = field(repr=False)
+    limits: dict[str, int] = field(repr=False, hash=False)
+    features: list[str] = field(repr=False, hash=False)
     same_device_as: int | None
 
     @classmethod

@@ -4,11 +4,15 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import final
+
+__all__ = ["Context", "__version__", "adapters"]
 
 __version__: str
 
 def adapters() -> list[dict[str, Any]]: ...
 
+@final
 class Context:
     def __new__(
         cls,

@@ -19,36 +19,45 @@ def _shape_text(shape: tuple[int, ...]) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-def as_float32(name: str, value: Any) -> npt.NDArray[np.float32]:
-    """``value`` as a C-contiguous float32 array (a copy unless it already is one)."""
+def _real_array(name: str, value: Any) -> np.ndarray[Any, Any]:
     array = np.asarray(value)
-    kind = array.dtype.kind
-    if kind not in "biuf":
+    if array.dtype.kind not in "biuf":
         raise TypeError(
             f"{name}: expected an array of real numbers (converted to float32), "
             f"got dtype {array.dtype}"
         )
-    return np.ascontiguousarray(array, dtype=np.float32)
+    return array
+
+
+def as_float32(name: str, value: Any) -> npt.NDArray[np.float32]:
+    """``value`` as a C-contiguous float32 array (a copy unless it already is one)."""
+    return np.ascontiguousarray(_real_array(name, value), dtype=np.float32)
 
 
 def batch(name: str, value: Any, width: int, rows: int | None = None) -> npt.NDArray[np.float32]:
     """A float32 (N, width) batch; ``rows`` pins N to another argument's."""
-    array = as_float32(name, value)
+    array = _real_array(name, value)
     expected_rows = "N" if rows is None else str(rows)
     if array.ndim != 2 or array.shape[1] != width or (rows is not None and array.shape[0] != rows):
         raise ShapeError(
             f"{name}: expected shape ({expected_rows}, {width}), got {_shape_text(array.shape)}"
         )
-    return array
+    return np.ascontiguousarray(array, dtype=np.float32)
 
 
-def positive_int(name: str, value: Any, *, allow_none: bool = False) -> int | None:
-    """An integer >= 1 (or None when allowed)."""
-    if value is None and allow_none:
+def positive_int(name: str, value: Any) -> int:
+    """An integer >= 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InvalidArgumentError(f"{name}: expected an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def optional_positive_int(name: str, value: Any) -> int | None:
+    """None or an integer >= 1."""
+    if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        expected = "an integer >= 1" + (" or None" if allow_none else "")
-        raise InvalidArgumentError(f"{name}: expected {expected}, got {value!r}")
+        raise InvalidArgumentError(f"{name}: expected an integer >= 1 or None, got {value!r}")
     return int(value)
 
 
@@ -63,7 +72,9 @@ def name_list(name: str, value: Any, allowed: tuple[str, ...]) -> list[str] | No
             raise InvalidArgumentError(f"{name}: expected names from {list(allowed)}, got {item!r}")
         result.append(item.lower())
     if not result:
-        raise InvalidArgumentError(f"{name}: expected at least one name from {list(allowed)}, got none")
+        raise InvalidArgumentError(
+            f"{name}: expected at least one name from {list(allowed)}, got none"
+        )
     return result
 
 
@@ -75,7 +86,9 @@ def index_list(name: str, value: Any) -> list[int] | None:
     result = []
     for item in items:
         if isinstance(item, bool) or not isinstance(item, (int, np.integer)) or item < 0:
-            raise InvalidArgumentError(f"{name}: expected adapter indices (integers >= 0), got {item!r}")
+            raise InvalidArgumentError(
+                f"{name}: expected adapter indices (integers >= 0), got {item!r}"
+            )
         result.append(int(item))
     if not result:
         raise InvalidArgumentError(f"{name}: expected at least one adapter index, got none")

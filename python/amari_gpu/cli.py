@@ -22,7 +22,11 @@ def _info(as_json: bool) -> int:
         return 1
     for info in found:
         print(info.describe())
-        keys = ("max_buffer_size", "max_storage_buffer_binding_size", "max_compute_workgroups_per_dimension")
+        keys = (
+            "max_buffer_size",
+            "max_storage_buffer_binding_size",
+            "max_compute_workgroups_per_dimension",
+        )
         print("    " + ", ".join(f"{k}={info.limits[k]}" for k in keys if k in info.limits))
     return 0
 

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from . import _native
 from ._adapters import BACKENDS, DEVICE_TYPES, AdapterInfo
-from ._validate import batch, index_list, name_list, positive_int
+from ._validate import batch, index_list, name_list, optional_positive_int, positive_int
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,10 @@ class MultiGpuContext:
             backends=name_list("backends", backends, BACKENDS),
             device_types=name_list("device_types", device_types, DEVICE_TYPES),
             adapters=index_list("adapters", adapters),
-            max_devices=positive_int("max_devices", max_devices, allow_none=True),
+            max_devices=optional_positive_int("max_devices", max_devices),
             devices_per_adapter=positive_int("devices_per_adapter", devices_per_adapter),
-            chunk_items=positive_int("chunk_items", chunk_items, allow_none=True),
-            sync_timeout_ms=positive_int("sync_timeout_ms", sync_timeout_ms, allow_none=True),
+            chunk_items=optional_positive_int("chunk_items", chunk_items),
+            sync_timeout_ms=optional_positive_int("sync_timeout_ms", sync_timeout_ms),
         )
         self.devices: list[Device] = [
             Device(id=d["id"], adapter=AdapterInfo.from_dict(d["adapter"]))

@@ -33,7 +33,7 @@ class OutOfMemoryError(AmariGpuError):
 
 
 class ShapeError(AmariGpuError, ValueError):
-    """An array argument has the wrong shape; the message names it, the expected and actual shape."""
+    """An array has the wrong shape; the message names the argument, expected and actual shape."""
 
 
 class InvalidArgumentError(AmariGpuError, ValueError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import numpy.typing as npt
@@ -18,7 +18,7 @@ def _reorder_sign(a: int, b: int) -> int:
     return -1 if swaps & 1 else 1
 
 
-@lru_cache(maxsize=None)
+@cache
 def cayley_tensor(p: int, q: int = 0, r: int = 0) -> npt.NDArray[np.float64]:
     """``T[i, j, k]`` with ``(x y)_k = sum T[i, j, k] x_i y_j`` in Cl(p, q, r), bitmask order."""
     n = p + q + r
@@ -36,8 +36,11 @@ def cayley_tensor(p: int, q: int = 0, r: int = 0) -> npt.NDArray[np.float64]:
     return t
 
 
-def geometric_product(a: npt.ArrayLike, b: npt.ArrayLike, p: int = 3, q: int = 0, r: int = 0) -> npt.NDArray[np.float64]:
+def geometric_product(
+    a: npt.ArrayLike, b: npt.ArrayLike, p: int = 3, q: int = 0, r: int = 0
+) -> npt.NDArray[np.float64]:
     """Row-wise geometric product in float64."""
     a64 = np.asarray(a, dtype=np.float64)
     b64 = np.asarray(b, dtype=np.float64)
-    return np.einsum("ni,nj,ijk->nk", a64, b64, cayley_tensor(p, q, r), optimize=True)
+    product = np.einsum("ni,nj,ijk->nk", a64, b64, cayley_tensor(p, q, r), optimize=True)
+    return np.asarray(product, dtype=np.float64)

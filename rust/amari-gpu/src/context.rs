@@ -46,7 +46,12 @@ impl MultiGpuContext {
         let devices = chosen
             .iter()
             .enumerate()
-            .map(|(id, &index)| GpuDevice::open(id, &pairs[index].0, &pairs[index].1).map(Arc::new))
+            .map(|(id, &index)| {
+                // Devices on one adapter, or on one device seen through two backends, share
+                // hardware: they form one group, named by the original adapter's index.
+                let group = infos[index].same_device_as.unwrap_or(index);
+                GpuDevice::open(id, &pairs[index].0, &pairs[index].1, group).map(Arc::new)
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(MultiGpuContext { devices, options })
     }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::adapter::AdapterInfo;
 use crate::error::{Error, Result};
+use crate::health::{Counters, Health};
 use crate::kernel::MapKernel;
 use crate::pool::BufferPool;
 
@@ -23,13 +24,19 @@ pub struct GpuDevice {
     pub limits: wgpu::Limits,
     /// Idle buffers for reuse.
     pub pool: BufferPool,
+    /// Whether the device may be given work.
+    pub health: Health,
+    /// What the device has done.
+    pub counters: Counters,
+    /// Physical-device group (devices sharing one piece of hardware share it).
+    pub group: usize,
     pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
     lost: Arc<Mutex<Option<String>>>,
 }
 
 impl GpuDevice {
     /// Opens a device on `adapter`, requesting everything the adapter offers.
-    pub fn open(id: usize, adapter: &wgpu::Adapter, info: &AdapterInfo) -> Result<Self> {
+    pub fn open(id: usize, adapter: &wgpu::Adapter, info: &AdapterInfo, group: usize) -> Result<Self> {
         let limits = adapter.limits();
         let descriptor = wgpu::DeviceDescriptor {
             label: Some("amari-gpu"),
@@ -68,6 +75,9 @@ impl GpuDevice {
             queue,
             limits,
             pool: BufferPool::default(),
+            health: Health::default(),
+            counters: Counters::default(),
+            group,
             pipelines: Mutex::new(HashMap::new()),
             lost,
         })

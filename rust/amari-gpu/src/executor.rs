@@ -34,7 +34,7 @@ fn scoped_error(device: usize, error: wgpu::Error) -> Error {
 }
 
 /// A whole-buffer-prefix binding of exactly `bytes`.
-fn binding(index: u32, buffer: &wgpu::Buffer, bytes: u64) -> wgpu::BindGroupEntry<'_> {
+pub(crate) fn binding(index: u32, buffer: &wgpu::Buffer, bytes: u64) -> wgpu::BindGroupEntry<'_> {
     wgpu::BindGroupEntry {
         binding: index,
         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {

@@ -5,23 +5,35 @@
 //! see what the machine has and [`MultiGpuContext`] to open devices on it.
 
 pub mod adapter;
+pub mod cache;
+pub mod calibrate;
+pub mod capabilities;
 pub mod chunks;
 pub mod context;
 pub mod device;
 pub mod dispatch;
 pub mod error;
 pub mod executor;
+pub mod families;
 pub mod ga;
+pub mod health;
 pub mod kernel;
+pub mod model;
+pub mod partition;
+pub mod plan;
 pub mod pool;
 pub mod selection;
 pub mod shaders;
+pub mod workload;
 
 pub use adapter::AdapterInfo;
 pub use context::{adapters, instance, MultiGpuContext};
 pub use device::GpuDevice;
 pub use error::{Error, Result};
+pub use model::DeviceModel;
+pub use plan::{DeviceWorkload, Plan, Strategy};
 pub use selection::ContextOptions;
+pub use workload::Workload;
 
 /// Version of the crate (and of the Python package built from it).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -23,6 +23,8 @@ pub fn size_class(bytes: u64, max_buffer: u64) -> u64 {
 struct Idle {
     buffers: HashMap<(u32, u64), Vec<wgpu::Buffer>>,
     bytes: u64,
+    /// Bytes of every buffer the pool created that still exists (idle or on loan).
+    live: u64,
 }
 
 /// A pool of idle buffers for one device.
@@ -41,6 +43,16 @@ impl std::ops::Deref for Pooled {
     type Target = wgpu::Buffer;
     fn deref(&self) -> &wgpu::Buffer {
         self.buffer.as_ref().expect("buffer present until drop")
+    }
+}
+
+impl Pooled {
+    /// Destroys the buffer instead of returning it: used when a device failed with the
+    /// buffer possibly still in use.
+    pub fn discard(mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            self.pool.idle.lock().expect("pool lock").live -= buffer.size();
+        }
     }
 }
 
@@ -68,6 +80,7 @@ impl BufferPool {
             found
         };
         let buffer = reused.unwrap_or_else(|| {
+            self.idle.lock().expect("pool lock").live += class;
             device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("amari-gpu pooled"),
                 size: class,
@@ -85,6 +98,7 @@ impl BufferPool {
         let class = buffer.size();
         let mut idle = self.idle.lock().expect("pool lock");
         if idle.bytes + class > MAX_IDLE_BYTES {
+            idle.live -= class;
             return;
         }
         idle.bytes += class;
@@ -99,11 +113,18 @@ impl BufferPool {
         self.idle.lock().expect("pool lock").bytes
     }
 
+    /// Bytes of all buffers the pool created that still exist (idle or in use).
+    pub fn live_bytes(&self) -> u64 {
+        self.idle.lock().expect("pool lock").live
+    }
+
     /// Drops every idle buffer (after a failure nothing from the device is reused).
     pub fn clear(&self) {
         let mut idle = self.idle.lock().expect("pool lock");
+        let dropped = idle.bytes;
         idle.buffers.clear();
         idle.bytes = 0;
+        idle.live -= dropped;
     }
 }
 

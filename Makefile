@@ -1,0 +1,56 @@
+# amari_gpu developer commands. `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# One target dir outside the clone, so fresh clones (and CI runs) reuse earlier builds.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/amari-gpu-target
+export VIRTUAL_ENV := $(abspath $(VENV))
+
+.PHONY: help system venv dev demo test test-rust test-python lint fmt clean
+
+help: ## list the commands
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+system: ## install Mesa's software adapters when the machine has no Vulkan/EGL driver
+	bash scripts/ensure-adapter.sh
+
+$(VENV)/.installed: requirements-dev.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.installed ## create the virtual environment with the dev tools
+
+dev: system venv ## build the extension (release) and install it in place
+	$(VENV)/bin/maturin develop --release -q
+
+demo: dev ## the main job: list adapters, run and check a kernel on every device
+	$(PY) -m amari_gpu demo
+
+test-rust: system ## core unit tests, shader validation and GPU tests of the Rust crate
+	XDG_RUNTIME_DIR=$$(mktemp -d) cargo test --release -p amari-gpu
+
+test-python: dev ## pytest suites (GPU tests run on whatever adapters exist)
+	$(PY) -m pytest
+
+test: test-rust test-python ## every test
+
+lint: venv ## rustfmt, clippy, ruff, mypy and stub check
+	cargo fmt --all --check
+	cargo clippy --release --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check python tests
+	$(VENV)/bin/ruff format --check python tests
+	$(VENV)/bin/mypy
+	$(PY) -m mypy.stubtest amari_gpu._native
+
+fmt: venv ## format Rust and Python sources
+	cargo fmt --all
+	$(VENV)/bin/ruff format python tests
+	$(VENV)/bin/ruff check --fix python tests
+
+clean: ## remove the virtual environment and build outputs
+	rm -rf $(VENV) dist
+	cargo clean

@@ -1,0 +1,62 @@
+//! On-disk cache of calibration measurements, keyed by adapter identity and package
+//! version, so later contexts start without measuring. Written atomically (temporary file
+//! and rename) so a crash never leaves a half-written cache.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::calibrate::Measurements;
+
+const FILE_NAME: &str = "calibration-v1.json";
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct CacheFile {
+    entries: BTreeMap<String, Measurements>,
+}
+
+/// The cache directory: `AMARI_GPU_CACHE_DIR`, else the platform's user cache dir.
+pub fn cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("AMARI_GPU_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let base = if cfg!(target_os = "macos") {
+        home.map(|h| h.join("Library/Caches"))
+    } else if cfg!(windows) {
+        std::env::var_os("LOCALAPPDATA").map(PathBuf::from)
+    } else {
+        std::env::var_os("XDG_CACHE_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| home.map(|h| h.join(".cache")))
+    };
+    base.map(|b| b.join("amari-gpu"))
+}
+
+fn read(path: &PathBuf) -> CacheFile {
+    // A missing or unreadable cache is only a reason to measure again.
+    std::fs::read(path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+/// Cached measurements for `key`, if any.
+pub fn load(key: &str) -> Option<Measurements> {
+    let path = cache_dir()?.join(FILE_NAME);
+    read(&path).entries.remove(key)
+}
+
+/// Stores measurements for `key`; failures to write are returned, not fatal to callers.
+pub fn store(key: &str, measurements: &Measurements) -> std::io::Result<()> {
+    let dir = cache_dir().ok_or_else(|| std::io::Error::other("no cache directory (set AMARI_GPU_CACHE_DIR)"))?;
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(FILE_NAME);
+    let mut file = read(&path);
+    file.entries.insert(key.to_string(), measurements.clone());
+    let temporary = dir.join(format!("{FILE_NAME}.{}.tmp", std::process::id()));
+    std::fs::write(&temporary, serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?)?;
+    std::fs::rename(&temporary, &path)
+}

@@ -1,0 +1,225 @@
+//! Micro-benchmarks run on a device to measure what it can do: launch latency, host→device
+//! and device→host transfer, on-device copy bandwidth, and items/s of each kernel family's
+//! reference kernel. Every figure is a median of a few timed repetitions on the device
+//! itself; nothing is looked up from the vendor.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::GpuDevice;
+use crate::error::{Error, Result};
+use crate::executor::{run_chunk, ChunkJob};
+use crate::families::families;
+
+/// Bytes moved per transfer measurement: large enough that latency is a small part.
+const TRANSFER_BYTES: u64 = 16 << 20;
+/// Timed repetitions per figure (the median is kept).
+const REPEATS: usize = 3;
+
+/// What calibration measured on one adapter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurements {
+    /// Seconds for the smallest complete chunk (upload, dispatch, readback).
+    pub launch_latency_s: f64,
+    /// Host-to-device bytes per second.
+    pub h2d_bytes_per_s: f64,
+    /// Device-to-host bytes per second.
+    pub d2h_bytes_per_s: f64,
+    /// On-device copy: bytes read plus bytes written per second.
+    pub copy_bytes_per_s: f64,
+    /// Items per second of each family's reference kernel on resident data.
+    pub family_items_per_s: BTreeMap<String, f64>,
+    /// Seconds since the Unix epoch when measured.
+    pub measured_unix_s: u64,
+    /// Seconds the calibration took.
+    pub calibration_s: f64,
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+fn wait(dev: &GpuDevice, submission: wgpu::SubmissionIndex) -> Result<()> {
+    dev.device
+        .poll(wgpu::PollType::Wait { submission_index: Some(submission), timeout: Some(Duration::from_secs(60)) })
+        .map(|_| ())
+        .map_err(|e| Error::DeviceLost { device: dev.id, reason: format!("calibration: {e}") })
+}
+
+fn buffer(dev: &GpuDevice, bytes: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
+    dev.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("amari-gpu calibration"),
+        size: bytes,
+        usage,
+        mapped_at_creation: false,
+    })
+}
+
+fn timed(repeats: usize, mut step: impl FnMut() -> Result<()>) -> Result<f64> {
+    step()?; // warm-up: first use allocates and compiles
+    let mut samples = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        let start = Instant::now();
+        step()?;
+        samples.push(start.elapsed().as_secs_f64());
+    }
+    Ok(median(samples))
+}
+
+fn measure_h2d(dev: &GpuDevice) -> Result<f64> {
+    let target = buffer(dev, TRANSFER_BYTES, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST);
+    let data = vec![1u8; TRANSFER_BYTES as usize];
+    let seconds = timed(REPEATS, || {
+        dev.queue.write_buffer(&target, 0, &data);
+        wait(dev, dev.queue.submit(None))
+    })?;
+    Ok(TRANSFER_BYTES as f64 / seconds)
+}
+
+fn measure_d2h(dev: &GpuDevice) -> Result<f64> {
+    let source = buffer(dev, TRANSFER_BYTES, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC);
+    let staging = buffer(dev, TRANSFER_BYTES, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+    let mut host = vec![0u8; TRANSFER_BYTES as usize];
+    let seconds = timed(REPEATS, || {
+        let mut encoder = dev.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        encoder.copy_buffer_to_buffer(&source, 0, &staging, 0, TRANSFER_BYTES);
+        let submission = dev.queue.submit(Some(encoder.finish()));
+        let (sender, receiver) = mpsc::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = sender.send(r);
+        });
+        wait(dev, submission)?;
+        receiver
+            .recv()
+            .map_err(|e| Error::DeviceLost { device: dev.id, reason: format!("calibration readback: {e}") })?
+            .map_err(|e| Error::DeviceLost { device: dev.id, reason: format!("calibration readback: {e}") })?;
+        host.copy_from_slice(&staging.slice(..).get_mapped_range().map_err(|e| Error::DeviceLost {
+            device: dev.id,
+            reason: format!("calibration readback: {e}"),
+        })?);
+        staging.unmap();
+        Ok(())
+    })?;
+    Ok(TRANSFER_BYTES as f64 / seconds)
+}
+
+fn measure_copy(dev: &GpuDevice) -> Result<f64> {
+    let bytes = 2 * TRANSFER_BYTES;
+    let source = buffer(dev, bytes, wgpu::BufferUsages::COPY_SRC);
+    let target = buffer(dev, bytes, wgpu::BufferUsages::COPY_DST);
+    let seconds = timed(REPEATS, || {
+        let mut encoder = dev.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        encoder.copy_buffer_to_buffer(&source, 0, &target, 0, bytes);
+        wait(dev, dev.queue.submit(Some(encoder.finish())))
+    })?;
+    Ok(2.0 * bytes as f64 / seconds)
+}
+
+/// Seconds of one complete smallest chunk of the first family's reference kernel.
+fn measure_latency(dev: &GpuDevice) -> Result<f64> {
+    let kernel = (families()[0].reference)();
+    let pipeline = dev.pipeline(&kernel)?;
+    let items = 64;
+    let inputs: Vec<Vec<f32>> = kernel.input_words.iter().map(|w| vec![0.5; w * items]).collect();
+    let views: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+    let mut output = vec![0.0; kernel.output_words * items];
+    let mut samples = Vec::new();
+    for _ in 0..7 {
+        let start = Instant::now();
+        run_chunk(dev, &kernel, &pipeline, &views, ChunkJob { range: 0..items, output: &mut output }, None)?;
+        samples.push(start.elapsed().as_secs_f64());
+    }
+    Ok(median(samples))
+}
+
+/// A kernel's buffers and bind group, filled once, so that timing sees only the dispatch.
+struct Resident {
+    bind_group: wgpu::BindGroup,
+    pipeline: std::sync::Arc<wgpu::ComputePipeline>,
+    grid: crate::dispatch::Grid,
+    _buffers: Vec<wgpu::Buffer>,
+}
+
+impl Resident {
+    fn new(
+        dev: &GpuDevice,
+        kernel: &crate::kernel::MapKernel,
+        pipeline: &std::sync::Arc<wgpu::ComputePipeline>,
+        items: usize,
+    ) -> Result<Self> {
+        let grid = crate::dispatch::grid_for(items as u64, dev.limits.max_compute_workgroups_per_dimension)
+            .ok_or_else(|| Error::invalid("calibration_items", format!("{items} items do not fit one dispatch")))?;
+        let params = crate::kernel::Params { n: items as u32, row_threads: grid.row_threads(), pad: [0; 2] };
+        let uniform = buffer(dev, 16, wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST);
+        dev.queue.write_buffer(&uniform, 0, bytemuck::bytes_of(&params));
+        let mut buffers = vec![uniform];
+        for &words in kernel.input_words.iter().chain(std::iter::once(&kernel.output_words)) {
+            let bytes = (words * items * 4) as u64;
+            let storage = buffer(dev, bytes, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST);
+            // Inputs hold ones rather than zeros so no driver can shortcut the arithmetic.
+            dev.queue.write_buffer(&storage, 0, bytemuck::cast_slice(&vec![1.0f32; words * items]));
+            buffers.push(storage);
+        }
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| crate::executor::binding(i as u32, b, b.size()))
+            .collect();
+        let bind_group = dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("amari-gpu calibration"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        Ok(Resident { bind_group, pipeline: std::sync::Arc::clone(pipeline), grid, _buffers: buffers })
+    }
+
+    fn run(&self, dev: &GpuDevice) -> Result<()> {
+        let mut encoder = dev.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(&self.pipeline);
+            pass.set_bind_group(0, &self.bind_group, &[]);
+            pass.dispatch_workgroups(self.grid.x, self.grid.y, 1);
+        }
+        wait(dev, dev.queue.submit(Some(encoder.finish())))
+    }
+}
+
+/// Items/s of each family's reference kernel with its data already on the device.
+fn measure_families(dev: &GpuDevice) -> Result<BTreeMap<String, f64>> {
+    let mut rates = BTreeMap::new();
+    for family in families() {
+        let kernel = (family.reference)();
+        let pipeline = dev.pipeline(&kernel)?;
+        let items = family.calibration_items;
+        let resident = Resident::new(dev, &kernel, &pipeline, items)?;
+        let seconds = timed(REPEATS, || resident.run(dev))?;
+        rates.insert(family.name.to_string(), items as f64 / seconds);
+    }
+    Ok(rates)
+}
+
+/// Runs every micro-benchmark on `dev`.
+pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
+    let start = Instant::now();
+    let launch_latency_s = measure_latency(dev)?;
+    let h2d_bytes_per_s = measure_h2d(dev)?;
+    let d2h_bytes_per_s = measure_d2h(dev)?;
+    let copy_bytes_per_s = measure_copy(dev)?;
+    let family_items_per_s = measure_families(dev)?;
+    Ok(Measurements {
+        launch_latency_s,
+        h2d_bytes_per_s,
+        d2h_bytes_per_s,
+        copy_bytes_per_s,
+        family_items_per_s,
+        measured_unix_s: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        calibration_s: start.elapsed().as_secs_f64(),
+    })
+}

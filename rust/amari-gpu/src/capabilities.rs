@@ -1,0 +1,72 @@
+//! A device's capabilities as users see them: measured figures from calibration plus the
+//! limits the device was granted. Unknown is `None`, never a guess.
+
+use std::collections::BTreeMap;
+
+use crate::calibrate::Measurements;
+use crate::device::GpuDevice;
+
+/// What one device can do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capabilities {
+    /// On-device copy bandwidth (bytes read + written), GB/s.
+    pub memory_bandwidth_gb_s: Option<f64>,
+    /// Host↔device transfer rate, GB/s: the harmonic mean of both directions, i.e. the rate
+    /// at which a byte goes up and a byte comes back.
+    pub transfer_gb_s: Option<f64>,
+    /// Host-to-device GB/s.
+    pub h2d_gb_s: Option<f64>,
+    /// Device-to-host GB/s.
+    pub d2h_gb_s: Option<f64>,
+    /// Seconds of the smallest complete chunk (upload, dispatch, readback).
+    pub launch_latency_s: Option<f64>,
+    /// Kernel family → items per second of its reference kernel on resident data.
+    pub throughput: BTreeMap<String, f64>,
+    /// Largest buffer the device accepts.
+    pub max_buffer_bytes: u64,
+    /// Largest storage binding the device accepts.
+    pub max_storage_binding_bytes: u64,
+    /// Memory a workload may use, where the platform tells (host RAM for CPU adapters).
+    pub memory_budget_bytes: Option<u64>,
+    /// Device kind.
+    pub device_type: String,
+    /// Backend name.
+    pub backend: String,
+    /// Whether the figures came from the on-disk cache rather than a fresh measurement.
+    pub from_cache: bool,
+}
+
+/// Memory a workload may use on `dev`. Adapters that run on the CPU use host memory, which
+/// the OS reports; for GPUs no portable API tells, so it is unknown.
+pub fn memory_budget_bytes(dev: &GpuDevice) -> Option<u64> {
+    if dev.adapter.device_type != "cpu" {
+        return None;
+    }
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    // Half of what is free: the rest belongs to the host program and its own arrays.
+    Some(kib * 1024 / 2)
+}
+
+impl Capabilities {
+    /// Combines measurements (if any) with the device's limits.
+    pub fn new(dev: &GpuDevice, measured: Option<&Measurements>, from_cache: bool) -> Self {
+        let gb = |bytes_per_s: f64| bytes_per_s / 1e9;
+        Capabilities {
+            memory_bandwidth_gb_s: measured.map(|m| gb(m.copy_bytes_per_s)),
+            transfer_gb_s: measured
+                .map(|m| gb(2.0 / (1.0 / m.h2d_bytes_per_s + 1.0 / m.d2h_bytes_per_s))),
+            h2d_gb_s: measured.map(|m| gb(m.h2d_bytes_per_s)),
+            d2h_gb_s: measured.map(|m| gb(m.d2h_bytes_per_s)),
+            launch_latency_s: measured.map(|m| m.launch_latency_s),
+            throughput: measured.map(|m| m.family_items_per_s.clone()).unwrap_or_default(),
+            max_buffer_bytes: dev.limits.max_buffer_size,
+            max_storage_binding_bytes: dev.limits.max_storage_buffer_binding_size,
+            memory_budget_bytes: memory_budget_bytes(dev),
+            device_type: dev.adapter.device_type.clone(),
+            backend: dev.adapter.backend.clone(),
+            from_cache,
+        }
+    }
+}

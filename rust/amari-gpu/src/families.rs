@@ -1,0 +1,37 @@
+//! Kernel families and the reference kernel each is calibrated with. A family's measured
+//! items/s on its reference kernel, times the reference kernel's arithmetic per item, gives
+//! the device's arithmetic rate for every kernel of that family.
+
+use crate::kernel::MapKernel;
+
+/// One kernel family's calibration reference.
+pub struct Family {
+    /// Family name, as used in `capabilities.throughput`.
+    pub name: &'static str,
+    /// Builds the reference kernel.
+    pub reference: fn() -> MapKernel,
+    /// Arithmetic operations per item of the reference kernel.
+    pub reference_flops_per_item: f64,
+    /// Items per calibration dispatch: enough to fill a device, little enough to stay fast.
+    pub calibration_items: usize,
+}
+
+/// Every family that has a reference kernel.
+pub fn families() -> &'static [Family] {
+    &[Family {
+        name: "geometric_algebra",
+        reference: crate::ga::geometric_cl3_kernel,
+        // 64 products and 56 sums per Cl(3,0) geometric product.
+        reference_flops_per_item: 120.0,
+        calibration_items: 1 << 18,
+    }]
+}
+
+/// The family a kernel or family name belongs to.
+pub fn family_of(kernel: &str) -> Option<&'static Family> {
+    let family = match kernel {
+        "geometric_product" | "geometric_cl3" | "geometric_algebra" => "geometric_algebra",
+        other => other,
+    };
+    families().iter().find(|f| f.name == family)
+}

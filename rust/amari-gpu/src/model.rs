@@ -1,0 +1,60 @@
+//! The cost model of one device: what the partitioners predict from. Its figures come from
+//! calibration (measured on the device) and are refined online from completed chunks.
+
+use crate::workload::Workload;
+
+/// The predicted cost of work on one device, for one workload's kernel family.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceModel {
+    /// Context-wide device id.
+    pub device: usize,
+    /// Physical-device group: logical devices on one adapter, or one device seen through two
+    /// backends, share one piece of hardware, so their speeds do not add up.
+    pub group: usize,
+    /// Seconds of fixed cost per chunk (submit, synchronise, map).
+    pub launch_latency_s: f64,
+    /// Host-to-device bytes per second.
+    pub h2d_bytes_per_s: f64,
+    /// Device-to-host bytes per second.
+    pub d2h_bytes_per_s: f64,
+    /// Arithmetic rate for the workload's family (flops per second).
+    pub flops_per_s: f64,
+    /// Observed / predicted time from history (1.0 when there is none yet).
+    pub correction: f64,
+    /// Relative spread of recent observed / predicted ratios (0 when consistent or unknown).
+    pub uncertainty: f64,
+    /// Memory the device can give a workload, when known.
+    pub memory_budget_bytes: Option<u64>,
+    /// Largest storage binding the device accepts.
+    pub max_binding_bytes: u64,
+}
+
+impl DeviceModel {
+    /// Seconds per item when the device works alone.
+    pub fn seconds_per_item(&self, workload: &Workload) -> f64 {
+        let transfer = workload.bytes_in_per_item / self.h2d_bytes_per_s
+            + workload.bytes_out_per_item / self.d2h_bytes_per_s;
+        let compute = workload.flops_per_item / self.flops_per_s;
+        (transfer + compute) * self.correction
+    }
+
+    /// Items per second when the device works alone.
+    pub fn items_per_s(&self, workload: &Workload) -> f64 {
+        1.0 / self.seconds_per_item(workload)
+    }
+
+    /// Predicted seconds for `items` items in `chunks` chunks while `sharing` devices of the
+    /// same group are busy at once (each gets 1/sharing of the hardware).
+    pub fn seconds(&self, workload: &Workload, items: u64, chunks: u64, sharing: usize) -> f64 {
+        if items == 0 {
+            return 0.0;
+        }
+        chunks as f64 * self.launch_latency_s
+            + items as f64 * self.seconds_per_item(workload) * sharing.max(1) as f64
+    }
+
+    /// Whether a chunk of `chunk_items` items fits this device's binding limit.
+    pub fn accepts_chunk(&self, workload: &Workload, chunk_items: u64) -> bool {
+        workload.widest_bytes_per_item() * chunk_items as f64 <= self.max_binding_bytes as f64
+    }
+}

@@ -1,0 +1,68 @@
+//! The lower bound plans are judged against, and the efficiency figure derived from it.
+
+use super::problem::Problem;
+
+/// No plan can beat the larger of two limits: all groups streaming at full speed with no
+/// launch cost, and one chunk (with its launch) on the quickest device.
+pub(crate) fn lower_bound(p: &Problem) -> f64 {
+    let items = p.workload.items;
+    if items == 0 {
+        return 0.0;
+    }
+    // Members of a group share one piece of hardware, so a group is only as fast as its
+    // fastest member, however many logical devices it shows.
+    let mut group_ips = vec![0.0f64; p.n_groups];
+    for d in &p.devs {
+        group_ips[d.group] = group_ips[d.group].max(d.ips());
+    }
+    let throughput: f64 = group_ips.iter().sum();
+    let one_chunk = p.chunk_items.min(items);
+    let quickest_chunk = p
+        .devs
+        .iter()
+        .map(|d| d.model.seconds(p.workload, one_chunk, 1, 1))
+        .fold(f64::INFINITY, f64::min);
+    (items as f64 / throughput).max(quickest_chunk)
+}
+
+/// `lower_bound / makespan`, capped at 1 so rounding cannot report a plan beating its bound.
+pub(crate) fn efficiency(lower_bound_s: f64, makespan_s: f64) -> f64 {
+    if makespan_s <= 0.0 {
+        1.0
+    } else {
+        (lower_bound_s / makespan_s).min(1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{dev, work};
+    use super::super::problem::Problem;
+    use super::*;
+
+    #[test]
+    fn groups_count_once_at_their_fastest_member() {
+        let w = work(1 << 20);
+        // Two logical devices of one adapter plus a separate one of the same speed: the
+        // bound is the work over two devices' throughput, not three.
+        let models = [dev(0, 0, 1e10), dev(1, 0, 1e10), dev(2, 1, 1e10)];
+        let p = Problem::new(&w, 1 << 10, &models).unwrap();
+        let spi = models[0].seconds_per_item(&w);
+        let expected = (1u64 << 20) as f64 * spi / 2.0;
+        assert!((lower_bound(&p) - expected).abs() <= expected * 1e-12);
+    }
+
+    #[test]
+    fn one_chunk_bounds_tiny_problems() {
+        let w = work(100);
+        let models = [dev(0, 0, 1e10), dev(1, 1, 1e10)];
+        let p = Problem::new(&w, 1 << 10, &models).unwrap();
+        assert_eq!(lower_bound(&p), models[0].seconds(&w, 100, 1, 1));
+    }
+
+    #[test]
+    fn efficiency_is_one_for_nothing_to_do() {
+        assert_eq!(efficiency(0.0, 0.0), 1.0);
+        assert_eq!(efficiency(1.0, 2.0), 0.5);
+    }
+}

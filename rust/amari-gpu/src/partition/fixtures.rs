@@ -1,0 +1,57 @@
+//! Hand-made devices and workloads for the partitioners' unit tests, and the plan invariants
+//! every test checks.
+
+use crate::model::DeviceModel;
+use crate::plan::Plan;
+use crate::workload::Workload;
+
+/// A device with an ordinary bus and latency, and the given arithmetic rate.
+pub(crate) fn dev(device: usize, group: usize, flops_per_s: f64) -> DeviceModel {
+    DeviceModel {
+        device,
+        group,
+        launch_latency_s: 1e-5,
+        h2d_bytes_per_s: 1e10,
+        d2h_bytes_per_s: 1e10,
+        flops_per_s,
+        correction: 1.0,
+        uncertainty: 0.0,
+        memory_budget_bytes: None,
+        max_binding_bytes: 128 << 20,
+    }
+}
+
+/// A compute-heavy workload, so arithmetic rates decide the speeds.
+pub(crate) fn work(items: u64) -> Workload {
+    Workload {
+        kernel: "test".into(),
+        items,
+        bytes_in_per_item: 32.0,
+        bytes_out_per_item: 16.0,
+        flops_per_item: 1e4,
+    }
+}
+
+/// Chunks per device, in device order.
+pub(crate) fn chunks(plan: &Plan) -> Vec<(usize, u64)> {
+    plan.assignments.iter().map(|a| (a.device, a.chunks)).collect()
+}
+
+/// Panics unless the plan covers the problem exactly with contiguous whole-chunk runs.
+pub(crate) fn check(plan: &Plan) {
+    let mut next = 0;
+    let mut chunk = 0;
+    for a in &plan.assignments {
+        assert!(a.items > 0 && a.chunks > 0, "{plan:?}");
+        assert_eq!((a.start, a.first_chunk), (next, chunk), "{plan:?}");
+        assert_eq!(a.start, a.first_chunk * plan.chunk_items);
+        assert_eq!(a.stop, ((a.first_chunk + a.chunks) * plan.chunk_items).min(plan.items));
+        assert_eq!(a.items, a.stop - a.start);
+        next = a.stop;
+        chunk += a.chunks;
+    }
+    assert_eq!((next, chunk), (plan.items, plan.n_chunks), "{plan:?}");
+    assert!(plan.assignments.windows(2).all(|w| w[0].device < w[1].device));
+    assert!(plan.estimated_makespan_s >= plan.lower_bound_s * (1.0 - 1e-9));
+    assert!(plan.efficiency > 0.0 && plan.efficiency <= 1.0);
+}

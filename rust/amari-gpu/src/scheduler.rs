@@ -1,0 +1,170 @@
+//! The chunk queue of one call: each worker's own chunks (static plans), a shared queue
+//! (adaptive plans: workers pull, so fast devices take more), and orphans — chunks of a
+//! device that failed — which any healthy worker picks up.
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex};
+
+#[derive(Debug)]
+struct State {
+    own: Vec<VecDeque<usize>>,
+    shared: VecDeque<usize>,
+    orphans: VecDeque<usize>,
+    remaining: usize,
+    alive: usize,
+    waiting: usize,
+}
+
+impl State {
+    fn take(&mut self, slot: usize, may_share: bool) -> Option<usize> {
+        if let Some(chunk) = self.own[slot].pop_front() {
+            return Some(chunk);
+        }
+        if let Some(chunk) = self.orphans.pop_front() {
+            return Some(chunk);
+        }
+        if may_share {
+            return self.shared.pop_front();
+        }
+        None
+    }
+}
+
+/// Hands out chunk indices to worker slots until every chunk is done.
+#[derive(Debug)]
+pub struct Scheduler {
+    state: Mutex<State>,
+    changed: Condvar,
+    sharers: Vec<bool>,
+}
+
+impl Scheduler {
+    /// `own[slot]`: the chunks planned for worker `slot`; `shared`: chunks any worker with
+    /// `sharers[slot]` may pull.
+    pub fn new(own: Vec<VecDeque<usize>>, shared: VecDeque<usize>, sharers: Vec<bool>) -> Self {
+        let remaining = own.iter().map(VecDeque::len).sum::<usize>() + shared.len();
+        let alive = own.len();
+        Scheduler {
+            state: Mutex::new(State { own, shared, orphans: VecDeque::new(), remaining, alive, waiting: 0 }),
+            changed: Condvar::new(),
+            sharers,
+        }
+    }
+
+    /// The next chunk for `slot` if one is ready now.
+    pub fn try_next(&self, slot: usize) -> Option<usize> {
+        self.state.lock().expect("scheduler lock").take(slot, self.sharers[slot])
+    }
+
+    /// The next chunk for `slot`, waiting while other workers still hold chunks that could
+    /// come back as orphans. `None` when every chunk is done (or nothing can come).
+    pub fn next(&self, slot: usize) -> Option<usize> {
+        let mut state = self.state.lock().expect("scheduler lock");
+        loop {
+            if let Some(chunk) = state.take(slot, self.sharers[slot]) {
+                return Some(chunk);
+            }
+            // Every other live worker idle too: no chunk is in flight, nothing can return.
+            if state.remaining == 0 || state.waiting + 1 >= state.alive {
+                self.changed.notify_all();
+                return None;
+            }
+            state.waiting += 1;
+            state = self.changed.wait(state).expect("scheduler lock");
+            state.waiting -= 1;
+        }
+    }
+
+    /// A chunk completed.
+    pub fn done(&self) {
+        let mut state = self.state.lock().expect("scheduler lock");
+        state.remaining -= 1;
+        if state.remaining == 0 {
+            self.changed.notify_all();
+        }
+    }
+
+    /// Worker `slot` stops normally.
+    pub fn exit(&self) {
+        self.state.lock().expect("scheduler lock").alive -= 1;
+        self.changed.notify_all();
+    }
+
+    /// Worker `slot` failed: `unfinished` and its remaining own chunks become orphans.
+    pub fn fail(&self, slot: usize, unfinished: impl IntoIterator<Item = usize>) {
+        let mut state = self.state.lock().expect("scheduler lock");
+        let own: Vec<usize> = state.own[slot].drain(..).collect();
+        state.orphans.extend(unfinished);
+        state.orphans.extend(own);
+        state.alive -= 1;
+        self.changed.notify_all();
+    }
+
+    /// Chunks not completed yet.
+    pub fn remaining(&self) -> usize {
+        self.state.lock().expect("scheduler lock").remaining
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_chunks_first_then_orphans_then_shared() {
+        let s = Scheduler::new(
+            vec![VecDeque::from([0, 1]), VecDeque::from([2])],
+            VecDeque::from([3]),
+            vec![true, false],
+        );
+        assert_eq!(s.try_next(1), Some(2));
+        s.fail(1, [2]);
+        assert_eq!(s.try_next(0), Some(0));
+        assert_eq!(s.try_next(0), Some(1));
+        assert_eq!(s.try_next(0), Some(2));
+        assert_eq!(s.try_next(0), Some(3));
+        assert_eq!(s.try_next(0), None);
+        for _ in 0..4 {
+            s.done();
+        }
+        assert_eq!(s.remaining(), 0);
+        assert_eq!(s.next(0), None);
+    }
+
+    #[test]
+    fn a_waiting_worker_takes_the_chunks_of_a_failed_one() {
+        let s = std::sync::Arc::new(Scheduler::new(
+            vec![VecDeque::new(), VecDeque::from([0, 1])],
+            VecDeque::new(),
+            vec![false, false],
+        ));
+        let taken = s.try_next(1);
+        assert_eq!(taken, Some(0));
+        let waiter = {
+            let s = std::sync::Arc::clone(&s);
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                while let Some(c) = s.next(0) {
+                    got.push(c);
+                    s.done();
+                }
+                got
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        s.fail(1, [0]);
+        let mut got = waiter.join().unwrap();
+        got.sort();
+        assert_eq!(got, vec![0, 1]);
+        assert_eq!(s.remaining(), 0);
+    }
+
+    #[test]
+    fn workers_stop_when_everything_is_done() {
+        let s = Scheduler::new(vec![VecDeque::from([0]), VecDeque::new()], VecDeque::new(), vec![false; 2]);
+        assert_eq!(s.next(0), Some(0));
+        s.done();
+        assert_eq!(s.next(1), None);
+        assert_eq!(s.next(0), None);
+    }
+}
