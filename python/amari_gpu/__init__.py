@@ -14,19 +14,25 @@ from .errors import (
     OutOfMemoryError,
     ShapeError,
 )
+from .planning import STRATEGIES, Capabilities, DeviceWorkload, Plan, Workload
 
 __version__: str = _native.__version__
 
 __all__ = [
+    "STRATEGIES",
     "AdapterInfo",
     "AmariGpuError",
+    "Capabilities",
     "Device",
     "DeviceLostError",
+    "DeviceWorkload",
     "InvalidArgumentError",
     "MultiGpuContext",
     "NoAdapterError",
     "OutOfMemoryError",
+    "Plan",
     "ShapeError",
+    "Workload",
     "__version__",
     "adapters",
 ]

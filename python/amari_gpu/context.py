@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -12,6 +12,8 @@ import numpy.typing as npt
 from . import _native
 from ._adapters import BACKENDS, DEVICE_TYPES, AdapterInfo
 from ._validate import batch, index_list, name_list, optional_positive_int, positive_int
+from .errors import InvalidArgumentError
+from .planning import Capabilities, Plan, Workload, check_strategy, optional_strategy
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,12 @@ class Device:
 
     id: int
     adapter: AdapterInfo
+    _native: Any = field(repr=False, compare=False, hash=False)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Measured capabilities (the context calibrates on first need)."""
+        return Capabilities(**self._native.capabilities(self.id))
 
 
 class MultiGpuContext:
@@ -32,9 +40,11 @@ class MultiGpuContext:
     kind, ``max_devices=`` caps the count, and ``devices_per_adapter=N`` opens N logical
     devices (each with its own queue) per adapter.
 
-    ``chunk_items`` overrides the items per chunk (default: derived from the problem only);
-    ``sync_timeout_ms`` turns a device that takes longer than that for one chunk into a
-    failure.
+    ``strategy`` is the default split of every call ("balanced", "capability", "memory",
+    "latency", "adaptive" or "auto"); each kernel method also takes ``strategy=``.
+    ``chunk_items`` overrides the items per chunk (default: derived from the problem size
+    only); ``sync_timeout_ms`` turns a device that takes longer than that for one chunk into
+    a failure whose chunks are re-run on the other devices.
     """
 
     def __init__(
@@ -47,6 +57,7 @@ class MultiGpuContext:
         *,
         chunk_items: int | None = None,
         sync_timeout_ms: int | None = None,
+        strategy: str = "auto",
     ) -> None:
         self._native = _native.Context(
             backends=name_list("backends", backends, BACKENDS),
@@ -56,24 +67,92 @@ class MultiGpuContext:
             devices_per_adapter=positive_int("devices_per_adapter", devices_per_adapter),
             chunk_items=optional_positive_int("chunk_items", chunk_items),
             sync_timeout_ms=optional_positive_int("sync_timeout_ms", sync_timeout_ms),
+            strategy=check_strategy(strategy),
         )
+        self.strategy = strategy
         self.devices: list[Device] = [
-            Device(id=d["id"], adapter=AdapterInfo.from_dict(d["adapter"]))
+            Device(id=d["id"], adapter=AdapterInfo.from_dict(d["adapter"]), _native=self._native)
             for d in self._native.devices()
         ]
+        self.last_plan: Plan | None = None
 
     def __repr__(self) -> str:
         names = ", ".join(f"{d.id}: {d.adapter.name} ({d.adapter.backend})" for d in self.devices)
         return f"MultiGpuContext([{names}])"
 
-    def geometric_product(self, a: Any, b: Any) -> npt.NDArray[np.float32]:
+    def _device_id(self, device_id: Any) -> int:
+        ids = range(len(self.devices))
+        if isinstance(device_id, bool) or not isinstance(device_id, (int, np.integer)):
+            raise InvalidArgumentError(
+                f"device_id: expected an integer in {ids}, got {device_id!r}"
+            )
+        if int(device_id) not in ids:
+            raise InvalidArgumentError(f"device_id: expected an integer in {ids}, got {device_id}")
+        return int(device_id)
+
+    def calibrate(self, force: bool = False) -> list[Capabilities]:
+        """Measures every device: transfer both ways, on-device copy bandwidth and items/s of
+        each kernel family. Figures are cached on disk per adapter, driver and package
+        version (``AMARI_GPU_CACHE_DIR`` overrides the user cache dir); ``force`` measures
+        again. Contexts calibrate on first need, so calling this is optional."""
+        return [Capabilities(**c) for c in self._native.calibrate(bool(force))]
+
+    def distribute_workload(self, workload: Workload, strategy: str | None = None) -> Plan:
+        """The plan ``workload`` would run with, without running it."""
+        if not isinstance(workload, Workload):
+            raise InvalidArgumentError(
+                f"workload: expected an amari_gpu.Workload, got {type(workload).__name__}"
+            )
+        plan = self._native.distribute_workload(
+            workload.kernel,
+            workload.items,
+            float(workload.bytes_in_per_item),
+            float(workload.bytes_out_per_item),
+            float(workload.flops_per_item),
+            optional_strategy(strategy),
+        )
+        return Plan.from_dict(plan)
+
+    def health(self) -> dict[int, dict[str, Any]]:
+        """``{device_id: {"healthy": bool, "reason": str | None}}``. A device that failed is
+        left out of later calls until ``reset_health``."""
+        return dict(self._native.health())
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Per device: bytes moved, items and chunks done, busy seconds, device memory the
+        context holds, health."""
+        return list(self._native.stats())
+
+    def inject_fault(self, device_id: int, after_chunks: int = 0) -> None:
+        """Makes ``device_id`` fail when it starts a chunk after completing ``after_chunks``
+        more (for testing recovery): its unfinished chunks go to the healthy devices."""
+        if isinstance(after_chunks, bool) or not isinstance(after_chunks, (int, np.integer)):
+            raise InvalidArgumentError(
+                f"after_chunks: expected an integer >= 0, got {after_chunks!r}"
+            )
+        if after_chunks < 0:
+            raise InvalidArgumentError(
+                f"after_chunks: expected an integer >= 0, got {after_chunks}"
+            )
+        self._native.inject_fault(self._device_id(device_id), int(after_chunks))
+
+    def reset_health(self, device_id: int | None = None) -> None:
+        """Marks ``device_id`` (or every device) healthy again."""
+        self._native.reset_health(None if device_id is None else self._device_id(device_id))
+
+    def geometric_product(
+        self, a: Any, b: Any, *, strategy: str | None = None
+    ) -> npt.NDArray[np.float32]:
         """Geometric product ``a[i] b[i]`` in Cl(3,0) for batches of shape (N, 8).
 
         Blades are in bitmask order: index i is the blade whose basis vectors are the set
         bits of i: 1, e1, e2, e12, e3, e13, e23, e123. Inputs of any real dtype are converted
         to float32 (a copy; inputs are never modified); the result is a new float32 (N, 8)
-        array. Runs on every device of the context.
+        array. Runs on every healthy device of the context, split by ``strategy`` (default:
+        the context's); ``ctx.last_plan`` holds the plan the call followed.
         """
         a32 = batch("a", a, 8)
         b32 = batch("b", b, 8, rows=a32.shape[0])
-        return self._native.geometric_product(a32, b32)
+        out, plan = self._native.geometric_product(a32, b32, optional_strategy(strategy))
+        self.last_plan = Plan.from_dict(plan)
+        return out

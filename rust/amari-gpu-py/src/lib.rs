@@ -5,6 +5,7 @@ mod adapters;
 mod context;
 mod detach;
 mod errors;
+mod plans;
 
 use pyo3::prelude::*;
 

@@ -5,15 +5,14 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-
-use crate::calibrate::Measurements;
 
 const FILE_NAME: &str = "calibration-v1.json";
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct CacheFile {
-    entries: BTreeMap<String, Measurements>,
+    entries: BTreeMap<String, serde_json::Value>,
 }
 
 /// The cache directory: `AMARI_GPU_CACHE_DIR`, else the platform's user cache dir.
@@ -43,20 +42,27 @@ fn read(path: &PathBuf) -> CacheFile {
         .unwrap_or_default()
 }
 
-/// Cached measurements for `key`, if any.
-pub fn load(key: &str) -> Option<Measurements> {
+/// Cached figures for `key`, if any (and if they still parse as `T`).
+pub fn load<T: DeserializeOwned>(key: &str) -> Option<T> {
     let path = cache_dir()?.join(FILE_NAME);
-    read(&path).entries.remove(key)
+    serde_json::from_value(read(&path).entries.remove(key)?).ok()
 }
 
-/// Stores measurements for `key`; failures to write are returned, not fatal to callers.
-pub fn store(key: &str, measurements: &Measurements) -> std::io::Result<()> {
-    let dir = cache_dir().ok_or_else(|| std::io::Error::other("no cache directory (set AMARI_GPU_CACHE_DIR)"))?;
+/// Stores figures for `key`; failures to write are returned, not fatal to callers.
+pub fn store<T: Serialize>(key: &str, figures: &T) -> std::io::Result<()> {
+    let dir = cache_dir()
+        .ok_or_else(|| std::io::Error::other("no cache directory (set AMARI_GPU_CACHE_DIR)"))?;
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(FILE_NAME);
     let mut file = read(&path);
-    file.entries.insert(key.to_string(), measurements.clone());
+    file.entries.insert(
+        key.to_string(),
+        serde_json::to_value(figures).map_err(std::io::Error::other)?,
+    );
     let temporary = dir.join(format!("{FILE_NAME}.{}.tmp", std::process::id()));
-    std::fs::write(&temporary, serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?)?;
+    std::fs::write(
+        &temporary,
+        serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?,
+    )?;
     std::fs::rename(&temporary, &path)
 }

@@ -45,9 +45,15 @@ fn median(mut samples: Vec<f64>) -> f64 {
 
 fn wait(dev: &GpuDevice, submission: wgpu::SubmissionIndex) -> Result<()> {
     dev.device
-        .poll(wgpu::PollType::Wait { submission_index: Some(submission), timeout: Some(Duration::from_secs(60)) })
+        .poll(wgpu::PollType::Wait {
+            submission_index: Some(submission),
+            timeout: Some(Duration::from_secs(60)),
+        })
         .map(|_| ())
-        .map_err(|e| Error::DeviceLost { device: dev.id, reason: format!("calibration: {e}") })
+        .map_err(|e| Error::DeviceLost {
+            device: dev.id,
+            reason: format!("calibration: {e}"),
+        })
 }
 
 fn buffer(dev: &GpuDevice, bytes: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
@@ -71,7 +77,11 @@ fn timed(repeats: usize, mut step: impl FnMut() -> Result<()>) -> Result<f64> {
 }
 
 fn measure_h2d(dev: &GpuDevice) -> Result<f64> {
-    let target = buffer(dev, TRANSFER_BYTES, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST);
+    let target = buffer(
+        dev,
+        TRANSFER_BYTES,
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+    );
     let data = vec![1u8; TRANSFER_BYTES as usize];
     let seconds = timed(REPEATS, || {
         dev.queue.write_buffer(&target, 0, &data);
@@ -81,11 +91,21 @@ fn measure_h2d(dev: &GpuDevice) -> Result<f64> {
 }
 
 fn measure_d2h(dev: &GpuDevice) -> Result<f64> {
-    let source = buffer(dev, TRANSFER_BYTES, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC);
-    let staging = buffer(dev, TRANSFER_BYTES, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+    let source = buffer(
+        dev,
+        TRANSFER_BYTES,
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+    );
+    let staging = buffer(
+        dev,
+        TRANSFER_BYTES,
+        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+    );
     let mut host = vec![0u8; TRANSFER_BYTES as usize];
     let seconds = timed(REPEATS, || {
-        let mut encoder = dev.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        let mut encoder = dev
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         encoder.copy_buffer_to_buffer(&source, 0, &staging, 0, TRANSFER_BYTES);
         let submission = dev.queue.submit(Some(encoder.finish()));
         let (sender, receiver) = mpsc::channel();
@@ -95,11 +115,19 @@ fn measure_d2h(dev: &GpuDevice) -> Result<f64> {
         wait(dev, submission)?;
         receiver
             .recv()
-            .map_err(|e| Error::DeviceLost { device: dev.id, reason: format!("calibration readback: {e}") })?
-            .map_err(|e| Error::DeviceLost { device: dev.id, reason: format!("calibration readback: {e}") })?;
-        host.copy_from_slice(&staging.slice(..).get_mapped_range().map_err(|e| Error::DeviceLost {
-            device: dev.id,
-            reason: format!("calibration readback: {e}"),
+            .map_err(|e| Error::DeviceLost {
+                device: dev.id,
+                reason: format!("calibration readback: {e}"),
+            })?
+            .map_err(|e| Error::DeviceLost {
+                device: dev.id,
+                reason: format!("calibration readback: {e}"),
+            })?;
+        host.copy_from_slice(&staging.slice(..).get_mapped_range().map_err(|e| {
+            Error::DeviceLost {
+                device: dev.id,
+                reason: format!("calibration readback: {e}"),
+            }
         })?);
         staging.unmap();
         Ok(())
@@ -112,7 +140,9 @@ fn measure_copy(dev: &GpuDevice) -> Result<f64> {
     let source = buffer(dev, bytes, wgpu::BufferUsages::COPY_SRC);
     let target = buffer(dev, bytes, wgpu::BufferUsages::COPY_DST);
     let seconds = timed(REPEATS, || {
-        let mut encoder = dev.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        let mut encoder = dev
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         encoder.copy_buffer_to_buffer(&source, 0, &target, 0, bytes);
         wait(dev, dev.queue.submit(Some(encoder.finish())))
     })?;
@@ -124,13 +154,27 @@ fn measure_latency(dev: &GpuDevice) -> Result<f64> {
     let kernel = (families()[0].reference)();
     let pipeline = dev.pipeline(&kernel)?;
     let items = 64;
-    let inputs: Vec<Vec<f32>> = kernel.input_words.iter().map(|w| vec![0.5; w * items]).collect();
+    let inputs: Vec<Vec<f32>> = kernel
+        .input_words
+        .iter()
+        .map(|w| vec![0.5; w * items])
+        .collect();
     let views: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
     let mut output = vec![0.0; kernel.output_words * items];
     let mut samples = Vec::new();
     for _ in 0..7 {
         let start = Instant::now();
-        run_chunk(dev, &kernel, &pipeline, &views, ChunkJob { range: 0..items, output: &mut output }, None)?;
+        run_chunk(
+            dev,
+            &kernel,
+            &pipeline,
+            &views,
+            ChunkJob {
+                range: 0..items,
+                output: &mut output,
+            },
+            None,
+        )?;
         samples.push(start.elapsed().as_secs_f64());
     }
     Ok(median(samples))
@@ -151,17 +195,46 @@ impl Resident {
         pipeline: &std::sync::Arc<wgpu::ComputePipeline>,
         items: usize,
     ) -> Result<Self> {
-        let grid = crate::dispatch::grid_for(items as u64, dev.limits.max_compute_workgroups_per_dimension)
-            .ok_or_else(|| Error::invalid("calibration_items", format!("{items} items do not fit one dispatch")))?;
-        let params = crate::kernel::Params { n: items as u32, row_threads: grid.row_threads(), pad: [0; 2] };
-        let uniform = buffer(dev, 16, wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST);
-        dev.queue.write_buffer(&uniform, 0, bytemuck::bytes_of(&params));
+        let grid = crate::dispatch::grid_for(
+            items as u64,
+            dev.limits.max_compute_workgroups_per_dimension,
+        )
+        .ok_or_else(|| {
+            Error::invalid(
+                "calibration_items",
+                format!("{items} items do not fit one dispatch"),
+            )
+        })?;
+        let params = crate::kernel::Params {
+            n: items as u32,
+            row_threads: grid.row_threads(),
+            pad: [0; 2],
+        };
+        let uniform = buffer(
+            dev,
+            16,
+            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        );
+        dev.queue
+            .write_buffer(&uniform, 0, bytemuck::bytes_of(&params));
         let mut buffers = vec![uniform];
-        for &words in kernel.input_words.iter().chain(std::iter::once(&kernel.output_words)) {
+        for &words in kernel
+            .input_words
+            .iter()
+            .chain(std::iter::once(&kernel.output_words))
+        {
             let bytes = (words * items * 4) as u64;
-            let storage = buffer(dev, bytes, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST);
+            let storage = buffer(
+                dev,
+                bytes,
+                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            );
             // Inputs hold ones rather than zeros so no driver can shortcut the arithmetic.
-            dev.queue.write_buffer(&storage, 0, bytemuck::cast_slice(&vec![1.0f32; words * items]));
+            dev.queue.write_buffer(
+                &storage,
+                0,
+                bytemuck::cast_slice(&vec![1.0f32; words * items]),
+            );
             buffers.push(storage);
         }
         let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
@@ -174,11 +247,18 @@ impl Resident {
             layout: &pipeline.get_bind_group_layout(0),
             entries: &entries,
         });
-        Ok(Resident { bind_group, pipeline: std::sync::Arc::clone(pipeline), grid, _buffers: buffers })
+        Ok(Resident {
+            bind_group,
+            pipeline: std::sync::Arc::clone(pipeline),
+            grid,
+            _buffers: buffers,
+        })
     }
 
     fn run(&self, dev: &GpuDevice) -> Result<()> {
-        let mut encoder = dev.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        let mut encoder = dev
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             pass.set_pipeline(&self.pipeline);

@@ -60,7 +60,9 @@ impl Capabilities {
             h2d_gb_s: measured.map(|m| gb(m.h2d_bytes_per_s)),
             d2h_gb_s: measured.map(|m| gb(m.d2h_bytes_per_s)),
             launch_latency_s: measured.map(|m| m.launch_latency_s),
-            throughput: measured.map(|m| m.family_items_per_s.clone()).unwrap_or_default(),
+            throughput: measured
+                .map(|m| m.family_items_per_s.clone())
+                .unwrap_or_default(),
             max_buffer_bytes: dev.limits.max_buffer_size,
             max_storage_binding_bytes: dev.limits.max_storage_buffer_binding_size,
             memory_budget_bytes: memory_budget_bytes(dev),

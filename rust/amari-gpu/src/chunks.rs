@@ -15,13 +15,43 @@ pub const TARGET_CHUNK_BYTES: u64 = 32 << 20;
 /// sized under it fits every device.
 pub const PORTABLE_BINDING_BYTES: u64 = 128 << 20;
 
-/// Items per chunk for `kernel`: a power of two, so the grid is the same on every machine.
-pub fn default_chunk_items(kernel: &MapKernel) -> usize {
-    let by_target = (TARGET_CHUNK_BYTES / kernel.bytes_per_item().max(1)).max(1);
-    let by_binding = (PORTABLE_BINDING_BYTES / kernel.widest_binding_bytes_per_item()).max(1);
-    let items = by_target.min(by_binding);
-    // Largest power of two not above `items`.
-    1usize << (63 - items.leading_zeros())
+/// Bytes moved per chunk below which per-chunk overhead would dominate.
+pub const MIN_CHUNK_BYTES: u64 = 1 << 20;
+
+/// Chunks a large problem is cut into at least, so that up to dozens of devices can be
+/// balanced to within a few percent.
+pub const TARGET_CHUNKS: u64 = 64;
+
+fn pow2_floor(x: u64) -> u64 {
+    1u64 << (63 - x.max(1).leading_zeros())
+}
+
+/// Items per chunk for a problem of `items` items moving `bytes_per_item` bytes, whose
+/// widest binding holds `widest_bytes_per_item` per item. A power of two that depends only
+/// on these numbers, never on the devices: about `TARGET_CHUNKS` chunks, each between
+/// `MIN_CHUNK_BYTES` and `TARGET_CHUNK_BYTES` and within the portable binding size.
+pub fn chunk_items_for(items: u64, bytes_per_item: f64, widest_bytes_per_item: f64) -> u64 {
+    let per_item = bytes_per_item.max(1.0);
+    let widest = widest_bytes_per_item.max(1.0);
+    let max_items = pow2_floor(
+        ((TARGET_CHUNK_BYTES as f64 / per_item) as u64)
+            .min((PORTABLE_BINDING_BYTES as f64 / widest) as u64),
+    );
+    let min_items = pow2_floor((MIN_CHUNK_BYTES as f64 / per_item) as u64).min(max_items);
+    items
+        .div_ceil(TARGET_CHUNKS)
+        .max(1)
+        .next_power_of_two()
+        .clamp(min_items, max_items)
+}
+
+/// Items per chunk for `kernel` on a problem of `items` items.
+pub fn default_chunk_items(kernel: &MapKernel, items: usize) -> usize {
+    chunk_items_for(
+        items as u64,
+        kernel.bytes_per_item() as f64,
+        kernel.widest_binding_bytes_per_item() as f64,
+    ) as usize
 }
 
 /// Checks a caller-chosen chunk size against a device's binding limit.
@@ -68,6 +98,7 @@ mod tests {
             entry: "main",
             input_words: vec![words, words],
             output_words: words,
+            flops_per_item: 1.0,
         }
     }
 
@@ -88,12 +119,17 @@ mod tests {
     #[test]
     fn default_chunks_are_powers_of_two_within_portable_limits() {
         for words in [1, 8, 64, 1 << 20] {
-            let k = kernel(words);
-            let items = default_chunk_items(&k);
-            assert!(items.is_power_of_two());
-            assert!(check_chunk_items(&k, items, PORTABLE_BINDING_BYTES).is_ok() || items == 1);
+            for items in [1, 1000, 1 << 20, 1 << 30] {
+                let k = kernel(words);
+                let chunk = default_chunk_items(&k, items);
+                assert!(chunk.is_power_of_two());
+                assert!(check_chunk_items(&k, chunk, PORTABLE_BINDING_BYTES).is_ok() || chunk == 1);
+            }
         }
-        assert_eq!(default_chunk_items(&kernel(8)), 1 << 18);
+        // Cl(3,0): 96 bytes per item; 2^18 items keep a chunk under 32 MiB.
+        assert_eq!(default_chunk_items(&kernel(8), 1 << 30), 1 << 18);
+        assert_eq!(default_chunk_items(&kernel(8), 2_000_000), 1 << 15);
+        assert_eq!(default_chunk_items(&kernel(8), 10), 1 << 13);
     }
 
     #[test]

@@ -36,7 +36,12 @@ pub struct GpuDevice {
 
 impl GpuDevice {
     /// Opens a device on `adapter`, requesting everything the adapter offers.
-    pub fn open(id: usize, adapter: &wgpu::Adapter, info: &AdapterInfo, group: usize) -> Result<Self> {
+    pub fn open(
+        id: usize,
+        adapter: &wgpu::Adapter,
+        info: &AdapterInfo,
+        group: usize,
+    ) -> Result<Self> {
         let limits = adapter.limits();
         let descriptor = wgpu::DeviceDescriptor {
             label: Some("amari-gpu"),

@@ -1,22 +1,42 @@
-//! Runs a map kernel over a chunk grid on several devices at once: one worker thread per
-//! device, each uploading, dispatching and reading back its chunks, writing results
-//! straight into the caller's output slice.
+//! Runs a map kernel over the chunk grid on several devices at once: one worker thread per
+//! device; each keeps two chunks in flight, so the upload of chunk k+1 and the readback of
+//! chunk k-1 overlap the dispatch of chunk k. Results are written straight into the
+//! caller's output. A device that fails hands its unfinished chunks to the others.
 
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use crate::device::GpuDevice;
 use crate::dispatch::grid_for;
 use crate::error::{Error, Result};
 use crate::kernel::{MapKernel, Params};
+use crate::pool::Pooled;
+use crate::scheduler::Scheduler;
 
-/// One chunk of work handed to a device: its item range and where its output goes.
+/// Chunks a worker keeps submitted ahead of the one it waits for.
+const IN_FLIGHT: usize = 2;
+
+/// One chunk of work: its item range and where its output goes.
 pub struct ChunkJob<'a> {
     /// Items of the chunk within the whole problem.
     pub range: Range<usize>,
     /// The output words of exactly these items.
     pub output: &'a mut [f32],
+}
+
+/// A whole-buffer-prefix binding of exactly `bytes`.
+pub(crate) fn binding(index: u32, buffer: &wgpu::Buffer, bytes: u64) -> wgpu::BindGroupEntry<'_> {
+    wgpu::BindGroupEntry {
+        binding: index,
+        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer,
+            offset: 0,
+            size: wgpu::BufferSize::new(bytes),
+        }),
+    }
 }
 
 /// Maps a wgpu error caught in a scope to the core error of device `device`.
@@ -33,34 +53,54 @@ fn scoped_error(device: usize, error: wgpu::Error) -> Error {
     }
 }
 
-/// A whole-buffer-prefix binding of exactly `bytes`.
-pub(crate) fn binding(index: u32, buffer: &wgpu::Buffer, bytes: u64) -> wgpu::BindGroupEntry<'_> {
-    wgpu::BindGroupEntry {
-        binding: index,
-        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-            buffer,
-            offset: 0,
-            size: wgpu::BufferSize::new(bytes),
-        }),
+fn lost(device: usize, reason: impl Into<String>) -> Error {
+    Error::DeviceLost {
+        device,
+        reason: reason.into(),
     }
 }
 
-/// Runs one chunk on one device, synchronously, writing `job.output`.
-pub fn run_chunk(
+/// A submitted chunk whose readback has been requested.
+pub struct InFlight {
+    range: Range<usize>,
+    out_bytes: u64,
+    submission: wgpu::SubmissionIndex,
+    mapped: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+    staging: Pooled,
+    buffers: Vec<Pooled>,
+    /// When the chunk was submitted.
+    pub submitted: Instant,
+    /// Bytes uploaded for it.
+    pub bytes_up: u64,
+}
+
+impl InFlight {
+    /// Items of the chunk.
+    pub fn range(&self) -> &Range<usize> {
+        &self.range
+    }
+
+    /// Destroys the chunk's buffers: after a failure they may still be in use.
+    pub fn discard(self) {
+        self.staging.discard();
+        for buffer in self.buffers {
+            buffer.discard();
+        }
+    }
+}
+
+/// Uploads a chunk's inputs, dispatches the kernel and requests the readback.
+pub fn submit(
     dev: &GpuDevice,
     kernel: &MapKernel,
     pipeline: &wgpu::ComputePipeline,
     inputs: &[&[f32]],
-    job: ChunkJob<'_>,
-    timeout: Option<Duration>,
-) -> Result<()> {
+    range: Range<usize>,
+) -> Result<InFlight> {
     if let Some(reason) = dev.lost_reason() {
-        return Err(Error::DeviceLost {
-            device: dev.id,
-            reason,
-        });
+        return Err(lost(dev.id, reason));
     }
-    let items = job.range.len();
+    let items = range.len();
     let grid = grid_for(
         items as u64,
         dev.limits.max_compute_workgroups_per_dimension,
@@ -72,13 +112,13 @@ pub fn run_chunk(
         )
     })?;
     let out_bytes = (items * kernel.output_words * 4) as u64;
-
     let oom_scope = dev.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
     let validation_scope = dev.device.push_error_scope(wgpu::ErrorFilter::Validation);
 
+    let params_bytes = std::mem::size_of::<Params>() as u64;
     let params = dev.pool.take(
         &dev.device,
-        std::mem::size_of::<Params>() as u64,
+        params_bytes,
         wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
     );
     let uniform = Params {
@@ -88,41 +128,46 @@ pub fn run_chunk(
     };
     dev.queue
         .write_buffer(&params, 0, bytemuck::bytes_of(&uniform));
-
-    let mut input_buffers = Vec::with_capacity(inputs.len());
+    let mut buffers = vec![params];
+    let mut sizes = vec![params_bytes];
+    let mut bytes_up = 0;
     for (data, &words) in inputs.iter().zip(&kernel.input_words) {
-        let slice = &data[job.range.start * words..job.range.end * words];
+        let slice = &data[range.start * words..range.end * words];
+        let bytes = (slice.len() * 4) as u64;
         let buffer = dev.pool.take(
             &dev.device,
-            (slice.len() * 4) as u64,
+            bytes,
             wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
         );
         dev.queue
             .write_buffer(&buffer, 0, bytemuck::cast_slice(slice));
-        input_buffers.push((buffer, (slice.len() * 4) as u64));
+        buffers.push(buffer);
+        sizes.push(bytes);
+        bytes_up += bytes;
     }
-    let output = dev.pool.take(
+    buffers.push(dev.pool.take(
         &dev.device,
         out_bytes,
         wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-    );
+    ));
+    sizes.push(out_bytes);
     let staging = dev.pool.take(
         &dev.device,
         out_bytes,
         wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
     );
 
-    let mut entries = vec![binding(0, &params, std::mem::size_of::<Params>() as u64)];
-    for (i, (buffer, bytes)) in input_buffers.iter().enumerate() {
-        entries.push(binding(i as u32 + 1, buffer, *bytes));
-    }
-    entries.push(binding(inputs.len() as u32 + 1, &output, out_bytes));
+    let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
+        .iter()
+        .zip(&sizes)
+        .enumerate()
+        .map(|(i, (buffer, &bytes))| binding(i as u32, buffer, bytes))
+        .collect();
     let bind_group = dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: Some(&kernel.id),
         layout: &pipeline.get_bind_group_layout(0),
         entries: &entries,
     });
-
     let mut encoder = dev
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -137,116 +182,233 @@ pub fn run_chunk(
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(grid.x, grid.y, 1);
     }
-    encoder.copy_buffer_to_buffer(&output, 0, &staging, 0, out_bytes);
+    let output = buffers.last().expect("output buffer");
+    encoder.copy_buffer_to_buffer(output, 0, &staging, 0, out_bytes);
     let submission = dev.queue.submit(Some(encoder.finish()));
-
-    let (sender, receiver) = mpsc::channel();
+    let (sender, mapped) = mpsc::channel();
     staging
         .slice(..out_bytes)
         .map_async(wgpu::MapMode::Read, move |result| {
-            // The receiver only goes away if this thread already gave up on the chunk.
+            // The receiver is gone only if the worker already gave up on this chunk.
             let _ = sender.send(result);
         });
-
+    // Native wgpu reports errors at the call, so the scopes can be closed right away.
     if let Some(error) = pollster::block_on(validation_scope.pop()) {
         return Err(scoped_error(dev.id, error));
     }
     if let Some(error) = pollster::block_on(oom_scope.pop()) {
         return Err(scoped_error(dev.id, error));
     }
+    Ok(InFlight {
+        range,
+        out_bytes,
+        submission,
+        mapped,
+        staging,
+        buffers,
+        submitted: Instant::now(),
+        bytes_up,
+    })
+}
 
-    dev.device
-        .poll(wgpu::PollType::Wait {
-            submission_index: Some(submission),
-            timeout,
-        })
-        .map_err(|e| Error::DeviceLost {
-            device: dev.id,
-            reason: match e {
-                wgpu::PollError::Timeout => format!(
-                    "no answer within sync_timeout_ms={}",
-                    timeout.map_or(0, |t| t.as_millis())
-                ),
-                other => other.to_string(),
-            },
-        })?;
-    let mapped = receiver.recv_timeout(timeout.unwrap_or(Duration::from_secs(3600)));
-    match mapped {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            return Err(Error::DeviceLost {
-                device: dev.id,
-                reason: format!("readback failed: {e}"),
-            })
-        }
-        Err(_) => {
-            return Err(Error::DeviceLost {
-                device: dev.id,
-                reason: dev
-                    .lost_reason()
-                    .unwrap_or_else(|| "readback never completed".to_string()),
-            })
-        }
+/// Waits for a submitted chunk and copies its result into `output`. On error the chunk's
+/// buffers are discarded and `output` is untouched.
+pub fn finish(
+    dev: &GpuDevice,
+    chunk: InFlight,
+    output: &mut [f32],
+    timeout: Option<Duration>,
+) -> Result<()> {
+    let waited = dev.device.poll(wgpu::PollType::Wait {
+        submission_index: Some(chunk.submission.clone()),
+        timeout,
+    });
+    let outcome = match waited {
+        Err(wgpu::PollError::Timeout) => Err(lost(
+            dev.id,
+            format!(
+                "no answer within sync_timeout_ms={}",
+                timeout.map_or(0, |t| t.as_millis())
+            ),
+        )),
+        Err(other) => Err(lost(dev.id, other.to_string())),
+        Ok(_) => match chunk
+            .mapped
+            .recv_timeout(timeout.unwrap_or(Duration::from_secs(3600)))
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(lost(dev.id, format!("readback failed: {e}"))),
+            Err(_) => Err(lost(
+                dev.id,
+                dev.lost_reason()
+                    .unwrap_or_else(|| "readback never completed".into()),
+            )),
+        },
+    };
+    if let Err(error) = outcome {
+        chunk.discard();
+        return Err(error);
     }
     {
-        let view =
-            staging
-                .slice(..out_bytes)
-                .get_mapped_range()
-                .map_err(|e| Error::DeviceLost {
-                    device: dev.id,
-                    reason: format!("readback mapping failed: {e}"),
-                })?;
-        job.output.copy_from_slice(bytemuck::cast_slice(&view));
+        let view = chunk
+            .staging
+            .slice(..chunk.out_bytes)
+            .get_mapped_range()
+            .map_err(|e| lost(dev.id, format!("readback mapping failed: {e}")))?;
+        output.copy_from_slice(bytemuck::cast_slice(&view));
     }
-    staging.unmap();
+    chunk.staging.unmap();
     if let Some(reason) = dev.lost_reason() {
-        return Err(Error::DeviceLost {
-            device: dev.id,
-            reason,
-        });
+        return Err(lost(dev.id, reason));
     }
     Ok(())
 }
 
-/// Runs `jobs[d]` on `devices[d]`, all devices at once, one thread each. Returns the first
-/// error any device hit (the others finish their chunks).
-pub fn run_on_devices(
-    devices: &[&GpuDevice],
+/// Runs one chunk synchronously (calibration uses it to time a complete chunk).
+pub fn run_chunk(
+    dev: &GpuDevice,
     kernel: &MapKernel,
+    pipeline: &wgpu::ComputePipeline,
     inputs: &[&[f32]],
-    jobs: Vec<Vec<ChunkJob<'_>>>,
+    job: ChunkJob<'_>,
     timeout: Option<Duration>,
 ) -> Result<()> {
-    let pipelines = devices
-        .iter()
-        .map(|dev| dev.pipeline(kernel))
-        .collect::<Result<Vec<_>>>()?;
-    let results: Vec<Result<()>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = devices
-            .iter()
-            .zip(pipelines.iter())
-            .zip(jobs)
-            .map(|((dev, pipeline), device_jobs)| {
-                scope.spawn(move || {
-                    for job in device_jobs {
-                        run_chunk(dev, kernel, pipeline, inputs, job, timeout)?;
+    let chunk = submit(dev, kernel, pipeline, inputs, job.range)?;
+    finish(dev, chunk, job.output, timeout)
+}
+
+/// What a worker reports about one completed chunk, for the model's history.
+#[derive(Debug, Clone, Copy)]
+pub struct Completed {
+    /// Chunk index in the grid.
+    pub chunk: usize,
+    /// Items in it.
+    pub items: usize,
+    /// Seconds of device service: from when the device could start it to its completion.
+    pub seconds: f64,
+}
+
+/// The outcome of one worker.
+#[derive(Debug, Default)]
+pub struct WorkerReport {
+    /// Chunks it completed.
+    pub completed: Vec<Completed>,
+    /// Seconds from its first submit to its last completion.
+    pub busy_s: f64,
+    /// Why it stopped early, if it failed.
+    pub failure: Option<Error>,
+}
+
+/// Everything the workers of one call share.
+pub struct Run<'a> {
+    /// The kernel.
+    pub kernel: &'a MapKernel,
+    /// Inputs, whole problem.
+    pub inputs: &'a [&'a [f32]],
+    /// Item range of every chunk of the grid.
+    pub ranges: &'a [Range<usize>],
+    /// Output slice of every chunk, taken by whoever completes it.
+    pub outputs: Vec<Mutex<Option<&'a mut [f32]>>>,
+    /// Who does what next.
+    pub scheduler: Scheduler,
+    /// Per-chunk wait limit.
+    pub timeout: Option<Duration>,
+    /// Whether the work counts in the devices' counters and fault countdowns (calibration
+    /// runs do not).
+    pub counted: bool,
+}
+
+impl Run<'_> {
+    /// Works through chunks on `dev` (worker `slot`) until none is left or the device fails.
+    pub fn work(&self, slot: usize, dev: &GpuDevice) -> WorkerReport {
+        let mut report = WorkerReport::default();
+        let started = Instant::now();
+        let mut in_flight: VecDeque<(usize, InFlight)> = VecDeque::new();
+        let mut held: Option<usize> = None;
+        let mut last_done = started;
+        let outcome = (|| -> Result<()> {
+            let pipeline = dev.pipeline(self.kernel)?;
+            loop {
+                while in_flight.len() < IN_FLIGHT {
+                    let next = if in_flight.is_empty() {
+                        self.scheduler.next(slot)
+                    } else {
+                        self.scheduler.try_next(slot)
+                    };
+                    let Some(chunk) = next else { break };
+                    held = Some(chunk);
+                    if let Some(reason) = dev.health.injected_fault_due().filter(|_| self.counted) {
+                        return Err(lost(dev.id, reason));
                     }
-                    Ok(())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::DeviceLost {
-                        device: usize::MAX,
-                        reason: "worker thread panicked".into(),
-                    })
-                })
-            })
-            .collect()
-    });
-    results.into_iter().collect()
+                    let submitted = submit(
+                        dev,
+                        self.kernel,
+                        &pipeline,
+                        self.inputs,
+                        self.ranges[chunk].clone(),
+                    )?;
+                    in_flight.push_back((chunk, submitted));
+                    held = None;
+                }
+                let Some((chunk, flight)) = in_flight.pop_front() else {
+                    return Ok(());
+                };
+                let (items, bytes_up, out_bytes, submitted) = (
+                    flight.range().len(),
+                    flight.bytes_up,
+                    flight.out_bytes,
+                    flight.submitted,
+                );
+                held = Some(chunk);
+                let mut slot_guard = self.outputs[chunk].lock().expect("output lock");
+                let output = slot_guard
+                    .as_deref_mut()
+                    .expect("each chunk completes once");
+                finish(dev, flight, output, self.timeout)?;
+                *slot_guard = None;
+                drop(slot_guard);
+                held = None;
+                let now = Instant::now();
+                let service_start = if submitted > last_done {
+                    submitted
+                } else {
+                    last_done
+                };
+                report.completed.push(Completed {
+                    chunk,
+                    items,
+                    seconds: (now - service_start).as_secs_f64(),
+                });
+                last_done = now;
+                if self.counted {
+                    dev.counters.chunk_done(items as u64, bytes_up, out_bytes);
+                    dev.health.chunk_completed();
+                }
+                self.scheduler.done();
+            }
+        })();
+        report.busy_s = if report.completed.is_empty() {
+            0.0
+        } else {
+            (last_done - started).as_secs_f64()
+        };
+        match outcome {
+            Ok(()) => self.scheduler.exit(),
+            Err(error) => {
+                let mut unfinished: Vec<usize> = held.into_iter().collect();
+                for (chunk, flight) in in_flight.drain(..) {
+                    unfinished.push(chunk);
+                    flight.discard();
+                }
+                if self.counted {
+                    dev.counters.chunks_failed(unfinished.len() as u64);
+                }
+                dev.health.mark_failed(&error.to_string());
+                dev.pool.clear();
+                self.scheduler.fail(slot, unfinished);
+                report.failure = Some(error);
+            }
+        }
+        report
+    }
 }

@@ -3,6 +3,7 @@
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::kernel::MapKernel;
+use crate::plan::{Plan, Strategy};
 use crate::shaders;
 
 /// Blades of Cl(3,0).
@@ -17,6 +18,8 @@ pub fn geometric_cl3_kernel() -> MapKernel {
         entry: "main",
         input_words: vec![CL3_BLADES, CL3_BLADES],
         output_words: CL3_BLADES,
+        // 64 products and 56 sums.
+        flops_per_item: 120.0,
     }
 }
 
@@ -37,7 +40,8 @@ pub fn geometric_product_cl3(
     a: &[f32],
     b: &[f32],
     out: &mut [f32],
-) -> Result<()> {
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
     let n = check_batch("a", a)?;
     let nb = check_batch("b", b)?;
     if nb != n {
@@ -54,7 +58,7 @@ pub fn geometric_product_cl3(
             actual: format!("{} floats", out.len()),
         });
     }
-    ctx.run_map(&geometric_cl3_kernel(), &[a, b], out, n)
+    ctx.run_map(&geometric_cl3_kernel(), &[a, b], out, n, strategy)
 }
 
 /// Float64 reference of the Cl(3,0) geometric product, for tests and benchmarks.

@@ -99,7 +99,8 @@ impl Counters {
 
     /// Adds busy wall time.
     pub fn add_busy(&self, seconds: f64) {
-        self.busy_ns.fetch_add((seconds * 1e9) as u64, Ordering::Relaxed);
+        self.busy_ns
+            .fetch_add((seconds * 1e9) as u64, Ordering::Relaxed);
     }
 
     /// Records chunks lost to a failure.

@@ -33,14 +33,22 @@ impl History {
 
     /// Records a chunk that took `observed_s` where the uncorrected model said `predicted_s`.
     pub fn record(&self, device: usize, family: &str, predicted_s: f64, observed_s: f64) {
-        if !(predicted_s > 0.0 && observed_s > 0.0 && predicted_s.is_finite() && observed_s.is_finite()) {
+        if !(predicted_s > 0.0
+            && observed_s > 0.0
+            && predicted_s.is_finite()
+            && observed_s.is_finite())
+        {
             return;
         }
         let ratio = observed_s / predicted_s;
         let mut entries = self.entries.lock().expect("history lock");
         let entry = entries
             .entry((device, family.to_string()))
-            .or_insert(Entry { correction: ratio, uncertainty: 0.0, samples: 0 });
+            .or_insert(Entry {
+                correction: ratio,
+                uncertainty: 0.0,
+                samples: 0,
+            });
         let deviation = (ratio / entry.correction - 1.0).abs();
         entry.uncertainty = (1.0 - ALPHA) * entry.uncertainty + ALPHA * deviation;
         entry.correction = (1.0 - ALPHA) * entry.correction + ALPHA * ratio;

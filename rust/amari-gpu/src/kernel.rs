@@ -20,9 +20,22 @@ pub struct MapKernel {
     pub input_words: Vec<usize>,
     /// f32 words per item of the output.
     pub output_words: usize,
+    /// Arithmetic operations per item (for the cost model).
+    pub flops_per_item: f64,
 }
 
 impl MapKernel {
+    /// The workload of running this kernel over `items` items.
+    pub fn workload(&self, items: usize) -> crate::workload::Workload {
+        crate::workload::Workload {
+            kernel: self.id.clone(),
+            items: items as u64,
+            bytes_in_per_item: 4.0 * self.input_words.iter().sum::<usize>() as f64,
+            bytes_out_per_item: 4.0 * self.output_words as f64,
+            flops_per_item: self.flops_per_item,
+        }
+    }
+
     /// Bytes moved per item (all inputs uploaded plus the output read back).
     pub fn bytes_per_item(&self) -> u64 {
         4 * (self.input_words.iter().sum::<usize>() + self.output_words) as u64

@@ -9,7 +9,8 @@ pub struct DeviceModel {
     /// Context-wide device id.
     pub device: usize,
     /// Physical-device group: logical devices on one adapter, or one device seen through two
-    /// backends, share one piece of hardware, so their speeds do not add up.
+    /// backends, share one piece of hardware, so their speeds add up only as far as the
+    /// measured `group_speedup` says. Members are taken to be the same hardware.
     pub group: usize,
     /// Seconds of fixed cost per chunk (submit, synchronise, map).
     pub launch_latency_s: f64,
@@ -27,6 +28,12 @@ pub struct DeviceModel {
     pub memory_budget_bytes: Option<u64>,
     /// Largest storage binding the device accepts.
     pub max_binding_bytes: u64,
+    /// Measured aggregate speed of all `group_members` devices of the group running
+    /// together, over one of them alone: 1 when sharing gains nothing (or is unmeasured),
+    /// `group_members` when the members behave as independent devices.
+    pub group_speedup: f64,
+    /// Devices of the group the speedup was measured with.
+    pub group_members: usize,
 }
 
 impl DeviceModel {
@@ -43,14 +50,30 @@ impl DeviceModel {
         1.0 / self.seconds_per_item(workload)
     }
 
+    /// Aggregate speed of `m` busy members of the group over one alone: the measured
+    /// speedup for all members, interpolated linearly in between (1 for one member).
+    pub fn group_speedup_with(&self, m: usize) -> f64 {
+        let (m, k) = (m.max(1), self.group_members.max(1));
+        let full = self.group_speedup.clamp(0.25, k as f64);
+        if k == 1 || m == 1 {
+            return 1.0;
+        }
+        1.0 + (full - 1.0) * ((m.min(k) - 1) as f64 / (k - 1) as f64)
+    }
+
+    /// How much slower each of `m` busy members of the group runs than one member alone.
+    pub fn sharing_factor(&self, m: usize) -> f64 {
+        m.max(1) as f64 / self.group_speedup_with(m)
+    }
+
     /// Predicted seconds for `items` items in `chunks` chunks while `sharing` devices of the
-    /// same group are busy at once (each gets 1/sharing of the hardware).
+    /// same group are busy at once (they divide the group's measured aggregate speed).
     pub fn seconds(&self, workload: &Workload, items: u64, chunks: u64, sharing: usize) -> f64 {
         if items == 0 {
             return 0.0;
         }
         chunks as f64 * self.launch_latency_s
-            + items as f64 * self.seconds_per_item(workload) * sharing.max(1) as f64
+            + items as f64 * self.seconds_per_item(workload) * self.sharing_factor(sharing)
     }
 
     /// Whether a chunk of `chunk_items` items fits this device's binding limit.

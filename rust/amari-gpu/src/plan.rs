@@ -53,7 +53,10 @@ impl Strategy {
             .find(|s| s.name() == name)
             .ok_or_else(|| {
                 let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
-                Error::invalid("strategy", format!("expected one of {names:?}, got {name:?}"))
+                Error::invalid(
+                    "strategy",
+                    format!("expected one of {names:?}, got {name:?}"),
+                )
             })
     }
 }

@@ -45,7 +45,14 @@ impl Scheduler {
         let remaining = own.iter().map(VecDeque::len).sum::<usize>() + shared.len();
         let alive = own.len();
         Scheduler {
-            state: Mutex::new(State { own, shared, orphans: VecDeque::new(), remaining, alive, waiting: 0 }),
+            state: Mutex::new(State {
+                own,
+                shared,
+                orphans: VecDeque::new(),
+                remaining,
+                alive,
+                waiting: 0,
+            }),
             changed: Condvar::new(),
             sharers,
         }
@@ -53,7 +60,10 @@ impl Scheduler {
 
     /// The next chunk for `slot` if one is ready now.
     pub fn try_next(&self, slot: usize) -> Option<usize> {
-        self.state.lock().expect("scheduler lock").take(slot, self.sharers[slot])
+        self.state
+            .lock()
+            .expect("scheduler lock")
+            .take(slot, self.sharers[slot])
     }
 
     /// The next chunk for `slot`, waiting while other workers still hold chunks that could
@@ -161,7 +171,11 @@ mod tests {
 
     #[test]
     fn workers_stop_when_everything_is_done() {
-        let s = Scheduler::new(vec![VecDeque::from([0]), VecDeque::new()], VecDeque::new(), vec![false; 2]);
+        let s = Scheduler::new(
+            vec![VecDeque::from([0]), VecDeque::new()],
+            VecDeque::new(),
+            vec![false; 2],
+        );
         assert_eq!(s.next(0), Some(0));
         s.done();
         assert_eq!(s.next(1), None);

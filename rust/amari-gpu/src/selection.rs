@@ -21,6 +21,8 @@ pub struct ContextOptions {
     pub chunk_items: Option<usize>,
     /// A device that takes longer than this to finish one chunk is treated as failed.
     pub sync_timeout_ms: Option<u64>,
+    /// Default split strategy of the context's calls.
+    pub strategy: crate::plan::Strategy,
 }
 
 impl Default for ContextOptions {
@@ -33,6 +35,7 @@ impl Default for ContextOptions {
             devices_per_adapter: 1,
             chunk_items: None,
             sync_timeout_ms: None,
+            strategy: crate::plan::Strategy::Auto,
         }
     }
 }

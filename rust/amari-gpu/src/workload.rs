@@ -26,7 +26,10 @@ impl Workload {
             ("flops_per_item", self.flops_per_item),
         ] {
             if !value.is_finite() || value < 0.0 {
-                return Err(Error::invalid(name, format!("expected a finite number >= 0, got {value}")));
+                return Err(Error::invalid(
+                    name,
+                    format!("expected a finite number >= 0, got {value}"),
+                ));
             }
         }
         if self.bytes_in_per_item + self.bytes_out_per_item + self.flops_per_item <= 0.0 {

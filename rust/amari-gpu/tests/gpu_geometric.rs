@@ -42,7 +42,7 @@ fn run(options: ContextOptions, n: usize) {
     let a = random(8 * n, 1);
     let b = random(8 * n, 2);
     let mut out = vec![f32::NAN; 8 * n];
-    geometric_product_cl3(&ctx, &a, &b, &mut out).expect("product runs");
+    geometric_product_cl3(&ctx, &a, &b, &mut out, None).expect("product runs");
     check_against_reference(&a, &b, &out);
 }
 
@@ -86,7 +86,7 @@ fn chunks_too_large_for_the_device_are_refused() {
     .expect("context opens");
     let a = vec![0.0f32; 64];
     let mut out = vec![0.0f32; 64];
-    match geometric_product_cl3(&ctx, &a, &a, &mut out) {
+    match geometric_product_cl3(&ctx, &a, &a, &mut out, None) {
         Err(Error::InvalidArgument { argument, .. }) => assert_eq!(argument, "chunk_items"),
         other => panic!("expected InvalidArgument(chunk_items), got {other:?}"),
     }
@@ -98,7 +98,7 @@ fn mismatched_batches_are_shape_errors() {
     let a = vec![0.0f32; 16];
     let b = vec![0.0f32; 24];
     let mut out = vec![0.0f32; 16];
-    match geometric_product_cl3(&ctx, &a, &b, &mut out) {
+    match geometric_product_cl3(&ctx, &a, &b, &mut out, None) {
         Err(Error::Shape { argument, .. }) => assert_eq!(argument, "b"),
         other => panic!("expected Shape(b), got {other:?}"),
     }

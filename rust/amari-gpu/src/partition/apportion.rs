@@ -50,14 +50,14 @@ fn round(n: u64, share: &[f64], weights: &[f64], caps: &[u64]) -> Vec<u64> {
         total -= take;
     }
     if total < n {
-        let frac = |i: usize| share[i] - counts[i] as f64;
+        let frac: Vec<f64> = (0..d).map(|i| share[i] - counts[i] as f64).collect();
         let mut order: Vec<usize> = (0..d).collect();
-        order.sort_by(|&a, &b| frac(b).total_cmp(&frac(a)).then(a.cmp(&b)));
+        order.sort_by(|&a, &b| frac[b].total_cmp(&frac[a]).then(a.cmp(&b)));
         for &i in &order {
             if total == n {
                 break;
             }
-            if counts[i] < caps[i] && frac(i) > 0.0 {
+            if counts[i] < caps[i] && frac[i] > 0.0 {
                 counts[i] += 1;
                 total += 1;
             }
@@ -90,9 +90,15 @@ mod tests {
     #[test]
     fn caps_spill_in_proportion_to_weight() {
         // Device 0 would take 50 but may take 10; devices 1 and 2 split the other 90 as 2:1.
-        assert_eq!(apportion(100, &[5.0, 2.0, 1.0], &[10, NO_CAP, NO_CAP]), vec![10, 60, 30]);
+        assert_eq!(
+            apportion(100, &[5.0, 2.0, 1.0], &[10, NO_CAP, NO_CAP]),
+            vec![10, 60, 30]
+        );
         // Spill can cap a second device.
-        assert_eq!(apportion(100, &[5.0, 2.0, 1.0], &[10, 50, NO_CAP]), vec![10, 50, 40]);
+        assert_eq!(
+            apportion(100, &[5.0, 2.0, 1.0], &[10, 50, NO_CAP]),
+            vec![10, 50, 40]
+        );
     }
 
     #[test]

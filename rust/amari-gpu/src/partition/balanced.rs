@@ -23,7 +23,10 @@ mod tests {
         check(&plan);
         assert_eq!(chunks(&plan), vec![(1, 4), (2, 3), (4, 3)]);
         assert_eq!(plan.assignments[2].items, 2 * 1024 + 5);
-        assert_eq!((plan.strategy, plan.requested), (Strategy::Balanced, Strategy::Balanced));
+        assert_eq!(
+            (plan.strategy, plan.requested),
+            (Strategy::Balanced, Strategy::Balanced)
+        );
     }
 
     #[test]
@@ -41,6 +44,9 @@ mod tests {
         let plan = plan(&w, 1024, &models, Strategy::Balanced).unwrap();
         check(&plan);
         // Both run at once on one adapter, each at half speed.
-        assert_eq!(plan.assignments[0].estimated_seconds, models[0].seconds(&w, 4096, 4, 2));
+        assert_eq!(
+            plan.assignments[0].estimated_seconds,
+            models[0].seconds(&w, 4096, 4, 2)
+        );
     }
 }

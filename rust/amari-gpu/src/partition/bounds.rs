@@ -9,11 +9,15 @@ pub(crate) fn lower_bound(p: &Problem) -> f64 {
     if items == 0 {
         return 0.0;
     }
-    // Members of a group share one piece of hardware, so a group is only as fast as its
-    // fastest member, however many logical devices it shows.
+    // Members of a group share one piece of hardware: a group is as fast as its fastest
+    // member times the measured gain of running members together (if there is a gain).
     let mut group_ips = vec![0.0f64; p.n_groups];
     for d in &p.devs {
-        group_ips[d.group] = group_ips[d.group].max(d.ips());
+        let gain = d
+            .model
+            .group_speedup
+            .clamp(1.0, d.model.group_members.max(1) as f64);
+        group_ips[d.group] = group_ips[d.group].max(d.ips() * gain);
     }
     let throughput: f64 = group_ips.iter().sum();
     let one_chunk = p.chunk_items.min(items);

@@ -18,6 +18,8 @@ pub(crate) fn dev(device: usize, group: usize, flops_per_s: f64) -> DeviceModel 
         uncertainty: 0.0,
         memory_budget_bytes: None,
         max_binding_bytes: 128 << 20,
+        group_speedup: 1.0,
+        group_members: 1,
     }
 }
 
@@ -34,7 +36,10 @@ pub(crate) fn work(items: u64) -> Workload {
 
 /// Chunks per device, in device order.
 pub(crate) fn chunks(plan: &Plan) -> Vec<(usize, u64)> {
-    plan.assignments.iter().map(|a| (a.device, a.chunks)).collect()
+    plan.assignments
+        .iter()
+        .map(|a| (a.device, a.chunks))
+        .collect()
 }
 
 /// Panics unless the plan covers the problem exactly with contiguous whole-chunk runs.
@@ -45,13 +50,19 @@ pub(crate) fn check(plan: &Plan) {
         assert!(a.items > 0 && a.chunks > 0, "{plan:?}");
         assert_eq!((a.start, a.first_chunk), (next, chunk), "{plan:?}");
         assert_eq!(a.start, a.first_chunk * plan.chunk_items);
-        assert_eq!(a.stop, ((a.first_chunk + a.chunks) * plan.chunk_items).min(plan.items));
+        assert_eq!(
+            a.stop,
+            ((a.first_chunk + a.chunks) * plan.chunk_items).min(plan.items)
+        );
         assert_eq!(a.items, a.stop - a.start);
         next = a.stop;
         chunk += a.chunks;
     }
     assert_eq!((next, chunk), (plan.items, plan.n_chunks), "{plan:?}");
-    assert!(plan.assignments.windows(2).all(|w| w[0].device < w[1].device));
+    assert!(plan
+        .assignments
+        .windows(2)
+        .all(|w| w[0].device < w[1].device));
     assert!(plan.estimated_makespan_s >= plan.lower_bound_s * (1.0 - 1e-9));
     assert!(plan.efficiency > 0.0 && plan.efficiency <= 1.0);
 }

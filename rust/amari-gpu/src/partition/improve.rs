@@ -8,63 +8,142 @@ use super::problem::Problem;
 /// the pass stays O(devices^2) whatever the number of chunks.
 const MOVES_PER_DEVICE: usize = 4;
 
+/// Receivers tried per move, best estimate first: an estimate can miss how a move shifts
+/// the grid's short last chunk between devices.
+const TRIES: usize = 3;
+
 /// Improves `counts` in place; device `i` never receives beyond `limit[i]` chunks (0 keeps
 /// a device out of the plan, `u64::MAX` leaves it free).
 pub(crate) fn improve(p: &Problem, counts: &mut [u64], limit: &[u64]) {
-    let d = p.devs.len();
-    let mut active = vec![0usize; p.n_groups];
-    let mut times = vec![0.0f64; d];
-    let mut trial_active = active.clone();
-    let mut trial_times = times.clone();
-    let mut makespan = p.times(counts, &mut active, &mut times);
-    for _ in 0..MOVES_PER_DEVICE * d + 8 {
-        let a = (0..d).max_by(|&x, &y| times[x].total_cmp(&times[y])).unwrap_or(0);
-        let (t_a, g_a) = (times[a], p.devs[a].group);
-        if counts[a] == 0 {
+    let mut pass = Pass::new(p, counts);
+    for _ in 0..MOVES_PER_DEVICE * p.devs.len() + 8 {
+        let a = (0..p.devs.len())
+            .max_by(|&x, &y| pass.times[x].total_cmp(&pass.times[y]))
+            .unwrap_or(0);
+        if counts[a] == 0 || !pass.step(counts, limit, a) {
             break;
         }
-        // The receiver whose time after one more chunk is smallest; joining an idle device
-        // makes its group share the hardware one way more (or less, if `a` empties).
-        let mut best: Option<(usize, f64, usize)> = None;
-        for b in (0..d).filter(|&b| b != a && counts[b] < limit[b]) {
+    }
+}
+
+/// Current and trial per-device times and per-group busy counts, reused across moves.
+struct Pass<'p, 'a> {
+    p: &'p Problem<'a>,
+    active: Vec<usize>,
+    times: Vec<f64>,
+    trial_active: Vec<usize>,
+    trial_times: Vec<f64>,
+    makespan: f64,
+    /// Per group: its busy members' largest time were one more member to join.
+    joined: Vec<f64>,
+    /// Receivers of the current move: (estimated time after, device, sharing after).
+    found: Vec<(f64, usize, usize)>,
+}
+
+impl<'p, 'a> Pass<'p, 'a> {
+    fn new(p: &'p Problem<'a>, counts: &[u64]) -> Self {
+        let (mut active, mut times) = (vec![0; p.n_groups], vec![0.0; p.devs.len()]);
+        let makespan = p.times(counts, &mut active, &mut times);
+        let (trial_active, trial_times) = (active.clone(), times.clone());
+        let (joined, found) = (vec![0.0; p.n_groups], Vec::with_capacity(p.devs.len()));
+        Pass {
+            p,
+            active,
+            times,
+            trial_active,
+            trial_times,
+            makespan,
+            joined,
+            found,
+        }
+    }
+
+    /// Moves chunks off `a` onto the first candidate that shortens the plan, if any does.
+    fn step(&mut self, counts: &mut [u64], limit: &[u64], a: usize) -> bool {
+        let p = self.p;
+        let per_chunk = |i: usize, sharing: usize| p.seconds(i, p.chunk_items, 1, sharing);
+        let ct_a = per_chunk(a, self.active[p.devs[a].group]);
+        self.candidates(counts, limit, a);
+        for _ in 0..TRIES {
+            // Best estimate first; usually the first one tried is taken.
+            let Some(best) =
+                (0..self.found.len()).min_by(|&x, &y| self.found[x].0.total_cmp(&self.found[y].0))
+            else {
+                break;
+            };
+            let (_, b, sharing_b) = self.found.swap_remove(best);
+            // Close the gap in one move when it spans many chunks, then fall back to one.
+            let gap = (self.times[a] - self.times[b]) / (ct_a + per_chunk(b, sharing_b));
+            let bulk = (gap.floor().max(1.0) as u64)
+                .min(counts[a])
+                .min(limit[b] - counts[b]);
+            if self.try_move(counts, a, b, bulk) || (bulk > 1 && self.try_move(counts, a, b, 1)) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Fills `found` with the receivers whose estimated time after one more chunk beats
+    /// `a`'s. A device joining from idle slows its busy group-mates (one more way to share
+    /// the hardware), so that slowdown is part of its estimate.
+    fn candidates(&mut self, counts: &[u64], limit: &[u64], a: usize) {
+        let p = self.p;
+        let g_a = p.devs[a].group;
+        let joined = &mut self.joined;
+        joined.iter_mut().for_each(|j| *j = 0.0);
+        self.found.clear();
+        for (i, d) in p.devs.iter().enumerate().filter(|&(i, _)| counts[i] > 0) {
+            let s = self.active[d.group] as f64;
+            let launches = counts[i] as f64 * d.model.launch_latency_s;
+            let slower = launches + (self.times[i] - launches) * (s + 1.0) / s;
+            joined[d.group] = joined[d.group].max(slower);
+        }
+        // Whoever ends up last with work holds the grid's short chunk.
+        let others_last = (0..counts.len())
+            .rev()
+            .find(|&i| counts[i] > u64::from(i == a));
+        for b in (0..counts.len()).filter(|&b| b != a && counts[b] < limit[b]) {
             let g_b = p.devs[b].group;
-            let sharing = active[g_b] + usize::from(counts[b] == 0)
+            let sharing = self.active[g_b] + usize::from(counts[b] == 0)
                 - usize::from(g_a == g_b && counts[a] == 1);
             let c = counts[b] + 1;
-            let t = p.seconds(b, c * p.chunk_items, c, sharing);
-            if best.is_none_or(|(_, bt, _)| t < bt) {
-                best = Some((b, t, sharing));
+            let short = if others_last.is_none_or(|l| b >= l) {
+                p.deficit
+            } else {
+                0
+            };
+            let items = c.saturating_mul(p.chunk_items).saturating_sub(short);
+            let mut t = p.seconds(b, items, c, sharing);
+            if counts[b] == 0 && g_b != g_a {
+                t = t.max(joined[g_b]);
+            }
+            if t < self.times[a] {
+                self.found.push((t, b, sharing));
             }
         }
-        let Some((b, t_b, sharing_b)) = best else { break };
-        if t_b >= t_a {
-            break;
+    }
+
+    /// Moves `k` chunks from `a` to `b` and keeps the move if it shortens the plan. Equal
+    /// makespan still counts when `a` was one of several devices tied at the maximum and
+    /// neither end of the move is there any more.
+    fn try_move(&mut self, counts: &mut [u64], a: usize, b: usize, k: u64) -> bool {
+        let t_a = self.times[a];
+        counts[a] -= k;
+        counts[b] += k;
+        let m = self
+            .p
+            .times(counts, &mut self.trial_active, &mut self.trial_times);
+        let (ta, tb) = (self.trial_times[a], self.trial_times[b]);
+        if m < self.makespan || (m <= self.makespan && ta < t_a && tb < t_a) {
+            self.makespan = m;
+            std::mem::swap(&mut self.times, &mut self.trial_times);
+            std::mem::swap(&mut self.active, &mut self.trial_active);
+            return true;
         }
-        // Close the gap in one move when it spans many chunks, then fall back to one.
-        let per_chunk = |i: usize, sharing: usize| p.seconds(i, p.chunk_items, 1, sharing);
-        let gap = (t_a - times[b]) / (per_chunk(a, active[g_a]) + per_chunk(b, sharing_b));
-        let room = limit[b] - counts[b];
-        let bulk = (gap.floor().max(1.0) as u64).min(counts[a]).min(room);
-        let mut accepted = false;
-        for k in [bulk, 1].into_iter().take(if bulk > 1 { 2 } else { 1 }) {
-            counts[a] -= k;
-            counts[b] += k;
-            let m = p.times(counts, &mut trial_active, &mut trial_times);
-            // Equal makespan still counts as progress when `a` was one of several devices
-            // tied at the maximum and neither end of the move is there any more.
-            if m < makespan || (m <= makespan && trial_times[a] < t_a && trial_times[b] < t_a) {
-                makespan = m;
-                std::mem::swap(&mut times, &mut trial_times);
-                std::mem::swap(&mut active, &mut trial_active);
-                accepted = true;
-                break;
-            }
-            counts[a] += k;
-            counts[b] -= k;
-        }
-        if !accepted {
-            break;
-        }
+        counts[a] += k;
+        counts[b] -= k;
+        false
     }
 }
 

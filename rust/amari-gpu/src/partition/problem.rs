@@ -1,12 +1,9 @@
 //! The problem every partitioner works on: the chunk grid, the eligible devices in device-id
-//! order, the exact cost of a vector of per-device chunk counts, and the [`Plan`] built from it.
+//! order, and the exact cost of a vector of per-device chunk counts.
 
 use crate::error::{Error, Result};
 use crate::model::DeviceModel;
-use crate::plan::{DeviceWorkload, Plan, Strategy};
 use crate::workload::Workload;
-
-use super::bounds;
 
 /// One device that accepts a chunk, with the figures the partitioners use over and over.
 pub(crate) struct Dev<'a> {
@@ -37,10 +34,17 @@ pub(crate) struct Problem<'a> {
 }
 
 /// The argument checks every strategy shares; done before an empty workload short-cuts.
-pub(crate) fn validate(workload: &Workload, chunk_items: u64, models: &[DeviceModel]) -> Result<()> {
+pub(crate) fn validate(
+    workload: &Workload,
+    chunk_items: u64,
+    models: &[DeviceModel],
+) -> Result<()> {
     workload.validate()?;
     if chunk_items == 0 {
-        return Err(Error::invalid("chunk_items", "expected at least 1 item per chunk, got 0"));
+        return Err(Error::invalid(
+            "chunk_items",
+            "expected at least 1 item per chunk, got 0",
+        ));
     }
     if models.is_empty() {
         return Err(Error::no_adapter_hint("no healthy device to plan for"));
@@ -48,13 +52,15 @@ pub(crate) fn validate(workload: &Workload, chunk_items: u64, models: &[DeviceMo
     for m in models {
         let spi = m.seconds_per_item(workload);
         // A NaN or infinite rate would silently poison every comparison of the plan.
-        if !(spi.is_finite() && spi > 0.0) || !(m.launch_latency_s.is_finite() && m.launch_latency_s >= 0.0) {
+        let latency = m.launch_latency_s;
+        let sound = spi.is_finite() && spi > 0.0 && latency.is_finite() && latency >= 0.0;
+        if !sound {
             return Err(Error::invalid(
                 "models",
                 format!(
                     "device {}: expected positive finite rates and a finite latency >= 0 \
                      (seconds per item {spi}, launch latency {} s)",
-                    m.device, m.launch_latency_s
+                    m.device, latency
                 ),
             ));
         }
@@ -64,12 +70,22 @@ pub(crate) fn validate(workload: &Workload, chunk_items: u64, models: &[DeviceMo
 
 impl<'a> Problem<'a> {
     /// The eligible devices of a validated, non-empty workload.
-    pub fn new(workload: &'a Workload, chunk_items: u64, models: &'a [DeviceModel]) -> Result<Self> {
-        let mut eligible: Vec<&DeviceModel> =
-            models.iter().filter(|m| m.accepts_chunk(workload, chunk_items)).collect();
+    pub fn new(
+        workload: &'a Workload,
+        chunk_items: u64,
+        models: &'a [DeviceModel],
+    ) -> Result<Self> {
+        let mut eligible: Vec<&DeviceModel> = models
+            .iter()
+            .filter(|m| m.accepts_chunk(workload, chunk_items))
+            .collect();
         if eligible.is_empty() {
             let bytes = workload.widest_bytes_per_item() * chunk_items as f64;
-            let largest = models.iter().map(|m| m.max_binding_bytes).max().unwrap_or(0);
+            let largest = models
+                .iter()
+                .map(|m| m.max_binding_bytes)
+                .max()
+                .unwrap_or(0);
             return Err(Error::invalid(
                 "chunk_items",
                 format!(
@@ -90,13 +106,24 @@ impl<'a> Problem<'a> {
                         group_ids.len() - 1
                     }
                 };
-                Dev { model, group, spi: model.seconds_per_item(workload) }
+                Dev {
+                    model,
+                    group,
+                    spi: model.seconds_per_item(workload),
+                }
             })
             .collect();
         let items = workload.items;
         let n_chunks = items.div_ceil(chunk_items);
         let deficit = (n_chunks as u128 * chunk_items as u128 - items as u128) as u64;
-        Ok(Problem { workload, chunk_items, n_chunks, deficit, devs, n_groups: group_ids.len() })
+        Ok(Problem {
+            workload,
+            chunk_items,
+            n_chunks,
+            deficit,
+            devs,
+            n_groups: group_ids.len(),
+        })
     }
 
     /// Same formula as [`DeviceModel::seconds`], with the cached seconds per item, so that
@@ -106,7 +133,8 @@ impl<'a> Problem<'a> {
             return 0.0;
         }
         let d = &self.devs[i];
-        chunks as f64 * d.model.launch_latency_s + items as f64 * d.spi * sharing.max(1) as f64
+        chunks as f64 * d.model.launch_latency_s
+            + items as f64 * d.spi * d.model.sharing_factor(sharing)
     }
 
     /// Items a device holds: whole chunks, except that the last device with work holds the
@@ -141,47 +169,5 @@ impl<'a> Problem<'a> {
         let mut active = vec![0; self.n_groups];
         let mut times = vec![0.0; self.devs.len()];
         self.times(counts, &mut active, &mut times)
-    }
-
-    /// Lays out the counts as contiguous runs in device-id order and reports the estimates.
-    pub fn finish(&self, counts: &[u64], strategy: Strategy, requested: Strategy) -> Plan {
-        debug_assert_eq!(counts.iter().sum::<u64>(), self.n_chunks);
-        let mut active = vec![0usize; self.n_groups];
-        for (i, d) in self.devs.iter().enumerate() {
-            active[d.group] += usize::from(counts[i] > 0);
-        }
-        let items = self.workload.items;
-        let mut assignments = Vec::with_capacity(counts.iter().filter(|&&c| c > 0).count());
-        let mut first_chunk = 0u64;
-        let mut makespan = 0.0f64;
-        for (i, d) in self.devs.iter().enumerate().filter(|&(i, _)| counts[i] > 0) {
-            let chunks = counts[i];
-            let start = first_chunk * self.chunk_items;
-            let stop = ((first_chunk + chunks) as u128 * self.chunk_items as u128).min(items as u128) as u64;
-            let estimated_seconds = d.model.seconds(self.workload, stop - start, chunks, active[d.group]);
-            makespan = makespan.max(estimated_seconds);
-            assignments.push(DeviceWorkload {
-                device: d.model.device,
-                start,
-                stop,
-                items: stop - start,
-                first_chunk,
-                chunks,
-                estimated_seconds,
-            });
-            first_chunk += chunks;
-        }
-        let lower_bound_s = bounds::lower_bound(self);
-        Plan {
-            strategy,
-            requested,
-            items,
-            chunk_items: self.chunk_items,
-            n_chunks: self.n_chunks,
-            assignments,
-            estimated_makespan_s: makespan,
-            lower_bound_s,
-            efficiency: bounds::efficiency(lower_bound_s, makespan),
-        }
     }
 }

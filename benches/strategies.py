@@ -1,0 +1,93 @@
+"""Every split strategy on all adapters together, next to the best single adapter.
+
+Runs the Cl(3,0) geometric product on each adapter alone and on all adapters together with
+each strategy, interleaving the configurations round by round so that drift on a noisy
+machine hits them alike, and prints medians with their spread and the ratio to the best
+single adapter, all measured in this run. With --check, exits 1 if "auto" is more than
+10% slower than the best single adapter.
+
+    python benches/strategies.py [--items N] [--rounds R] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="amari-gpu-xdg-"))
+
+import amari_gpu as ag
+
+
+def timed(ctx: ag.MultiGpuContext, a: np.ndarray, b: np.ndarray, strategy: str | None) -> float:
+    start = time.perf_counter()
+    ctx.geometric_product(a, b, strategy=strategy)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--items", type=int, default=2_000_000)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--check", action="store_true", help="fail if auto > 1.10 x best single")
+    args = parser.parse_args()
+
+    adapters = ag.adapters()
+    print(f"amari_gpu {ag.__version__}; Cl(3,0) geometric product, N = {args.items:,}")
+    print("Adapters (every figure below was measured in this run on these):")
+    for info in adapters:
+        print(f"  {info.describe()}")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((args.items, 8), dtype=np.float32)
+    b = rng.standard_normal((args.items, 8), dtype=np.float32)
+
+    configs: list[tuple[str, ag.MultiGpuContext, str | None]] = []
+    for info in adapters:
+        configs.append(
+            (
+                f"[{info.index}] {info.backend} alone",
+                ag.MultiGpuContext(adapters=[info.index]),
+                None,
+            )
+        )
+    together = ag.MultiGpuContext(adapters=[info.index for info in adapters])
+    for strategy in ag.STRATEGIES:
+        configs.append((f"all adapters, {strategy}", together, strategy))
+
+    chosen: dict[str, str] = {}
+    samples: dict[str, list[float]] = {name: [] for name, _, _ in configs}
+    for _name, ctx, strategy in configs:  # warm-up: calibration, pipelines, buffer pools
+        timed(ctx, a, b, strategy)
+    for _ in range(args.rounds):
+        for name, ctx, strategy in configs:
+            samples[name].append(timed(ctx, a, b, strategy))
+            plan = ctx.last_plan
+            if plan is not None:
+                used = ",".join(str(w.device_id) for w in plan)
+                chosen[name] = f"{plan.strategy} on devices {used}"
+
+    medians = {name: statistics.median(s) for name, s in samples.items()}
+    best_single = min(medians[name] for name, _, _ in configs[: len(adapters)])
+    print(
+        f"\n{'configuration':<28} {'median ms':>10} {'min-max ms':>17} {'vs best single':>15}  plan"
+    )
+    for name, s in samples.items():
+        spread = f"{min(s) * 1e3:.1f}-{max(s) * 1e3:.1f}"
+        ratio = medians[name] / best_single
+        print(
+            f"{name:<28} {medians[name] * 1e3:>10.1f} {spread:>17} {ratio:>14.2f}x  {chosen[name]}"
+        )
+    auto_ratio = medians["all adapters, auto"] / best_single
+    verdict = "within" if auto_ratio <= 1.10 else "NOT within"
+    print(f"\nauto / best single adapter = {auto_ratio:.3f} ({verdict} the 10% target)")
+    return 1 if args.check and auto_ratio > 1.10 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Workloads, plans and device capabilities: what ``distribute_workload`` and
+``calibrate`` return, as plain frozen dataclasses."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+from .errors import InvalidArgumentError
+
+STRATEGIES = ("balanced", "capability", "memory", "latency", "adaptive", "auto")
+
+
+def check_strategy(strategy: Any) -> str:
+    """``strategy`` if it names a strategy."""
+    if not isinstance(strategy, str) or strategy not in STRATEGIES:
+        raise InvalidArgumentError(
+            f"strategy: expected one of {list(STRATEGIES)}, got {strategy!r}"
+        )
+    return strategy
+
+
+def optional_strategy(strategy: Any) -> str | None:
+    """None (the context's default) or a strategy name."""
+    return None if strategy is None else check_strategy(strategy)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """``items`` independent items of ``kernel`` and what one item costs.
+
+    ``kernel`` is a kernel name (e.g. ``"geometric_product"``) or a kernel family
+    (``"geometric_algebra"``); the family selects which measured throughput applies.
+    """
+
+    kernel: str
+    items: int
+    bytes_in_per_item: float
+    bytes_out_per_item: float
+    flops_per_item: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kernel, str) or not self.kernel:
+            raise InvalidArgumentError(f"kernel: expected a kernel name, got {self.kernel!r}")
+        if isinstance(self.items, bool) or not isinstance(self.items, int) or self.items < 0:
+            raise InvalidArgumentError(f"items: expected an integer >= 0, got {self.items!r}")
+        for name in ("bytes_in_per_item", "bytes_out_per_item", "flops_per_item"):
+            value = getattr(self, name)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not ok or not math.isfinite(value) or value < 0:
+                raise InvalidArgumentError(f"{name}: expected a finite number >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class DeviceWorkload:
+    """One device's part of a plan: items ``[start, stop)``, which are ``chunks`` whole
+    chunks of the grid starting at ``first_chunk``."""
+
+    device_id: int
+    start: int
+    stop: int
+    items: int
+    chunks: int
+    estimated_seconds: float
+    first_chunk: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A split of one workload across devices. Iterating gives the ``DeviceWorkload``s in
+    item order; together they cover ``[0, items)`` exactly once.
+
+    ``strategy`` is the strategy that made the split; ``requested_strategy`` is what was
+    asked for (``"auto"`` chooses and says which here). ``lower_bound_s`` is
+    max(total work / sum of throughputs, one chunk on the fastest device), and
+    ``efficiency = lower_bound_s / estimated_makespan_s``.
+    """
+
+    strategy: str
+    requested_strategy: str
+    items: int
+    chunk_items: int
+    n_chunks: int
+    assignments: tuple[DeviceWorkload, ...]
+    estimated_makespan_s: float
+    lower_bound_s: float
+    efficiency: float
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Plan:
+        fields = dict(d)
+        fields["assignments"] = tuple(DeviceWorkload(**a) for a in d["assignments"])
+        return cls(**fields)
+
+    def __iter__(self) -> Iterator[DeviceWorkload]:
+        return iter(self.assignments)
+
+    def __len__(self) -> int:
+        return len(self.assignments)
+
+    @overload
+    def __getitem__(self, index: int) -> DeviceWorkload: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[DeviceWorkload, ...]: ...
+    def __getitem__(self, index: int | slice) -> DeviceWorkload | tuple[DeviceWorkload, ...]:
+        return self.assignments[index]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a device can do, measured on it (``None`` where unknown).
+
+    ``memory_bandwidth_gb_s``: on-device copy (bytes read + written per second);
+    ``transfer_gb_s``: host↔device (harmonic mean of both directions); ``throughput``:
+    kernel family → items/s of the family's reference kernel on resident data.
+    """
+
+    device_id: int
+    memory_bandwidth_gb_s: float | None
+    transfer_gb_s: float | None
+    h2d_gb_s: float | None
+    d2h_gb_s: float | None
+    launch_latency_s: float | None
+    throughput: dict[str, float] = field(hash=False)
+    max_buffer_bytes: int
+    max_storage_binding_bytes: int
+    memory_budget_bytes: int | None
+    device_type: str
+    backend: str
+    from_cache: bool

@@ -1,0 +1,101 @@
+//! Measures how much devices that share hardware gain from running together: logical
+//! devices on one adapter, or one device seen through two backends. The gain is measured
+//! end to end (uploads, dispatches, readbacks), because that is where it comes from: while
+//! one device computes, another's transfers proceed.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::context::MultiGpuContext;
+use crate::device::GpuDevice;
+use crate::error::Result;
+use crate::families::families;
+use crate::plan::Strategy;
+
+/// Items per measurement run and per chunk: enough chunks for every member to pipeline.
+const ITEMS: usize = 1 << 20;
+const CHUNK_ITEMS: u64 = 1 << 14;
+const REPEATS: usize = 3;
+/// Calibration ignores the context's `sync_timeout_ms` (its chunks are not the caller's)
+/// but still gives up on a device that hangs.
+const CALIBRATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Cache key of a group: its members' adapter identities, in order.
+pub fn group_key(members: &[&GpuDevice]) -> String {
+    let names: Vec<String> = members.iter().map(|d| d.adapter.identity()).collect();
+    format!("group|{}|amari-gpu {}", names.join("+"), crate::VERSION)
+}
+
+impl MultiGpuContext {
+    /// Seconds to run the first family's reference kernel over `ITEMS` items on `members`
+    /// with an equal split (median of a few runs).
+    fn time_members(&self, members: &[&GpuDevice]) -> Result<f64> {
+        let kernel = (families()[0].reference)();
+        let inputs: Vec<Vec<f32>> = kernel
+            .input_words
+            .iter()
+            .map(|w| vec![0.5; w * ITEMS])
+            .collect();
+        let views: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+        let mut output = vec![0.0; kernel.output_words * ITEMS];
+        let workload = kernel.workload(ITEMS);
+        let models: Vec<_> = self
+            .models_for(&workload, false)
+            .into_iter()
+            .filter(|m| members.iter().any(|d| d.id == m.device))
+            .collect();
+        let plan = crate::partition::plan(&workload, CHUNK_ITEMS, &models, Strategy::Balanced)?;
+        let mut samples = Vec::with_capacity(REPEATS);
+        for round in 0..=REPEATS {
+            let start = Instant::now();
+            let (_, remaining) = self.execute(
+                &kernel,
+                &views,
+                &mut output,
+                &plan,
+                members,
+                Some(CALIBRATION_TIMEOUT),
+                false,
+            )?;
+            if remaining > 0 {
+                return Err(self.no_healthy_device());
+            }
+            if round > 0 {
+                samples.push(start.elapsed().as_secs_f64());
+            }
+        }
+        samples.sort_by(f64::total_cmp);
+        Ok(samples[samples.len() / 2])
+    }
+
+    /// For every group with several healthy members: aggregate speed of all members together
+    /// over the speed of one alone (1 = sharing gains nothing, k = k independent devices).
+    pub(crate) fn measure_group_speedups(&self, force: bool) -> Result<BTreeMap<usize, f64>> {
+        let mut groups: BTreeMap<usize, Vec<&GpuDevice>> = BTreeMap::new();
+        for dev in self.devices().iter().filter(|d| d.health.is_healthy()) {
+            groups.entry(dev.group).or_default().push(dev.as_ref());
+        }
+        let mut speedups = BTreeMap::new();
+        for (group, members) in groups.into_iter().filter(|(_, m)| m.len() > 1) {
+            let key = group_key(&members);
+            let cached = if force {
+                None
+            } else {
+                crate::cache::load::<f64>(&key)
+            };
+            let speedup = match cached {
+                Some(s) => s,
+                None => {
+                    let alone = self.time_members(&members[..1])?;
+                    let together = self.time_members(&members)?;
+                    let s = alone / together;
+                    // A cache that cannot be written only costs a re-measurement next time.
+                    let _ = crate::cache::store(&key, &s);
+                    s
+                }
+            };
+            speedups.insert(group, speedup);
+        }
+        Ok(speedups)
+    }
+}

@@ -1,0 +1,111 @@
+//! The distribution engine on real devices: identical results for any device count and
+//! strategy, recovery from a device failing mid-call, health and counters.
+
+use amari_gpu::ga::geometric_product_cl3;
+use amari_gpu::{ContextOptions, Error, MultiGpuContext, Strategy};
+
+fn random(n: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn context(devices_per_adapter: usize) -> MultiGpuContext {
+    MultiGpuContext::new(ContextOptions {
+        devices_per_adapter,
+        chunk_items: Some(4096),
+        ..Default::default()
+    })
+    .expect("context opens")
+}
+
+fn product(ctx: &MultiGpuContext, a: &[f32], b: &[f32], strategy: Strategy) -> Vec<f32> {
+    let mut out = vec![f32::NAN; a.len()];
+    geometric_product_cl3(ctx, a, b, &mut out, Some(strategy)).expect("product runs");
+    out
+}
+
+#[test]
+fn results_are_bit_identical_for_every_device_count_and_strategy() {
+    let n = 50_001;
+    let (a, b) = (random(8 * n, 3), random(8 * n, 4));
+    let reference = product(&context(1), &a, &b, Strategy::Balanced);
+    for devices in [2, 3, 5, 8] {
+        let ctx = context(devices);
+        for strategy in Strategy::ALL {
+            let out = product(&ctx, &a, &b, strategy);
+            assert!(
+                out.iter()
+                    .zip(&reference)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{devices} devices, {strategy}: result differs"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_injected_failure_mid_call_is_recovered_on_the_other_devices() {
+    let n = 100_000; // 25 chunks of 4096 over 4 devices
+    let (a, b) = (random(8 * n, 5), random(8 * n, 6));
+    let want = product(&context(1), &a, &b, Strategy::Balanced);
+    for strategy in [Strategy::Balanced, Strategy::Capability, Strategy::Adaptive] {
+        let ctx = context(4);
+        ctx.inject_fault(2, 1).unwrap();
+        let got = product(&ctx, &a, &b, strategy);
+        assert_eq!(got, want, "{strategy}");
+        let health = ctx.health();
+        assert!(
+            !health[2].1,
+            "device 2 should be unhealthy after its injected fault"
+        );
+        assert!(health[2].2.as_deref().unwrap_or("").contains("injected"));
+        assert!(health.iter().filter(|h| h.0 != 2).all(|h| h.1));
+        let stats = ctx.stats();
+        assert_eq!(
+            stats[2].counters.chunks, 1,
+            "device 2 completed exactly one chunk"
+        );
+        assert!(stats[2].counters.failed_chunks >= 1);
+        assert_eq!(
+            stats.iter().map(|s| s.counters.items).sum::<u64>(),
+            n as u64
+        );
+        // A later call leaves the failed device out.
+        let plan = ctx
+            .distribute_workload(
+                &amari_gpu::ga::geometric_cl3_kernel().workload(n),
+                Some(strategy),
+            )
+            .unwrap();
+        assert!(plan.assignments.iter().all(|a| a.device != 2));
+    }
+}
+
+#[test]
+fn when_every_device_fails_the_call_says_so_and_reset_restores_them() {
+    let n = 20_000;
+    let (a, b) = (random(8 * n, 7), random(8 * n, 8));
+    let ctx = context(2);
+    ctx.inject_fault(0, 0).unwrap();
+    ctx.inject_fault(1, 2).unwrap();
+    let mut out = vec![0.0; 8 * n];
+    match geometric_product_cl3(&ctx, &a, &b, &mut out, None) {
+        Err(Error::DeviceLost { reason, .. }) => {
+            assert!(reason.contains("no healthy device"), "{reason}")
+        }
+        other => panic!("expected DeviceLost, got {other:?}"),
+    }
+    ctx.reset_health(None).unwrap();
+    assert!(ctx.health().iter().all(|h| h.1));
+    assert_eq!(
+        product(&ctx, &a, &b, Strategy::Auto),
+        product(&context(1), &a, &b, Strategy::Auto)
+    );
+}
