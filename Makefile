@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/amari-gpu-target
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: help system venv dev demo test test-rust test-python lint fmt clean
+.PHONY: help system venv dev demo test test-rust test-python lint fmt clean bench
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -54,3 +54,7 @@ fmt: venv ## format Rust and Python sources
 clean: ## remove the virtual environment and build outputs
 	rm -rf $(VENV) dist
 	cargo clean
+
+bench: dev ## strategies on all adapters vs the best single one; planner decision time
+	$(PY) benches/strategies.py
+	cargo bench -p amari-gpu --bench partition

@@ -69,8 +69,10 @@ def main() -> int:
             samples[name].append(timed(ctx, a, b, strategy))
             plan = ctx.last_plan
             if plan is not None:
-                used = ",".join(str(w.device_id) for w in plan)
-                chosen[name] = f"{plan.strategy} on devices {used}"
+                used = ", ".join(
+                    f"{w.device_id} ({ctx.devices[w.device_id].adapter.backend})" for w in plan
+                )
+                chosen[name] = f"{plan.strategy} on {used}"
 
     medians = {name: statistics.median(s) for name, s in samples.items()}
     best_single = min(medians[name] for name, _, _ in configs[: len(adapters)])

@@ -3,7 +3,8 @@
 Contexts open wgpu devices, which is not free, so every context fixture is session-scoped and
 shared by all the tests that use it. Random batches and their float64 references (from the
 independent reference in ``cl3.py``) are cached for the session too, so the large ones are
-computed once and checked against every context.
+computed once and checked against every context. Calibration figures go to a private cache
+directory (``AMARI_GPU_CACHE_DIR``), never to the user's.
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ _RUNTIME_DIR = tempfile.mkdtemp(prefix="amari-gpu-tests-")
 os.chmod(_RUNTIME_DIR, 0o700)
 os.environ["XDG_RUNTIME_DIR"] = _RUNTIME_DIR
 atexit.register(shutil.rmtree, _RUNTIME_DIR, ignore_errors=True)
+
+# Calibration figures are cached on disk (AMARI_GPU_CACHE_DIR, read by the native code each
+# time it calibrates): keep the suite's in a private directory, never the user's cache.
+_CACHE_DIR = tempfile.mkdtemp(prefix="amari-gpu-test-cache-")
+os.environ["AMARI_GPU_CACHE_DIR"] = _CACHE_DIR
+atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
 # The test modules import the helpers in ``cl3.py`` next to this file; make that work in
 # pytest's "importlib" import mode too, which does not put this directory on sys.path.
@@ -123,3 +130,22 @@ def reference_batch(batch_cache: dict[int, Batch]):
         return batch_cache[n]
 
     return get
+
+
+# --- distribution engine ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def session_cache_dir() -> Path:
+    """The private calibration cache directory of the session (``AMARI_GPU_CACHE_DIR``)."""
+    return Path(_CACHE_DIR)
+
+
+@pytest.fixture(scope="session")
+def engine_ctx(all_adapters: list[amari_gpu.AdapterInfo]) -> amari_gpu.MultiGpuContext:
+    """Two logical devices on each of adapters 0 and 1 (lavapipe and llvmpipe here): four
+    devices in two backends that share one piece of hardware."""
+    assert len(all_adapters) >= 2, "the engine tests need two adapters (e.g. Vulkan and GL)"
+    ctx = amari_gpu.MultiGpuContext(adapters=[0, 1], devices_per_adapter=2)
+    assert [d.adapter.index for d in ctx.devices] == [0, 0, 1, 1]
+    return ctx

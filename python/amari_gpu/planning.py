@@ -8,7 +8,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, overload
 
+import numpy as np
+
 from .errors import InvalidArgumentError
+
+_MAX_ITEMS = 2**64 - 1
 
 STRATEGIES = ("balanced", "capability", "memory", "latency", "adaptive", "auto")
 
@@ -44,8 +48,14 @@ class Workload:
     def __post_init__(self) -> None:
         if not isinstance(self.kernel, str) or not self.kernel:
             raise InvalidArgumentError(f"kernel: expected a kernel name, got {self.kernel!r}")
-        if isinstance(self.items, bool) or not isinstance(self.items, int) or self.items < 0:
-            raise InvalidArgumentError(f"items: expected an integer >= 0, got {self.items!r}")
+        items = self.items
+        if isinstance(items, bool) or not isinstance(items, (int, np.integer)) or items < 0:
+            raise InvalidArgumentError(f"items: expected an integer >= 0, got {items!r}")
+        if items > _MAX_ITEMS:
+            raise InvalidArgumentError(
+                f"items: expected at most {_MAX_ITEMS} (2**64 - 1), got {items}"
+            )
+        object.__setattr__(self, "items", int(items))
         for name in ("bytes_in_per_item", "bytes_out_per_item", "flops_per_item"):
             value = getattr(self, name)
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -114,7 +124,11 @@ class Capabilities:
 
     ``memory_bandwidth_gb_s``: on-device copy (bytes read + written per second);
     ``transfer_gb_s``: host↔device (harmonic mean of both directions); ``throughput``:
-    kernel family → items/s of the family's reference kernel on resident data.
+    kernel family → items/s of the family's reference kernel on resident data;
+    ``launch_latency_s``: the smallest complete chunk (upload, dispatch, readback).
+    ``shares_hardware_with`` lists the context's other devices on the same hardware (logical
+    devices of one adapter, or one device through two backends) and ``group_speedup`` is
+    their measured aggregate speed together over one of them alone.
     """
 
     device_id: int
@@ -130,3 +144,5 @@ class Capabilities:
     device_type: str
     backend: str
     from_cache: bool
+    shares_hardware_with: list[int] = field(hash=False)
+    group_speedup: float | None

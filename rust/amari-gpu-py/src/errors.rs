@@ -17,7 +17,7 @@ fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
 pub fn to_pyerr(py: Python<'_>, error: Error) -> PyErr {
     let name = match &error {
         Error::NoAdapter(_) => "NoAdapterError",
-        Error::DeviceLost { .. } => "DeviceLostError",
+        Error::DeviceLost { .. } | Error::NoHealthyDevice(_) => "DeviceLostError",
         Error::OutOfMemory { .. } => "OutOfMemoryError",
         Error::Shape { .. } => "ShapeError",
         Error::InvalidArgument { .. } => "InvalidArgumentError",

@@ -57,6 +57,8 @@ pub fn capabilities_dict<'py>(
     d.set_item("device_type", &c.device_type)?;
     d.set_item("backend", &c.backend)?;
     d.set_item("from_cache", c.from_cache)?;
+    d.set_item("shares_hardware_with", c.shares_hardware_with.clone())?;
+    d.set_item("group_speedup", c.group_speedup)?;
     Ok(d)
 }
 

@@ -154,27 +154,17 @@ fn measure_latency(dev: &GpuDevice) -> Result<f64> {
     let kernel = (families()[0].reference)();
     let pipeline = dev.pipeline(&kernel)?;
     let items = 64;
-    let inputs: Vec<Vec<f32>> = kernel
-        .input_words
-        .iter()
-        .map(|w| vec![0.5; w * items])
-        .collect();
+    let inputs = kernel.filled_inputs(items, 0.5);
     let views: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-    let mut output = vec![0.0; kernel.output_words * items];
+    let mut output = vec![0.0; kernel.output_words(items)];
     let mut samples = Vec::new();
     for _ in 0..7 {
         let start = Instant::now();
-        run_chunk(
-            dev,
-            &kernel,
-            &pipeline,
-            &views,
-            ChunkJob {
-                range: 0..items,
-                output: &mut output,
-            },
-            None,
-        )?;
+        let job = ChunkJob {
+            range: 0..items,
+            output: &mut output,
+        };
+        run_chunk(dev, &kernel, &pipeline, &views, job, None)?;
         samples.push(start.elapsed().as_secs_f64());
     }
     Ok(median(samples))
@@ -184,56 +174,51 @@ fn measure_latency(dev: &GpuDevice) -> Result<f64> {
 struct Resident {
     bind_group: wgpu::BindGroup,
     pipeline: std::sync::Arc<wgpu::ComputePipeline>,
-    grid: crate::dispatch::Grid,
+    grid: [u32; 3],
     _buffers: Vec<wgpu::Buffer>,
 }
 
 impl Resident {
     fn new(
         dev: &GpuDevice,
-        kernel: &crate::kernel::MapKernel,
+        kernel: &crate::kernel::Kernel,
         pipeline: &std::sync::Arc<wgpu::ComputePipeline>,
         items: usize,
     ) -> Result<Self> {
-        let grid = crate::dispatch::grid_for(
-            items as u64,
-            dev.limits.max_compute_workgroups_per_dimension,
-        )
-        .ok_or_else(|| {
-            Error::invalid(
-                "calibration_items",
-                format!("{items} items do not fit one dispatch"),
+        let (grid, row_threads) = kernel
+            .grid(
+                items as u32,
+                dev.limits.max_compute_workgroups_per_dimension,
             )
-        })?;
-        let params = crate::kernel::Params {
-            n: items as u32,
-            row_threads: grid.row_threads(),
-            pad: [0; 2],
-        };
+            .ok_or_else(|| {
+                Error::invalid(
+                    "calibration_items",
+                    format!("{items} items do not fit one dispatch"),
+                )
+            })?;
+        let header = kernel.uniform(items as u32, row_threads);
         let uniform = buffer(
             dev,
-            16,
+            (header.len() * 4) as u64,
             wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
         );
         dev.queue
-            .write_buffer(&uniform, 0, bytemuck::bytes_of(&params));
+            .write_buffer(&uniform, 0, bytemuck::cast_slice(&header));
         let mut buffers = vec![uniform];
-        for &words in kernel
-            .input_words
-            .iter()
-            .chain(std::iter::once(&kernel.output_words))
-        {
-            let bytes = (words * items * 4) as u64;
+        let sizes = (0..kernel.inputs.len())
+            .map(|i| kernel.input_len(i, items))
+            .chain(std::iter::once(kernel.output_words(items)));
+        for words in sizes {
             let storage = buffer(
                 dev,
-                bytes,
+                (words.max(1) * 4) as u64,
                 wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             );
             // Inputs hold ones rather than zeros so no driver can shortcut the arithmetic.
             dev.queue.write_buffer(
                 &storage,
                 0,
-                bytemuck::cast_slice(&vec![1.0f32; words * items]),
+                bytemuck::cast_slice(&vec![1.0f32; words.max(1)]),
             );
             buffers.push(storage);
         }
@@ -263,7 +248,7 @@ impl Resident {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             pass.set_pipeline(&self.pipeline);
             pass.set_bind_group(0, &self.bind_group, &[]);
-            pass.dispatch_workgroups(self.grid.x, self.grid.y, 1);
+            pass.dispatch_workgroups(self.grid[0], self.grid[1], self.grid[2]);
         }
         wait(dev, dev.queue.submit(Some(encoder.finish())))
     }

@@ -34,6 +34,12 @@ pub struct Capabilities {
     pub backend: String,
     /// Whether the figures came from the on-disk cache rather than a fresh measurement.
     pub from_cache: bool,
+    /// Other devices of the context on the same hardware (same adapter, or the same device
+    /// through another backend).
+    pub shares_hardware_with: Vec<usize>,
+    /// Measured speed of the whole group together over one member alone, when the device
+    /// shares hardware.
+    pub group_speedup: Option<f64>,
 }
 
 /// Memory a workload may use on `dev`. Adapters that run on the CPU use host memory, which
@@ -69,6 +75,8 @@ impl Capabilities {
             device_type: dev.adapter.device_type.clone(),
             backend: dev.adapter.backend.clone(),
             from_cache,
+            shares_hardware_with: Vec::new(),
+            group_speedup: None,
         }
     }
 }

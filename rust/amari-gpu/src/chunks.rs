@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use crate::error::{Error, Result};
-use crate::kernel::MapKernel;
+use crate::kernel::Kernel;
 
 /// Bytes moved per chunk (inputs plus output) aimed at: big enough to amortise a submit and
 /// a map, small enough to pipeline and to rebalance.
@@ -46,7 +46,7 @@ pub fn chunk_items_for(items: u64, bytes_per_item: f64, widest_bytes_per_item: f
 }
 
 /// Items per chunk for `kernel` on a problem of `items` items.
-pub fn default_chunk_items(kernel: &MapKernel, items: usize) -> usize {
+pub fn default_chunk_items(kernel: &Kernel, items: usize) -> usize {
     chunk_items_for(
         items as u64,
         kernel.bytes_per_item() as f64,
@@ -56,7 +56,7 @@ pub fn default_chunk_items(kernel: &MapKernel, items: usize) -> usize {
 
 /// Checks a caller-chosen chunk size against a device's binding limit.
 pub fn check_chunk_items(
-    kernel: &MapKernel,
+    kernel: &Kernel,
     chunk_items: usize,
     max_binding_bytes: u64,
 ) -> Result<()> {
@@ -89,16 +89,13 @@ pub fn chunk_ranges(items: usize, chunk_items: usize) -> Vec<Range<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::{Input, Output};
 
-    fn kernel(words: usize) -> MapKernel {
-        MapKernel {
-            id: "k".into(),
-            family: "test",
-            source: "".into(),
-            entry: "main",
-            input_words: vec![words, words],
-            output_words: words,
-            flops_per_item: 1.0,
+    fn kernel(words: usize) -> Kernel {
+        Kernel {
+            inputs: vec![Input::PerItem(words), Input::PerItem(words)],
+            output: Output::PerItem(words),
+            ..Kernel::map("k", "test", "")
         }
     }
 

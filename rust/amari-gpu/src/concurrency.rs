@@ -31,13 +31,9 @@ impl MultiGpuContext {
     /// with an equal split (median of a few runs).
     fn time_members(&self, members: &[&GpuDevice]) -> Result<f64> {
         let kernel = (families()[0].reference)();
-        let inputs: Vec<Vec<f32>> = kernel
-            .input_words
-            .iter()
-            .map(|w| vec![0.5; w * ITEMS])
-            .collect();
+        let inputs = kernel.filled_inputs(ITEMS, 0.5);
         let views: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-        let mut output = vec![0.0; kernel.output_words * ITEMS];
+        let mut output = vec![0.0; kernel.output_words(ITEMS)];
         let workload = kernel.workload(ITEMS);
         let models: Vec<_> = self
             .models_for(&workload, false)

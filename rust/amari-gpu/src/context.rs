@@ -16,7 +16,7 @@ use crate::executor::{Run, WorkerReport};
 use crate::families::{families, family_of};
 use crate::health::CounterSnapshot;
 use crate::history::History;
-use crate::kernel::MapKernel;
+use crate::kernel::{Kernel, Output};
 use crate::model::DeviceModel;
 use crate::plan::{Plan, Strategy};
 use crate::scheduler::Scheduler;
@@ -47,6 +47,23 @@ fn enumerated() -> &'static [(wgpu::Adapter, AdapterInfo)] {
 /// Every adapter of every native backend, preferred backends first.
 pub fn adapters() -> Vec<AdapterInfo> {
     enumerated().iter().map(|(_, info)| info.clone()).collect()
+}
+
+/// Where a kernel's results go.
+pub enum Target<'a> {
+    /// The caller's array, for kernels with a per-item output.
+    Items(&'a mut [f32]),
+    /// Partial results per chunk, returned in [`Ran::partials`].
+    Chunks,
+}
+
+/// What a call ran and produced.
+#[derive(Debug)]
+pub struct Ran {
+    /// The plan it followed.
+    pub plan: Plan,
+    /// For per-chunk outputs: every chunk's words, in chunk order.
+    pub partials: Vec<f32>,
 }
 
 /// One device's state as `stats()` reports it.
@@ -172,11 +189,25 @@ impl MultiGpuContext {
 
     fn capabilities_now(&self, id: usize) -> Capabilities {
         let measured = self.measured.lock().expect("measured lock")[id].clone();
-        Capabilities::new(
-            &self.devices[id],
+        let dev = &self.devices[id];
+        let mut caps = Capabilities::new(
+            dev,
             measured.as_ref().map(|(m, _)| m),
             measured.as_ref().is_some_and(|(_, c)| *c),
-        )
+        );
+        caps.shares_hardware_with = self
+            .devices
+            .iter()
+            .filter(|d| d.group == dev.group && d.id != id)
+            .map(|d| d.id)
+            .collect();
+        caps.group_speedup = self
+            .group_speedups
+            .lock()
+            .expect("group lock")
+            .get(&dev.group)
+            .map(|g| g.0);
+        caps
     }
 
     fn ensure_calibrated(&self) -> Result<()> {
@@ -259,10 +290,7 @@ impl MultiGpuContext {
                 )
             })
             .collect();
-        Error::DeviceLost {
-            device: usize::MAX,
-            reason: format!("no healthy device left ({})", reasons.join("; ")),
-        }
+        Error::NoHealthyDevice(format!("no healthy device left ({})", reasons.join("; ")))
     }
 
     fn chunk_items(&self, workload: &Workload) -> u64 {
@@ -294,23 +322,46 @@ impl MultiGpuContext {
         crate::partition::plan(workload, self.chunk_items(workload), &models, strategy)
     }
 
-    /// Runs `kernel` over `items` items on the healthy devices and returns the plan it
-    /// followed: `inputs[i]` holds `kernel.input_words[i]` words per item, `output` receives
-    /// `kernel.output_words` per item. Chunks of a device that fails are re-run elsewhere.
+    /// Runs a kernel with a per-item output over `items` items on the healthy devices and
+    /// returns the plan it followed; `output` receives the kernel's words for every item.
     pub fn run_map(
         &self,
-        kernel: &MapKernel,
+        kernel: &Kernel,
         inputs: &[&[f32]],
         output: &mut [f32],
         items: usize,
         strategy: Option<Strategy>,
     ) -> Result<Plan> {
-        check_lengths(kernel, inputs, output, items)?;
+        self.run(kernel, inputs, Target::Items(output), items, strategy)
+            .map(|ran| ran.plan)
+    }
+
+    /// Runs `kernel` over `items` items on the healthy devices: `inputs[i]` holds what
+    /// `kernel.inputs[i]` says (per-item words, or one whole array). Per-item results go to
+    /// `target`; per-chunk results come back in [`Ran::partials`], in chunk order. Chunks
+    /// of a device that fails are re-run on the others.
+    pub fn run(
+        &self,
+        kernel: &Kernel,
+        inputs: &[&[f32]],
+        target: Target<'_>,
+        items: usize,
+        strategy: Option<Strategy>,
+    ) -> Result<Ran> {
+        check_lengths(kernel, inputs, &target, items)?;
         let workload = kernel.workload(items);
         let plan = self.distribute_workload(&workload, strategy)?;
+        let mut partials = Vec::new();
         if items == 0 {
-            return Ok(plan);
+            return Ok(Ran { plan, partials });
         }
+        let output = match target {
+            Target::Items(out) => out,
+            Target::Chunks => {
+                partials = vec![0.0; plan.n_chunks as usize * kernel.output_words(0)];
+                &mut partials[..]
+            }
+        };
         let workers: Vec<&GpuDevice> = self
             .devices
             .iter()
@@ -332,7 +383,7 @@ impl MultiGpuContext {
             }
             return Err(self.no_healthy_device());
         }
-        Ok(plan)
+        Ok(Ran { plan, partials })
     }
 
     /// Runs `plan` on `workers` (the planned devices plus any others that may take over
@@ -340,7 +391,7 @@ impl MultiGpuContext {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn execute(
         &self,
-        kernel: &MapKernel,
+        kernel: &Kernel,
         inputs: &[&[f32]],
         output: &mut [f32],
         plan: &Plan,
@@ -370,7 +421,7 @@ impl MultiGpuContext {
         let mut rest = output;
         for range in &ranges {
             let (head, tail) =
-                std::mem::take(&mut rest).split_at_mut(range.len() * kernel.output_words);
+                std::mem::take(&mut rest).split_at_mut(kernel.output_words(range.len()));
             outputs.push(Mutex::new(Some(head)));
             rest = tail;
         }
@@ -479,38 +530,44 @@ fn mean_flops_per_s(m: &Measurements) -> f64 {
 }
 
 fn check_lengths(
-    kernel: &MapKernel,
+    kernel: &Kernel,
     inputs: &[&[f32]],
-    output: &[f32],
+    target: &Target<'_>,
     items: usize,
 ) -> Result<()> {
-    if inputs.len() != kernel.input_words.len() {
+    if inputs.len() != kernel.inputs.len() {
         return Err(Error::invalid(
             "inputs",
             format!(
                 "expected {} arrays, got {}",
-                kernel.input_words.len(),
+                kernel.inputs.len(),
                 inputs.len()
             ),
         ));
     }
-    for (i, (data, &words)) in inputs.iter().zip(&kernel.input_words).enumerate() {
-        if data.len() != items * words {
+    for (i, data) in inputs.iter().enumerate() {
+        let want = kernel.input_len(i, items);
+        if data.len() != want {
             return Err(Error::invalid(
                 format!("inputs[{i}]"),
-                format!("expected {} words, got {}", items * words, data.len()),
+                format!("expected {want} words, got {}", data.len()),
             ));
         }
     }
-    if output.len() != items * kernel.output_words {
-        return Err(Error::invalid(
-            "output",
-            format!(
-                "expected {} words, got {}",
-                items * kernel.output_words,
-                output.len()
-            ),
-        ));
+    match (target, kernel.output) {
+        (Target::Items(out), Output::PerItem(w)) if out.len() != items * w => {
+            return Err(Error::invalid(
+                "output",
+                format!("expected {} words, got {}", items * w, out.len()),
+            ));
+        }
+        (Target::Items(_), Output::PerChunk(_)) | (Target::Chunks, Output::PerItem(_)) => {
+            return Err(Error::invalid(
+                "output",
+                format!("kernel {} writes {:?}", kernel.id, kernel.output),
+            ));
+        }
+        _ => {}
     }
     if items > u32::MAX as usize {
         return Err(Error::invalid(

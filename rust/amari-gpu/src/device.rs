@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use crate::adapter::AdapterInfo;
 use crate::error::{Error, Result};
 use crate::health::{Counters, Health};
-use crate::kernel::MapKernel;
+use crate::kernel::Kernel;
 use crate::pool::BufferPool;
 
 /// A device opened by a context.
@@ -89,7 +89,7 @@ impl GpuDevice {
     }
 
     /// The pipeline of `kernel`, compiled once per device.
-    pub fn pipeline(&self, kernel: &MapKernel) -> Result<Arc<wgpu::ComputePipeline>> {
+    pub fn pipeline(&self, kernel: &Kernel) -> Result<Arc<wgpu::ComputePipeline>> {
         if let Some(found) = self
             .pipelines
             .lock()

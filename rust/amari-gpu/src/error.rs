@@ -17,6 +17,9 @@ pub enum Error {
         /// What the driver (or the watchdog) reported.
         reason: String,
     },
+    /// Every device of the context has failed; the message says why each one did.
+    #[error("{0}")]
+    NoHealthyDevice(String),
     /// A device could not allocate what a step needed.
     #[error("device {device} is out of memory: {reason}")]
     OutOfMemory {

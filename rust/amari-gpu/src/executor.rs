@@ -10,9 +10,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::device::GpuDevice;
-use crate::dispatch::grid_for;
 use crate::error::{Error, Result};
-use crate::kernel::{MapKernel, Params};
+use crate::kernel::{Input, Kernel};
 use crate::pool::Pooled;
 use crate::scheduler::Scheduler;
 
@@ -89,50 +88,73 @@ impl InFlight {
     }
 }
 
-/// Uploads a chunk's inputs, dispatches the kernel and requests the readback.
+/// Inputs bound whole, uploaded once per device and call and kept by the worker.
+pub type Resident = Vec<Option<(Pooled, u64)>>;
+
+/// Uploads a chunk's inputs, dispatches the kernel and requests the readback. `resident`
+/// holds the worker's copies of the whole-bound inputs (filled on first use).
 pub fn submit(
     dev: &GpuDevice,
-    kernel: &MapKernel,
+    kernel: &Kernel,
     pipeline: &wgpu::ComputePipeline,
     inputs: &[&[f32]],
     range: Range<usize>,
+    resident: &mut Resident,
 ) -> Result<InFlight> {
     if let Some(reason) = dev.lost_reason() {
         return Err(lost(dev.id, reason));
     }
     let items = range.len();
-    let grid = grid_for(
-        items as u64,
-        dev.limits.max_compute_workgroups_per_dimension,
-    )
-    .ok_or_else(|| {
-        Error::invalid(
-            "chunk_items",
-            format!("{items} items do not fit one dispatch on device {}", dev.id),
+    let (grid, row_threads) = kernel
+        .grid(
+            items as u32,
+            dev.limits.max_compute_workgroups_per_dimension,
         )
-    })?;
-    let out_bytes = (items * kernel.output_words * 4) as u64;
+        .ok_or_else(|| {
+            Error::invalid(
+                "chunk_items",
+                format!("{items} items do not fit one dispatch on device {}", dev.id),
+            )
+        })?;
+    let out_bytes = (kernel.output_words(items).max(1) * 4) as u64;
     let oom_scope = dev.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
     let validation_scope = dev.device.push_error_scope(wgpu::ErrorFilter::Validation);
 
-    let params_bytes = std::mem::size_of::<Params>() as u64;
+    let header = kernel.uniform(items as u32, row_threads);
+    let params_bytes = (header.len() * 4) as u64;
     let params = dev.pool.take(
         &dev.device,
         params_bytes,
         wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
     );
-    let uniform = Params {
-        n: items as u32,
-        row_threads: grid.row_threads(),
-        pad: [0; 2],
-    };
     dev.queue
-        .write_buffer(&params, 0, bytemuck::bytes_of(&uniform));
+        .write_buffer(&params, 0, bytemuck::cast_slice(&header));
     let mut buffers = vec![params];
     let mut sizes = vec![params_bytes];
+    // Index into `buffers` of every binding after the uniform, or None for a resident one.
+    let mut slots: Vec<Option<usize>> = Vec::with_capacity(inputs.len());
     let mut bytes_up = 0;
-    for (data, &words) in inputs.iter().zip(&kernel.input_words) {
-        let slice = &data[range.start * words..range.end * words];
+    resident.resize_with(inputs.len(), || None);
+    for (i, (data, spec)) in inputs.iter().zip(&kernel.inputs).enumerate() {
+        let slice = match *spec {
+            Input::PerItem(words) => &data[range.start * words..range.end * words],
+            Input::Whole(_) => {
+                if resident[i].is_none() {
+                    let bytes = (data.len().max(1) * 4) as u64;
+                    let buffer = dev.pool.take(
+                        &dev.device,
+                        bytes,
+                        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                    );
+                    dev.queue
+                        .write_buffer(&buffer, 0, bytemuck::cast_slice(data));
+                    bytes_up += (data.len() * 4) as u64;
+                    resident[i] = Some((buffer, bytes));
+                }
+                slots.push(None);
+                continue;
+            }
+        };
         let bytes = (slice.len() * 4) as u64;
         let buffer = dev.pool.take(
             &dev.device,
@@ -141,10 +163,12 @@ pub fn submit(
         );
         dev.queue
             .write_buffer(&buffer, 0, bytemuck::cast_slice(slice));
+        slots.push(Some(buffers.len()));
         buffers.push(buffer);
         sizes.push(bytes);
         bytes_up += bytes;
     }
+    let output_index = buffers.len();
     buffers.push(dev.pool.take(
         &dev.device,
         out_bytes,
@@ -157,12 +181,22 @@ pub fn submit(
         wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
     );
 
-    let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
-        .iter()
-        .zip(&sizes)
-        .enumerate()
-        .map(|(i, (buffer, &bytes))| binding(i as u32, buffer, bytes))
-        .collect();
+    let mut entries = vec![binding(0, &buffers[0], sizes[0])];
+    for (i, slot) in slots.iter().enumerate() {
+        let entry = match slot {
+            Some(index) => binding(i as u32 + 1, &buffers[*index], sizes[*index]),
+            None => {
+                let (buffer, bytes) = resident[i].as_ref().expect("uploaded above");
+                binding(i as u32 + 1, buffer, *bytes)
+            }
+        };
+        entries.push(entry);
+    }
+    entries.push(binding(
+        inputs.len() as u32 + 1,
+        &buffers[output_index],
+        out_bytes,
+    ));
     let bind_group = dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: Some(&kernel.id),
         layout: &pipeline.get_bind_group_layout(0),
@@ -180,10 +214,9 @@ pub fn submit(
         });
         pass.set_pipeline(pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(grid.x, grid.y, 1);
+        pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
     }
-    let output = buffers.last().expect("output buffer");
-    encoder.copy_buffer_to_buffer(output, 0, &staging, 0, out_bytes);
+    encoder.copy_buffer_to_buffer(&buffers[output_index], 0, &staging, 0, out_bytes);
     let submission = dev.queue.submit(Some(encoder.finish()));
     let (sender, mapped) = mpsc::channel();
     staging
@@ -255,7 +288,8 @@ pub fn finish(
             .slice(..chunk.out_bytes)
             .get_mapped_range()
             .map_err(|e| lost(dev.id, format!("readback mapping failed: {e}")))?;
-        output.copy_from_slice(bytemuck::cast_slice(&view));
+        let words: &[f32] = bytemuck::cast_slice(&view);
+        output.copy_from_slice(&words[..output.len()]);
     }
     chunk.staging.unmap();
     if let Some(reason) = dev.lost_reason() {
@@ -267,13 +301,14 @@ pub fn finish(
 /// Runs one chunk synchronously (calibration uses it to time a complete chunk).
 pub fn run_chunk(
     dev: &GpuDevice,
-    kernel: &MapKernel,
+    kernel: &Kernel,
     pipeline: &wgpu::ComputePipeline,
     inputs: &[&[f32]],
     job: ChunkJob<'_>,
     timeout: Option<Duration>,
 ) -> Result<()> {
-    let chunk = submit(dev, kernel, pipeline, inputs, job.range)?;
+    let mut resident = Resident::new();
+    let chunk = submit(dev, kernel, pipeline, inputs, job.range, &mut resident)?;
     finish(dev, chunk, job.output, timeout)
 }
 
@@ -302,7 +337,7 @@ pub struct WorkerReport {
 /// Everything the workers of one call share.
 pub struct Run<'a> {
     /// The kernel.
-    pub kernel: &'a MapKernel,
+    pub kernel: &'a Kernel,
     /// Inputs, whole problem.
     pub inputs: &'a [&'a [f32]],
     /// Item range of every chunk of the grid.
@@ -325,6 +360,7 @@ impl Run<'_> {
         let started = Instant::now();
         let mut in_flight: VecDeque<(usize, InFlight)> = VecDeque::new();
         let mut held: Option<usize> = None;
+        let mut resident = Resident::new();
         let mut last_done = started;
         let outcome = (|| -> Result<()> {
             let pipeline = dev.pipeline(self.kernel)?;
@@ -346,6 +382,7 @@ impl Run<'_> {
                         &pipeline,
                         self.inputs,
                         self.ranges[chunk].clone(),
+                        &mut resident,
                     )?;
                     in_flight.push_back((chunk, submitted));
                     held = None;
@@ -396,6 +433,9 @@ impl Run<'_> {
             Ok(()) => self.scheduler.exit(),
             Err(error) => {
                 let mut unfinished: Vec<usize> = held.into_iter().collect();
+                for (buffer, _) in resident.drain(..).flatten() {
+                    buffer.discard();
+                }
                 for (chunk, flight) in in_flight.drain(..) {
                     unfinished.push(chunk);
                     flight.discard();

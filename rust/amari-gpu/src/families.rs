@@ -2,14 +2,14 @@
 //! items/s on its reference kernel, times the reference kernel's arithmetic per item, gives
 //! the device's arithmetic rate for every kernel of that family.
 
-use crate::kernel::MapKernel;
+use crate::kernel::Kernel;
 
 /// One kernel family's calibration reference.
 pub struct Family {
     /// Family name, as used in `capabilities.throughput`.
     pub name: &'static str,
     /// Builds the reference kernel.
-    pub reference: fn() -> MapKernel,
+    pub reference: fn() -> Kernel,
     /// Arithmetic operations per item of the reference kernel.
     pub reference_flops_per_item: f64,
     /// Items per calibration dispatch: enough to fill a device, little enough to stay fast.

@@ -2,7 +2,7 @@
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
-use crate::kernel::MapKernel;
+use crate::kernel::{Input, Kernel, Output};
 use crate::plan::{Plan, Strategy};
 use crate::shaders;
 
@@ -10,16 +10,13 @@ use crate::shaders;
 pub const CL3_BLADES: usize = 8;
 
 /// The Cl(3,0) geometric-product kernel.
-pub fn geometric_cl3_kernel() -> MapKernel {
-    MapKernel {
-        id: "geometric_cl3".to_string(),
-        family: "geometric_algebra",
-        source: shaders::GEOMETRIC_CL3.into(),
-        entry: "main",
-        input_words: vec![CL3_BLADES, CL3_BLADES],
-        output_words: CL3_BLADES,
+pub fn geometric_cl3_kernel() -> Kernel {
+    Kernel {
+        inputs: vec![Input::PerItem(CL3_BLADES), Input::PerItem(CL3_BLADES)],
+        output: Output::PerItem(CL3_BLADES),
         // 64 products and 56 sums.
         flops_per_item: 120.0,
+        ..Kernel::map("geometric_cl3", "geometric_algebra", shaders::GEOMETRIC_CL3)
     }
 }
 

@@ -1,13 +1,49 @@
-//! What a map kernel is to the executor: a WGSL entry point plus the per-item sizes of its
-//! inputs and output. Every map kernel shares one binding layout (see `shaders/`):
-//! binding 0 is a uniform with the item count and grid row width, inputs follow in order,
-//! the output is last.
+//! What a kernel is to the executor: a WGSL entry point, how each input is bound (sliced per
+//! chunk, or whole for every chunk), what it writes (per item, or one partial result per
+//! chunk), extra uniform parameters and how its workgroups are laid out.
+//!
+//! Every kernel shares one binding layout (see `shaders/`): binding 0 is a uniform holding
+//! the chunk's item count, the grid row width and the kernel's own parameters; inputs
+//! follow in order; the output is last.
 
 use std::borrow::Cow;
 
-/// A kernel that maps `items` independent inputs to `items` outputs.
+use crate::dispatch::{grid_for, WORKGROUP_SIZE};
+
+/// How an input is bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// `words` f32 words per item; each chunk binds its own items.
+    PerItem(usize),
+    /// One array of `words` words bound whole to every chunk (uploaded once per device).
+    Whole(usize),
+}
+
+/// What a kernel writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// `words` f32 words per item, written into the caller's array.
+    PerItem(usize),
+    /// `words` f32 words per chunk: partial results the host combines in chunk order.
+    PerChunk(usize),
+}
+
+/// How the workgroups of one chunk are laid out.
+#[derive(Debug, Clone, Copy)]
+pub enum Dispatch {
+    /// `threads_per_item` threads per item in 64-thread workgroups, folded into two
+    /// dimensions; the shader's linear thread index is `gid.y * row_threads + gid.x`.
+    Linear {
+        /// Threads per item.
+        threads_per_item: u32,
+    },
+    /// A kernel-specific grid, from the chunk's item count and the kernel's parameters.
+    Custom(fn(items: u32, params: &[u32]) -> [u32; 3]),
+}
+
+/// A compute kernel over items.
 #[derive(Debug, Clone)]
-pub struct MapKernel {
+pub struct Kernel {
     /// Pipeline-cache key; two kernels with the same id must have the same source.
     pub id: String,
     /// Kernel family, for capability and throughput bookkeeping.
@@ -16,51 +52,131 @@ pub struct MapKernel {
     pub source: Cow<'static, str>,
     /// Entry point name.
     pub entry: &'static str,
-    /// f32 words per item of each input.
-    pub input_words: Vec<usize>,
-    /// f32 words per item of the output.
-    pub output_words: usize,
+    /// The inputs, in binding order.
+    pub inputs: Vec<Input>,
+    /// The output.
+    pub output: Output,
+    /// Extra uniform words after the header (f32 values as their bits).
+    pub params: Vec<u32>,
+    /// Workgroup layout.
+    pub dispatch: Dispatch,
     /// Arithmetic operations per item (for the cost model).
     pub flops_per_item: f64,
 }
 
-impl MapKernel {
+impl Kernel {
+    /// An elementwise kernel: per-item inputs of the given widths, a per-item output, one
+    /// thread per item.
+    pub fn map(
+        id: impl Into<String>,
+        family: &'static str,
+        source: impl Into<Cow<'static, str>>,
+    ) -> Kernel {
+        Kernel {
+            id: id.into(),
+            family,
+            source: source.into(),
+            entry: "main",
+            inputs: Vec::new(),
+            output: Output::PerItem(1),
+            params: Vec::new(),
+            dispatch: Dispatch::Linear {
+                threads_per_item: 1,
+            },
+            flops_per_item: 1.0,
+        }
+    }
+
+    /// f32 words per item over the per-item inputs.
+    pub fn input_words_per_item(&self) -> usize {
+        self.inputs
+            .iter()
+            .map(|i| if let Input::PerItem(w) = i { *w } else { 0 })
+            .sum()
+    }
+
+    /// f32 words per item of the output (0 for per-chunk outputs).
+    pub fn output_words_per_item(&self) -> usize {
+        match self.output {
+            Output::PerItem(w) => w,
+            Output::PerChunk(_) => 0,
+        }
+    }
+
+    /// Bytes moved per item (per-item inputs uploaded plus per-item output read back).
+    pub fn bytes_per_item(&self) -> u64 {
+        4 * (self.input_words_per_item() + self.output_words_per_item()) as u64
+    }
+
+    /// The widest per-item binding, which the binding-size limit applies to.
+    pub fn widest_binding_bytes_per_item(&self) -> u64 {
+        let inputs = self
+            .inputs
+            .iter()
+            .map(|i| if let Input::PerItem(w) = i { *w } else { 0 });
+        4 * inputs
+            .chain(std::iter::once(self.output_words_per_item()))
+            .max()
+            .unwrap_or(0)
+            .max(1) as u64
+    }
+
+    /// Words of the output of a chunk of `items` items.
+    pub fn output_words(&self, items: usize) -> usize {
+        match self.output {
+            Output::PerItem(w) => items * w,
+            Output::PerChunk(w) => w,
+        }
+    }
+
+    /// The uniform block: item count, grid row width, parameters, padded to 16 bytes.
+    pub fn uniform(&self, items: u32, row_threads: u32) -> Vec<u32> {
+        let mut words = vec![items, row_threads, 0, 0];
+        words.extend_from_slice(&self.params);
+        words.resize(words.len().div_ceil(4) * 4, 0);
+        words
+    }
+
+    /// The workgroup grid and grid row width for a chunk of `items` items.
+    pub fn grid(&self, items: u32, max_per_dimension: u32) -> Option<([u32; 3], u32)> {
+        match self.dispatch {
+            Dispatch::Linear { threads_per_item } => {
+                let g = grid_for(
+                    u64::from(items) * u64::from(threads_per_item),
+                    max_per_dimension,
+                )?;
+                Some(([g.x, g.y, 1], g.x * WORKGROUP_SIZE))
+            }
+            Dispatch::Custom(f) => {
+                let g = f(items, &self.params);
+                g.iter().all(|&d| d <= max_per_dimension).then_some((g, 0))
+            }
+        }
+    }
+
+    /// Words input `index` must hold for a problem of `items` items.
+    pub fn input_len(&self, index: usize, items: usize) -> usize {
+        match self.inputs[index] {
+            Input::PerItem(w) => items * w,
+            Input::Whole(w) => w,
+        }
+    }
+
+    /// Inputs filled with `value` for a problem of `items` items (for calibration runs).
+    pub fn filled_inputs(&self, items: usize, value: f32) -> Vec<Vec<f32>> {
+        (0..self.inputs.len())
+            .map(|i| vec![value; self.input_len(i, items)])
+            .collect()
+    }
+
     /// The workload of running this kernel over `items` items.
     pub fn workload(&self, items: usize) -> crate::workload::Workload {
         crate::workload::Workload {
             kernel: self.id.clone(),
             items: items as u64,
-            bytes_in_per_item: 4.0 * self.input_words.iter().sum::<usize>() as f64,
-            bytes_out_per_item: 4.0 * self.output_words as f64,
+            bytes_in_per_item: 4.0 * self.input_words_per_item() as f64,
+            bytes_out_per_item: 4.0 * self.output_words_per_item() as f64,
             flops_per_item: self.flops_per_item,
         }
     }
-
-    /// Bytes moved per item (all inputs uploaded plus the output read back).
-    pub fn bytes_per_item(&self) -> u64 {
-        4 * (self.input_words.iter().sum::<usize>() + self.output_words) as u64
-    }
-
-    /// The widest single binding per item, which the binding-size limit applies to.
-    pub fn widest_binding_bytes_per_item(&self) -> u64 {
-        4 * self
-            .input_words
-            .iter()
-            .copied()
-            .chain(std::iter::once(self.output_words))
-            .max()
-            .unwrap_or(1) as u64
-    }
-}
-
-/// The item-count and grid-width uniform every map kernel reads at binding 0.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct Params {
-    /// Items in this chunk.
-    pub n: u32,
-    /// Threads per row of the dispatch grid.
-    pub row_threads: u32,
-    /// Padding to the 16-byte uniform alignment.
-    pub pad: [u32; 2],
 }

@@ -13,6 +13,7 @@ struct State {
     remaining: usize,
     alive: usize,
     waiting: usize,
+    sharers_alive: usize,
 }
 
 impl State {
@@ -44,6 +45,7 @@ impl Scheduler {
     pub fn new(own: Vec<VecDeque<usize>>, shared: VecDeque<usize>, sharers: Vec<bool>) -> Self {
         let remaining = own.iter().map(VecDeque::len).sum::<usize>() + shared.len();
         let alive = own.len();
+        let sharers_alive = sharers.iter().filter(|&&s| s).count();
         Scheduler {
             state: Mutex::new(State {
                 own,
@@ -52,6 +54,7 @@ impl Scheduler {
                 remaining,
                 alive,
                 waiting: 0,
+                sharers_alive,
             }),
             changed: Condvar::new(),
             sharers,
@@ -107,6 +110,14 @@ impl Scheduler {
         state.orphans.extend(unfinished);
         state.orphans.extend(own);
         state.alive -= 1;
+        if self.sharers[slot] {
+            state.sharers_alive -= 1;
+            // Nobody left may pull from the shared queue: its chunks become everyone's.
+            if state.sharers_alive == 0 {
+                let shared: Vec<usize> = state.shared.drain(..).collect();
+                state.orphans.extend(shared);
+            }
+        }
         self.changed.notify_all();
     }
 
@@ -167,6 +178,24 @@ mod tests {
         got.sort();
         assert_eq!(got, vec![0, 1]);
         assert_eq!(s.remaining(), 0);
+    }
+
+    #[test]
+    fn the_shared_queue_goes_to_everyone_when_its_last_puller_fails() {
+        let s = Scheduler::new(
+            vec![VecDeque::new(), VecDeque::new()],
+            VecDeque::from([0, 1, 2]),
+            vec![true, false],
+        );
+        assert_eq!(s.try_next(1), None);
+        assert_eq!(s.try_next(0), Some(0));
+        s.fail(0, [0]);
+        let mut got = Vec::new();
+        while let Some(c) = s.try_next(1) {
+            got.push(c);
+        }
+        got.sort();
+        assert_eq!(got, vec![0, 1, 2]);
     }
 
     #[test]

@@ -97,10 +97,10 @@ fn when_every_device_fails_the_call_says_so_and_reset_restores_them() {
     ctx.inject_fault(1, 2).unwrap();
     let mut out = vec![0.0; 8 * n];
     match geometric_product_cl3(&ctx, &a, &b, &mut out, None) {
-        Err(Error::DeviceLost { reason, .. }) => {
+        Err(Error::NoHealthyDevice(reason)) => {
             assert!(reason.contains("no healthy device"), "{reason}")
         }
-        other => panic!("expected DeviceLost, got {other:?}"),
+        other => panic!("expected NoHealthyDevice, got {other:?}"),
     }
     ctx.reset_health(None).unwrap();
     assert!(ctx.health().iter().all(|h| h.1));
