@@ -31,7 +31,7 @@ demo: dev ## the main job: list adapters, run and check a kernel on every device
 	$(PY) -m amari_gpu demo
 
 test-rust: system ## core unit tests, shader validation and GPU tests of the Rust crate
-	XDG_RUNTIME_DIR=$$(mktemp -d) cargo test --release -p amari-gpu
+	XDG_RUNTIME_DIR=$$(mktemp -d) AMARI_GPU_CACHE_DIR=$$(mktemp -d) cargo test --release -p amari-gpu
 
 test-python: dev ## pytest suites (GPU tests run on whatever adapters exist)
 	$(PY) -m pytest

@@ -6,7 +6,7 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import final
 
-__all__ = ["Context", "__version__", "adapters"]
+__all__ = ["Context", "__version__", "adapters", "geometric_product"]
 
 __version__: str
 
@@ -37,13 +37,14 @@ class Context:
         flops_per_item: float,
         strategy: str | None = None,
     ) -> dict[str, Any]: ...
-    def geometric_product(
-        self,
-        a: npt.NDArray[np.float32],
-        b: npt.NDArray[np.float32],
-        strategy: str | None = None,
-    ) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
     def health(self) -> dict[int, dict[str, Any]]: ...
     def stats(self) -> list[dict[str, Any]]: ...
     def inject_fault(self, device_id: int, after_chunks: int) -> None: ...
     def reset_health(self, device_id: int | None = None) -> None: ...
+
+def geometric_product(
+    ctx: Context,
+    a: npt.NDArray[np.float32],
+    b: npt.NDArray[np.float32],
+    strategy: str | None = None,
+) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...

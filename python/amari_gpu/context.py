@@ -7,13 +7,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from . import _native
 from ._adapters import BACKENDS, DEVICE_TYPES, AdapterInfo
-from ._validate import batch, index_list, name_list, optional_positive_int, positive_int
+from ._validate import index_list, name_list, optional_positive_int, positive_int
 from .errors import InvalidArgumentError
+from .ga import GeometricAlgebraMixin
+from .information import InformationGeometryMixin
 from .planning import Capabilities, Plan, Workload, check_strategy, optional_strategy
+from .tropical import TropicalMixin
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class Device:
         return Capabilities(**self._native.capabilities(self.id))
 
 
-class MultiGpuContext:
+class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin):
     """Devices on every selected adapter, used together by every kernel call.
 
     Selection: by default every distinct hardware adapter (one per physical device,
@@ -139,20 +141,3 @@ class MultiGpuContext:
     def reset_health(self, device_id: int | None = None) -> None:
         """Marks ``device_id`` (or every device) healthy again."""
         self._native.reset_health(None if device_id is None else self._device_id(device_id))
-
-    def geometric_product(
-        self, a: Any, b: Any, *, strategy: str | None = None
-    ) -> npt.NDArray[np.float32]:
-        """Geometric product ``a[i] b[i]`` in Cl(3,0) for batches of shape (N, 8).
-
-        Blades are in bitmask order: index i is the blade whose basis vectors are the set
-        bits of i: 1, e1, e2, e12, e3, e13, e23, e123. Inputs of any real dtype are converted
-        to float32 (a copy; inputs are never modified); the result is a new float32 (N, 8)
-        array. Runs on every healthy device of the context, split by ``strategy`` (default:
-        the context's); ``ctx.last_plan`` holds the plan the call followed.
-        """
-        a32 = batch("a", a, 8)
-        b32 = batch("b", b, 8, rows=a32.shape[0])
-        out, plan = self._native.geometric_product(a32, b32, optional_strategy(strategy))
-        self.last_plan = Plan.from_dict(plan)
-        return out

@@ -125,6 +125,7 @@ class Capabilities:
     ``memory_bandwidth_gb_s``: on-device copy (bytes read + written per second);
     ``transfer_gb_s``: host↔device (harmonic mean of both directions); ``throughput``:
     kernel family → items/s of the family's reference kernel on resident data;
+    ``peak_gflops``: measured arithmetic peak (chains of fused multiply-adds);
     ``launch_latency_s``: the smallest complete chunk (upload, dispatch, readback).
     ``shares_hardware_with`` lists the context's other devices on the same hardware (logical
     devices of one adapter, or one device through two backends) and ``group_speedup`` is
@@ -138,6 +139,7 @@ class Capabilities:
     d2h_gb_s: float | None
     launch_latency_s: float | None
     throughput: dict[str, float] = field(hash=False)
+    peak_gflops: float | None
     max_buffer_bytes: int
     max_storage_binding_bytes: int
     memory_budget_bytes: int | None

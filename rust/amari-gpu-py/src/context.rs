@@ -4,54 +4,19 @@
 use std::sync::Arc;
 
 use amari_gpu::{ContextOptions, MultiGpuContext, Strategy, Workload};
-use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::adapters::adapter_dict;
+use crate::arrays::parse_strategy;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
 use crate::plans::{capabilities_dict, plan_dict, stats_dict};
 
-/// A contiguous view of a float32 matrix, or a ValueError naming the argument.
-fn contiguous<'a>(array: &'a PyReadonlyArray2<'_, f32>, name: &str) -> PyResult<&'a [f32]> {
-    array.as_slice().map_err(|_| {
-        PyValueError::new_err(format!("{name}: expected a C-contiguous float32 array"))
-    })
-}
-
-fn parse_strategy(py: Python<'_>, name: Option<&str>) -> PyResult<Option<Strategy>> {
-    name.map(Strategy::parse)
-        .transpose()
-        .map_err(|e| to_pyerr(py, e))
-}
-
-/// Checks that every array is (rows, width), naming the first that is not.
-fn check_batches(
-    py: Python<'_>,
-    arrays: &[(&str, &PyReadonlyArray2<'_, f32>)],
-    width: usize,
-) -> PyResult<usize> {
-    let rows = arrays[0].1.as_array().nrows();
-    for (name, array) in arrays {
-        if array.as_array().dim() != (rows, width) {
-            let error = amari_gpu::Error::Shape {
-                argument: name.to_string(),
-                expected: format!("({rows}, {width})"),
-                actual: format!("{:?}", array.as_array().dim()),
-            };
-            return Err(to_pyerr(py, error));
-        }
-    }
-    Ok(rows)
-}
-
 /// Devices opened on the selected adapters.
 #[pyclass(module = "amari_gpu._native", name = "Context", frozen)]
 pub struct PyContext {
-    inner: Arc<MultiGpuContext>,
+    pub(crate) inner: Arc<MultiGpuContext>,
 }
 
 #[pymethods]
@@ -143,32 +108,6 @@ impl PyContext {
         let ctx = Arc::clone(&self.inner);
         let plan = run_detached(py, move || ctx.distribute_workload(&workload, strategy))?;
         plan_dict(py, &plan)
-    }
-
-    /// Cl(3,0) geometric product of two C-contiguous float32 (N, 8) arrays; returns the
-    /// product and the plan that was followed.
-    #[pyo3(signature = (a, b, strategy=None))]
-    fn geometric_product<'py>(
-        &self,
-        py: Python<'py>,
-        a: PyReadonlyArray2<'py, f32>,
-        b: PyReadonlyArray2<'py, f32>,
-        strategy: Option<&str>,
-    ) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyDict>)> {
-        let strategy = parse_strategy(py, strategy)?;
-        let rows = check_batches(py, &[("a", &a), ("b", &b)], amari_gpu::ga::CL3_BLADES)?;
-        let (a_slice, b_slice) = (contiguous(&a, "a")?, contiguous(&b, "b")?);
-        let ctx = Arc::clone(&self.inner);
-        let (out, plan) = run_detached(py, move || {
-            // Zeroed allocation is lazily backed by the OS, so it costs nothing up front.
-            let mut out = vec![0.0f32; a_slice.len()];
-            let plan =
-                amari_gpu::ga::geometric_product_cl3(&ctx, a_slice, b_slice, &mut out, strategy)?;
-            Ok((out, plan))
-        })?;
-        let array = Array2::from_shape_vec((rows, amari_gpu::ga::CL3_BLADES), out)
-            .map_err(|e| PyValueError::new_err(format!("a: {e}")))?;
-        Ok((array.into_pyarray(py), plan_dict(py, &plan)?))
     }
 
     /// {device_id: {"healthy": bool, "reason": str | None}}.

@@ -2,10 +2,14 @@
 //! lives in the `amari-gpu` crate and in the `amari_gpu` Python package.
 
 mod adapters;
+mod arrays;
 mod context;
 mod detach;
 mod errors;
+mod fisher;
+mod ga;
 mod plans;
+mod tropical;
 
 use pyo3::prelude::*;
 
@@ -15,5 +19,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", amari_gpu::VERSION)?;
     m.add_function(wrap_pyfunction!(adapters::adapters, m)?)?;
     m.add_class::<context::PyContext>()?;
+    ga::register(m)?;
+    tropical::register(m)?;
+    fisher::register(m)?;
     Ok(())
 }

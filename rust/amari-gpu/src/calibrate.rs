@@ -32,6 +32,9 @@ pub struct Measurements {
     pub copy_bytes_per_s: f64,
     /// Items per second of each family's reference kernel on resident data.
     pub family_items_per_s: BTreeMap<String, f64>,
+    /// Arithmetic peak: flops per second of a chain of fused multiply-adds.
+    #[serde(default)]
+    pub peak_flops_per_s: f64,
     /// Seconds since the Unix epoch when measured.
     pub measured_unix_s: u64,
     /// Seconds the calibration took.
@@ -268,6 +271,20 @@ fn measure_families(dev: &GpuDevice) -> Result<BTreeMap<String, f64>> {
     Ok(rates)
 }
 
+/// Flops per second of the FMA-chain kernel on resident data.
+fn measure_peak(dev: &GpuDevice) -> Result<f64> {
+    let kernel = crate::kernel::Kernel {
+        inputs: vec![crate::kernel::Input::PerItem(4)],
+        output: crate::kernel::Output::PerItem(4),
+        ..crate::kernel::Kernel::map("peak", "calibration", crate::shaders::PEAK)
+    };
+    let pipeline = dev.pipeline(&kernel)?;
+    let threads = 1 << 14;
+    let resident = Resident::new(dev, &kernel, &pipeline, threads)?;
+    let seconds = timed(REPEATS, || resident.run(dev))?;
+    Ok(threads as f64 * crate::shaders::PEAK_FLOPS_PER_THREAD / seconds)
+}
+
 /// Runs every micro-benchmark on `dev`.
 pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
     let start = Instant::now();
@@ -276,12 +293,14 @@ pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
     let d2h_bytes_per_s = measure_d2h(dev)?;
     let copy_bytes_per_s = measure_copy(dev)?;
     let family_items_per_s = measure_families(dev)?;
+    let peak_flops_per_s = measure_peak(dev)?;
     Ok(Measurements {
         launch_latency_s,
         h2d_bytes_per_s,
         d2h_bytes_per_s,
         copy_bytes_per_s,
         family_items_per_s,
+        peak_flops_per_s,
         measured_unix_s: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),

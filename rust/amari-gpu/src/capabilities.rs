@@ -22,6 +22,8 @@ pub struct Capabilities {
     pub launch_latency_s: Option<f64>,
     /// Kernel family → items per second of its reference kernel on resident data.
     pub throughput: BTreeMap<String, f64>,
+    /// Measured arithmetic peak (FMA chains), GFLOP/s.
+    pub peak_gflops: Option<f64>,
     /// Largest buffer the device accepts.
     pub max_buffer_bytes: u64,
     /// Largest storage binding the device accepts.
@@ -69,6 +71,9 @@ impl Capabilities {
             throughput: measured
                 .map(|m| m.family_items_per_s.clone())
                 .unwrap_or_default(),
+            peak_gflops: measured
+                .filter(|m| m.peak_flops_per_s > 0.0)
+                .map(|m| m.peak_flops_per_s / 1e9),
             max_buffer_bytes: dev.limits.max_buffer_size,
             max_storage_binding_bytes: dev.limits.max_storage_buffer_binding_size,
             memory_budget_bytes: memory_budget_bytes(dev),

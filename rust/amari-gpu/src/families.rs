@@ -27,11 +27,21 @@ pub fn families() -> &'static [Family] {
     }]
 }
 
-/// The family a kernel or family name belongs to.
+/// The family a workload's kernel belongs to: engine workloads are named
+/// `family/kernel`; a bare name is a family name or a public method name.
 pub fn family_of(kernel: &str) -> Option<&'static Family> {
-    let family = match kernel {
-        "geometric_product" | "geometric_cl3" | "geometric_algebra" => "geometric_algebra",
-        other => other,
+    let family = match kernel.split_once('/') {
+        Some((family, _)) => family,
+        None => match kernel {
+            "geometric_product" | "outer_product" | "inner_product" | "scalar_product"
+            | "reverse" | "grade_involution" | "grade_projection" | "sandwich" | "normalize"
+            | "dual" => "geometric_algebra",
+            "tropical_matmul" | "tropical_matvec" | "shortest_paths" => "tropical",
+            "fisher_information" | "fisher_categorical" | "fisher_gaussian" => {
+                "information_geometry"
+            }
+            other => other,
+        },
     };
     families().iter().find(|f| f.name == family)
 }

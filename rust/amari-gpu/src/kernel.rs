@@ -172,7 +172,7 @@ impl Kernel {
     /// The workload of running this kernel over `items` items.
     pub fn workload(&self, items: usize) -> crate::workload::Workload {
         crate::workload::Workload {
-            kernel: self.id.clone(),
+            kernel: format!("{}/{}", self.family, self.id),
             items: items as u64,
             bytes_in_per_item: 4.0 * self.input_words_per_item() as f64,
             bytes_out_per_item: 4.0 * self.output_words_per_item() as f64,

@@ -3,5 +3,11 @@
 /// Cl(3,0) geometric product of two batches of multivectors.
 pub const GEOMETRIC_CL3: &str = include_str!("../../../shaders/geometric_cl3.wgsl");
 
-/// Every shader file, by file name (for validation and tooling).
-pub const ALL: &[(&str, &str)] = &[("geometric_cl3.wgsl", GEOMETRIC_CL3)];
+/// Arithmetic-peak micro-benchmark used by calibration.
+pub const PEAK: &str = include_str!("../../../shaders/peak.wgsl");
+
+/// Flops one thread of [`PEAK`] does (256 iterations of 8 vec4 FMAs).
+pub const PEAK_FLOPS_PER_THREAD: f64 = 256.0 * 8.0 * 4.0 * 2.0;
+
+/// Shaders embedded by this module, by file name (kernel families embed their own).
+pub const ALL: &[(&str, &str)] = &[("geometric_cl3.wgsl", GEOMETRIC_CL3), ("peak.wgsl", PEAK)];

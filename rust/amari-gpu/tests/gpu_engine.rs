@@ -50,42 +50,47 @@ fn results_are_bit_identical_for_every_device_count_and_strategy() {
     }
 }
 
-#[test]
-fn an_injected_failure_mid_call_is_recovered_on_the_other_devices() {
-    let n = 100_000; // 25 chunks of 4096 over 4 devices
+fn check_recovery(strategy: Strategy, n: usize, after_chunks: u64) {
     let (a, b) = (random(8 * n, 5), random(8 * n, 6));
     let want = product(&context(1), &a, &b, Strategy::Balanced);
-    for strategy in [Strategy::Balanced, Strategy::Capability, Strategy::Adaptive] {
-        let ctx = context(4);
-        ctx.inject_fault(2, 1).unwrap();
-        let got = product(&ctx, &a, &b, strategy);
-        assert_eq!(got, want, "{strategy}");
-        let health = ctx.health();
-        assert!(
-            !health[2].1,
-            "device 2 should be unhealthy after its injected fault"
-        );
-        assert!(health[2].2.as_deref().unwrap_or("").contains("injected"));
-        assert!(health.iter().filter(|h| h.0 != 2).all(|h| h.1));
-        let stats = ctx.stats();
-        assert_eq!(
-            stats[2].counters.chunks, 1,
-            "device 2 completed exactly one chunk"
-        );
-        assert!(stats[2].counters.failed_chunks >= 1);
-        assert_eq!(
-            stats.iter().map(|s| s.counters.items).sum::<u64>(),
-            n as u64
-        );
-        // A later call leaves the failed device out.
-        let plan = ctx
-            .distribute_workload(
-                &amari_gpu::ga::geometric_cl3_kernel().workload(n),
-                Some(strategy),
-            )
-            .unwrap();
-        assert!(plan.assignments.iter().all(|a| a.device != 2));
-    }
+    let ctx = context(4);
+    ctx.inject_fault(2, after_chunks).unwrap();
+    let got = product(&ctx, &a, &b, strategy);
+    assert_eq!(got, want, "{strategy}");
+    let health = ctx.health();
+    assert!(
+        !health[2].1,
+        "{strategy}: device 2 should be unhealthy after its injected fault"
+    );
+    assert!(health[2].2.as_deref().unwrap_or("").contains("injected"));
+    assert!(health.iter().filter(|h| h.0 != 2).all(|h| h.1));
+    let stats = ctx.stats();
+    assert_eq!(
+        stats[2].counters.chunks, after_chunks,
+        "{strategy}: chunks completed before the fault"
+    );
+    assert!(stats[2].counters.failed_chunks >= 1);
+    assert_eq!(
+        stats.iter().map(|s| s.counters.items).sum::<u64>(),
+        n as u64
+    );
+    // A later call leaves the failed device out.
+    let workload = amari_gpu::ga::geometric_cl3_kernel().workload(n);
+    let plan = ctx.distribute_workload(&workload, Some(strategy)).unwrap();
+    assert!(plan.assignments.iter().all(|a| a.device != 2));
+}
+
+#[test]
+fn an_injected_failure_mid_call_is_recovered_on_the_other_devices() {
+    // 25 chunks of 4096 over 4 identical devices: static plans give device 2 six or seven.
+    check_recovery(Strategy::Balanced, 100_000, 1);
+    check_recovery(Strategy::Capability, 100_000, 3);
+}
+
+#[test]
+fn an_adaptive_puller_that_fails_at_its_first_chunk_hands_it_on() {
+    // Devices pull at run time; with 245 chunks every device pulls at least one.
+    check_recovery(Strategy::Adaptive, 1_000_000, 0);
 }
 
 #[test]

@@ -1,0 +1,17 @@
+"""What every kernel-family mixin of ``MultiGpuContext`` may rely on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .planning import Plan
+
+
+class KernelHost:
+    """The context state a family's methods use: the native context and the last plan."""
+
+    _native: Any
+    last_plan: Plan | None
+
+    def _record(self, plan: dict[str, Any]) -> None:
+        self.last_plan = Plan.from_dict(plan)

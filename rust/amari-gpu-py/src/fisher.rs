@@ -1,0 +1,8 @@
+//! Information-geometry kernels (Fisher information) on numpy arrays.
+
+use pyo3::prelude::*;
+
+/// Adds this module's functions to `_native`.
+pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}
