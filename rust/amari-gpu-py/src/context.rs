@@ -22,7 +22,7 @@ pub struct PyContext {
 #[pymethods]
 impl PyContext {
     #[new]
-    #[pyo3(signature = (backends=None, device_types=None, adapters=None, max_devices=None, devices_per_adapter=1, chunk_items=None, sync_timeout_ms=None, strategy="auto"))]
+    #[pyo3(signature = (backends=None, device_types=None, adapters=None, max_devices=None, devices_per_adapter=1, chunk_items=None, sync_timeout_ms=None, strategy="auto", gpu_timestamps=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -34,6 +34,7 @@ impl PyContext {
         chunk_items: Option<usize>,
         sync_timeout_ms: Option<u64>,
         strategy: &str,
+        gpu_timestamps: bool,
     ) -> PyResult<Self> {
         let strategy = Strategy::parse(strategy).map_err(|e| to_pyerr(py, e))?;
         let options = ContextOptions {
@@ -45,6 +46,7 @@ impl PyContext {
             chunk_items,
             sync_timeout_ms,
             strategy,
+            gpu_timestamps,
         };
         let inner = run_detached(py, move || MultiGpuContext::new(options))?;
         Ok(PyContext {
@@ -61,6 +63,7 @@ impl PyContext {
                 let d = PyDict::new(py);
                 d.set_item("id", dev.id)?;
                 d.set_item("adapter", adapter_dict(py, &dev.adapter)?)?;
+                d.set_item("gpu_timestamps", dev.timestamp_period_ns.is_some())?;
                 Ok(d)
             })
             .collect()

@@ -52,6 +52,7 @@ impl MultiGpuContext {
                 members,
                 Some(CALIBRATION_TIMEOUT),
                 false,
+                None,
             )?;
             if remaining > 0 {
                 return Err(self.no_healthy_device());

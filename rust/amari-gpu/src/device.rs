@@ -30,22 +30,33 @@ pub struct GpuDevice {
     pub counters: Counters,
     /// Physical-device group (devices sharing one piece of hardware share it).
     pub group: usize,
+    /// Nanoseconds per GPU timestamp tick, when the device records timestamps.
+    pub timestamp_period_ns: Option<f64>,
+    /// Idle two-entry timestamp query sets, reused across chunks.
+    pub query_sets: Mutex<Vec<wgpu::QuerySet>>,
     pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
     lost: Arc<Mutex<Option<String>>>,
 }
 
 impl GpuDevice {
-    /// Opens a device on `adapter`, requesting everything the adapter offers.
+    /// Opens a device on `adapter`, requesting everything the adapter offers. GPU
+    /// timestamps are requested when the adapter has them and `timestamps` allows.
     pub fn open(
         id: usize,
         adapter: &wgpu::Adapter,
         info: &AdapterInfo,
         group: usize,
+        timestamps: bool,
     ) -> Result<Self> {
+        let timestamps = timestamps && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         let limits = adapter.limits();
         let descriptor = wgpu::DeviceDescriptor {
             label: Some("amari-gpu"),
-            required_features: wgpu::Features::empty(),
+            required_features: if timestamps {
+                wgpu::Features::TIMESTAMP_QUERY
+            } else {
+                wgpu::Features::empty()
+            },
             required_limits: limits.clone(),
             experimental_features: wgpu::ExperimentalFeatures::default(),
             memory_hints: wgpu::MemoryHints::Performance,
@@ -73,12 +84,15 @@ impl GpuDevice {
         device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
             *uncaptured.lock().expect("lost flag") = Some(format!("uncaptured error: {error}"));
         }));
+        let timestamp_period_ns = timestamps.then(|| f64::from(queue.get_timestamp_period()));
         Ok(GpuDevice {
             id,
             adapter: info.clone(),
             device,
             queue,
             limits,
+            timestamp_period_ns,
+            query_sets: Mutex::new(Vec::new()),
             pool: BufferPool::default(),
             health: Health::default(),
             counters: Counters::default(),

@@ -1,22 +1,15 @@
-//! Runs a map kernel over the chunk grid on several devices at once: one worker thread per
-//! device; each keeps two chunks in flight, so the upload of chunk k+1 and the readback of
-//! chunk k-1 overlap the dispatch of chunk k. Results are written straight into the
-//! caller's output. A device that fails hands its unfinished chunks to the others.
+//! One chunk on one device: upload its inputs, dispatch the kernel (with GPU timestamps
+//! when asked and available), request the readback, then wait and copy the results straight
+//! into the caller's output. The worker loop that keeps chunks in flight is in `worker`.
 
-use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::mpsc;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::kernel::{Input, Kernel};
 use crate::pool::Pooled;
-use crate::scheduler::Scheduler;
-
-/// Chunks a worker keeps submitted ahead of the one it waits for.
-const IN_FLIGHT: usize = 2;
 
 /// One chunk of work: its item range and where its output goes.
 pub struct ChunkJob<'a> {
@@ -71,6 +64,26 @@ pub struct InFlight {
     pub submitted: Instant,
     /// Bytes uploaded for it.
     pub bytes_up: u64,
+    /// Bytes read back for it.
+    pub bytes_down: u64,
+    /// Where the kernel's two GPU timestamps sit in the staging buffer, when recorded.
+    timestamps_at: Option<u64>,
+    /// Bytes of the staging buffer that are mapped (output and timestamps).
+    staging_bytes: u64,
+    queries: Option<wgpu::QuerySet>,
+}
+
+/// What finishing a chunk measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Finished {
+    /// Host time the wait for the device began.
+    pub wait_start: Instant,
+    /// Host time the device had finished (the wait returned).
+    pub wait_end: Instant,
+    /// Host time the results were in the output.
+    pub copied: Instant,
+    /// The kernel's begin and end timestamps in GPU ticks, when recorded.
+    pub ticks: Option<(u64, u64)>,
 }
 
 impl InFlight {
@@ -100,6 +113,7 @@ pub fn submit(
     inputs: &[&[f32]],
     range: Range<usize>,
     resident: &mut Resident,
+    timed: bool,
 ) -> Result<InFlight> {
     if let Some(reason) = dev.lost_reason() {
         return Err(lost(dev.id, reason));
@@ -117,6 +131,10 @@ pub fn submit(
             )
         })?;
     let out_bytes = (kernel.output_words(items).max(1) * 4) as u64;
+    // Kernel timestamps ride along in the staging buffer, after the output.
+    let timestamps_at =
+        (timed && dev.timestamp_period_ns.is_some()).then(|| out_bytes.div_ceil(8) * 8);
+    let staging_bytes = timestamps_at.map_or(out_bytes, |at| at + 16);
     let oom_scope = dev.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
     let validation_scope = dev.device.push_error_scope(wgpu::ErrorFilter::Validation);
 
@@ -177,9 +195,19 @@ pub fn submit(
     sizes.push(out_bytes);
     let staging = dev.pool.take(
         &dev.device,
-        out_bytes,
+        staging_bytes,
         wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
     );
+    let queries = timestamps_at.map(|_| {
+        let idle = dev.query_sets.lock().expect("query set lock").pop();
+        idle.unwrap_or_else(|| {
+            dev.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("amari-gpu kernel timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            })
+        })
+    });
 
     let mut entries = vec![binding(0, &buffers[0], sizes[0])];
     for (i, slot) in slots.iter().enumerate() {
@@ -210,17 +238,35 @@ pub fn submit(
     {
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some(&kernel.id),
-            timestamp_writes: None,
+            timestamp_writes: queries
+                .as_ref()
+                .map(|query_set| wgpu::ComputePassTimestampWrites {
+                    query_set,
+                    beginning_of_pass_write_index: Some(0),
+                    end_of_pass_write_index: Some(1),
+                }),
         });
         pass.set_pipeline(pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
     }
     encoder.copy_buffer_to_buffer(&buffers[output_index], 0, &staging, 0, out_bytes);
+    let mut resolve = None;
+    if let (Some(query_set), Some(at)) = (&queries, timestamps_at) {
+        let target = dev.pool.take(
+            &dev.device,
+            16,
+            wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        );
+        encoder.resolve_query_set(query_set, 0..2, &target, 0);
+        encoder.copy_buffer_to_buffer(&target, 0, &staging, at, 16);
+        resolve = Some(target);
+    }
+    buffers.extend(resolve);
     let submission = dev.queue.submit(Some(encoder.finish()));
     let (sender, mapped) = mpsc::channel();
     staging
-        .slice(..out_bytes)
+        .slice(..staging_bytes)
         .map_async(wgpu::MapMode::Read, move |result| {
             // The receiver is gone only if the worker already gave up on this chunk.
             let _ = sender.send(result);
@@ -241,6 +287,10 @@ pub fn submit(
         buffers,
         submitted: Instant::now(),
         bytes_up,
+        bytes_down: out_bytes,
+        timestamps_at,
+        staging_bytes,
+        queries,
     })
 }
 
@@ -251,7 +301,8 @@ pub fn finish(
     chunk: InFlight,
     output: &mut [f32],
     timeout: Option<Duration>,
-) -> Result<()> {
+) -> Result<Finished> {
+    let wait_start = Instant::now();
     let waited = dev.device.poll(wgpu::PollType::Wait {
         submission_index: Some(chunk.submission.clone()),
         timeout,
@@ -278,24 +329,38 @@ pub fn finish(
             )),
         },
     };
+    let wait_end = Instant::now();
     if let Err(error) = outcome {
         chunk.discard();
         return Err(error);
     }
+    let ticks;
     {
         let view = chunk
             .staging
-            .slice(..chunk.out_bytes)
+            .slice(..chunk.staging_bytes)
             .get_mapped_range()
             .map_err(|e| lost(dev.id, format!("readback mapping failed: {e}")))?;
-        let words: &[f32] = bytemuck::cast_slice(&view);
+        let words: &[f32] = bytemuck::cast_slice(&view[..chunk.out_bytes as usize]);
         output.copy_from_slice(&words[..output.len()]);
+        ticks = chunk.timestamps_at.map(|at| {
+            let stamps: &[u64] = bytemuck::cast_slice(&view[at as usize..at as usize + 16]);
+            (stamps[0], stamps[1])
+        });
     }
     chunk.staging.unmap();
+    if let Some(queries) = chunk.queries {
+        dev.query_sets.lock().expect("query set lock").push(queries);
+    }
     if let Some(reason) = dev.lost_reason() {
         return Err(lost(dev.id, reason));
     }
-    Ok(())
+    Ok(Finished {
+        wait_start,
+        wait_end,
+        copied: Instant::now(),
+        ticks,
+    })
 }
 
 /// Runs one chunk synchronously (calibration uses it to time a complete chunk).
@@ -308,147 +373,14 @@ pub fn run_chunk(
     timeout: Option<Duration>,
 ) -> Result<()> {
     let mut resident = Resident::new();
-    let chunk = submit(dev, kernel, pipeline, inputs, job.range, &mut resident)?;
-    finish(dev, chunk, job.output, timeout)
-}
-
-/// What a worker reports about one completed chunk, for the model's history.
-#[derive(Debug, Clone, Copy)]
-pub struct Completed {
-    /// Chunk index in the grid.
-    pub chunk: usize,
-    /// Items in it.
-    pub items: usize,
-    /// Seconds of device service: from when the device could start it to its completion.
-    pub seconds: f64,
-}
-
-/// The outcome of one worker.
-#[derive(Debug, Default)]
-pub struct WorkerReport {
-    /// Chunks it completed.
-    pub completed: Vec<Completed>,
-    /// Seconds from its first submit to its last completion.
-    pub busy_s: f64,
-    /// Why it stopped early, if it failed.
-    pub failure: Option<Error>,
-}
-
-/// Everything the workers of one call share.
-pub struct Run<'a> {
-    /// The kernel.
-    pub kernel: &'a Kernel,
-    /// Inputs, whole problem.
-    pub inputs: &'a [&'a [f32]],
-    /// Item range of every chunk of the grid.
-    pub ranges: &'a [Range<usize>],
-    /// Output slice of every chunk, taken by whoever completes it.
-    pub outputs: Vec<Mutex<Option<&'a mut [f32]>>>,
-    /// Who does what next.
-    pub scheduler: Scheduler,
-    /// Per-chunk wait limit.
-    pub timeout: Option<Duration>,
-    /// Whether the work counts in the devices' counters and fault countdowns (calibration
-    /// runs do not).
-    pub counted: bool,
-}
-
-impl Run<'_> {
-    /// Works through chunks on `dev` (worker `slot`) until none is left or the device fails.
-    pub fn work(&self, slot: usize, dev: &GpuDevice) -> WorkerReport {
-        let mut report = WorkerReport::default();
-        let started = Instant::now();
-        let mut in_flight: VecDeque<(usize, InFlight)> = VecDeque::new();
-        let mut held: Option<usize> = None;
-        let mut resident = Resident::new();
-        let mut last_done = started;
-        let outcome = (|| -> Result<()> {
-            let pipeline = dev.pipeline(self.kernel)?;
-            loop {
-                while in_flight.len() < IN_FLIGHT {
-                    let next = if in_flight.is_empty() {
-                        self.scheduler.next(slot)
-                    } else {
-                        self.scheduler.try_next(slot)
-                    };
-                    let Some(chunk) = next else { break };
-                    held = Some(chunk);
-                    if let Some(reason) = dev.health.injected_fault_due().filter(|_| self.counted) {
-                        return Err(lost(dev.id, reason));
-                    }
-                    let submitted = submit(
-                        dev,
-                        self.kernel,
-                        &pipeline,
-                        self.inputs,
-                        self.ranges[chunk].clone(),
-                        &mut resident,
-                    )?;
-                    in_flight.push_back((chunk, submitted));
-                    held = None;
-                }
-                let Some((chunk, flight)) = in_flight.pop_front() else {
-                    return Ok(());
-                };
-                let (items, bytes_up, out_bytes, submitted) = (
-                    flight.range().len(),
-                    flight.bytes_up,
-                    flight.out_bytes,
-                    flight.submitted,
-                );
-                held = Some(chunk);
-                let mut slot_guard = self.outputs[chunk].lock().expect("output lock");
-                let output = slot_guard
-                    .as_deref_mut()
-                    .expect("each chunk completes once");
-                finish(dev, flight, output, self.timeout)?;
-                *slot_guard = None;
-                drop(slot_guard);
-                held = None;
-                let now = Instant::now();
-                let service_start = if submitted > last_done {
-                    submitted
-                } else {
-                    last_done
-                };
-                report.completed.push(Completed {
-                    chunk,
-                    items,
-                    seconds: (now - service_start).as_secs_f64(),
-                });
-                last_done = now;
-                if self.counted {
-                    dev.counters.chunk_done(items as u64, bytes_up, out_bytes);
-                    dev.health.chunk_completed();
-                }
-                self.scheduler.done();
-            }
-        })();
-        report.busy_s = if report.completed.is_empty() {
-            0.0
-        } else {
-            (last_done - started).as_secs_f64()
-        };
-        match outcome {
-            Ok(()) => self.scheduler.exit(),
-            Err(error) => {
-                let mut unfinished: Vec<usize> = held.into_iter().collect();
-                for (buffer, _) in resident.drain(..).flatten() {
-                    buffer.discard();
-                }
-                for (chunk, flight) in in_flight.drain(..) {
-                    unfinished.push(chunk);
-                    flight.discard();
-                }
-                if self.counted {
-                    dev.counters.chunks_failed(unfinished.len() as u64);
-                }
-                dev.health.mark_failed(&error.to_string());
-                dev.pool.clear();
-                self.scheduler.fail(slot, unfinished);
-                report.failure = Some(error);
-            }
-        }
-        report
-    }
+    let chunk = submit(
+        dev,
+        kernel,
+        pipeline,
+        inputs,
+        job.range,
+        &mut resident,
+        false,
+    )?;
+    finish(dev, chunk, job.output, timeout).map(|_| ())
 }

@@ -17,15 +17,16 @@ struct State {
 }
 
 impl State {
-    fn take(&mut self, slot: usize, may_share: bool) -> Option<usize> {
+    /// The next chunk for `slot`, and whether it is an orphan of a failed device.
+    fn take(&mut self, slot: usize, may_share: bool) -> Option<(usize, bool)> {
         if let Some(chunk) = self.own[slot].pop_front() {
-            return Some(chunk);
+            return Some((chunk, false));
         }
         if let Some(chunk) = self.orphans.pop_front() {
-            return Some(chunk);
+            return Some((chunk, true));
         }
         if may_share {
-            return self.shared.pop_front();
+            return self.shared.pop_front().map(|c| (c, false));
         }
         None
     }
@@ -61,8 +62,8 @@ impl Scheduler {
         }
     }
 
-    /// The next chunk for `slot` if one is ready now.
-    pub fn try_next(&self, slot: usize) -> Option<usize> {
+    /// The next chunk for `slot` if one is ready now, and whether it is an orphan.
+    pub fn try_next(&self, slot: usize) -> Option<(usize, bool)> {
         self.state
             .lock()
             .expect("scheduler lock")
@@ -71,7 +72,7 @@ impl Scheduler {
 
     /// The next chunk for `slot`, waiting while other workers still hold chunks that could
     /// come back as orphans. `None` when every chunk is done (or nothing can come).
-    pub fn next(&self, slot: usize) -> Option<usize> {
+    pub fn next(&self, slot: usize) -> Option<(usize, bool)> {
         let mut state = self.state.lock().expect("scheduler lock");
         loop {
             if let Some(chunk) = state.take(slot, self.sharers[slot]) {
@@ -138,12 +139,12 @@ mod tests {
             VecDeque::from([3]),
             vec![true, false],
         );
-        assert_eq!(s.try_next(1), Some(2));
+        assert_eq!(s.try_next(1).map(|c| c.0), Some(2));
         s.fail(1, [2]);
-        assert_eq!(s.try_next(0), Some(0));
-        assert_eq!(s.try_next(0), Some(1));
-        assert_eq!(s.try_next(0), Some(2));
-        assert_eq!(s.try_next(0), Some(3));
+        assert_eq!(s.try_next(0).map(|c| c.0), Some(0));
+        assert_eq!(s.try_next(0).map(|c| c.0), Some(1));
+        assert_eq!(s.try_next(0).map(|c| c.0), Some(2));
+        assert_eq!(s.try_next(0).map(|c| c.0), Some(3));
         assert_eq!(s.try_next(0), None);
         for _ in 0..4 {
             s.done();
@@ -159,13 +160,13 @@ mod tests {
             VecDeque::new(),
             vec![false, false],
         ));
-        let taken = s.try_next(1);
+        let taken = s.try_next(1).map(|c| c.0);
         assert_eq!(taken, Some(0));
         let waiter = {
             let s = std::sync::Arc::clone(&s);
             std::thread::spawn(move || {
                 let mut got = Vec::new();
-                while let Some(c) = s.next(0) {
+                while let Some((c, _)) = s.next(0) {
                     got.push(c);
                     s.done();
                 }
@@ -188,10 +189,10 @@ mod tests {
             vec![true, false],
         );
         assert_eq!(s.try_next(1), None);
-        assert_eq!(s.try_next(0), Some(0));
+        assert_eq!(s.try_next(0).map(|c| c.0), Some(0));
         s.fail(0, [0]);
         let mut got = Vec::new();
-        while let Some(c) = s.try_next(1) {
+        while let Some((c, _)) = s.try_next(1) {
             got.push(c);
         }
         got.sort();
@@ -205,7 +206,7 @@ mod tests {
             VecDeque::new(),
             vec![false; 2],
         );
-        assert_eq!(s.next(0), Some(0));
+        assert_eq!(s.next(0).map(|c| c.0), Some(0));
         s.done();
         assert_eq!(s.next(1), None);
         assert_eq!(s.next(0), None);

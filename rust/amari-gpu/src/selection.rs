@@ -23,6 +23,8 @@ pub struct ContextOptions {
     pub sync_timeout_ms: Option<u64>,
     /// Default split strategy of the context's calls.
     pub strategy: crate::plan::Strategy,
+    /// Time kernels with GPU timestamp queries where the adapter supports them.
+    pub gpu_timestamps: bool,
 }
 
 impl Default for ContextOptions {
@@ -36,6 +38,7 @@ impl Default for ContextOptions {
             chunk_items: None,
             sync_timeout_ms: None,
             strategy: crate::plan::Strategy::Auto,
+            gpu_timestamps: true,
         }
     }
 }

@@ -1,0 +1,338 @@
+//! The worker loop: one thread per device pulls chunks from the scheduler and keeps two in
+//! flight, so the upload of chunk k+1 and the readback of chunk k−1 overlap the dispatch of
+//! chunk k. On failure the device's unfinished chunks go back to the scheduler for the
+//! others. With a profile active every step becomes an event.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::device::GpuDevice;
+use crate::error::{Error, Result};
+use crate::executor::{finish, submit, Finished, InFlight, Resident};
+use crate::kernel::Kernel;
+use crate::profile::{Clock, Event, Kind, Profiler};
+use crate::scheduler::Scheduler;
+
+/// Chunks a worker keeps submitted ahead of the one it waits for.
+const IN_FLIGHT: usize = 2;
+
+/// What a worker reports about one completed chunk, for the model's history.
+#[derive(Debug, Clone, Copy)]
+pub struct Completed {
+    /// Chunk index in the grid.
+    pub chunk: usize,
+    /// Items in it.
+    pub items: usize,
+    /// Seconds of device service: from when the device could start it to its completion.
+    pub seconds: f64,
+}
+
+/// The outcome of one worker.
+#[derive(Debug, Default)]
+pub struct WorkerReport {
+    /// Chunks it completed.
+    pub completed: Vec<Completed>,
+    /// Seconds from its first submit to its last completion.
+    pub busy_s: f64,
+    /// Why it stopped early, if it failed.
+    pub failure: Option<Error>,
+}
+
+/// The active profile of a call, and the call's index in it.
+#[derive(Clone)]
+pub struct Recording {
+    /// Where events go.
+    pub profiler: Arc<Profiler>,
+    /// Index of the call in the profile.
+    pub call: u64,
+}
+
+/// Everything the workers of one call share.
+pub struct Run<'a> {
+    /// The kernel.
+    pub kernel: &'a Kernel,
+    /// Inputs, whole problem.
+    pub inputs: &'a [&'a [f32]],
+    /// Item range of every chunk of the grid.
+    pub ranges: &'a [Range<usize>],
+    /// Output slice of every chunk, taken by whoever completes it.
+    pub outputs: Vec<Mutex<Option<&'a mut [f32]>>>,
+    /// Who does what next.
+    pub scheduler: Scheduler,
+    /// Per-chunk wait limit.
+    pub timeout: Option<Duration>,
+    /// Whether the work counts in the devices' counters and fault countdowns (calibration
+    /// runs do not).
+    pub counted: bool,
+    /// The profile to record into, if one is active.
+    pub recording: Option<Recording>,
+}
+
+/// One chunk in flight on a worker.
+struct Pending {
+    meta: Meta,
+    flight: InFlight,
+}
+
+/// What the worker keeps about a chunk beyond its buffers.
+#[derive(Clone, Copy)]
+struct Meta {
+    chunk: usize,
+    items: usize,
+    /// Taken from the scheduler as an orphan of a failed device.
+    orphan: bool,
+    taken: Instant,
+    submitted: Instant,
+    bytes_up: u64,
+    bytes_down: u64,
+}
+
+/// Aligns GPU timestamps with the host clock: the offset is the smallest observed gap between
+/// a kernel's GPU end and the host seeing it done, the tightest alignment the host can know.
+#[derive(Default)]
+struct GpuClock {
+    offset_s: Option<f64>,
+}
+
+impl GpuClock {
+    fn kernel(
+        &mut self,
+        profiler: &Profiler,
+        done: &Finished,
+        ticks: (u64, u64),
+        period_ns: f64,
+    ) -> (f64, f64) {
+        let begin_s = ticks.0 as f64 * period_ns * 1e-9;
+        let end_s = ticks.1.max(ticks.0) as f64 * period_ns * 1e-9;
+        let seen_s = profiler.at(done.wait_end);
+        let offset = self
+            .offset_s
+            .map_or(seen_s - end_s, |o| o.min(seen_s - end_s));
+        self.offset_s = Some(offset);
+        (begin_s + offset, end_s - begin_s)
+    }
+}
+
+impl Run<'_> {
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        dev: &GpuDevice,
+        kind: Kind,
+        chunk: usize,
+        start_s: f64,
+        duration_s: f64,
+        bytes: u64,
+        items: usize,
+        clock: Clock,
+    ) {
+        if let Some(r) = &self.recording {
+            r.profiler.push(Event {
+                device: Some(dev.id),
+                kind,
+                chunk: Some(chunk as u64),
+                call: r.call,
+                start_s,
+                duration_s: duration_s.max(0.0),
+                bytes,
+                items: items as u64,
+                clock,
+            });
+        }
+    }
+
+    /// Records the steps of a completed chunk.
+    fn record_chunk(
+        &self,
+        dev: &GpuDevice,
+        m: &Meta,
+        done: &Finished,
+        previous_done: Instant,
+        clock: &mut GpuClock,
+    ) {
+        let Some(r) = &self.recording else { return };
+        let p = &r.profiler;
+        let (chunk, items, submitted) = (m.chunk, m.items, m.submitted);
+        self.record(
+            dev,
+            Kind::Upload,
+            chunk,
+            p.at(m.taken),
+            (submitted - m.taken).as_secs_f64(),
+            m.bytes_up,
+            items,
+            Clock::Host,
+        );
+        match (done.ticks, dev.timestamp_period_ns) {
+            (Some(ticks), Some(period)) => {
+                let (start_s, duration_s) = clock.kernel(p, done, ticks, period);
+                self.record(
+                    dev,
+                    Kind::Kernel,
+                    chunk,
+                    start_s,
+                    duration_s,
+                    0,
+                    items,
+                    Clock::Gpu,
+                );
+            }
+            _ => {
+                // Without timestamps the kernel is bounded by its submit (or the previous
+                // chunk's completion, whichever is later) and the host seeing it done.
+                let start = submitted.max(previous_done);
+                self.record(
+                    dev,
+                    Kind::Kernel,
+                    chunk,
+                    p.at(start),
+                    (done.wait_end - start).as_secs_f64(),
+                    0,
+                    items,
+                    Clock::Host,
+                );
+            }
+        }
+        self.record(
+            dev,
+            Kind::Wait,
+            chunk,
+            p.at(done.wait_start),
+            (done.wait_end - done.wait_start).as_secs_f64(),
+            0,
+            items,
+            Clock::Host,
+        );
+        self.record(
+            dev,
+            Kind::Readback,
+            chunk,
+            p.at(done.wait_end),
+            (done.copied - done.wait_end).as_secs_f64(),
+            m.bytes_down,
+            items,
+            Clock::Host,
+        );
+        if m.orphan {
+            self.record(
+                dev,
+                Kind::Retry,
+                chunk,
+                p.at(m.taken),
+                (done.copied - m.taken).as_secs_f64(),
+                0,
+                items,
+                Clock::Host,
+            );
+        }
+    }
+
+    /// Works through chunks on `dev` (worker `slot`) until none is left or the device fails.
+    pub fn work(&self, slot: usize, dev: &GpuDevice) -> WorkerReport {
+        let mut report = WorkerReport::default();
+        let started = Instant::now();
+        let mut in_flight: VecDeque<Pending> = VecDeque::new();
+        let mut held: Option<usize> = None;
+        let mut resident = Resident::new();
+        let mut last_done = started;
+        let mut clock = GpuClock::default();
+        let timed = self.recording.is_some();
+        let outcome = (|| -> Result<()> {
+            let pipeline = dev.pipeline(self.kernel)?;
+            loop {
+                while in_flight.len() < IN_FLIGHT {
+                    let next = if in_flight.is_empty() {
+                        self.scheduler.next(slot)
+                    } else {
+                        self.scheduler.try_next(slot)
+                    };
+                    let Some((chunk, orphan)) = next else { break };
+                    held = Some(chunk);
+                    if let Some(reason) = dev.health.injected_fault_due().filter(|_| self.counted) {
+                        return Err(Error::DeviceLost {
+                            device: dev.id,
+                            reason,
+                        });
+                    }
+                    let taken = Instant::now();
+                    let range = self.ranges[chunk].clone();
+                    let items = range.len();
+                    let flight = submit(
+                        dev,
+                        self.kernel,
+                        &pipeline,
+                        self.inputs,
+                        range,
+                        &mut resident,
+                        timed,
+                    )?;
+                    let meta = Meta {
+                        chunk,
+                        items,
+                        orphan,
+                        taken,
+                        submitted: flight.submitted,
+                        bytes_up: flight.bytes_up,
+                        bytes_down: flight.bytes_down,
+                    };
+                    in_flight.push_back(Pending { meta, flight });
+                    held = None;
+                }
+                let Some(Pending { meta, flight }) = in_flight.pop_front() else {
+                    return Ok(());
+                };
+                held = Some(meta.chunk);
+                let mut slot_guard = self.outputs[meta.chunk].lock().expect("output lock");
+                let output = slot_guard
+                    .as_deref_mut()
+                    .expect("each chunk completes once");
+                let done = finish(dev, flight, output, self.timeout)?;
+                *slot_guard = None;
+                drop(slot_guard);
+                held = None;
+                let service_start = meta.submitted.max(last_done);
+                report.completed.push(Completed {
+                    chunk: meta.chunk,
+                    items: meta.items,
+                    seconds: (done.copied - service_start).as_secs_f64(),
+                });
+                if self.counted {
+                    dev.counters
+                        .chunk_done(meta.items as u64, meta.bytes_up, meta.bytes_down);
+                    dev.health.chunk_completed();
+                }
+                self.record_chunk(dev, &meta, &done, last_done, &mut clock);
+                last_done = done.copied;
+                self.scheduler.done();
+            }
+        })();
+        report.busy_s = if report.completed.is_empty() {
+            0.0
+        } else {
+            (last_done - started).as_secs_f64()
+        };
+        match outcome {
+            Ok(()) => self.scheduler.exit(),
+            Err(error) => {
+                let mut unfinished: Vec<usize> = held.into_iter().collect();
+                for (buffer, _) in resident.drain(..).flatten() {
+                    buffer.discard();
+                }
+                for pending in in_flight.drain(..) {
+                    unfinished.push(pending.meta.chunk);
+                    pending.flight.discard();
+                }
+                if self.counted {
+                    dev.counters.chunks_failed(unfinished.len() as u64);
+                }
+                dev.health.mark_failed(&error.to_string());
+                dev.pool.clear();
+                self.scheduler.fail(slot, unfinished);
+                report.failure = Some(error);
+            }
+        }
+        report
+    }
+}
