@@ -1,7 +1,9 @@
-//! Geometric-algebra kernels on numpy batches.
+//! Geometric-algebra kernels on numpy batches: one entry point for every operation of
+//! Cl(p, q, r); the Python package validates arguments, broadcasts and shapes the result.
 
 use std::sync::Arc;
 
+use amari_gpu::ga::{apply, shape, Algebra, Operation};
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
@@ -11,37 +13,54 @@ use pyo3::types::PyDict;
 use crate::arrays::{check_batches, contiguous, parse_strategy};
 use crate::context::PyContext;
 use crate::detach::run_detached;
+use crate::errors::to_pyerr;
 use crate::plans::plan_dict;
 
-/// Cl(3,0) geometric product of two C-contiguous float32 (N, 8) arrays; returns the
-/// product and the plan that was followed.
+/// Runs `operation` (a method name of the Python API) of Cl(p, q, r) on C-contiguous
+/// float32 operands of shape (N, 2ⁿ), one of a product's two possibly (1, 2ⁿ) to be applied
+/// to every row of the other; `grades` is the grade mask of a projection. Returns the
+/// (N, output words) result and the plan that was followed.
 #[pyfunction]
-#[pyo3(signature = (ctx, a, b, strategy=None))]
-fn geometric_product<'py>(
+#[pyo3(signature = (ctx, operation, signature, operands, grades=0, strategy=None))]
+fn ga_apply<'py>(
     py: Python<'py>,
     ctx: &PyContext,
-    a: PyReadonlyArray2<'py, f32>,
-    b: PyReadonlyArray2<'py, f32>,
+    operation: &str,
+    signature: (u32, u32, u32),
+    operands: Vec<PyReadonlyArray2<'py, f32>>,
+    grades: u32,
     strategy: Option<&str>,
 ) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyDict>)> {
     let strategy = parse_strategy(py, strategy)?;
-    let rows = check_batches(py, &[("a", &a), ("b", &b)], amari_gpu::ga::CL3_BLADES)?;
-    let (a_slice, b_slice) = (contiguous(&a, "a")?, contiguous(&b, "b")?);
+    let (p, q, r) = signature;
+    let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
+    let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
+    let names = op.operands();
+    let mut slices = Vec::with_capacity(operands.len());
+    for (array, name) in operands
+        .iter()
+        .zip(names.iter().chain(std::iter::repeat(&"operand")))
+    {
+        // Rows are the core's business (broadcast); the width must be the algebra's.
+        check_batches(py, &[(name, array)], algebra.blades())?;
+        slices.push(contiguous(array, name)?);
+    }
+    let (items, _) = shape(&algebra, op, &slices).map_err(|e| to_pyerr(py, e))?;
+    let words = op.output_words(&algebra);
     let inner = Arc::clone(&ctx.inner);
     let (out, plan) = run_detached(py, move || {
         // Zeroed allocation is lazily backed by the OS, so it costs nothing up front.
-        let mut out = vec![0.0f32; a_slice.len()];
-        let plan =
-            amari_gpu::ga::geometric_product_cl3(&inner, a_slice, b_slice, &mut out, strategy)?;
+        let mut out = vec![0.0f32; items * words];
+        let plan = apply(&inner, &algebra, op, &slices, &mut out, strategy)?;
         Ok((out, plan))
     })?;
-    let array = Array2::from_shape_vec((rows, amari_gpu::ga::CL3_BLADES), out)
-        .map_err(|e| PyValueError::new_err(format!("a: {e}")))?;
+    let array = Array2::from_shape_vec((items, words), out)
+        .map_err(|e| PyValueError::new_err(format!("{operation}: {e}")))?;
     Ok((array.into_pyarray(py), plan_dict(py, &plan)?))
 }
 
 /// Adds this module's functions to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(geometric_product, m)?)?;
+    m.add_function(wrap_pyfunction!(ga_apply, m)?)?;
     Ok(())
 }

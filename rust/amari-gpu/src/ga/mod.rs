@@ -1,4 +1,18 @@
-//! Geometric-algebra kernels: batches of multivectors in bitmask blade order.
+//! Geometric-algebra kernels: batches of multivectors of Cl(p, q, r), p + q + r ≤ 6, in
+//! bitmask blade order. The kernels are generated at run time from the algebra's
+//! multiplication table ([`codegen`]), one per algebra, operation and broadcast, and run
+//! through the engine like any other ([`apply`]). The static Cl(3,0) product in
+//! `shaders/geometric_cl3.wgsl` stays as the family's calibration reference.
+
+pub mod algebra;
+pub mod codegen;
+pub mod kernels;
+pub mod operation;
+
+pub use algebra::Algebra;
+pub use codegen::{generate, Broadcast};
+pub use kernels::{apply, kernel, shape};
+pub use operation::Operation;
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
@@ -63,23 +77,8 @@ pub fn geometric_product_cl3_reference(a: &[f64; 8], b: &[f64; 8]) -> [f64; 8] {
     let mut out = [0.0; 8];
     for (i, &x) in a.iter().enumerate() {
         for (j, &y) in b.iter().enumerate() {
-            out[i ^ j] += reorder_sign(i, j) * x * y;
+            out[i ^ j] += f64::from(algebra::reorder_sign(i, j)) * x * y;
         }
     }
     out
-}
-
-/// Sign of moving the basis vectors of blade `a` past those of blade `b` (Euclidean metric).
-fn reorder_sign(a: usize, b: usize) -> f64 {
-    let mut swaps = 0;
-    let mut a = a >> 1;
-    while a != 0 {
-        swaps += (a & b).count_ones();
-        a >>= 1;
-    }
-    if swaps % 2 == 0 {
-        1.0
-    } else {
-        -1.0
-    }
 }
