@@ -1,9 +1,127 @@
-"""Tropical algebra: max-plus and min-plus products, and all-pairs shortest paths."""
+"""Tropical algebra: max-plus and min-plus products, and all-pairs shortest paths.
+
+Semantics. In max-plus, ``a ⊕ b = max(a, b)`` and ``a ⊗ b = a + b``, with tropical zero
+``-inf``; in min-plus, ``min`` and ``+inf``. The tropical zero is absorbing for ⊗ even against
+the opposite infinity (in max-plus, ``-inf ⊗ +inf = -inf``; in min-plus, ``+inf ⊗ -inf =
++inf``), so no NaN ever appears. NaN inputs raise :class:`InvalidArgumentError`. A product
+with an inner dimension of 0 is the tropical zero matrix. Results are exact: every output is
+the max (or min) of float32 sums, bit-identical to a float32 evaluation on the host, for any
+device count and split strategy.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _native
 from ._mixin import KernelHost
+from ._validate import as_float32
+from .errors import InvalidArgumentError, ShapeError
+from .planning import optional_strategy
+
+SEMIRINGS = ("max_plus", "min_plus")
+"""Names of the tropical semirings."""
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _semiring(value: Any) -> str:
+    if not isinstance(value, str) or value not in SEMIRINGS:
+        raise InvalidArgumentError(f"semiring: expected one of {list(SEMIRINGS)}, got {value!r}")
+    return value
+
+
+def _matrices(name: str, value: Any, expected: str) -> npt.NDArray[np.float32]:
+    """``value`` as float32 with 2 or 3 dimensions."""
+    array = as_float32(name, value)
+    if array.ndim not in (2, 3):
+        raise ShapeError(f"{name}: expected shape {expected}, got {_shape(array.shape)}")
+    return array
 
 
 class TropicalMixin(KernelHost):
     """Tropical-algebra methods of ``MultiGpuContext``."""
+
+    def tropical_matmul(
+        self, a: Any, b: Any, semiring: str = "max_plus", *, strategy: str | None = None
+    ) -> npt.NDArray[np.float32]:
+        """Tropical matrix product ``a ⊗ b`` in ``semiring`` ("max_plus" or "min_plus").
+
+        ``(m, k) ⊗ (k, n) → (m, n)``: ``out[i, j] = max_k (a[i, k] + b[k, j])`` (``min`` in
+        min-plus), with the tropical zero absorbing (see the module docstring). Batched:
+        ``(batch, m, k) ⊗ (batch, k, n) → (batch, m, n)``, one product per batch entry.
+        Inputs of any real dtype are converted to float32 (inputs are never modified); NaN
+        raises :class:`InvalidArgumentError`. The rows of ``a`` are split across the devices
+        in blocks of 64 rows of one batch entry (an item of ``ctx.last_plan`` is such a
+        block; each batch entry's last block is padded), and ``b`` is bound whole on each
+        device, so it must fit one storage binding of every device. A batch of products with
+        m much smaller than 64 wastes most of each block.
+        """
+        semiring = _semiring(semiring)
+        a32 = _matrices("a", a, "(m, k) or (batch, m, k)")
+        b32 = _matrices("b", b, "(k, n) or (batch, k, n)")
+        batched = a32.ndim == 3
+        if b32.ndim != a32.ndim:
+            want = "(batch, k, n)" if batched else "(k, n)"
+            raise ShapeError(f"b: expected shape {want} like a, got {_shape(b32.shape)}")
+        a3 = a32 if batched else a32[None]
+        b3 = b32 if batched else b32[None]
+        if b3.shape[0] != a3.shape[0] or b3.shape[1] != a3.shape[2]:
+            want = f"({a3.shape[0]}, {a3.shape[2]}, n)" if batched else f"({a3.shape[2]}, n)"
+            raise ShapeError(f"b: expected shape {want}, got {_shape(b32.shape)}")
+        out, plan = _native.tropical_matmul(
+            self._native, a3, b3, semiring, optional_strategy(strategy)
+        )
+        self._record(plan)
+        return out if batched else out[0]
+
+    def tropical_matvec(
+        self, a: Any, x: Any, semiring: str = "max_plus", *, strategy: str | None = None
+    ) -> npt.NDArray[np.float32]:
+        """Tropical matrix-vector product ``a ⊗ x`` in ``semiring``.
+
+        ``(m, k) ⊗ (k,) → (m,)``: ``out[i] = max_k (a[i, k] + x[k])`` (``min`` in min-plus),
+        same semantics as :meth:`tropical_matmul`. Batched: ``(batch, m, k) ⊗ (batch, k) →
+        (batch, m)``. Rows of ``a`` are split across the devices; ``x`` is bound whole.
+        """
+        semiring = _semiring(semiring)
+        a32 = _matrices("a", a, "(m, k) or (batch, m, k)")
+        x32 = as_float32("x", x)
+        batched = a32.ndim == 3
+        want = (a32.shape[0], a32.shape[2]) if batched else (a32.shape[1],)
+        if x32.shape != want:
+            raise ShapeError(f"x: expected shape {_shape(want)}, got {_shape(x32.shape)}")
+        a3 = a32 if batched else a32[None]
+        x2 = x32 if batched else x32[None]
+        out, plan = _native.tropical_matvec(
+            self._native, a3, x2, semiring, optional_strategy(strategy)
+        )
+        self._record(plan)
+        return out if batched else out[0]
+
+    def shortest_paths(self, w: Any, *, strategy: str | None = None) -> npt.NDArray[np.float32]:
+        """All-pairs shortest path lengths of a weighted digraph, float32 (n, n).
+
+        ``w[i, j]`` is the weight of the edge i → j, ``inf`` where there is no edge; negative
+        weights are allowed, ``-inf`` and NaN are not. The diagonal is a self-loop weight: the
+        distance from a vertex to itself is ``min(w[i, i], 0)`` (the empty path costs 0), so a
+        negative diagonal entry is a negative cycle. ``out[i, j]`` is the least total weight
+        of a path from i to j (``inf`` if j is unreachable). A negative cycle raises
+        :class:`InvalidArgumentError` saying so.
+
+        Computed by blocked Floyd-Warshall in the min-plus semiring (n³ tropical steps, rows
+        split across the devices); path sums are float32, so a length can differ from a
+        float64 evaluation by float32 rounding along its path. ``ctx.last_plan`` holds the
+        plan of the last product the call ran.
+        """
+        w32 = as_float32("w", w)
+        if w32.ndim != 2 or w32.shape[0] != w32.shape[1]:
+            raise ShapeError(f"w: expected shape (n, n), got {_shape(w32.shape)}")
+        out, plan = _native.shortest_paths(self._native, w32, optional_strategy(strategy))
+        self._record(plan)
+        return out

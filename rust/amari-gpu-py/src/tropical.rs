@@ -1,8 +1,119 @@
 //! Tropical products and shortest paths on numpy arrays.
 
+use std::sync::Arc;
+
+use amari_gpu::tropical::{self, BatchShape, Semiring};
+use numpy::ndarray::{Array2, Array3};
+use numpy::{IntoPyArray, PyArray2, PyArray3, PyReadonlyArray2, PyReadonlyArray3};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::arrays::{contiguous, parse_strategy};
+use crate::context::PyContext;
+use crate::detach::run_detached;
+use crate::errors::to_pyerr;
+use crate::plans::plan_dict;
+
+type Returned<'py, A> = PyResult<(Bound<'py, A>, Bound<'py, PyDict>)>;
+
+fn parse_semiring(py: Python<'_>, name: &str) -> PyResult<Semiring> {
+    Semiring::parse(name).map_err(|e| to_pyerr(py, e))
+}
+
+/// Batched tropical product of C-contiguous float32 (batch, m, k) and (batch, k, n)
+/// arrays; returns the (batch, m, n) product and the plan that was followed.
+#[pyfunction]
+#[pyo3(signature = (ctx, a, b, semiring, strategy=None))]
+fn tropical_matmul<'py>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    a: PyReadonlyArray3<'py, f32>,
+    b: PyReadonlyArray3<'py, f32>,
+    semiring: &str,
+    strategy: Option<&str>,
+) -> Returned<'py, PyArray3<f32>> {
+    let semiring = parse_semiring(py, semiring)?;
+    let strategy = parse_strategy(py, strategy)?;
+    let (batch, m, k) = a.as_array().dim();
+    let shape = BatchShape {
+        batch,
+        m,
+        k,
+        n: b.as_array().dim().2,
+    };
+    let (a_slice, b_slice) = (contiguous(&a, "a")?, contiguous(&b, "b")?);
+    let inner = Arc::clone(&ctx.inner);
+    let (out, plan) = run_detached(py, move || {
+        let mut out = vec![0.0f32; batch * m * shape.n];
+        let plan = tropical::tropical_matmul(
+            &inner, a_slice, b_slice, shape, semiring, &mut out, strategy,
+        )?;
+        Ok((out, plan))
+    })?;
+    let array = Array3::from_shape_vec((batch, m, shape.n), out)
+        .map_err(|e| PyValueError::new_err(format!("a: {e}")))?;
+    Ok((array.into_pyarray(py), plan_dict(py, &plan)?))
+}
+
+/// Batched tropical matrix-vector product of C-contiguous float32 (batch, m, k) and
+/// (batch, k) arrays; returns the (batch, m) product and the plan.
+#[pyfunction]
+#[pyo3(signature = (ctx, a, x, semiring, strategy=None))]
+fn tropical_matvec<'py>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    a: PyReadonlyArray3<'py, f32>,
+    x: PyReadonlyArray2<'py, f32>,
+    semiring: &str,
+    strategy: Option<&str>,
+) -> Returned<'py, PyArray2<f32>> {
+    let semiring = parse_semiring(py, semiring)?;
+    let strategy = parse_strategy(py, strategy)?;
+    let (batch, m, k) = a.as_array().dim();
+    let shape = BatchShape { batch, m, k, n: 1 };
+    let (a_slice, x_slice) = (contiguous(&a, "a")?, contiguous(&x, "x")?);
+    let inner = Arc::clone(&ctx.inner);
+    let (out, plan) = run_detached(py, move || {
+        let mut out = vec![0.0f32; batch * m];
+        let plan = tropical::tropical_matvec(
+            &inner, a_slice, x_slice, shape, semiring, &mut out, strategy,
+        )?;
+        Ok((out, plan))
+    })?;
+    let array = Array2::from_shape_vec((batch, m), out)
+        .map_err(|e| PyValueError::new_err(format!("a: {e}")))?;
+    Ok((array.into_pyarray(py), plan_dict(py, &plan)?))
+}
+
+/// All-pairs shortest paths of the digraph with C-contiguous float32 (n, n) weights;
+/// returns the (n, n) distances and the plan of the last product run.
+#[pyfunction]
+#[pyo3(signature = (ctx, w, strategy=None))]
+fn shortest_paths<'py>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    w: PyReadonlyArray2<'py, f32>,
+    strategy: Option<&str>,
+) -> Returned<'py, PyArray2<f32>> {
+    let strategy = parse_strategy(py, strategy)?;
+    let n = w.as_array().nrows();
+    let w_slice = contiguous(&w, "w")?;
+    let inner = Arc::clone(&ctx.inner);
+    let (out, plan) = run_detached(py, move || {
+        let mut out = vec![0.0f32; w_slice.len()];
+        let plan = tropical::shortest_paths(&inner, w_slice, n, &mut out, strategy)?;
+        Ok((out, plan))
+    })?;
+    let array = Array2::from_shape_vec((n, n), out)
+        .map_err(|e| PyValueError::new_err(format!("w: {e}")))?;
+    Ok((array.into_pyarray(py), plan_dict(py, &plan)?))
+}
 
 /// Adds this module's functions to `_native`.
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(tropical_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(tropical_matvec, m)?)?;
+    m.add_function(wrap_pyfunction!(shortest_paths, m)?)?;
     Ok(())
 }

@@ -1,2 +1,22 @@
 //! Tropical (max-plus and min-plus) matrix products, matrix-vector products and all-pairs
 //! shortest paths.
+//!
+//! Semantics, shared by every kernel and the host code: in max-plus, `a ⊕ b = max(a, b)` and
+//! `a ⊗ b = a + b` with tropical zero −inf; in min-plus, `min` and +inf. The tropical zero
+//! is absorbing for ⊗ even against the opposite infinity (in max-plus, −inf ⊗ +inf = −inf),
+//! so no NaN ever appears; NaN inputs are refused. A product with K = 0 is the tropical zero
+//! matrix.
+//!
+//! Work is split by rows of the (stacked) left operand; the right operand is bound whole on
+//! every device. Each output is reduced over k in a fixed order by one thread, so results are
+//! bit-identical for any device count, chunk size or strategy.
+
+pub mod blocks;
+pub mod kernels;
+pub mod paths;
+pub mod product;
+pub mod semiring;
+
+pub use paths::shortest_paths;
+pub use product::{tropical_matmul, tropical_matvec, BatchShape};
+pub use semiring::Semiring;

@@ -1,0 +1,140 @@
+//! How tropical products run on the engine. The right operands of every batch are bound
+//! whole on each device; the rows of the left operands are split. A product item is a block
+//! of 64 rows of one batch: for `batch` products of (m, k) by (k, n), batch p has ⌈m/64⌉
+//! blocks (the last one padded when m is not a multiple of 64, which costs a padded copy of
+//! `a`, and of `c` and the result), and item `p * ⌈m/64⌉ + q` is block q of batch p. So a
+//! workgroup's 64-row tile never straddles a chunk or a batch, whatever the chunk size. A
+//! matrix-vector item is one row.
+
+use std::borrow::Cow;
+
+use crate::context::{MultiGpuContext, Target};
+use crate::error::Result;
+use crate::kernel::Kernel;
+use crate::plan::{Plan, Strategy};
+use crate::tropical::kernels::{self, ProductShape, BLOCK_ROWS};
+use crate::tropical::product::BatchShape;
+use crate::tropical::semiring::Semiring;
+
+/// `data` (batch × rows × width) with each batch's rows padded to `padded` rows of `fill`.
+fn pad_rows<'a>(
+    data: &'a [f32],
+    batch: usize,
+    rows: usize,
+    padded: usize,
+    width: usize,
+    fill: f32,
+) -> Cow<'a, [f32]> {
+    if rows == padded {
+        return Cow::Borrowed(data);
+    }
+    let mut out = vec![fill; batch * padded * width];
+    for p in 0..batch {
+        out[p * padded * width..][..rows * width]
+            .copy_from_slice(&data[p * rows * width..][..rows * width]);
+    }
+    Cow::Owned(out)
+}
+
+/// Runs one product kernel over row blocks: `a` holds (batch, m, k), `c` (if any) and `out`
+/// hold (batch, m, n). A product with k = 0 runs as k = 1 on tropical zeros, which gives the
+/// tropical zero (or `c`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_product(
+    ctx: &MultiGpuContext,
+    build: fn(Semiring, &ProductShape) -> Kernel,
+    semiring: Semiring,
+    shape: BatchShape,
+    a: &[f32],
+    b: &[f32],
+    c: Option<&[f32]>,
+    out: &mut [f32],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
+    let BatchShape { batch, m, n, .. } = shape;
+    let zero = semiring.zero();
+    let zeros_a;
+    let zeros_b;
+    let (a, b, k) = if shape.k == 0 {
+        zeros_a = vec![zero; batch * m];
+        zeros_b = vec![zero; batch * n];
+        (&zeros_a[..], &zeros_b[..], 1)
+    } else {
+        (a, b, shape.k)
+    };
+    let blocks = m.div_ceil(BLOCK_ROWS);
+    let padded = blocks * BLOCK_ROWS;
+    let product = ProductShape {
+        k,
+        cols: n,
+        b_words: b.len(),
+        batches: batch.max(1),
+        accumulate: c.is_some(),
+    };
+    let kernel = build(semiring, &product);
+    let a_blocks = pad_rows(a, batch, m, padded, k, zero);
+    let c_blocks = c.map(|c| pad_rows(c, batch, m, padded, n, zero));
+    let item_batch = kernels::item_batches(batch, blocks);
+    let placeholder = [zero];
+    let inputs: [&[f32]; 4] = [
+        &a_blocks,
+        &item_batch,
+        b,
+        c_blocks.as_deref().unwrap_or(&placeholder),
+    ];
+    let items = batch * blocks;
+    if padded == m {
+        return ctx
+            .run(&kernel, &inputs, Target::Items(out), items, strategy)
+            .map(|ran| ran.plan);
+    }
+    let mut result = vec![0.0f32; batch * padded * n];
+    let ran = ctx.run(
+        &kernel,
+        &inputs,
+        Target::Items(&mut result),
+        items,
+        strategy,
+    )?;
+    for p in 0..batch {
+        out[p * m * n..][..m * n].copy_from_slice(&result[p * padded * n..][..m * n]);
+    }
+    Ok(ran.plan)
+}
+
+/// Runs the matrix-vector kernel over rows: `a` holds (batch, m, k), `x` (batch, k).
+pub(crate) fn run_matvec(
+    ctx: &MultiGpuContext,
+    semiring: Semiring,
+    shape: BatchShape,
+    a: &[f32],
+    x: &[f32],
+    out: &mut [f32],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
+    let BatchShape { batch, m, .. } = shape;
+    let zero = semiring.zero();
+    let zeros_a;
+    let zeros_x;
+    let (a, x, k) = if shape.k == 0 {
+        zeros_a = vec![zero; batch * m];
+        zeros_x = vec![zero; batch];
+        (&zeros_a[..], &zeros_x[..], 1)
+    } else {
+        (a, x, shape.k)
+    };
+    let kernel = kernels::matvec(
+        semiring,
+        &ProductShape {
+            k,
+            cols: 1,
+            b_words: x.len(),
+            batches: batch.max(1),
+            accumulate: false,
+        },
+    );
+    let row_batch = kernels::item_batches(batch, m);
+    let inputs: [&[f32]; 4] = [a, &row_batch, x, &[zero]];
+    ctx.run(&kernel, &inputs, Target::Items(out), batch * m, strategy)
+        .map(|ran| ran.plan)
+}

@@ -1,0 +1,164 @@
+//! The tropical kernels as the engine sees them: entry points of `shaders/tropical.wgsl`,
+//! their bindings, uniform parameters and workgroup grids.
+//!
+//! Every kernel binds the same five arrays: `a` (per item), `item_batch` (per item: the
+//! item's batch index as u32 bits), `b` (whole: every batch's right operand), `c` (per item
+//! when accumulating, else a one-word placeholder) and the output (per item). For products an
+//! item is a block of [`BLOCK_ROWS`] rows of one batch (the host pads each batch's rows to a
+//! multiple of it), so a workgroup's tile never straddles a chunk or a batch; for
+//! matrix-vector products an item is one row.
+
+use crate::kernel::{Dispatch, Input, Kernel, Output};
+use crate::tropical::Semiring;
+
+/// The WGSL source of the family.
+pub const SOURCE: &str = include_str!("../../../../shaders/tropical.wgsl");
+
+/// Rows of a product item, and of a tiled workgroup's tile (`TILE` in the shader).
+pub const BLOCK_ROWS: usize = 64;
+/// Columns of a tiled workgroup's tile (`TILE` in the shader).
+pub const TILE_COLS: u32 = 64;
+/// Per-dimension workgroup count every WebGPU device grants.
+const MAX_GROUPS: u32 = 65_535;
+
+/// Shapes of one product: `rows` stacked rows of `a`, inner dimension `k`, `cols` columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProductShape {
+    /// Inner dimension K (at least 1 when run).
+    pub k: usize,
+    /// Columns of the right operand and the result.
+    pub cols: usize,
+    /// Words of the whole right operand (all batches).
+    pub b_words: usize,
+    /// Batches in the right operand.
+    pub batches: usize,
+    /// Whether `c` is a per-row input combined into the result.
+    pub accumulate: bool,
+}
+
+/// Uniform parameters after the shared header (see `Params` in the shader).
+fn params(semiring: Semiring, shape: &ProductShape) -> Vec<u32> {
+    vec![
+        semiring.sign().to_bits(),
+        shape.k as u32,
+        shape.cols as u32,
+        u32::from(shape.accumulate),
+        f32::NEG_INFINITY.to_bits(),
+        shape.batches as u32,
+    ]
+}
+
+fn inputs(shape: &ProductShape, rows: usize, c_per_item: usize) -> Vec<Input> {
+    vec![
+        Input::PerItem(rows * shape.k),
+        Input::PerItem(1),
+        Input::Whole(shape.b_words),
+        if shape.accumulate {
+            Input::PerItem(c_per_item)
+        } else {
+            Input::Whole(1)
+        },
+    ]
+}
+
+/// The tiled grid: column tiles along x, row blocks folded over y and z.
+fn tiled_grid(items: u32, params: &[u32]) -> [u32; 3] {
+    let cols = params[2];
+    let y = items.clamp(1, MAX_GROUPS);
+    [cols.div_ceil(TILE_COLS).max(1), y, items.div_ceil(y).max(1)]
+}
+
+/// The tiled product kernel (workgroup-memory tiles of A, register blocking).
+pub fn tiled(semiring: Semiring, shape: &ProductShape) -> Kernel {
+    Kernel {
+        entry: "matmul_tiled",
+        inputs: inputs(shape, BLOCK_ROWS, BLOCK_ROWS * shape.cols),
+        output: Output::PerItem(BLOCK_ROWS * shape.cols),
+        params: params(semiring, shape),
+        dispatch: Dispatch::Custom(tiled_grid),
+        // One add and one max per inner step.
+        flops_per_item: 2.0 * (BLOCK_ROWS * shape.k * shape.cols) as f64,
+        ..Kernel::map("tropical_matmul_tiled", "tropical", SOURCE)
+    }
+}
+
+/// The one-thread-per-output product kernel: the baseline the tiled one is measured against.
+pub fn naive(semiring: Semiring, shape: &ProductShape) -> Kernel {
+    Kernel {
+        entry: "matmul_naive",
+        dispatch: Dispatch::Linear {
+            threads_per_item: (BLOCK_ROWS * shape.cols) as u32,
+        },
+        ..Kernel {
+            id: "tropical_matmul_naive".into(),
+            ..tiled(semiring, shape)
+        }
+    }
+}
+
+/// The matrix-vector kernel: one 64-thread workgroup per row; `b` holds one vector per batch.
+pub fn matvec(semiring: Semiring, shape: &ProductShape) -> Kernel {
+    Kernel {
+        entry: "matvec",
+        inputs: inputs(shape, 1, 1),
+        output: Output::PerItem(1),
+        params: params(semiring, shape),
+        dispatch: Dispatch::Linear {
+            threads_per_item: 64,
+        },
+        flops_per_item: 2.0 * shape.k as f64,
+        ..Kernel::map("tropical_matvec", "tropical", SOURCE)
+    }
+}
+
+/// Rows, inner dimension and columns of the calibration reference product.
+pub const REFERENCE_SIDE: usize = 256;
+
+/// Arithmetic operations per item of [`reference()`] (one add and one max per step).
+pub const REFERENCE_FLOPS_PER_ITEM: f64 =
+    2.0 * (BLOCK_ROWS * REFERENCE_SIDE * REFERENCE_SIDE) as f64;
+
+/// The family's calibration reference: the tiled max-plus product of blocks of
+/// `REFERENCE_SIDE`-wide rows by a `REFERENCE_SIDE`² matrix.
+pub fn reference() -> Kernel {
+    tiled(
+        Semiring::MaxPlus,
+        &ProductShape {
+            k: REFERENCE_SIDE,
+            cols: REFERENCE_SIDE,
+            b_words: REFERENCE_SIDE * REFERENCE_SIDE,
+            batches: 1,
+            accumulate: false,
+        },
+    )
+}
+
+/// The batch index of every item (`items_per_batch` items per batch), as the u32 bit
+/// patterns the shader reads.
+pub fn item_batches(batches: usize, items_per_batch: usize) -> Vec<f32> {
+    (0..batches)
+        .flat_map(|p| std::iter::repeat_n(f32::from_bits(p as u32), items_per_batch))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiled_grid_covers_every_block_and_column_within_limits() {
+        for (items, cols) in [(1, 1), (8, 128), (9, 129), (1 << 20, 3), (1 << 30, 1)] {
+            let [x, y, z] = tiled_grid(items, &[0, 0, cols]);
+            assert!(x * TILE_COLS >= cols && (x - 1) * TILE_COLS < cols.max(1));
+            assert!(u64::from(y) * u64::from(z) >= u64::from(items));
+            assert!(x <= MAX_GROUPS && y <= MAX_GROUPS && z <= MAX_GROUPS);
+        }
+    }
+
+    #[test]
+    fn item_batches_are_bit_patterns_of_the_batch_index() {
+        let rows = item_batches(3, 2);
+        let bits: Vec<u32> = rows.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(bits, vec![0, 0, 1, 1, 2, 2]);
+    }
+}

@@ -1,0 +1,218 @@
+//! All-pairs shortest paths by blocked Floyd–Warshall in the min-plus semiring.
+//!
+//! The vertices are taken in blocks of `block` (about n/16, at most 128). For each block kb:
+//! its diagonal block is closed on the host (Floyd–Warshall on block×block, a small part of
+//! the work); the column panel becomes `P = D[:, kb] ⊕ D[:, kb] ⊗ D[kb, kb]*` (paths into kb
+//! through earlier blocks and kb); then `D ← D ⊕ P ⊗ D[kb, :]` (the last kb vertex of a path
+//! splits it into a prefix through earlier blocks and kb and a suffix through earlier blocks
+//! only). Both products run on the devices, rows split across them, D's rows passed as the
+//! accumulated input. That is n³ tropical steps in all, against about n³·log₂n for repeated
+//! squaring.
+//!
+//! Weights: `W[i, j]` is the weight of edge i → j, +inf for no edge; negative weights are
+//! allowed; −inf and NaN are refused. The diagonal is a self-loop: `D[i, i] = min(W[i, i], 0)`
+//! (the empty path costs 0), so a negative diagonal entry is a negative cycle. A negative
+//! cycle anywhere raises an error (found as a negative diagonal entry, which Floyd–Warshall
+//! guarantees).
+
+use crate::context::MultiGpuContext;
+use crate::error::{Error, Result};
+use crate::plan::{Plan, Strategy};
+use crate::tropical::blocks::run_product;
+use crate::tropical::kernels;
+use crate::tropical::product::BatchShape;
+use crate::tropical::semiring::Semiring;
+
+const MIN_PLUS: Semiring = Semiring::MinPlus;
+
+/// Vertices per block for a graph of `n` vertices: about 16 rounds, 4 to 128 per block.
+pub fn block_size(n: usize) -> usize {
+    n.div_ceil(16).next_power_of_two().clamp(4, 128)
+}
+
+fn negative_cycle(vertex: usize, weight: f32) -> Error {
+    Error::invalid(
+        "w",
+        format!(
+            "the graph has a negative cycle (through vertex {vertex}, a closed walk of weight \
+             {weight}), so shortest paths are not defined"
+        ),
+    )
+}
+
+fn check_weights(w: &[f32], n: usize) -> Result<()> {
+    if w.len() != n * n {
+        return Err(Error::Shape {
+            argument: "w".into(),
+            expected: format!("({n}, {n}), {} floats", n * n),
+            actual: format!("{} floats", w.len()),
+        });
+    }
+    if let Some(i) = w.iter().position(|v| v.is_nan() || *v == f32::NEG_INFINITY) {
+        return Err(Error::invalid(
+            "w",
+            format!(
+                "expected edge weights that are numbers or +inf (no edge), got {} at ({}, {})",
+                w[i],
+                i / n,
+                i % n
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Closes a `b`×`b` block in place (Floyd–Warshall); fails on a negative cycle in it.
+fn close_block(d: &mut [f32], b: usize, first_vertex: usize) -> Result<()> {
+    for k in 0..b {
+        for i in 0..b {
+            let dik = d[i * b + k];
+            if dik == f32::INFINITY {
+                continue;
+            }
+            for j in 0..b {
+                let via = MIN_PLUS.mul(dik, d[k * b + j]);
+                if via < d[i * b + j] {
+                    d[i * b + j] = via;
+                }
+            }
+        }
+    }
+    for i in 0..b {
+        if d[i * b + i] < 0.0 {
+            return Err(negative_cycle(first_vertex + i, d[i * b + i]));
+        }
+    }
+    Ok(())
+}
+
+/// All-pairs shortest path lengths of the graph with (n, n) row-major weights `w` into `out`
+/// (+inf where unreachable). Returns the plan of the last product it ran.
+pub fn shortest_paths(
+    ctx: &MultiGpuContext,
+    w: &[f32],
+    n: usize,
+    out: &mut [f32],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
+    check_weights(w, n)?;
+    if out.len() != n * n {
+        return Err(Error::Shape {
+            argument: "out".into(),
+            expected: format!("({n}, {n})"),
+            actual: format!("{} floats", out.len()),
+        });
+    }
+    let mut d = w.to_vec();
+    for i in 0..n {
+        d[i * n + i] = d[i * n + i].min(0.0);
+        if d[i * n + i] < 0.0 {
+            return Err(negative_cycle(i, d[i * n + i]));
+        }
+    }
+    let mut plan = None;
+    let mut next = vec![0.0f32; n * n];
+    let block = block_size(n);
+    for kb in (0..n).step_by(block) {
+        let b = block.min(n - kb);
+        let mut diag: Vec<f32> = (0..b)
+            .flat_map(|i| d[(kb + i) * n + kb..(kb + i) * n + kb + b].iter().copied())
+            .collect();
+        close_block(&mut diag, b, kb)?;
+        let column: Vec<f32> = (0..n)
+            .flat_map(|i| d[i * n + kb..i * n + kb + b].iter().copied())
+            .collect();
+        let mut panel = vec![0.0f32; n * b];
+        let shape = BatchShape {
+            batch: 1,
+            m: n,
+            k: b,
+            n: b,
+        };
+        run_product(
+            ctx,
+            kernels::tiled,
+            MIN_PLUS,
+            shape,
+            &column,
+            &diag,
+            Some(&column),
+            &mut panel,
+            strategy,
+        )?;
+        let shape = BatchShape {
+            batch: 1,
+            m: n,
+            k: b,
+            n,
+        };
+        let rows = &d[kb * n..(kb + b) * n];
+        plan = Some(run_product(
+            ctx,
+            kernels::tiled,
+            MIN_PLUS,
+            shape,
+            &panel,
+            rows,
+            Some(&d),
+            &mut next,
+            strategy,
+        )?);
+        std::mem::swap(&mut d, &mut next);
+    }
+    for i in 0..n {
+        if d[i * n + i] < 0.0 {
+            return Err(negative_cycle(i, d[i * n + i]));
+        }
+    }
+    out.copy_from_slice(&d);
+    match plan {
+        Some(plan) => Ok(plan),
+        // No vertex: run the empty product so the caller still gets a plan.
+        None => {
+            let empty = BatchShape {
+                batch: 1,
+                m: 0,
+                k: 0,
+                n: 0,
+            };
+            run_product(
+                ctx,
+                kernels::tiled,
+                MIN_PLUS,
+                empty,
+                &[],
+                &[],
+                None,
+                &mut [],
+                strategy,
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_give_about_sixteen_rounds_within_bounds() {
+        assert_eq!(block_size(1), 4);
+        assert_eq!(block_size(100), 8);
+        assert_eq!(block_size(1024), 64);
+        assert_eq!(block_size(4096), 128);
+    }
+
+    #[test]
+    fn block_closure_finds_paths_and_negative_cycles() {
+        let inf = f32::INFINITY;
+        let mut d = vec![0.0, 1.0, inf, inf, 0.0, -2.0, 4.0, inf, 0.0];
+        close_block(&mut d, 3, 0).unwrap();
+        assert_eq!(d, vec![0.0, 1.0, -1.0, 2.0, 0.0, -2.0, 4.0, 5.0, 0.0]);
+        let mut d = vec![0.0, 1.0, -2.0, 0.0];
+        assert!(close_block(&mut d, 2, 5)
+            .unwrap_err()
+            .to_string()
+            .contains("negative cycle"));
+    }
+}

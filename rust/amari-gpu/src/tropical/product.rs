@@ -1,0 +1,145 @@
+//! The public tropical products: argument checks (shapes, NaN, binding sizes), then a run
+//! through the engine (see [`blocks`](crate::tropical::blocks) for how the work is cut).
+
+use crate::context::MultiGpuContext;
+use crate::error::{Error, Result};
+use crate::plan::{Plan, Strategy};
+use crate::tropical::blocks::{run_matvec, run_product};
+use crate::tropical::kernels;
+use crate::tropical::semiring::{reject_nan, Semiring};
+
+/// Shape of `batch` independent products of an (m, k) matrix by a (k, n) matrix (n = 1 for
+/// matrix-vector products). An unbatched product is `batch = 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchShape {
+    /// Number of independent products.
+    pub batch: usize,
+    /// Rows of each left operand.
+    pub m: usize,
+    /// Inner dimension.
+    pub k: usize,
+    /// Columns of each right operand.
+    pub n: usize,
+}
+
+/// Which product kernel runs a matrix product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// Workgroup-memory tiles and register blocking (what the public API uses).
+    Tiled,
+    /// One thread per output (the benchmark baseline).
+    Naive,
+}
+
+fn check_len(argument: &str, data: &[f32], dims: &[usize], names: &str) -> Result<()> {
+    let want: usize = dims.iter().product();
+    if data.len() != want {
+        let dims: Vec<String> = dims.iter().map(usize::to_string).collect();
+        return Err(Error::Shape {
+            argument: argument.into(),
+            expected: format!("{names} = ({}), {want} floats", dims.join(", ")),
+            actual: format!("{} floats", data.len()),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a whole-bound operand larger than some device can bind.
+fn check_whole_binding(ctx: &MultiGpuContext, argument: &str, words: usize) -> Result<()> {
+    let limit = ctx
+        .devices()
+        .iter()
+        .map(|d| d.max_binding_bytes())
+        .min()
+        .unwrap_or(u64::MAX);
+    let bytes = 4 * words as u64;
+    if bytes > limit {
+        return Err(Error::invalid(
+            argument,
+            format!(
+                "expected at most {limit} bytes (the smallest storage binding of the context's \
+                 devices; every device holds it whole), got {bytes} bytes"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_operands(
+    ctx: &MultiGpuContext,
+    shape: BatchShape,
+    a: &[f32],
+    b: &[f32],
+    b_name: &str,
+    out: &[f32],
+) -> Result<()> {
+    let BatchShape { batch, m, k, n } = shape;
+    check_len("a", a, &[batch, m, k], "(batch, m, k)")?;
+    if b_name == "x" {
+        check_len("x", b, &[batch, k], "(batch, k)")?;
+    } else {
+        check_len(b_name, b, &[batch, k, n], "(batch, k, n)")?;
+    }
+    check_len("out", out, &[batch, m, n], "(batch, m, n)")?;
+    reject_nan("a", a, k)?;
+    reject_nan(b_name, b, if b_name == "x" { k } else { n })?;
+    check_whole_binding(ctx, b_name, b.len())
+}
+
+/// `out[p] = a[p] ⊗ b[p]` for every batch p: flat row-major (batch, m, k) and (batch, k, n)
+/// operands, (batch, m, n) result, in `semiring`. Returns the plan the call followed.
+pub fn tropical_matmul(
+    ctx: &MultiGpuContext,
+    a: &[f32],
+    b: &[f32],
+    shape: BatchShape,
+    semiring: Semiring,
+    out: &mut [f32],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
+    tropical_matmul_with(ctx, Variant::Tiled, a, b, shape, semiring, out, strategy)
+}
+
+/// [`tropical_matmul`] with the kernel chosen explicitly (benchmarks and tests compare them).
+#[allow(clippy::too_many_arguments)]
+pub fn tropical_matmul_with(
+    ctx: &MultiGpuContext,
+    variant: Variant,
+    a: &[f32],
+    b: &[f32],
+    shape: BatchShape,
+    semiring: Semiring,
+    out: &mut [f32],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
+    check_operands(ctx, shape, a, b, "b", out)?;
+    let build = match variant {
+        Variant::Tiled => kernels::tiled,
+        Variant::Naive => kernels::naive,
+    };
+    run_product(ctx, build, semiring, shape, a, b, None, out, strategy)
+}
+
+/// `out[p] = a[p] ⊗ x[p]` for every batch p: flat (batch, m, k) matrices and (batch, k)
+/// vectors, (batch, m) result (`shape.n` must be 1), in `semiring`.
+pub fn tropical_matvec(
+    ctx: &MultiGpuContext,
+    a: &[f32],
+    x: &[f32],
+    shape: BatchShape,
+    semiring: Semiring,
+    out: &mut [f32],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
+    if shape.n != 1 {
+        return Err(Error::invalid(
+            "shape",
+            format!(
+                "expected n = 1 for a matrix-vector product, got {}",
+                shape.n
+            ),
+        ));
+    }
+    check_operands(ctx, shape, a, x, "x", out)?;
+    run_matvec(ctx, semiring, shape, a, x, out, strategy)
+}

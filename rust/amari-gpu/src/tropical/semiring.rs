@@ -1,0 +1,125 @@
+//! The two tropical semirings and their scalar operations on the host.
+
+use crate::error::{Error, Result};
+
+/// Which tropical semiring a product is taken in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Semiring {
+    /// `⊕ = max`, `⊗ = +`, zero −inf.
+    MaxPlus,
+    /// `⊕ = min`, `⊗ = +`, zero +inf.
+    MinPlus,
+}
+
+impl Semiring {
+    /// Every semiring, in the order their names are listed in errors.
+    pub const ALL: [Semiring; 2] = [Semiring::MaxPlus, Semiring::MinPlus];
+
+    /// The public name ("max_plus" or "min_plus").
+    pub fn name(self) -> &'static str {
+        match self {
+            Semiring::MaxPlus => "max_plus",
+            Semiring::MinPlus => "min_plus",
+        }
+    }
+
+    /// The semiring called `name`.
+    pub fn parse(name: &str) -> Result<Semiring> {
+        Semiring::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "semiring",
+                    format!("expected \"max_plus\" or \"min_plus\", got {name:?}"),
+                )
+            })
+    }
+
+    /// The tropical zero: the identity of ⊕, absorbing for ⊗.
+    pub fn zero(self) -> f32 {
+        match self {
+            Semiring::MaxPlus => f32::NEG_INFINITY,
+            Semiring::MinPlus => f32::INFINITY,
+        }
+    }
+
+    /// +1 for max-plus, −1 for min-plus: the kernels compute min-plus as the negated
+    /// max-plus product of negated operands, which is exact.
+    pub fn sign(self) -> f32 {
+        match self {
+            Semiring::MaxPlus => 1.0,
+            Semiring::MinPlus => -1.0,
+        }
+    }
+
+    /// `x ⊗ y`, with the zero absorbing.
+    pub fn mul(self, x: f32, y: f32) -> f32 {
+        let zero = self.zero();
+        if x == zero || y == zero {
+            zero
+        } else {
+            x + y
+        }
+    }
+
+    /// `x ⊕ y`.
+    pub fn add(self, x: f32, y: f32) -> f32 {
+        match self {
+            Semiring::MaxPlus => x.max(y),
+            Semiring::MinPlus => x.min(y),
+        }
+    }
+}
+
+/// Fails with an error naming `argument` and the first position of a NaN in `data`, read as
+/// rows of `cols` words.
+pub fn reject_nan(argument: &str, data: &[f32], cols: usize) -> Result<()> {
+    match data.iter().position(|v| v.is_nan()) {
+        None => Ok(()),
+        Some(i) => Err(Error::invalid(
+            argument,
+            format!(
+                "expected no NaN (tropical values are numbers or ±inf), got NaN at flat index \
+                 {i} (row {}, column {})",
+                i / cols.max(1),
+                i % cols.max(1)
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_is_absorbing_against_the_opposite_infinity() {
+        assert_eq!(
+            Semiring::MaxPlus.mul(f32::NEG_INFINITY, f32::INFINITY),
+            f32::NEG_INFINITY
+        );
+        assert_eq!(
+            Semiring::MinPlus.mul(f32::NEG_INFINITY, f32::INFINITY),
+            f32::INFINITY
+        );
+        assert_eq!(Semiring::MinPlus.mul(1.5, 2.0), 3.5);
+    }
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_refused() {
+        for s in Semiring::ALL {
+            assert_eq!(Semiring::parse(s.name()), Ok(s));
+        }
+        assert!(Semiring::parse("plus_times")
+            .unwrap_err()
+            .to_string()
+            .starts_with("semiring:"));
+    }
+
+    #[test]
+    fn nan_is_reported_with_its_position() {
+        let err = reject_nan("a", &[0.0, 1.0, f32::NAN], 2).unwrap_err();
+        assert!(err.to_string().contains("row 1, column 0"), "{err}");
+    }
+}
