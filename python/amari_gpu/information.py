@@ -1,9 +1,165 @@
-"""Information geometry: Fisher information matrices, batched."""
+"""Information geometry: Fisher information matrices, batched.
+
+The empirical Fisher matrix is reduced over rows: every chunk of rows gives one partial matrix
+on a device, and the partials are summed on the host in chunk order in float64, so the result
+is the same bits whatever the devices or the strategy. The categorical and Gaussian Fisher
+matrices are per-sample maps.
+"""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _native
 from ._mixin import KernelHost
+from ._validate import _shape_text, as_float32
+from .errors import InvalidArgumentError, ShapeError
+from .planning import optional_strategy
+
+PROBS_SUM_TOLERANCE = 1e-3
+"""Rows of ``probs`` must sum to 1 within this (absolute; the sum is taken in float64)."""
+
+MAX_SCORE_COLUMNS = 4096
+"""Largest P of ``fisher_information`` (one chunk's partial must fit a storage binding)."""
+
+
+def _matrix(
+    name: str, value: Any, rows: int | None = None, cols: int | None = None
+) -> npt.NDArray[np.float32]:
+    """A float32 (N, W) array; ``rows``/``cols`` pin N/W to another argument's."""
+    array = as_float32(name, value)
+    if (
+        array.ndim != 2
+        or (rows is not None and array.shape[0] != rows)
+        or (cols is not None and array.shape[1] != cols)
+    ):
+        expected = f"({'N' if rows is None else rows}, {'W' if cols is None else cols})"
+        raise ShapeError(f"{name}: expected shape {expected}, got {_shape_text(array.shape)}")
+    return array
 
 
 class InformationGeometryMixin(KernelHost):
     """Information-geometry methods of ``MultiGpuContext``."""
+
+    def fisher_information(
+        self, scores: Any, weights: Any = None, *, strategy: str | None = None
+    ) -> npt.NDArray[np.float64]:
+        """Empirical Fisher matrix ``sum_i w_i g_i g_i^T / sum_i w_i`` of per-sample scores.
+
+        ``scores`` is (N, P): row i is the score (gradient of the log-likelihood) g_i of
+        sample i, P <= 4096. Without ``weights`` the result is the plain mean over rows;
+        ``weights`` is (N,), finite, non-negative and not all zero. Returns a new float64
+        (P, P) array, exactly symmetric and positive semi-definite up to rounding.
+
+        Computed in float32 on the devices (a tiled SYRK: 64 x 64 tiles staged in workgroup
+        memory, 8 x 8 blocks for P <= 64; rows split across devices, one partial matrix per
+        chunk of rows), summed in float64 on the host in chunk order: the result is
+        bit-identical for any device count and strategy, and within 1e-4 of max |F| of the
+        exact value (tested; typically about 1e-7).
+
+        Errors name the argument: ``ShapeError`` for N = 0 (a mean of nothing) or a wrong
+        shape; ``InvalidArgumentError`` for NaN or infinite scores (rejected rather than
+        propagated: WGSL does not promise IEEE NaN behaviour), bad weights, and products that
+        overflow float32. ``ctx.last_plan`` holds the plan the call followed.
+        """
+        s32 = _matrix("scores", scores)
+        w32 = None
+        if weights is not None:
+            w32 = as_float32("weights", weights)
+            if w32.shape != (s32.shape[0],):
+                raise ShapeError(
+                    f"weights: expected shape ({s32.shape[0]},), got {_shape_text(w32.shape)}"
+                )
+        out, plan = _native.fisher_information(self._native, s32, w32, optional_strategy(strategy))
+        self._record(plan)
+        return out
+
+    def fisher_categorical(
+        self, probs: Any = None, logits: Any = None, *, strategy: str | None = None
+    ) -> npt.NDArray[np.float32]:
+        """Fisher information ``diag(p) - p p^T`` of N categorical distributions.
+
+        Give exactly one of ``probs`` or ``logits``, (N, K). ``probs`` rows must be finite,
+        non-negative and sum to 1 within ``PROBS_SUM_TOLERANCE`` (1e-3, summed in float64).
+        With ``logits`` (finite), p = softmax(logits) is computed on the devices, stably (the
+        row maximum is subtracted first); ``ctx.last_plan`` is then the plan of the second
+        step (the outer products). Returns a new float32 (N, K, K) array; K <= 5792.
+        """
+        if (probs is None) == (logits is None):
+            got = "neither" if probs is None else "both"
+            raise InvalidArgumentError(
+                f"probs: expected exactly one of probs and logits, got {got}"
+            )
+        p32 = None if probs is None else _matrix("probs", probs)
+        l32 = None if logits is None else _matrix("logits", logits)
+        out, plan = _native.fisher_categorical(self._native, p32, l32, optional_strategy(strategy))
+        self._record(plan)
+        return out
+
+    def fisher_gaussian(
+        self, mean: Any, var: Any, *, strategy: str | None = None
+    ) -> npt.NDArray[np.float32]:
+        """Fisher information of N diagonal Gaussians in parameters (mu_1..mu_D, var_1..var_D).
+
+        ``mean`` and ``var`` are (N, D), ``var`` finite and > 0, ``mean`` finite. Returns a new
+        float32 (N, 2D, 2D) array: block-diag(diag(1 / var), diag(1 / (2 var^2))) per sample
+        (it does not depend on the mean, which is checked but not sent to the devices); D <=
+        2896. Entries beyond the float32 range (var below about 1e-19) come back as inf.
+        """
+        m32 = _matrix("mean", mean)
+        v32 = _matrix("var", var, rows=m32.shape[0], cols=m32.shape[1])
+        out, plan = _native.fisher_gaussian(self._native, m32, v32, optional_strategy(strategy))
+        self._record(plan)
+        return out
+
+    def natural_gradient(
+        self,
+        scores: Any,
+        grad: Any,
+        damping: float,
+        *,
+        weights: Any = None,
+        strategy: str | None = None,
+    ) -> npt.NDArray[np.float64]:
+        """Natural gradient: the solution x of (F + damping I) x = grad.
+
+        F is :meth:`fisher_information` of ``scores`` (and ``weights``), computed on the
+        devices; the solve is done on the host in float64 (Cholesky factorisation, then
+        ``numpy.linalg.solve``). ``grad`` is (P,) or (P, M) (several right-hand sides) and is
+        converted to float64; ``damping`` is a finite number >= 0. Returns a new float64 array
+        shaped like ``grad``. With damping 0 and a singular F, raises InvalidArgumentError
+        naming ``damping``.
+        """
+        if (
+            isinstance(damping, bool)
+            or not isinstance(damping, (int, float, np.integer, np.floating))
+            or not math.isfinite(damping)
+            or damping < 0
+        ):
+            raise InvalidArgumentError(f"damping: expected a finite number >= 0, got {damping!r}")
+        g = np.asarray(grad)
+        if g.dtype.kind not in "biuf":
+            raise TypeError(
+                f"grad: expected an array of real numbers (converted to float64), "
+                f"got dtype {g.dtype}"
+            )
+        f = self.fisher_information(scores, weights, strategy=strategy)
+        p = f.shape[0]
+        if g.ndim not in (1, 2) or g.shape[0] != p:
+            raise ShapeError(f"grad: expected shape ({p},) or ({p}, M), got {_shape_text(g.shape)}")
+        g64 = np.array(g, dtype=np.float64)
+        if not np.isfinite(g64).all():
+            raise InvalidArgumentError("grad: expected finite values, got NaN or inf")
+        system = f + float(damping) * np.eye(p)
+        try:
+            np.linalg.cholesky(system)
+        except np.linalg.LinAlgError:
+            raise InvalidArgumentError(
+                f"damping: F + damping I is not positive definite with damping={damping!r} "
+                "(F is singular); use damping > 0"
+            ) from None
+        return np.asarray(np.linalg.solve(system, g64), dtype=np.float64)

@@ -1,8 +1,141 @@
 //! Information-geometry kernels (Fisher information) on numpy arrays.
 
+use std::sync::Arc;
+
+use numpy::ndarray::{Array2, Array3};
+use numpy::{IntoPyArray, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::arrays::{contiguous, parse_strategy};
+use crate::context::PyContext;
+use crate::detach::run_detached;
+use crate::errors::to_pyerr;
+use crate::plans::plan_dict;
+
+type Matrices<'py> = (Bound<'py, PyArray3<f32>>, Bound<'py, PyDict>);
+
+/// Empirical Fisher matrix of C-contiguous float32 (N, P) scores with optional (N,)
+/// weights; returns the float64 (P, P) matrix and the plan.
+#[pyfunction]
+#[pyo3(signature = (ctx, scores, weights=None, strategy=None))]
+fn fisher_information<'py>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    scores: PyReadonlyArray2<'py, f32>,
+    weights: Option<PyReadonlyArray1<'py, f32>>,
+    strategy: Option<&str>,
+) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyDict>)> {
+    let strategy = parse_strategy(py, strategy)?;
+    let p = scores.as_array().ncols();
+    let scores_slice = contiguous(&scores, "scores")?;
+    let weights_slice = weights
+        .as_ref()
+        .map(|w| contiguous(w, "weights"))
+        .transpose()?;
+    let inner = Arc::clone(&ctx.inner);
+    let fisher = run_detached(py, move || {
+        amari_gpu::fisher::fisher_information(&inner, scores_slice, p, weights_slice, strategy)
+    })?;
+    let matrix = Array2::from_shape_vec((p, p), fisher.matrix)
+        .map_err(|e| PyValueError::new_err(format!("scores: {e}")))?;
+    Ok((matrix.into_pyarray(py), plan_dict(py, &fisher.plan)?))
+}
+
+/// (N, K, K) float32 result of `work` writing into a zeroed buffer.
+fn batched<'py>(
+    py: Python<'py>,
+    rows: usize,
+    edge: usize,
+    work: impl FnOnce(&mut [f32]) -> amari_gpu::Result<amari_gpu::Plan> + Send,
+) -> PyResult<Matrices<'py>> {
+    let (out, plan) = run_detached(py, move || {
+        // Zeroed allocation is lazily backed by the OS, so it costs nothing up front.
+        let mut out = vec![0.0f32; rows * edge * edge];
+        let plan = work(&mut out)?;
+        Ok((out, plan))
+    })?;
+    let array = Array3::from_shape_vec((rows, edge, edge), out)
+        .map_err(|e| PyValueError::new_err(format!("output: {e}")))?;
+    Ok((array.into_pyarray(py), plan_dict(py, &plan)?))
+}
+
+/// Per-sample categorical Fisher `diag(p) - p p^T` from exactly one of C-contiguous float32
+/// (N, K) `probs` or `logits`; returns the (N, K, K) float32 batch and the plan.
+#[pyfunction]
+#[pyo3(signature = (ctx, probs=None, logits=None, strategy=None))]
+fn fisher_categorical<'py>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    probs: Option<PyReadonlyArray2<'py, f32>>,
+    logits: Option<PyReadonlyArray2<'py, f32>>,
+    strategy: Option<&str>,
+) -> PyResult<Matrices<'py>> {
+    let strategy = parse_strategy(py, strategy)?;
+    let inner = Arc::clone(&ctx.inner);
+    match (probs, logits) {
+        (Some(probs), None) => {
+            let (rows, k) = probs.as_array().dim();
+            let data = contiguous(&probs, "probs")?;
+            batched(py, rows, k, move |out| {
+                amari_gpu::fisher::fisher_categorical_probs(&inner, data, k, out, strategy)
+            })
+        }
+        (None, Some(logits)) => {
+            let (rows, k) = logits.as_array().dim();
+            let data = contiguous(&logits, "logits")?;
+            batched(py, rows, k, move |out| {
+                amari_gpu::fisher::fisher_categorical_logits(&inner, data, k, out, strategy)
+            })
+        }
+        (given_probs, _) => {
+            let got = if given_probs.is_some() {
+                "both"
+            } else {
+                "neither"
+            };
+            let error = amari_gpu::Error::invalid(
+                "probs",
+                format!("expected exactly one of probs and logits, got {got}"),
+            );
+            Err(to_pyerr(py, error))
+        }
+    }
+}
+
+/// Per-sample Fisher matrix of diagonal Gaussians from C-contiguous float32 (N, D) `mean`
+/// and `var`; returns the (N, 2D, 2D) float32 batch and the plan.
+#[pyfunction]
+#[pyo3(signature = (ctx, mean, var, strategy=None))]
+fn fisher_gaussian<'py>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    mean: PyReadonlyArray2<'py, f32>,
+    var: PyReadonlyArray2<'py, f32>,
+    strategy: Option<&str>,
+) -> PyResult<Matrices<'py>> {
+    let strategy = parse_strategy(py, strategy)?;
+    let (rows, d) = mean.as_array().dim();
+    if var.as_array().dim() != (rows, d) {
+        let error = amari_gpu::Error::Shape {
+            argument: "var".into(),
+            expected: format!("({rows}, {d}) like mean"),
+            actual: format!("{:?}", var.as_array().dim()),
+        };
+        return Err(to_pyerr(py, error));
+    }
+    let (mean_slice, var_slice) = (contiguous(&mean, "mean")?, contiguous(&var, "var")?);
+    let inner = Arc::clone(&ctx.inner);
+    batched(py, rows, 2 * d, move |out| {
+        amari_gpu::fisher::fisher_gaussian_diag(&inner, mean_slice, var_slice, d, out, strategy)
+    })
+}
 
 /// Adds this module's functions to `_native`.
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(fisher_information, m)?)?;
+    m.add_function(wrap_pyfunction!(fisher_categorical, m)?)?;
+    m.add_function(wrap_pyfunction!(fisher_gaussian, m)?)?;
     Ok(())
 }

@@ -1,2 +1,33 @@
 //! Information geometry: empirical Fisher information from per-sample scores, and the
 //! Fisher information of categorical and Gaussian families.
+//!
+//! The empirical Fisher matrix is a weighted SYRK over rows of scores: rows are the items the
+//! engine splits across devices, every chunk writes one partial matrix, and the host sums
+//! the partials in chunk order in float64, so the result is the same bits whatever the
+//! devices or the strategy. The categorical and Gaussian kernels are maps over samples.
+//! Every kernel is an entry point of `shaders/fisher.wgsl`.
+
+mod categorical;
+mod checks;
+mod gaussian;
+mod information;
+mod reduce;
+pub mod reference;
+mod syrk;
+
+pub use categorical::{
+    categorical_outer_kernel, fisher_categorical_logits, fisher_categorical_probs, softmax_kernel,
+    MAX_CATEGORIES, PROBS_SUM_TOLERANCE,
+};
+pub use gaussian::{fisher_gaussian_diag, gaussian_diag_kernel, MAX_GAUSSIAN_DIMENSIONS};
+pub use information::{fisher_information, fisher_information_naive, FisherMatrix};
+pub use syrk::{
+    naive_kernel, reference_kernel, shaped_kernel, tiled_kernel, SyrkShape, BLOCK,
+    MAX_SCORE_COLUMNS, NARROW_COLUMNS, REFERENCE_COLUMNS, REFERENCE_FLOPS_PER_ITEM, TILE,
+};
+
+/// The WGSL source of every kernel of the family.
+pub const SHADER: &str = include_str!("../../../../shaders/fisher.wgsl");
+
+/// Family name used for capabilities and throughput bookkeeping.
+pub const FAMILY: &str = "information_geometry";

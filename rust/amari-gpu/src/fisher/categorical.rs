@@ -1,0 +1,109 @@
+//! Fisher information of the categorical family, `diag(p) - p p^T` per sample, from
+//! probabilities or from logits (softmax taken on the device, max subtracted first).
+
+use crate::context::MultiGpuContext;
+use crate::error::{Error, Result};
+use crate::kernel::{Dispatch, Input, Kernel, Output};
+use crate::plan::{Plan, Strategy};
+
+use super::checks;
+use super::{FAMILY, SHADER};
+
+/// Largest K: one sample's (K, K) output must fit the 128 MiB storage binding every
+/// WebGPU device grants.
+pub const MAX_CATEGORIES: usize = 5792;
+
+/// Rows of `probs` must sum to 1 within this (absolute, summed in float64).
+pub const PROBS_SUM_TOLERANCE: f64 = 1e-3;
+
+/// Stable softmax of rows of `k` logits, one thread per row.
+pub fn softmax_kernel(k: usize) -> Kernel {
+    Kernel {
+        entry: "softmax_rows",
+        inputs: vec![Input::PerItem(k)],
+        output: Output::PerItem(k),
+        params: vec![k as u32, 0, 0, 0],
+        // max, exp, sum and divide per entry.
+        flops_per_item: 4.0 * k as f64,
+        ..Kernel::map("softmax_rows", FAMILY, SHADER)
+    }
+}
+
+/// `diag(p) - p p^T` of rows of `k` probabilities, one thread per output entry.
+pub fn categorical_outer_kernel(k: usize) -> Kernel {
+    Kernel {
+        entry: "categorical_outer",
+        inputs: vec![Input::PerItem(k)],
+        output: Output::PerItem(k * k),
+        params: vec![k as u32, 0, 0, 0],
+        dispatch: Dispatch::Linear {
+            threads_per_item: (k * k) as u32,
+        },
+        flops_per_item: 2.0 * (k * k) as f64,
+        ..Kernel::map("categorical_outer", FAMILY, SHADER)
+    }
+}
+
+fn check_out(out: &[f32], n: usize, k: usize) -> Result<()> {
+    if out.len() != n * k * k {
+        return Err(Error::Shape {
+            argument: "out".into(),
+            expected: format!("({n}, {k}, {k})"),
+            actual: format!("{} floats", out.len()),
+        });
+    }
+    Ok(())
+}
+
+fn check_probs(probs: &[f32], k: usize) -> Result<()> {
+    checks::all_values("probs", probs, k, "finite values >= 0", |v| {
+        v.is_finite() && v >= 0.0
+    })?;
+    for (row, values) in probs.chunks_exact(k).enumerate() {
+        let total: f64 = values.iter().map(|&v| f64::from(v)).sum();
+        if (total - 1.0).abs() > PROBS_SUM_TOLERANCE {
+            return Err(Error::invalid(
+                "probs",
+                format!(
+                    "expected rows summing to 1 (within {PROBS_SUM_TOLERANCE}), \
+                     got {total} in row {row}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Per-sample Fisher information `diag(p) - p p^T` of row-major (N, `k`) probabilities
+/// into `out` (N, k, k). Rows must be finite, non-negative and sum to 1 within
+/// [`PROBS_SUM_TOLERANCE`]; errors name `probs`.
+pub fn fisher_categorical_probs(
+    ctx: &MultiGpuContext,
+    probs: &[f32],
+    k: usize,
+    out: &mut [f32],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
+    let n = checks::rows("probs", probs, k, MAX_CATEGORIES)?;
+    check_out(out, n, k)?;
+    check_probs(probs, k)?;
+    ctx.run_map(&categorical_outer_kernel(k), &[probs], out, n, strategy)
+}
+
+/// The same from row-major (N, `k`) finite logits: `p = softmax(logits)` per row on the
+/// devices (stable: the row maximum is subtracted before exponentiating), then
+/// `diag(p) - p p^T`. Returns the plan of the second, larger step. Errors name `logits`.
+pub fn fisher_categorical_logits(
+    ctx: &MultiGpuContext,
+    logits: &[f32],
+    k: usize,
+    out: &mut [f32],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
+    let n = checks::rows("logits", logits, k, MAX_CATEGORIES)?;
+    check_out(out, n, k)?;
+    checks::finite("logits", logits, k)?;
+    let mut probs = vec![0.0f32; n * k];
+    ctx.run_map(&softmax_kernel(k), &[logits], &mut probs, n, strategy)?;
+    ctx.run_map(&categorical_outer_kernel(k), &[&probs], out, n, strategy)
+}

@@ -1,0 +1,60 @@
+//! Fisher information of the diagonal Gaussian family in the parameters
+//! `(mu_1..mu_D, var_1..var_D)`: `block-diag(diag(1 / var), diag(1 / (2 var^2)))` per
+//! sample. It does not depend on the mean, which is checked but not sent to the devices.
+
+use crate::context::MultiGpuContext;
+use crate::error::{Error, Result};
+use crate::kernel::{Dispatch, Input, Kernel, Output};
+use crate::plan::{Plan, Strategy};
+
+use super::checks;
+use super::{FAMILY, SHADER};
+
+/// Largest D: one sample's (2D, 2D) output must fit the 128 MiB storage binding every
+/// WebGPU device grants.
+pub const MAX_GAUSSIAN_DIMENSIONS: usize = 2896;
+
+/// The (2D, 2D) Fisher matrix of rows of `d` variances, one thread per output entry.
+pub fn gaussian_diag_kernel(d: usize) -> Kernel {
+    let edge = 2 * d;
+    Kernel {
+        entry: "gaussian_diag",
+        inputs: vec![Input::PerItem(d)],
+        output: Output::PerItem(edge * edge),
+        params: vec![d as u32, 0, 0, 0],
+        dispatch: Dispatch::Linear {
+            threads_per_item: (edge * edge) as u32,
+        },
+        // Two divisions per variance.
+        flops_per_item: 2.0 * edge as f64,
+        ..Kernel::map("gaussian_diag", FAMILY, SHADER)
+    }
+}
+
+/// Per-sample Fisher information of N diagonal Gaussians with row-major (N, `d`) `mean` and
+/// `var` into `out` (N, 2d, 2d). `var` must be finite and > 0, `mean` finite and of the
+/// same shape; errors name the argument.
+pub fn fisher_gaussian_diag(
+    ctx: &MultiGpuContext,
+    mean: &[f32],
+    var: &[f32],
+    d: usize,
+    out: &mut [f32],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
+    let n = checks::rows("mean", mean, d, MAX_GAUSSIAN_DIMENSIONS)?;
+    checks::same_shape("var", var, n, Some(d))?;
+    let edge = 2 * d;
+    if out.len() != n * edge * edge {
+        return Err(Error::Shape {
+            argument: "out".into(),
+            expected: format!("({n}, {edge}, {edge})"),
+            actual: format!("{} floats", out.len()),
+        });
+    }
+    checks::finite("mean", mean, d)?;
+    checks::all_values("var", var, d, "finite values > 0", |v| {
+        v.is_finite() && v > 0.0
+    })?;
+    ctx.run_map(&gaussian_diag_kernel(d), &[var], out, n, strategy)
+}

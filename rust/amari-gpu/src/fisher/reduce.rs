@@ -1,0 +1,101 @@
+//! The host half of the empirical-Fisher reduction: every chunk's partials summed in chunk
+//! order in float64, then unpacked from tiles into a symmetric P x P matrix.
+
+use super::syrk::SyrkShape;
+
+/// Sums `blocks` of `words` words each, in order, in float64.
+fn sum_blocks(partials: &[f32], words: usize) -> Vec<f64> {
+    let mut total = vec![0.0f64; words];
+    for block in partials.chunks_exact(words.max(1)) {
+        for (t, &v) in total.iter_mut().zip(block) {
+            *t += f64::from(v);
+        }
+    }
+    total
+}
+
+/// Sum over chunks (in chunk order, float64) of the tiled kernel's partials, as a row-major
+/// P x P matrix: the upper triangle as computed, mirrored below the diagonal (so the result
+/// is exactly symmetric).
+pub fn reduce_tiled(shape: &SyrkShape, partials: &[f32]) -> Vec<f64> {
+    let (p, edge) = (shape.p, shape.tile);
+    let tile_words = edge * edge;
+    let total = sum_blocks(partials, shape.pairs * tile_words);
+    let mut matrix = vec![0.0f64; p * p];
+    let mut pair = 0;
+    for ti in 0..shape.tiles {
+        for tj in ti..shape.tiles {
+            let tile = &total[pair * tile_words..(pair + 1) * tile_words];
+            for r in 0..edge {
+                let i = ti * edge + r;
+                for c in 0..edge {
+                    let j = tj * edge + c;
+                    if i < p && j < p && i <= j {
+                        matrix[i * p + j] = tile[r * edge + c];
+                        matrix[j * p + i] = tile[r * edge + c];
+                    }
+                }
+            }
+            pair += 1;
+        }
+    }
+    matrix
+}
+
+/// The same for the naive kernel's full width x width partials.
+pub fn reduce_naive(shape: &SyrkShape, partials: &[f32]) -> Vec<f64> {
+    let (p, width) = (shape.p, shape.width);
+    let total = sum_blocks(partials, width * width);
+    let mut matrix = vec![0.0f64; p * p];
+    for i in 0..p {
+        for j in i..p {
+            matrix[i * p + j] = total[i * width + j];
+            matrix[j * p + i] = total[i * width + j];
+        }
+    }
+    matrix
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fisher::{BLOCK, TILE};
+
+    #[test]
+    fn block_partials_land_in_their_rows_and_columns() {
+        // P = 9 in 8 x 8 blocks: pairs (0,0), (0,1), (1,1); entry (i, j) holds 100 i + j in
+        // the first slice and zeros elsewhere.
+        let shape = SyrkShape::new(9);
+        assert_eq!((shape.tile, shape.pairs), (BLOCK, 3));
+        let mut partials = vec![0.0f32; shape.partial_words()];
+        for (pair, (bi, bj)) in [(0, 0), (0, 1), (1, 1)].into_iter().enumerate() {
+            for r in 0..BLOCK {
+                for c in 0..BLOCK {
+                    let (i, j) = (bi * BLOCK + r, bj * BLOCK + c);
+                    partials[pair * BLOCK * BLOCK + r * BLOCK + c] = (100 * i + j) as f32;
+                }
+            }
+        }
+        let m = reduce_tiled(&shape, &partials);
+        for i in 0..9 {
+            for j in 0..9 {
+                let want = (100 * i.min(j) + i.max(j)) as f64;
+                assert_eq!(m[i * 9 + j], want, "entry ({i}, {j})");
+            }
+        }
+    }
+
+    #[test]
+    fn tiled_reduction_mirrors_the_upper_triangle_in_chunk_order() {
+        // P = 65: two tiles, three pairs; two chunks of partials, every word 1 then 2.
+        let shape = SyrkShape::new(65);
+        assert_eq!(shape.tile, TILE);
+        let words = shape.partial_words();
+        let mut partials = vec![1.0f32; 2 * words];
+        partials[words..].iter_mut().for_each(|v| *v = 2.0);
+        let m = reduce_tiled(&shape, &partials);
+        assert_eq!(m.len(), 65 * 65);
+        let want = 3.0 * shape.slices as f64;
+        assert!(m.iter().all(|&v| v == want));
+    }
+}

@@ -1,0 +1,50 @@
+//! `shaders/fisher.wgsl`, as the crate embeds it, parses and validates with naga (no GPU
+//! needed), and declares every entry point the family's kernels name.
+
+use amari_gpu::fisher;
+
+#[test]
+fn fisher_shader_validates_with_naga() {
+    let source = fisher::SHADER;
+    let module = naga::front::wgsl::parse_str(source)
+        .unwrap_or_else(|e| panic!("fisher.wgsl does not parse:\n{}", e.emit_to_string(source)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::empty(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| {
+        panic!(
+            "fisher.wgsl does not validate:\n{}",
+            e.emit_to_string(source)
+        )
+    });
+    let entries: Vec<&str> = module
+        .entry_points
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
+    let kernels = [
+        fisher::tiled_kernel(5),
+        fisher::naive_kernel(5),
+        fisher::softmax_kernel(5),
+        fisher::categorical_outer_kernel(5),
+        fisher::gaussian_diag_kernel(5),
+        fisher::reference_kernel(),
+    ];
+    for kernel in &kernels {
+        assert!(
+            entries.contains(&kernel.entry),
+            "kernel {} names entry point {} missing from {entries:?}",
+            kernel.id,
+            kernel.entry
+        );
+    }
+}
+
+#[test]
+fn the_embedded_shader_is_the_file_in_shaders() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shaders/fisher.wgsl");
+    let on_disk = std::fs::read_to_string(path).expect("shaders/fisher.wgsl is readable");
+    assert_eq!(on_disk, fisher::SHADER);
+}

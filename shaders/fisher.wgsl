@@ -1,0 +1,341 @@
+// Information geometry: empirical Fisher information from per-sample scores (a weighted
+// SYRK, F = sum_r w_r g_r g_r^T, one partial per chunk of rows), and the batched Fisher
+// information of the categorical and diagonal-Gaussian families.
+//
+// Binding layout shared by every kernel: binding 0 is the uniform below; inputs follow in
+// order; the output comes last. The SYRK kernels read scores (1) and weights (2) and write
+// partials (3); the map kernels read one array (1) and write one (2). Some bindings have two
+// declarations (`weights` and `dst`; scalar and vec4 views of scores and partials): no entry
+// point uses both, and each pipeline's layout only holds what its entry point uses.
+
+struct Params {
+    n: u32,           // items (rows) in this chunk
+    row_threads: u32, // threads per row of a folded two-dimensional grid (map kernels)
+    _pad0: u32,
+    _pad1: u32,
+    dim: u32,         // SYRK: padded score columns (a multiple of 4); else K or D
+    tiles: u32,       // SYRK: output tiles along one edge, ceil(P / TILE)
+    slices: u32,      // SYRK: row slices per chunk, each written as its own partial
+    pairs: u32,       // SYRK: upper-triangle tile pairs, tiles (tiles + 1) / 2
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(2) var<storage, read> weights: array<f32>;
+@group(0) @binding(3) var<storage, read_write> partial: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+
+// ---------------------------------------------------------------------------------------
+// Tiled SYRK. Scores are read as vec4: the host pads rows to a multiple of 4 columns, and
+// `dim` is that padded width. One workgroup computes one TILE x TILE output tile (ti <= tj)
+// of the upper triangle over one slice of the chunk's rows. Each step stages KT rows of the
+// tile's two column strips in workgroup memory (the left strip multiplied by the row
+// weights); each of the 32 threads then accumulates an 8 x 16 register block, reading
+// 6 vec4 per 128 FMAs. Partials are written tile by tile (pair index, then row-major within
+// the tile), every word of the output, so the host never reads an unwritten word; columns
+// past `dim` hold zeros. Few threads with large register blocks, because loads cost more
+// than FMAs everywhere and far more on CPU drivers (lavapipe runs every non-uniform load as
+// a loop over SIMD lanes): this layout measured 2-4x faster there than 256 threads with
+// 4 x 4 blocks. TILE, BLOCK and the partial layouts are mirrored in fisher/syrk.rs.
+
+const TILE: u32 = 64u;
+const TILE4: u32 = 16u; // vec4 per tile row
+const KT: u32 = 32u;    // rows staged per step
+const THREADS: u32 = 32u;
+
+@group(0) @binding(1) var<storage, read> src4: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> partial4: array<vec4<f32>>;
+
+var<workgroup> lhs: array<vec4<f32>, 512>; // KT x TILE4, weighted left strip
+var<workgroup> rhs: array<vec4<f32>, 512>; // KT x TILE4, right strip
+
+// Tile pair -> (ti, tj), ti <= tj, row by row through the upper triangle.
+fn tile_pair(pair: u32) -> vec2<u32> {
+    var ti = 0u;
+    var rest = pair;
+    loop {
+        let across = params.tiles - ti;
+        if (rest < across) {
+            break;
+        }
+        rest = rest - across;
+        ti = ti + 1u;
+    }
+    return vec2<u32>(ti, ti + rest);
+}
+
+// Rows [start, end) of a slice: the chunk's rows cut into `slices` near-equal runs.
+fn slice_rows(slice: u32) -> vec2<u32> {
+    let base = params.n / params.slices;
+    let extra = params.n % params.slices;
+    let start = slice * base + min(slice, extra);
+    return vec2<u32>(start, start + base + select(0u, 1u, slice < extra));
+}
+
+// One output row of a thread's block: 16 columns. Named fields, not an array, so that the
+// accumulators stay in registers (drivers spill dynamically indexed arrays to memory).
+struct Row16 {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    c: vec4<f32>,
+    d: vec4<f32>,
+}
+
+fn rank1(row: Row16, x: f32, y: Row16) -> Row16 {
+    let v = vec4<f32>(x);
+    return Row16(fma(v, y.a, row.a), fma(v, y.b, row.b), fma(v, y.c, row.c), fma(v, y.d, row.d));
+}
+
+fn store_row(at: u32, row: Row16) {
+    partial4[at] = row.a;
+    partial4[at + 1u] = row.b;
+    partial4[at + 2u] = row.c;
+    partial4[at + 3u] = row.d;
+}
+
+// Thread (x, y) owns tile rows 8y..8y+7 and columns 16x..16x+15.
+@compute @workgroup_size(4, 8)
+fn fisher_tiled(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+) {
+    let width4 = params.dim / 4u;
+    let tile = tile_pair(wg.x);
+    let rows = slice_rows(wg.y);
+    // Staging: thread li loads vec4 column (li % TILE4) of rows li / TILE4 + 2 s.
+    let stage_col = li % TILE4;
+    let col_i = tile.x * TILE4 + stage_col;
+    let col_j = tile.y * TILE4 + stage_col;
+    let in_i = col_i < width4;
+    let in_j = col_j < width4;
+    let zero = Row16(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    var r0 = zero;
+    var r1 = zero;
+    var r2 = zero;
+    var r3 = zero;
+    var r4 = zero;
+    var r5 = zero;
+    var r6 = zero;
+    var r7 = zero;
+    for (var k0 = rows.x; k0 < rows.y; k0 = k0 + KT) {
+        for (var s = 0u; s < KT * TILE4 / THREADS; s = s + 1u) {
+            let e = li + THREADS * s;
+            let row = k0 + e / TILE4;
+            var a = vec4<f32>(0.0);
+            var b = vec4<f32>(0.0);
+            if (row < rows.y) {
+                a = select(vec4<f32>(0.0), src4[row * width4 + col_i], in_i) * weights[row];
+                b = select(vec4<f32>(0.0), src4[row * width4 + col_j], in_j);
+            }
+            lhs[e] = a;
+            rhs[e] = b;
+        }
+        workgroupBarrier();
+        for (var k = 0u; k < KT; k = k + 1u) {
+            let x0 = lhs[k * TILE4 + lid.y * 2u];
+            let x1 = lhs[k * TILE4 + lid.y * 2u + 1u];
+            let yb = k * TILE4 + lid.x * 4u;
+            let y = Row16(rhs[yb], rhs[yb + 1u], rhs[yb + 2u], rhs[yb + 3u]);
+            r0 = rank1(r0, x0.x, y);
+            r1 = rank1(r1, x0.y, y);
+            r2 = rank1(r2, x0.z, y);
+            r3 = rank1(r3, x0.w, y);
+            r4 = rank1(r4, x1.x, y);
+            r5 = rank1(r5, x1.y, y);
+            r6 = rank1(r6, x1.z, y);
+            r7 = rank1(r7, x1.w, y);
+        }
+        workgroupBarrier();
+    }
+    let at = (wg.y * params.pairs + wg.x) * TILE * TILE4 + lid.y * 8u * TILE4 + lid.x * 4u;
+    store_row(at, r0);
+    store_row(at + TILE4, r1);
+    store_row(at + 2u * TILE4, r2);
+    store_row(at + 3u * TILE4, r3);
+    store_row(at + 4u * TILE4, r4);
+    store_row(at + 5u * TILE4, r5);
+    store_row(at + 6u * TILE4, r6);
+    store_row(at + 7u * TILE4, r7);
+}
+
+// ---------------------------------------------------------------------------------------
+// SYRK for narrow scores (P <= 64), where a 64-wide tile would be mostly padding. Output
+// blocks are 8 x 8 (block pair bi <= bj); one workgroup computes one block pair over one
+// slice of rows, its 64 threads taking every 64th row each and accumulating the whole block
+// (4 vec4 loads per 64 FMAs, no barrier in the loop). The threads' blocks are then summed in
+// workgroup memory in thread order, so the result does not depend on scheduling. Partials:
+// (slice, pair, 8 x 8 row-major).
+
+const BLOCK4: u32 = 2u; // vec4 per block row
+const ROW_THREADS: u32 = 64u;
+
+var<workgroup> blocks: array<vec4<f32>, 1024>; // ROW_THREADS x 16 vec4
+
+struct Row8 {
+    lo: vec4<f32>,
+    hi: vec4<f32>,
+}
+
+fn rank1_8(row: Row8, x: f32, y: Row8) -> Row8 {
+    let v = vec4<f32>(x);
+    return Row8(fma(v, y.lo, row.lo), fma(v, y.hi, row.hi));
+}
+
+fn spill_row(at: u32, row: Row8) {
+    blocks[at] = row.lo;
+    blocks[at + 1u] = row.hi;
+}
+
+@compute @workgroup_size(64)
+fn fisher_rows(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let width4 = params.dim / 4u;
+    let pair = tile_pair(wg.x);
+    let rows = slice_rows(wg.y);
+    let col_i = pair.x * BLOCK4;
+    let col_j = pair.y * BLOCK4;
+    // Blocks may stick out past the last column; those lanes read zeros.
+    let in_i = vec2<bool>(col_i < width4, col_i + 1u < width4);
+    let in_j = vec2<bool>(col_j < width4, col_j + 1u < width4);
+    let zero = Row8(vec4<f32>(0.0), vec4<f32>(0.0));
+    var r0 = zero;
+    var r1 = zero;
+    var r2 = zero;
+    var r3 = zero;
+    var r4 = zero;
+    var r5 = zero;
+    var r6 = zero;
+    var r7 = zero;
+    for (var row = rows.x + li; row < rows.y; row = row + ROW_THREADS) {
+        let at = row * width4;
+        let w = weights[row];
+        let x0 = select(vec4<f32>(0.0), src4[at + col_i], in_i.x) * w;
+        let x1 = select(vec4<f32>(0.0), src4[at + col_i + 1u], in_i.y) * w;
+        let y = Row8(select(vec4<f32>(0.0), src4[at + col_j], in_j.x),
+                     select(vec4<f32>(0.0), src4[at + col_j + 1u], in_j.y));
+        r0 = rank1_8(r0, x0.x, y);
+        r1 = rank1_8(r1, x0.y, y);
+        r2 = rank1_8(r2, x0.z, y);
+        r3 = rank1_8(r3, x0.w, y);
+        r4 = rank1_8(r4, x1.x, y);
+        r5 = rank1_8(r5, x1.y, y);
+        r6 = rank1_8(r6, x1.z, y);
+        r7 = rank1_8(r7, x1.w, y);
+    }
+    let mine = li * 16u;
+    spill_row(mine, r0);
+    spill_row(mine + 2u, r1);
+    spill_row(mine + 4u, r2);
+    spill_row(mine + 6u, r3);
+    spill_row(mine + 8u, r4);
+    spill_row(mine + 10u, r5);
+    spill_row(mine + 12u, r6);
+    spill_row(mine + 14u, r7);
+    workgroupBarrier();
+    // 16 threads each sum one vec4 of the block over all threads, in thread order.
+    if (li < 16u) {
+        var total = vec4<f32>(0.0);
+        for (var t = 0u; t < ROW_THREADS; t = t + 1u) {
+            total = total + blocks[t * 16u + li];
+        }
+        partial4[(wg.y * params.pairs + wg.x) * 16u + li] = total;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The same SYRK with one thread per output entry and no data reuse: the baseline the
+// benchmark measures the tiled kernel against. Reads the same padded rows and writes a full
+// dim x dim partial (row-major, zeros below the diagonal).
+
+@compute @workgroup_size(16, 16)
+fn fisher_naive(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let p = params.dim;
+    let i = gid.y;
+    let j = gid.x;
+    if (i >= p || j >= p) {
+        return;
+    }
+    var acc = 0.0;
+    if (j >= i) {
+        for (var r = 0u; r < params.n; r = r + 1u) {
+            acc = fma(src[r * p + i] * weights[r], src[r * p + j], acc);
+        }
+    }
+    partial[i * p + j] = acc;
+}
+
+// ---------------------------------------------------------------------------------------
+// Categorical family. `softmax_rows`: one thread per row of logits, the numerically stable
+// softmax (max subtracted before exp). `categorical_outer`: one thread per output entry,
+// F_rc = p_r [r == c] - p_r p_c for each (N, K) row, written as (N, K, K).
+
+fn linear_index(gid: vec3<u32>) -> u32 {
+    return gid.y * params.row_threads + gid.x;
+}
+
+@compute @workgroup_size(64)
+fn softmax_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = linear_index(gid);
+    if (i >= params.n) {
+        return;
+    }
+    let k = params.dim;
+    let offset = i * k;
+    var top = src[offset];
+    for (var c = 1u; c < k; c = c + 1u) {
+        top = max(top, src[offset + c]);
+    }
+    var total = 0.0;
+    for (var c = 0u; c < k; c = c + 1u) {
+        total = total + exp(src[offset + c] - top);
+    }
+    for (var c = 0u; c < k; c = c + 1u) {
+        dst[offset + c] = exp(src[offset + c] - top) / total;
+    }
+}
+
+@compute @workgroup_size(64)
+fn categorical_outer(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let t = linear_index(gid);
+    let k = params.dim;
+    let per_item = k * k;
+    if (t >= params.n * per_item) {
+        return;
+    }
+    let i = t / per_item;
+    let e = t % per_item;
+    let r = e / k;
+    let c = e % k;
+    let pr = src[i * k + r];
+    let pc = src[i * k + c];
+    dst[t] = fma(-pr, pc, select(0.0, pr, r == c));
+}
+
+// ---------------------------------------------------------------------------------------
+// Diagonal Gaussian in (mu_1..mu_D, var_1..var_D): one thread per output entry of the
+// (2D, 2D) block-diagonal matrix diag(1 / var, 1 / (2 var^2)).
+
+@compute @workgroup_size(64)
+fn gaussian_diag(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let t = linear_index(gid);
+    let d = params.dim;
+    let edge = 2u * d;
+    let per_item = edge * edge;
+    if (t >= params.n * per_item) {
+        return;
+    }
+    let i = t / per_item;
+    let e = t % per_item;
+    let r = e / edge;
+    let c = e % edge;
+    var value = 0.0;
+    if (r == c) {
+        let v = src[i * d + r % d];
+        if (r < d) {
+            value = 1.0 / v;
+        } else {
+            value = (0.5 / v) / v; // not 0.5 / (v * v): v * v over- or underflows first
+        }
+    }
+    dst[t] = value;
+}
