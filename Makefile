@@ -57,4 +57,5 @@ clean: ## remove the virtual environment and build outputs
 
 bench: dev ## strategies on all adapters vs the best single one; planner decision time
 	$(PY) benches/strategies.py
+	$(PY) benches/profiler.py
 	cargo bench -p amari-gpu --bench partition

@@ -66,7 +66,8 @@ class Batch:
 
     @property
     def workload(self) -> Workload:
-        return Workload("geometric_product", self.n, 64, 32, 120)
+        # The generated Cl(3,0) product: 64 fused multiply-adds per item.
+        return Workload("geometric_product", self.n, 64, 32, 128)
 
 
 @pytest.fixture(scope="module")

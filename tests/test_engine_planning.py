@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 GP_BYTES_IN = 64  # two (N, 8) float32 inputs per item
 GP_BYTES_OUT = 32  # one (N, 8) float32 output per item
-GP_FLOPS = 120  # 64 products and 56 sums
+GP_FLOPS = 128  # the generated Cl(3,0) product: 64 fused multiply-adds per item
 
 
 def _gp_workload(items: int) -> Workload:

@@ -14,13 +14,16 @@ from .errors import (
     OutOfMemoryError,
     ShapeError,
 )
+from .ga import Algebra
 from .planning import STRATEGIES, Capabilities, DeviceWorkload, Plan, Workload
+from .profiler import Profile
 
 __version__: str = _native.__version__
 
 __all__ = [
     "STRATEGIES",
     "AdapterInfo",
+    "Algebra",
     "AmariGpuError",
     "Capabilities",
     "Device",
@@ -31,6 +34,7 @@ __all__ = [
     "NoAdapterError",
     "OutOfMemoryError",
     "Plan",
+    "Profile",
     "ShapeError",
     "Workload",
     "__version__",

@@ -6,7 +6,7 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import final
 
-__all__ = ["Context", "__version__", "adapters", "geometric_product"]
+__all__ = ["Context", "Profile", "__version__", "adapters", "profile_start", "profile_stop"]
 
 __version__: str
 
@@ -24,6 +24,7 @@ class Context:
         chunk_items: int | None = None,
         sync_timeout_ms: int | None = None,
         strategy: str = "auto",
+        gpu_timestamps: bool = True,
     ) -> Context: ...
     def devices(self) -> list[dict[str, Any]]: ...
     def calibrate(self, force: bool = False) -> list[dict[str, Any]]: ...
@@ -42,9 +43,69 @@ class Context:
     def inject_fault(self, device_id: int, after_chunks: int) -> None: ...
     def reset_health(self, device_id: int | None = None) -> None: ...
 
-def geometric_product(
+@final
+class Profile:
+    def events(self) -> list[dict[str, Any]]: ...
+    def calls(self) -> list[dict[str, Any]]: ...
+    def summary(self) -> dict[str, Any]: ...
+    def chrome_trace(self) -> str: ...
+
+def profile_start(ctx: Context) -> Profile: ...
+def profile_stop(ctx: Context) -> None: ...
+
+# --- geometric algebra ---
+__all__ += ["ga_apply"]
+
+def ga_apply(
+    ctx: Context,
+    operation: str,
+    signature: tuple[int, int, int],
+    operands: list[npt.NDArray[np.float32]],
+    grades: int = 0,
+    strategy: str | None = None,
+) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+
+# --- tropical ---
+__all__ += ["shortest_paths", "tropical_matmul", "tropical_matvec"]
+
+def tropical_matmul(
     ctx: Context,
     a: npt.NDArray[np.float32],
     b: npt.NDArray[np.float32],
+    semiring: str,
+    strategy: str | None = None,
+) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+def tropical_matvec(
+    ctx: Context,
+    a: npt.NDArray[np.float32],
+    x: npt.NDArray[np.float32],
+    semiring: str,
+    strategy: str | None = None,
+) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+def shortest_paths(
+    ctx: Context,
+    w: npt.NDArray[np.float32],
+    strategy: str | None = None,
+) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+
+# --- information geometry ---
+__all__ += ["fisher_categorical", "fisher_gaussian", "fisher_information"]
+
+def fisher_information(
+    ctx: Context,
+    scores: npt.NDArray[np.float32],
+    weights: npt.NDArray[np.float32] | None = None,
+    strategy: str | None = None,
+) -> tuple[npt.NDArray[np.float64], dict[str, Any]]: ...
+def fisher_categorical(
+    ctx: Context,
+    probs: npt.NDArray[np.float32] | None = None,
+    logits: npt.NDArray[np.float32] | None = None,
+    strategy: str | None = None,
+) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+def fisher_gaussian(
+    ctx: Context,
+    mean: npt.NDArray[np.float32],
+    var: npt.NDArray[np.float32],
     strategy: str | None = None,
 ) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from .errors import InvalidArgumentError
 from .ga import GeometricAlgebraMixin
 from .information import InformationGeometryMixin
 from .planning import Capabilities, Plan, Workload, check_strategy, optional_strategy
+from .profiler import Profile, _Recording
 from .tropical import TropicalMixin
 
 
@@ -25,6 +27,7 @@ class Device:
     id: int
     adapter: AdapterInfo
     _native: Any = field(repr=False, compare=False, hash=False)
+    gpu_timestamps: bool = False
 
     @property
     def capabilities(self) -> Capabilities:
@@ -44,9 +47,10 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
 
     ``strategy`` is the default split of every call ("balanced", "capability", "memory",
     "latency", "adaptive" or "auto"); each kernel method also takes ``strategy=``.
-    ``chunk_items`` overrides the items per chunk (default: derived from the problem size
-    only); ``sync_timeout_ms`` turns a device that takes longer than that for one chunk into
-    a failure whose chunks are re-run on the other devices.
+    ``gpu_timestamps=False`` times kernels on the host even where the adapter has
+    timestamp queries. ``chunk_items`` overrides the items per chunk (default: derived
+    from the problem size only); ``sync_timeout_ms`` turns a device that takes longer
+    than that for one chunk into a failure whose chunks are re-run on the other devices.
     """
 
     def __init__(
@@ -60,6 +64,7 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
         chunk_items: int | None = None,
         sync_timeout_ms: int | None = None,
         strategy: str = "auto",
+        gpu_timestamps: bool = True,
     ) -> None:
         self._native = _native.Context(
             backends=name_list("backends", backends, BACKENDS),
@@ -70,10 +75,16 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
             chunk_items=optional_positive_int("chunk_items", chunk_items),
             sync_timeout_ms=optional_positive_int("sync_timeout_ms", sync_timeout_ms),
             strategy=check_strategy(strategy),
+            gpu_timestamps=bool(gpu_timestamps),
         )
         self.strategy = strategy
         self.devices: list[Device] = [
-            Device(id=d["id"], adapter=AdapterInfo.from_dict(d["adapter"]), _native=self._native)
+            Device(
+                id=d["id"],
+                adapter=AdapterInfo.from_dict(d["adapter"]),
+                _native=self._native,
+                gpu_timestamps=d["gpu_timestamps"],
+            )
             for d in self._native.devices()
         ]
         self.last_plan: Plan | None = None
@@ -114,6 +125,18 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
             optional_strategy(strategy),
         )
         return Plan.from_dict(plan)
+
+    def profile(self) -> AbstractContextManager[Profile]:
+        """Records every step of every call while active::
+
+            with ctx.profile() as prof:
+                ctx.geometric_product(a, b)
+            print(prof)                     # summary table
+            prof.save_chrome_trace("run.json")
+
+        Kernels are timed with GPU timestamp queries where the adapter supports them
+        (``device.gpu_timestamps``), else on the host. One profile per context at a time."""
+        return _Recording(self._native)
 
     def health(self) -> dict[int, dict[str, Any]]:
         """``{device_id: {"healthy": bool, "reason": str | None}}``. A device that failed is

@@ -122,7 +122,10 @@ class Plan:
 class Capabilities:
     """What a device can do, measured on it (``None`` where unknown).
 
-    ``memory_bandwidth_gb_s``: on-device copy (bytes read + written per second);
+    ``memory_bandwidth_gb_s``: the driver's on-device buffer copy (bytes read + written
+    per second); ``kernel_bandwidth_gb_s``: what a streaming-copy kernel reaches (on CPU
+    adapters the driver copy is a memcpy no shader approaches, so kernels are judged
+    against this one too);
     ``transfer_gb_s``: host↔device (harmonic mean of both directions); ``throughput``:
     kernel family → items/s of the family's reference kernel on resident data;
     ``peak_gflops``: measured arithmetic peak (chains of fused multiply-adds);
@@ -134,6 +137,7 @@ class Capabilities:
 
     device_id: int
     memory_bandwidth_gb_s: float | None
+    kernel_bandwidth_gb_s: float | None
     transfer_gb_s: float | None
     h2d_gb_s: float | None
     d2h_gb_s: float | None

@@ -9,6 +9,7 @@ mod errors;
 mod fisher;
 mod ga;
 mod plans;
+mod profile;
 mod tropical;
 
 use pyo3::prelude::*;
@@ -22,5 +23,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ga::register(m)?;
     tropical::register(m)?;
     fisher::register(m)?;
+    profile::register(m)?;
     Ok(())
 }

@@ -46,6 +46,7 @@ pub fn capabilities_dict<'py>(
     let d = PyDict::new(py);
     d.set_item("device_id", device)?;
     d.set_item("memory_bandwidth_gb_s", c.memory_bandwidth_gb_s)?;
+    d.set_item("kernel_bandwidth_gb_s", c.kernel_bandwidth_gb_s)?;
     d.set_item("transfer_gb_s", c.transfer_gb_s)?;
     d.set_item("h2d_gb_s", c.h2d_gb_s)?;
     d.set_item("d2h_gb_s", c.d2h_gb_s)?;

@@ -35,6 +35,10 @@ pub struct Measurements {
     /// Arithmetic peak: flops per second of a chain of fused multiply-adds.
     #[serde(default)]
     pub peak_flops_per_s: f64,
+    /// Streaming copy by a kernel (one vec4 in, one out per thread): bytes read plus
+    /// written per second.
+    #[serde(default)]
+    pub kernel_copy_bytes_per_s: f64,
     /// Seconds since the Unix epoch when measured.
     pub measured_unix_s: u64,
     /// Seconds the calibration took.
@@ -285,6 +289,29 @@ fn measure_peak(dev: &GpuDevice) -> Result<f64> {
     Ok(threads as f64 * crate::shaders::PEAK_FLOPS_PER_THREAD / seconds)
 }
 
+/// Bytes read plus written per second by the streaming-copy kernel on resident data.
+fn measure_kernel_copy(dev: &GpuDevice) -> Result<f64> {
+    let kernel = crate::kernel::Kernel {
+        inputs: vec![crate::kernel::Input::PerItem(4)],
+        output: crate::kernel::Output::PerItem(4),
+        ..crate::kernel::Kernel::map("copy", "calibration", crate::shaders::COPY)
+    };
+    let pipeline = dev.pipeline(&kernel)?;
+    let threads = (TRANSFER_BYTES / 16) as usize;
+    let resident = Resident::new(dev, &kernel, &pipeline, threads)?;
+    let seconds = timed(REPEATS, || resident.run(dev))?;
+    Ok(2.0 * TRANSFER_BYTES as f64 / seconds)
+}
+
+/// Whether cached measurements have every figure this version measures.
+pub fn is_complete(m: &Measurements) -> bool {
+    m.peak_flops_per_s > 0.0
+        && m.kernel_copy_bytes_per_s > 0.0
+        && families()
+            .iter()
+            .all(|f| m.family_items_per_s.contains_key(f.name))
+}
+
 /// Runs every micro-benchmark on `dev`.
 pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
     let start = Instant::now();
@@ -294,6 +321,7 @@ pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
     let copy_bytes_per_s = measure_copy(dev)?;
     let family_items_per_s = measure_families(dev)?;
     let peak_flops_per_s = measure_peak(dev)?;
+    let kernel_copy_bytes_per_s = measure_kernel_copy(dev)?;
     Ok(Measurements {
         launch_latency_s,
         h2d_bytes_per_s,
@@ -301,6 +329,7 @@ pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
         copy_bytes_per_s,
         family_items_per_s,
         peak_flops_per_s,
+        kernel_copy_bytes_per_s,
         measured_unix_s: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),

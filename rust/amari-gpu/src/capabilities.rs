@@ -9,8 +9,10 @@ use crate::device::GpuDevice;
 /// What one device can do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Capabilities {
-    /// On-device copy bandwidth (bytes read + written), GB/s.
+    /// On-device copy bandwidth (bytes read + written), GB/s, of the driver's buffer copy.
     pub memory_bandwidth_gb_s: Option<f64>,
+    /// Streaming bandwidth a kernel reaches (vec4 copy shader, bytes read + written), GB/s.
+    pub kernel_bandwidth_gb_s: Option<f64>,
     /// Host↔device transfer rate, GB/s: the harmonic mean of both directions, i.e. the rate
     /// at which a byte goes up and a byte comes back.
     pub transfer_gb_s: Option<f64>,
@@ -63,6 +65,9 @@ impl Capabilities {
         let gb = |bytes_per_s: f64| bytes_per_s / 1e9;
         Capabilities {
             memory_bandwidth_gb_s: measured.map(|m| gb(m.copy_bytes_per_s)),
+            kernel_bandwidth_gb_s: measured
+                .filter(|m| m.kernel_copy_bytes_per_s > 0.0)
+                .map(|m| gb(m.kernel_copy_bytes_per_s)),
             transfer_gb_s: measured
                 .map(|m| gb(2.0 / (1.0 / m.h2d_bytes_per_s + 1.0 / m.d2h_bytes_per_s))),
             h2d_gb_s: measured.map(|m| gb(m.h2d_bytes_per_s)),

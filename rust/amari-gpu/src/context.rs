@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::adapter::{self, AdapterInfo};
 use crate::calibrate::{self, Measurements};
@@ -12,15 +12,16 @@ use crate::capabilities::{memory_budget_bytes, Capabilities};
 use crate::chunks::{check_chunk_items, chunk_items_for, chunk_ranges};
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
-use crate::executor::{Run, WorkerReport};
 use crate::families::{families, family_of};
 use crate::health::CounterSnapshot;
 use crate::history::History;
 use crate::kernel::{Kernel, Output};
 use crate::model::DeviceModel;
 use crate::plan::{Plan, Strategy};
+use crate::profile::{CallRecord, Kind, Profiler};
 use crate::scheduler::Scheduler;
 use crate::selection::{select, ContextOptions};
+use crate::worker::{Recording, Run, WorkerReport};
 use crate::workload::Workload;
 
 /// The one wgpu instance of the process, over every native backend.
@@ -90,6 +91,8 @@ pub struct MultiGpuContext {
     history: History,
     /// Group → (measured speedup of its members together, members it was measured with).
     group_speedups: Mutex<BTreeMap<usize, (f64, usize)>>,
+    /// The active profile, if any.
+    profiler: Mutex<Option<Arc<Profiler>>>,
 }
 
 impl MultiGpuContext {
@@ -105,7 +108,14 @@ impl MultiGpuContext {
                 // Devices on one adapter, or on one device seen through two backends, share
                 // hardware: they form one group, named by the original adapter's index.
                 let group = infos[index].same_device_as.unwrap_or(index);
-                GpuDevice::open(id, &pairs[index].0, &pairs[index].1, group).map(Arc::new)
+                GpuDevice::open(
+                    id,
+                    &pairs[index].0,
+                    &pairs[index].1,
+                    group,
+                    options.gpu_timestamps,
+                )
+                .map(Arc::new)
             })
             .collect::<Result<Vec<_>>>()?;
         let measured = Mutex::new(vec![None; devices.len()]);
@@ -116,6 +126,7 @@ impl MultiGpuContext {
             calibration: Mutex::new(()),
             history: History::default(),
             group_speedups: Mutex::new(BTreeMap::new()),
+            profiler: Mutex::new(None),
         })
     }
 
@@ -151,7 +162,10 @@ impl MultiGpuContext {
             let key = format!("{}|amari-gpu {}", dev.adapter.identity(), crate::VERSION);
             let found = match fresh.get(&key) {
                 Some(m) => Some((m.clone(), false)),
-                None if !force => crate::cache::load(&key).map(|m| (m, true)),
+                // A cache written before a family or figure existed is measured again.
+                None if !force => crate::cache::load::<Measurements>(&key)
+                    .filter(calibrate::is_complete)
+                    .map(|m| (m, true)),
                 None => None,
             };
             let entry = match found {
@@ -350,7 +364,29 @@ impl MultiGpuContext {
     ) -> Result<Ran> {
         check_lengths(kernel, inputs, &target, items)?;
         let workload = kernel.workload(items);
+        let profiler = self.profiler.lock().expect("profiler lock").clone();
+        let planning = Instant::now();
         let plan = self.distribute_workload(&workload, strategy)?;
+        let recording = profiler.map(|profiler| {
+            let call = profiler.call(CallRecord {
+                kernel: workload.kernel.clone(),
+                items: workload.items,
+                lower_bound_s: plan.lower_bound_s,
+                estimated_makespan_s: plan.estimated_makespan_s,
+                strategy: plan.strategy.name().to_string(),
+            });
+            profiler.host(
+                None,
+                Kind::Plan,
+                None,
+                call,
+                planning,
+                Instant::now(),
+                0,
+                workload.items,
+            );
+            Recording { profiler, call }
+        });
         let mut partials = Vec::new();
         if items == 0 {
             return Ok(Ran { plan, partials });
@@ -369,8 +405,9 @@ impl MultiGpuContext {
             .map(|d| d.as_ref())
             .collect();
         let timeout = self.options.sync_timeout_ms.map(Duration::from_millis);
-        let (reports, remaining) =
-            self.execute(kernel, inputs, output, &plan, &workers, timeout, true)?;
+        let (reports, remaining) = self.execute(
+            kernel, inputs, output, &plan, &workers, timeout, true, recording,
+        )?;
         self.learn(&workload, &workers, &reports);
         if remaining > 0 {
             let failures: Vec<&Error> = reports.iter().filter_map(|r| r.failure.as_ref()).collect();
@@ -398,9 +435,24 @@ impl MultiGpuContext {
         workers: &[&GpuDevice],
         timeout: Option<Duration>,
         counted: bool,
+        recording: Option<Recording>,
     ) -> Result<(Vec<WorkerReport>, usize)> {
         for dev in workers {
             check_chunk_items(kernel, plan.chunk_items as usize, dev.max_binding_bytes())?;
+            for (i, data) in inputs.iter().enumerate() {
+                let whole = matches!(kernel.inputs[i], crate::kernel::Input::Whole(_));
+                if whole && (data.len() * 4) as u64 > dev.max_binding_bytes() {
+                    return Err(Error::invalid(
+                        format!("inputs[{i}]"),
+                        format!(
+                            "expected at most {} bytes (device {} binding limit) for an input bound whole to every chunk, got {}",
+                            dev.max_binding_bytes(),
+                            dev.id,
+                            data.len() * 4
+                        ),
+                    ));
+                }
+            }
         }
         let ranges = chunk_ranges(plan.items as usize, plan.chunk_items as usize);
         let slot_of = |device: usize| workers.iter().position(|w| w.id == device);
@@ -433,6 +485,7 @@ impl MultiGpuContext {
             scheduler: Scheduler::new(own, shared, sharers),
             timeout,
             counted,
+            recording,
         };
         let reports: Vec<WorkerReport> = std::thread::scope(|scope| {
             let handles: Vec<_> = workers
@@ -471,6 +524,25 @@ impl MultiGpuContext {
                 self.history.record(dev.id, family, predicted, done.seconds);
             }
         }
+    }
+
+    /// Starts recording every call's steps. Fails if a profile is already active.
+    pub fn start_profile(&self) -> Result<Arc<Profiler>> {
+        let mut active = self.profiler.lock().expect("profiler lock");
+        if active.is_some() {
+            return Err(Error::invalid(
+                "profile",
+                "a profile is already active on this context",
+            ));
+        }
+        let profiler = Arc::new(Profiler::default());
+        *active = Some(Arc::clone(&profiler));
+        Ok(profiler)
+    }
+
+    /// Stops recording and returns the profile, if one was active.
+    pub fn stop_profile(&self) -> Option<Arc<Profiler>> {
+        self.profiler.lock().expect("profiler lock").take()
     }
 
     /// Health of every device.

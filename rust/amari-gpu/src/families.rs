@@ -18,13 +18,31 @@ pub struct Family {
 
 /// Every family that has a reference kernel.
 pub fn families() -> &'static [Family] {
-    &[Family {
-        name: "geometric_algebra",
-        reference: crate::ga::geometric_cl3_kernel,
-        // 64 products and 56 sums per Cl(3,0) geometric product.
-        reference_flops_per_item: 120.0,
-        calibration_items: 1 << 18,
-    }]
+    &[
+        Family {
+            name: "geometric_algebra",
+            reference: crate::ga::geometric_cl3_kernel,
+            // 64 products and 56 sums per Cl(3,0) geometric product.
+            reference_flops_per_item: 120.0,
+            calibration_items: 1 << 18,
+        },
+        Family {
+            name: "information_geometry",
+            // Tiled empirical-Fisher SYRK, 128 score columns: one multiply-add (2 flops) per
+            // upper-triangle entry and row; 2^14 rows take tens of ms on lavapipe.
+            reference: crate::fisher::reference_kernel,
+            reference_flops_per_item: crate::fisher::REFERENCE_FLOPS_PER_ITEM,
+            calibration_items: 1 << 14,
+        },
+        Family {
+            name: "tropical",
+            // Tiled max-plus product of 64-row blocks of 256-wide rows by a 256 x 256
+            // matrix: one add and one max per step; 8 blocks take about ten ms on lavapipe.
+            reference: crate::tropical::kernels::reference,
+            reference_flops_per_item: crate::tropical::kernels::REFERENCE_FLOPS_PER_ITEM,
+            calibration_items: 8,
+        },
+    ]
 }
 
 /// The family a workload's kernel belongs to: engine workloads are named

@@ -25,11 +25,14 @@ pub mod model;
 pub mod partition;
 pub mod plan;
 pub mod pool;
+pub mod profile;
 pub mod raw;
+pub mod sample;
 pub mod scheduler;
 pub mod selection;
 pub mod shaders;
 pub mod tropical;
+pub mod worker;
 pub mod workload;
 
 pub use adapter::AdapterInfo;

@@ -9,5 +9,12 @@ pub const PEAK: &str = include_str!("../../../shaders/peak.wgsl");
 /// Flops one thread of [`PEAK`] does (256 iterations of 8 vec4 FMAs).
 pub const PEAK_FLOPS_PER_THREAD: f64 = 256.0 * 8.0 * 4.0 * 2.0;
 
+/// Streaming-copy micro-benchmark used by calibration.
+pub const COPY: &str = include_str!("../../../shaders/copy.wgsl");
+
 /// Shaders embedded by this module, by file name (kernel families embed their own).
-pub const ALL: &[(&str, &str)] = &[("geometric_cl3.wgsl", GEOMETRIC_CL3), ("peak.wgsl", PEAK)];
+pub const ALL: &[(&str, &str)] = &[
+    ("geometric_cl3.wgsl", GEOMETRIC_CL3),
+    ("peak.wgsl", PEAK),
+    ("copy.wgsl", COPY),
+];

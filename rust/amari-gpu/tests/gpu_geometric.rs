@@ -4,19 +4,8 @@
 use amari_gpu::ga::{geometric_product_cl3, geometric_product_cl3_reference};
 use amari_gpu::{ContextOptions, Error, MultiGpuContext};
 
-/// Deterministic pseudo-random floats in [-1, 1) (SplitMix64), so failures reproduce.
 fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            ((z >> 40) as f32 / (1u64 << 23) as f32) - 1.0
-        })
-        .collect()
+    amari_gpu::sample::uniform_f32(n, seed)
 }
 
 fn check_against_reference(a: &[f32], b: &[f32], out: &[f32]) {

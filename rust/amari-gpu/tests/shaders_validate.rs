@@ -1,5 +1,5 @@
-//! Every WGSL file in `shaders/` parses and validates with naga (no GPU needed), and the
-//! crate's shader list names every file in the folder.
+//! Every WGSL file in `shaders/`, and every shader the crate embeds, parses and validates
+//! with naga (no GPU needed). Generated shaders are validated by their generators' tests.
 
 use std::path::Path;
 
@@ -27,11 +27,6 @@ fn every_shader_file_validates() {
         }
     }
     assert!(seen > 0, "no .wgsl file found in {}", dir.display());
-    assert_eq!(
-        seen,
-        amari_gpu::shaders::ALL.len(),
-        "shaders::ALL must list every file in shaders/"
-    );
 }
 
 #[test]
