@@ -58,6 +58,12 @@ def main() -> int:
         f"(min {min(on) * 1e3:.1f}, max {max(on) * 1e3:.1f}), {len(prof.events)} events a call"
     )
     print(f"on / off = {ratio:.3f} ({(ratio - 1) * 100:+.1f}%)")
+    clocks = sorted({e["clock"] for e in prof.events if e["kind"] == "kernel"})
+    cost = device.capabilities.timestamp_cost_s
+    print(
+        f"kernels timed on the {'/'.join(clocks)} clock; a GPU timestamp costs "
+        f"{(cost or 0) * 1e6:.0f} us per chunk on this device (measured at calibration)"
+    )
     print(prof)
     if args.png:
         prof.plot(args.png)

@@ -14,7 +14,9 @@ KEYS = {"device", "kind", "chunk", "call", "start_s", "duration_s", "bytes", "it
 
 @pytest.fixture(scope="module")
 def ctx4() -> ag.MultiGpuContext:
-    return ag.MultiGpuContext(adapters=[0, 1], devices_per_adapter=2, chunk_items=2048)
+    return ag.MultiGpuContext(
+        adapters=[0, 1], devices_per_adapter=2, chunk_items=2048, gpu_timestamps=True
+    )
 
 
 def _batch(n: int, seed: int = 0) -> np.ndarray:
@@ -56,6 +58,24 @@ def test_kernels_use_gpu_timestamps_where_the_device_has_them(ctx4):
             assert e["clock"] == want
         else:
             assert e["clock"] == "host"
+
+
+def test_by_default_timestamps_are_used_only_where_they_cost_under_3_percent_of_a_chunk():
+    ctx = ag.MultiGpuContext(adapters=[0, 1], chunk_items=4096)
+    n = 40_000
+    prof = _profiled(ctx, n)
+    plan = ctx.last_plan
+    assert plan is not None
+    for w in plan:
+        device = ctx.devices[w.device_id]
+        cost = device.capabilities.timestamp_cost_s
+        assert cost is not None and cost >= 0
+        affordable = cost <= 0.03 * w.estimated_seconds / w.chunks
+        want = "gpu" if device.gpu_timestamps and affordable else "host"
+        clocks = {
+            e["clock"] for e in prof.events if e["kind"] == "kernel" and e["device"] == w.device_id
+        }
+        assert clocks == {want}
 
 
 def test_host_timing_when_timestamps_are_turned_off():

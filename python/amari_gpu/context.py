@@ -47,10 +47,13 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
 
     ``strategy`` is the default split of every call ("balanced", "capability", "memory",
     "latency", "adaptive" or "auto"); each kernel method also takes ``strategy=``.
-    ``gpu_timestamps=False`` times kernels on the host even where the adapter has
-    timestamp queries. ``chunk_items`` overrides the items per chunk (default: derived
-    from the problem size only); ``sync_timeout_ms`` turns a device that takes longer
-    than that for one chunk into a failure whose chunks are re-run on the other devices.
+    ``gpu_timestamps`` chooses how profiled kernels are timed: ``None`` (default) with GPU
+    timestamp queries where the adapter has them and one costs under 3% of a chunk
+    (calibration measures the cost: some drivers synchronise around every timestamp),
+    ``True`` with timestamps wherever available, ``False`` on the host. ``chunk_items``
+    overrides the items per chunk (default: derived from the problem size only);
+    ``sync_timeout_ms`` turns a device that takes longer than that for one chunk into a
+    failure whose chunks are re-run on the other devices.
     """
 
     def __init__(
@@ -64,7 +67,7 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
         chunk_items: int | None = None,
         sync_timeout_ms: int | None = None,
         strategy: str = "auto",
-        gpu_timestamps: bool = True,
+        gpu_timestamps: bool | None = None,
     ) -> None:
         self._native = _native.Context(
             backends=name_list("backends", backends, BACKENDS),
@@ -75,7 +78,7 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
             chunk_items=optional_positive_int("chunk_items", chunk_items),
             sync_timeout_ms=optional_positive_int("sync_timeout_ms", sync_timeout_ms),
             strategy=check_strategy(strategy),
-            gpu_timestamps=bool(gpu_timestamps),
+            gpu_timestamps=None if gpu_timestamps is None else bool(gpu_timestamps),
         )
         self.strategy = strategy
         self.devices: list[Device] = [
@@ -134,8 +137,10 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
             print(prof)                     # summary table
             prof.save_chrome_trace("run.json")
 
-        Kernels are timed with GPU timestamp queries where the adapter supports them
-        (``device.gpu_timestamps``), else on the host. One profile per context at a time."""
+        Kernels are timed with GPU timestamp queries where the device has them
+        (``device.gpu_timestamps``) and, by default, where one costs under 3% of a chunk
+        (``device.capabilities.timestamp_cost_s``); else on the host. Each event says which
+        clock timed it. One profile per context at a time."""
         return _Recording(self._native)
 
     def health(self) -> dict[int, dict[str, Any]]:

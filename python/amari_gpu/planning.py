@@ -129,6 +129,7 @@ class Capabilities:
     ``transfer_gb_s``: host↔device (harmonic mean of both directions); ``throughput``:
     kernel family → items/s of the family's reference kernel on resident data;
     ``peak_gflops``: measured arithmetic peak (chains of fused multiply-adds);
+    ``timestamp_cost_s``: what timing a chunk's kernel with GPU timestamps adds to it;
     ``launch_latency_s``: the smallest complete chunk (upload, dispatch, readback).
     ``shares_hardware_with`` lists the context's other devices on the same hardware (logical
     devices of one adapter, or one device through two backends) and ``group_speedup`` is
@@ -144,6 +145,7 @@ class Capabilities:
     launch_latency_s: float | None
     throughput: dict[str, float] = field(hash=False)
     peak_gflops: float | None
+    timestamp_cost_s: float | None
     max_buffer_bytes: int
     max_storage_binding_bytes: int
     memory_budget_bytes: int | None

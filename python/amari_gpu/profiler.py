@@ -87,7 +87,7 @@ class Profile:
                 ax.broken_barh(bars, (y, 0.4), color=_COLORS[kind], label=kind)
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))
-        ax.legend(unique.values(), unique.keys(), loc="upper right", fontsize="small")
+        ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0))
         ax.set_yticks(range(len(devices)), [f"device {d}" for d in devices])
         ax.set_xlabel("ms since the profile started")
         ax.set_title("amari_gpu timeline (kernels above, host steps below each device)")

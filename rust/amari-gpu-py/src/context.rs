@@ -22,7 +22,7 @@ pub struct PyContext {
 #[pymethods]
 impl PyContext {
     #[new]
-    #[pyo3(signature = (backends=None, device_types=None, adapters=None, max_devices=None, devices_per_adapter=1, chunk_items=None, sync_timeout_ms=None, strategy="auto", gpu_timestamps=true))]
+    #[pyo3(signature = (backends=None, device_types=None, adapters=None, max_devices=None, devices_per_adapter=1, chunk_items=None, sync_timeout_ms=None, strategy="auto", gpu_timestamps=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -34,7 +34,7 @@ impl PyContext {
         chunk_items: Option<usize>,
         sync_timeout_ms: Option<u64>,
         strategy: &str,
-        gpu_timestamps: bool,
+        gpu_timestamps: Option<bool>,
     ) -> PyResult<Self> {
         let strategy = Strategy::parse(strategy).map_err(|e| to_pyerr(py, e))?;
         let options = ContextOptions {

@@ -53,6 +53,7 @@ pub fn capabilities_dict<'py>(
     d.set_item("launch_latency_s", c.launch_latency_s)?;
     d.set_item("throughput", c.throughput.clone())?;
     d.set_item("peak_gflops", c.peak_gflops)?;
+    d.set_item("timestamp_cost_s", c.timestamp_cost_s)?;
     d.set_item("max_buffer_bytes", c.max_buffer_bytes)?;
     d.set_item("max_storage_binding_bytes", c.max_storage_binding_bytes)?;
     d.set_item("memory_budget_bytes", c.memory_budget_bytes)?;

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
-use crate::executor::{run_chunk, ChunkJob};
+use crate::executor::{run_chunk, run_chunk_timed, ChunkJob};
 use crate::families::families;
 
 /// Bytes moved per transfer measurement: large enough that latency is a small part.
@@ -39,10 +39,18 @@ pub struct Measurements {
     /// written per second.
     #[serde(default)]
     pub kernel_copy_bytes_per_s: f64,
+    /// Extra seconds a chunk takes when its kernel is timed with GPU timestamp queries (0
+    /// without the feature; negative in caches written before it was measured).
+    #[serde(default = "unmeasured")]
+    pub timestamp_cost_s: f64,
     /// Seconds since the Unix epoch when measured.
     pub measured_unix_s: u64,
     /// Seconds the calibration took.
     pub calibration_s: f64,
+}
+
+fn unmeasured() -> f64 {
+    -1.0
 }
 
 fn median(mut samples: Vec<f64>) -> f64 {
@@ -307,9 +315,41 @@ fn measure_kernel_copy(dev: &GpuDevice) -> Result<f64> {
 pub fn is_complete(m: &Measurements) -> bool {
     m.peak_flops_per_s > 0.0
         && m.kernel_copy_bytes_per_s > 0.0
+        && m.timestamp_cost_s >= 0.0
         && families()
             .iter()
             .all(|f| m.family_items_per_s.contains_key(f.name))
+}
+
+/// What timing a chunk's kernel with GPU timestamp queries adds to the chunk: some drivers
+/// (lavapipe among them) synchronise around every timestamp, which profiling must not hide.
+fn measure_timestamp_cost(dev: &GpuDevice) -> Result<f64> {
+    if dev.timestamp_period_ns.is_none() {
+        return Ok(0.0);
+    }
+    let kernel = (families()[0].reference)();
+    let pipeline = dev.pipeline(&kernel)?;
+    let items = 1 << 14;
+    let inputs = kernel.filled_inputs(items, 0.5);
+    let views: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+    let mut output = vec![0.0; kernel.output_words(items)];
+    let (mut plain, mut timed) = (Vec::new(), Vec::new());
+    for round in 0..16 {
+        for stamped in [false, true] {
+            let start = Instant::now();
+            let job = ChunkJob {
+                range: 0..items,
+                output: &mut output,
+            };
+            run_chunk_timed(dev, &kernel, &pipeline, &views, job, stamped)?;
+            // The first round warms both paths up.
+            if round > 0 {
+                let samples = if stamped { &mut timed } else { &mut plain };
+                samples.push(start.elapsed().as_secs_f64());
+            }
+        }
+    }
+    Ok((median(timed) - median(plain)).max(0.0))
 }
 
 /// Runs every micro-benchmark on `dev`.
@@ -322,6 +362,7 @@ pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
     let family_items_per_s = measure_families(dev)?;
     let peak_flops_per_s = measure_peak(dev)?;
     let kernel_copy_bytes_per_s = measure_kernel_copy(dev)?;
+    let timestamp_cost_s = measure_timestamp_cost(dev)?;
     Ok(Measurements {
         launch_latency_s,
         h2d_bytes_per_s,
@@ -330,6 +371,7 @@ pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
         family_items_per_s,
         peak_flops_per_s,
         kernel_copy_bytes_per_s,
+        timestamp_cost_s,
         measured_unix_s: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),

@@ -26,6 +26,8 @@ pub struct Capabilities {
     pub throughput: BTreeMap<String, f64>,
     /// Measured arithmetic peak (FMA chains), GFLOP/s.
     pub peak_gflops: Option<f64>,
+    /// Extra seconds per chunk when its kernel is timed with GPU timestamp queries.
+    pub timestamp_cost_s: Option<f64>,
     /// Largest buffer the device accepts.
     pub max_buffer_bytes: u64,
     /// Largest storage binding the device accepts.
@@ -76,6 +78,7 @@ impl Capabilities {
             throughput: measured
                 .map(|m| m.family_items_per_s.clone())
                 .unwrap_or_default(),
+            timestamp_cost_s: measured.map(|m| m.timestamp_cost_s).filter(|c| *c >= 0.0),
             peak_gflops: measured
                 .filter(|m| m.peak_flops_per_s > 0.0)
                 .map(|m| m.peak_flops_per_s / 1e9),

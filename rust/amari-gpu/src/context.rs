@@ -113,7 +113,7 @@ impl MultiGpuContext {
                     &pairs[index].0,
                     &pairs[index].1,
                     group,
-                    options.gpu_timestamps,
+                    options.gpu_timestamps != Some(false),
                 )
                 .map(Arc::new)
             })
@@ -385,7 +385,11 @@ impl MultiGpuContext {
                 0,
                 workload.items,
             );
-            Recording { profiler, call }
+            Recording {
+                profiler,
+                call,
+                gpu_timed: self.gpu_timed(&plan),
+            }
         });
         let mut partials = Vec::new();
         if items == 0 {
@@ -524,6 +528,32 @@ impl MultiGpuContext {
                 self.history.record(dev.id, family, predicted, done.seconds);
             }
         }
+    }
+
+    /// By device id: whether profiled kernels of `plan` are timed with GPU timestamps — where
+    /// the device has them and, unless forced, where one costs under 3% of a chunk.
+    fn gpu_timed(&self, plan: &Plan) -> Vec<bool> {
+        let measured = self.measured.lock().expect("measured lock");
+        self.devices
+            .iter()
+            .map(|dev| {
+                let supported = dev.timestamp_period_ns.is_some();
+                match self.options.gpu_timestamps {
+                    Some(forced) => forced && supported,
+                    None => {
+                        let cost = measured[dev.id]
+                            .as_ref()
+                            .map_or(f64::INFINITY, |(m, _)| m.timestamp_cost_s);
+                        let chunk_s = plan
+                            .assignments
+                            .iter()
+                            .find(|a| a.device == dev.id && a.chunks > 0)
+                            .map_or(0.0, |a| a.estimated_seconds / a.chunks as f64);
+                        supported && cost >= 0.0 && cost <= 0.03 * chunk_s
+                    }
+                }
+            })
+            .collect()
     }
 
     /// Starts recording every call's steps. Fails if a profile is already active.

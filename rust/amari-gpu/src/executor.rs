@@ -363,6 +363,28 @@ pub fn finish(
     })
 }
 
+/// Runs one chunk synchronously, its kernel timed with GPU timestamps when `stamped`.
+pub fn run_chunk_timed(
+    dev: &GpuDevice,
+    kernel: &Kernel,
+    pipeline: &wgpu::ComputePipeline,
+    inputs: &[&[f32]],
+    job: ChunkJob<'_>,
+    stamped: bool,
+) -> Result<Finished> {
+    let mut resident = Resident::new();
+    let chunk = submit(
+        dev,
+        kernel,
+        pipeline,
+        inputs,
+        job.range,
+        &mut resident,
+        stamped,
+    )?;
+    finish(dev, chunk, job.output, None)
+}
+
 /// Runs one chunk synchronously (calibration uses it to time a complete chunk).
 pub fn run_chunk(
     dev: &GpuDevice,

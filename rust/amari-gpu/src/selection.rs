@@ -23,8 +23,10 @@ pub struct ContextOptions {
     pub sync_timeout_ms: Option<u64>,
     /// Default split strategy of the context's calls.
     pub strategy: crate::plan::Strategy,
-    /// Time kernels with GPU timestamp queries where the adapter supports them.
-    pub gpu_timestamps: bool,
+    /// Kernel timing while profiling: `Some(true)` GPU timestamp queries wherever the
+    /// adapter has them, `Some(false)` host timing only, `None` GPU timestamps where the
+    /// measured cost of one is under 3% of a chunk's estimated time.
+    pub gpu_timestamps: Option<bool>,
 }
 
 impl Default for ContextOptions {
@@ -38,7 +40,7 @@ impl Default for ContextOptions {
             chunk_items: None,
             sync_timeout_ms: None,
             strategy: crate::plan::Strategy::Auto,
-            gpu_timestamps: true,
+            gpu_timestamps: None,
         }
     }
 }

@@ -47,6 +47,8 @@ pub struct Recording {
     pub profiler: Arc<Profiler>,
     /// Index of the call in the profile.
     pub call: u64,
+    /// By device id: whether its kernels are timed with GPU timestamp queries.
+    pub gpu_timed: Vec<bool>,
 }
 
 /// Everything the workers of one call share.
@@ -238,7 +240,10 @@ impl Run<'_> {
         let mut resident = Resident::new();
         let mut last_done = started;
         let mut clock = GpuClock::default();
-        let timed = self.recording.is_some();
+        let timed = self
+            .recording
+            .as_ref()
+            .is_some_and(|r| r.gpu_timed.get(dev.id).copied().unwrap_or(false));
         let outcome = (|| -> Result<()> {
             let pipeline = dev.pipeline(self.kernel)?;
             loop {

@@ -49,6 +49,7 @@ fn kernel_events_cover_every_item_once_with_gpu_timestamps_where_available() {
     let options = ContextOptions {
         devices_per_adapter: 3,
         chunk_items: Some(2048),
+        gpu_timestamps: Some(true),
         ..Default::default()
     };
     let (ctx, events, calls) = run_profiled(options, n);
@@ -93,7 +94,7 @@ fn kernel_events_cover_every_item_once_with_gpu_timestamps_where_available() {
 fn without_timestamps_kernels_are_timed_on_the_host() {
     let n = 10_000;
     let options = ContextOptions {
-        gpu_timestamps: false,
+        gpu_timestamps: Some(false),
         chunk_items: Some(4096),
         ..Default::default()
     };
