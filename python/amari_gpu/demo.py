@@ -37,6 +37,30 @@ def _check(ctx: MultiGpuContext, n: int, label: str, say: Callable[[str], None])
     return ok
 
 
+def _families(ctx: MultiGpuContext, label: str, say: Callable[[str], None]) -> bool:
+    """A tropical product and a Fisher matrix, each checked against numpy."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(-50, 50, (512, 256)).astype(np.float32)
+    b = rng.integers(-50, 50, (256, 384)).astype(np.float32)
+    start = time.perf_counter()
+    got = ctx.tropical_matmul(a, b, semiring="max_plus")
+    t_trop = time.perf_counter() - start
+    want = (a[:, :, None] + b[None, :, :]).max(axis=1)
+    scores = rng.standard_normal((20_000, 64)).astype(np.float32)
+    start = time.perf_counter()
+    fisher = ctx.fisher_information(scores)
+    t_fisher = time.perf_counter() - start
+    reference = scores.astype(np.float64).T @ scores.astype(np.float64) / len(scores)
+    fisher_err = float(np.abs(fisher - reference).max() / np.abs(reference).max())
+    ok = bool(np.array_equal(got, want)) and fisher_err < 1e-4
+    say(
+        f"  {label}: max-plus 512x256 @ 256x384 in {t_trop * 1e3:.1f} ms "
+        f"({'exact' if np.array_equal(got, want) else 'WRONG'}); Fisher 20000x64 in "
+        f"{t_fisher * 1e3:.1f} ms (rel. error {fisher_err:.1e}) {'OK' if ok else 'WRONG'}"
+    )
+    return ok
+
+
 def run(n: int = 1_000_000, say: Callable[[str], None] = print) -> int:
     """Runs the demo; returns a process exit code (0 when every check passed)."""
     say(f"amari_gpu {__version__}")
@@ -52,11 +76,14 @@ def run(n: int = 1_000_000, say: Callable[[str], None] = print) -> int:
     ok = True
     say("Each adapter alone:")
     for info in found:
-        ok &= _check(MultiGpuContext(adapters=[info.index]), n, info.describe(), say)
+        alone = MultiGpuContext(adapters=[info.index])
+        ok &= _check(alone, n, info.describe(), say)
+        ok &= _families(alone, f"[{info.index}] {info.backend}", say)
     every = [info.index for info in found]
     ctx = MultiGpuContext(adapters=every, devices_per_adapter=2)
     say(f"All adapters together, 2 logical devices each ({len(ctx.devices)} devices):")
     ok &= _check(ctx, n, "all devices", say)
+    ok &= _families(ctx, "all devices", say)
     default = MultiGpuContext()
     names = ", ".join(d.adapter.describe() for d in default.devices)
     say(f"Default selection: {names}")
