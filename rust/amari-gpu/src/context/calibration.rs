@@ -1,0 +1,176 @@
+//! Calibration and the cost model of a context: measuring (or loading) every device's
+//! figures, the capabilities users see, and the per-workload device models the
+//! partitioners plan with, refined by the history of completed chunks.
+
+use std::collections::BTreeMap;
+
+use super::MultiGpuContext;
+use crate::calibrate::{self, Measurements};
+use crate::capabilities::{memory_budget_bytes, Capabilities};
+use crate::error::Result;
+use crate::families::{families, family_of};
+use crate::model::DeviceModel;
+use crate::workload::Workload;
+
+impl MultiGpuContext {
+    /// Measures every device (or loads its figures from the disk cache unless `force`), one
+    /// device at a time so that devices sharing hardware do not disturb each other. Logical
+    /// devices on one adapter share one measurement.
+    pub fn calibrate(&self, force: bool) -> Result<Vec<Capabilities>> {
+        let _one_at_a_time = self.calibration.lock().expect("calibration lock");
+        let mut fresh: BTreeMap<String, Measurements> = BTreeMap::new();
+        for dev in &self.devices {
+            if !force && self.measured.lock().expect("measured lock")[dev.id].is_some() {
+                continue;
+            }
+            let key = format!("{}|amari-gpu {}", dev.adapter.identity(), crate::VERSION);
+            let found = match fresh.get(&key) {
+                Some(m) => Some((m.clone(), false)),
+                // A cache written before a family or figure existed is measured again.
+                None if !force => crate::cache::load::<Measurements>(&key)
+                    .filter(calibrate::is_complete)
+                    .map(|m| (m, true)),
+                None => None,
+            };
+            let entry = match found {
+                Some(entry) => entry,
+                None => {
+                    if !dev.health.is_healthy() {
+                        continue;
+                    }
+                    let m = calibrate::measure(dev)?;
+                    // A cache that cannot be written only costs a re-measurement next time.
+                    let _ = crate::cache::store(&key, &m);
+                    fresh.insert(key, m.clone());
+                    (m, false)
+                }
+            };
+            self.measured.lock().expect("measured lock")[dev.id] = Some(entry);
+        }
+        let needs_groups = force || self.group_speedups.lock().expect("group lock").is_empty();
+        if needs_groups {
+            let measured = self.measure_group_speedups(force)?;
+            let mut groups = self.group_speedups.lock().expect("group lock");
+            for (group, speedup) in measured {
+                let members = self
+                    .devices
+                    .iter()
+                    .filter(|d| d.group == group && d.health.is_healthy())
+                    .count();
+                groups.insert(group, (speedup, members));
+            }
+        }
+        Ok((0..self.devices.len())
+            .map(|id| self.capabilities_now(id))
+            .collect())
+    }
+
+    pub(super) fn capabilities_now(&self, id: usize) -> Capabilities {
+        let measured = self.measured.lock().expect("measured lock")[id].clone();
+        let dev = &self.devices[id];
+        let mut caps = Capabilities::new(
+            dev,
+            measured.as_ref().map(|(m, _)| m),
+            measured.as_ref().is_some_and(|(_, c)| *c),
+        );
+        caps.shares_hardware_with = self
+            .devices
+            .iter()
+            .filter(|d| d.group == dev.group && d.id != id)
+            .map(|d| d.id)
+            .collect();
+        caps.group_speedup = self
+            .group_speedups
+            .lock()
+            .expect("group lock")
+            .get(&dev.group)
+            .map(|g| g.0);
+        caps
+    }
+
+    pub(super) fn ensure_calibrated(&self) -> Result<()> {
+        let missing = {
+            let measured = self.measured.lock().expect("measured lock");
+            self.devices
+                .iter()
+                .any(|d| d.health.is_healthy() && measured[d.id].is_none())
+        };
+        if missing {
+            self.calibrate(false)?;
+        }
+        Ok(())
+    }
+
+    /// Measured speedup of each group of devices sharing hardware, with its member count.
+    pub fn group_speedups(&self) -> BTreeMap<usize, (f64, usize)> {
+        self.group_speedups.lock().expect("group lock").clone()
+    }
+
+    /// The capabilities of device `id` (calibrating first if needed).
+    pub fn capabilities(&self, id: usize) -> Result<Capabilities> {
+        self.device(id)?;
+        self.ensure_calibrated()?;
+        Ok(self.capabilities_now(id))
+    }
+
+    /// The cost models of the healthy devices for `workload`, without history corrections
+    /// when `corrected` is false.
+    pub(crate) fn models_for(&self, workload: &Workload, corrected: bool) -> Vec<DeviceModel> {
+        let family = family_of(&workload.kernel);
+        let groups = self.group_speedups.lock().expect("group lock").clone();
+        let measured = self.measured.lock().expect("measured lock");
+        self.devices
+            .iter()
+            .filter(|d| d.health.is_healthy())
+            .filter_map(|dev| {
+                let (m, _) = measured[dev.id].as_ref()?;
+                let flops_per_s = match family {
+                    Some(f) => m
+                        .family_items_per_s
+                        .get(f.name)
+                        .map(|r| r * f.reference_flops_per_item),
+                    None => None,
+                }
+                .unwrap_or_else(|| mean_flops_per_s(m));
+                let family_name = family.map_or(workload.kernel.as_str(), |f| f.name);
+                let (correction, uncertainty) = if corrected {
+                    self.history.get(dev.id, family_name)
+                } else {
+                    (1.0, 0.0)
+                };
+                Some(DeviceModel {
+                    device: dev.id,
+                    group: dev.group,
+                    launch_latency_s: m.launch_latency_s,
+                    h2d_bytes_per_s: m.h2d_bytes_per_s,
+                    d2h_bytes_per_s: m.d2h_bytes_per_s,
+                    flops_per_s,
+                    correction,
+                    uncertainty,
+                    memory_budget_bytes: memory_budget_bytes(dev),
+                    max_binding_bytes: dev.max_binding_bytes(),
+                    group_speedup: groups.get(&dev.group).map_or(1.0, |g| g.0),
+                    group_members: groups.get(&dev.group).map_or(1, |g| g.1),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Arithmetic rate averaged over the measured families: the estimate for a family that has
+/// no reference kernel yet.
+fn mean_flops_per_s(m: &Measurements) -> f64 {
+    let rates: Vec<f64> = families()
+        .iter()
+        .filter_map(|f| {
+            m.family_items_per_s
+                .get(f.name)
+                .map(|r| r * f.reference_flops_per_item)
+        })
+        .collect();
+    if rates.is_empty() {
+        1e9
+    } else {
+        rates.iter().sum::<f64>() / rates.len() as f64
+    }
+}

@@ -1,0 +1,318 @@
+//! Planning and running a kernel on a context: the chunk grid, the plan, the workers that
+//! execute it (with any active profile), and what completed chunks teach the model.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::{MultiGpuContext, Ran, Target};
+use crate::chunks::{check_chunk_items, chunk_items_for, chunk_ranges};
+use crate::device::GpuDevice;
+use crate::error::{Error, Result};
+use crate::families::family_of;
+use crate::kernel::{Kernel, Output};
+use crate::plan::{Plan, Strategy};
+use crate::profile::{CallRecord, Kind};
+use crate::scheduler::Scheduler;
+use crate::worker::{Recording, Run, WorkerReport};
+use crate::workload::Workload;
+
+impl MultiGpuContext {
+    fn chunk_items(&self, workload: &Workload) -> u64 {
+        self.options.chunk_items.map_or_else(
+            || {
+                chunk_items_for(
+                    workload.items,
+                    workload.bytes_in_per_item + workload.bytes_out_per_item,
+                    workload.widest_bytes_per_item(),
+                )
+            },
+            |c| c as u64,
+        )
+    }
+
+    /// Decides how `workload` would be split (without running it).
+    pub fn distribute_workload(
+        &self,
+        workload: &Workload,
+        strategy: Option<Strategy>,
+    ) -> Result<Plan> {
+        workload.validate()?;
+        self.ensure_calibrated()?;
+        let models = self.models_for(workload, true);
+        if models.is_empty() {
+            return Err(self.no_healthy_device());
+        }
+        let strategy = strategy.unwrap_or(self.options.strategy);
+        crate::partition::plan(workload, self.chunk_items(workload), &models, strategy)
+    }
+
+    /// Runs a kernel with a per-item output over `items` items on the healthy devices and
+    /// returns the plan it followed; `output` receives the kernel's words for every item.
+    pub fn run_map(
+        &self,
+        kernel: &Kernel,
+        inputs: &[&[f32]],
+        output: &mut [f32],
+        items: usize,
+        strategy: Option<Strategy>,
+    ) -> Result<Plan> {
+        self.run(kernel, inputs, Target::Items(output), items, strategy)
+            .map(|ran| ran.plan)
+    }
+
+    /// Runs `kernel` over `items` items on the healthy devices: `inputs[i]` holds what
+    /// `kernel.inputs[i]` says (per-item words, or one whole array). Per-item results go to
+    /// `target`; per-chunk results come back in [`Ran::partials`], in chunk order. Chunks
+    /// of a device that fails are re-run on the others.
+    pub fn run(
+        &self,
+        kernel: &Kernel,
+        inputs: &[&[f32]],
+        target: Target<'_>,
+        items: usize,
+        strategy: Option<Strategy>,
+    ) -> Result<Ran> {
+        check_lengths(kernel, inputs, &target, items)?;
+        let workload = kernel.workload(items);
+        let profiler = self.profiler.lock().expect("profiler lock").clone();
+        let planning = Instant::now();
+        let plan = self.distribute_workload(&workload, strategy)?;
+        let recording = profiler.map(|profiler| {
+            let call = profiler.call(CallRecord {
+                kernel: workload.kernel.clone(),
+                items: workload.items,
+                lower_bound_s: plan.lower_bound_s,
+                estimated_makespan_s: plan.estimated_makespan_s,
+                strategy: plan.strategy.name().to_string(),
+            });
+            profiler.host(
+                None,
+                Kind::Plan,
+                None,
+                call,
+                planning,
+                Instant::now(),
+                0,
+                workload.items,
+            );
+            Recording {
+                profiler,
+                call,
+                gpu_timed: self.gpu_timed(&plan),
+            }
+        });
+        let mut partials = Vec::new();
+        if items == 0 {
+            return Ok(Ran { plan, partials });
+        }
+        let output = match target {
+            Target::Items(out) => out,
+            Target::Chunks => {
+                partials = vec![0.0; plan.n_chunks as usize * kernel.output_words(0)];
+                &mut partials[..]
+            }
+        };
+        let workers: Vec<&GpuDevice> = self
+            .devices
+            .iter()
+            .filter(|d| d.health.is_healthy())
+            .map(|d| d.as_ref())
+            .collect();
+        let timeout = self.options.sync_timeout_ms.map(Duration::from_millis);
+        let (reports, remaining) = self.execute(
+            kernel, inputs, output, &plan, &workers, timeout, true, recording,
+        )?;
+        self.learn(&workload, &workers, &reports);
+        if remaining > 0 {
+            let failures: Vec<&Error> = reports.iter().filter_map(|r| r.failure.as_ref()).collect();
+            if !failures.is_empty()
+                && failures
+                    .iter()
+                    .all(|e| matches!(e, Error::OutOfMemory { .. }))
+            {
+                return Err(failures[0].clone());
+            }
+            return Err(self.no_healthy_device());
+        }
+        Ok(Ran { plan, partials })
+    }
+
+    /// Runs `plan` on `workers` (the planned devices plus any others that may take over
+    /// chunks of a failed one). Returns each worker's report and the chunks left undone.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn execute(
+        &self,
+        kernel: &Kernel,
+        inputs: &[&[f32]],
+        output: &mut [f32],
+        plan: &Plan,
+        workers: &[&GpuDevice],
+        timeout: Option<Duration>,
+        counted: bool,
+        recording: Option<Recording>,
+    ) -> Result<(Vec<WorkerReport>, usize)> {
+        for dev in workers {
+            check_chunk_items(kernel, plan.chunk_items as usize, dev.max_binding_bytes())?;
+            for (i, data) in inputs.iter().enumerate() {
+                let whole = matches!(kernel.inputs[i], crate::kernel::Input::Whole(_));
+                if whole && (data.len() * 4) as u64 > dev.max_binding_bytes() {
+                    return Err(Error::invalid(
+                        format!("inputs[{i}]"),
+                        format!(
+                            "expected at most {} bytes (device {} binding limit) for an input bound whole to every chunk, got {}",
+                            dev.max_binding_bytes(),
+                            dev.id,
+                            data.len() * 4
+                        ),
+                    ));
+                }
+            }
+        }
+        let ranges = chunk_ranges(plan.items as usize, plan.chunk_items as usize);
+        let slot_of = |device: usize| workers.iter().position(|w| w.id == device);
+        let mut own: Vec<VecDeque<usize>> = vec![VecDeque::new(); workers.len()];
+        let mut shared = VecDeque::new();
+        let mut sharers = vec![false; workers.len()];
+        for a in &plan.assignments {
+            let slot = slot_of(a.device).expect("planned devices are among the workers");
+            let chunks = a.first_chunk as usize..(a.first_chunk + a.chunks) as usize;
+            if plan.strategy == Strategy::Adaptive {
+                sharers[slot] = true;
+                shared.extend(chunks);
+            } else {
+                own[slot].extend(chunks);
+            }
+        }
+        let mut outputs = Vec::with_capacity(ranges.len());
+        let mut rest = output;
+        for range in &ranges {
+            let (head, tail) =
+                std::mem::take(&mut rest).split_at_mut(kernel.output_words(range.len()));
+            outputs.push(Mutex::new(Some(head)));
+            rest = tail;
+        }
+        let run = Run {
+            kernel,
+            inputs,
+            ranges: &ranges,
+            outputs,
+            scheduler: Scheduler::new(own, shared, sharers),
+            timeout,
+            counted,
+            recording,
+        };
+        let reports: Vec<WorkerReport> = std::thread::scope(|scope| {
+            let handles: Vec<_> = workers
+                .iter()
+                .enumerate()
+                .map(|(slot, dev)| {
+                    let run = &run;
+                    scope.spawn(move || run.work(slot, dev))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("worker threads do not panic"))
+                .collect()
+        });
+        Ok((reports, run.scheduler.remaining()))
+    }
+
+    /// Feeds completed chunks into the history and the busy-time counters.
+    fn learn(&self, workload: &Workload, workers: &[&GpuDevice], reports: &[WorkerReport]) {
+        let models = self.models_for(workload, false);
+        let family = family_of(&workload.kernel).map_or(workload.kernel.as_str(), |f| f.name);
+        for (dev, report) in workers.iter().zip(reports) {
+            dev.counters.add_busy(report.busy_s);
+            let Some(model) = models.iter().find(|m| m.device == dev.id) else {
+                continue;
+            };
+            // Devices of one group busy in this call shared its hardware.
+            let sharing = workers
+                .iter()
+                .zip(reports)
+                .filter(|(d, r)| d.group == dev.group && !r.completed.is_empty())
+                .count();
+            for done in &report.completed {
+                let predicted = model.seconds(workload, done.items as u64, 1, sharing);
+                self.history.record(dev.id, family, predicted, done.seconds);
+            }
+        }
+    }
+
+    /// By device id: whether profiled kernels of `plan` are timed with GPU timestamps — where
+    /// the device has them and, unless forced, where one costs under 3% of a chunk.
+    fn gpu_timed(&self, plan: &Plan) -> Vec<bool> {
+        let measured = self.measured.lock().expect("measured lock");
+        self.devices
+            .iter()
+            .map(|dev| {
+                let supported = dev.timestamp_period_ns.is_some();
+                match self.options.gpu_timestamps {
+                    Some(forced) => forced && supported,
+                    None => {
+                        let cost = measured[dev.id]
+                            .as_ref()
+                            .map_or(f64::INFINITY, |(m, _)| m.timestamp_cost_s);
+                        let chunk_s = plan
+                            .assignments
+                            .iter()
+                            .find(|a| a.device == dev.id && a.chunks > 0)
+                            .map_or(0.0, |a| a.estimated_seconds / a.chunks as f64);
+                        supported && cost >= 0.0 && cost <= 0.03 * chunk_s
+                    }
+                }
+            })
+            .collect()
+    }
+}
+
+fn check_lengths(
+    kernel: &Kernel,
+    inputs: &[&[f32]],
+    target: &Target<'_>,
+    items: usize,
+) -> Result<()> {
+    if inputs.len() != kernel.inputs.len() {
+        return Err(Error::invalid(
+            "inputs",
+            format!(
+                "expected {} arrays, got {}",
+                kernel.inputs.len(),
+                inputs.len()
+            ),
+        ));
+    }
+    for (i, data) in inputs.iter().enumerate() {
+        let want = kernel.input_len(i, items);
+        if data.len() != want {
+            return Err(Error::invalid(
+                format!("inputs[{i}]"),
+                format!("expected {want} words, got {}", data.len()),
+            ));
+        }
+    }
+    match (target, kernel.output) {
+        (Target::Items(out), Output::PerItem(w)) if out.len() != items * w => {
+            return Err(Error::invalid(
+                "output",
+                format!("expected {} words, got {}", items * w, out.len()),
+            ));
+        }
+        (Target::Items(_), Output::PerChunk(_)) | (Target::Chunks, Output::PerItem(_)) => {
+            return Err(Error::invalid(
+                "output",
+                format!("kernel {} writes {:?}", kernel.id, kernel.output),
+            ));
+        }
+        _ => {}
+    }
+    if items > u32::MAX as usize {
+        return Err(Error::invalid(
+            "items",
+            format!("expected at most {} items per call, got {items}", u32::MAX),
+        ));
+    }
+    Ok(())
+}

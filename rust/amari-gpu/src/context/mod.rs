@@ -1,0 +1,206 @@
+//! The multi-device context: one process-wide wgpu instance, the devices a caller selected,
+//! their health, counters and profile. Calibration and the cost model are in
+//! `calibration`, planning and running kernels in `execution`.
+
+mod calibration;
+mod execution;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::adapter::{self, AdapterInfo};
+use crate::calibrate::Measurements;
+use crate::device::GpuDevice;
+use crate::error::{Error, Result};
+use crate::health::CounterSnapshot;
+use crate::history::History;
+use crate::plan::Plan;
+use crate::profile::Profiler;
+use crate::selection::{select, ContextOptions};
+
+/// The one wgpu instance of the process, over every native backend.
+pub fn instance() -> &'static wgpu::Instance {
+    static INSTANCE: OnceLock<wgpu::Instance> = OnceLock::new();
+    INSTANCE.get_or_init(|| {
+        let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
+        descriptor.backends = wgpu::Backends::all();
+        descriptor.flags = wgpu::InstanceFlags::from_build_config().with_env();
+        wgpu::Instance::new(descriptor)
+    })
+}
+
+/// The adapters of the process, enumerated once.
+///
+/// Enumerating again would create new adapter objects, and wgpu's GL backend gives every
+/// one of them its own lock around the one EGL context they share: two threads could then
+/// make that context current at once, which EGL refuses. One enumeration, one lock.
+fn enumerated() -> &'static [(wgpu::Adapter, AdapterInfo)] {
+    static ADAPTERS: OnceLock<Vec<(wgpu::Adapter, AdapterInfo)>> = OnceLock::new();
+    ADAPTERS.get_or_init(|| adapter::enumerate(instance()))
+}
+
+/// Every adapter of every native backend, preferred backends first.
+pub fn adapters() -> Vec<AdapterInfo> {
+    enumerated().iter().map(|(_, info)| info.clone()).collect()
+}
+
+/// Where a kernel's results go.
+pub enum Target<'a> {
+    /// The caller's array, for kernels with a per-item output.
+    Items(&'a mut [f32]),
+    /// Partial results per chunk, returned in [`Ran::partials`].
+    Chunks,
+}
+
+/// What a call ran and produced.
+#[derive(Debug)]
+pub struct Ran {
+    /// The plan it followed.
+    pub plan: Plan,
+    /// For per-chunk outputs: every chunk's words, in chunk order.
+    pub partials: Vec<f32>,
+}
+
+/// One device's state as `stats()` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceStats {
+    /// Device id.
+    pub device: usize,
+    /// Totals since the context opened.
+    pub counters: CounterSnapshot,
+    /// Bytes of device buffers the context holds (pooled and in use).
+    pub memory_in_use_bytes: u64,
+    /// Whether the device is given work.
+    pub healthy: bool,
+    /// Why not, if not.
+    pub reason: Option<String>,
+}
+
+/// A set of open devices that kernels run on together.
+pub struct MultiGpuContext {
+    pub(super) devices: Vec<Arc<GpuDevice>>,
+    pub(super) options: ContextOptions,
+    pub(super) measured: Mutex<Vec<Option<(Measurements, bool)>>>,
+    pub(super) calibration: Mutex<()>,
+    pub(super) history: History,
+    /// Group → (measured speedup of its members together, members it was measured with).
+    pub(super) group_speedups: Mutex<BTreeMap<usize, (f64, usize)>>,
+    /// The active profile, if any.
+    pub(super) profiler: Mutex<Option<Arc<Profiler>>>,
+}
+
+impl MultiGpuContext {
+    /// Opens the devices `options` select.
+    pub fn new(options: ContextOptions) -> Result<Self> {
+        let pairs = enumerated();
+        let infos: Vec<AdapterInfo> = pairs.iter().map(|(_, info)| info.clone()).collect();
+        let chosen = select(&infos, &options)?;
+        let devices = chosen
+            .iter()
+            .enumerate()
+            .map(|(id, &index)| {
+                // Devices on one adapter, or on one device seen through two backends, share
+                // hardware: they form one group, named by the original adapter's index.
+                let group = infos[index].same_device_as.unwrap_or(index);
+                GpuDevice::open(
+                    id,
+                    &pairs[index].0,
+                    &pairs[index].1,
+                    group,
+                    options.gpu_timestamps != Some(false),
+                )
+                .map(Arc::new)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let measured = Mutex::new(vec![None; devices.len()]);
+        Ok(MultiGpuContext {
+            devices,
+            options,
+            measured,
+            calibration: Mutex::new(()),
+            history: History::default(),
+            group_speedups: Mutex::new(BTreeMap::new()),
+            profiler: Mutex::new(None),
+        })
+    }
+    /// The open devices, by id.
+    pub fn devices(&self) -> &[Arc<GpuDevice>] {
+        &self.devices
+    }
+    /// The options the context was opened with.
+    pub fn options(&self) -> &ContextOptions {
+        &self.options
+    }
+    pub(super) fn device(&self, id: usize) -> Result<&GpuDevice> {
+        self.devices.get(id).map(Arc::as_ref).ok_or_else(|| {
+            Error::invalid(
+                "device_id",
+                format!("expected 0..{}, got {id}", self.devices.len()),
+            )
+        })
+    }
+    pub(crate) fn no_healthy_device(&self) -> Error {
+        let reasons: Vec<String> = self
+            .devices
+            .iter()
+            .map(|d| {
+                format!(
+                    "device {}: {}",
+                    d.id,
+                    d.health.reason().unwrap_or_else(|| "healthy".into())
+                )
+            })
+            .collect();
+        Error::NoHealthyDevice(format!("no healthy device left ({})", reasons.join("; ")))
+    }
+    /// Starts recording every call's steps. Fails if a profile is already active.
+    pub fn start_profile(&self) -> Result<Arc<Profiler>> {
+        let mut active = self.profiler.lock().expect("profiler lock");
+        if active.is_some() {
+            return Err(Error::invalid(
+                "profile",
+                "a profile is already active on this context",
+            ));
+        }
+        let profiler = Arc::new(Profiler::default());
+        *active = Some(Arc::clone(&profiler));
+        Ok(profiler)
+    }
+    /// Stops recording and returns the profile, if one was active.
+    pub fn stop_profile(&self) -> Option<Arc<Profiler>> {
+        self.profiler.lock().expect("profiler lock").take()
+    }
+    /// Health of every device.
+    pub fn health(&self) -> Vec<(usize, bool, Option<String>)> {
+        self.devices
+            .iter()
+            .map(|d| (d.id, d.health.is_healthy(), d.health.reason()))
+            .collect()
+    }
+    /// Counters, memory and health of every device.
+    pub fn stats(&self) -> Vec<DeviceStats> {
+        self.devices
+            .iter()
+            .map(|d| DeviceStats {
+                device: d.id,
+                counters: d.counters.snapshot(),
+                memory_in_use_bytes: d.pool.live_bytes(),
+                healthy: d.health.is_healthy(),
+                reason: d.health.reason(),
+            })
+            .collect()
+    }
+    /// Makes device `id` fail when it starts its next chunk after `after_chunks` more.
+    pub fn inject_fault(&self, id: usize, after_chunks: u64) -> Result<()> {
+        self.device(id)?.health.inject_fault(after_chunks);
+        Ok(())
+    }
+    /// Marks device `id` (or every device) healthy again.
+    pub fn reset_health(&self, id: Option<usize>) -> Result<()> {
+        match id {
+            Some(id) => self.device(id)?.health.reset(),
+            None => self.devices.iter().for_each(|d| d.health.reset()),
+        }
+        Ok(())
+    }
+}
