@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import _native
 from ._adapters import AdapterInfo, adapters
+from .algebra import Algebra
 from .context import Device, MultiGpuContext
 from .errors import (
     AmariGpuError,
@@ -14,7 +15,6 @@ from .errors import (
     OutOfMemoryError,
     ShapeError,
 )
-from .ga import Algebra
 from .planning import STRATEGIES, Capabilities, DeviceWorkload, Plan, Workload
 from .profiler import Profile
 
