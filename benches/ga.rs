@@ -94,7 +94,7 @@ fn resident_seconds(dev: &GpuDevice, k: &Kernel, items: usize) -> f64 {
         .collect();
     let bind_group = dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: Some("ga bench"),
-        layout: &pipeline.get_bind_group_layout(0),
+        layout: &pipeline.layout,
         entries: &entries,
     });
     let run = || {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
-use crate::executor::{run_chunk, run_chunk_timed, ChunkJob};
+use crate::executor::{run_chunk, ChunkJob};
 use crate::families::families;
 
 /// Bytes moved per transfer measurement: large enough that latency is a small part.
@@ -179,7 +179,7 @@ fn measure_latency(dev: &GpuDevice) -> Result<f64> {
             range: 0..items,
             output: &mut output,
         };
-        run_chunk(dev, &kernel, &pipeline, &views, job, None)?;
+        run_chunk(dev, &kernel, &pipeline, &views, job, None, false)?;
         samples.push(start.elapsed().as_secs_f64());
     }
     Ok(median(samples))
@@ -188,7 +188,7 @@ fn measure_latency(dev: &GpuDevice) -> Result<f64> {
 /// A kernel's buffers and bind group, filled once, so that timing sees only the dispatch.
 struct Resident {
     bind_group: wgpu::BindGroup,
-    pipeline: std::sync::Arc<wgpu::ComputePipeline>,
+    pipeline: std::sync::Arc<crate::device::Compiled>,
     grid: [u32; 3],
     _buffers: Vec<wgpu::Buffer>,
 }
@@ -197,7 +197,7 @@ impl Resident {
     fn new(
         dev: &GpuDevice,
         kernel: &crate::kernel::Kernel,
-        pipeline: &std::sync::Arc<wgpu::ComputePipeline>,
+        pipeline: &std::sync::Arc<crate::device::Compiled>,
         items: usize,
     ) -> Result<Self> {
         let (grid, row_threads) = kernel
@@ -244,7 +244,7 @@ impl Resident {
             .collect();
         let bind_group = dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("amari-gpu calibration"),
-            layout: &pipeline.get_bind_group_layout(0),
+            layout: &pipeline.layout,
             entries: &entries,
         });
         Ok(Resident {
@@ -341,7 +341,7 @@ fn measure_timestamp_cost(dev: &GpuDevice) -> Result<f64> {
                 range: 0..items,
                 output: &mut output,
             };
-            run_chunk_timed(dev, &kernel, &pipeline, &views, job, stamped)?;
+            run_chunk(dev, &kernel, &pipeline, &views, job, None, stamped)?;
             // The first round warms both paths up.
             if round > 0 {
                 let samples = if stamped { &mut timed } else { &mut plain };

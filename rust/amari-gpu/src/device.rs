@@ -10,6 +10,22 @@ use crate::health::{Counters, Health};
 use crate::kernel::Kernel;
 use crate::pool::BufferPool;
 
+/// A compiled kernel: its pipeline and the layout its bind groups are made against, looked
+/// up once so that no chunk asks the pipeline for it again.
+pub struct Compiled {
+    /// The compute pipeline.
+    pub pipeline: wgpu::ComputePipeline,
+    /// Its bind group 0 layout.
+    pub layout: wgpu::BindGroupLayout,
+}
+
+impl std::ops::Deref for Compiled {
+    type Target = wgpu::ComputePipeline;
+    fn deref(&self) -> &wgpu::ComputePipeline {
+        &self.pipeline
+    }
+}
+
 /// A device opened by a context.
 pub struct GpuDevice {
     /// Context-wide id (position in `ctx.devices`).
@@ -34,7 +50,7 @@ pub struct GpuDevice {
     pub timestamp_period_ns: Option<f64>,
     /// Idle two-entry timestamp query sets, reused across chunks.
     pub query_sets: Mutex<Vec<wgpu::QuerySet>>,
-    pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    pipelines: Mutex<HashMap<String, Arc<Compiled>>>,
     lost: Arc<Mutex<Option<String>>>,
 }
 
@@ -85,6 +101,7 @@ impl GpuDevice {
             *uncaptured.lock().expect("lost flag") = Some(format!("uncaptured error: {error}"));
         }));
         let timestamp_period_ns = timestamps.then(|| f64::from(queue.get_timestamp_period()));
+        let max_buffer = limits.max_buffer_size;
         Ok(GpuDevice {
             id,
             adapter: info.clone(),
@@ -93,7 +110,7 @@ impl GpuDevice {
             limits,
             timestamp_period_ns,
             query_sets: Mutex::new(Vec::new()),
-            pool: BufferPool::default(),
+            pool: BufferPool::new(max_buffer),
             health: Health::default(),
             counters: Counters::default(),
             group,
@@ -103,7 +120,7 @@ impl GpuDevice {
     }
 
     /// The pipeline of `kernel`, compiled once per device.
-    pub fn pipeline(&self, kernel: &Kernel) -> Result<Arc<wgpu::ComputePipeline>> {
+    pub fn pipeline(&self, kernel: &Kernel) -> Result<Arc<Compiled>> {
         if let Some(found) = self
             .pipelines
             .lock()
@@ -135,7 +152,8 @@ impl GpuDevice {
                 reason: format!("kernel {} failed to compile: {error}", kernel.id),
             });
         }
-        let pipeline = Arc::new(pipeline);
+        let layout = pipeline.get_bind_group_layout(0);
+        let pipeline = Arc::new(Compiled { pipeline, layout });
         self.pipelines
             .lock()
             .expect("pipeline cache")

@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::device::GpuDevice;
+use crate::device::{Compiled, GpuDevice};
 use crate::error::{Error, Result};
 use crate::kernel::{Input, Kernel};
 use crate::pool::Pooled;
@@ -109,7 +109,7 @@ pub type Resident = Vec<Option<(Pooled, u64)>>;
 pub fn submit(
     dev: &GpuDevice,
     kernel: &Kernel,
-    pipeline: &wgpu::ComputePipeline,
+    pipeline: &Compiled,
     inputs: &[&[f32]],
     range: Range<usize>,
     resident: &mut Resident,
@@ -227,7 +227,7 @@ pub fn submit(
     ));
     let bind_group = dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: Some(&kernel.id),
-        layout: &pipeline.get_bind_group_layout(0),
+        layout: &pipeline.layout,
         entries: &entries,
     });
     let mut encoder = dev
@@ -363,13 +363,15 @@ pub fn finish(
     })
 }
 
-/// Runs one chunk synchronously, its kernel timed with GPU timestamps when `stamped`.
-pub fn run_chunk_timed(
+/// Runs one chunk synchronously (calibration times complete chunks with it), its kernel
+/// timed with GPU timestamps when `stamped`.
+pub fn run_chunk(
     dev: &GpuDevice,
     kernel: &Kernel,
-    pipeline: &wgpu::ComputePipeline,
+    pipeline: &Compiled,
     inputs: &[&[f32]],
     job: ChunkJob<'_>,
+    timeout: Option<Duration>,
     stamped: bool,
 ) -> Result<Finished> {
     let mut resident = Resident::new();
@@ -382,27 +384,5 @@ pub fn run_chunk_timed(
         &mut resident,
         stamped,
     )?;
-    finish(dev, chunk, job.output, None)
-}
-
-/// Runs one chunk synchronously (calibration uses it to time a complete chunk).
-pub fn run_chunk(
-    dev: &GpuDevice,
-    kernel: &Kernel,
-    pipeline: &wgpu::ComputePipeline,
-    inputs: &[&[f32]],
-    job: ChunkJob<'_>,
-    timeout: Option<Duration>,
-) -> Result<()> {
-    let mut resident = Resident::new();
-    let chunk = submit(
-        dev,
-        kernel,
-        pipeline,
-        inputs,
-        job.range,
-        &mut resident,
-        false,
-    )?;
-    finish(dev, chunk, job.output, timeout).map(|_| ())
+    finish(dev, chunk, job.output, timeout)
 }

@@ -28,9 +28,11 @@ struct Idle {
 }
 
 /// A pool of idle buffers for one device.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct BufferPool {
     idle: Arc<Mutex<Idle>>,
+    /// The device's largest buffer, which size classes must not pass.
+    max_buffer: u64,
 }
 
 /// A buffer on loan from a pool; goes back when dropped.
@@ -65,9 +67,17 @@ impl Drop for Pooled {
 }
 
 impl BufferPool {
+    /// An empty pool for a device whose largest buffer is `max_buffer` bytes.
+    pub fn new(max_buffer: u64) -> Self {
+        BufferPool {
+            idle: Arc::default(),
+            max_buffer,
+        }
+    }
+
     /// A buffer of at least `bytes` with exactly `usage`.
     pub fn take(&self, device: &wgpu::Device, bytes: u64, usage: wgpu::BufferUsages) -> Pooled {
-        let class = size_class(bytes, device.limits().max_buffer_size);
+        let class = size_class(bytes, self.max_buffer);
         let reused = {
             let mut idle = self.idle.lock().expect("pool lock");
             let found = idle

@@ -79,7 +79,7 @@ pub fn run_once(
         .collect();
     let bind_group = dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: Some("amari-gpu raw"),
-        layout: &pipeline.get_bind_group_layout(0),
+        layout: &pipeline.layout,
         entries: &entries,
     });
     let mut encoder = dev
