@@ -1,0 +1,356 @@
+"""The scaling study behind ``amari-gpu bench``: every kernel family on every device set with
+every split strategy, next to the CPU libraries a user would otherwise reach for.
+
+For each family and problem size it measures, interleaving the configurations round by
+round (a noisy machine then slows them alike): each adapter alone, all adapters together,
+and 1/2/4 logical devices per adapter on the default selection, with each strategy at the
+largest size (``auto`` at the smaller ones and on one device, where every strategy gives the
+same split), plus the CPU baselines. Rows carry medians with min/max and quartiles, the
+speedup over the best single-device set of the same run, efficiency (speedup per device),
+and the imbalance and bottleneck of profiled calls (``Profile.summary()``). Every result is
+checked against a CPU reference before it is timed. Everything is measured in the run that
+reports it; ``write_report`` writes results.json, report.md and PNG plots.
+
+    from amari_gpu import scaling
+    study = scaling.run_study(scaling.QUICK)
+    scaling.write_report(study, "amari-gpu-bench")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from ._adapters import adapters
+from ._bench_families import Baseline, Family, clifford_available, families
+from ._progress import Progress
+from ._scaling_report import host_info, write_report
+from .context import MultiGpuContext
+from .errors import NoAdapterError
+from .planning import STRATEGIES
+
+__all__ = ["FULL", "QUICK", "Settings", "run_study", "write_report"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the study measures. ``sizes`` maps a family to its problem sizes (rows for
+    geometric algebra and Fisher, n of an n x n product for tropical); the strategy sweep
+    runs at each family's largest size."""
+
+    sizes: Mapping[str, Sequence[int]]
+    rounds: int = 5
+    profile_rounds: int = 1
+    devices_per_adapter: Sequence[int] = (1, 2, 4)
+    strategies: Sequence[str] = STRATEGIES
+    backends: Sequence[str] | None = None
+    label: str = "custom"
+    baselines: bool = True
+
+
+QUICK = Settings(
+    sizes={
+        "geometric_algebra": (10_000, 100_000, 1_000_000),
+        "tropical": (64, 256, 512),
+        "information_geometry": (4_096, 32_768, 131_072),
+    },
+    rounds=3,
+    label="quick",
+)
+FULL = Settings(
+    sizes={
+        "geometric_algebra": (10_000, 100_000, 1_000_000, 4_000_000),
+        "tropical": (64, 256, 512, 1024),
+        "information_geometry": (4_096, 65_536, 262_144, 1_048_576),
+    },
+    rounds=9,
+    profile_rounds=3,
+    label="full",
+)
+
+
+@dataclass
+class _DeviceSet:
+    label: str
+    kind: str
+    ctx: MultiGpuContext
+
+    def devices(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": d.id,
+                "adapter_index": d.adapter.index,
+                "adapter": d.adapter.name,
+                "backend": d.adapter.backend,
+                "driver": " ".join(s for s in (d.adapter.driver, d.adapter.driver_info) if s),
+            }
+            for d in self.ctx.devices
+        ]
+
+
+@dataclass
+class _Config:
+    label: str
+    family: Family
+    device_set: _DeviceSet | None = None
+    strategy: str | None = None
+    baseline: Baseline | None = None
+    prepared: Any = None
+    samples: list[float] = field(default_factory=list)
+    profiles: list[dict[str, Any]] = field(default_factory=list)
+    error: float = float("nan")
+    plan: str | None = None
+
+    def call(self, inputs: tuple[Any, ...]) -> Any:
+        if self.baseline is not None:
+            return self.baseline.run(self.prepared)
+        assert self.device_set is not None
+        return self.family.gpu(self.device_set.ctx, inputs, self.strategy)
+
+
+def _device_sets(settings: Settings) -> list[_DeviceSet]:
+    backends = None if settings.backends is None else list(settings.backends)
+    found = [a for a in adapters() if backends is None or a.backend in backends]
+    if not found:
+        raise NoAdapterError("No adapter to benchmark (see `amari-gpu doctor` for what to install)")
+    sets = [
+        _DeviceSet(
+            f"[{a.index}] {a.backend} alone", "adapter alone", MultiGpuContext(adapters=[a.index])
+        )
+        for a in found
+    ]
+    if len(found) > 1:
+        every = MultiGpuContext(adapters=[a.index for a in found])
+        sets.append(_DeviceSet(f"all {len(found)} adapters", "all adapters", every))
+    for k in settings.devices_per_adapter:
+        ctx = MultiGpuContext(backends=backends, devices_per_adapter=k)
+        sets.append(_DeviceSet(f"default x{k} ({len(ctx.devices)} dev)", f"default x{k}", ctx))
+    return sets
+
+
+def _configs(
+    family: Family, size: int, study_size: bool, sets: list[_DeviceSet], settings: Settings
+) -> list[_Config]:
+    out = []
+    for s in sets:
+        sweep = study_size and len(s.ctx.devices) > 1
+        for strategy in settings.strategies if sweep else ("auto",):
+            out.append(_Config(f"{s.label}, {strategy}", family, s, strategy))
+    for b in family.baselines if settings.baselines else ():
+        if b.max_size is None or size <= b.max_size:
+            out.append(_Config(b.name, family, baseline=b))
+    return out
+
+
+def _timed(config: _Config, inputs: tuple[Any, ...]) -> float:
+    start = time.perf_counter()
+    config.call(inputs)
+    return time.perf_counter() - start
+
+
+def _warm(config: _Config, inputs: tuple[Any, ...]) -> None:
+    """First call (compiles pipelines, calibrates, JIT-compiles clifford), checked against
+    the reference so that no wrong result is ever timed unnoticed."""
+    if config.baseline is not None:
+        config.prepared = config.baseline.prepare(inputs)
+        result = config.baseline.to_array(config.call(inputs))
+    else:
+        result = config.call(inputs)
+        assert config.device_set is not None
+        plan = config.device_set.ctx.last_plan
+        if plan is not None:
+            config.plan = f"{plan.strategy} on {len(plan)} of {len(config.device_set.ctx.devices)}"
+    config.error = config.family.check(inputs, result)
+
+
+def _profile(config: _Config, inputs: tuple[Any, ...]) -> None:
+    assert config.device_set is not None
+    with config.device_set.ctx.profile() as prof:
+        config.call(inputs)
+    s = prof.summary()
+    config.profiles.append(
+        {k: s[k] for k in ("imbalance", "efficiency", "overhead_fraction", "bottleneck")}
+    )
+
+
+def _steps(configs: list[_Config], settings: Settings) -> int:
+    gpu = sum(c.baseline is None for c in configs)
+    return len(configs) * (1 + settings.rounds) + gpu * settings.profile_rounds
+
+
+def _measure(
+    configs: list[_Config], inputs: tuple[Any, ...], settings: Settings, bar: Progress
+) -> None:
+    name = configs[0].family.name
+    for c in configs:
+        bar.advance(0, note=f"{name}: warm-up {c.label}")
+        _warm(c, inputs)
+        bar.advance()
+    for r in range(settings.rounds):
+        shift = r % len(configs)  # rotate the order too, so no config always runs first
+        for c in configs[shift:] + configs[:shift]:
+            bar.advance(0, note=f"{name}: round {r + 1}/{settings.rounds} {c.label}")
+            c.samples.append(_timed(c, inputs))
+            bar.advance()
+    for _ in range(settings.profile_rounds):
+        for c in configs:
+            if c.baseline is None:
+                bar.advance(0, note=f"{name}: profiling {c.label}")
+                _profile(c, inputs)
+                bar.advance()
+
+
+def _row(c: _Config, size: int, meta: dict[str, Any]) -> dict[str, Any]:
+    s = np.asarray(c.samples)
+    median = float(np.median(s))
+    q1, q3 = (float(v) for v in np.percentile(s, [25, 75]))
+    row: dict[str, Any] = {
+        "family": c.family.name,
+        "kernel": c.family.kernel,
+        "size": size,
+        "problem": c.family.describe(size),
+        "config": c.label,
+        "amari_gpu_version": __version__,
+        "date": meta["date"],
+        "host_cpu": meta["host"]["cpu"],
+        "median_s": median,
+        "min_s": float(s.min()),
+        "max_s": float(s.max()),
+        "q1_s": q1,
+        "q3_s": q3,
+        "samples_s": [float(v) for v in s],
+        # JSON has no infinity: a wrong exact result (error inf) is null and not correct.
+        "max_error": c.error if np.isfinite(c.error) else None,
+        "correct": bool(c.error <= c.family.tolerance),
+    }
+    if c.baseline is not None:
+        row.update(
+            kind="cpu",
+            library=c.baseline.library,
+            device_set=None,
+            strategy=None,
+            plan=None,
+            n_devices=None,
+            devices=[],
+            adapter=f"host CPU: {meta['host']['cpu']}",
+            backend="cpu",
+            driver=meta["host"]["libraries"].get(c.baseline.library, ""),
+        )
+        return row
+    assert c.device_set is not None
+    devices = c.device_set.devices()
+    imbalances = [p["imbalance"] for p in c.profiles]
+    row.update(
+        kind="gpu",
+        library="amari_gpu",
+        device_set=c.device_set.label,
+        device_set_kind=c.device_set.kind,
+        strategy=c.strategy,
+        plan=c.plan,
+        n_devices=len(devices),
+        devices=devices,
+        adapter=" + ".join(dict.fromkeys(d["adapter"] for d in devices)),
+        backend=" + ".join(dict.fromkeys(d["backend"] for d in devices)),
+        driver=" + ".join(dict.fromkeys(d["driver"] for d in devices)),
+        imbalance=statistics.median(imbalances) if imbalances else None,
+        bottleneck=c.profiles[-1]["bottleneck"] if c.profiles else None,
+        profile_efficiency=(
+            statistics.median(p["efficiency"] for p in c.profiles) if c.profiles else None
+        ),
+    )
+    return row
+
+
+def _ratios(rows: list[dict[str, Any]]) -> None:
+    """Speedup over the best single-device set and over the fastest numpy baseline, within
+    one family and size (so within one run, on the same inputs)."""
+    single = [r["median_s"] for r in rows if r["n_devices"] == 1]
+    numpy = [r["median_s"] for r in rows if r["library"] == "numpy"]
+    best_single = min(single) if single else None
+    best_numpy = min(numpy) if numpy else None
+    for r in rows:
+        speedup = None if best_single is None else best_single / r["median_s"]
+        r["speedup_vs_best_single"] = speedup
+        r["efficiency"] = (
+            None if speedup is None or r["n_devices"] is None else speedup / r["n_devices"]
+        )
+        r["vs_numpy"] = None if best_numpy is None else best_numpy / r["median_s"]
+
+
+def _crossover(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    gpu = min((r for r in rows if r["kind"] == "gpu"), key=lambda r: r["median_s"])
+    auto_all = [r for r in rows if r["kind"] == "gpu" and r["device_set_kind"] == "default x1"]
+    numpy = [r for r in rows if r["library"] == "numpy"]
+    best_numpy = min(numpy, key=lambda r: r["median_s"]) if numpy else None
+    clifford = [r for r in rows if r["library"] == "clifford"]
+    ratio = None if best_numpy is None else best_numpy["median_s"] / gpu["median_s"]
+    return {
+        "family": gpu["family"],
+        "size": gpu["size"],
+        "problem": gpu["problem"],
+        "best_gpu": gpu["config"],
+        "best_gpu_s": gpu["median_s"],
+        "best_gpu_adapter": gpu["adapter"],
+        "default_auto_s": auto_all[0]["median_s"] if auto_all else None,
+        "numpy": None if best_numpy is None else best_numpy["config"],
+        "numpy_s": None if best_numpy is None else best_numpy["median_s"],
+        "clifford_s": clifford[0]["median_s"] if clifford else None,
+        "gpu_speedup_vs_numpy": ratio,
+        "winner": None if ratio is None else ("GPU" if ratio > 1 else "numpy"),
+    }
+
+
+def run_study(settings: Settings = QUICK, *, show_progress: bool = False) -> dict[str, Any]:
+    """Measures everything ``settings`` names; returns the study as JSON-ready data."""
+    meta: dict[str, Any] = {
+        "amari_gpu_version": __version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": host_info(),
+        "settings": dataclasses.asdict(settings),
+    }
+    sets = _device_sets(settings)
+    meta["adapters"] = [a.describe() for a in adapters()]
+    meta["device_sets"] = [{"label": s.label, "devices": s.devices()} for s in sets]
+    notes = [
+        "Configurations are interleaved round by round (order rotated each round); medians "
+        f"of {settings.rounds} rounds after one checked warm-up call each.",
+        "With one device every strategy gives the same split, so single-device sets run "
+        "'auto' only; the strategy sweep runs at each family's largest size.",
+        "Speedups are over the best single-device set measured at the same size in this run; "
+        "efficiency = speedup / devices. Imbalance (max busy / mean busy - 1) and bottleneck "
+        "come from profiled calls (Profile.summary()).",
+    ]
+    if settings.baselines and not clifford_available():
+        notes.append("clifford is not installed: its column is skipped (pip install clifford).")
+    elif settings.baselines:
+        notes.append(
+            "clifford (one MultiVector product per row) is measured up to N = 100,000 only: "
+            "one call above that takes seconds."
+        )
+    all_families = families()
+    chosen = [all_families[name] for name in settings.sizes]
+    plan = [
+        (f, size, _configs(f, size, size == max(settings.sizes[f.name]), sets, settings))
+        for f in chosen
+        for size in sorted(settings.sizes[f.name])
+    ]
+    rows: list[dict[str, Any]] = []
+    crossover: list[dict[str, Any]] = []
+    total = sum(_steps(configs, settings) for _, _, configs in plan)
+    with Progress(total, "bench", enabled=show_progress) as bar:
+        for family, size, configs in plan:
+            inputs = family.inputs(size)
+            _measure(configs, inputs, settings, bar)
+            group = [_row(c, size, meta) for c in configs]
+            _ratios(group)
+            crossover.append(_crossover(group))
+            rows.extend(group)
+    return {**meta, "notes": notes, "rows": rows, "crossover": crossover}
