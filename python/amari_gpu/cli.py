@@ -1,4 +1,11 @@
-"""Command line: ``amari-gpu info`` and ``amari-gpu demo`` (also ``python -m amari_gpu``)."""
+"""Command line ``amari-gpu`` (also ``python -m amari_gpu``):
+
+info       every adapter wgpu reports: backend, type, driver, limits, features
+doctor     is anything usable; smoke-test each adapter alone; what to install
+calibrate  measure (or show cached) capabilities of every selected device
+bench      the scaling study: device sets x strategies x kernel families vs numpy
+demo       list the adapters, run and check every kernel family on each
+"""
 
 from __future__ import annotations
 
@@ -6,42 +13,206 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
 from collections.abc import Sequence
+from typing import Any
 
-from ._adapters import adapters
+from ._adapters import BACKENDS, AdapterInfo, adapters
 from .errors import AmariGpuError
 
+_LIMITS = (
+    "max_buffer_size",
+    "max_storage_buffer_binding_size",
+    "max_compute_workgroups_per_dimension",
+    "max_compute_invocations_per_workgroup",
+    "max_compute_workgroup_storage_size",
+)
+_NO_ADAPTER = "No adapter found: run `amari-gpu doctor` for what to install."
 
-def _info(as_json: bool) -> int:
-    found = adapters()
-    if as_json:
+
+def _backends(text: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"expected a comma list of {', '.join(BACKENDS)}")
+    return names
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError("expected positive integers, e.g. 1,2,4")
+    return counts
+
+
+def _selected(backends: list[str] | None) -> list[AdapterInfo]:
+    return [a for a in adapters() if backends is None or a.backend in backends]
+
+
+def _info(args: argparse.Namespace) -> int:
+    found = _selected(args.backends)
+    if args.json:
         print(json.dumps([dataclasses.asdict(a) for a in found], indent=2))
         return 0 if found else 1
     if not found:
-        print("No adapter found. Install a GPU driver, or: apt-get install mesa-vulkan-drivers")
+        print(_NO_ADAPTER)
         return 1
     for info in found:
         print(info.describe())
-        keys = (
-            "max_buffer_size",
-            "max_storage_buffer_binding_size",
-            "max_compute_workgroups_per_dimension",
-        )
-        print("    " + ", ".join(f"{k}={info.limits[k]}" for k in keys if k in info.limits))
+        print("    " + ", ".join(f"{k}={info.limits[k]}" for k in _LIMITS if k in info.limits))
+        used = [f for f in ("timestamp_query", "shader_f16", "subgroup") if f in info.features]
+        print(f"    {len(info.features)} features; optional ones used: {', '.join(used) or 'none'}")
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="amari-gpu", description=__doc__)
+def _doctor(args: argparse.Namespace) -> int:
+    from ._doctor import diagnose, render
+
+    report = diagnose(args.backends, show_progress=not args.json)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        render(report)
+    return 0 if report["ok"] else 1
+
+
+def _gb(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f}"
+
+
+def _capability_lines(cap: dict[str, Any]) -> list[str]:
+    latency = cap["launch_latency_s"]
+    stamp = cap["timestamp_cost_s"]
+    budget = cap["memory_budget_bytes"]
+    lines = [
+        f"device {cap['device_id']}: {cap['adapter']}",
+        f"    {'from the cache' if cap['from_cache'] else 'measured now'}; launch latency "
+        f"{'?' if latency is None else f'{latency * 1e3:.3f} ms'}; GPU timestamp cost "
+        f"{'none' if stamp is None else f'{stamp * 1e6:.0f} us'}",
+        f"    transfer {_gb(cap['transfer_gb_s'])} GB/s (host->device {_gb(cap['h2d_gb_s'])}, "
+        f"device->host {_gb(cap['d2h_gb_s'])}); on-device copy {_gb(cap['memory_bandwidth_gb_s'])} "
+        f"GB/s, streaming kernel {_gb(cap['kernel_bandwidth_gb_s'])} GB/s; peak "
+        f"{_gb(cap['peak_gflops'])} GFLOP/s",
+        "    items/s: " + ", ".join(f"{k} {v:.3g}" for k, v in sorted(cap["throughput"].items())),
+        f"    memory budget {'?' if budget is None else f'{budget / 1e9:.2f} GB'}; max buffer "
+        f"{cap['max_buffer_bytes'] / 1e9:.2f} GB; max storage binding "
+        f"{cap['max_storage_binding_bytes'] / 2**20:.0f} MiB",
+    ]
+    if cap["shares_hardware_with"]:
+        lines.append(
+            f"    shares hardware with devices {cap['shares_hardware_with']}; measured group "
+            f"speedup {_gb(cap['group_speedup'])}x"
+        )
+    return lines
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from .context import MultiGpuContext
+
+    ctx = MultiGpuContext(backends=args.backends, devices_per_adapter=args.devices_per_adapter)
+    from ._progress import Progress
+
+    start = time.perf_counter()
+    label = f"calibrating {len(ctx.devices)} devices"
+    with Progress(None, label, enabled=not args.json):
+        caps = ctx.calibrate(force=args.force)
+    seconds = time.perf_counter() - start
+    rows = []
+    for cap, device in zip(caps, ctx.devices):
+        row = dataclasses.asdict(cap)
+        row.update(
+            adapter=device.adapter.describe(),
+            adapter_name=device.adapter.name,
+            driver=" ".join(s for s in (device.adapter.driver, device.adapter.driver_info) if s),
+        )
+        rows.append(row)
+    if args.json:
+        print(json.dumps({"seconds": seconds, "devices": rows}, indent=2))
+        return 0
+    print(f"{len(rows)} devices calibrated in {seconds:.2f} s")
+    for row in rows:
+        print("\n".join(_capability_lines(row)))
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from . import scaling
+
+    base = scaling.QUICK if args.quick else scaling.FULL
+    settings = dataclasses.replace(
+        base,
+        backends=args.backends,
+        devices_per_adapter=args.devices_per_adapter or base.devices_per_adapter,
+        rounds=args.rounds or base.rounds,
+    )
+    start = time.perf_counter()
+    study = scaling.run_study(settings, show_progress=not args.json)
+    study["seconds"] = time.perf_counter() - start
+    written = scaling.write_report(study, args.out)
+    if args.json:
+        print(json.dumps(study, indent=1))
+        return 0
+    from ._scaling_report import summary
+
+    print("\n".join(summary(study)))
+    print(f"\nMeasured in {study['seconds']:.1f} s. Wrote {', '.join(written['written'])}")
+    if written["plots_skipped"]:
+        print(f"Plots skipped: {written['plots_skipped']}")
+    return 0 if all(r["correct"] for r in study["rows"]) else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="amari-gpu", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    info = commands.add_parser("info", help="list every adapter wgpu reports")
-    info.add_argument("--json", action="store_true", help="machine-readable output")
-    demo = commands.add_parser("demo", help="run and check a kernel on every adapter")
+    backends = argparse.ArgumentParser(add_help=False)
+    backends.add_argument(
+        "--backends", type=_backends, help=f"comma list of {', '.join(BACKENDS)} (default: all)"
+    )
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="machine-readable output")
+
+    commands.add_parser("info", parents=[backends, as_json], help="list every adapter")
+    commands.add_parser(
+        "doctor", parents=[backends, as_json], help="check every adapter; say what to install"
+    )
+    cal = commands.add_parser(
+        "calibrate", parents=[backends, as_json], help="measure every selected device"
+    )
+    cal.add_argument("--force", action="store_true", help="measure again, ignoring the cache")
+    cal.add_argument("--devices-per-adapter", type=int, default=1, metavar="N")
+    bench = commands.add_parser(
+        "bench", parents=[backends, as_json], help="scaling study (results.json, report.md, PNGs)"
+    )
+    bench.add_argument("--quick", action="store_true", help="small sizes, 3 rounds (< 2 min)")
+    bench.add_argument("--out", default="amari-gpu-bench", help="output directory")
+    bench.add_argument("--rounds", type=int, help="timed rounds per configuration")
+    bench.add_argument(
+        "--devices-per-adapter",
+        type=_counts,
+        metavar="N,N,...",
+        help="logical devices per adapter of the default selection (default 1,2,4)",
+    )
+    demo = commands.add_parser("demo", help="run and check every kernel family on every adapter")
     demo.add_argument("--items", type=int, default=1_000_000, help="multivectors per call")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         if args.command == "info":
-            return _info(args.json)
+            return _info(args)
+        if args.command == "doctor":
+            return _doctor(args)
+        if args.command == "calibrate":
+            return _calibrate(args)
+        if args.command == "bench":
+            return _bench(args)
         from .demo import run
 
         return run(args.items)
