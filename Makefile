@@ -55,7 +55,9 @@ clean: ## remove the virtual environment and build outputs
 	rm -rf $(VENV) dist
 	cargo clean
 
-bench: dev ## strategies on all adapters vs the best single one; planner decision time
+bench: dev ## strategies vs the best single adapter; API benchmarks; scaling study; planner time
 	$(PY) benches/strategies.py
 	$(PY) benches/profiler.py
+	$(PY) -m pytest benches/ --benchmark-only
+	$(PY) -m amari_gpu bench --quick
 	cargo bench -p amari-gpu --bench partition
