@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/amari-gpu-target
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: help system venv dev demo test test-rust test-python lint fmt clean bench
+.PHONY: help system venv dev demo test test-rust test-python wheel-test lint fmt clean bench
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ test-python: dev ## pytest suites (GPU tests run on whatever adapters exist)
 	$(PY) -m pytest
 
 test: test-rust test-python ## every test
+
+wheel-test: system venv ## build the wheel and the sdist, install each in a fresh venv, run the CLI
+	bash scripts/wheel-test.sh
 
 lint: venv ## rustfmt, clippy, ruff, mypy and stub check
 	cargo fmt --all --check
