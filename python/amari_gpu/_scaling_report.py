@@ -63,6 +63,19 @@ def _families(study: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(r["family"] for r in study["rows"]))
 
 
+_AXIS = {
+    "geometric_algebra": "multivectors N",
+    "tropical": "n (n x n matrices)",
+    "information_geometry": "samples N",
+}
+
+
+def _ran_on(study: dict[str, Any]) -> str:
+    """Adapter names and backends of every device set, for plot titles."""
+    seen = {f"{d['adapter']} ({d['backend']})" for s in study["device_sets"] for d in s["devices"]}
+    return ", ".join(sorted(seen))
+
+
 def markdown(study: dict[str, Any], plots: str) -> str:
     """The study as Markdown tables."""
     host = study["host"]
@@ -139,7 +152,10 @@ def _bars(study: dict[str, Any], key: str, title: str, path: Path, reference: fl
             ax.axhline(reference, color="#d62728", linewidth=1)
         ax.set_ylabel(key.replace("_", " "))
         ax.set_title(f"{rows[0]['problem']}", fontsize=9)
-    fig.suptitle(f"{title} (amari_gpu {study['amari_gpu_version']}, {study['date']})")
+    fig.suptitle(
+        f"{title}\namari_gpu {study['amari_gpu_version']}, {study['date']}, on {_ran_on(study)}",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -159,11 +175,11 @@ def _crossover_plot(study: dict[str, Any], path: Path) -> None:
         cliff = [(c["size"], c["clifford_s"]) for c in points if c["clifford_s"] is not None]
         if cliff:
             ax.loglog(*zip(*[(n, s * 1e3) for n, s in cliff]), "^-", label="clifford")
-        ax.set_xlabel("problem size")
+        ax.set_xlabel(_AXIS.get(family, "problem size"))
         ax.set_ylabel("median ms")
         ax.set_title(family, fontsize=9)
         ax.legend(fontsize=8)
-    fig.suptitle("GPU path vs CPU libraries by problem size")
+    fig.suptitle(f"GPU path vs CPU libraries by problem size, on {_ran_on(study)}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -116,7 +116,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     from ._progress import Progress
 
     start = time.perf_counter()
-    label = f"calibrating {len(ctx.devices)} devices"
+    label = f"calibrating {len(ctx.devices)} device{'' if len(ctx.devices) == 1 else 's'}"
     with Progress(None, label, enabled=not args.json):
         caps = ctx.calibrate(force=args.force)
     seconds = time.perf_counter() - start
@@ -132,7 +132,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"seconds": seconds, "devices": rows}, indent=2))
         return 0
-    print(f"{len(rows)} devices calibrated in {seconds:.2f} s")
+    print(f"{len(rows)} device(s) calibrated in {seconds:.2f} s")
     for row in rows:
         print("\n".join(_capability_lines(row)))
     return 0
