@@ -35,6 +35,7 @@ class AdapterInfo:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AdapterInfo:
+        """Builds one from the dict the native layer returns (one key per field)."""
         return cls(**d)
 
     @property

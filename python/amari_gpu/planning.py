@@ -100,6 +100,8 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Plan:
+        """Builds one from the dict the native layer returns; ``d["assignments"]`` is a
+        list of dicts with the fields of :class:`DeviceWorkload`."""
         fields = dict(d)
         fields["assignments"] = tuple(DeviceWorkload(**a) for a in d["assignments"])
         return cls(**fields)

@@ -1,0 +1,101 @@
+"""Every public name of amari_gpu says what it is: ``help()`` and IDEs show these docstrings,
+and docs/api.md is written from them.
+
+Public means: the names in ``amari_gpu.__all__``, the public modules of the package, and the
+public methods and properties of every public class, inherited ones included as long as
+they are defined in amari_gpu (so the kernel methods that ``MultiGpuContext`` gets from its
+family mixins are checked, and what exceptions inherit from ``Exception`` is not).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Iterator
+from typing import Any
+
+import amari_gpu
+import pytest
+
+
+def _own_classes(cls: type) -> Iterator[type]:
+    """``cls`` and its bases that amari_gpu defines."""
+    for klass in cls.__mro__:
+        if klass.__module__.split(".")[0] == "amari_gpu":
+            yield klass
+
+
+def _members(cls: type) -> Iterator[tuple[str, Any]]:
+    """Public methods and properties of ``cls``, each once, from the class that defines it."""
+    seen: set[str] = set()
+    for klass in _own_classes(cls):
+        for name, attr in vars(klass).items():
+            if name.startswith("_") or name in seen:
+                continue
+            if isinstance(attr, (staticmethod, classmethod)):
+                attr = attr.__func__
+            if inspect.isfunction(attr) or isinstance(attr, property):
+                seen.add(name)
+                yield f"{cls.__name__}.{name}", attr
+
+
+def _public_names() -> list[tuple[str, Any]]:
+    found: list[tuple[str, Any]] = [("amari_gpu", amari_gpu)]
+    for info in pkgutil.iter_modules(amari_gpu.__path__):
+        # __main__ runs the command line on import.
+        if not info.name.startswith("_"):
+            module = importlib.import_module(f"amari_gpu.{info.name}")
+            found.append((module.__name__, module))
+    for name in amari_gpu.__all__:
+        obj = getattr(amari_gpu, name)
+        # Plain data (``__version__``, ``STRATEGIES``) cannot carry a docstring of its own.
+        if inspect.isclass(obj):
+            found.append((name, obj))
+            found.extend(_members(obj))
+        elif callable(obj):
+            found.append((name, obj))
+    return found
+
+
+PUBLIC = _public_names()
+
+
+def test_the_walk_reaches_mixin_methods_and_properties() -> None:
+    names = {name for name, _ in PUBLIC}
+    # A walk that silently found nothing would make every test below vacuous.
+    expected = {
+        "amari_gpu.context",
+        "adapters",
+        "MultiGpuContext",
+        "MultiGpuContext.geometric_product",
+        "MultiGpuContext.tropical_matmul",
+        "MultiGpuContext.fisher_information",
+        "MultiGpuContext.calibrate",
+        "Device.capabilities",
+        "Profile.events",
+        "Profile.save_chrome_trace",
+        "AdapterInfo.describe",
+    }
+    assert expected <= names, sorted(expected - names)
+    assert "AmariGpuError.with_traceback" not in names
+
+
+@pytest.mark.parametrize(("name", "obj"), PUBLIC, ids=[name for name, _ in PUBLIC])
+def test_has_a_docstring(name: str, obj: Any) -> None:
+    doc = obj.__doc__ if isinstance(obj, property) else inspect.getdoc(obj)
+    assert doc is not None and doc.strip(), f"{name} has no docstring"
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [(n, o) for n, o in PUBLIC if inspect.isclass(o)],
+    ids=[n for n, o in PUBLIC if inspect.isclass(o)],
+)
+def test_class_docstring_is_its_own(name: str, cls: type) -> None:
+    # inspect.getdoc falls back to a base class's docstring; a public class needs its own
+    # (an exception documented only by "Common base class for all non-exit exceptions."
+    # tells the reader nothing).
+    assert cls.__doc__ and cls.__doc__.strip(), f"{name} has no docstring of its own"
+    # Dataclasses without a docstring get their signature as one.
+    assert not cls.__doc__.startswith(f"{cls.__name__}("), f"{name} has only its signature"
