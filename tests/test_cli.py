@@ -47,11 +47,20 @@ def test_info_backends_filter(capsys):
     assert listed and {a["backend"] for a in listed} == {backend}
 
 
-def test_unknown_backend_is_a_usage_error(capsys):
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["info", "--backends", "cuda"], "vulkan, metal, dx12, gl"),
+        (["bench", "--rounds", "0"], "expected a positive integer, got '0'"),
+        (["bench", "--devices-per-adapter", "1,x"], "expected positive integers"),
+        (["calibrate", "--devices-per-adapter", "-1"], "expected a positive integer"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:
-        main(["info", "--backends", "cuda"])
+        main(argv)
     assert exit_info.value.code == 2
-    assert "vulkan, metal, dx12, gl" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
 
 
 def test_info_text_names_backends(capsys):

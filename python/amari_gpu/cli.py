@@ -48,6 +48,16 @@ def _counts(text: str) -> list[int]:
     return counts
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def _selected(backends: list[str] | None) -> list[AdapterInfo]:
     return [a for a in adapters() if backends is None or a.backend in backends]
 
@@ -184,13 +194,13 @@ def _parser() -> argparse.ArgumentParser:
         "calibrate", parents=[backends, as_json], help="measure every selected device"
     )
     cal.add_argument("--force", action="store_true", help="measure again, ignoring the cache")
-    cal.add_argument("--devices-per-adapter", type=int, default=1, metavar="N")
+    cal.add_argument("--devices-per-adapter", type=_positive, default=1, metavar="N")
     bench = commands.add_parser(
         "bench", parents=[backends, as_json], help="scaling study (results.json, report.md, PNGs)"
     )
-    bench.add_argument("--quick", action="store_true", help="small sizes, 3 rounds (< 2 min)")
+    bench.add_argument("--quick", action="store_true", help="small sizes, 3 rounds")
     bench.add_argument("--out", default="amari-gpu-bench", help="output directory")
-    bench.add_argument("--rounds", type=int, help="timed rounds per configuration")
+    bench.add_argument("--rounds", type=_positive, help="timed rounds per configuration")
     bench.add_argument(
         "--devices-per-adapter",
         type=_counts,
@@ -198,7 +208,7 @@ def _parser() -> argparse.ArgumentParser:
         help="logical devices per adapter of the default selection (default 1,2,4)",
     )
     demo = commands.add_parser("demo", help="run and check every kernel family on every adapter")
-    demo.add_argument("--items", type=int, default=1_000_000, help="multivectors per call")
+    demo.add_argument("--items", type=_positive, default=1_000_000, help="multivectors per call")
     return parser
 
 
