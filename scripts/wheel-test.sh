@@ -3,7 +3,7 @@
 # environment (numpy from PyPI, nothing from this checkout) and runs the command line from
 # there on every adapter. Then builds the sdist, checks that it holds what compiling needs
 # (scripts/check-sdist.sh), builds a wheel from it the way `pip install <sdist>` does — a
-# cold compile in a private target dir, about 2 minutes on 2 cores — and runs that one too.
+# cold compile in a private target dir, 2–4 minutes on 2 cores — and runs that one too.
 #
 # Environment: PYTHON (default python3) makes the fresh venvs; MATURIN (default
 # .venv/bin/maturin) builds; CARGO_TARGET_DIR (default ~/.cache/amari-gpu-target) is reused
