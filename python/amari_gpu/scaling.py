@@ -59,8 +59,8 @@ class Settings:
 QUICK = Settings(
     sizes={
         "geometric_algebra": (10_000, 100_000, 1_000_000),
-        "tropical": (64, 256, 512),
-        "information_geometry": (4_096, 32_768, 131_072),
+        "tropical": (64, 256, 384),
+        "information_geometry": (4_096, 16_384, 65_536),
     },
     rounds=3,
     label="quick",
