@@ -160,7 +160,9 @@ def test_gantt_chart_png(ctx4, tmp_path):
     path = tmp_path / "gantt.png"
     fig = prof.plot(path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(fig.axes[0].get_yticks()) == 4
+    # One row per device, and one for the host's planning.
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels == ["device 0", "device 1", "device 2", "device 3", "host"]
     import matplotlib.pyplot as plt
 
     plt.close(fig)

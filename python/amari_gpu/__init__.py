@@ -7,6 +7,7 @@ from . import _native
 from ._adapters import AdapterInfo, adapters
 from .algebra import Algebra
 from .context import Device, MultiGpuContext
+from .domain import DomainReport
 from .errors import (
     AmariGpuError,
     DeviceLostError,
@@ -29,6 +30,7 @@ __all__ = [
     "Device",
     "DeviceLostError",
     "DeviceWorkload",
+    "DomainReport",
     "InvalidArgumentError",
     "MultiGpuContext",
     "NoAdapterError",

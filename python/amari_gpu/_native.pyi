@@ -109,3 +109,25 @@ def fisher_gaussian(
     var: npt.NDArray[np.float32],
     strategy: str | None = None,
 ) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+
+# --- domain decomposition ---
+__all__ += ["life", "stencil"]
+
+def stencil(
+    ctx: Context,
+    grid: npt.NDArray[np.float32],
+    steps: int,
+    alpha: float,
+    boundary: str,
+    halo: int,
+    rebalance: bool = True,
+    split: list[int] | None = None,
+) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+def life(
+    ctx: Context,
+    grid: npt.NDArray[np.uint8],
+    steps: int,
+    halo: int,
+    rebalance: bool = True,
+    split: list[int] | None = None,
+) -> tuple[npt.NDArray[np.uint8], dict[str, Any]]: ...

@@ -12,6 +12,7 @@ import numpy as np
 from . import _native
 from ._adapters import BACKENDS, DEVICE_TYPES, AdapterInfo
 from ._validate import index_list, name_list, optional_positive_int, positive_int
+from .domain import DomainMixin
 from .errors import InvalidArgumentError
 from .ga import GeometricAlgebraMixin
 from .information import InformationGeometryMixin
@@ -35,7 +36,7 @@ class Device:
         return Capabilities(**self._native.capabilities(self.id))
 
 
-class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin):
+class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin, DomainMixin):
     """Devices on every selected adapter, used together by every kernel call.
 
     Selection: by default every distinct hardware adapter (one per physical device,

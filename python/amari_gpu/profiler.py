@@ -9,7 +9,7 @@ from typing import Any
 
 from . import _native
 
-KINDS = ("plan", "upload", "kernel", "readback", "wait", "retry")
+KINDS = ("plan", "upload", "kernel", "readback", "wait", "retry", "exchange")
 _COLORS = {
     "plan": "#7f7f7f",
     "upload": "#1f77b4",
@@ -17,6 +17,7 @@ _COLORS = {
     "readback": "#ff7f0e",
     "wait": "#d3d3d3",
     "retry": "#d62728",
+    "exchange": "#9467bd",
 }
 
 
@@ -24,7 +25,8 @@ class Profile:
     """What a context's calls did while ``with ctx.profile() as prof:`` was active.
 
     ``prof.events`` lists every step as a dict with ``device`` (None for planning),
-    ``kind`` (one of "plan", "upload", "kernel", "readback", "wait", "retry"), ``chunk``,
+    ``kind`` (one of "plan", "upload", "kernel", "readback", "wait", "retry", and
+    "exchange" for the halo rows domain decomposition passes through the host), ``chunk``,
     ``call``, ``start_s`` and ``duration_s`` (seconds since the profile started), ``bytes``,
     ``items`` and ``clock`` ("gpu" when a kernel was timed with GPU timestamp queries,
     aligned to the host clock; "host" otherwise).
@@ -70,11 +72,17 @@ class Profile:
             import matplotlib.pyplot as plt
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise ImportError("Profile.plot needs matplotlib: pip install 'amari-gpu[plot]'") from e
-        events = [e for e in self.events if e["device"] is not None]
-        devices = sorted({e["device"] for e in events})
-        fig, ax = plt.subplots(figsize=(10, 1.0 + 0.8 * max(len(devices), 1)))
-        for row, device in enumerate(devices):
-            for kind in ("wait", "upload", "kernel", "readback", "retry"):
+        events = self.events
+        devices = sorted({e["device"] for e in events if e["device"] is not None})
+        # Host-wide steps (planning, halo exchange) get a row of their own, at the top.
+        rows: list[int | None] = (
+            [*devices, None]
+            if any(e["device"] is None and e["duration_s"] > 0 for e in events)
+            else list(devices)
+        )
+        fig, ax = plt.subplots(figsize=(10, 1.0 + 0.8 * max(len(rows), 1)))
+        for row, device in enumerate(rows):
+            for kind in ("wait", "upload", "kernel", "readback", "retry", "plan", "exchange"):
                 bars = [
                     (e["start_s"] * 1e3, max(e["duration_s"] * 1e3, 1e-6))
                     for e in events
@@ -88,7 +96,7 @@ class Profile:
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))
         ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        ax.set_yticks(range(len(devices)), [f"device {d}" for d in devices])
+        ax.set_yticks(range(len(rows)), [f"device {d}" if d is not None else "host" for d in rows])
         ax.set_xlabel("ms since the profile started")
         ax.set_title("amari_gpu timeline (kernels above, host steps below each device)")
         fig.tight_layout()

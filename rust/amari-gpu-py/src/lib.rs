@@ -5,6 +5,7 @@ mod adapters;
 mod arrays;
 mod context;
 mod detach;
+mod domain;
 mod errors;
 mod fisher;
 mod ga;
@@ -24,5 +25,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tropical::register(m)?;
     fisher::register(m)?;
     profile::register(m)?;
+    domain::register(m)?;
     Ok(())
 }

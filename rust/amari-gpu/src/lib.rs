@@ -13,6 +13,7 @@ pub mod concurrency;
 pub mod context;
 pub mod device;
 pub mod dispatch;
+pub mod domain;
 pub mod error;
 pub mod executor;
 pub mod families;

@@ -94,21 +94,23 @@ struct Meta {
 /// Aligns GPU timestamps with the host clock: the offset is the smallest observed gap between
 /// a kernel's GPU end and the host seeing it done, the tightest alignment the host can know.
 #[derive(Default)]
-struct GpuClock {
+pub(crate) struct GpuClock {
     offset_s: Option<f64>,
 }
 
 impl GpuClock {
-    fn kernel(
+    /// The kernel's start and duration on the profile's clock, given when the host saw it
+    /// done (`seen`).
+    pub(crate) fn kernel(
         &mut self,
         profiler: &Profiler,
-        done: &Finished,
+        seen: Instant,
         ticks: (u64, u64),
         period_ns: f64,
     ) -> (f64, f64) {
         let begin_s = ticks.0 as f64 * period_ns * 1e-9;
         let end_s = ticks.1.max(ticks.0) as f64 * period_ns * 1e-9;
-        let seen_s = profiler.at(done.wait_end);
+        let seen_s = profiler.at(seen);
         let offset = self
             .offset_s
             .map_or(seen_s - end_s, |o| o.min(seen_s - end_s));
@@ -169,7 +171,7 @@ impl Run<'_> {
         );
         match (done.ticks, dev.timestamp_period_ns) {
             (Some(ticks), Some(period)) => {
-                let (start_s, duration_s) = clock.kernel(p, done, ticks, period);
+                let (start_s, duration_s) = clock.kernel(p, done.wait_end, ticks, period);
                 self.record(
                     dev,
                     Kind::Kernel,

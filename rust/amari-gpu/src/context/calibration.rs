@@ -88,7 +88,7 @@ impl MultiGpuContext {
         caps
     }
 
-    pub(super) fn ensure_calibrated(&self) -> Result<()> {
+    pub(crate) fn ensure_calibrated(&self) -> Result<()> {
         let missing = {
             let measured = self.measured.lock().expect("measured lock");
             self.devices
@@ -99,6 +99,13 @@ impl MultiGpuContext {
             self.calibrate(false)?;
         }
         Ok(())
+    }
+
+    /// What calibration measured on device `id`, if it has been calibrated.
+    pub(crate) fn measurements(&self, id: usize) -> Option<Measurements> {
+        self.measured.lock().expect("measured lock")[id]
+            .as_ref()
+            .map(|(m, _)| m.clone())
     }
 
     /// Measured speedup of each group of devices sharing hardware, with its member count.

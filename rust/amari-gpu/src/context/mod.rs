@@ -166,6 +166,10 @@ impl MultiGpuContext {
         *active = Some(Arc::clone(&profiler));
         Ok(profiler)
     }
+    /// The active profile, if any.
+    pub(crate) fn active_profile(&self) -> Option<Arc<Profiler>> {
+        self.profiler.lock().expect("profiler lock").clone()
+    }
     /// Stops recording and returns the profile, if one was active.
     pub fn stop_profile(&self) -> Option<Arc<Profiler>> {
         self.profiler.lock().expect("profiler lock").take()

@@ -6,7 +6,7 @@
 //! `layout` then lays the counts out as contiguous runs in device-id order and attaches the
 //! model's estimates.
 
-mod apportion;
+pub(crate) mod apportion;
 mod auto;
 mod balanced;
 mod bounds;

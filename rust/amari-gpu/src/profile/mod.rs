@@ -1,6 +1,7 @@
 //! The profiler timeline: every step of every call (plan, upload, kernel, readback, wait,
-//! retry) as an event on the context's clock. Kernel events come from GPU timestamp queries
-//! when the device has them, aligned to the host clock; otherwise from host timing.
+//! retry, halo exchange) as an event on the context's clock. Kernel events come from GPU
+//! timestamp queries when the device has them, aligned to the host clock; otherwise from
+//! host timing.
 //! Nothing is recorded, and nothing costs, while no profile is active.
 
 mod summary;
@@ -27,6 +28,8 @@ pub enum Kind {
     Wait,
     /// Re-running a chunk whose device failed, on another device.
     Retry,
+    /// Passing halo rows between devices through the host (domain decomposition).
+    Exchange,
 }
 
 impl Kind {
@@ -39,6 +42,7 @@ impl Kind {
             Kind::Readback => "readback",
             Kind::Wait => "wait",
             Kind::Retry => "retry",
+            Kind::Exchange => "exchange",
         }
     }
 }

@@ -22,7 +22,7 @@ fn track(event: &Event) -> u64 {
 
 fn track_name(tid: u64, names: &dyn Fn(usize) -> String) -> String {
     if tid == HOST_TID {
-        return "host (planning)".to_string();
+        return "host (planning, halo exchange)".to_string();
     }
     let device = ((tid - 1) / 2) as usize;
     if tid % 2 == 1 {

@@ -1,0 +1,254 @@
+//! Row bands of a 2-D grid: which device holds which rows, the ghost rows each band keeps
+//! around them, which of its rows each step may compute, and which rows it hands back to
+//! the host for its neighbours. Pure arithmetic; the GPU side is in `state`.
+
+use std::ops::Range;
+
+use crate::error::{Error, Result};
+use crate::partition::apportion::apportion;
+
+/// The grid's shape and how bands see past their edges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    /// Rows of the whole grid.
+    pub height: usize,
+    /// Steps a band runs between exchanges, and so ghost rows on each side.
+    pub halo: usize,
+    /// Whether rows wrap (periodic, torus) or the outer rows are fixed (Dirichlet).
+    pub periodic: bool,
+}
+
+/// Rows `rows` of the grid held by `device`, with `above` and `below` ghost rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Band {
+    /// Device holding the band.
+    pub device: usize,
+    /// Rows the band owns.
+    pub rows: Range<usize>,
+    /// Ghost rows kept above the owned rows.
+    pub above: usize,
+    /// Ghost rows kept below.
+    pub below: usize,
+}
+
+impl Band {
+    /// The band of `rows` on `device`: `halo` ghost rows on each side, fewer where a
+    /// Dirichlet grid ends (a fixed outer row needs nothing beyond it).
+    pub fn new(device: usize, rows: Range<usize>, g: Geometry) -> Self {
+        let (above, below) = if g.periodic {
+            (g.halo, g.halo)
+        } else {
+            (g.halo.min(rows.start), g.halo.min(g.height - rows.end))
+        };
+        Band {
+            device,
+            rows,
+            above,
+            below,
+        }
+    }
+
+    /// Rows owned.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True for a band without rows (never built by [`layout`]).
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Rows of the band's device buffers: ghosts and owned rows.
+    pub fn buffer_rows(&self) -> usize {
+        self.above + self.len() + self.below
+    }
+
+    /// Buffer rows of the owned rows.
+    pub fn owned_rows(&self) -> Range<usize> {
+        self.above..self.above + self.len()
+    }
+
+    /// Grid row held in buffer row `local` (ghost rows of a periodic grid wrap).
+    pub fn global_row(&self, local: usize, g: Geometry) -> usize {
+        let h = g.height as isize;
+        (self.rows.start as isize - self.above as isize + local as isize).rem_euclid(h) as usize
+    }
+
+    /// Grid row of buffer row 0 on a Dirichlet grid (never negative there).
+    pub fn first_row(&self) -> usize {
+        self.rows.start - self.above
+    }
+
+    fn top_fixed(&self, g: Geometry) -> bool {
+        !g.periodic && self.first_row() == 0
+    }
+
+    fn bottom_fixed(&self, g: Geometry) -> bool {
+        !g.periodic && self.rows.end + self.below == g.height
+    }
+
+    /// Buffer rows that step `k` (1-based, counted from the last exchange) computes. Each
+    /// step loses one more row at each ghost edge, whose neighbours are stale; an edge on a
+    /// Dirichlet frame loses nothing because its outer row never changes.
+    pub fn step_rows(&self, k: usize, g: Geometry) -> Range<usize> {
+        let lo = if self.top_fixed(g) { 0 } else { k };
+        let hi = self.buffer_rows() - if self.bottom_fixed(g) { 0 } else { k };
+        lo..hi
+    }
+
+    /// Buffer rows handed back after a round for the neighbours' ghosts: the first and last
+    /// `halo` owned rows (all of them when the band is thinner than two halos). Every ghost
+    /// row of every band is among some band's border rows.
+    pub fn border_rows(&self, g: Geometry) -> Vec<Range<usize>> {
+        let (start, n) = (self.above, self.len());
+        if n <= 2 * g.halo {
+            return std::iter::once(start..start + n).collect();
+        }
+        vec![start..start + g.halo, start + n - g.halo..start + n]
+    }
+
+    /// Buffer rows that are ghosts, as (buffer rows, first grid row) runs.
+    pub fn ghost_rows(&self) -> [Range<usize>; 2] {
+        let end = self.above + self.len();
+        [0..self.above, end..end + self.below]
+    }
+}
+
+/// Splits `height` rows over devices in proportion to `weights` (zero: no rows).
+pub fn split_rows(height: usize, weights: &[f64]) -> Vec<usize> {
+    let caps = vec![u64::MAX; weights.len()];
+    apportion(height as u64, weights, &caps)
+        .into_iter()
+        .map(|n| n as usize)
+        .collect()
+}
+
+/// The bands of a split: each device's rows in device order, contiguous, cut into as few
+/// bands as keep every band's buffer (ghosts included) within `max_rows(device)` rows.
+pub fn layout(
+    rows_per_device: &[(usize, usize)],
+    g: Geometry,
+    max_rows: &dyn Fn(usize) -> usize,
+) -> Result<Vec<Band>> {
+    let mut bands = Vec::new();
+    let mut start = 0;
+    for &(device, rows) in rows_per_device {
+        if rows == 0 {
+            continue;
+        }
+        let room = max_rows(device).saturating_sub(2 * g.halo);
+        if room == 0 {
+            return Err(Error::invalid(
+                "grid",
+                format!(
+                    "a row with its {} ghost rows on each side does not fit one buffer \
+                     binding of device {device} ({} rows at most); use a smaller halo or \
+                     narrower grid",
+                    g.halo,
+                    max_rows(device)
+                ),
+            ));
+        }
+        let pieces = rows.div_ceil(room);
+        for p in 0..pieces {
+            // Even pieces, the larger ones first.
+            let n = rows / pieces + usize::from(p < rows % pieces);
+            bands.push(Band::new(device, start..start + n, g));
+            start += n;
+        }
+    }
+    debug_assert_eq!(start, g.height);
+    Ok(bands)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geometry(height: usize, halo: usize, periodic: bool) -> Geometry {
+        Geometry {
+            height,
+            halo,
+            periodic,
+        }
+    }
+
+    #[test]
+    fn dirichlet_bands_have_no_ghosts_past_the_frame() {
+        let g = geometry(10, 2, false);
+        let top = Band::new(0, 0..4, g);
+        assert_eq!((top.above, top.below), (0, 2));
+        assert_eq!(top.step_rows(1, g), 0..5);
+        assert_eq!(top.step_rows(2, g), 0..4);
+        let middle = Band::new(1, 4..5, g);
+        assert_eq!((middle.above, middle.below), (2, 2));
+        assert_eq!(middle.step_rows(2, g), 2..3);
+        let near_top = Band::new(1, 1..5, geometry(10, 4, false));
+        assert_eq!((near_top.above, near_top.first_row()), (1, 0));
+        assert_eq!(near_top.step_rows(4, geometry(10, 4, false)), 0..5);
+    }
+
+    #[test]
+    fn periodic_ghosts_wrap_even_past_a_tiny_grid() {
+        let g = geometry(3, 4, true);
+        let band = Band::new(0, 0..3, g);
+        let rows: Vec<usize> = (0..band.buffer_rows())
+            .map(|i| band.global_row(i, g))
+            .collect();
+        assert_eq!(rows, [2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!(band.step_rows(4, g), 4..7);
+    }
+
+    /// After a round of `halo` steps the owned rows were computed at every step, and every
+    /// ghost row is some band's border row, for any split.
+    #[test]
+    fn rounds_keep_owned_rows_valid_and_borders_cover_every_ghost() {
+        for periodic in [false, true] {
+            for height in 1..14 {
+                for halo in 1..5 {
+                    let g = geometry(height, halo, periodic);
+                    for devices in 1..5 {
+                        let split = split_rows(height, &vec![1.0; devices]);
+                        let pairs: Vec<(usize, usize)> = split.into_iter().enumerate().collect();
+                        let bands = layout(&pairs, g, &|_| 3 + 2 * halo).unwrap();
+                        let mut border = vec![false; height];
+                        for b in &bands {
+                            for r in b.border_rows(g) {
+                                for local in r {
+                                    border[b.global_row(local, g)] = true;
+                                }
+                            }
+                        }
+                        for b in &bands {
+                            assert!(b.buffer_rows() <= 3 + 2 * halo);
+                            let owned = b.above..b.above + b.len();
+                            for k in 1..=halo {
+                                let s = b.step_rows(k, g);
+                                assert!(s.start <= owned.start && owned.end <= s.end);
+                            }
+                            for ghosts in b.ghost_rows() {
+                                for local in ghosts {
+                                    assert!(border[b.global_row(local, g)], "{b:?} {g:?}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_row_too_wide_for_one_binding_is_refused() {
+        let g = geometry(8, 2, true);
+        let err = layout(&[(0, 8)], g, &|_| 4).unwrap_err();
+        assert!(err.to_string().contains("ghost rows"), "{err}");
+    }
+
+    #[test]
+    fn split_follows_weights_and_covers_every_row() {
+        assert_eq!(split_rows(10, &[1.0, 1.0]), [5, 5]);
+        assert_eq!(split_rows(3, &[1.0; 6]).iter().sum::<usize>(), 3);
+        assert_eq!(split_rows(100, &[3.0, 1.0, 0.0]), [75, 25, 0]);
+    }
+}

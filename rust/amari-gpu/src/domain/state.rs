@@ -1,0 +1,241 @@
+//! A band on its device: two grid buffers the steps ping-pong between, one uniform per step
+//! of a round with the bind groups for both directions (made once per layout, so a round
+//! only records dispatches), and the copies that upload ghost rows and read rows back.
+
+use std::ops::Range;
+
+use super::bands::{Band, Geometry};
+use super::Rule;
+use crate::device::{Compiled, GpuDevice};
+use crate::error::{Error, Result};
+use crate::executor::binding;
+use crate::pool::Pooled;
+
+/// Threads per workgroup of `shaders/heat.wgsl` and `shaders/life.wgsl`: wide, because
+/// software adapters pay per workgroup and a row is usually long.
+const WORKGROUP_SIZE: u64 = 256;
+
+/// What every band of one run shares: the rule, the grid's shape and its row layout.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    /// The update rule.
+    pub rule: Rule,
+    /// Rows, halo and boundary.
+    pub geometry: Geometry,
+    /// Cells per row.
+    pub width: usize,
+    /// Bytes per row in device buffers and on the host board (a multiple of 4).
+    pub row_bytes: usize,
+}
+
+impl Spec {
+    /// Threads per row: one per cell (heat) or per packed word of four cells (Life).
+    pub fn threads_per_row(&self) -> usize {
+        match self.rule {
+            Rule::Heat { .. } => self.width,
+            Rule::Life => self.row_bytes / 4,
+        }
+    }
+}
+
+/// One band's device state.
+pub struct BandState {
+    /// The band.
+    pub band: Band,
+    buffers: [Pooled; 2],
+    _params: Vec<Pooled>,
+    /// `groups[s][k - 1]`: step `k` of a round reading buffer `s`.
+    groups: [Vec<wgpu::BindGroup>; 2],
+    /// Workgroups of step `k` at index `k - 1`.
+    grids: Vec<[u32; 3]>,
+    /// Cells (heat) or words (Life) step `k` computes, at index `k - 1`.
+    work: Vec<u64>,
+}
+
+impl BandState {
+    /// Allocates the band's buffers and bind groups and uploads its rows (ghosts included)
+    /// from `board` into buffer `current`.
+    pub fn create(
+        dev: &GpuDevice,
+        compiled: &Compiled,
+        band: Band,
+        spec: &Spec,
+        board: &[u8],
+        current: usize,
+    ) -> Result<(Self, u64)> {
+        let g = spec.geometry;
+        let bytes = (band.buffer_rows() * spec.row_bytes) as u64;
+        let usage = wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_DST
+            | wgpu::BufferUsages::COPY_SRC;
+        let buffers = [
+            dev.pool.take(&dev.device, bytes, usage),
+            dev.pool.take(&dev.device, bytes, usage),
+        ];
+        let columns = spec.threads_per_row() as u64;
+        let max = u64::from(dev.limits.max_compute_workgroups_per_dimension);
+        let (mut params, mut grids, mut work) = (Vec::new(), Vec::new(), Vec::new());
+        for k in 1..=g.halo {
+            let rows = band.step_rows(k, g);
+            let n = rows.len() as u64;
+            // x: columns (or words); y: rows, sliced along z past the y limit.
+            let x = columns.div_ceil(WORKGROUP_SIZE);
+            let y = n.clamp(1, max);
+            let z = n.div_ceil(y).max(1);
+            if x > max || z > max {
+                return Err(Error::invalid(
+                    "grid",
+                    format!(
+                        "{n} rows of {columns} columns do not fit one dispatch on device {}",
+                        dev.id
+                    ),
+                ));
+            }
+            let words = uniform(spec, &band, rows, y as u32);
+            let buffer = dev.pool.take(
+                &dev.device,
+                (words.len() * 4) as u64,
+                wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            );
+            dev.queue
+                .write_buffer(&buffer, 0, bytemuck::cast_slice(&words));
+            params.push(buffer);
+            grids.push([x as u32, y as u32, z as u32]);
+            work.push(n * columns);
+        }
+        let group = |from: usize, k: usize| {
+            dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("amari-gpu band step"),
+                layout: &compiled.layout,
+                entries: &[
+                    binding(0, &params[k], 32),
+                    binding(1, &buffers[from], bytes),
+                    binding(2, &buffers[1 - from], bytes),
+                ],
+            })
+        };
+        let groups = [
+            (0..g.halo).map(|k| group(0, k)).collect(),
+            (0..g.halo).map(|k| group(1, k)).collect(),
+        ];
+        let state = BandState {
+            band,
+            buffers,
+            _params: params,
+            groups,
+            grids,
+            work,
+        };
+        let uploaded = state.write_rows(dev, current, 0..state.band.buffer_rows(), spec, board);
+        Ok((state, uploaded))
+    }
+
+    /// Copies buffer rows `rows` of buffer `current` from their grid rows on `board`.
+    fn write_rows(
+        &self,
+        dev: &GpuDevice,
+        current: usize,
+        rows: Range<usize>,
+        spec: &Spec,
+        board: &[u8],
+    ) -> u64 {
+        let rb = spec.row_bytes;
+        let mut local = rows.start;
+        while local < rows.end {
+            // Longest run of buffer rows whose grid rows are consecutive on the board.
+            let first = self.band.global_row(local, spec.geometry);
+            let mut n = 1;
+            while local + n < rows.end && first + n < spec.geometry.height {
+                if self.band.global_row(local + n, spec.geometry) != first + n {
+                    break;
+                }
+                n += 1;
+            }
+            dev.queue.write_buffer(
+                &self.buffers[current],
+                (local * rb) as u64,
+                &board[first * rb..(first + n) * rb],
+            );
+            local += n;
+        }
+        (rows.len() * rb) as u64
+    }
+
+    /// Uploads the ghost rows of buffer `current` from `board`; returns the bytes.
+    pub fn write_ghosts(&self, dev: &GpuDevice, current: usize, spec: &Spec, board: &[u8]) -> u64 {
+        self.band
+            .ghost_rows()
+            .into_iter()
+            .map(|rows| self.write_rows(dev, current, rows, spec, board))
+            .sum()
+    }
+
+    /// Records `steps` steps starting from buffer `current`; returns the threads run.
+    pub fn encode_steps(&self, pass: &mut wgpu::ComputePass<'_>, current: usize, k: usize) -> u64 {
+        let from = (current + k - 1) % 2;
+        pass.set_bind_group(0, &self.groups[from][k - 1], &[]);
+        let [x, y, z] = self.grids[k - 1];
+        pass.dispatch_workgroups(x, y, z);
+        self.work[k - 1]
+    }
+
+    /// Copies buffer rows `rows` of buffer `current` into `staging` at `offset`.
+    pub fn copy_rows(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        current: usize,
+        rows: &Range<usize>,
+        spec: &Spec,
+        staging: &wgpu::Buffer,
+        offset: u64,
+    ) -> u64 {
+        let rb = spec.row_bytes as u64;
+        let bytes = rows.len() as u64 * rb;
+        encoder.copy_buffer_to_buffer(
+            &self.buffers[current],
+            rows.start as u64 * rb,
+            staging,
+            offset,
+            bytes,
+        );
+        bytes
+    }
+
+    /// Destroys the buffers instead of pooling them: after a failure they may be in use.
+    pub fn discard(self) {
+        let [a, b] = self.buffers;
+        a.discard();
+        b.discard();
+    }
+}
+
+/// The uniform of one step (32 bytes; see `shaders/heat.wgsl` and `shaders/life.wgsl`).
+fn uniform(spec: &Spec, band: &Band, rows: Range<usize>, slice_rows: u32) -> [u32; 8] {
+    let g = spec.geometry;
+    match spec.rule {
+        Rule::Heat { alpha } => [
+            spec.width as u32,
+            g.height as u32,
+            if g.periodic {
+                0
+            } else {
+                band.first_row() as u32
+            },
+            rows.start as u32,
+            rows.end as u32,
+            slice_rows,
+            u32::from(g.periodic),
+            alpha.to_bits(),
+        ],
+        Rule::Life => [
+            spec.width as u32,
+            (spec.row_bytes / 4) as u32,
+            rows.start as u32,
+            rows.end as u32,
+            slice_rows,
+            0,
+            0,
+            0,
+        ],
+    }
+}

@@ -1,0 +1,176 @@
+"""Domain decomposition as an engine: argument checks (inputs untouched), rebalancing from
+measured round times, recovery from a failing device, the profiler's view of compute and
+exchange, and a grid of 8192 x 8192."""
+
+from __future__ import annotations
+
+import amari_gpu as ag
+import numpy as np
+import pytest
+from _domain_helpers import heat_reference, life_reference
+
+
+@pytest.fixture(scope="module")
+def ctx() -> ag.MultiGpuContext:
+    return ag.MultiGpuContext(adapters=[0], devices_per_adapter=2)
+
+
+@pytest.mark.parametrize("alpha", [0.2500001, 0.3, 1.0, -0.01, float("nan"), float("inf")])
+def test_alpha_outside_the_stable_range_is_refused(ctx, alpha):
+    with pytest.raises(ValueError, match=r"alpha: expected 0 <= alpha <= 0.25"):
+        ctx.stencil(np.zeros((4, 4), np.float32), 1, alpha=alpha)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"grid": np.zeros(5, np.float32)}, r"grid: expected shape \(H, W\).*got \(5,\)"),
+        ({"grid": np.zeros((0, 3), np.float32)}, r"grid: expected shape \(H, W\).*got \(0, 3\)"),
+        ({"steps": -1}, r"steps: expected an integer >= 0, got -1"),
+        ({"steps": 2.5}, r"steps: expected an integer >= 0, got 2.5"),
+        ({"halo": 0}, r"halo: expected an integer >= 1, got 0"),
+        ({"boundary": "neumann"}, r"boundary: expected one of \['dirichlet', 'periodic'\]"),
+        ({"split": [1, 2, 3]}, r"split: expected rows for each of the 2 devices, got 3"),
+        ({"split": [2, 1]}, r"split: expected rows adding up to the grid's 4 rows, got 3"),
+        ({"split": [5, -1]}, r"split: expected integers >= 0, got -1"),
+    ],
+)
+def test_bad_stencil_arguments_name_what_was_expected(ctx, kwargs, match):
+    args = {"grid": np.ones((4, 4), np.float32), "steps": 1, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        ctx.stencil(**args)
+
+
+def test_non_finite_and_complex_grids_are_refused(ctx):
+    grid = np.ones((3, 4), np.float32)
+    grid[2, 1] = np.nan
+    with pytest.raises(ValueError, match=r"grid: expected finite values, found nan at \(2, 1\)"):
+        ctx.stencil(grid, 1)
+    with pytest.raises(TypeError, match="grid: expected an array of real numbers"):
+        ctx.stencil(np.ones((3, 3), np.complex64), 1)
+
+
+def test_life_cells_must_be_zero_or_one(ctx):
+    grid = np.zeros((3, 4), np.int64)
+    grid[1, 3] = 2
+    with pytest.raises(ValueError, match=r"grid: expected cells 0 or 1, found 2 at \(1, 3\)"):
+        ctx.life(grid, 1)
+    with pytest.raises(TypeError, match="grid: expected an array of 0/1 cells"):
+        ctx.life(np.zeros((3, 3), np.float32), 1)
+    # 256 must not wrap to 0 on the way to uint8.
+    grid[1, 3] = 256
+    with pytest.raises(ValueError, match="found 256"):
+        ctx.life(grid, 1)
+
+
+def test_inputs_are_never_modified_and_other_dtypes_are_converted(ctx):
+    grid = np.random.default_rng(0).random((9, 7))  # float64
+    before = grid.copy()
+    got = ctx.stencil(grid, 5, 0.2, "periodic", 2)
+    np.testing.assert_array_equal(grid, before)
+    np.testing.assert_allclose(
+        got, heat_reference(grid.astype(np.float32), 5, 0.2, "periodic"), atol=1e-5
+    )
+    cells = np.random.default_rng(1).random((9, 7)) < 0.5  # bool
+    before_cells = cells.copy()
+    np.testing.assert_array_equal(ctx.life(cells, 5), life_reference(cells, 5))
+    np.testing.assert_array_equal(cells, before_cells)
+
+
+def test_a_skewed_split_is_rebalanced_towards_the_measured_rates():
+    ctx = ag.MultiGpuContext(adapters=[0], devices_per_adapter=2)
+    height = 512
+    grid = np.random.default_rng(2).random((height, 512), dtype=np.float32)
+    got = ctx.stencil(grid, 40, 0.2, "periodic", halo=1, split=[height - 16, 16])
+    report = ctx.last_run
+    assert len(report.layouts) >= 2, report.layouts
+    first = dict(report.layouts[0]["split"])
+    last = dict(report.final_split)
+    # The device given 97% of the rows is measured slower per row than its partner and
+    # loses rows; every later layout was paid for in measured seconds.
+    assert last[0] < first[0] and last[1] > first[1]
+    assert all(layout["seconds"] > 0 for layout in report.layouts[1:])
+    static = ctx.stencil(
+        grid, 40, 0.2, "periodic", halo=1, split=[height - 16, 16], rebalance=False
+    )
+    assert len(ctx.last_run.layouts) == 1
+    assert got.tobytes() == static.tobytes()
+    np.testing.assert_allclose(got, heat_reference(grid, 40, 0.2, "periodic"), atol=1e-5)
+
+
+def test_a_device_failing_mid_run_is_left_out_and_the_result_is_still_right():
+    ctx = ag.MultiGpuContext(adapters=[0], devices_per_adapter=3)
+    grid = (np.random.default_rng(4).random((90, 70)) < 0.35).astype(np.uint8)
+    ctx.inject_fault(1, after_chunks=3)  # fails when it starts its fourth round
+    got = ctx.life(grid, 20, halo=2)
+    np.testing.assert_array_equal(got, life_reference(grid, 20))
+    report = ctx.last_run
+    assert [device for device, _ in report.failures] == [1]
+    assert "injected fault" in report.failures[0][1]
+    assert ctx.health()[1]["healthy"] is False
+    assert {d for d, rows in report.final_split if rows} == {0, 2}
+    # Later calls avoid it; reset_health brings it back.
+    ctx.life(grid, 3)
+    assert 1 not in {d for d, rows in ctx.last_run.final_split}
+    ctx.reset_health()
+    ctx.life(grid, 3)
+    assert 1 in {d for d, rows in ctx.last_run.final_split if rows}
+
+
+def test_every_device_failing_raises_device_lost():
+    ctx = ag.MultiGpuContext(adapters=[0], devices_per_adapter=2)
+    ctx.inject_fault(0, 1)
+    ctx.inject_fault(1, 1)
+    with pytest.raises(ag.DeviceLostError, match="no healthy device left"):
+        ctx.stencil(np.ones((8, 8), np.float32), 6)
+
+
+def test_the_profiler_shows_compute_and_exchange_for_every_round(ctx):
+    grid = np.random.default_rng(5).random((64, 48), dtype=np.float32)
+    with ctx.profile() as prof:
+        ctx.stencil(grid, 8, 0.1, "dirichlet", halo=2, rebalance=False)
+    events = prof.events
+    report = ctx.last_run
+    rounds = len(report.rounds)
+    assert rounds == 4
+    kernels = [e for e in events if e["kind"] == "kernel"]
+    exchanges = [e for e in events if e["kind"] == "exchange"]
+    assert len(exchanges) == rounds and all(e["device"] is None for e in exchanges)
+    assert {(e["device"], e["chunk"]) for e in kernels} == {
+        (d, r) for d in (0, 1) for r in range(rounds)
+    }
+    # Kernel events count the cells each device computed, ghost-row work included.
+    for r, round_report in enumerate(report.rounds):
+        for dev in round_report["devices"]:
+            (event,) = [e for e in kernels if e["device"] == dev["device"] and e["chunk"] == r]
+            assert event["items"] == dev["work"] > 0
+    assert any(e["kind"] == "readback" and e["device"] is None for e in events)
+    summary = prof.summary()
+    assert summary["makespan_s"] > 0
+    assert prof.calls[0]["kernel"] == "domain/heat"
+
+
+def test_report_figures_are_consistent(ctx):
+    grid = np.random.default_rng(6).random((128, 128), dtype=np.float32)
+    ctx.stencil(grid, 12, 0.1, "periodic", halo=4)
+    r = ctx.last_run
+    assert [x["steps"] for x in r.rounds] == [4, 4, 4]
+    assert 0 < r.exchange_share < 1
+    assert r.step_s == pytest.approx(r.rounds_s / 12)
+    assert r.wall_s >= r.rounds_s
+    for round_report in r.rounds:
+        assert round_report["exchange_s"] <= round_report["wall_s"]
+        assert round_report["compute_s"] <= round_report["wall_s"]
+
+
+def test_a_grid_of_8192_by_8192():
+    ctx = ag.MultiGpuContext(adapters=[0], devices_per_adapter=2)
+    cells = (np.random.default_rng(7).random((8192, 8192)) < 0.3).astype(np.uint8)
+    got = ctx.life(cells, 2, halo=2)
+    np.testing.assert_array_equal(got, life_reference(cells, 2))
+    del cells, got
+    grid = np.random.default_rng(8).random((8192, 8192), dtype=np.float32)
+    out = ctx.stencil(grid, 1, 0.25, "dirichlet")
+    assert ctx.last_run.layouts[0]["bands"] >= 3  # 256 MiB of float32 over 128 MiB bindings
+    want = heat_reference(grid, 1, 0.25, "dirichlet")
+    assert np.abs(out - want).max() < 1e-5
