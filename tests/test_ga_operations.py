@@ -135,3 +135,16 @@ def test_drawn_normalize_matches_reference(default_ctx, sig, rows, data):
     width = 1 << sum(sig)
     x = data.draw(hnp.arrays(np.float32, (rows, width), elements=VALUES))
     assert_normalized(default_ctx.normalize(x, Algebra(*sig)), sig, x)
+
+
+def test_normalize_scales_by_the_blades_that_enter_the_norm(default_ctx):
+    # A large null part (e4 in PGA) next to tiny Euclidean parts: scaling by the largest
+    # component overall would push the Euclidean squares into underflow and leave the row
+    # as if it were null (found by hypothesis).
+    x = np.full((1, 16), np.float32(1.1754944e-38))
+    x[0, 8] = 1.0
+    assert_normalized(default_ctx.normalize(x, Algebra(3, 0, 1)), (3, 0, 1), x)
+    # A maximum of 2^-100 is scaled up in two steps (2^64, then 2^36).
+    y = np.zeros((1, 8), np.float32)
+    y[0, 0] = y[0, 3] = np.float32(2.0**-100)
+    assert_normalized(default_ctx.normalize(y, Algebra(3, 0, 0)), (3, 0, 0), y)

@@ -103,8 +103,8 @@ fn operand(spec: &str, k: usize) -> String {
 pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> String {
     let blades = algebra.blades();
     let out_words = op.output_words(algebra);
-    let vin = blades % 4 == 0;
-    let vout = out_words % 4 == 0;
+    let vin = blades.is_multiple_of(4);
+    let vout = out_words.is_multiple_of(4);
     let operands = op.operands();
     let mut src = String::new();
     writeln!(
@@ -199,30 +199,52 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Strin
     src
 }
 
-/// x / sqrt(|⟨x x̃⟩₀|) computed on y = x / 2^e with 2^e the power of two just above max|x_i|:
-/// the scaling is exact, so no square overflows or underflows and rows of small integers
-/// keep exact norms (an exactly null row stays null). Rows that are zero or null
-/// (⟨x x̃⟩₀ = 0) are kept as they are; NaN and ±inf go through IEEE arithmetic, as in
-/// x / sqrt(|⟨x x̃⟩₀|) evaluated directly (no constant can express NaN: WGSL refuses it).
+/// x / sqrt(|⟨x x̃⟩₀|) computed on y = x / 2^e with 2^e the power of two just above the
+/// largest |x_i| among the blades that enter the norm (null blades of a degenerate metric do
+/// not, and a large null part must not push the others' squares into underflow): the
+/// scaling is exact, so no square overflows or underflows and rows of small integers keep
+/// exact norms (an exactly null row stays null). The scaling is applied in two steps of at
+/// most 2^64 up, since WGSL leaves `ldexp` undefined past 2^127 and a subnormal maximum
+/// needs up to 2^149. Rows that are zero or null (⟨x x̃⟩₀ = 0) are kept as they are; NaN and
+/// ±inf go through IEEE arithmetic, as in x / sqrt(|⟨x x̃⟩₀|) evaluated directly (no
+/// constant can express NaN: WGSL refuses it).
 fn normalize(src: &mut String, algebra: &Algebra, vin: bool) {
     let blades = algebra.blades();
-    let per_row = if vin { blades / 4 } else { blades };
-    src.push_str("    var m = abs(a0);\n");
-    for k in 1..per_row {
-        writeln!(src, "    m = max(m, abs(a{k}));").expect("string write");
-    }
+    let signs = norm_signs(algebra);
+    let enters = |k: usize| signs[k] != 0;
     if vin {
+        src.push_str("    var m = vec4<f32>(0.0);\n");
+        for v in 0..blades / 4 {
+            let mask: Vec<bool> = (0..4).map(|l| enters(4 * v + l)).collect();
+            if mask.iter().all(|&b| b) {
+                writeln!(src, "    m = max(m, abs(a{v}));").expect("string write");
+            } else if mask.iter().any(|&b| b) {
+                writeln!(
+                    src,
+                    "    m = max(m, select(vec4<f32>(0.0), abs(a{v}), vec4<bool>({}, {}, {}, {})));",
+                    mask[0], mask[1], mask[2], mask[3]
+                )
+                .expect("string write");
+            }
+        }
         src.push_str("    let mx = max(max(m.x, m.y), max(m.z, m.w));\n");
     } else {
-        src.push_str("    let mx = m;\n");
+        src.push_str("    var mx = 0.0;\n");
+        for k in (0..blades).filter(|&k| enters(k)) {
+            writeln!(src, "    mx = max(mx, abs(a{k}));").expect("string write");
+        }
     }
-    src.push_str("    let e = -frexp(mx).exp;\n");
+    src.push_str("    let e = -frexp(mx).exp;\n    let e1 = min(e, 64);\n    let e2 = e - e1;\n");
     for k in 0..blades {
-        writeln!(src, "    let y{k} = ldexp({}, e);", component("a", k, vin))
-            .expect("string write");
+        writeln!(
+            src,
+            "    let y{k} = ldexp(ldexp({}, e1), e2);",
+            component("a", k, vin)
+        )
+        .expect("string write");
     }
     let n2 = signed_sum(
-        norm_signs(algebra)
+        signs
             .iter()
             .enumerate()
             .filter(|(_, &s)| s != 0)
