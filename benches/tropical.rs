@@ -183,7 +183,7 @@ fn bench_paths(sizes: &[usize]) {
 fn main() {
     let side: usize = env_or("TROPICAL_BENCH_SIDE", 1024);
     assert!(
-        side % BLOCK_ROWS == 0,
+        side.is_multiple_of(BLOCK_ROWS),
         "TROPICAL_BENCH_SIDE must be a multiple of {BLOCK_ROWS}"
     );
     let rounds: usize = env_or("TROPICAL_BENCH_ROUNDS", 3).max(1);

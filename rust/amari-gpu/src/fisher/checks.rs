@@ -13,7 +13,7 @@ pub(crate) fn rows(argument: &str, data: &[f32], width: usize, max_width: usize)
             actual: format!("W = {width}"),
         });
     }
-    if data.len() % width != 0 {
+    if !data.len().is_multiple_of(width) {
         return Err(Error::Shape {
             argument: argument.into(),
             expected: format!("(N, {width})"),
@@ -42,7 +42,7 @@ pub(crate) fn same_shape(
         argument: argument.into(),
         expected: shape(rows),
         actual: match width {
-            Some(w) if data.len() % w == 0 => shape(data.len() / w),
+            Some(w) if data.len().is_multiple_of(w) => shape(data.len() / w),
             _ => format!("{} floats", data.len()),
         },
     })

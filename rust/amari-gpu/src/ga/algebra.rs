@@ -111,7 +111,7 @@ impl Algebra {
 
     /// Sign of the grade involution on blade `i`: (−1)^g.
     pub fn involution_sign(&self, i: usize) -> i8 {
-        if grade(i) % 2 == 0 {
+        if grade(i).is_multiple_of(2) {
             1
         } else {
             -1

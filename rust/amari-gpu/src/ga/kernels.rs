@@ -77,7 +77,7 @@ pub fn kernel(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Kernel 
 }
 
 fn rows(name: &str, data: &[f32], words: usize) -> Result<usize> {
-    if data.len() % words != 0 {
+    if !data.len().is_multiple_of(words) {
         return Err(Error::Shape {
             argument: name.into(),
             expected: format!("(N, {words}) or ({words},)"),

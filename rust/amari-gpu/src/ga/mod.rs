@@ -35,7 +35,7 @@ pub fn geometric_cl3_kernel() -> Kernel {
 }
 
 fn check_batch(argument: &str, data: &[f32]) -> Result<usize> {
-    if data.len() % CL3_BLADES != 0 {
+    if !data.len().is_multiple_of(CL3_BLADES) {
         return Err(Error::Shape {
             argument: argument.to_string(),
             expected: format!("(N, {CL3_BLADES})"),
