@@ -44,23 +44,24 @@ wheel-test: system venv ## build the wheel and the sdist, install each in a fres
 lint: venv ## rustfmt, clippy, ruff, mypy and stub check
 	cargo fmt --all --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
-	$(VENV)/bin/ruff check python tests
-	$(VENV)/bin/ruff format --check python tests
+	$(VENV)/bin/ruff check python tests benches
+	$(VENV)/bin/ruff format --check python tests benches
 	$(VENV)/bin/mypy
 	$(PY) -m mypy.stubtest amari_gpu._native
 
 fmt: venv ## format Rust and Python sources
 	cargo fmt --all
-	$(VENV)/bin/ruff format python tests
-	$(VENV)/bin/ruff check --fix python tests
+	$(VENV)/bin/ruff format python tests benches
+	$(VENV)/bin/ruff check --fix python tests benches
 
 clean: ## remove the virtual environment and build outputs
 	rm -rf $(VENV) dist
 	cargo clean
 
-bench: dev ## strategies vs the best single adapter; API benchmarks; scaling study; planner time
+bench: dev ## strategies, profiler cost, grids; API benchmarks; scaling study; criterion benches
 	$(PY) benches/strategies.py
 	$(PY) benches/profiler.py
+	$(PY) benches/stencil.py
 	$(PY) -m pytest benches/ --benchmark-only
 	$(PY) -m amari_gpu bench --quick
-	cargo bench -p amari-gpu --bench partition
+	cargo bench -p amari-gpu --bench partition --bench families
