@@ -36,9 +36,14 @@ fn bench_families(c: &mut Criterion) {
         })
         .expect("adapter opens");
         ctx.calibrate(false).expect("calibration runs");
+        // The GL backend reports its driver in `driver_info` only; name both.
+        let driver = format!("{} {}", info.driver, info.driver_info);
         let name = format!(
             "[{}] {} ({}, {})",
-            info.index, info.name, info.backend, info.driver
+            info.index,
+            info.name,
+            info.backend,
+            driver.trim()
         );
         let mut group = c.benchmark_group(name);
         group
