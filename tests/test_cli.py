@@ -169,7 +169,9 @@ def test_demo_checks_every_adapter_and_passes(capsys):
     assert main(["demo", "--items", "20000"]) == 0
     out = capsys.readouterr().out
     assert "WRONG" not in out
-    assert out.count("OK") == 2 * len(ag.adapters()) + 2
+    # Per adapter and for all together: the product, tropical + Fisher, heat + Life grids.
+    assert out.count("OK") == 3 * len(ag.adapters()) + 3
+    assert out.count("heat 512x384") == len(ag.adapters()) + 1
 
 
 class _Terminal(io.StringIO):

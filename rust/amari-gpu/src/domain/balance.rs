@@ -14,6 +14,9 @@ const MIN_GAIN: f64 = 0.10;
 /// Rounds to measure after a new layout before judging it.
 const SETTLE_ROUNDS: usize = 1;
 
+/// Seconds that moving to a split ((device, rows) in device order) would cost.
+pub type MoveCost<'a> = &'a dyn Fn(&[(usize, usize)]) -> f64;
+
 /// Smoothed per-device rates and the decision to move rows.
 #[derive(Debug, Default)]
 pub struct Balancer {
@@ -58,14 +61,14 @@ impl Balancer {
 
     /// The split in proportion to the measured rates, if every device in `split` has been
     /// measured (a device without rows counts at the slowest rate seen) and moving to it
-    /// saves at least [`MIN_GAIN`] of a round and more than `move_s` over
-    /// `remaining_rounds`. `round_s` is the last round's time.
+    /// saves at least [`MIN_GAIN`] of a round and, over `remaining_rounds`, more than
+    /// `move_s` says moving to it costs. `round_s` is the last round's time.
     pub fn propose(
         &self,
         split: &[(usize, usize)],
         round_s: f64,
         remaining_rounds: usize,
-        move_s: f64,
+        move_s: MoveCost<'_>,
     ) -> Option<Proposal> {
         if self.rounds_since_layout < SETTLE_ROUNDS || remaining_rounds == 0 {
             return None;
@@ -97,8 +100,9 @@ impl Balancer {
         }
         let gain = 1.0 - proposed_s / current_s;
         let saved_s = gain * round_s * remaining_rounds as f64;
-        (gain >= MIN_GAIN && saved_s > move_s).then(|| Proposal {
-            split: split.iter().map(|s| s.0).zip(rows).collect(),
+        let proposed: Vec<(usize, usize)> = split.iter().map(|s| s.0).zip(rows).collect();
+        (gain >= MIN_GAIN && saved_s > move_s(&proposed)).then_some(Proposal {
+            split: proposed,
             current_s,
             proposed_s,
         })
@@ -115,7 +119,7 @@ mod tests {
         b.observe(0, 1000, 1.0);
         b.observe(1, 3000, 1.0);
         b.round_done();
-        let p = b.propose(&[(0, 50), (1, 50)], 1.0, 10, 0.1).unwrap();
+        let p = b.propose(&[(0, 50), (1, 50)], 1.0, 10, &|_| 0.1).unwrap();
         assert_eq!(p.split, [(0, 25), (1, 75)]);
         assert!(p.proposed_s < p.current_s);
     }
@@ -125,13 +129,13 @@ mod tests {
         let mut b = Balancer::default();
         b.observe(0, 1000, 1.0);
         b.observe(1, 1050, 1.0);
-        assert_eq!(b.propose(&[(0, 50), (1, 50)], 1.0, 10, 0.0), None);
+        assert_eq!(b.propose(&[(0, 50), (1, 50)], 1.0, 10, &|_| 0.0), None);
         b.round_done();
-        assert_eq!(b.propose(&[(0, 50), (1, 50)], 1.0, 10, 0.0), None);
+        assert_eq!(b.propose(&[(0, 50), (1, 50)], 1.0, 10, &|_| 0.0), None);
         b.observe(1, 4000, 1.0);
-        assert!(b.propose(&[(0, 50), (1, 50)], 1.0, 10, 0.0).is_some());
+        assert!(b.propose(&[(0, 50), (1, 50)], 1.0, 10, &|_| 0.0).is_some());
         // The saving over the remaining rounds must pay for moving the rows.
-        assert_eq!(b.propose(&[(0, 50), (1, 50)], 1.0, 1, 100.0), None);
+        assert_eq!(b.propose(&[(0, 50), (1, 50)], 1.0, 1, &|_| 100.0), None);
     }
 
     #[test]
@@ -139,9 +143,9 @@ mod tests {
         let mut b = Balancer::default();
         b.observe(0, 1000, 1.0);
         b.round_done();
-        assert_eq!(b.propose(&[(0, 10), (1, 10)], 1.0, 10, 0.0), None);
+        assert_eq!(b.propose(&[(0, 10), (1, 10)], 1.0, 10, &|_| 0.0), None);
         // A device without rows counts at the slowest measured rate.
-        let p = b.propose(&[(0, 10), (1, 0)], 1.0, 10, 0.0).unwrap();
+        let p = b.propose(&[(0, 10), (1, 0)], 1.0, 10, &|_| 0.0).unwrap();
         assert_eq!(p.split, [(0, 5), (1, 5)]);
     }
 }

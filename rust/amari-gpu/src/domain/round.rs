@@ -42,13 +42,15 @@ fn lost(device: usize, reason: impl Into<String>) -> Error {
 }
 
 /// How a round ends for a band: the buffer rows to read back.
-pub enum Readback {
+pub enum Readback<'a> {
     /// Border rows, for the neighbours' ghosts.
     Borders,
     /// Every owned row (after the last round, or before a new layout).
     Owned,
     /// Nothing: the last round, whose rows are downloaded whole afterwards.
     Nothing,
+    /// Chosen buffer rows: by device id, per band (in the device's band order).
+    Rows(&'a std::collections::BTreeMap<usize, Vec<Vec<std::ops::Range<usize>>>>),
 }
 
 /// Runs `steps` steps on every band in `states` (all on `dev`), starting from buffer
@@ -63,7 +65,7 @@ pub fn run(
     current: usize,
     steps: usize,
     fresh: bool,
-    readback: &Readback,
+    readback: &Readback<'_>,
     timeout: Option<Duration>,
     stamped: bool,
 ) -> Result<DeviceRound> {
@@ -86,10 +88,16 @@ pub fn run(
     let after = (current + steps) % 2;
     let wanted: Vec<Vec<std::ops::Range<usize>>> = states
         .iter()
-        .map(|s| match readback {
+        .enumerate()
+        .map(|(i, s)| match readback {
             Readback::Borders => s.band.border_rows(g),
             Readback::Owned => std::iter::once(s.band.owned_rows()).collect(),
             Readback::Nothing => Vec::new(),
+            Readback::Rows(rows) => rows
+                .get(&dev.id)
+                .and_then(|per_band| per_band.get(i))
+                .cloned()
+                .unwrap_or_default(),
         })
         .collect();
     let row_bytes = spec.row_bytes as u64;

@@ -215,23 +215,37 @@ fn attempt(
     let g = spec.geometry;
     let mut current = 0;
     let t = Instant::now();
-    let mut states = build(ctx, spec, &split, board, current, &mut compiled, &kernel)?;
+    let layout = bands_of(ctx, spec, &split)?;
+    let mut states = build(
+        ctx,
+        spec,
+        layout,
+        board,
+        current,
+        &mut compiled,
+        &kernel,
+        None,
+    )?;
     report
         .layouts
         .push(layout_record(0, &split, &states, t.elapsed()));
-    if opts.steps == 0 {
-        return Ok(());
-    }
     let mut balancer = Balancer::default();
     let mut clocks: BTreeMap<usize, GpuClock> = BTreeMap::new();
     let mut stamped: BTreeMap<usize, bool> = BTreeMap::new();
-    // Moving every row down and up again: estimated from calibration until measured.
-    let grid_bytes = board.len() as f64;
-    let mut move_s = split
+    // Seconds per row that changes device (down to the host and up again, plus its share of
+    // the layout's fixed costs): from calibration until a relayout has been measured.
+    let row_bytes = spec.row_bytes as f64;
+    let calibrated = split
         .iter()
         .filter_map(|&(id, _)| ctx.measurements(id))
-        .map(|m| grid_bytes / m.d2h_bytes_per_s + grid_bytes / m.h2d_bytes_per_s)
+        .map(|m| row_bytes / m.d2h_bytes_per_s + row_bytes / m.h2d_bytes_per_s)
         .fold(0.0, f64::max);
+    let latency = split
+        .iter()
+        .filter_map(|&(id, _)| ctx.measurements(id))
+        .map(|m| m.launch_latency_s)
+        .fold(0.0, f64::max);
+    let mut per_row_s = calibrated;
     let (mut done, mut round_index, mut fresh) = (0u64, 0u64, true);
     while done < opts.steps {
         let steps = (opts.steps - done).min(g.halo as u64) as usize;
@@ -330,19 +344,30 @@ fn attempt(
             continue;
         }
         let remaining = (opts.steps - done).div_ceil(g.halo as u64) as usize;
-        let Some(proposal) = balancer.propose(&split, wall, remaining, move_s) else {
+        let cost = |to: &[(usize, usize)]| {
+            2.0 * latency + moved_rows(&split, to, g.halo) as f64 * per_row_s.max(calibrated)
+        };
+        let Some(proposal) = balancer.propose(&split, wall, remaining, &cost) else {
             continue;
         };
-        // Every owned row comes down to the board, then the new bands go up from it.
         let t = Instant::now();
-        download(ctx, spec, &states, &compiled, board, current, timeout)?;
-        drop(states);
+        let moved = moved_rows(&split, &proposal.split, g.halo);
+        states = relayout(
+            ctx,
+            spec,
+            states,
+            &proposal.split,
+            board,
+            current,
+            &mut compiled,
+            &kernel,
+            timeout,
+        )?;
         split = proposal.split;
-        states = build(ctx, spec, &split, board, current, &mut compiled, &kernel)?;
         fresh = true;
         let took = t.elapsed();
         recorder.host(None, Kind::Plan, Some(round_index), t, Instant::now(), 0, 0);
-        move_s = took.as_secs_f64();
+        per_row_s = took.as_secs_f64() / moved.max(1) as f64;
         report
             .layouts
             .push(layout_record(done, &split, &states, took));
@@ -413,20 +438,48 @@ fn layout_record(
     }
 }
 
-/// Creates every band of `split` on its device, uploading its rows from `board`.
-fn build(
+/// The bands of `split`, each within one binding of its device.
+fn bands_of(
     ctx: &MultiGpuContext,
     spec: &Spec,
     split: &[(usize, usize)],
+) -> std::result::Result<Vec<bands::Band>, Failure> {
+    let devices = ctx.devices();
+    let max_rows = |id: usize| (devices[id].max_binding_bytes() / spec.row_bytes as u64) as usize;
+    Ok(bands::layout(split, spec.geometry, &max_rows)?)
+}
+
+/// Where each grid row is in `states`: (device, band index on it, buffer row).
+fn owners(states: &States, height: usize) -> Vec<(usize, usize, usize)> {
+    let mut owner = vec![(usize::MAX, 0, 0); height];
+    for (&device, list) in states {
+        for (i, st) in list.iter().enumerate() {
+            for (k, row) in st.band.rows.clone().enumerate() {
+                owner[row] = (device, i, st.band.above + k);
+            }
+        }
+    }
+    owner
+}
+
+/// Creates `layout`'s bands and fills their rows (ghosts included): by a device-side copy
+/// from a band of `old` on the same device where there is one, else from `board`.
+#[allow(clippy::too_many_arguments)]
+fn build(
+    ctx: &MultiGpuContext,
+    spec: &Spec,
+    layout: Vec<bands::Band>,
     board: &[u8],
     current: usize,
     compiled: &mut BTreeMap<usize, Arc<Compiled>>,
     kernel: &Kernel,
+    old: Option<&States>,
 ) -> std::result::Result<States, Failure> {
     let devices = ctx.devices();
-    let max_rows = |id: usize| (devices[id].max_binding_bytes() / spec.row_bytes as u64) as usize;
-    let layout = bands::layout(split, spec.geometry, &max_rows)?;
+    let g = spec.geometry;
+    let owner = old.map(|o| owners(o, g.height));
     let mut states: States = BTreeMap::new();
+    let mut encoders: BTreeMap<usize, wgpu::CommandEncoder> = BTreeMap::new();
     for band in layout {
         let id = band.device;
         let dev = &devices[id];
@@ -442,12 +495,166 @@ fn build(
                 p
             }
         };
-        let (state, uploaded) =
-            BandState::create(dev, &pipeline, band, spec, board, current).map_err(fail)?;
+        let state = BandState::create(dev, &pipeline, band, spec).map_err(fail)?;
+        let rows = state.band.buffer_rows();
+        let mut uploaded = 0;
+        let mut local = 0;
+        while local < rows {
+            // The longest run of buffer rows from one source: consecutive rows of one band
+            // of `old` on this device, or rows from the board.
+            let source = |l: usize| {
+                let (d, i, at) = owner.as_ref()?[state.band.global_row(l, g)];
+                (d == id).then_some((i, at))
+            };
+            let first = source(local);
+            let mut n = 1;
+            while local + n < rows
+                && match (first, source(local + n)) {
+                    (Some((i, at)), Some((j, bt))) => i == j && bt == at + n,
+                    (None, None) => true,
+                    _ => false,
+                }
+            {
+                n += 1;
+            }
+            match (first, old) {
+                (Some((i, at)), Some(old)) => {
+                    let encoder = encoders.entry(id).or_insert_with(|| {
+                        dev.device
+                            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                                label: Some("amari-gpu relayout"),
+                            })
+                    });
+                    state.copy_rows_from(encoder, &old[&id][i], at, local, n, current, spec);
+                }
+                _ => uploaded += state.write_rows(dev, current, local..local + n, spec, board),
+            }
+            local += n;
+        }
         dev.counters.chunk_done(0, uploaded, 0);
         states.entry(id).or_default().push(state);
     }
+    for (id, encoder) in encoders {
+        devices[id].queue.submit(Some(encoder.finish()));
+    }
     Ok(states)
+}
+
+/// Moves from `old` to the bands of `split`. Only the rows a new band needs from a band on
+/// another device come down to `board` (and go up again); rows that stay on their device
+/// are copied there.
+#[allow(clippy::too_many_arguments)]
+fn relayout(
+    ctx: &MultiGpuContext,
+    spec: &Spec,
+    old: States,
+    split: &[(usize, usize)],
+    board: &mut [u8],
+    current: usize,
+    compiled: &mut BTreeMap<usize, Arc<Compiled>>,
+    kernel: &Kernel,
+    timeout: Option<Duration>,
+) -> std::result::Result<States, Failure> {
+    let g = spec.geometry;
+    let layout = bands_of(ctx, spec, split)?;
+    let owner = owners(&old, g.height);
+    let mut needed: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
+    for band in &layout {
+        for local in 0..band.buffer_rows() {
+            let (d, i, at) = owner[band.global_row(local, g)];
+            if d != band.device {
+                needed.entry((d, i)).or_default().push(at);
+            }
+        }
+    }
+    let mut wanted: BTreeMap<usize, Vec<Vec<std::ops::Range<usize>>>> = BTreeMap::new();
+    for (&device, list) in &old {
+        let per_band = (0..list.len())
+            .map(|i| {
+                let mut rows = needed.remove(&(device, i)).unwrap_or_default();
+                rows.sort_unstable();
+                rows.dedup();
+                runs(&rows)
+            })
+            .collect();
+        wanted.insert(device, per_band);
+    }
+    let outcomes = run_round(
+        ctx,
+        spec,
+        &old,
+        compiled,
+        board,
+        current,
+        0,
+        true,
+        &Readback::Rows(&wanted),
+        timeout,
+        &BTreeMap::new(),
+    );
+    let rb = spec.row_bytes;
+    for (id, outcome) in outcomes {
+        let r = outcome.map_err(|error| Failure {
+            device: Some(id),
+            error,
+        })?;
+        for (row, bytes) in &r.rows {
+            board[row * rb..row * rb + bytes.len()].copy_from_slice(bytes);
+        }
+    }
+    let states = build(
+        ctx,
+        spec,
+        layout,
+        board,
+        current,
+        compiled,
+        kernel,
+        Some(&old),
+    )?;
+    // The copies out of the old bands are submitted; wgpu keeps their buffers alive until
+    // those copies have run, and the pool hands them out only after this drop.
+    drop(old);
+    Ok(states)
+}
+
+/// Rows that change device between two splits (in device order, contiguous), counting the
+/// ghost rows each new boundary needs: what a move sends through the host.
+fn moved_rows(from: &[(usize, usize)], to: &[(usize, usize)], halo: usize) -> usize {
+    let ranges = |split: &[(usize, usize)]| {
+        let mut start = 0;
+        split
+            .iter()
+            .map(|&(d, n)| {
+                start += n;
+                (d, start - n..start)
+            })
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (ranges(from), ranges(to));
+    let height: usize = to.iter().map(|s| s.1).sum();
+    let kept: usize = b
+        .iter()
+        .map(|(d, r)| {
+            a.iter()
+                .filter(|(e, _)| e == d)
+                .map(|(_, s)| r.end.min(s.end).saturating_sub(r.start.max(s.start)))
+                .sum::<usize>()
+        })
+        .sum();
+    height - kept + 2 * halo * to.iter().filter(|s| s.1 > 0).count()
+}
+
+/// Sorted distinct numbers as runs of consecutive ones.
+fn runs(sorted: &[usize]) -> Vec<std::ops::Range<usize>> {
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    for &x in sorted {
+        match out.last_mut() {
+            Some(r) if r.end == x => r.end += 1,
+            _ => out.push(x..x + 1),
+        }
+    }
+    out
 }
 
 /// Runs one round on every device with bands, each on its own thread.
@@ -461,7 +668,7 @@ fn run_round(
     current: usize,
     steps: usize,
     fresh: bool,
-    readback: &Readback,
+    readback: &Readback<'_>,
     timeout: Option<Duration>,
     stamped: &BTreeMap<usize, bool>,
 ) -> Vec<(usize, Result<DeviceRound>)> {
@@ -495,4 +702,23 @@ fn run_round(
             })
             .collect()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{moved_rows, runs};
+
+    #[test]
+    fn runs_group_consecutive_rows() {
+        assert_eq!(runs(&[]), Vec::<std::ops::Range<usize>>::new());
+        assert_eq!(runs(&[1, 2, 3, 7, 9, 10]), vec![1..4, 7..8, 9..11]);
+    }
+
+    #[test]
+    fn moved_rows_count_rows_changing_device_and_the_new_ghosts() {
+        let from = [(0, 90), (1, 10)];
+        assert_eq!(moved_rows(&from, &from, 1), 4);
+        assert_eq!(moved_rows(&from, &[(0, 50), (1, 50)], 2), 40 + 8);
+        assert_eq!(moved_rows(&from, &[(0, 0), (1, 100)], 1), 90 + 2);
+    }
 }

@@ -53,16 +53,9 @@ pub struct BandState {
 }
 
 impl BandState {
-    /// Allocates the band's buffers and bind groups and uploads its rows (ghosts included)
-    /// from `board` into buffer `current`.
-    pub fn create(
-        dev: &GpuDevice,
-        compiled: &Compiled,
-        band: Band,
-        spec: &Spec,
-        board: &[u8],
-        current: usize,
-    ) -> Result<(Self, u64)> {
+    /// Allocates the band's buffers and bind groups; its rows are filled by
+    /// [`BandState::write_rows`] and [`BandState::copy_rows_from`].
+    pub fn create(dev: &GpuDevice, compiled: &Compiled, band: Band, spec: &Spec) -> Result<Self> {
         let g = spec.geometry;
         let bytes = (band.buffer_rows() * spec.row_bytes) as u64;
         let usage = wgpu::BufferUsages::STORAGE
@@ -118,20 +111,19 @@ impl BandState {
             (0..g.halo).map(|k| group(0, k)).collect(),
             (0..g.halo).map(|k| group(1, k)).collect(),
         ];
-        let state = BandState {
+        Ok(BandState {
             band,
             buffers,
             _params: params,
             groups,
             grids,
             work,
-        };
-        let uploaded = state.write_rows(dev, current, 0..state.band.buffer_rows(), spec, board);
-        Ok((state, uploaded))
+        })
     }
 
-    /// Copies buffer rows `rows` of buffer `current` from their grid rows on `board`.
-    fn write_rows(
+    /// Copies buffer rows `rows` of buffer `current` from their grid rows on `board`;
+    /// returns the bytes.
+    pub fn write_rows(
         &self,
         dev: &GpuDevice,
         current: usize,
@@ -199,6 +191,29 @@ impl BandState {
             bytes,
         );
         bytes
+    }
+
+    /// Records a device-side copy of `n` buffer rows of `from` (starting at its buffer row
+    /// `from_row`) into this band's buffer rows from `to_row`, both in buffer `current`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn copy_rows_from(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        from: &BandState,
+        from_row: usize,
+        to_row: usize,
+        n: usize,
+        current: usize,
+        spec: &Spec,
+    ) {
+        let rb = spec.row_bytes as u64;
+        encoder.copy_buffer_to_buffer(
+            &from.buffers[current],
+            from_row as u64 * rb,
+            &self.buffers[current],
+            to_row as u64 * rb,
+            n as u64 * rb,
+        );
     }
 
     /// Destroys the buffers instead of pooling them: after a failure they may be in use.
