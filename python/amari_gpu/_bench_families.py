@@ -53,6 +53,8 @@ class Family:
     """Error of a result against the float64/exact reference (0.0 is exact)."""
     tolerance: float
     baselines: tuple[Baseline, ...]
+    strategies: bool = True
+    """Whether split strategies apply (grids are split into bands by their own rule)."""
 
 
 def _rng(size: int) -> np.random.Generator:
@@ -201,6 +203,30 @@ def _fisher_check(inputs: Arrays, out: npt.NDArray[Any]) -> float:
     return float(np.abs(out - want).max() / np.abs(want).max())
 
 
+# --- grids (domain decomposition) -------------------------------------------------------------
+
+GRID_STEPS = 16
+GRID_ALPHA = 0.2
+
+
+def _grid_inputs(n: int) -> Arrays:
+    return (_rng(n).random((n, n), dtype=np.float32),)
+
+
+def _heat_numpy(inputs: Arrays, dtype: type = np.float32) -> npt.NDArray[Any]:
+    """Periodic heat steps with np.roll, as a numpy user would write them."""
+    u = inputs[0].astype(dtype)
+    alpha = dtype(GRID_ALPHA)
+    for _ in range(GRID_STEPS):
+        s = np.roll(u, 1, 0) + np.roll(u, -1, 0) + np.roll(u, 1, 1) + np.roll(u, -1, 1)
+        u = u + alpha * (s - dtype(4.0) * u)
+    return u
+
+
+def _heat_check(inputs: Arrays, out: npt.NDArray[Any]) -> float:
+    return float(np.abs(out - _heat_numpy(inputs, np.float64)).max())
+
+
 def families() -> dict[str, Family]:
     """The families of the study, by name."""
     return {
@@ -236,5 +262,16 @@ def families() -> dict[str, Family]:
                 Baseline("numpy X.T @ X (float64)", "numpy", _fisher64),
                 Baseline("numpy X.T @ X (float32)", "numpy", _fisher32),
             ),
+        ),
+        "grids": Family(
+            "grids",
+            "stencil",
+            lambda n: f"heat equation, {n}x{n} periodic grid, {GRID_STEPS} steps, halo 4",
+            _grid_inputs,
+            lambda ctx, x, s: ctx.stencil(x[0], GRID_STEPS, GRID_ALPHA, "periodic", halo=4),
+            _heat_check,
+            1e-5,
+            (Baseline("numpy np.roll steps (float32)", "numpy", _heat_numpy),),
+            strategies=False,
         ),
     }

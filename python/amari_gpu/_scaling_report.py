@@ -67,6 +67,7 @@ _AXIS = {
     "geometric_algebra": "multivectors N",
     "tropical": "n (n x n matrices)",
     "information_geometry": "samples N",
+    "grids": "n (n x n grid)",
 }
 
 

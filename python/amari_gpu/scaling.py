@@ -5,11 +5,12 @@ For each family and problem size it measures, interleaving the configurations ro
 round (a noisy machine then slows them alike): each adapter alone, all adapters together,
 and 1/2/4 logical devices per adapter on the default selection, with each strategy at the
 largest size (``auto`` at the smaller ones and on one device, where every strategy gives the
-same split), plus the CPU baselines. Rows carry medians with min/max and quartiles, the
-speedup over the best single-device set of the same run, efficiency (speedup per device),
-and the imbalance and bottleneck of profiled calls (``Profile.summary()``). Every result is
-checked against a CPU reference before it is timed. Everything is measured in the run that
-reports it; ``write_report`` writes results.json, report.md and PNG plots.
+same split; grids are cut into bands by their own rule), plus the CPU baselines. Rows carry
+medians with min/max and quartiles, the speedup over the best single-device set of the same
+run, efficiency (speedup per device), and the imbalance and bottleneck of profiled calls
+(``Profile.summary()``). Every result is checked against a CPU reference before it is timed.
+Everything is measured in the run that reports it; ``write_report`` writes results.json,
+report.md and PNG plots.
 
     from amari_gpu import scaling
     study = scaling.run_study(scaling.QUICK)
@@ -61,6 +62,7 @@ QUICK = Settings(
         "geometric_algebra": (10_000, 100_000, 1_000_000),
         "tropical": (64, 256, 384),
         "information_geometry": (4_096, 16_384, 65_536),
+        "grids": (256, 1024),
     },
     rounds=3,
     label="quick",
@@ -70,6 +72,7 @@ FULL = Settings(
         "geometric_algebra": (10_000, 100_000, 1_000_000, 4_000_000),
         "tropical": (64, 256, 512, 1024),
         "information_geometry": (4_096, 65_536, 262_144, 1_048_576),
+        "grids": (256, 1024, 4096),
     },
     rounds=9,
     profile_rounds=3,
@@ -142,6 +145,9 @@ def _configs(
     out = []
     for s in sets:
         sweep = study_size and len(s.ctx.devices) > 1
+        if not family.strategies:  # grids are cut into bands by their own rule
+            out.append(_Config(f"{s.label}, bands", family, s, None))
+            continue
         for strategy in settings.strategies if sweep else ("auto",):
             out.append(_Config(f"{s.label}, {strategy}", family, s, strategy))
     for b in family.baselines if settings.baselines else ():
