@@ -32,7 +32,7 @@ fn bit(word: u32, w: u32, row: u32, c: u32) -> u32 {
     return cell(row, c);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(64, 4)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     // x: word within the row, y + z: row (z slices only for bands taller than the y limit).
     let w = gid.x;

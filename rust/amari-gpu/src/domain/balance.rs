@@ -1,5 +1,5 @@
 //! Rebalancing bands from measured round times: each device's rate (cells per second of its
-//! round, ghost work included) is smoothed over rounds, and a new split in proportion to the
+//! round beyond its fixed per-round cost, ghost work included) is smoothed over rounds, and a new split in proportion to the
 //! rates is taken when it is predicted to save more over the remaining rounds than moving
 //! the rows costs, and at least a tenth of a round.
 
@@ -36,12 +36,15 @@ pub struct Proposal {
 }
 
 impl Balancer {
-    /// Records that `device` computed `cells` cells in `seconds`.
-    pub fn observe(&mut self, device: usize, cells: u64, seconds: f64) {
+    /// Records that `device` computed `cells` cells in `seconds`, of which `overhead_s` is
+    /// its fixed cost per round (launch and synchronisation, whatever the rows): a device
+    /// with few rows is otherwise judged by its overhead and never given more.
+    pub fn observe(&mut self, device: usize, cells: u64, seconds: f64, overhead_s: f64) {
         if cells == 0 || seconds <= 0.0 {
             return;
         }
-        let rate = cells as f64 / seconds;
+        // At least a tenth of the round counts as work, so noise cannot make a rate infinite.
+        let rate = cells as f64 / (seconds - overhead_s).max(0.1 * seconds);
         let smoothed = self
             .rates
             .get(&device)
@@ -116,8 +119,8 @@ mod tests {
     #[test]
     fn a_slower_device_is_given_fewer_rows() {
         let mut b = Balancer::default();
-        b.observe(0, 1000, 1.0);
-        b.observe(1, 3000, 1.0);
+        b.observe(0, 1000, 1.0, 0.0);
+        b.observe(1, 3000, 1.0, 0.0);
         b.round_done();
         let p = b.propose(&[(0, 50), (1, 50)], 1.0, 10, &|_| 0.1).unwrap();
         assert_eq!(p.split, [(0, 25), (1, 75)]);
@@ -127,21 +130,32 @@ mod tests {
     #[test]
     fn no_move_when_balanced_settling_or_not_worth_it() {
         let mut b = Balancer::default();
-        b.observe(0, 1000, 1.0);
-        b.observe(1, 1050, 1.0);
+        b.observe(0, 1000, 1.0, 0.0);
+        b.observe(1, 1050, 1.0, 0.0);
         assert_eq!(b.propose(&[(0, 50), (1, 50)], 1.0, 10, &|_| 0.0), None);
         b.round_done();
         assert_eq!(b.propose(&[(0, 50), (1, 50)], 1.0, 10, &|_| 0.0), None);
-        b.observe(1, 4000, 1.0);
+        b.observe(1, 4000, 1.0, 0.0);
         assert!(b.propose(&[(0, 50), (1, 50)], 1.0, 10, &|_| 0.0).is_some());
         // The saving over the remaining rounds must pay for moving the rows.
         assert_eq!(b.propose(&[(0, 50), (1, 50)], 1.0, 1, &|_| 100.0), None);
     }
 
     #[test]
+    fn fixed_round_costs_do_not_count_against_a_lightly_loaded_device() {
+        let mut b = Balancer::default();
+        // Same speed per cell; device 1's round is mostly its 0.5 s fixed cost.
+        b.observe(0, 9000, 9.5, 0.5);
+        b.observe(1, 1000, 1.5, 0.5);
+        b.round_done();
+        let p = b.propose(&[(0, 90), (1, 10)], 9.5, 10, &|_| 0.0).unwrap();
+        assert_eq!(p.split, [(0, 50), (1, 50)]);
+    }
+
+    #[test]
     fn unmeasured_devices_with_rows_block_a_proposal() {
         let mut b = Balancer::default();
-        b.observe(0, 1000, 1.0);
+        b.observe(0, 1000, 1.0, 0.0);
         b.round_done();
         assert_eq!(b.propose(&[(0, 10), (1, 10)], 1.0, 10, &|_| 0.0), None);
         // A device without rows counts at the slowest measured rate.

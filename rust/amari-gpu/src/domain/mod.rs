@@ -130,15 +130,34 @@ pub fn heat(
             ),
         ));
     }
+    // Rows padded to whole vec4s: the kernel updates four cells per thread.
+    let row_cells = width.div_ceil(4) * 4;
     let spec = Spec {
         rule: Rule::Heat { alpha },
         geometry: geometry(height, opts, boundary == Boundary::Periodic)?,
         width,
-        row_bytes: width * 4,
+        row_bytes: row_cells * 4,
     };
-    let board: Vec<u8> = bytemuck::cast_slice(grid).to_vec();
+    let mut padded = vec![0.0f32; height * row_cells];
+    for (row, cells) in padded
+        .chunks_exact_mut(row_cells)
+        .zip(grid.chunks_exact(width))
+    {
+        row[..width].copy_from_slice(cells);
+    }
+    let board: Vec<u8> = bytemuck::cast_slice(&padded).to_vec();
+    drop(padded);
     let (board, report) = evolve(ctx, &spec, board, opts)?;
-    Ok((bytemuck::cast_slice(&board).to_vec(), report))
+    // Read back word by word: a byte vector need not be aligned for f32.
+    let mut out = Vec::with_capacity(height * width);
+    for row in board.chunks_exact(spec.row_bytes) {
+        out.extend(
+            row[..width * 4]
+                .chunks_exact(4)
+                .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+        );
+    }
+    Ok((out, report))
 }
 
 /// The grid after `opts.steps` Game of Life steps on a torus (cells 0 or 1).

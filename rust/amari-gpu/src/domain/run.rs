@@ -302,7 +302,10 @@ fn attempt(
             let busy = (r.read - r.started).as_secs_f64();
             dev.counters.chunk_done(r.work, r.bytes_up, r.bytes_down);
             dev.counters.add_busy(busy);
-            balancer.observe(r.device, r.work, busy);
+            let overhead = ctx
+                .measurements(r.device)
+                .map_or(0.0, |m| m.launch_latency_s);
+            balancer.observe(r.device, r.work, busy, overhead);
             recorder.round(dev, round_index, r, clocks.entry(r.device).or_default());
             let band_states = &states[&r.device];
             devices_report.push(DeviceRoundReport {

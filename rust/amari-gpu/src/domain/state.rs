@@ -11,9 +11,11 @@ use crate::error::{Error, Result};
 use crate::executor::binding;
 use crate::pool::Pooled;
 
-/// Threads per workgroup of `shaders/heat.wgsl` and `shaders/life.wgsl`: wide, because
-/// software adapters pay per workgroup and a row is usually long.
-const WORKGROUP_SIZE: u64 = 256;
+/// Workgroup shape of `shaders/heat.wgsl` and `shaders/life.wgsl`: 64 threads along a row
+/// by 4 rows, so that narrow grids fill their workgroups too (software adapters pay per
+/// workgroup).
+const GROUP_X: u64 = 64;
+const GROUP_ROWS: u64 = 4;
 
 /// What every band of one run shares: the rule, the grid's shape and its row layout.
 #[derive(Debug, Clone, Copy)]
@@ -29,12 +31,10 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// Threads per row: one per cell (heat) or per packed word of four cells (Life).
+    /// Threads per row: one per vec4 of four cells (heat) or per packed word of four cells
+    /// (Life).
     pub fn threads_per_row(&self) -> usize {
-        match self.rule {
-            Rule::Heat { .. } => self.width,
-            Rule::Life => self.row_bytes / 4,
-        }
+        self.width.div_ceil(4)
     }
 }
 
@@ -71,10 +71,10 @@ impl BandState {
         for k in 1..=g.halo {
             let rows = band.step_rows(k, g);
             let n = rows.len() as u64;
-            // x: columns (or words); y: rows, sliced along z past the y limit.
-            let x = columns.div_ceil(WORKGROUP_SIZE);
-            let y = n.clamp(1, max);
-            let z = n.div_ceil(y).max(1);
+            // x: vec4s (or words) of a row; y: rows, sliced along z past the y limit.
+            let x = columns.div_ceil(GROUP_X);
+            let y = n.div_ceil(GROUP_ROWS).clamp(1, max);
+            let z = n.div_ceil(y * GROUP_ROWS).max(1);
             if x > max || z > max {
                 return Err(Error::invalid(
                     "grid",
@@ -84,7 +84,7 @@ impl BandState {
                     ),
                 ));
             }
-            let words = uniform(spec, &band, rows, y as u32);
+            let words = uniform(spec, &band, rows, (y * GROUP_ROWS) as u32);
             let buffer = dev.pool.take(
                 &dev.device,
                 (words.len() * 4) as u64,
@@ -94,14 +94,14 @@ impl BandState {
                 .write_buffer(&buffer, 0, bytemuck::cast_slice(&words));
             params.push(buffer);
             grids.push([x as u32, y as u32, z as u32]);
-            work.push(n * columns);
+            work.push(n * spec.width as u64);
         }
         let group = |from: usize, k: usize| {
             dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("amari-gpu band step"),
                 layout: &compiled.layout,
                 entries: &[
-                    binding(0, &params[k], 32),
+                    binding(0, &params[k], UNIFORM_BYTES),
                     binding(1, &buffers[from], bytes),
                     binding(2, &buffers[1 - from], bytes),
                 ],
@@ -224,8 +224,11 @@ impl BandState {
     }
 }
 
-/// The uniform of one step (32 bytes; see `shaders/heat.wgsl` and `shaders/life.wgsl`).
-fn uniform(spec: &Spec, band: &Band, rows: Range<usize>, slice_rows: u32) -> [u32; 8] {
+/// Bytes of a step's uniform (the larger of `shaders/heat.wgsl`'s and `shaders/life.wgsl`'s).
+const UNIFORM_BYTES: u64 = 48;
+
+/// The uniform of one step (see `shaders/heat.wgsl` and `shaders/life.wgsl`).
+fn uniform(spec: &Spec, band: &Band, rows: Range<usize>, slice_rows: u32) -> [u32; 12] {
     let g = spec.geometry;
     match spec.rule {
         Rule::Heat { alpha } => [
@@ -241,6 +244,10 @@ fn uniform(spec: &Spec, band: &Band, rows: Range<usize>, slice_rows: u32) -> [u3
             slice_rows,
             u32::from(g.periodic),
             alpha.to_bits(),
+            spec.width.div_ceil(4) as u32,
+            0,
+            0,
+            0,
         ],
         Rule::Life => [
             spec.width as u32,
@@ -248,6 +255,10 @@ fn uniform(spec: &Spec, band: &Band, rows: Range<usize>, slice_rows: u32) -> [u3
             rows.start as u32,
             rows.end as u32,
             slice_rows,
+            0,
+            0,
+            0,
+            0,
             0,
             0,
             0,
