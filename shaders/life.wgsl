@@ -1,8 +1,10 @@
 // One step of Conway's Game of Life on a torus, on a band of rows. Cells are bytes (0 or 1)
-// packed four to a u32 word, rows padded to whole words; one thread computes one word from
-// the three words above, at and below it, fetching a neighbour outside them (the column
-// left of its first cell and right of its last, which wrap) cell by cell.
-// Rows above and below come from the band's ghost rows.
+// packed four to a u32 word, rows padded to whole words (padding cells are 0 and stay 0);
+// one thread computes one word. Neighbour counts are added four cells at a time: each of the
+// rows above, at and below gives the word shifted one cell left and right (the cells beside
+// the word fetched on their own, the row's ends wrapping), and the eight byte-wise sums
+// never exceed 8, so no byte carries into the next. Rows above and below come from the
+// band's ghost rows.
 
 struct Params {
     width: u32,        // cells per row
@@ -20,16 +22,24 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
 
 fn cell(row: u32, c: u32) -> u32 {
-    let word = src[row * p.row_words + (c >> 2u)];
-    return (word >> ((c & 3u) * 8u)) & 1u;
+    return (src[row * p.row_words + (c >> 2u)] >> ((c & 3u) * 8u)) & 1u;
 }
 
-// Cell `c` of `row`, from `word` (word `w` of that row) when it holds it.
-fn bit(word: u32, w: u32, row: u32, c: u32) -> u32 {
-    if ((c >> 2u) == w) {
-        return (word >> ((c & 3u) * 8u)) & 1u;
+// The word of cells to the left (x: lane j holds cell c0 + j - 1) and to the right (y: lane
+// j holds cell c0 + j + 1) of word `w` of `row`, whose cells are `x`.
+fn sides(row: u32, w: u32, x: u32) -> vec2<u32> {
+    let c0 = w * 4u;
+    let last = p.width - 1u;
+    let left = (x << 8u) | cell(row, select(c0 - 1u, last, c0 == 0u));
+    var right = x >> 8u;
+    if (c0 + 3u < last) {
+        right = right | (cell(row, c0 + 4u) << 24u);
+    } else {
+        // The row's last cell is in this word: its right neighbour is the row's first.
+        let shift = (last - c0) * 8u;
+        right = (right & ~(0xffu << shift)) | (cell(row, 0u) << shift);
     }
-    return cell(row, c);
+    return vec2<u32>(left, right);
 }
 
 @compute @workgroup_size(64, 4)
@@ -40,29 +50,21 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (w >= p.row_words || r >= p.hi) {
         return;
     }
-    let rows = array<u32, 3>(r - 1u, r, r + 1u);
-    let words = array<u32, 3>(
-        src[rows[0] * p.row_words + w],
-        src[r * p.row_words + w],
-        src[rows[2] * p.row_words + w],
-    );
+    let up = src[(r - 1u) * p.row_words + w];
+    let at = src[r * p.row_words + w];
+    let down = src[(r + 1u) * p.row_words + w];
+    let su = sides(r - 1u, w, up);
+    let sa = sides(r, w, at);
+    let sd = sides(r + 1u, w, down);
+    let n = (su.x + up + su.y) + (sa.x + sa.y) + (sd.x + down + sd.y);
     var out = 0u;
     for (var b = 0u; b < 4u; b = b + 1u) {
-        let c = w * 4u + b;
-        if (c >= p.width) {
+        if (w * 4u + b >= p.width) {
             break;
         }
-        let left = select(c - 1u, p.width - 1u, c == 0u);
-        let right = select(c + 1u, 0u, c + 1u == p.width);
-        var n = 0u;
-        for (var i = 0u; i < 3u; i = i + 1u) {
-            n = n + bit(words[i], w, rows[i], left) + bit(words[i], w, rows[i], right);
-            if (i != 1u) {
-                n = n + bit(words[i], w, rows[i], c);
-            }
-        }
-        let alive = (words[1] >> (b * 8u)) & 1u;
-        let next = select(0u, 1u, n == 3u || (n == 2u && alive == 1u));
+        let count = (n >> (b * 8u)) & 0xffu;
+        let alive = (at >> (b * 8u)) & 1u;
+        let next = select(0u, 1u, count == 3u || (count == 2u && alive == 1u));
         out = out | (next << (b * 8u));
     }
     dst[r * p.row_words + w] = out;
