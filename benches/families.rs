@@ -12,21 +12,10 @@ use std::time::Duration;
 use amari_gpu::domain::{self, Boundary, Options};
 use amari_gpu::fisher::fisher_information;
 use amari_gpu::ga::geometric_product_cl3;
+use amari_gpu::sample::uniform_f32;
 use amari_gpu::tropical::{tropical_matmul, BatchShape, Semiring};
 use amari_gpu::{adapters, ContextOptions, MultiGpuContext};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-
-fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 fn bench_families(c: &mut Criterion) {
     for info in adapters() {
@@ -52,7 +41,7 @@ fn bench_families(c: &mut Criterion) {
             .measurement_time(Duration::from_secs(3));
 
         let n = 262_144;
-        let (a, b) = (random(8 * n, 1), random(8 * n, 2));
+        let (a, b) = (uniform_f32(8 * n, 1), uniform_f32(8 * n, 2));
         let mut out = vec![0.0f32; 8 * n];
         group.throughput(Throughput::Elements(n as u64));
         group.bench_function("geometric_algebra/cl3_product_262144", |bench| {
@@ -66,7 +55,7 @@ fn bench_families(c: &mut Criterion) {
             k: m,
             n: m,
         };
-        let (ta, tb) = (random(m * m, 3), random(m * m, 4));
+        let (ta, tb) = (uniform_f32(m * m, 3), uniform_f32(m * m, 4));
         let mut tout = vec![0.0f32; m * m];
         group.throughput(Throughput::Elements((m * m * m) as u64));
         group.bench_function("tropical/max_plus_256", |bench| {
@@ -77,7 +66,7 @@ fn bench_families(c: &mut Criterion) {
         });
 
         let (rows, p) = (16_384, 64);
-        let scores = random(rows * p, 5);
+        let scores = uniform_f32(rows * p, 5);
         group.throughput(Throughput::Elements(rows as u64));
         group.bench_function("information_geometry/fisher_16384x64", |bench| {
             bench
@@ -85,7 +74,10 @@ fn bench_families(c: &mut Criterion) {
         });
 
         let side = 1024;
-        let grid: Vec<f32> = random(side * side, 6).iter().map(|v| v.abs()).collect();
+        let grid: Vec<f32> = uniform_f32(side * side, 6)
+            .iter()
+            .map(|v| v.abs())
+            .collect();
         let cells: Vec<u8> = grid.iter().map(|&v| u8::from(v < 0.3)).collect();
         let opts = Options {
             steps: 8,

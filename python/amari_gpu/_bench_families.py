@@ -213,9 +213,9 @@ def _grid_inputs(n: int) -> Arrays:
     return (_rng(n).random((n, n), dtype=np.float32),)
 
 
-def _heat_numpy(inputs: Arrays, dtype: type = np.float32) -> npt.NDArray[Any]:
+def _heat_numpy(inputs: Arrays, dtype: type[np.floating[Any]] = np.float32) -> npt.NDArray[Any]:
     """Periodic heat steps with np.roll, as a numpy user would write them."""
-    u = inputs[0].astype(dtype)
+    u: npt.NDArray[Any] = inputs[0].astype(dtype)
     alpha = dtype(GRID_ALPHA)
     for _ in range(GRID_STEPS):
         s = np.roll(u, 1, 0) + np.roll(u, -1, 0) + np.roll(u, 1, 1) + np.roll(u, -1, 1)

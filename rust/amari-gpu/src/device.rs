@@ -161,6 +161,26 @@ impl GpuDevice {
         Ok(pipeline)
     }
 
+    /// A two-entry timestamp query set (begin and end of a pass), reused when one is idle.
+    pub fn take_query_set(&self) -> wgpu::QuerySet {
+        let idle = self.query_sets.lock().expect("query set lock").pop();
+        idle.unwrap_or_else(|| {
+            self.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("amari-gpu pass timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            })
+        })
+    }
+
+    /// Returns a query set taken with [`GpuDevice::take_query_set`] for reuse.
+    pub fn give_back_query_set(&self, queries: wgpu::QuerySet) {
+        self.query_sets
+            .lock()
+            .expect("query set lock")
+            .push(queries);
+    }
+
     /// What the driver reported when the device was lost, if it was.
     pub fn lost_reason(&self) -> Option<String> {
         self.lost.lock().expect("lost flag").clone()

@@ -198,16 +198,7 @@ pub fn submit(
         staging_bytes,
         wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
     );
-    let queries = timestamps_at.map(|_| {
-        let idle = dev.query_sets.lock().expect("query set lock").pop();
-        idle.unwrap_or_else(|| {
-            dev.device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("amari-gpu kernel timestamps"),
-                ty: wgpu::QueryType::Timestamp,
-                count: 2,
-            })
-        })
-    });
+    let queries = timestamps_at.map(|_| dev.take_query_set());
 
     let mut entries = vec![binding(0, &buffers[0], sizes[0])];
     for (i, slot) in slots.iter().enumerate() {
@@ -350,7 +341,7 @@ pub fn finish(
     }
     chunk.staging.unmap();
     if let Some(queries) = chunk.queries {
-        dev.query_sets.lock().expect("query set lock").push(queries);
+        dev.give_back_query_set(queries);
     }
     if let Some(reason) = dev.lost_reason() {
         return Err(lost(dev.id, reason));

@@ -110,16 +110,7 @@ pub fn run(
         staging_bytes,
         wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
     );
-    let queries = timestamps_at.map(|_| {
-        let idle = dev.query_sets.lock().expect("query set lock").pop();
-        idle.unwrap_or_else(|| {
-            dev.device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("amari-gpu round timestamps"),
-                ty: wgpu::QueryType::Timestamp,
-                count: 2,
-            })
-        })
-    });
+    let queries = timestamps_at.map(|_| dev.take_query_set());
     let mut encoder = dev
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -235,7 +226,7 @@ pub fn run(
     staging.unmap();
     drop(resolve);
     if let Some(queries) = queries {
-        dev.query_sets.lock().expect("query set lock").push(queries);
+        dev.give_back_query_set(queries);
     }
     if let Some(reason) = dev.lost_reason() {
         return Err(lost(dev.id, reason));

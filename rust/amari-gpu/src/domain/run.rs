@@ -377,7 +377,16 @@ fn attempt(
         balancer.relaid();
     }
     let t = Instant::now();
-    download(ctx, spec, &states, &compiled, board, current, timeout)?;
+    fetch(
+        ctx,
+        spec,
+        &states,
+        &compiled,
+        board,
+        current,
+        &Readback::Owned,
+        timeout,
+    )?;
     report.download_s = t.elapsed().as_secs_f64();
     recorder.host(
         None,
@@ -391,14 +400,16 @@ fn attempt(
     Ok(())
 }
 
-/// Brings every owned row of every band down to `board`.
-fn download(
+/// Reads `readback`'s rows of every band (no steps) and places them on `board`.
+#[allow(clippy::too_many_arguments)]
+fn fetch(
     ctx: &MultiGpuContext,
     spec: &Spec,
     states: &States,
     compiled: &BTreeMap<usize, Arc<Compiled>>,
     board: &mut [u8],
     current: usize,
+    readback: &Readback<'_>,
     timeout: Option<Duration>,
 ) -> std::result::Result<(), Failure> {
     let outcomes = run_round(
@@ -410,7 +421,7 @@ fn download(
         current,
         0,
         true,
-        &Readback::Owned,
+        readback,
         timeout,
         &BTreeMap::new(),
     );
@@ -582,29 +593,16 @@ fn relayout(
             .collect();
         wanted.insert(device, per_band);
     }
-    let outcomes = run_round(
+    fetch(
         ctx,
         spec,
         &old,
         compiled,
         board,
         current,
-        0,
-        true,
         &Readback::Rows(&wanted),
         timeout,
-        &BTreeMap::new(),
-    );
-    let rb = spec.row_bytes;
-    for (id, outcome) in outcomes {
-        let r = outcome.map_err(|error| Failure {
-            device: Some(id),
-            error,
-        })?;
-        for (row, bytes) in &r.rows {
-            board[row * rb..row * rb + bytes.len()].copy_from_slice(bytes);
-        }
-    }
+    )?;
     let states = build(
         ctx,
         spec,
