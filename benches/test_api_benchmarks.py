@@ -1,8 +1,8 @@
-"""pytest-benchmark suite of the Python API: one call of each kernel family through
-``MultiGpuContext`` (default selection, and every adapter together), and the planner's
-decision time. Every result is checked against a CPU reference once, outside the timing;
-each benchmark records the adapters it ran on in ``extra_info`` (saved with
-``--benchmark-json``).
+"""pytest-benchmark suite of the Python API: one call of each kernel family (and of the
+heat and Life grids) through ``MultiGpuContext`` (default selection, and every adapter
+together), and the planner's decision time. Every result is checked against a CPU reference
+once, outside the timing; each benchmark records the adapters it ran on in ``extra_info``
+(saved with ``--benchmark-json``).
 
     .venv/bin/pytest benches/ --benchmark-only
 """
@@ -17,6 +17,7 @@ from amari_gpu.reference import geometric_product as reference_product
 GA_ROWS = 100_000
 TROPICAL_N = 256
 FISHER_ROWS, FISHER_PARAMS = 32_768, 64
+GRID, GRID_STEPS = 512, 8
 
 
 def _contexts() -> dict[str, ag.MultiGpuContext]:
@@ -66,6 +67,28 @@ def test_fisher_information(benchmark, ctx):
     assert np.abs(ctx.fisher_information(scores) - want).max() < 1e-4 * np.abs(want).max()
     _describe(benchmark, ctx)
     benchmark(ctx.fisher_information, scores)
+
+
+def test_stencil(benchmark, ctx):
+    u = np.random.default_rng(4).random((GRID, GRID), dtype=np.float32)
+    want = u.astype(np.float64)
+    for _ in range(GRID_STEPS):
+        s = sum(np.roll(want, k, axis) for k in (1, -1) for axis in (0, 1))
+        want = want + 0.2 * (s - 4.0 * want)
+    assert np.abs(ctx.stencil(u, GRID_STEPS, 0.2, "periodic", halo=4) - want).max() < 1e-5
+    _describe(benchmark, ctx)
+    benchmark(ctx.stencil, u, GRID_STEPS, 0.2, "periodic", 4)
+
+
+def test_life(benchmark, ctx):
+    cells = (np.random.default_rng(5).random((GRID, GRID)) < 0.3).astype(np.uint8)
+    g = cells.astype(np.int64)
+    for _ in range(GRID_STEPS):
+        n = sum(np.roll(np.roll(g, dr, 0), dc, 1) for dr in (-1, 0, 1) for dc in (-1, 0, 1)) - g
+        g = ((n == 3) | ((n == 2) & (g == 1))).astype(np.int64)
+    assert np.array_equal(ctx.life(cells, GRID_STEPS, halo=4), g)
+    _describe(benchmark, ctx)
+    benchmark(ctx.life, cells, GRID_STEPS, 4)
 
 
 @pytest.mark.parametrize("strategy", ag.STRATEGIES)

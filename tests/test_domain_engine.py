@@ -183,3 +183,12 @@ def test_a_band_taller_than_one_dispatch_dimension(ctx):
     np.testing.assert_allclose(got, heat_reference(grid, 2, 0.25, "periodic"), atol=1e-5, rtol=0)
     cells = (np.random.default_rng(10).random((300_001, 6)) < 0.4).astype(np.uint8)
     np.testing.assert_array_equal(ctx.life(cells, 2, halo=2), life_reference(cells, 2))
+
+
+def test_rounds_slower_than_sync_timeout_fail_their_devices():
+    # A 2048 x 2048 round takes tens of milliseconds on lavapipe: far beyond 1 ms.
+    ctx = ag.MultiGpuContext(adapters=[0], devices_per_adapter=2, sync_timeout_ms=1)
+    grid = np.random.default_rng(11).random((2048, 2048), dtype=np.float32)
+    with pytest.raises(ag.DeviceLostError, match="sync_timeout_ms=1"):
+        ctx.stencil(grid, 4, 0.1)
+    assert [h["healthy"] for h in ctx.health().values()] == [False, False]

@@ -154,7 +154,10 @@ class DomainMixin:
         exchanges of border rows through the host. ``rebalance`` moves rows between
         devices when measured round times say a new split saves time; ``split`` gives the
         first layout's rows per device id (default: by measured streaming bandwidth).
-        What happened, measured, is in ``ctx.last_run`` (a :class:`DomainReport`)."""
+        A device that fails (lost, out of memory, no answer within ``sync_timeout_ms`` for
+        a round, or ``inject_fault``, which counts rounds as chunks) is marked unhealthy and
+        the run starts again from ``grid`` without it. What happened, measured, is in
+        ``ctx.last_run`` (a :class:`DomainReport`)."""
         array = _grid(grid, "biuf", "an array of real numbers (converted to float32)")
         if not isinstance(alpha, (int, float, np.integer, np.floating)) or isinstance(alpha, bool):
             raise InvalidArgumentError(f"alpha: expected a real number, got {alpha!r}")
