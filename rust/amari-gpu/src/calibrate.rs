@@ -18,6 +18,12 @@ use crate::families::families;
 const TRANSFER_BYTES: u64 = 16 << 20;
 /// Timed repetitions per figure (the median is kept).
 const REPEATS: usize = 3;
+/// Seconds a timed kernel dispatch is sized to take: long enough that launch cost and
+/// timer noise are small parts of it, short enough that calibration stays quick on a
+/// software adapter. Sizes are found by measuring, not assumed per device.
+const TARGET_DISPATCH_S: f64 = 0.025;
+/// The most a kernel's calibration size grows past its smallest size.
+const MAX_GROWTH: usize = 1 << 6;
 
 /// What calibration measured on one adapter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -269,16 +275,76 @@ impl Resident {
     }
 }
 
+/// Items per second of `kernel` on resident data, at a size found by measuring: from
+/// `smallest` items the size grows until one dispatch takes about [`TARGET_DISPATCH_S`],
+/// up to [`MAX_GROWTH`] times `smallest` and what one binding and one dispatch can hold.
+/// Then the median of [`REPEATS`] dispatches at that size.
+fn items_per_s(dev: &GpuDevice, kernel: &crate::kernel::Kernel, smallest: usize) -> Result<f64> {
+    let pipeline = dev.pipeline(kernel)?;
+    let largest = largest_size(dev, kernel, smallest);
+    let mut items = smallest.min(largest);
+    loop {
+        let resident = Resident::new(dev, kernel, &pipeline, items)?;
+        resident.run(dev)?; // warm-up: first use of new buffers
+        let start = Instant::now();
+        resident.run(dev)?;
+        let seconds = start.elapsed().as_secs_f64();
+        match next_size(items, seconds, largest) {
+            Some(bigger) => items = bigger,
+            None => {
+                let mut samples = vec![seconds];
+                for _ in 1..REPEATS {
+                    let start = Instant::now();
+                    resident.run(dev)?;
+                    samples.push(start.elapsed().as_secs_f64());
+                }
+                return Ok(items as f64 / median(samples));
+            }
+        }
+    }
+}
+
+/// The size to time next after `items` took `seconds`, or `None` when that size is the one
+/// to measure: it took at least half the target, or it is the largest allowed.
+fn next_size(items: usize, seconds: f64, largest: usize) -> Option<usize> {
+    if seconds >= TARGET_DISPATCH_S / 2.0 || items >= largest {
+        return None;
+    }
+    // Grow to what the time says would hit the target (more than twofold, as the time is
+    // under half of it), at most sixteenfold: a dispatch far below the target is mostly
+    // launch cost, so its time says little about larger sizes.
+    let grow = (TARGET_DISPATCH_S / seconds.max(1e-9)).min(16.0);
+    Some(((items as f64 * grow).round() as usize).min(largest))
+}
+
+/// The largest size `items_per_s` may use for `kernel`: every buffer within one binding,
+/// the dispatch within the device's grid limits.
+fn largest_size(dev: &GpuDevice, kernel: &crate::kernel::Kernel, smallest: usize) -> usize {
+    let fits = |items: usize| {
+        let words = (0..kernel.inputs.len())
+            .map(|i| kernel.input_len(i, items))
+            .chain(std::iter::once(kernel.output_words(items)));
+        u32::try_from(items).is_ok_and(|n| {
+            kernel
+                .grid(n, dev.limits.max_compute_workgroups_per_dimension)
+                .is_some()
+        }) && words
+            .into_iter()
+            .all(|w| (w as u64) * 4 <= dev.max_binding_bytes())
+    };
+    let mut items = smallest * MAX_GROWTH;
+    while items > smallest && !fits(items) {
+        items /= 2;
+    }
+    items
+}
+
 /// Items/s of each family's reference kernel with its data already on the device.
 fn measure_families(dev: &GpuDevice) -> Result<BTreeMap<String, f64>> {
     let mut rates = BTreeMap::new();
     for family in families() {
-        let kernel = (family.reference)();
-        let pipeline = dev.pipeline(&kernel)?;
-        let items = family.calibration_items;
-        let resident = Resident::new(dev, &kernel, &pipeline, items)?;
-        let seconds = timed(REPEATS, || resident.run(dev))?;
-        rates.insert(family.name.to_string(), items as f64 / seconds);
+        let rate = items_per_s(dev, &(family.reference)(), family.calibration_min_items)?;
+        rates.insert(family.name.to_string(), rate);
     }
     Ok(rates)
 }
@@ -290,11 +356,8 @@ fn measure_peak(dev: &GpuDevice) -> Result<f64> {
         output: crate::kernel::Output::PerItem(4),
         ..crate::kernel::Kernel::map("peak", "calibration", crate::shaders::PEAK)
     };
-    let pipeline = dev.pipeline(&kernel)?;
-    let threads = 1 << 14;
-    let resident = Resident::new(dev, &kernel, &pipeline, threads)?;
-    let seconds = timed(REPEATS, || resident.run(dev))?;
-    Ok(threads as f64 * crate::shaders::PEAK_FLOPS_PER_THREAD / seconds)
+    let threads_per_s = items_per_s(dev, &kernel, 1 << 12)?;
+    Ok(threads_per_s * crate::shaders::PEAK_FLOPS_PER_THREAD)
 }
 
 /// Bytes read plus written per second by the streaming-copy kernel on resident data.
@@ -304,11 +367,9 @@ fn measure_kernel_copy(dev: &GpuDevice) -> Result<f64> {
         output: crate::kernel::Output::PerItem(4),
         ..crate::kernel::Kernel::map("copy", "calibration", crate::shaders::COPY)
     };
-    let pipeline = dev.pipeline(&kernel)?;
-    let threads = (TRANSFER_BYTES / 16) as usize;
-    let resident = Resident::new(dev, &kernel, &pipeline, threads)?;
-    let seconds = timed(REPEATS, || resident.run(dev))?;
-    Ok(2.0 * TRANSFER_BYTES as f64 / seconds)
+    // Each thread reads one vec4 and writes one: 32 bytes moved.
+    let threads_per_s = items_per_s(dev, &kernel, 1 << 16)?;
+    Ok(32.0 * threads_per_s)
 }
 
 /// Whether cached measurements have every figure this version measures.
@@ -377,4 +438,24 @@ pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
             .map_or(0, |d| d.as_secs()),
         calibration_s: start.elapsed().as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_grow_from_the_time_taken_within_bounds() {
+        let target = TARGET_DISPATCH_S;
+        // Far below the target: grows at most sixteenfold.
+        assert_eq!(next_size(1000, target / 1000.0, 1 << 30), Some(16_000));
+        // Below half the target: grows to what would take the target.
+        assert_eq!(next_size(1000, target * 0.49, 1 << 30), Some(2041));
+        assert_eq!(next_size(1000, target * 0.4, 1 << 30), Some(2500));
+        // Never past the largest size; a zero time does not divide by zero.
+        assert_eq!(next_size(1000, 0.0, 5000), Some(5000));
+        // Long enough, or as large as allowed: measure this size.
+        assert_eq!(next_size(1000, target / 2.0, 1 << 30), None);
+        assert_eq!(next_size(5000, 0.0, 5000), None);
+    }
 }

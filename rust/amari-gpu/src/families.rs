@@ -12,8 +12,9 @@ pub struct Family {
     pub reference: fn() -> Kernel,
     /// Arithmetic operations per item of the reference kernel.
     pub reference_flops_per_item: f64,
-    /// Items per calibration dispatch: enough to fill a device, little enough to stay fast.
-    pub calibration_items: usize,
+    /// Items of the first calibration dispatch; calibration grows the size from there until
+    /// a dispatch takes long enough to time well on the device at hand.
+    pub calibration_min_items: usize,
 }
 
 /// Every family that has a reference kernel.
@@ -24,23 +25,23 @@ pub fn families() -> &'static [Family] {
             reference: crate::ga::geometric_cl3_kernel,
             // 64 products and 56 sums per Cl(3,0) geometric product.
             reference_flops_per_item: 120.0,
-            calibration_items: 1 << 18,
+            calibration_min_items: 1 << 14,
         },
         Family {
             name: "information_geometry",
             // Tiled empirical-Fisher SYRK, 128 score columns: one multiply-add (2 flops) per
-            // upper-triangle entry and row; 2^14 rows take tens of ms on lavapipe.
+            // upper-triangle entry and row.
             reference: crate::fisher::reference_kernel,
             reference_flops_per_item: crate::fisher::REFERENCE_FLOPS_PER_ITEM,
-            calibration_items: 1 << 14,
+            calibration_min_items: 1 << 10,
         },
         Family {
             name: "tropical",
             // Tiled max-plus product of 64-row blocks of 256-wide rows by a 256 x 256
-            // matrix: one add and one max per step; 8 blocks take about ten ms on lavapipe.
+            // matrix: one add and one max per step.
             reference: crate::tropical::kernels::reference,
             reference_flops_per_item: crate::tropical::kernels::REFERENCE_FLOPS_PER_ITEM,
-            calibration_items: 8,
+            calibration_min_items: 1,
         },
     ]
 }
