@@ -150,6 +150,20 @@ def test_the_profiler_shows_compute_and_exchange_for_every_round(ctx):
     assert prof.calls[0]["kernel"] == "domain/heat"
 
 
+def test_grid_kernels_are_timed_with_gpu_timestamps_when_asked():
+    ctx = ag.MultiGpuContext(adapters=[0, 1], gpu_timestamps=True)
+    cells = (np.random.default_rng(12).random((96, 40)) < 0.4).astype(np.uint8)
+    with ctx.profile() as prof:
+        got = ctx.life(cells, 6, halo=2)
+    np.testing.assert_array_equal(got, life_reference(cells, 6))
+    kernels = [e for e in prof.events if e["kind"] == "kernel"]
+    assert {e["device"] for e in kernels} == {0, 1}
+    for e in kernels:
+        want = "gpu" if ctx.devices[e["device"]].gpu_timestamps else "host"
+        assert e["clock"] == want and e["duration_s"] > 0
+    assert any(e["clock"] == "gpu" for e in kernels)
+
+
 def test_report_figures_are_consistent(ctx):
     grid = np.random.default_rng(6).random((128, 128), dtype=np.float32)
     ctx.stencil(grid, 12, 0.1, "periodic", halo=4)

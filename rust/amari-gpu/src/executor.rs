@@ -104,6 +104,26 @@ impl InFlight {
 /// Inputs bound whole, uploaded once per device and call and kept by the worker.
 pub type Resident = Vec<Option<(Pooled, u64)>>;
 
+/// Records the copy of a pass's two timestamps (`queries`) into `staging` at byte `at`, by
+/// way of a pooled resolve buffer, which is returned: keep it until the submission completes.
+pub fn resolve_timestamps(
+    dev: &GpuDevice,
+    encoder: &mut wgpu::CommandEncoder,
+    queries: Option<&wgpu::QuerySet>,
+    staging: &wgpu::Buffer,
+    at: Option<u64>,
+) -> Option<Pooled> {
+    let (query_set, at) = (queries?, at?);
+    let target = dev.pool.take(
+        &dev.device,
+        16,
+        wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+    );
+    encoder.resolve_query_set(query_set, 0..2, &target, 0);
+    encoder.copy_buffer_to_buffer(&target, 0, staging, at, 16);
+    Some(target)
+}
+
 /// Uploads a chunk's inputs, dispatches the kernel and requests the readback. `resident`
 /// holds the worker's copies of the whole-bound inputs (filled on first use).
 pub fn submit(
@@ -242,17 +262,7 @@ pub fn submit(
         pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
     }
     encoder.copy_buffer_to_buffer(&buffers[output_index], 0, &staging, 0, out_bytes);
-    let mut resolve = None;
-    if let (Some(query_set), Some(at)) = (&queries, timestamps_at) {
-        let target = dev.pool.take(
-            &dev.device,
-            16,
-            wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-        );
-        encoder.resolve_query_set(query_set, 0..2, &target, 0);
-        encoder.copy_buffer_to_buffer(&target, 0, &staging, at, 16);
-        resolve = Some(target);
-    }
+    let resolve = resolve_timestamps(dev, &mut encoder, queries.as_ref(), &staging, timestamps_at);
     buffers.extend(resolve);
     let submission = dev.queue.submit(Some(encoder.finish()));
     let (sender, mapped) = mpsc::channel();

@@ -146,17 +146,13 @@ pub fn run(
             offset += bytes;
         }
     }
-    let mut resolve = None;
-    if let (Some(query_set), Some(at)) = (&queries, timestamps_at) {
-        let target = dev.pool.take(
-            &dev.device,
-            16,
-            wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-        );
-        encoder.resolve_query_set(query_set, 0..2, &target, 0);
-        encoder.copy_buffer_to_buffer(&target, 0, &staging, at, 16);
-        resolve = Some(target);
-    }
+    let resolve = crate::executor::resolve_timestamps(
+        dev,
+        &mut encoder,
+        queries.as_ref(),
+        &staging,
+        timestamps_at,
+    );
     let submitted = Instant::now();
     let submission = dev.queue.submit(Some(encoder.finish()));
     let (sender, mapped) = mpsc::channel();

@@ -231,7 +231,16 @@ fn attempt(
         .push(layout_record(0, &split, &states, t.elapsed()));
     let mut balancer = Balancer::default();
     let mut clocks: BTreeMap<usize, GpuClock> = BTreeMap::new();
-    let mut stamped: BTreeMap<usize, bool> = BTreeMap::new();
+    // Until a device's round has been measured only a forced setting can say to time it
+    // with GPU timestamps; after, the measured round time decides.
+    let forced = recorder.profiler.is_some() && ctx.options().gpu_timestamps == Some(true);
+    let mut stamped: BTreeMap<usize, bool> = split
+        .iter()
+        .map(|&(id, _)| {
+            let supported = ctx.devices()[id].timestamp_period_ns.is_some();
+            (id, forced && supported)
+        })
+        .collect();
     // Seconds per row that changes device (down to the host and up again, plus its share of
     // the layout's fixed costs): from calibration until a relayout has been measured.
     let row_bytes = spec.row_bytes as f64;
