@@ -82,6 +82,27 @@ def test_python_dash_m_runs_the_cli():
     assert [a["name"] for a in json.loads(done.stdout)] == [a.name for a in ag.adapters()]
 
 
+def test_without_a_runtime_dir_the_cli_gives_itself_a_private_one(tmp_path):
+    # Mesa's loaders print "XDG_RUNTIME_DIR is invalid or not set" without one; the
+    # commands set a private directory (and remove it at exit), doctor after reporting.
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["TMPDIR"] = str(tmp_path)
+    for argv in (["info"], ["doctor", "--json"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "amari_gpu", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "XDG_RUNTIME_DIR" not in done.stderr, done.stderr
+        assert list(tmp_path.iterdir()) == [], "the private runtime dir was left behind"
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    assert checks["XDG_RUNTIME_DIR"]["detail"].startswith("not set or missing")
+
+
 def test_doctor_smoke_tests_every_adapter(capsys):
     assert main(["doctor", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -19,7 +19,7 @@ import numpy as np
 from . import __version__
 from ._adapters import AdapterInfo, adapters
 from ._progress import Progress
-from ._system import Check, platform_checks
+from ._system import Check, platform_checks, quiet_mesa
 from .context import MultiGpuContext
 from .reference import geometric_product as reference_product
 
@@ -159,6 +159,7 @@ def fixes(
 def diagnose(backends: list[str] | None, show_progress: bool) -> dict[str, Any]:
     """Runs every check; the report ``render`` prints and ``--json`` dumps."""
     checks = platform_checks()
+    quiet_mesa()  # after the checks, which report the environment as it was given
     every = adapters()
     chosen = [a for a in every if backends is None or a.backend in backends]
     results: list[dict[str, Any]] = []

@@ -1,5 +1,6 @@
 """What the operating system offers wgpu: the Vulkan loader and drivers, EGL and Mesa's DRI
-drivers on Linux; Metal and DX12 are part of macOS and Windows. Used by ``amari-gpu doctor``.
+drivers on Linux; Metal and DX12 are part of macOS and Windows. Used by ``amari-gpu doctor``
+(and ``quiet_mesa`` by every command).
 
 Every check looks for real files or libraries and reports what it found where; nothing is
 assumed from the platform name alone except that Metal and DX12 ship with the OS.
@@ -7,10 +8,13 @@ assumed from the platform name alone except that Metal and DX12 ship with the OS
 
 from __future__ import annotations
 
+import atexit
 import ctypes.util
 import glob
 import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 
 
@@ -97,7 +101,8 @@ def linux_checks() -> list[Check]:
             None,
             f"set to {runtime}"
             if runtime and os.path.isdir(runtime)
-            else "not set or missing: Mesa prints a warning on stderr; harmless",
+            else "not set or missing: Mesa warns on stderr in your own programs (harmless); "
+            "amari-gpu's commands use a private one",
         ),
     ]
 
@@ -115,3 +120,18 @@ def platform_checks() -> list[Check]:
             Check("Vulkan loader", vulkan is not None, vulkan or "vulkan-1.dll not found"),
         ]
     return [Check("platform", None, f"{sys.platform}: no platform-specific checks")]
+
+
+def quiet_mesa() -> None:
+    """Gives this process a private ``XDG_RUNTIME_DIR`` (removed at exit) on Linux when it
+    has no valid one: without it Mesa's window-system loaders print "XDG_RUNTIME_DIR is
+    invalid or not set" on stderr, which on a headless machine means nothing. Call before
+    the first adapter enumeration; a valid directory already set is left alone."""
+    if not sys.platform.startswith("linux"):
+        return
+    current = os.environ.get("XDG_RUNTIME_DIR")
+    if current and os.path.isdir(current):
+        return
+    private = tempfile.mkdtemp(prefix="amari-gpu-xdg-")  # mode 0700, as the spec asks
+    atexit.register(shutil.rmtree, private, True)
+    os.environ["XDG_RUNTIME_DIR"] = private

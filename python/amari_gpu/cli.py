@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._adapters import BACKENDS, AdapterInfo, adapters
+from ._system import quiet_mesa
 from .errors import AmariGpuError
 
 _LIMITS = (
@@ -214,6 +215,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command != "doctor":  # doctor reports the environment first, then quiets Mesa
+        quiet_mesa()
     try:
         if args.command == "info":
             return _info(args)
