@@ -104,6 +104,49 @@ impl InFlight {
 /// Inputs bound whole, uploaded once per device and call and kept by the worker.
 pub type Resident = Vec<Option<(Pooled, u64)>>;
 
+/// The error scopes around one submission's commands: out of memory outside validation.
+pub struct Scopes {
+    oom: wgpu::ErrorScopeGuard,
+    validation: wgpu::ErrorScopeGuard,
+}
+
+impl Scopes {
+    /// Opens both scopes on `dev` (on this thread: wgpu keeps error scopes per thread).
+    pub fn open(dev: &GpuDevice) -> Self {
+        let oom = dev.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = dev.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        Scopes { oom, validation }
+    }
+
+    /// Closes both; the first error caught, as this crate's error. Native wgpu reports errors
+    /// at the call, so the scopes can be closed as soon as the work is submitted.
+    pub fn close(self, device: usize) -> Result<()> {
+        if let Some(error) = pollster::block_on(self.validation.pop()) {
+            return Err(scoped_error(device, error));
+        }
+        if let Some(error) = pollster::block_on(self.oom.pop()) {
+            return Err(scoped_error(device, error));
+        }
+        Ok(())
+    }
+}
+
+/// Requests that `staging`'s first `bytes` be mapped for reading; the receiver gets the
+/// outcome once the device has finished the work before it.
+pub fn map_for_reading(
+    staging: &wgpu::Buffer,
+    bytes: u64,
+) -> mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>> {
+    let (sender, mapped) = mpsc::channel();
+    staging
+        .slice(..bytes)
+        .map_async(wgpu::MapMode::Read, move |result| {
+            // The receiver is gone only if the caller already gave up on this work.
+            let _ = sender.send(result);
+        });
+    mapped
+}
+
 /// Records the copy of a pass's two timestamps (`queries`) into `staging` at byte `at`, by
 /// way of a pooled resolve buffer, which is returned: keep it until the submission completes.
 pub fn resolve_timestamps(
@@ -155,8 +198,7 @@ pub fn submit(
     let timestamps_at =
         (timed && dev.timestamp_period_ns.is_some()).then(|| out_bytes.div_ceil(8) * 8);
     let staging_bytes = timestamps_at.map_or(out_bytes, |at| at + 16);
-    let oom_scope = dev.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-    let validation_scope = dev.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let scopes = Scopes::open(dev);
 
     let header = kernel.uniform(items as u32, row_threads);
     let params_bytes = (header.len() * 4) as u64;
@@ -265,20 +307,8 @@ pub fn submit(
     let resolve = resolve_timestamps(dev, &mut encoder, queries.as_ref(), &staging, timestamps_at);
     buffers.extend(resolve);
     let submission = dev.queue.submit(Some(encoder.finish()));
-    let (sender, mapped) = mpsc::channel();
-    staging
-        .slice(..staging_bytes)
-        .map_async(wgpu::MapMode::Read, move |result| {
-            // The receiver is gone only if the worker already gave up on this chunk.
-            let _ = sender.send(result);
-        });
-    // Native wgpu reports errors at the call, so the scopes can be closed right away.
-    if let Some(error) = pollster::block_on(validation_scope.pop()) {
-        return Err(scoped_error(dev.id, error));
-    }
-    if let Some(error) = pollster::block_on(oom_scope.pop()) {
-        return Err(scoped_error(dev.id, error));
-    }
+    let mapped = map_for_reading(&staging, staging_bytes);
+    scopes.close(dev.id)?;
     Ok(InFlight {
         range,
         out_bytes,

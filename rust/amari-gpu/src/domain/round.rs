@@ -3,12 +3,12 @@
 //! and read back the rows its neighbours need next — or, after the last round, every row
 //! it owns.
 
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::state::{BandState, Spec};
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
+use crate::executor::{map_for_reading, resolve_timestamps, Scopes};
 
 /// What a device's round produced and measured.
 pub struct DeviceRound {
@@ -77,8 +77,7 @@ pub fn run(
     }
     let started = Instant::now();
     let g = spec.geometry;
-    let oom_scope = dev.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-    let validation_scope = dev.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let scopes = Scopes::open(dev);
     let mut bytes_up = 0;
     if !fresh {
         for s in states {
@@ -146,31 +145,11 @@ pub fn run(
             offset += bytes;
         }
     }
-    let resolve = crate::executor::resolve_timestamps(
-        dev,
-        &mut encoder,
-        queries.as_ref(),
-        &staging,
-        timestamps_at,
-    );
+    let resolve = resolve_timestamps(dev, &mut encoder, queries.as_ref(), &staging, timestamps_at);
     let submitted = Instant::now();
     let submission = dev.queue.submit(Some(encoder.finish()));
-    let (sender, mapped) = mpsc::channel();
-    staging
-        .slice(..staging_bytes)
-        .map_async(wgpu::MapMode::Read, move |result| {
-            // The receiver is gone only if the round was already given up.
-            let _ = sender.send(result);
-        });
-    if let Some(error) = pollster::block_on(validation_scope.pop()) {
-        return Err(lost(dev.id, error.to_string()));
-    }
-    if let Some(error) = pollster::block_on(oom_scope.pop()) {
-        return Err(Error::OutOfMemory {
-            device: dev.id,
-            reason: error.to_string(),
-        });
-    }
+    let mapped = map_for_reading(&staging, staging_bytes);
+    scopes.close(dev.id)?;
     let waited = dev.device.poll(wgpu::PollType::Wait {
         submission_index: Some(submission),
         timeout,
