@@ -22,7 +22,12 @@ SIZES = {
 }
 STRATEGIES = ("balanced", "adaptive", "auto")
 TINY = scaling.Settings(
-    sizes=SIZES, rounds=2, devices_per_adapter=(1, 2), strategies=STRATEGIES, label="test"
+    sizes=SIZES,
+    rounds=2,
+    devices_per_adapter=(1, 2),
+    strategies=STRATEGIES,
+    label="test",
+    clifford_max_items=256,
 )
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -75,12 +80,15 @@ def test_every_device_set_strategy_and_baseline_is_measured(study):
             assert got == swept
         libraries = {r["library"] for r in rows if r["kind"] == "cpu"}
         assert "numpy" in libraries
-        if family == "geometric_algebra":
-            assert ("clifford" in libraries) == (importlib.util.find_spec("clifford") is not None)
+        if family == "geometric_algebra":  # clifford is measured up to its own limit only
+            assert "clifford" not in libraries
         # Smaller sizes run "auto" only.
         small = [r for r in data["rows"] if r["family"] == family and r["size"] == min(sizes)]
         want = {"auto"} if family != "grids" else {None}
         assert {r["strategy"] for r in small if r["kind"] == "gpu"} == want
+        if family == "geometric_algebra":
+            has_clifford = importlib.util.find_spec("clifford") is not None
+            assert any(r["library"] == "clifford" for r in small) == has_clifford
 
 
 def test_ratios_follow_from_the_medians(study):
