@@ -1,6 +1,7 @@
-//! Online refinement of the cost model from completed chunks: per device and kernel
-//! family, an exponentially weighted ratio of observed to predicted time (as StarPU's
-//! history-based models do) and the spread of that ratio.
+//! Online refinement of the cost model from completed calls: per device and kernel family,
+//! an exponentially weighted ratio of observed to predicted time (as StarPU's history-based
+//! models do) and the spread of that ratio. Each call gives one observation per device: the
+//! summed time of the chunks it completed over their summed prediction.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -31,7 +32,7 @@ impl History {
             .map_or((1.0, 0.0), |e| (e.correction, e.uncertainty))
     }
 
-    /// Records a chunk that took `observed_s` where the uncorrected model said `predicted_s`.
+    /// Records work that took `observed_s` where the uncorrected model said `predicted_s`.
     pub fn record(&self, device: usize, family: &str, predicted_s: f64, observed_s: f64) {
         if !(predicted_s > 0.0
             && observed_s > 0.0

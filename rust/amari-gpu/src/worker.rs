@@ -25,7 +25,9 @@ pub struct Completed {
     pub chunk: usize,
     /// Items in it.
     pub items: usize,
-    /// Seconds of device service: from when the device could start it to its completion.
+    /// Seconds the chunk held its device: from when the worker began uploading it (or, if
+    /// later, when the previous chunk completed) to its completion. The host side of the
+    /// upload counts: on some backends (GL) it blocks the worker and is most of the cost.
     pub seconds: f64,
 }
 
@@ -299,7 +301,7 @@ impl Run<'_> {
                 *slot_guard = None;
                 drop(slot_guard);
                 held = None;
-                let service_start = meta.submitted.max(last_done);
+                let service_start = meta.taken.max(last_done);
                 report.completed.push(Completed {
                     chunk: meta.chunk,
                     items: meta.items,

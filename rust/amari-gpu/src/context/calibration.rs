@@ -1,6 +1,6 @@
 //! Calibration and the cost model of a context: measuring (or loading) every device's
 //! figures, the capabilities users see, and the per-workload device models the
-//! partitioners plan with, refined by the history of completed chunks.
+//! partitioners plan with, refined by the history of completed calls.
 
 use std::collections::BTreeMap;
 

@@ -219,7 +219,8 @@ impl MultiGpuContext {
         Ok((reports, run.scheduler.remaining()))
     }
 
-    /// Feeds completed chunks into the history and the busy-time counters.
+    /// Feeds each device's completed chunks of a call into the history (as one observation)
+    /// and the busy-time counters.
     fn learn(&self, workload: &Workload, workers: &[&GpuDevice], reports: &[WorkerReport]) {
         let models = self.models_for(workload, false);
         let family = family_of(&workload.kernel).map_or(workload.kernel.as_str(), |f| f.name);
@@ -234,10 +235,20 @@ impl MultiGpuContext {
                 .zip(reports)
                 .filter(|(d, r)| d.group == dev.group && !r.completed.is_empty())
                 .count();
-            for done in &report.completed {
-                let predicted = model.seconds(workload, done.items as u64, 1, sharing);
-                self.history.record(dev.id, family, predicted, done.seconds);
+            // One observation per device and call, the ratio of the summed times: single
+            // chunks are too noisy to learn from (with two in flight a chunk's time depends
+            // on what the worker did for its neighbour; on GL per-chunk ratios spread by
+            // ±50% while a call's sum is steady within ±20%).
+            if report.completed.is_empty() {
+                continue;
             }
+            let predicted: f64 = report
+                .completed
+                .iter()
+                .map(|done| model.seconds(workload, done.items as u64, 1, sharing))
+                .sum();
+            let observed: f64 = report.completed.iter().map(|done| done.seconds).sum();
+            self.history.record(dev.id, family, predicted, observed);
         }
     }
 
