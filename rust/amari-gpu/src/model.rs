@@ -1,5 +1,6 @@
 //! The cost model of one device: what the partitioners predict from. Its figures come from
-//! calibration (measured on the device) and are refined after every call from the chunks each device completed.
+//! calibration (measured on the device) and are refined after every call from the chunks
+//! each device completed.
 
 use crate::workload::Workload;
 
