@@ -21,7 +21,7 @@ import amari_gpu
 import pytest
 from amari_gpu import Capabilities, MultiGpuContext
 
-CACHE_FILE = "calibration-v1.json"
+CACHE_FILE = "calibration-v2.json"
 MEASURED = ("memory_bandwidth_gb_s", "transfer_gb_s", "h2d_gb_s", "d2h_gb_s", "launch_latency_s")
 DEVICE_SET = ("shares_hardware_with", "group_speedup")
 """Fields that depend on which devices share the hardware in the context, not on the adapter."""

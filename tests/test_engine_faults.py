@@ -347,7 +347,7 @@ def slow_gl_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AMARI_GPU_CACHE_DIR", str(directory))
         MultiGpuContext(adapters=[0, 1]).calibrate()
-    path = directory / "calibration-v1.json"
+    path = directory / "calibration-v2.json"
     data = json.loads(path.read_text())
     gl = MultiGpuContext(adapters=[1]).devices[0].adapter
     assert gl.backend == "gl"

@@ -8,7 +8,10 @@ use std::path::PathBuf;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-const FILE_NAME: &str = "calibration-v1.json";
+/// The number changes whenever what calibration measures, or how, changes, so that figures
+/// measured another way are measured again rather than reused (v2: kernel sizes found on the
+/// device).
+const FILE_NAME: &str = "calibration-v2.json";
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct CacheFile {
