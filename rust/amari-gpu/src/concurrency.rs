@@ -12,9 +12,15 @@ use crate::error::Result;
 use crate::families::families;
 use crate::plan::Strategy;
 
-/// Items per measurement run and per chunk: enough chunks for every member to pipeline.
-const ITEMS: usize = 1 << 20;
+/// Items per chunk of a measurement run.
 const CHUNK_ITEMS: u64 = 1 << 14;
+/// Seconds one member alone is predicted to take for a run: long enough that launch noise
+/// is a small part, short enough that calibration stays quick on a slow adapter.
+const TARGET_RUN_S: f64 = 0.05;
+/// Chunks per member at the least, so that every member pipelines when all run together.
+const MIN_CHUNKS_PER_MEMBER: usize = 4;
+/// Items per run at the most.
+const MAX_ITEMS: usize = 1 << 20;
 const REPEATS: usize = 3;
 /// Calibration ignores the context's `sync_timeout_ms` (its chunks are not the caller's)
 /// but still gives up on a device that hangs.
@@ -27,14 +33,39 @@ pub fn group_key(members: &[&GpuDevice]) -> String {
 }
 
 impl MultiGpuContext {
-    /// Seconds to run the first family's reference kernel over `ITEMS` items on `members`
-    /// with an equal split (median of a few runs).
-    fn time_members(&self, members: &[&GpuDevice]) -> Result<f64> {
+    /// Items per run for a group: what its first member alone is predicted (from its
+    /// calibrated figures) to finish in [`TARGET_RUN_S`], in whole chunks, at least
+    /// [`MIN_CHUNKS_PER_MEMBER`] chunks per member and at most [`MAX_ITEMS`].
+    fn run_items(&self, members: &[&GpuDevice]) -> usize {
         let kernel = (families()[0].reference)();
-        let inputs = kernel.filled_inputs(ITEMS, 0.5);
+        let workload = kernel.workload(MAX_ITEMS);
+        let chunk = CHUNK_ITEMS as usize;
+        let smallest = chunk * MIN_CHUNKS_PER_MEMBER * members.len();
+        let per_item_s = self
+            .models_for(&workload, false)
+            .into_iter()
+            .find(|m| m.device == members[0].id)
+            .map(|m| m.seconds(&workload, MAX_ITEMS as u64, (MAX_ITEMS / chunk) as u64, 1))
+            .map_or(0.0, |s| s / MAX_ITEMS as f64);
+        let wanted = if per_item_s > 0.0 {
+            (TARGET_RUN_S / per_item_s) as usize
+        } else {
+            MAX_ITEMS
+        };
+        wanted
+            .div_ceil(chunk)
+            .saturating_mul(chunk)
+            .clamp(smallest.min(MAX_ITEMS), MAX_ITEMS)
+    }
+
+    /// Seconds to run the first family's reference kernel over `items` items on `members`
+    /// with an equal split (median of a few runs).
+    fn time_members(&self, members: &[&GpuDevice], items: usize) -> Result<f64> {
+        let kernel = (families()[0].reference)();
+        let inputs = kernel.filled_inputs(items, 0.5);
         let views: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-        let mut output = vec![0.0; kernel.output_words(ITEMS)];
-        let workload = kernel.workload(ITEMS);
+        let mut output = vec![0.0; kernel.output_words(items)];
+        let workload = kernel.workload(items);
         let models: Vec<_> = self
             .models_for(&workload, false)
             .into_iter()
@@ -83,8 +114,9 @@ impl MultiGpuContext {
             let speedup = match cached {
                 Some(s) => s,
                 None => {
-                    let alone = self.time_members(&members[..1])?;
-                    let together = self.time_members(&members)?;
+                    let items = self.run_items(&members);
+                    let alone = self.time_members(&members[..1], items)?;
+                    let together = self.time_members(&members, items)?;
                     let s = alone / together;
                     // A cache that cannot be written only costs a re-measurement next time.
                     let _ = crate::cache::store(&key, &s);
