@@ -27,7 +27,7 @@ TINY = scaling.Settings(
     devices_per_adapter=(1, 2),
     strategies=STRATEGIES,
     label="test",
-    clifford_max_items=256,
+    baseline_max_size={"clifford": 256},
 )
 PNG = b"\x89PNG\r\n\x1a\n"
 

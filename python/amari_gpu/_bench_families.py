@@ -36,8 +36,6 @@ class Baseline:
     library: str
     run: Callable[[Any], Any]
     prepare: Callable[[Arrays], Any] = lambda inputs: inputs
-    max_size: int | None = None
-    """Largest problem size it is measured at (None: every size)."""
     to_array: Callable[[Any], npt.NDArray[Any]] = np.asarray
 
 

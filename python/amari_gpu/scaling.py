@@ -61,8 +61,11 @@ class Settings:
     backends: Sequence[str] | None = None
     label: str = "custom"
     baselines: bool = True
-    clifford_max_items: int = CLIFFORD_MAX_ITEMS
-    """Largest N of the clifford column (one Python object per multivector: slow)."""
+    baseline_max_size: Mapping[str, int] = field(
+        default_factory=lambda: {"clifford": CLIFFORD_MAX_ITEMS}
+    )
+    """Largest problem size each baseline library is measured at (a library not named:
+    every size). clifford makes one Python object per multivector, which is slow."""
 
 
 QUICK = Settings(
@@ -74,7 +77,7 @@ QUICK = Settings(
     },
     rounds=3,
     label="quick",
-    clifford_max_items=10_000,
+    baseline_max_size={"clifford": 10_000},
 )
 FULL = Settings(
     sizes={
@@ -160,7 +163,7 @@ def _configs(
         for strategy in settings.strategies if sweep else ("auto",):
             out.append(_Config(f"{s.label}, {strategy}", family, s, strategy))
     for b in family.baselines if settings.baselines else ():
-        limit = settings.clifford_max_items if b.library == "clifford" else b.max_size
+        limit = settings.baseline_max_size.get(b.library)
         if limit is None or size <= limit:
             out.append(_Config(b.name, family, baseline=b))
     return out
@@ -348,10 +351,11 @@ def run_study(settings: Settings = QUICK, *, show_progress: bool = False) -> dic
     ]
     if settings.baselines and not clifford_available():
         notes.append("clifford is not installed: its column is skipped (pip install clifford).")
-    elif settings.baselines:
+    elif settings.baselines and "clifford" in settings.baseline_max_size:
         notes.append(
             "clifford (one MultiVector product per row) is measured up to "
-            f"N = {settings.clifford_max_items:,} only: one call at 100,000 takes seconds."
+            f"N = {settings.baseline_max_size['clifford']:,} only: one call at 100,000 "
+            "takes seconds."
         )
     all_families = families()
     chosen = [all_families[name] for name in settings.sizes]
