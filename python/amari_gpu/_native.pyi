@@ -1,10 +1,9 @@
 """Type stubs of the native extension (thin bindings of the Rust core)."""
 
-from typing import Any
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
-from typing_extensions import final
 
 __all__ = ["Context", "Profile", "__version__", "adapters", "profile_start", "profile_stop"]
 
