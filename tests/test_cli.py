@@ -23,7 +23,9 @@ from amari_gpu.cli import main
 
 def test_info_json_lists_every_adapter(capsys):
     assert main(["info", "--json"]) == 0
-    listed = json.loads(capsys.readouterr().out)
+    report = json.loads(capsys.readouterr().out)
+    assert report["amari_gpu_version"] == ag.__version__
+    listed = report["adapters"]
     assert [a["index"] for a in listed] == [a.index for a in ag.adapters()]
     for entry in listed:
         assert entry["backend"] in ("vulkan", "metal", "dx12", "gl")
@@ -43,7 +45,7 @@ def test_info_json_lists_every_adapter(capsys):
 def test_info_backends_filter(capsys):
     backend = ag.adapters()[0].backend
     assert main(["info", "--json", "--backends", backend]) == 0
-    listed = json.loads(capsys.readouterr().out)
+    listed = json.loads(capsys.readouterr().out)["adapters"]
     assert listed and {a["backend"] for a in listed} == {backend}
 
 
@@ -79,7 +81,93 @@ def test_python_dash_m_runs_the_cli():
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert [a["name"] for a in json.loads(done.stdout)] == [a.name for a in ag.adapters()]
+    listed = json.loads(done.stdout)["adapters"]
+    assert [a["name"] for a in listed] == [a.name for a in ag.adapters()]
+
+
+def test_version_flag(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"amari-gpu {ag.__version__}"
+
+
+def _python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_plain_import_without_a_runtime_dir_prints_no_mesa_noise(tmp_path):
+    # Not only the CLI: a user's own script that imports the package and opens a context on
+    # every adapter (Vulkan and GL) prints nothing on stderr, and the dir goes at exit.
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["TMPDIR"] = str(tmp_path)
+    code = (
+        "import os, numpy as np, amari_gpu as ag\n"
+        "ctx = ag.MultiGpuContext(backends=[a.backend for a in ag.adapters()])\n"
+        "ctx.geometric_product(np.ones((64, 8), np.float32), np.ones((64, 8), np.float32))\n"
+        "print(os.environ['XDG_RUNTIME_DIR'])\n"
+    )
+    done = _python(code, env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert done.stdout.strip().startswith(str(tmp_path))
+    assert list(tmp_path.iterdir()) == [], "the private runtime dir was left behind"
+
+
+def test_a_valid_runtime_dir_is_left_alone(tmp_path):
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(tmp_path))
+    done = _python("import os, amari_gpu\nprint(os.environ['XDG_RUNTIME_DIR'])", env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(tmp_path)
+
+
+def test_doctor_says_how_to_set_the_runtime_dir(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["TMPDIR"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "amari_gpu", "doctor"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "export XDG_RUNTIME_DIR=$(mktemp -d)" in done.stdout
+
+
+def test_doctor_honours_the_vulkan_loader_override(tmp_path):
+    # VK_DRIVER_FILES (or the older VK_ICD_FILENAMES) replaces the loader's search: doctor
+    # reports the manifests it names, and says so when they do not exist.
+    manifest = tmp_path / "only.json"
+    manifest.write_text("{}")
+    missing = tmp_path / "missing.json"
+    for name in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES"):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VK_")}
+        env[name] = os.pathsep.join([str(manifest), str(missing)])
+        code = (
+            "import json\n"
+            "from amari_gpu._system import linux_checks\n"
+            "print(json.dumps([c.__dict__ for c in linux_checks()]))"
+        )
+        done = _python(code, env)
+        assert done.returncode == 0, done.stderr
+        checks = {c["name"]: c for c in json.loads(done.stdout)}
+        icds = checks["Vulkan drivers (ICD manifests)"]
+        assert icds["ok"] is True
+        assert icds["detail"].startswith(f"{name}=")
+        assert "only.json" in icds["detail"] and f"missing: {missing}" in icds["detail"]
+        env[name] = str(missing)
+        done = _python(code, env)
+        icds = {c["name"]: c for c in json.loads(done.stdout)}["Vulkan drivers (ICD manifests)"]
+        assert icds["ok"] is False and "no existing file" in icds["detail"]
 
 
 def test_without_a_runtime_dir_the_cli_gives_itself_a_private_one(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import _native
 from ._adapters import AdapterInfo, adapters
+from ._system import quiet_mesa
 from .algebra import Algebra
 from .context import Device, MultiGpuContext
 from .domain import DomainReport
@@ -18,6 +19,11 @@ from .errors import (
 )
 from .planning import STRATEGIES, Capabilities, DeviceWorkload, Plan, Workload
 from .profiler import Profile
+
+# Importing enumerates nothing; this runs before anything can: without a valid
+# XDG_RUNTIME_DIR, Mesa's loaders print "XDG_RUNTIME_DIR is invalid or not set" on every
+# headless machine (docs/platforms.md).
+quiet_mesa()
 
 __version__: str = _native.__version__
 

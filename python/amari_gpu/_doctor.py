@@ -9,6 +9,7 @@ here.
 from __future__ import annotations
 
 import dataclasses
+import os
 import platform
 import sys
 import time
@@ -19,7 +20,7 @@ import numpy as np
 from . import __version__
 from ._adapters import AdapterInfo, adapters
 from ._progress import Progress
-from ._system import Check, platform_checks, quiet_mesa
+from ._system import Check, given_runtime_dir, platform_checks
 from .context import MultiGpuContext
 from .reference import geometric_product as reference_product
 
@@ -137,6 +138,12 @@ def fixes(
                 "Vulkan loader and drivers are installed but wgpu found no Vulkan adapter: "
                 "run `vulkaninfo --summary` (sudo apt-get install vulkan-tools) to see why."
             )
+        given = given_runtime_dir()
+        if not (given and os.path.isdir(given)):
+            out.append(
+                "Programs that do not import amari_gpu print Mesa's 'XDG_RUNTIME_DIR is "
+                "invalid or not set' without one: export XDG_RUNTIME_DIR=$(mktemp -d)"
+            )
         gl = ("EGL library", "EGL vendors (GLVND)", "Mesa DRI drivers (GL)")
         missing = [name for name in gl if not by_name[name].ok]
         if missing:
@@ -159,7 +166,6 @@ def fixes(
 def diagnose(backends: list[str] | None, show_progress: bool) -> dict[str, Any]:
     """Runs every check; the report ``render`` prints and ``--json`` dumps."""
     checks = platform_checks()
-    quiet_mesa()  # after the checks, which report the environment as it was given
     every = adapters()
     chosen = [a for a in every if backends is None or a.backend in backends]
     results: list[dict[str, Any]] = []

@@ -1,6 +1,6 @@
 """What the operating system offers wgpu: the Vulkan loader and drivers, EGL and Mesa's DRI
 drivers on Linux; Metal and DX12 are part of macOS and Windows. Used by ``amari-gpu doctor``
-(and ``quiet_mesa`` by every command).
+(and ``quiet_mesa`` when the package is imported).
 
 Every check looks for real files or libraries and reports what it found where; nothing is
 assumed from the platform name alone except that Metal and DX12 ship with the OS.
@@ -40,13 +40,34 @@ def vulkan_icd_dirs() -> list[str]:
     return list(dict.fromkeys(dirs))
 
 
+def vulkan_override() -> tuple[str, str] | None:
+    """The loader override in force, as (variable, value): the loader reads the manifests
+    it names instead of searching (VK_DRIVER_FILES; VK_ICD_FILENAMES before loader 1.3.207,
+    which newer loaders still honour when VK_DRIVER_FILES is unset)."""
+    for name in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES"):
+        value = os.environ.get(name)
+        if value:
+            return name, value
+    return None
+
+
 def vulkan_icds() -> list[str]:
     """Paths of the Vulkan driver manifests the loader would read."""
-    # The loader takes VK_DRIVER_FILES (VK_ICD_FILENAMES before 1.3.207) instead of the search.
-    override = os.environ.get("VK_DRIVER_FILES") or os.environ.get("VK_ICD_FILENAMES")
+    override = vulkan_override()
     if override:
-        return [p for p in override.split(os.pathsep) if os.path.isfile(p)]
+        return [p for p in override[1].split(os.pathsep) if os.path.isfile(p)]
     return sorted(p for d in vulkan_icd_dirs() for p in glob.glob(os.path.join(d, "*.json")))
+
+
+def _icd_detail(icds: list[str]) -> str:
+    override = vulkan_override()
+    if override is None:
+        return _names(icds) if icds else "none in " + ", ".join(vulkan_icd_dirs())
+    name, value = override
+    missing = [p for p in value.split(os.pathsep) if p and not os.path.isfile(p)]
+    found = _names(icds) if icds else "no existing file"
+    gone = f"; missing: {', '.join(missing)}" if missing else ""
+    return f"{name}={value} (overrides the search): {found}{gone}"
 
 
 def egl_vendors() -> list[str]:
@@ -77,14 +98,10 @@ def linux_checks() -> list[Check]:
     egl = ctypes.util.find_library("EGL")
     vendors = egl_vendors()
     dri = mesa_dri_drivers()
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    runtime = given_runtime_dir()
     return [
         Check("Vulkan loader", loader is not None, loader or "libvulkan.so.1 not found"),
-        Check(
-            "Vulkan drivers (ICD manifests)",
-            bool(icds),
-            _names(icds) if icds else "none in " + ", ".join(vulkan_icd_dirs()),
-        ),
+        Check("Vulkan drivers (ICD manifests)", bool(icds), _icd_detail(icds)),
         Check("EGL library", egl is not None, egl or "libEGL.so.1 not found"),
         Check(
             "EGL vendors (GLVND)",
@@ -101,8 +118,8 @@ def linux_checks() -> list[Check]:
             None,
             f"set to {runtime}"
             if runtime and os.path.isdir(runtime)
-            else "not set or missing: Mesa warns on stderr in your own programs (harmless); "
-            "amari-gpu's commands use a private one",
+            else "not set or missing: Mesa warns on stderr in programs that do not set one "
+            "(harmless); importing amari_gpu sets a private one for its process",
         ),
     ]
 
@@ -122,14 +139,24 @@ def platform_checks() -> list[Check]:
     return [Check("platform", None, f"{sys.platform}: no platform-specific checks")]
 
 
+_GIVEN: list[str | None] = []
+
+
+def given_runtime_dir() -> str | None:
+    """``XDG_RUNTIME_DIR`` as the process was given it, before ``quiet_mesa`` replaced it."""
+    return _GIVEN[0] if _GIVEN else os.environ.get("XDG_RUNTIME_DIR")
+
+
 def quiet_mesa() -> None:
     """Gives this process a private ``XDG_RUNTIME_DIR`` (removed at exit) on Linux when it
     has no valid one: without it Mesa's window-system loaders print "XDG_RUNTIME_DIR is
-    invalid or not set" on stderr, which on a headless machine means nothing. Call before
-    the first adapter enumeration; a valid directory already set is left alone."""
-    if not sys.platform.startswith("linux"):
+    invalid or not set" on stderr, which on a headless machine means nothing. Importing
+    ``amari_gpu`` calls it, before any adapter is enumerated; a valid directory already set
+    is left alone, and calling it again changes nothing."""
+    if not sys.platform.startswith("linux") or _GIVEN:
         return
     current = os.environ.get("XDG_RUNTIME_DIR")
+    _GIVEN.append(current)
     if current and os.path.isdir(current):
         return
     private = tempfile.mkdtemp(prefix="amari-gpu-xdg-")  # mode 0700, as the spec asks

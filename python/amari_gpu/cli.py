@@ -17,8 +17,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from . import __version__
 from ._adapters import BACKENDS, AdapterInfo, adapters
-from ._system import quiet_mesa
 from .errors import AmariGpuError
 
 _LIMITS = (
@@ -66,7 +66,8 @@ def _selected(backends: list[str] | None) -> list[AdapterInfo]:
 def _info(args: argparse.Namespace) -> int:
     found = _selected(args.backends)
     if args.json:
-        print(json.dumps([dataclasses.asdict(a) for a in found], indent=2))
+        listed = [dataclasses.asdict(a) for a in found]
+        print(json.dumps({"amari_gpu_version": __version__, "adapters": listed}, indent=2))
         return 0 if found else 1
     if not found:
         print(_NO_ADAPTER)
@@ -179,6 +180,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="amari-gpu", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"amari-gpu {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     backends = argparse.ArgumentParser(add_help=False)
     backends.add_argument(
@@ -215,8 +217,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command != "doctor":  # doctor reports the environment first, then quiets Mesa
-        quiet_mesa()
     try:
         if args.command == "info":
             return _info(args)
