@@ -100,6 +100,31 @@ def _ga_numpy(inputs: Arrays) -> F32:
     return out
 
 
+# For output blade k, the input pairs (i, i ^ k) and their signs: the 64 non-zero terms of
+# the Cl(3,0) table, 8 per output blade.
+_GA_PARTNER = np.array([[i ^ k for i in range(8)] for k in range(8)])
+_GA_SIGN = np.array(
+    [[_CAYLEY32[i, i ^ k, k] for i in range(8)] for k in range(8)], dtype=np.float32
+)[:, :, None]
+
+
+def _ga_numpy_terms(inputs: Arrays) -> F32:
+    """Only the 64 non-zero multiply-adds of the table (einsum also multiplies the 448
+    zeros), on column-major blocks so each product is a contiguous vector operation: the
+    fastest numpy a user who knows the algebra would write."""
+    a, b = inputs
+    out = np.empty((len(a), 8), dtype=np.float32)
+    for start in range(0, len(a), _GA_BLOCK):
+        rows = slice(start, start + _GA_BLOCK)
+        at = np.ascontiguousarray(a[rows].T)
+        bt = np.ascontiguousarray(b[rows].T)
+        cols = np.empty_like(at)
+        for k in range(8):
+            np.sum(_GA_SIGN[k] * at * bt[_GA_PARTNER[k]], axis=0, out=cols[k])
+        out[rows] = cols.T
+    return out
+
+
 def _clifford() -> Any:
     # Imported only when its column is measured: it is optional and slow to import (numba).
     return importlib.import_module("clifford")
@@ -143,9 +168,12 @@ def clifford_available() -> bool:
 
 
 def _ga_baselines() -> tuple[Baseline, ...]:
-    numpy = Baseline("numpy einsum (float32, Cayley table, blocked)", "numpy", _ga_numpy)
+    numpy = (
+        Baseline("numpy einsum (float32, Cayley table, blocked)", "numpy", _ga_numpy),
+        Baseline("numpy non-zero terms only (float32, blocked)", "numpy", _ga_numpy_terms),
+    )
     if not clifford_available():
-        return (numpy,)
+        return numpy
     # MVArray * MVArray: clifford's own batch of multivectors, multiplied element-wise.
     clifford = Baseline(
         "clifford MVArray product (float64)",
@@ -154,7 +182,7 @@ def _ga_baselines() -> tuple[Baseline, ...]:
         prepare=_clifford_prepare,
         to_array=_clifford_to_array,
     )
-    return (numpy, clifford)
+    return (*numpy, clifford)
 
 
 # --- tropical ---------------------------------------------------------------------------------

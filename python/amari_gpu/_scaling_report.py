@@ -77,6 +77,13 @@ def _ran_on(study: dict[str, Any]) -> str:
     return ", ".join(sorted(seen))
 
 
+def _devices(row: dict[str, Any]) -> str:
+    """Devices that got work, of the set's devices; CPU for a baseline library."""
+    if row["n_devices"] is None:
+        return "CPU"
+    return f"{row.get('devices_used') or '?'} of {row['n_devices']}"
+
+
 def markdown(study: dict[str, Any], plots: str) -> str:
     """The study as Markdown tables."""
     host = study["host"]
@@ -111,7 +118,7 @@ def markdown(study: dict[str, Any], plots: str) -> str:
         for r in rows:
             check = "ok" if r["correct"] else f"WRONG (error {r['max_error']})"
             lines.append(
-                f"| {r['config']} | {r['n_devices'] or 'CPU'} | {r['plan'] or '—'} | "
+                f"| {r['config']} | {_devices(r)} | {r['plan'] or '—'} | "
                 f"{_ms(r['median_s'])} | {_ms(r['min_s'])}-{_ms(r['max_s'])} | "
                 f"{_ms(r['q1_s'])}-{_ms(r['q3_s'])} | {_x(r['speedup_vs_best_single'])} | "
                 f"{_f(r['efficiency'])} | {_f(r.get('imbalance'))} | "
@@ -146,7 +153,15 @@ def _bars(study: dict[str, Any], key: str, title: str, path: Path, reference: fl
     for ax, family in zip(axes[:, 0], families):
         rows = [r for r in _study_rows(study, family) if r["kind"] == "gpu"]
         values = [r.get(key) or 0.0 for r in rows]
-        ax.bar(range(len(rows)), values, color="#1f77b4")
+        low = [r.get(f"{key}_low") for r in rows]
+        high = [r.get(f"{key}_high") for r in rows]
+        spread = None
+        if all(v is not None for v in low + high):
+            spread = [
+                [max(v - float(lo or 0.0), 0.0) for v, lo in zip(values, low)],
+                [max(float(hi or 0.0) - v, 0.0) for v, hi in zip(values, high)],
+            ]
+        ax.bar(range(len(rows)), values, color="#1f77b4", yerr=spread, capsize=2)
         ax.set_xticks(range(len(rows)), [r["config"] for r in rows], rotation=60, ha="right")
         ax.tick_params(axis="x", labelsize=7)
         if reference is not None:
@@ -197,8 +212,8 @@ def _plot(study: dict[str, Any], out: Path) -> str | None:
     _bars(
         study, "speedup_vs_best_single", "Speedup over the best single device", out / PLOTS[0], 1.0
     )
-    _bars(study, "efficiency", "Efficiency (speedup / devices)", out / PLOTS[1], 1.0)
-    _bars(study, "imbalance", "Imbalance (max busy / mean busy - 1)", out / PLOTS[2], None)
+    _bars(study, "efficiency", "Efficiency (speedup / devices with work)", out / PLOTS[1], 1.0)
+    _bars(study, "imbalance", "Imbalance (max busy / mean busy - 1), min-max", out / PLOTS[2], None)
     _crossover_plot(study, out / PLOTS[3])
     return None
 

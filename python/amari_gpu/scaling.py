@@ -123,6 +123,7 @@ class _Config:
     profiles: list[dict[str, Any]] = field(default_factory=list)
     error: float = float("nan")
     plan: str | None = None
+    devices_used: int | None = None
 
     def call(self, inputs: tuple[Any, ...]) -> Any:
         if self.baseline is not None:
@@ -182,12 +183,27 @@ def _warm(config: _Config, inputs: tuple[Any, ...], want: Any) -> None:
         config.prepared = config.baseline.prepare(inputs)
         result = config.baseline.to_array(config.call(inputs))
     else:
-        result = config.call(inputs)
         assert config.device_set is not None
-        plan = config.device_set.ctx.last_plan
-        if plan is not None:
-            config.plan = f"{plan.strategy} on {len(plan)} of {len(config.device_set.ctx.devices)}"
+        ctx = config.device_set.ctx
+        # Cleared first so that a call which records neither cannot leave another call's.
+        ctx.last_plan, ctx.last_run = None, None
+        result = config.call(inputs)
+        config.plan, config.devices_used = _what_ran(config.family, ctx)
     config.error = config.family.error(want, result)
+
+
+def _what_ran(family: Family, ctx: MultiGpuContext) -> tuple[str, int]:
+    """The split the call followed and how many devices got work: a strategy that puts
+    everything on one device of a set measures that device, not the set."""
+    if not family.strategies:
+        run = ctx.last_run
+        assert run is not None, "a grid call records its bands in ctx.last_run"
+        used = {d["device"] for d in run.rounds[0]["devices"] if d["rows"] > 0}
+        return f"bands on {len(used)} of {len(ctx.devices)}", len(used)
+    plan = ctx.last_plan
+    assert plan is not None, "a kernel call records its plan in ctx.last_plan"
+    used = {a.device_id for a in plan if a.items > 0}
+    return f"{plan.strategy} on {len(used)} of {len(ctx.devices)}", len(used)
 
 
 def _profile(config: _Config, inputs: tuple[Any, ...]) -> None:
@@ -268,7 +284,7 @@ def _row(c: _Config, size: int, meta: dict[str, Any]) -> dict[str, Any]:
         return row
     assert c.device_set is not None
     devices = c.device_set.devices()
-    imbalances = [p["imbalance"] for p in c.profiles]
+    imbalances = [p["imbalance"] for p in c.profiles if p["imbalance"] is not None]
     row.update(
         kind="gpu",
         library="amari_gpu",
@@ -277,11 +293,14 @@ def _row(c: _Config, size: int, meta: dict[str, Any]) -> dict[str, Any]:
         strategy=c.strategy,
         plan=c.plan,
         n_devices=len(devices),
+        devices_used=c.devices_used,
         devices=devices,
         adapter=" + ".join(dict.fromkeys(d["adapter"] for d in devices)),
         backend=" + ".join(dict.fromkeys(d["backend"] for d in devices)),
         driver=" + ".join(dict.fromkeys(d["driver"] for d in devices)),
         imbalance=statistics.median(imbalances) if imbalances else None,
+        imbalance_low=min(imbalances) if imbalances else None,
+        imbalance_high=max(imbalances) if imbalances else None,
         bottleneck=c.profiles[-1]["bottleneck"] if c.profiles else None,
         profile_efficiency=(
             statistics.median(p["efficiency"] for p in c.profiles) if c.profiles else None
@@ -291,18 +310,21 @@ def _row(c: _Config, size: int, meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ratios(rows: list[dict[str, Any]]) -> None:
-    """Speedup over the best single-device set and over the fastest numpy baseline, within
-    one family and size (so within one run, on the same inputs)."""
-    single = [r["median_s"] for r in rows if r["n_devices"] == 1]
+    """Speedup over the best single-device run and over the fastest numpy baseline, within
+    one family and size (so within one run, on the same inputs). A run whose plan gave work
+    to one device counts as a single-device run whatever set it came from, so no strategy
+    that used one device is reported as a gain over single devices. Efficiency is speedup
+    per device that got work. ``*_low``/``*_high`` span the quartiles of the samples."""
+    single = [r["median_s"] for r in rows if r.get("devices_used") == 1]
     numpy = [r["median_s"] for r in rows if r["library"] == "numpy"]
     best_single = min(single) if single else None
     best_numpy = min(numpy) if numpy else None
     for r in rows:
-        speedup = None if best_single is None else best_single / r["median_s"]
-        r["speedup_vs_best_single"] = speedup
-        r["efficiency"] = (
-            None if speedup is None or r["n_devices"] is None else speedup / r["n_devices"]
-        )
+        used = r.get("devices_used")
+        for key, seconds in (("", r["median_s"]), ("_low", r["q3_s"]), ("_high", r["q1_s"])):
+            speedup = None if best_single is None else best_single / seconds
+            r[f"speedup_vs_best_single{key}"] = speedup
+            r[f"efficiency{key}"] = None if speedup is None or not used else speedup / used
         r["vs_numpy"] = None if best_numpy is None else best_numpy / r["median_s"]
 
 
@@ -345,9 +367,10 @@ def run_study(settings: Settings = QUICK, *, show_progress: bool = False) -> dic
         f"of {settings.rounds} rounds after one checked warm-up call each.",
         "With one device every strategy gives the same split, so single-device sets run "
         "'auto' only; the strategy sweep runs at each family's largest size.",
-        "Speedups are over the best single-device set measured at the same size in this run; "
-        "efficiency = speedup / devices. Imbalance (max busy / mean busy - 1) and bottleneck "
-        "come from profiled calls (Profile.summary()).",
+        "Speedups are over the best single-device run at the same size in this run (a "
+        "strategy whose plan gave work to one device counts as one); efficiency = speedup / "
+        "devices that got work; error bars span the quartiles of the rounds. Imbalance (max "
+        "busy / mean busy - 1) and bottleneck come from profiled calls (Profile.summary()).",
     ]
     if settings.baselines and not clifford_available():
         notes.append("clifford is not installed: its column is skipped (pip install clifford).")
