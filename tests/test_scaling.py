@@ -60,8 +60,10 @@ def test_results_json_names_what_every_row_ran_on(study):
             assert row["imbalance"] >= 0 and row["bottleneck"]
             # The plan column is this call's own split, and agrees with the device count.
             assert 1 <= row["devices_used"] <= row["n_devices"]
-            split = "bands" if row["family"] == "grids" else None
-            assert row["plan"].startswith(split or row["plan"].split(" ")[0])
+            if row["family"] == "grids":
+                assert row["plan"].startswith("bands on ")
+            elif row["strategy"] != "auto":  # auto names the strategy it chose
+                assert row["plan"].startswith(f"{row['strategy']} on ")
             assert row["plan"].endswith(f" on {row['devices_used']} of {row['n_devices']}")
             assert row["imbalance_low"] <= row["imbalance"] <= row["imbalance_high"]
         else:
