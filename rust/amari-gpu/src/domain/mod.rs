@@ -73,16 +73,28 @@ pub enum Boundary {
 }
 
 impl Boundary {
+    /// Every boundary condition, in documentation order.
+    pub const ALL: [Boundary; 2] = [Boundary::Dirichlet, Boundary::Periodic];
+
+    /// The public name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Boundary::Dirichlet => "dirichlet",
+            Boundary::Periodic => "periodic",
+        }
+    }
+
     /// Parses "dirichlet" or "periodic".
     pub fn parse(name: &str) -> Result<Self> {
-        match name {
-            "dirichlet" => Ok(Boundary::Dirichlet),
-            "periodic" => Ok(Boundary::Periodic),
-            other => Err(Error::invalid(
-                "boundary",
-                format!("expected \"dirichlet\" or \"periodic\", got {other:?}"),
-            )),
-        }
+        Boundary::ALL
+            .into_iter()
+            .find(|b| b.name() == name)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "boundary",
+                    format!("expected \"dirichlet\" or \"periodic\", got {name:?}"),
+                )
+            })
     }
 }
 
