@@ -132,11 +132,16 @@ pub fn heat(
         ));
     }
     if let Some(i) = grid.iter().position(|v| !v.is_finite()) {
+        // Written as Python writes it ("nan", "inf"): this is the only finiteness check.
+        let found = if grid[i].is_nan() {
+            "nan".to_string()
+        } else {
+            grid[i].to_string()
+        };
         return Err(Error::invalid(
             "grid",
             format!(
-                "expected finite values, found {} at ({}, {})",
-                grid[i],
+                "expected finite values, found {found} at ({}, {})",
                 i / width,
                 i % width
             ),
