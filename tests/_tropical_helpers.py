@@ -9,10 +9,35 @@ Floyd-Warshall in float64.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ZERO = {"max_plus": -np.inf, "min_plus": np.inf}
 """Tropical zero of each semiring."""
+
+SEMIRINGS = ["max_plus", "min_plus"]
+
+
+def random_cases(
+    examples: int, infs: Sequence[float], **dims: st.SearchStrategy[int]
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Hypothesis cases of a product test: the sizes ``dims``, a semiring, a share of
+    infinite entries from ``infs`` and an RNG seed."""
+
+    def decorate(test: Callable[..., Any]) -> Callable[..., Any]:
+        cases = given(
+            **dims,
+            semiring=st.sampled_from(SEMIRINGS),
+            inf=st.sampled_from(list(infs)),
+            seed=st.integers(0, 2**32 - 1),
+        )
+        return settings(max_examples=examples, deadline=None)(cases(test))
+
+    return decorate
 
 
 def reference_matmul(a: np.ndarray, b: np.ndarray, semiring: str) -> np.ndarray:

@@ -337,3 +337,36 @@ def test_after_a_few_calls_the_plan_predicts_what_a_call_takes(adapter):
     estimate = ctx.distribute_workload(_gp_workload(n)).estimated_makespan_s
     ratio = estimate / float(np.median(busy[1:]))  # the first call warms buffers up
     assert 0.75 < ratio < 1.33, (ratio, busy, estimate)
+
+
+def test_assigning_the_strategy_changes_the_default_of_later_calls(engine_ctx):
+    workload = _gp_workload(1_000_000)
+    assert engine_ctx.strategy == "auto"
+    try:
+        engine_ctx.strategy = "balanced"
+        assert engine_ctx.strategy == "balanced"
+        plan = engine_ctx.distribute_workload(workload)
+        assert plan.requested_strategy == "balanced" and plan.strategy == "balanced"
+        a = np.ones((300, 8), dtype=np.float32)
+        engine_ctx.geometric_product(a, a)
+        assert engine_ctx.last_plan is not None
+        assert engine_ctx.last_plan.requested_strategy == "balanced"
+        # A call's own strategy still wins over the default.
+        assert engine_ctx.distribute_workload(workload, "memory").requested_strategy == "memory"
+        with pytest.raises(InvalidArgumentError, match=r"^strategy: expected one of .*got 'fast'"):
+            engine_ctx.strategy = "fast"
+        assert engine_ctx.strategy == "balanced"
+    finally:
+        engine_ctx.strategy = "auto"
+    assert engine_ctx.distribute_workload(workload).requested_strategy == "auto"
+
+
+def test_name_lists_come_from_the_core():
+    from amari_gpu import _native, domain, tropical
+    from amari_gpu._adapters import BACKENDS, DEVICE_TYPES
+
+    assert amari_gpu.STRATEGIES == _native.STRATEGIES
+    assert tropical.SEMIRINGS == _native.SEMIRINGS == ("max_plus", "min_plus")
+    assert domain.BOUNDARIES == _native.BOUNDARIES == ("dirichlet", "periodic")
+    assert BACKENDS == ("vulkan", "metal", "dx12", "gl")
+    assert "cpu" in DEVICE_TYPES

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _tropical_helpers import ZERO, random_operand, reference_matmul
+from _tropical_helpers import SEMIRINGS, ZERO, random_cases, random_operand, reference_matmul
 from amari_gpu import InvalidArgumentError, MultiGpuContext, ShapeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-SEMIRINGS = ["max_plus", "min_plus"]
 
 
 @pytest.fixture(scope="module")
@@ -25,14 +23,8 @@ def chunked_ctx() -> MultiGpuContext:
     return MultiGpuContext(devices_per_adapter=3, chunk_items=2)
 
 
-@settings(max_examples=12, deadline=None)
-@given(
-    m=st.integers(1, 150),
-    k=st.integers(1, 70),
-    n=st.integers(1, 140),
-    semiring=st.sampled_from(SEMIRINGS),
-    inf=st.sampled_from([0.0, 0.05, 0.3]),
-    seed=st.integers(0, 2**32 - 1),
+@random_cases(
+    12, [0.0, 0.05, 0.3], m=st.integers(1, 150), k=st.integers(1, 70), n=st.integers(1, 140)
 )
 def test_products_equal_the_float32_reference(
     adapter_ctx: MultiGpuContext, m: int, k: int, n: int, semiring: str, inf: float, seed: int

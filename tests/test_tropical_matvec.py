@@ -5,22 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _tropical_helpers import ZERO, random_operand, reference_matvec
+from _tropical_helpers import SEMIRINGS, ZERO, random_cases, random_operand, reference_matvec
 from amari_gpu import InvalidArgumentError, MultiGpuContext, ShapeError
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
-SEMIRINGS = ["max_plus", "min_plus"]
 
-
-@settings(max_examples=10, deadline=None)
-@given(
-    m=st.integers(1, 300),
-    k=st.integers(1, 200),
-    semiring=st.sampled_from(SEMIRINGS),
-    inf=st.sampled_from([0.0, 0.1, 0.4]),
-    seed=st.integers(0, 2**32 - 1),
-)
+@random_cases(10, [0.0, 0.1, 0.4], m=st.integers(1, 300), k=st.integers(1, 200))
 def test_matvec_equals_the_float32_reference(
     adapter_ctx: MultiGpuContext, m: int, k: int, semiring: str, inf: float, seed: int
 ) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from . import _native
 
-BACKENDS = ("vulkan", "metal", "dx12", "gl")
-DEVICE_TYPES = ("discrete_gpu", "integrated_gpu", "virtual_gpu", "cpu", "other")
+BACKENDS: tuple[str, ...] = _native.BACKENDS
+"""Backend names the core accepts, in order of preference."""
+DEVICE_TYPES: tuple[str, ...] = _native.DEVICE_TYPES
+"""Adapter kinds the core reports."""
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,9 @@ class AdapterInfo:
     same_device_as: int | None
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AdapterInfo:
-        """Builds one from the dict the native layer returns (one key per field)."""
+    def from_dict(cls, d: _native.AdapterDict) -> AdapterInfo:
+        """Builds one from the dict the native layer returns (one key per field, named by
+        ``_native.AdapterDict``)."""
         return cls(**d)
 
     @property

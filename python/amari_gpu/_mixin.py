@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _native
 from .planning import Plan
 
 
@@ -13,5 +14,5 @@ class KernelHost:
     _native: Any
     last_plan: Plan | None
 
-    def _record(self, plan: dict[str, Any]) -> None:
+    def _record(self, plan: _native.PlanDict) -> None:
         self.last_plan = Plan.from_dict(plan)

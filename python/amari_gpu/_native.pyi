@@ -1,52 +1,261 @@
 """Type stubs of the native extension (thin bindings of the Rust core)."""
 
-from typing import Any, final
+from typing import Protocol, TypedDict, final, type_check_only
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Context", "Profile", "__version__", "adapters", "profile_start", "profile_stop"]
+__all__ = [
+    "BACKENDS",
+    "BOUNDARIES",
+    "DEVICE_TYPES",
+    "SEMIRINGS",
+    "STRATEGIES",
+    "Context",
+    "Profile",
+    "__version__",
+    "adapters",
+    "check_workload",
+    "profile_start",
+    "profile_stop",
+]
 
 __version__: str
+STRATEGIES: tuple[str, ...]
+SEMIRINGS: tuple[str, ...]
+BOUNDARIES: tuple[str, ...]
+BACKENDS: tuple[str, ...]
+DEVICE_TYPES: tuple[str, ...]
 
-def adapters() -> list[dict[str, Any]]: ...
+# The dicts that cross the boundary, described once: the bindings build them (one key per
+# field of the core's struct), the package's dataclasses are built with ``Class(**d)``, which
+# mypy checks against these. They exist for type checkers only (``type_check_only``).
+
+@type_check_only
+class AdapterDict(TypedDict):
+    index: int
+    name: str
+    vendor: str
+    vendor_id: int
+    device_id: int
+    backend: str
+    device_type: str
+    driver: str
+    driver_info: str
+    pci_bus_id: str
+    limits: dict[str, int]
+    features: list[str]
+    same_device_as: int | None
+
+@type_check_only
+class DeviceDict(TypedDict):
+    id: int
+    adapter: AdapterDict
+    gpu_timestamps: bool
+
+@type_check_only
+class CapabilitiesDict(TypedDict):
+    device_id: int
+    memory_bandwidth_gb_s: float | None
+    kernel_bandwidth_gb_s: float | None
+    transfer_gb_s: float | None
+    h2d_gb_s: float | None
+    d2h_gb_s: float | None
+    launch_latency_s: float | None
+    throughput: dict[str, float]
+    peak_gflops: float | None
+    timestamp_cost_s: float | None
+    max_buffer_bytes: int
+    max_storage_binding_bytes: int
+    memory_budget_bytes: int | None
+    device_type: str
+    backend: str
+    from_cache: bool
+    shares_hardware_with: list[int]
+    group_speedup: float | None
+
+@type_check_only
+class DeviceWorkloadDict(TypedDict):
+    device_id: int
+    start: int
+    stop: int
+    items: int
+    chunks: int
+    estimated_seconds: float
+    first_chunk: int
+
+@type_check_only
+class PlanDict(TypedDict):
+    strategy: str
+    requested_strategy: str
+    items: int
+    chunk_items: int
+    n_chunks: int
+    assignments: list[DeviceWorkloadDict]
+    estimated_makespan_s: float
+    lower_bound_s: float
+    efficiency: float
+
+@type_check_only
+class HealthDict(TypedDict):
+    healthy: bool
+    reason: str | None
+
+@type_check_only
+class StatsDict(TypedDict):
+    device_id: int
+    bytes_moved: int
+    bytes_up: int
+    bytes_down: int
+    items_done: int
+    chunks_done: int
+    failed_chunks: int
+    busy_s: float
+    memory_in_use_bytes: int
+    healthy: bool
+    reason: str | None
+
+@type_check_only
+class EventDict(TypedDict):
+    device: int | None
+    kind: str
+    chunk: int | None
+    call: int
+    start_s: float
+    duration_s: float
+    bytes: int
+    items: int
+    clock: str
+
+@type_check_only
+class CallDict(TypedDict):
+    kernel: str
+    items: int
+    strategy: str
+    lower_bound_s: float
+    estimated_makespan_s: float
+
+@type_check_only
+class DeviceSummaryDict(TypedDict):
+    busy_s: float
+    utilization: float
+    kernel_s: float
+    transfer_s: float
+    wait_s: float
+    items: int
+    items_per_s: float
+    bytes: int
+    bytes_per_s: float
+    chunks: int
+    retries: int
+
+@type_check_only
+class SummaryDict(TypedDict):
+    calls: int
+    makespan_s: float
+    lower_bound_s: float
+    efficiency: float
+    imbalance: float
+    overhead_fraction: float
+    bottleneck: str
+    figures: dict[str, float]
+    devices: dict[int, DeviceSummaryDict]
+
+@type_check_only
+class DeviceRoundDict(TypedDict):
+    device: int
+    rows: int
+    bands: int
+    work: int
+    upload_s: float
+    compute_s: float
+    readback_s: float
+
+@type_check_only
+class RoundDict(TypedDict):
+    steps: int
+    wall_s: float
+    assemble_s: float
+    compute_s: float
+    exchange_s: float
+    devices: list[DeviceRoundDict]
+
+@type_check_only
+class LayoutDict(TypedDict):
+    at_step: int
+    split: list[tuple[int, int]]
+    bands: int
+    seconds: float
+
+@type_check_only
+class DomainReportDict(TypedDict):
+    steps: int
+    halo: int
+    wall_s: float
+    rounds: list[RoundDict]
+    layouts: list[LayoutDict]
+    failures: list[tuple[int, str]]
+    download_s: float
+
+# What the package passes in.
+
+@type_check_only
+class ContextOptions(TypedDict):
+    backends: list[str] | None
+    device_types: list[str] | None
+    adapters: list[int] | None
+    max_devices: int | None
+    devices_per_adapter: int
+    chunk_items: int | None
+    sync_timeout_ms: int | None
+    strategy: str
+    gpu_timestamps: bool | None
+
+@type_check_only
+class RunOptions(TypedDict):
+    steps: int
+    halo: int
+    rebalance: bool
+    split: list[int] | None
+
+@type_check_only
+class WorkloadFields(Protocol):
+    @property
+    def kernel(self) -> str: ...
+    @property
+    def items(self) -> int: ...
+    @property
+    def bytes_in_per_item(self) -> float: ...
+    @property
+    def bytes_out_per_item(self) -> float: ...
+    @property
+    def flops_per_item(self) -> float: ...
+
+def adapters() -> list[AdapterDict]: ...
+def check_workload(workload: WorkloadFields) -> None: ...
 
 @final
 class Context:
-    def __new__(
-        cls,
-        backends: list[str] | None = None,
-        device_types: list[str] | None = None,
-        adapters: list[int] | None = None,
-        max_devices: int | None = None,
-        devices_per_adapter: int = 1,
-        chunk_items: int | None = None,
-        sync_timeout_ms: int | None = None,
-        strategy: str = "auto",
-        gpu_timestamps: bool | None = None,
-    ) -> Context: ...
-    def devices(self) -> list[dict[str, Any]]: ...
-    def calibrate(self, force: bool = False) -> list[dict[str, Any]]: ...
-    def capabilities(self, device_id: int) -> dict[str, Any]: ...
+    def __new__(cls, options: ContextOptions) -> Context: ...
+    @property
+    def strategy(self) -> str: ...
+    def set_strategy(self, name: str) -> None: ...
+    def devices(self) -> list[DeviceDict]: ...
+    def calibrate(self, force: bool = False) -> list[CapabilitiesDict]: ...
+    def capabilities(self, device_id: int) -> CapabilitiesDict: ...
     def distribute_workload(
-        self,
-        kernel: str,
-        items: int,
-        bytes_in_per_item: float,
-        bytes_out_per_item: float,
-        flops_per_item: float,
-        strategy: str | None = None,
-    ) -> dict[str, Any]: ...
-    def health(self) -> dict[int, dict[str, Any]]: ...
-    def stats(self) -> list[dict[str, Any]]: ...
+        self, workload: WorkloadFields, strategy: str | None = None
+    ) -> PlanDict: ...
+    def health(self) -> dict[int, HealthDict]: ...
+    def stats(self) -> list[StatsDict]: ...
     def inject_fault(self, device_id: int, after_chunks: int) -> None: ...
     def reset_health(self, device_id: int | None = None) -> None: ...
 
 @final
 class Profile:
-    def events(self) -> list[dict[str, Any]]: ...
-    def calls(self) -> list[dict[str, Any]]: ...
-    def summary(self) -> dict[str, Any]: ...
+    def events(self) -> list[EventDict]: ...
+    def calls(self) -> list[CallDict]: ...
+    def summary(self) -> SummaryDict: ...
     def chrome_trace(self) -> str: ...
 
 def profile_start(ctx: Context) -> Profile: ...
@@ -62,7 +271,7 @@ def ga_apply(
     operands: list[npt.NDArray[np.float32]],
     grades: int = 0,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 
 # --- tropical ---
 __all__ += ["shortest_paths", "tropical_matmul", "tropical_matvec"]
@@ -73,19 +282,19 @@ def tropical_matmul(
     b: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 def tropical_matvec(
     ctx: Context,
     a: npt.NDArray[np.float32],
     x: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 def shortest_paths(
     ctx: Context,
     w: npt.NDArray[np.float32],
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 
 # --- information geometry ---
 __all__ += ["fisher_categorical", "fisher_gaussian", "fisher_information"]
@@ -95,19 +304,19 @@ def fisher_information(
     scores: npt.NDArray[np.float32],
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float64], dict[str, Any]]: ...
+) -> tuple[npt.NDArray[np.float64], PlanDict]: ...
 def fisher_categorical(
     ctx: Context,
-    probs: npt.NDArray[np.float32] | None = None,
-    logits: npt.NDArray[np.float32] | None = None,
+    values: npt.NDArray[np.float32],
+    logits: bool,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 def fisher_gaussian(
     ctx: Context,
     mean: npt.NDArray[np.float32],
     var: npt.NDArray[np.float32],
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 
 # --- domain decomposition ---
 __all__ += ["life", "stencil"]
@@ -115,18 +324,12 @@ __all__ += ["life", "stencil"]
 def stencil(
     ctx: Context,
     grid: npt.NDArray[np.float32],
-    steps: int,
     alpha: float,
     boundary: str,
-    halo: int,
-    rebalance: bool = True,
-    split: list[int] | None = None,
-) -> tuple[npt.NDArray[np.float32], dict[str, Any]]: ...
+    options: RunOptions,
+) -> tuple[npt.NDArray[np.float32], DomainReportDict]: ...
 def life(
     ctx: Context,
     grid: npt.NDArray[np.uint8],
-    steps: int,
-    halo: int,
-    rebalance: bool = True,
-    split: list[int] | None = None,
-) -> tuple[npt.NDArray[np.uint8], dict[str, Any]]: ...
+    options: RunOptions,
+) -> tuple[npt.NDArray[np.uint8], DomainReportDict]: ...

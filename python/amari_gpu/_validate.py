@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .errors import InvalidArgumentError, ShapeError
+from .errors import InvalidArgumentError
 
 
-def _shape_text(shape: tuple[int, ...]) -> str:
+def shape_text(shape: tuple[int, ...]) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-def _real_array(name: str, value: Any) -> np.ndarray[Any, Any]:
+def real_array(name: str, value: Any) -> np.ndarray[Any, Any]:
     array = np.asarray(value)
     if array.dtype.kind not in "biuf":
         raise TypeError(
@@ -31,18 +31,7 @@ def _real_array(name: str, value: Any) -> np.ndarray[Any, Any]:
 
 def as_float32(name: str, value: Any) -> npt.NDArray[np.float32]:
     """``value`` as a C-contiguous float32 array (a copy unless it already is one)."""
-    return np.ascontiguousarray(_real_array(name, value), dtype=np.float32)
-
-
-def batch(name: str, value: Any, width: int, rows: int | None = None) -> npt.NDArray[np.float32]:
-    """A float32 (N, width) batch; ``rows`` pins N to another argument's."""
-    array = _real_array(name, value)
-    expected_rows = "N" if rows is None else str(rows)
-    if array.ndim != 2 or array.shape[1] != width or (rows is not None and array.shape[0] != rows):
-        raise ShapeError(
-            f"{name}: expected shape ({expected_rows}, {width}), got {_shape_text(array.shape)}"
-        )
-    return np.ascontiguousarray(array, dtype=np.float32)
+    return np.ascontiguousarray(real_array(name, value), dtype=np.float32)
 
 
 def positive_int(name: str, value: Any) -> int:

@@ -48,6 +48,7 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
 
     ``strategy`` is the default split of every call ("balanced", "capability", "memory",
     "latency", "adaptive" or "auto"); each kernel method also takes ``strategy=``.
+    Assigning ``ctx.strategy`` changes the default of later calls.
     ``gpu_timestamps`` chooses how profiled kernels are timed: ``None`` (default) with GPU
     timestamp queries where the adapter has them and one costs under 3% of a chunk
     (calibration measures the cost: some drivers synchronise around every timestamp),
@@ -71,17 +72,18 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
         gpu_timestamps: bool | None = None,
     ) -> None:
         self._native = _native.Context(
-            backends=name_list("backends", backends, BACKENDS),
-            device_types=name_list("device_types", device_types, DEVICE_TYPES),
-            adapters=index_list("adapters", adapters),
-            max_devices=optional_positive_int("max_devices", max_devices),
-            devices_per_adapter=positive_int("devices_per_adapter", devices_per_adapter),
-            chunk_items=optional_positive_int("chunk_items", chunk_items),
-            sync_timeout_ms=optional_positive_int("sync_timeout_ms", sync_timeout_ms),
-            strategy=check_strategy(strategy),
-            gpu_timestamps=None if gpu_timestamps is None else bool(gpu_timestamps),
+            {
+                "backends": name_list("backends", backends, BACKENDS),
+                "device_types": name_list("device_types", device_types, DEVICE_TYPES),
+                "adapters": index_list("adapters", adapters),
+                "max_devices": optional_positive_int("max_devices", max_devices),
+                "devices_per_adapter": positive_int("devices_per_adapter", devices_per_adapter),
+                "chunk_items": optional_positive_int("chunk_items", chunk_items),
+                "sync_timeout_ms": optional_positive_int("sync_timeout_ms", sync_timeout_ms),
+                "strategy": check_strategy(strategy),
+                "gpu_timestamps": None if gpu_timestamps is None else bool(gpu_timestamps),
+            }
         )
-        self.strategy = strategy
         self.devices: list[Device] = [
             Device(
                 id=d["id"],
@@ -92,6 +94,16 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
             for d in self._native.devices()
         ]
         self.last_plan: Plan | None = None
+
+    @property
+    def strategy(self) -> str:
+        """The default strategy of calls that name none; assigning it (a name from
+        ``amari_gpu.STRATEGIES``) changes the default of later calls."""
+        return str(self._native.strategy)
+
+    @strategy.setter
+    def strategy(self, strategy: str) -> None:
+        self._native.set_strategy(check_strategy(strategy))
 
     def __repr__(self) -> str:
         names = ", ".join(f"{d.id}: {d.adapter.name} ({d.adapter.backend})" for d in self.devices)
@@ -120,15 +132,9 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
             raise InvalidArgumentError(
                 f"workload: expected an amari_gpu.Workload, got {type(workload).__name__}"
             )
-        plan = self._native.distribute_workload(
-            workload.kernel,
-            workload.items,
-            float(workload.bytes_in_per_item),
-            float(workload.bytes_out_per_item),
-            float(workload.flops_per_item),
-            optional_strategy(strategy),
+        return Plan.from_dict(
+            self._native.distribute_workload(workload, optional_strategy(strategy))
         )
-        return Plan.from_dict(plan)
 
     def profile(self) -> AbstractContextManager[Profile]:
         """Records every step of every call while active::

@@ -23,7 +23,7 @@ from . import _native
 from ._validate import positive_int
 from .errors import InvalidArgumentError, ShapeError
 
-BOUNDARIES = ("dirichlet", "periodic")
+BOUNDARIES: tuple[str, ...] = _native.BOUNDARIES
 """Boundary conditions of ``stencil``."""
 
 
@@ -36,7 +36,9 @@ class DomainReport:
     upload and border readback plus the host's assembly of the rows) and per device the rows
     it owned, bands, work, upload/compute/readback seconds. ``layouts`` lists every band
     layout (the first, then each rebalance with the seconds it took to move the rows);
-    ``failures`` lists devices that failed, after which the run started again without them.
+    ``failures`` lists devices that failed, after which the run started again without them;
+    ``download_s`` is the time taken to read the final grid back. The keys of ``rounds`` and
+    ``layouts`` entries are named by ``_native.RoundDict`` and ``_native.LayoutDict``.
     """
 
     steps: int
@@ -45,18 +47,13 @@ class DomainReport:
     rounds: list[dict[str, Any]] = field(default_factory=list)
     layouts: list[dict[str, Any]] = field(default_factory=list)
     failures: list[tuple[int, str]] = field(default_factory=list)
+    download_s: float = 0.0
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> DomainReport:
-        """Builds the report from the native dict."""
-        return cls(
-            steps=int(d["steps"]),
-            halo=int(d["halo"]),
-            wall_s=float(d["wall_s"]),
-            rounds=[dict(r) for r in d["rounds"]],
-            layouts=[dict(layout) for layout in d["layouts"]],
-            failures=[(int(dev), str(why)) for dev, why in d["failures"]],
-        )
+    def from_dict(cls, d: _native.DomainReportDict) -> DomainReport:
+        """Builds the report from the native dict (keys: ``_native.DomainReportDict``)."""
+        fields: dict[str, Any] = {**d}
+        return cls(**fields)
 
     @property
     def rounds_s(self) -> float:
@@ -123,12 +120,33 @@ def _split(value: Any, devices: int) -> list[int] | None:
     return [int(i) for i in items]
 
 
+def _cells(array: np.ndarray[Any, Any]) -> npt.NDArray[np.uint8]:
+    """Integer cells as uint8 without wrapping: a value uint8 cannot hold is refused here,
+    where the conversion would lose it; 0/1 values are the core's check."""
+    if array.dtype not in (np.bool_, np.uint8) and array.size:
+        outside = (array < 0) | (array > 255)
+        if outside.any():
+            r, c = (int(i) for i in np.argwhere(outside)[0])
+            raise InvalidArgumentError(
+                f"grid: expected cells 0 or 1, found {array[r, c]} at ({r}, {c})"
+            )
+    return np.ascontiguousarray(array, dtype=np.uint8)
+
+
 class DomainMixin:
     """Domain-decomposition methods of ``MultiGpuContext``."""
 
     _native: Any
     devices: Sequence[Any]
     last_run: DomainReport | None = None
+
+    def _run_options(self, steps: Any, halo: Any, rebalance: Any, split: Any) -> _native.RunOptions:
+        return {
+            "steps": _steps(steps),
+            "halo": positive_int("halo", halo),
+            "rebalance": bool(rebalance),
+            "split": _split(split, len(self.devices)),
+        }
 
     def stencil(
         self,
@@ -166,26 +184,14 @@ class DomainMixin:
                 f"alpha: expected 0 <= alpha <= 0.25 (explicit steps are unstable above 1/4), "
                 f"got {alpha}"
             )
-        if boundary not in BOUNDARIES:
+        if not isinstance(boundary, str) or boundary not in BOUNDARIES:
             raise InvalidArgumentError(
                 f"boundary: expected one of {list(BOUNDARIES)}, got {boundary!r}"
             )
+        # Finite values are the core's check (it names the first offending cell).
         cells = np.ascontiguousarray(array, dtype=np.float32)
-        if not np.isfinite(cells).all():
-            r, c = (int(i) for i in np.argwhere(~np.isfinite(cells))[0])
-            raise InvalidArgumentError(
-                f"grid: expected finite values, found {cells[r, c]} at ({r}, {c})"
-            )
-        out, report = _native.stencil(
-            self._native,
-            cells,
-            _steps(steps),
-            float(alpha),
-            boundary,
-            positive_int("halo", halo),
-            bool(rebalance),
-            _split(split, len(self.devices)),
-        )
+        options = self._run_options(steps, halo, rebalance, split)
+        out, report = _native.stencil(self._native, cells, float(alpha), boundary, options)
         self.last_run = DomainReport.from_dict(report)
         return out
 
@@ -202,19 +208,10 @@ class DomainMixin:
         (bool or integer dtype; any other value raises ``ValueError``). Returns uint8. Bands,
         ``halo``, ``rebalance`` and ``split`` as in :meth:`stencil`; results are exact."""
         array = _grid(grid, "biu", "an array of 0/1 cells (bool or integer dtype)")
-        if array.size and (array.min() < 0 or array.max() > 1):
-            r, c = (int(i) for i in np.argwhere((array < 0) | (array > 1))[0])
-            raise InvalidArgumentError(
-                f"grid: expected cells 0 or 1, found {array[r, c]} at ({r}, {c})"
-            )
-        cells = np.ascontiguousarray(array, dtype=np.uint8)
         out, report = _native.life(
             self._native,
-            cells,
-            _steps(steps),
-            positive_int("halo", halo),
-            bool(rebalance),
-            _split(split, len(self.devices)),
+            _cells(array),
+            self._run_options(steps, halo, rebalance, split),
         )
         self.last_run = DomainReport.from_dict(report)
         return out

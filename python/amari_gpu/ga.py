@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from . import _native
 from ._mixin import KernelHost
-from ._validate import _real_array, _shape_text
+from ._validate import real_array, shape_text
 from .algebra import CL3, Algebra
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
@@ -36,15 +36,14 @@ def _operand(
 ) -> tuple[npt.NDArray[np.float32], bool]:
     """``value`` as a float32 (N, width) batch, and whether it was one (width,) multivector
     (returned as one row). ``rows`` pins N to the other operand's."""
-    array = _real_array(name, value)
+    array = real_array(name, value)
     if array.ndim == 1 and array.shape[0] == width:
         return np.ascontiguousarray(array.reshape(1, width), dtype=np.float32), True
     if array.ndim == 2 and array.shape[1] == width and rows in (None, array.shape[0]):
         return np.ascontiguousarray(array, dtype=np.float32), False
     expected = "N" if rows is None else str(rows)
     raise ShapeError(
-        f"{name}: expected shape ({expected}, {width}) or ({width},), "
-        f"got {_shape_text(array.shape)}"
+        f"{name}: expected shape ({expected}, {width}) or ({width},), got {shape_text(array.shape)}"
     )
 
 

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from . import _native
 from ._mixin import KernelHost
-from ._validate import _shape_text, as_float32
+from ._validate import as_float32, shape_text
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -38,7 +38,7 @@ def _matrix(
         or (cols is not None and array.shape[1] != cols)
     ):
         expected = f"({'N' if rows is None else rows}, {'W' if cols is None else cols})"
-        raise ShapeError(f"{name}: expected shape {expected}, got {_shape_text(array.shape)}")
+        raise ShapeError(f"{name}: expected shape {expected}, got {shape_text(array.shape)}")
     return array
 
 
@@ -72,7 +72,7 @@ class InformationGeometryMixin(KernelHost):
             w32 = as_float32("weights", weights)
             if w32.shape != (s32.shape[0],):
                 raise ShapeError(
-                    f"weights: expected shape ({s32.shape[0]},), got {_shape_text(w32.shape)}"
+                    f"weights: expected shape ({s32.shape[0]},), got {shape_text(w32.shape)}"
                 )
         out, plan = _native.fisher_information(self._native, s32, w32, optional_strategy(strategy))
         self._record(plan)
@@ -94,9 +94,10 @@ class InformationGeometryMixin(KernelHost):
             raise InvalidArgumentError(
                 f"probs: expected exactly one of probs and logits, got {got}"
             )
-        p32 = None if probs is None else _matrix("probs", probs)
-        l32 = None if logits is None else _matrix("logits", logits)
-        out, plan = _native.fisher_categorical(self._native, p32, l32, optional_strategy(strategy))
+        values = _matrix("probs", probs) if logits is None else _matrix("logits", logits)
+        out, plan = _native.fisher_categorical(
+            self._native, values, logits is not None, optional_strategy(strategy)
+        )
         self._record(plan)
         return out
 
@@ -150,7 +151,7 @@ class InformationGeometryMixin(KernelHost):
         f = self.fisher_information(scores, weights, strategy=strategy)
         p = f.shape[0]
         if g.ndim not in (1, 2) or g.shape[0] != p:
-            raise ShapeError(f"grad: expected shape ({p},) or ({p}, M), got {_shape_text(g.shape)}")
+            raise ShapeError(f"grad: expected shape ({p},) or ({p}, M), got {shape_text(g.shape)}")
         g64 = np.array(g, dtype=np.float64)
         if not np.isfinite(g64).all():
             raise InvalidArgumentError("grad: expected finite values, got NaN or inf")

@@ -3,18 +3,19 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, overload
 
 import numpy as np
 
+from . import _native
 from .errors import InvalidArgumentError
 
 _MAX_ITEMS = 2**64 - 1
 
-STRATEGIES = ("balanced", "capability", "memory", "latency", "adaptive", "auto")
+STRATEGIES: tuple[str, ...] = _native.STRATEGIES
+"""Names of the split strategies, as the core defines them."""
 
 
 def check_strategy(strategy: Any) -> str:
@@ -46,7 +47,9 @@ class Workload:
     flops_per_item: float
 
     def __post_init__(self) -> None:
-        if not isinstance(self.kernel, str) or not self.kernel:
+        # Types and the conversion of ``items`` to u64 are checked here; values (a kernel
+        # name, finite non-negative costs) by the core's rule, the one planning applies.
+        if not isinstance(self.kernel, str):
             raise InvalidArgumentError(f"kernel: expected a kernel name, got {self.kernel!r}")
         items = self.items
         if isinstance(items, bool) or not isinstance(items, (int, np.integer)) or items < 0:
@@ -58,9 +61,9 @@ class Workload:
         object.__setattr__(self, "items", int(items))
         for name in ("bytes_in_per_item", "bytes_out_per_item", "flops_per_item"):
             value = getattr(self, name)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not ok or not math.isfinite(value) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InvalidArgumentError(f"{name}: expected a finite number >= 0, got {value!r}")
+        _native.check_workload(self)
 
 
 @dataclass(frozen=True)
@@ -99,11 +102,12 @@ class Plan:
     efficiency: float
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Plan:
-        """Builds one from the dict the native layer returns; ``d["assignments"]`` is a
-        list of dicts with the fields of :class:`DeviceWorkload`."""
-        fields = dict(d)
-        fields["assignments"] = tuple(DeviceWorkload(**a) for a in d["assignments"])
+    def from_dict(cls, d: _native.PlanDict) -> Plan:
+        """Builds one from the dict the native layer returns (keys: ``_native.PlanDict``)."""
+        fields: dict[str, Any] = {
+            **d,
+            "assignments": tuple(DeviceWorkload(**a) for a in d["assignments"]),
+        }
         return cls(**fields)
 
     def __iter__(self) -> Iterator[DeviceWorkload]:

@@ -18,16 +18,12 @@ import numpy.typing as npt
 
 from . import _native
 from ._mixin import KernelHost
-from ._validate import as_float32
+from ._validate import as_float32, shape_text
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
-SEMIRINGS = ("max_plus", "min_plus")
+SEMIRINGS: tuple[str, ...] = _native.SEMIRINGS
 """Names of the tropical semirings."""
-
-
-def _shape(shape: tuple[int, ...]) -> str:
-    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def _semiring(value: Any) -> str:
@@ -40,7 +36,7 @@ def _matrices(name: str, value: Any, expected: str) -> npt.NDArray[np.float32]:
     """``value`` as float32 with 2 or 3 dimensions."""
     array = as_float32(name, value)
     if array.ndim not in (2, 3):
-        raise ShapeError(f"{name}: expected shape {expected}, got {_shape(array.shape)}")
+        raise ShapeError(f"{name}: expected shape {expected}, got {shape_text(array.shape)}")
     return array
 
 
@@ -68,12 +64,12 @@ class TropicalMixin(KernelHost):
         batched = a32.ndim == 3
         if b32.ndim != a32.ndim:
             want = "(batch, k, n)" if batched else "(k, n)"
-            raise ShapeError(f"b: expected shape {want} like a, got {_shape(b32.shape)}")
+            raise ShapeError(f"b: expected shape {want} like a, got {shape_text(b32.shape)}")
         a3 = a32 if batched else a32[None]
         b3 = b32 if batched else b32[None]
         if b3.shape[0] != a3.shape[0] or b3.shape[1] != a3.shape[2]:
             want = f"({a3.shape[0]}, {a3.shape[2]}, n)" if batched else f"({a3.shape[2]}, n)"
-            raise ShapeError(f"b: expected shape {want}, got {_shape(b32.shape)}")
+            raise ShapeError(f"b: expected shape {want}, got {shape_text(b32.shape)}")
         out, plan = _native.tropical_matmul(
             self._native, a3, b3, semiring, optional_strategy(strategy)
         )
@@ -95,7 +91,7 @@ class TropicalMixin(KernelHost):
         batched = a32.ndim == 3
         want = (a32.shape[0], a32.shape[2]) if batched else (a32.shape[1],)
         if x32.shape != want:
-            raise ShapeError(f"x: expected shape {_shape(want)}, got {_shape(x32.shape)}")
+            raise ShapeError(f"x: expected shape {shape_text(want)}, got {shape_text(x32.shape)}")
         a3 = a32 if batched else a32[None]
         x2 = x32 if batched else x32[None]
         out, plan = _native.tropical_matvec(
@@ -121,7 +117,7 @@ class TropicalMixin(KernelHost):
         """
         w32 = as_float32("w", w)
         if w32.ndim != 2 or w32.shape[0] != w32.shape[1]:
-            raise ShapeError(f"w: expected shape (n, n), got {_shape(w32.shape)}")
+            raise ShapeError(f"w: expected shape (n, n), got {shape_text(w32.shape)}")
         out, plan = _native.shortest_paths(self._native, w32, optional_strategy(strategy))
         self._record(plan)
         return out

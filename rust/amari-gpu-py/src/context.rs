@@ -1,57 +1,125 @@
 //! The native context class: opens devices, plans workloads and runs kernels on borrowed
 //! numpy arrays with the GIL released.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use amari_gpu::{ContextOptions, MultiGpuContext, Strategy, Workload};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::adapters::adapter_dict;
-use crate::arrays::parse_strategy;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
 use crate::plans::{capabilities_dict, plan_dict, stats_dict};
+
+/// The context's options, read from a dict with one key per field (the Python package
+/// checks their types and builds it).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct Options {
+    backends: Option<Vec<String>>,
+    device_types: Option<Vec<String>>,
+    adapters: Option<Vec<usize>>,
+    max_devices: Option<usize>,
+    devices_per_adapter: usize,
+    chunk_items: Option<usize>,
+    sync_timeout_ms: Option<u64>,
+    strategy: String,
+    gpu_timestamps: Option<bool>,
+}
+
+/// A workload read from any object with the attributes of `amari_gpu.Workload`.
+#[derive(FromPyObject)]
+pub(crate) struct WorkloadFields {
+    kernel: String,
+    items: u64,
+    bytes_in_per_item: f64,
+    bytes_out_per_item: f64,
+    flops_per_item: f64,
+}
+
+impl From<WorkloadFields> for Workload {
+    fn from(w: WorkloadFields) -> Self {
+        Workload {
+            kernel: w.kernel,
+            items: w.items,
+            bytes_in_per_item: w.bytes_in_per_item,
+            bytes_out_per_item: w.bytes_out_per_item,
+            flops_per_item: w.flops_per_item,
+        }
+    }
+}
+
+/// Checks a workload's fields with the core's rule (what the Python `Workload` runs when
+/// it is constructed).
+#[pyfunction]
+pub(crate) fn check_workload(py: Python<'_>, workload: WorkloadFields) -> PyResult<()> {
+    Workload::from(workload)
+        .validate_fields()
+        .map_err(|e| to_pyerr(py, e))
+}
 
 /// Devices opened on the selected adapters.
 #[pyclass(module = "amari_gpu._native", name = "Context", frozen)]
 pub struct PyContext {
     pub(crate) inner: Arc<MultiGpuContext>,
+    /// Default strategy of calls that name none; `set_strategy` changes it.
+    strategy: Mutex<Strategy>,
+}
+
+impl PyContext {
+    /// The strategy named `name`, or the context's default when `None`.
+    pub(crate) fn strategy_or_default(
+        &self,
+        py: Python<'_>,
+        name: Option<&str>,
+    ) -> PyResult<Option<Strategy>> {
+        match name {
+            Some(name) => Strategy::parse(name).map(Some).map_err(|e| to_pyerr(py, e)),
+            None => Ok(Some(
+                *self.strategy.lock().unwrap_or_else(PoisonError::into_inner),
+            )),
+        }
+    }
 }
 
 #[pymethods]
 impl PyContext {
     #[new]
-    #[pyo3(signature = (backends=None, device_types=None, adapters=None, max_devices=None, devices_per_adapter=1, chunk_items=None, sync_timeout_ms=None, strategy="auto", gpu_timestamps=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        backends: Option<Vec<String>>,
-        device_types: Option<Vec<String>>,
-        adapters: Option<Vec<usize>>,
-        max_devices: Option<usize>,
-        devices_per_adapter: usize,
-        chunk_items: Option<usize>,
-        sync_timeout_ms: Option<u64>,
-        strategy: &str,
-        gpu_timestamps: Option<bool>,
-    ) -> PyResult<Self> {
-        let strategy = Strategy::parse(strategy).map_err(|e| to_pyerr(py, e))?;
+    fn new(py: Python<'_>, options: Options) -> PyResult<Self> {
+        let strategy = Strategy::parse(&options.strategy).map_err(|e| to_pyerr(py, e))?;
         let options = ContextOptions {
-            backends,
-            device_types,
-            adapters,
-            max_devices,
-            devices_per_adapter,
-            chunk_items,
-            sync_timeout_ms,
+            backends: options.backends,
+            device_types: options.device_types,
+            adapters: options.adapters,
+            max_devices: options.max_devices,
+            devices_per_adapter: options.devices_per_adapter,
+            chunk_items: options.chunk_items,
+            sync_timeout_ms: options.sync_timeout_ms,
             strategy,
-            gpu_timestamps,
+            gpu_timestamps: options.gpu_timestamps,
         };
         let inner = run_detached(py, move || MultiGpuContext::new(options))?;
         Ok(PyContext {
             inner: Arc::new(inner),
+            strategy: Mutex::new(strategy),
         })
+    }
+
+    /// The default strategy of calls that name none.
+    #[getter]
+    fn strategy(&self) -> &'static str {
+        self.strategy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .name()
+    }
+
+    /// Changes the default strategy of later calls.
+    fn set_strategy(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let strategy = Strategy::parse(name).map_err(|e| to_pyerr(py, e))?;
+        *self.strategy.lock().unwrap_or_else(PoisonError::into_inner) = strategy;
+        Ok(())
     }
 
     /// The open devices as dicts: `id` and `adapter` (the adapter's description).
@@ -88,26 +156,15 @@ impl PyContext {
     }
 
     /// The plan for a workload, without running it.
-    #[pyo3(signature = (kernel, items, bytes_in_per_item, bytes_out_per_item, flops_per_item, strategy=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (workload, strategy=None))]
     fn distribute_workload<'py>(
         &self,
         py: Python<'py>,
-        kernel: String,
-        items: u64,
-        bytes_in_per_item: f64,
-        bytes_out_per_item: f64,
-        flops_per_item: f64,
+        workload: WorkloadFields,
         strategy: Option<&str>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let strategy = parse_strategy(py, strategy)?;
-        let workload = Workload {
-            kernel,
-            items,
-            bytes_in_per_item,
-            bytes_out_per_item,
-            flops_per_item,
-        };
+        let strategy = self.strategy_or_default(py, strategy)?;
+        let workload = Workload::from(workload);
         let ctx = Arc::clone(&self.inner);
         let plan = run_detached(py, move || ctx.distribute_workload(&workload, strategy))?;
         plan_dict(py, &plan)

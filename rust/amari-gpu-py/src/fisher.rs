@@ -2,16 +2,15 @@
 
 use std::sync::Arc;
 
-use numpy::ndarray::{Array2, Array3};
+use numpy::ndarray::{Array2, Ix3};
 use numpy::{IntoPyArray, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::arrays::{contiguous, parse_strategy};
+use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
 use crate::detach::run_detached;
-use crate::errors::to_pyerr;
 use crate::plans::plan_dict;
 
 type Matrices<'py> = (Bound<'py, PyArray3<f32>>, Bound<'py, PyDict>);
@@ -27,7 +26,7 @@ fn fisher_information<'py>(
     weights: Option<PyReadonlyArray1<'py, f32>>,
     strategy: Option<&str>,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyDict>)> {
-    let strategy = parse_strategy(py, strategy)?;
+    let strategy = ctx.strategy_or_default(py, strategy)?;
     let p = scores.as_array().ncols();
     let scores_slice = contiguous(&scores, "scores")?;
     let weights_slice = weights
@@ -50,62 +49,38 @@ fn batched<'py>(
     edge: usize,
     work: impl FnOnce(&mut [f32]) -> amari_gpu::Result<amari_gpu::Plan> + Send,
 ) -> PyResult<Matrices<'py>> {
-    let (out, plan) = run_detached(py, move || {
-        // Zeroed allocation is lazily backed by the OS, so it costs nothing up front.
-        let mut out = vec![0.0f32; rows * edge * edge];
-        let plan = work(&mut out)?;
-        Ok((out, plan))
-    })?;
-    let array = Array3::from_shape_vec((rows, edge, edge), out)
-        .map_err(|e| PyValueError::new_err(format!("output: {e}")))?;
-    Ok((array.into_pyarray(py), plan_dict(py, &plan)?))
+    let (array, plan) = run_into(py, Ix3(rows, edge, edge), work)?;
+    Ok((array, plan_dict(py, &plan)?))
 }
 
-/// Per-sample categorical Fisher `diag(p) - p p^T` from exactly one of C-contiguous float32
-/// (N, K) `probs` or `logits`; returns the (N, K, K) float32 batch and the plan.
+/// Per-sample categorical Fisher `diag(p) - p p^T` of C-contiguous float32 (N, K) `values`:
+/// probabilities, or logits when `logits` is true (the Python package says which); returns
+/// the (N, K, K) float32 batch and the plan.
 #[pyfunction]
-#[pyo3(signature = (ctx, probs=None, logits=None, strategy=None))]
+#[pyo3(signature = (ctx, values, logits, strategy=None))]
 fn fisher_categorical<'py>(
     py: Python<'py>,
     ctx: &PyContext,
-    probs: Option<PyReadonlyArray2<'py, f32>>,
-    logits: Option<PyReadonlyArray2<'py, f32>>,
+    values: PyReadonlyArray2<'py, f32>,
+    logits: bool,
     strategy: Option<&str>,
 ) -> PyResult<Matrices<'py>> {
-    let strategy = parse_strategy(py, strategy)?;
+    let strategy = ctx.strategy_or_default(py, strategy)?;
     let inner = Arc::clone(&ctx.inner);
-    match (probs, logits) {
-        (Some(probs), None) => {
-            let (rows, k) = probs.as_array().dim();
-            let data = contiguous(&probs, "probs")?;
-            batched(py, rows, k, move |out| {
-                amari_gpu::fisher::fisher_categorical_probs(&inner, data, k, out, strategy)
-            })
+    let (rows, k) = values.as_array().dim();
+    let data = contiguous(&values, if logits { "logits" } else { "probs" })?;
+    batched(py, rows, k, move |out| {
+        if logits {
+            amari_gpu::fisher::fisher_categorical_logits(&inner, data, k, out, strategy)
+        } else {
+            amari_gpu::fisher::fisher_categorical_probs(&inner, data, k, out, strategy)
         }
-        (None, Some(logits)) => {
-            let (rows, k) = logits.as_array().dim();
-            let data = contiguous(&logits, "logits")?;
-            batched(py, rows, k, move |out| {
-                amari_gpu::fisher::fisher_categorical_logits(&inner, data, k, out, strategy)
-            })
-        }
-        (given_probs, _) => {
-            let got = if given_probs.is_some() {
-                "both"
-            } else {
-                "neither"
-            };
-            let error = amari_gpu::Error::invalid(
-                "probs",
-                format!("expected exactly one of probs and logits, got {got}"),
-            );
-            Err(to_pyerr(py, error))
-        }
-    }
+    })
 }
 
 /// Per-sample Fisher matrix of diagonal Gaussians from C-contiguous float32 (N, D) `mean`
-/// and `var`; returns the (N, 2D, 2D) float32 batch and the plan.
+/// and `var` (the core checks `var` has the length of `mean`); returns the (N, 2D, 2D)
+/// float32 batch and the plan.
 #[pyfunction]
 #[pyo3(signature = (ctx, mean, var, strategy=None))]
 fn fisher_gaussian<'py>(
@@ -115,16 +90,8 @@ fn fisher_gaussian<'py>(
     var: PyReadonlyArray2<'py, f32>,
     strategy: Option<&str>,
 ) -> PyResult<Matrices<'py>> {
-    let strategy = parse_strategy(py, strategy)?;
+    let strategy = ctx.strategy_or_default(py, strategy)?;
     let (rows, d) = mean.as_array().dim();
-    if var.as_array().dim() != (rows, d) {
-        let error = amari_gpu::Error::Shape {
-            argument: "var".into(),
-            expected: format!("({rows}, {d}) like mean"),
-            actual: format!("{:?}", var.as_array().dim()),
-        };
-        return Err(to_pyerr(py, error));
-    }
     let (mean_slice, var_slice) = (contiguous(&mean, "mean")?, contiguous(&var, "var")?);
     let inner = Arc::clone(&ctx.inner);
     batched(py, rows, 2 * d, move |out| {

@@ -4,15 +4,13 @@
 use std::sync::Arc;
 
 use amari_gpu::ga::{apply, shape, Algebra, Operation};
-use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
-use pyo3::exceptions::PyValueError;
+use numpy::ndarray::Ix2;
+use numpy::{PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::arrays::{check_batches, contiguous, parse_strategy};
+use crate::arrays::{check_batches, contiguous, run_into};
 use crate::context::PyContext;
-use crate::detach::run_detached;
 use crate::errors::to_pyerr;
 use crate::plans::plan_dict;
 
@@ -31,7 +29,7 @@ fn ga_apply<'py>(
     grades: u32,
     strategy: Option<&str>,
 ) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyDict>)> {
-    let strategy = parse_strategy(py, strategy)?;
+    let strategy = ctx.strategy_or_default(py, strategy)?;
     let (p, q, r) = signature;
     let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
     let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
@@ -48,15 +46,10 @@ fn ga_apply<'py>(
     let (items, _) = shape(&algebra, op, &slices).map_err(|e| to_pyerr(py, e))?;
     let words = op.output_words(&algebra);
     let inner = Arc::clone(&ctx.inner);
-    let (out, plan) = run_detached(py, move || {
-        // Zeroed allocation is lazily backed by the OS, so it costs nothing up front.
-        let mut out = vec![0.0f32; items * words];
-        let plan = apply(&inner, &algebra, op, &slices, &mut out, strategy)?;
-        Ok((out, plan))
+    let (array, plan) = run_into(py, Ix2(items, words), move |out| {
+        apply(&inner, &algebra, op, &slices, out, strategy)
     })?;
-    let array = Array2::from_shape_vec((items, words), out)
-        .map_err(|e| PyValueError::new_err(format!("{operation}: {e}")))?;
-    Ok((array.into_pyarray(py), plan_dict(py, &plan)?))
+    Ok((array, plan_dict(py, &plan)?))
 }
 
 /// Adds this module's functions to `_native`.

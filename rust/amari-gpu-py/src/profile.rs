@@ -10,6 +10,7 @@ use pyo3::types::PyDict;
 
 use crate::context::PyContext;
 use crate::errors::to_pyerr;
+use crate::fields::fields;
 
 /// A recorded (or recording) profile of a context's calls.
 #[pyclass(module = "amari_gpu._native", name = "Profile", frozen)]
@@ -19,33 +20,15 @@ pub struct PyProfile {
 }
 
 fn summary_dict<'py>(py: Python<'py>, s: &Summary) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("calls", s.calls)?;
-    d.set_item("makespan_s", s.makespan_s)?;
-    d.set_item("lower_bound_s", s.lower_bound_s)?;
-    d.set_item("efficiency", s.efficiency)?;
-    d.set_item("imbalance", s.imbalance)?;
-    d.set_item("overhead_fraction", s.overhead_fraction)?;
-    d.set_item("bottleneck", s.bottleneck)?;
-    d.set_item("figures", s.figures.clone())?;
     let devices = PyDict::new(py);
     for dev in &s.devices {
-        let e = PyDict::new(py);
-        e.set_item("busy_s", dev.busy_s)?;
-        e.set_item("utilization", dev.utilization)?;
-        e.set_item("kernel_s", dev.kernel_s)?;
-        e.set_item("transfer_s", dev.transfer_s)?;
-        e.set_item("wait_s", dev.wait_s)?;
-        e.set_item("items", dev.items)?;
-        e.set_item("items_per_s", dev.items_per_s)?;
-        e.set_item("bytes", dev.bytes)?;
-        e.set_item("bytes_per_s", dev.bytes_per_s)?;
-        e.set_item("chunks", dev.chunks)?;
-        e.set_item("retries", dev.retries)?;
-        devices.set_item(dev.device, e)?;
+        let entry = fields!(py, dev; busy_s, utilization, kernel_s, transfer_s, wait_s, items,
+            items_per_s, bytes, bytes_per_s, chunks, retries)?;
+        devices.set_item(dev.device, entry)?;
     }
-    d.set_item("devices", devices)?;
-    Ok(d)
+    fields!(py, s; calls, makespan_s, lower_bound_s, efficiency, imbalance, overhead_fraction,
+        bottleneck, figures;
+        "devices" => devices)
 }
 
 #[pymethods]
@@ -56,17 +39,9 @@ impl PyProfile {
             .events()
             .iter()
             .map(|e| {
-                let d = PyDict::new(py);
-                d.set_item("device", e.device)?;
-                d.set_item("kind", e.kind.name())?;
-                d.set_item("chunk", e.chunk)?;
-                d.set_item("call", e.call)?;
-                d.set_item("start_s", e.start_s)?;
-                d.set_item("duration_s", e.duration_s)?;
-                d.set_item("bytes", e.bytes)?;
-                d.set_item("items", e.items)?;
-                d.set_item("clock", e.clock.name())?;
-                Ok(d)
+                fields!(py, e; device, chunk, call, start_s, duration_s, bytes, items;
+                    "kind" => e.kind.name(),
+                    "clock" => e.clock.name())
             })
             .collect()
     }
@@ -76,15 +51,7 @@ impl PyProfile {
         self.profiler
             .calls()
             .iter()
-            .map(|c| {
-                let d = PyDict::new(py);
-                d.set_item("kernel", &c.kernel)?;
-                d.set_item("items", c.items)?;
-                d.set_item("strategy", &c.strategy)?;
-                d.set_item("lower_bound_s", c.lower_bound_s)?;
-                d.set_item("estimated_makespan_s", c.estimated_makespan_s)?;
-                Ok(d)
-            })
+            .map(|c| fields!(py, c; kernel, items, strategy, lower_bound_s, estimated_makespan_s))
             .collect()
     }
 

@@ -3,23 +3,17 @@
 use std::sync::Arc;
 
 use amari_gpu::tropical::{self, BatchShape, Semiring};
-use numpy::ndarray::{Array2, Array3};
-use numpy::{IntoPyArray, PyArray2, PyArray3, PyReadonlyArray2, PyReadonlyArray3};
-use pyo3::exceptions::PyValueError;
+use numpy::ndarray::{Ix2, Ix3};
+use numpy::{PyArray2, PyArray3, PyReadonlyArray2, PyReadonlyArray3};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::arrays::{contiguous, parse_strategy};
+use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
-use crate::detach::run_detached;
 use crate::errors::to_pyerr;
 use crate::plans::plan_dict;
 
 type Returned<'py, A> = PyResult<(Bound<'py, A>, Bound<'py, PyDict>)>;
-
-fn parse_semiring(py: Python<'_>, name: &str) -> PyResult<Semiring> {
-    Semiring::parse(name).map_err(|e| to_pyerr(py, e))
-}
 
 /// Batched tropical product of C-contiguous float32 (batch, m, k) and (batch, k, n)
 /// arrays; returns the (batch, m, n) product and the plan that was followed.
@@ -33,27 +27,17 @@ fn tropical_matmul<'py>(
     semiring: &str,
     strategy: Option<&str>,
 ) -> Returned<'py, PyArray3<f32>> {
-    let semiring = parse_semiring(py, semiring)?;
-    let strategy = parse_strategy(py, strategy)?;
+    let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
+    let strategy = ctx.strategy_or_default(py, strategy)?;
     let (batch, m, k) = a.as_array().dim();
-    let shape = BatchShape {
-        batch,
-        m,
-        k,
-        n: b.as_array().dim().2,
-    };
+    let n = b.as_array().dim().2;
+    let shape = BatchShape { batch, m, k, n };
     let (a_slice, b_slice) = (contiguous(&a, "a")?, contiguous(&b, "b")?);
     let inner = Arc::clone(&ctx.inner);
-    let (out, plan) = run_detached(py, move || {
-        let mut out = vec![0.0f32; batch * m * shape.n];
-        let plan = tropical::tropical_matmul(
-            &inner, a_slice, b_slice, shape, semiring, &mut out, strategy,
-        )?;
-        Ok((out, plan))
+    let (array, plan) = run_into(py, Ix3(batch, m, n), move |out| {
+        tropical::tropical_matmul(&inner, a_slice, b_slice, shape, semiring, out, strategy)
     })?;
-    let array = Array3::from_shape_vec((batch, m, shape.n), out)
-        .map_err(|e| PyValueError::new_err(format!("a: {e}")))?;
-    Ok((array.into_pyarray(py), plan_dict(py, &plan)?))
+    Ok((array, plan_dict(py, &plan)?))
 }
 
 /// Batched tropical matrix-vector product of C-contiguous float32 (batch, m, k) and
@@ -68,22 +52,16 @@ fn tropical_matvec<'py>(
     semiring: &str,
     strategy: Option<&str>,
 ) -> Returned<'py, PyArray2<f32>> {
-    let semiring = parse_semiring(py, semiring)?;
-    let strategy = parse_strategy(py, strategy)?;
+    let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
+    let strategy = ctx.strategy_or_default(py, strategy)?;
     let (batch, m, k) = a.as_array().dim();
     let shape = BatchShape { batch, m, k, n: 1 };
     let (a_slice, x_slice) = (contiguous(&a, "a")?, contiguous(&x, "x")?);
     let inner = Arc::clone(&ctx.inner);
-    let (out, plan) = run_detached(py, move || {
-        let mut out = vec![0.0f32; batch * m];
-        let plan = tropical::tropical_matvec(
-            &inner, a_slice, x_slice, shape, semiring, &mut out, strategy,
-        )?;
-        Ok((out, plan))
+    let (array, plan) = run_into(py, Ix2(batch, m), move |out| {
+        tropical::tropical_matvec(&inner, a_slice, x_slice, shape, semiring, out, strategy)
     })?;
-    let array = Array2::from_shape_vec((batch, m), out)
-        .map_err(|e| PyValueError::new_err(format!("a: {e}")))?;
-    Ok((array.into_pyarray(py), plan_dict(py, &plan)?))
+    Ok((array, plan_dict(py, &plan)?))
 }
 
 /// All-pairs shortest paths of the digraph with C-contiguous float32 (n, n) weights;
@@ -96,18 +74,14 @@ fn shortest_paths<'py>(
     w: PyReadonlyArray2<'py, f32>,
     strategy: Option<&str>,
 ) -> Returned<'py, PyArray2<f32>> {
-    let strategy = parse_strategy(py, strategy)?;
+    let strategy = ctx.strategy_or_default(py, strategy)?;
     let n = w.as_array().nrows();
     let w_slice = contiguous(&w, "w")?;
     let inner = Arc::clone(&ctx.inner);
-    let (out, plan) = run_detached(py, move || {
-        let mut out = vec![0.0f32; w_slice.len()];
-        let plan = tropical::shortest_paths(&inner, w_slice, n, &mut out, strategy)?;
-        Ok((out, plan))
+    let (array, plan) = run_into(py, Ix2(n, n), move |out| {
+        tropical::shortest_paths(&inner, w_slice, n, out, strategy)
     })?;
-    let array = Array2::from_shape_vec((n, n), out)
-        .map_err(|e| PyValueError::new_err(format!("w: {e}")))?;
-    Ok((array.into_pyarray(py), plan_dict(py, &plan)?))
+    Ok((array, plan_dict(py, &plan)?))
 }
 
 /// Adds this module's functions to `_native`.

@@ -18,8 +18,13 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// Checks the numbers are finite and non-negative (items may be zero).
-    pub fn validate(&self) -> Result<()> {
+    /// Checks each field on its own: a kernel name, and per-item costs that are finite
+    /// and non-negative (items may be zero). This is the one rule for a workload's fields;
+    /// the Python `Workload` applies it when constructed.
+    pub fn validate_fields(&self) -> Result<()> {
+        if self.kernel.is_empty() {
+            return Err(Error::invalid("kernel", "expected a kernel name, got \"\""));
+        }
         for (name, value) in [
             ("bytes_in_per_item", self.bytes_in_per_item),
             ("bytes_out_per_item", self.bytes_out_per_item),
@@ -28,10 +33,17 @@ impl Workload {
             if !value.is_finite() || value < 0.0 {
                 return Err(Error::invalid(
                     name,
-                    format!("expected a finite number >= 0, got {value}"),
+                    format!("expected a finite number >= 0, got {}", show(value)),
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// [`Workload::validate_fields`], and an item must cost something (checked when the
+    /// workload is planned).
+    pub fn validate(&self) -> Result<()> {
+        self.validate_fields()?;
         if self.bytes_in_per_item + self.bytes_out_per_item + self.flops_per_item <= 0.0 {
             return Err(Error::invalid(
                 "workload",
@@ -44,5 +56,17 @@ impl Workload {
     /// The widest per-item binding, which the device binding limit applies to.
     pub fn widest_bytes_per_item(&self) -> f64 {
         self.bytes_in_per_item.max(self.bytes_out_per_item)
+    }
+}
+
+/// A number as Python writes it (`nan`, `inf`, `-1.0`), so messages read the same from
+/// either language.
+fn show(value: f64) -> String {
+    if value.is_nan() {
+        "nan".into()
+    } else if value.is_infinite() {
+        if value > 0.0 { "inf" } else { "-inf" }.into()
+    } else {
+        format!("{value:?}")
     }
 }

@@ -73,16 +73,28 @@ pub enum Boundary {
 }
 
 impl Boundary {
+    /// Every boundary condition, in documentation order.
+    pub const ALL: [Boundary; 2] = [Boundary::Dirichlet, Boundary::Periodic];
+
+    /// The public name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Boundary::Dirichlet => "dirichlet",
+            Boundary::Periodic => "periodic",
+        }
+    }
+
     /// Parses "dirichlet" or "periodic".
     pub fn parse(name: &str) -> Result<Self> {
-        match name {
-            "dirichlet" => Ok(Boundary::Dirichlet),
-            "periodic" => Ok(Boundary::Periodic),
-            other => Err(Error::invalid(
-                "boundary",
-                format!("expected \"dirichlet\" or \"periodic\", got {other:?}"),
-            )),
-        }
+        Boundary::ALL
+            .into_iter()
+            .find(|b| b.name() == name)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "boundary",
+                    format!("expected \"dirichlet\" or \"periodic\", got {name:?}"),
+                )
+            })
     }
 }
 
@@ -120,11 +132,16 @@ pub fn heat(
         ));
     }
     if let Some(i) = grid.iter().position(|v| !v.is_finite()) {
+        // Written as Python writes it ("nan", "inf"): this is the only finiteness check.
+        let found = if grid[i].is_nan() {
+            "nan".to_string()
+        } else {
+            grid[i].to_string()
+        };
         return Err(Error::invalid(
             "grid",
             format!(
-                "expected finite values, found {} at ({}, {})",
-                grid[i],
+                "expected finite values, found {found} at ({}, {})",
                 i / width,
                 i % width
             ),
