@@ -11,12 +11,11 @@
 //! Every figure is measured in this run on the adapter printed above it (calibration
 //! included); nothing is simulated. `cargo bench -p amari-gpu --bench ga`.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use amari_gpu::ga::{kernel, Algebra, Broadcast, Operation};
 use amari_gpu::kernel::Kernel;
 use amari_gpu::{raw, ContextOptions, GpuDevice, MultiGpuContext};
-use wgpu::util::DeviceExt;
 
 /// Bytes moved per problem (per-item inputs plus output): big enough that a dispatch takes
 /// well over a millisecond, small enough to stay within every device's binding limit.
@@ -57,64 +56,8 @@ fn cases() -> Vec<(Algebra, Operation, Broadcast)> {
 /// Seconds of one dispatch over `items` items whose buffers already live on the device.
 fn resident_seconds(dev: &GpuDevice, k: &Kernel, items: usize) -> f64 {
     let pipeline = dev.pipeline(k).expect("kernel compiles");
-    let (grid, row_threads) = k
-        .grid(
-            items as u32,
-            dev.limits.max_compute_workgroups_per_dimension,
-        )
-        .expect("one dispatch");
-    let init = |words: Vec<u32>, usage| {
-        dev.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("ga bench"),
-                contents: bytemuck::cast_slice(&words),
-                usage,
-            })
-    };
-    let mut buffers = vec![init(
-        k.uniform(items as u32, row_threads),
-        wgpu::BufferUsages::UNIFORM,
-    )];
-    for i in 0..k.inputs.len() {
-        // Ones, so that no driver can shortcut the arithmetic on zeros.
-        let ones = vec![1.0f32.to_bits(); k.input_len(i, items)];
-        buffers.push(init(ones, wgpu::BufferUsages::STORAGE));
-    }
-    buffers.push(init(
-        vec![0; k.output_words(items)],
-        wgpu::BufferUsages::STORAGE,
-    ));
-    let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
-        .iter()
-        .enumerate()
-        .map(|(i, b)| wgpu::BindGroupEntry {
-            binding: i as u32,
-            resource: b.as_entire_binding(),
-        })
-        .collect();
-    let bind_group = dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some("ga bench"),
-        layout: &pipeline.layout,
-        entries: &entries,
-    });
-    let run = || {
-        let mut encoder = dev
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
-            pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
-        }
-        let submission = dev.queue.submit(Some(encoder.finish()));
-        dev.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: Some(submission),
-                timeout: Some(Duration::from_secs(60)),
-            })
-            .expect("dispatch completes");
-    };
+    let resident = raw::Resident::new(dev, k, &pipeline, items).expect("one dispatch");
+    let run = || resident.run(dev).expect("dispatch completes");
     run();
     median(
         (0..REPEATS)

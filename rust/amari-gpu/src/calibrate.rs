@@ -4,15 +4,16 @@
 //! itself; nothing is looked up from the vendor.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::device::GpuDevice;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::executor::{run_chunk, ChunkJob};
 use crate::families::families;
+use crate::gpu_io::{self, Limit};
+use crate::raw::Resident;
 
 /// Bytes moved per transfer measurement: large enough that latency is a small part.
 const TRANSFER_BYTES: u64 = 16 << 20;
@@ -64,26 +65,15 @@ fn median(mut samples: Vec<f64>) -> f64 {
     samples[samples.len() / 2]
 }
 
+/// How long one calibration step may take before the device counts as lost.
+const STEP_LIMIT: Duration = Duration::from_secs(60);
+
 fn wait(dev: &GpuDevice, submission: wgpu::SubmissionIndex) -> Result<()> {
-    dev.device
-        .poll(wgpu::PollType::Wait {
-            submission_index: Some(submission),
-            timeout: Some(Duration::from_secs(60)),
-        })
-        .map(|_| ())
-        .map_err(|e| Error::DeviceLost {
-            device: dev.id,
-            reason: format!("calibration: {e}"),
-        })
+    gpu_io::wait(dev, Some(submission), Limit::Fixed(STEP_LIMIT))
 }
 
 fn buffer(dev: &GpuDevice, bytes: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
-    dev.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("amari-gpu calibration"),
-        size: bytes,
-        usage,
-        mapped_at_creation: false,
-    })
+    gpu_io::buffer(dev, "amari-gpu calibration", bytes, usage)
 }
 
 fn timed(repeats: usize, mut step: impl FnMut() -> Result<()>) -> Result<f64> {
@@ -112,16 +102,7 @@ fn measure_h2d(dev: &GpuDevice) -> Result<f64> {
 }
 
 fn measure_d2h(dev: &GpuDevice) -> Result<f64> {
-    let source = buffer(
-        dev,
-        TRANSFER_BYTES,
-        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-    );
-    let staging = buffer(
-        dev,
-        TRANSFER_BYTES,
-        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-    );
+    let (source, staging) = gpu_io::readback_buffers(dev, "amari-gpu calibration", TRANSFER_BYTES);
     let mut host = vec![0u8; TRANSFER_BYTES as usize];
     let seconds = timed(REPEATS, || {
         let mut encoder = dev
@@ -129,27 +110,14 @@ fn measure_d2h(dev: &GpuDevice) -> Result<f64> {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         encoder.copy_buffer_to_buffer(&source, 0, &staging, 0, TRANSFER_BYTES);
         let submission = dev.queue.submit(Some(encoder.finish()));
-        let (sender, receiver) = mpsc::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = sender.send(r);
-        });
-        wait(dev, submission)?;
-        receiver
-            .recv()
-            .map_err(|e| Error::DeviceLost {
-                device: dev.id,
-                reason: format!("calibration readback: {e}"),
-            })?
-            .map_err(|e| Error::DeviceLost {
-                device: dev.id,
-                reason: format!("calibration readback: {e}"),
-            })?;
-        host.copy_from_slice(&staging.slice(..).get_mapped_range().map_err(|e| {
-            Error::DeviceLost {
-                device: dev.id,
-                reason: format!("calibration readback: {e}"),
-            }
-        })?);
+        let mapped = gpu_io::map_for_reading(&staging, TRANSFER_BYTES);
+        gpu_io::wait_mapped(dev, submission, &mapped, Limit::Fixed(STEP_LIMIT))?;
+        host.copy_from_slice(
+            &staging
+                .slice(..)
+                .get_mapped_range()
+                .map_err(|e| gpu_io::lost(dev.id, format!("calibration readback: {e}")))?,
+        );
         staging.unmap();
         Ok(())
     })?;
@@ -189,90 +157,6 @@ fn measure_latency(dev: &GpuDevice) -> Result<f64> {
         samples.push(start.elapsed().as_secs_f64());
     }
     Ok(median(samples))
-}
-
-/// A kernel's buffers and bind group, filled once, so that timing sees only the dispatch.
-struct Resident {
-    bind_group: wgpu::BindGroup,
-    pipeline: std::sync::Arc<crate::device::Compiled>,
-    grid: [u32; 3],
-    _buffers: Vec<wgpu::Buffer>,
-}
-
-impl Resident {
-    fn new(
-        dev: &GpuDevice,
-        kernel: &crate::kernel::Kernel,
-        pipeline: &std::sync::Arc<crate::device::Compiled>,
-        items: usize,
-    ) -> Result<Self> {
-        let (grid, row_threads) = kernel
-            .grid(
-                items as u32,
-                dev.limits.max_compute_workgroups_per_dimension,
-            )
-            .ok_or_else(|| {
-                Error::invalid(
-                    "calibration_items",
-                    format!("{items} items do not fit one dispatch"),
-                )
-            })?;
-        let header = kernel.uniform(items as u32, row_threads);
-        let uniform = buffer(
-            dev,
-            (header.len() * 4) as u64,
-            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        );
-        dev.queue
-            .write_buffer(&uniform, 0, bytemuck::cast_slice(&header));
-        let mut buffers = vec![uniform];
-        let sizes = (0..kernel.inputs.len())
-            .map(|i| kernel.input_len(i, items))
-            .chain(std::iter::once(kernel.output_words(items)));
-        for words in sizes {
-            let storage = buffer(
-                dev,
-                (words.max(1) * 4) as u64,
-                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-            );
-            // Inputs hold ones rather than zeros so no driver can shortcut the arithmetic.
-            dev.queue.write_buffer(
-                &storage,
-                0,
-                bytemuck::cast_slice(&vec![1.0f32; words.max(1)]),
-            );
-            buffers.push(storage);
-        }
-        let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| crate::executor::binding(i as u32, b, b.size()))
-            .collect();
-        let bind_group = dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("amari-gpu calibration"),
-            layout: &pipeline.layout,
-            entries: &entries,
-        });
-        Ok(Resident {
-            bind_group,
-            pipeline: std::sync::Arc::clone(pipeline),
-            grid,
-            _buffers: buffers,
-        })
-    }
-
-    fn run(&self, dev: &GpuDevice) -> Result<()> {
-        let mut encoder = dev
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            pass.set_pipeline(&self.pipeline);
-            pass.set_bind_group(0, &self.bind_group, &[]);
-            pass.dispatch_workgroups(self.grid[0], self.grid[1], self.grid[2]);
-        }
-        wait(dev, dev.queue.submit(Some(encoder.finish())))
-    }
 }
 
 /// Items per second of `kernel` on resident data, at a size found by measuring: from

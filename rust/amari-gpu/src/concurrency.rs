@@ -11,6 +11,7 @@ use crate::device::GpuDevice;
 use crate::error::Result;
 use crate::families::families;
 use crate::plan::Strategy;
+use crate::worker::Execution;
 
 /// Items per chunk of a measurement run.
 const CHUNK_ITEMS: u64 = 1 << 14;
@@ -75,16 +76,16 @@ impl MultiGpuContext {
         let mut samples = Vec::with_capacity(REPEATS);
         for round in 0..=REPEATS {
             let start = Instant::now();
-            let (_, remaining) = self.execute(
-                &kernel,
-                &views,
-                &mut output,
-                &plan,
-                members,
-                Some(CALIBRATION_TIMEOUT),
-                false,
-                None,
-            )?;
+            let (_, remaining) = self.execute(Execution {
+                kernel: &kernel,
+                inputs: &views,
+                output: &mut output,
+                plan: &plan,
+                workers: members,
+                timeout: Some(CALIBRATION_TIMEOUT),
+                counted: false,
+                recording: None,
+            })?;
             if remaining > 0 {
                 return Err(self.no_healthy_device());
             }

@@ -19,6 +19,7 @@ pub mod executor;
 pub mod families;
 pub mod fisher;
 pub mod ga;
+mod gpu_io;
 pub mod health;
 pub mod history;
 pub mod kernel;

@@ -1,28 +1,36 @@
 //! A kernel run on one device with plain wgpu calls — no planner, no chunking, no pool, no
-//! worker threads: the baseline that benchmarks compare the engine against.
+//! worker threads: the baseline that benchmarks compare the engine against, and the kernel
+//! on resident data that calibration and benchmarks time dispatch by dispatch.
 
-use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::device::GpuDevice;
-use crate::error::{Error, Result};
-use crate::executor::binding;
+use crate::device::{Compiled, GpuDevice};
+use crate::error::Result;
+use crate::gpu_io::{self, Limit};
 use crate::kernel::Kernel;
 
-fn lost(dev: &GpuDevice, what: impl std::fmt::Display) -> Error {
-    Error::DeviceLost {
-        device: dev.id,
-        reason: format!("raw run: {what}"),
-    }
-}
+/// How long a raw run may take before the device counts as lost.
+const RAW_LIMIT: Duration = Duration::from_secs(600);
+/// The same for a resident dispatch, which is sized to take milliseconds.
+const DISPATCH_LIMIT: Duration = Duration::from_secs(60);
 
 fn storage(dev: &GpuDevice, words: usize, usage: wgpu::BufferUsages) -> wgpu::Buffer {
-    dev.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("amari-gpu raw"),
-        size: (words.max(1) * 4) as u64,
-        usage,
-        mapped_at_creation: false,
-    })
+    gpu_io::buffer(dev, "amari-gpu raw", (words.max(1) * 4) as u64, usage)
+}
+
+/// The uniform of `kernel` over `items` items, written to a new buffer, and the grid.
+fn uniform(dev: &GpuDevice, kernel: &Kernel, items: usize) -> Result<(wgpu::Buffer, [u32; 3])> {
+    let (grid, row_threads) = gpu_io::grid(dev, kernel, items, "items")?;
+    let header = kernel.uniform(items as u32, row_threads);
+    let uniform = storage(
+        dev,
+        header.len(),
+        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+    );
+    dev.queue
+        .write_buffer(&uniform, 0, bytemuck::cast_slice(&header));
+    Ok((uniform, grid))
 }
 
 /// Uploads `inputs`, dispatches `kernel` once over all `items`, reads the output back.
@@ -34,21 +42,8 @@ pub fn run_once(
     items: usize,
 ) -> Result<(Vec<f32>, f64)> {
     let pipeline = dev.pipeline(kernel)?;
-    let (grid, row_threads) = kernel
-        .grid(
-            items as u32,
-            dev.limits.max_compute_workgroups_per_dimension,
-        )
-        .ok_or_else(|| Error::invalid("items", format!("{items} items do not fit one dispatch")))?;
     let start = Instant::now();
-    let header = kernel.uniform(items as u32, row_threads);
-    let uniform = storage(
-        dev,
-        header.len(),
-        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-    );
-    dev.queue
-        .write_buffer(&uniform, 0, bytemuck::cast_slice(&header));
+    let (uniform, grid) = uniform(dev, kernel, items)?;
     let mut buffers = vec![uniform];
     for data in inputs {
         let buffer = storage(
@@ -61,61 +56,89 @@ pub fn run_once(
         buffers.push(buffer);
     }
     let words = kernel.output_words(items);
-    let output = storage(
-        dev,
-        words,
-        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-    );
-    let staging = storage(
-        dev,
-        words,
-        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-    );
+    let (output, staging) =
+        gpu_io::readback_buffers(dev, "amari-gpu raw", (words.max(1) * 4) as u64);
     buffers.push(output);
-    let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
-        .iter()
-        .enumerate()
-        .map(|(i, b)| binding(i as u32, b, b.size()))
-        .collect();
-    let bind_group = dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some("amari-gpu raw"),
-        layout: &pipeline.layout,
-        entries: &entries,
-    });
+    let bind_group = gpu_io::bind_whole(dev, "amari-gpu raw", &pipeline.layout, &buffers);
     let mut encoder = dev
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-    {
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-        pass.set_pipeline(&pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
-    }
-    let output = buffers.last().expect("output buffer");
+    gpu_io::dispatch(&mut encoder, None, &pipeline, &bind_group, grid, None);
+    let output = &buffers[buffers.len() - 1];
     encoder.copy_buffer_to_buffer(output, 0, &staging, 0, output.size());
     let submission = dev.queue.submit(Some(encoder.finish()));
-    let (sender, receiver) = mpsc::channel();
-    staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-        let _ = sender.send(r);
-    });
-    dev.device
-        .poll(wgpu::PollType::Wait {
-            submission_index: Some(submission),
-            timeout: Some(Duration::from_secs(600)),
-        })
-        .map_err(|e| lost(dev, e))?;
-    receiver
-        .recv()
-        .map_err(|e| lost(dev, e))?
-        .map_err(|e| lost(dev, e))?;
+    let mapped = gpu_io::map_for_reading(&staging, staging.size());
+    gpu_io::wait_mapped(dev, submission, &mapped, Limit::Fixed(RAW_LIMIT))?;
     let result = {
         let view = staging
             .slice(..)
             .get_mapped_range()
-            .map_err(|e| lost(dev, e))?;
+            .map_err(|e| gpu_io::lost(dev.id, format!("readback mapping failed: {e}")))?;
         let all: &[f32] = bytemuck::cast_slice(&view);
         all[..words].to_vec()
     };
     staging.unmap();
     Ok((result, start.elapsed().as_secs_f64()))
+}
+
+/// A kernel's buffers and bind group, filled once, so that timing sees only the dispatch.
+pub struct Resident {
+    bind_group: wgpu::BindGroup,
+    pipeline: Arc<Compiled>,
+    grid: [u32; 3],
+    _buffers: Vec<wgpu::Buffer>,
+}
+
+impl Resident {
+    /// `kernel`'s buffers for `items` items on `dev`, inputs filled with ones (rather than
+    /// zeros, so that no driver can shortcut the arithmetic).
+    pub fn new(
+        dev: &GpuDevice,
+        kernel: &Kernel,
+        pipeline: &Arc<Compiled>,
+        items: usize,
+    ) -> Result<Self> {
+        let (uniform, grid) = uniform(dev, kernel, items)?;
+        let mut buffers = vec![uniform];
+        let sizes = (0..kernel.inputs.len())
+            .map(|i| kernel.input_len(i, items))
+            .chain(std::iter::once(kernel.output_words(items)));
+        for words in sizes {
+            let storage = storage(
+                dev,
+                words,
+                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            );
+            dev.queue.write_buffer(
+                &storage,
+                0,
+                bytemuck::cast_slice(&vec![1.0f32; words.max(1)]),
+            );
+            buffers.push(storage);
+        }
+        let bind_group = gpu_io::bind_whole(dev, "amari-gpu resident", &pipeline.layout, &buffers);
+        Ok(Resident {
+            bind_group,
+            pipeline: Arc::clone(pipeline),
+            grid,
+            _buffers: buffers,
+        })
+    }
+
+    /// Dispatches the kernel once and waits until the device has run it.
+    pub fn run(&self, dev: &GpuDevice) -> Result<()> {
+        let mut encoder = dev
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        gpu_io::dispatch(
+            &mut encoder,
+            None,
+            &self.pipeline,
+            &self.bind_group,
+            self.grid,
+            None,
+        );
+        let submission = dev.queue.submit(Some(encoder.finish()));
+        gpu_io::wait(dev, Some(submission), Limit::Fixed(DISPATCH_LIMIT))
+    }
 }

@@ -12,6 +12,7 @@ use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::executor::{finish, submit, Finished, InFlight, Resident};
 use crate::kernel::Kernel;
+use crate::plan::Plan;
 use crate::profile::{Clock, Event, Kind, Profiler};
 use crate::scheduler::Scheduler;
 
@@ -51,6 +52,26 @@ pub struct Recording {
     pub call: u64,
     /// By device id: whether its kernels are timed with GPU timestamp queries.
     pub gpu_timed: Vec<bool>,
+}
+
+/// A plan to run, with everything its workers need.
+pub(crate) struct Execution<'a> {
+    /// The kernel.
+    pub(crate) kernel: &'a Kernel,
+    /// Inputs, whole problem.
+    pub(crate) inputs: &'a [&'a [f32]],
+    /// Output words of every item (or of every chunk).
+    pub(crate) output: &'a mut [f32],
+    /// The plan.
+    pub(crate) plan: &'a Plan,
+    /// The planned devices plus any others that may take over chunks of a failed one.
+    pub(crate) workers: &'a [&'a GpuDevice],
+    /// Per-chunk wait limit.
+    pub(crate) timeout: Option<Duration>,
+    /// Whether the work counts in the devices' counters and fault countdowns.
+    pub(crate) counted: bool,
+    /// The profile to record into, if one is active.
+    pub(crate) recording: Option<Recording>,
 }
 
 /// Everything the workers of one call share.
@@ -122,33 +143,6 @@ impl GpuClock {
 }
 
 impl Run<'_> {
-    #[allow(clippy::too_many_arguments)]
-    fn record(
-        &self,
-        dev: &GpuDevice,
-        kind: Kind,
-        chunk: usize,
-        start_s: f64,
-        duration_s: f64,
-        bytes: u64,
-        items: usize,
-        clock: Clock,
-    ) {
-        if let Some(r) = &self.recording {
-            r.profiler.push(Event {
-                device: Some(dev.id),
-                kind,
-                chunk: Some(chunk as u64),
-                call: r.call,
-                start_s,
-                duration_s: duration_s.max(0.0),
-                bytes,
-                items: items as u64,
-                clock,
-            });
-        }
-    }
-
     /// Records the steps of a completed chunk.
     fn record_chunk(
         &self,
@@ -160,78 +154,49 @@ impl Run<'_> {
     ) {
         let Some(r) = &self.recording else { return };
         let p = &r.profiler;
-        let (chunk, items, submitted) = (m.chunk, m.items, m.submitted);
-        self.record(
-            dev,
-            Kind::Upload,
-            chunk,
-            p.at(m.taken),
-            (submitted - m.taken).as_secs_f64(),
-            m.bytes_up,
-            items,
-            Clock::Host,
-        );
+        // Every step of the chunk: its kind, start and duration on the profile's clock,
+        // bytes moved and the clock that measured it.
+        let record = |kind, start_s, duration_s: f64, bytes, clock| {
+            p.push(Event {
+                device: Some(dev.id),
+                kind,
+                chunk: Some(m.chunk as u64),
+                call: r.call,
+                start_s,
+                duration_s: duration_s.max(0.0),
+                bytes,
+                items: m.items as u64,
+                clock,
+            });
+        };
+        let host = |kind, start: Instant, end: Instant, bytes| {
+            record(
+                kind,
+                p.at(start),
+                (end - start).as_secs_f64(),
+                bytes,
+                Clock::Host,
+            );
+        };
+        host(Kind::Upload, m.taken, m.submitted, m.bytes_up);
         match (done.ticks, dev.timestamp_period_ns) {
             (Some(ticks), Some(period)) => {
                 let (start_s, duration_s) = clock.kernel(p, done.wait_end, ticks, period);
-                self.record(
-                    dev,
-                    Kind::Kernel,
-                    chunk,
-                    start_s,
-                    duration_s,
-                    0,
-                    items,
-                    Clock::Gpu,
-                );
+                record(Kind::Kernel, start_s, duration_s, 0, Clock::Gpu);
             }
-            _ => {
-                // Without timestamps the kernel is bounded by its submit (or the previous
-                // chunk's completion, whichever is later) and the host seeing it done.
-                let start = submitted.max(previous_done);
-                self.record(
-                    dev,
-                    Kind::Kernel,
-                    chunk,
-                    p.at(start),
-                    (done.wait_end - start).as_secs_f64(),
-                    0,
-                    items,
-                    Clock::Host,
-                );
-            }
-        }
-        self.record(
-            dev,
-            Kind::Wait,
-            chunk,
-            p.at(done.wait_start),
-            (done.wait_end - done.wait_start).as_secs_f64(),
-            0,
-            items,
-            Clock::Host,
-        );
-        self.record(
-            dev,
-            Kind::Readback,
-            chunk,
-            p.at(done.wait_end),
-            (done.copied - done.wait_end).as_secs_f64(),
-            m.bytes_down,
-            items,
-            Clock::Host,
-        );
-        if m.orphan {
-            self.record(
-                dev,
-                Kind::Retry,
-                chunk,
-                p.at(m.taken),
-                (done.copied - m.taken).as_secs_f64(),
+            // Without timestamps the kernel is bounded by its submit (or the previous
+            // chunk's completion, whichever is later) and the host seeing it done.
+            _ => host(
+                Kind::Kernel,
+                m.submitted.max(previous_done),
+                done.wait_end,
                 0,
-                items,
-                Clock::Host,
-            );
+            ),
+        }
+        host(Kind::Wait, done.wait_start, done.wait_end, 0);
+        host(Kind::Readback, done.wait_end, done.copied, m.bytes_down);
+        if m.orphan {
+            host(Kind::Retry, m.taken, done.copied, 0);
         }
     }
 

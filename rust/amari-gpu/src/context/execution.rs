@@ -10,11 +10,12 @@ use crate::chunks::{check_chunk_items, chunk_items_for, chunk_ranges};
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::families::family_of;
+use crate::gpu_io;
 use crate::kernel::{Kernel, Output};
 use crate::plan::{Plan, Strategy};
-use crate::profile::{CallRecord, Kind};
+use crate::profile::{CallRecord, HostStep, Kind};
 use crate::scheduler::Scheduler;
-use crate::worker::{Recording, Run, WorkerReport};
+use crate::worker::{Execution, Recording, Run, WorkerReport};
 use crate::workload::Workload;
 
 impl MultiGpuContext {
@@ -86,16 +87,15 @@ impl MultiGpuContext {
                 estimated_makespan_s: plan.estimated_makespan_s,
                 strategy: plan.strategy.name().to_string(),
             });
-            profiler.host(
-                None,
-                Kind::Plan,
-                None,
+            let plan_step = HostStep {
+                device: None,
+                kind: Kind::Plan,
+                chunk: None,
                 call,
-                planning,
-                Instant::now(),
-                0,
-                workload.items,
-            );
+                bytes: 0,
+                items: workload.items,
+            };
+            profiler.host(plan_step, planning, Instant::now());
             Recording {
                 profiler,
                 call,
@@ -120,9 +120,16 @@ impl MultiGpuContext {
             .map(|d| d.as_ref())
             .collect();
         let timeout = self.options.sync_timeout_ms.map(Duration::from_millis);
-        let (reports, remaining) = self.execute(
-            kernel, inputs, output, &plan, &workers, timeout, true, recording,
-        )?;
+        let (reports, remaining) = self.execute(Execution {
+            kernel,
+            inputs,
+            output,
+            plan: &plan,
+            workers: &workers,
+            timeout,
+            counted: true,
+            recording,
+        })?;
         self.learn(&workload, &workers, &reports);
         if remaining > 0 {
             let failures: Vec<&Error> = reports.iter().filter_map(|r| r.failure.as_ref()).collect();
@@ -138,20 +145,19 @@ impl MultiGpuContext {
         Ok(Ran { plan, partials })
     }
 
-    /// Runs `plan` on `workers` (the planned devices plus any others that may take over
-    /// chunks of a failed one). Returns each worker's report and the chunks left undone.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn execute(
-        &self,
-        kernel: &Kernel,
-        inputs: &[&[f32]],
-        output: &mut [f32],
-        plan: &Plan,
-        workers: &[&GpuDevice],
-        timeout: Option<Duration>,
-        counted: bool,
-        recording: Option<Recording>,
-    ) -> Result<(Vec<WorkerReport>, usize)> {
+    /// Runs `job.plan` on `job.workers`. Returns each worker's report and the chunks left
+    /// undone.
+    pub(crate) fn execute(&self, job: Execution<'_>) -> Result<(Vec<WorkerReport>, usize)> {
+        let Execution {
+            kernel,
+            inputs,
+            output,
+            plan,
+            workers,
+            timeout,
+            counted,
+            recording,
+        } = job;
         for dev in workers {
             check_chunk_items(kernel, plan.chunk_items as usize, dev.max_binding_bytes())?;
             for (i, data) in inputs.iter().enumerate() {
@@ -252,28 +258,25 @@ impl MultiGpuContext {
         }
     }
 
-    /// By device id: whether profiled kernels of `plan` are timed with GPU timestamps — where
-    /// the device has them and, unless forced, where one costs under 3% of a chunk.
+    /// By device id: whether profiled kernels of `plan` are timed with GPU timestamps (see
+    /// [`gpu_io::timestamps_worth`]; a kernel here is one chunk of the plan).
     fn gpu_timed(&self, plan: &Plan) -> Vec<bool> {
         let measured = self.measured.lock().expect("measured lock");
         self.devices
             .iter()
             .map(|dev| {
-                let supported = dev.timestamp_period_ns.is_some();
-                match self.options.gpu_timestamps {
-                    Some(forced) => forced && supported,
-                    None => {
-                        let cost = measured[dev.id]
-                            .as_ref()
-                            .map_or(f64::INFINITY, |(m, _)| m.timestamp_cost_s);
-                        let chunk_s = plan
-                            .assignments
-                            .iter()
-                            .find(|a| a.device == dev.id && a.chunks > 0)
-                            .map_or(0.0, |a| a.estimated_seconds / a.chunks as f64);
-                        supported && cost >= 0.0 && cost <= 0.03 * chunk_s
-                    }
-                }
+                let cost = measured[dev.id].as_ref().map(|(m, _)| m.timestamp_cost_s);
+                let chunk_s = plan
+                    .assignments
+                    .iter()
+                    .find(|a| a.device == dev.id && a.chunks > 0)
+                    .map_or(0.0, |a| a.estimated_seconds / a.chunks as f64);
+                gpu_io::timestamps_worth(
+                    dev.timestamp_period_ns.is_some(),
+                    self.options.gpu_timestamps,
+                    cost,
+                    chunk_s,
+                )
             })
             .collect()
     }

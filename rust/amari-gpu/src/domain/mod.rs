@@ -12,6 +12,7 @@
 mod balance;
 mod bands;
 mod record;
+mod relayout;
 mod report;
 mod round;
 mod run;

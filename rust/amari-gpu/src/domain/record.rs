@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::round::DeviceRound;
 use crate::device::GpuDevice;
-use crate::profile::{Clock, Event, Kind, Profiler};
+use crate::profile::{Clock, Event, HostStep, Kind, Profiler};
 use crate::worker::GpuClock;
 
 /// Where a run's events go, if a profile is active.
@@ -16,39 +16,38 @@ pub(super) struct Recorder<'a> {
 }
 
 impl Recorder<'_> {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn host(
-        &self,
-        device: Option<usize>,
-        kind: Kind,
-        round: Option<u64>,
-        start: Instant,
-        end: Instant,
-        bytes: u64,
-        items: u64,
-    ) {
+    /// A step of this run's call; bytes and items 0 until set.
+    pub(super) fn step(&self, device: Option<usize>, kind: Kind, round: Option<u64>) -> HostStep {
+        HostStep {
+            device,
+            kind,
+            chunk: round,
+            call: self.call,
+            bytes: 0,
+            items: 0,
+        }
+    }
+
+    /// Records `step`, timed on the host from `start` to `end`.
+    pub(super) fn host(&self, step: HostStep, start: Instant, end: Instant) {
         if let Some(p) = self.profiler {
-            p.host(device, kind, round, self.call, start, end, bytes, items);
+            p.host(step, start, end);
         }
     }
 
     pub(super) fn instant(&self, device: Option<usize>, kind: Kind) {
         let now = Instant::now();
-        self.host(device, kind, None, now, now, 0, 0);
+        self.host(self.step(device, kind, None), now, now);
     }
 
     pub(super) fn round(&self, dev: &GpuDevice, round: u64, r: &DeviceRound, clock: &mut GpuClock) {
         let Some(p) = self.profiler else { return };
         let id = Some(dev.id);
-        self.host(
-            id,
-            Kind::Upload,
-            Some(round),
-            r.started,
-            r.submitted,
-            r.bytes_up,
-            0,
-        );
+        let upload = HostStep {
+            bytes: r.bytes_up,
+            ..self.step(id, Kind::Upload, Some(round))
+        };
+        self.host(upload, r.started, r.submitted);
         let (start_s, duration_s, clock_name) = match (r.ticks, dev.timestamp_period_ns) {
             (Some(ticks), Some(period)) => {
                 let (s, d) = clock.kernel(p, r.finished, ticks, period);
@@ -71,14 +70,10 @@ impl Recorder<'_> {
             items: r.work,
             clock: clock_name,
         });
-        self.host(
-            id,
-            Kind::Readback,
-            Some(round),
-            r.finished,
-            r.read,
-            r.bytes_down,
-            0,
-        );
+        let readback = HostStep {
+            bytes: r.bytes_down,
+            ..self.step(id, Kind::Readback, Some(round))
+        };
+        self.host(readback, r.finished, r.read);
     }
 }

@@ -1,14 +1,17 @@
 //! One round on one device: upload the ghost rows its bands need from the host board, run
 //! the round's steps for all of its bands in one compute pass (one submission, one wait),
 //! and read back the rows its neighbours need next — or, after the last round, every row
-//! it owns.
+//! it owns. Also the round on every device at once, one thread each, and reading rows back
+//! without steps (the final download, the rows a new layout moves through the host).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use super::run::{Attempt, Failure, States};
 use super::state::{BandState, Spec};
 use crate::device::GpuDevice;
-use crate::error::{Error, Result};
-use crate::executor::{map_for_reading, resolve_timestamps, Scopes};
+use crate::error::Result;
+use crate::gpu_io::{self, lost, Scopes, Staging};
 
 /// What a device's round produced and measured.
 pub struct DeviceRound {
@@ -34,13 +37,6 @@ pub struct DeviceRound {
     pub bytes_down: u64,
 }
 
-fn lost(device: usize, reason: impl Into<String>) -> Error {
-    Error::DeviceLost {
-        device,
-        reason: reason.into(),
-    }
-}
-
 /// How a round ends for a band: the buffer rows to read back.
 pub enum Readback<'a> {
     /// Border rows, for the neighbours' ghosts.
@@ -53,25 +49,33 @@ pub enum Readback<'a> {
     Rows(&'a std::collections::BTreeMap<usize, Vec<Vec<std::ops::Range<usize>>>>),
 }
 
-/// Runs `steps` steps on every band in `states` (all on `dev`), starting from buffer
-/// `current`; ghosts are uploaded from `board` first unless `fresh` (just created).
-#[allow(clippy::too_many_arguments)]
+/// What one round asks of every device.
+pub struct Round<'a> {
+    /// The host board (ghost rows are uploaded from it).
+    pub board: &'a [u8],
+    /// The buffer (0 or 1) the bands' current rows are in.
+    pub current: usize,
+    /// Steps to run (0: only read back).
+    pub steps: usize,
+    /// The bands were just created with their ghosts: nothing to upload first.
+    pub fresh: bool,
+    /// What to read back after the steps.
+    pub readback: &'a Readback<'a>,
+    /// The context's `sync_timeout_ms`.
+    pub timeout: Option<Duration>,
+}
+
+/// Runs `round` on every band in `states` (all on `dev`), its kernels timed with GPU
+/// timestamps when `stamped`.
 pub fn run(
     dev: &GpuDevice,
     compiled: &crate::device::Compiled,
     states: &[BandState],
     spec: &Spec,
-    board: &[u8],
-    current: usize,
-    steps: usize,
-    fresh: bool,
-    readback: &Readback<'_>,
-    timeout: Option<Duration>,
+    round: &Round<'_>,
     stamped: bool,
 ) -> Result<DeviceRound> {
-    if let Some(reason) = dev.lost_reason() {
-        return Err(lost(dev.id, reason));
-    }
+    gpu_io::check_alive(dev)?;
     if let Some(reason) = dev.health.injected_fault_due() {
         return Err(lost(dev.id, reason));
     }
@@ -79,16 +83,16 @@ pub fn run(
     let g = spec.geometry;
     let scopes = Scopes::open(dev);
     let mut bytes_up = 0;
-    if !fresh {
+    if !round.fresh {
         for s in states {
-            bytes_up += s.write_ghosts(dev, current, spec, board);
+            bytes_up += s.write_ghosts(dev, round.current, spec, round.board);
         }
     }
-    let after = (current + steps) % 2;
+    let after = (round.current + round.steps) % 2;
     let wanted: Vec<Vec<std::ops::Range<usize>>> = states
         .iter()
         .enumerate()
-        .map(|(i, s)| match readback {
+        .map(|(i, s)| match round.readback {
             Readback::Borders => s.band.border_rows(g),
             Readback::Owned => std::iter::once(s.band.owned_rows()).collect(),
             Readback::Nothing => Vec::new(),
@@ -101,15 +105,7 @@ pub fn run(
         .collect();
     let row_bytes = spec.row_bytes as u64;
     let out_bytes: u64 = wanted.iter().flatten().map(|r| r.len() as u64).sum::<u64>() * row_bytes;
-    let timestamps_at =
-        (stamped && dev.timestamp_period_ns.is_some()).then(|| out_bytes.div_ceil(8) * 8);
-    let staging_bytes = timestamps_at.map_or(out_bytes, |at| at + 16).max(4);
-    let staging = dev.pool.take(
-        &dev.device,
-        staging_bytes,
-        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-    );
-    let queries = timestamps_at.map(|_| dev.take_query_set());
+    let mut staging = Staging::new(dev, out_bytes, stamped);
     let mut encoder = dev
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -117,22 +113,13 @@ pub fn run(
         });
     let mut work = 0;
     {
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("amari-gpu round"),
-            timestamp_writes: queries
-                .as_ref()
-                .map(|query_set| wgpu::ComputePassTimestampWrites {
-                    query_set,
-                    beginning_of_pass_write_index: Some(0),
-                    end_of_pass_write_index: Some(1),
-                }),
-        });
+        let mut pass = gpu_io::begin_pass(&mut encoder, Some("amari-gpu round"), staging.queries());
         pass.set_pipeline(&compiled.pipeline);
         // Step by step across the bands: wgpu orders the dispatches of a pass, so step k
         // of a band sees step k - 1 of the same band complete.
-        for k in 1..=steps {
+        for k in 1..=round.steps {
             for s in states {
-                work += s.encode_steps(&mut pass, current, k);
+                work += s.encode_steps(&mut pass, round.current, k);
             }
         }
     }
@@ -140,72 +127,27 @@ pub fn run(
     let mut placed = Vec::new();
     for (s, ranges) in states.iter().zip(&wanted) {
         for r in ranges {
-            let bytes = s.copy_rows(&mut encoder, after, r, spec, &staging, offset);
+            let bytes = s.copy_rows(&mut encoder, after, r, spec, staging.buffer(), offset);
             placed.push((s.band.global_row(r.start, g), offset, bytes));
             offset += bytes;
         }
     }
-    let resolve = resolve_timestamps(dev, &mut encoder, queries.as_ref(), &staging, timestamps_at);
+    staging.resolve_timestamps(dev, &mut encoder);
     let submitted = Instant::now();
     let submission = dev.queue.submit(Some(encoder.finish()));
-    let mapped = map_for_reading(&staging, staging_bytes);
+    staging.map();
     scopes.close(dev.id)?;
-    let waited = dev.device.poll(wgpu::PollType::Wait {
-        submission_index: Some(submission),
-        timeout,
-    });
-    match waited {
-        Err(wgpu::PollError::Timeout) => {
-            staging.discard();
-            return Err(lost(
-                dev.id,
-                format!(
-                    "no answer within sync_timeout_ms={}",
-                    timeout.map_or(0, |t| t.as_millis())
-                ),
-            ));
-        }
-        Err(other) => {
-            staging.discard();
-            return Err(lost(dev.id, other.to_string()));
-        }
-        Ok(_) => {}
-    }
-    match mapped.recv_timeout(timeout.unwrap_or(Duration::from_secs(3600))) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(lost(dev.id, format!("readback failed: {e}"))),
-        Err(_) => {
-            return Err(lost(
-                dev.id,
-                dev.lost_reason()
-                    .unwrap_or_else(|| "readback never completed".into()),
-            ))
-        }
+    if let Err(error) = staging.wait(dev, submission, round.timeout) {
+        staging.discard();
+        return Err(error);
     }
     let finished = Instant::now();
-    let (rows, ticks) = {
-        let view = staging
-            .slice(..staging_bytes)
-            .get_mapped_range()
-            .map_err(|e| lost(dev.id, format!("readback mapping failed: {e}")))?;
-        let rows = placed
+    let (rows, ticks) = staging.read(dev, |view| {
+        placed
             .iter()
             .map(|&(row, at, bytes)| (row, view[at as usize..(at + bytes) as usize].to_vec()))
-            .collect();
-        let ticks = timestamps_at.map(|at| {
-            let stamps: &[u64] = bytemuck::cast_slice(&view[at as usize..at as usize + 16]);
-            (stamps[0], stamps[1])
-        });
-        (rows, ticks)
-    };
-    staging.unmap();
-    drop(resolve);
-    if let Some(queries) = queries {
-        dev.give_back_query_set(queries);
-    }
-    if let Some(reason) = dev.lost_reason() {
-        return Err(lost(dev.id, reason));
-    }
+            .collect()
+    })?;
     dev.health.chunk_completed();
     Ok(DeviceRound {
         device: dev.id,
@@ -219,4 +161,74 @@ pub fn run(
         bytes_up,
         bytes_down: out_bytes,
     })
+}
+
+/// Copies the rows a device's round read back to their place on `board`.
+pub(super) fn place(board: &mut [u8], spec: &Spec, r: &DeviceRound) {
+    let rb = spec.row_bytes;
+    for (row, bytes) in &r.rows {
+        board[row * rb..row * rb + bytes.len()].copy_from_slice(bytes);
+    }
+}
+
+impl Attempt<'_> {
+    /// Reads `readback`'s rows of every band (no steps) and places them on `board`.
+    pub(super) fn fetch(
+        &self,
+        states: &States,
+        board: &mut [u8],
+        current: usize,
+        readback: &Readback<'_>,
+    ) -> std::result::Result<(), Failure> {
+        let round = Round {
+            board,
+            current,
+            steps: 0,
+            fresh: true,
+            readback,
+            timeout: self.timeout,
+        };
+        let outcomes = self.run_round(states, &round, &BTreeMap::new());
+        for (id, outcome) in outcomes {
+            let r = outcome.map_err(|error| Failure {
+                device: Some(id),
+                error,
+            })?;
+            place(board, self.spec, &r);
+        }
+        Ok(())
+    }
+
+    /// Runs `round` on every device with bands, each on its own thread, timed with GPU
+    /// timestamps where `stamped` says.
+    pub(super) fn run_round(
+        &self,
+        states: &States,
+        round: &Round<'_>,
+        stamped: &BTreeMap<usize, bool>,
+    ) -> Vec<(usize, Result<DeviceRound>)> {
+        let devices = self.ctx.devices();
+        let spec = self.spec;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = states
+                .iter()
+                .map(|(&id, bands)| {
+                    let dev = &devices[id];
+                    let pipeline = &self.compiled[&id];
+                    let timed = stamped.get(&id).copied().unwrap_or(false);
+                    let handle = scope.spawn(move || run(dev, pipeline, bands, spec, round, timed));
+                    (id, handle)
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|(id, h)| {
+                    let outcome = h
+                        .join()
+                        .unwrap_or_else(|_| Err(lost(id, "the device's round panicked")));
+                    (id, outcome)
+                })
+                .collect()
+        })
+    }
 }

@@ -8,7 +8,7 @@ use super::bands::{Band, Geometry};
 use super::Rule;
 use crate::device::{Compiled, GpuDevice};
 use crate::error::{Error, Result};
-use crate::executor::binding;
+use crate::gpu_io::binding;
 use crate::pool::Pooled;
 
 /// Workgroup shape of `shaders/heat.wgsl` and `shaders/life.wgsl`: 64 threads along a row
@@ -193,26 +193,23 @@ impl BandState {
         bytes
     }
 
-    /// Records a device-side copy of `n` buffer rows of `from` (starting at its buffer row
-    /// `from_row`) into this band's buffer rows from `to_row`, both in buffer `current`.
-    #[allow(clippy::too_many_arguments)]
+    /// Records the device-side copy `rows` out of `from` into this band, both in buffer
+    /// `current`.
     pub fn copy_rows_from(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         from: &BandState,
-        from_row: usize,
-        to_row: usize,
-        n: usize,
+        rows: RowMove,
         current: usize,
         spec: &Spec,
     ) {
         let rb = spec.row_bytes as u64;
         encoder.copy_buffer_to_buffer(
             &from.buffers[current],
-            from_row as u64 * rb,
+            rows.from_row as u64 * rb,
             &self.buffers[current],
-            to_row as u64 * rb,
-            n as u64 * rb,
+            rows.to_row as u64 * rb,
+            rows.rows as u64 * rb,
         );
     }
 
@@ -222,6 +219,18 @@ impl BandState {
         a.discard();
         b.discard();
     }
+}
+
+/// Consecutive buffer rows that stay on their device when the layout changes: `rows` rows
+/// from buffer row `from_row` of the old band to buffer row `to_row` of the new one.
+#[derive(Debug, Clone, Copy)]
+pub struct RowMove {
+    /// First buffer row in the old band.
+    pub from_row: usize,
+    /// First buffer row in the new band.
+    pub to_row: usize,
+    /// Rows moved.
+    pub rows: usize,
 }
 
 /// Bytes of a step's uniform (the larger of `shaders/heat.wgsl`'s and `shaders/life.wgsl`'s).

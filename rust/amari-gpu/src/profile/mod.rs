@@ -89,6 +89,23 @@ pub struct Event {
     pub clock: Clock,
 }
 
+/// What a step timed on the host was: an [`Event`] but for its times and clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostStep {
+    /// Device id, or `None` for host-wide steps.
+    pub device: Option<usize>,
+    /// What the step was.
+    pub kind: Kind,
+    /// Chunk (or round) index, if the step belongs to one.
+    pub chunk: Option<u64>,
+    /// Index of the call within the profile.
+    pub call: u64,
+    /// Bytes the step moved.
+    pub bytes: u64,
+    /// Items the step covered.
+    pub items: u64,
+}
+
 /// A call seen by the profiler: its plan's figures.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallRecord {
@@ -128,28 +145,17 @@ impl Profiler {
         t.saturating_duration_since(self.origin).as_secs_f64()
     }
 
-    /// Records a step measured on the host between `start` and `end`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn host(
-        &self,
-        device: Option<usize>,
-        kind: Kind,
-        chunk: Option<u64>,
-        call: u64,
-        start: Instant,
-        end: Instant,
-        bytes: u64,
-        items: u64,
-    ) {
+    /// Records `step`, measured on the host between `start` and `end`.
+    pub fn host(&self, step: HostStep, start: Instant, end: Instant) {
         self.push(Event {
-            device,
-            kind,
-            chunk,
-            call,
+            device: step.device,
+            kind: step.kind,
+            chunk: step.chunk,
+            call: step.call,
             start_s: self.at(start),
             duration_s: end.saturating_duration_since(start).as_secs_f64(),
-            bytes,
-            items,
+            bytes: step.bytes,
+            items: step.items,
             clock: Clock::Host,
         });
     }
