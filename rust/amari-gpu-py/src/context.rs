@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use amari_gpu::{ContextOptions, MultiGpuContext, Strategy, Workload};
+use amari_gpu::{ContextOptions, Family, MultiGpuContext, Strategy, Workload};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -102,6 +102,7 @@ impl PyContext {
     ) -> PyResult<Bound<'py, PyDict>> {
         let strategy = parse_strategy(py, strategy)?;
         let workload = Workload {
+            family: Family::of(&kernel),
             kernel,
             items,
             bytes_in_per_item,

@@ -95,7 +95,7 @@ mod tests {
         Kernel {
             inputs: vec![Input::PerItem(words), Input::PerItem(words)],
             output: Output::PerItem(words),
-            ..Kernel::map("k", "test", "")
+            ..Kernel::map("k", crate::family::Family::Probe, "")
         }
     }
 

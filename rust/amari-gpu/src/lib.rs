@@ -5,18 +5,17 @@
 //! see what the machine has and [`MultiGpuContext`] to open devices on it.
 
 pub mod adapter;
-pub mod cache;
 pub mod calibrate;
+mod calibration;
 pub mod capabilities;
 pub mod chunks;
-pub mod concurrency;
 pub mod context;
 pub mod device;
 pub mod dispatch;
 pub mod domain;
 pub mod error;
 pub mod executor;
-pub mod families;
+mod family;
 pub mod fisher;
 pub mod ga;
 pub mod health;
@@ -40,6 +39,7 @@ pub use adapter::AdapterInfo;
 pub use context::{adapters, instance, MultiGpuContext};
 pub use device::GpuDevice;
 pub use error::{Error, Result};
+pub use family::Family;
 pub use model::DeviceModel;
 pub use plan::{DeviceWorkload, Plan, Strategy};
 pub use selection::ContextOptions;
