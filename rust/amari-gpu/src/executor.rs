@@ -54,7 +54,6 @@ fn lost(device: usize, reason: impl Into<String>) -> Error {
 
 /// A submitted chunk whose readback has been requested.
 pub struct InFlight {
-    range: Range<usize>,
     out_bytes: u64,
     submission: wgpu::SubmissionIndex,
     mapped: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
@@ -87,11 +86,6 @@ pub struct Finished {
 }
 
 impl InFlight {
-    /// Items of the chunk.
-    pub fn range(&self) -> &Range<usize> {
-        &self.range
-    }
-
     /// Destroys the chunk's buffers: after a failure they may still be in use.
     pub fn discard(self) {
         self.staging.discard();
@@ -310,7 +304,6 @@ pub fn submit(
     let mapped = map_for_reading(&staging, staging_bytes);
     scopes.close(dev.id)?;
     Ok(InFlight {
-        range,
         out_bytes,
         submission,
         mapped,
