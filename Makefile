@@ -31,7 +31,7 @@ demo: dev ## the main job: list adapters, run and check a kernel on every device
 	$(PY) -m amari_gpu demo
 
 test-rust: system ## core unit tests, shader validation and GPU tests of the Rust crate
-	XDG_RUNTIME_DIR=$$(mktemp -d) AMARI_GPU_CACHE_DIR=$$(mktemp -d) cargo test --release -p amari-gpu
+	XDG_RUNTIME_DIR=$$(mktemp -d) AMARI_GPU_CACHE_DIR=$$(mktemp -d) cargo test --release -p amari-gpu --features bench-support
 
 test-python: dev ## pytest suites (GPU tests run on whatever adapters exist)
 	$(PY) -m pytest
@@ -43,7 +43,7 @@ wheel-test: system venv ## build the wheel and the sdist, install each in a fres
 
 lint: venv ## rustfmt, clippy, ruff, mypy and stub check
 	cargo fmt --all --check
-	cargo clippy --release --workspace --all-targets -- -D warnings
+	cargo clippy --release --workspace --all-targets --features amari-gpu/bench-support -- -D warnings
 	$(VENV)/bin/ruff check python tests benches
 	$(VENV)/bin/ruff format --check python tests benches
 	$(VENV)/bin/mypy
@@ -64,4 +64,4 @@ bench: dev ## strategies, profiler cost, grids; API benchmarks; scaling study; c
 	$(PY) benches/stencil.py
 	$(PY) -m pytest benches/ --benchmark-only
 	$(PY) -m amari_gpu bench --quick
-	cargo bench -p amari-gpu --bench partition --bench families
+	cargo bench -p amari-gpu --features bench-support --bench partition --bench families

@@ -6,7 +6,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use amari_gpu::partition::plan;
-use amari_gpu::{DeviceModel, Strategy, Workload};
+use amari_gpu::{DeviceModel, Family, Strategy, Workload};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 /// The grid of the benchmark: 2^18 items per chunk, so 10^9 items make 3815 chunks.
@@ -43,6 +43,7 @@ fn devices() -> Vec<DeviceModel> {
 fn workload() -> Workload {
     Workload {
         kernel: "geometric_product".into(),
+        family: Some(Family::GeometricAlgebra),
         items: 1_000_000_000,
         bytes_in_per_item: 64.0,
         bytes_out_per_item: 32.0,

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use amari_gpu::{ContextOptions, MultiGpuContext, Strategy, Workload};
+use amari_gpu::{ContextOptions, Family, MultiGpuContext, Strategy, Workload};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -41,6 +41,7 @@ pub(crate) struct WorkloadFields {
 impl From<WorkloadFields> for Workload {
     fn from(w: WorkloadFields) -> Self {
         Workload {
+            family: Family::of(&w.kernel),
             kernel: w.kernel,
             items: w.items,
             bytes_in_per_item: w.bytes_in_per_item,

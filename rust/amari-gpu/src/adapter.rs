@@ -123,55 +123,27 @@ impl AdapterInfo {
     }
 }
 
-/// The compute-relevant limits, by their WebGPU names.
+/// The compute-relevant limits, by their WebGPU names (wgpu's field names).
 pub fn limits_map(limits: &wgpu::Limits) -> BTreeMap<String, u64> {
-    let entries: [(&str, u64); 13] = [
-        ("max_buffer_size", limits.max_buffer_size),
-        (
-            "max_storage_buffer_binding_size",
-            limits.max_storage_buffer_binding_size,
-        ),
-        (
-            "max_uniform_buffer_binding_size",
-            limits.max_uniform_buffer_binding_size,
-        ),
-        (
-            "max_storage_buffers_per_shader_stage",
-            limits.max_storage_buffers_per_shader_stage.into(),
-        ),
-        ("max_bind_groups", limits.max_bind_groups.into()),
-        (
-            "max_bindings_per_bind_group",
-            limits.max_bindings_per_bind_group.into(),
-        ),
-        (
-            "max_compute_workgroup_storage_size",
-            limits.max_compute_workgroup_storage_size.into(),
-        ),
-        (
-            "max_compute_invocations_per_workgroup",
-            limits.max_compute_invocations_per_workgroup.into(),
-        ),
-        (
-            "max_compute_workgroup_size_x",
-            limits.max_compute_workgroup_size_x.into(),
-        ),
-        (
-            "max_compute_workgroup_size_y",
-            limits.max_compute_workgroup_size_y.into(),
-        ),
-        (
-            "max_compute_workgroup_size_z",
-            limits.max_compute_workgroup_size_z.into(),
-        ),
-        (
-            "max_compute_workgroups_per_dimension",
-            limits.max_compute_workgroups_per_dimension.into(),
-        ),
-        (
-            "min_storage_buffer_offset_alignment",
-            limits.min_storage_buffer_offset_alignment.into(),
-        ),
+    macro_rules! by_name {
+        ($($field:ident),* $(,)?) => {
+            [$((stringify!($field), u64::from(limits.$field))),*]
+        };
+    }
+    let entries = by_name![
+        max_buffer_size,
+        max_storage_buffer_binding_size,
+        max_uniform_buffer_binding_size,
+        max_storage_buffers_per_shader_stage,
+        max_bind_groups,
+        max_bindings_per_bind_group,
+        max_compute_workgroup_storage_size,
+        max_compute_invocations_per_workgroup,
+        max_compute_workgroup_size_x,
+        max_compute_workgroup_size_y,
+        max_compute_workgroup_size_z,
+        max_compute_workgroups_per_dimension,
+        min_storage_buffer_offset_alignment,
     ];
     entries.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::calibration::families::families;
 use crate::device::GpuDevice;
 use crate::error::Result;
 use crate::executor::{run_chunk, ChunkJob};
-use crate::families::families;
+use crate::family::Family;
 use crate::gpu_io::{self, Limit};
 use crate::raw::Resident;
 
@@ -238,7 +239,7 @@ fn measure_peak(dev: &GpuDevice) -> Result<f64> {
     let kernel = crate::kernel::Kernel {
         inputs: vec![crate::kernel::Input::PerItem(4)],
         output: crate::kernel::Output::PerItem(4),
-        ..crate::kernel::Kernel::map("peak", "calibration", crate::shaders::PEAK)
+        ..crate::kernel::Kernel::map("peak", Family::Probe, crate::shaders::PEAK)
     };
     let threads_per_s = items_per_s(dev, &kernel, 1 << 12)?;
     Ok(threads_per_s * crate::shaders::PEAK_FLOPS_PER_THREAD)
@@ -249,7 +250,7 @@ fn measure_kernel_copy(dev: &GpuDevice) -> Result<f64> {
     let kernel = crate::kernel::Kernel {
         inputs: vec![crate::kernel::Input::PerItem(4)],
         output: crate::kernel::Output::PerItem(4),
-        ..crate::kernel::Kernel::map("copy", "calibration", crate::shaders::COPY)
+        ..crate::kernel::Kernel::map("copy", Family::Probe, crate::shaders::COPY)
     };
     // Each thread reads one vec4 and writes one: 32 bytes moved.
     let threads_per_s = items_per_s(dev, &kernel, 1 << 16)?;

@@ -46,6 +46,7 @@ pub fn chunk_items_for(items: u64, bytes_per_item: f64, widest_bytes_per_item: f
 }
 
 /// Items per chunk for `kernel` on a problem of `items` items.
+#[cfg(test)]
 pub fn default_chunk_items(kernel: &Kernel, items: usize) -> usize {
     chunk_items_for(
         items as u64,
@@ -95,7 +96,7 @@ mod tests {
         Kernel {
             inputs: vec![Input::PerItem(words), Input::PerItem(words)],
             output: Output::PerItem(words),
-            ..Kernel::map("k", "test", "")
+            ..Kernel::map("k", crate::family::Family::Probe, "")
         }
     }
 

@@ -15,6 +15,7 @@ pub struct Grid {
 
 impl Grid {
     /// Threads per row of workgroups; the shader's linear index is `gid.y * row + gid.x`.
+    #[cfg(test)]
     pub fn row_threads(&self) -> u32 {
         self.x * WORKGROUP_SIZE
     }

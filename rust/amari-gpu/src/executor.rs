@@ -21,7 +21,6 @@ pub struct ChunkJob<'a> {
 
 /// A submitted chunk whose readback has been requested.
 pub struct InFlight {
-    range: Range<usize>,
     submission: wgpu::SubmissionIndex,
     staging: Staging,
     buffers: Vec<Pooled>,
@@ -47,11 +46,6 @@ pub struct Finished {
 }
 
 impl InFlight {
-    /// Items of the chunk.
-    pub fn range(&self) -> &Range<usize> {
-        &self.range
-    }
-
     /// Destroys the chunk's buffers: after a failure they may still be in use.
     pub fn discard(self) {
         self.staging.discard();
@@ -164,7 +158,6 @@ pub fn submit(
     staging.map();
     scopes.close(dev.id)?;
     Ok(InFlight {
-        range,
         submission,
         staging,
         buffers,

@@ -57,6 +57,7 @@ impl History {
     }
 
     /// Observations recorded for a device and family.
+    #[cfg(test)]
     pub fn samples(&self, device: usize, family: &str) -> u64 {
         self.entries
             .lock()

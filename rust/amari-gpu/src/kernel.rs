@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 
 use crate::dispatch::{grid_for, WORKGROUP_SIZE};
+use crate::family::Family;
 
 /// How an input is bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +47,8 @@ pub enum Dispatch {
 pub struct Kernel {
     /// Pipeline-cache key; two kernels with the same id must have the same source.
     pub id: String,
-    /// Kernel family, for capability and throughput bookkeeping.
-    pub family: &'static str,
+    /// Kernel family: which measured rate the cost model applies.
+    pub family: Family,
     /// WGSL source.
     pub source: Cow<'static, str>,
     /// Entry point name.
@@ -69,7 +70,7 @@ impl Kernel {
     /// thread per item.
     pub fn map(
         id: impl Into<String>,
-        family: &'static str,
+        family: Family,
         source: impl Into<Cow<'static, str>>,
     ) -> Kernel {
         Kernel {
@@ -169,10 +170,12 @@ impl Kernel {
             .collect()
     }
 
-    /// The workload of running this kernel over `items` items.
+    /// The workload of running this kernel over `items` items, labelled `family/id` for
+    /// profiles.
     pub fn workload(&self, items: usize) -> crate::workload::Workload {
         crate::workload::Workload {
             kernel: format!("{}/{}", self.family, self.id),
+            family: Some(self.family),
             items: items as u64,
             bytes_in_per_item: 4.0 * self.input_words_per_item() as f64,
             bytes_out_per_item: 4.0 * self.output_words_per_item() as f64,

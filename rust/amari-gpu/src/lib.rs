@@ -4,43 +4,50 @@
 //! The crate knows nothing of Python; `amari-gpu-py` wraps it. Start with [`adapters`] to
 //! see what the machine has and [`MultiGpuContext`] to open devices on it.
 
+// The public modules: what users of the crate call. The rest are the engine's internals;
+// the benches reach the raw-wgpu baseline through the `bench-support` feature.
 pub mod adapter;
-pub mod cache;
-pub mod calibrate;
+mod calibrate;
+mod calibration;
 pub mod capabilities;
-pub mod chunks;
-pub mod concurrency;
+mod chunks;
 pub mod context;
-pub mod device;
-pub mod dispatch;
+mod device;
+mod dispatch;
 pub mod domain;
-pub mod error;
-pub mod executor;
-pub mod families;
+mod error;
+mod executor;
+mod family;
 pub mod fisher;
 pub mod ga;
 mod gpu_io;
-pub mod health;
-pub mod history;
+mod health;
+mod history;
 pub mod kernel;
-pub mod model;
+mod model;
 pub mod partition;
-pub mod plan;
-pub mod pool;
+mod plan;
+mod pool;
 pub mod profile;
+// Calibration times its resident kernels with the raw path; the benches compare against it.
+#[cfg(feature = "bench-support")]
 pub mod raw;
+#[cfg(not(feature = "bench-support"))]
+mod raw;
 pub mod sample;
-pub mod scheduler;
-pub mod selection;
+mod scheduler;
+mod selection;
 pub mod shaders;
 pub mod tropical;
-pub mod worker;
-pub mod workload;
+mod worker;
+mod workload;
 
 pub use adapter::AdapterInfo;
 pub use context::{adapters, instance, MultiGpuContext};
 pub use device::GpuDevice;
 pub use error::{Error, Result};
+pub use family::Family;
+pub use health::CounterSnapshot;
 pub use model::DeviceModel;
 pub use plan::{DeviceWorkload, Plan, Strategy};
 pub use selection::ContextOptions;

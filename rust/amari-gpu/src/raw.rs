@@ -3,7 +3,7 @@
 //! on resident data that calibration and benchmarks time dispatch by dispatch.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::device::{Compiled, GpuDevice};
 use crate::error::Result;
@@ -11,6 +11,7 @@ use crate::gpu_io::{self, Limit};
 use crate::kernel::Kernel;
 
 /// How long a raw run may take before the device counts as lost.
+#[cfg(feature = "bench-support")]
 const RAW_LIMIT: Duration = Duration::from_secs(600);
 /// The same for a resident dispatch, which is sized to take milliseconds.
 const DISPATCH_LIMIT: Duration = Duration::from_secs(60);
@@ -34,7 +35,9 @@ fn uniform(dev: &GpuDevice, kernel: &Kernel, items: usize) -> Result<(wgpu::Buff
 }
 
 /// Uploads `inputs`, dispatches `kernel` once over all `items`, reads the output back.
-/// Returns the output and the wall-clock seconds from first upload to readback.
+/// Returns the output and the wall-clock seconds from first upload to readback. Only the
+/// benches use it (calibration times `Resident` dispatches).
+#[cfg(feature = "bench-support")]
 pub fn run_once(
     dev: &GpuDevice,
     kernel: &Kernel,
@@ -42,7 +45,7 @@ pub fn run_once(
     items: usize,
 ) -> Result<(Vec<f32>, f64)> {
     let pipeline = dev.pipeline(kernel)?;
-    let start = Instant::now();
+    let start = std::time::Instant::now();
     let (uniform, grid) = uniform(dev, kernel, items)?;
     let mut buffers = vec![uniform];
     for data in inputs {

@@ -22,9 +22,7 @@ const IN_FLIGHT: usize = 2;
 /// What a worker reports about one completed chunk, for the model's history.
 #[derive(Debug, Clone, Copy)]
 pub struct Completed {
-    /// Chunk index in the grid.
-    pub chunk: usize,
-    /// Items in it.
+    /// Items in the chunk.
     pub items: usize,
     /// Seconds the chunk held its device: from when the worker began uploading it (or, if
     /// later, when the previous chunk completed) to its completion. The host side of the
@@ -268,7 +266,6 @@ impl Run<'_> {
                 held = None;
                 let service_start = meta.taken.max(last_done);
                 report.completed.push(Completed {
-                    chunk: meta.chunk,
                     items: meta.items,
                     seconds: (done.copied - service_start).as_secs_f64(),
                 });

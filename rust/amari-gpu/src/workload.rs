@@ -1,12 +1,16 @@
 //! A workload as the partitioners see it: how many items, and what one item costs.
 
 use crate::error::{Error, Result};
+use crate::family::Family;
 
 /// What one call asks of the devices: `items` independent items of one kernel.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
-    /// Kernel name (e.g. "geometric_product") or kernel family name.
+    /// Kernel name (e.g. "geometric_product") or kernel family name, as profiles show it.
     pub kernel: String,
+    /// The family whose measured rate applies ([`Family::of`] maps a name from outside the
+    /// crate); `None` takes the mean rate of the measured families.
+    pub family: Option<Family>,
     /// Number of items.
     pub items: u64,
     /// Bytes uploaded per item.
@@ -51,6 +55,12 @@ impl Workload {
             ));
         }
         Ok(())
+    }
+
+    /// What the model's history files this workload under: its family, or for a kernel of
+    /// no known family its name.
+    pub(crate) fn history_key(&self) -> &str {
+        self.family.map_or(self.kernel.as_str(), |f| f.name())
     }
 
     /// The widest per-item binding, which the device binding limit applies to.

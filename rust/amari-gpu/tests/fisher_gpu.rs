@@ -2,11 +2,8 @@
 //! there is no GPU), against the float64 references of `amari_gpu::fisher::reference`.
 
 use amari_gpu::fisher::{self, reference};
+use amari_gpu::sample::uniform_f32;
 use amari_gpu::{ContextOptions, Error, MultiGpuContext, Strategy};
-
-fn random(n: usize, seed: u64) -> Vec<f32> {
-    amari_gpu::sample::uniform_f32(n, seed)
-}
 
 /// Largest |got - want| relative to max |want|.
 fn relative_error(got: &[f64], want: &[f64]) -> f64 {
@@ -40,8 +37,8 @@ fn tiled_and_naive_match_the_reference_across_tile_edges() {
         (65, 1001),
         (130, 333),
     ] {
-        let scores = random(n * p, p as u64);
-        let weights: Vec<f32> = random(n, 7).iter().map(|v| v.abs() * 3.0).collect();
+        let scores = uniform_f32(n * p, p as u64);
+        let weights: Vec<f32> = uniform_f32(n, 7).iter().map(|v| v.abs() * 3.0).collect();
         for w in [None, Some(weights.as_slice())] {
             let want = reference::fisher_information(&scores, p, w);
             let tiled = fisher::fisher_information(&ctx, &scores, p, w, None).expect("tiled");
@@ -74,7 +71,7 @@ fn every_adapter_with_default_chunks() {
         .expect("context opens");
         // Both kernels: 8 x 8 blocks (P <= 64) and 64 x 64 tiles.
         for (p, n) in [(40, 9_000), (200, 5_000)] {
-            let scores = random(n * p, 11);
+            let scores = uniform_f32(n * p, 11);
             let got = fisher::fisher_information(&ctx, &scores, p, None, None).expect("runs");
             let want = reference::fisher_information(&scores, p, None);
             let err = relative_error(&got.matrix, &want);
@@ -86,8 +83,8 @@ fn every_adapter_with_default_chunks() {
 #[test]
 fn same_bits_for_every_device_count_and_strategy() {
     let (p, n) = (70, 5_000);
-    let scores = random(n * p, 3);
-    let weights: Vec<f32> = random(n, 4).iter().map(|v| v.abs()).collect();
+    let scores = uniform_f32(n * p, 3);
+    let weights: Vec<f32> = uniform_f32(n, 4).iter().map(|v| v.abs()).collect();
     let want = fisher::fisher_information(&context(1, Some(256)), &scores, p, Some(&weights), None)
         .expect("one device")
         .matrix;
@@ -111,7 +108,7 @@ fn same_bits_for_every_device_count_and_strategy() {
 fn categorical_and_gaussian_match_the_reference() {
     let ctx = context(2, Some(64));
     let (n, k) = (300, 7);
-    let logits: Vec<f32> = random(n * k, 5).iter().map(|v| v * 30.0).collect();
+    let logits: Vec<f32> = uniform_f32(n * k, 5).iter().map(|v| v * 30.0).collect();
     let mut from_logits = vec![f32::NAN; n * k * k];
     fisher::fisher_categorical_logits(&ctx, &logits, k, &mut from_logits, None).expect("logits");
     let probs: Vec<f32> = logits
@@ -130,8 +127,11 @@ fn categorical_and_gaussian_match_the_reference() {
         }
     }
     let d = 3;
-    let var: Vec<f32> = random(n * d, 6).iter().map(|v| v.abs() + 0.01).collect();
-    let mean = random(n * d, 8);
+    let var: Vec<f32> = uniform_f32(n * d, 6)
+        .iter()
+        .map(|v| v.abs() + 0.01)
+        .collect();
+    let mean = uniform_f32(n * d, 8);
     let mut out = vec![f32::NAN; n * 4 * d * d];
     fisher::fisher_gaussian_diag(&ctx, &mean, &var, d, &mut out, None).expect("gaussian");
     for i in 0..n {

@@ -1,24 +1,14 @@
 //! `shaders/fisher.wgsl`, as the crate embeds it, parses and validates with naga (no GPU
 //! needed), and declares every entry point the family's kernels name.
 
+mod common;
+
 use amari_gpu::fisher;
+use common::validate;
 
 #[test]
 fn fisher_shader_validates_with_naga() {
-    let source = fisher::SHADER;
-    let module = naga::front::wgsl::parse_str(source)
-        .unwrap_or_else(|e| panic!("fisher.wgsl does not parse:\n{}", e.emit_to_string(source)));
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::empty(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|e| {
-        panic!(
-            "fisher.wgsl does not validate:\n{}",
-            e.emit_to_string(source)
-        )
-    });
+    let module = validate("fisher.wgsl", fisher::SHADER);
     let entries: Vec<&str> = module
         .entry_points
         .iter()

@@ -2,7 +2,10 @@
 //! the documentation names and every operation and broadcast (no GPU needed), and the
 //! generated Cl(3,0) product has, term for term, the hand-checked static shader's terms.
 
+mod common;
+
 use amari_gpu::ga::{generate, kernel, Algebra, Broadcast, Operation};
+use common::validate;
 
 /// The algebras named in the documentation, plus the smallest ones (whose rows are not
 /// whole `vec4`s).
@@ -17,17 +20,6 @@ const SIGNATURES: [(u32, u32, u32); 9] = [
     (0, 0, 1),
     (2, 0, 0),
 ];
-
-fn validate(name: &str, source: &str) {
-    let module = naga::front::wgsl::parse_str(source)
-        .unwrap_or_else(|e| panic!("{name} does not parse:\n{}", e.emit_to_string(source)));
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::empty(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|e| panic!("{name} does not validate:\n{}", e.emit_to_string(source)));
-}
 
 fn operations(algebra: &Algebra) -> Vec<Operation> {
     let all_grades = (1u8 << (algebra.dimension() + 1)) - 1;

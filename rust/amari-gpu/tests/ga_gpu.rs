@@ -3,11 +3,8 @@
 //! the errors that name an operand.
 
 use amari_gpu::ga::{apply, Algebra, Operation};
+use amari_gpu::sample::uniform_f32;
 use amari_gpu::{ContextOptions, Error, MultiGpuContext};
-
-fn random(n: usize, seed: u64) -> Vec<f32> {
-    amari_gpu::sample::uniform_f32(n, seed)
-}
 
 /// e_i e_j = sign e_(i^j): swaps to sort the vectors, times the squares of shared ones.
 fn basis(i: usize, j: usize, squares: &[f64]) -> f64 {
@@ -58,8 +55,8 @@ fn check(kind: Operation, signature: (u32, u32, u32), ctx: &MultiGpuContext) {
         .map(|v| f64::from(algebra.square(v)))
         .collect();
     let (w, n) = (algebra.blades(), 1000);
-    let a = random(w * n, 7);
-    let b = random(w * n, 8);
+    let a = uniform_f32(w * n, 7);
+    let b = uniform_f32(w * n, 8);
     let mut out = vec![f32::NAN; w * n];
     apply(ctx, &algebra, kind, &[&a, &b], &mut out, None).expect("kernel runs");
     for row in 0..n {
@@ -98,8 +95,8 @@ fn a_single_rotor_is_applied_to_every_row_on_several_devices() {
     .expect("context opens");
     let pga = Algebra::new(3, 0, 1).unwrap();
     let n = 1234;
-    let rotor = random(16, 1);
-    let x = random(16 * n, 2);
+    let rotor = uniform_f32(16, 1);
+    let x = uniform_f32(16 * n, 2);
     let repeated: Vec<f32> = rotor.iter().copied().cycle().take(16 * n).collect();
     let mut once = vec![0.0; 16 * n];
     let mut each = vec![0.0; 16 * n];

@@ -2,19 +2,8 @@
 //! strategy, recovery from a device failing mid-call, health and counters.
 
 use amari_gpu::ga::geometric_product_cl3;
+use amari_gpu::sample::uniform_f32;
 use amari_gpu::{ContextOptions, Error, MultiGpuContext, Strategy};
-
-fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 fn context(devices_per_adapter: usize) -> MultiGpuContext {
     MultiGpuContext::new(ContextOptions {
@@ -34,7 +23,7 @@ fn product(ctx: &MultiGpuContext, a: &[f32], b: &[f32], strategy: Strategy) -> V
 #[test]
 fn results_are_bit_identical_for_every_device_count_and_strategy() {
     let n = 50_001;
-    let (a, b) = (random(8 * n, 3), random(8 * n, 4));
+    let (a, b) = (uniform_f32(8 * n, 3), uniform_f32(8 * n, 4));
     let reference = product(&context(1), &a, &b, Strategy::Balanced);
     for devices in [2, 3, 5, 8] {
         let ctx = context(devices);
@@ -51,7 +40,7 @@ fn results_are_bit_identical_for_every_device_count_and_strategy() {
 }
 
 fn check_recovery(strategy: Strategy, n: usize, after_chunks: u64) {
-    let (a, b) = (random(8 * n, 5), random(8 * n, 6));
+    let (a, b) = (uniform_f32(8 * n, 5), uniform_f32(8 * n, 6));
     let want = product(&context(1), &a, &b, Strategy::Balanced);
     let ctx = context(4);
     ctx.inject_fault(2, after_chunks).unwrap();
@@ -96,7 +85,7 @@ fn an_adaptive_puller_that_fails_at_its_first_chunk_hands_it_on() {
 #[test]
 fn when_every_device_fails_the_call_says_so_and_reset_restores_them() {
     let n = 20_000;
-    let (a, b) = (random(8 * n, 7), random(8 * n, 8));
+    let (a, b) = (uniform_f32(8 * n, 7), uniform_f32(8 * n, 8));
     let ctx = context(2);
     ctx.inject_fault(0, 0).unwrap();
     ctx.inject_fault(1, 2).unwrap();

@@ -2,11 +2,8 @@
 //! is no GPU), against the float64 reference.
 
 use amari_gpu::ga::{geometric_product_cl3, geometric_product_cl3_reference};
+use amari_gpu::sample::uniform_f32;
 use amari_gpu::{ContextOptions, Error, MultiGpuContext};
-
-fn random(n: usize, seed: u64) -> Vec<f32> {
-    amari_gpu::sample::uniform_f32(n, seed)
-}
 
 fn check_against_reference(a: &[f32], b: &[f32], out: &[f32]) {
     for i in 0..a.len() / 8 {
@@ -28,8 +25,8 @@ fn check_against_reference(a: &[f32], b: &[f32], out: &[f32]) {
 
 fn run(options: ContextOptions, n: usize) {
     let ctx = MultiGpuContext::new(options).expect("context opens");
-    let a = random(8 * n, 1);
-    let b = random(8 * n, 2);
+    let a = uniform_f32(8 * n, 1);
+    let b = uniform_f32(8 * n, 2);
     let mut out = vec![f32::NAN; 8 * n];
     geometric_product_cl3(&ctx, &a, &b, &mut out, None).expect("product runs");
     check_against_reference(&a, &b, &out);

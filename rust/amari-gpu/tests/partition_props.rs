@@ -83,6 +83,7 @@ fn workload(items: impl Gen<Value = u64>) -> impl Gen<Value = Workload> {
     (items, 4.0..256.0f64, 4.0..256.0f64, log_uniform(1.0, 1e4)).prop_map(
         |(items, bin, bout, flops)| Workload {
             kernel: "prop".into(),
+            family: None,
             items,
             bytes_in_per_item: bin,
             bytes_out_per_item: bout,

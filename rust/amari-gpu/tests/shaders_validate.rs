@@ -1,18 +1,10 @@
 //! Every WGSL file in `shaders/`, and every shader the crate embeds, parses and validates
 //! with naga (no GPU needed). Generated shaders are validated by their generators' tests.
 
-use std::path::Path;
+mod common;
 
-fn validate(name: &str, source: &str) {
-    let module = naga::front::wgsl::parse_str(source)
-        .unwrap_or_else(|e| panic!("{name} does not parse:\n{}", e.emit_to_string(source)));
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::empty(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|e| panic!("{name} does not validate:\n{}", e.emit_to_string(source)));
-}
+use common::validate;
+use std::path::Path;
 
 #[test]
 fn every_shader_file_validates() {

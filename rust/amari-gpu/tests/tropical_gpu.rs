@@ -1,9 +1,12 @@
 //! Tropical kernels on real adapters (lavapipe and llvmpipe where there is no GPU) against a
 //! float32 host reference: bit-equal, infinities included.
 
+mod common;
+
 use amari_gpu::tropical::product::{tropical_matmul_with, Variant};
 use amari_gpu::tropical::{shortest_paths, tropical_matmul, tropical_matvec, BatchShape, Semiring};
 use amari_gpu::{ContextOptions, Error, MultiGpuContext, Strategy};
+use common::validate;
 
 /// Deterministic values: small integers and halves, with ±inf sprinkled in (SplitMix64).
 fn values(n: usize, seed: u64, inf_every: u64) -> Vec<f32> {
@@ -230,24 +233,7 @@ fn shortest_paths_on_a_small_graph_and_a_negative_cycle() {
 
 #[test]
 fn the_shader_validates_with_naga() {
-    let source = amari_gpu::tropical::kernels::SOURCE;
-    let module = naga::front::wgsl::parse_str(source).unwrap_or_else(|e| {
-        panic!(
-            "tropical.wgsl does not parse:\n{}",
-            e.emit_to_string(source)
-        )
-    });
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::empty(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|e| {
-        panic!(
-            "tropical.wgsl does not validate:\n{}",
-            e.emit_to_string(source)
-        )
-    });
+    let module = validate("tropical.wgsl", amari_gpu::tropical::kernels::SOURCE);
     let entries: Vec<&str> = module
         .entry_points
         .iter()

@@ -9,7 +9,6 @@ use super::{MultiGpuContext, Ran, Target};
 use crate::chunks::{check_chunk_items, chunk_items_for, chunk_ranges};
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
-use crate::families::family_of;
 use crate::gpu_io;
 use crate::kernel::{Kernel, Output};
 use crate::plan::{Plan, Strategy};
@@ -229,7 +228,7 @@ impl MultiGpuContext {
     /// and the busy-time counters.
     fn learn(&self, workload: &Workload, workers: &[&GpuDevice], reports: &[WorkerReport]) {
         let models = self.models_for(workload, false);
-        let family = family_of(&workload.kernel).map_or(workload.kernel.as_str(), |f| f.name);
+        let family = workload.history_key();
         for (dev, report) in workers.iter().zip(reports) {
             dev.counters.add_busy(report.busy_s);
             let Some(model) = models.iter().find(|m| m.device == dev.id) else {

@@ -1,8 +1,7 @@
 //! The multi-device context: one process-wide wgpu instance, the devices a caller selected,
-//! their health, counters and profile. Calibration and the cost model are in
-//! `calibration`, planning and running kernels in `execution`.
+//! their health, counters and profile. Planning and running kernels are in `execution`;
+//! calibration and the cost model in [`crate::calibration`].
 
-mod calibration;
 mod execution;
 
 use std::collections::BTreeMap;

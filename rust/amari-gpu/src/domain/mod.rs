@@ -23,6 +23,7 @@ pub use report::{DeviceRoundReport, Layout, Report, RoundReport};
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
+use crate::family::Family;
 use crate::kernel::Kernel;
 use run::evolve;
 use state::Spec;
@@ -52,7 +53,7 @@ impl Rule {
             Rule::Heat { .. } => crate::shaders::HEAT,
             Rule::Life => crate::shaders::LIFE,
         };
-        Kernel::map(self.name(), "domain", source)
+        Kernel::map(self.name(), Family::Stencil, source)
     }
 
     /// Bytes a step reads and writes per cell at the least (for the plan's estimates).

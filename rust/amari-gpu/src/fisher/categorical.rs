@@ -3,11 +3,12 @@
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
+use crate::family::Family;
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 use crate::plan::{Plan, Strategy};
 
 use super::checks;
-use super::{FAMILY, SHADER};
+use super::syrk::SHADER;
 
 /// Largest K: one sample's (K, K) output must fit the 128 MiB storage binding every
 /// WebGPU device grants.
@@ -25,7 +26,7 @@ pub fn softmax_kernel(k: usize) -> Kernel {
         params: vec![k as u32, 0, 0, 0],
         // max, exp, sum and divide per entry.
         flops_per_item: 4.0 * k as f64,
-        ..Kernel::map("softmax_rows", FAMILY, SHADER)
+        ..Kernel::map("softmax_rows", Family::InformationGeometry, SHADER)
     }
 }
 
@@ -40,7 +41,7 @@ pub fn categorical_outer_kernel(k: usize) -> Kernel {
             threads_per_item: (k * k) as u32,
         },
         flops_per_item: 2.0 * (k * k) as f64,
-        ..Kernel::map("categorical_outer", FAMILY, SHADER)
+        ..Kernel::map("categorical_outer", Family::InformationGeometry, SHADER)
     }
 }
 

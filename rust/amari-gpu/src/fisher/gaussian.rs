@@ -4,11 +4,12 @@
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
+use crate::family::Family;
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 use crate::plan::{Plan, Strategy};
 
 use super::checks;
-use super::{FAMILY, SHADER};
+use super::syrk::SHADER;
 
 /// Largest D: one sample's (2D, 2D) output must fit the 128 MiB storage binding every
 /// WebGPU device grants.
@@ -27,7 +28,7 @@ pub fn gaussian_diag_kernel(d: usize) -> Kernel {
         },
         // Two divisions per variance.
         flops_per_item: 2.0 * edge as f64,
-        ..Kernel::map("gaussian_diag", FAMILY, SHADER)
+        ..Kernel::map("gaussian_diag", Family::InformationGeometry, SHADER)
     }
 }
 

@@ -7,8 +7,7 @@ use crate::plan::{Plan, Strategy};
 
 use super::checks;
 use super::reduce::{reduce_naive, reduce_tiled};
-use super::syrk::{naive_kernel, tiled_kernel, SyrkShape};
-use super::MAX_SCORE_COLUMNS;
+use super::syrk::{naive_kernel, tiled_kernel, SyrkShape, MAX_SCORE_COLUMNS};
 
 /// A Fisher matrix and how it was computed.
 #[derive(Debug, Clone)]

@@ -13,7 +13,7 @@ mod gaussian;
 mod information;
 mod reduce;
 pub mod reference;
-mod syrk;
+pub(crate) mod syrk;
 
 pub use categorical::{
     categorical_outer_kernel, fisher_categorical_logits, fisher_categorical_probs, softmax_kernel,
@@ -23,11 +23,5 @@ pub use gaussian::{fisher_gaussian_diag, gaussian_diag_kernel, MAX_GAUSSIAN_DIME
 pub use information::{fisher_information, fisher_information_naive, FisherMatrix};
 pub use syrk::{
     naive_kernel, reference_kernel, shaped_kernel, tiled_kernel, SyrkShape, BLOCK,
-    MAX_SCORE_COLUMNS, NARROW_COLUMNS, REFERENCE_COLUMNS, REFERENCE_FLOPS_PER_ITEM, TILE,
+    MAX_SCORE_COLUMNS, NARROW_COLUMNS, REFERENCE_COLUMNS, REFERENCE_FLOPS_PER_ITEM, SHADER, TILE,
 };
-
-/// The WGSL source of every kernel of the family.
-pub const SHADER: &str = include_str!("../../../../shaders/fisher.wgsl");
-
-/// Family name used for capabilities and throughput bookkeeping.
-pub const FAMILY: &str = "information_geometry";

@@ -5,9 +5,11 @@
 
 use std::borrow::Cow;
 
+use crate::family::Family;
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 
-use super::{FAMILY, SHADER};
+/// The WGSL source of every kernel of the family.
+pub const SHADER: &str = include_str!("../../../../shaders/fisher.wgsl");
 
 /// Edge of the output tile one workgroup of the tiled kernel computes (see the shader).
 pub const TILE: usize = 64;
@@ -148,7 +150,7 @@ pub fn shaped_kernel(shape: SyrkShape) -> Kernel {
         params: shape.params(),
         dispatch: Dispatch::Custom(tiled_grid),
         flops_per_item: flops_per_row(shape.p),
-        ..Kernel::map(id, FAMILY, SHADER)
+        ..Kernel::map(id, Family::InformationGeometry, SHADER)
     }
 }
 
@@ -163,7 +165,7 @@ pub fn naive_kernel(p: usize) -> Kernel {
         params: shape.params(),
         dispatch: Dispatch::Custom(naive_grid),
         flops_per_item: flops_per_row(p),
-        ..Kernel::map("fisher_naive", FAMILY, SHADER)
+        ..Kernel::map("fisher_naive", Family::InformationGeometry, SHADER)
     }
 }
 

@@ -1,6 +1,6 @@
-//! Kernels for the generated operations and the entry point that runs them through the
-//! engine: shape checks naming the operand, broadcast of a single multivector (bound whole,
-//! uploaded once per device), and a process-wide cache of generated kernels.
+//! Kernels for the generated operations: one per algebra, operation and broadcast (a single
+//! multivector is bound whole, uploaded once per device), from a process-wide cache of
+//! generated sources.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -8,10 +8,8 @@ use std::sync::{Mutex, OnceLock};
 use super::algebra::Algebra;
 use super::codegen::{generate, Broadcast};
 use super::operation::{product_terms, sandwich_terms, Operation};
-use crate::context::MultiGpuContext;
-use crate::error::{Error, Result};
+use crate::family::Family;
 use crate::kernel::{Input, Kernel, Output};
-use crate::plan::{Plan, Strategy};
 
 /// Kernel id: algebra, operation and broadcast, so the per-device pipeline cache (keyed by
 /// id) holds one pipeline per generated source.
@@ -72,82 +70,6 @@ pub fn kernel(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Kernel 
         inputs,
         output: Output::PerItem(op.output_words(algebra)),
         flops_per_item: flops,
-        ..Kernel::map(id, "geometric_algebra", source)
+        ..Kernel::map(id, Family::GeometricAlgebra, source)
     }
-}
-
-fn rows(name: &str, data: &[f32], words: usize) -> Result<usize> {
-    if !data.len().is_multiple_of(words) {
-        return Err(Error::Shape {
-            argument: name.into(),
-            expected: format!("(N, {words}) or ({words},)"),
-            actual: format!("{} floats, not a multiple of {words}", data.len()),
-        });
-    }
-    Ok(data.len() / words)
-}
-
-/// The items of a call of `op` on `operands` and which operand, if any, is broadcast:
-/// operands are batches of equal length, or one of a product's two operands is a single
-/// multivector applied to every row of the other.
-pub fn shape(algebra: &Algebra, op: Operation, operands: &[&[f32]]) -> Result<(usize, Broadcast)> {
-    op.check(algebra)?;
-    let names = op.operands();
-    if operands.len() != names.len() {
-        return Err(Error::invalid(
-            "operands",
-            format!(
-                "{} takes {} operands, got {}",
-                op.name(),
-                names.len(),
-                operands.len()
-            ),
-        ));
-    }
-    let words = algebra.blades();
-    let counts = names
-        .iter()
-        .zip(operands)
-        .map(|(name, data)| rows(name, data, words))
-        .collect::<Result<Vec<_>>>()?;
-    match counts[..] {
-        [n] => Ok((n, Broadcast::None)),
-        [n, m] if n == m => Ok((n, Broadcast::None)),
-        [1, m] => Ok((m, Broadcast::Left)),
-        [n, 1] => Ok((n, Broadcast::Right)),
-        [n, m] => Err(Error::Shape {
-            argument: names[1].into(),
-            expected: format!("({n}, {words}) or ({words},)"),
-            actual: format!("({m}, {words})"),
-        }),
-        _ => unreachable!("one or two operands"),
-    }
-}
-
-/// Runs `op` in `algebra` on flat row-major operands of 2ⁿ words per multivector (see
-/// [`shape`] for broadcasting) and writes `out`: items × `op.output_words(algebra)` words.
-pub fn apply(
-    ctx: &MultiGpuContext,
-    algebra: &Algebra,
-    op: Operation,
-    operands: &[&[f32]],
-    out: &mut [f32],
-    strategy: Option<Strategy>,
-) -> Result<Plan> {
-    let (items, broadcast) = shape(algebra, op, operands)?;
-    let out_words = op.output_words(algebra);
-    if out.len() != items * out_words {
-        return Err(Error::Shape {
-            argument: "out".into(),
-            expected: format!("({items}, {out_words})"),
-            actual: format!("{} floats", out.len()),
-        });
-    }
-    ctx.run_map(
-        &kernel(algebra, op, broadcast),
-        operands,
-        out,
-        items,
-        strategy,
-    )
 }

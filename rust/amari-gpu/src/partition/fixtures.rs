@@ -27,6 +27,7 @@ pub(crate) fn dev(device: usize, group: usize, flops_per_s: f64) -> DeviceModel 
 pub(crate) fn work(items: u64) -> Workload {
     Workload {
         kernel: "test".into(),
+        family: None,
         items,
         bytes_in_per_item: 32.0,
         bytes_out_per_item: 16.0,

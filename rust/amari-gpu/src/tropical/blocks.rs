@@ -13,8 +13,21 @@ use crate::error::Result;
 use crate::kernel::Kernel;
 use crate::plan::{Plan, Strategy};
 use crate::tropical::kernels::{self, ProductShape, BLOCK_ROWS};
-use crate::tropical::product::BatchShape;
 use crate::tropical::semiring::Semiring;
+
+/// Shape of `batch` independent products of an (m, k) matrix by a (k, n) matrix (n = 1 for
+/// matrix-vector products). An unbatched product is `batch = 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchShape {
+    /// Number of independent products.
+    pub batch: usize,
+    /// Rows of each left operand.
+    pub m: usize,
+    /// Inner dimension.
+    pub k: usize,
+    /// Columns of each right operand.
+    pub n: usize,
+}
 
 /// `data` (batch × rows × width) with each batch's rows padded to `padded` rows of `fill`.
 fn pad_rows<'a>(

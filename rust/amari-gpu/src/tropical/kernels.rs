@@ -8,8 +8,9 @@
 //! multiple of it), so a workgroup's tile never straddles a chunk or a batch; for
 //! matrix-vector products an item is one row.
 
+use super::semiring::Semiring;
+use crate::family::Family;
 use crate::kernel::{Dispatch, Input, Kernel, Output};
-use crate::tropical::Semiring;
 
 /// The WGSL source of the family.
 pub const SOURCE: &str = include_str!("../../../../shaders/tropical.wgsl");
@@ -78,7 +79,7 @@ pub fn tiled(semiring: Semiring, shape: &ProductShape) -> Kernel {
         dispatch: Dispatch::Custom(tiled_grid),
         // One add and one max per inner step.
         flops_per_item: 2.0 * (BLOCK_ROWS * shape.k * shape.cols) as f64,
-        ..Kernel::map("tropical_matmul_tiled", "tropical", SOURCE)
+        ..Kernel::map("tropical_matmul_tiled", Family::Tropical, SOURCE)
     }
 }
 
@@ -107,7 +108,7 @@ pub fn matvec(semiring: Semiring, shape: &ProductShape) -> Kernel {
             threads_per_item: 64,
         },
         flops_per_item: 2.0 * shape.k as f64,
-        ..Kernel::map("tropical_matvec", "tropical", SOURCE)
+        ..Kernel::map("tropical_matvec", Family::Tropical, SOURCE)
     }
 }
 

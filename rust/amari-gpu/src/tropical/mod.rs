@@ -17,6 +17,7 @@ pub mod paths;
 pub mod product;
 pub mod semiring;
 
+pub use blocks::BatchShape;
 pub use paths::shortest_paths;
-pub use product::{tropical_matmul, tropical_matvec, BatchShape};
+pub use product::{tropical_matmul, tropical_matvec};
 pub use semiring::Semiring;

@@ -18,9 +18,8 @@
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::plan::{Plan, Strategy};
-use crate::tropical::blocks::run_product;
+use crate::tropical::blocks::{run_product, BatchShape};
 use crate::tropical::kernels;
-use crate::tropical::product::BatchShape;
 use crate::tropical::semiring::Semiring;
 
 const MIN_PLUS: Semiring = Semiring::MinPlus;

@@ -4,23 +4,9 @@
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::plan::{Plan, Strategy};
-use crate::tropical::blocks::{run_matvec, run_product};
+use crate::tropical::blocks::{run_matvec, run_product, BatchShape};
 use crate::tropical::kernels;
 use crate::tropical::semiring::{reject_nan, Semiring};
-
-/// Shape of `batch` independent products of an (m, k) matrix by a (k, n) matrix (n = 1 for
-/// matrix-vector products). An unbatched product is `batch = 1`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchShape {
-    /// Number of independent products.
-    pub batch: usize,
-    /// Rows of each left operand.
-    pub m: usize,
-    /// Inner dimension.
-    pub k: usize,
-    /// Columns of each right operand.
-    pub n: usize,
-}
 
 /// Which product kernel runs a matrix product.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use super::cache;
+use super::families::families;
 use crate::context::MultiGpuContext;
 use crate::device::GpuDevice;
 use crate::error::Result;
-use crate::families::families;
 use crate::plan::Strategy;
 use crate::worker::Execution;
 
@@ -110,7 +111,7 @@ impl MultiGpuContext {
             let cached = if force {
                 None
             } else {
-                crate::cache::load::<f64>(&key)
+                cache::load::<f64>(&key)
             };
             let speedup = match cached {
                 Some(s) => s,
@@ -120,7 +121,7 @@ impl MultiGpuContext {
                     let together = self.time_members(&members, items)?;
                     let s = alone / together;
                     // A cache that cannot be written only costs a re-measurement next time.
-                    let _ = crate::cache::store(&key, &s);
+                    let _ = cache::store(&key, &s);
                     s
                 }
             };

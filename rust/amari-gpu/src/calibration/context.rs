@@ -1,14 +1,15 @@
-//! Calibration and the cost model of a context: measuring (or loading) every device's
-//! figures, the capabilities users see, and the per-workload device models the
-//! partitioners plan with, refined by the history of completed calls.
+//! Calibration of a context: measuring (or loading) every device's figures, the
+//! capabilities users see, and the per-workload device models the partitioners plan with,
+//! refined by the history of completed calls.
 
 use std::collections::BTreeMap;
 
-use super::MultiGpuContext;
+use super::cache;
+use super::families::flops_per_s;
 use crate::calibrate::{self, Measurements};
 use crate::capabilities::{memory_budget_bytes, Capabilities};
+use crate::context::MultiGpuContext;
 use crate::error::Result;
-use crate::families::{families, family_of};
 use crate::model::DeviceModel;
 use crate::workload::Workload;
 
@@ -27,7 +28,7 @@ impl MultiGpuContext {
             let found = match fresh.get(&key) {
                 Some(m) => Some((m.clone(), false)),
                 // A cache written before a family or figure existed is measured again.
-                None if !force => crate::cache::load::<Measurements>(&key)
+                None if !force => cache::load::<Measurements>(&key)
                     .filter(calibrate::is_complete)
                     .map(|m| (m, true)),
                 None => None,
@@ -40,7 +41,7 @@ impl MultiGpuContext {
                     }
                     let m = calibrate::measure(dev)?;
                     // A cache that cannot be written only costs a re-measurement next time.
-                    let _ = crate::cache::store(&key, &m);
+                    let _ = cache::store(&key, &m);
                     fresh.insert(key, m.clone());
                     (m, false)
                 }
@@ -65,7 +66,7 @@ impl MultiGpuContext {
             .collect())
     }
 
-    pub(super) fn capabilities_now(&self, id: usize) -> Capabilities {
+    fn capabilities_now(&self, id: usize) -> Capabilities {
         let measured = self.measured.lock().expect("measured lock")[id].clone();
         let dev = &self.devices[id];
         let mut caps = Capabilities::new(
@@ -123,7 +124,6 @@ impl MultiGpuContext {
     /// The cost models of the healthy devices for `workload`, without history corrections
     /// when `corrected` is false.
     pub(crate) fn models_for(&self, workload: &Workload, corrected: bool) -> Vec<DeviceModel> {
-        let family = family_of(&workload.kernel);
         let groups = self.group_speedups.lock().expect("group lock").clone();
         let measured = self.measured.lock().expect("measured lock");
         self.devices
@@ -131,17 +131,8 @@ impl MultiGpuContext {
             .filter(|d| d.health.is_healthy())
             .filter_map(|dev| {
                 let (m, _) = measured[dev.id].as_ref()?;
-                let flops_per_s = match family {
-                    Some(f) => m
-                        .family_items_per_s
-                        .get(f.name)
-                        .map(|r| r * f.reference_flops_per_item),
-                    None => None,
-                }
-                .unwrap_or_else(|| mean_flops_per_s(m));
-                let family_name = family.map_or(workload.kernel.as_str(), |f| f.name);
                 let (correction, uncertainty) = if corrected {
-                    self.history.get(dev.id, family_name)
+                    self.history.get(dev.id, workload.history_key())
                 } else {
                     (1.0, 0.0)
                 };
@@ -151,7 +142,7 @@ impl MultiGpuContext {
                     launch_latency_s: m.launch_latency_s,
                     h2d_bytes_per_s: m.h2d_bytes_per_s,
                     d2h_bytes_per_s: m.d2h_bytes_per_s,
-                    flops_per_s,
+                    flops_per_s: flops_per_s(&m.family_items_per_s, workload.family),
                     correction,
                     uncertainty,
                     memory_budget_bytes: memory_budget_bytes(dev),
@@ -161,23 +152,5 @@ impl MultiGpuContext {
                 })
             })
             .collect()
-    }
-}
-
-/// Arithmetic rate averaged over the measured families: the estimate for a family that has
-/// no reference kernel yet.
-fn mean_flops_per_s(m: &Measurements) -> f64 {
-    let rates: Vec<f64> = families()
-        .iter()
-        .filter_map(|f| {
-            m.family_items_per_s
-                .get(f.name)
-                .map(|r| r * f.reference_flops_per_item)
-        })
-        .collect();
-    if rates.is_empty() {
-        1e9
-    } else {
-        rates.iter().sum::<f64>() / rates.len() as f64
     }
 }
