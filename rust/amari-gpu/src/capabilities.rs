@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::calibrate::Measurements;
+use crate::calibration::measure::Measurements;
 use crate::device::GpuDevice;
 
 /// What one device can do.

@@ -7,7 +7,6 @@
 // The public modules: what users of the crate call. The rest are the engine's internals;
 // the benches reach the raw-wgpu baseline through the `bench-support` feature.
 pub mod adapter;
-mod calibrate;
 mod calibration;
 pub mod capabilities;
 mod chunks;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::cache;
 use super::families::flops_per_s;
-use crate::calibrate::{self, Measurements};
+use crate::calibration::measure::{self as calibrate, Measurements};
 use crate::capabilities::{memory_budget_bytes, Capabilities};
 use crate::context::MultiGpuContext;
 use crate::error::Result;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::adapter::{self, AdapterInfo};
-use crate::calibrate::Measurements;
+use crate::calibration::measure::Measurements;
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::health::CounterSnapshot;

@@ -1,0 +1,117 @@
+//! Micro-benchmarks run on a device to measure what it can do: launch latency, host→device
+//! and device→host transfer, on-device copy bandwidth, and items/s of each kernel family's
+//! reference kernel. Every figure is a median of a few timed repetitions on the device
+//! itself; nothing is looked up from the vendor. The transfer figures are measured in
+//! `transfers`, the kernel rates in `rates`; this module holds what they share and the
+//! figures they make up.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{rates, transfers};
+use crate::device::GpuDevice;
+use crate::error::Result;
+use crate::gpu_io::{self, Limit};
+
+/// Timed repetitions per figure (the median is kept).
+pub(super) const REPEATS: usize = 3;
+
+/// What calibration measured on one adapter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurements {
+    /// Seconds for the smallest complete chunk (upload, dispatch, readback).
+    pub launch_latency_s: f64,
+    /// Host-to-device bytes per second.
+    pub h2d_bytes_per_s: f64,
+    /// Device-to-host bytes per second.
+    pub d2h_bytes_per_s: f64,
+    /// On-device copy: bytes read plus bytes written per second.
+    pub copy_bytes_per_s: f64,
+    /// Items per second of each family's reference kernel on resident data.
+    pub family_items_per_s: BTreeMap<String, f64>,
+    /// Arithmetic peak: flops per second of a chain of fused multiply-adds.
+    #[serde(default)]
+    pub peak_flops_per_s: f64,
+    /// Streaming copy by a kernel (one vec4 in, one out per thread): bytes read plus
+    /// written per second.
+    #[serde(default)]
+    pub kernel_copy_bytes_per_s: f64,
+    /// Extra seconds a chunk takes when its kernel is timed with GPU timestamp queries (0
+    /// without the feature; negative in caches written before it was measured).
+    #[serde(default = "unmeasured")]
+    pub timestamp_cost_s: f64,
+    /// Seconds since the Unix epoch when measured.
+    pub measured_unix_s: u64,
+    /// Seconds the calibration took.
+    pub calibration_s: f64,
+}
+
+fn unmeasured() -> f64 {
+    -1.0
+}
+
+pub(super) fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+/// How long one calibration step may take before the device counts as lost.
+pub(super) const STEP_LIMIT: Duration = Duration::from_secs(60);
+
+pub(super) fn wait(dev: &GpuDevice, submission: wgpu::SubmissionIndex) -> Result<()> {
+    gpu_io::wait(dev, Some(submission), Limit::Fixed(STEP_LIMIT))
+}
+
+pub(super) fn buffer(dev: &GpuDevice, bytes: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
+    gpu_io::buffer(dev, "amari-gpu calibration", bytes, usage)
+}
+
+pub(super) fn timed(repeats: usize, mut step: impl FnMut() -> Result<()>) -> Result<f64> {
+    step()?; // warm-up: first use allocates and compiles
+    let mut samples = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        let start = Instant::now();
+        step()?;
+        samples.push(start.elapsed().as_secs_f64());
+    }
+    Ok(median(samples))
+}
+
+/// Whether cached measurements have every figure this version measures.
+pub fn is_complete(m: &Measurements) -> bool {
+    m.peak_flops_per_s > 0.0
+        && m.kernel_copy_bytes_per_s > 0.0
+        && m.timestamp_cost_s >= 0.0
+        && super::families::families()
+            .iter()
+            .all(|f| m.family_items_per_s.contains_key(f.name))
+}
+
+/// Runs every micro-benchmark on `dev`.
+pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
+    let start = Instant::now();
+    let launch_latency_s = transfers::measure_latency(dev)?;
+    let h2d_bytes_per_s = transfers::measure_h2d(dev)?;
+    let d2h_bytes_per_s = transfers::measure_d2h(dev)?;
+    let copy_bytes_per_s = transfers::measure_copy(dev)?;
+    let family_items_per_s = rates::measure_families(dev)?;
+    let peak_flops_per_s = rates::measure_peak(dev)?;
+    let kernel_copy_bytes_per_s = rates::measure_kernel_copy(dev)?;
+    let timestamp_cost_s = transfers::measure_timestamp_cost(dev)?;
+    Ok(Measurements {
+        launch_latency_s,
+        h2d_bytes_per_s,
+        d2h_bytes_per_s,
+        copy_bytes_per_s,
+        family_items_per_s,
+        peak_flops_per_s,
+        kernel_copy_bytes_per_s,
+        timestamp_cost_s,
+        measured_unix_s: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        calibration_s: start.elapsed().as_secs_f64(),
+    })
+}

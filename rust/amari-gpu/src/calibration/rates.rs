@@ -1,0 +1,147 @@
+//! Kernel rates of a device on resident data: items per second of each family's reference
+//! kernel, the FMA-chain arithmetic peak and the streaming-copy bandwidth. Each kernel is
+//! timed at a size found on the device (grown until one dispatch takes about
+//! [`TARGET_DISPATCH_S`]), so a slow software adapter calibrates quickly and a fast GPU is
+//! not timed on a dispatch too small to fill it.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use super::families::families;
+use super::measure::{median, REPEATS};
+use crate::device::GpuDevice;
+use crate::error::Result;
+use crate::family::Family;
+use crate::raw::Resident;
+
+/// Seconds a timed kernel dispatch is sized to take: long enough that launch cost and
+/// timer noise are small parts of it, short enough that calibration stays quick on a
+/// software adapter. Sizes are found by measuring, not assumed per device.
+const TARGET_DISPATCH_S: f64 = 0.025;
+/// The most a kernel's calibration size grows past its smallest size.
+const MAX_GROWTH: usize = 1 << 6;
+
+/// Items per second of `kernel` on resident data, at a size found by measuring: from
+/// `smallest` items the size grows until one dispatch takes about [`TARGET_DISPATCH_S`],
+/// up to [`MAX_GROWTH`] times `smallest` and what one binding and one dispatch can hold.
+/// Then the median of [`REPEATS`] dispatches at that size.
+pub(super) fn items_per_s(
+    dev: &GpuDevice,
+    kernel: &crate::kernel::Kernel,
+    smallest: usize,
+) -> Result<f64> {
+    let pipeline = dev.pipeline(kernel)?;
+    let largest = largest_size(dev, kernel, smallest);
+    let mut items = smallest.min(largest);
+    loop {
+        let resident = Resident::new(dev, kernel, &pipeline, items)?;
+        resident.run(dev)?; // warm-up: first use of new buffers
+        let start = Instant::now();
+        resident.run(dev)?;
+        let seconds = start.elapsed().as_secs_f64();
+        match next_size(items, seconds, largest) {
+            Some(bigger) => items = bigger,
+            None => {
+                let mut samples = vec![seconds];
+                for _ in 1..REPEATS {
+                    let start = Instant::now();
+                    resident.run(dev)?;
+                    samples.push(start.elapsed().as_secs_f64());
+                }
+                return Ok(items as f64 / median(samples));
+            }
+        }
+    }
+}
+
+/// The size to time next after `items` took `seconds`, or `None` when that size is the one
+/// to measure: it took at least half the target, or it is the largest allowed.
+pub(super) fn next_size(items: usize, seconds: f64, largest: usize) -> Option<usize> {
+    if seconds >= TARGET_DISPATCH_S / 2.0 || items >= largest {
+        return None;
+    }
+    // Grow to what the time says would hit the target (more than twofold, as the time is
+    // under half of it), at most sixteenfold: a dispatch far below the target is mostly
+    // launch cost, so its time says little about larger sizes.
+    let grow = (TARGET_DISPATCH_S / seconds.max(1e-9)).min(16.0);
+    Some(((items as f64 * grow).round() as usize).min(largest))
+}
+
+/// The largest size `items_per_s` may use for `kernel`: every buffer within one binding,
+/// the dispatch within the device's grid limits.
+pub(super) fn largest_size(
+    dev: &GpuDevice,
+    kernel: &crate::kernel::Kernel,
+    smallest: usize,
+) -> usize {
+    let fits = |items: usize| {
+        let words = (0..kernel.inputs.len())
+            .map(|i| kernel.input_len(i, items))
+            .chain(std::iter::once(kernel.output_words(items)));
+        u32::try_from(items).is_ok_and(|n| {
+            kernel
+                .grid(n, dev.limits.max_compute_workgroups_per_dimension)
+                .is_some()
+        }) && words
+            .into_iter()
+            .all(|w| (w as u64) * 4 <= dev.max_binding_bytes())
+    };
+    let mut items = smallest * MAX_GROWTH;
+    while items > smallest && !fits(items) {
+        items /= 2;
+    }
+    items
+}
+
+/// Items/s of each family's reference kernel with its data already on the device.
+pub(super) fn measure_families(dev: &GpuDevice) -> Result<BTreeMap<String, f64>> {
+    let mut rates = BTreeMap::new();
+    for family in families() {
+        let rate = items_per_s(dev, &(family.reference)(), family.calibration_min_items)?;
+        rates.insert(family.name.to_string(), rate);
+    }
+    Ok(rates)
+}
+
+/// Flops per second of the FMA-chain kernel on resident data.
+pub(super) fn measure_peak(dev: &GpuDevice) -> Result<f64> {
+    let kernel = crate::kernel::Kernel {
+        inputs: vec![crate::kernel::Input::PerItem(4)],
+        output: crate::kernel::Output::PerItem(4),
+        ..crate::kernel::Kernel::map("peak", Family::Probe, crate::shaders::PEAK)
+    };
+    let threads_per_s = items_per_s(dev, &kernel, 1 << 12)?;
+    Ok(threads_per_s * crate::shaders::PEAK_FLOPS_PER_THREAD)
+}
+
+/// Bytes read plus written per second by the streaming-copy kernel on resident data.
+pub(super) fn measure_kernel_copy(dev: &GpuDevice) -> Result<f64> {
+    let kernel = crate::kernel::Kernel {
+        inputs: vec![crate::kernel::Input::PerItem(4)],
+        output: crate::kernel::Output::PerItem(4),
+        ..crate::kernel::Kernel::map("copy", Family::Probe, crate::shaders::COPY)
+    };
+    // Each thread reads one vec4 and writes one: 32 bytes moved.
+    let threads_per_s = items_per_s(dev, &kernel, 1 << 16)?;
+    Ok(32.0 * threads_per_s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_grow_from_the_time_taken_within_bounds() {
+        let target = TARGET_DISPATCH_S;
+        // Far below the target: grows at most sixteenfold.
+        assert_eq!(next_size(1000, target / 1000.0, 1 << 30), Some(16_000));
+        // Below half the target: grows to what would take the target.
+        assert_eq!(next_size(1000, target * 0.49, 1 << 30), Some(2041));
+        assert_eq!(next_size(1000, target * 0.4, 1 << 30), Some(2500));
+        // Never past the largest size; a zero time does not divide by zero.
+        assert_eq!(next_size(1000, 0.0, 5000), Some(5000));
+        // Long enough, or as large as allowed: measure this size.
+        assert_eq!(next_size(1000, target / 2.0, 1 << 30), None);
+        assert_eq!(next_size(5000, 0.0, 5000), None);
+    }
+}
