@@ -43,6 +43,7 @@ wheel-test: system venv ## build the wheel and the sdist, install each in a fres
 
 lint: venv ## rustfmt, clippy, ruff, mypy and stub check
 	cargo fmt --all --check
+	python3 scripts/import-cycles.py rust/amari-gpu/src
 	cargo clippy --release --workspace --all-targets --features amari-gpu/bench-support -- -D warnings
 	$(VENV)/bin/ruff check python tests benches
 	$(VENV)/bin/ruff format --check python tests benches

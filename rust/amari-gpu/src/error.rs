@@ -52,6 +52,25 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    /// Rows of a flat row-major array named `argument` with `width` words per row; a shape
+    /// error saying `expected` (the shape the caller wanted, e.g. "(N, 8)") when its length
+    /// is not a multiple of `width`. The one width check of every entry point.
+    pub(crate) fn rows(
+        argument: &str,
+        data: &[f32],
+        width: usize,
+        expected: &str,
+    ) -> Result<usize> {
+        if width == 0 || !data.len().is_multiple_of(width) {
+            return Err(Error::Shape {
+                argument: argument.into(),
+                expected: expected.into(),
+                actual: format!("{} floats, not a multiple of {width}", data.len()),
+            });
+        }
+        Ok(data.len() / width)
+    }
+
     /// Builds an [`Error::InvalidArgument`].
     pub fn invalid(argument: impl Into<String>, message: impl Into<String>) -> Self {
         Error::InvalidArgument {

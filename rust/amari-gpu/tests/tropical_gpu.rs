@@ -4,7 +4,9 @@
 mod common;
 
 use amari_gpu::tropical::product::{tropical_matmul_with, Variant};
-use amari_gpu::tropical::{shortest_paths, tropical_matmul, tropical_matvec, BatchShape, Semiring};
+use amari_gpu::tropical::{
+    shortest_paths, tropical_matmul, tropical_matvec, BatchShape, Product, Semiring,
+};
 use amari_gpu::{ContextOptions, Error, MultiGpuContext, Strategy};
 use common::validate;
 
@@ -83,7 +85,13 @@ fn products_match_the_float32_reference_on_every_adapter() {
                 let want = reference(s, &a, &b, shape);
                 for variant in [Variant::Tiled, Variant::Naive] {
                     let mut out = vec![f32::NAN; want.len()];
-                    tropical_matmul_with(&ctx, variant, &a, &b, shape, s, &mut out, None)
+                    let product = Product {
+                        semiring: s,
+                        shape,
+                        a: &a,
+                        b: &b,
+                    };
+                    tropical_matmul_with(&ctx, variant, product, &mut out, None)
                         .expect("product runs");
                     assert!(
                         same_bits(&out, &want),

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
+use super::attempt::{Attempt, Failure, States};
 use super::bands;
 use super::round::Readback;
-use super::run::{Attempt, Failure, States};
 use super::state::{BandState, RowMove};
 
 /// Where each grid row is in `states`: (device, band index on it, buffer row).

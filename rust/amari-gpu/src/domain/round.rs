@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::run::{Attempt, Failure, States};
+use super::attempt::{Attempt, Failure, States};
 use super::state::{BandState, Spec};
 use crate::device::GpuDevice;
 use crate::error::Result;

@@ -4,39 +4,22 @@
 //! download. Laying bands out and moving them is in `relayout`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::attempt::{Attempt, Failure, States};
 use super::balance::Balancer;
 use super::bands;
 use super::record::Recorder;
 use super::relayout::moved_rows;
 use super::report::{DeviceRoundReport, Layout, Report, RoundReport};
 use super::round::{place, DeviceRound, Readback, Round};
+use super::rule::Options;
 use super::state::{BandState, Spec};
-use super::Options;
 use crate::context::MultiGpuContext;
-use crate::device::Compiled;
 use crate::error::{Error, Result};
 use crate::gpu_io;
-use crate::kernel::Kernel;
 use crate::profile::{CallRecord, HostStep, Kind, Profiler};
 use crate::worker::GpuClock;
-
-/// A device failure that ended an attempt (or any other error, which ends the run).
-pub(super) struct Failure {
-    pub(super) device: Option<usize>,
-    pub(super) error: Error,
-}
-
-impl From<Error> for Failure {
-    fn from(error: Error) -> Self {
-        Failure {
-            device: None,
-            error,
-        }
-    }
-}
 
 /// Runs the grid on the healthy devices, starting again without a device that fails.
 pub(super) fn evolve(
@@ -184,19 +167,6 @@ fn register_call(
         }
         .to_string(),
     })
-}
-
-/// The bands on each device, by device id.
-pub(super) type States = BTreeMap<usize, Vec<BandState>>;
-
-/// What one attempt holds fixed: the context, the grid, the rule's kernel compiled on each
-/// device that has bands, and the wait limit.
-pub(super) struct Attempt<'a> {
-    pub(super) ctx: &'a MultiGpuContext,
-    pub(super) spec: &'a Spec,
-    pub(super) kernel: Kernel,
-    pub(super) compiled: BTreeMap<usize, Arc<Compiled>>,
-    pub(super) timeout: Option<Duration>,
 }
 
 /// One attempt on a fixed set of devices; a device failure ends it.

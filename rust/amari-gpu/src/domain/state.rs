@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use super::bands::{Band, Geometry};
-use super::Rule;
+use super::rule::Rule;
 use crate::device::{Compiled, GpuDevice};
 use crate::error::{Error, Result};
 use crate::gpu_io::binding;

@@ -13,14 +13,7 @@ pub(crate) fn rows(argument: &str, data: &[f32], width: usize, max_width: usize)
             actual: format!("W = {width}"),
         });
     }
-    if !data.len().is_multiple_of(width) {
-        return Err(Error::Shape {
-            argument: argument.into(),
-            expected: format!("(N, {width})"),
-            actual: format!("{} floats, not a multiple of {width}", data.len()),
-        });
-    }
-    Ok(data.len() / width)
+    Error::rows(argument, data, width, &format!("(N, {width})"))
 }
 
 /// `data` has exactly `len` words, else a shape error naming `argument`.

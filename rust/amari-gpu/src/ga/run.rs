@@ -11,14 +11,7 @@ use crate::error::{Error, Result};
 use crate::plan::{Plan, Strategy};
 
 fn rows(name: &str, data: &[f32], words: usize) -> Result<usize> {
-    if !data.len().is_multiple_of(words) {
-        return Err(Error::Shape {
-            argument: name.into(),
-            expected: format!("(N, {words}) or ({words},)"),
-            actual: format!("{} floats, not a multiple of {words}", data.len()),
-        });
-    }
-    Ok(data.len() / words)
+    Error::rows(name, data, words, &format!("(N, {words}) or ({words},)"))
 }
 
 /// The items of a call of `op` on `operands` and which operand, if any, is broadcast:
@@ -87,14 +80,7 @@ pub fn apply(
 }
 
 fn check_batch(argument: &str, data: &[f32]) -> Result<usize> {
-    if !data.len().is_multiple_of(CL3_BLADES) {
-        return Err(Error::Shape {
-            argument: argument.to_string(),
-            expected: format!("(N, {CL3_BLADES})"),
-            actual: format!("{} floats, not a multiple of {CL3_BLADES}", data.len()),
-        });
-    }
-    Ok(data.len() / CL3_BLADES)
+    Error::rows(argument, data, CL3_BLADES, &format!("(N, {CL3_BLADES})"))
 }
 
 /// `out[i] = a[i] b[i]` in Cl(3,0) for flat row-major batches of shape (N, 8).

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{CallRecord, Event, Kind};
+use super::timeline::{CallRecord, Event, Kind};
 
 /// One device's figures over a profile.
 #[derive(Debug, Clone, PartialEq)]

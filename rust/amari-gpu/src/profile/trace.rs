@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use super::{Event, Kind};
+use super::timeline::{Event, Kind};
 
 const PID: u64 = 1;
 const HOST_TID: u64 = 0;

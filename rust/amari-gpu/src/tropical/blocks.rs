@@ -29,6 +29,20 @@ pub struct BatchShape {
     pub n: usize,
 }
 
+/// One batched tropical product: `a` (batch, m, k) ⊗ `b` (batch, k, n) in `semiring`; for
+/// a matrix-vector product `b` holds the (batch, k) vectors and n = 1.
+#[derive(Debug, Clone, Copy)]
+pub struct Product<'a> {
+    /// The semiring.
+    pub semiring: Semiring,
+    /// The shape of every product of the batch.
+    pub shape: BatchShape,
+    /// Left operands, flat row-major.
+    pub a: &'a [f32],
+    /// Right operands (or vectors), flat row-major.
+    pub b: &'a [f32],
+}
+
 /// `data` (batch × rows × width) with each batch's rows padded to `padded` rows of `fill`.
 fn pad_rows<'a>(
     data: &'a [f32],
@@ -52,18 +66,20 @@ fn pad_rows<'a>(
 /// Runs one product kernel over row blocks: `a` holds (batch, m, k), `c` (if any) and `out`
 /// hold (batch, m, n). A product with k = 0 runs as k = 1 on tropical zeros, which gives the
 /// tropical zero (or `c`).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_product(
     ctx: &MultiGpuContext,
     build: fn(Semiring, &ProductShape) -> Kernel,
-    semiring: Semiring,
-    shape: BatchShape,
-    a: &[f32],
-    b: &[f32],
+    product: Product<'_>,
     c: Option<&[f32]>,
     out: &mut [f32],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
+    let Product {
+        semiring,
+        shape,
+        a,
+        b,
+    } = product;
     let BatchShape { batch, m, n, .. } = shape;
     let zero = semiring.zero();
     let zeros_a;
@@ -118,13 +134,16 @@ pub(crate) fn run_product(
 /// Runs the matrix-vector kernel over rows: `a` holds (batch, m, k), `x` (batch, k).
 pub(crate) fn run_matvec(
     ctx: &MultiGpuContext,
-    semiring: Semiring,
-    shape: BatchShape,
-    a: &[f32],
-    x: &[f32],
+    product: Product<'_>,
     out: &mut [f32],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
+    let Product {
+        semiring,
+        shape,
+        a,
+        b: x,
+    } = product;
     let BatchShape { batch, m, .. } = shape;
     let zero = semiring.zero();
     let zeros_a;

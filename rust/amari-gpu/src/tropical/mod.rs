@@ -17,7 +17,7 @@ pub mod paths;
 pub mod product;
 pub mod semiring;
 
-pub use blocks::BatchShape;
+pub use blocks::{BatchShape, Product};
 pub use paths::shortest_paths;
 pub use product::{tropical_matmul, tropical_matvec};
 pub use semiring::Semiring;

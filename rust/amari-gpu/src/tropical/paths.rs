@@ -18,7 +18,7 @@
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::plan::{Plan, Strategy};
-use crate::tropical::blocks::{run_product, BatchShape};
+use crate::tropical::blocks::{run_product, BatchShape, Product};
 use crate::tropical::kernels;
 use crate::tropical::semiring::Semiring;
 
@@ -131,10 +131,12 @@ pub fn shortest_paths(
         run_product(
             ctx,
             kernels::tiled,
-            MIN_PLUS,
-            shape,
-            &column,
-            &diag,
+            Product {
+                semiring: MIN_PLUS,
+                shape,
+                a: &column,
+                b: &diag,
+            },
             Some(&column),
             &mut panel,
             strategy,
@@ -149,10 +151,12 @@ pub fn shortest_paths(
         plan = Some(run_product(
             ctx,
             kernels::tiled,
-            MIN_PLUS,
-            shape,
-            &panel,
-            rows,
+            Product {
+                semiring: MIN_PLUS,
+                shape,
+                a: &panel,
+                b: rows,
+            },
             Some(&d),
             &mut next,
             strategy,
@@ -178,10 +182,12 @@ pub fn shortest_paths(
             run_product(
                 ctx,
                 kernels::tiled,
-                MIN_PLUS,
-                empty,
-                &[],
-                &[],
+                Product {
+                    semiring: MIN_PLUS,
+                    shape: empty,
+                    a: &[],
+                    b: &[],
+                },
                 None,
                 &mut [],
                 strategy,

@@ -4,7 +4,7 @@
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::plan::{Plan, Strategy};
-use crate::tropical::blocks::{run_matvec, run_product, BatchShape};
+use crate::tropical::blocks::{run_matvec, run_product, BatchShape, Product};
 use crate::tropical::kernels;
 use crate::tropical::semiring::{reject_nan, Semiring};
 
@@ -83,27 +83,29 @@ pub fn tropical_matmul(
     out: &mut [f32],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
-    tropical_matmul_with(ctx, Variant::Tiled, a, b, shape, semiring, out, strategy)
+    let product = Product {
+        semiring,
+        shape,
+        a,
+        b,
+    };
+    tropical_matmul_with(ctx, Variant::Tiled, product, out, strategy)
 }
 
 /// [`tropical_matmul`] with the kernel chosen explicitly (benchmarks and tests compare them).
-#[allow(clippy::too_many_arguments)]
 pub fn tropical_matmul_with(
     ctx: &MultiGpuContext,
     variant: Variant,
-    a: &[f32],
-    b: &[f32],
-    shape: BatchShape,
-    semiring: Semiring,
+    product: Product<'_>,
     out: &mut [f32],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
-    check_operands(ctx, shape, a, b, "b", out)?;
+    check_operands(ctx, product.shape, product.a, product.b, "b", out)?;
     let build = match variant {
         Variant::Tiled => kernels::tiled,
         Variant::Naive => kernels::naive,
     };
-    run_product(ctx, build, semiring, shape, a, b, None, out, strategy)
+    run_product(ctx, build, product, None, out, strategy)
 }
 
 /// `out[p] = a[p] ⊗ x[p]` for every batch p: flat (batch, m, k) matrices and (batch, k)
@@ -127,5 +129,11 @@ pub fn tropical_matvec(
         ));
     }
     check_operands(ctx, shape, a, x, "x", out)?;
-    run_matvec(ctx, semiring, shape, a, x, out, strategy)
+    let product = Product {
+        semiring,
+        shape,
+        a,
+        b: x,
+    };
+    run_matvec(ctx, product, out, strategy)
 }

@@ -1,0 +1,92 @@
+//! What a grid run is asked to do: the update rule (and its kernel), the boundary condition
+//! and the run options. Shared by the entry points and every part of the run.
+
+use crate::error::{Error, Result};
+use crate::family::Family;
+use crate::kernel::Kernel;
+
+/// The update rule of a grid.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rule {
+    /// u ← u + α(u_up + u_down + u_left + u_right − 4u), float32 cells.
+    Heat {
+        /// Diffusion number, stable for 0 ≤ α ≤ 1/4.
+        alpha: f32,
+    },
+    /// Conway's Game of Life, cells 0 or 1, always on a torus.
+    Life,
+}
+
+impl Rule {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Rule::Heat { .. } => "domain/heat",
+            Rule::Life => "domain/life",
+        }
+    }
+
+    pub(super) fn kernel(self) -> Kernel {
+        let source = match self {
+            Rule::Heat { .. } => crate::shaders::HEAT,
+            Rule::Life => crate::shaders::LIFE,
+        };
+        Kernel::map(self.name(), Family::Stencil, source)
+    }
+
+    /// Bytes a step reads and writes per cell at the least (for the plan's estimates).
+    pub(super) fn bytes_per_cell(self) -> f64 {
+        match self {
+            Rule::Heat { .. } => 8.0,
+            Rule::Life => 2.0,
+        }
+    }
+}
+
+/// What lies beyond the grid's edges (heat; Life is always periodic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Boundary {
+    /// The outermost rows and columns keep their initial values.
+    Dirichlet,
+    /// The grid wraps in both directions.
+    Periodic,
+}
+
+impl Boundary {
+    /// Every boundary condition, in documentation order.
+    pub const ALL: [Boundary; 2] = [Boundary::Dirichlet, Boundary::Periodic];
+
+    /// The public name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Boundary::Dirichlet => "dirichlet",
+            Boundary::Periodic => "periodic",
+        }
+    }
+
+    /// Parses "dirichlet" or "periodic".
+    pub fn parse(name: &str) -> Result<Self> {
+        Boundary::ALL
+            .into_iter()
+            .find(|b| b.name() == name)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "boundary",
+                    format!("expected \"dirichlet\" or \"periodic\", got {name:?}"),
+                )
+            })
+    }
+}
+
+/// How to run a grid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Steps to run.
+    pub steps: u64,
+    /// Steps between exchanges (ghost rows on each side of a band).
+    pub halo: usize,
+    /// Whether bands move between devices as round times are measured.
+    pub rebalance: bool,
+    /// Rows per device id for the first layout (0 for a device without rows); `None`
+    /// splits by the devices' measured streaming bandwidth.
+    pub split: Option<Vec<usize>>,
+}
