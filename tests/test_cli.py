@@ -9,11 +9,11 @@ import dataclasses
 import io
 import json
 import os
-import subprocess
 import sys
 
 import amari_gpu as ag
 import pytest
+from _process import python
 from amari_gpu import scaling
 from amari_gpu._doctor import MESA_GL, MESA_VULKAN, fixes
 from amari_gpu._progress import Progress
@@ -72,14 +72,7 @@ def test_info_text_names_backends(capsys):
 
 
 def test_python_dash_m_runs_the_cli():
-    done = subprocess.run(
-        [sys.executable, "-m", "amari_gpu", "info", "--json"],
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        timeout=120,
-        check=False,
-    )
+    done = python("-m", "amari_gpu", "info", "--json")
     assert done.returncode == 0, done.stderr
     listed = json.loads(done.stdout)["adapters"]
     assert [a["name"] for a in listed] == [a.name for a in ag.adapters()]
@@ -90,17 +83,6 @@ def test_version_flag(capsys):
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.strip() == f"amari-gpu {ag.__version__}"
-
-
-def _python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
 
 
 def test_plain_import_without_a_runtime_dir_prints_no_mesa_noise(tmp_path):
@@ -114,7 +96,7 @@ def test_plain_import_without_a_runtime_dir_prints_no_mesa_noise(tmp_path):
         "ctx.geometric_product(np.ones((64, 8), np.float32), np.ones((64, 8), np.float32))\n"
         "print(os.environ['XDG_RUNTIME_DIR'])\n"
     )
-    done = _python(code, env)
+    done = python("-c", code, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert done.stdout.strip().startswith(str(tmp_path))
@@ -123,7 +105,7 @@ def test_plain_import_without_a_runtime_dir_prints_no_mesa_noise(tmp_path):
 
 def test_a_valid_runtime_dir_is_left_alone(tmp_path):
     env = dict(os.environ, XDG_RUNTIME_DIR=str(tmp_path))
-    done = _python("import os, amari_gpu\nprint(os.environ['XDG_RUNTIME_DIR'])", env)
+    done = python("-c", "import os, amari_gpu\nprint(os.environ['XDG_RUNTIME_DIR'])", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(tmp_path)
 
@@ -131,14 +113,7 @@ def test_a_valid_runtime_dir_is_left_alone(tmp_path):
 def test_doctor_says_how_to_set_the_runtime_dir(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
     env["TMPDIR"] = str(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "amari_gpu", "doctor"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    done = python("-m", "amari_gpu", "doctor", env=env)
     assert done.returncode == 0, done.stderr
     assert "export XDG_RUNTIME_DIR=$(mktemp -d)" in done.stdout
 
@@ -157,7 +132,7 @@ def test_doctor_honours_the_vulkan_loader_override(tmp_path):
             "from amari_gpu._system import linux_checks\n"
             "print(json.dumps([c.__dict__ for c in linux_checks()]))"
         )
-        done = _python(code, env)
+        done = python("-c", code, env=env)
         assert done.returncode == 0, done.stderr
         checks = {c["name"]: c for c in json.loads(done.stdout)}
         icds = checks["Vulkan drivers (ICD manifests)"]
@@ -165,7 +140,7 @@ def test_doctor_honours_the_vulkan_loader_override(tmp_path):
         assert icds["detail"].startswith(f"{name}=")
         assert "only.json" in icds["detail"] and f"missing: {missing}" in icds["detail"]
         env[name] = str(missing)
-        done = _python(code, env)
+        done = python("-c", code, env=env)
         icds = {c["name"]: c for c in json.loads(done.stdout)}["Vulkan drivers (ICD manifests)"]
         assert icds["ok"] is False and "no existing file" in icds["detail"]
 
@@ -176,14 +151,7 @@ def test_without_a_runtime_dir_the_cli_gives_itself_a_private_one(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
     env["TMPDIR"] = str(tmp_path)
     for argv in (["info"], ["doctor", "--json"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "amari_gpu", *argv],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-            check=False,
-        )
+        done = python("-m", "amari_gpu", *argv, env=env)
         assert done.returncode == 0, done.stderr
         assert "XDG_RUNTIME_DIR" not in done.stderr, done.stderr
         assert list(tmp_path.iterdir()) == [], "the private runtime dir was left behind"

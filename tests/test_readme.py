@@ -5,13 +5,12 @@ name files that exist."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
-import subprocess
 import sys
 
 import pytest
+from _process import python
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -32,15 +31,7 @@ def test_readme_has_python_examples_and_links():
 
 @pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
 def test_python_block_runs_as_written(code, tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,  # blocks that write files write them here
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        timeout=600,
-        check=False,
-    )
+    done = python("-c", code, cwd=tmp_path)  # blocks that write files write them here
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip(), "every README example prints what it computed"
 
