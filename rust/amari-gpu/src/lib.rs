@@ -21,6 +21,7 @@ pub mod fisher;
 pub mod ga;
 pub mod health;
 pub mod history;
+pub mod host;
 pub mod kernel;
 pub mod model;
 pub mod partition;
