@@ -14,13 +14,16 @@ pub mod arith;
 pub mod ga;
 pub mod ga_program;
 pub mod normalize;
+pub mod paths;
 pub mod simd;
+pub mod tropical;
 
 use std::ops::Range;
 
 pub use arith::FmaMode;
 pub use ga::GaKernel;
 pub use simd::Level;
+pub use tropical::{TropicalMatvec, TropicalProduct};
 
 /// The host's worker threads (a rayon pool of a given size).
 #[derive(Debug)]
@@ -44,6 +47,12 @@ impl HostPool {
         self.pool.current_num_threads()
     }
 
+    /// Runs `f` on the pool's threads (for host versions of whole calls, like
+    /// [`paths::shortest_paths_host`]).
+    pub fn run_with<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+
     /// Runs `kernel` over items `range` of a problem whose inputs are `inputs` (bound as
     /// the WGSL kernel binds them), writing `output`: the chunk's per-item words, or its
     /// partial.
@@ -64,6 +73,10 @@ impl HostPool {
 pub enum HostKernel {
     /// A generated geometric-algebra kernel.
     Ga(GaKernel),
+    /// A tropical matrix product over row blocks (`tropical::kernels::tiled`).
+    TropicalProduct(TropicalProduct),
+    /// A tropical matrix-vector product over rows (`tropical::kernels::matvec`).
+    TropicalMatvec(TropicalMatvec),
 }
 
 impl HostKernel {
@@ -71,6 +84,8 @@ impl HostKernel {
     pub fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         match self {
             HostKernel::Ga(k) => k.run(inputs, range, output),
+            HostKernel::TropicalProduct(k) => k.run(inputs, range, output),
+            HostKernel::TropicalMatvec(k) => k.run(inputs, range, output),
         }
     }
 }
