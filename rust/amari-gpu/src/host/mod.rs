@@ -11,8 +11,10 @@
 //! [`simd`] (AVX-512, AVX2+FMA or NEON, chosen at run time).
 
 pub mod arith;
+pub mod fisher;
 pub mod ga;
 pub mod ga_program;
+pub mod maps;
 pub mod normalize;
 pub mod paths;
 pub mod simd;
@@ -21,7 +23,9 @@ pub mod tropical;
 use std::ops::Range;
 
 pub use arith::FmaMode;
+pub use fisher::FisherSyrk;
 pub use ga::GaKernel;
+pub use maps::FisherMap;
 pub use simd::Level;
 pub use tropical::{TropicalMatvec, TropicalProduct};
 
@@ -77,6 +81,10 @@ pub enum HostKernel {
     TropicalProduct(TropicalProduct),
     /// A tropical matrix-vector product over rows (`tropical::kernels::matvec`).
     TropicalMatvec(TropicalMatvec),
+    /// The empirical-Fisher SYRK, one partial per chunk (`fisher::shaped_kernel`).
+    FisherSyrk(FisherSyrk),
+    /// A per-sample Fisher map (softmax, categorical, Gaussian).
+    FisherMap(FisherMap),
 }
 
 impl HostKernel {
@@ -86,6 +94,8 @@ impl HostKernel {
             HostKernel::Ga(k) => k.run(inputs, range, output),
             HostKernel::TropicalProduct(k) => k.run(inputs, range, output),
             HostKernel::TropicalMatvec(k) => k.run(inputs, range, output),
+            HostKernel::FisherSyrk(k) => k.run(inputs, range, output),
+            HostKernel::FisherMap(k) => k.run(inputs, range, output),
         }
     }
 }
