@@ -152,7 +152,10 @@ fn categorical_and_gaussian_maps_match_the_devices_bit_for_bit() {
             assert_eq!(m[r * 2 * d + r], 1.0 / v);
             let want = 0.5 / (f64::from(v) * f64::from(v));
             let got = f64::from(m[(d + r) * 2 * d + d + r]);
-            assert!((got - want).abs() <= 2.5e-7 * want, "var {v}: {got} for {want}");
+            assert!(
+                (got - want).abs() <= 2.5e-7 * want,
+                "var {v}: {got} for {want}"
+            );
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod arith;
 pub mod fisher;
 pub mod ga;
 pub mod ga_program;
+pub mod grid;
 pub mod maps;
 pub mod normalize;
 pub mod paths;
