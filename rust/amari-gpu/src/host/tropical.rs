@@ -81,31 +81,37 @@ impl<const MIN: bool> Task for Rows<'_, MIN> {
             out,
         } = self;
         let rows = out.len() / cols;
-        let mut r0 = 0;
-        while r0 < rows {
-            let nr = ROWS.min(rows - r0);
-            let mut j0 = 0;
-            while j0 < cols {
-                let nc = STRIP.min(cols - j0);
+        // Each strip of STRIP columns of b is packed once (signed, contiguous): b's rows
+        // are a whole matrix row apart, which would alias in the caches.
+        let mut packed = vec![[f32::NEG_INFINITY; STRIP]; k];
+        let mut j0 = 0;
+        while j0 < cols {
+            let nc = STRIP.min(cols - j0);
+            for (kk, p) in packed.iter_mut().enumerate() {
+                for (l, v) in p.iter_mut().enumerate().take(nc) {
+                    *v = signed::<MIN>(b[kk * cols + j0 + l]);
+                }
+            }
+            let mut r0 = 0;
+            while r0 < rows {
+                let nr = ROWS.min(rows - r0);
                 let mut acc = [[f32::NEG_INFINITY; STRIP]; ROWS];
-                if nr == ROWS && nc == STRIP {
-                    for kk in 0..k {
-                        let bs: &[f32; STRIP] =
-                            b[kk * cols + j0..][..STRIP].try_into().expect("strip");
+                if nr == ROWS {
+                    let a: [&[f32]; ROWS] = std::array::from_fn(|r| &a[(r0 + r) * k..][..k]);
+                    for (kk, bs) in packed.iter().enumerate() {
                         for (r, acc) in acc.iter_mut().enumerate() {
-                            let x = signed::<MIN>(a[(r0 + r) * k + kk]);
+                            let x = signed::<MIN>(a[r][kk]);
                             for l in 0..STRIP {
-                                acc[l] = mx(acc[l], x + signed::<MIN>(bs[l]));
+                                acc[l] = mx(acc[l], x + bs[l]);
                             }
                         }
                     }
                 } else {
-                    for kk in 0..k {
-                        let bs = &b[kk * cols + j0..][..nc];
+                    for (kk, bs) in packed.iter().enumerate() {
                         for (r, acc) in acc.iter_mut().enumerate().take(nr) {
                             let x = signed::<MIN>(a[(r0 + r) * k + kk]);
-                            for l in 0..nc {
-                                acc[l] = mx(acc[l], x + signed::<MIN>(bs[l]));
+                            for l in 0..STRIP {
+                                acc[l] = mx(acc[l], x + bs[l]);
                             }
                         }
                     }
@@ -120,9 +126,9 @@ impl<const MIN: bool> Task for Rows<'_, MIN> {
                         out[at + l] = signed::<MIN>(v);
                     }
                 }
-                j0 += STRIP;
+                r0 += ROWS;
             }
-            r0 += ROWS;
+            j0 += STRIP;
         }
     }
 }
