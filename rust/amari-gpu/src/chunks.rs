@@ -45,14 +45,16 @@ pub fn chunk_items_for(items: u64, bytes_per_item: f64, widest_bytes_per_item: f
         .clamp(min_items, max_items)
 }
 
-/// Items per chunk for `kernel` on a problem of `items` items.
-#[cfg(test)]
-pub fn default_chunk_items(kernel: &Kernel, items: usize) -> usize {
-    chunk_items_for(
-        items as u64,
-        kernel.bytes_per_item() as f64,
-        kernel.widest_binding_bytes_per_item() as f64,
-    ) as usize
+impl Kernel {
+    /// Items per chunk of the engine's chunk grid for a problem of `items` items (it
+    /// depends on the problem only, never on the devices).
+    pub fn chunk_items(&self, items: usize) -> usize {
+        chunk_items_for(
+            items as u64,
+            self.bytes_per_item() as f64,
+            self.widest_binding_bytes_per_item() as f64,
+        ) as usize
+    }
 }
 
 /// Checks a caller-chosen chunk size against a device's binding limit.
@@ -119,15 +121,15 @@ mod tests {
         for words in [1, 8, 64, 1 << 20] {
             for items in [1, 1000, 1 << 20, 1 << 30] {
                 let k = kernel(words);
-                let chunk = default_chunk_items(&k, items);
+                let chunk = k.chunk_items(items);
                 assert!(chunk.is_power_of_two());
                 assert!(check_chunk_items(&k, chunk, PORTABLE_BINDING_BYTES).is_ok() || chunk == 1);
             }
         }
         // Cl(3,0): 96 bytes per item; 2^18 items keep a chunk under 32 MiB.
-        assert_eq!(default_chunk_items(&kernel(8), 1 << 30), 1 << 18);
-        assert_eq!(default_chunk_items(&kernel(8), 2_000_000), 1 << 15);
-        assert_eq!(default_chunk_items(&kernel(8), 10), 1 << 13);
+        assert_eq!(kernel(8).chunk_items(1 << 30), 1 << 18);
+        assert_eq!(kernel(8).chunk_items(2_000_000), 1 << 15);
+        assert_eq!(kernel(8).chunk_items(10), 1 << 13);
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod ga;
 mod gpu_io;
 mod health;
 mod history;
+pub mod host;
 pub mod kernel;
 mod model;
 pub mod partition;

@@ -29,7 +29,7 @@ pub fn block_size(n: usize) -> usize {
     n.div_ceil(16).next_power_of_two().clamp(4, 128)
 }
 
-fn negative_cycle(vertex: usize, weight: f32) -> Error {
+pub(crate) fn negative_cycle(vertex: usize, weight: f32) -> Error {
     Error::invalid(
         "w",
         format!(
@@ -39,7 +39,7 @@ fn negative_cycle(vertex: usize, weight: f32) -> Error {
     )
 }
 
-fn check_weights(w: &[f32], n: usize) -> Result<()> {
+pub(crate) fn check_weights(w: &[f32], n: usize) -> Result<()> {
     if w.len() != n * n {
         return Err(Error::Shape {
             argument: "w".into(),
@@ -62,7 +62,7 @@ fn check_weights(w: &[f32], n: usize) -> Result<()> {
 }
 
 /// Closes a `b`×`b` block in place (Floyd–Warshall); fails on a negative cycle in it.
-fn close_block(d: &mut [f32], b: usize, first_vertex: usize) -> Result<()> {
+pub(crate) fn close_block(d: &mut [f32], b: usize, first_vertex: usize) -> Result<()> {
     for k in 0..b {
         for i in 0..b {
             let dik = d[i * b + k];

@@ -1,0 +1,288 @@
+//! Geometric-algebra kernels on the host: the generated WGSL kernels' arithmetic, run from
+//! the term lists of [`ga_program`](super::ga_program). Items are taken [`LANES`] at a time
+//! and transposed into blade-major registers (`[blade][lane]`), so every fused
+//! multiply-add of the generated chain runs on [`LANES`] items at once, in the generated
+//! order; the result is transposed back straight into the output slice.
+
+use std::sync::Arc;
+
+use super::arith::{madd, FmaMode};
+use super::ga_program::{Program, Source, Stage, Step};
+use super::normalize::normalize_row;
+use super::simd::{dispatch, Task};
+use crate::ga::{Algebra, Broadcast, Operation};
+
+/// Items computed together, one per SIMD lane (two AVX2 vectors, one AVX-512 vector).
+pub const LANES: usize = 16;
+/// Items per rayon task.
+const GRAIN: usize = 1024;
+
+type Lanes = [[f32; LANES]; 64];
+
+/// A generated geometric-algebra kernel on the host: the same (algebra, operation,
+/// broadcast) that [`crate::ga::kernel`] builds a WGSL kernel from.
+#[derive(Debug, Clone)]
+pub struct GaKernel {
+    /// The algebra.
+    pub algebra: Algebra,
+    /// The operation.
+    pub op: Operation,
+    /// Which operand, if any, is one multivector bound whole.
+    pub broadcast: Broadcast,
+    /// How the devices it must agree with round `fma`.
+    pub fma: FmaMode,
+    program: Arc<Program>,
+}
+
+/// One operand as the chunk sees it.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    /// This chunk's rows.
+    Batch(&'a [f32]),
+    /// One multivector for every row.
+    Single(&'a [f32]),
+}
+
+impl GaKernel {
+    /// The host kernel of `op` in `algebra` (the operation must have passed
+    /// [`Operation::check`]).
+    pub fn new(algebra: Algebra, op: Operation, broadcast: Broadcast, fma: FmaMode) -> GaKernel {
+        GaKernel {
+            algebra,
+            op,
+            broadcast,
+            fma,
+            program: Arc::new(Program::new(&algebra, op)),
+        }
+    }
+
+    /// Words per item of the output.
+    pub fn output_words(&self) -> usize {
+        self.op.output_words(&self.algebra)
+    }
+
+    /// Runs items `range` (inputs are the whole problem's operands, per the kernel's
+    /// bindings) into `output`, which holds exactly those items' words.
+    pub fn run(&self, inputs: &[&[f32]], range: std::ops::Range<usize>, output: &mut [f32]) {
+        use rayon::prelude::*;
+        let w = self.algebra.blades();
+        let ow = self.output_words();
+        assert_eq!(
+            output.len(),
+            range.len() * ow,
+            "output of the chunk's items"
+        );
+        let operand = |slot: usize| -> Rows<'_> {
+            let whole = matches!(
+                (slot, self.broadcast),
+                (0, Broadcast::Left) | (1, Broadcast::Right)
+            );
+            if whole {
+                Rows::Single(&inputs[slot][..w])
+            } else {
+                Rows::Batch(&inputs[slot][range.start * w..range.end * w])
+            }
+        };
+        let a = operand(0);
+        let b = (self.op.operands().len() > 1).then(|| operand(1));
+        let program = &*self.program;
+        let fused = self.fma == FmaMode::Fused;
+        output
+            .par_chunks_mut(GRAIN * ow)
+            .enumerate()
+            .for_each(|(task, out)| {
+                let first = task * GRAIN;
+                let n = out.len() / ow;
+                let (a, b) = (part(a, first, n, w), b.map(|b| part(b, first, n, w)));
+                match program {
+                    Program::Products(stages) => run_products(stages, w, a, b, out, fused),
+                    Program::Linear(map) => linear(map, a, w, out),
+                    Program::Normalize(signs) => {
+                        let Rows::Batch(x) = a else {
+                            unreachable!("unary operands are batches")
+                        };
+                        for (row, res) in x.chunks_exact(w).zip(out.chunks_exact_mut(w)) {
+                            normalize_row(row, signs, res, self.fma);
+                        }
+                    }
+                }
+            });
+    }
+}
+
+/// Items `first..first + n` of `rows`.
+fn part(rows: Rows<'_>, first: usize, n: usize, w: usize) -> Rows<'_> {
+    match rows {
+        Rows::Batch(x) => Rows::Batch(&x[first * w..(first + n) * w]),
+        single => single,
+    }
+}
+
+fn row<'a>(rows: Rows<'a>, item: usize, w: usize) -> &'a [f32] {
+    match rows {
+        Rows::Batch(x) => &x[item * w..(item + 1) * w],
+        Rows::Single(x) => x,
+    }
+}
+
+fn linear(map: &[Option<(u8, bool)>], x: Rows<'_>, w: usize, out: &mut [f32]) {
+    for (item, res) in out.chunks_exact_mut(w).enumerate() {
+        let x = row(x, item, w);
+        for (r, m) in res.iter_mut().zip(map) {
+            *r = match *m {
+                Some((i, false)) => x[i as usize],
+                Some((i, true)) => -x[i as usize],
+                None => 0.0,
+            };
+        }
+    }
+}
+
+fn run_products(
+    stages: &[Stage],
+    w: usize,
+    a: Rows<'_>,
+    b: Option<Rows<'_>>,
+    out: &mut [f32],
+    fused: bool,
+) {
+    macro_rules! blades {
+        ($($n:literal)*) => {
+            match (w, fused) {
+                $(
+                    ($n, true) => dispatch(Products::<$n, true> { stages, a, b, out }),
+                    ($n, false) => dispatch(Products::<$n, false> { stages, a, b, out }),
+                )*
+                _ => unreachable!("2 to 64 blades"),
+            }
+        };
+    }
+    blades!(2 4 8 16 32 64)
+}
+
+struct Products<'a, const W: usize, const F: bool> {
+    stages: &'a [Stage],
+    a: Rows<'a>,
+    b: Option<Rows<'a>>,
+    out: &'a mut [f32],
+}
+
+/// Loads lanes `0..m` of `rows` from item `start` on (a single multivector is splat once).
+#[inline(always)]
+fn load<const W: usize>(rows: Rows<'_>, start: usize, m: usize, to: &mut Lanes) {
+    if let Rows::Batch(x) = rows {
+        let x = &x[start * W..(start + m) * W];
+        for (l, item) in x.chunks_exact(W).enumerate() {
+            for k in 0..W {
+                to[k][l] = item[k];
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn splat<const W: usize>(rows: Option<Rows<'_>>, to: &mut Lanes) {
+    if let Some(Rows::Single(x)) = rows {
+        for k in 0..W {
+            to[k] = [x[k]; LANES];
+        }
+    }
+}
+
+/// One generated chain step on every lane: the fused multiply-add (or the first product)
+/// of the generated code, bit for bit.
+#[inline(always)]
+fn apply<const F: bool>(steps: &[Step], x: &Lanes, y: &Lanes, dest: &mut Lanes) {
+    for s in steps {
+        let xs = &x[s.i as usize & 63];
+        let ys = &y[s.j as usize & 63];
+        let acc = &mut dest[s.k as usize & 63];
+        match (s.first, s.neg) {
+            (true, false) => (0..LANES).for_each(|l| acc[l] = xs[l] * ys[l]),
+            (true, true) => (0..LANES).for_each(|l| acc[l] = -xs[l] * ys[l]),
+            (false, false) => (0..LANES).for_each(|l| acc[l] = madd::<F>(xs[l], ys[l], acc[l])),
+            (false, true) => (0..LANES).for_each(|l| acc[l] = madd::<F>(-xs[l], ys[l], acc[l])),
+        }
+    }
+}
+
+fn pick<'a>(source: Source, a: &'a Lanes, b: &'a Lanes, t: &'a Lanes) -> &'a Lanes {
+    match source {
+        Source::A => a,
+        Source::B => b,
+        Source::T => t,
+    }
+}
+
+impl<const W: usize, const F: bool> Task for Products<'_, W, F> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let Products { stages, a, b, out } = self;
+        let ow = stages.last().map_or(W, |s| s.outputs);
+        let n = out.len() / ow;
+        let zero = [[0.0f32; LANES]; 64];
+        let (mut sa, mut sb, mut st, mut sr) = (zero, zero, zero, zero);
+        splat::<W>(Some(a), &mut sa);
+        splat::<W>(b, &mut sb);
+        for start in (0..n).step_by(LANES) {
+            let m = LANES.min(n - start);
+            load::<W>(a, start, m, &mut sa);
+            if let Some(b) = b {
+                load::<W>(b, start, m, &mut sb);
+            }
+            for stage in stages {
+                if stage.to_temporaries {
+                    let (x, y) = (
+                        pick(stage.left, &sa, &sb, &sa),
+                        pick(stage.right, &sa, &sb, &sb),
+                    );
+                    stage
+                        .zeros
+                        .iter()
+                        .for_each(|&z| st[z as usize] = [0.0; LANES]);
+                    apply::<F>(&stage.steps, x, y, &mut st);
+                } else {
+                    let (x, y) = (
+                        pick(stage.left, &sa, &sb, &st),
+                        pick(stage.right, &sa, &sb, &st),
+                    );
+                    stage
+                        .zeros
+                        .iter()
+                        .for_each(|&z| sr[z as usize] = [0.0; LANES]);
+                    apply::<F>(&stage.steps, x, y, &mut sr);
+                }
+            }
+            let res = &mut out[start * ow..(start + m) * ow];
+            for (l, item) in res.chunks_exact_mut(ow).enumerate() {
+                for (k, v) in item.iter_mut().enumerate() {
+                    *v = sr[k][l];
+                }
+            }
+        }
+    }
+}
+
+/// Runs `op` in `algebra` over whole operands on the host, as [`crate::ga::apply`] does on
+/// the devices (for tests and benchmarks; the executor calls [`GaKernel::run`] per chunk).
+pub fn apply_host(
+    algebra: &Algebra,
+    op: Operation,
+    operands: &[&[f32]],
+    out: &mut [f32],
+    fma: FmaMode,
+) -> crate::error::Result<()> {
+    let (items, broadcast) = crate::ga::shape(algebra, op, operands)?;
+    let kernel = GaKernel::new(*algebra, op, broadcast, fma);
+    if out.len() != items * kernel.output_words() {
+        return Err(crate::error::Error::Shape {
+            argument: "out".into(),
+            expected: format!("({items}, {})", kernel.output_words()),
+            actual: format!("{} floats", out.len()),
+        });
+    }
+    kernel.run(operands, 0..items, out);
+    Ok(())
+}

@@ -1,0 +1,210 @@
+//! Grid steps on the host for a band of rows with its ghost rows, as `domain/` runs
+//! `shaders/heat.wgsl` and `shaders/life.wgsl`: the same buffer layout (rows padded to whole
+//! vec4s / u32 words), the same step rows `lo..hi`, the same arithmetic per cell.
+//!
+//! Heat: `u + α((up + down) + (left + right) − 4u)` bracketed as written, the update one
+//! `fma(α, s − 4u, u)` rounded as the devices round it ([`FmaMode`]; `4u` is exact, so a
+//! driver contracting `s − 4u` changes nothing); Dirichlet frame cells, and padding cells,
+//! keep their value. Life: the shader's word-wise counts (integers, exact). Rows are split
+//! across rayon threads; cells of a row vectorise.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use super::arith::{madd, FmaMode};
+use super::simd::{dispatch, Task};
+
+/// One heat step of a band (the uniform of `shaders/heat.wgsl`).
+#[derive(Debug, Clone)]
+pub struct HeatStep {
+    /// Cells per row.
+    pub width: usize,
+    /// Rows of the whole grid.
+    pub height: usize,
+    /// Global row of buffer row 0 (Dirichlet only).
+    pub row0: usize,
+    /// Buffer rows this step computes.
+    pub rows: Range<usize>,
+    /// Whether the grid wraps (else a Dirichlet frame).
+    pub periodic: bool,
+    /// Diffusion number.
+    pub alpha: f32,
+    /// How the devices round `fma`.
+    pub fma: FmaMode,
+}
+
+impl HeatStep {
+    /// Floats per buffer row: the width rounded up to whole vec4s.
+    pub fn row_cells(&self) -> usize {
+        self.width.div_ceil(4) * 4
+    }
+}
+
+/// Writes buffer rows `step.rows` of `dst` from `src` (both whole band buffers, ghosts
+/// included); other rows of `dst` are left as they are.
+pub fn heat_step(src: &[f32], dst: &mut [f32], step: &HeatStep) {
+    let rc = step.row_cells();
+    let Range { start, end } = step.rows.clone();
+    dst[start * rc..end * rc]
+        .par_chunks_mut(rc)
+        .enumerate()
+        .for_each(|(i, out)| {
+            let r = start + i;
+            let frame = !step.periodic && {
+                let g = step.row0 + r;
+                g == 0 || g + 1 == step.height
+            };
+            if frame {
+                out.copy_from_slice(&src[r * rc..(r + 1) * rc]);
+                return;
+            }
+            let (up, at, down) = (
+                &src[(r - 1) * rc..r * rc],
+                &src[r * rc..(r + 1) * rc],
+                &src[(r + 1) * rc..(r + 2) * rc],
+            );
+            let row = HeatRow {
+                step,
+                up,
+                at,
+                down,
+                out,
+            };
+            if step.fma == FmaMode::Fused {
+                dispatch(Fused(row));
+            } else {
+                dispatch(Separate(row));
+            }
+        });
+}
+
+struct HeatRow<'a> {
+    step: &'a HeatStep,
+    up: &'a [f32],
+    at: &'a [f32],
+    down: &'a [f32],
+    out: &'a mut [f32],
+}
+
+#[inline(always)]
+fn cell<const F: bool>(alpha: f32, up: f32, down: f32, left: f32, right: f32, u: f32) -> f32 {
+    let s = (up + down) + (left + right);
+    madd::<F>(alpha, s - 4.0 * u, u)
+}
+
+#[inline(always)]
+fn heat_row<const F: bool>(row: HeatRow<'_>) {
+    let HeatRow {
+        step,
+        up,
+        at,
+        down,
+        out,
+    } = row;
+    let (w, a) = (step.width, step.alpha);
+    let last = w - 1;
+    // Padding cells keep their value.
+    out[w..].copy_from_slice(&at[w..]);
+    if w >= 3 {
+        let inner = &mut out[1..last];
+        for (c, o) in inner.iter_mut().enumerate() {
+            let c = c + 1;
+            *o = cell::<F>(a, up[c], down[c], at[c - 1], at[c + 1], at[c]);
+        }
+    }
+    for c in [0, last] {
+        out[c] = if step.periodic {
+            let left = at[if c == 0 { last } else { c - 1 }];
+            let right = at[if c == last { 0 } else { c + 1 }];
+            cell::<F>(a, up[c], down[c], left, right, at[c])
+        } else {
+            at[c]
+        };
+    }
+}
+
+struct Fused<'a>(HeatRow<'a>);
+struct Separate<'a>(HeatRow<'a>);
+
+impl Task for Fused<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        heat_row::<true>(self.0)
+    }
+}
+
+impl Task for Separate<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        heat_row::<false>(self.0)
+    }
+}
+
+/// One Life step of a band (the uniform of `shaders/life.wgsl`): cells are bytes 0 or 1,
+/// four to a u32 word, rows padded to whole words; always on a torus.
+#[derive(Debug, Clone)]
+pub struct LifeStep {
+    /// Cells per row.
+    pub width: usize,
+    /// Buffer rows this step computes (rows above and below are ghosts or neighbours).
+    pub rows: Range<usize>,
+}
+
+/// Writes buffer rows `step.rows` of `dst` from `src` (words of four cells).
+pub fn life_step(src: &[u32], dst: &mut [u32], step: &LifeStep) {
+    let words = step.width.div_ceil(4);
+    let Range { start, end } = step.rows.clone();
+    let width = step.width;
+    dst[start * words..end * words]
+        .par_chunks_mut(words)
+        .enumerate()
+        .for_each(|(i, out)| {
+            let r = start + i;
+            let row = |r: usize| &src[r * words..(r + 1) * words];
+            let (up, at, down) = (row(r - 1), row(r), row(r + 1));
+            for (wi, o) in out.iter_mut().enumerate() {
+                let (su, sa, sd) = (
+                    sides(up, wi, width),
+                    sides(at, wi, width),
+                    sides(down, wi, width),
+                );
+                let n = (su.0.wrapping_add(up[wi]).wrapping_add(su.1))
+                    .wrapping_add(sa.0.wrapping_add(sa.1))
+                    .wrapping_add(sd.0.wrapping_add(down[wi]).wrapping_add(sd.1));
+                let mut next = 0u32;
+                for b in 0..4 {
+                    if wi * 4 + b >= width {
+                        break;
+                    }
+                    let count = (n >> (b * 8)) & 0xff;
+                    let alive = (at[wi] >> (b * 8)) & 1;
+                    let live = count == 3 || (count == 2 && alive == 1);
+                    next |= u32::from(live) << (b * 8);
+                }
+                *o = next;
+            }
+        });
+}
+
+fn life_cell(row: &[u32], c: usize) -> u32 {
+    (row[c >> 2] >> ((c & 3) * 8)) & 1
+}
+
+/// The words of left and right neighbours of word `w` (`sides` in the shader).
+fn sides(row: &[u32], w: usize, width: usize) -> (u32, u32) {
+    let x = row[w];
+    let c0 = w * 4;
+    let last = width - 1;
+    let left = (x << 8) | life_cell(row, if c0 == 0 { last } else { c0 - 1 });
+    let mut right = x >> 8;
+    if c0 + 3 < last {
+        right |= life_cell(row, c0 + 4) << 24;
+    } else {
+        let shift = (last - c0) * 8;
+        right = (right & !(0xffu32 << shift)) | (life_cell(row, 0) << shift);
+    }
+    (left, right)
+}

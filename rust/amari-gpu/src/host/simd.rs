@@ -1,0 +1,123 @@
+//! Run-time SIMD dispatch: one binary, the widest vector unit the CPU has. A kernel body
+//! is a [`Task`] whose `run` is `#[inline(always)]`; [`dispatch`] calls it through a
+//! function compiled for AVX-512 or AVX2+FMA when the CPU has them, so the body (and every
+//! `#[inline(always)]` helper it calls) is compiled for that target: `f32::mul_add` becomes
+//! one `vfmadd` and the loops across items vectorise to 8 or 16 lanes. Without FMA hardware
+//! the portable build runs `mul_add` as the correctly rounded libm call: slower, same bits.
+//! On aarch64 NEON (and its fused multiply-add) is baseline, so no dispatch is needed.
+
+use std::sync::OnceLock;
+
+/// The instruction set the host kernels run with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Portable code (SSE2 on x86-64): `mul_add` is a library call.
+    Portable,
+    /// x86-64 with AVX2 and FMA.
+    Avx2,
+    /// x86-64 with AVX-512F (and AVX2, FMA).
+    Avx512,
+    /// aarch64 with NEON.
+    Neon,
+}
+
+impl Level {
+    /// The level of this CPU (detected once).
+    pub fn detect() -> Level {
+        static LEVEL: OnceLock<Level> = OnceLock::new();
+        *LEVEL.get_or_init(|| {
+            #[cfg(target_arch = "x86_64")]
+            {
+                let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+                if avx2 && is_x86_feature_detected!("avx512f") {
+                    return Level::Avx512;
+                }
+                if avx2 {
+                    return Level::Avx2;
+                }
+            }
+            #[cfg(target_arch = "aarch64")]
+            {
+                return Level::Neon;
+            }
+            #[allow(unreachable_code)]
+            Level::Portable
+        })
+    }
+
+    /// Short name: "avx512f", "avx2", "neon" or "portable".
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Portable => "portable",
+            Level::Avx2 => "avx2",
+            Level::Avx512 => "avx512f",
+            Level::Neon => "neon",
+        }
+    }
+
+    /// Whether `f32::mul_add` is one instruction at this level.
+    pub fn has_fma(self) -> bool {
+        self != Level::Portable
+    }
+}
+
+/// A kernel body to run at the detected SIMD level. Implementations mark `run`
+/// `#[inline(always)]` so it is compiled inside the target-feature function.
+pub trait Task {
+    /// What the body returns.
+    type Output;
+    /// The body.
+    fn run(self) -> Self::Output;
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn on_avx2<T: Task>(task: T) -> T::Output {
+    task.run()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+fn on_avx512<T: Task>(task: T) -> T::Output {
+    task.run()
+}
+
+/// Runs `task` compiled for the widest instruction set this CPU has.
+#[inline]
+pub fn dispatch<T: Task>(task: T) -> T::Output {
+    #[cfg(target_arch = "x86_64")]
+    match Level::detect() {
+        // SAFETY: `on_avx512` only needs the CPU to have AVX-512F, AVX2 and FMA, which
+        // `Level::detect` established with `is_x86_feature_detected!` before returning
+        // `Avx512`; the task itself is safe code.
+        #[allow(unsafe_code)]
+        Level::Avx512 => return unsafe { on_avx512(task) },
+        // SAFETY: as above, `Avx2` is only returned when AVX2 and FMA were detected.
+        #[allow(unsafe_code)]
+        Level::Avx2 => return unsafe { on_avx2(task) },
+        _ => {}
+    }
+    task.run()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fma(f32, f32, f32);
+    impl Task for Fma {
+        type Output = f32;
+        #[inline(always)]
+        fn run(self) -> f32 {
+            self.0.mul_add(self.1, self.2)
+        }
+    }
+
+    #[test]
+    fn dispatched_mul_add_is_fused_at_every_level() {
+        // (1 + 2^-23)(1 - 2^-23) - 1 = -2^-46 exactly; unfused it rounds to 0.
+        let e = f32::EPSILON;
+        assert_eq!(dispatch(Fma(1.0 + e, 1.0 - e, -1.0)), -(e * e));
+        assert!(!Level::detect().name().is_empty());
+    }
+}
