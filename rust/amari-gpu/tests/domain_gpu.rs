@@ -1,9 +1,12 @@
 //! Domain decomposition on real devices: heat steps against a float64 reference written
 //! here, Life against a direct count, and the same bits for any device count and halo.
 
+mod common;
+
 use amari_gpu::domain::{self, Boundary, Options};
 use amari_gpu::sample::uniform_f32;
 use amari_gpu::{ContextOptions, MultiGpuContext};
+use common::heat_reference;
 
 fn context(devices_per_adapter: usize) -> MultiGpuContext {
     MultiGpuContext::new(ContextOptions {
@@ -20,22 +23,6 @@ fn options(steps: u64, halo: usize) -> Options {
         rebalance: true,
         split: None,
     }
-}
-
-fn heat_reference(grid: &[f32], h: usize, w: usize, steps: u64, alpha: f64) -> Vec<f64> {
-    let mut u: Vec<f64> = grid.iter().map(|&v| f64::from(v)).collect();
-    for _ in 0..steps {
-        let mut next = u.clone();
-        for r in 1..h - 1 {
-            for c in 1..w - 1 {
-                let i = r * w + c;
-                let s = u[i - w] + u[i + w] + u[i - 1] + u[i + 1];
-                next[i] = u[i] + alpha * (s - 4.0 * u[i]);
-            }
-        }
-        u = next;
-    }
-    u
 }
 
 fn life_reference(grid: &[u8], h: usize, w: usize, steps: u64) -> Vec<u8> {

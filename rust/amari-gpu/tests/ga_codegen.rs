@@ -5,7 +5,7 @@
 mod common;
 
 use amari_gpu::ga::{generate, kernel, Algebra, Broadcast, Operation};
-use common::validate;
+use common::{operations, validate};
 
 /// The algebras named in the documentation, plus the smallest ones (whose rows are not
 /// whole `vec4`s).
@@ -20,24 +20,6 @@ const SIGNATURES: [(u32, u32, u32); 9] = [
     (0, 0, 1),
     (2, 0, 0),
 ];
-
-fn operations(algebra: &Algebra) -> Vec<Operation> {
-    let all_grades = (1u8 << (algebra.dimension() + 1)) - 1;
-    vec![
-        Operation::Geometric,
-        Operation::Outer,
-        Operation::Inner,
-        Operation::Scalar,
-        Operation::Sandwich,
-        Operation::Reverse,
-        Operation::GradeInvolution,
-        Operation::GradeProjection(1),
-        Operation::GradeProjection(0b10),
-        Operation::GradeProjection(all_grades),
-        Operation::Normalize,
-        Operation::Dual,
-    ]
-}
 
 #[test]
 fn every_generated_kernel_validates() {

@@ -2,27 +2,12 @@
 //! against a float64 reference written here from the definitions, plus broadcasting and
 //! the errors that name an operand.
 
+mod common;
+
 use amari_gpu::ga::{apply, Algebra, Operation};
 use amari_gpu::sample::uniform_f32;
 use amari_gpu::{ContextOptions, Error, MultiGpuContext};
-
-/// e_i e_j = sign e_(i^j): swaps to sort the vectors, times the squares of shared ones.
-fn basis(i: usize, j: usize, squares: &[f64]) -> f64 {
-    let n = squares.len();
-    let swaps = (0..n)
-        .flat_map(|x| (0..x).map(move |y| (x, y)))
-        .filter(|&(x, y)| i >> x & 1 == 1 && j >> y & 1 == 1)
-        .count();
-    let metric: f64 = (0..n)
-        .filter(|v| (i & j) >> v & 1 == 1)
-        .map(|v| squares[v])
-        .product();
-    if swaps % 2 == 0 {
-        metric
-    } else {
-        -metric
-    }
-}
+use common::basis;
 
 /// Geometric, outer (grades add) and left-contraction (grade j − grade i) products, f64,
 /// with the sum of |terms| per coefficient.

@@ -4,7 +4,7 @@
 //! and Gaussian maps; softmax measured against the drivers' `exp`; and float64 references
 //! on the host alone.
 
-mod host_support;
+mod common;
 
 use amari_gpu::context::Target;
 use amari_gpu::fisher::{
@@ -12,7 +12,7 @@ use amari_gpu::fisher::{
     tiled_kernel, SyrkShape,
 };
 use amari_gpu::host::{FisherMap, FisherSyrk, FmaMode, HostKernel, HostPool};
-use host_support::{contexts, fma_mode, random, same_bits};
+use common::{contexts, fma_mode, random, same_bits};
 
 const CHUNK: usize = 300;
 

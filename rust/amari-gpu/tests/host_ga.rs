@@ -3,12 +3,12 @@
 //! operation and every broadcast mode, on odd sizes cut into several chunks; and against a
 //! float64 reference on the host alone.
 
-mod host_support;
+mod common;
 
 use amari_gpu::ga::{apply, Algebra, Operation};
 use amari_gpu::host::ga::{apply_host, GaKernel};
 use amari_gpu::host::FmaMode;
-use host_support::{contexts, fma_mode, random, same_bits};
+use common::{basis, contexts, fma_mode, operations, random, same_bits};
 
 const ITEMS: usize = 1037;
 
@@ -27,22 +27,6 @@ fn operand(w: usize, n: usize, seed: u64) -> Vec<f32> {
         }
     }
     x
-}
-
-fn ops(algebra: &Algebra) -> Vec<Operation> {
-    let top = (1u8 << (algebra.dimension() + 1)) - 1;
-    vec![
-        Operation::Geometric,
-        Operation::Outer,
-        Operation::Inner,
-        Operation::Scalar,
-        Operation::Sandwich,
-        Operation::Reverse,
-        Operation::GradeInvolution,
-        Operation::GradeProjection(0b101 & top),
-        Operation::Normalize,
-        Operation::Dual,
-    ]
 }
 
 fn check_algebra(
@@ -97,7 +81,7 @@ fn every_operation_and_broadcast_matches_the_devices_bit_for_bit() {
         (1, 3, 0),
     ] {
         let algebra = Algebra::new(p, q, r).unwrap();
-        check_algebra(&ctxs, algebra, &ops(&algebra));
+        check_algebra(&ctxs, algebra, &operations(&algebra));
     }
 }
 
@@ -135,24 +119,6 @@ fn chunks_of_any_size_give_the_same_bits_as_the_whole() {
         kernel.run(&[&a, &b], 0..cut, lo);
         kernel.run(&[&a, &b], cut..ITEMS, hi);
         same_bits(&format!("cut at {cut}"), &pieces, &whole);
-    }
-}
-
-/// e_i e_j = sign e_(i^j) from the definition (swaps, then squares of shared vectors).
-fn basis(i: usize, j: usize, squares: &[f64]) -> f64 {
-    let n = squares.len();
-    let swaps = (0..n)
-        .flat_map(|x| (0..x).map(move |y| (x, y)))
-        .filter(|&(x, y)| i >> x & 1 == 1 && j >> y & 1 == 1)
-        .count();
-    let metric: f64 = (0..n)
-        .filter(|v| (i & j) >> v & 1 == 1)
-        .map(|v| squares[v])
-        .product();
-    if swaps % 2 == 0 {
-        metric
-    } else {
-        -metric
     }
 }
 

@@ -3,12 +3,12 @@
 //! several bands with ghost rows exchanged every step, bit for bit; and a float64 heat
 //! reference on the host alone.
 
-mod host_support;
+mod common;
 
 use amari_gpu::domain::{self, Boundary, Options};
 use amari_gpu::host::grid::{heat_step, life_step, HeatStep, LifeStep};
 use amari_gpu::host::{FmaMode, HostPool};
-use host_support::{contexts, fma_mode, random, same_bits};
+use common::{contexts, fma_mode, heat_reference, random, same_bits};
 
 /// Band `b` of `bands` over `h` rows.
 fn band(h: usize, bands: usize, b: usize) -> std::ops::Range<usize> {
@@ -155,18 +155,7 @@ fn host_heat_follows_a_float64_reference() {
     let (h, w, steps) = (33, 41, 20);
     let grid = random(h * w, 4);
     let host = heat_host(&pool, &grid, (h, w), 0.2, false, steps, 2, FmaMode::Fused);
-    let mut u: Vec<f64> = grid.iter().map(|&v| f64::from(v)).collect();
-    for _ in 0..steps {
-        let mut next = u.clone();
-        for r in 1..h - 1 {
-            for c in 1..w - 1 {
-                let i = r * w + c;
-                let s = u[i - w] + u[i + w] + u[i - 1] + u[i + 1];
-                next[i] = u[i] + 0.2 * (s - 4.0 * u[i]);
-            }
-        }
-        u = next;
-    }
+    let u = heat_reference(&grid, h, w, steps as u64, 0.2);
     for (i, (&got, &want)) in host.iter().zip(&u).enumerate() {
         assert!(
             (f64::from(got) - want).abs() < 1e-5,

@@ -3,14 +3,14 @@
 //! ties between signed zeros), matrix-vector products and shortest paths, on odd sizes cut
 //! into several chunks; and against a float64 reference on the host alone.
 
-mod host_support;
+mod common;
 
 use amari_gpu::host::paths::shortest_paths_host;
 use amari_gpu::host::{HostKernel, HostPool, TropicalMatvec, TropicalProduct};
 use amari_gpu::tropical::kernels::{item_batches, ProductShape, BLOCK_ROWS};
 use amari_gpu::tropical::{shortest_paths, tropical_matmul, tropical_matvec};
 use amari_gpu::tropical::{BatchShape, Semiring};
-use host_support::{contexts, random, same_bits};
+use common::{contexts, random, same_bits};
 
 /// Small integers (so sums tie, often at ±0), with tropical zeros and, for products, some
 /// entries of the opposite infinity.

@@ -4,39 +4,19 @@
 //! instead of the devices, so the distances are the same bits.
 
 use super::tropical::product_rows;
-use crate::error::{Error, Result};
-use crate::tropical::paths::{block_size, check_weights, close_block, negative_cycle};
+use crate::error::Result;
+use crate::tropical::paths::{block_size, negative_cycle, start, strips};
 use crate::tropical::Semiring;
 
 /// Shortest path lengths of the graph with (n, n) weights `w` into `out`, on the current
 /// rayon pool (see `tropical::shortest_paths` for the rules and errors).
 pub fn shortest_paths_host(w: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
-    check_weights(w, n)?;
-    if out.len() != n * n {
-        return Err(Error::Shape {
-            argument: "out".into(),
-            expected: format!("({n}, {n})"),
-            actual: format!("{} floats", out.len()),
-        });
-    }
-    let mut d = w.to_vec();
-    for i in 0..n {
-        d[i * n + i] = d[i * n + i].min(0.0);
-        if d[i * n + i] < 0.0 {
-            return Err(negative_cycle(i, d[i * n + i]));
-        }
-    }
+    let mut d = start(w, n, out)?;
     let mut next = vec![0.0f32; n * n];
     let block = block_size(n);
     for kb in (0..n).step_by(block) {
         let b = block.min(n - kb);
-        let mut diag: Vec<f32> = (0..b)
-            .flat_map(|i| d[(kb + i) * n + kb..(kb + i) * n + kb + b].iter().copied())
-            .collect();
-        close_block(&mut diag, b, kb)?;
-        let column: Vec<f32> = (0..n)
-            .flat_map(|i| d[i * n + kb..i * n + kb + b].iter().copied())
-            .collect();
+        let (diag, column) = strips(&d, n, kb, b)?;
         let mut panel = vec![0.0f32; n * b];
         product_rows(
             Semiring::MinPlus,

@@ -43,6 +43,23 @@ pub struct Product<'a> {
     pub b: &'a [f32],
 }
 
+impl<'a> Product<'a> {
+    /// The operands to run and their inner dimension. A product with k = 0 runs as k = 1
+    /// on tropical zeros, which gives the tropical zero.
+    fn operands(&self) -> (Cow<'a, [f32]>, Cow<'a, [f32]>, usize) {
+        if self.shape.k > 0 {
+            return (Cow::Borrowed(self.a), Cow::Borrowed(self.b), self.shape.k);
+        }
+        let BatchShape { batch, m, n, .. } = self.shape;
+        let zero = self.semiring.zero();
+        (
+            Cow::Owned(vec![zero; batch * m]),
+            Cow::Owned(vec![zero; batch * n]),
+            1,
+        )
+    }
+}
+
 /// `data` (batch × rows × width) with each batch's rows padded to `padded` rows of `fill`.
 fn pad_rows<'a>(
     data: &'a [f32],
@@ -74,23 +91,11 @@ pub(crate) fn run_product(
     out: &mut [f32],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
-    let Product {
-        semiring,
-        shape,
-        a,
-        b,
-    } = product;
+    let (semiring, shape) = (product.semiring, product.shape);
     let BatchShape { batch, m, n, .. } = shape;
     let zero = semiring.zero();
-    let zeros_a;
-    let zeros_b;
-    let (a, b, k) = if shape.k == 0 {
-        zeros_a = vec![zero; batch * m];
-        zeros_b = vec![zero; batch * n];
-        (&zeros_a[..], &zeros_b[..], 1)
-    } else {
-        (a, b, shape.k)
-    };
+    let (a, b, k) = product.operands();
+    let (a, b) = (&a[..], &b[..]);
     let blocks = m.div_ceil(BLOCK_ROWS);
     let padded = blocks * BLOCK_ROWS;
     let product = ProductShape {
@@ -138,23 +143,10 @@ pub(crate) fn run_matvec(
     out: &mut [f32],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
-    let Product {
-        semiring,
-        shape,
-        a,
-        b: x,
-    } = product;
+    let (semiring, shape) = (product.semiring, product.shape);
     let BatchShape { batch, m, .. } = shape;
-    let zero = semiring.zero();
-    let zeros_a;
-    let zeros_x;
-    let (a, x, k) = if shape.k == 0 {
-        zeros_a = vec![zero; batch * m];
-        zeros_x = vec![zero; batch];
-        (&zeros_a[..], &zeros_x[..], 1)
-    } else {
-        (a, x, shape.k)
-    };
+    let (a, x, k) = product.operands();
+    let (a, x) = (&a[..], &x[..]);
     let kernel = kernels::matvec(
         semiring,
         &ProductShape {
@@ -166,7 +158,7 @@ pub(crate) fn run_matvec(
         },
     );
     let row_batch = kernels::item_batches(batch, m);
-    let inputs: [&[f32]; 4] = [a, &row_batch, x, &[zero]];
+    let inputs: [&[f32]; 4] = [a, &row_batch, x, &[semiring.zero()]];
     ctx.run(&kernel, &inputs, Target::Items(out), batch * m, strategy)
         .map(|ran| ran.plan)
 }

@@ -85,15 +85,23 @@ pub(crate) fn close_block(d: &mut [f32], b: usize, first_vertex: usize) -> Resul
     Ok(())
 }
 
-/// All-pairs shortest path lengths of the graph with (n, n) row-major weights `w` into `out`
-/// (+inf where unreachable). Returns the plan of the last product it ran.
-pub fn shortest_paths(
-    ctx: &MultiGpuContext,
-    w: &[f32],
-    n: usize,
-    out: &mut [f32],
-    strategy: Option<Strategy>,
-) -> Result<Plan> {
+/// Round `kb` (block width `b`) of the blocked Floyd–Warshall on distances `d`: the closed
+/// diagonal block and the column strip through it. Fails on a negative cycle in the block.
+pub(crate) fn strips(d: &[f32], n: usize, kb: usize, b: usize) -> Result<(Vec<f32>, Vec<f32>)> {
+    let mut diag: Vec<f32> = (0..b)
+        .flat_map(|i| d[(kb + i) * n + kb..(kb + i) * n + kb + b].iter().copied())
+        .collect();
+    close_block(&mut diag, b, kb)?;
+    let column: Vec<f32> = (0..n)
+        .flat_map(|i| d[i * n + kb..i * n + kb + b].iter().copied())
+        .collect();
+    Ok((diag, column))
+}
+
+/// Checks the weights and the output, and returns the distances before the first block:
+/// the weights with each vertex's distance to itself at most 0 (a negative self-loop is a
+/// negative cycle). The GPU and host versions both start here.
+pub(crate) fn start(w: &[f32], n: usize, out: &[f32]) -> Result<Vec<f32>> {
     check_weights(w, n)?;
     if out.len() != n * n {
         return Err(Error::Shape {
@@ -109,18 +117,25 @@ pub fn shortest_paths(
             return Err(negative_cycle(i, d[i * n + i]));
         }
     }
+    Ok(d)
+}
+
+/// All-pairs shortest path lengths of the graph with (n, n) row-major weights `w` into `out`
+/// (+inf where unreachable). Returns the plan of the last product it ran.
+pub fn shortest_paths(
+    ctx: &MultiGpuContext,
+    w: &[f32],
+    n: usize,
+    out: &mut [f32],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
+    let mut d = start(w, n, out)?;
     let mut plan = None;
     let mut next = vec![0.0f32; n * n];
     let block = block_size(n);
     for kb in (0..n).step_by(block) {
         let b = block.min(n - kb);
-        let mut diag: Vec<f32> = (0..b)
-            .flat_map(|i| d[(kb + i) * n + kb..(kb + i) * n + kb + b].iter().copied())
-            .collect();
-        close_block(&mut diag, b, kb)?;
-        let column: Vec<f32> = (0..n)
-            .flat_map(|i| d[i * n + kb..i * n + kb + b].iter().copied())
-            .collect();
+        let (diag, column) = strips(&d, n, kb, b)?;
         let mut panel = vec![0.0f32; n * b];
         let shape = BatchShape {
             batch: 1,

@@ -1,4 +1,12 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests: WGSL validation, one context per adapter,
+//! seeded inputs, bit-for-bit comparison, the adapter's fma rounding, and float64
+//! references written from the definitions.
+
+// Every test binary compiles this module and uses a part of it.
+#![allow(dead_code)]
+
+use amari_gpu::ga::{Algebra, Operation};
+use amari_gpu::{ContextOptions, MultiGpuContext};
 
 /// Parses and validates WGSL with naga (no GPU needed), panicking with naga's report named
 /// after `name`; returns the module for further checks.
@@ -12,4 +20,125 @@ pub fn validate(name: &str, source: &str) -> naga::Module {
     .validate(&module)
     .unwrap_or_else(|e| panic!("{name} does not validate:\n{}", e.emit_to_string(source)));
     module
+}
+
+/// One context per backend that has an adapter ("vulkan": lavapipe, "gl": llvmpipe here),
+/// cutting problems into chunks of `chunk_items` items so that odd sizes straddle chunks.
+pub fn contexts(chunk_items: Option<usize>) -> Vec<(String, MultiGpuContext)> {
+    let infos = amari_gpu::adapters();
+    let mut out = Vec::new();
+    for backend in ["vulkan", "gl", "metal", "dx12"] {
+        let Some(info) = infos.iter().find(|i| i.backend == backend) else {
+            continue;
+        };
+        let ctx = MultiGpuContext::new(ContextOptions {
+            adapters: Some(vec![info.index]),
+            chunk_items,
+            ..Default::default()
+        })
+        .unwrap_or_else(|e| panic!("{backend} adapter {} opens: {e}", info.name));
+        out.push((format!("{backend} ({})", info.name), ctx));
+    }
+    assert!(
+        !out.is_empty(),
+        "no wgpu adapter: install Mesa's lavapipe/llvmpipe"
+    );
+    out
+}
+
+/// `n` seeded floats in [-1, 1).
+pub fn random(n: usize, seed: u64) -> Vec<f32> {
+    amari_gpu::sample::uniform_f32(n, seed)
+}
+
+/// Asserts `got == want` bit for bit, naming the first differing word.
+pub fn same_bits(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    if let Some(i) = (0..got.len()).find(|&i| got[i].to_bits() != want[i].to_bits()) {
+        let differing = (0..got.len())
+            .filter(|&i| got[i].to_bits() != want[i].to_bits())
+            .count();
+        panic!(
+            "{what}: word {i} differs: device {:e} ({:#010x}), host {:e} ({:#010x}); {differing} of {} words differ",
+            got[i],
+            got[i].to_bits(),
+            want[i],
+            want[i].to_bits(),
+            got.len()
+        );
+    }
+}
+
+/// How `ctx`'s device rounds WGSL `fma`, measured with the generated Cl(1) product:
+/// r0 = a0 b0 then fma(a1, b1, r0), with a0 b0 = −1 and a1 b1 just under 1.
+pub fn fma_mode(ctx: &MultiGpuContext) -> amari_gpu::host::FmaMode {
+    use amari_gpu::ga::{apply, Algebra, Operation};
+    let [x, y, _] = amari_gpu::host::FmaMode::PROBE;
+    let mut out = [0.0f32; 2];
+    let algebra = Algebra::new(1, 0, 0).expect("Cl(1)");
+    apply(
+        ctx,
+        &algebra,
+        Operation::Geometric,
+        &[&[1.0, x], &[-1.0, y]],
+        &mut out,
+        None,
+    )
+    .expect("probe runs");
+    amari_gpu::host::FmaMode::from_probe(out[0])
+        .unwrap_or_else(|| panic!("fma probe gave {:e}, neither fused nor separate", out[0]))
+}
+
+/// e_i e_j = sign e_(i^j): swaps to sort the vectors, times the squares of shared ones.
+pub fn basis(i: usize, j: usize, squares: &[f64]) -> f64 {
+    let n = squares.len();
+    let swaps = (0..n)
+        .flat_map(|x| (0..x).map(move |y| (x, y)))
+        .filter(|&(x, y)| i >> x & 1 == 1 && j >> y & 1 == 1)
+        .count();
+    let metric: f64 = (0..n)
+        .filter(|v| (i & j) >> v & 1 == 1)
+        .map(|v| squares[v])
+        .product();
+    if swaps % 2 == 0 {
+        metric
+    } else {
+        -metric
+    }
+}
+
+/// Every operation the generator writes, with three kinds of grade projection.
+pub fn operations(algebra: &Algebra) -> Vec<Operation> {
+    let all_grades = (1u8 << (algebra.dimension() + 1)) - 1;
+    vec![
+        Operation::Geometric,
+        Operation::Outer,
+        Operation::Inner,
+        Operation::Scalar,
+        Operation::Sandwich,
+        Operation::Reverse,
+        Operation::GradeInvolution,
+        Operation::GradeProjection(1),
+        Operation::GradeProjection(0b10),
+        Operation::GradeProjection(all_grades),
+        Operation::Normalize,
+        Operation::Dual,
+    ]
+}
+
+/// Heat steps with a Dirichlet frame in float64.
+pub fn heat_reference(grid: &[f32], h: usize, w: usize, steps: u64, alpha: f64) -> Vec<f64> {
+    let mut u: Vec<f64> = grid.iter().map(|&v| f64::from(v)).collect();
+    for _ in 0..steps {
+        let mut next = u.clone();
+        for r in 1..h - 1 {
+            for c in 1..w - 1 {
+                let i = r * w + c;
+                let s = u[i - w] + u[i + w] + u[i - 1] + u[i + 1];
+                next[i] = u[i] + alpha * (s - 4.0 * u[i]);
+            }
+        }
+        u = next;
+    }
+    u
 }
