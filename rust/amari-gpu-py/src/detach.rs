@@ -85,10 +85,9 @@ where
     py.check_signals()?;
     let outcome = match outcome {
         Ok(Ok(outcome)) => outcome,
-        Ok(Err(panic)) | Err(panic) => Err(amari_gpu::Error::Internal(format!(
-            "the call panicked: {}",
-            panic_message(panic.as_ref())
-        ))),
+        Ok(Err(panic)) | Err(panic) => {
+            Err(amari_gpu::Error::from_panic("the call", panic.as_ref()))
+        }
     };
     // The last progress of a run that ended between two polls.
     if let (Some(callback), Ok(_)) = (progress, &outcome) {
@@ -126,13 +125,4 @@ impl Drop for EndSignal {
         *self.0.flag.lock().unwrap_or_else(PoisonError::into_inner) = true;
         self.0.changed.notify_all();
     }
-}
-
-/// The message of a panic's payload.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".into())
 }

@@ -88,6 +88,17 @@ impl Error {
         Ok(data.len() / width)
     }
 
+    /// The [`Error::Internal`] for a panic caught at a boundary: `what` panicked, with the
+    /// panic's message.
+    pub fn from_panic(what: &str, payload: &(dyn std::any::Any + Send)) -> Self {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        Error::Internal(format!("{what} panicked: {message}"))
+    }
+
     /// Builds an [`Error::InvalidArgument`].
     pub fn invalid(argument: impl Into<String>, message: impl Into<String>) -> Self {
         Error::InvalidArgument {

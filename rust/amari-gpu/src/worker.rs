@@ -298,11 +298,10 @@ impl Run<'_> {
             }
         }))
         .unwrap_or_else(|panic| {
-            Err(Error::Internal(format!(
-                "worker of device {} panicked: {}",
-                dev.id,
-                crate::context::panic_message(panic.as_ref())
-            )))
+            Err(Error::from_panic(
+                &format!("the worker of device {}", dev.id),
+                panic.as_ref(),
+            ))
         });
         report.busy_s = if report.completed.is_empty() {
             0.0

@@ -265,11 +265,10 @@ impl MultiGpuContext {
                 .zip(workers)
                 .map(|(h, dev)| {
                     h.join().unwrap_or_else(|panic| WorkerReport {
-                        failure: Some(Error::Internal(format!(
-                            "worker of device {} panicked: {}",
-                            dev.id,
-                            panic_message(panic.as_ref())
-                        ))),
+                        failure: Some(Error::from_panic(
+                            &format!("the worker of device {}", dev.id),
+                            panic.as_ref(),
+                        )),
                         ..WorkerReport::default()
                     })
                 })
@@ -336,15 +335,6 @@ impl MultiGpuContext {
             })
             .collect()
     }
-}
-
-/// The message of a panic's payload.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 fn check_lengths(

@@ -4,8 +4,6 @@
 
 mod execution;
 
-pub(crate) use execution::panic_message;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 

@@ -45,10 +45,13 @@ pub struct Product<'a> {
     pub b: &'a [f32],
 }
 
+/// A product's left and right operands and its inner dimension.
+type Operands<'a> = (Cow<'a, [f32]>, Cow<'a, [f32]>, usize);
+
 impl<'a> Product<'a> {
     /// The operands to run and their inner dimension. A product with k = 0 runs as k = 1
     /// on tropical zeros, which gives the tropical zero.
-    fn operands(&self) -> Result<(Cow<'a, [f32]>, Cow<'a, [f32]>, usize)> {
+    fn operands(&self) -> Result<Operands<'a>> {
         if self.shape.k > 0 {
             return Ok((Cow::Borrowed(self.a), Cow::Borrowed(self.b), self.shape.k));
         }
