@@ -220,6 +220,20 @@ mod tests {
     }
 
     #[test]
+    fn adopted_chunks_go_to_any_worker_and_count_as_remaining() {
+        let s = Scheduler::new(vec![VecDeque::from([0])], VecDeque::new(), vec![false]);
+        s.adopt([1, 2]);
+        assert_eq!(s.remaining(), 3);
+        let mut got = Vec::new();
+        while let Some((c, _)) = s.try_next(0) {
+            got.push(c);
+            s.done();
+        }
+        assert_eq!(got, vec![0, 1, 2]);
+        assert_eq!(s.remaining(), 0);
+    }
+
+    #[test]
     fn workers_stop_when_everything_is_done() {
         let s = Scheduler::new(
             vec![VecDeque::from([0]), VecDeque::new()],
