@@ -1,5 +1,6 @@
 """Type stubs of the native extension (thin bindings of the Rust core)."""
 
+from collections.abc import Callable
 from typing import Protocol, TypedDict, final, type_check_only
 
 import numpy as np
@@ -250,6 +251,9 @@ class Context:
     def stats(self) -> list[StatsDict]: ...
     def inject_fault(self, device_id: int, after_chunks: int) -> None: ...
     def reset_health(self, device_id: int | None = None) -> None: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
 
 @final
 class Profile:
@@ -327,9 +331,11 @@ def stencil(
     alpha: float,
     boundary: str,
     options: RunOptions,
+    progress: Callable[[int, int], object] | None = None,
 ) -> tuple[npt.NDArray[np.float32], DomainReportDict]: ...
 def life(
     ctx: Context,
     grid: npt.NDArray[np.uint8],
     options: RunOptions,
+    progress: Callable[[int, int], object] | None = None,
 ) -> tuple[npt.NDArray[np.uint8], DomainReportDict]: ...

@@ -56,6 +56,10 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
     overrides the items per chunk (default: derived from the problem size only);
     ``sync_timeout_ms`` turns a device that takes longer than that for one chunk into a
     failure whose chunks are re-run on the other devices.
+
+    A context holds its devices (and their memory) until it is closed: use it as a context
+    manager (``with MultiGpuContext() as ctx:``) or call :meth:`close`. Every call on a
+    closed context raises :class:`~amari_gpu.AmariGpuError` saying so.
     """
 
     def __init__(
@@ -95,6 +99,24 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
         ]
         self.last_plan: Plan | None = None
 
+    def close(self) -> None:
+        """Releases the devices: their buffers are freed and the wgpu devices destroyed
+        (a call running on another thread finishes first). Later calls raise
+        :class:`~amari_gpu.AmariGpuError` ("the context is closed"); closing again does
+        nothing."""
+        self._native.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return bool(self._native.closed)
+
+    def __enter__(self) -> MultiGpuContext:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     @property
     def strategy(self) -> str:
         """The default strategy of calls that name none; assigning it (a name from
@@ -106,6 +128,8 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
         self._native.set_strategy(check_strategy(strategy))
 
     def __repr__(self) -> str:
+        if self.closed:
+            return "MultiGpuContext(closed)"
         names = ", ".join(f"{d.id}: {d.adapter.name} ({d.adapter.backend})" for d in self.devices)
         return f"MultiGpuContext([{names}])"
 

@@ -12,7 +12,7 @@ computed by the same arithmetic wherever it sits.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,6 +158,7 @@ class DomainMixin:
         *,
         rebalance: bool = True,
         split: Sequence[int] | None = None,
+        progress: Callable[[int, int], object] | None = None,
     ) -> npt.NDArray[np.float32]:
         """``steps`` explicit Jacobi steps of the 2-D heat equation on a (H, W) grid::
 
@@ -175,7 +176,13 @@ class DomainMixin:
         A device that fails (lost, out of memory, no answer within ``sync_timeout_ms`` for
         a round, or ``inject_fault``, which counts rounds as chunks) is marked unhealthy and
         the run starts again from ``grid`` without it. What happened, measured, is in
-        ``ctx.last_run`` (a :class:`DomainReport`)."""
+        ``ctx.last_run`` (a :class:`DomainReport`).
+
+        ``progress``, if given, is called as ``progress(steps_done, steps_total)`` between
+        rounds (at most every 0.1 s, and once at the end); an exception it raises stops the
+        run and is raised. Ctrl-C stops a run within a round (``KeyboardInterrupt``); the
+        context stays usable. ``steps`` has no upper bound: a huge count runs until it is
+        done or interrupted."""
         array = _grid(grid, "biuf", "an array of real numbers (converted to float32)")
         if not isinstance(alpha, (int, float, np.integer, np.floating)) or isinstance(alpha, bool):
             raise InvalidArgumentError(f"alpha: expected a real number, got {alpha!r}")
@@ -191,7 +198,11 @@ class DomainMixin:
         # Finite values are the core's check (it names the first offending cell).
         cells = np.ascontiguousarray(array, dtype=np.float32)
         options = self._run_options(steps, halo, rebalance, split)
-        out, report = _native.stencil(self._native, cells, float(alpha), boundary, options)
+        if progress is not None and not callable(progress):
+            raise InvalidArgumentError(f"progress: expected a callable, got {progress!r}")
+        out, report = _native.stencil(
+            self._native, cells, float(alpha), boundary, options, progress
+        )
         self.last_run = DomainReport.from_dict(report)
         return out
 
@@ -203,15 +214,20 @@ class DomainMixin:
         *,
         rebalance: bool = True,
         split: Sequence[int] | None = None,
+        progress: Callable[[int, int], object] | None = None,
     ) -> npt.NDArray[np.uint8]:
         """``steps`` steps of Conway's Game of Life on a (H, W) torus of cells 0 or 1
         (bool or integer dtype; any other value raises ``ValueError``). Returns uint8. Bands,
-        ``halo``, ``rebalance`` and ``split`` as in :meth:`stencil`; results are exact."""
+        ``halo``, ``rebalance``, ``split`` and ``progress`` (and Ctrl-C) as in :meth:`stencil`;
+        results are exact."""
         array = _grid(grid, "biu", "an array of 0/1 cells (bool or integer dtype)")
+        if progress is not None and not callable(progress):
+            raise InvalidArgumentError(f"progress: expected a callable, got {progress!r}")
         out, report = _native.life(
             self._native,
             _cells(array),
             self._run_options(steps, halo, rebalance, split),
+            progress,
         )
         self.last_run = DomainReport.from_dict(report)
         return out

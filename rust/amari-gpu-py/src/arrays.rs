@@ -1,9 +1,9 @@
 //! Shared conversions for kernel bindings: contiguous views of numpy arrays, shape checks
 //! that name the argument.
 
-use numpy::ndarray::{Array, Dimension};
-use numpy::{Element, IntoPyArray, PyArray, PyReadonlyArray2};
-use pyo3::exceptions::PyValueError;
+use numpy::ndarray::Dimension;
+use numpy::{Element, PyArray, PyArrayMethods, PyReadonlyArray2};
+use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::detach::run_detached;
@@ -40,6 +40,43 @@ pub fn check_batches(
     Ok(rows)
 }
 
+/// A zeroed numpy array of shape `dim`, allocated by numpy (lazily backed by the OS);
+/// `OutOfMemoryError` naming `argument` and the bytes asked when it cannot be.
+pub fn zeros<'py, T: Element, D: Dimension>(
+    py: Python<'py>,
+    argument: &str,
+    dim: D,
+) -> PyResult<Bound<'py, PyArray<T, D>>> {
+    let shape = dim.slice().to_vec();
+    let bytes = shape
+        .iter()
+        .fold(std::mem::size_of::<T>() as u128, |b, &d| {
+            b.saturating_mul(d as u128)
+        });
+    let too_big = || {
+        let error = amari_gpu::Error::HostOutOfMemory {
+            argument: argument.to_string(),
+            bytes,
+        };
+        to_pyerr(py, error)
+    };
+    if bytes > isize::MAX as u128 {
+        return Err(too_big());
+    }
+    let array = py
+        .import("numpy")?
+        .getattr("zeros")?
+        .call1((shape, numpy::dtype::<T>(py)))
+        .map_err(|e| {
+            if e.is_instance_of::<PyMemoryError>(py) {
+                too_big()
+            } else {
+                e
+            }
+        })?;
+    Ok(array.cast_into::<PyArray<T, D>>()?)
+}
+
 /// Runs `work` without the GIL on a zeroed output of shape `dim` and returns the output as
 /// a numpy array with what `work` returned (usually the plan).
 pub fn run_into<'py, T, D, R, F>(
@@ -48,19 +85,18 @@ pub fn run_into<'py, T, D, R, F>(
     work: F,
 ) -> PyResult<(Bound<'py, PyArray<T, D>>, R)>
 where
-    T: Element + Default + Clone + Send,
+    T: Element + Send,
     D: Dimension,
     R: Send,
     F: FnOnce(&mut [T]) -> amari_gpu::Result<R> + Send,
 {
-    let len = dim.size();
-    let (out, result) = run_detached(py, move || {
-        // Zeroed allocation is lazily backed by the OS, so it costs nothing up front.
-        let mut out = vec![T::default(); len];
-        let result = work(&mut out)?;
-        Ok((out, result))
-    })?;
-    let array = Array::from_shape_vec(dim, out)
-        .map_err(|e| PyValueError::new_err(format!("output: {e}")))?;
-    Ok((array.into_pyarray(py), result))
+    let array = zeros::<T, D>(py, "output", dim)?;
+    let result = {
+        let mut view = array.readwrite();
+        let out = view
+            .as_slice_mut()
+            .map_err(|e| PyValueError::new_err(format!("output: {e}")))?;
+        run_detached(py, move || work(out))?
+    };
+    Ok((array, result))
 }

@@ -1,7 +1,7 @@
 //! The native context class: opens devices, plans workloads and runs kernels on borrowed
 //! numpy arrays with the GIL released.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use amari_gpu::{ContextOptions, Family, MultiGpuContext, Strategy, Workload};
 use pyo3::prelude::*;
@@ -63,12 +63,23 @@ pub(crate) fn check_workload(py: Python<'_>, workload: WorkloadFields) -> PyResu
 /// Devices opened on the selected adapters.
 #[pyclass(module = "amari_gpu._native", name = "Context", frozen)]
 pub struct PyContext {
-    pub(crate) inner: Arc<MultiGpuContext>,
+    /// The open context; `None` once closed.
+    inner: RwLock<Option<Arc<MultiGpuContext>>>,
     /// Default strategy of calls that name none; `set_strategy` changes it.
     strategy: Mutex<Strategy>,
 }
 
 impl PyContext {
+    /// The open context, or an `AmariGpuError` saying it is closed. Calls hold their own
+    /// reference: a call running when the context is closed completes first.
+    pub(crate) fn context(&self, py: Python<'_>) -> PyResult<Arc<MultiGpuContext>> {
+        self.inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| to_pyerr(py, amari_gpu::Error::Closed))
+    }
+
     /// The strategy named `name`, or the context's default when `None`.
     pub(crate) fn strategy_or_default(
         &self,
@@ -102,9 +113,33 @@ impl PyContext {
         };
         let inner = run_detached(py, move || MultiGpuContext::new(options))?;
         Ok(PyContext {
-            inner: Arc::new(inner),
+            inner: RwLock::new(Some(Arc::new(inner))),
             strategy: Mutex::new(strategy),
         })
+    }
+
+    /// Releases the devices: later calls raise `AmariGpuError` (the context is closed). A
+    /// call running on another thread completes first (it holds the devices until it
+    /// returns). Closing again does nothing.
+    fn close(&self, py: Python<'_>) {
+        let taken = self
+            .inner
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(ctx) = taken {
+            // Dropping the last reference waits for the devices' queues; without the GIL.
+            py.detach(move || ctx.close());
+        }
+    }
+
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
     }
 
     /// The default strategy of calls that name none.
@@ -125,7 +160,7 @@ impl PyContext {
 
     /// The open devices as dicts: `id` and `adapter` (the adapter's description).
     fn devices<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        self.inner
+        self.context(py)?
             .devices()
             .iter()
             .map(|dev| {
@@ -141,7 +176,7 @@ impl PyContext {
     /// Measures (or loads) every device's capabilities.
     #[pyo3(signature = (force=false))]
     fn calibrate<'py>(&self, py: Python<'py>, force: bool) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let ctx = Arc::clone(&self.inner);
+        let ctx = self.context(py)?;
         let caps = run_detached(py, move || ctx.calibrate(force))?;
         caps.iter()
             .enumerate()
@@ -151,7 +186,7 @@ impl PyContext {
 
     /// One device's capabilities (calibrating first if needed).
     fn capabilities<'py>(&self, py: Python<'py>, device_id: usize) -> PyResult<Bound<'py, PyDict>> {
-        let ctx = Arc::clone(&self.inner);
+        let ctx = self.context(py)?;
         let caps = run_detached(py, move || ctx.capabilities(device_id))?;
         capabilities_dict(py, device_id, &caps)
     }
@@ -166,7 +201,7 @@ impl PyContext {
     ) -> PyResult<Bound<'py, PyDict>> {
         let strategy = self.strategy_or_default(py, strategy)?;
         let workload = Workload::from(workload);
-        let ctx = Arc::clone(&self.inner);
+        let ctx = self.context(py)?;
         let plan = run_detached(py, move || ctx.distribute_workload(&workload, strategy))?;
         plan_dict(py, &plan)
     }
@@ -174,7 +209,7 @@ impl PyContext {
     /// {device_id: {"healthy": bool, "reason": str | None}}.
     fn health<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        for (id, healthy, reason) in self.inner.health() {
+        for (id, healthy, reason) in self.context(py)?.health() {
             let entry = PyDict::new(py);
             entry.set_item("healthy", healthy)?;
             entry.set_item("reason", reason)?;
@@ -185,7 +220,7 @@ impl PyContext {
 
     /// Per-device counters, memory in use and health.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        self.inner
+        self.context(py)?
             .stats()
             .iter()
             .map(|s| stats_dict(py, s))
@@ -194,7 +229,7 @@ impl PyContext {
 
     /// Makes a device fail when it starts its next chunk after `after_chunks` more.
     fn inject_fault(&self, py: Python<'_>, device_id: usize, after_chunks: u64) -> PyResult<()> {
-        self.inner
+        self.context(py)?
             .inject_fault(device_id, after_chunks)
             .map_err(|e| to_pyerr(py, e))
     }
@@ -202,7 +237,7 @@ impl PyContext {
     /// Marks a device (or all) healthy again.
     #[pyo3(signature = (device_id=None))]
     fn reset_health(&self, py: Python<'_>, device_id: Option<usize>) -> PyResult<()> {
-        self.inner
+        self.context(py)?
             .reset_health(device_id)
             .map_err(|e| to_pyerr(py, e))
     }

@@ -1,7 +1,5 @@
 //! Domain decomposition on numpy grids: heat-equation steps and Game of Life.
 
-use std::sync::Arc;
-
 use amari_gpu::domain::{self, Boundary, Options, Report};
 use numpy::ndarray::Array2;
 use numpy::{Element, IntoPyArray, PyArray2, PyReadonlyArray2};
@@ -11,7 +9,7 @@ use pyo3::types::PyDict;
 
 use crate::arrays::contiguous;
 use crate::context::PyContext;
-use crate::detach::run_detached;
+use crate::detach::run_watched;
 use crate::errors::to_pyerr;
 use crate::fields::fields;
 
@@ -78,8 +76,10 @@ fn returned<'py, T: Element>(
 }
 
 /// Explicit heat-equation steps on a C-contiguous float32 (H, W) grid; `options` holds
-/// steps, halo, rebalance and split. Returns the grid and the run's report.
+/// steps, halo, rebalance and split; `progress(steps_done, steps_total)` is called between
+/// rounds (at most every 0.1 s). Returns the grid and the run's report.
 #[pyfunction]
+#[pyo3(signature = (ctx, grid, alpha, boundary, options, progress=None))]
 fn stencil<'py>(
     py: Python<'py>,
     ctx: &PyContext,
@@ -87,13 +87,14 @@ fn stencil<'py>(
     alpha: f32,
     boundary: &str,
     options: RunOptions,
+    progress: Option<Bound<'py, PyAny>>,
 ) -> Returned<'py, f32> {
     let boundary = Boundary::parse(boundary).map_err(|e| to_pyerr(py, e))?;
     let (height, width) = grid.as_array().dim();
     let cells = contiguous(&grid, "grid")?;
     let opts = Options::from(options);
-    let inner = Arc::clone(&ctx.inner);
-    let result = run_detached(py, move || {
+    let inner = ctx.context(py)?;
+    let result = run_watched(py, progress.as_ref(), move || {
         domain::heat(&inner, cells, height, width, alpha, boundary, &opts)
     })?;
     returned(py, (height, width), result)
@@ -102,17 +103,19 @@ fn stencil<'py>(
 /// Game of Life steps on a C-contiguous uint8 (H, W) torus of 0/1 cells; `options` as for
 /// `stencil`. Returns the grid and the run's report.
 #[pyfunction]
+#[pyo3(signature = (ctx, grid, options, progress=None))]
 fn life<'py>(
     py: Python<'py>,
     ctx: &PyContext,
     grid: PyReadonlyArray2<'py, u8>,
     options: RunOptions,
+    progress: Option<Bound<'py, PyAny>>,
 ) -> Returned<'py, u8> {
     let (height, width) = grid.as_array().dim();
     let cells = contiguous(&grid, "grid")?;
     let opts = Options::from(options);
-    let inner = Arc::clone(&ctx.inner);
-    let result = run_detached(py, move || {
+    let inner = ctx.context(py)?;
+    let result = run_watched(py, progress.as_ref(), move || {
         domain::life(&inner, cells, height, width, &opts)
     })?;
     returned(py, (height, width), result)

@@ -18,7 +18,8 @@ pub fn to_pyerr(py: Python<'_>, error: Error) -> PyErr {
     let name = match &error {
         Error::NoAdapter(_) => "NoAdapterError",
         Error::DeviceLost { .. } | Error::NoHealthyDevice(_) => "DeviceLostError",
-        Error::OutOfMemory { .. } => "OutOfMemoryError",
+        Error::OutOfMemory { .. } | Error::HostOutOfMemory { .. } => "OutOfMemoryError",
+        Error::Cancelled | Error::Closed | Error::Internal(_) => "AmariGpuError",
         Error::Shape { .. } => "ShapeError",
         Error::InvalidArgument { .. } => "InvalidArgumentError",
     };

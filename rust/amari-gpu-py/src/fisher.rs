@@ -1,7 +1,5 @@
 //! Information-geometry kernels (Fisher information) on numpy arrays.
 
-use std::sync::Arc;
-
 use numpy::ndarray::{Array2, Ix3};
 use numpy::{IntoPyArray, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
@@ -33,7 +31,7 @@ fn fisher_information<'py>(
         .as_ref()
         .map(|w| contiguous(w, "weights"))
         .transpose()?;
-    let inner = Arc::clone(&ctx.inner);
+    let inner = ctx.context(py)?;
     let fisher = run_detached(py, move || {
         amari_gpu::fisher::fisher_information(&inner, scores_slice, p, weights_slice, strategy)
     })?;
@@ -66,7 +64,7 @@ fn fisher_categorical<'py>(
     strategy: Option<&str>,
 ) -> PyResult<Matrices<'py>> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
-    let inner = Arc::clone(&ctx.inner);
+    let inner = ctx.context(py)?;
     let (rows, k) = values.as_array().dim();
     let data = contiguous(&values, if logits { "logits" } else { "probs" })?;
     batched(py, rows, k, move |out| {
@@ -93,7 +91,7 @@ fn fisher_gaussian<'py>(
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let (rows, d) = mean.as_array().dim();
     let (mean_slice, var_slice) = (contiguous(&mean, "mean")?, contiguous(&var, "var")?);
-    let inner = Arc::clone(&ctx.inner);
+    let inner = ctx.context(py)?;
     batched(py, rows, 2 * d, move |out| {
         amari_gpu::fisher::fisher_gaussian_diag(&inner, mean_slice, var_slice, d, out, strategy)
     })

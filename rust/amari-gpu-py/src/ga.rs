@@ -1,8 +1,6 @@
 //! Geometric-algebra kernels on numpy batches: one entry point for every operation of
 //! Cl(p, q, r); the Python package validates arguments, broadcasts and shapes the result.
 
-use std::sync::Arc;
-
 use amari_gpu::ga::{apply, shape, Algebra, Operation};
 use numpy::ndarray::Ix2;
 use numpy::{PyArray2, PyReadonlyArray2};
@@ -45,7 +43,7 @@ fn ga_apply<'py>(
     }
     let (items, _) = shape(&algebra, op, &slices).map_err(|e| to_pyerr(py, e))?;
     let words = op.output_words(&algebra);
-    let inner = Arc::clone(&ctx.inner);
+    let inner = ctx.context(py)?;
     let (array, plan) = run_into(py, Ix2(items, words), move |out| {
         apply(&inner, &algebra, op, &slices, out, strategy)
     })?;

@@ -78,17 +78,21 @@ impl PyProfile {
 /// Starts a profile on `ctx`.
 #[pyfunction]
 fn profile_start(py: Python<'_>, ctx: &PyContext) -> PyResult<PyProfile> {
-    let profiler = ctx.inner.start_profile().map_err(|e| to_pyerr(py, e))?;
+    let inner = ctx.context(py)?;
+    let profiler = inner.start_profile().map_err(|e| to_pyerr(py, e))?;
     Ok(PyProfile {
         profiler,
-        ctx: Arc::clone(&ctx.inner),
+        ctx: inner,
     })
 }
 
 /// Stops the active profile of `ctx` (nothing happens if none is active).
 #[pyfunction]
-fn profile_stop(ctx: &PyContext) {
-    ctx.inner.stop_profile();
+fn profile_stop(py: Python<'_>, ctx: &PyContext) {
+    // Nothing to stop on a closed context.
+    if let Ok(inner) = ctx.context(py) {
+        inner.stop_profile();
+    }
 }
 
 /// Adds this module's functions to `_native`.

@@ -1,7 +1,5 @@
 //! Tropical products and shortest paths on numpy arrays.
 
-use std::sync::Arc;
-
 use amari_gpu::tropical::{self, BatchShape, Semiring};
 use numpy::ndarray::{Ix2, Ix3};
 use numpy::{PyArray2, PyArray3, PyReadonlyArray2, PyReadonlyArray3};
@@ -33,7 +31,7 @@ fn tropical_matmul<'py>(
     let n = b.as_array().dim().2;
     let shape = BatchShape { batch, m, k, n };
     let (a_slice, b_slice) = (contiguous(&a, "a")?, contiguous(&b, "b")?);
-    let inner = Arc::clone(&ctx.inner);
+    let inner = ctx.context(py)?;
     let (array, plan) = run_into(py, Ix3(batch, m, n), move |out| {
         tropical::tropical_matmul(&inner, a_slice, b_slice, shape, semiring, out, strategy)
     })?;
@@ -57,7 +55,7 @@ fn tropical_matvec<'py>(
     let (batch, m, k) = a.as_array().dim();
     let shape = BatchShape { batch, m, k, n: 1 };
     let (a_slice, x_slice) = (contiguous(&a, "a")?, contiguous(&x, "x")?);
-    let inner = Arc::clone(&ctx.inner);
+    let inner = ctx.context(py)?;
     let (array, plan) = run_into(py, Ix2(batch, m), move |out| {
         tropical::tropical_matvec(&inner, a_slice, x_slice, shape, semiring, out, strategy)
     })?;
@@ -77,7 +75,7 @@ fn shortest_paths<'py>(
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let n = w.as_array().nrows();
     let w_slice = contiguous(&w, "w")?;
-    let inner = Arc::clone(&ctx.inner);
+    let inner = ctx.context(py)?;
     let (array, plan) = run_into(py, Ix2(n, n), move |out| {
         tropical::shortest_paths(&inner, w_slice, n, out, strategy)
     })?;

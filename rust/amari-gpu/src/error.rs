@@ -38,6 +38,23 @@ pub enum Error {
         /// The shape that was passed.
         actual: String,
     },
+    /// The host could not allocate an array whose size comes from the call's arguments.
+    #[error("{argument}: cannot allocate {bytes} bytes of host memory")]
+    HostOutOfMemory {
+        /// The argument (or derived array) the allocation was for.
+        argument: String,
+        /// Bytes asked for.
+        bytes: u128,
+    },
+    /// The call was cancelled from outside (Ctrl-C, a progress callback that raised).
+    #[error("the call was cancelled")]
+    Cancelled,
+    /// The context was closed; no call can run on it any more.
+    #[error("the context is closed")]
+    Closed,
+    /// A bug: code that should not fail panicked. The message says where.
+    #[error("internal error (please report it): {0}")]
+    Internal(String),
     /// Any other invalid argument (unknown backend name, adapter index out of range...).
     #[error("{argument}: {message}")]
     InvalidArgument {
@@ -69,6 +86,17 @@ impl Error {
             });
         }
         Ok(data.len() / width)
+    }
+
+    /// The [`Error::Internal`] for a panic caught at a boundary: `what` panicked, with the
+    /// panic's message.
+    pub fn from_panic(what: &str, payload: &(dyn std::any::Any + Send)) -> Self {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        Error::Internal(format!("{what} panicked: {message}"))
     }
 
     /// Builds an [`Error::InvalidArgument`].

@@ -7,6 +7,7 @@
 // The public modules: what users of the crate call. The rest are the engine's internals;
 // the benches reach the raw-wgpu baseline through the `bench-support` feature.
 pub mod adapter;
+pub mod alloc;
 mod calibration;
 pub mod capabilities;
 mod chunks;
@@ -23,6 +24,7 @@ mod gpu_io;
 mod health;
 mod history;
 pub mod host;
+pub mod interrupt;
 pub mod kernel;
 mod model;
 pub mod partition;

@@ -3,7 +3,7 @@
 //! device that failed — which any healthy worker picks up.
 
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 #[derive(Debug)]
 struct State {
@@ -62,18 +62,33 @@ impl Scheduler {
         }
     }
 
+    /// The state, also after a worker panicked holding it (every update leaves it whole).
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Chunks no worker was planned for: any worker takes them, like a failed one's.
+    pub fn adopt(&self, chunks: impl IntoIterator<Item = usize>) {
+        let mut state = self.lock();
+        let before = state.orphans.len();
+        state.orphans.extend(chunks);
+        state.remaining += state.orphans.len() - before;
+        drop(state);
+        self.changed.notify_all();
+    }
+
     /// The next chunk for `slot` if one is ready now, and whether it is an orphan.
     pub fn try_next(&self, slot: usize) -> Option<(usize, bool)> {
         self.state
             .lock()
-            .expect("scheduler lock")
+            .unwrap_or_else(PoisonError::into_inner)
             .take(slot, self.sharers[slot])
     }
 
     /// The next chunk for `slot`, waiting while other workers still hold chunks that could
     /// come back as orphans. `None` when every chunk is done (or nothing can come).
     pub fn next(&self, slot: usize) -> Option<(usize, bool)> {
-        let mut state = self.state.lock().expect("scheduler lock");
+        let mut state = self.lock();
         loop {
             if let Some(chunk) = state.take(slot, self.sharers[slot]) {
                 return Some(chunk);
@@ -84,15 +99,18 @@ impl Scheduler {
                 return None;
             }
             state.waiting += 1;
-            state = self.changed.wait(state).expect("scheduler lock");
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
             state.waiting -= 1;
         }
     }
 
     /// A chunk completed.
     pub fn done(&self) {
-        let mut state = self.state.lock().expect("scheduler lock");
-        state.remaining -= 1;
+        let mut state = self.lock();
+        state.remaining = state.remaining.saturating_sub(1);
         if state.remaining == 0 {
             self.changed.notify_all();
         }
@@ -100,19 +118,21 @@ impl Scheduler {
 
     /// Worker `slot` stops normally.
     pub fn exit(&self) {
-        self.state.lock().expect("scheduler lock").alive -= 1;
+        let mut state = self.lock();
+        state.alive = state.alive.saturating_sub(1);
+        drop(state);
         self.changed.notify_all();
     }
 
     /// Worker `slot` failed: `unfinished` and its remaining own chunks become orphans.
     pub fn fail(&self, slot: usize, unfinished: impl IntoIterator<Item = usize>) {
-        let mut state = self.state.lock().expect("scheduler lock");
+        let mut state = self.lock();
         let own: Vec<usize> = state.own[slot].drain(..).collect();
         state.orphans.extend(unfinished);
         state.orphans.extend(own);
-        state.alive -= 1;
+        state.alive = state.alive.saturating_sub(1);
         if self.sharers[slot] {
-            state.sharers_alive -= 1;
+            state.sharers_alive = state.sharers_alive.saturating_sub(1);
             // Nobody left may pull from the shared queue: its chunks become everyone's.
             if state.sharers_alive == 0 {
                 let shared: Vec<usize> = state.shared.drain(..).collect();
@@ -124,7 +144,7 @@ impl Scheduler {
 
     /// Chunks not completed yet.
     pub fn remaining(&self) -> usize {
-        self.state.lock().expect("scheduler lock").remaining
+        self.lock().remaining
     }
 }
 
@@ -197,6 +217,20 @@ mod tests {
         }
         got.sort();
         assert_eq!(got, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn adopted_chunks_go_to_any_worker_and_count_as_remaining() {
+        let s = Scheduler::new(vec![VecDeque::from([0])], VecDeque::new(), vec![false]);
+        s.adopt([1, 2]);
+        assert_eq!(s.remaining(), 3);
+        let mut got = Vec::new();
+        while let Some((c, _)) = s.try_next(0) {
+            got.push(c);
+            s.done();
+        }
+        assert_eq!(got, vec![0, 1, 2]);
+        assert_eq!(s.remaining(), 0);
     }
 
     #[test]

@@ -5,12 +5,14 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::executor::{finish, submit, Finished, InFlight, Resident};
+use crate::interrupt::Interrupt;
 use crate::kernel::Kernel;
 use crate::plan::Plan;
 use crate::profile::{Clock, Event, Kind, Profiler};
@@ -91,6 +93,8 @@ pub struct Run<'a> {
     pub counted: bool,
     /// The profile to record into, if one is active.
     pub recording: Option<Recording>,
+    /// The call's interrupt: once set, no more chunks are started.
+    pub interrupt: Option<Arc<Interrupt>>,
 }
 
 /// One chunk in flight on a worker.
@@ -211,10 +215,11 @@ impl Run<'_> {
             .recording
             .as_ref()
             .is_some_and(|r| r.gpu_timed.get(dev.id).copied().unwrap_or(false));
-        let outcome = (|| -> Result<()> {
+        let cancelled = || self.interrupt.as_ref().is_some_and(|i| i.is_cancelled());
+        let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
             let pipeline = dev.pipeline(self.kernel)?;
             loop {
-                while in_flight.len() < IN_FLIGHT {
+                while in_flight.len() < IN_FLIGHT && !cancelled() {
                     let next = if in_flight.is_empty() {
                         self.scheduler.next(slot)
                     } else {
@@ -222,6 +227,14 @@ impl Run<'_> {
                     };
                     let Some((chunk, orphan)) = next else { break };
                     held = Some(chunk);
+                    // Another call found the device failed: it fails here too, and its
+                    // chunks go to the others.
+                    if self.counted && !dev.health.is_healthy() {
+                        return Err(Error::DeviceLost {
+                            device: dev.id,
+                            reason: dev.health.reason().unwrap_or_else(|| "unhealthy".into()),
+                        });
+                    }
                     if let Some(reason) = dev.health.injected_fault_due().filter(|_| self.counted) {
                         return Err(Error::DeviceLost {
                             device: dev.id,
@@ -256,10 +269,15 @@ impl Run<'_> {
                     return Ok(());
                 };
                 held = Some(meta.chunk);
-                let mut slot_guard = self.outputs[meta.chunk].lock().expect("output lock");
-                let output = slot_guard
-                    .as_deref_mut()
-                    .expect("each chunk completes once");
+                let mut slot_guard = self.outputs[meta.chunk]
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let Some(output) = slot_guard.as_deref_mut() else {
+                    return Err(Error::Internal(format!(
+                        "chunk {} completed twice",
+                        meta.chunk
+                    )));
+                };
                 let done = finish(dev, flight, output, self.timeout)?;
                 *slot_guard = None;
                 drop(slot_guard);
@@ -278,7 +296,13 @@ impl Run<'_> {
                 last_done = done.copied;
                 self.scheduler.done();
             }
-        })();
+        }))
+        .unwrap_or_else(|panic| {
+            Err(Error::from_panic(
+                &format!("the worker of device {}", dev.id),
+                panic.as_ref(),
+            ))
+        });
         report.busy_s = if report.completed.is_empty() {
             0.0
         } else {

@@ -6,10 +6,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::{MultiGpuContext, Ran, Target};
+use crate::alloc;
 use crate::chunks::{check_chunk_items, chunk_items_for, chunk_ranges};
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::gpu_io;
+use crate::interrupt;
 use crate::kernel::{Kernel, Output};
 use crate::plan::{Plan, Strategy};
 use crate::profile::{CallRecord, HostStep, Kind};
@@ -37,9 +39,30 @@ impl MultiGpuContext {
         workload: &Workload,
         strategy: Option<Strategy>,
     ) -> Result<Plan> {
+        self.plan_on(workload, strategy, &self.healthy_devices())
+    }
+
+    /// The devices healthy now: one snapshot, which a call plans on and runs with.
+    fn healthy_devices(&self) -> Vec<&GpuDevice> {
+        self.devices
+            .iter()
+            .filter(|d| d.health.is_healthy())
+            .map(|d| d.as_ref())
+            .collect()
+    }
+
+    /// The plan of `workload` on `workers` only (a device that fails meanwhile has no
+    /// model and gets no chunks; one that recovers meanwhile is not among them).
+    fn plan_on(
+        &self,
+        workload: &Workload,
+        strategy: Option<Strategy>,
+        workers: &[&GpuDevice],
+    ) -> Result<Plan> {
         workload.validate()?;
         self.ensure_calibrated()?;
-        let models = self.models_for(workload, true);
+        let mut models = self.models_for(workload, true);
+        models.retain(|m| workers.iter().any(|w| w.id == m.device));
         if models.is_empty() {
             return Err(self.no_healthy_device());
         }
@@ -74,10 +97,14 @@ impl MultiGpuContext {
         strategy: Option<Strategy>,
     ) -> Result<Ran> {
         check_lengths(kernel, inputs, &target, items)?;
+        interrupt::check()?;
         let workload = kernel.workload(items);
-        let profiler = self.profiler.lock().expect("profiler lock").clone();
+        let profiler = self.active_profile();
         let planning = Instant::now();
-        let plan = self.distribute_workload(&workload, strategy)?;
+        // One snapshot of the healthy devices: the plan is made on exactly these, and they
+        // are the call's workers, whatever other calls do to the devices' health meanwhile.
+        let workers = self.healthy_devices();
+        let plan = self.plan_on(&workload, strategy, &workers)?;
         let recording = profiler.map(|profiler| {
             let call = profiler.call(CallRecord {
                 kernel: workload.kernel.clone(),
@@ -108,16 +135,15 @@ impl MultiGpuContext {
         let output = match target {
             Target::Items(out) => out,
             Target::Chunks => {
-                partials = vec![0.0; plan.n_chunks as usize * kernel.output_words(0)];
+                let words = alloc::product(
+                    "partials",
+                    &[plan.n_chunks as usize, kernel.output_words(0)],
+                    4,
+                )?;
+                partials = alloc::zeroed("partials", words)?;
                 &mut partials[..]
             }
         };
-        let workers: Vec<&GpuDevice> = self
-            .devices
-            .iter()
-            .filter(|d| d.health.is_healthy())
-            .map(|d| d.as_ref())
-            .collect();
         let timeout = self.options.sync_timeout_ms.map(Duration::from_millis);
         let (reports, remaining) = self.execute(Execution {
             kernel,
@@ -131,6 +157,13 @@ impl MultiGpuContext {
         })?;
         self.learn(&workload, &workers, &reports);
         if remaining > 0 {
+            interrupt::check()?;
+            if let Some(e) = reports.iter().find_map(|r| match &r.failure {
+                Some(e @ Error::Internal(_)) => Some(e.clone()),
+                _ => None,
+            }) {
+                return Err(e);
+            }
             let failures: Vec<&Error> = reports.iter().filter_map(|r| r.failure.as_ref()).collect();
             if !failures.is_empty()
                 && failures
@@ -179,9 +212,15 @@ impl MultiGpuContext {
         let mut own: Vec<VecDeque<usize>> = vec![VecDeque::new(); workers.len()];
         let mut shared = VecDeque::new();
         let mut sharers = vec![false; workers.len()];
+        let mut unplaced = Vec::new();
         for a in &plan.assignments {
-            let slot = slot_of(a.device).expect("planned devices are among the workers");
             let chunks = a.first_chunk as usize..(a.first_chunk + a.chunks) as usize;
+            // A plan made on other devices than these workers (never the case for
+            // `run`, which plans on its workers): whoever is here takes them.
+            let Some(slot) = slot_of(a.device) else {
+                unplaced.extend(chunks);
+                continue;
+            };
             if plan.strategy == Strategy::Adaptive {
                 sharers[slot] = true;
                 shared.extend(chunks);
@@ -206,7 +245,10 @@ impl MultiGpuContext {
             timeout,
             counted,
             recording,
+            // Calibration (not counted) runs to its end: its figures would be wrong.
+            interrupt: interrupt::current().filter(|_| counted),
         };
+        run.scheduler.adopt(unplaced);
         let reports: Vec<WorkerReport> = std::thread::scope(|scope| {
             let handles: Vec<_> = workers
                 .iter()
@@ -216,9 +258,20 @@ impl MultiGpuContext {
                     scope.spawn(move || run.work(slot, dev))
                 })
                 .collect();
+            // `work` catches panics of its own; a join error would be one in its
+            // bookkeeping, reported like a failure of the device.
             handles
                 .into_iter()
-                .map(|h| h.join().expect("worker threads do not panic"))
+                .zip(workers)
+                .map(|(h, dev)| {
+                    h.join().unwrap_or_else(|panic| WorkerReport {
+                        failure: Some(Error::from_panic(
+                            &format!("the worker of device {}", dev.id),
+                            panic.as_ref(),
+                        )),
+                        ..WorkerReport::default()
+                    })
+                })
                 .collect()
         });
         Ok((reports, run.scheduler.remaining()))
@@ -260,7 +313,10 @@ impl MultiGpuContext {
     /// By device id: whether profiled kernels of `plan` are timed with GPU timestamps (see
     /// [`gpu_io::timestamps_worth`]; a kernel here is one chunk of the plan).
     fn gpu_timed(&self, plan: &Plan) -> Vec<bool> {
-        let measured = self.measured.lock().expect("measured lock");
+        let measured = self
+            .measured
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.devices
             .iter()
             .map(|dev| {

@@ -5,7 +5,7 @@
 mod execution;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::adapter::{self, AdapterInfo};
 use crate::calibration::measure::Measurements;
@@ -122,6 +122,21 @@ impl MultiGpuContext {
             profiler: Mutex::new(None),
         })
     }
+    /// Releases the devices: when this is the context's last reference (no call is
+    /// running), every device's pooled buffers are freed and the device destroyed; otherwise
+    /// they are released when the last running call drops its reference.
+    pub fn close(self: Arc<Self>) {
+        let Ok(ctx) = Arc::try_unwrap(self) else {
+            return;
+        };
+        for dev in ctx.devices {
+            dev.pool.clear();
+            if let Ok(dev) = Arc::try_unwrap(dev) {
+                dev.device.destroy();
+            }
+        }
+    }
+
     /// The open devices, by id.
     pub fn devices(&self) -> &[Arc<GpuDevice>] {
         &self.devices
@@ -154,7 +169,7 @@ impl MultiGpuContext {
     }
     /// Starts recording every call's steps. Fails if a profile is already active.
     pub fn start_profile(&self) -> Result<Arc<Profiler>> {
-        let mut active = self.profiler.lock().expect("profiler lock");
+        let mut active = self.profiler.lock().unwrap_or_else(PoisonError::into_inner);
         if active.is_some() {
             return Err(Error::invalid(
                 "profile",
@@ -167,11 +182,17 @@ impl MultiGpuContext {
     }
     /// The active profile, if any.
     pub(crate) fn active_profile(&self) -> Option<Arc<Profiler>> {
-        self.profiler.lock().expect("profiler lock").clone()
+        self.profiler
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
     /// Stops recording and returns the profile, if one was active.
     pub fn stop_profile(&self) -> Option<Arc<Profiler>> {
-        self.profiler.lock().expect("profiler lock").take()
+        self.profiler
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
     /// Health of every device.
     pub fn health(&self) -> Vec<(usize, bool, Option<String>)> {

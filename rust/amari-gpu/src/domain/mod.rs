@@ -72,7 +72,10 @@ pub fn heat(
         width,
         row_bytes: row_cells * 4,
     };
-    let mut padded = vec![0.0f32; height * row_cells];
+    let mut padded = crate::alloc::zeroed(
+        "grid",
+        crate::alloc::product("grid", &[height, row_cells], 4)?,
+    )?;
     for (row, cells) in padded
         .chunks_exact_mut(row_cells)
         .zip(grid.chunks_exact(width))
@@ -116,7 +119,10 @@ pub fn life(
     }
     // Rows padded to whole words: four cells per u32 on the device.
     let row_bytes = width.div_ceil(4) * 4;
-    let mut board = vec![0u8; height * row_bytes];
+    let mut board = crate::alloc::zeroed(
+        "grid",
+        crate::alloc::product("grid", &[height, row_bytes], 1)?,
+    )?;
     for (row, cells) in board
         .chunks_exact_mut(row_bytes)
         .zip(grid.chunks_exact(width))

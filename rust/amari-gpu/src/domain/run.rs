@@ -18,6 +18,7 @@ use super::state::{BandState, Spec};
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::gpu_io;
+use crate::interrupt;
 use crate::profile::{CallRecord, HostStep, Kind, Profiler};
 use crate::worker::GpuClock;
 
@@ -235,6 +236,11 @@ fn attempt(
     let mut per_row_s = calibrated;
     let (mut done, mut round_index, mut fresh) = (0u64, 0u64, true);
     while done < opts.steps {
+        // Between rounds: a cancelled call stops here (nothing is in flight).
+        interrupt::check().map_err(|error| Failure {
+            device: None,
+            error,
+        })?;
         let steps = (opts.steps - done).min(g.halo as u64) as usize;
         let last = done + steps as u64 == opts.steps;
         let readback = if last {
@@ -312,6 +318,7 @@ fn attempt(
         balancer.round_done();
         current = (current + steps) % 2;
         done += steps as u64;
+        interrupt::progress(done, opts.steps);
         round_index += 1;
         fresh = false;
         if last || !opts.rebalance {

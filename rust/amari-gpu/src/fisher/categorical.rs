@@ -104,7 +104,7 @@ pub fn fisher_categorical_logits(
     let n = checks::rows("logits", logits, k, MAX_CATEGORIES)?;
     check_out(out, n, k)?;
     checks::finite("logits", logits, k)?;
-    let mut probs = vec![0.0f32; n * k];
+    let mut probs = crate::alloc::zeroed("probs", n * k)?;
     ctx.run_map(&softmax_kernel(k), &[logits], &mut probs, n, strategy)?;
     ctx.run_map(&categorical_outer_kernel(k), &[&probs], out, n, strategy)
 }

@@ -69,7 +69,9 @@ fn run(
         Some(w) => w,
         None => {
             // Multiplying by 1.0 is exact: the unweighted result is the plain mean.
-            ones = vec![1.0f32; n];
+            let mut filled = crate::alloc::zeroed("weights", n)?;
+            filled.fill(1.0f32);
+            ones = filled;
             &ones
         }
     };
@@ -78,12 +80,12 @@ fn run(
         Variant::Naive => naive_kernel(p),
     };
     let shape = SyrkShape::new(p);
-    let rows = shape.padded(scores);
+    let rows = shape.padded(scores)?;
     let ran = ctx.run(&kernel, &[&rows, w], Target::Chunks, n, strategy)?;
     drop(rows);
     let mut matrix = match variant {
-        Variant::Tiled => reduce_tiled(&shape, &ran.partials),
-        Variant::Naive => reduce_naive(&shape, &ran.partials),
+        Variant::Tiled => reduce_tiled(&shape, &ran.partials)?,
+        Variant::Naive => reduce_naive(&shape, &ran.partials)?,
     };
     if let Some(i) = matrix.iter().position(|v| !v.is_finite()) {
         return Err(Error::invalid(

@@ -2,26 +2,31 @@
 //! order in float64, then unpacked from tiles into a symmetric P x P matrix.
 
 use super::syrk::SyrkShape;
+use crate::alloc;
+use crate::error::Result;
 
 /// Sums `blocks` of `words` words each, in order, in float64.
-fn sum_blocks(partials: &[f32], words: usize) -> Vec<f64> {
-    let mut total = vec![0.0f64; words];
+fn sum_blocks(partials: &[f32], words: usize) -> Result<Vec<f64>> {
+    let mut total = alloc::zeroed("partial sums", words)?;
     for block in partials.chunks_exact(words.max(1)) {
         for (t, &v) in total.iter_mut().zip(block) {
             *t += f64::from(v);
         }
     }
-    total
+    Ok(total)
 }
 
 /// Sum over chunks (in chunk order, float64) of the tiled kernel's partials, as a row-major
 /// P x P matrix: the upper triangle as computed, mirrored below the diagonal (so the result
 /// is exactly symmetric).
-pub fn reduce_tiled(shape: &SyrkShape, partials: &[f32]) -> Vec<f64> {
+pub fn reduce_tiled(shape: &SyrkShape, partials: &[f32]) -> Result<Vec<f64>> {
     let (p, edge) = (shape.p, shape.tile);
     let tile_words = edge * edge;
-    let total = sum_blocks(partials, shape.pairs * tile_words);
-    let mut matrix = vec![0.0f64; p * p];
+    let total = sum_blocks(partials, shape.pairs * tile_words)?;
+    let mut matrix = alloc::zeroed(
+        "fisher matrix",
+        alloc::product("fisher matrix", &[p, p], 8)?,
+    )?;
     let mut pair = 0;
     for ti in 0..shape.tiles {
         for tj in ti..shape.tiles {
@@ -39,21 +44,24 @@ pub fn reduce_tiled(shape: &SyrkShape, partials: &[f32]) -> Vec<f64> {
             pair += 1;
         }
     }
-    matrix
+    Ok(matrix)
 }
 
 /// The same for the naive kernel's full width x width partials.
-pub fn reduce_naive(shape: &SyrkShape, partials: &[f32]) -> Vec<f64> {
+pub fn reduce_naive(shape: &SyrkShape, partials: &[f32]) -> Result<Vec<f64>> {
     let (p, width) = (shape.p, shape.width);
-    let total = sum_blocks(partials, width * width);
-    let mut matrix = vec![0.0f64; p * p];
+    let total = sum_blocks(partials, width * width)?;
+    let mut matrix = alloc::zeroed(
+        "fisher matrix",
+        alloc::product("fisher matrix", &[p, p], 8)?,
+    )?;
     for i in 0..p {
         for j in i..p {
             matrix[i * p + j] = total[i * width + j];
             matrix[j * p + i] = total[i * width + j];
         }
     }
-    matrix
+    Ok(matrix)
 }
 
 #[cfg(test)]
@@ -76,7 +84,7 @@ mod tests {
                 }
             }
         }
-        let m = reduce_tiled(&shape, &partials);
+        let m = reduce_tiled(&shape, &partials).unwrap();
         for i in 0..9 {
             for j in 0..9 {
                 let want = (100 * i.min(j) + i.max(j)) as f64;
@@ -93,7 +101,7 @@ mod tests {
         let words = shape.partial_words();
         let mut partials = vec![1.0f32; 2 * words];
         partials[words..].iter_mut().for_each(|v| *v = 2.0);
-        let m = reduce_tiled(&shape, &partials);
+        let m = reduce_tiled(&shape, &partials).unwrap();
         assert_eq!(m.len(), 65 * 65);
         let want = 3.0 * shape.slices as f64;
         assert!(m.iter().all(|&v| v == want));

@@ -92,18 +92,20 @@ impl SyrkShape {
 
     /// Rows of `scores` as the kernels read them: as they are when P is a multiple of 4,
     /// else copied with zero columns appended up to [`SyrkShape::width`].
-    pub fn padded<'a>(&self, scores: &'a [f32]) -> Cow<'a, [f32]> {
+    pub fn padded<'a>(&self, scores: &'a [f32]) -> crate::error::Result<Cow<'a, [f32]>> {
         if self.width == self.p {
-            return Cow::Borrowed(scores);
+            return Ok(Cow::Borrowed(scores));
         }
-        let mut padded = vec![0.0f32; scores.len() / self.p.max(1) * self.width];
+        let rows = scores.len() / self.p.max(1);
+        let len = crate::alloc::product("padded scores", &[rows, self.width], 4)?;
+        let mut padded = crate::alloc::zeroed("padded scores", len)?;
         for (to, from) in padded
             .chunks_exact_mut(self.width)
             .zip(scores.chunks_exact(self.p))
         {
             to[..self.p].copy_from_slice(from);
         }
-        Cow::Owned(padded)
+        Ok(Cow::Owned(padded))
     }
 
     fn params(&self) -> Vec<u32> {
@@ -202,11 +204,11 @@ mod tests {
         assert_eq!(shape.width, 4);
         let rows = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
         assert_eq!(
-            &*shape.padded(&rows),
+            &*shape.padded(&rows).unwrap(),
             &[1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0]
         );
         assert!(matches!(
-            SyrkShape::new(8).padded(&[0.0; 16]),
+            SyrkShape::new(8).padded(&[0.0; 16]).unwrap(),
             Cow::Borrowed(_)
         ));
     }

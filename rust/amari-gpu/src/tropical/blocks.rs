@@ -8,6 +8,8 @@
 
 use std::borrow::Cow;
 
+use crate::alloc;
+
 use crate::context::{MultiGpuContext, Target};
 use crate::error::Result;
 use crate::kernel::Kernel;
@@ -43,20 +45,24 @@ pub struct Product<'a> {
     pub b: &'a [f32],
 }
 
+/// A product's left and right operands and its inner dimension.
+type Operands<'a> = (Cow<'a, [f32]>, Cow<'a, [f32]>, usize);
+
 impl<'a> Product<'a> {
     /// The operands to run and their inner dimension. A product with k = 0 runs as k = 1
     /// on tropical zeros, which gives the tropical zero.
-    fn operands(&self) -> (Cow<'a, [f32]>, Cow<'a, [f32]>, usize) {
+    fn operands(&self) -> Result<Operands<'a>> {
         if self.shape.k > 0 {
-            return (Cow::Borrowed(self.a), Cow::Borrowed(self.b), self.shape.k);
+            return Ok((Cow::Borrowed(self.a), Cow::Borrowed(self.b), self.shape.k));
         }
         let BatchShape { batch, m, n, .. } = self.shape;
         let zero = self.semiring.zero();
-        (
-            Cow::Owned(vec![zero; batch * m]),
-            Cow::Owned(vec![zero; batch * n]),
-            1,
-        )
+        let filled = |argument: &str, rows: usize| -> Result<Vec<f32>> {
+            let mut v = alloc::zeroed(argument, alloc::product(argument, &[batch, rows], 4)?)?;
+            v.fill(zero);
+            Ok(v)
+        };
+        Ok((Cow::Owned(filled("a", m)?), Cow::Owned(filled("b", n)?), 1))
     }
 }
 
@@ -68,16 +74,18 @@ fn pad_rows<'a>(
     padded: usize,
     width: usize,
     fill: f32,
-) -> Cow<'a, [f32]> {
+) -> Result<Cow<'a, [f32]>> {
     if rows == padded {
-        return Cow::Borrowed(data);
+        return Ok(Cow::Borrowed(data));
     }
-    let mut out = vec![fill; batch * padded * width];
+    let len = alloc::product("padded rows", &[batch, padded, width], 4)?;
+    let mut out = alloc::zeroed("padded rows", len)?;
+    out.fill(fill);
     for p in 0..batch {
         out[p * padded * width..][..rows * width]
             .copy_from_slice(&data[p * rows * width..][..rows * width]);
     }
-    Cow::Owned(out)
+    Ok(Cow::Owned(out))
 }
 
 /// Runs one product kernel over row blocks: `a` holds (batch, m, k), `c` (if any) and `out`
@@ -94,7 +102,7 @@ pub(crate) fn run_product(
     let (semiring, shape) = (product.semiring, product.shape);
     let BatchShape { batch, m, n, .. } = shape;
     let zero = semiring.zero();
-    let (a, b, k) = product.operands();
+    let (a, b, k) = product.operands()?;
     let (a, b) = (&a[..], &b[..]);
     let blocks = m.div_ceil(BLOCK_ROWS);
     let padded = blocks * BLOCK_ROWS;
@@ -106,8 +114,10 @@ pub(crate) fn run_product(
         accumulate: c.is_some(),
     };
     let kernel = build(semiring, &product);
-    let a_blocks = pad_rows(a, batch, m, padded, k, zero);
-    let c_blocks = c.map(|c| pad_rows(c, batch, m, padded, n, zero));
+    let a_blocks = pad_rows(a, batch, m, padded, k, zero)?;
+    let c_blocks = c
+        .map(|c| pad_rows(c, batch, m, padded, n, zero))
+        .transpose()?;
     let item_batch = kernels::item_batches(batch, blocks);
     let placeholder = [zero];
     let inputs: [&[f32]; 4] = [
@@ -122,7 +132,10 @@ pub(crate) fn run_product(
             .run(&kernel, &inputs, Target::Items(out), items, strategy)
             .map(|ran| ran.plan);
     }
-    let mut result = vec![0.0f32; batch * padded * n];
+    let mut result = alloc::zeroed(
+        "padded result",
+        alloc::product("padded result", &[batch, padded, n], 4)?,
+    )?;
     let ran = ctx.run(
         &kernel,
         &inputs,
@@ -145,7 +158,7 @@ pub(crate) fn run_matvec(
 ) -> Result<Plan> {
     let (semiring, shape) = (product.semiring, product.shape);
     let BatchShape { batch, m, .. } = shape;
-    let (a, x, k) = product.operands();
+    let (a, x, k) = product.operands()?;
     let (a, x) = (&a[..], &x[..]);
     let kernel = kernels::matvec(
         semiring,

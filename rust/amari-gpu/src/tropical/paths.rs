@@ -110,7 +110,8 @@ pub(crate) fn start(w: &[f32], n: usize, out: &[f32]) -> Result<Vec<f32>> {
             actual: format!("{} floats", out.len()),
         });
     }
-    let mut d = w.to_vec();
+    let mut d = crate::alloc::zeroed("distances", w.len())?;
+    d.copy_from_slice(w);
     for i in 0..n {
         d[i * n + i] = d[i * n + i].min(0.0);
         if d[i * n + i] < 0.0 {
@@ -131,12 +132,12 @@ pub fn shortest_paths(
 ) -> Result<Plan> {
     let mut d = start(w, n, out)?;
     let mut plan = None;
-    let mut next = vec![0.0f32; n * n];
+    let mut next = crate::alloc::zeroed("distances", n * n)?;
     let block = block_size(n);
     for kb in (0..n).step_by(block) {
         let b = block.min(n - kb);
         let (diag, column) = strips(&d, n, kb, b)?;
-        let mut panel = vec![0.0f32; n * b];
+        let mut panel = crate::alloc::zeroed("panel", n * b)?;
         let shape = BatchShape {
             batch: 1,
             m: n,
