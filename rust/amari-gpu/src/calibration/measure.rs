@@ -97,17 +97,41 @@ pub fn unusable_figure(m: &Measurements) -> Option<String> {
     let rate = |v: f64| v.is_finite() && v > 0.0;
     let time = |v: f64| v.is_finite() && v >= 0.0;
     let mut figures = vec![
-        ("launch_latency_s", m.launch_latency_s, time(m.launch_latency_s)),
-        ("h2d_bytes_per_s", m.h2d_bytes_per_s, rate(m.h2d_bytes_per_s)),
-        ("d2h_bytes_per_s", m.d2h_bytes_per_s, rate(m.d2h_bytes_per_s)),
-        ("copy_bytes_per_s", m.copy_bytes_per_s, rate(m.copy_bytes_per_s)),
-        ("peak_flops_per_s", m.peak_flops_per_s, rate(m.peak_flops_per_s)),
+        (
+            "launch_latency_s",
+            m.launch_latency_s,
+            time(m.launch_latency_s),
+        ),
+        (
+            "h2d_bytes_per_s",
+            m.h2d_bytes_per_s,
+            rate(m.h2d_bytes_per_s),
+        ),
+        (
+            "d2h_bytes_per_s",
+            m.d2h_bytes_per_s,
+            rate(m.d2h_bytes_per_s),
+        ),
+        (
+            "copy_bytes_per_s",
+            m.copy_bytes_per_s,
+            rate(m.copy_bytes_per_s),
+        ),
+        (
+            "peak_flops_per_s",
+            m.peak_flops_per_s,
+            rate(m.peak_flops_per_s),
+        ),
         (
             "kernel_copy_bytes_per_s",
             m.kernel_copy_bytes_per_s,
             rate(m.kernel_copy_bytes_per_s),
         ),
-        ("timestamp_cost_s", m.timestamp_cost_s, time(m.timestamp_cost_s)),
+        (
+            "timestamp_cost_s",
+            m.timestamp_cost_s,
+            time(m.timestamp_cost_s),
+        ),
     ];
     for (name, &v) in &m.family_items_per_s {
         figures.push((name.as_str(), v, rate(v)));
@@ -179,8 +203,14 @@ mod tests {
             (|m| m.launch_latency_s = -1.0, "launch_latency_s = -1"),
             (|m| m.h2d_bytes_per_s = 0.0, "h2d_bytes_per_s = 0"),
             (|m| m.d2h_bytes_per_s = f64::NAN, "d2h_bytes_per_s = NaN"),
-            (|m| m.copy_bytes_per_s = f64::INFINITY, "copy_bytes_per_s = inf"),
-            (|m| m.kernel_copy_bytes_per_s = -5.0, "kernel_copy_bytes_per_s = -5"),
+            (
+                |m| m.copy_bytes_per_s = f64::INFINITY,
+                "copy_bytes_per_s = inf",
+            ),
+            (
+                |m| m.kernel_copy_bytes_per_s = -5.0,
+                "kernel_copy_bytes_per_s = -5",
+            ),
             (
                 |m| {
                     let first = m.family_items_per_s.keys().next().unwrap().clone();
