@@ -175,7 +175,13 @@ class DomainMixin:
         A device that fails (lost, out of memory, no answer within ``sync_timeout_ms`` for
         a round, or ``inject_fault``, which counts rounds as chunks) is marked unhealthy and
         the run starts again from ``grid`` without it. What happened, measured, is in
-        ``ctx.last_run`` (a :class:`DomainReport`)."""
+        ``ctx.last_run`` (a :class:`DomainReport`).
+
+        A grid with max |u| above 2^123 (about 1.06e37), whose neighbour sums would overflow
+        float32, runs scaled down by an exact power of two (2 to 32) and is scaled back at
+        the end, identically on every layout; Dirichlet edges are returned bit for bit, and
+        only cells below about 1e-38 times that factor lose bits (float32's subnormal
+        spacing). Smaller grids run as given."""
         array = _grid(grid, "biuf", "an array of real numbers (converted to float32)")
         if not isinstance(alpha, (int, float, np.integer, np.floating)) or isinstance(alpha, bool):
             raise InvalidArgumentError(f"alpha: expected a real number, got {alpha!r}")
