@@ -197,9 +197,11 @@ mod tests {
         assert_eq!(unusable_figure(&sane()), None);
     }
 
+    type Spoil = fn(&mut Measurements);
+
     #[test]
     fn nonsense_figures_are_named_and_refused() {
-        let cases: Vec<(fn(&mut Measurements), &str)> = vec![
+        let cases: Vec<(Spoil, &str)> = vec![
             (|m| m.launch_latency_s = -1.0, "launch_latency_s = -1"),
             (|m| m.h2d_bytes_per_s = 0.0, "h2d_bytes_per_s = 0"),
             (|m| m.d2h_bytes_per_s = f64::NAN, "d2h_bytes_per_s = NaN"),
