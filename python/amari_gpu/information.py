@@ -61,10 +61,17 @@ class InformationGeometryMixin(KernelHost):
         bit-identical for any device count and strategy, and within 1e-4 of max |F| of the
         exact value (tested; typically about 1e-7).
 
+        Scores or weights whose float32 products would underflow or overflow (a column's
+        largest |score|, or the largest weight, outside about [2^-40, 2^40]) are scaled by
+        exact powers of two chosen from the whole input before the rows are split, and the
+        result is unscaled exactly in float64: tiny (1e-25) and huge (1e30) scores and
+        subnormal weights come back to float32 precision, bit-identical for any device count.
+        Ordinary inputs are used as given.
+
         Errors name the argument: ``ShapeError`` for N = 0 (a mean of nothing) or a wrong
         shape; ``InvalidArgumentError`` for NaN or infinite scores (rejected rather than
-        propagated: WGSL does not promise IEEE NaN behaviour), bad weights, and products that
-        overflow float32. ``ctx.last_plan`` holds the plan the call followed.
+        propagated: WGSL does not promise IEEE NaN behaviour) and bad weights.
+        ``ctx.last_plan`` holds the plan the call followed.
         """
         s32 = _matrix("scores", scores)
         w32 = None
@@ -88,6 +95,9 @@ class InformationGeometryMixin(KernelHost):
         With ``logits`` (finite), p = softmax(logits) is computed on the devices, stably (the
         row maximum is subtracted first); ``ctx.last_plan`` is then the plan of the second
         step (the outer products). Returns a new float32 (N, K, K) array; K <= 5792.
+        Each entry is one correctly rounded fused multiply-add, so entries below float32's
+        range (``p_r p_c`` under about 1e-45, for probabilities under about 1e-23) come back
+        as 0 or subnormal: the nearest float32, not an error.
         """
         if (probs is None) == (logits is None):
             got = "neither" if probs is None else "both"
@@ -133,7 +143,8 @@ class InformationGeometryMixin(KernelHost):
         ``numpy.linalg.solve``). ``grad`` is (P,) or (P, M) (several right-hand sides) and is
         converted to float64; ``damping`` is a finite number >= 0. Returns a new float64 array
         shaped like ``grad``. With damping 0 and a singular F, raises InvalidArgumentError
-        naming ``damping``.
+        naming ``damping``. Scores at the float32 extremes are handled as in
+        :meth:`fisher_information`.
         """
         if (
             isinstance(damping, bool)

@@ -57,6 +57,10 @@ class TropicalMixin(KernelHost):
         block; each batch entry's last block is padded), and ``b`` is bound whole on each
         device, so it must fit one storage binding of every device. A batch of products with
         m much smaller than 64 wastes most of each block.
+
+        A finite sum ``a[i, k] + b[k, j]`` beyond the float32 range that would decide an entry
+        raises :class:`InvalidArgumentError` ("tropical products overflow float32"), rather
+        than coming back as a quiet ``inf`` or ``-inf`` (the tropical zero).
         """
         semiring = _semiring(semiring)
         a32 = _matrices("a", a, "(m, k) or (batch, m, k)")
@@ -114,6 +118,12 @@ class TropicalMixin(KernelHost):
         split across the devices); path sums are float32, so a length can differ from a
         float64 evaluation by float32 rounding along its path. ``ctx.last_plan`` holds the
         plan of the last product the call ran.
+
+        Weights so large that a path could overflow float32 (2n max|w| above about 1.7e38)
+        are scaled by an exact power of two for the computation and the lengths unscaled
+        after (bit-identical for any devices); a shortest path longer than float32 can hold
+        raises :class:`InvalidArgumentError` ("path lengths overflow float32") rather than
+        reading as ``inf`` (unreachable) or ``-inf``.
         """
         w32 = as_float32("w", w)
         if w32.ndim != 2 or w32.shape[0] != w32.shape[1]:

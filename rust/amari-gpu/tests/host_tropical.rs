@@ -157,7 +157,8 @@ fn matrix_vector_products_match_the_devices_bit_for_bit() {
 fn shortest_paths_match_the_devices_bit_for_bit() {
     let pool = HostPool::new(2).unwrap();
     let ctxs = contexts(Some(1));
-    for n in [1, 37, 100] {
+    // Scale 1e36: weights large enough that both versions scale them (path_shift > 0).
+    for (n, scale) in [(1, 1.0), (37, 1.0), (100, 1.0), (37, 1e36)] {
         let w: Vec<f32> = random(n * n, 9)
             .into_iter()
             .enumerate()
@@ -168,7 +169,7 @@ fn shortest_paths_match_the_devices_bit_for_bit() {
                     (v + 1.0) * 10.0 - 2.0
                 }
             })
-            .map(|v| if v < 0.0 { v.abs() } else { v })
+            .map(|v| if v < 0.0 { v.abs() } else { v } * scale)
             .collect();
         let mut host = vec![0.0; n * n];
         pool.run_with(|| shortest_paths_host(&w, n, &mut host))

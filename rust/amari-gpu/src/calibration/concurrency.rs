@@ -111,7 +111,18 @@ impl MultiGpuContext {
             let cached = if force {
                 None
             } else {
-                cache::load::<f64>(&key)
+                // A speedup that is not positive and finite cannot scale a rate: measured
+                // again (and rewritten).
+                cache::load::<f64>(&key).filter(|&s| {
+                    let usable = s.is_finite() && s > 0.0;
+                    if !usable {
+                        log::warn!(
+                            "calibration cache entry for {key} holds an unusable group speedup \
+                             ({s}); measuring again and rewriting it"
+                        );
+                    }
+                    usable
+                })
             };
             let speedup = match cached {
                 Some(s) => s,

@@ -13,6 +13,24 @@ use crate::error::Result;
 use crate::model::DeviceModel;
 use crate::workload::Workload;
 
+/// The cached measurements for `key` when they are complete and usable; otherwise `None`,
+/// with a warning when an entry exists but cannot be used.
+fn cached(key: &str) -> Option<Measurements> {
+    let m = cache::load::<Measurements>(key)?;
+    if !calibrate::is_complete(&m) {
+        log::info!("calibration cache entry for {key} lacks figures this version measures; measuring again");
+        return None;
+    }
+    if let Some(figure) = calibrate::unusable_figure(&m) {
+        log::warn!(
+            "calibration cache entry for {key} holds an unusable figure ({figure}); measuring \
+             again and rewriting it"
+        );
+        return None;
+    }
+    Some(m)
+}
+
 impl MultiGpuContext {
     /// Measures every device (or loads its figures from the disk cache unless `force`), one
     /// device at a time so that devices sharing hardware do not disturb each other. Logical
@@ -27,10 +45,9 @@ impl MultiGpuContext {
             let key = format!("{}|amari-gpu {}", dev.adapter.identity(), crate::VERSION);
             let found = match fresh.get(&key) {
                 Some(m) => Some((m.clone(), false)),
-                // A cache written before a family or figure existed is measured again.
-                None if !force => cache::load::<Measurements>(&key)
-                    .filter(calibrate::is_complete)
-                    .map(|m| (m, true)),
+                // A cache written before a family or figure existed, or holding a figure
+                // no cost model can use, is measured again (and rewritten).
+                None if !force => cached(&key).map(|m| (m, true)),
                 None => None,
             };
             let entry = match found {
@@ -40,8 +57,17 @@ impl MultiGpuContext {
                         continue;
                     }
                     let m = calibrate::measure(dev)?;
-                    // A cache that cannot be written only costs a re-measurement next time.
-                    let _ = cache::store(&key, &m);
+                    if let Some(figure) = calibrate::unusable_figure(&m) {
+                        // Not stored: the next process measures again rather than trusting it.
+                        log::warn!(
+                            "calibration of device {} ({key}) measured an unusable figure \
+                             ({figure}); not cached",
+                            dev.id
+                        );
+                    } else if let Err(e) = cache::store(&key, &m) {
+                        // A cache that cannot be written only costs a re-measurement next time.
+                        log::warn!("calibration cache not written for {key}: {e}");
+                    }
                     fresh.insert(key, m.clone());
                     (m, false)
                 }

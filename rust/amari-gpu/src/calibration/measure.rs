@@ -89,6 +89,59 @@ pub fn is_complete(m: &Measurements) -> bool {
             .all(|f| m.family_items_per_s.contains_key(f.name))
 }
 
+/// The first figure of `m` that no cost model can use (a rate that is not positive and
+/// finite, a time that is not finite and >= 0), as "name = value"; `None` when every figure
+/// is usable. A cache file that parses but holds such a figure (edited by hand, written by a
+/// broken measurement) is measured again rather than trusted.
+pub fn unusable_figure(m: &Measurements) -> Option<String> {
+    let rate = |v: f64| v.is_finite() && v > 0.0;
+    let time = |v: f64| v.is_finite() && v >= 0.0;
+    let mut figures = vec![
+        (
+            "launch_latency_s",
+            m.launch_latency_s,
+            time(m.launch_latency_s),
+        ),
+        (
+            "h2d_bytes_per_s",
+            m.h2d_bytes_per_s,
+            rate(m.h2d_bytes_per_s),
+        ),
+        (
+            "d2h_bytes_per_s",
+            m.d2h_bytes_per_s,
+            rate(m.d2h_bytes_per_s),
+        ),
+        (
+            "copy_bytes_per_s",
+            m.copy_bytes_per_s,
+            rate(m.copy_bytes_per_s),
+        ),
+        (
+            "peak_flops_per_s",
+            m.peak_flops_per_s,
+            rate(m.peak_flops_per_s),
+        ),
+        (
+            "kernel_copy_bytes_per_s",
+            m.kernel_copy_bytes_per_s,
+            rate(m.kernel_copy_bytes_per_s),
+        ),
+        (
+            "timestamp_cost_s",
+            m.timestamp_cost_s,
+            time(m.timestamp_cost_s),
+        ),
+    ];
+    for (name, &v) in &m.family_items_per_s {
+        figures.push((name.as_str(), v, rate(v)));
+    }
+    figures
+        .into_iter()
+        .find(|(_, _, ok)| !ok)
+        .map(|(name, v, _)| format!("{name} = {v}"))
+}
+
 /// Runs every micro-benchmark on `dev`.
 pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
     let start = Instant::now();
@@ -114,4 +167,65 @@ pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
             .map_or(0, |d| d.as_secs()),
         calibration_s: start.elapsed().as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sane() -> Measurements {
+        Measurements {
+            launch_latency_s: 1e-4,
+            h2d_bytes_per_s: 1e9,
+            d2h_bytes_per_s: 1e9,
+            copy_bytes_per_s: 1e10,
+            family_items_per_s: super::super::families::families()
+                .iter()
+                .map(|f| (f.name.to_string(), 1e6))
+                .collect(),
+            peak_flops_per_s: 1e11,
+            kernel_copy_bytes_per_s: 1e10,
+            timestamp_cost_s: 0.0,
+            measured_unix_s: 0,
+            calibration_s: 2.0,
+        }
+    }
+
+    #[test]
+    fn sane_figures_are_usable() {
+        assert!(is_complete(&sane()));
+        assert_eq!(unusable_figure(&sane()), None);
+    }
+
+    type Spoil = fn(&mut Measurements);
+
+    #[test]
+    fn nonsense_figures_are_named_and_refused() {
+        let cases: Vec<(Spoil, &str)> = vec![
+            (|m| m.launch_latency_s = -1.0, "launch_latency_s = -1"),
+            (|m| m.h2d_bytes_per_s = 0.0, "h2d_bytes_per_s = 0"),
+            (|m| m.d2h_bytes_per_s = f64::NAN, "d2h_bytes_per_s = NaN"),
+            (
+                |m| m.copy_bytes_per_s = f64::INFINITY,
+                "copy_bytes_per_s = inf",
+            ),
+            (
+                |m| m.kernel_copy_bytes_per_s = -5.0,
+                "kernel_copy_bytes_per_s = -5",
+            ),
+            (
+                |m| {
+                    let first = m.family_items_per_s.keys().next().unwrap().clone();
+                    m.family_items_per_s.insert(first, 0.0);
+                },
+                " = 0",
+            ),
+        ];
+        for (spoil, named) in cases {
+            let mut m = sane();
+            spoil(&mut m);
+            let figure = unusable_figure(&m).expect("refused");
+            assert!(figure.contains(named), "{figure} should name {named}");
+        }
+    }
 }

@@ -64,6 +64,7 @@ pub fn heat(
             ),
         ));
     }
+    let shift = heat_shift(grid, opts.steps);
     // Rows padded to whole vec4s: the kernel updates four cells per thread.
     let row_cells = width.div_ceil(4) * 4;
     let spec = Spec {
@@ -81,6 +82,9 @@ pub fn heat(
         .zip(grid.chunks_exact(width))
     {
         row[..width].copy_from_slice(cells);
+        if shift != 0 {
+            scale_cells(&mut row[..width], -shift);
+        }
     }
     let board: Vec<u8> = bytemuck::cast_slice(&padded).to_vec();
     drop(padded);
@@ -94,7 +98,73 @@ pub fn heat(
                 .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
         );
     }
+    if shift != 0 {
+        unscale_heat(&mut out, grid, height, width, boundary, shift)?;
+    }
     Ok((out, report))
+}
+
+/// Grids whose largest |u| is at most 2^HEAT_LIMIT run as given. A step forms
+/// `(up + down) + (left + right) - 4u`, up to 8 max|u| (and the maximum principle keeps
+/// max|u| from growing, up to rounding), so 2^123 leaves 2^127 for the sum: no overflow.
+const HEAT_LIMIT: i32 = 123;
+
+/// The power of two a heat grid is scaled down by (`u / 2^shift`) so that no step overflows:
+/// 0 for every grid whose largest |u| is at most 2^123 (about 1.06e37), which runs bit for bit
+/// as given. The scaling is chosen from the whole grid on the host, before bands are cut, and
+/// heat steps are linear, so the scaled run is the same on every device layout and halo.
+fn heat_shift(grid: &[f32], steps: u64) -> i32 {
+    let top = grid.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    if steps == 0 || top <= 2f32.powi(HEAT_LIMIT) {
+        return 0;
+    }
+    // top < 2^128, so the shift is at most 5.
+    let e = ((top.to_bits() >> 23) & 0xff) as i32 - 127;
+    e - HEAT_LIMIT + 1
+}
+
+/// Multiplies every cell by 2^`e` (|e| <= 5: exact for normal results).
+fn scale_cells(cells: &mut [f32], e: i32) {
+    let f = 2f64.powi(e);
+    for v in cells {
+        *v = (f64::from(*v) * f) as f32;
+    }
+}
+
+/// Undoes `heat_shift` on the result: exact, except that cells whose scaled value fell below
+/// float32's normal range (below about 1e-38 · 2^shift) carry its subnormal spacing. Dirichlet
+/// edges keep their initial values by definition, so they are copied from `grid` bit for bit.
+/// A result beyond float32 after unscaling is an error, never an inf.
+fn unscale_heat(
+    out: &mut [f32],
+    grid: &[f32],
+    height: usize,
+    width: usize,
+    boundary: Boundary,
+    shift: i32,
+) -> Result<()> {
+    scale_cells(out, shift);
+    if boundary == Boundary::Dirichlet {
+        for i in 0..height {
+            for j in 0..width {
+                if i == 0 || j == 0 || i + 1 == height || j + 1 == width {
+                    out[i * width + j] = grid[i * width + j];
+                }
+            }
+        }
+    }
+    if let Some(i) = out.iter().position(|v| !v.is_finite()) {
+        return Err(Error::invalid(
+            "grid",
+            format!(
+                "the heat steps left the float32 range at ({}, {}): values this close to \
+                 the float32 limit (max |u| near 3.4e38) cannot be stepped; scale the grid down",
+                i / width,
+                i % width
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The grid after `opts.steps` Game of Life steps on a torus (cells 0 or 1).
@@ -163,4 +233,23 @@ fn geometry(height: usize, opts: &Options, periodic: bool) -> Result<Geometry> {
         halo: opts.halo,
         periodic,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heat_grids_are_scaled_only_near_the_float32_limit() {
+        assert_eq!(heat_shift(&[1e37, -1e37], 5), 0);
+        assert_eq!(heat_shift(&[2f32.powi(123)], 5), 0);
+        assert_eq!(heat_shift(&[1e38], 0), 0);
+        assert_eq!(heat_shift(&[-1e38], 5), 4);
+        assert_eq!(heat_shift(&[f32::MAX], 5), 5);
+        let mut cells = [f32::MAX, 1.0, -3e38];
+        scale_cells(&mut cells, -5);
+        assert!(cells.iter().all(|v| v.abs() <= 2f32.powi(123)));
+        scale_cells(&mut cells, 5);
+        assert_eq!(cells, [f32::MAX, 1.0, -3e38]);
+    }
 }

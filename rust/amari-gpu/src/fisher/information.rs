@@ -7,6 +7,7 @@ use crate::plan::{Plan, Strategy};
 
 use super::checks;
 use super::reduce::{reduce_naive, reduce_tiled};
+use super::scale::Scaling;
 use super::syrk::{naive_kernel, tiled_kernel, SyrkShape, MAX_SCORE_COLUMNS};
 
 /// A Fisher matrix and how it was computed.
@@ -63,7 +64,21 @@ fn run(
     weights: Option<&[f32]>,
     strategy: Option<Strategy>,
 ) -> Result<FisherMatrix> {
-    let (n, total) = check(scores, p, weights)?;
+    let (n, mut total) = check(scores, p, weights)?;
+    // Scores or weights whose products would underflow or overflow float32 are scaled by
+    // exact powers of two, chosen from the whole input here, before any chunk is cut.
+    let scaling = Scaling::choose(scores, p, weights);
+    let (scaled_scores, scaled_weights);
+    let (scores, weights) = if scaling.is_identity() {
+        (scores, weights)
+    } else {
+        scaled_scores = scaling.scores(scores, p);
+        scaled_weights = weights.map(|w| scaling.weights(w));
+        if let Some(w) = &scaled_weights {
+            total = w.iter().map(|&v| f64::from(v)).sum();
+        }
+        (&scaled_scores[..], scaled_weights.as_deref())
+    };
     let ones;
     let w = match weights {
         Some(w) => w,
@@ -100,6 +115,9 @@ fn run(
     for v in &mut matrix {
         *v /= total;
     }
+    if !scaling.is_identity() {
+        scaling.unscale(&mut matrix, p);
+    }
     Ok(FisherMatrix {
         matrix,
         p,
@@ -114,9 +132,15 @@ fn run(
 /// device set and strategy. The kernels read rows as vec4: when P is not a multiple of 4
 /// the rows are first copied with zero columns appended (one host pass over the scores).
 ///
+/// Scores or weights so small or so large that their float32 products would lose bits or
+/// overflow (a column's largest |score| outside about [2^-40, 2^40], the largest weight
+/// outside [2^-40, 2^40]) are first scaled by exact powers of two chosen from the whole
+/// input, and the result unscaled exactly in float64: entries down to about 1e-90 and up to
+/// about 1e77 come back to float32 precision, bit-identical for any device set; ordinary
+/// inputs are used as given.
+///
 /// Errors (each naming the argument): `p` outside `1..=4096` or `scores` not (N, p) or
-/// N = 0; non-finite scores; `weights` not (N,), negative, non-finite or all zero;
-/// products overflowing float32.
+/// N = 0; non-finite scores; `weights` not (N,), negative, non-finite or all zero.
 pub fn fisher_information(
     ctx: &MultiGpuContext,
     scores: &[f32],

@@ -13,6 +13,7 @@ mod gaussian;
 mod information;
 mod reduce;
 pub mod reference;
+mod scale;
 pub(crate) mod syrk;
 
 pub use categorical::{

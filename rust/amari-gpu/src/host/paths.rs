@@ -5,13 +5,13 @@
 
 use super::tropical::product_rows;
 use crate::error::Result;
-use crate::tropical::paths::{block_size, negative_cycle, start, strips};
+use crate::tropical::paths::{block_size, finish, start, strips};
 use crate::tropical::Semiring;
 
 /// Shortest path lengths of the graph with (n, n) weights `w` into `out`, on the current
 /// rayon pool (see `tropical::shortest_paths` for the rules and errors).
 pub fn shortest_paths_host(w: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
-    let mut d = start(w, n, out)?;
+    let (mut d, shift) = start(w, n, out)?;
     let mut next = vec![0.0f32; n * n];
     let block = block_size(n);
     for kb in (0..n).step_by(block) {
@@ -31,11 +31,5 @@ pub fn shortest_paths_host(w: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
         product_rows(Semiring::MinPlus, &panel, rows, Some(&d), b, n, &mut next);
         std::mem::swap(&mut d, &mut next);
     }
-    for i in 0..n {
-        if d[i * n + i] < 0.0 {
-            return Err(negative_cycle(i, d[i * n + i]));
-        }
-    }
-    out.copy_from_slice(&d);
-    Ok(())
+    finish(d, n, shift, out)
 }

@@ -98,10 +98,74 @@ pub(crate) fn strips(d: &[f32], n: usize, kb: usize, b: usize) -> Result<(Vec<f3
     Ok((diag, column))
 }
 
-/// Checks the weights and the output, and returns the distances before the first block:
-/// the weights with each vertex's distance to itself at most 0 (a negative self-loop is a
-/// negative cycle). The GPU and host versions both start here.
-pub(crate) fn start(w: &[f32], n: usize, out: &[f32]) -> Result<Vec<f32>> {
+/// The power of two the weights are scaled down by so that no path length overflows
+/// float32 on the way (0 in the common case, which runs as given).
+///
+/// Without a negative cycle every value Floyd–Warshall forms is the length of a simple path
+/// or of two joined (at most 2(n − 1) edges), so its magnitude is at most 2n·max|w| up to
+/// rounding; when that bound is within half the float32 range nothing can overflow. Otherwise
+/// the weights are scaled by 2^−shift (exact for normal numbers: min-plus is homogeneous and
+/// binary scaling commutes with rounding), chosen from the whole matrix on the host before
+/// any product is cut, so every device and the host kernel see the same data; the distances
+/// are unscaled at the end, where a length beyond float32 is an error (`finish`).
+pub(crate) fn path_shift(w: &[f32], n: usize) -> i32 {
+    let top = w
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |m, &v| m.max(f64::from(v).abs()));
+    let limit = f64::from(f32::MAX) / 2.0;
+    let mut bound = 2.0 * n as f64 * top;
+    let mut shift = 0;
+    while bound > limit {
+        bound /= 2.0;
+        shift += 1;
+    }
+    shift
+}
+
+fn scale_weights(d: &mut [f32], e: i32) {
+    let f = 2f64.powi(e);
+    for v in d {
+        *v = (f64::from(*v) * f) as f32;
+    }
+}
+
+/// The last step of both versions: the final negative-cycle check, then the distances
+/// unscaled into `out`. A path length beyond the float32 range is an error naming the first
+/// such pair, never an inf (which would read as "unreachable") or a −inf.
+pub(crate) fn finish(mut d: Vec<f32>, n: usize, shift: i32, out: &mut [f32]) -> Result<()> {
+    for i in 0..n {
+        if d[i * n + i] < 0.0 {
+            return Err(negative_cycle(i, d[i * n + i]));
+        }
+    }
+    if shift != 0 {
+        for (i, v) in d.iter_mut().enumerate() {
+            let scaled = *v;
+            let length = f64::from(scaled) * 2f64.powi(shift);
+            if scaled.is_finite() && length.abs() > f64::from(f32::MAX) {
+                return Err(Error::invalid(
+                    "w",
+                    format!(
+                        "path lengths overflow float32: the shortest path from vertex {} to \
+                         vertex {} has length {length:e}, beyond the float32 range (±3.4e38)",
+                        i / n,
+                        i % n
+                    ),
+                ));
+            }
+            *v = length as f32;
+        }
+    }
+    out.copy_from_slice(&d);
+    Ok(())
+}
+
+/// Checks the weights and the output, and returns the distances before the first block
+/// (scaled by 2^−shift, see `path_shift`) with the shift: the weights with each vertex's
+/// distance to itself at most 0 (a negative self-loop is a negative cycle). The GPU and host
+/// versions both start here (and end in `finish`).
+pub(crate) fn start(w: &[f32], n: usize, out: &[f32]) -> Result<(Vec<f32>, i32)> {
     check_weights(w, n)?;
     if out.len() != n * n {
         return Err(Error::Shape {
@@ -118,11 +182,21 @@ pub(crate) fn start(w: &[f32], n: usize, out: &[f32]) -> Result<Vec<f32>> {
             return Err(negative_cycle(i, d[i * n + i]));
         }
     }
-    Ok(d)
+    let shift = path_shift(w, n);
+    if shift != 0 {
+        scale_weights(&mut d, -shift);
+    }
+    Ok((d, shift))
 }
 
 /// All-pairs shortest path lengths of the graph with (n, n) row-major weights `w` into `out`
 /// (+inf where unreachable). Returns the plan of the last product it ran.
+///
+/// Weights so large that path lengths could overflow float32 (2n·max|w| above about
+/// 1.7e38) are scaled by an exact power of two first (see `path_shift`); a shortest path
+/// whose length is beyond float32 is then an error naming the pair, never a wrong inf or
+/// −inf. In that case weights below about 1e-38 · 2^shift keep only float32's subnormal
+/// spacing.
 pub fn shortest_paths(
     ctx: &MultiGpuContext,
     w: &[f32],
@@ -130,7 +204,7 @@ pub fn shortest_paths(
     out: &mut [f32],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
-    let mut d = start(w, n, out)?;
+    let (mut d, shift) = start(w, n, out)?;
     let mut plan = None;
     let mut next = crate::alloc::zeroed("distances", n * n)?;
     let block = block_size(n);
@@ -179,12 +253,7 @@ pub fn shortest_paths(
         )?);
         std::mem::swap(&mut d, &mut next);
     }
-    for i in 0..n {
-        if d[i * n + i] < 0.0 {
-            return Err(negative_cycle(i, d[i * n + i]));
-        }
-    }
-    out.copy_from_slice(&d);
+    finish(d, n, shift, out)?;
     match plan {
         Some(plan) => Ok(plan),
         // No vertex: run the empty product so the caller still gets a plan.
@@ -222,6 +291,22 @@ mod tests {
         assert_eq!(block_size(100), 8);
         assert_eq!(block_size(1024), 64);
         assert_eq!(block_size(4096), 128);
+    }
+
+    #[test]
+    fn weights_are_scaled_only_when_a_path_could_overflow() {
+        let inf = f32::INFINITY;
+        assert_eq!(path_shift(&[0.0, 1e30, inf, -1e30], 2), 0);
+        assert_eq!(path_shift(&[0.0, 3e38, inf, 0.0], 2), 3);
+        // Scaled lengths come back exactly; beyond float32 they are an error, not an inf.
+        let mut out = [0.0f32; 4];
+        finish(vec![0.0, 1.5e38, inf, 0.0], 2, 1, &mut out).unwrap();
+        assert_eq!(out, [0.0, 3e38, inf, 0.0]);
+        let err = finish(vec![0.0, -2e38, inf, 0.0], 2, 1, &mut out).unwrap_err();
+        assert!(
+            err.to_string().contains("path lengths overflow float32"),
+            "{err}"
+        );
     }
 
     #[test]

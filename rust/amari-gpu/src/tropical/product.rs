@@ -74,6 +74,9 @@ fn check_operands(
 
 /// `out[p] = a[p] ⊗ b[p]` for every batch p: flat row-major (batch, m, k) and (batch, k, n)
 /// operands, (batch, m, n) result, in `semiring`. Returns the plan the call followed.
+///
+/// A finite term `a + b` beyond the float32 range that decides an entry is an error (not a
+/// quiet ±inf); ±inf operands keep their tropical meaning.
 pub fn tropical_matmul(
     ctx: &MultiGpuContext,
     a: &[f32],
@@ -105,7 +108,68 @@ pub fn tropical_matmul_with(
         Variant::Tiled => kernels::tiled,
         Variant::Naive => kernels::naive,
     };
-    run_product(ctx, build, product, None, out, strategy)
+    let plan = run_product(ctx, build, product, None, out, strategy)?;
+    check_overflow(product, out)?;
+    Ok(plan)
+}
+
+/// Whether a tropical product of these operands may overflow: only when the largest finite
+/// magnitudes of the two operands add up beyond float32 (one sum per term, no accumulation).
+fn may_overflow(a: &[f32], b: &[f32]) -> bool {
+    let top = |d: &[f32]| {
+        d.iter()
+            .filter(|v| v.is_finite())
+            .fold(0.0f64, |m, &v| m.max(f64::from(v).abs()))
+    };
+    top(a) + top(b) > f64::from(f32::MAX)
+}
+
+/// Refuses a result that a float32 overflow made wrong. A term `a + b` of finite operands
+/// beyond float32 rounds to ±inf: +inf in a max-plus product (−inf in min-plus) becomes the
+/// result, the other infinity reads as the tropical zero. Either way a wrong result is
+/// infinite, so only infinite entries need a look: each is recomputed in float64 and, when
+/// finite there, is an overflow error naming the entry (never a quiet inf, which would read
+/// as "no path" or the tropical zero). Free when `may_overflow` rules it out.
+fn check_overflow(product: Product<'_>, out: &[f32]) -> Result<()> {
+    let Product {
+        semiring,
+        shape,
+        a,
+        b,
+    } = product;
+    if !may_overflow(a, b) {
+        return Ok(());
+    }
+    let BatchShape { m, k, n, .. } = shape;
+    for (t, &v) in out.iter().enumerate() {
+        if v.is_finite() {
+            continue;
+        }
+        let (p, i, j) = (t / (m * n), t / n % m, t % n);
+        let exact = (0..k)
+            .map(|l| {
+                let (x, y) = (a[(p * m + i) * k + l], b[(p * k + l) * n + j]);
+                if x == semiring.zero() || y == semiring.zero() {
+                    f64::from(semiring.zero())
+                } else {
+                    f64::from(x) + f64::from(y)
+                }
+            })
+            .fold(f64::from(semiring.zero()), |acc, x| match semiring {
+                Semiring::MaxPlus => acc.max(x),
+                Semiring::MinPlus => acc.min(x),
+            });
+        if exact.is_finite() {
+            return Err(Error::invalid(
+                "a",
+                format!(
+                    "tropical products overflow float32: out[{p}, {i}, {j}] = {exact:e} is \
+                     beyond the float32 range (±3.4e38); rescale the operands"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `out[p] = a[p] ⊗ x[p]` for every batch p: flat (batch, m, k) matrices and (batch, k)
@@ -135,5 +199,7 @@ pub fn tropical_matvec(
         a,
         b: x,
     };
-    run_matvec(ctx, product, out, strategy)
+    let plan = run_matvec(ctx, product, out, strategy)?;
+    check_overflow(product, out)?;
+    Ok(plan)
 }
