@@ -80,7 +80,7 @@ fn kernel_events_cover_every_item_once_with_gpu_timestamps_where_available() {
         summary.devices.iter().map(|d| d.chunks).sum::<u64>(),
         (n as u64).div_ceil(2048)
     );
-    assert!(summary.makespan_s > 0.0 && summary.lower_bound_s > 0.0);
+    assert!(summary.makespan_s > 0.0 && summary.predicted_lower_bound_s > 0.0);
     assert!([
         "transfer-bound",
         "compute-bound",
