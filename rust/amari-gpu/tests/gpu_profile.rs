@@ -14,6 +14,7 @@ fn run_profiled(
     Vec<amari_gpu::profile::Event>,
     Vec<amari_gpu::profile::CallRecord>,
 ) {
+    let _ = env_logger::builder().is_test(true).try_init();
     let ctx = MultiGpuContext::new(options).expect("context opens");
     let a = vec![0.25f32; 8 * n];
     let mut out = vec![0.0f32; 8 * n];
