@@ -159,5 +159,12 @@ fn chrome_trace_has_complete_events_and_named_tracks() {
     assert!(thread_names.iter().any(|n| n.starts_with("device 0 queue")));
     assert!(thread_names
         .iter()
-        .any(|n| n.starts_with("device 1 host worker")));
+        .any(|n| n.starts_with("device 1 worker")));
+    // Named by kind (Perfetto groups by name); the chunk is an argument.
+    assert!(complete
+        .iter()
+        .all(
+            |e| !e["name"].as_str().unwrap().contains(' ') && e["args"]["chunk"].is_number()
+                || e["name"] == "plan"
+        ));
 }
