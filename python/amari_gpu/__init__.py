@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import _native
 from ._adapters import AdapterInfo, adapters
+from ._logging import reset_log_levels
 from ._system import quiet_mesa
 from .algebra import Algebra
 from .context import Device, MultiGpuContext
@@ -47,4 +48,5 @@ __all__ = [
     "Workload",
     "__version__",
     "adapters",
+    "reset_log_levels",
 ]

@@ -19,6 +19,7 @@ __all__ = [
     "check_workload",
     "profile_start",
     "profile_stop",
+    "reset_log_levels",
 ]
 
 __version__: str
@@ -154,7 +155,7 @@ class DeviceSummaryDict(TypedDict):
 class SummaryDict(TypedDict):
     calls: int
     makespan_s: float
-    lower_bound_s: float
+    predicted_lower_bound_s: float
     efficiency: float
     imbalance: float
     overhead_fraction: float
@@ -261,8 +262,10 @@ class Profile:
     def calls(self) -> list[CallDict]: ...
     def summary(self) -> SummaryDict: ...
     def chrome_trace(self) -> str: ...
+    def device_names(self) -> dict[int, str]: ...
 
 def profile_start(ctx: Context) -> Profile: ...
+def reset_log_levels() -> None: ...
 def profile_stop(ctx: Context) -> None: ...
 
 # --- geometric algebra ---

@@ -46,7 +46,9 @@ class Profile:
         return list(self._native.calls())
 
     def summary(self) -> dict[str, Any]:
-        """``makespan_s``, ``lower_bound_s``, ``efficiency`` (bound / makespan),
+        """``makespan_s``, ``predicted_lower_bound_s`` (the lower bound the calibrated model
+        predicted for the plans: a prediction, which a run can beat), ``efficiency``
+        (predicted bound / makespan: above 1 when the run beat the model),
         ``imbalance`` (max busy / mean busy - 1), ``overhead_fraction`` (busy time outside
         kernels: transfers and synchronisation), ``bottleneck`` ("transfer-bound",
         "compute-bound", "imbalance" or "launch-overhead") with the ``figures`` behind it,
@@ -54,8 +56,11 @@ class Profile:
         return dict(self._native.summary())
 
     def save_chrome_trace(self, path: str | os.PathLike[str]) -> None:
-        """Writes the Trace Event Format JSON: one track per device queue (kernels) and one
-        per host worker (uploads, readbacks, waits, retries)."""
+        """Writes the Trace Event Format JSON (built by the Rust core): per device a track
+        for its queue (kernels), one for its worker (uploads, waits, readbacks) and one for
+        re-runs of a failed device's chunks, plus a host track (planning, exchange). Slices
+        on every track nest or are disjoint, as Perfetto requires; events are named by
+        kind, with chunk, call, bytes, items and clock under ``args``."""
         text = self._native.chrome_trace()
         json.loads(text)  # refuse to write anything but valid JSON
         with open(path, "w", encoding="utf-8") as f:
@@ -73,6 +78,7 @@ class Profile:
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise ImportError("Profile.plot needs matplotlib: pip install 'amari-gpu[plot]'") from e
         events = self.events
+        names = self._native.device_names()
         devices = sorted({e["device"] for e in events if e["device"] is not None})
         # Host-wide steps (planning, halo exchange) get a row of their own, at the top.
         rows: list[int | None] = (
@@ -96,7 +102,7 @@ class Profile:
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))
         ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        ax.set_yticks(range(len(rows)), [f"device {d}" if d is not None else "host" for d in rows])
+        ax.set_yticks(range(len(rows)), [_row_label(d, names) for d in rows])
         ax.set_xlabel("ms since the profile started")
         ax.set_title("amari_gpu timeline (kernels above, host steps below each device)")
         fig.tight_layout()
@@ -108,7 +114,8 @@ class Profile:
         s = self.summary()
         lines = [
             f"calls {s['calls']}  makespan {s['makespan_s'] * 1e3:.2f} ms  "
-            f"lower bound {s['lower_bound_s'] * 1e3:.2f} ms  efficiency {s['efficiency']:.2f}",
+            f"model's lower bound {s['predicted_lower_bound_s'] * 1e3:.2f} ms  "
+            f"efficiency {s['efficiency']:.2f}",
             f"imbalance {s['imbalance']:.2f}  overhead {s['overhead_fraction']:.0%}  "
             f"bottleneck: {s['bottleneck']}",
             f"{'device':>6} {'busy ms':>9} {'util':>6} {'items/s':>12} {'MB/s':>9} {'chunks':>7}",
@@ -119,6 +126,13 @@ class Profile:
                 f"{d['items_per_s']:>12.4g} {d['bytes_per_s'] / 1e6:>9.1f} {d['chunks']:>7}"
             )
         return "\n".join(lines)
+
+
+def _row_label(device: int | None, names: dict[int, str]) -> str:
+    """A Gantt row's label: "0: llvmpipe (vulkan)", or "host"."""
+    if device is None:
+        return "host"
+    return f"{device}: {names.get(device, '?')}"
 
 
 class _Recording:

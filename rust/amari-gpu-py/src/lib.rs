@@ -10,6 +10,7 @@ mod errors;
 mod fields;
 mod fisher;
 mod ga;
+mod logs;
 mod plans;
 mod profile;
 mod tropical;
@@ -45,6 +46,7 @@ fn add_names(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", amari_gpu::VERSION)?;
+    logs::register(m)?;
     add_names(m)?;
     m.add_function(wrap_pyfunction!(adapters::adapters, m)?)?;
     m.add_class::<context::PyContext>()?;

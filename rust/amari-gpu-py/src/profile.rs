@@ -1,6 +1,7 @@
 //! Profiles as Python sees them: the events, the calls, the summary and the Chrome trace of
 //! an active or finished profile, converted to plain Python values.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use amari_gpu::profile::{chrome_trace, summarize, Profiler, Summary};
@@ -26,9 +27,17 @@ fn summary_dict<'py>(py: Python<'py>, s: &Summary) -> PyResult<Bound<'py, PyDict
             items_per_s, bytes, bytes_per_s, chunks, retries)?;
         devices.set_item(dev.device, entry)?;
     }
-    fields!(py, s; calls, makespan_s, lower_bound_s, efficiency, imbalance, overhead_fraction,
+    fields!(py, s; calls, makespan_s, predicted_lower_bound_s, efficiency, imbalance, overhead_fraction,
         bottleneck, figures;
         "devices" => devices)
+}
+
+impl PyProfile {
+    fn device_name(&self, d: usize) -> String {
+        self.ctx.devices().get(d).map_or_else(String::new, |dev| {
+            format!("{} ({})", dev.adapter.name, dev.adapter.backend)
+        })
+    }
 }
 
 #[pymethods]
@@ -65,13 +74,14 @@ impl PyProfile {
 
     /// The Chrome trace (Trace Event Format) as a JSON string.
     fn chrome_trace(&self) -> String {
-        let devices = self.ctx.devices();
-        let names = |d: usize| {
-            devices.get(d).map_or_else(String::new, |dev| {
-                format!("{} ({})", dev.adapter.name, dev.adapter.backend)
-            })
-        };
-        chrome_trace(&self.profiler.events(), &names).to_string()
+        chrome_trace(&self.profiler.events(), &|d| self.device_name(d)).to_string()
+    }
+
+    /// Each device of the context, by id, as "<adapter name> (<backend>)".
+    fn device_names(&self) -> BTreeMap<usize, String> {
+        (0..self.ctx.devices().len())
+            .map(|d| (d, self.device_name(d)))
+            .collect()
     }
 }
 

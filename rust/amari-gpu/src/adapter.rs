@@ -238,5 +238,20 @@ pub fn enumerate(instance: &wgpu::Instance) -> Vec<(wgpu::Adapter, AdapterInfo)>
     for ((_, info), marked) in pairs.iter_mut().zip(infos) {
         *info = marked;
     }
+    for (_, info) in &pairs {
+        log::info!(
+            "adapter {}: {} ({}, {}, driver {}){}",
+            info.index,
+            info.name,
+            info.backend,
+            info.device_type,
+            info.driver,
+            info.same_device_as
+                .map_or_else(String::new, |o| format!(", same device as adapter {o}"))
+        );
+    }
+    if pairs.is_empty() {
+        log::warn!("wgpu reports no adapter on any backend");
+    }
     pairs
 }

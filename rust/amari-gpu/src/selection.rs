@@ -189,13 +189,99 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
     if let Some(max) = options.max_devices {
         devices.truncate(max);
     }
+    if log::log_enabled!(log::Level::Info) {
+        log::info!("{}", describe_selection(infos, options, &devices));
+    }
     Ok(devices)
+}
+
+/// Why the selection left `info` out, if it did.
+fn left_out(info: &AdapterInfo, options: &ContextOptions, devices: &[usize]) -> Option<String> {
+    if devices.contains(&info.index) {
+        return None;
+    }
+    let reason = if options
+        .adapters
+        .as_ref()
+        .is_some_and(|a| !a.contains(&info.index))
+    {
+        "not in adapters=".to_string()
+    } else if options.backends.as_ref().is_some_and(|names| {
+        !names.iter().any(|n| {
+            parse_backend(n).map(crate::adapter::backend_name) == Some(info.backend.as_str())
+        })
+    }) {
+        "backend not in backends=".to_string()
+    } else if options
+        .device_types
+        .as_ref()
+        .is_some_and(|t| !t.contains(&info.device_type))
+    {
+        "kind not in device_types=".to_string()
+    } else if options.adapters.is_none() && options.backends.is_none() {
+        match info.same_device_as {
+            Some(original) => format!("same device as adapter {original}"),
+            None if info.is_software() => "software adapter, hardware present".to_string(),
+            None => "max_devices reached".to_string(),
+        }
+    } else {
+        "max_devices reached".to_string()
+    };
+    Some(reason)
+}
+
+/// One line saying which adapters a context opens, how many devices on each, and why the
+/// others were left out.
+fn describe_selection(
+    infos: &[AdapterInfo],
+    options: &ContextOptions,
+    devices: &[usize],
+) -> String {
+    let mut opened: Vec<String> = Vec::new();
+    for &index in devices {
+        let info = &infos[index];
+        let count = devices.iter().filter(|&&i| i == index).count();
+        let entry = format!("[{}] {} ({}) x{count}", index, info.name, info.backend);
+        if !opened.contains(&entry) {
+            opened.push(entry);
+        }
+    }
+    let skipped: Vec<String> = infos
+        .iter()
+        .filter_map(|i| {
+            left_out(i, options, devices)
+                .map(|why| format!("[{}] {} ({}): {why}", i.index, i.name, i.backend))
+        })
+        .collect();
+    let mut line = format!("opening {} devices on {}", devices.len(), opened.join(", "));
+    if !skipped.is_empty() {
+        line.push_str(&format!("; left out {}", skipped.join(", ")));
+    }
+    line
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn the_selection_line_names_what_was_opened_and_why_others_were_not() {
+        let infos = vec![
+            info(0, "lavapipe", "vulkan", "cpu", None),
+            info(1, "llvmpipe", "gl", "cpu", None),
+        ];
+        let options = ContextOptions {
+            backends: Some(vec!["vulkan".into()]),
+            devices_per_adapter: 2,
+            ..Default::default()
+        };
+        let devices = select(&infos, &options).unwrap();
+        assert_eq!(
+            describe_selection(&infos, &options, &devices),
+            "opening 2 devices on [0] lavapipe (vulkan) x2; left out [1] llvmpipe (gl): backend not in backends="
+        );
+    }
 
     fn info(
         index: usize,

@@ -292,6 +292,17 @@ impl Run<'_> {
                         .chunk_done(meta.items as u64, meta.bytes_up, meta.bytes_down);
                     dev.health.chunk_completed();
                 }
+                log::debug!(
+                    "device {} chunk {} ({} items{}) done",
+                    dev.id,
+                    meta.chunk,
+                    meta.items,
+                    if meta.orphan {
+                        ", re-run for a failed device"
+                    } else {
+                        ""
+                    }
+                );
                 self.record_chunk(dev, &meta, &done, last_done, &mut clock);
                 last_done = done.copied;
                 self.scheduler.done();
@@ -319,6 +330,12 @@ impl Run<'_> {
                     unfinished.push(pending.meta.chunk);
                     pending.flight.discard();
                 }
+                log::warn!(
+                    "device {} ({}, {}) failed: {error}; chunks {unfinished:?} re-queued on the other devices",
+                    dev.id,
+                    dev.adapter.name,
+                    dev.adapter.backend
+                );
                 if self.counted {
                     dev.counters.chunks_failed(unfinished.len() as u64);
                 }

@@ -3,6 +3,7 @@
 //! refined by the history of completed calls.
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use super::cache;
 use super::families::flops_per_s;
@@ -37,6 +38,20 @@ impl MultiGpuContext {
     /// devices on one adapter share one measurement.
     pub fn calibrate(&self, force: bool) -> Result<Vec<Capabilities>> {
         let _one_at_a_time = self.calibration.lock().expect("calibration lock");
+        let started = Instant::now();
+        let pending = {
+            let measured = self.measured.lock().expect("measured lock");
+            self.devices
+                .iter()
+                .filter(|d| force || measured[d.id].is_none())
+                .count()
+        };
+        if pending > 0 {
+            log::info!(
+                "calibrating {pending} devices{}…",
+                if force { " (forced)" } else { "" }
+            );
+        }
         let mut fresh: BTreeMap<String, Measurements> = BTreeMap::new();
         for dev in &self.devices {
             if !force && self.measured.lock().expect("measured lock")[dev.id].is_some() {
@@ -51,12 +66,33 @@ impl MultiGpuContext {
                 None => None,
             };
             let entry = match found {
-                Some(entry) => entry,
+                Some(entry) => {
+                    log::info!(
+                        "device {} ({}, {}): calibration {}",
+                        dev.id,
+                        dev.adapter.name,
+                        dev.adapter.backend,
+                        if entry.1 {
+                            "loaded from the cache"
+                        } else {
+                            "shared with a device on the same adapter"
+                        }
+                    );
+                    entry
+                }
                 None => {
                     if !dev.health.is_healthy() {
                         continue;
                     }
+                    let t = Instant::now();
                     let m = calibrate::measure(dev)?;
+                    log::info!(
+                        "calibrated device {} ({}, {}) in {:.2} s",
+                        dev.id,
+                        dev.adapter.name,
+                        dev.adapter.backend,
+                        t.elapsed().as_secs_f64()
+                    );
                     if let Some(figure) = calibrate::unusable_figure(&m) {
                         // Not stored: the next process measures again rather than trusting it.
                         log::warn!(
@@ -76,7 +112,14 @@ impl MultiGpuContext {
         }
         let needs_groups = force || self.group_speedups.lock().expect("group lock").is_empty();
         if needs_groups {
+            let t = Instant::now();
             let measured = self.measure_group_speedups(force)?;
+            if !measured.is_empty() {
+                log::info!(
+                    "measured the speedup of devices sharing hardware in {:.2} s: {measured:?}",
+                    t.elapsed().as_secs_f64()
+                );
+            }
             let mut groups = self.group_speedups.lock().expect("group lock");
             for (group, speedup) in measured {
                 let members = self
@@ -86,6 +129,12 @@ impl MultiGpuContext {
                     .count();
                 groups.insert(group, (speedup, members));
             }
+        }
+        if pending > 0 {
+            log::info!(
+                "calibration done in {:.2} s",
+                started.elapsed().as_secs_f64()
+            );
         }
         Ok((0..self.devices.len())
             .map(|id| self.capabilities_now(id))

@@ -104,7 +104,15 @@ impl Balancer {
         let gain = 1.0 - proposed_s / current_s;
         let saved_s = gain * round_s * remaining_rounds as f64;
         let proposed: Vec<(usize, usize)> = split.iter().map(|s| s.0).zip(rows).collect();
-        (gain >= MIN_GAIN && saved_s > move_s(&proposed)).then_some(Proposal {
+        let worth = gain >= MIN_GAIN && saved_s > move_s(&proposed);
+        if worth {
+            log::info!(
+                "rebalancing bands (device, rows) {split:?} -> {proposed:?}: slowest device's round predicted {:.3} ms -> {:.3} ms, {saved_s:.3} s saved over {remaining_rounds} rounds",
+                current_s * 1e3,
+                proposed_s * 1e3
+            );
+        }
+        worth.then_some(Proposal {
             split: proposed,
             current_s,
             proposed_s,

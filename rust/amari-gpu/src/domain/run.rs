@@ -70,6 +70,11 @@ pub(super) fn evolve(
             }) => {
                 let dev = &ctx.devices()[id];
                 let reason = error.to_string();
+                log::warn!(
+                    "device {id} ({}, {}) failed: {reason}; the grid run starts again without it",
+                    dev.adapter.name,
+                    dev.adapter.backend
+                );
                 dev.health.mark_failed(&reason);
                 dev.pool.clear();
                 dev.counters.chunks_failed(1);

@@ -1,4 +1,5 @@
-//! What a profile says about a run: makespan against the plans' lower bound, imbalance
+//! What a profile says about a run: makespan against the lower bound the cost model
+//! predicted for the plans (a prediction, not a guarantee: a run can beat it), imbalance
 //! between devices, the share of time that was not kernel work, and the likely bottleneck
 //! with the figures behind it.
 
@@ -42,9 +43,13 @@ pub struct Summary {
     pub calls: usize,
     /// Sum over calls of each call's span (first event start to last event end).
     pub makespan_s: f64,
-    /// Sum over calls of the plan's lower bound.
-    pub lower_bound_s: f64,
-    /// `lower_bound_s / makespan_s`.
+    /// Sum over calls of the lower bound the calibrated model predicted for the call's
+    /// plan. A prediction: the measured makespan can be below it when the devices ran
+    /// faster than calibration measured.
+    pub predicted_lower_bound_s: f64,
+    /// `predicted_lower_bound_s / makespan_s`: 1 when the run matched the model's best
+    /// case, below 1 when it fell short, above 1 when it beat the model (the model
+    /// underrates the devices).
     pub efficiency: f64,
     /// Busiest device's busy time over the mean, minus one.
     pub imbalance: f64,
@@ -131,7 +136,7 @@ pub fn summarize(events: &[Event], calls: &[CallRecord]) -> Summary {
         span.1 = span.1.max(e.start_s + e.duration_s);
     }
     let makespan_s: f64 = spans.values().map(|(s, e)| (e - s).max(0.0)).sum();
-    let lower_bound_s: f64 = calls.iter().map(|c| c.lower_bound_s).sum();
+    let predicted_lower_bound_s: f64 = calls.iter().map(|c| c.lower_bound_s).sum();
     let mut by_device: BTreeMap<usize, Vec<&Event>> = BTreeMap::new();
     for e in events {
         if let Some(d) = e.device {
@@ -192,9 +197,9 @@ pub fn summarize(events: &[Event], calls: &[CallRecord]) -> Summary {
     Summary {
         calls: spans.len(),
         makespan_s,
-        lower_bound_s,
+        predicted_lower_bound_s,
         efficiency: if makespan_s > 0.0 {
-            lower_bound_s / makespan_s
+            predicted_lower_bound_s / makespan_s
         } else {
             1.0
         },

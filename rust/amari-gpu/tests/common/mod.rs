@@ -22,9 +22,16 @@ pub fn validate(name: &str, source: &str) -> naga::Module {
     module
 }
 
+/// Shows the core's log records as `RUST_LOG` asks (e.g. `RUST_LOG=amari_gpu=info cargo
+/// test`); nothing without it. Captured per test like `println!`.
+pub fn logging() {
+    let _ = env_logger::builder().is_test(true).try_init();
+}
+
 /// One context per backend that has an adapter ("vulkan": lavapipe, "gl": llvmpipe here),
 /// cutting problems into chunks of `chunk_items` items so that odd sizes straddle chunks.
 pub fn contexts(chunk_items: Option<usize>) -> Vec<(String, MultiGpuContext)> {
+    logging();
     let infos = amari_gpu::adapters();
     let mut out = Vec::new();
     for backend in ["vulkan", "gl", "metal", "dx12"] {
