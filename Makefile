@@ -62,6 +62,7 @@ clean: ## remove the virtual environment and build outputs
 bench: dev ## strategies, profiler cost, grids; API benchmarks; scaling study; criterion benches
 	$(PY) benches/strategies.py
 	$(PY) benches/profiler.py
+	$(PY) benches/model.py
 	$(PY) benches/stencil.py
 	$(PY) -m pytest benches/ --benchmark-only
 	$(PY) -m amari_gpu bench --quick
