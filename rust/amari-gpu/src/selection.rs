@@ -78,6 +78,27 @@ fn describe_available(infos: &[AdapterInfo]) -> String {
     format!("available: {}", list.join("; "))
 }
 
+/// The caller's filters in words: "on backends metal, of types cpu, among adapters 0, 2"
+/// (the message of a selection that matched nothing; never Rust debug text).
+fn describe_request(options: &ContextOptions) -> String {
+    let mut parts = Vec::new();
+    if let Some(backends) = &options.backends {
+        parts.push(format!("on backends {}", backends.join(", ")));
+    }
+    if let Some(types) = &options.device_types {
+        parts.push(format!("of types {}", types.join(", ")));
+    }
+    if let Some(adapters) = &options.adapters {
+        let list: Vec<String> = adapters.iter().map(usize::to_string).collect();
+        parts.push(format!("among adapters {}", list.join(", ")));
+    }
+    if parts.is_empty() {
+        "was selected".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// Returns the selected adapter indices, one entry per logical device to open (an adapter
 /// appears `devices_per_adapter` times in a row).
 pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usize>> {
@@ -173,10 +194,8 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
             "No GPU adapter found".to_string()
         } else {
             format!(
-                "No adapter matches backends={:?}, device_types={:?}, adapters={:?} ({})",
-                options.backends,
-                options.device_types,
-                options.adapters,
+                "No adapter {}; {}",
+                describe_request(options),
                 describe_available(infos)
             )
         };
@@ -318,5 +337,21 @@ mod tests {
             select(&machine(), &options),
             Err(Error::NoAdapter(_))
         ));
+        let options = ContextOptions {
+            backends: Some(vec!["metal".into()]),
+            device_types: Some(vec!["cpu".into()]),
+            ..Default::default()
+        };
+        match select(&machine(), &options) {
+            Err(Error::NoAdapter(message)) => {
+                assert!(
+                    message
+                        .starts_with("No adapter on backends metal, of types cpu; available: [0]"),
+                    "{message}"
+                );
+                assert!(!message.contains("Some("), "{message}");
+            }
+            other => panic!("expected NoAdapter, got {other:?}"),
+        }
     }
 }
