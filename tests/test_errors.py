@@ -216,6 +216,8 @@ def test_masked_arrays_are_refused_naming_the_argument(default_ctx):
         default_ctx.geometric_product(a, np.ones(8))
     with pytest.raises(TypeError, match=r"^scores: expected a plain array, got a masked"):
         default_ctx.fisher_information(np.ma.masked_invalid(np.ones((3, 2))))
+    with pytest.raises(TypeError, match=r"^grad: expected a plain array, got a masked"):
+        default_ctx.natural_gradient(np.ones((3, 2)), np.ma.masked_array(np.ones(2)), 1.0)
     with pytest.raises(TypeError, match=r"^w: expected a plain array, got a masked"):
         default_ctx.shortest_paths(np.ma.masked_array(np.zeros((2, 2))))
     with pytest.raises(TypeError, match=r"^grid: expected a plain array, got a masked"):

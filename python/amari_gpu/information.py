@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from . import _native
 from ._mixin import KernelHost
-from ._validate import as_float32, shape_text
+from ._validate import as_float32, plain_array, shape_text
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -150,7 +150,7 @@ class InformationGeometryMixin(KernelHost):
             or damping < 0
         ):
             raise InvalidArgumentError(f"damping: expected a finite number >= 0, got {damping!r}")
-        g = np.asarray(grad)
+        g = plain_array("grad", grad)
         if g.dtype.kind not in "biuf":
             raise TypeError(
                 f"grad: expected an array of real numbers (converted to float64), "
