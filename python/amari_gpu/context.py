@@ -21,8 +21,9 @@ from .profiler import Profile, _Recording
 from .tropical import TropicalMixin
 
 MAX_DEVICES_PER_ADAPTER = 64
-"""Largest ``devices_per_adapter``: each logical device is a wgpu device with its own queue,
-worker thread and buffer pools, and opening one takes tens of milliseconds."""
+"""Largest ``devices_per_adapter`` (the core's bound, checked there): each logical device is a
+wgpu device with its own queue, worker thread and buffer pools, and opening one takes tens of
+milliseconds."""
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,7 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
                 "device_types": name_list("device_types", device_types, DEVICE_TYPES),
                 "adapters": index_list("adapters", adapters),
                 "max_devices": optional_positive_int("max_devices", max_devices),
-                "devices_per_adapter": positive_int(
-                    "devices_per_adapter", devices_per_adapter, MAX_DEVICES_PER_ADAPTER
-                ),
+                "devices_per_adapter": positive_int("devices_per_adapter", devices_per_adapter),
                 "chunk_items": optional_positive_int("chunk_items", chunk_items),
                 "sync_timeout_ms": optional_positive_int("sync_timeout_ms", sync_timeout_ms),
                 "strategy": check_strategy(strategy),

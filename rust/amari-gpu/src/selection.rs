@@ -4,6 +4,10 @@
 use crate::adapter::{parse_backend, AdapterInfo, BACKEND_NAMES, DEVICE_TYPE_NAMES};
 use crate::error::{Error, Result};
 
+/// Largest `devices_per_adapter`: each logical device is a wgpu device with its own queue,
+/// worker thread and buffer pools, and opening one takes tens of milliseconds.
+pub const MAX_DEVICES_PER_ADAPTER: usize = 64;
+
 /// What the caller asked for when opening a context.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextOptions {
@@ -15,7 +19,8 @@ pub struct ContextOptions {
     pub adapters: Option<Vec<usize>>,
     /// At most this many devices in all.
     pub max_devices: Option<usize>,
-    /// Logical devices opened on each selected adapter (each with its own queue).
+    /// Logical devices opened on each selected adapter (each with its own queue), 1 to
+    /// [`MAX_DEVICES_PER_ADAPTER`].
     pub devices_per_adapter: usize,
     /// Items per chunk; `None` lets the context derive it from the problem size.
     pub chunk_items: Option<usize>,
@@ -106,6 +111,15 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
         return Err(Error::invalid(
             "devices_per_adapter",
             "expected an integer >= 1, got 0",
+        ));
+    }
+    if options.devices_per_adapter > MAX_DEVICES_PER_ADAPTER {
+        return Err(Error::invalid(
+            "devices_per_adapter",
+            format!(
+                "expected an integer from 1 to {MAX_DEVICES_PER_ADAPTER}, got {}",
+                options.devices_per_adapter
+            ),
         ));
     }
     if options.max_devices == Some(0) {
@@ -307,6 +321,10 @@ mod tests {
                 adapters: Some(vec![1, 1]),
                 ..Default::default()
             },
+            ContextOptions {
+                devices_per_adapter: MAX_DEVICES_PER_ADAPTER + 1,
+                ..Default::default()
+            },
         ];
         let arguments = [
             "devices_per_adapter",
@@ -314,6 +332,7 @@ mod tests {
             "device_types",
             "adapters",
             "adapters",
+            "devices_per_adapter",
         ];
         for (options, argument) in bad.iter().zip(arguments) {
             match select(&machine(), options) {
