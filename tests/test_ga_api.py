@@ -162,23 +162,32 @@ def test_nan_and_inf_go_through_ieee_arithmetic(default_ctx):
 
 
 @pytest.mark.parametrize(
-    ("method", "shapes", "argument", "expected", "actual"),
+    ("method", "shapes", "argument", "message"),
     [
-        ("geometric_product", [(5, 15), (5, 16)], "a", "(N, 16) or (16,)", "(5, 15)"),
-        ("outer_product", [(5, 16), (4, 16)], "b", "(5, 16) or (16,)", "(4, 16)"),
-        ("inner_product", [(16,), (5, 8)], "b", "(N, 16) or (16,)", "(5, 8)"),
-        ("scalar_product", [(5, 16), (1, 16)], "b", "(5, 16) or (16,)", "(1, 16)"),
-        ("sandwich", [(8,), (5, 16)], "r", "(N, 16) or (16,)", "(8,)"),
-        ("sandwich", [(3, 16), (2, 16)], "x", "(3, 16) or (16,)", "(2, 16)"),
-        ("sandwich", [(16,), (2, 16, 1)], "x", "(N, 16) or (16,)", "(2, 16, 1)"),
-        ("reverse", [(5, 8)], "x", "(N, 16) or (16,)", "(5, 8)"),
-        ("normalize", [()], "x", "(N, 16) or (16,)", "()"),
-        ("dual", [(16, 5)], "x", "(N, 16) or (16,)", "(16, 5)"),
+        ("geometric_product", [(5, 15), (5, 16)], "a", "expected shape (..., 16), got (5, 15)"),
+        (
+            "outer_product",
+            [(5, 16), (4, 16)],
+            "b",
+            "expected leading dimensions that broadcast with a's (5,), got shape (4, 16)",
+        ),
+        ("inner_product", [(16,), (5, 8)], "b", "expected shape (..., 16), got (5, 8)"),
+        ("sandwich", [(8,), (5, 16)], "r", "expected shape (..., 16), got (8,)"),
+        (
+            "sandwich",
+            [(3, 16), (2, 16)],
+            "x",
+            "expected leading dimensions that broadcast with r's (3,), got shape (2, 16)",
+        ),
+        ("sandwich", [(16,), (2, 16, 1)], "x", "expected shape (..., 16), got (2, 16, 1)"),
+        ("reverse", [(5, 8)], "x", "expected shape (..., 16), got (5, 8)"),
+        ("normalize", [()], "x", "expected shape (..., 16), got ()"),
+        ("dual", [(16, 5)], "x", "expected shape (..., 16), got (16, 5)"),
     ],
 )
-def test_wrong_shapes_name_the_argument(default_ctx, method, shapes, argument, expected, actual):
+def test_wrong_shapes_name_the_argument(default_ctx, method, shapes, argument, message):
     arrays = [np.zeros(s, dtype=np.float32) for s in shapes]
-    pattern = rf"^{argument}: expected shape {re.escape(expected)}, got {re.escape(actual)}$"
+    pattern = rf"^{argument}: {re.escape(message)}$"
     with pytest.raises(ShapeError, match=pattern):
         _call(default_ctx, method, *arrays, PGA)
 

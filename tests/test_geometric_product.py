@@ -314,17 +314,18 @@ def test_read_only_inputs_are_accepted(default_ctx, dtype):
 
 SHAPE_CASES = [
     # (shape of a, shape of b, argument named, expected shape text, actual shape text)
-    ((5, 7), (5, 8), "a", "(N, 8)", "(5, 7)"),
-    ((5,), (5, 8), "a", "(N, 8)", "(5,)"),
-    ((5, 8, 1), (5, 8), "a", "(N, 8)", "(5, 8, 1)"),
-    ((8, 5), (5, 8), "a", "(N, 8)", "(8, 5)"),
-    ((5, 16), (5, 8), "a", "(N, 8)", "(5, 16)"),
-    ((5, 8), (5, 7), "b", "(5, 8)", "(5, 7)"),
-    ((5, 8), (4, 8), "b", "(5, 8)", "(4, 8)"),
-    ((5, 8), (6, 8), "b", "(5, 8)", "(6, 8)"),
-    ((5, 8), (7,), "b", "(5, 8)", "(7,)"),  # (8,) would broadcast: see test_ga_api.py
-    ((0, 8), (1, 8), "b", "(0, 8)", "(1, 8)"),
-    ((5, 8), (5, 8, 1), "b", "(5, 8)", "(5, 8, 1)"),
+    ((5, 7), (5, 8), "a", "(..., 8)", "(5, 7)"),
+    ((5,), (5, 8), "a", "(..., 8)", "(5,)"),
+    ((5, 8, 1), (5, 8), "a", "(..., 8)", "(5, 8, 1)"),
+    ((8, 5), (5, 8), "a", "(..., 8)", "(8, 5)"),
+    ((5, 16), (5, 8), "a", "(..., 8)", "(5, 16)"),
+    ((5, 8), (5, 7), "b", "(..., 8)", "(5, 7)"),
+    # Leading axes broadcast like a numpy gufunc's: (5,) and (4,) do not.
+    ((5, 8), (4, 8), "b", "broadcast with a's (5,)", "(4, 8)"),
+    ((5, 8), (6, 8), "b", "broadcast with a's (5,)", "(6, 8)"),
+    ((5, 8), (7,), "b", "(..., 8)", "(7,)"),  # (8,) would broadcast: see test_ga_api.py
+    ((0, 8), (2, 8), "b", "broadcast with a's (0,)", "(2, 8)"),
+    ((5, 8), (5, 8, 1), "b", "(..., 8)", "(5, 8, 1)"),
 ]
 
 
@@ -347,7 +348,7 @@ def test_wrong_shapes_raise_shape_error(default_ctx, shape_a, shape_b, argument,
 
 
 def test_zero_dimensional_input_reports_its_real_shape(default_ctx):
-    with pytest.raises(ShapeError, match=r"^a\b.*\(N, 8\).*got \(\)"):
+    with pytest.raises(ShapeError, match=r"^a\b.*\(\.\.\., 8\).*got \(\)"):
         default_ctx.geometric_product(np.float32(1.0), np.zeros((1, 8), dtype=np.float32))
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _native
 from .planning import Plan
+
+if TYPE_CHECKING:
+    from .domain import DomainReport
 
 
 class KernelHost:
@@ -13,6 +16,9 @@ class KernelHost:
 
     _native: Any
     last_plan: Plan | None
+    last_run: DomainReport | None
 
     def _record(self, plan: _native.PlanDict) -> None:
+        # A kernel call runs no grid: last_run says so rather than keep an older call's.
         self.last_plan = Plan.from_dict(plan)
+        self.last_run = None

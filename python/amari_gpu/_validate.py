@@ -2,7 +2,13 @@
 
 Dtype rule: the kernels compute in float32. Arrays of any real numeric dtype (bool, integer,
 floating) are converted to float32 in a new array; complex, object, string and other dtypes
-raise ``TypeError``. Inputs are never modified.
+raise ``TypeError``, and so do masked arrays (the kernels would ignore the mask). A float32
+array that is already C-contiguous and aligned is passed on as it is; any other (strided,
+unaligned, byte-swapped) is copied. Inputs are never modified.
+
+Integers the core holds as 64-bit unsigned are checked here against that range, so that a
+Python int too large for it is an ``InvalidArgumentError`` naming the argument rather than a
+bare ``OverflowError`` from the conversion.
 """
 
 from __future__ import annotations
@@ -19,8 +25,23 @@ def shape_text(shape: tuple[int, ...]) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
+U64_MAX = 2**64 - 1
+"""Largest integer the core takes for counts, sizes and milliseconds."""
+
+
+def plain_array(name: str, value: Any) -> np.ndarray[Any, Any]:
+    """``numpy.asarray(value)``, refusing masked arrays (their mask would be dropped)."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(
+            f"{name}: expected a plain array, got a masked array (numpy.ma); the kernels "
+            "would ignore its mask: pass value.filled(fill) or value.compressed() instead"
+        )
+    return np.asarray(value)
+
+
 def real_array(name: str, value: Any) -> np.ndarray[Any, Any]:
-    array = np.asarray(value)
+    """``value`` as a numpy array of a real dtype (not converted, not copied if it is one)."""
+    array = plain_array(name, value)
     if array.dtype.kind not in "biuf":
         raise TypeError(
             f"{name}: expected an array of real numbers (converted to float32), "
@@ -30,31 +51,49 @@ def real_array(name: str, value: Any) -> np.ndarray[Any, Any]:
 
 
 def as_float32(name: str, value: Any) -> npt.NDArray[np.float32]:
-    """``value`` as a C-contiguous float32 array (a copy unless it already is one)."""
-    return np.ascontiguousarray(real_array(name, value), dtype=np.float32)
+    """``value`` as a C-contiguous, aligned float32 array of the same shape (0-d stays 0-d):
+    a copy unless it already is one."""
+    return np.require(real_array(name, value), dtype=np.float32, requirements=["C", "A"])
 
 
-def positive_int(name: str, value: Any) -> int:
-    """An integer >= 1."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InvalidArgumentError(f"{name}: expected an integer >= 1, got {value!r}")
-    return int(value)
-
-
-def optional_positive_int(name: str, value: Any) -> int | None:
-    """None or an integer >= 1."""
-    if value is None:
+def integer(name: str, value: Any, low: int, high: int = U64_MAX, *, none: bool = False) -> Any:
+    """``value`` as an int in ``[low, high]`` (or None when ``none``), else an
+    ``InvalidArgumentError`` naming ``name`` and the accepted range."""
+    if none and value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InvalidArgumentError(f"{name}: expected an integer >= 1 or None, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or not (low <= value <= high)
+    ):
+        too_big = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        if high == U64_MAX and not (too_big and value > high):
+            accepted = f"an integer >= {low}"
+        else:
+            top = "2**64 - 1" if high == U64_MAX else str(high)
+            accepted = f"an integer from {low} to {top}"
+        accepted += " or None" if none else ""
+        raise InvalidArgumentError(f"{name}: expected {accepted}, got {value!r}")
     return int(value)
+
+
+def positive_int(name: str, value: Any, high: int = U64_MAX) -> int:
+    """An integer in ``[1, high]``."""
+    result: int = integer(name, value, 1, high)
+    return result
+
+
+def optional_positive_int(name: str, value: Any, high: int = U64_MAX) -> int | None:
+    """None or an integer in ``[1, high]``."""
+    result: int | None = integer(name, value, 1, high, none=True)
+    return result
 
 
 def name_list(name: str, value: Any, allowed: tuple[str, ...]) -> list[str] | None:
     """None, one name, or a sequence of names from ``allowed`` (case-insensitive)."""
     if value is None:
         return None
-    items = [value] if isinstance(value, str) else list(value)
+    items = [value] if isinstance(value, str) else sequence(name, value)
     result = []
     for item in items:
         if not isinstance(item, str) or item.lower() not in allowed:
@@ -71,10 +110,14 @@ def index_list(name: str, value: Any) -> list[int] | None:
     """None or a sequence of non-negative adapter indices."""
     if value is None:
         return None
-    items = [value] if isinstance(value, (int, np.integer)) else list(value)
+    items = [value] if isinstance(value, (int, np.integer)) else sequence(name, value)
     result = []
     for item in items:
-        if isinstance(item, bool) or not isinstance(item, (int, np.integer)) or item < 0:
+        if (
+            isinstance(item, bool)
+            or not isinstance(item, (int, np.integer))
+            or not 0 <= item <= U64_MAX
+        ):
             raise InvalidArgumentError(
                 f"{name}: expected adapter indices (integers >= 0), got {item!r}"
             )
@@ -82,3 +125,14 @@ def index_list(name: str, value: Any) -> list[int] | None:
     if not result:
         raise InvalidArgumentError(f"{name}: expected at least one adapter index, got none")
     return result
+
+
+def sequence(name: str, value: Any) -> list[Any]:
+    """``list(value)``, or an ``InvalidArgumentError`` naming ``name`` when it is not a
+    sequence (``list(5)`` would say "'int' object is not iterable")."""
+    try:
+        return list(value)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"{name}: expected a sequence, got {type(value).__name__} {value!r}"
+        ) from None

@@ -20,8 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
-from ._validate import positive_int
+from ._validate import U64_MAX, as_float32, integer, plain_array, positive_int, sequence
 from .errors import InvalidArgumentError, ShapeError
+from .planning import Plan
 
 BOUNDARIES: tuple[str, ...] = _native.BOUNDARIES
 """Boundary conditions of ``stencil``."""
@@ -90,7 +91,7 @@ class DomainReport:
 
 
 def _grid(value: Any, dtype_kinds: str, what: str) -> np.ndarray[Any, Any]:
-    array = np.asarray(value)
+    array = plain_array("grid", value)
     if array.dtype.kind not in dtype_kinds:
         raise TypeError(f"grid: expected {what}, got dtype {array.dtype}")
     if array.ndim != 2 or array.shape[0] < 1 or array.shape[1] < 1:
@@ -101,22 +102,27 @@ def _grid(value: Any, dtype_kinds: str, what: str) -> np.ndarray[Any, Any]:
 
 
 def _steps(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise InvalidArgumentError(f"steps: expected an integer >= 0, got {value!r}")
-    return int(value)
+    steps: int = integer("steps", value, 0)
+    return steps
 
 
 def _split(value: Any, devices: int) -> list[int] | None:
     if value is None:
         return None
-    items = list(value)
+    items = sequence("split", value)
     if len(items) != devices:
         raise InvalidArgumentError(
             f"split: expected rows for each of the {devices} devices, got {len(items)} entries"
         )
     for item in items:
-        if isinstance(item, bool) or not isinstance(item, (int, np.integer)) or item < 0:
-            raise InvalidArgumentError(f"split: expected integers >= 0, got {item!r}")
+        if (
+            isinstance(item, bool)
+            or not isinstance(item, (int, np.integer))
+            or not 0 <= item <= U64_MAX
+        ):
+            raise InvalidArgumentError(
+                f"split: expected integers >= 0 (at most 2**64 - 1), got {item!r}"
+            )
     return [int(i) for i in items]
 
 
@@ -139,6 +145,12 @@ class DomainMixin:
     _native: Any
     devices: Sequence[Any]
     last_run: DomainReport | None = None
+    last_plan: Plan | None
+
+    def _record_run(self, report: _native.DomainReportDict) -> None:
+        # A grid call follows no Plan: last_plan says so rather than keep an older call's.
+        self.last_run = DomainReport.from_dict(report)
+        self.last_plan = None
 
     def _run_options(self, steps: Any, halo: Any, rebalance: Any, split: Any) -> _native.RunOptions:
         return {
@@ -173,6 +185,8 @@ class DomainMixin:
         exchanges of border rows through the host. ``rebalance`` moves rows between
         devices when measured round times say a new split saves time; ``split`` gives the
         first layout's rows per device id (default: by measured streaming bandwidth).
+        Grids take no ``strategy=``: ``split`` and ``rebalance`` are how their bands are
+        placed, and ``ctx.last_plan`` is set to None (a grid call follows no ``Plan``).
         A device that fails (lost, out of memory, no answer within ``sync_timeout_ms`` for
         a round, or ``inject_fault``, which counts rounds as chunks) is marked unhealthy and
         the run starts again from ``grid`` without it. What happened, measured, is in
@@ -202,14 +216,14 @@ class DomainMixin:
                 f"boundary: expected one of {list(BOUNDARIES)}, got {boundary!r}"
             )
         # Finite values are the core's check (it names the first offending cell).
-        cells = np.ascontiguousarray(array, dtype=np.float32)
+        cells = as_float32("grid", array)
         options = self._run_options(steps, halo, rebalance, split)
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(f"progress: expected a callable, got {progress!r}")
         out, report = _native.stencil(
             self._native, cells, float(alpha), boundary, options, progress
         )
-        self.last_run = DomainReport.from_dict(report)
+        self._record_run(report)
         return out
 
     def life(
@@ -235,5 +249,5 @@ class DomainMixin:
             self._run_options(steps, halo, rebalance, split),
             progress,
         )
-        self.last_run = DomainReport.from_dict(report)
+        self._record_run(report)
         return out

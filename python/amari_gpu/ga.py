@@ -8,6 +8,7 @@ every healthy device of the context.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -31,20 +32,27 @@ def _algebra(value: Any) -> Algebra:
     return value
 
 
-def _operand(
-    name: str, value: Any, width: int, rows: int | None
-) -> tuple[npt.NDArray[np.float32], bool]:
-    """``value`` as a float32 (N, width) batch, and whether it was one (width,) multivector
-    (returned as one row). ``rows`` pins N to the other operand's."""
+def _operand(name: str, value: Any, width: int) -> np.ndarray[Any, Any]:
+    """``value`` as a real array of shape (..., ``width``): any leading batch dimensions,
+    like the core dimension of a numpy gufunc."""
     array = real_array(name, value)
-    if array.ndim == 1 and array.shape[0] == width:
-        return np.ascontiguousarray(array.reshape(1, width), dtype=np.float32), True
-    if array.ndim == 2 and array.shape[1] == width and rows in (None, array.shape[0]):
-        return np.ascontiguousarray(array, dtype=np.float32), False
-    expected = "N" if rows is None else str(rows)
-    raise ShapeError(
-        f"{name}: expected shape ({expected}, {width}) or ({width},), got {shape_text(array.shape)}"
-    )
+    if array.ndim == 0 or array.shape[-1] != width:
+        raise ShapeError(f"{name}: expected shape (..., {width}), got {shape_text(array.shape)}")
+    return array
+
+
+def _rows(array: np.ndarray[Any, Any], lead: tuple[int, ...]) -> npt.NDArray[np.float32]:
+    """``array`` as float32 rows for the core: one row when its batch has one multivector
+    (the core applies it to every row of the other operand, uploaded once), else its rows
+    broadcast to the leading shape ``lead`` (a copy only when broadcasting repeats rows)."""
+    width = array.shape[-1]
+    if math.prod(array.shape[:-1]) == 1:
+        flat = array.reshape(1, width)
+    elif array.shape[:-1] == lead:
+        flat = array.reshape(-1, width)
+    else:
+        flat = np.broadcast_to(array, (*lead, width)).reshape(-1, width)
+    return np.require(flat, dtype=np.float32, requirements=["C", "A"])
 
 
 def _grade_mask(k: Any, algebra: Algebra) -> int:
@@ -71,11 +79,15 @@ class GeometricAlgebraMixin(KernelHost):
 
     Every method takes ``algebra=`` (an :class:`Algebra`; ``None`` means Cl(3,0)) and
     ``strategy=`` (how the rows are split over the devices; default: the context's), and
-    records the plan it followed in ``ctx.last_plan``. Operands are batches of shape
-    (N, 2ⁿ) or single multivectors of shape (2ⁿ,). A single operand of a two-operand method
-    is applied to every row of the other (uploaded once per device); two single operands
-    give a single result. Inputs of any real dtype are converted to float32 (a copy; inputs
-    are never modified); results are new float32 arrays.
+    records the plan it followed in ``ctx.last_plan``. Operands have shape (..., 2ⁿ): the
+    last axis holds one multivector's coefficients and any leading axes are batch axes, as
+    in a numpy gufunc. The leading shapes of a two-operand method broadcast against each
+    other (numpy rules): a single multivector (2ⁿ,) is applied to every multivector of the
+    other operand (uploaded once per device), (N, 2ⁿ) with (N, 2ⁿ) pairs rows, and
+    (2, 1, 2ⁿ) with (3, 2ⁿ) gives (2, 3, 2ⁿ). Results have the broadcast leading shape
+    followed by 2ⁿ (``scalar_product``: the leading shape alone). Inputs of any real dtype
+    (float64 included) are converted to float32 (a copy; inputs are never modified);
+    results are new float32 arrays.
     """
 
     def _run(
@@ -102,19 +114,27 @@ class GeometricAlgebraMixin(KernelHost):
         strategy: Any,
     ) -> npt.NDArray[np.float32]:
         alg = _algebra(algebra)
-        a, a_single = _operand(names[0], left, alg.n_blades, None)
-        b, b_single = _operand(names[1], right, alg.n_blades, None if a_single else a.shape[0])
-        out = self._run(operation, alg, [a, b], 0, strategy)
+        a = _operand(names[0], left, alg.n_blades)
+        b = _operand(names[1], right, alg.n_blades)
+        try:
+            lead = np.broadcast_shapes(a.shape[:-1], b.shape[:-1])
+        except ValueError:
+            raise ShapeError(
+                f"{names[1]}: expected leading dimensions that broadcast with {names[0]}'s "
+                f"{shape_text(a.shape[:-1])}, got shape {shape_text(b.shape)}"
+            ) from None
+        out = self._run(operation, alg, [_rows(a, lead), _rows(b, lead)], 0, strategy)
         if operation == "scalar_product":
-            return out.reshape(()) if a_single and b_single else out.reshape(-1)
-        return out.reshape(-1) if a_single and b_single else out
+            return out.reshape(lead)
+        return out.reshape(*lead, out.shape[-1])
 
     def _unary(
         self, operation: str, x: Any, alg: Algebra, strategy: Any, grades: int = 0
     ) -> npt.NDArray[np.float32]:
-        x2, single = _operand("x", x, alg.n_blades, None)
-        out = self._run(operation, alg, [x2], grades, strategy)
-        return out.reshape(-1) if single else out
+        x2 = _operand("x", x, alg.n_blades)
+        lead = x2.shape[:-1]
+        out = self._run(operation, alg, [_rows(x2, lead)], grades, strategy)
+        return out.reshape(*lead, out.shape[-1])
 
     def geometric_product(
         self, a: Any, b: Any, algebra: Algebra | None = None, *, strategy: str | None = None
@@ -122,7 +142,9 @@ class GeometricAlgebraMixin(KernelHost):
         """Geometric product ``a b`` row by row, Cl(3,0) unless ``algebra`` says otherwise.
 
         In Cl(3,0), rows are 8 coefficients of 1, e1, e2, e12, e3, e13, e23, e123 (bitmask
-        order): ``(N, 8)`` times ``(N, 8)``, ``(8,)`` or the other way round gives ``(N, 8)``.
+        order): ``(N, 8)`` times ``(N, 8)``, ``(8,)`` or the other way round gives ``(N, 8)``;
+        leading batch axes broadcast like numpy's (``(2, 4, 8)`` times ``(4, 8)`` gives
+        ``(2, 4, 8)``). Returns float32 whatever the input dtype.
         """
         return self._product("geometric_product", ("a", "b"), a, b, algebra, strategy)
 
@@ -144,7 +166,8 @@ class GeometricAlgebraMixin(KernelHost):
     def scalar_product(
         self, a: Any, b: Any, algebra: Algebra | None = None, *, strategy: str | None = None
     ) -> npt.NDArray[np.float32]:
-        """Scalar product ``⟨a b⟩₀``: shape (N,), or () for two single multivectors."""
+        """Scalar product ``⟨a b⟩₀``, float32: the operands' broadcast leading shape, e.g.
+        (N,), or () for two single multivectors."""
         return self._product("scalar_product", ("a", "b"), a, b, algebra, strategy)
 
     def sandwich(

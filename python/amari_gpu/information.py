@@ -4,6 +4,11 @@ The empirical Fisher matrix is reduced over rows: every chunk of rows gives one 
 on a device, and the partials are summed on the host in chunk order in float64, so the result
 is the same bits whatever the devices or the strategy. The categorical and Gaussian Fisher
 matrices are per-sample maps.
+
+Result dtypes, whatever the input dtype (float64 inputs are converted to float32 for the
+devices): ``fisher_information`` and ``natural_gradient`` return float64 (the partials are
+summed, and the system solved, in float64 on the host); ``fisher_categorical`` and
+``fisher_gaussian`` return float32 (each entry is computed on a device, in float32).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import numpy.typing as npt
 
 from . import _native
 from ._mixin import KernelHost
-from ._validate import as_float32, shape_text
+from ._validate import as_float32, plain_array, shape_text
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -57,7 +62,8 @@ class InformationGeometryMixin(KernelHost):
 
         Computed in float32 on the devices (a tiled SYRK: 64 x 64 tiles staged in workgroup
         memory, 8 x 8 blocks for P <= 64; rows split across devices, one partial matrix per
-        chunk of rows), summed in float64 on the host in chunk order: the result is
+        chunk of rows; float64 inputs are converted to float32 first), summed in float64 on
+        the host in chunk order: the result is
         bit-identical for any device count and strategy, and within 1e-4 of max |F| of the
         exact value (tested; typically about 1e-7).
 
@@ -94,10 +100,11 @@ class InformationGeometryMixin(KernelHost):
         non-negative and sum to 1 within ``PROBS_SUM_TOLERANCE`` (1e-3, summed in float64).
         With ``logits`` (finite), p = softmax(logits) is computed on the devices, stably (the
         row maximum is subtracted first); ``ctx.last_plan`` is then the plan of the second
-        step (the outer products). Returns a new float32 (N, K, K) array; K <= 5792.
-        Each entry is one correctly rounded fused multiply-add, so entries below float32's
-        range (``p_r p_c`` under about 1e-45, for probabilities under about 1e-23) come back
-        as 0 or subnormal: the nearest float32, not an error.
+        step (the outer products). Returns a new float32 (N, K, K) array whatever the input
+        dtype (float64 inputs are converted to float32); K <= 5792. Each entry is one
+        correctly rounded fused multiply-add, so entries below float32's range (``p_r p_c``
+        under about 1e-45, for probabilities under about 1e-23) come back as 0 or subnormal:
+        the nearest float32, not an error.
         """
         if (probs is None) == (logits is None):
             got = "neither" if probs is None else "both"
@@ -116,10 +123,11 @@ class InformationGeometryMixin(KernelHost):
     ) -> npt.NDArray[np.float32]:
         """Fisher information of N diagonal Gaussians in parameters (mu_1..mu_D, var_1..var_D).
 
-        ``mean`` and ``var`` are (N, D), ``var`` finite and > 0, ``mean`` finite. Returns a new
-        float32 (N, 2D, 2D) array: block-diag(diag(1 / var), diag(1 / (2 var^2))) per sample
-        (it does not depend on the mean, which is checked but not sent to the devices); D <=
-        2896. Entries beyond the float32 range (var below about 1e-19) come back as inf.
+        ``mean`` and ``var`` are (N, D), ``var`` finite and > 0, ``mean`` finite (float64
+        inputs are converted to float32). Returns a new float32 (N, 2D, 2D) array:
+        block-diag(diag(1 / var), diag(1 / (2 var^2))) per sample (it does not depend on the
+        mean, which is checked but not sent to the devices); D <= 2896. Entries beyond the
+        float32 range (var below about 1e-19) come back as inf.
         """
         m32 = _matrix("mean", mean)
         v32 = _matrix("var", var, rows=m32.shape[0], cols=m32.shape[1])
@@ -153,7 +161,7 @@ class InformationGeometryMixin(KernelHost):
             or damping < 0
         ):
             raise InvalidArgumentError(f"damping: expected a finite number >= 0, got {damping!r}")
-        g = np.asarray(grad)
+        g = plain_array("grad", grad)
         if g.dtype.kind not in "biuf":
             raise TypeError(
                 f"grad: expected an array of real numbers (converted to float64), "

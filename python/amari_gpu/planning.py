@@ -51,6 +51,7 @@ class Workload:
         # name, finite non-negative costs) by the core's rule, the one planning applies.
         if not isinstance(self.kernel, str):
             raise InvalidArgumentError(f"kernel: expected a kernel name, got {self.kernel!r}")
+        object.__setattr__(self, "kernel", str(self.kernel))
         items = self.items
         if isinstance(items, bool) or not isinstance(items, (int, np.integer)) or items < 0:
             raise InvalidArgumentError(f"items: expected an integer >= 0, got {items!r}")
@@ -61,8 +62,13 @@ class Workload:
         object.__setattr__(self, "items", int(items))
         for name in ("bytes_in_per_item", "bytes_out_per_item", "flops_per_item"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(
+                value, (int, float, np.integer, np.floating)
+            ):
                 raise InvalidArgumentError(f"{name}: expected a finite number >= 0, got {value!r}")
+            # numpy scalars (np.float32(1.0), np.int64(8)) are numbers too; the core takes
+            # a Python float.
+            object.__setattr__(self, name, float(value) if isinstance(value, np.number) else value)
         _native.check_workload(self)
 
 

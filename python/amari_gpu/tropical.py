@@ -40,6 +40,18 @@ def _matrices(name: str, value: Any, expected: str) -> npt.NDArray[np.float32]:
     return array
 
 
+def _no_nan(name: str, array: npt.NDArray[np.float32]) -> None:
+    """Refuses NaN, naming its first position in ``array`` as the caller shaped it: the core
+    refuses NaN too, but sees every operand with a batch axis (a (k,) vector as (1, k)),
+    so only here can the index have the caller's dimensions."""
+    if np.isnan(array).any():
+        index = ", ".join(str(int(i)) for i in np.argwhere(np.isnan(array))[0])
+        raise InvalidArgumentError(
+            f"{name}: expected no NaN (tropical values are numbers or ±inf), got NaN at "
+            f"[{index}] of shape {shape_text(array.shape)}"
+        )
+
+
 class TropicalMixin(KernelHost):
     """Tropical-algebra methods of ``MultiGpuContext``."""
 
@@ -51,12 +63,13 @@ class TropicalMixin(KernelHost):
         ``(m, k) ⊗ (k, n) → (m, n)``: ``out[i, j] = max_k (a[i, k] + b[k, j])`` (``min`` in
         min-plus), with the tropical zero absorbing (see the module docstring). Batched:
         ``(batch, m, k) ⊗ (batch, k, n) → (batch, m, n)``, one product per batch entry.
-        Inputs of any real dtype are converted to float32 (inputs are never modified); NaN
-        raises :class:`InvalidArgumentError`. The rows of ``a`` are split across the devices
-        in blocks of 64 rows of one batch entry (an item of ``ctx.last_plan`` is such a
-        block; each batch entry's last block is padded), and ``b`` is bound whole on each
-        device, so it must fit one storage binding of every device. A batch of products with
-        m much smaller than 64 wastes most of each block.
+        Inputs of any real dtype (float64 included) are converted to float32 (inputs are
+        never modified); the result is float32. NaN raises :class:`InvalidArgumentError`
+        naming its position, e.g. ``[batch, row, column]`` for 3-D operands. The rows of
+        ``a`` are split across the devices in blocks of 64 rows of one batch entry (an item
+        of ``ctx.last_plan`` is such a block; each batch entry's last block is padded), and
+        ``b`` is bound whole on each device, so it must fit one storage binding of every
+        device. A batch of products with m much smaller than 64 wastes most of each block.
 
         A finite sum ``a[i, k] + b[k, j]`` beyond the float32 range that would decide an entry
         raises :class:`InvalidArgumentError` ("tropical products overflow float32"), rather
@@ -69,6 +82,8 @@ class TropicalMixin(KernelHost):
         if b32.ndim != a32.ndim:
             want = "(batch, k, n)" if batched else "(k, n)"
             raise ShapeError(f"b: expected shape {want} like a, got {shape_text(b32.shape)}")
+        _no_nan("a", a32)
+        _no_nan("b", b32)
         a3 = a32 if batched else a32[None]
         b3 = b32 if batched else b32[None]
         if b3.shape[0] != a3.shape[0] or b3.shape[1] != a3.shape[2]:
@@ -88,6 +103,7 @@ class TropicalMixin(KernelHost):
         ``(m, k) ⊗ (k,) → (m,)``: ``out[i] = max_k (a[i, k] + x[k])`` (``min`` in min-plus),
         same semantics as :meth:`tropical_matmul`. Batched: ``(batch, m, k) ⊗ (batch, k) →
         (batch, m)``. Rows of ``a`` are split across the devices; ``x`` is bound whole.
+        Returns float32 whatever the input dtype.
         """
         semiring = _semiring(semiring)
         a32 = _matrices("a", a, "(m, k) or (batch, m, k)")
@@ -96,6 +112,8 @@ class TropicalMixin(KernelHost):
         want = (a32.shape[0], a32.shape[2]) if batched else (a32.shape[1],)
         if x32.shape != want:
             raise ShapeError(f"x: expected shape {shape_text(want)}, got {shape_text(x32.shape)}")
+        _no_nan("a", a32)
+        _no_nan("x", x32)
         a3 = a32 if batched else a32[None]
         x2 = x32 if batched else x32[None]
         out, plan = _native.tropical_matvec(
@@ -105,7 +123,8 @@ class TropicalMixin(KernelHost):
         return out if batched else out[0]
 
     def shortest_paths(self, w: Any, *, strategy: str | None = None) -> npt.NDArray[np.float32]:
-        """All-pairs shortest path lengths of a weighted digraph, float32 (n, n).
+        """All-pairs shortest path lengths of a weighted digraph, float32 (n, n) whatever the
+        input dtype (float64 weights are rounded to float32 first).
 
         ``w[i, j]`` is the weight of the edge i → j, ``inf`` where there is no edge; negative
         weights are allowed, ``-inf`` and NaN are not. The diagonal is a self-loop weight: the

@@ -4,6 +4,10 @@
 use crate::adapter::{parse_backend, AdapterInfo, BACKEND_NAMES, DEVICE_TYPE_NAMES};
 use crate::error::{Error, Result};
 
+/// Largest `devices_per_adapter`: each logical device is a wgpu device with its own queue,
+/// worker thread and buffer pools, and opening one takes tens of milliseconds.
+pub const MAX_DEVICES_PER_ADAPTER: usize = 64;
+
 /// What the caller asked for when opening a context.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextOptions {
@@ -15,7 +19,8 @@ pub struct ContextOptions {
     pub adapters: Option<Vec<usize>>,
     /// At most this many devices in all.
     pub max_devices: Option<usize>,
-    /// Logical devices opened on each selected adapter (each with its own queue).
+    /// Logical devices opened on each selected adapter (each with its own queue), 1 to
+    /// [`MAX_DEVICES_PER_ADAPTER`].
     pub devices_per_adapter: usize,
     /// Items per chunk; `None` lets the context derive it from the problem size.
     pub chunk_items: Option<usize>,
@@ -78,6 +83,27 @@ fn describe_available(infos: &[AdapterInfo]) -> String {
     format!("available: {}", list.join("; "))
 }
 
+/// The caller's filters in words: "on backends metal, of types cpu, among adapters 0, 2"
+/// (the message of a selection that matched nothing; never Rust debug text).
+fn describe_request(options: &ContextOptions) -> String {
+    let mut parts = Vec::new();
+    if let Some(backends) = &options.backends {
+        parts.push(format!("on backends {}", backends.join(", ")));
+    }
+    if let Some(types) = &options.device_types {
+        parts.push(format!("of types {}", types.join(", ")));
+    }
+    if let Some(adapters) = &options.adapters {
+        let list: Vec<String> = adapters.iter().map(usize::to_string).collect();
+        parts.push(format!("among adapters {}", list.join(", ")));
+    }
+    if parts.is_empty() {
+        "was selected".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// Returns the selected adapter indices, one entry per logical device to open (an adapter
 /// appears `devices_per_adapter` times in a row).
 pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usize>> {
@@ -85,6 +111,15 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
         return Err(Error::invalid(
             "devices_per_adapter",
             "expected an integer >= 1, got 0",
+        ));
+    }
+    if options.devices_per_adapter > MAX_DEVICES_PER_ADAPTER {
+        return Err(Error::invalid(
+            "devices_per_adapter",
+            format!(
+                "expected an integer from 1 to {MAX_DEVICES_PER_ADAPTER}, got {}",
+                options.devices_per_adapter
+            ),
         ));
     }
     if options.max_devices == Some(0) {
@@ -173,10 +208,8 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
             "No GPU adapter found".to_string()
         } else {
             format!(
-                "No adapter matches backends={:?}, device_types={:?}, adapters={:?} ({})",
-                options.backends,
-                options.device_types,
-                options.adapters,
+                "No adapter {}; {}",
+                describe_request(options),
                 describe_available(infos)
             )
         };
@@ -374,6 +407,10 @@ mod tests {
                 adapters: Some(vec![1, 1]),
                 ..Default::default()
             },
+            ContextOptions {
+                devices_per_adapter: MAX_DEVICES_PER_ADAPTER + 1,
+                ..Default::default()
+            },
         ];
         let arguments = [
             "devices_per_adapter",
@@ -381,6 +418,7 @@ mod tests {
             "device_types",
             "adapters",
             "adapters",
+            "devices_per_adapter",
         ];
         for (options, argument) in bad.iter().zip(arguments) {
             match select(&machine(), options) {
@@ -404,5 +442,21 @@ mod tests {
             select(&machine(), &options),
             Err(Error::NoAdapter(_))
         ));
+        let options = ContextOptions {
+            backends: Some(vec!["metal".into()]),
+            device_types: Some(vec!["cpu".into()]),
+            ..Default::default()
+        };
+        match select(&machine(), &options) {
+            Err(Error::NoAdapter(message)) => {
+                assert!(
+                    message
+                        .starts_with("No adapter on backends metal, of types cpu; available: [0]"),
+                    "{message}"
+                );
+                assert!(!message.contains("Some("), "{message}");
+            }
+            other => panic!("expected NoAdapter, got {other:?}"),
+        }
     }
 }

@@ -172,7 +172,10 @@ impl MultiGpuContext {
             {
                 return Err(failures[0].clone());
             }
-            return Err(self.no_healthy_device());
+            let failed = (workers.iter().zip(&reports))
+                .filter_map(|(d, r)| r.failure.as_ref().map(|e| (d.id, e.to_string())))
+                .collect();
+            return Err(self.no_healthy_device_after(failed));
         }
         Ok(Ran { plan, partials })
     }

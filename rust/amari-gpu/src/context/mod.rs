@@ -154,18 +154,42 @@ impl MultiGpuContext {
         })
     }
     pub(crate) fn no_healthy_device(&self) -> Error {
-        let reasons: Vec<String> = self
+        let failed = self
             .devices
             .iter()
-            .map(|d| {
-                format!(
-                    "device {}: {}",
-                    d.id,
-                    d.health.reason().unwrap_or_else(|| "healthy".into())
-                )
-            })
+            .filter_map(|d| d.health.reason().map(|reason| (d.id, reason)))
             .collect();
-        Error::NoHealthyDevice(format!("no healthy device left ({})", reasons.join("; ")))
+        self.no_healthy_device_after(failed)
+    }
+    /// The error of a call that ran out of devices, naming the devices that failed it and
+    /// why (`failed`), never one that is healthy: under concurrency another call may have
+    /// reset a device since, which the message then says in its own words.
+    pub(crate) fn no_healthy_device_after(&self, failed: Vec<(usize, String)>) -> Error {
+        let mut text = if failed.is_empty() {
+            "no healthy device left for this call".to_string()
+        } else {
+            let reasons: Vec<String> = failed
+                .iter()
+                .map(|(id, reason)| format!("device {id}: {reason}"))
+                .collect();
+            format!(
+                "no healthy device left for this call ({})",
+                reasons.join("; ")
+            )
+        };
+        let reset: Vec<String> = self
+            .devices
+            .iter()
+            .filter(|d| d.health.is_healthy())
+            .map(|d| d.id.to_string())
+            .collect();
+        if !reset.is_empty() {
+            text.push_str(&format!(
+                "; since then, another call has marked device(s) {} healthy again: retry",
+                reset.join(", ")
+            ));
+        }
+        Error::NoHealthyDevice(text)
     }
     /// Starts recording every call's steps. Fails if a profile is already active.
     pub fn start_profile(&self) -> Result<Arc<Profiler>> {

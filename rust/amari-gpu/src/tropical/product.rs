@@ -67,8 +67,12 @@ fn check_operands(
         check_len(b_name, b, &[batch, k, n], "(batch, k, n)")?;
     }
     check_len("out", out, &[batch, m, n], "(batch, m, n)")?;
-    reject_nan("a", a, k)?;
-    reject_nan(b_name, b, if b_name == "x" { k } else { n })?;
+    reject_nan("a", a, &[batch, m, k])?;
+    if b_name == "x" {
+        reject_nan("x", b, &[batch, k])?;
+    } else {
+        reject_nan(b_name, b, &[batch, k, n])?;
+    }
     check_whole_binding(ctx, b_name, b.len())
 }
 
