@@ -10,7 +10,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use amari_gpu::interrupt::Interrupt;
+use amari_gpu::Interrupt;
 use pyo3::prelude::*;
 
 use crate::errors::to_pyerr;

@@ -7,7 +7,7 @@
 // The public modules: what users of the crate call. The rest are the engine's internals;
 // the benches reach the raw-wgpu baseline through the `bench-support` feature.
 pub mod adapter;
-pub mod alloc;
+mod alloc;
 mod calibration;
 pub mod capabilities;
 mod chunks;
@@ -24,9 +24,10 @@ mod gpu_io;
 mod health;
 mod history;
 pub mod host;
-pub mod interrupt;
+mod interrupt;
 pub mod kernel;
 mod model;
+mod options;
 pub mod partition;
 mod plan;
 mod pool;
@@ -50,9 +51,10 @@ pub use device::GpuDevice;
 pub use error::{Error, Result};
 pub use family::Family;
 pub use health::CounterSnapshot;
+pub use interrupt::Interrupt;
 pub use model::DeviceModel;
+pub use options::ContextOptions;
 pub use plan::{DeviceWorkload, Plan, Strategy};
-pub use selection::ContextOptions;
 pub use workload::Workload;
 
 /// Version of the crate (and of the Python package built from it).

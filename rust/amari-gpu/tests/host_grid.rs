@@ -17,15 +17,12 @@ fn band(h: usize, bands: usize, b: usize) -> std::ops::Range<usize> {
 
 /// `steps` heat steps of an (h, w) grid on the host, cut into `bands` bands that each hold
 /// one ghost row per side (none past a Dirichlet frame), refilled every step.
-#[allow(clippy::too_many_arguments)]
 fn heat_host(
     pool: &HostPool,
     grid: &[f32],
     (h, w): (usize, usize),
-    alpha: f32,
-    periodic: bool,
-    steps: usize,
-    bands: usize,
+    (alpha, periodic): (f32, bool),
+    (steps, bands): (usize, usize),
     fma: FmaMode,
 ) -> Vec<f32> {
     let rc = w.div_ceil(4) * 4;
@@ -123,7 +120,14 @@ fn heat_matches_the_devices_bit_for_bit() {
         for boundary in [Boundary::Dirichlet, Boundary::Periodic] {
             let periodic = boundary == Boundary::Periodic;
             for (name, ctx) in &ctxs {
-                let host = heat_host(&pool, &grid, (h, w), 0.23, periodic, 9, 3, fma_mode(ctx));
+                let host = heat_host(
+                    &pool,
+                    &grid,
+                    (h, w),
+                    (0.23, periodic),
+                    (9, 3),
+                    fma_mode(ctx),
+                );
                 let (dev, _) = domain::heat(ctx, &grid, h, w, 0.23, boundary, &options(9))
                     .expect("device runs");
                 same_bits(&format!("heat {h}x{w} {boundary:?} on {name}"), &dev, &host);
@@ -154,7 +158,14 @@ fn host_heat_follows_a_float64_reference() {
     let pool = HostPool::new(2).unwrap();
     let (h, w, steps) = (33, 41, 20);
     let grid = random(h * w, 4);
-    let host = heat_host(&pool, &grid, (h, w), 0.2, false, steps, 2, FmaMode::Fused);
+    let host = heat_host(
+        &pool,
+        &grid,
+        (h, w),
+        (0.2, false),
+        (steps, 2),
+        FmaMode::Fused,
+    );
     let u = heat_reference(&grid, h, w, steps as u64, 0.2);
     for (i, (&got, &want)) in host.iter().zip(&u).enumerate() {
         assert!(

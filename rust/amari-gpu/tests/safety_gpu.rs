@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use amari_gpu::ga::geometric_product_cl3;
-use amari_gpu::interrupt::Interrupt;
 use amari_gpu::sample::uniform_f32;
+use amari_gpu::Interrupt;
 use amari_gpu::{ContextOptions, Error, MultiGpuContext, Strategy};
 
 fn context(devices_per_adapter: usize) -> MultiGpuContext {

@@ -13,9 +13,10 @@ use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::health::CounterSnapshot;
 use crate::history::History;
+use crate::options::ContextOptions;
 use crate::plan::Plan;
 use crate::profile::Profiler;
-use crate::selection::{select, ContextOptions};
+use crate::selection::select;
 
 /// The one wgpu instance of the process, over every native backend.
 pub fn instance() -> &'static wgpu::Instance {
