@@ -1,13 +1,14 @@
 //! Which adapters a context opens, and how many logical devices on each: a pure function of
 //! the enumeration and the caller's options, so it is tested without a GPU.
 
-use crate::adapter::{parse_backend, AdapterInfo, BACKEND_NAMES, DEVICE_TYPE_NAMES};
+use crate::adapter::{canonical_backend, AdapterInfo, BACKEND_NAMES, DEVICE_TYPE_NAMES};
 use crate::error::{Error, Result};
 
 /// What the caller asked for when opening a context.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextOptions {
-    /// Only adapters on these backends ("vulkan", "metal", "dx12", "gl"); duplicates included.
+    /// Only adapters on these backends ("vulkan", "metal", "dx12", "gl", "host" for the host
+    /// CPU device); duplicates included.
     pub backends: Option<Vec<String>>,
     /// Only adapters of these kinds ("discrete_gpu", "integrated_gpu", "virtual_gpu", "cpu", "other").
     pub device_types: Option<Vec<String>>,
@@ -27,6 +28,9 @@ pub struct ContextOptions {
     /// adapter has them, `Some(false)` host timing only, `None` GPU timestamps where the
     /// measured cost of one is under 3% of a chunk's estimated time.
     pub gpu_timestamps: Option<bool>,
+    /// Threads of the host device's kernels; `None`: the machine's hardware threads minus
+    /// one per wgpu device of the context (each has a worker thread to feed it), at least 1.
+    pub host_threads: Option<usize>,
 }
 
 impl Default for ContextOptions {
@@ -41,6 +45,7 @@ impl Default for ContextOptions {
             sync_timeout_ms: None,
             strategy: crate::plan::Strategy::Auto,
             gpu_timestamps: None,
+            host_threads: None,
         }
     }
 }
@@ -48,7 +53,7 @@ impl Default for ContextOptions {
 fn check_names(argument: &str, given: &[String], allowed: &[&str]) -> Result<()> {
     for name in given {
         let known = if argument == "backends" {
-            parse_backend(name).is_some()
+            canonical_backend(name).is_some()
         } else {
             allowed.contains(&name.as_str())
         };
@@ -99,6 +104,12 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
             "expected an integer >= 1 or None, got 0",
         ));
     }
+    if options.host_threads == Some(0) {
+        return Err(Error::invalid(
+            "host_threads",
+            "expected an integer >= 1 or None, got 0",
+        ));
+    }
     if options.sync_timeout_ms == Some(0) {
         return Err(Error::invalid(
             "sync_timeout_ms",
@@ -113,9 +124,9 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
     }
     let backend_ok = |info: &AdapterInfo| match &options.backends {
         None => true,
-        Some(names) => names.iter().any(|n| {
-            parse_backend(n).map(crate::adapter::backend_name) == Some(info.backend.as_str())
-        }),
+        Some(names) => names
+            .iter()
+            .any(|n| canonical_backend(n) == Some(info.backend.as_str())),
     };
     let type_ok = |info: &AdapterInfo| match &options.device_types {
         None => true,
@@ -152,9 +163,11 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
             .map(|i| i.index)
             .collect()
     } else {
+        // The host device is opened only when asked for (by backends= or adapters=) until
+        // the default selection includes it.
         let distinct: Vec<&AdapterInfo> = infos
             .iter()
-            .filter(|i| i.same_device_as.is_none() && type_ok(i))
+            .filter(|i| i.same_device_as.is_none() && !i.is_host() && type_ok(i))
             .collect();
         let hardware: Vec<usize> = distinct
             .iter()
@@ -207,9 +220,9 @@ fn left_out(info: &AdapterInfo, options: &ContextOptions, devices: &[usize]) -> 
     {
         "not in adapters=".to_string()
     } else if options.backends.as_ref().is_some_and(|names| {
-        !names.iter().any(|n| {
-            parse_backend(n).map(crate::adapter::backend_name) == Some(info.backend.as_str())
-        })
+        !names
+            .iter()
+            .any(|n| canonical_backend(n) == Some(info.backend.as_str()))
     }) {
         "backend not in backends=".to_string()
     } else if options
@@ -221,6 +234,7 @@ fn left_out(info: &AdapterInfo, options: &ContextOptions, devices: &[usize]) -> 
     } else if options.adapters.is_none() && options.backends.is_none() {
         match info.same_device_as {
             Some(original) => format!("same device as adapter {original}"),
+            None if info.is_host() => "host device, opened only when asked for".to_string(),
             None if info.is_software() => "software adapter, hardware present".to_string(),
             None => "max_devices reached".to_string(),
         }
@@ -320,6 +334,23 @@ mod tests {
     fn default_takes_distinct_hardware_only() {
         let got = select(&machine(), &ContextOptions::default()).unwrap();
         assert_eq!(got, vec![0, 1]);
+    }
+
+    #[test]
+    fn the_host_is_opened_only_when_named() {
+        let mut infos = machine()[2..3].to_vec();
+        infos[0].index = 0;
+        infos.push(info(1, "cpu model", "host", "cpu", None));
+        assert_eq!(select(&infos, &ContextOptions::default()).unwrap(), vec![0]);
+        let named = |names: &[&str]| ContextOptions {
+            backends: Some(names.iter().map(|n| n.to_string()).collect()),
+            ..Default::default()
+        };
+        assert_eq!(select(&infos, &named(&["HOST"])).unwrap(), vec![1]);
+        assert_eq!(
+            select(&infos, &named(&["vulkan", "host"])).unwrap(),
+            vec![0, 1]
+        );
     }
 
     #[test]
