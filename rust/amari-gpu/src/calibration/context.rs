@@ -58,9 +58,13 @@ impl MultiGpuContext {
                 continue;
             }
             let mut key = format!("{}|amari-gpu {}", dev.adapter.identity(), crate::VERSION);
-            // The host's rates are the build's own: an unoptimised build measures slower.
-            if dev.as_host().is_some() && cfg!(debug_assertions) {
-                key.push_str("|debug");
+            if let Some(host) = dev.as_host() {
+                // The host's rates scale with its pool, and are the build's own: an
+                // unoptimised build measures slower.
+                key.push_str(&format!("|threads {}", host.pool.threads()));
+                if cfg!(debug_assertions) {
+                    key.push_str("|debug");
+                }
             }
             let found = match fresh.get(&key) {
                 Some(m) => Some((m.clone(), false)),
