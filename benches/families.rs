@@ -18,7 +18,7 @@ use amari_gpu::{adapters, ContextOptions, MultiGpuContext};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 fn bench_families(c: &mut Criterion) {
-    for info in adapters() {
+    for info in adapters().into_iter().filter(|i| !i.is_host()) {
         let ctx = MultiGpuContext::new(ContextOptions {
             adapters: Some(vec![info.index]),
             ..Default::default()

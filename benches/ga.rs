@@ -108,7 +108,7 @@ fn main() {
          kernel moves; engine/raw = whole call through the engine over plain wgpu \
          (raw::run_once) on the same WGSL, same device, medians of {REPEATS}"
     );
-    for info in amari_gpu::adapters() {
+    for info in amari_gpu::adapters().into_iter().filter(|i| !i.is_host()) {
         let ctx = MultiGpuContext::new(ContextOptions {
             adapters: Some(vec![info.index]),
             ..Default::default()

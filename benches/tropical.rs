@@ -196,7 +196,7 @@ fn main() {
         "amari-gpu {} tropical benchmark; every figure below was measured in this run",
         amari_gpu::VERSION
     );
-    for info in amari_gpu::adapters() {
+    for info in amari_gpu::adapters().into_iter().filter(|i| !i.is_host()) {
         bench_adapter(info.index, side, rounds);
     }
     bench_paths(&sizes);

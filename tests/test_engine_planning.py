@@ -366,5 +366,5 @@ def test_name_lists_come_from_the_core():
     assert amari_gpu.STRATEGIES == _native.STRATEGIES
     assert tropical.SEMIRINGS == _native.SEMIRINGS == ("max_plus", "min_plus")
     assert domain.BOUNDARIES == _native.BOUNDARIES == ("dirichlet", "periodic")
-    assert BACKENDS == ("vulkan", "metal", "dx12", "gl")
+    assert BACKENDS == ("vulkan", "metal", "dx12", "gl", "host")
     assert "cpu" in DEVICE_TYPES

@@ -14,7 +14,9 @@ DEVICE_TYPES: tuple[str, ...] = _native.DEVICE_TYPES
 
 @dataclass(frozen=True)
 class AdapterInfo:
-    """One adapter as wgpu reports it, before any device is opened on it.
+    """One adapter as wgpu reports it, before any device is opened on it; the last entry is
+    the host CPU device (``backend == "host"``, ``name`` the CPU model, ``limits["threads"]``,
+    ``features`` its SIMD level first).
 
     ``same_device_as`` is the index of an earlier entry that is the same physical device
     seen through another backend (e.g. a GPU through both Vulkan and GL), else ``None``.
@@ -45,6 +47,11 @@ class AdapterInfo:
         """True for adapters that run on the CPU (lavapipe, llvmpipe, WARP...)."""
         return self.device_type == "cpu"
 
+    @property
+    def is_host(self) -> bool:
+        """True for the host CPU device (native kernels, not a wgpu adapter)."""
+        return self.backend == "host"
+
     def describe(self) -> str:
         """One line: index, name, backend, kind and driver."""
         driver = " ".join(s for s in (self.driver, self.driver_info) if s)
@@ -53,5 +60,6 @@ class AdapterInfo:
 
 
 def adapters() -> list[AdapterInfo]:
-    """Every adapter wgpu reports on every native backend (Vulkan, Metal, DX12, GL)."""
+    """Every adapter wgpu reports on every native backend (Vulkan, Metal, DX12, GL), then the
+    host CPU device."""
     return [AdapterInfo.from_dict(d) for d in _native.adapters()]

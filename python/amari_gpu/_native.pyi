@@ -212,6 +212,7 @@ class ContextOptions(TypedDict):
     sync_timeout_ms: int | None
     strategy: str
     gpu_timestamps: bool | None
+    host_threads: int | None
 
 @type_check_only
 class RunOptions(TypedDict):

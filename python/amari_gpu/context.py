@@ -28,7 +28,8 @@ milliseconds."""
 
 @dataclass(frozen=True)
 class Device:
-    """A device (wgpu device + queue) opened by a context on one adapter."""
+    """A device opened by a context: a wgpu device + queue on one adapter, or the host CPU
+    device (``adapter.backend == "host"``)."""
 
     id: int
     adapter: AdapterInfo
@@ -63,6 +64,16 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
     ``sync_timeout_ms`` turns a device that takes longer than that for one chunk into a
     failure whose chunks are re-run on the other devices.
 
+    The host CPU is a device too: :func:`~amari_gpu.adapters` lists it last with
+    ``backend == "host"``. ``backends=["host"]`` opens it alone and
+    ``backends=["vulkan", "host"]`` beside the Vulkan adapters (it is opened once, whatever
+    ``devices_per_adapter``); it is not in the default selection yet. Its kernels reproduce
+    the WGSL kernels' arithmetic, rounding ``fma`` as the context's wgpu devices do
+    (measured when the context opens), so results stay bit-identical; kernels without a host
+    implementation (softmax, the grid stencils) run on the wgpu devices only.
+    ``host_threads`` sizes its thread pool (default: the machine's hardware threads minus
+    one per wgpu device of the context, at least 1).
+
     A context holds its devices (and their memory) until it is closed: use it as a context
     manager (``with MultiGpuContext() as ctx:``) or call :meth:`close`. Every call on a
     closed context raises :class:`~amari_gpu.AmariGpuError` saying so.
@@ -80,6 +91,7 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
         sync_timeout_ms: int | None = None,
         strategy: str = "auto",
         gpu_timestamps: bool | None = None,
+        host_threads: int | None = None,
     ) -> None:
         self._native = _native.Context(
             {
@@ -92,6 +104,7 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
                 "sync_timeout_ms": optional_positive_int("sync_timeout_ms", sync_timeout_ms),
                 "strategy": check_strategy(strategy),
                 "gpu_timestamps": None if gpu_timestamps is None else bool(gpu_timestamps),
+                "host_threads": optional_positive_int("host_threads", host_threads),
             }
         )
         self.devices: list[Device] = [

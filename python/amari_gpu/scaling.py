@@ -134,7 +134,8 @@ class _Config:
 
 def _device_sets(settings: Settings) -> list[_DeviceSet]:
     backends = None if settings.backends is None else list(settings.backends)
-    found = [a for a in adapters() if backends is None or a.backend in backends]
+    # The host device is left out until it has grid kernels (phase B of issue 15).
+    found = [a for a in adapters() if not a.is_host and (backends is None or a.backend in backends)]
     if not found:
         raise NoAdapterError("No adapter to benchmark (see `amari-gpu doctor` for what to install)")
     sets = [

@@ -26,6 +26,7 @@ struct Options {
     sync_timeout_ms: Option<u64>,
     strategy: String,
     gpu_timestamps: Option<bool>,
+    host_threads: Option<usize>,
 }
 
 /// A workload read from any object with the attributes of `amari_gpu.Workload`.
@@ -110,6 +111,7 @@ impl PyContext {
             sync_timeout_ms: options.sync_timeout_ms,
             strategy,
             gpu_timestamps: options.gpu_timestamps,
+            host_threads: options.host_threads,
         };
         let inner = run_detached(py, move || MultiGpuContext::new(options))?;
         Ok(PyContext {

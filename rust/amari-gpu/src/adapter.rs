@@ -15,8 +15,21 @@ pub fn backend_name(backend: wgpu::Backend) -> &'static str {
     }
 }
 
-/// The backend names accepted by [`parse_backend`], in order of preference for duplicates.
-pub const BACKEND_NAMES: [&str; 4] = ["vulkan", "metal", "dx12", "gl"];
+/// The backend names accepted by `backends=`: the wgpu backends [`parse_backend`] accepts,
+/// in order of preference for duplicates, then the host device's [`HOST_BACKEND`].
+pub const BACKEND_NAMES: [&str; 5] = ["vulkan", "metal", "dx12", "gl", HOST_BACKEND];
+
+/// The backend name of the host CPU device (`host::cpu::describe`).
+pub const HOST_BACKEND: &str = "host";
+
+/// The canonical name of a backend as given to `backends=` (aliases resolved), or `None`
+/// for an unknown name.
+pub fn canonical_backend(name: &str) -> Option<&'static str> {
+    if name.eq_ignore_ascii_case(HOST_BACKEND) {
+        return Some(HOST_BACKEND);
+    }
+    parse_backend(name).map(backend_name)
+}
 
 /// Parses a backend name as accepted by the public API.
 pub fn parse_backend(name: &str) -> Option<wgpu::Backend> {
@@ -85,7 +98,7 @@ pub struct AdapterInfo {
     pub vendor_id: u32,
     /// Backend-specific device id.
     pub device_id: u32,
-    /// "vulkan" | "metal" | "dx12" | "gl".
+    /// "vulkan" | "metal" | "dx12" | "gl" | "host" (the host CPU device).
     pub backend: String,
     /// "discrete_gpu" | "integrated_gpu" | "virtual_gpu" | "cpu" | "other".
     pub device_type: String,
@@ -104,9 +117,15 @@ pub struct AdapterInfo {
 }
 
 impl AdapterInfo {
-    /// Whether this adapter runs on the CPU (a software rasteriser such as lavapipe).
+    /// Whether this adapter runs on the CPU (a software rasteriser such as lavapipe, or the
+    /// host device itself).
     pub fn is_software(&self) -> bool {
         self.device_type == "cpu"
+    }
+
+    /// Whether this is the host CPU device rather than a wgpu adapter.
+    pub fn is_host(&self) -> bool {
+        self.backend == HOST_BACKEND
     }
 
     /// A stable identity for on-disk caches: what identifies the adapter and its driver.

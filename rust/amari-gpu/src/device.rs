@@ -1,5 +1,10 @@
-//! One logical device: a wgpu device and queue opened on an adapter with the adapter's own
-//! limits, its pipeline cache and buffer pool, and what it has reported going wrong.
+//! One logical device of a context, of either kind behind one interface: a wgpu device and
+//! queue opened on an adapter with the adapter's own limits, its pipeline cache and buffer
+//! pool; or the host CPU device ([`crate::host::device::HostDevice`]). What every kind shares (id,
+//! adapter description, health, counters, hardware group, limits) is on [`GpuDevice`]; the
+//! planner, scheduler, health, stats and profiler see only that. The worker and calibration
+//! dispatch on [`DeviceKind`]; every wgpu path reaches the wgpu parts through
+//! [`GpuDevice::gpu`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -7,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use crate::adapter::AdapterInfo;
 use crate::error::{Error, Result};
 use crate::health::{Counters, Health};
+use crate::host::device::HostDevice;
 use crate::kernel::Kernel;
 use crate::pool::BufferPool;
 
@@ -26,19 +32,38 @@ impl std::ops::Deref for Compiled {
     }
 }
 
-/// A device opened by a context.
-pub struct GpuDevice {
-    /// Context-wide id (position in `ctx.devices`).
-    pub id: usize,
-    /// The adapter it was opened on.
-    pub adapter: AdapterInfo,
+/// The wgpu parts of a device: device, queue, pipeline cache, timestamp query sets and what
+/// the driver reported when it lost the device.
+pub struct WgpuDevice {
     /// The wgpu device.
     pub device: wgpu::Device,
     /// Its queue.
     pub queue: wgpu::Queue,
-    /// The limits the device was granted (the adapter's own).
+    /// Idle two-entry timestamp query sets, reused across chunks.
+    pub query_sets: Mutex<Vec<wgpu::QuerySet>>,
+    pipelines: Mutex<HashMap<String, Arc<Compiled>>>,
+    lost: Arc<Mutex<Option<String>>>,
+}
+
+/// What runs a device's chunks.
+pub enum DeviceKind {
+    /// A wgpu device on an adapter: upload, dispatch, readback.
+    Wgpu(WgpuDevice),
+    /// The host CPU: native kernels on a thread pool, in place.
+    Host(HostDevice),
+}
+
+/// A device opened by a context, of either kind.
+pub struct GpuDevice {
+    /// Context-wide id (position in `ctx.devices`).
+    pub id: usize,
+    /// The adapter it was opened on (for the host device, its description as an adapter).
+    pub adapter: AdapterInfo,
+    /// What runs its chunks.
+    pub kind: DeviceKind,
+    /// The limits the device was granted (the adapter's own; for the host, memory only).
     pub limits: wgpu::Limits,
-    /// Idle buffers for reuse.
+    /// Idle buffers for reuse (always empty on the host device).
     pub pool: BufferPool,
     /// Whether the device may be given work.
     pub health: Health,
@@ -48,10 +73,6 @@ pub struct GpuDevice {
     pub group: usize,
     /// Nanoseconds per GPU timestamp tick, when the device records timestamps.
     pub timestamp_period_ns: Option<f64>,
-    /// Idle two-entry timestamp query sets, reused across chunks.
-    pub query_sets: Mutex<Vec<wgpu::QuerySet>>,
-    pipelines: Mutex<HashMap<String, Arc<Compiled>>>,
-    lost: Arc<Mutex<Option<String>>>,
 }
 
 impl GpuDevice {
@@ -105,23 +126,76 @@ impl GpuDevice {
         Ok(GpuDevice {
             id,
             adapter: info.clone(),
-            device,
-            queue,
+            kind: DeviceKind::Wgpu(WgpuDevice {
+                device,
+                queue,
+                query_sets: Mutex::new(Vec::new()),
+                pipelines: Mutex::new(HashMap::new()),
+                lost,
+            }),
             limits,
             timestamp_period_ns,
-            query_sets: Mutex::new(Vec::new()),
             pool: BufferPool::new(max_buffer),
             health: Health::default(),
             counters: Counters::default(),
             group,
-            pipelines: Mutex::new(HashMap::new()),
-            lost,
         })
+    }
+
+    /// The host device, described by `info`, in hardware group `group`.
+    pub fn host(id: usize, info: &AdapterInfo, group: usize, host: HostDevice) -> Self {
+        let max = crate::host::cpu::MAX_BUFFER_BYTES;
+        GpuDevice {
+            id,
+            adapter: info.clone(),
+            kind: DeviceKind::Host(host),
+            limits: wgpu::Limits {
+                max_buffer_size: max,
+                max_storage_buffer_binding_size: max,
+                ..wgpu::Limits::default()
+            },
+            timestamp_period_ns: None,
+            pool: BufferPool::new(max),
+            health: Health::default(),
+            counters: Counters::default(),
+            group,
+        }
+    }
+
+    /// The host device's parts, if this is the host device.
+    pub fn as_host(&self) -> Option<&HostDevice> {
+        match &self.kind {
+            DeviceKind::Host(h) => Some(h),
+            DeviceKind::Wgpu(_) => None,
+        }
+    }
+
+    /// Whether the device can run `kernel`: every wgpu device can; the host device only
+    /// kernels with a host implementation.
+    pub fn can_run(&self, kernel: &Kernel) -> bool {
+        self.as_host().is_none() || kernel.host.is_some()
+    }
+
+    /// The wgpu parts. Only wgpu paths call this (upload, dispatch, readback, wgpu
+    /// calibration, grid bands): the worker and calibration dispatch on [`DeviceKind`] and
+    /// grids open bands on wgpu devices only, so the host device never reaches it; if it
+    /// did, the panic would surface as that device's failure (workers catch panics).
+    pub fn gpu(&self) -> &WgpuDevice {
+        match &self.kind {
+            DeviceKind::Wgpu(w) => w,
+            DeviceKind::Host(_) => panic!("device {} is the host device: no wgpu parts", self.id),
+        }
     }
 
     /// The pipeline of `kernel`, compiled once per device.
     pub fn pipeline(&self, kernel: &Kernel) -> Result<Arc<Compiled>> {
-        if let Some(found) = self
+        let DeviceKind::Wgpu(gpu) = &self.kind else {
+            return Err(Error::Internal(format!(
+                "kernel {} compiled for the host device {}",
+                kernel.id, self.id
+            )));
+        };
+        if let Some(found) = gpu
             .pipelines
             .lock()
             .expect("pipeline cache")
@@ -129,14 +203,14 @@ impl GpuDevice {
         {
             return Ok(Arc::clone(found));
         }
-        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self
+        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = gpu
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(&kernel.id),
                 source: wgpu::ShaderSource::Wgsl(kernel.source.clone()),
             });
-        let pipeline = self
+        let pipeline = gpu
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(&kernel.id),
@@ -154,7 +228,7 @@ impl GpuDevice {
         }
         let layout = pipeline.get_bind_group_layout(0);
         let pipeline = Arc::new(Compiled { pipeline, layout });
-        self.pipelines
+        gpu.pipelines
             .lock()
             .expect("pipeline cache")
             .insert(kernel.id.clone(), Arc::clone(&pipeline));
@@ -163,9 +237,10 @@ impl GpuDevice {
 
     /// A two-entry timestamp query set (begin and end of a pass), reused when one is idle.
     pub fn take_query_set(&self) -> wgpu::QuerySet {
-        let idle = self.query_sets.lock().expect("query set lock").pop();
+        let gpu = self.gpu();
+        let idle = gpu.query_sets.lock().expect("query set lock").pop();
         idle.unwrap_or_else(|| {
-            self.device.create_query_set(&wgpu::QuerySetDescriptor {
+            gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
                 label: Some("amari-gpu pass timestamps"),
                 ty: wgpu::QueryType::Timestamp,
                 count: 2,
@@ -175,7 +250,8 @@ impl GpuDevice {
 
     /// Returns a query set taken with [`GpuDevice::take_query_set`] for reuse.
     pub fn give_back_query_set(&self, queries: wgpu::QuerySet) {
-        self.query_sets
+        self.gpu()
+            .query_sets
             .lock()
             .expect("query set lock")
             .push(queries);
@@ -183,7 +259,10 @@ impl GpuDevice {
 
     /// What the driver reported when the device was lost, if it was.
     pub fn lost_reason(&self) -> Option<String> {
-        self.lost.lock().expect("lost flag").clone()
+        match &self.kind {
+            DeviceKind::Wgpu(gpu) => gpu.lost.lock().expect("lost flag").clone(),
+            DeviceKind::Host(_) => None,
+        }
     }
 
     /// Largest buffer binding (bytes) a kernel may use on this device.

@@ -78,11 +78,12 @@ pub fn submit(
     let header = kernel.uniform(items as u32, row_threads);
     let params_bytes = (header.len() * 4) as u64;
     let params = dev.pool.take(
-        &dev.device,
+        &dev.gpu().device,
         params_bytes,
         wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
     );
-    dev.queue
+    dev.gpu()
+        .queue
         .write_buffer(&params, 0, bytemuck::cast_slice(&header));
     let mut buffers = vec![params];
     let mut sizes = vec![params_bytes];
@@ -110,7 +111,7 @@ pub fn submit(
     }
     let output_index = buffers.len();
     buffers.push(dev.pool.take(
-        &dev.device,
+        &dev.gpu().device,
         out_bytes,
         wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
     ));
@@ -134,12 +135,16 @@ pub fn submit(
         &buffers[output_index],
         out_bytes,
     ));
-    let bind_group = dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some(&kernel.id),
-        layout: &pipeline.layout,
-        entries: &entries,
-    });
+    let bind_group = dev
+        .gpu()
+        .device
+        .create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(&kernel.id),
+            layout: &pipeline.layout,
+            entries: &entries,
+        });
     let mut encoder = dev
+        .gpu()
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some(&kernel.id),
@@ -154,7 +159,7 @@ pub fn submit(
     );
     encoder.copy_buffer_to_buffer(&buffers[output_index], 0, staging.buffer(), 0, out_bytes);
     staging.resolve_timestamps(dev, &mut encoder);
-    let submission = dev.queue.submit(Some(encoder.finish()));
+    let submission = dev.gpu().queue.submit(Some(encoder.finish()));
     staging.map();
     scopes.close(dev.id)?;
     Ok(InFlight {

@@ -72,8 +72,9 @@ pub(crate) struct Scopes {
 impl Scopes {
     /// Opens both scopes on `dev` (on this thread: wgpu keeps error scopes per thread).
     pub(crate) fn open(dev: &GpuDevice) -> Self {
-        let oom = dev.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = dev.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let device = &dev.gpu().device;
+        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
         Scopes { oom, validation }
     }
 
@@ -114,7 +115,8 @@ pub(crate) fn bind_whole(
         .enumerate()
         .map(|(i, b)| binding(i as u32, b, b.size()))
         .collect();
-    dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
+    let device = &dev.gpu().device;
+    device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: Some(label),
         layout,
         entries: &entries,
@@ -128,7 +130,7 @@ pub(crate) fn buffer(
     bytes: u64,
     usage: wgpu::BufferUsages,
 ) -> wgpu::Buffer {
-    dev.device.create_buffer(&wgpu::BufferDescriptor {
+    dev.gpu().device.create_buffer(&wgpu::BufferDescriptor {
         label: Some(label),
         size: bytes,
         usage,
@@ -162,12 +164,12 @@ pub(crate) fn readback_buffers(
 pub(crate) fn upload(dev: &GpuDevice, data: &[f32]) -> (Pooled, u64) {
     let bytes = (data.len().max(1) * 4) as u64;
     let buffer = dev.pool.take(
-        &dev.device,
+        &dev.gpu().device,
         bytes,
         wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
     );
-    dev.queue
-        .write_buffer(&buffer, 0, bytemuck::cast_slice(data));
+    let queue = &dev.gpu().queue;
+    queue.write_buffer(&buffer, 0, bytemuck::cast_slice(data));
     (buffer, bytes)
 }
 
@@ -272,7 +274,7 @@ pub(crate) fn wait(
     submission: Option<wgpu::SubmissionIndex>,
     limit: Limit,
 ) -> Result<()> {
-    let waited = dev.device.poll(wgpu::PollType::Wait {
+    let waited = dev.gpu().device.poll(wgpu::PollType::Wait {
         submission_index: submission,
         timeout: limit.duration(),
     });
@@ -325,7 +327,7 @@ impl Staging {
             (stamped && dev.timestamp_period_ns.is_some()).then(|| out_bytes.div_ceil(8) * 8);
         let bytes = timestamps_at.map_or(out_bytes, |at| at + 16).max(4);
         let buffer = dev.pool.take(
-            &dev.device,
+            &dev.gpu().device,
             bytes,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         );
@@ -361,7 +363,7 @@ impl Staging {
             return;
         };
         let target = dev.pool.take(
-            &dev.device,
+            &dev.gpu().device,
             16,
             wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
         );

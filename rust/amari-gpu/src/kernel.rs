@@ -7,9 +7,22 @@
 //! follow in order; the output is last.
 
 use std::borrow::Cow;
+use std::ops::Range;
+use std::sync::Arc;
 
 use crate::dispatch::{grid_for, WORKGROUP_SIZE};
 use crate::family::Family;
+use crate::host::arith::FmaMode;
+
+/// A kernel's implementation on the host device (`host::HostKernel`): bit-identical to the
+/// WGSL kernel when it rounds `fma` as the wgpu devices beside it do.
+pub trait HostImpl: std::fmt::Debug + Send + Sync {
+    /// Runs items `range` of a problem whose inputs are `inputs` (bound as the WGSL kernel
+    /// binds them) on the current rayon pool, writing the chunk's `output` in place.
+    fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]);
+    /// The same kernel rounding `fma` as `mode` says.
+    fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl>;
+}
 
 /// How an input is bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +76,9 @@ pub struct Kernel {
     pub dispatch: Dispatch,
     /// Arithmetic operations per item (for the cost model).
     pub flops_per_item: f64,
+    /// The host device's implementation, bit-identical to the WGSL one (its `fma` rounding
+    /// set by the device that runs it). A kernel without one is never planned on the host.
+    pub host: Option<Arc<dyn HostImpl>>,
 }
 
 impl Kernel {
@@ -85,6 +101,7 @@ impl Kernel {
                 threads_per_item: 1,
             },
             flops_per_item: 1.0,
+            host: None,
         }
     }
 

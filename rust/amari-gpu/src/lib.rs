@@ -24,6 +24,7 @@ mod gpu_io;
 mod health;
 mod history;
 pub mod host;
+mod host_worker;
 mod interrupt;
 pub mod kernel;
 mod model;
@@ -47,7 +48,7 @@ mod workload;
 
 pub use adapter::AdapterInfo;
 pub use context::{adapters, instance, MultiGpuContext};
-pub use device::GpuDevice;
+pub use device::{DeviceKind, GpuDevice, WgpuDevice};
 pub use error::{Error, Result};
 pub use family::Family;
 pub use health::CounterSnapshot;

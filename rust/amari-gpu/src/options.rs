@@ -2,7 +2,7 @@
 //! index), how many logical devices on each, chunking, timeouts, the default strategy and
 //! kernel timing; with the checks of the names given and the request in words.
 
-use crate::adapter::parse_backend;
+use crate::adapter::canonical_backend;
 use crate::error::{Error, Result};
 
 /// Largest `devices_per_adapter`: each logical device is a wgpu device with its own queue,
@@ -12,7 +12,8 @@ pub const MAX_DEVICES_PER_ADAPTER: usize = 64;
 /// What the caller asked for when opening a context.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextOptions {
-    /// Only adapters on these backends ("vulkan", "metal", "dx12", "gl"); duplicates included.
+    /// Only adapters on these backends ("vulkan", "metal", "dx12", "gl", "host" for the host
+    /// CPU device); duplicates included.
     pub backends: Option<Vec<String>>,
     /// Only adapters of these kinds ("discrete_gpu", "integrated_gpu", "virtual_gpu", "cpu", "other").
     pub device_types: Option<Vec<String>>,
@@ -33,6 +34,9 @@ pub struct ContextOptions {
     /// adapter has them, `Some(false)` host timing only, `None` GPU timestamps where the
     /// measured cost of one is under 3% of a chunk's estimated time.
     pub gpu_timestamps: Option<bool>,
+    /// Threads of the host device's kernels; `None`: the machine's hardware threads minus
+    /// one per wgpu device of the context (each has a worker thread to feed it), at least 1.
+    pub host_threads: Option<usize>,
 }
 
 impl Default for ContextOptions {
@@ -47,6 +51,7 @@ impl Default for ContextOptions {
             sync_timeout_ms: None,
             strategy: crate::plan::Strategy::Auto,
             gpu_timestamps: None,
+            host_threads: None,
         }
     }
 }
@@ -54,7 +59,7 @@ impl Default for ContextOptions {
 pub(crate) fn check_names(argument: &str, given: &[String], allowed: &[&str]) -> Result<()> {
     for name in given {
         let known = if argument == "backends" {
-            parse_backend(name).is_some()
+            canonical_backend(name).is_some()
         } else {
             allowed.contains(&name.as_str())
         };

@@ -29,7 +29,8 @@ fn uniform(dev: &GpuDevice, kernel: &Kernel, items: usize) -> Result<(wgpu::Buff
         header.len(),
         wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
     );
-    dev.queue
+    dev.gpu()
+        .queue
         .write_buffer(&uniform, 0, bytemuck::cast_slice(&header));
     Ok((uniform, grid))
 }
@@ -54,7 +55,8 @@ pub fn run_once(
             data.len(),
             wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
         );
-        dev.queue
+        dev.gpu()
+            .queue
             .write_buffer(&buffer, 0, bytemuck::cast_slice(data));
         buffers.push(buffer);
     }
@@ -64,12 +66,13 @@ pub fn run_once(
     buffers.push(output);
     let bind_group = gpu_io::bind_whole(dev, "amari-gpu raw", &pipeline.layout, &buffers);
     let mut encoder = dev
+        .gpu()
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
     gpu_io::dispatch(&mut encoder, None, &pipeline, &bind_group, grid, None);
     let output = &buffers[buffers.len() - 1];
     encoder.copy_buffer_to_buffer(output, 0, &staging, 0, output.size());
-    let submission = dev.queue.submit(Some(encoder.finish()));
+    let submission = dev.gpu().queue.submit(Some(encoder.finish()));
     let mapped = gpu_io::map_for_reading(&staging, staging.size());
     gpu_io::wait_mapped(dev, submission, &mapped, Limit::Fixed(RAW_LIMIT))?;
     let result = {
@@ -112,7 +115,7 @@ impl Resident {
                 words,
                 wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             );
-            dev.queue.write_buffer(
+            dev.gpu().queue.write_buffer(
                 &storage,
                 0,
                 bytemuck::cast_slice(&vec![1.0f32; words.max(1)]),
@@ -131,6 +134,7 @@ impl Resident {
     /// Dispatches the kernel once and waits until the device has run it.
     pub fn run(&self, dev: &GpuDevice) -> Result<()> {
         let mut encoder = dev
+            .gpu()
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         gpu_io::dispatch(
@@ -141,7 +145,7 @@ impl Resident {
             self.grid,
             None,
         );
-        let submission = dev.queue.submit(Some(encoder.finish()));
+        let submission = dev.gpu().queue.submit(Some(encoder.finish()));
         gpu_io::wait(dev, Some(submission), Limit::Fixed(DISPATCH_LIMIT))
     }
 }

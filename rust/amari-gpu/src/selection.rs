@@ -1,7 +1,7 @@
 //! Which adapters a context opens, and how many logical devices on each: a pure function of
 //! the enumeration and the caller's options, so it is tested without a GPU.
 
-use crate::adapter::{parse_backend, AdapterInfo, BACKEND_NAMES, DEVICE_TYPE_NAMES};
+use crate::adapter::{canonical_backend, AdapterInfo, BACKEND_NAMES, DEVICE_TYPE_NAMES};
 use crate::error::{Error, Result};
 use crate::options::{check_names, describe_request, ContextOptions, MAX_DEVICES_PER_ADAPTER};
 
@@ -51,6 +51,12 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
             "expected an integer >= 1 or None, got 0",
         ));
     }
+    if options.host_threads == Some(0) {
+        return Err(Error::invalid(
+            "host_threads",
+            "expected an integer >= 1 or None, got 0",
+        ));
+    }
     if options.sync_timeout_ms == Some(0) {
         return Err(Error::invalid(
             "sync_timeout_ms",
@@ -65,9 +71,9 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
     }
     let backend_ok = |info: &AdapterInfo| match &options.backends {
         None => true,
-        Some(names) => names.iter().any(|n| {
-            parse_backend(n).map(crate::adapter::backend_name) == Some(info.backend.as_str())
-        }),
+        Some(names) => names
+            .iter()
+            .any(|n| canonical_backend(n) == Some(info.backend.as_str())),
     };
     let type_ok = |info: &AdapterInfo| match &options.device_types {
         None => true,
@@ -104,9 +110,11 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
             .map(|i| i.index)
             .collect()
     } else {
+        // The host device is opened only when asked for (by backends= or adapters=) until
+        // the default selection includes it.
         let distinct: Vec<&AdapterInfo> = infos
             .iter()
-            .filter(|i| i.same_device_as.is_none() && type_ok(i))
+            .filter(|i| i.same_device_as.is_none() && !i.is_host() && type_ok(i))
             .collect();
         let hardware: Vec<usize> = distinct
             .iter()
@@ -157,9 +165,9 @@ fn left_out(info: &AdapterInfo, options: &ContextOptions, devices: &[usize]) -> 
     {
         "not in adapters=".to_string()
     } else if options.backends.as_ref().is_some_and(|names| {
-        !names.iter().any(|n| {
-            parse_backend(n).map(crate::adapter::backend_name) == Some(info.backend.as_str())
-        })
+        !names
+            .iter()
+            .any(|n| canonical_backend(n) == Some(info.backend.as_str()))
     }) {
         "backend not in backends=".to_string()
     } else if options
@@ -171,6 +179,7 @@ fn left_out(info: &AdapterInfo, options: &ContextOptions, devices: &[usize]) -> 
     } else if options.adapters.is_none() && options.backends.is_none() {
         match info.same_device_as {
             Some(original) => format!("same device as adapter {original}"),
+            None if info.is_host() => "host device, opened only when asked for".to_string(),
             None if info.is_software() => "software adapter, hardware present".to_string(),
             None => "max_devices reached".to_string(),
         }
@@ -270,6 +279,23 @@ mod tests {
     fn default_takes_distinct_hardware_only() {
         let got = select(&machine(), &ContextOptions::default()).unwrap();
         assert_eq!(got, vec![0, 1]);
+    }
+
+    #[test]
+    fn the_host_is_opened_only_when_named() {
+        let mut infos = machine()[2..3].to_vec();
+        infos[0].index = 0;
+        infos.push(info(1, "cpu model", "host", "cpu", None));
+        assert_eq!(select(&infos, &ContextOptions::default()).unwrap(), vec![0]);
+        let named = |names: &[&str]| ContextOptions {
+            backends: Some(names.iter().map(|n| n.to_string()).collect()),
+            ..Default::default()
+        };
+        assert_eq!(select(&infos, &named(&["HOST"])).unwrap(), vec![1]);
+        assert_eq!(
+            select(&infos, &named(&["vulkan", "host"])).unwrap(),
+            vec![0, 1]
+        );
     }
 
     #[test]

@@ -204,6 +204,9 @@ impl Run<'_> {
 
     /// Works through chunks on `dev` (worker `slot`) until none is left or the device fails.
     pub fn work(&self, slot: usize, dev: &GpuDevice) -> WorkerReport {
+        if let Some(host) = dev.as_host() {
+            return self.work_host(slot, dev, host);
+        }
         let mut report = WorkerReport::default();
         let started = Instant::now();
         let mut in_flight: VecDeque<Pending> = VecDeque::new();

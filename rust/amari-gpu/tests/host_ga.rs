@@ -6,7 +6,8 @@
 mod common;
 
 use amari_gpu::ga::{apply, Algebra, Operation};
-use amari_gpu::host::ga::{apply_host, GaKernel};
+use amari_gpu::host::apply_host;
+use amari_gpu::host::ga::GaKernel;
 use amari_gpu::host::FmaMode;
 use common::{basis, contexts, fma_mode, operations, random, same_bits};
 

@@ -34,12 +34,23 @@ pub fn group_key(members: &[&GpuDevice]) -> String {
     format!("group|{}|amari-gpu {}", names.join("+"), crate::VERSION)
 }
 
+/// The kernel a group is timed with: the first family's reference, or with the host device
+/// among the members its host-runnable stand-in.
+fn group_kernel(members: &[&GpuDevice]) -> crate::kernel::Kernel {
+    let reference = (families()[0].reference)();
+    if members.iter().any(|d| d.as_host().is_some()) {
+        super::host::host_reference(&reference).unwrap_or(reference)
+    } else {
+        reference
+    }
+}
+
 impl MultiGpuContext {
     /// Items per run for a group: what its first member alone is predicted (from its
     /// calibrated figures) to finish in [`TARGET_RUN_S`], in whole chunks, at least
     /// [`MIN_CHUNKS_PER_MEMBER`] chunks per member and at most [`MAX_ITEMS`].
     fn run_items(&self, members: &[&GpuDevice]) -> usize {
-        let kernel = (families()[0].reference)();
+        let kernel = group_kernel(members);
         let workload = kernel.workload(MAX_ITEMS);
         let chunk = CHUNK_ITEMS as usize;
         let smallest = chunk * MIN_CHUNKS_PER_MEMBER * members.len();
@@ -63,7 +74,7 @@ impl MultiGpuContext {
     /// Seconds to run the first family's reference kernel over `items` items on `members`
     /// with an equal split (median of a few runs).
     fn time_members(&self, members: &[&GpuDevice], items: usize) -> Result<f64> {
-        let kernel = (families()[0].reference)();
+        let kernel = group_kernel(members);
         let inputs = kernel.filled_inputs(items, 0.5);
         let views: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
         let mut output = vec![0.0; kernel.output_words(items)];

@@ -57,7 +57,15 @@ impl MultiGpuContext {
             if !force && self.measured.lock().expect("measured lock")[dev.id].is_some() {
                 continue;
             }
-            let key = format!("{}|amari-gpu {}", dev.adapter.identity(), crate::VERSION);
+            let mut key = format!("{}|amari-gpu {}", dev.adapter.identity(), crate::VERSION);
+            if let Some(host) = dev.as_host() {
+                // The host's rates scale with its pool, and are the build's own: an
+                // unoptimised build measures slower.
+                key.push_str(&format!("|threads {}", host.pool.threads()));
+                if cfg!(debug_assertions) {
+                    key.push_str("|debug");
+                }
+            }
             let found = match fresh.get(&key) {
                 Some(m) => Some((m.clone(), false)),
                 // A cache written before a family or figure existed, or holding a figure
@@ -85,7 +93,10 @@ impl MultiGpuContext {
                         continue;
                     }
                     let t = Instant::now();
-                    let m = calibrate::measure(dev)?;
+                    let m = match dev.as_host() {
+                        Some(host) => super::host::measure(host)?,
+                        None => calibrate::measure(dev)?,
+                    };
                     log::info!(
                         "calibrated device {} ({}, {}) in {:.2} s",
                         dev.id,

@@ -142,7 +142,8 @@ pub fn unusable_figure(m: &Measurements) -> Option<String> {
         .map(|(name, v, _)| format!("{name} = {v}"))
 }
 
-/// Runs every micro-benchmark on `dev`.
+/// Runs every micro-benchmark on the wgpu device `dev` (the host device is measured by
+/// `calibration::host`).
 pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
     let start = Instant::now();
     let launch_latency_s = transfers::measure_latency(dev)?;

@@ -9,6 +9,7 @@ pub(crate) mod cache;
 pub(crate) mod concurrency;
 mod context;
 pub(crate) mod families;
+mod host;
 pub(crate) mod measure;
 mod rates;
 mod transfers;

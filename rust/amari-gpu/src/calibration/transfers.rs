@@ -22,8 +22,8 @@ pub(super) fn measure_h2d(dev: &GpuDevice) -> Result<f64> {
     );
     let data = vec![1u8; TRANSFER_BYTES as usize];
     let seconds = timed(REPEATS, || {
-        dev.queue.write_buffer(&target, 0, &data);
-        wait(dev, dev.queue.submit(None))
+        dev.gpu().queue.write_buffer(&target, 0, &data);
+        wait(dev, dev.gpu().queue.submit(None))
     })?;
     Ok(TRANSFER_BYTES as f64 / seconds)
 }
@@ -33,10 +33,11 @@ pub(super) fn measure_d2h(dev: &GpuDevice) -> Result<f64> {
     let mut host = vec![0u8; TRANSFER_BYTES as usize];
     let seconds = timed(REPEATS, || {
         let mut encoder = dev
+            .gpu()
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         encoder.copy_buffer_to_buffer(&source, 0, &staging, 0, TRANSFER_BYTES);
-        let submission = dev.queue.submit(Some(encoder.finish()));
+        let submission = dev.gpu().queue.submit(Some(encoder.finish()));
         let mapped = gpu_io::map_for_reading(&staging, TRANSFER_BYTES);
         gpu_io::wait_mapped(dev, submission, &mapped, Limit::Fixed(STEP_LIMIT))?;
         host.copy_from_slice(
@@ -57,10 +58,11 @@ pub(super) fn measure_copy(dev: &GpuDevice) -> Result<f64> {
     let target = buffer(dev, bytes, wgpu::BufferUsages::COPY_DST);
     let seconds = timed(REPEATS, || {
         let mut encoder = dev
+            .gpu()
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         encoder.copy_buffer_to_buffer(&source, 0, &target, 0, bytes);
-        wait(dev, dev.queue.submit(Some(encoder.finish())))
+        wait(dev, dev.gpu().queue.submit(Some(encoder.finish())))
     })?;
     Ok(2.0 * bytes as f64 / seconds)
 }

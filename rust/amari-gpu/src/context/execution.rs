@@ -103,7 +103,21 @@ impl MultiGpuContext {
         let planning = Instant::now();
         // One snapshot of the healthy devices: the plan is made on exactly these, and they
         // are the call's workers, whatever other calls do to the devices' health meanwhile.
-        let workers = self.healthy_devices();
+        // A device that cannot run the kernel (the host device, for a kernel without a
+        // host implementation) is not among them.
+        let healthy = self.healthy_devices();
+        let workers: Vec<&GpuDevice> = healthy
+            .iter()
+            .copied()
+            .filter(|d| d.can_run(kernel))
+            .collect();
+        if workers.is_empty() && !healthy.is_empty() {
+            return Err(Error::NoHealthyDevice(format!(
+                "no device of this context can run kernel {}: the host device has no \
+                 implementation of it; open a wgpu adapter too (e.g. backends=[\"vulkan\", \"host\"])",
+                kernel.id
+            )));
+        }
         let plan = self.plan_on(&workload, strategy, &workers)?;
         let recording = profiler.map(|profiler| {
             let call = profiler.call(CallRecord {

@@ -3,6 +3,9 @@
 //! calibration and the cost model in [`crate::calibration`].
 
 mod execution;
+mod open;
+
+pub use open::fma_mode;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -39,9 +42,17 @@ fn enumerated() -> &'static [(wgpu::Adapter, AdapterInfo)] {
     ADAPTERS.get_or_init(|| adapter::enumerate(instance()))
 }
 
-/// Every adapter of every native backend, preferred backends first.
+/// The host CPU device described as an adapter: the last index, after the wgpu adapters.
+fn host_adapter() -> &'static AdapterInfo {
+    static HOST: OnceLock<AdapterInfo> = OnceLock::new();
+    HOST.get_or_init(|| crate::host::cpu::describe(enumerated().len()))
+}
+
+/// Every adapter of every native backend, preferred backends first, then the host device.
 pub fn adapters() -> Vec<AdapterInfo> {
-    enumerated().iter().map(|(_, info)| info.clone()).collect()
+    let wgpu = enumerated().iter().map(|(_, info)| info.clone());
+    wgpu.chain(std::iter::once(host_adapter().clone()))
+        .collect()
 }
 
 /// Where a kernel's results go.
@@ -92,26 +103,11 @@ pub struct MultiGpuContext {
 impl MultiGpuContext {
     /// Opens the devices `options` select.
     pub fn new(options: ContextOptions) -> Result<Self> {
-        let pairs = enumerated();
-        let infos: Vec<AdapterInfo> = pairs.iter().map(|(_, info)| info.clone()).collect();
+        let infos = adapters();
         let chosen = select(&infos, &options)?;
-        let devices = chosen
-            .iter()
-            .enumerate()
-            .map(|(id, &index)| {
-                // Devices on one adapter, or on one device seen through two backends, share
-                // hardware: they form one group, named by the original adapter's index.
-                let group = infos[index].same_device_as.unwrap_or(index);
-                GpuDevice::open(
-                    id,
-                    &pairs[index].0,
-                    &pairs[index].1,
-                    group,
-                    options.gpu_timestamps != Some(false),
-                )
-                .map(Arc::new)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        // Devices on one adapter, or on one device seen through two backends, share
+        // hardware: they form one group, named by the original adapter's index.
+        let devices = open::open_devices(enumerated(), host_adapter(), &chosen, &options)?;
         let measured = Mutex::new(vec![None; devices.len()]);
         Ok(MultiGpuContext {
             devices,
@@ -132,8 +128,12 @@ impl MultiGpuContext {
         };
         for dev in ctx.devices {
             dev.pool.clear();
-            if let Ok(dev) = Arc::try_unwrap(dev) {
-                dev.device.destroy();
+            if let Ok(GpuDevice {
+                kind: crate::device::DeviceKind::Wgpu(gpu),
+                ..
+            }) = Arc::try_unwrap(dev)
+            {
+                gpu.device.destroy();
             }
         }
     }

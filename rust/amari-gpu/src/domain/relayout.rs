@@ -92,10 +92,11 @@ impl Attempt<'_> {
                 match (first, old) {
                     (Some((i, at)), Some(old)) => {
                         let encoder = encoders.entry(id).or_insert_with(|| {
-                            dev.device
-                                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                            dev.gpu().device.create_command_encoder(
+                                &wgpu::CommandEncoderDescriptor {
                                     label: Some("amari-gpu relayout"),
-                                })
+                                },
+                            )
                         });
                         let rows = RowMove {
                             from_row: at,
@@ -112,7 +113,7 @@ impl Attempt<'_> {
             states.entry(id).or_default().push(state);
         }
         for (id, encoder) in encoders {
-            devices[id].queue.submit(Some(encoder.finish()));
+            devices[id].gpu().queue.submit(Some(encoder.finish()));
         }
         Ok(states)
     }

@@ -107,6 +107,7 @@ pub fn run(
     let out_bytes: u64 = wanted.iter().flatten().map(|r| r.len() as u64).sum::<u64>() * row_bytes;
     let mut staging = Staging::new(dev, out_bytes, stamped);
     let mut encoder = dev
+        .gpu()
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("amari-gpu round"),
@@ -134,7 +135,7 @@ pub fn run(
     }
     staging.resolve_timestamps(dev, &mut encoder);
     let submitted = Instant::now();
-    let submission = dev.queue.submit(Some(encoder.finish()));
+    let submission = dev.gpu().queue.submit(Some(encoder.finish()));
     staging.map();
     scopes.close(dev.id)?;
     if let Err(error) = staging.wait(dev, submission, round.timeout) {

@@ -42,10 +42,18 @@ pub(super) fn evolve(
         let healthy: Vec<usize> = ctx
             .devices()
             .iter()
-            .filter(|d| d.health.is_healthy())
+            // Bands run on wgpu devices only: the host has no grid kernels yet.
+            .filter(|d| d.health.is_healthy() && d.as_host().is_none())
             .map(|d| d.id)
             .collect();
         if healthy.is_empty() {
+            if ctx.devices().iter().all(|d| d.as_host().is_some()) {
+                return Err(crate::error::Error::NoHealthyDevice(
+                    "grids run on wgpu devices only (the host device has no grid kernels \
+                     yet); open a wgpu adapter too"
+                        .into(),
+                ));
+            }
             return Err(ctx.no_healthy_device());
         }
         let split = first_split(ctx, spec, &healthy, opts, report.failures.is_empty())?;

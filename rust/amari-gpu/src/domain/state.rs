@@ -62,8 +62,8 @@ impl BandState {
             | wgpu::BufferUsages::COPY_DST
             | wgpu::BufferUsages::COPY_SRC;
         let buffers = [
-            dev.pool.take(&dev.device, bytes, usage),
-            dev.pool.take(&dev.device, bytes, usage),
+            dev.pool.take(&dev.gpu().device, bytes, usage),
+            dev.pool.take(&dev.gpu().device, bytes, usage),
         ];
         let columns = spec.threads_per_row() as u64;
         let max = u64::from(dev.limits.max_compute_workgroups_per_dimension);
@@ -86,26 +86,29 @@ impl BandState {
             }
             let words = uniform(spec, &band, rows, (y * GROUP_ROWS) as u32);
             let buffer = dev.pool.take(
-                &dev.device,
+                &dev.gpu().device,
                 (words.len() * 4) as u64,
                 wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             );
-            dev.queue
+            dev.gpu()
+                .queue
                 .write_buffer(&buffer, 0, bytemuck::cast_slice(&words));
             params.push(buffer);
             grids.push([x as u32, y as u32, z as u32]);
             work.push(n * spec.width as u64);
         }
         let group = |from: usize, k: usize| {
-            dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("amari-gpu band step"),
-                layout: &compiled.layout,
-                entries: &[
-                    binding(0, &params[k], UNIFORM_BYTES),
-                    binding(1, &buffers[from], bytes),
-                    binding(2, &buffers[1 - from], bytes),
-                ],
-            })
+            dev.gpu()
+                .device
+                .create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("amari-gpu band step"),
+                    layout: &compiled.layout,
+                    entries: &[
+                        binding(0, &params[k], UNIFORM_BYTES),
+                        binding(1, &buffers[from], bytes),
+                        binding(2, &buffers[1 - from], bytes),
+                    ],
+                })
         };
         let groups = [
             (0..g.halo).map(|k| group(0, k)).collect(),
@@ -143,7 +146,7 @@ impl BandState {
                 }
                 n += 1;
             }
-            dev.queue.write_buffer(
+            dev.gpu().queue.write_buffer(
                 &self.buffers[current],
                 (local * rb) as u64,
                 &board[first * rb..(first + n) * rb],

@@ -4,6 +4,11 @@
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::family::Family;
+use std::sync::Arc;
+
+use crate::host::arith::FmaMode;
+use crate::host::kernel::HostKernel;
+use crate::host::maps::FisherMap;
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 use crate::plan::{Plan, Strategy};
 
@@ -26,6 +31,8 @@ pub fn softmax_kernel(k: usize) -> Kernel {
         params: vec![k as u32, 0, 0, 0],
         // max, exp, sum and divide per entry.
         flops_per_item: 4.0 * k as f64,
+        // No host twin: the host's exp is correctly rounded, the drivers' is not, so a
+        // host chunk would not give the bits a wgpu device gives.
         ..Kernel::map("softmax_rows", Family::InformationGeometry, SHADER)
     }
 }
@@ -41,6 +48,12 @@ pub fn categorical_outer_kernel(k: usize) -> Kernel {
             threads_per_item: (k * k) as u32,
         },
         flops_per_item: 2.0 * (k * k) as f64,
+        host: Some(Arc::new(HostKernel::FisherMap(
+            FisherMap::CategoricalOuter {
+                k,
+                fma: FmaMode::default(),
+            },
+        ))),
         ..Kernel::map("categorical_outer", Family::InformationGeometry, SHADER)
     }
 }

@@ -14,6 +14,7 @@ mod information;
 mod reduce;
 pub mod reference;
 mod scale;
+pub(crate) mod shape;
 pub(crate) mod syrk;
 
 pub use categorical::{

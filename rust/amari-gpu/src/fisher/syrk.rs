@@ -3,25 +3,18 @@
 //! one-thread-per-output baseline, their launch geometry and the host-side sum of their
 //! per-chunk partials.
 
-use std::borrow::Cow;
+use std::sync::Arc;
+
+pub use super::shape::{SyrkShape, BLOCK, NARROW_COLUMNS, TILE};
 
 use crate::family::Family;
+use crate::host::arith::FmaMode;
+use crate::host::fisher::FisherSyrk;
+use crate::host::kernel::HostKernel;
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 
 /// The WGSL source of every kernel of the family.
 pub const SHADER: &str = include_str!("../../../../shaders/fisher.wgsl");
-
-/// Edge of the output tile one workgroup of the tiled kernel computes (see the shader).
-pub const TILE: usize = 64;
-
-/// Edge of the output block of the narrow-scores kernel (`fisher_rows` in the shader).
-pub const BLOCK: usize = 8;
-
-/// Largest P computed with 8 x 8 blocks: up to one 64 x 64 tile, whose work would be mostly
-/// padding or mirrored entries (on lavapipe the block kernel is 2x faster at P = 64 and 15x
-/// at P = 32). Wider scores use the 64 x 64 tiles, whose data reuse in workgroup memory is
-/// what a GPU needs.
-pub const NARROW_COLUMNS: usize = 64;
 
 /// Largest P accepted: one chunk's partial (the upper-triangle tiles) must fit a storage
 /// binding every WebGPU device grants (128 MiB); at P = 4096 it is 34 MB.
@@ -34,87 +27,8 @@ pub const REFERENCE_COLUMNS: usize = 128;
 /// upper-triangle entry.
 pub const REFERENCE_FLOPS_PER_ITEM: f64 = (REFERENCE_COLUMNS * (REFERENCE_COLUMNS + 1)) as f64;
 
-/// Workgroups per chunk aimed at: when P gives fewer tiles, the chunk's rows are cut into
-/// slices, each its own workgroup and partial, so wide devices are not left idle.
-const TARGET_WORKGROUPS: usize = 32;
-/// More slices multiply the readback for little gain.
-const MAX_SLICES: usize = 4;
 /// Threads along each edge of a workgroup of the naive kernel.
 const NAIVE_EDGE: u32 = 16;
-
-/// Launch geometry of the tiled SYRK for P score columns (a function of P only, so every
-/// chunk of every call with this P is cut the same way).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SyrkShape {
-    /// Score columns.
-    pub p: usize,
-    /// Row width on the device: P rounded up to a multiple of 4 (the kernels read vec4).
-    pub width: usize,
-    /// Edge of the output tiles: [`TILE`], or [`BLOCK`] for narrow scores.
-    pub tile: usize,
-    /// Tiles along one edge of the output, `ceil(P / tile)`.
-    pub tiles: usize,
-    /// Upper-triangle tile pairs, `tiles (tiles + 1) / 2`.
-    pub pairs: usize,
-    /// Row slices per chunk, each written as its own partial.
-    pub slices: usize,
-}
-
-impl SyrkShape {
-    /// The geometry for `p` columns.
-    pub fn new(p: usize) -> SyrkShape {
-        SyrkShape::with_tile(p, if p <= NARROW_COLUMNS { BLOCK } else { TILE })
-    }
-
-    /// The geometry for `p` columns with tiles of edge `tile` ([`TILE`] or [`BLOCK`]).
-    pub fn with_tile(p: usize, tile: usize) -> SyrkShape {
-        assert!(
-            tile == TILE || tile == BLOCK,
-            "the shader has tiles of 64 or 8"
-        );
-        let tiles = p.div_ceil(tile).max(1);
-        let pairs = tiles * (tiles + 1) / 2;
-        let slices = TARGET_WORKGROUPS.div_ceil(pairs).clamp(1, MAX_SLICES);
-        SyrkShape {
-            p,
-            width: p.div_ceil(4) * 4,
-            tile,
-            tiles,
-            pairs,
-            slices,
-        }
-    }
-
-    /// Words of one chunk's partial output.
-    pub fn partial_words(&self) -> usize {
-        self.slices * self.pairs * self.tile * self.tile
-    }
-
-    /// Rows of `scores` as the kernels read them: as they are when P is a multiple of 4,
-    /// else copied with zero columns appended up to [`SyrkShape::width`].
-    pub fn padded<'a>(&self, scores: &'a [f32]) -> crate::error::Result<Cow<'a, [f32]>> {
-        if self.width == self.p {
-            return Ok(Cow::Borrowed(scores));
-        }
-        let rows = scores.len() / self.p.max(1);
-        let len = crate::alloc::product("padded scores", &[rows, self.width], 4)?;
-        let mut padded = crate::alloc::zeroed("padded scores", len)?;
-        for (to, from) in padded
-            .chunks_exact_mut(self.width)
-            .zip(scores.chunks_exact(self.p))
-        {
-            to[..self.p].copy_from_slice(from);
-        }
-        Ok(Cow::Owned(padded))
-    }
-
-    fn params(&self) -> Vec<u32> {
-        [self.width, self.tiles, self.slices, self.pairs]
-            .iter()
-            .map(|&v| v as u32)
-            .collect()
-    }
-}
 
 /// Arithmetic per row: one multiply-add (2 flops) per upper-triangle entry.
 fn flops_per_row(p: usize) -> f64 {
@@ -152,6 +66,10 @@ pub fn shaped_kernel(shape: SyrkShape) -> Kernel {
         params: shape.params(),
         dispatch: Dispatch::Custom(tiled_grid),
         flops_per_item: flops_per_row(shape.p),
+        host: Some(Arc::new(HostKernel::FisherSyrk(FisherSyrk {
+            shape,
+            fma: FmaMode::default(),
+        }))),
         ..Kernel::map(id, Family::InformationGeometry, SHADER)
     }
 }
@@ -179,6 +97,8 @@ pub fn reference_kernel() -> Kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fisher::shape::MAX_SLICES;
+    use std::borrow::Cow;
 
     #[test]
     fn shape_covers_every_column_with_whole_tiles() {

@@ -2,6 +2,11 @@
 //! multivector is bound whole, uploaded once per device), from a process-wide cache of
 //! generated sources.
 
+use std::sync::Arc;
+
+use crate::host::arith::FmaMode;
+use crate::host::ga::GaKernel;
+use crate::host::kernel::HostKernel;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -70,6 +75,12 @@ pub fn kernel(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Kernel 
         inputs,
         output: Output::PerItem(op.output_words(algebra)),
         flops_per_item: flops,
+        host: Some(Arc::new(HostKernel::Ga(GaKernel::new(
+            *algebra,
+            op,
+            broadcast,
+            FmaMode::default(),
+        )))),
         ..Kernel::map(id, Family::GeometricAlgebra, source)
     }
 }

@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use super::arith::{madd, FmaMode};
 use super::simd::{dispatch, Task};
-use crate::fisher::{SyrkShape, TILE};
+use crate::fisher::shape::{SyrkShape, TILE};
 
 /// The host twin of `fisher::shaped_kernel(shape)`.
 #[derive(Debug, Clone, Copy)]
@@ -145,7 +145,7 @@ impl<const F: bool> Task for Block<'_, F> {
 
     #[inline(always)]
     fn run(self) {
-        const E: usize = crate::fisher::BLOCK;
+        const E: usize = crate::fisher::shape::BLOCK;
         const THREADS: usize = 64;
         let job = self.0;
         let lhs = job.strip::<E>(job.i0, true);

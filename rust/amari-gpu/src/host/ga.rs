@@ -10,7 +10,9 @@ use super::arith::{madd, FmaMode};
 use super::ga_program::{Program, Source, Stage, Step};
 use super::normalize::normalize_row;
 use super::simd::{dispatch, Task};
-use crate::ga::{Algebra, Broadcast, Operation};
+use crate::ga::algebra::Algebra;
+use crate::ga::codegen::Broadcast;
+use crate::ga::operation::Operation;
 
 /// Items computed together, one per SIMD lane (two AVX2 vectors, one AVX-512 vector).
 pub const LANES: usize = 16;
@@ -20,7 +22,7 @@ const GRAIN: usize = 1024;
 type Lanes = [[f32; LANES]; 64];
 
 /// A generated geometric-algebra kernel on the host: the same (algebra, operation,
-/// broadcast) that [`crate::ga::kernel`] builds a WGSL kernel from.
+/// broadcast) that `ga::kernels::kernel` builds a WGSL kernel from.
 #[derive(Debug, Clone)]
 pub struct GaKernel {
     /// The algebra.
@@ -263,26 +265,4 @@ impl<const W: usize, const F: bool> Task for Products<'_, W, F> {
             }
         }
     }
-}
-
-/// Runs `op` in `algebra` over whole operands on the host, as [`crate::ga::apply`] does on
-/// the devices (for tests and benchmarks; the executor calls [`GaKernel::run`] per chunk).
-pub fn apply_host(
-    algebra: &Algebra,
-    op: Operation,
-    operands: &[&[f32]],
-    out: &mut [f32],
-    fma: FmaMode,
-) -> crate::error::Result<()> {
-    let (items, broadcast) = crate::ga::shape(algebra, op, operands)?;
-    let kernel = GaKernel::new(*algebra, op, broadcast, fma);
-    if out.len() != items * kernel.output_words() {
-        return Err(crate::error::Error::Shape {
-            argument: "out".into(),
-            expected: format!("({items}, {})", kernel.output_words()),
-            actual: format!("{} floats", out.len()),
-        });
-    }
-    kernel.run(operands, 0..items, out);
-    Ok(())
 }

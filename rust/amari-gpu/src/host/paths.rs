@@ -6,7 +6,7 @@
 use super::tropical::product_rows;
 use crate::error::Result;
 use crate::tropical::paths::{block_size, finish, start, strips};
-use crate::tropical::Semiring;
+use crate::tropical::semiring::Semiring;
 
 /// Shortest path lengths of the graph with (n, n) weights `w` into `out`, on the current
 /// rayon pool (see `tropical::shortest_paths` for the rules and errors).

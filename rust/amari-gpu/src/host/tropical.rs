@@ -10,8 +10,8 @@
 use rayon::prelude::*;
 
 use super::simd::{dispatch, Task};
-use crate::tropical::kernels::{ProductShape, BLOCK_ROWS};
-use crate::tropical::Semiring;
+use crate::tropical::semiring::Semiring;
+use crate::tropical::shape::{ProductShape, BLOCK_ROWS};
 
 /// Columns per register strip.
 const STRIP: usize = 16;

@@ -8,34 +8,22 @@
 //! multiple of it), so a workgroup's tile never straddles a chunk or a batch; for
 //! matrix-vector products an item is one row.
 
+use std::sync::Arc;
+
 use super::semiring::Semiring;
+pub use super::shape::{ProductShape, BLOCK_ROWS};
 use crate::family::Family;
+use crate::host::kernel::HostKernel;
+use crate::host::tropical::{TropicalMatvec, TropicalProduct};
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 
 /// The WGSL source of the family.
 pub const SOURCE: &str = include_str!("../../../../shaders/tropical.wgsl");
 
-/// Rows of a product item, and of a tiled workgroup's tile (`TILE` in the shader).
-pub const BLOCK_ROWS: usize = 64;
 /// Columns of a tiled workgroup's tile (`TILE` in the shader).
 pub const TILE_COLS: u32 = 64;
 /// Per-dimension workgroup count every WebGPU device grants.
 const MAX_GROUPS: u32 = 65_535;
-
-/// Shapes of one product: `rows` stacked rows of `a`, inner dimension `k`, `cols` columns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProductShape {
-    /// Inner dimension K (at least 1 when run).
-    pub k: usize,
-    /// Columns of the right operand and the result.
-    pub cols: usize,
-    /// Words of the whole right operand (all batches).
-    pub b_words: usize,
-    /// Batches in the right operand.
-    pub batches: usize,
-    /// Whether `c` is a per-row input combined into the result.
-    pub accumulate: bool,
-}
 
 /// Uniform parameters after the shared header (see `Params` in the shader).
 fn params(semiring: Semiring, shape: &ProductShape) -> Vec<u32> {
@@ -79,6 +67,10 @@ pub fn tiled(semiring: Semiring, shape: &ProductShape) -> Kernel {
         dispatch: Dispatch::Custom(tiled_grid),
         // One add and one max per inner step.
         flops_per_item: 2.0 * (BLOCK_ROWS * shape.k * shape.cols) as f64,
+        host: Some(Arc::new(HostKernel::TropicalProduct(TropicalProduct {
+            semiring,
+            shape: *shape,
+        }))),
         ..Kernel::map("tropical_matmul_tiled", Family::Tropical, SOURCE)
     }
 }
@@ -92,6 +84,10 @@ pub fn naive(semiring: Semiring, shape: &ProductShape) -> Kernel {
         },
         ..Kernel {
             id: "tropical_matmul_naive".into(),
+            // The host product reproduces the naive kernel for max-plus only.
+            host: tiled(semiring, shape)
+                .host
+                .filter(|_| semiring == Semiring::MaxPlus),
             ..tiled(semiring, shape)
         }
     }
@@ -108,6 +104,10 @@ pub fn matvec(semiring: Semiring, shape: &ProductShape) -> Kernel {
             threads_per_item: 64,
         },
         flops_per_item: 2.0 * shape.k as f64,
+        host: Some(Arc::new(HostKernel::TropicalMatvec(TropicalMatvec {
+            semiring,
+            shape: *shape,
+        }))),
         ..Kernel::map("tropical_matvec", Family::Tropical, SOURCE)
     }
 }

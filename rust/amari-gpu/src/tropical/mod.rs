@@ -16,6 +16,7 @@ pub mod kernels;
 pub mod paths;
 pub mod product;
 pub mod semiring;
+pub mod shape;
 
 pub use blocks::{BatchShape, Product};
 pub use paths::shortest_paths;

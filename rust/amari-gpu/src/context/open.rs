@@ -1,0 +1,159 @@
+//! Opening the devices a context selected: wgpu devices on their adapters, and the host
+//! CPU device (once, whatever `devices_per_adapter`: its threads are its parallelism). The
+//! host device shares hardware with the CPU adapters (lavapipe, llvmpipe, WARP), so it joins
+//! their group. Its kernels round `fma` as the context's wgpu devices do, which a probe
+//! kernel measures on each adapter (once per process).
+//!
+//! Devices whose adapters round `fma` differently (a hardware GPU fuses, Mesa's CPU drivers
+//! round twice) cannot give each other's bits for kernels with `fma` chains; the context
+//! opens them but warns, and the host follows the first wgpu device.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use crate::adapter::AdapterInfo;
+use crate::device::GpuDevice;
+use crate::error::Result;
+use crate::executor::{run_chunk, ChunkJob};
+use crate::ga::algebra::Algebra;
+use crate::ga::codegen::Broadcast;
+use crate::ga::operation::Operation;
+use crate::host::arith::FmaMode;
+use crate::host::cpu;
+use crate::host::device::HostDevice;
+use crate::options::ContextOptions;
+
+/// How device `dev`'s adapter rounds WGSL `fma`, measured with the generated Cl(1) product
+/// (r0 = a0 b0, then fma(a1, b1, r0) with a0 b0 = −1 and a1 b1 just under 1); cached per
+/// adapter for the process. `None` when the probe fails or gives neither value.
+pub fn fma_mode(dev: &GpuDevice) -> Option<FmaMode> {
+    static MODES: OnceLock<Mutex<HashMap<usize, FmaMode>>> = OnceLock::new();
+    let modes = MODES.get_or_init(Mutex::default);
+    let index = dev.adapter.index;
+    if let Some(mode) = modes
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&index)
+    {
+        return Some(*mode);
+    }
+    let [x, y, _] = FmaMode::PROBE;
+    let algebra = Algebra::new(1, 0, 0).ok()?;
+    let kernel = crate::ga::kernels::kernel(&algebra, Operation::Geometric, Broadcast::None);
+    let mut out = [0.0f32; 2];
+    let probed = dev.pipeline(&kernel).and_then(|pipeline| {
+        let job = ChunkJob {
+            range: 0..1,
+            output: &mut out,
+        };
+        run_chunk(
+            dev,
+            &kernel,
+            &pipeline,
+            &[&[1.0, x], &[-1.0, y]],
+            job,
+            None,
+            false,
+        )
+    });
+    let mode = match probed {
+        Ok(_) => FmaMode::from_probe(out[0]),
+        Err(e) => {
+            log::warn!("fma probe failed on device {}: {e}", dev.id);
+            None
+        }
+    };
+    if let Some(mode) = mode {
+        modes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(index, mode);
+    } else {
+        log::warn!(
+            "fma probe on device {} ({}) gave {:e}, neither fused nor separate rounding",
+            dev.id,
+            dev.adapter.name,
+            out[0]
+        );
+    }
+    mode
+}
+
+/// The fma mode the host device follows: the one the wgpu devices share, `Fused` without
+/// any. When they disagree, a warning (they cannot be bit-identical to each other) and the
+/// first device's mode.
+fn shared_fma_mode(wgpu: &[Arc<GpuDevice>]) -> FmaMode {
+    let mut seen: Vec<(FmaMode, &GpuDevice)> = Vec::new();
+    for dev in wgpu {
+        if seen
+            .iter()
+            .any(|(_, d)| d.adapter.index == dev.adapter.index)
+        {
+            continue;
+        }
+        if let Some(mode) = fma_mode(dev) {
+            seen.push((mode, dev));
+        }
+    }
+    let Some(&(first, _)) = seen.first() else {
+        return FmaMode::Fused;
+    };
+    if seen.iter().any(|(m, _)| *m != first) {
+        let modes: Vec<String> = seen
+            .iter()
+            .map(|(m, d)| format!("{} ({}): {}", d.adapter.name, d.adapter.backend, m.name()))
+            .collect();
+        log::warn!(
+            "the context's devices round WGSL fma differently ({}): results of kernels with \
+             fma chains depend on which device computed them; the host device rounds as {} does",
+            modes.join(", "),
+            seen[0].1.adapter.name
+        );
+    }
+    first
+}
+
+/// Opens the devices for `chosen` adapter indices (one entry per logical device) of
+/// `pairs` (the wgpu adapters) and `host` (the host device's description, last index).
+pub(super) fn open_devices(
+    pairs: &[(wgpu::Adapter, AdapterInfo)],
+    host: &AdapterInfo,
+    chosen: &[usize],
+    options: &ContextOptions,
+) -> Result<Vec<Arc<GpuDevice>>> {
+    let group_of = |index: usize| pairs[index].1.same_device_as.unwrap_or(index);
+    let mut devices = Vec::new();
+    for &index in chosen.iter().filter(|&&i| i != host.index) {
+        let dev = GpuDevice::open(
+            devices.len(),
+            &pairs[index].0,
+            &pairs[index].1,
+            group_of(index),
+            options.gpu_timestamps != Some(false),
+        )?;
+        devices.push(Arc::new(dev));
+    }
+    if chosen.contains(&host.index) {
+        let others = devices.len();
+        let threads = options
+            .host_threads
+            .unwrap_or_else(|| cpu::hardware_threads().saturating_sub(others).max(1));
+        // One piece of hardware with the CPU adapters the context opened.
+        let group = devices
+            .iter()
+            .find(|d| d.adapter.device_type == "cpu")
+            .map_or(host.index, |d| d.group);
+        let host_device = HostDevice::new(threads, shared_fma_mode(&devices))?;
+        log::info!(
+            "host device {}: {} threads, simd {}, fma {}",
+            others,
+            host_device.pool.threads(),
+            host_device.simd.name(),
+            host_device.fma.name()
+        );
+        devices.push(Arc::new(GpuDevice::host(others, host, group, host_device)));
+    } else if devices.len() > 1 {
+        shared_fma_mode(&devices);
+    }
+    Ok(devices)
+}

@@ -1,0 +1,97 @@
+//! The launch geometry of the empirical-Fisher SYRK: tile edges and how the rows of a chunk
+//! are cut into slices, a function of P only. Shared by the WGSL kernels (`syrk`) and their
+//! host twin (`host::fisher`).
+
+use std::borrow::Cow;
+
+/// Edge of the output tile one workgroup of the tiled kernel computes (see the shader).
+pub const TILE: usize = 64;
+
+/// Edge of the output block of the narrow-scores kernel (`fisher_rows` in the shader).
+pub const BLOCK: usize = 8;
+
+/// Largest P computed with 8 x 8 blocks: up to one 64 x 64 tile, whose work would be mostly
+/// padding or mirrored entries (on lavapipe the block kernel is 2x faster at P = 64 and 15x
+/// at P = 32). Wider scores use the 64 x 64 tiles, whose data reuse in workgroup memory is
+/// what a GPU needs.
+pub const NARROW_COLUMNS: usize = 64;
+
+/// Workgroups per chunk aimed at: when P gives fewer tiles, the chunk's rows are cut into
+/// slices, each its own workgroup and partial, so wide devices are not left idle.
+const TARGET_WORKGROUPS: usize = 32;
+/// More slices multiply the readback for little gain.
+pub(crate) const MAX_SLICES: usize = 4;
+
+/// Launch geometry of the tiled SYRK for P score columns (a function of P only, so every
+/// chunk of every call with this P is cut the same way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyrkShape {
+    /// Score columns.
+    pub p: usize,
+    /// Row width on the device: P rounded up to a multiple of 4 (the kernels read vec4).
+    pub width: usize,
+    /// Edge of the output tiles: [`TILE`], or [`BLOCK`] for narrow scores.
+    pub tile: usize,
+    /// Tiles along one edge of the output, `ceil(P / tile)`.
+    pub tiles: usize,
+    /// Upper-triangle tile pairs, `tiles (tiles + 1) / 2`.
+    pub pairs: usize,
+    /// Row slices per chunk, each written as its own partial.
+    pub slices: usize,
+}
+
+impl SyrkShape {
+    /// The geometry for `p` columns.
+    pub fn new(p: usize) -> SyrkShape {
+        SyrkShape::with_tile(p, if p <= NARROW_COLUMNS { BLOCK } else { TILE })
+    }
+
+    /// The geometry for `p` columns with tiles of edge `tile` ([`TILE`] or [`BLOCK`]).
+    pub fn with_tile(p: usize, tile: usize) -> SyrkShape {
+        assert!(
+            tile == TILE || tile == BLOCK,
+            "the shader has tiles of 64 or 8"
+        );
+        let tiles = p.div_ceil(tile).max(1);
+        let pairs = tiles * (tiles + 1) / 2;
+        let slices = TARGET_WORKGROUPS.div_ceil(pairs).clamp(1, MAX_SLICES);
+        SyrkShape {
+            p,
+            width: p.div_ceil(4) * 4,
+            tile,
+            tiles,
+            pairs,
+            slices,
+        }
+    }
+
+    /// Words of one chunk's partial output.
+    pub fn partial_words(&self) -> usize {
+        self.slices * self.pairs * self.tile * self.tile
+    }
+
+    /// Rows of `scores` as the kernels read them: as they are when P is a multiple of 4,
+    /// else copied with zero columns appended up to [`SyrkShape::width`].
+    pub fn padded<'a>(&self, scores: &'a [f32]) -> crate::error::Result<Cow<'a, [f32]>> {
+        if self.width == self.p {
+            return Ok(Cow::Borrowed(scores));
+        }
+        let rows = scores.len() / self.p.max(1);
+        let len = crate::alloc::product("padded scores", &[rows, self.width], 4)?;
+        let mut padded = crate::alloc::zeroed("padded scores", len)?;
+        for (to, from) in padded
+            .chunks_exact_mut(self.width)
+            .zip(scores.chunks_exact(self.p))
+        {
+            to[..self.p].copy_from_slice(from);
+        }
+        Ok(Cow::Owned(padded))
+    }
+
+    pub(crate) fn params(&self) -> Vec<u32> {
+        [self.width, self.tiles, self.slices, self.pairs]
+            .iter()
+            .map(|&v| v as u32)
+            .collect()
+    }
+}

@@ -1,0 +1,104 @@
+//! The host CPU as a device of a context: its thread pool, the fma rounding its kernels
+//! reproduce, and one chunk run in place (the kernel reads the caller's input slices and
+//! writes straight into the chunk's output slice; nothing is staged). A panic inside a host
+//! kernel is caught here and becomes a device failure, like a lost wgpu device.
+
+use std::ops::Range;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use super::arith::FmaMode;
+use super::simd::Level;
+use crate::error::{Error, Result};
+use crate::kernel::HostImpl;
+
+/// The host's worker threads (a rayon pool of a given size).
+#[derive(Debug)]
+pub struct HostPool {
+    pool: rayon::ThreadPool,
+}
+
+impl HostPool {
+    /// A pool of `threads` threads (at least one).
+    pub fn new(threads: usize) -> Result<HostPool> {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .thread_name(|i| format!("amari-host-{i}"))
+            .build()
+            .map(|pool| HostPool { pool })
+            .map_err(|e| Error::invalid("host_threads", e.to_string()))
+    }
+
+    /// Threads in the pool.
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    /// Runs `f` on the pool's threads (for host versions of whole calls, like
+    /// `host::paths::shortest_paths_host`).
+    pub fn run_with<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+
+    /// Runs `kernel` over items `range` of a problem whose inputs are `inputs` (bound as
+    /// the WGSL kernel binds them), writing `output`: the chunk's per-item words, or its
+    /// partial.
+    pub fn run(
+        &self,
+        kernel: &dyn HostImpl,
+        inputs: &[&[f32]],
+        range: Range<usize>,
+        output: &mut [f32],
+    ) {
+        self.pool.install(|| kernel.run(inputs, range, output));
+    }
+}
+
+/// The host device: a rayon pool and the fma mode of the wgpu devices it runs beside.
+#[derive(Debug)]
+pub struct HostDevice {
+    /// Worker threads of the device's kernels.
+    pub pool: HostPool,
+    /// How the context's wgpu devices round WGSL `fma` (`Fused` when the host is alone).
+    pub fma: FmaMode,
+    /// The vector instructions the kernels run with.
+    pub simd: Level,
+}
+
+impl HostDevice {
+    /// A host device with `threads` kernel threads reproducing `fma`.
+    pub fn new(threads: usize, fma: FmaMode) -> Result<HostDevice> {
+        Ok(HostDevice {
+            pool: HostPool::new(threads)?,
+            fma,
+            simd: Level::detect(),
+        })
+    }
+
+    /// The kernel to run here: `kernel` with this device's fma rounding.
+    pub fn prepare(&self, kernel: &dyn HostImpl) -> Arc<dyn HostImpl> {
+        kernel.with_fma(self.fma)
+    }
+
+    /// Runs items `range` of `kernel` (prepared with [`HostDevice::prepare`]) into
+    /// `output` on the pool. A panic in the kernel is returned as a failure of device `id`.
+    pub fn run(
+        &self,
+        id: usize,
+        kernel: &dyn HostImpl,
+        inputs: &[&[f32]],
+        range: Range<usize>,
+        output: &mut [f32],
+    ) -> Result<()> {
+        catch_unwind(AssertUnwindSafe(|| {
+            self.pool.run(kernel, inputs, range, output);
+        }))
+        .map_err(|panic| {
+            let what = Error::from_panic("a host kernel", panic.as_ref());
+            Error::DeviceLost {
+                device: id,
+                reason: what.to_string(),
+            }
+        })
+    }
+}

@@ -1,0 +1,30 @@
+//! A whole geometric-algebra call on the host, outside the executor: the operands checked as
+//! [`crate::ga::apply`] checks them, then one [`GaKernel`] run over every item (for tests and
+//! benchmarks that compare the host with the devices).
+
+use super::arith::FmaMode;
+use super::ga::GaKernel;
+use crate::ga::algebra::Algebra;
+use crate::ga::operation::Operation;
+
+/// Runs `op` in `algebra` over whole operands on the host, as [`crate::ga::apply`] does on
+/// the devices (for tests and benchmarks; the executor calls [`GaKernel::run`] per chunk).
+pub fn apply_host(
+    algebra: &Algebra,
+    op: Operation,
+    operands: &[&[f32]],
+    out: &mut [f32],
+    fma: FmaMode,
+) -> crate::error::Result<()> {
+    let (items, broadcast) = crate::ga::shape(algebra, op, operands)?;
+    let kernel = GaKernel::new(*algebra, op, broadcast, fma);
+    if out.len() != items * kernel.output_words() {
+        return Err(crate::error::Error::Shape {
+            argument: "out".into(),
+            expected: format!("({items}, {})", kernel.output_words()),
+            actual: format!("{} floats", out.len()),
+        });
+    }
+    kernel.run(operands, 0..items, out);
+    Ok(())
+}

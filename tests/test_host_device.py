@@ -1,0 +1,103 @@
+"""The host CPU as a device: listed like an adapter, opened alone or beside lavapipe and
+llvmpipe, and bit-identical to lavapipe alone for every family, every strategy, several
+devices per adapter and sizes that straddle chunks. A fault injected into the host device
+moves its chunks to the others; no PanicException reaches Python."""
+
+from __future__ import annotations
+
+import amari_gpu as ag
+import numpy as np
+import pytest
+from amari_gpu import STRATEGIES, Algebra, InvalidArgumentError, MultiGpuContext
+
+PGA = Algebra(3, 0, 1)
+N = 2_003
+CHUNK = 128
+
+
+def _rows(n: int, width: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, (n, width)).astype(np.float32)
+
+
+def _host(ctx: MultiGpuContext) -> int:
+    (host,) = [d.id for d in ctx.devices if d.adapter.backend == "host"]
+    return host
+
+
+def _run_all(ctx: MultiGpuContext, strategy: str) -> dict[str, np.ndarray]:
+    a, b, x = _rows(N, 16, 1), _rows(N, 16, 2), _rows(N, 16, 3)
+    r = _rows(1, 16, 4)[0]
+    m, w = _rows(2 * 131, 33, 5).reshape(2, 131, 33), _rows(2 * 33, 29, 6).reshape(2, 33, 29)
+    scores = _rows(N, 45, 7)
+    probs = np.full((N, 4), 0.25, np.float32)
+    var = np.abs(_rows(N, 3, 8)) + np.float32(0.25)
+    return {
+        "product": ctx.geometric_product(a, b, PGA, strategy=strategy),
+        "sandwich": ctx.sandwich(r, x, PGA, strategy=strategy),
+        "normalize": ctx.normalize(x, PGA, strategy=strategy),
+        "max_plus": ctx.tropical_matmul(m, w, "max_plus", strategy=strategy),
+        "min_plus": ctx.tropical_matmul(m, w, "min_plus", strategy=strategy),
+        "fisher": ctx.fisher_information(scores, strategy=strategy),
+        "categorical": ctx.fisher_categorical(probs, strategy=strategy),
+        "gaussian": ctx.fisher_gaussian(np.zeros_like(var), var, strategy=strategy),
+    }
+
+
+@pytest.fixture(scope="module")
+def expected() -> dict[str, np.ndarray]:
+    """Every result on lavapipe alone."""
+    return _run_all(MultiGpuContext(backends=["vulkan"], chunk_items=CHUNK), "balanced")
+
+
+def test_the_host_is_listed_last_as_a_cpu_adapter():
+    found = ag.adapters()
+    host = found[-1]
+    assert (host.backend, host.device_type, host.index) == ("host", "cpu", len(found) - 1)
+    assert host.driver == "amari-gpu host kernels"
+    assert host.is_software and host.same_device_as is None
+    assert host.limits["threads"] >= 1
+    assert host.features and host.features[0] in {"avx512f", "avx2", "neon", "portable"}
+    # Not in the default selection yet.
+    assert all(d.adapter.backend != "host" for d in MultiGpuContext().devices)
+
+
+def test_the_host_alone_opens_once_and_runs():
+    ctx = MultiGpuContext(backends=["host"], devices_per_adapter=3, host_threads=1)
+    assert [d.adapter.backend for d in ctx.devices] == ["host"]
+    out = ctx.geometric_product(_rows(301, 16, 9), _rows(301, 16, 10), PGA)
+    assert out.shape == (301, 16) and np.isfinite(out).all()
+    assert ctx.stats()[0]["items_done"] == 301
+
+
+def test_host_threads_must_be_positive():
+    with pytest.raises(InvalidArgumentError, match="host_threads"):
+        MultiGpuContext(backends=["host"], host_threads=0)
+
+
+@pytest.mark.parametrize("others", [["vulkan"], ["gl"]], ids=["lavapipe", "llvmpipe"])
+def test_mixed_contexts_give_lavapipe_bits(expected, others):
+    ctx = MultiGpuContext(backends=[*others, "host"], devices_per_adapter=2, chunk_items=CHUNK)
+    for strategy in STRATEGIES:
+        got = _run_all(ctx, strategy)
+        for name, want in expected.items():
+            assert np.array_equal(got[name], want), f"{name}, {strategy}"
+    assert ctx.stats()[_host(ctx)]["chunks_done"] > 0, "the host took no chunk"
+
+
+def test_an_injected_host_fault_moves_its_chunks(expected):
+    ctx = MultiGpuContext(backends=["vulkan", "host"], chunk_items=CHUNK)
+    host = _host(ctx)
+    ctx.inject_fault(host, 1)
+    got = _run_all(ctx, "balanced")
+    for name, want in expected.items():
+        assert np.array_equal(got[name], want), name
+    health = ctx.health()[host]
+    assert not health["healthy"] and "injected" in health["reason"]
+
+
+def test_kernels_the_host_lacks_are_refused_with_a_reason():
+    ctx = MultiGpuContext(backends=["host"])
+    with pytest.raises(ag.AmariGpuError, match="no device of this context can run"):
+        ctx.fisher_categorical(logits=_rows(10, 3, 11))
+    with pytest.raises(ag.AmariGpuError, match="grids run on wgpu devices only"):
+        ctx.stencil(np.zeros((16, 16), np.float32), steps=1)
