@@ -87,7 +87,13 @@ def test_a_mixed_backend_trace_nests_on_every_track(mixed, tmp_path):
         if e["ph"] == "M" and e["name"] == "thread_name"
     }
     assert {e["tid"] for e in complete} <= set(names)
+    # A device gets tracks once it has events: which devices the planner and the adaptive
+    # queue gave chunks to depends on measured rates, so only those are checked.
+    worked = {e["args"]["device"] for e in kernels}
+    assert len(worked) >= 2, worked
     for d in mixed.devices:
+        if d.id not in worked:
+            continue
         label = f"{d.adapter.name} ({d.adapter.backend})"
         assert f"device {d.id} queue — {label}" in names.values()
         assert f"device {d.id} worker — {label}" in names.values()
