@@ -11,7 +11,7 @@ use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::host::device::HostDevice;
 use crate::profile::{Clock, Event, Kind};
-use crate::worker::{Completed, Run, WorkerReport};
+use crate::worker::{ready_for_chunk, Completed, Run, WorkerReport};
 
 impl Run<'_> {
     /// Records one host chunk: its kernel (host clock) and, for an orphan, the retry.
@@ -70,18 +70,7 @@ impl Run<'_> {
                     break;
                 };
                 held = Some(chunk);
-                if self.counted && !dev.health.is_healthy() {
-                    return Err(Error::DeviceLost {
-                        device: dev.id,
-                        reason: dev.health.reason().unwrap_or_else(|| "unhealthy".into()),
-                    });
-                }
-                if let Some(reason) = dev.health.injected_fault_due().filter(|_| self.counted) {
-                    return Err(Error::DeviceLost {
-                        device: dev.id,
-                        reason,
-                    });
-                }
+                ready_for_chunk(dev, self.counted)?;
                 let taken = Instant::now();
                 let range = self.ranges[chunk].clone();
                 let items = range.len();

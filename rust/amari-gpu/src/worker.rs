@@ -230,20 +230,7 @@ impl Run<'_> {
                     };
                     let Some((chunk, orphan)) = next else { break };
                     held = Some(chunk);
-                    // Another call found the device failed: it fails here too, and its
-                    // chunks go to the others.
-                    if self.counted && !dev.health.is_healthy() {
-                        return Err(Error::DeviceLost {
-                            device: dev.id,
-                            reason: dev.health.reason().unwrap_or_else(|| "unhealthy".into()),
-                        });
-                    }
-                    if let Some(reason) = dev.health.injected_fault_due().filter(|_| self.counted) {
-                        return Err(Error::DeviceLost {
-                            device: dev.id,
-                            reason,
-                        });
-                    }
+                    ready_for_chunk(dev, self.counted)?;
                     let taken = Instant::now();
                     let range = self.ranges[chunk].clone();
                     let items = range.len();
@@ -349,5 +336,27 @@ impl Run<'_> {
             }
         }
         report
+    }
+}
+
+/// Whether `dev` may start another chunk of a counted call: not when another call has found
+/// it failed (it fails here too, and its chunks go to the others), nor when an injected
+/// fault is due. Calibration's uncounted runs ignore both.
+pub(crate) fn ready_for_chunk(dev: &GpuDevice, counted: bool) -> Result<()> {
+    if !counted {
+        return Ok(());
+    }
+    if !dev.health.is_healthy() {
+        return Err(Error::DeviceLost {
+            device: dev.id,
+            reason: dev.health.reason().unwrap_or_else(|| "unhealthy".into()),
+        });
+    }
+    match dev.health.injected_fault_due() {
+        Some(reason) => Err(Error::DeviceLost {
+            device: dev.id,
+            reason,
+        }),
+        None => Ok(()),
     }
 }

@@ -124,9 +124,7 @@ pub fn measure(host: &HostDevice) -> Result<Measurements> {
         peak_flops_per_s,
         kernel_copy_bytes_per_s: copy,
         timestamp_cost_s: 0.0,
-        measured_unix_s: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        measured_unix_s: super::measure::now_unix_s(),
         calibration_s: start.elapsed().as_secs_f64(),
     })
 }

@@ -142,6 +142,13 @@ pub fn unusable_figure(m: &Measurements) -> Option<String> {
         .map(|(name, v, _)| format!("{name} = {v}"))
 }
 
+/// Seconds since the Unix epoch (0 if the clock is before it): when figures were measured.
+pub(crate) fn now_unix_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// Runs every micro-benchmark on the wgpu device `dev` (the host device is measured by
 /// `calibration::host`).
 pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
@@ -163,9 +170,7 @@ pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
         peak_flops_per_s,
         kernel_copy_bytes_per_s,
         timestamp_cost_s,
-        measured_unix_s: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        measured_unix_s: now_unix_s(),
         calibration_s: start.elapsed().as_secs_f64(),
     })
 }
