@@ -321,9 +321,11 @@ def run(sizes: Sizes, repeats: int) -> dict[str, Any]:
     infos = _all_adapters()
     host_info = next(i for i in infos if i.is_host)
     with MultiGpuContext(backends=["host"]) as host:
+        # Measured in this run (not read from the cache), before the rows, on the same load.
+        (caps,) = host.calibrate(force=True)
+        bandwidth = caps.memory_bandwidth_gb_s
         rows = build_rows(host, sizes)
         _measure(rows, repeats)
-        bandwidth = host.devices[0].capabilities.memory_bandwidth_gb_s
     result: dict[str, Any] = {
         "cpu": cpu_model(),
         "simd": host_info.features[0] if host_info.features else "unknown",
@@ -334,12 +336,15 @@ def run(sizes: Sizes, repeats: int) -> dict[str, Any]:
         "rows": [row_dict(r) for r in rows],
         "repeats": repeats,
     }
-    cl3 = result["rows"][0]
-    achieved = sizes.cl3_items * CL3_BYTES_PER_ITEM / cl3["ours_s"] / 1e9
+    moved = sizes.cl3_items * CL3_BYTES_PER_ITEM
+    achieved = moved / statistics.median(rows[0].ours_s) / 1e9
+    best = moved / min(rows[0].ours_s) / 1e9
     result["bandwidth"] = {
         "achieved_gb_s": achieved,
+        "best_gb_s": best,
         "calibrated_gb_s": bandwidth,
         "share": achieved / bandwidth if bandwidth else None,
+        "best_share": best / bandwidth if bandwidth else None,
         "target": 0.7,
     }
     result["default_context"] = _default_vs_single(sizes, repeats)
@@ -402,11 +407,14 @@ def lines(result: dict[str, Any]) -> list[str]:
     bw = result["bandwidth"]
     share = f"{bw['share']:.0%}" if bw["share"] else "-"
     met = "-" if bw["share"] is None else ("yes" if bw["share"] >= bw["target"] else "no")
+    best = f"{bw['best_share']:.0%}" if bw["best_share"] else "-"
     out += [
         "",
-        f"Cl(3,0) product moves {bw['achieved_gb_s']:.2f} GB/s ({CL3_BYTES_PER_ITEM} B per "
-        f"pair); the host calibration's memcpy measured {bw['calibrated_gb_s'] or 0:.2f} GB/s "
-        f"(bytes read + written): {share} (target >= 70%): met {met}",
+        f"Cl(3,0) product moves {bw['achieved_gb_s']:.2f} GB/s at its median "
+        f"({bw['best_gb_s']:.2f} GB/s = {best} at its best; {CL3_BYTES_PER_ITEM} B per pair, "
+        "a new output array each call);",
+        f"the host calibration's memcpy measured {bw['calibrated_gb_s'] or 0:.2f} GB/s in this "
+        f"run (bytes read + written): median {share} (target >= 70%): met {met}",
     ]
     d = result["default_context"]
     out.append(

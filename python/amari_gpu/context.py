@@ -70,7 +70,7 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
     ``devices_per_adapter``); it is not in the default selection yet. Its kernels reproduce
     the WGSL kernels' arithmetic, rounding ``fma`` as the context's wgpu devices do
     (measured when the context opens), so results stay bit-identical; kernels without a host
-    implementation (softmax, the grid stencils) run on the wgpu devices only.
+    implementation (the grid stencils) run on the wgpu devices only.
     ``host_threads`` sizes its thread pool (default: the machine's hardware threads minus
     one per wgpu device of the context, at least 1).
 
