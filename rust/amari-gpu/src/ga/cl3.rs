@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use super::algebra;
 use crate::family::Family;
-use crate::host::{Cl3Product, HostKernel};
+use crate::host::cl3::Cl3Product;
+use crate::host::kernel::HostKernel;
 use crate::kernel::{Input, Kernel, Output};
 use crate::shaders;
 

@@ -143,7 +143,7 @@ fn one_by_one<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32]) {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{NEG, W};
+    use crate::host::cl3::{NEG, W};
 
     /// Eight rows of eight floats to eight columns (`out[k]` holds word k of every row).
     #[inline]
@@ -192,7 +192,7 @@ mod avx2 {
     /// number of words, a multiple of 64).
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn blocks<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32]) {
-        debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len() % 64 == 0);
+        debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(64));
         let mut at = 0;
         while at + 64 <= out.len() {
             let (x, y) = (transpose(rows(a, at)), transpose(rows(b, at)));

@@ -167,7 +167,7 @@ impl<const F: bool> Task for Tile<'_, F> {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::TILE;
+    use crate::fisher::shape::TILE;
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn tile<const F: bool>(

@@ -200,7 +200,7 @@ pub fn product_rows(
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{ROWS, STRIP};
+    use crate::host::tropical::{ROWS, STRIP};
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn tile<const MIN: bool>(
