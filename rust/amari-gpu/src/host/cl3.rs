@@ -18,9 +18,9 @@
 use rayon::prelude::*;
 
 use super::ga_program::Step;
-use super::simd::Level;
 
 /// Items computed together on AVX2 (one vector per blade).
+#[cfg(target_arch = "x86_64")]
 const LANES: usize = 8;
 /// Items per rayon task: 64 KiB of operands and output, a few L2-sized pieces per thread.
 const GRAIN: usize = 2048;
@@ -87,10 +87,10 @@ pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], fused: bool) {
         .zip(a.par_chunks(GRAIN * W))
         .zip(b.par_chunks(GRAIN * W))
         .for_each(|((out, a), b)| {
-            let whole = out.len() / (LANES * W) * (LANES * W);
             #[cfg(target_arch = "x86_64")]
-            let whole = if matches!(Level::detect(), Level::Avx2 | Level::Avx512) {
-                // SAFETY: `Level::detect` returned Avx2 or Avx512 only after
+            let whole = if super::simd::Level::detect().has_avx2() {
+                let whole = out.len() / (LANES * W) * (LANES * W);
+                // SAFETY: `Level::has_avx2` is true only after
                 // `is_x86_feature_detected!` found AVX2 and FMA on this CPU, which is all the
                 // target-feature function needs; its own memory accesses are in bounds (see
                 // `avx2::blocks`).

@@ -16,7 +16,7 @@
 use rayon::prelude::*;
 
 use super::arith::{madd, FmaMode};
-use super::simd::{dispatch, Level, Task};
+use super::simd::{dispatch, Task};
 use crate::fisher::shape::{SyrkShape, TILE};
 
 /// The host twin of `fisher::shaped_kernel(shape)`.
@@ -123,11 +123,11 @@ impl<const F: bool> Task for Tile<'_, F> {
         let lhs = job.strip::<E>(job.i0, true);
         let rhs = job.strip::<E>(job.j0, false);
         #[cfg(target_arch = "x86_64")]
-        if matches!(Level::detect(), Level::Avx2 | Level::Avx512) {
+        if super::simd::Level::detect().has_avx2() {
             for r0 in (0..E).step_by(4) {
                 for c0 in (0..E).step_by(16) {
                     let mut acc = [[0.0f32; 16]; 4];
-                    // SAFETY: `Level::detect` returned Avx2 or Avx512 only after
+                    // SAFETY: `Level::has_avx2` is true only after
                     // `is_x86_feature_detected!` found AVX2 and FMA, all that the
                     // target-feature function needs; its memory accesses are in bounds.
                     #[allow(unsafe_code)]

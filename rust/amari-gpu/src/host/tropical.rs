@@ -9,7 +9,7 @@
 
 use rayon::prelude::*;
 
-use super::simd::{dispatch, Level, Task};
+use super::simd::{dispatch, Task};
 use crate::tropical::semiring::Semiring;
 use crate::tropical::shape::{ProductShape, BLOCK_ROWS};
 
@@ -97,14 +97,14 @@ impl<const MIN: bool> Task for Rows<'_, MIN> {
                 let nr = ROWS.min(rows - r0);
                 let mut acc = [[f32::NEG_INFINITY; STRIP]; ROWS];
                 #[cfg(target_arch = "x86_64")]
-                let vector = nr == ROWS && matches!(Level::detect(), Level::Avx2 | Level::Avx512);
+                let vector = nr == ROWS && super::simd::Level::detect().has_avx2();
                 #[cfg(not(target_arch = "x86_64"))]
                 let vector = false;
                 if vector {
                     #[cfg(target_arch = "x86_64")]
                     {
                         let a: [&[f32]; ROWS] = std::array::from_fn(|r| &a[(r0 + r) * k..][..k]);
-                        // SAFETY: `Level::detect` returned Avx2 or Avx512 only after
+                        // SAFETY: `Level::has_avx2` is true only after
                         // `is_x86_feature_detected!` found AVX2 and FMA, all that the
                         // target-feature function needs; its memory accesses are in bounds.
                         #[allow(unsafe_code)]
