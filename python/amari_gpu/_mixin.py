@@ -12,9 +12,14 @@ if TYPE_CHECKING:
 
 
 class KernelHost:
-    """The context state a family's methods use: the native context and the last plan."""
+    """The context state a family's methods use: the native context and the last plan.
+
+    ``_kernels`` holds the kernel entry points a method calls with ``_native`` as first
+    argument: the native module for a ``MultiGpuContext``; a ``RayContext`` puts its
+    cluster dispatch there, so both run the same method definitions."""
 
     _native: Any
+    _kernels: Any = _native
     last_plan: Plan | None
     last_run: DomainReport | None
 

@@ -93,7 +93,7 @@ class GeometricAlgebraMixin(KernelHost):
     def _run(
         self, operation: str, algebra: Algebra, operands: list[Any], grades: int, strategy: Any
     ) -> npt.NDArray[np.float32]:
-        out, plan = _native.ga_apply(
+        out, plan = self._kernels.ga_apply(
             self._native,
             operation,
             algebra.signature,
