@@ -28,6 +28,9 @@ DEFAULT_RESOURCE = "amari_gpu"
 DEFAULT_NODE_TIMEOUT_S = 120.0
 """Seconds without a finished chunk after which a busy node counts as hung."""
 
+FAULTS = ("kill", "hang", "device_error")
+"""What ``inject_fault`` can make a node do."""
+
 _FAMILIES = {
     "geometric_algebra": kernels.GA,
     "tropical": kernels.TROPICAL,
@@ -304,18 +307,25 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin)
             )
         return out
 
-    def inject_fault(self, node_id: int, after_chunks: int = 0) -> None:
-        """Kills node ``node_id``'s actor when it starts a chunk after completing
-        ``after_chunks`` more (for testing recovery): its unfinished chunks go to the
-        healthy nodes, and the node stays out of later calls."""
+    def inject_fault(self, node_id: int, after_chunks: int = 0, *, fault: str = "kill") -> None:
+        """Makes node ``node_id`` fail when it starts a chunk after completing
+        ``after_chunks`` more (for testing recovery): ``fault="kill"`` ends its actor's
+        process, ``"hang"`` blocks it (until ``node_timeout_s`` gives it up and ends it),
+        ``"device_error"`` raises ``DeviceLostError`` there, as a node whose devices all
+        failed does. Its unfinished chunks go to the healthy nodes; it stays out of later
+        calls."""
         import ray
 
         from .._validate import integer
 
         after = integer("after_chunks", after_chunks, 0)
+        if fault not in FAULTS:
+            raise InvalidArgumentError(f"fault: expected one of {list(FAULTS)}, got {fault!r}")
         node = self._native.nodes[self._node_index(node_id)]
         self._check_open()
-        ray.get(node.actor.inject_fault.remote(after))
+        if not node.healthy:
+            raise InvalidArgumentError(f"node_id: node {node.index} has failed ({node.reason})")
+        ray.get(node.actor.inject_fault.remote(after, fault))
 
     def profile(self) -> AbstractContextManager[ClusterProfile]:
         """Records every node's timeline while active and merges them on exit::

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import _native
 from ..context import MultiGpuContext
+from ..errors import DeviceLostError
 from ..profiler import Profile, _Recording
 
 
@@ -42,6 +43,7 @@ class NodeWorker:
         self._ctx = MultiGpuContext(**options)
         self._chunks = 0
         self._fail_at: int | None = None
+        self._fault = "kill"
         self._recording: _Recording | None = None
         self._profile: Profile | None = None
         self._profile_t0 = 0.0
@@ -89,17 +91,29 @@ class NodeWorker:
         """One chunk: ``_native.<method>(context, *args, strategy)``, ``args`` being
         ``template`` with its ``ArraySlot``s replaced by ``arrays``."""
         if self._fail_at is not None and self._chunks >= self._fail_at:
-            # The test hook of inject_fault: the node's process dies as a crashed node's
-            # does, so the driver sees exactly what Ray reports for a lost actor.
-            os._exit(1)
+            self._inject()
         args = _fill(template, arrays)
         result = getattr(_native, method)(self._ctx._native, *args, strategy)
         self._chunks += 1
         return result
 
-    def inject_fault(self, after_chunks: int) -> None:
-        """Kills this actor's process when it starts a chunk after ``after_chunks`` more."""
+    def inject_fault(self, after_chunks: int, fault: str) -> None:
+        """Makes this node fail (``fault``: "kill", "hang" or "device_error") when it starts
+        a chunk after ``after_chunks`` more."""
         self._fail_at = self._chunks + after_chunks
+        self._fault = fault
+
+    def _inject(self) -> None:
+        if self._fault == "kill":
+            # The node's process dies as a crashed node's does, so the driver sees exactly
+            # what Ray reports for a lost actor.
+            os._exit(1)
+        if self._fault == "hang":
+            while True:
+                time.sleep(1.0)
+        raise DeviceLostError(
+            "every device of this node was lost (injected fault: device_error)"
+        )
 
     def profile_start(self) -> float:
         """Starts recording; returns the node clock at the start of its timeline."""
