@@ -157,8 +157,13 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin)
             )
         actors = [placement.start(n, wanted, options) for n in found]
         nodes = [
-            placement.connect(i, n, a, timeout) for i, (n, a) in enumerate(zip(found, actors))
+            placement.connect(i, n, a) for i, (n, a) in enumerate(zip(found, actors))
         ]
+        if not any(n.healthy for n in nodes):
+            for n in nodes:
+                ray.kill(n.actor, no_restart=True)
+            reasons = "; ".join(f"node {n.index}: {n.reason}" for n in nodes)
+            raise NoAdapterError(f"no node of the Ray cluster could open its devices ({reasons})")
         self._native = Dispatcher(nodes, strategy, timeout, chunks)
         self.last_plan: Plan | None = None
         self.last_run = None

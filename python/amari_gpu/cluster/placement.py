@@ -4,17 +4,23 @@ the object store)."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import ray
+from ray.exceptions import GetTimeoutError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .dispatch import Node
 from .node import NodeWorker
 from .planner import NodeModel
+
+STARTUP_TIMEOUT_S = 600.0
+"""Seconds a node's actor may take to start, open its devices and calibrate them (a first
+calibration on a slow adapter takes minutes; later ones read the disk cache)."""
 
 PROBE_BYTES = 8 << 20
 """Bytes sent each way to measure a node's transfer rate through the object store."""
@@ -73,13 +79,31 @@ def transfer_rates(actor: Any, latency_s: float) -> tuple[float, float]:
     )
 
 
-def connect(
-    index: int, node: dict[str, Any], actor: Any, timeout_s: float
-) -> Node:
-    """The driver's view of a started actor: its description, clock offset and rates."""
-    info = ray.get(
-        actor.describe.remote(node["NodeID"], node["NodeManagerAddress"]), timeout=timeout_s
-    )
+def connect(index: int, node: dict[str, Any], actor: Any) -> Node:
+    """The driver's view of a started actor: its description, clock offset and rates; a
+    node whose actor does not start (or whose devices do not open) is there, failed."""
+    try:
+        info = ray.get(
+            actor.describe.remote(node["NodeID"], node["NodeManagerAddress"]),
+            timeout=STARTUP_TIMEOUT_S,
+        )
+    except (GetTimeoutError, RayError) as e:
+        ray.kill(actor, no_restart=True)
+        info = {
+            "node_id": node["NodeID"],
+            "address": node["NodeManagerAddress"],
+            "hostname": "",
+            "devices": [],
+            "throughput": {},
+            "clock_offset_s": 0.0,
+            "latency_s": math.nan,
+            "upload_bytes_per_s": math.nan,
+            "download_bytes_per_s": math.nan,
+        }
+        failed = Node(index=index, actor=actor, info=info, model=NodeModel(index, {}, 1.0))
+        failed.healthy = False
+        failed.reason = f"did not start: {type(e).__name__}: {e}"
+        return failed
     offset, latency = clock_offset(actor)
     up, down = transfer_rates(actor, latency)
     info.update(

@@ -1,0 +1,82 @@
+"""RayContext when nodes fail mid-call, on a real Ray cluster of this machine (a head and two
+more nodes with the ``amari_gpu`` resource): a node whose actor is killed, one that hangs
+past ``node_timeout_s``, one whose devices fail; the call still returns the single
+context's bits, ``health()`` marks the node, and with no node left: ``DeviceLostError``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import _cluster_helpers as helpers
+import numpy as np
+import pytest
+from _fisher_helpers import random_scores
+from cl3 import random_batch
+
+import amari_gpu as ag
+
+BACKENDS = ["vulkan"]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    with helpers.local_cluster() as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[ag.MultiGpuContext]:
+    with ag.MultiGpuContext(backends=BACKENDS) as ctx:
+        yield ctx
+
+
+def test_a_node_killed_mid_call(cluster: Any, local: ag.MultiGpuContext) -> None:
+    a, b = random_batch(8000, seed=3)
+    want = local.geometric_product(a, b)
+    with ag.RayContext(backends=BACKENDS, chunk_items=400, strategy="balanced") as rc:
+        rc.inject_fault(1, after_chunks=1)
+        got = rc.geometric_product(a, b)
+        assert np.array_equal(got, want)
+        health = rc.health()
+        assert not health[1]["healthy"]
+        assert "actor died" in health[1]["reason"]
+        assert health[0]["healthy"] and health[2]["healthy"]
+        stats = rc.stats()
+        assert stats[1]["chunks_done"] == 1 and stats[1]["failed_chunks"] > 0
+        assert stats[1]["devices"] == []
+        assert sum(s["chunks_done"] for s in stats) == 20
+        # Later calls leave it out; Fisher partials still sum in chunk order.
+        scores = random_scores(60_000, 11, seed=4)
+        assert np.array_equal(rc.fisher_information(scores), local.fisher_information(scores))
+        assert rc.last_plan is not None and 1 not in {w.device_id for w in rc.last_plan}
+        with pytest.raises(ag.InvalidArgumentError, match="node 1 has failed"):
+            rc.inject_fault(1)
+
+
+def test_a_hung_node_and_a_node_whose_devices_fail(
+    cluster: Any, local: ag.MultiGpuContext
+) -> None:
+    scores = random_scores(90_000, 6, seed=8)
+    want = local.fisher_information(scores)
+    with ag.RayContext(backends=BACKENDS, node_timeout_s=3.0, strategy="balanced") as rc:
+        rc.inject_fault(0, after_chunks=0, fault="hang")
+        rc.inject_fault(2, after_chunks=0, fault="device_error")
+        got = rc.fisher_information(scores)
+        assert np.array_equal(got, want)
+        health = rc.health()
+        assert health[0]["reason"].startswith("hung")
+        assert "DeviceLostError" in health[2]["reason"]
+        assert [h["healthy"] for h in health.values()] == [False, True, False]
+
+
+def test_no_healthy_node_left(cluster: Any) -> None:
+    a, b = random_batch(3000, seed=5)
+    with ag.RayContext(backends=BACKENDS, chunk_items=300) as rc:
+        for node in range(3):
+            rc.inject_fault(node, after_chunks=0)
+        with pytest.raises(ag.DeviceLostError, match="no healthy node"):
+            rc.geometric_product(a, b)
+        assert not any(h["healthy"] for h in rc.health().values())
+        with pytest.raises(ag.DeviceLostError, match="node 0: actor died"):
+            rc.geometric_product(a, b)
