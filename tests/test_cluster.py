@@ -10,14 +10,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import _cluster_helpers as helpers
+import amari_gpu as ag
 import numpy as np
 import pytest
 from _fisher_helpers import random_probs, random_scores, reference_fisher, relative_error
 from _process import python
 from _tropical_helpers import floyd_warshall, graph_without_negative_cycles, random_operand
 from cl3 import random_batch, reference_product
-
-import amari_gpu as ag
 
 BACKENDS = ["vulkan"]
 STRATEGIES = ["balanced", "capability", "adaptive", "auto"]
@@ -104,9 +103,7 @@ def test_algebras_and_batch_axes(rc: ag.RayContext, local: ag.MultiGpuContext) -
     rng = np.random.default_rng(3)
     a = rng.standard_normal((3, 700, 16)).astype(np.float32)
     b = rng.standard_normal((700, 16))
-    assert np.array_equal(
-        rc.geometric_product(a, b, alg), local.geometric_product(a, b, alg)
-    )
+    assert np.array_equal(rc.geometric_product(a, b, alg), local.geometric_product(a, b, alg))
     empty = np.zeros((0, 8), np.float32)
     assert rc.geometric_product(empty, empty).shape == (0, 8)
 

@@ -9,12 +9,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import _cluster_helpers as helpers
+import amari_gpu as ag
 import numpy as np
 import pytest
 from _fisher_helpers import random_scores
 from cl3 import random_batch
-
-import amari_gpu as ag
 
 BACKENDS = ["vulkan"]
 
@@ -54,9 +53,7 @@ def test_a_node_killed_mid_call(cluster: Any, local: ag.MultiGpuContext) -> None
             rc.inject_fault(1)
 
 
-def test_a_hung_node_and_a_node_whose_devices_fail(
-    cluster: Any, local: ag.MultiGpuContext
-) -> None:
+def test_a_hung_node_and_a_node_whose_devices_fail(cluster: Any, local: ag.MultiGpuContext) -> None:
     scores = random_scores(90_000, 6, seed=8)
     want = local.fisher_information(scores)
     with ag.RayContext(backends=BACKENDS, node_timeout_s=3.0, strategy="balanced") as rc:

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _native
 from ._mixin import KernelHost
 from ._validate import real_array, shape_text
 from .algebra import CL3, Algebra

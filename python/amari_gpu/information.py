@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _native
 from ._mixin import KernelHost
 from ._validate import as_float32, plain_array, shape_text
 from .errors import InvalidArgumentError, ShapeError
@@ -87,7 +86,9 @@ class InformationGeometryMixin(KernelHost):
                 raise ShapeError(
                     f"weights: expected shape ({s32.shape[0]},), got {shape_text(w32.shape)}"
                 )
-        out, plan = self._kernels.fisher_information(self._native, s32, w32, optional_strategy(strategy))
+        out, plan = self._kernels.fisher_information(
+            self._native, s32, w32, optional_strategy(strategy)
+        )
         self._record(plan)
         return out
 
@@ -131,7 +132,9 @@ class InformationGeometryMixin(KernelHost):
         """
         m32 = _matrix("mean", mean)
         v32 = _matrix("var", var, rows=m32.shape[0], cols=m32.shape[1])
-        out, plan = self._kernels.fisher_gaussian(self._native, m32, v32, optional_strategy(strategy))
+        out, plan = self._kernels.fisher_gaussian(
+            self._native, m32, v32, optional_strategy(strategy)
+        )
         self._record(plan)
         return out
 

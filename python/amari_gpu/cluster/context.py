@@ -156,9 +156,7 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin)
                 f"nodes with ray start --resources='{{\"{DEFAULT_RESOURCE}\": 1}}'"
             )
         actors = [placement.start(n, wanted, options) for n in found]
-        nodes = [
-            placement.connect(i, n, a) for i, (n, a) in enumerate(zip(found, actors))
-        ]
+        nodes = [placement.connect(i, n, a) for i, (n, a) in enumerate(zip(found, actors))]
         if not any(n.healthy for n in nodes):
             for n in nodes:
                 ray.kill(n.actor, no_restart=True)
@@ -195,7 +193,7 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin)
     @property
     def strategy(self) -> str:
         """The default strategy of calls that name none (assignable)."""
-        return self._native.strategy
+        return str(self._native.strategy)
 
     @strategy.setter
     def strategy(self, strategy: str) -> None:
@@ -204,7 +202,7 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin)
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
-        return self._native.closed
+        return bool(self._native.closed)
 
     def close(self) -> None:
         """Closes every node's context and ends the actors (the Ray connection stays)."""
@@ -217,7 +215,7 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin)
             if node.healthy:
                 try:
                     ray.get(node.actor.close.remote(), timeout=self._native.node_timeout_s)
-                except Exception:  # noqa: BLE001 - a node lost now has nothing to release
+                except Exception:
                     pass
             ray.kill(node.actor, no_restart=True)
 
@@ -230,9 +228,7 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin)
     def __repr__(self) -> str:
         if self.closed:
             return "RayContext(closed)"
-        names = ", ".join(
-            f"{n.index}: {n.address} ({len(n.devices)} devices)" for n in self.nodes
-        )
+        names = ", ".join(f"{n.index}: {n.address} ({len(n.devices)} devices)" for n in self.nodes)
         return f"RayContext([{names}])"
 
     def _node_index(self, node_id: Any) -> int:
@@ -264,7 +260,7 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin)
             take=lambda c, s, e, r: None,
         )
         plan = self._native.plan(job, optional_strategy(strategy))
-        return Plan.from_dict(plan.as_dict(workload.items))  # type: ignore[arg-type]
+        return Plan.from_dict(plan.as_dict(workload.items))
 
     def _check_open(self) -> None:
         if self._native.closed:
@@ -335,10 +331,10 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin)
     def profile(self) -> AbstractContextManager[ClusterProfile]:
         """Records every node's timeline while active and merges them on exit::
 
-            with rc.profile() as prof:
-                rc.geometric_product(a, b)
-            print(prof)
-            prof.save_chrome_trace("cluster.json")   # one process per node
+        with rc.profile() as prof:
+            rc.geometric_product(a, b)
+        print(prof)
+        prof.save_chrome_trace("cluster.json")   # one process per node
         """
         self._check_open()
         return ClusterRecording(self._native.nodes)

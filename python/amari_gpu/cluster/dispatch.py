@@ -14,6 +14,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
+from .. import _native
 from ..errors import AmariGpuError, DeviceLostError, InvalidArgumentError, ShapeError
 from . import planner
 
@@ -121,7 +122,7 @@ class Dispatcher:
             strategy or self.strategy,
         )
 
-    def run(self, job: Job, strategy: str | None) -> dict[str, Any]:
+    def run(self, job: Job, strategy: str | None) -> _native.PlanDict:
         """Runs ``job`` on the healthy nodes; returns the plan it started from (as a
         ``PlanDict``, nodes as devices)."""
         if self.closed:
@@ -252,5 +253,3 @@ def _nbytes(result: Any) -> int:
     if isinstance(result, (tuple, list)):
         return sum(_nbytes(r) for r in result)
     return int(getattr(result, "nbytes", 0))
-
-

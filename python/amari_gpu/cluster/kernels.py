@@ -65,27 +65,27 @@ def _row_bytes(*arrays: np.ndarray[Any, Any]) -> float:
 
 
 def _run_rows(
-    cluster: Dispatcher,
+    ctx: Dispatcher,
     family: str,
     items: int,
     call: Any,
     bytes_per_item: float,
     strategy: str | None,
     axis: int = 0,
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[Any, _native.PlanDict]:
     assembly = _Assembly(items, axis)
-    plan = cluster.run(Job(family, items, bytes_per_item, call, assembly.take), strategy)
+    plan = ctx.run(Job(family, items, bytes_per_item, call, assembly.take), strategy)
     return assembly.out, plan
 
 
 def ga_apply(
-    cluster: Dispatcher,
+    ctx: Dispatcher,
     operation: str,
     signature: tuple[int, int, int],
     operands: list[npt.NDArray[np.float32]],
     grades: int = 0,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], dict[str, Any]]:
+) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
     """``_native.ga_apply`` on the cluster: rows split, a one-row operand (applied to every
     row of the other) bound whole to every chunk."""
     items = max(len(o) for o in operands)
@@ -98,7 +98,7 @@ def ga_apply(
 
     width = operands[0].shape[1]
     per_row = _row_bytes(*[o for o, b in zip(operands, broadcast) if not b]) + 4 * width
-    return _run_rows(cluster, GA, items, call, per_row, strategy)
+    return _run_rows(ctx, GA, items, call, per_row, strategy)
 
 
 def _batched_rows(
@@ -112,12 +112,12 @@ def _batched_rows(
 
 
 def tropical_matmul(
-    cluster: Dispatcher,
+    ctx: Dispatcher,
     a: npt.NDArray[np.float32],
     b: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], dict[str, Any]]:
+) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
     """``_native.tropical_matmul`` on the cluster."""
     items, axis, parts = _batched_rows(a, b)
 
@@ -125,28 +125,28 @@ def tropical_matmul(
         return "tropical_matmul", (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
 
     per_item = a.nbytes / max(items, 1) + 4.0 * b.shape[2] * a.shape[1] / max(a.shape[1], 1)
-    return _run_rows(cluster, TROPICAL, items, call, per_item, strategy, axis)
+    return _run_rows(ctx, TROPICAL, items, call, per_item, strategy, axis)
 
 
 def tropical_matvec(
-    cluster: Dispatcher,
+    ctx: Dispatcher,
     a: npt.NDArray[np.float32],
     x: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], dict[str, Any]]:
+) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
     """``_native.tropical_matvec`` on the cluster."""
     items, axis, parts = _batched_rows(a, x)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "tropical_matvec", (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
 
-    return _run_rows(cluster, TROPICAL, items, call, a.nbytes / max(items, 1), strategy, axis)
+    return _run_rows(ctx, TROPICAL, items, call, a.nbytes / max(items, 1), strategy, axis)
 
 
 def shortest_paths(
-    cluster: Dispatcher, w: npt.NDArray[np.float32], strategy: str | None = None
-) -> tuple[npt.NDArray[np.float32], dict[str, Any]]:
+    ctx: Dispatcher, w: npt.NDArray[np.float32], strategy: str | None = None
+) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
     """``_native.shortest_paths`` on one node (blocked Floyd-Warshall's rounds depend on
     each other: one node runs the whole call, over its own devices)."""
     result: list[Any] = []
@@ -158,20 +158,22 @@ def shortest_paths(
         result.append(np.array(r[0]))
 
     job = Job(TROPICAL, 1, float(2 * w.nbytes), call, take, whole=True)
-    plan = cluster.run(job, strategy)
+    plan = ctx.run(job, strategy)
     return result[0], plan
 
 
 def fisher_information(
-    cluster: Dispatcher,
+    ctx: Dispatcher,
     scores: npt.NDArray[np.float32],
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float64], dict[str, Any]]:
+) -> tuple[npt.NDArray[np.float64], _native.PlanDict]:
     """``_native.fisher_information`` on the cluster, bit-identical to one context."""
     prepared = _native.fisher_prepare(scores, weights)
     s = scores if prepared["scores"] is None else prepared["scores"]
-    w = weights if prepared["weights"] is None else prepared["weights"]
+    # fisher_prepare returns weights whenever it made them (ones without weights).
+    w = prepared["weights"] if prepared["weights"] is not None else weights
+    assert w is not None
     unit = int(prepared["chunk_items"])
     n = int(prepared["n"])
     parts: dict[int, Any] = {}
@@ -183,7 +185,7 @@ def fisher_information(
         parts[chunk] = r[0]
 
     job = Job(INFORMATION, n, _row_bytes(s, w), call, take, unit=unit, min_rows=unit)
-    plan = cluster.run(job, strategy)
+    plan = ctx.run(job, strategy)
     partials = np.ascontiguousarray(np.concatenate([parts[c] for c in sorted(parts)]))
     matrix = _native.fisher_finish(
         partials,
@@ -196,11 +198,11 @@ def fisher_information(
 
 
 def fisher_categorical(
-    cluster: Dispatcher,
+    ctx: Dispatcher,
     values: npt.NDArray[np.float32],
     logits: bool,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], dict[str, Any]]:
+) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
     """``_native.fisher_categorical`` on the cluster."""
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
@@ -208,15 +210,15 @@ def fisher_categorical(
 
     k = values.shape[1]
     per_row = _row_bytes(values) + 4.0 * k * k
-    return _run_rows(cluster, INFORMATION, len(values), call, per_row, strategy)
+    return _run_rows(ctx, INFORMATION, len(values), call, per_row, strategy)
 
 
 def fisher_gaussian(
-    cluster: Dispatcher,
+    ctx: Dispatcher,
     mean: npt.NDArray[np.float32],
     var: npt.NDArray[np.float32],
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], dict[str, Any]]:
+) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
     """``_native.fisher_gaussian`` on the cluster."""
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
@@ -224,4 +226,4 @@ def fisher_gaussian(
 
     d = mean.shape[1]
     per_row = _row_bytes(mean, var) + 16.0 * d * d
-    return _run_rows(cluster, INFORMATION, len(mean), call, per_row, strategy)
+    return _run_rows(ctx, INFORMATION, len(mean), call, per_row, strategy)

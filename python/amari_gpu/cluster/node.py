@@ -111,9 +111,7 @@ class NodeWorker:
         if self._fault == "hang":
             while True:
                 time.sleep(1.0)
-        raise DeviceLostError(
-            "every device of this node was lost (injected fault: device_error)"
-        )
+        raise DeviceLostError("every device of this node was lost (injected fault: device_error)")
 
     def profile_start(self) -> float:
         """Starts recording; returns the node clock at the start of its timeline."""

@@ -30,15 +30,13 @@ def eligible(resources: Mapping[str, float]) -> list[dict[str, Any]]:
     """The alive nodes that offer every resource of ``resources``, in Ray's order."""
     return [
         n
-        for n in ray.nodes()
+        for n in ray.nodes()  # type: ignore[no-untyped-call]
         if n.get("Alive")
         and all(n.get("Resources", {}).get(k, 0.0) >= v for k, v in resources.items())
     ]
 
 
-def start(
-    node: dict[str, Any], resources: Mapping[str, float], options: dict[str, Any]
-) -> Any:
+def start(node: dict[str, Any], resources: Mapping[str, float], options: dict[str, Any]) -> Any:
     """An actor on ``node`` holding a ``MultiGpuContext`` with ``options``; it takes the
     resources, so a node runs one, and is never restarted (a lost node stays lost)."""
     worker = ray.remote(NodeWorker).options(

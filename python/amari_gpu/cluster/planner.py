@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
+
+from .. import _native
 
 TARGET_CHUNKS = 16
 """Cluster chunks a large problem is cut into: enough to balance a few nodes and to keep
@@ -73,7 +75,7 @@ class ClusterPlan:
     runs: list[list[int]]
     estimates: list[float]
 
-    def as_dict(self, items: int) -> dict[str, Any]:
+    def as_dict(self, items: int) -> _native.PlanDict:
         """The plan in the keys of ``_native.PlanDict`` (``device_id`` is the node index)."""
         assignments = []
         for node, run, seconds in zip(self.nodes, self.runs, self.estimates):
@@ -93,7 +95,7 @@ class ClusterPlan:
             )
         makespan = max(self.estimates, default=0.0)
         bound = self._bound
-        return {
+        plan: dict[str, Any] = {
             "strategy": self.strategy,
             "requested_strategy": self.requested,
             "items": items,
@@ -104,12 +106,15 @@ class ClusterPlan:
             "lower_bound_s": bound,
             "efficiency": bound / makespan if makespan > 0 else 1.0,
         }
+        return cast("_native.PlanDict", plan)
 
     @property
     def _bound(self) -> float:
         # The work spread perfectly over the nodes the plan uses, by their modelled rates.
-        busy = [(e, sum(self.grid[c][1] - self.grid[c][0] for c in r)) for e, r in
-                zip(self.estimates, self.runs)]
+        busy = [
+            (e, sum(self.grid[c][1] - self.grid[c][0] for c in r))
+            for e, r in zip(self.estimates, self.runs)
+        ]
         rates = [items / e for e, items in busy if e > 0 and items > 0]
         total = sum(items for _, items in busy)
         return total / sum(rates) if rates else 0.0

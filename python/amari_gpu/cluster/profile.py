@@ -106,9 +106,7 @@ class ClusterProfile:
                 }
             )
         for pid, label in self.node_labels.items():
-            trace.append(
-                {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": label}}
-            )
+            trace.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": label}})
         for pid, tid in sorted(tracks):
             if tid == _HOST_TID:
                 name = "host"
