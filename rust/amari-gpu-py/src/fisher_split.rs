@@ -91,14 +91,17 @@ fn fisher_partials<'py>(
     let weights_slice = contiguous(&weights, "weights")?;
     let inner = ctx.context(py)?;
     let ran = run_detached(py, move || {
-        split::partials(&inner, scores_slice, p, weights_slice, chunk_items, strategy)
+        split::partials(
+            &inner,
+            scores_slice,
+            p,
+            weights_slice,
+            chunk_items,
+            strategy,
+        )
     })?;
     let chunks = ran.plan.n_chunks as usize;
-    let words = if chunks == 0 {
-        0
-    } else {
-        ran.partials.len() / chunks
-    };
+    let words = ran.partials.len().checked_div(chunks).unwrap_or(0);
     let array = Array2::from_shape_vec((chunks, words), ran.partials)
         .map_err(|e| PyValueError::new_err(format!("partials: {e}")))?;
     Ok((array.into_pyarray(py), plan_dict(py, &ran.plan)?))

@@ -88,7 +88,10 @@ pub fn prepare<'a>(
         if let Some(w) = &scaled {
             total = w.iter().map(|&v| f64::from(v)).sum();
         }
-        (Cow::Owned(scaling.scores(scores, p)), scaled.map(Cow::Owned))
+        (
+            Cow::Owned(scaling.scores(scores, p)),
+            scaled.map(Cow::Owned),
+        )
     };
     let weights = match weights {
         Some(w) => w,
@@ -157,7 +160,7 @@ pub fn finish(finish: &Finish, partials: &[f32]) -> Result<Vec<f64>> {
     }
     let shape = SyrkShape::new(finish.p);
     let words = shape.partial_words();
-    if words == 0 || partials.len() % words != 0 {
+    if words == 0 || !partials.len().is_multiple_of(words) {
         return Err(Error::invalid(
             "partials",
             format!(
