@@ -42,7 +42,9 @@ def test_a_node_killed_mid_call(cluster: Any, local: ag.MultiGpuContext) -> None
         assert "actor died" in health[1]["reason"]
         assert health[0]["healthy"] and health[2]["healthy"]
         stats = rc.stats()
-        assert stats[1]["chunks_done"] == 1 and stats[1]["failed_chunks"] > 0
+        # It finished one chunk before it died; the driver keeps that result unless Ray
+        # reported the death before the reply (then the chunk ran again elsewhere).
+        assert stats[1]["chunks_done"] <= 1 and stats[1]["failed_chunks"] > 0, stats
         assert stats[1]["devices"] == []
         assert sum(s["chunks_done"] for s in stats) == 20
         # Later calls leave it out; Fisher partials still sum in chunk order.
@@ -56,7 +58,10 @@ def test_a_node_killed_mid_call(cluster: Any, local: ag.MultiGpuContext) -> None
 def test_a_hung_node_and_a_node_whose_devices_fail(cluster: Any, local: ag.MultiGpuContext) -> None:
     scores = random_scores(90_000, 6, seed=8)
     want = local.fisher_information(scores)
-    with ag.RayContext(backends=BACKENDS, node_timeout_s=3.0, strategy="balanced") as rc:
+    # chunk_items=1: cluster chunks of one grid chunk each, so that every node gets some.
+    with ag.RayContext(
+        backends=BACKENDS, node_timeout_s=3.0, strategy="balanced", chunk_items=1
+    ) as rc:
         rc.inject_fault(0, after_chunks=0, fault="hang")
         rc.inject_fault(2, after_chunks=0, fault="device_error")
         got = rc.fisher_information(scores)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -20,6 +20,10 @@ from . import planner
 
 IN_FLIGHT = 2
 """Chunks sent to a node ahead: one computing, one arriving."""
+
+INLINE_BYTES = 64 << 10
+"""Arrays up to this size travel inside the actor call (Ray inlines small arguments), which
+saves the object-store round trip of ``ray.put``; larger ones go through the store."""
 
 POLL_S = 0.05
 """How often the loop looks at the clock for hung nodes while waiting for results."""
@@ -88,8 +92,6 @@ class Dispatcher:
     node_timeout_s: float
     chunk_items: int | None = None
     closed: bool = False
-    recording: bool = False
-    _puts: dict[int, Any] = field(default_factory=dict)
 
     def healthy(self) -> list[Node]:
         """The nodes that have not failed."""
@@ -112,7 +114,7 @@ class Dispatcher:
         elif self.chunk_items is not None:
             rows = -(-self.chunk_items // job.unit) * job.unit
         else:
-            rows = planner.chunk_rows(job.items, job.unit, job.min_rows)
+            rows = planner.chunk_rows(job.items, job.unit, job.min_rows, job.bytes_per_item)
         return planner.plan(
             job.family,
             job.items,
@@ -128,125 +130,142 @@ class Dispatcher:
         if self.closed:
             raise AmariGpuError("the context is closed")
         plan = self.plan(job, strategy)
-        grid = plan.grid
-        own = {n: deque(run) for n, run in zip(plan.nodes, plan.runs)}
-        shared: deque[int] = deque()
-        if plan.strategy == "adaptive":
-            for run in plan.runs:
-                shared.extend(run)
-            own = {n: deque() for n in plan.nodes}
-        flights: dict[Any, _Flight] = {}
-        done = [False] * len(grid)
-        remaining = len(grid)
-        progress: dict[int, float] = {}
-        while remaining:
-            for node in self.healthy():
-                queue = own.setdefault(node.index, deque())
-                while sum(f.node is node for f in flights.values()) < IN_FLIGHT:
-                    if queue:
-                        chunk = queue.popleft()
-                    elif shared:
-                        chunk = shared.popleft()
-                    else:
-                        break
-                    if not any(f.node is node for f in flights.values()):
-                        progress[node.index] = time.monotonic()
-                    ref, nbytes = self._send(node, job, grid[chunk], strategy)
-                    flights[ref] = _Flight(node, chunk, time.monotonic(), nbytes)
-            if not flights:
-                raise self.no_healthy_node()
-            ready, _ = ray.wait(list(flights), num_returns=1, timeout=POLL_S)
-            for ref in ready:
-                flight = flights.pop(ref, None)
-                if flight is None:
-                    continue
-                node = flight.node
-                try:
-                    result = ray.get(ref)
-                except RayTaskError as e:
-                    cause = e.cause if isinstance(e.cause, BaseException) else e
-                    if isinstance(cause, ARGUMENT_ERRORS):
-                        self._drop(flights)
-                        start, stop = grid[flight.chunk]
-                        raise type(cause)(
-                            f"{cause} (found by node {node.index} in items {start}..{stop} "
-                            "of the call)"
-                        ) from None
-                    self._fail(node, f"{type(cause).__name__}: {cause}", flights, own, shared)
-                    shared.appendleft(flight.chunk)
-                    continue
-                except RayActorError as e:
-                    self._fail(node, f"actor died: {type(e).__name__}", flights, own, shared)
-                    shared.appendleft(flight.chunk)
-                    continue
-                start, stop = grid[flight.chunk]
-                if not done[flight.chunk]:
-                    job.take(flight.chunk, start, stop, result)
-                    done[flight.chunk] = True
-                    remaining -= 1
-                now = time.monotonic()
-                node.busy_s += now - max(flight.sent, progress.get(node.index, flight.sent))
-                progress[node.index] = now
-                node.chunks_done += 1
-                node.items_done += stop - start
-                node.bytes_sent += flight.nbytes
-                node.bytes_received += _nbytes(result)
-            now = time.monotonic()
-            for node in list({f.node.index: f.node for f in flights.values()}.values()):
-                if now - progress.get(node.index, now) > self.node_timeout_s:
-                    ray.kill(node.actor, no_restart=True)
-                    self._fail(
-                        node,
-                        f"hung: no chunk finished within node_timeout_s={self.node_timeout_s}",
-                        flights,
-                        own,
-                        shared,
-                    )
-        self._puts.clear()
+        _Call(self, job, plan, strategy).run()
         return plan.as_dict(job.items)
 
-    def _send(
-        self, node: Node, job: Job, chunk: tuple[int, int], strategy: str | None
-    ) -> tuple[Any, int]:
-        method, template, arrays = job.call(*chunk)
+
+class _Call:
+    """One call's run: the chunks each node still has to take, those in flight, those
+    done."""
+
+    def __init__(
+        self, cluster: Dispatcher, job: Job, plan: planner.ClusterPlan, strategy: str | None
+    ) -> None:
+        self.cluster = cluster
+        self.job = job
+        self.grid = plan.grid
+        self.strategy = strategy
+        self.own = {n: deque(run) for n, run in zip(plan.nodes, plan.runs)}
+        self.shared: deque[int] = deque()
+        if plan.strategy == "adaptive":
+            for run in plan.runs:
+                self.shared.extend(run)
+            self.own = {n: deque() for n in plan.nodes}
+        self.flights: dict[Any, _Flight] = {}
+        self.done = [False] * len(self.grid)
+        # When each busy node last finished a chunk (or became busy): the hang clock.
+        self.progress: dict[int, float] = {}
+        # Arrays every chunk binds whole, put in the store once (kept with their array,
+        # so an id cannot be reused within the call).
+        self.puts: dict[int, tuple[Any, Any]] = {}
+
+    def run(self) -> None:
+        while not all(self.done):
+            self._feed()
+            if not self.flights:
+                raise self.cluster.no_healthy_node()
+            ready, _ = ray.wait(list(self.flights), num_returns=1, timeout=POLL_S)
+            for ref in ready:
+                flight = self.flights.pop(ref, None)
+                if flight is not None:
+                    self._receive(ref, flight)
+            self._check_hangs()
+
+    def _in_flight(self, node: Node) -> int:
+        return sum(f.node is node for f in self.flights.values())
+
+    def _feed(self) -> None:
+        """Keeps ``IN_FLIGHT`` chunks on every healthy node while there are chunks."""
+        for node in self.cluster.healthy():
+            queue = self.own.setdefault(node.index, deque())
+            while self._in_flight(node) < IN_FLIGHT and (queue or self.shared):
+                chunk = queue.popleft() if queue else self.shared.popleft()
+                if not self._in_flight(node):
+                    self.progress[node.index] = time.monotonic()
+                ref, nbytes = self._send(node, self.grid[chunk])
+                self.flights[ref] = _Flight(node, chunk, time.monotonic(), nbytes)
+
+    def _receive(self, ref: Any, flight: _Flight) -> None:
+        node = flight.node
+        try:
+            result = ray.get(ref)
+        except RayTaskError as e:
+            cause = e.cause if isinstance(e.cause, BaseException) else e
+            if isinstance(cause, ARGUMENT_ERRORS):
+                # What is in flight finishes on the nodes and is never read.
+                self.flights.clear()
+                start, stop = self.grid[flight.chunk]
+                raise type(cause)(
+                    f"{cause} (found by node {node.index} in items {start}..{stop} of the call)"
+                ) from None
+            self._fail(node, f"{type(cause).__name__}: {cause}", [flight.chunk])
+            return
+        except RayActorError as e:
+            self._fail(node, f"actor died: {type(e).__name__}", [flight.chunk])
+            return
+        now = time.monotonic()
+        node.busy_s += now - max(flight.sent, self.progress.get(node.index, flight.sent))
+        self.progress[node.index] = now
+        self._harvest(flight, result)
+
+    def _check_hangs(self) -> None:
+        now = time.monotonic()
+        timeout = self.cluster.node_timeout_s
+        for node in list({f.node.index: f.node for f in self.flights.values()}.values()):
+            if now - self.progress.get(node.index, now) > timeout:
+                ray.kill(node.actor, no_restart=True)
+                self._fail(node, f"hung: no chunk finished within node_timeout_s={timeout}", [])
+
+    def _send(self, node: Node, chunk: tuple[int, int]) -> tuple[Any, int]:
+        method, template, arrays = self.job.call(*chunk)
         refs = []
         nbytes = 0
         for a in arrays:
             if isinstance(a, Shared):
                 key = id(a.array)
-                if key not in self._puts:
-                    # Kept with its array, so the id cannot be reused within the call.
-                    self._puts[key] = (a.array, ray.put(a.array))
+                if key not in self.puts:
+                    self.puts[key] = (a.array, ray.put(a.array))
                     nbytes += int(a.array.nbytes)
-                refs.append(self._puts[key][1])
+                refs.append(self.puts[key][1])
             else:
-                refs.append(ray.put(a))
+                refs.append(a if a.nbytes <= INLINE_BYTES else ray.put(a))
                 nbytes += int(a.nbytes)
-        ref = node.actor.run.remote(method, strategy, template, *refs)
+        ref = node.actor.run.remote(method, self.strategy, template, *refs)
         return ref, nbytes
 
-    def _fail(
-        self,
-        node: Node,
-        reason: str,
-        flights: dict[Any, _Flight],
-        own: dict[int, deque[int]],
-        shared: deque[int],
-    ) -> None:
-        """Marks ``node`` failed and hands its unfinished chunks to the others."""
+    def _fail(self, node: Node, reason: str, failed: list[int]) -> None:
+        """Marks ``node`` failed and hands its unfinished chunks (``failed`` and those in
+        flight or queued) to the others."""
         node.healthy = False
         node.reason = reason
-        lost = [f.chunk for f in flights.values() if f.node is node]
-        for ref in [r for r, f in flights.items() if f.node is node]:
-            del flights[ref]
-        lost.extend(own.pop(node.index, deque()))
+        # A chunk the node finished before it failed has its result in the store already
+        # (an actor replies to one call before it starts the next): keep it.
+        mine = [r for r, f in self.flights.items() if f.node is node]
+        finished, _ = ray.wait(mine, num_returns=len(mine), timeout=0) if mine else ([], [])
+        for ref in finished:
+            try:
+                result = ray.get(ref, timeout=0)
+            except Exception:
+                continue
+            self._harvest(self.flights.pop(ref), result)
+        lost = list(failed)
+        for ref in [r for r, f in self.flights.items() if f.node is node]:
+            lost.append(self.flights.pop(ref).chunk)
+        lost.extend(self.own.pop(node.index, deque()))
         node.failed_chunks += len(lost)
-        shared.extend(sorted(lost))
+        self.shared.extendleft(sorted(lost, reverse=True))
 
-    def _drop(self, flights: dict[Any, _Flight]) -> None:
-        # What is in flight finishes on the nodes and is never read.
-        flights.clear()
-        self._puts.clear()
+    def _harvest(self, flight: _Flight, result: Any) -> None:
+        """Takes a finished chunk's result (once) and counts it for its node."""
+        start, stop = self.grid[flight.chunk]
+        if not self.done[flight.chunk]:
+            self.job.take(flight.chunk, start, stop, result)
+            self.done[flight.chunk] = True
+        node = flight.node
+        node.chunks_done += 1
+        node.items_done += stop - start
+        node.bytes_sent += flight.nbytes
+        node.bytes_received += _nbytes(result)
 
 
 def _nbytes(result: Any) -> int:

@@ -19,6 +19,11 @@ small beside a chunk's work."""
 MIN_CHUNK_ROWS = 256
 """Fewest rows in a cluster chunk (a smaller problem is one chunk, run by one node)."""
 
+MIN_CHUNK_BYTES = 4 << 20
+"""Fewest bytes a cluster chunk moves: a Ray actor call costs about a millisecond and
+reaching a node through the object store runs at a few hundred MB/s, so a chunk under a
+few MiB would be mostly overhead (measured by ``benches/cluster.py``)."""
+
 
 @dataclass(frozen=True)
 class NodeModel:
@@ -37,11 +42,15 @@ class NodeModel:
         return items / max(rate, 1e-9) + transfer
 
 
-def chunk_rows(items: int, unit: int = 1, min_rows: int = MIN_CHUNK_ROWS) -> int:
-    """Rows per cluster chunk for ``items`` rows: a multiple of ``unit`` (the node
-    contexts' chunk size when partials must follow the whole problem's grid), a power of two
-    times it, about ``TARGET_CHUNKS`` chunks; it depends on the problem only."""
-    per = max(-(-items // TARGET_CHUNKS), min_rows, 1)
+def chunk_rows(
+    items: int, unit: int = 1, min_rows: int = MIN_CHUNK_ROWS, bytes_per_item: float = 0.0
+) -> int:
+    """Rows per cluster chunk for ``items`` rows moving ``bytes_per_item`` each: a multiple
+    of ``unit`` (the node contexts' chunk size when partials must follow the whole
+    problem's grid), a power of two times it, about ``TARGET_CHUNKS`` chunks of at least
+    ``MIN_CHUNK_BYTES``; it depends on the problem only."""
+    by_bytes = int(MIN_CHUNK_BYTES / bytes_per_item) if bytes_per_item > 0 else 0
+    per = max(-(-items // TARGET_CHUNKS), min_rows, by_bytes, 1)
     units = -(-per // unit)
     return unit * (1 << (units - 1).bit_length())
 
