@@ -82,3 +82,23 @@ def test_no_healthy_node_left(cluster: Any) -> None:
         assert not any(h["healthy"] for h in rc.health().values())
         with pytest.raises(ag.DeviceLostError, match="node 0: actor died"):
             rc.geometric_product(a, b)
+
+
+def test_cluster_info_lists_the_nodes(cluster: Any, capsys: Any) -> None:
+    import json
+
+    from amari_gpu.cli import main
+
+    assert (
+        main(["cluster-info", "--address", cluster.address, "--backends", "vulkan", "--json"]) == 0
+    )
+    nodes = json.loads(capsys.readouterr().out)
+    assert [n["index"] for n in nodes] == [0, 1, 2]
+    for n in nodes:
+        assert n["address"] == helpers.LOOPBACK and n["healthy"]
+        assert n["devices"] and n["devices"][0]["backend"] == "vulkan"
+        assert n["throughput_items_per_s"]["geometric_algebra"] > 0
+        assert n["upload_bytes_per_s"] > 0
+    assert main(["cluster-info", "--address", cluster.address, "--backends", "vulkan"]) == 0
+    text = capsys.readouterr().out
+    assert "3 node(s)" in text and "geometric_algebra" in text
