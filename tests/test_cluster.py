@@ -235,3 +235,32 @@ def test_profile_merges_every_nodes_timeline(rc: ag.RayContext, tmp_path: Any) -
     assert all(helpers.LOOPBACK in name for name in processes.values())
     assert any(e["name"] == "thread_name" and "device 0" in e["args"]["name"] for e in trace)
     assert "makespan" in str(prof)
+
+
+@pytest.mark.parametrize(("boundary", "halo"), [("dirichlet", 1), ("periodic", 3)])
+def test_stencil_bands_on_nodes_are_bit_identical(
+    rc: ag.RayContext, local: ag.MultiGpuContext, boundary: str, halo: int
+) -> None:
+    grid = np.random.default_rng(halo).random((301, 67), dtype=np.float32)
+    got = rc.stencil(grid, 10, 0.2, boundary, halo)
+    assert np.array_equal(got, local.stencil(grid, 10, 0.2, boundary))
+    report = rc.last_run
+    assert report is not None and rc.last_plan is None
+    assert [n for n, _ in report.final_split] == [0, 1, 2]
+    assert sum(r for _, r in report.final_split) == 301
+    assert sum(r["steps"] for r in report.rounds) == 10
+    got = rc.stencil(grid, 4, 0.1, boundary, halo, split=[0, 150, 151])
+    assert np.array_equal(got, local.stencil(grid, 4, 0.1, boundary))
+
+
+def test_life_bands_on_nodes_are_bit_identical(
+    rc: ag.RayContext, local: ag.MultiGpuContext
+) -> None:
+    cells = (np.random.default_rng(1).random((200, 90)) < 0.3).astype(np.uint8)
+    for halo in (1, 4):
+        assert np.array_equal(rc.life(cells, 13, halo), local.life(cells, 13))
+    with pytest.raises(ValueError) as e:
+        rc.life(cells * 3, 2)
+    with pytest.raises(type(e.value)) as e_local:
+        local.life(cells * 3, 2)
+    assert str(e.value) == str(e_local.value)

@@ -102,3 +102,17 @@ def test_cluster_info_lists_the_nodes(cluster: Any, capsys: Any) -> None:
     assert main(["cluster-info", "--address", cluster.address, "--backends", "vulkan"]) == 0
     text = capsys.readouterr().out
     assert "3 node(s)" in text and "geometric_algebra" in text
+
+
+def test_a_node_killed_during_a_grid_run(cluster: Any, local: ag.MultiGpuContext) -> None:
+    grid = np.random.default_rng(4).random((240, 50), dtype=np.float32)
+    want = local.stencil(grid, 12, 0.2, "periodic")
+    with ag.RayContext(backends=BACKENDS) as rc:
+        rc.inject_fault(2, after_chunks=3)
+        got = rc.stencil(grid, 12, 0.2, "periodic", 2)
+        assert np.array_equal(got, want)
+        report = rc.last_run
+        assert report is not None
+        assert [node for node, _ in report.failures] == [2]
+        assert [n for n, _ in report.final_split] == [0, 1]
+        assert not rc.health()[2]["healthy"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -47,6 +48,22 @@ class Kernels(Protocol):
     def fisher_gaussian(
         self, ctx: Any, mean: F32, var: F32, strategy: str | None = None
     ) -> tuple[F32, _native.PlanDict]: ...
+    def stencil(
+        self,
+        ctx: Any,
+        grid: F32,
+        alpha: float,
+        boundary: str,
+        options: _native.RunOptions,
+        progress: Callable[[int, int], object] | None = None,
+    ) -> tuple[F32, _native.DomainReportDict]: ...
+    def life(
+        self,
+        ctx: Any,
+        grid: npt.NDArray[np.uint8],
+        options: _native.RunOptions,
+        progress: Callable[[int, int], object] | None = None,
+    ) -> tuple[npt.NDArray[np.uint8], _native.DomainReportDict]: ...
 
 
 class KernelHost:

@@ -14,6 +14,7 @@ import numpy as np
 from .._adapters import BACKENDS
 from .._validate import name_list, optional_positive_int, positive_int
 from ..context import MAX_DEVICES_PER_ADAPTER
+from ..domain import DomainMixin
 from ..errors import AmariGpuError, InvalidArgumentError, NoAdapterError
 from ..ga import GeometricAlgebraMixin
 from ..information import InformationGeometryMixin
@@ -97,7 +98,7 @@ def _timeout(value: Any) -> float:
     return float(value)
 
 
-class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin):
+class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin, DomainMixin):
     """The kernels of :class:`~amari_gpu.MultiGpuContext` on every node of a Ray cluster
     that offers the resource ``{"amari_gpu": 1}`` (``resources=`` names others).
 
@@ -163,6 +164,8 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin)
             reasons = "; ".join(f"node {n.index}: {n.reason}" for n in nodes)
             raise NoAdapterError(f"no node of the Ray cluster could open its devices ({reasons})")
         self._native = Dispatcher(nodes, strategy, timeout, chunks)
+        # The cluster's devices are its nodes: ``split=`` of the grids gives rows per node.
+        self.devices: Sequence[Any] = self.nodes
         self.last_plan: Plan | None = None
         self.last_run = None
 

@@ -195,6 +195,9 @@ class _Call:
                 # What is in flight finishes on the nodes and is never read.
                 self.flights.clear()
                 start, stop = self.grid[flight.chunk]
+                if start == 0:
+                    # Positions in the message are the call's: the caller's own error.
+                    raise cause from None
                 raise type(cause)(
                     f"{cause} (found by node {node.index} in items {start}..{stop} of the call)"
                 ) from None

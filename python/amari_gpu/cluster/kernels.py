@@ -227,3 +227,19 @@ def fisher_gaussian(
     d = mean.shape[1]
     per_row = _row_bytes(mean, var) + 16.0 * d * d
     return _run_rows(ctx, INFORMATION, len(mean), call, per_row, strategy)
+
+
+# The grids' entry points belong to the same set (the domain mixin calls them through it).
+from .grids import life, stencil  # noqa: E402
+
+__all__ = [
+    "fisher_categorical",
+    "fisher_gaussian",
+    "fisher_information",
+    "ga_apply",
+    "life",
+    "shortest_paths",
+    "stencil",
+    "tropical_matmul",
+    "tropical_matvec",
+]

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .. import _native
 from ..context import MultiGpuContext
 from ..errors import DeviceLostError
@@ -44,6 +46,7 @@ class NodeWorker:
         self._chunks = 0
         self._fail_at: int | None = None
         self._fault = "kill"
+        self._bands: dict[str, Any] = {}
         self._recording: _Recording | None = None
         self._profile: Profile | None = None
         self._profile_t0 = 0.0
@@ -83,8 +86,6 @@ class NodeWorker:
 
     def send(self, nbytes: int) -> Any:
         """Returns ``nbytes`` bytes through the object store (the driver times it)."""
-        import numpy as np
-
         return np.ones(nbytes, dtype=np.uint8)
 
     def run(self, method: str, strategy: str | None, template: Any, *arrays: Any) -> Any:
@@ -96,6 +97,38 @@ class NodeWorker:
         result = getattr(_native, method)(self._ctx._native, *args, strategy)
         self._chunks += 1
         return result
+
+    def band_open(self, key: str, band: Any) -> None:
+        """Keeps a grid band (rows of a ``stencil`` or ``life`` call) for its rounds."""
+        self._bands[key] = np.array(band)
+
+    def band_round(
+        self,
+        key: str,
+        method: str,
+        params: tuple[Any, ...],
+        top: Any,
+        bottom: Any,
+        steps: int,
+        halo: int,
+    ) -> tuple[Any, Any]:
+        """``steps`` steps of the band with ghost rows ``top`` and ``bottom`` (None at a
+        grid edge without wrap-around); returns the band's first and last ``halo`` rows."""
+        if self._fail_at is not None and self._chunks >= self._fail_at:
+            self._inject()
+        band = self._bands[key]
+        parts = [p for p in (top, band, bottom) if p is not None]
+        options = {"steps": steps, "halo": steps, "rebalance": False, "split": None}
+        grid = np.ascontiguousarray(np.concatenate(parts))
+        out, _ = getattr(_native, method)(self._ctx._native, grid, *params, options, None)
+        first = 0 if top is None else len(top)
+        self._bands[key] = band = out[first : first + len(band)]
+        self._chunks += 1
+        return band[:halo], band[-halo:]
+
+    def band_close(self, key: str) -> Any:
+        """The band after the last round (and forgets it)."""
+        return self._bands.pop(key)
 
     def inject_fault(self, after_chunks: int, fault: str) -> None:
         """Makes this node fail (``fault``: "kill", "hang" or "device_error") when it starts
