@@ -124,7 +124,9 @@ def tropical_matmul(
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "tropical_matmul", (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
 
-    per_item = a.nbytes / max(items, 1) + 4.0 * b.shape[2] * a.shape[1] / max(a.shape[1], 1)
+    # Rows of a in, rows of the (batch, m, n) result out, per item.
+    out_bytes = 4.0 * a.shape[0] * a.shape[1] * b.shape[2]
+    per_item = (a.nbytes + out_bytes) / max(items, 1)
     return _run_rows(ctx, TROPICAL, items, call, per_item, strategy, axis)
 
 
