@@ -326,6 +326,39 @@ def fisher_gaussian(
     strategy: str | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 
+# --- the empirical Fisher call in three steps (a cluster's driver and nodes) ---
+__all__ += ["fisher_finish", "fisher_partials", "fisher_prepare"]
+
+@type_check_only
+class FisherPreparedDict(TypedDict):
+    scores: npt.NDArray[np.float32] | None
+    weights: npt.NDArray[np.float32] | None
+    n: int
+    p: int
+    chunk_items: int
+    total: float
+    column_exponents: list[int]
+    weight_exponent: int
+
+def fisher_prepare(
+    scores: npt.NDArray[np.float32],
+    weights: npt.NDArray[np.float32] | None = None,
+) -> FisherPreparedDict: ...
+def fisher_partials(
+    ctx: Context,
+    scores: npt.NDArray[np.float32],
+    weights: npt.NDArray[np.float32],
+    chunk_items: int,
+    strategy: str | None = None,
+) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+def fisher_finish(
+    partials: npt.NDArray[np.float32],
+    p: int,
+    total: float,
+    column_exponents: list[int],
+    weight_exponent: int,
+) -> npt.NDArray[np.float64]: ...
+
 # --- domain decomposition ---
 __all__ += ["life", "stencil"]
 

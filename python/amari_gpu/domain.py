@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,9 @@ from . import _native
 from ._validate import U64_MAX, as_float32, integer, plain_array, positive_int, sequence
 from .errors import InvalidArgumentError, ShapeError
 from .planning import Plan
+
+if TYPE_CHECKING:
+    from ._mixin import Kernels
 
 BOUNDARIES: tuple[str, ...] = _native.BOUNDARIES
 """Boundary conditions of ``stencil``."""
@@ -143,6 +146,7 @@ class DomainMixin:
     """Domain-decomposition methods of ``MultiGpuContext``."""
 
     _native: Any
+    _kernels: Kernels
     devices: Sequence[Any]
     last_run: DomainReport | None = None
     last_plan: Plan | None
@@ -220,7 +224,7 @@ class DomainMixin:
         options = self._run_options(steps, halo, rebalance, split)
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(f"progress: expected a callable, got {progress!r}")
-        out, report = _native.stencil(
+        out, report = self._kernels.stencil(
             self._native, cells, float(alpha), boundary, options, progress
         )
         self._record_run(report)
@@ -243,7 +247,7 @@ class DomainMixin:
         array = _grid(grid, "biu", "an array of 0/1 cells (bool or integer dtype)")
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(f"progress: expected a callable, got {progress!r}")
-        out, report = _native.life(
+        out, report = self._kernels.life(
             self._native,
             _cells(array),
             self._run_options(steps, halo, rebalance, split),

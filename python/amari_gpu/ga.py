@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _native
 from ._mixin import KernelHost
 from ._validate import real_array, shape_text
 from .algebra import CL3, Algebra
@@ -93,7 +92,7 @@ class GeometricAlgebraMixin(KernelHost):
     def _run(
         self, operation: str, algebra: Algebra, operands: list[Any], grades: int, strategy: Any
     ) -> npt.NDArray[np.float32]:
-        out, plan = _native.ga_apply(
+        out, plan = self._kernels.ga_apply(
             self._native,
             operation,
             algebra.signature,

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _native
 from ._mixin import KernelHost
 from ._validate import as_float32, plain_array, shape_text
 from .errors import InvalidArgumentError, ShapeError
@@ -87,7 +86,9 @@ class InformationGeometryMixin(KernelHost):
                 raise ShapeError(
                     f"weights: expected shape ({s32.shape[0]},), got {shape_text(w32.shape)}"
                 )
-        out, plan = _native.fisher_information(self._native, s32, w32, optional_strategy(strategy))
+        out, plan = self._kernels.fisher_information(
+            self._native, s32, w32, optional_strategy(strategy)
+        )
         self._record(plan)
         return out
 
@@ -112,7 +113,7 @@ class InformationGeometryMixin(KernelHost):
                 f"probs: expected exactly one of probs and logits, got {got}"
             )
         values = _matrix("probs", probs) if logits is None else _matrix("logits", logits)
-        out, plan = _native.fisher_categorical(
+        out, plan = self._kernels.fisher_categorical(
             self._native, values, logits is not None, optional_strategy(strategy)
         )
         self._record(plan)
@@ -131,7 +132,9 @@ class InformationGeometryMixin(KernelHost):
         """
         m32 = _matrix("mean", mean)
         v32 = _matrix("var", var, rows=m32.shape[0], cols=m32.shape[1])
-        out, plan = _native.fisher_gaussian(self._native, m32, v32, optional_strategy(strategy))
+        out, plan = self._kernels.fisher_gaussian(
+            self._native, m32, v32, optional_strategy(strategy)
+        )
         self._record(plan)
         return out
 

@@ -89,7 +89,7 @@ class TropicalMixin(KernelHost):
         if b3.shape[0] != a3.shape[0] or b3.shape[1] != a3.shape[2]:
             want = f"({a3.shape[0]}, {a3.shape[2]}, n)" if batched else f"({a3.shape[2]}, n)"
             raise ShapeError(f"b: expected shape {want}, got {shape_text(b32.shape)}")
-        out, plan = _native.tropical_matmul(
+        out, plan = self._kernels.tropical_matmul(
             self._native, a3, b3, semiring, optional_strategy(strategy)
         )
         self._record(plan)
@@ -116,7 +116,7 @@ class TropicalMixin(KernelHost):
         _no_nan("x", x32)
         a3 = a32 if batched else a32[None]
         x2 = x32 if batched else x32[None]
-        out, plan = _native.tropical_matvec(
+        out, plan = self._kernels.tropical_matvec(
             self._native, a3, x2, semiring, optional_strategy(strategy)
         )
         self._record(plan)
@@ -147,6 +147,6 @@ class TropicalMixin(KernelHost):
         w32 = as_float32("w", w)
         if w32.ndim != 2 or w32.shape[0] != w32.shape[1]:
             raise ShapeError(f"w: expected shape (n, n), got {shape_text(w32.shape)}")
-        out, plan = _native.shortest_paths(self._native, w32, optional_strategy(strategy))
+        out, plan = self._kernels.shortest_paths(self._native, w32, optional_strategy(strategy))
         self._record(plan)
         return out

@@ -9,6 +9,7 @@ mod domain;
 mod errors;
 mod fields;
 mod fisher;
+mod fisher_split;
 mod ga;
 mod logs;
 mod plans;
@@ -54,6 +55,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ga::register(m)?;
     tropical::register(m)?;
     fisher::register(m)?;
+    fisher_split::register(m)?;
     profile::register(m)?;
     domain::register(m)?;
     Ok(())
