@@ -279,6 +279,7 @@ def ga_apply(
     operands: list[npt.NDArray[np.float32]],
     grades: int = 0,
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 
 # --- tropical ---
@@ -290,6 +291,7 @@ def tropical_matmul(
     b: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 def tropical_matvec(
     ctx: Context,
@@ -297,11 +299,13 @@ def tropical_matvec(
     x: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 def shortest_paths(
     ctx: Context,
     w: npt.NDArray[np.float32],
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 
 # --- information geometry ---
@@ -312,18 +316,21 @@ def fisher_information(
     scores: npt.NDArray[np.float32],
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
+    out: npt.NDArray[np.float64] | None = None,
 ) -> tuple[npt.NDArray[np.float64], PlanDict]: ...
 def fisher_categorical(
     ctx: Context,
     values: npt.NDArray[np.float32],
     logits: bool,
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 def fisher_gaussian(
     ctx: Context,
     mean: npt.NDArray[np.float32],
     var: npt.NDArray[np.float32],
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 
 # --- domain decomposition ---
@@ -336,10 +343,12 @@ def stencil(
     boundary: str,
     options: RunOptions,
     progress: Callable[[int, int], object] | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], DomainReportDict]: ...
 def life(
     ctx: Context,
     grid: npt.NDArray[np.uint8],
     options: RunOptions,
     progress: Callable[[int, int], object] | None = None,
+    out: npt.NDArray[np.uint8] | None = None,
 ) -> tuple[npt.NDArray[np.uint8], DomainReportDict]: ...
