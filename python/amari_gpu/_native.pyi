@@ -222,6 +222,12 @@ class RunOptions(TypedDict):
     split: list[int] | None
 
 @type_check_only
+class RowsSpec(TypedDict):
+    source: str
+    out_cols: int
+    params: list[tuple[str, float]]
+
+@type_check_only
 class WorkloadFields(Protocol):
     @property
     def kernel(self) -> str: ...
@@ -352,3 +358,14 @@ def life(
     progress: Callable[[int, int], object] | None = None,
     out: npt.NDArray[np.uint8] | None = None,
 ) -> tuple[npt.NDArray[np.uint8], DomainReportDict]: ...
+
+# --- users' row kernels ---
+__all__ += ["map_rows"]
+
+def map_rows(
+    ctx: Context,
+    spec: RowsSpec,
+    arrays: list[tuple[npt.NDArray[np.float32], bool]],
+    strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
+) -> tuple[npt.NDArray[np.float32], PlanDict]: ...

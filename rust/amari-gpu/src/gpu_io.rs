@@ -173,6 +173,81 @@ pub(crate) fn upload(dev: &GpuDevice, data: &[f32]) -> (Pooled, u64) {
     (buffer, bytes)
 }
 
+/// How long [`upload_staged`] waits for a pooled staging buffer to map: it is idle, so
+/// the map completes at the next poll unless the device has stopped answering.
+const STAGING_MAP_LIMIT: Duration = Duration::from_secs(10);
+
+/// A pooled storage buffer that a copy recorded in `encoder` fills with `data`, the pooled
+/// staging buffer the copy reads (keep it until the submission completes), and the bytes.
+/// `queue.write_buffer` creates a staging buffer of its own for every call and frees it
+/// once the copy is done, so every call pays a fresh allocation (fresh pages on adapters
+/// whose memory is host memory); the pool's staging buffers are reused from call to call.
+pub(crate) fn upload_staged(
+    dev: &GpuDevice,
+    encoder: &mut wgpu::CommandEncoder,
+    data: &[f32],
+) -> Result<(Pooled, Pooled, u64)> {
+    let bytes = (data.len().max(1) * 4) as u64;
+    let device = &dev.gpu().device;
+    let staging = dev.pool.take(
+        device,
+        bytes,
+        wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+    );
+    let (sender, mapped) = mpsc::channel();
+    staging
+        .slice(..bytes)
+        .map_async(wgpu::MapMode::Write, move |result| {
+            // The receiver is gone only if the caller already gave up on this upload.
+            let _ = sender.send(result);
+        });
+    // Pooled buffers come back only after the work that used them completed, so the map
+    // is granted at the next poll; polling without blocking keeps the other chunk in
+    // flight on this device running.
+    let started = std::time::Instant::now();
+    loop {
+        device
+            .poll(wgpu::PollType::Poll)
+            .map_err(|e| lost(dev.id, e.to_string()))?;
+        match mapped.try_recv() {
+            Ok(Ok(())) => break,
+            Ok(Err(e)) => {
+                staging.discard();
+                return Err(lost(dev.id, format!("upload staging map failed: {e}")));
+            }
+            Err(mpsc::TryRecvError::Disconnected) => {
+                staging.discard();
+                return Err(lost(dev.id, "upload staging map never completed"));
+            }
+            Err(mpsc::TryRecvError::Empty) if started.elapsed() > STAGING_MAP_LIMIT => {
+                staging.discard();
+                return Err(lost(dev.id, "upload staging map did not complete within 10 s"));
+            }
+            Err(mpsc::TryRecvError::Empty) => std::thread::yield_now(),
+        }
+    }
+    {
+        let data_bytes: &[u8] = bytemuck::cast_slice(data);
+        let mut view = staging
+            .slice(..data_bytes.len().max(4) as u64)
+            .get_mapped_range_mut()
+            .map_err(|e| lost(dev.id, format!("upload staging mapping failed: {e}")))?;
+        if !data_bytes.is_empty() {
+            view.copy_from_slice(data_bytes);
+        }
+    }
+    staging.unmap();
+    let buffer = dev.pool.take(
+        device,
+        bytes,
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+    );
+    if !data.is_empty() {
+        encoder.copy_buffer_to_buffer(&staging, 0, &buffer, 0, (data.len() * 4) as u64);
+    }
+    Ok((buffer, staging, bytes))
+}
+
 /// The workgroup grid of `items` items of `kernel` on `dev` and the threads per row, or an
 /// error naming `argument` when they do not fit one dispatch.
 pub(crate) fn grid(
