@@ -2,7 +2,9 @@
 one adapter, repeated, with a new result array each call and with one ``out=`` array
 reused; min / median / p90 / max over the calls, and where a call's time went (the
 profiler's upload, kernel, wait and readback events, summed per call), measured in this run
-on the adapter printed.
+on the adapter printed. Minor page faults per call (getrusage) are printed too: they count
+first touches of fresh memory (new result arrays, new staging buffers) and, unlike times,
+do not depend on what else the machine is running.
 
     python benches/readback.py [--items N] [--calls C] [--adapter I]
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -26,7 +29,7 @@ import amari_gpu as ag
 
 def _spread(label: str, seconds: list[float]) -> str:
     ms = sorted(s * 1e3 for s in seconds)
-    p90 = ms[min(len(ms) - 1, int(round(0.9 * (len(ms) - 1))))]
+    p90 = ms[min(len(ms) - 1, round(0.9 * (len(ms) - 1)))]
     return (
         f"{label:<22} min {ms[0]:7.1f}  median {statistics.median(ms):7.1f}  "
         f"p90 {p90:7.1f}  max {ms[-1]:7.1f}  ms  ({len(ms)} calls)"
@@ -68,28 +71,48 @@ def main() -> int:
     b = rng.standard_normal((args.items, 8), dtype=np.float32)
     out = np.empty((args.items, 8), np.float32)
     ctx.geometric_product(a, b)  # calibration, pipelines, buffer pool
-    ctx.geometric_product(a, b, out=out)
+    try:
+        ctx.geometric_product(a, b, out=out)
+        has_out = True
+    except TypeError:  # a build from before out= (for before/after figures)
+        has_out = False
+        print("this build has no out=: new result arrays only")
 
     fresh: list[float] = []
     reused: list[float] = []
+    faults: dict[str, list[int]] = {"new result": [], "out=": []}
+
+    def timed(call: object, times: list[float], label: str) -> None:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        start = time.perf_counter()
+        call()  # type: ignore[operator]
+        times.append(time.perf_counter() - start)
+        faults[label].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+
     # Interleaved, so that load from elsewhere falls on both alike.
     for _ in range(args.calls):
-        start = time.perf_counter()
-        ctx.geometric_product(a, b)
-        fresh.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        ctx.geometric_product(a, b, out=out)
-        reused.append(time.perf_counter() - start)
+        timed(lambda: ctx.geometric_product(a, b), fresh, "new result")
+        if has_out:
+            timed(lambda: ctx.geometric_product(a, b, out=out), reused, "out=")
     print(_spread("new result each call", fresh))
-    print(_spread("out= reused", reused))
+    if has_out:
+        print(_spread("out= reused", reused))
+    for label, counts in faults.items():
+        if counts:
+            print(
+                f"minor page faults per call ({label}): median {statistics.median(counts):.0f} "
+                f"(min {min(counts)}, max {max(counts)}; 4 KiB pages: the result is "
+                f"{args.items * 32 // 4096})"
+            )
     print(
         "median ms per call by profiler event (new result):",
         _phases(ctx, lambda: ctx.geometric_product(a, b), 10),
     )
-    print(
-        "median ms per call by profiler event (out=):      ",
-        _phases(ctx, lambda: ctx.geometric_product(a, b, out=out), 10),
-    )
+    if has_out:
+        print(
+            "median ms per call by profiler event (out=):      ",
+            _phases(ctx, lambda: ctx.geometric_product(a, b, out=out), 10),
+        )
     return 0
 
 

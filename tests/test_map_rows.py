@@ -112,9 +112,7 @@ def test_four_inputs_with_broadcasts(
 ) -> None:
     b = np.array([0.25], np.float32)
     d = np.array([2.0], np.float64)  # float64 is converted
-    got = default_ctx.map_rows(
-        FOUR, data["w1"], b, data["c2"], d, out_cols=4, params={"k": 3}
-    )
+    got = default_ctx.map_rows(FOUR, data["w1"], b, data["c2"], d, out_cols=4, params={"k": 3})
     a, c = data["w1"].astype(np.float64)[:, 0], data["c2"].astype(np.float64)
     want = np.stack([a + 0.25, c[:, 0] * c[:, 1], 2.0 - a, np.full(N, 3.0)], axis=1)
     _close(got, want)
@@ -149,8 +147,9 @@ def test_out_is_written_and_reused(
 def test_same_bits_for_any_device_count_and_strategy(
     devices: int, default_ctx: MultiGpuContext, data: dict[str, np.ndarray]
 ) -> None:
-    want = default_ctx.map_rows(THREE, data["a2"], data["b4"], data["w1"], out_cols=1,
-                                params={"limit": 1.5})
+    want = default_ctx.map_rows(
+        THREE, data["a2"], data["b4"], data["w1"], out_cols=1, params={"limit": 1.5}
+    )
     ctx = MultiGpuContext(adapters=[0], devices_per_adapter=devices, chunk_items=256)
     for strategy in STRATEGIES:
         got = ctx.map_rows(
@@ -193,14 +192,18 @@ def test_the_profiler_names_the_kernel(
 def test_a_wgsl_error_names_line_and_column(
     default_ctx: MultiGpuContext, data: dict[str, np.ndarray]
 ) -> None:
-    source = "fn row(a: array<f32, 3>) -> array<f32, 2> {\n    let s = a[0] +;\n" \
+    source = (
+        "fn row(a: array<f32, 3>) -> array<f32, 2> {\n    let s = a[0] +;\n"
         "    return array<f32, 2>(s, s);\n}\n"
+    )
     with pytest.raises(KernelCompileError, match=r"line 2, column \d+ of source") as caught:
         default_ctx.map_rows(source, data["p3"], out_cols=2)
     assert isinstance(caught.value, ValueError)
     # A type error found by validation rather than parsing.
-    source = "fn row(a: array<f32, 3>) -> array<f32, 2> {\n    let s: u32 = a[0];\n" \
+    source = (
+        "fn row(a: array<f32, 3>) -> array<f32, 2> {\n    let s: u32 = a[0];\n"
         "    return array<f32, 2>(a[0], a[1]);\n}\n"
+    )
     with pytest.raises(KernelCompileError, match=r"line 2, column \d+ of source"):
         default_ctx.map_rows(source, data["p3"], out_cols=2)
 
@@ -208,13 +211,25 @@ def test_a_wgsl_error_names_line_and_column(
 @pytest.mark.parametrize(
     ("source", "arrays", "out_cols", "text"),
     [
-        ("fn f(a: array<f32, 3>) -> array<f32, 2> { return array<f32, 2>(a[0], a[1]); }",
-         1, 2, "found none"),
+        (
+            "fn f(a: array<f32, 3>) -> array<f32, 2> { return array<f32, 2>(a[0], a[1]); }",
+            1,
+            2,
+            "found none",
+        ),
         (ONE, 2, 2, "one parameter per array \\(2 arrays passed\\), got 1"),
-        ("fn row(a: array<f32, 4>) -> array<f32, 2> { return array<f32, 2>(a[0], a[1]); }",
-         1, 2, "parameter 1 \\(a\\) must be array<f32, 3>"),
-        ("fn row(a: f32) -> array<f32, 2> { return array<f32, 2>(a, a); }",
-         1, 2, "parameter 1 \\(a\\) must be array<f32, 3> .* but is a scalar"),
+        (
+            "fn row(a: array<f32, 4>) -> array<f32, 2> { return array<f32, 2>(a[0], a[1]); }",
+            1,
+            2,
+            "parameter 1 \\(a\\) must be array<f32, 3>",
+        ),
+        (
+            "fn row(a: f32) -> array<f32, 2> { return array<f32, 2>(a, a); }",
+            1,
+            2,
+            "parameter 1 \\(a\\) must be array<f32, 3> .* but is a scalar",
+        ),
         (ONE, 1, 3, "must return array<f32, 3> \\(out_cols=3\\), but returns array<f32, 2>"),
         ("fn row(a: array<f32, 3>) { }", 1, 2, "returns nothing"),
     ],

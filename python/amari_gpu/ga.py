@@ -152,7 +152,10 @@ class GeometricAlgebraMixin(KernelHost):
         return result.reshape(x2.shape) if target is None else target
 
     def geometric_product(
-        self, a: Any, b: Any, algebra: Algebra | None = None,
+        self,
+        a: Any,
+        b: Any,
+        algebra: Algebra | None = None,
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
@@ -167,7 +170,10 @@ class GeometricAlgebraMixin(KernelHost):
         return self._product("geometric_product", ("a", "b"), a, b, algebra, strategy, out)
 
     def outer_product(
-        self, a: Any, b: Any, algebra: Algebra | None = None,
+        self,
+        a: Any,
+        b: Any,
+        algebra: Algebra | None = None,
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
@@ -177,7 +183,10 @@ class GeometricAlgebraMixin(KernelHost):
         return self._product("outer_product", ("a", "b"), a, b, algebra, strategy, out)
 
     def inner_product(
-        self, a: Any, b: Any, algebra: Algebra | None = None,
+        self,
+        a: Any,
+        b: Any,
+        algebra: Algebra | None = None,
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
@@ -188,7 +197,10 @@ class GeometricAlgebraMixin(KernelHost):
         return self._product("inner_product", ("a", "b"), a, b, algebra, strategy, out)
 
     def scalar_product(
-        self, a: Any, b: Any, algebra: Algebra | None = None,
+        self,
+        a: Any,
+        b: Any,
+        algebra: Algebra | None = None,
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
@@ -198,7 +210,10 @@ class GeometricAlgebraMixin(KernelHost):
         return self._product("scalar_product", ("a", "b"), a, b, algebra, strategy, out)
 
     def sandwich(
-        self, r: Any, x: Any, algebra: Algebra | None = None,
+        self,
+        r: Any,
+        x: Any,
+        algebra: Algebra | None = None,
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
@@ -209,7 +224,9 @@ class GeometricAlgebraMixin(KernelHost):
         return self._product("sandwich", ("r", "x"), r, x, algebra, strategy, out)
 
     def reverse(
-        self, x: Any, algebra: Algebra | None = None,
+        self,
+        x: Any,
+        algebra: Algebra | None = None,
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
@@ -218,7 +235,9 @@ class GeometricAlgebraMixin(KernelHost):
         return self._unary("reverse", x, _algebra(algebra), strategy, out)
 
     def grade_involution(
-        self, x: Any, algebra: Algebra | None = None,
+        self,
+        x: Any,
+        algebra: Algebra | None = None,
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
@@ -227,7 +246,10 @@ class GeometricAlgebraMixin(KernelHost):
         return self._unary("grade_involution", x, _algebra(algebra), strategy, out)
 
     def grade_projection(
-        self, x: Any, k: Any, algebra: Algebra | None = None,
+        self,
+        x: Any,
+        k: Any,
+        algebra: Algebra | None = None,
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
@@ -238,7 +260,9 @@ class GeometricAlgebraMixin(KernelHost):
         return self._unary("grade_projection", x, alg, strategy, out, _grade_mask(k, alg))
 
     def normalize(
-        self, x: Any, algebra: Algebra | None = None,
+        self,
+        x: Any,
+        algebra: Algebra | None = None,
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
@@ -253,7 +277,9 @@ class GeometricAlgebraMixin(KernelHost):
         return self._unary("normalize", x, _algebra(algebra), strategy, out)
 
     def dual(
-        self, x: Any, algebra: Algebra | None = None,
+        self,
+        x: Any,
+        algebra: Algebra | None = None,
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,

@@ -109,7 +109,7 @@ class RowsMixin(KernelHost):
         shape = (cols,) if rows is None else (rows[1], cols)
         inputs = {f"arrays[{k}]": v for k, v in enumerate(arrays)}
         target = output(out, shape, np.float32, inputs)
-        spec = {"source": source, "out_cols": cols, "params": pairs}
+        spec: _native.RowsSpec = {"source": source, "out_cols": cols, "params": pairs}
         result, plan = _native.map_rows(
             self._native,
             spec,

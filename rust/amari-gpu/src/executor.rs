@@ -87,14 +87,6 @@ pub fn submit(
         .write_buffer(&params, 0, bytemuck::cast_slice(&header));
     let mut buffers = vec![params];
     let mut sizes = vec![params_bytes];
-    // Uploads of per-item inputs are copies recorded ahead of the dispatch.
-    let mut encoder = dev
-        .gpu()
-        .device
-        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some(&kernel.id),
-        });
-    let mut stagings = Vec::with_capacity(inputs.len());
     // Index into `buffers` of every binding after the uniform, or None for a resident one.
     let mut slots: Vec<Option<usize>> = Vec::with_capacity(inputs.len());
     let mut bytes_up = 0;
@@ -111,8 +103,7 @@ pub fn submit(
                 continue;
             }
         };
-        let (buffer, staging, bytes) = gpu_io::upload_staged(dev, &mut encoder, slice)?;
-        stagings.push(staging);
+        let (buffer, bytes) = gpu_io::upload(dev, slice);
         slots.push(Some(buffers.len()));
         buffers.push(buffer);
         sizes.push(bytes);
@@ -152,6 +143,12 @@ pub fn submit(
             layout: &pipeline.layout,
             entries: &entries,
         });
+    let mut encoder = dev
+        .gpu()
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some(&kernel.id),
+        });
     gpu_io::dispatch(
         &mut encoder,
         Some(&kernel.id),
@@ -165,9 +162,6 @@ pub fn submit(
     let submission = dev.gpu().queue.submit(Some(encoder.finish()));
     staging.map();
     scopes.close(dev.id)?;
-    // The upload stagings go back to the pool with the chunk's other buffers, once the
-    // submission that reads them has completed.
-    buffers.extend(stagings);
     Ok(InFlight {
         submission,
         staging,
