@@ -3,6 +3,7 @@ any device count and strategy, and every way a kernel or its arguments can be wr
 
 The references evaluate each row function in float64; the kernels compute in float32, so
 results agree to float32 rounding (relative 1e-5 on these well-conditioned functions).
+Hypothesis draws random linear row functions (1-4 arrays, broadcasts, 1-4 outputs).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from amari_gpu import (
     MultiGpuContext,
     ShapeError,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 RNG = np.random.default_rng(1616)
 N = 5_003
@@ -265,3 +268,54 @@ def test_bad_arguments(default_ctx: MultiGpuContext, data: dict[str, np.ndarray]
         default_ctx.map_rows(b"fn row()", data["p3"], out_cols=2)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="arrays\\[0\\]"):
         default_ctx.map_rows(ONE, np.array([["a", "b", "c"]]), out_cols=2)
+
+
+@st.composite
+def _linear_kernels(draw: st.DrawFn) -> tuple[str, list[int], int, np.ndarray, list[bool]]:
+    """A random linear row function: 1-4 arrays of 1-5 columns (some broadcast), K outputs,
+    ``out[j] = sum over inputs of coef[j, i] * x[i]`` with the coefficients written into the
+    WGSL as literals."""
+    widths = draw(st.lists(st.integers(1, 5), min_size=1, max_size=4))
+    broadcast = [draw(st.booleans()) for _ in widths]
+    broadcast[draw(st.integers(0, len(widths) - 1))] = False  # at least one (N, C) array
+    k = draw(st.integers(1, 4))
+    coef = (
+        np.array(
+            draw(st.lists(st.integers(-8, 8), min_size=k * sum(widths), max_size=k * sum(widths))),
+            np.float64,
+        ).reshape(k, sum(widths))
+        / 4
+    )
+    names = [f"x{i}" for i in range(len(widths))]
+    params = ", ".join(f"{n}: array<f32, {w}>" for n, w in zip(names, widths))
+    flat = [f"{n}[{c}]" for n, w in zip(names, widths) for c in range(w)]
+    terms = [
+        " + ".join(f"({coef[j, i]:.2f}) * {flat[i]}" for i in range(len(flat))) for j in range(k)
+    ]
+    source = (
+        f"fn row({params}) -> array<f32, {k}> {{\n    return array<f32, {k}>(\n        "
+        + ",\n        ".join(terms)
+        + ");\n}\n"
+    )
+    return source, widths, k, coef, broadcast
+
+
+@settings(max_examples=12, deadline=None)
+@given(kernel=_linear_kernels(), seed=st.integers(0, 2**32 - 1))
+def test_random_linear_row_functions_match_float64(
+    default_ctx: MultiGpuContext,
+    kernel: tuple[str, list[int], int, np.ndarray, list[bool]],
+    seed: int,
+) -> None:
+    source, widths, k, coef, broadcast = kernel
+    rng = np.random.default_rng(seed)
+    n = 300
+    arrays = [
+        rng.standard_normal(w if b else (n, w)).astype(np.float32)
+        for w, b in zip(widths, broadcast)
+    ]
+    got = default_ctx.map_rows(source, *arrays, out_cols=k)
+    full = np.concatenate(
+        [np.broadcast_to(a.astype(np.float64), (n, a.shape[-1])) for a in arrays], axis=1
+    )
+    np.testing.assert_allclose(got, full @ coef.T, rtol=1e-5, atol=1e-4)

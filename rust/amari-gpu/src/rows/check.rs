@@ -48,9 +48,14 @@ pub fn param_names(names: &[String]) -> Result<()> {
 fn place(location: Option<naga::SourceLocation>, user_lines: usize) -> String {
     match location {
         Some(at) if (at.line_number as usize) <= user_lines => {
-            format!("line {}, column {} of source", at.line_number, at.line_position)
+            format!(
+                "line {}, column {} of source",
+                at.line_number, at.line_position
+            )
         }
-        Some(_) => "the code map_rows wraps row in (names starting with amari_ are its own)".into(),
+        Some(_) => "the code map_rows wraps row in (params and names starting with amari_ \
+                    are its own)"
+            .into(),
         None => "source".into(),
     }
 }

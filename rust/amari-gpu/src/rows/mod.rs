@@ -53,10 +53,16 @@ fn fnv1a(text: &str) -> u64 {
 /// The items of a call (the rows of its per-row arrays), checking that they agree.
 fn items(call: &RowsCall<'_>) -> Result<usize> {
     if call.arrays.is_empty() {
-        return Err(Error::invalid("arrays", "expected at least one array, got none"));
+        return Err(Error::invalid(
+            "arrays",
+            "expected at least one array, got none",
+        ));
     }
     if call.out_cols == 0 {
-        return Err(Error::invalid("out_cols", "expected an integer >= 1, got 0"));
+        return Err(Error::invalid(
+            "out_cols",
+            "expected an integer >= 1, got 0",
+        ));
     }
     let mut rows: Option<(usize, usize)> = None;
     for (k, array) in call.arrays.iter().enumerate() {
@@ -189,7 +195,8 @@ mod tests {
 
     #[test]
     fn a_syntax_error_names_the_users_line_and_column() {
-        let source = "fn row(a: array<f32, 2>) -> array<f32, 1> {\n    return array<f32, 1>(a[0] +);\n}\n";
+        let source =
+            "fn row(a: array<f32, 2>) -> array<f32, 1> {\n    return array<f32, 1>(a[0] +);\n}\n";
         let Err(Error::KernelCompile(message)) = kernel(&call(source, vec![pairs()], 1)) else {
             panic!("expected a compile error");
         };
@@ -198,11 +205,15 @@ mod tests {
 
     #[test]
     fn a_signature_mismatch_says_which_part() {
-        let source = "fn row(a: array<f32, 3>) -> array<f32, 1> {\n    return array<f32, 1>(a[0]);\n}\n";
+        let source =
+            "fn row(a: array<f32, 3>) -> array<f32, 1> {\n    return array<f32, 1>(a[0]);\n}\n";
         let Err(Error::KernelCompile(message)) = kernel(&call(source, vec![pairs()], 1)) else {
             panic!("expected a compile error");
         };
-        assert!(message.contains("parameter 1 (a) must be array<f32, 2>"), "{message}");
+        assert!(
+            message.contains("parameter 1 (a) must be array<f32, 2>"),
+            "{message}"
+        );
         let source = "fn row(a: array<f32, 2>) -> array<f32, 2> {\n    return array<f32, 2>(a[0], a[1]);\n}\n";
         let Err(Error::KernelCompile(message)) = kernel(&call(source, vec![pairs()], 1)) else {
             panic!("expected a compile error");
