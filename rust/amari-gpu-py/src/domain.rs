@@ -81,8 +81,8 @@ fn returned<'py, T: Element + Copy>(
 #[pyfunction]
 #[pyo3(signature = (ctx, grid, alpha, boundary, options, progress=None, out=None))]
 fn stencil<'py>(
-    py: Python<'py>,
-    ctx: &PyContext,
+    // The context as a bound object: the GIL token comes from it, one argument fewer.
+    ctx: &Bound<'py, PyContext>,
     grid: PyReadonlyArray2<'py, f32>,
     alpha: f32,
     boundary: &str,
@@ -90,6 +90,8 @@ fn stencil<'py>(
     progress: Option<Bound<'py, PyAny>>,
     out: Option<Bound<'py, PyArray2<f32>>>,
 ) -> Returned<'py, f32> {
+    let py = ctx.py();
+    let ctx = ctx.borrow();
     let boundary = Boundary::parse(boundary).map_err(|e| to_pyerr(py, e))?;
     let (height, width) = grid.as_array().dim();
     let cells = contiguous(&grid, "grid")?;

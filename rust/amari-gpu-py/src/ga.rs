@@ -19,8 +19,8 @@ use crate::plans::plan_dict;
 #[pyfunction]
 #[pyo3(signature = (ctx, operation, signature, operands, grades=0, strategy=None, out=None))]
 fn ga_apply<'py>(
-    py: Python<'py>,
-    ctx: &PyContext,
+    // The context as a bound object: the GIL token comes from it, one argument fewer.
+    ctx: &Bound<'py, PyContext>,
     operation: &str,
     signature: (u32, u32, u32),
     operands: Vec<PyReadonlyArray2<'py, f32>>,
@@ -28,6 +28,8 @@ fn ga_apply<'py>(
     strategy: Option<&str>,
     out: Option<Bound<'py, PyArray2<f32>>>,
 ) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyDict>)> {
+    let py = ctx.py();
+    let ctx = ctx.borrow();
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let (p, q, r) = signature;
     let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
