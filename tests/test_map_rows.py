@@ -169,6 +169,19 @@ def test_same_bits_for_any_device_count_and_strategy(
         assert sum(1 for w in plan.assignments if w.items) >= 2, strategy
 
 
+def test_a_device_failing_mid_call_changes_nothing(
+    default_ctx: MultiGpuContext, data: dict[str, np.ndarray]
+) -> None:
+    want = default_ctx.map_rows(
+        TWO_BROADCAST, data["p3"], data["off"], out_cols=3, params={"scale": 0.5}
+    )
+    ctx = MultiGpuContext(adapters=[0], devices_per_adapter=3, chunk_items=256)
+    ctx.inject_fault(ctx.devices[1].id, after_chunks=2)
+    got = ctx.map_rows(TWO_BROADCAST, data["p3"], data["off"], out_cols=3, params={"scale": 0.5})
+    assert np.array_equal(got, want)
+    assert not ctx.health()[ctx.devices[1].id]["healthy"]
+
+
 def test_the_host_device_takes_no_rows(data: dict[str, np.ndarray]) -> None:
     ctx = MultiGpuContext(backends=["vulkan", "host"], chunk_items=256)
     kinds = {d.id: d.adapter.backend for d in ctx.devices}
