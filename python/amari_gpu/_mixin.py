@@ -29,24 +29,52 @@ class Kernels(Protocol):
         operands: list[F32],
         grades: int = 0,
         strategy: str | None = None,
+        out: F32 | None = None,
     ) -> tuple[F32, _native.PlanDict]: ...
     def tropical_matmul(
-        self, ctx: Any, a: F32, b: F32, semiring: str, strategy: str | None = None
+        self,
+        ctx: Any,
+        a: F32,
+        b: F32,
+        semiring: str,
+        strategy: str | None = None,
+        out: F32 | None = None,
     ) -> tuple[F32, _native.PlanDict]: ...
     def tropical_matvec(
-        self, ctx: Any, a: F32, x: F32, semiring: str, strategy: str | None = None
+        self,
+        ctx: Any,
+        a: F32,
+        x: F32,
+        semiring: str,
+        strategy: str | None = None,
+        out: F32 | None = None,
     ) -> tuple[F32, _native.PlanDict]: ...
     def shortest_paths(
-        self, ctx: Any, w: F32, strategy: str | None = None
+        self, ctx: Any, w: F32, strategy: str | None = None, out: F32 | None = None
     ) -> tuple[F32, _native.PlanDict]: ...
     def fisher_information(
-        self, ctx: Any, scores: F32, weights: F32 | None = None, strategy: str | None = None
+        self,
+        ctx: Any,
+        scores: F32,
+        weights: F32 | None = None,
+        strategy: str | None = None,
+        out: npt.NDArray[np.float64] | None = None,
     ) -> tuple[npt.NDArray[np.float64], _native.PlanDict]: ...
     def fisher_categorical(
-        self, ctx: Any, values: F32, logits: bool, strategy: str | None = None
+        self,
+        ctx: Any,
+        values: F32,
+        logits: bool,
+        strategy: str | None = None,
+        out: F32 | None = None,
     ) -> tuple[F32, _native.PlanDict]: ...
     def fisher_gaussian(
-        self, ctx: Any, mean: F32, var: F32, strategy: str | None = None
+        self,
+        ctx: Any,
+        mean: F32,
+        var: F32,
+        strategy: str | None = None,
+        out: F32 | None = None,
     ) -> tuple[F32, _native.PlanDict]: ...
     def stencil(
         self,
@@ -56,6 +84,7 @@ class Kernels(Protocol):
         boundary: str,
         options: _native.RunOptions,
         progress: Callable[[int, int], object] | None = None,
+        out: F32 | None = None,
     ) -> tuple[F32, _native.DomainReportDict]: ...
     def life(
         self,
@@ -63,6 +92,7 @@ class Kernels(Protocol):
         grid: npt.NDArray[np.uint8],
         options: _native.RunOptions,
         progress: Callable[[int, int], object] | None = None,
+        out: npt.NDArray[np.uint8] | None = None,
     ) -> tuple[npt.NDArray[np.uint8], _native.DomainReportDict]: ...
 
 

@@ -18,6 +18,7 @@ from .ga import GeometricAlgebraMixin
 from .information import InformationGeometryMixin
 from .planning import Capabilities, Plan, Workload, check_strategy, optional_strategy
 from .profiler import Profile, _Recording
+from .rows import RowsMixin
 from .tropical import TropicalMixin
 
 MAX_DEVICES_PER_ADAPTER = 64
@@ -42,7 +43,9 @@ class Device:
         return Capabilities(**self._native.capabilities(self.id))
 
 
-class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin, DomainMixin):
+class MultiGpuContext(
+    GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin, DomainMixin, RowsMixin
+):
     """Devices on every selected adapter, used together by every kernel call.
 
     Selection: by default every distinct hardware adapter (one per physical device,

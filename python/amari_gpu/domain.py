@@ -20,7 +20,15 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
-from ._validate import U64_MAX, as_float32, integer, plain_array, positive_int, sequence
+from ._validate import (
+    U64_MAX,
+    as_float32,
+    integer,
+    output,
+    plain_array,
+    positive_int,
+    sequence,
+)
 from .errors import InvalidArgumentError, ShapeError
 from .planning import Plan
 
@@ -175,6 +183,7 @@ class DomainMixin:
         rebalance: bool = True,
         split: Sequence[int] | None = None,
         progress: Callable[[int, int], object] | None = None,
+        out: npt.NDArray[np.float32] | None = None,
     ) -> npt.NDArray[np.float32]:
         """``steps`` explicit Jacobi steps of the 2-D heat equation on a (H, W) grid::
 
@@ -195,6 +204,10 @@ class DomainMixin:
         a round, or ``inject_fault``, which counts rounds as chunks) is marked unhealthy and
         the run starts again from ``grid`` without it. What happened, measured, is in
         ``ctx.last_run`` (a :class:`DomainReport`).
+
+        ``out=``: a float32, C-contiguous, writeable (H, W) array sharing no memory with
+        ``grid`` (steps are not taken in place: a failed device restarts the run from
+        ``grid``); the final grid is copied into it and it is returned.
 
         ``progress``, if given, is called as ``progress(steps_done, steps_total)`` between
         rounds (at most every 0.1 s, and once at the end); an exception it raises stops the
@@ -224,11 +237,12 @@ class DomainMixin:
         options = self._run_options(steps, halo, rebalance, split)
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(f"progress: expected a callable, got {progress!r}")
-        out, report = self._kernels.stencil(
-            self._native, cells, float(alpha), boundary, options, progress
+        target = output(out, cells.shape, np.float32, {"grid": grid})
+        result, report = self._kernels.stencil(
+            self._native, cells, float(alpha), boundary, options, progress, target
         )
         self._record_run(report)
-        return out
+        return result
 
     def life(
         self,
@@ -239,19 +253,18 @@ class DomainMixin:
         rebalance: bool = True,
         split: Sequence[int] | None = None,
         progress: Callable[[int, int], object] | None = None,
+        out: npt.NDArray[np.uint8] | None = None,
     ) -> npt.NDArray[np.uint8]:
         """``steps`` steps of Conway's Game of Life on a (H, W) torus of cells 0 or 1
         (bool or integer dtype; any other value raises ``ValueError``). Returns uint8. Bands,
         ``halo``, ``rebalance``, ``split`` and ``progress`` (and Ctrl-C) as in :meth:`stencil`;
-        results are exact."""
+        results are exact. ``out=``: a uint8 (H, W) array, as in :meth:`stencil`."""
         array = _grid(grid, "biu", "an array of 0/1 cells (bool or integer dtype)")
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(f"progress: expected a callable, got {progress!r}")
-        out, report = self._kernels.life(
-            self._native,
-            _cells(array),
-            self._run_options(steps, halo, rebalance, split),
-            progress,
-        )
+        cells = _cells(array)
+        options = self._run_options(steps, halo, rebalance, split)
+        target = output(out, cells.shape, np.uint8, {"grid": grid})
+        result, report = self._kernels.life(self._native, cells, options, progress, target)
         self._record_run(report)
-        return out
+        return result

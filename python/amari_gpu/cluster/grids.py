@@ -37,6 +37,16 @@ HEAT_LIMIT = 2.0**123
 STENCIL = "stencil"
 
 
+def _into(
+    out: np.ndarray[Any, Any] | None, result: Any, report: _native.DomainReportDict
+) -> tuple[Any, _native.DomainReportDict]:
+    """The grid gathered on the driver, copied into the caller's ``out`` when given."""
+    if out is None:
+        return result, report
+    out[...] = result
+    return out, report
+
+
 def _whole(
     ctx: Dispatcher, method: str, template: tuple[Any, ...], grid: Any
 ) -> tuple[Any, _native.DomainReportDict]:
@@ -232,12 +242,13 @@ def stencil(
     boundary: str,
     options: _native.RunOptions,
     progress: Callable[[int, int], object] | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], _native.DomainReportDict]:
     """``_native.stencil`` on the cluster: one band per node, halos through the store."""
     if not np.isfinite(grid).all() or (grid.size and float(np.abs(grid).max()) > HEAT_LIMIT):
         template = (ArraySlot(0), alpha, boundary, {**options, "split": None})
-        return _whole(ctx, "stencil", template, grid)
-    return _grid_run(ctx, "stencil", (alpha, boundary), grid, options, progress)
+        return _into(out, *_whole(ctx, "stencil", template, grid))
+    return _into(out, *_grid_run(ctx, "stencil", (alpha, boundary), grid, options, progress))
 
 
 def life(
@@ -245,8 +256,9 @@ def life(
     grid: npt.NDArray[np.uint8],
     options: _native.RunOptions,
     progress: Callable[[int, int], object] | None = None,
+    out: npt.NDArray[np.uint8] | None = None,
 ) -> tuple[npt.NDArray[np.uint8], _native.DomainReportDict]:
     """``_native.life`` on the cluster: one band per node, halos through the store."""
     if grid.size and int(grid.max()) > 1:
-        return _whole(ctx, "life", (ArraySlot(0), {**options, "split": None}), grid)
-    return _grid_run(ctx, "life", (), grid, options, progress)
+        return _into(out, *_whole(ctx, "life", (ArraySlot(0), {**options, "split": None}), grid))
+    return _into(out, *_grid_run(ctx, "life", (), grid, options, progress))

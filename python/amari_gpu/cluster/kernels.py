@@ -41,13 +41,14 @@ GA_OPERATIONS = (
 
 
 class _Assembly:
-    """The call's output, allocated when the first chunk's result shows its dtype and
-    trailing shape; each chunk's rows written straight into place along ``axis``."""
+    """The call's output: the caller's ``out`` (checked by the family method), else
+    allocated when the first chunk's result shows its dtype and trailing shape; each chunk's
+    rows written straight into place along ``axis``."""
 
-    def __init__(self, items: int, axis: int = 0) -> None:
+    def __init__(self, items: int, axis: int = 0, out: np.ndarray[Any, Any] | None = None) -> None:
         self.items = items
         self.axis = axis
-        self.out: np.ndarray[Any, Any] | None = None
+        self.out = out
 
     def take(self, _chunk: int, start: int, stop: int, result: Any) -> None:
         part = result[0]
@@ -58,6 +59,14 @@ class _Assembly:
         index = [slice(None)] * self.out.ndim
         index[self.axis] = slice(start, stop)
         self.out[tuple(index)] = part
+
+
+def _into(out: np.ndarray[Any, Any] | None, result: Any) -> Any:
+    """A result assembled on the driver, copied into the caller's ``out`` when given."""
+    if out is None:
+        return result
+    out[...] = result
+    return out
 
 
 def _row_bytes(*arrays: np.ndarray[Any, Any]) -> float:
@@ -72,8 +81,9 @@ def _run_rows(
     bytes_per_item: float,
     strategy: str | None,
     axis: int = 0,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[Any, _native.PlanDict]:
-    assembly = _Assembly(items, axis)
+    assembly = _Assembly(items, axis, out)
     plan = ctx.run(Job(family, items, bytes_per_item, call, assembly.take), strategy)
     return assembly.out, plan
 
@@ -85,6 +95,7 @@ def ga_apply(
     operands: list[npt.NDArray[np.float32]],
     grades: int = 0,
     strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
     """``_native.ga_apply`` on the cluster: rows split, a one-row operand (applied to every
     row of the other) bound whole to every chunk."""
@@ -98,7 +109,7 @@ def ga_apply(
 
     width = operands[0].shape[1]
     per_row = _row_bytes(*[o for o, b in zip(operands, broadcast) if not b]) + 4 * width
-    return _run_rows(ctx, GA, items, call, per_row, strategy)
+    return _run_rows(ctx, GA, items, call, per_row, strategy, out=out)
 
 
 def _batched_rows(
@@ -117,6 +128,7 @@ def tropical_matmul(
     b: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
     """``_native.tropical_matmul`` on the cluster."""
     items, axis, parts = _batched_rows(a, b)
@@ -127,7 +139,7 @@ def tropical_matmul(
     # Rows of a in, rows of the (batch, m, n) result out, per item.
     out_bytes = 4.0 * a.shape[0] * a.shape[1] * b.shape[2]
     per_item = (a.nbytes + out_bytes) / max(items, 1)
-    return _run_rows(ctx, TROPICAL, items, call, per_item, strategy, axis)
+    return _run_rows(ctx, TROPICAL, items, call, per_item, strategy, axis, out)
 
 
 def tropical_matvec(
@@ -136,6 +148,7 @@ def tropical_matvec(
     x: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
     """``_native.tropical_matvec`` on the cluster."""
     items, axis, parts = _batched_rows(a, x)
@@ -143,11 +156,14 @@ def tropical_matvec(
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "tropical_matvec", (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
 
-    return _run_rows(ctx, TROPICAL, items, call, a.nbytes / max(items, 1), strategy, axis)
+    return _run_rows(ctx, TROPICAL, items, call, a.nbytes / max(items, 1), strategy, axis, out)
 
 
 def shortest_paths(
-    ctx: Dispatcher, w: npt.NDArray[np.float32], strategy: str | None = None
+    ctx: Dispatcher,
+    w: npt.NDArray[np.float32],
+    strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
     """``_native.shortest_paths`` on one node (blocked Floyd-Warshall's rounds depend on
     each other: one node runs the whole call, over its own devices)."""
@@ -161,7 +177,7 @@ def shortest_paths(
 
     job = Job(TROPICAL, 1, float(2 * w.nbytes), call, take, whole=True)
     plan = ctx.run(job, strategy)
-    return result[0], plan
+    return _into(out, result[0]), plan
 
 
 def fisher_information(
@@ -169,6 +185,7 @@ def fisher_information(
     scores: npt.NDArray[np.float32],
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float64], _native.PlanDict]:
     """``_native.fisher_information`` on the cluster, bit-identical to one context."""
     prepared = _native.fisher_prepare(scores, weights)
@@ -196,7 +213,7 @@ def fisher_information(
         list(prepared["column_exponents"]),
         int(prepared["weight_exponent"]),
     )
-    return matrix, plan
+    return _into(out, matrix), plan
 
 
 def fisher_categorical(
@@ -204,6 +221,7 @@ def fisher_categorical(
     values: npt.NDArray[np.float32],
     logits: bool,
     strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
     """``_native.fisher_categorical`` on the cluster."""
 
@@ -212,7 +230,7 @@ def fisher_categorical(
 
     k = values.shape[1]
     per_row = _row_bytes(values) + 4.0 * k * k
-    return _run_rows(ctx, INFORMATION, len(values), call, per_row, strategy)
+    return _run_rows(ctx, INFORMATION, len(values), call, per_row, strategy, out=out)
 
 
 def fisher_gaussian(
@@ -220,6 +238,7 @@ def fisher_gaussian(
     mean: npt.NDArray[np.float32],
     var: npt.NDArray[np.float32],
     strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
     """``_native.fisher_gaussian`` on the cluster."""
 
@@ -228,7 +247,7 @@ def fisher_gaussian(
 
     d = mean.shape[1]
     per_row = _row_bytes(mean, var) + 16.0 * d * d
-    return _run_rows(ctx, INFORMATION, len(mean), call, per_row, strategy)
+    return _run_rows(ctx, INFORMATION, len(mean), call, per_row, strategy, out=out)
 
 
 # The grids' entry points belong to the same set (the domain mixin calls them through it).

@@ -14,6 +14,7 @@ mod ga;
 mod logs;
 mod plans;
 mod profile;
+mod rows;
 mod tropical;
 
 use amari_gpu::adapter::{BACKEND_NAMES, DEVICE_TYPE_NAMES};
@@ -58,5 +59,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fisher_split::register(m)?;
     profile::register(m)?;
     domain::register(m)?;
+    rows::register(m)?;
     Ok(())
 }
