@@ -1,17 +1,23 @@
 //! One round on one device: upload the ghost rows its bands need from the host board, run
 //! the round's steps for all of its bands in one compute pass (one submission, one wait),
 //! and read back the rows its neighbours need next — or, after the last round, every row
-//! it owns. Also the round on every device at once, one thread each, and reading rows back
-//! without steps (the final download, the rows a new layout moves through the host).
+//! it owns. Also the round on every device at once, one thread each (the host device's
+//! round is in `host_round`), and reading rows back without steps (the final download, the
+//! rows a new layout moves through the host).
 
 use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::attempt::{Attempt, Failure, States};
+use super::attempt::{Attempt, DeviceBands, Failure, States};
+use super::bands::{Band, Geometry};
+use super::host_round;
 use super::state::{BandState, Spec};
 use crate::device::GpuDevice;
 use crate::error::Result;
 use crate::gpu_io::{self, lost, Scopes, Staging};
+use crate::interrupt::Interrupt;
 
 /// What a device's round produced and measured.
 pub struct DeviceRound {
@@ -46,7 +52,7 @@ pub enum Readback<'a> {
     /// Nothing: the last round, whose rows are downloaded whole afterwards.
     Nothing,
     /// Chosen buffer rows: by device id, per band (in the device's band order).
-    Rows(&'a std::collections::BTreeMap<usize, Vec<Vec<std::ops::Range<usize>>>>),
+    Rows(&'a BTreeMap<usize, Vec<Vec<Range<usize>>>>),
 }
 
 /// What one round asks of every device.
@@ -63,6 +69,32 @@ pub struct Round<'a> {
     pub readback: &'a Readback<'a>,
     /// The context's `sync_timeout_ms`.
     pub timeout: Option<Duration>,
+    /// The call's interrupt (the host device checks it between steps).
+    pub interrupt: Option<Arc<Interrupt>>,
+}
+
+/// The buffer rows to read back after a round, per band of device `device` (in its band
+/// order).
+pub(super) fn wanted_rows(
+    device: usize,
+    bands: &[&Band],
+    readback: &Readback<'_>,
+    g: Geometry,
+) -> Vec<Vec<Range<usize>>> {
+    bands
+        .iter()
+        .enumerate()
+        .map(|(i, band)| match readback {
+            Readback::Borders => band.border_rows(g),
+            Readback::Owned => std::iter::once(band.owned_rows()).collect(),
+            Readback::Nothing => Vec::new(),
+            Readback::Rows(rows) => rows
+                .get(&device)
+                .and_then(|per_band| per_band.get(i))
+                .cloned()
+                .unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// Runs `round` on every band in `states` (all on `dev`), its kernels timed with GPU
@@ -89,20 +121,8 @@ pub fn run(
         }
     }
     let after = (round.current + round.steps) % 2;
-    let wanted: Vec<Vec<std::ops::Range<usize>>> = states
-        .iter()
-        .enumerate()
-        .map(|(i, s)| match round.readback {
-            Readback::Borders => s.band.border_rows(g),
-            Readback::Owned => std::iter::once(s.band.owned_rows()).collect(),
-            Readback::Nothing => Vec::new(),
-            Readback::Rows(rows) => rows
-                .get(&dev.id)
-                .and_then(|per_band| per_band.get(i))
-                .cloned()
-                .unwrap_or_default(),
-        })
-        .collect();
+    let listed: Vec<&Band> = states.iter().map(|s| &s.band).collect();
+    let wanted = wanted_rows(dev.id, &listed, round.readback, g);
     let row_bytes = spec.row_bytes as u64;
     let out_bytes: u64 = wanted.iter().flatten().map(|r| r.len() as u64).sum::<u64>() * row_bytes;
     let mut staging = Staging::new(dev, out_bytes, stamped);
@@ -176,7 +196,7 @@ impl Attempt<'_> {
     /// Reads `readback`'s rows of every band (no steps) and places them on `board`.
     pub(super) fn fetch(
         &self,
-        states: &States,
+        states: &mut States,
         board: &mut [u8],
         current: usize,
         readback: &Readback<'_>,
@@ -188,6 +208,7 @@ impl Attempt<'_> {
             fresh: true,
             readback,
             timeout: self.timeout,
+            interrupt: crate::interrupt::current(),
         };
         let outcomes = self.run_round(states, &round, &BTreeMap::new());
         for (id, outcome) in outcomes {
@@ -204,7 +225,7 @@ impl Attempt<'_> {
     /// timestamps where `stamped` says.
     pub(super) fn run_round(
         &self,
-        states: &States,
+        states: &mut States,
         round: &Round<'_>,
         stamped: &BTreeMap<usize, bool>,
     ) -> Vec<(usize, Result<DeviceRound>)> {
@@ -212,12 +233,20 @@ impl Attempt<'_> {
         let spec = self.spec;
         std::thread::scope(|scope| {
             let handles: Vec<_> = states
-                .iter()
+                .iter_mut()
                 .map(|(&id, bands)| {
                     let dev = &devices[id];
-                    let pipeline = &self.compiled[&id];
-                    let timed = stamped.get(&id).copied().unwrap_or(false);
-                    let handle = scope.spawn(move || run(dev, pipeline, bands, spec, round, timed));
+                    let handle = match bands {
+                        DeviceBands::Wgpu(list) => {
+                            let pipeline = &self.compiled[&id];
+                            let timed = stamped.get(&id).copied().unwrap_or(false);
+                            let list = &*list;
+                            scope.spawn(move || run(dev, pipeline, list, spec, round, timed))
+                        }
+                        DeviceBands::Host(list) => {
+                            scope.spawn(move || host_round::run(dev, list, spec, round))
+                        }
+                    };
                     (id, handle)
                 })
                 .collect();
