@@ -15,6 +15,7 @@ mod balance;
 mod bands;
 mod host_band;
 mod host_round;
+mod parallel;
 mod record;
 mod relayout;
 mod report;

@@ -1,18 +1,15 @@
 //! One round on one device: upload the ghost rows its bands need from the host board, run
 //! the round's steps for all of its bands in one compute pass (one submission, one wait),
 //! and read back the rows its neighbours need next — or, after the last round, every row
-//! it owns. Also the round on every device at once, one thread each (the host device's
-//! round is in `host_round`), and reading rows back without steps (the final download, the
-//! rows a new layout moves through the host).
+//! it owns. The host device's round is in `host_round`, every device's at once in
+//! `parallel`.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::attempt::{Attempt, DeviceBands, Failure, States};
 use super::bands::{Band, Geometry};
-use super::host_round;
 use super::state::{BandState, Spec};
 use crate::device::GpuDevice;
 use crate::error::Result;
@@ -189,76 +186,5 @@ pub(super) fn place(board: &mut [u8], spec: &Spec, r: &DeviceRound) {
     let rb = spec.row_bytes;
     for (row, bytes) in &r.rows {
         board[row * rb..row * rb + bytes.len()].copy_from_slice(bytes);
-    }
-}
-
-impl Attempt<'_> {
-    /// Reads `readback`'s rows of every band (no steps) and places them on `board`.
-    pub(super) fn fetch(
-        &self,
-        states: &mut States,
-        board: &mut [u8],
-        current: usize,
-        readback: &Readback<'_>,
-    ) -> std::result::Result<(), Failure> {
-        let round = Round {
-            board,
-            current,
-            steps: 0,
-            fresh: true,
-            readback,
-            timeout: self.timeout,
-            interrupt: crate::interrupt::current(),
-        };
-        let outcomes = self.run_round(states, &round, &BTreeMap::new());
-        for (id, outcome) in outcomes {
-            let r = outcome.map_err(|error| Failure {
-                device: Some(id),
-                error,
-            })?;
-            place(board, self.spec, &r);
-        }
-        Ok(())
-    }
-
-    /// Runs `round` on every device with bands, each on its own thread, timed with GPU
-    /// timestamps where `stamped` says.
-    pub(super) fn run_round(
-        &self,
-        states: &mut States,
-        round: &Round<'_>,
-        stamped: &BTreeMap<usize, bool>,
-    ) -> Vec<(usize, Result<DeviceRound>)> {
-        let devices = self.ctx.devices();
-        let spec = self.spec;
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = states
-                .iter_mut()
-                .map(|(&id, bands)| {
-                    let dev = &devices[id];
-                    let handle = match bands {
-                        DeviceBands::Wgpu(list) => {
-                            let pipeline = &self.compiled[&id];
-                            let timed = stamped.get(&id).copied().unwrap_or(false);
-                            let list = &*list;
-                            scope.spawn(move || run(dev, pipeline, list, spec, round, timed))
-                        }
-                        DeviceBands::Host(list) => {
-                            scope.spawn(move || host_round::run(dev, list, spec, round))
-                        }
-                    };
-                    (id, handle)
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|(id, h)| {
-                    let outcome = h
-                        .join()
-                        .unwrap_or_else(|_| Err(lost(id, "the device's round panicked")));
-                    (id, outcome)
-                })
-                .collect()
-        })
     }
 }
