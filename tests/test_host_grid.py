@@ -23,9 +23,10 @@ from _domain_helpers import heat_reference, life_reference
 from _process import python
 from amari_gpu import MultiGpuContext
 
-# (H, W, halo, steps): odd sizes; seven rows over three devices with halo 3 (bands thinner
-# than a halo); a single row; steps that end in a partial round.
-CASES = [(37, 53, 2, 7), (7, 9, 3, 8), (1, 5, 2, 3), (64, 67, 4, 9)]
+# (H, W, halo, steps): odd sizes; seven rows over three devices with halo 3, and five rows
+# with halo 4 (bands thinner than a halo; periodic ghosts wrap past the whole grid); a single
+# row; steps that end in a partial round.
+CASES = [(37, 53, 2, 7), (7, 9, 3, 8), (5, 11, 4, 9), (1, 5, 2, 3), (64, 67, 4, 9)]
 BOUNDARIES = ["dirichlet", "periodic"]
 ALPHA = np.float32(0.24)
 

@@ -224,9 +224,15 @@ fn life_grid(h: usize, w: usize, seed: u64) -> Vec<u8> {
 }
 
 /// Grids (h, w, halo, steps): odd sizes, bands thinner than a halo (three devices on seven
-/// rows, halo 3), a single row, and step counts that end in a partial round.
-const CASES: [(usize, usize, usize, u64); 4] =
-    [(37, 53, 2, 7), (7, 9, 3, 8), (1, 5, 2, 3), (64, 67, 4, 9)];
+/// rows with halo 3, five rows with halo 4: periodic ghosts wrap past the whole grid), a
+/// single row, and step counts that end in a partial round.
+const CASES: [(usize, usize, usize, u64); 5] = [
+    (37, 53, 2, 7),
+    (7, 9, 3, 8),
+    (5, 11, 4, 9),
+    (1, 5, 2, 3),
+    (64, 67, 4, 9),
+];
 
 #[test]
 fn grids_on_the_host_alone_give_the_host_kernels_bits() {
