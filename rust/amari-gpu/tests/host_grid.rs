@@ -144,7 +144,18 @@ fn heat_matches_the_devices_bit_for_bit() {
 fn life_matches_the_devices_bit_for_bit() {
     let pool = HostPool::new(2).unwrap();
     let ctxs = contexts(None);
-    for (h, w) in [(31, 45), (7, 1), (8, 6), (50, 64)] {
+    // Widths around the host kernel's whole-word fast path (words with both neighbours
+    // inside the row): none at 8, one at 9 and 12, two at 13.
+    for (h, w) in [
+        (31, 45),
+        (7, 1),
+        (8, 6),
+        (50, 64),
+        (4, 8),
+        (9, 12),
+        (6, 13),
+        (5, 9),
+    ] {
         let grid: Vec<u8> = random(h * w, 3)
             .iter()
             .map(|&v| u8::from(v > 0.3))
