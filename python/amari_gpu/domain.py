@@ -6,7 +6,9 @@ Game of Life on a torus. Each band stays on its device between exchanges, with `
 ghost rows on each side: a device runs ``halo`` steps between two exchanges, recomputing the
 ghost rows it shares with its neighbours (redundant work traded for fewer synchronisations).
 Results are bit-identical for any number of devices, halo width and layout: every cell is
-computed by the same arithmetic wherever it sits.
+computed by the same arithmetic wherever it sits. The host device, when the context has it,
+takes bands like any device: they live in host memory and are stepped by native kernels that
+reproduce the shaders' arithmetic, rounding ``fma`` as the context's wgpu devices do.
 """
 
 from __future__ import annotations
@@ -197,13 +199,17 @@ class DomainMixin:
         device with ``halo`` ghost rows on each side; devices run ``halo`` steps between
         exchanges of border rows through the host. ``rebalance`` moves rows between
         devices when measured round times say a new split saves time; ``split`` gives the
-        first layout's rows per device id (default: by measured streaming bandwidth).
+        first layout's rows per device id (default: by measured streaming bandwidth). The
+        host device, if the context has it, is one of those devices: its bands stay in host
+        memory and exchange halos with the others through the same host board, with the same
+        bits as the wgpu devices beside it (alone it rounds ``fma`` fused, as hardware GPUs
+        do; see docs/grids.md).
         Grids take no ``strategy=``: ``split`` and ``rebalance`` are how their bands are
         placed, and ``ctx.last_plan`` is set to None (a grid call follows no ``Plan``).
         A device that fails (lost, out of memory, no answer within ``sync_timeout_ms`` for
-        a round, or ``inject_fault``, which counts rounds as chunks) is marked unhealthy and
-        the run starts again from ``grid`` without it. What happened, measured, is in
-        ``ctx.last_run`` (a :class:`DomainReport`).
+        a round, ``inject_fault``, which counts rounds as chunks, or a panic in a host-device
+        step) is marked unhealthy and the run starts again from ``grid`` without it. What
+        happened, measured, is in ``ctx.last_run`` (a :class:`DomainReport`).
 
         ``out=``: a float32, C-contiguous, writeable (H, W) array sharing no memory with
         ``grid`` (steps are not taken in place: a failed device restarts the run from
@@ -211,9 +217,9 @@ class DomainMixin:
 
         ``progress``, if given, is called as ``progress(steps_done, steps_total)`` between
         rounds (at most every 0.1 s, and once at the end); an exception it raises stops the
-        run and is raised. Ctrl-C stops a run within a round (``KeyboardInterrupt``); the
-        context stays usable. ``steps`` has no upper bound: a huge count runs until it is
-        done or interrupted.
+        run and is raised. Ctrl-C stops a run within a round (``KeyboardInterrupt``; the host
+        device stops between the steps of its round); the context stays usable. ``steps``
+        has no upper bound: a huge count runs until it is done or interrupted.
 
         A grid with max |u| above 2^123 (about 1.06e37), whose neighbour sums would overflow
         float32, runs scaled down by an exact power of two (2 to 32) and is scaled back at
