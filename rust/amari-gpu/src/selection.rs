@@ -21,6 +21,38 @@ fn describe_available(infos: &[AdapterInfo]) -> String {
     format!("available: {}", list.join("; "))
 }
 
+/// The selection without `adapters=` or `backends=`: every distinct hardware GPU adapter
+/// (one per physical device, the first backend that reports it) and the host device. CPU
+/// adapters (lavapipe, llvmpipe, WARP) run on the cores the host device already uses, so
+/// they are opened only when named; with `device_types=` every distinct adapter of the kinds
+/// named (software ones and the host, of kind "cpu", included). Only a machine with neither a
+/// hardware GPU nor the host device falls back to its software adapters.
+fn default_selection(infos: &[AdapterInfo], options: &ContextOptions) -> Vec<usize> {
+    let distinct: Vec<&AdapterInfo> = infos
+        .iter()
+        .filter(|i| i.same_device_as.is_none())
+        .filter(|i| {
+            options
+                .device_types
+                .as_ref()
+                .is_none_or(|types| types.contains(&i.device_type))
+        })
+        .collect();
+    if options.device_types.is_some() {
+        return distinct.iter().map(|i| i.index).collect();
+    }
+    let chosen: Vec<usize> = distinct
+        .iter()
+        .filter(|i| i.is_host() || !i.is_software())
+        .map(|i| i.index)
+        .collect();
+    if chosen.is_empty() {
+        distinct.iter().map(|i| i.index).collect()
+    } else {
+        chosen
+    }
+}
+
 /// Returns the selected adapter indices, one entry per logical device to open (an adapter
 /// appears `devices_per_adapter` times in a row).
 pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usize>> {
@@ -110,22 +142,7 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
             .map(|i| i.index)
             .collect()
     } else {
-        // The host device is opened only when asked for (by backends= or adapters=) until
-        // the default selection includes it.
-        let distinct: Vec<&AdapterInfo> = infos
-            .iter()
-            .filter(|i| i.same_device_as.is_none() && !i.is_host() && type_ok(i))
-            .collect();
-        let hardware: Vec<usize> = distinct
-            .iter()
-            .filter(|i| !i.is_software())
-            .map(|i| i.index)
-            .collect();
-        if hardware.is_empty() || options.device_types.is_some() {
-            distinct.iter().map(|i| i.index).collect()
-        } else {
-            hardware
-        }
+        default_selection(infos, options)
     };
 
     if chosen.is_empty() {
@@ -140,9 +157,18 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
         };
         return Err(Error::no_adapter_hint(&what));
     }
+    // The host device is one device whatever `devices_per_adapter`: its threads are its
+    // parallelism.
     let mut devices: Vec<usize> = chosen
         .iter()
-        .flat_map(|&i| std::iter::repeat_n(i, options.devices_per_adapter))
+        .flat_map(|&i| {
+            let copies = if infos[i].is_host() {
+                1
+            } else {
+                options.devices_per_adapter
+            };
+            std::iter::repeat_n(i, copies)
+        })
         .collect();
     if let Some(max) = options.max_devices {
         devices.truncate(max);
@@ -153,12 +179,26 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
     Ok(devices)
 }
 
-/// Why the selection left `info` out, if it did.
-fn left_out(info: &AdapterInfo, options: &ContextOptions, devices: &[usize]) -> Option<String> {
+/// Why the selection took `info` (`true`) or left it out (`false`), in a few words.
+fn reason(info: &AdapterInfo, options: &ContextOptions, devices: &[usize]) -> (bool, String) {
+    let by_default = options.adapters.is_none() && options.backends.is_none();
     if devices.contains(&info.index) {
-        return None;
+        let why = if options.adapters.is_some() {
+            "in adapters="
+        } else if options.backends.is_some() {
+            "backend in backends="
+        } else if options.device_types.is_some() {
+            "kind in device_types="
+        } else if info.is_host() {
+            "the host CPU device"
+        } else if info.is_software() {
+            "software adapter: no hardware GPU and no host device"
+        } else {
+            "hardware GPU"
+        };
+        return (true, why.to_string());
     }
-    let reason = if options
+    let why = if options
         .adapters
         .as_ref()
         .is_some_and(|a| !a.contains(&info.index))
@@ -176,17 +216,34 @@ fn left_out(info: &AdapterInfo, options: &ContextOptions, devices: &[usize]) -> 
         .is_some_and(|t| !t.contains(&info.device_type))
     {
         "kind not in device_types=".to_string()
-    } else if options.adapters.is_none() && options.backends.is_none() {
+    } else if by_default {
         match info.same_device_as {
             Some(original) => format!("same device as adapter {original}"),
-            None if info.is_host() => "host device, opened only when asked for".to_string(),
-            None if info.is_software() => "software adapter, hardware present".to_string(),
+            None if info.is_software() && !info.is_host() => {
+                "software adapter on the host's cores (name it with backends= or adapters=)"
+                    .to_string()
+            }
             None => "max_devices reached".to_string(),
         }
     } else {
         "max_devices reached".to_string()
     };
-    Some(reason)
+    (false, why)
+}
+
+/// For every adapter of `infos`, in order: whether `options` select it and why (or why
+/// not), in a few words; an error when the options themselves are invalid. What `info` and
+/// `doctor` show for the default selection.
+pub fn explain(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<(bool, String)>> {
+    let devices = match select(infos, options) {
+        Ok(devices) => devices,
+        Err(Error::NoAdapter(_)) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    Ok(infos
+        .iter()
+        .map(|info| reason(info, options, &devices))
+        .collect())
 }
 
 /// One line saying which adapters a context opens, how many devices on each, and why the
@@ -207,9 +264,9 @@ fn describe_selection(
     }
     let skipped: Vec<String> = infos
         .iter()
-        .filter_map(|i| {
-            left_out(i, options, devices)
-                .map(|why| format!("[{}] {} ({}): {why}", i.index, i.name, i.backend))
+        .filter_map(|i| match reason(i, options, devices) {
+            (true, _) => None,
+            (false, why) => Some(format!("[{}] {} ({}): {why}", i.index, i.name, i.backend)),
         })
         .collect();
     let mut line = format!("opening {} devices on {}", devices.len(), opened.join(", "));
@@ -272,39 +329,136 @@ mod tests {
             info(1, "igpu", "vulkan", "integrated_gpu", None),
             info(2, "lavapipe", "vulkan", "cpu", None),
             info(3, "gpu", "gl", "discrete_gpu", Some(0)),
+            info(4, "cpu model", "host", "cpu", None),
         ]
     }
 
-    #[test]
-    fn default_takes_distinct_hardware_only() {
-        let got = select(&machine(), &ContextOptions::default()).unwrap();
-        assert_eq!(got, vec![0, 1]);
+    /// This machine: lavapipe, llvmpipe (another software adapter) and the host device.
+    fn software_only() -> Vec<AdapterInfo> {
+        vec![
+            info(0, "lavapipe", "vulkan", "cpu", None),
+            info(1, "llvmpipe", "gl", "cpu", None),
+            info(2, "cpu model", "host", "cpu", None),
+        ]
+    }
+
+    fn named(names: &[&str]) -> ContextOptions {
+        ContextOptions {
+            backends: Some(names.iter().map(|n| n.to_string()).collect()),
+            ..Default::default()
+        }
     }
 
     #[test]
-    fn the_host_is_opened_only_when_named() {
-        let mut infos = machine()[2..3].to_vec();
-        infos[0].index = 0;
-        infos.push(info(1, "cpu model", "host", "cpu", None));
-        assert_eq!(select(&infos, &ContextOptions::default()).unwrap(), vec![0]);
-        let named = |names: &[&str]| ContextOptions {
-            backends: Some(names.iter().map(|n| n.to_string()).collect()),
-            ..Default::default()
-        };
-        assert_eq!(select(&infos, &named(&["HOST"])).unwrap(), vec![1]);
+    fn default_takes_distinct_hardware_and_the_host() {
+        let got = select(&machine(), &ContextOptions::default()).unwrap();
+        assert_eq!(got, vec![0, 1, 4]);
+    }
+
+    #[test]
+    fn default_without_hardware_is_the_host_alone() {
+        let infos = software_only();
+        assert_eq!(select(&infos, &ContextOptions::default()).unwrap(), vec![2]);
+        // The software adapters stay selectable by name or index.
+        assert_eq!(select(&infos, &named(&["vulkan"])).unwrap(), vec![0]);
         assert_eq!(
             select(&infos, &named(&["vulkan", "host"])).unwrap(),
-            vec![0, 1]
+            vec![0, 2]
+        );
+        assert_eq!(select(&infos, &named(&["HOST"])).unwrap(), vec![2]);
+        let by_index = ContextOptions {
+            adapters: Some(vec![1]),
+            ..Default::default()
+        };
+        assert_eq!(select(&infos, &by_index).unwrap(), vec![1]);
+    }
+
+    #[test]
+    fn no_wgpu_adapter_at_all_is_the_host_alone() {
+        let infos = vec![info(0, "cpu model", "host", "cpu", None)];
+        assert_eq!(select(&infos, &ContextOptions::default()).unwrap(), vec![0]);
+        assert!(matches!(
+            select(&infos, &named(&["vulkan"])),
+            Err(Error::NoAdapter(_))
+        ));
+    }
+
+    #[test]
+    fn device_types_takes_every_distinct_adapter_of_the_kinds_named() {
+        let of = |types: &[&str]| ContextOptions {
+            device_types: Some(types.iter().map(|t| t.to_string()).collect()),
+            ..Default::default()
+        };
+        assert_eq!(select(&machine(), &of(&["cpu"])).unwrap(), vec![2, 4]);
+        assert_eq!(select(&machine(), &of(&["discrete_gpu"])).unwrap(), vec![0]);
+        assert_eq!(
+            select(&software_only(), &of(&["cpu"])).unwrap(),
+            vec![0, 1, 2]
         );
     }
 
     #[test]
-    fn default_falls_back_to_software() {
+    fn the_host_is_one_device_whatever_devices_per_adapter() {
+        let options = ContextOptions {
+            devices_per_adapter: 3,
+            ..Default::default()
+        };
+        assert_eq!(
+            select(&machine(), &options).unwrap(),
+            vec![0, 0, 0, 1, 1, 1, 4]
+        );
+        // The host comes last, so a cap drops it first.
+        let capped = ContextOptions {
+            max_devices: Some(4),
+            ..options
+        };
+        assert_eq!(select(&machine(), &capped).unwrap(), vec![0, 0, 0, 1]);
+        let mixed = ContextOptions {
+            devices_per_adapter: 2,
+            ..named(&["vulkan", "host"])
+        };
+        assert_eq!(select(&software_only(), &mixed).unwrap(), vec![0, 0, 2]);
+    }
+
+    #[test]
+    fn default_falls_back_to_software_without_hardware_or_host() {
         let infos = vec![
             info(0, "llvmpipe", "vulkan", "cpu", None),
             info(1, "llvmpipe", "gl", "cpu", Some(0)),
         ];
         assert_eq!(select(&infos, &ContextOptions::default()).unwrap(), vec![0]);
+    }
+
+    #[test]
+    fn the_reasons_say_why_each_adapter_was_or_was_not_chosen() {
+        let text = |pairs: &[(bool, &str)]| -> Vec<(bool, String)> {
+            pairs.iter().map(|&(c, w)| (c, w.to_string())).collect()
+        };
+        assert_eq!(
+            explain(&machine(), &ContextOptions::default()).unwrap(),
+            text(&[
+                (true, "hardware GPU"),
+                (true, "hardware GPU"),
+                (
+                    false,
+                    "software adapter on the host's cores (name it with backends= or adapters=)"
+                ),
+                (false, "same device as adapter 0"),
+                (true, "the host CPU device"),
+            ])
+        );
+        assert_eq!(
+            explain(&software_only(), &named(&["vulkan", "host"])).unwrap(),
+            text(&[
+                (true, "backend in backends="),
+                (false, "backend not in backends="),
+                (true, "backend in backends="),
+            ])
+        );
+        // A request that matches nothing explains every adapter; bad options are errors.
+        let nothing = explain(&software_only(), &named(&["metal"])).unwrap();
+        assert!(nothing.iter().all(|(chosen, _)| !chosen), "{nothing:?}");
+        assert!(explain(&software_only(), &named(&["cuda"])).is_err());
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::history::History;
 use crate::options::ContextOptions;
 use crate::plan::Plan;
 use crate::profile::Profiler;
-use crate::selection::select;
+use crate::selection::{explain, select};
 
 /// The one wgpu instance of the process, over every native backend.
 pub fn instance() -> &'static wgpu::Instance {
@@ -53,6 +53,12 @@ pub fn adapters() -> Vec<AdapterInfo> {
     let wgpu = enumerated().iter().map(|(_, info)| info.clone());
     wgpu.chain(std::iter::once(host_adapter().clone()))
         .collect()
+}
+
+/// For every adapter of [`adapters`], in order: whether a context opened with `options`
+/// would use it, and why (or why not) in a few words.
+pub fn explain_selection(options: &ContextOptions) -> Result<Vec<(bool, String)>> {
+    explain(&adapters(), options)
 }
 
 /// Where a kernel's results go.
