@@ -28,10 +28,22 @@ const REPEATS: usize = 3;
 /// but still gives up on a device that hangs.
 const CALIBRATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Cache key of a group: its members' adapter identities, in order.
+/// Cache key of a group: its members' adapter identities, in order (the host device's with
+/// its thread count, which its speed and its contention with CPU adapters depend on), and
+/// how the speedup was measured (figures from an equal split are not comparable).
 pub fn group_key(members: &[&GpuDevice]) -> String {
-    let names: Vec<String> = members.iter().map(|d| d.adapter.identity()).collect();
-    format!("group|{}|amari-gpu {}", names.join("+"), crate::VERSION)
+    let names: Vec<String> = members
+        .iter()
+        .map(|d| match d.as_host() {
+            Some(host) => format!("{} threads {}", d.adapter.identity(), host.pool.threads()),
+            None => d.adapter.identity(),
+        })
+        .collect();
+    format!(
+        "group|{}|amari-gpu {}|capability split",
+        names.join("+"),
+        crate::VERSION
+    )
 }
 
 /// The kernel a group is timed with: the first family's reference, or with the host device
@@ -72,8 +84,13 @@ impl MultiGpuContext {
     }
 
     /// Seconds to run the first family's reference kernel over `items` items on `members`
-    /// with an equal split (median of a few runs).
-    fn time_members(&self, members: &[&GpuDevice], items: usize) -> Result<f64> {
+    /// split by `strategy` (median of a few runs), and the items each member was planned.
+    fn time_members(
+        &self,
+        members: &[&GpuDevice],
+        items: usize,
+        strategy: Strategy,
+    ) -> Result<(f64, Vec<u64>)> {
         let kernel = group_kernel(members);
         let inputs = kernel.filled_inputs(items, 0.5);
         let views: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
@@ -84,7 +101,17 @@ impl MultiGpuContext {
             .into_iter()
             .filter(|m| members.iter().any(|d| d.id == m.device))
             .collect();
-        let plan = crate::partition::plan(&workload, CHUNK_ITEMS, &models, Strategy::Balanced)?;
+        let plan = crate::partition::plan(&workload, CHUNK_ITEMS, &models, strategy)?;
+        let planned: Vec<u64> = members
+            .iter()
+            .map(|d| {
+                plan.assignments
+                    .iter()
+                    .filter(|a| a.device == d.id)
+                    .map(|a| a.items)
+                    .sum()
+            })
+            .collect();
         let mut samples = Vec::with_capacity(REPEATS);
         for round in 0..=REPEATS {
             let start = Instant::now();
@@ -106,7 +133,36 @@ impl MultiGpuContext {
             }
         }
         samples.sort_by(f64::total_cmp);
-        Ok(samples[samples.len() / 2])
+        Ok((samples[samples.len() / 2], planned))
+    }
+
+    /// The group speedup of `members`, measured: each adapter's members alone (logical
+    /// devices of one adapter share that time), then all together on a capability split,
+    /// so that members of different speeds (the host device beside lavapipe) are all busy
+    /// for most of the run.
+    fn measure_speedup(&self, members: &[&GpuDevice]) -> Result<f64> {
+        let items = self.run_items(members);
+        let mut alone: Vec<(usize, f64)> = Vec::new();
+        for dev in members {
+            let index = dev.adapter.index;
+            if !alone.iter().any(|&(i, _)| i == index) {
+                alone.push((
+                    index,
+                    self.time_members(&[dev], items, Strategy::Balanced)?.0,
+                ));
+            }
+        }
+        let alone_s: Vec<f64> = members
+            .iter()
+            .map(|d| {
+                alone
+                    .iter()
+                    .find(|&&(i, _)| i == d.adapter.index)
+                    .map_or(f64::NAN, |&(_, s)| s)
+            })
+            .collect();
+        let (together, planned) = self.time_members(members, items, Strategy::Capability)?;
+        Ok(speedup_from(&alone_s, &planned, items, together))
     }
 
     /// For every group with several healthy members: aggregate speed of all members together
@@ -138,10 +194,7 @@ impl MultiGpuContext {
             let speedup = match cached {
                 Some(s) => s,
                 None => {
-                    let items = self.run_items(&members);
-                    let alone = self.time_members(&members[..1], items)?;
-                    let together = self.time_members(&members, items)?;
-                    let s = alone / together;
+                    let s = self.measure_speedup(&members)?;
                     // A cache that cannot be written only costs a re-measurement next time.
                     let _ = cache::store(&key, &s);
                     s
@@ -150,5 +203,44 @@ impl MultiGpuContext {
             speedups.insert(group, speedup);
         }
         Ok(speedups)
+    }
+}
+
+/// The group speedup the cost model uses ([`crate::model::DeviceModel::group_speedup`]),
+/// from one run of all `m` members together: member `i` alone takes `alone_s[i]` for `items`
+/// items and was given `planned[i]` of them; all together took `together_s`. The model
+/// slows every busy member by `f = m / speedup`, so it predicts the together run to take
+/// `f · max_i(planned[i] · alone_s[i] / items)`; the speedup is the one that makes that
+/// prediction the measured time. For `m` equal members on an equal split it is
+/// `alone / together`.
+pub(crate) fn speedup_from(alone_s: &[f64], planned: &[u64], items: usize, together_s: f64) -> f64 {
+    let slowest_share = alone_s
+        .iter()
+        .zip(planned)
+        .map(|(&s, &n)| s * n as f64 / items as f64)
+        .fold(0.0f64, f64::max);
+    let busy = planned.iter().filter(|&&n| n > 0).count().max(1);
+    busy as f64 * slowest_share / together_s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::speedup_from;
+
+    #[test]
+    fn equal_members_on_an_equal_split_give_alone_over_together() {
+        let s = speedup_from(&[0.1, 0.1], &[500, 500], 1000, 0.08);
+        assert!((s - 0.1 / 0.08).abs() < 1e-12, "{s}");
+    }
+
+    #[test]
+    fn members_of_different_speeds_on_a_proportional_split() {
+        // The host takes 20 ms alone, lavapipe 100 ms; split 5:1 they would both finish in
+        // 16.7 ms if they did not share cores. Measured 30 ms: each ran 1.8x slower than
+        // alone, a speedup of 2 / 1.8.
+        let s = speedup_from(&[0.1, 0.02], &[1000, 5000], 6000, 0.03);
+        let f = 0.03 / (0.1 / 6.0);
+        assert!((s - 2.0 / f).abs() < 1e-12, "{s}");
+        assert!(s < 1.2, "sharing the cores gains little: {s}");
     }
 }
