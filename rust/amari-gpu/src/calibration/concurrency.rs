@@ -8,10 +8,12 @@ use std::time::Instant;
 
 use super::cache;
 use super::families::families;
+use super::measure::median;
 use crate::context::MultiGpuContext;
 use crate::device::GpuDevice;
 use crate::error::Result;
-use crate::plan::Strategy;
+use crate::host::cpu;
+use crate::plan::{Plan, Strategy};
 use crate::worker::Execution;
 
 /// Items per chunk of a measurement run.
@@ -23,7 +25,8 @@ const TARGET_RUN_S: f64 = 0.05;
 const MIN_CHUNKS_PER_MEMBER: usize = 4;
 /// Items per run at the most.
 const MAX_ITEMS: usize = 1 << 20;
-const REPEATS: usize = 3;
+/// Timed rounds (after one warm-up round) of each configuration.
+const REPEATS: usize = 5;
 /// Calibration ignores the context's `sync_timeout_ms` (its chunks are not the caller's)
 /// but still gives up on a device that hangs.
 const CALIBRATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -83,26 +86,22 @@ impl MultiGpuContext {
             .clamp(smallest.min(MAX_ITEMS), MAX_ITEMS)
     }
 
-    /// Seconds to run the first family's reference kernel over `items` items on `members`
-    /// split by `strategy` (median of a few runs), and the items each member was planned.
-    fn time_members(
+    /// The plan of a measurement run of `items` items on `members` split by `strategy`, and
+    /// the items each member was given.
+    fn measurement_plan(
         &self,
         members: &[&GpuDevice],
         items: usize,
         strategy: Strategy,
-    ) -> Result<(f64, Vec<u64>)> {
-        let kernel = group_kernel(members);
-        let inputs = kernel.filled_inputs(items, 0.5);
-        let views: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-        let mut output = vec![0.0; kernel.output_words(items)];
-        let workload = kernel.workload(items);
+    ) -> Result<(Plan, Vec<u64>)> {
+        let workload = group_kernel(members).workload(items);
         let models: Vec<_> = self
             .models_for(&workload, false)
             .into_iter()
             .filter(|m| members.iter().any(|d| d.id == m.device))
             .collect();
         let plan = crate::partition::plan(&workload, CHUNK_ITEMS, &models, strategy)?;
-        let planned: Vec<u64> = members
+        let planned = members
             .iter()
             .map(|d| {
                 plan.assignments
@@ -112,57 +111,66 @@ impl MultiGpuContext {
                     .sum()
             })
             .collect();
-        let mut samples = Vec::with_capacity(REPEATS);
-        for round in 0..=REPEATS {
-            let start = Instant::now();
-            let (_, remaining) = self.execute(Execution {
-                kernel: &kernel,
-                inputs: &views,
-                output: &mut output,
-                plan: &plan,
-                workers: members,
-                timeout: Some(CALIBRATION_TIMEOUT),
-                counted: false,
-                recording: None,
-            })?;
-            if remaining > 0 {
-                return Err(self.no_healthy_device());
-            }
-            if round > 0 {
-                samples.push(start.elapsed().as_secs_f64());
-            }
-        }
-        samples.sort_by(f64::total_cmp);
-        Ok((samples[samples.len() / 2], planned))
+        Ok((plan, planned))
     }
 
     /// The group speedup of `members`, measured: each adapter's members alone (logical
     /// devices of one adapter share that time), then all together on a capability split,
     /// so that members of different speeds (the host device beside lavapipe) are all busy
-    /// for most of the run.
+    /// for most of the run. The runs are interleaved round by round, so that a change of
+    /// load on the machine hits them alike; each figure is a median.
     fn measure_speedup(&self, members: &[&GpuDevice]) -> Result<f64> {
         let items = self.run_items(members);
-        let mut alone: Vec<(usize, f64)> = Vec::new();
+        let kernel = group_kernel(members);
+        let inputs = kernel.filled_inputs(items, 0.5);
+        let views: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+        let mut output = vec![0.0; kernel.output_words(items)];
+        // One configuration per adapter alone, then everyone.
+        let mut configs: Vec<(Vec<&GpuDevice>, Plan)> = Vec::new();
+        let mut alone_of: Vec<usize> = Vec::new();
         for dev in members {
-            let index = dev.adapter.index;
-            if !alone.iter().any(|&(i, _)| i == index) {
-                alone.push((
-                    index,
-                    self.time_members(&[dev], items, Strategy::Balanced)?.0,
-                ));
+            let known = configs[..]
+                .iter()
+                .position(|(m, _)| m[0].adapter.index == dev.adapter.index);
+            let slot = match known {
+                Some(slot) => slot,
+                None => {
+                    let (plan, _) = self.measurement_plan(&[dev], items, Strategy::Balanced)?;
+                    configs.push((vec![*dev], plan));
+                    configs.len() - 1
+                }
+            };
+            alone_of.push(slot);
+        }
+        let (together, planned) = self.measurement_plan(members, items, Strategy::Capability)?;
+        configs.push((members.to_vec(), together));
+        let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(REPEATS); configs.len()];
+        for round in 0..=REPEATS {
+            for (slot, (workers, plan)) in configs.iter().enumerate() {
+                let start = Instant::now();
+                let (_, remaining) = self.execute(Execution {
+                    kernel: &kernel,
+                    inputs: &views,
+                    output: &mut output,
+                    plan,
+                    workers,
+                    timeout: Some(CALIBRATION_TIMEOUT),
+                    counted: false,
+                    recording: None,
+                })?;
+                if remaining > 0 {
+                    return Err(self.no_healthy_device());
+                }
+                // The first round warms pipelines and buffer pools up.
+                if round > 0 {
+                    samples[slot].push(start.elapsed().as_secs_f64());
+                }
             }
         }
-        let alone_s: Vec<f64> = members
-            .iter()
-            .map(|d| {
-                alone
-                    .iter()
-                    .find(|&&(i, _)| i == d.adapter.index)
-                    .map_or(f64::NAN, |&(_, s)| s)
-            })
-            .collect();
-        let (together, planned) = self.time_members(members, items, Strategy::Capability)?;
-        Ok(speedup_from(&alone_s, &planned, items, together))
+        let medians: Vec<f64> = samples.into_iter().map(median).collect();
+        let alone_s: Vec<f64> = alone_of.iter().map(|&slot| medians[slot]).collect();
+        let measured = speedup_from(&alone_s, &planned, items, medians[configs.len() - 1]);
+        Ok(bounded(measured, members))
     }
 
     /// For every group with several healthy members: aggregate speed of all members together
@@ -203,6 +211,27 @@ impl MultiGpuContext {
             speedups.insert(group, speedup);
         }
         Ok(speedups)
+    }
+}
+
+/// `speedup` for a group of `members`, bounded where the group cannot gain: when its host
+/// device's pool already has a thread on every hardware thread, the CPU adapters beside it
+/// (lavapipe, llvmpipe) only take turns on the same cores, so running them together adds
+/// no arithmetic. A measurement above 1 there is time taken from other processes of a
+/// loaded machine (more threads, a larger share of it), which neither lasts nor scales.
+fn bounded(speedup: f64, members: &[&GpuDevice]) -> f64 {
+    let saturating = members
+        .iter()
+        .filter_map(|d| d.as_host())
+        .any(|h| h.pool.threads() >= cpu::hardware_threads());
+    if saturating && speedup > 1.0 {
+        log::info!(
+            "measured a speedup of {speedup:.2} for the host device beside CPU adapters; \
+             its pool spans every hardware thread, so the model uses 1"
+        );
+        1.0
+    } else {
+        speedup
     }
 }
 
