@@ -13,7 +13,6 @@ from pathlib import Path
 
 import amari_gpu
 import pytest
-from amari_gpu._adapters import default_selection
 from amari_gpu import (
     AdapterInfo,
     AmariGpuError,
@@ -22,6 +21,7 @@ from amari_gpu import (
     MultiGpuContext,
     NoAdapterError,
 )
+from amari_gpu._adapters import default_selection
 
 BACKENDS = {"vulkan", "metal", "dx12", "gl", "host"}
 DEVICE_TYPES = {"discrete_gpu", "integrated_gpu", "virtual_gpu", "cpu", "other"}

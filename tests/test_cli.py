@@ -261,7 +261,10 @@ def test_calibrate_text_per_logical_device_and_the_host(capsys):
     host = ag.adapters()[-1]
     assert f"device 2: {host.describe()}" in out
     assert "items/s: geometric_algebra" in out
-    assert "shares hardware with devices [1, 2]" in out and "shares hardware with devices [0, 1]" in out
+    assert (
+        "shares hardware with devices [1, 2]" in out
+        and "shares hardware with devices [0, 1]" in out
+    )
 
 
 def test_bench_writes_the_study(capsys, monkeypatch, tmp_path):

@@ -146,7 +146,9 @@ def test_chrome_trace_parses_with_the_required_keys(ctx4, tmp_path):
 
 
 def test_injected_faults_show_up_as_retries():
-    ctx = ag.MultiGpuContext(backends=["vulkan"], devices_per_adapter=2, chunk_items=1024, strategy="balanced")
+    ctx = ag.MultiGpuContext(
+        backends=["vulkan"], devices_per_adapter=2, chunk_items=1024, strategy="balanced"
+    )
     ctx.inject_fault(1, after_chunks=2)
     n = 30_000
     prof = _profiled(ctx, n)

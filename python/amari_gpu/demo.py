@@ -95,9 +95,7 @@ def _grids(ctx: MultiGpuContext, label: str, say: Callable[[str], None]) -> bool
     return ok
 
 
-def _grids_where_possible(
-    ctx: MultiGpuContext, label: str, say: Callable[[str], None]
-) -> bool:
+def _grids_where_possible(ctx: MultiGpuContext, label: str, say: Callable[[str], None]) -> bool:
     """The grids, or a line saying they were not run: a context of the host device alone
     has no grid kernels until the host gains them (then this runs them)."""
     try:
@@ -113,15 +111,16 @@ def _devices(ctx: MultiGpuContext) -> str:
     return ", ".join(f"{d.id}: {d.adapter.name} ({d.adapter.backend})" for d in ctx.devices)
 
 
-def _used(ctx: MultiGpuContext) -> str:
-    """The devices the last call's plan gave chunks to."""
+def _plan_line(ctx: MultiGpuContext) -> str:
+    """The last call's strategy and the devices its plan gave chunks to."""
     plan = ctx.last_plan
     if plan is None:
-        return "?"
-    return ", ".join(
+        return "no plan"
+    used = ", ".join(
         f"{w.device_id} ({ctx.devices[w.device_id].adapter.backend}) {w.chunks} chunks"
         for w in plan
     )
+    return f"strategy {plan.strategy} on {used}"
 
 
 def _alone(info: AdapterInfo) -> MultiGpuContext:
@@ -152,13 +151,13 @@ def run(n: int = 1_000_000, say: Callable[[str], None] = print) -> int:
         f"{_devices(ctx)}):"
     )
     ok &= _check(ctx, n, "all devices", say)
-    say(f"    strategy {ctx.last_plan.strategy if ctx.last_plan else '?'} on {_used(ctx)}")
+    say(f"    {_plan_line(ctx)}")
     ok &= _families(ctx, "all devices", say)
     ok &= _grids(ctx, "all devices", say)
     default = MultiGpuContext()
     say(f"Default selection ({len(default.devices)} devices: {_devices(default)}):")
     ok &= _check(default, n, "default", say)
-    say(f"    strategy {default.last_plan.strategy if default.last_plan else '?'} on {_used(default)}")
+    say(f"    {_plan_line(default)}")
     ok &= _families(default, "default", say)
     ok &= _grids_where_possible(default, "default", say)
     return 0 if ok else 1
