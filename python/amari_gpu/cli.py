@@ -230,7 +230,7 @@ def _parser() -> argparse.ArgumentParser:
         "--devices-per-adapter",
         type=_counts,
         metavar="N,N,...",
-        help="logical devices per adapter of the default selection (default 1,2,4)",
+        help="logical devices per distinct wgpu adapter (default 1,2,4)",
     )
     demo = commands.add_parser("demo", help="run and check every kernel family on every adapter")
     demo.add_argument("--items", type=_positive, default=1_000_000, help="multivectors per call")
