@@ -17,6 +17,7 @@ __all__ = [
     "__version__",
     "adapters",
     "check_workload",
+    "default_selection",
     "profile_start",
     "profile_stop",
     "reset_log_levels",
