@@ -119,7 +119,7 @@ impl MultiGpuContext {
     /// so that members of different speeds (the host device beside lavapipe) are all busy
     /// for most of the run. The runs are interleaved round by round, so that a change of
     /// load on the machine hits them alike; each figure is a median.
-    fn measure_speedup(&self, members: &[&GpuDevice]) -> Result<f64> {
+    fn measure_speedup(&self, members: &[&GpuDevice]) -> Result<(f64, Vec<f64>)> {
         let items = self.run_items(members);
         let kernel = group_kernel(members);
         let inputs = kernel.filled_inputs(items, 0.5);
@@ -170,7 +170,28 @@ impl MultiGpuContext {
         let medians: Vec<f64> = samples.into_iter().map(median).collect();
         let alone_s: Vec<f64> = alone_of.iter().map(|&slot| medians[slot]).collect();
         let measured = speedup_from(&alone_s, &planned, items, medians[configs.len() - 1]);
-        Ok(bounded(measured, members))
+        let per_item = alone_s.iter().map(|s| s / items as f64).collect();
+        Ok((bounded(measured, members), per_item))
+    }
+
+    /// Seeds the history of every member with what it took alone, end to end, for the
+    /// group's reference kernel (seconds per item, in member order): the figure calibration
+    /// measures for a device on resident data leaves out what a chunk costs around the
+    /// kernel (on lavapipe it predicted half the time a call took here), and a device the
+    /// plans then leave out would never be observed to correct it.
+    fn seed_history(&self, members: &[&GpuDevice], alone_s_per_item: &[f64]) {
+        let items = self.run_items(members);
+        let workload = group_kernel(members).workload(items);
+        let chunks = (items as u64).div_ceil(CHUNK_ITEMS);
+        let models = self.models_for(&workload, false);
+        for (dev, &per_item) in members.iter().zip(alone_s_per_item) {
+            if let Some(model) = models.iter().find(|m| m.device == dev.id) {
+                let predicted = model.seconds(&workload, items as u64, chunks, 1);
+                let observed = per_item * items as f64;
+                self.history
+                    .record(dev.id, workload.history_key(), predicted, observed);
+            }
+        }
     }
 
     /// For every group with several healthy members: aggregate speed of all members together
@@ -183,31 +204,42 @@ impl MultiGpuContext {
         let mut speedups = BTreeMap::new();
         for (group, members) in groups.into_iter().filter(|(_, m)| m.len() > 1) {
             let key = group_key(&members);
+            let alone_keys: Vec<String> = (0..members.len())
+                .map(|i| format!("{key}|member {i} alone s per item"))
+                .collect();
             let cached = if force {
                 None
             } else {
-                // A speedup that is not positive and finite cannot scale a rate: measured
-                // again (and rewritten).
-                cache::load::<f64>(&key).filter(|&s| {
-                    let usable = s.is_finite() && s > 0.0;
-                    if !usable {
-                        log::warn!(
-                            "calibration cache entry for {key} holds an unusable group speedup \
-                             ({s}); measuring again and rewriting it"
-                        );
-                    }
-                    usable
-                })
+                // A figure that is not positive and finite cannot scale a rate: the group is
+                // measured again (and rewritten).
+                let load = |k: &str| {
+                    cache::load::<f64>(k).filter(|&s| {
+                        let usable = s.is_finite() && s > 0.0;
+                        if !usable {
+                            log::warn!(
+                                "calibration cache entry for {k} holds an unusable figure \
+                                 ({s}); measuring again and rewriting it"
+                            );
+                        }
+                        usable
+                    })
+                };
+                let alone: Option<Vec<f64>> = alone_keys.iter().map(|k| load(k)).collect();
+                load(&key).zip(alone)
             };
-            let speedup = match cached {
-                Some(s) => s,
+            let (speedup, alone) = match cached {
+                Some(figures) => figures,
                 None => {
-                    let s = self.measure_speedup(&members)?;
+                    let (s, alone) = self.measure_speedup(&members)?;
                     // A cache that cannot be written only costs a re-measurement next time.
                     let _ = cache::store(&key, &s);
-                    s
+                    for (k, per_item) in alone_keys.iter().zip(&alone) {
+                        let _ = cache::store(k, per_item);
+                    }
+                    (s, alone)
                 }
             };
+            self.seed_history(&members, &alone);
             speedups.insert(group, speedup);
         }
         Ok(speedups)

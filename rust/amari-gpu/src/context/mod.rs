@@ -99,7 +99,7 @@ pub struct MultiGpuContext {
     pub(super) options: ContextOptions,
     pub(super) measured: Mutex<Vec<Option<(Measurements, bool)>>>,
     pub(super) calibration: Mutex<()>,
-    pub(super) history: History,
+    pub(crate) history: History,
     /// (device, kernel id) pairs that have run in a call: a device's first chunk of a kernel
     /// pays one-time costs (the driver compiling the pipeline at its first dispatch, the host
     /// pool's threads and the kernel's tables warming up: 14 ms against 0.09 ms for a
