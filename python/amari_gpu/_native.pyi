@@ -17,6 +17,7 @@ __all__ = [
     "__version__",
     "adapters",
     "check_workload",
+    "default_selection",
     "profile_start",
     "profile_stop",
     "reset_log_levels",
@@ -241,6 +242,7 @@ class WorkloadFields(Protocol):
     def flops_per_item(self) -> float: ...
 
 def adapters() -> list[AdapterDict]: ...
+def default_selection() -> list[tuple[bool, str]]: ...
 def check_workload(workload: WorkloadFields) -> None: ...
 
 @final

@@ -51,6 +51,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     logs::register(m)?;
     add_names(m)?;
     m.add_function(wrap_pyfunction!(adapters::adapters, m)?)?;
+    m.add_function(wrap_pyfunction!(adapters::default_selection, m)?)?;
     m.add_class::<context::PyContext>()?;
     m.add_function(wrap_pyfunction!(context::check_workload, m)?)?;
     ga::register(m)?;

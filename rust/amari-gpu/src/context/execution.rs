@@ -335,12 +335,21 @@ impl MultiGpuContext {
             if report.completed.is_empty() {
                 continue;
             }
-            let predicted: f64 = report
-                .completed
+            // The first chunk a device runs of a kernel carries one-time costs: left out.
+            let first_run = self
+                .warmed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert((dev.id, workload.kernel.clone()));
+            let completed = &report.completed[usize::from(first_run)..];
+            if completed.is_empty() {
+                continue;
+            }
+            let predicted: f64 = completed
                 .iter()
                 .map(|done| model.seconds(workload, done.items as u64, 1, sharing))
                 .sum();
-            let observed: f64 = report.completed.iter().map(|done| done.seconds).sum();
+            let observed: f64 = completed.iter().map(|done| done.seconds).sum();
             self.history.record(dev.id, family, predicted, observed);
         }
     }
