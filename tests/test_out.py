@@ -190,7 +190,7 @@ def test_out_is_written_returned_and_bit_identical(
 def several() -> MultiGpuContext:
     """Three logical devices per default adapter, 128 items per chunk: every device takes
     chunks of the cases' batches, the last one ragged."""
-    ctx = MultiGpuContext(devices_per_adapter=3, chunk_items=128)
+    ctx = MultiGpuContext(backends=["vulkan"], devices_per_adapter=3, chunk_items=128)
     assert len(ctx.devices) >= 3
     return ctx
 
@@ -199,7 +199,7 @@ def several() -> MultiGpuContext:
 def one_chunked() -> MultiGpuContext:
     """One device with the chunk grid of ``several``: reductions (the Fisher matrix) are
     summed in chunk order, so their bits depend on the grid, never on the devices."""
-    return MultiGpuContext(chunk_items=128)
+    return MultiGpuContext(backends=["vulkan"], chunk_items=128)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -298,7 +298,7 @@ def test_float64_inputs_write_float32_out(default_ctx: MultiGpuContext) -> None:
 
 
 def test_failure_after_work_began_says_out_may_be_partly_written() -> None:
-    ctx = MultiGpuContext(devices_per_adapter=2, chunk_items=256)
+    ctx = MultiGpuContext(backends=["vulkan"], devices_per_adapter=2, chunk_items=256)
     a, b = _f32(20_000, 8), _f32(20_000, 8)
     out = np.zeros((20_000, 8), np.float32)
     for device in ctx.devices:
