@@ -22,7 +22,7 @@ GRID, GRID_STEPS = 512, 8
 
 def _contexts() -> dict[str, ag.MultiGpuContext]:
     found = ag.adapters()
-    contexts = {"default": ag.MultiGpuContext()}
+    contexts = {"default": ag.MultiGpuContext(backends=["vulkan"])}
     if len(found) > 1:
         contexts["all-adapters"] = ag.MultiGpuContext(adapters=[a.index for a in found])
     return contexts

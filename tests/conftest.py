@@ -81,26 +81,30 @@ def adapter_ctx(
 
 @pytest.fixture(scope="session")
 def default_ctx(all_adapters: list[amari_gpu.AdapterInfo]) -> amari_gpu.MultiGpuContext:
-    """The default selection."""
-    return amari_gpu.MultiGpuContext()
+    """The suite's wgpu context: the Vulkan adapters (lavapipe on a machine without a GPU).
+
+    The default selection on such a machine is the host device alone (see
+    ``test_adapters.py`` for its rule); naming the backend keeps these tests on wgpu.
+    """
+    return amari_gpu.MultiGpuContext(backends=["vulkan"])
 
 
 @pytest.fixture(scope="session")
 def devices3(all_adapters: list[amari_gpu.AdapterInfo]) -> amari_gpu.MultiGpuContext:
-    """Three logical devices on each default adapter."""
-    ctx = amari_gpu.MultiGpuContext(devices_per_adapter=3)
+    """Three logical devices on each Vulkan adapter."""
+    ctx = amari_gpu.MultiGpuContext(backends=["vulkan"], devices_per_adapter=3)
     assert len(ctx.devices) >= 3
     return ctx
 
 
 @pytest.fixture(scope="session")
 def devices3_chunked(all_adapters: list[amari_gpu.AdapterInfo]) -> amari_gpu.MultiGpuContext:
-    """Three logical devices per default adapter, 4096 items per chunk.
+    """Three logical devices per Vulkan adapter, 4096 items per chunk.
 
     Small chunks make every device take several chunks even for modest N, and most N leave a
     ragged last chunk.
     """
-    ctx = amari_gpu.MultiGpuContext(devices_per_adapter=3, chunk_items=4096)
+    ctx = amari_gpu.MultiGpuContext(backends=["vulkan"], devices_per_adapter=3, chunk_items=4096)
     assert len(ctx.devices) >= 3
     return ctx
 

@@ -21,6 +21,7 @@ from amari_gpu import (
     MultiGpuContext,
     NoAdapterError,
 )
+from amari_gpu._adapters import default_selection
 
 BACKENDS = {"vulkan", "metal", "dx12", "gl", "host"}
 DEVICE_TYPES = {"discrete_gpu", "integrated_gpu", "virtual_gpu", "cpu", "other"}
@@ -167,15 +168,41 @@ def test_error_hierarchy():
 # --- device selection -------------------------------------------------------------------
 
 
-def test_default_selection_is_one_device_on_the_non_duplicate_adapter(default_ctx, all_adapters):
-    # No hardware adapter here, so the software ones are used, minus GL's duplicate view.
-    assert not any(not a.is_software for a in all_adapters)
-    assert len(default_ctx.devices) == 1
-    device = default_ctx.devices[0]
-    assert isinstance(device, Device)
-    assert device.id == 0
-    assert device.adapter.same_device_as is None
-    assert device.adapter == _only(all_adapters, "vulkan")
+def test_default_selection_is_every_hardware_gpu_and_the_host(all_adapters):
+    # Every distinct hardware GPU adapter plus the host device; with no hardware GPU (this
+    # machine: lavapipe and llvmpipe, software adapters on the host's cores), the host alone.
+    expected = [
+        a for a in all_adapters if a.same_device_as is None and (a.is_host or not a.is_software)
+    ]
+    ctx = MultiGpuContext()
+    assert [d.adapter for d in ctx.devices] == expected
+    assert [d.id for d in ctx.devices] == list(range(len(expected)))
+    assert all(isinstance(d, Device) for d in ctx.devices)
+    if all(a.is_software for a in all_adapters):
+        assert [d.adapter.backend for d in ctx.devices] == ["host"]
+
+
+def test_the_default_selection_says_why_for_every_adapter(all_adapters):
+    chosen = {d.adapter.index for d in MultiGpuContext().devices}
+    explained = default_selection()
+    assert [info for info, _, _ in explained] == all_adapters
+    assert {info.index for info, used, _ in explained if used} == chosen
+    reasons = {info.index: why for info, _, why in explained}
+    for info in all_adapters:
+        if info.is_host:
+            assert reasons[info.index] == "the host CPU device"
+        elif info.same_device_as is not None:
+            assert reasons[info.index] == f"same device as adapter {info.same_device_as}"
+        elif info.is_software:
+            assert reasons[info.index].startswith("software adapter on the host's cores")
+        else:
+            assert reasons[info.index] == "hardware GPU"
+
+
+def test_the_vulkan_fixture_is_one_device_on_the_non_duplicate_adapter(default_ctx, all_adapters):
+    # What the suite uses to exercise wgpu: lavapipe here, never GL's duplicate view of it.
+    assert [d.adapter for d in default_ctx.devices] == [_only(all_adapters, "vulkan")]
+    assert default_ctx.devices[0].adapter.same_device_as is None
 
 
 def test_backends_gl_selects_the_gl_adapter_even_though_it_is_a_duplicate(all_adapters):
@@ -223,7 +250,7 @@ def test_devices_per_adapter_multiplies_every_selected_adapter():
 
 
 def test_max_devices_truncates():
-    ctx = MultiGpuContext(devices_per_adapter=3, max_devices=2)
+    ctx = MultiGpuContext(backends=["vulkan"], devices_per_adapter=3, max_devices=2)
     assert [d.id for d in ctx.devices] == [0, 1]
     assert len({d.adapter.index for d in ctx.devices}) == 1
     ctx = MultiGpuContext(adapters=[0, 1], max_devices=1)

@@ -1,7 +1,8 @@
-"""The command line: `info` lists the adapters (also as JSON), `doctor` smoke-tests each
-adapter alone and says what to install, `calibrate` prints measured capabilities, `bench`
-runs the scaling study, and `demo`, the README's main job, runs and checks every kernel
-family on every adapter. Also the progress bar the long commands draw on stderr."""
+"""The command line: `info` lists the adapters and the host device (also as JSON) with the
+default selection and its reasons, `doctor` smoke-tests each adapter and the host device alone
+and says what to install, `calibrate` prints measured capabilities (the host's included),
+`bench` runs the scaling study, and `demo`, the README's main job, runs and checks every kernel
+family on every device. Also the progress bar the long commands draw on stderr."""
 
 from __future__ import annotations
 
@@ -43,6 +44,24 @@ def test_info_json_lists_every_adapter(capsys):
         else:
             assert entry["limits"]["max_compute_workgroups_per_dimension"] > 0
         assert isinstance(entry["features"], list)
+    # Which adapters the default selection uses, and why, as the context opens them.
+    used = [a["index"] for a in listed if a["default_selection"]["used"]]
+    assert used == [d.adapter.index for d in ag.MultiGpuContext().devices]
+    assert all(a["default_selection"]["reason"] for a in listed)
+    host = listed[-1]
+    assert host["backend"] == "host"
+    assert host["default_selection"] == {"used": True, "reason": "the host CPU device"}
+
+
+def test_info_text_shows_the_host_and_the_selection(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    host = ag.adapters()[-1]
+    assert host.describe() in out
+    assert f"{host.limits['threads']} hardware threads; SIMD {host.features[0]}" in out
+    assert "default selection: used (the host CPU device)" in out
+    if all(a.is_software for a in ag.adapters()):
+        assert "default selection: left out (software adapter on the host's cores" in out
 
 
 def test_info_backends_filter(capsys):
@@ -162,13 +181,12 @@ def test_without_a_runtime_dir_the_cli_gives_itself_a_private_one(tmp_path):
     assert checks["XDG_RUNTIME_DIR"]["detail"].startswith("not set or missing")
 
 
-def test_doctor_smoke_tests_every_adapter(capsys):
+def test_doctor_smoke_tests_every_adapter_and_the_host(capsys):
     assert main(["doctor", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    # The host device is not smoke-tested yet (it has no grid kernels).
-    wgpu = [a for a in ag.adapters() if not a.is_host]
-    assert report["ok"] and report["usable"] == len(wgpu)
-    assert [r["index"] for r in report["adapters"]] == [a.index for a in wgpu]
+    found = ag.adapters()
+    assert report["ok"] and report["usable"] == len(found)
+    assert [r["index"] for r in report["adapters"]] == [a.index for a in found]
     for r in report["adapters"]:
         assert r["ok"] and r["error"] is None
         kernels = [k["kernel"] for k in r["kernels"]]
@@ -179,18 +197,29 @@ def test_doctor_smoke_tests_every_adapter(capsys):
             "fisher_information",
         ]
         assert all(k["ok"] and k["s"] > 0 for k in r["kernels"])
+    host = report["adapters"][-1]
+    assert host["backend"] == "host"
+    assert host["simd"] == found[-1].features[0] and host["threads"] == found[-1].limits["threads"]
+    selection = report["default_selection"]
+    assert [d["index"] for d in selection if d["used"]] == [
+        d.adapter.index for d in ag.MultiGpuContext().devices
+    ]
     if sys.platform.startswith("linux") and "vulkan" in {a.backend for a in ag.adapters()}:
         names = {c["name"]: c for c in report["checks"]}
         assert names["Vulkan loader"]["ok"] and names["Vulkan drivers (ICD manifests)"]["ok"]
 
 
-def test_doctor_text_reports_each_adapter(capsys):
+def test_doctor_text_reports_each_adapter_and_the_host(capsys):
     assert main(["doctor"]) == 0
     captured = capsys.readouterr()
-    found = [a for a in ag.adapters() if not a.is_host]
-    assert f"Result: {len(found)} of {len(found)} adapters usable" in captured.out
+    found = ag.adapters()
+    assert f"Result: {len(found)} of {len(found)} devices usable" in captured.out
     for a in found:
         assert f"ok    {a.describe()}" in captured.out
+    host = found[-1]
+    simd_line = f"host device: SIMD {host.features[0]}, {host.limits['threads']} threads"
+    assert simd_line in captured.out
+    assert f"used      [{host.index}] the host CPU device" in captured.out
     assert "max rel. error" in captured.out and "FAIL" not in captured.out
     assert "doctor" in captured.err  # progress went to stderr, not into the report
 
@@ -224,11 +253,18 @@ def test_calibrate_json_has_measured_figures(capsys):
     assert out["seconds"] >= 0
 
 
-def test_calibrate_text_per_logical_device(capsys):
-    assert main(["calibrate", "--devices-per-adapter", "2"]) == 0
+def test_calibrate_text_per_logical_device_and_the_host(capsys):
+    # Two logical devices on lavapipe and the host device, which shares their cores.
+    assert main(["calibrate", "--backends", "vulkan,host", "--devices-per-adapter", "2"]) == 0
     out = capsys.readouterr().out
     assert "device 0:" in out and "device 1:" in out
-    assert "items/s: geometric_algebra" in out and "shares hardware with devices" in out
+    host = ag.adapters()[-1]
+    assert f"device 2: {host.describe()}" in out
+    assert "items/s: geometric_algebra" in out
+    assert (
+        "shares hardware with devices [1, 2]" in out
+        and "shares hardware with devices [0, 1]" in out
+    )
 
 
 def test_bench_writes_the_study(capsys, monkeypatch, tmp_path):
@@ -247,14 +283,25 @@ def test_bench_writes_the_study(capsys, monkeypatch, tmp_path):
     assert (tmp_path / "report.md").read_text().startswith("# amari_gpu scaling study")
 
 
-def test_demo_checks_every_adapter_and_passes(capsys):
+def test_demo_checks_every_device_and_the_default_selection(capsys):
     assert main(["demo", "--items", "20000"]) == 0
     out = capsys.readouterr().out
     assert "WRONG" not in out
-    # Per adapter and for all together: the product, tropical + Fisher, heat + Life grids.
-    wgpu = [a for a in ag.adapters() if not a.is_host]
-    assert out.count("OK") == 3 * len(wgpu) + 3
-    assert out.count("heat 512x384") == len(wgpu) + 1
+    found = ag.adapters()
+    host = found[-1]
+    # Per device alone (the host included), all together and the default selection: the
+    # product, tropical + Fisher, heat + Life grids (or a line saying a host-only context
+    # has none yet).
+    assert out.count("OK") >= 2 * len(found) + 4
+    grid_lines = out.count("heat 512x384") + out.count("heat and Life not run")
+    assert grid_lines == len(found) + 2
+    assert f"  {host.describe()}" in out
+    assert "used: the host CPU device" in out
+    default = ag.MultiGpuContext()
+    names = ", ".join(f"{d.id}: {d.adapter.name} ({d.adapter.backend})" for d in default.devices)
+    assert f"Default selection ({len(default.devices)} devices: {names}):" in out
+    # The plans name every device they gave chunks to, the host's included.
+    assert "(host)" in out.split("Everything together")[1]
 
 
 class _Terminal(io.StringIO):

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_grid_call_resets_last_plan_and_a_kernel_call_resets_last_run():
-    ctx = ag.MultiGpuContext()
+    ctx = ag.MultiGpuContext(backends=["vulkan"])
     ctx.geometric_product(np.ones((4, 8)), np.ones(8))
     assert isinstance(ctx.last_plan, ag.Plan) and ctx.last_run is None
     ctx.stencil(np.zeros((8, 8)), 2)

@@ -172,7 +172,7 @@ def test_fresh_measurement_is_quick_then_cached_then_forced(fresh_cache):
 
 
 def test_logical_devices_of_one_adapter_share_one_measurement(fresh_cache):
-    ctx = MultiGpuContext(devices_per_adapter=3)
+    ctx = MultiGpuContext(backends=["vulkan"], devices_per_adapter=3)
     assert len(ctx.devices) == 3
     ctx.calibrate()
     caps = ctx.calibrate(force=True)  # one measurement for the three devices, cached now

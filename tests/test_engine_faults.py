@@ -85,7 +85,7 @@ def batches() -> dict[int, Batch]:
 
 
 def _context() -> MultiGpuContext:
-    ctx = MultiGpuContext(devices_per_adapter=DEVICES, chunk_items=CHUNK)
+    ctx = MultiGpuContext(backends=["vulkan"], devices_per_adapter=DEVICES, chunk_items=CHUNK)
     assert len(ctx.devices) == DEVICES
     assert all(h == {"healthy": True, "reason": None} for h in ctx.health().values())
     return ctx
@@ -316,7 +316,9 @@ def timeout_batch() -> Batch:
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_chunks_slower_than_sync_timeout_fail_every_device(timeout_batch, strategy):
-    ctx = MultiGpuContext(devices_per_adapter=2, sync_timeout_ms=1, chunk_items=TIMEOUT_CHUNK)
+    ctx = MultiGpuContext(
+        backends=["vulkan"], devices_per_adapter=2, sync_timeout_ms=1, chunk_items=TIMEOUT_CHUNK
+    )
     with pytest.raises(DeviceLostError, match=r"no healthy device.*sync_timeout_ms=1"):
         _run(ctx, timeout_batch, strategy)
     assert ctx.last_plan is None
@@ -329,7 +331,12 @@ def test_chunks_slower_than_sync_timeout_fail_every_device(timeout_batch, strate
 
 
 def test_a_generous_sync_timeout_changes_nothing(timeout_batch):
-    ctx = MultiGpuContext(devices_per_adapter=2, sync_timeout_ms=60_000, chunk_items=TIMEOUT_CHUNK)
+    ctx = MultiGpuContext(
+        backends=["vulkan"],
+        devices_per_adapter=2,
+        sync_timeout_ms=60_000,
+        chunk_items=TIMEOUT_CHUNK,
+    )
     _assert_correct(_run(ctx, timeout_batch, "balanced"), timeout_batch)
     assert all(h == {"healthy": True, "reason": None} for h in ctx.health().values())
     assert sum(s["items_done"] for s in ctx.stats()) == TIMEOUT_N

@@ -40,7 +40,7 @@ def _gp_workload(items: int) -> Workload:
 @pytest.fixture(scope="module")
 def sized_contexts(all_adapters) -> dict[int, MultiGpuContext]:
     """Contexts of 1, 2 and 4 logical devices on the first adapter, default chunking."""
-    contexts = {k: MultiGpuContext(devices_per_adapter=k) for k in (1, 2, 4)}
+    contexts = {k: MultiGpuContext(backends=["vulkan"], devices_per_adapter=k) for k in (1, 2, 4)}
     for k, ctx in contexts.items():
         assert len(ctx.devices) == k
     return contexts
@@ -107,7 +107,7 @@ def test_strategies_are_the_documented_ones():
 @pytest.mark.parametrize("strategy", ["fastest", "Balanced", "", None, 1])
 def test_context_rejects_an_unknown_strategy(strategy):
     with pytest.raises(InvalidArgumentError, match=r"^strategy: expected one of") as info:
-        MultiGpuContext(strategy=strategy)
+        MultiGpuContext(backends=["vulkan"], strategy=strategy)
     assert isinstance(info.value, ValueError)
 
 
@@ -125,7 +125,7 @@ def test_kernel_call_rejects_an_unknown_strategy(engine_ctx):
 
 
 def test_the_context_strategy_is_the_default(all_adapters):
-    ctx = MultiGpuContext(devices_per_adapter=2, strategy="balanced")
+    ctx = MultiGpuContext(backends=["vulkan"], devices_per_adapter=2, strategy="balanced")
     assert ctx.last_plan is None
     plan = ctx.distribute_workload(_gp_workload(100_000))
     assert (plan.requested_strategy, plan.strategy) == ("balanced", "balanced")
@@ -137,7 +137,7 @@ def test_the_context_strategy_is_the_default(all_adapters):
 
 
 def test_auto_is_the_default_and_says_what_it_chose(all_adapters):
-    ctx = MultiGpuContext(devices_per_adapter=2)
+    ctx = MultiGpuContext(backends=["vulkan"], devices_per_adapter=2)
     plan = ctx.distribute_workload(_gp_workload(1_000_000))
     assert plan.requested_strategy == "auto"
     assert plan.strategy in {"balanced", "capability", "memory", "latency", "adaptive"}
@@ -286,7 +286,7 @@ def test_kernel_calls_follow_the_predicted_plan_on_a_device_independent_grid(
 
 
 def test_chunk_items_override_sets_the_grid(all_adapters):
-    ctx = MultiGpuContext(devices_per_adapter=3, chunk_items=4096)
+    ctx = MultiGpuContext(backends=["vulkan"], devices_per_adapter=3, chunk_items=4096)
     workload = _gp_workload(100_003)
     for strategy in STRATEGIES:
         plan = ctx.distribute_workload(workload, strategy)

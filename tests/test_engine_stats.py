@@ -50,7 +50,7 @@ def _check_shape(stats: list[dict], devices: int) -> None:
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_counters_add_up_to_the_problem(reference_batch, strategy):
     a, b, want = reference_batch(N)
-    ctx = MultiGpuContext(devices_per_adapter=3, chunk_items=CHUNK)
+    ctx = MultiGpuContext(backends=["vulkan"], devices_per_adapter=3, chunk_items=CHUNK)
     before = ctx.stats()
     _check_shape(before, 3)
     assert all(s[name] == 0 for s in before for name in COUNTERS)
@@ -107,7 +107,7 @@ def test_balanced_work_is_spread_over_every_device(reference_batch):
 
 
 def test_an_empty_call_does_no_work():
-    ctx = MultiGpuContext(devices_per_adapter=2)
+    ctx = MultiGpuContext(backends=["vulkan"], devices_per_adapter=2)
     empty = np.zeros((0, 8), dtype=np.float32)
     out = ctx.geometric_product(empty, empty)
     assert out.shape == (0, 8) and out.dtype == np.float32

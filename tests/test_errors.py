@@ -96,9 +96,9 @@ def test_devices_per_adapter_has_a_documented_bound():
     with pytest.raises(
         InvalidArgumentError, match=r"^devices_per_adapter: expected an integer from 1 to 64, "
     ):
-        ag.MultiGpuContext(devices_per_adapter=65)
+        ag.MultiGpuContext(backends=["vulkan"], devices_per_adapter=65)
     with pytest.raises(InvalidArgumentError, match=r"^devices_per_adapter: .*got 1000$"):
-        ag.MultiGpuContext(devices_per_adapter=1000)
+        ag.MultiGpuContext(backends=["vulkan"], devices_per_adapter=1000)
 
 
 def test_after_chunks_beyond_64_bits_names_the_argument(default_ctx):
@@ -195,7 +195,7 @@ def test_no_adapter_error_speaks_in_words(all_adapters):
 
 
 def test_device_lost_names_the_failed_devices_and_calls_none_healthy():
-    ctx = ag.MultiGpuContext(devices_per_adapter=2)
+    ctx = ag.MultiGpuContext(backends=["vulkan"], devices_per_adapter=2)
     a = np.ones((20000, 8), np.float32)
     for device in range(len(ctx.devices)):
         ctx.inject_fault(device, 0)

@@ -21,7 +21,10 @@ PGA = Algebra(3, 0, 1)
 STA = Algebra(1, 3)
 
 CONFIGS = [
-    pytest.param({"devices_per_adapter": k, "chunk_items": CHUNK}, id=f"lavapipe-x{k}")
+    pytest.param(
+        {"backends": ["vulkan"], "devices_per_adapter": k, "chunk_items": CHUNK},
+        id=f"lavapipe-x{k}",
+    )
     for k in (1, 2, 3, 8)
 ] + [
     pytest.param(

@@ -40,7 +40,7 @@ CALLS: dict[str, Callable[[MultiGpuContext], Any]] = {
 
 @pytest.fixture(scope="module")
 def closed_ctx(all_adapters: list[amari_gpu.AdapterInfo]) -> MultiGpuContext:
-    with MultiGpuContext() as ctx:
+    with MultiGpuContext(backends=["vulkan"]) as ctx:
         assert not ctx.closed
         assert ctx.geometric_product(_V, _V).shape == (4, 8)
     assert ctx.closed
@@ -54,7 +54,7 @@ def test_every_call_on_a_closed_context_raises(closed_ctx: MultiGpuContext, name
 
 
 def test_close_is_idempotent_and_shows_in_repr(all_adapters: list[amari_gpu.AdapterInfo]) -> None:
-    ctx = MultiGpuContext()
+    ctx = MultiGpuContext(backends=["vulkan"])
     assert "closed" not in repr(ctx)
     ctx.close()
     ctx.close()
@@ -63,7 +63,7 @@ def test_close_is_idempotent_and_shows_in_repr(all_adapters: list[amari_gpu.Adap
 
 
 def test_with_closes_on_an_exception_too(all_adapters: list[amari_gpu.AdapterInfo]) -> None:
-    with pytest.raises(ValueError, match="inside"), MultiGpuContext() as ctx:
+    with pytest.raises(ValueError, match="inside"), MultiGpuContext(backends=["vulkan"]) as ctx:
         raise ValueError("inside")
     assert ctx.closed
 
@@ -72,7 +72,7 @@ def test_contexts_opened_and_closed_in_a_loop_keep_working(
     all_adapters: list[amari_gpu.AdapterInfo],
 ) -> None:
     for _ in range(5):
-        with MultiGpuContext() as ctx:
+        with MultiGpuContext(backends=["vulkan"]) as ctx:
             np.testing.assert_array_equal(
                 ctx.geometric_product(_V, _V), ctx.geometric_product(_V, _V)
             )

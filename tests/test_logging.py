@@ -57,7 +57,9 @@ def test_selection_and_calibration_are_logged_at_info(info, tmp_path, monkeypatc
 
 
 def test_a_device_failure_is_a_warning_naming_the_reason_and_the_requeued_chunks(caplog):
-    ctx = ag.MultiGpuContext(devices_per_adapter=2, chunk_items=1024, strategy="balanced")
+    ctx = ag.MultiGpuContext(
+        backends=["vulkan"], devices_per_adapter=2, chunk_items=1024, strategy="balanced"
+    )
     ctx.calibrate()
     caplog.set_level(logging.WARNING, logger="amari_gpu")
     ag.reset_log_levels()
@@ -78,7 +80,9 @@ def test_nothing_is_printed_unless_the_application_configures_logging(tmp_path):
         import numpy as np
         import amari_gpu as ag
 
-        ctx = ag.MultiGpuContext(devices_per_adapter=2, chunk_items=1024, strategy="balanced")
+        ctx = ag.MultiGpuContext(
+            backends=["vulkan"], devices_per_adapter=2, chunk_items=1024, strategy="balanced"
+        )
         ctx.inject_fault(1, after_chunks=1)
         a = np.ones((20_000, 8), np.float32)
         ctx.geometric_product(a, a)

@@ -79,7 +79,7 @@ def test_by_default_timestamps_are_used_only_where_they_cost_under_3_percent_of_
 
 
 def test_host_timing_when_timestamps_are_turned_off():
-    ctx = ag.MultiGpuContext(gpu_timestamps=False, chunk_items=4096)
+    ctx = ag.MultiGpuContext(backends=["vulkan"], gpu_timestamps=False, chunk_items=4096)
     assert not any(d.gpu_timestamps for d in ctx.devices)
     prof = _profiled(ctx, 20_000)
     kernels = [e for e in prof.events if e["kind"] == "kernel"]
@@ -146,7 +146,9 @@ def test_chrome_trace_parses_with_the_required_keys(ctx4, tmp_path):
 
 
 def test_injected_faults_show_up_as_retries():
-    ctx = ag.MultiGpuContext(devices_per_adapter=2, chunk_items=1024, strategy="balanced")
+    ctx = ag.MultiGpuContext(
+        backends=["vulkan"], devices_per_adapter=2, chunk_items=1024, strategy="balanced"
+    )
     ctx.inject_fault(1, after_chunks=2)
     n = 30_000
     prof = _profiled(ctx, n)

@@ -16,7 +16,7 @@ import os, signal, threading, time
 import numpy as np
 import amari_gpu
 
-ctx = amari_gpu.MultiGpuContext()
+ctx = amari_gpu.MultiGpuContext(backends=["vulkan"])
 ctx.calibrate()
 sent = []
 def interrupt():

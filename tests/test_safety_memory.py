@@ -13,7 +13,7 @@ import numpy as np
 import amari_gpu
 from amari_gpu import OutOfMemoryError
 
-ctx = amari_gpu.MultiGpuContext()
+ctx = amari_gpu.MultiGpuContext(backends=["vulkan"])
 try:
     {call}
 except OutOfMemoryError as e:

@@ -75,7 +75,7 @@ def test_every_device_set_strategy_and_baseline_is_measured(study):
     found = [a for a in ag.adapters() if not a.is_host]
     sets = {s["label"] for s in data["device_sets"]}
     assert {f"[{a.index}] {a.backend} alone" for a in found} <= sets
-    assert any(label.startswith("default x2") for label in sets)
+    assert any(label.startswith("wgpu x2") for label in sets)
     assert (f"all {len(found)} adapters" in sets) == (len(found) > 1)
     for family, sizes in SIZES.items():
         rows = [r for r in data["rows"] if r["family"] == family and r["size"] == max(sizes)]

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 @pytest.fixture(scope="module")
 def chunked_ctx() -> MultiGpuContext:
     """Three logical devices on each default adapter, 2 row blocks (128 rows) per chunk."""
-    return MultiGpuContext(devices_per_adapter=3, chunk_items=2)
+    return MultiGpuContext(backends=["vulkan"], devices_per_adapter=3, chunk_items=2)
 
 
 @random_cases(

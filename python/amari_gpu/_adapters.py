@@ -63,3 +63,11 @@ def adapters() -> list[AdapterInfo]:
     """Every adapter wgpu reports on every native backend (Vulkan, Metal, DX12, GL), then the
     host CPU device."""
     return [AdapterInfo.from_dict(d) for d in _native.adapters()]
+
+
+def default_selection() -> list[tuple[AdapterInfo, bool, str]]:
+    """Every adapter of :func:`adapters`, whether the default selection (``MultiGpuContext()``)
+    uses it, and why (or why not) in a few words."""
+    found, explained = adapters(), _native.default_selection()
+    assert len(found) == len(explained), "one reason per adapter"
+    return [(info, used, why) for info, (used, why) in zip(found, explained)]

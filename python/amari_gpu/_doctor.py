@@ -1,9 +1,10 @@
 """``amari-gpu doctor``: is there a usable adapter, does each one compute correctly, and what
 exactly to install when something is missing.
 
-Each adapter is opened alone and is calibrated, then runs three small kernels (a Cl(3,0)
-product, a max-plus product, a Fisher matrix), each checked against a CPU reference computed
-here.
+Each adapter, and the host CPU device, is opened alone and is calibrated, then runs three
+small kernels (a Cl(3,0) product, a max-plus product, a Fisher matrix), each checked against a
+CPU reference computed here. The report also says which devices the default selection uses and
+why, and the host device's SIMD level and threads.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import __version__
-from ._adapters import AdapterInfo, adapters
+from ._adapters import AdapterInfo, adapters, default_selection
 from ._progress import Progress
 from ._system import Check, given_runtime_dir, platform_checks
 from .context import MultiGpuContext
@@ -83,8 +84,17 @@ def smoke(info: AdapterInfo, progress: Progress) -> dict[str, Any]:
         "kernels": [],
         "error": None,
     }
+    if info.is_host:
+        # Alone, the host device's pool takes every hardware thread; said explicitly so the
+        # report names the pool that ran the kernels.
+        threads = int(info.limits.get("threads", 1))
+        result.update(simd=info.features[0] if info.features else "none", threads=threads)
     try:
-        ctx = MultiGpuContext(adapters=[info.index])
+        ctx = (
+            MultiGpuContext(adapters=[info.index], host_threads=result["threads"])
+            if info.is_host
+            else MultiGpuContext(adapters=[info.index])
+        )
     except Exception as e:  # any failure to open is what the doctor must report
         result["error"] = f"opening a device failed: {type(e).__name__}: {e}"
         result["ok"] = False
@@ -166,8 +176,7 @@ def fixes(
 def diagnose(backends: list[str] | None, show_progress: bool) -> dict[str, Any]:
     """Runs every check; the report ``render`` prints and ``--json`` dumps."""
     checks = platform_checks()
-    # The host device is left out until it has grid kernels (phase B of issue 15).
-    every = [a for a in adapters() if not a.is_host]
+    every = adapters()
     chosen = [a for a in every if backends is None or a.backend in backends]
     results: list[dict[str, Any]] = []
     with Progress(len(chosen) * len(SMOKE), "doctor", enabled=show_progress) as bar:
@@ -183,7 +192,11 @@ def diagnose(backends: list[str] | None, show_progress: bool) -> dict[str, Any]:
         "adapters_found": len(every),
         "usable": usable,
         "ok": usable > 0,
-        "fixes": fixes(checks, every, results),
+        "default_selection": [
+            {"index": info.index, "used": used, "reason": why}
+            for info, used, why in default_selection()
+        ],
+        "fixes": fixes(checks, [a for a in every if not a.is_host], results),
     }
 
 
@@ -194,16 +207,24 @@ def render(report: dict[str, Any], say: Callable[[str], None] = print) -> None:
     for c in report["checks"]:
         mark = {True: "ok  ", False: "MISS", None: "note"}[c["ok"]]
         say(f"  {mark}  {c['name']}: {c['detail']}")
-    say(f"Adapters ({report['adapters_found']} found, each opened alone):")
+    say(f"Adapters and the host device ({report['adapters_found']} found, each opened alone):")
     for r in report["adapters"]:
         say(f"  {'ok  ' if r['ok'] else 'FAIL'}  {r['describe']}")
+        if "simd" in r:
+            say(f"        host device: SIMD {r['simd']}, {r['threads']} threads")
         if r["error"]:
             say(f"        {r['error']}")
         for k in r["kernels"]:
             mark = "ok  " if k["ok"] else "FAIL"
             say(f"        {mark} {k['detail']} ({k['s'] * 1e3:.0f} ms)")
+    used = [d for d in report["default_selection"] if d["used"]]
+    say("Default selection (MultiGpuContext()):")
+    for d in report["default_selection"]:
+        say(f"  {'used' if d['used'] else 'left out':<8}  [{d['index']}] {d['reason']}")
+    if not used:
+        say("  nothing: name adapters with backends= or adapters=")
     verdict = "usable" if report["ok"] else "NOTHING USABLE"
-    say(f"Result: {report['usable']} of {len(report['adapters'])} adapters usable ({verdict}).")
+    say(f"Result: {report['usable']} of {len(report['adapters'])} devices usable ({verdict}).")
     if report["fixes"]:
         say("To fix:" if not report["ok"] else "Optional fixes:")
         for line in report["fixes"]:

@@ -17,6 +17,7 @@ __all__ = [
     "__version__",
     "adapters",
     "check_workload",
+    "default_selection",
     "profile_start",
     "profile_stop",
     "reset_log_levels",
@@ -222,6 +223,12 @@ class RunOptions(TypedDict):
     split: list[int] | None
 
 @type_check_only
+class RowsSpec(TypedDict):
+    source: str
+    out_cols: int
+    params: list[tuple[str, float]]
+
+@type_check_only
 class WorkloadFields(Protocol):
     @property
     def kernel(self) -> str: ...
@@ -235,6 +242,7 @@ class WorkloadFields(Protocol):
     def flops_per_item(self) -> float: ...
 
 def adapters() -> list[AdapterDict]: ...
+def default_selection() -> list[tuple[bool, str]]: ...
 def check_workload(workload: WorkloadFields) -> None: ...
 
 @final
@@ -279,6 +287,7 @@ def ga_apply(
     operands: list[npt.NDArray[np.float32]],
     grades: int = 0,
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 
 # --- tropical ---
@@ -290,6 +299,7 @@ def tropical_matmul(
     b: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 def tropical_matvec(
     ctx: Context,
@@ -297,11 +307,13 @@ def tropical_matvec(
     x: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 def shortest_paths(
     ctx: Context,
     w: npt.NDArray[np.float32],
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 
 # --- information geometry ---
@@ -312,19 +324,55 @@ def fisher_information(
     scores: npt.NDArray[np.float32],
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
+    out: npt.NDArray[np.float64] | None = None,
 ) -> tuple[npt.NDArray[np.float64], PlanDict]: ...
 def fisher_categorical(
     ctx: Context,
     values: npt.NDArray[np.float32],
     logits: bool,
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 def fisher_gaussian(
     ctx: Context,
     mean: npt.NDArray[np.float32],
     var: npt.NDArray[np.float32],
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+
+# --- the empirical Fisher call in three steps (a cluster's driver and nodes) ---
+__all__ += ["fisher_finish", "fisher_partials", "fisher_prepare"]
+
+@type_check_only
+class FisherPreparedDict(TypedDict):
+    scores: npt.NDArray[np.float32] | None
+    weights: npt.NDArray[np.float32] | None
+    n: int
+    p: int
+    chunk_items: int
+    total: float
+    column_exponents: list[int]
+    weight_exponent: int
+
+def fisher_prepare(
+    scores: npt.NDArray[np.float32],
+    weights: npt.NDArray[np.float32] | None = None,
+) -> FisherPreparedDict: ...
+def fisher_partials(
+    ctx: Context,
+    scores: npt.NDArray[np.float32],
+    weights: npt.NDArray[np.float32],
+    chunk_items: int,
+    strategy: str | None = None,
+) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+def fisher_finish(
+    partials: npt.NDArray[np.float32],
+    p: int,
+    total: float,
+    column_exponents: list[int],
+    weight_exponent: int,
+) -> npt.NDArray[np.float64]: ...
 
 # --- domain decomposition ---
 __all__ += ["life", "stencil"]
@@ -336,10 +384,23 @@ def stencil(
     boundary: str,
     options: RunOptions,
     progress: Callable[[int, int], object] | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], DomainReportDict]: ...
 def life(
     ctx: Context,
     grid: npt.NDArray[np.uint8],
     options: RunOptions,
     progress: Callable[[int, int], object] | None = None,
+    out: npt.NDArray[np.uint8] | None = None,
 ) -> tuple[npt.NDArray[np.uint8], DomainReportDict]: ...
+
+# --- users' row kernels ---
+__all__ += ["map_rows"]
+
+def map_rows(
+    ctx: Context,
+    spec: RowsSpec,
+    arrays: list[tuple[npt.NDArray[np.float32], bool]],
+    strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
+) -> tuple[npt.NDArray[np.float32], PlanDict]: ...

@@ -1,11 +1,17 @@
 """Command line ``amari-gpu`` (also ``python -m amari_gpu``):
 
-info       every adapter wgpu reports: backend, type, driver, limits, features
-doctor     is anything usable; smoke-test each adapter alone; what to install
-calibrate  measure (or show cached) capabilities of every selected device
+info       every adapter wgpu reports, then the host CPU device: backend, type, driver,
+           limits, features (the host: threads, SIMD level); which ones the default
+           selection uses and why
+doctor     is anything usable; smoke-test each adapter and the host device alone; what to
+           install
+calibrate  measure (or show cached) capabilities of every selected device (default: the
+           default selection, the host device included)
 bench      the scaling study: device sets x strategies x kernel families vs numpy;
            --family host: the host device alone against kingdon, numba, scipy, numpy
-demo       list the adapters, run and check every kernel family on each
+demo       list the adapters, run and check every kernel family on each device
+cluster-info  the nodes of a Ray cluster with the amari_gpu resource, their adapters and
+           calibrated figures (needs amari-gpu[ray])
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import __version__
-from ._adapters import BACKENDS, AdapterInfo, adapters
+from ._adapters import BACKENDS, AdapterInfo, adapters, default_selection
 from .errors import AmariGpuError
 
 _LIMITS = (
@@ -65,19 +71,37 @@ def _selected(backends: list[str] | None) -> list[AdapterInfo]:
 
 
 def _info(args: argparse.Namespace) -> int:
-    found = _selected(args.backends)
+    wanted = {a.index for a in _selected(args.backends)}
+    explained = [row for row in default_selection() if row[0].index in wanted]
     if args.json:
-        listed = [dataclasses.asdict(a) for a in found]
+        listed = [
+            {**dataclasses.asdict(a), "default_selection": {"used": used, "reason": why}}
+            for a, used, why in explained
+        ]
         print(json.dumps({"amari_gpu_version": __version__, "adapters": listed}, indent=2))
-        return 0 if found else 1
-    if not found:
+        return 0 if listed else 1
+    if not explained:
         print(_NO_ADAPTER)
         return 1
-    for info in found:
+    for info, used, why in explained:
         print(info.describe())
-        print("    " + ", ".join(f"{k}={info.limits[k]}" for k in _LIMITS if k in info.limits))
-        used = [f for f in ("timestamp_query", "shader_f16", "subgroup") if f in info.features]
-        print(f"    {len(info.features)} features; optional ones used: {', '.join(used) or 'none'}")
+        if info.is_host:
+            simd = info.features[0] if info.features else "none"
+            print(
+                f"    {info.limits.get('threads', 0)} hardware threads; SIMD {simd} "
+                f"(features: {', '.join(info.features) or 'none'})"
+            )
+        else:
+            limits = (f"{k}={info.limits[k]}" for k in _LIMITS if k in info.limits)
+            print("    " + ", ".join(limits))
+            used_features = [
+                f for f in ("timestamp_query", "shader_f16", "subgroup") if f in info.features
+            ]
+            print(
+                f"    {len(info.features)} features; optional ones used: "
+                f"{', '.join(used_features) or 'none'}"
+            )
+        print(f"    default selection: {'used' if used else 'left out'} ({why})")
     return 0
 
 
@@ -222,10 +246,16 @@ def _parser() -> argparse.ArgumentParser:
         "--devices-per-adapter",
         type=_counts,
         metavar="N,N,...",
-        help="logical devices per adapter of the default selection (default 1,2,4)",
+        help="logical devices per distinct wgpu adapter (default 1,2,4)",
     )
     demo = commands.add_parser("demo", help="run and check every kernel family on every adapter")
     demo.add_argument("--items", type=_positive, default=1_000_000, help="multivectors per call")
+    cluster = commands.add_parser(
+        "cluster-info",
+        parents=[backends, as_json],
+        help="nodes of a Ray cluster, their adapters and calibrated figures",
+    )
+    cluster.add_argument("--address", help="Ray cluster address (default: as ray.init finds)")
     return parser
 
 
@@ -240,6 +270,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _calibrate(args)
         if args.command == "bench":
             return _bench(args)
+        if args.command == "cluster-info":
+            from .cluster.info import report
+
+            return report(args.address, args.backends, args.json)
         from .demo import run
 
         return run(args.items)

@@ -18,6 +18,7 @@ from .ga import GeometricAlgebraMixin
 from .information import InformationGeometryMixin
 from .planning import Capabilities, Plan, Workload, check_strategy, optional_strategy
 from .profiler import Profile, _Recording
+from .rows import RowsMixin
 from .tropical import TropicalMixin
 
 MAX_DEVICES_PER_ADAPTER = 64
@@ -42,15 +43,20 @@ class Device:
         return Capabilities(**self._native.capabilities(self.id))
 
 
-class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin, DomainMixin):
+class MultiGpuContext(
+    GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin, DomainMixin, RowsMixin
+):
     """Devices on every selected adapter, used together by every kernel call.
 
-    Selection: by default every distinct hardware adapter (one per physical device,
-    preferring Vulkan/Metal/DX12 over GL), or the software adapters when the machine has no
-    hardware one. ``backends=`` or ``adapters=`` select exactly what they name, including an
-    adapter that is another backend's view of the same device. ``device_types=`` filters by
-    kind, ``max_devices=`` caps the count, and ``devices_per_adapter=N`` opens N logical
-    devices (each with its own queue) per adapter, 1 <= N <= 64
+    Selection: by default every distinct hardware GPU adapter (one per physical device,
+    preferring Vulkan/Metal/DX12 over GL) plus the host CPU device; on a machine without a
+    hardware GPU, the host device alone. CPU adapters (lavapipe, llvmpipe, WARP) run on the
+    host's cores and are opened only when named: ``backends=["vulkan"]`` picks lavapipe,
+    ``backends=["vulkan", "host"]`` lavapipe beside the host. ``backends=`` or ``adapters=``
+    select exactly what they name, including an adapter that is another backend's view of the
+    same device. ``device_types=`` filters by kind (``"cpu"`` takes the software adapters and
+    the host), ``max_devices=`` caps the count, and ``devices_per_adapter=N`` opens N logical
+    devices (each with its own queue) per wgpu adapter, 1 <= N <= 64
     (``MAX_DEVICES_PER_ADAPTER``).
 
     ``strategy`` is the default split of every call ("balanced", "capability", "memory",
@@ -65,14 +71,15 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
     failure whose chunks are re-run on the other devices.
 
     The host CPU is a device too: :func:`~amari_gpu.adapters` lists it last with
-    ``backend == "host"``. ``backends=["host"]`` opens it alone and
-    ``backends=["vulkan", "host"]`` beside the Vulkan adapters (it is opened once, whatever
-    ``devices_per_adapter``); it is not in the default selection yet. Its kernels reproduce
-    the WGSL kernels' arithmetic, rounding ``fma`` as the context's wgpu devices do
+    ``backend == "host"``; it is opened once, whatever ``devices_per_adapter``. Its kernels
+    reproduce the WGSL kernels' arithmetic, rounding ``fma`` as the context's wgpu devices do
     (measured when the context opens), so results stay bit-identical; kernels without a host
-    implementation (the grid stencils) run on the wgpu devices only.
+    implementation: none (the softmax of ``fisher_categorical(logits=...)`` is taken once on
+    the host for every context, so it is the same bits for any device mix).
     ``host_threads`` sizes its thread pool (default: the machine's hardware threads minus
-    one per wgpu device of the context, at least 1).
+    one per hardware-GPU device of the context, at least 1; CPU adapters keep no core).
+    Beside CPU adapters, ``strategy="auto"`` gives the host every chunk when calibration
+    measured that running both at once gains nothing.
 
     A context holds its devices (and their memory) until it is closed: use it as a context
     manager (``with MultiGpuContext() as ctx:``) or call :meth:`close`. Every call on a

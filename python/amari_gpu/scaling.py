@@ -147,9 +147,16 @@ def _device_sets(settings: Settings) -> list[_DeviceSet]:
     if len(found) > 1:
         every = MultiGpuContext(adapters=[a.index for a in found])
         sets.append(_DeviceSet(f"all {len(found)} adapters", "all adapters", every))
+    # k logical devices on each distinct wgpu adapter (hardware ones, else the software ones):
+    # the default selection now holds the host device, which has no grid kernels yet and is
+    # one device whatever devices_per_adapter.
+    # With --backends, every adapter on them, duplicates included (as backends= selects).
+    distinct = [a for a in found if a.same_device_as is None or backends is not None]
+    hardware = [a.index for a in distinct if not a.is_software]
+    chosen = hardware or [a.index for a in distinct]
     for k in settings.devices_per_adapter:
-        ctx = MultiGpuContext(backends=backends, devices_per_adapter=k)
-        sets.append(_DeviceSet(f"default x{k} ({len(ctx.devices)} dev)", f"default x{k}", ctx))
+        ctx = MultiGpuContext(adapters=chosen, devices_per_adapter=k)
+        sets.append(_DeviceSet(f"wgpu x{k} ({len(ctx.devices)} dev)", f"wgpu x{k}", ctx))
     return sets
 
 
@@ -331,7 +338,7 @@ def _ratios(rows: list[dict[str, Any]]) -> None:
 
 def _crossover(rows: list[dict[str, Any]]) -> dict[str, Any]:
     gpu = min((r for r in rows if r["kind"] == "gpu"), key=lambda r: r["median_s"])
-    auto_all = [r for r in rows if r["kind"] == "gpu" and r["device_set_kind"] == "default x1"]
+    auto_all = [r for r in rows if r["kind"] == "gpu" and r["device_set_kind"] == "wgpu x1"]
     numpy = [r for r in rows if r["library"] == "numpy"]
     best_numpy = min(numpy, key=lambda r: r["median_s"]) if numpy else None
     clifford = [r for r in rows if r["library"] == "clifford"]

@@ -1,4 +1,5 @@
-//! `adapters()`: every adapter as a plain dict (the Python package wraps it in `AdapterInfo`).
+//! `adapters()`: every adapter as a plain dict (the Python package wraps it in `AdapterInfo`);
+//! `default_selection()`: which of them a default context uses, and why.
 
 use amari_gpu::AdapterInfo;
 use pyo3::prelude::*;
@@ -28,4 +29,12 @@ pub fn adapter_dict<'py>(py: Python<'py>, info: &AdapterInfo) -> PyResult<Bound<
 pub fn adapters(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     let infos = py.detach(amari_gpu::adapters);
     infos.iter().map(|info| adapter_dict(py, info)).collect()
+}
+
+/// For every adapter, in `adapters()` order: whether the default selection
+/// (`MultiGpuContext()`) uses it, and why (or why not).
+#[pyfunction]
+pub fn default_selection(py: Python<'_>) -> PyResult<Vec<(bool, String)>> {
+    py.detach(|| amari_gpu::context::explain_selection(&amari_gpu::ContextOptions::default()))
+        .map_err(|e| crate::errors::to_pyerr(py, e))
 }

@@ -9,10 +9,12 @@ mod domain;
 mod errors;
 mod fields;
 mod fisher;
+mod fisher_split;
 mod ga;
 mod logs;
 mod plans;
 mod profile;
+mod rows;
 mod tropical;
 
 use amari_gpu::adapter::{BACKEND_NAMES, DEVICE_TYPE_NAMES};
@@ -49,12 +51,15 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     logs::register(m)?;
     add_names(m)?;
     m.add_function(wrap_pyfunction!(adapters::adapters, m)?)?;
+    m.add_function(wrap_pyfunction!(adapters::default_selection, m)?)?;
     m.add_class::<context::PyContext>()?;
     m.add_function(wrap_pyfunction!(context::check_workload, m)?)?;
     ga::register(m)?;
     tropical::register(m)?;
     fisher::register(m)?;
+    fisher_split::register(m)?;
     profile::register(m)?;
     domain::register(m)?;
+    rows::register(m)?;
     Ok(())
 }

@@ -35,7 +35,8 @@ pub struct ContextOptions {
     /// measured cost of one is under 3% of a chunk's estimated time.
     pub gpu_timestamps: Option<bool>,
     /// Threads of the host device's kernels; `None`: the machine's hardware threads minus
-    /// one per wgpu device of the context (each has a worker thread to feed it), at least 1.
+    /// one per hardware-GPU device of the context (each has a worker thread to feed it), at
+    /// least 1. CPU adapters (lavapipe, llvmpipe) keep no core: they run on the host's.
     pub host_threads: Option<usize>,
 }
 

@@ -9,7 +9,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::device::GpuDevice;
+use crate::device::{Compiled, GpuDevice};
 use crate::error::{Error, Result};
 use crate::executor::{finish, submit, Finished, InFlight, Resident};
 use crate::interrupt::Interrupt;
@@ -220,7 +220,10 @@ impl Run<'_> {
             .is_some_and(|r| r.gpu_timed.get(dev.id).copied().unwrap_or(false));
         let cancelled = || self.interrupt.as_ref().is_some_and(|i| i.is_cancelled());
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
-            let pipeline = dev.pipeline(self.kernel)?;
+            // Compiled at the first chunk taken, not before: a device the plan gives nothing
+            // (the host's CPU adapters under `auto`) would otherwise compile the kernel on
+            // the cores the working devices use (Mesa takes hundreds of ms for a new one).
+            let mut compiled: Option<Arc<Compiled>> = None;
             loop {
                 while in_flight.len() < IN_FLIGHT && !cancelled() {
                     let next = if in_flight.is_empty() {
@@ -231,6 +234,10 @@ impl Run<'_> {
                     let Some((chunk, orphan)) = next else { break };
                     held = Some(chunk);
                     ready_for_chunk(dev, self.counted)?;
+                    let pipeline = match &compiled {
+                        Some(pipeline) => Arc::clone(pipeline),
+                        None => compiled.insert(dev.pipeline(self.kernel)?).clone(),
+                    };
                     let taken = Instant::now();
                     let range = self.ranges[chunk].clone();
                     let items = range.len();

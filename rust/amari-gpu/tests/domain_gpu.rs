@@ -10,6 +10,7 @@ use common::heat_reference;
 
 fn context(devices_per_adapter: usize) -> MultiGpuContext {
     MultiGpuContext::new(ContextOptions {
+        backends: Some(vec!["vulkan".into()]),
         devices_per_adapter,
         ..Default::default()
     })

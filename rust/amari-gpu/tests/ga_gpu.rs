@@ -62,7 +62,11 @@ fn check(kind: Operation, signature: (u32, u32, u32), ctx: &MultiGpuContext) {
 
 #[test]
 fn products_match_the_reference() {
-    let ctx = MultiGpuContext::new(ContextOptions::default()).expect("context opens");
+    let ctx = MultiGpuContext::new(ContextOptions {
+        backends: Some(vec!["vulkan".into()]),
+        ..Default::default()
+    })
+    .expect("context opens");
     for signature in [(3, 0, 1), (1, 3, 0), (2, 0, 0)] {
         for kind in [Operation::Geometric, Operation::Outer, Operation::Inner] {
             check(kind, signature, &ctx);
@@ -73,6 +77,7 @@ fn products_match_the_reference() {
 #[test]
 fn a_single_rotor_is_applied_to_every_row_on_several_devices() {
     let ctx = MultiGpuContext::new(ContextOptions {
+        backends: Some(vec!["vulkan".into()]),
         devices_per_adapter: 3,
         chunk_items: Some(100),
         ..Default::default()
@@ -109,7 +114,11 @@ fn a_single_rotor_is_applied_to_every_row_on_several_devices() {
 
 #[test]
 fn bad_operands_are_named() {
-    let ctx = MultiGpuContext::new(ContextOptions::default()).expect("context opens");
+    let ctx = MultiGpuContext::new(ContextOptions {
+        backends: Some(vec!["vulkan".into()]),
+        ..Default::default()
+    })
+    .expect("context opens");
     let cl3 = Algebra::CL3;
     let mut out = vec![0.0; 16];
     let cases: [(Operation, Vec<Vec<f32>>, &str); 4] = [

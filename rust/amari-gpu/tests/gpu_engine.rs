@@ -7,6 +7,7 @@ use amari_gpu::{ContextOptions, Error, MultiGpuContext, Strategy};
 
 fn context(devices_per_adapter: usize) -> MultiGpuContext {
     MultiGpuContext::new(ContextOptions {
+        backends: Some(vec!["vulkan".into()]),
         devices_per_adapter,
         chunk_items: Some(4096),
         ..Default::default()

@@ -59,6 +59,7 @@ fn three_logical_devices_with_small_chunks() {
     // Small chunks so every device gets several, with a ragged last chunk.
     run(
         ContextOptions {
+            backends: Some(vec!["vulkan".into()]),
             devices_per_adapter: 3,
             chunk_items: Some(4096),
             ..Default::default()
@@ -70,6 +71,7 @@ fn three_logical_devices_with_small_chunks() {
 #[test]
 fn chunks_too_large_for_the_device_are_refused() {
     let ctx = MultiGpuContext::new(ContextOptions {
+        backends: Some(vec!["vulkan".into()]),
         chunk_items: Some(1 << 30),
         ..Default::default()
     })
@@ -84,7 +86,11 @@ fn chunks_too_large_for_the_device_are_refused() {
 
 #[test]
 fn mismatched_batches_are_shape_errors() {
-    let ctx = MultiGpuContext::new(ContextOptions::default()).expect("context opens");
+    let ctx = MultiGpuContext::new(ContextOptions {
+        backends: Some(vec!["vulkan".into()]),
+        ..Default::default()
+    })
+    .expect("context opens");
     let a = vec![0.0f32; 16];
     let b = vec![0.0f32; 24];
     let mut out = vec![0.0f32; 16];

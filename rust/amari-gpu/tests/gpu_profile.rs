@@ -48,6 +48,7 @@ fn check_cover(events: &[amari_gpu::profile::Event], n: usize, chunk_items: usiz
 fn kernel_events_cover_every_item_once_with_gpu_timestamps_where_available() {
     let n = 30_001;
     let options = ContextOptions {
+        backends: Some(vec!["vulkan".into()]),
         devices_per_adapter: 3,
         chunk_items: Some(2048),
         gpu_timestamps: Some(true),
@@ -95,6 +96,7 @@ fn kernel_events_cover_every_item_once_with_gpu_timestamps_where_available() {
 fn without_timestamps_kernels_are_timed_on_the_host() {
     let n = 10_000;
     let options = ContextOptions {
+        backends: Some(vec!["vulkan".into()]),
         gpu_timestamps: Some(false),
         chunk_items: Some(4096),
         ..Default::default()
@@ -111,6 +113,7 @@ fn without_timestamps_kernels_are_timed_on_the_host() {
 #[test]
 fn retries_show_up_after_an_injected_fault() {
     let ctx = MultiGpuContext::new(ContextOptions {
+        backends: Some(vec!["vulkan".into()]),
         devices_per_adapter: 2,
         chunk_items: Some(1024),
         ..Default::default()
@@ -137,6 +140,7 @@ fn retries_show_up_after_an_injected_fault() {
 fn chrome_trace_has_complete_events_and_named_tracks() {
     let (ctx, events, _) = run_profiled(
         ContextOptions {
+            backends: Some(vec!["vulkan".into()]),
             devices_per_adapter: 2,
             chunk_items: Some(4096),
             ..Default::default()

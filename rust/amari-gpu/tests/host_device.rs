@@ -89,9 +89,18 @@ fn the_host_is_listed_last_as_a_cpu_adapter() {
     assert_eq!(host.index, infos.len() - 1);
     assert_eq!(host.driver, "amari-gpu host kernels");
     assert!(host.limit("threads") >= 1);
-    // Not in the default selection (yet).
+    // In the default selection, last; without a hardware GPU (lavapipe and llvmpipe here)
+    // alone.
     let ctx = MultiGpuContext::new(ContextOptions::default()).expect("default context");
-    assert!(ctx.devices().iter().all(|d| d.adapter.backend != "host"));
+    let opened: Vec<&str> = ctx
+        .devices()
+        .iter()
+        .map(|d| d.adapter.backend.as_str())
+        .collect();
+    assert_eq!(opened.last(), Some(&"host"));
+    if infos.iter().all(|i| i.is_software()) {
+        assert_eq!(opened, ["host"]);
+    }
 }
 
 #[test]

@@ -13,6 +13,7 @@ use amari_gpu::{ContextOptions, Error, MultiGpuContext, Strategy};
 
 fn context(devices_per_adapter: usize) -> MultiGpuContext {
     MultiGpuContext::new(ContextOptions {
+        backends: Some(vec!["vulkan".into()]),
         devices_per_adapter,
         chunk_items: Some(2048),
         ..Default::default()

@@ -150,6 +150,7 @@ fn results_do_not_depend_on_devices_chunks_or_strategy() {
     let b = values(shape.batch * shape.k * shape.n, 6, 13);
     let want = reference(Semiring::MinPlus, &a, &b, shape);
     let ctx = context(ContextOptions {
+        backends: Some(vec!["vulkan".into()]),
         devices_per_adapter: 3,
         chunk_items: Some(2),
         ..Default::default()

@@ -135,9 +135,17 @@ pub(super) fn open_devices(
     }
     if chosen.contains(&host.index) {
         let others = devices.len();
+        // A hardware GPU's worker thread keeps a core to feed it. A CPU adapter's worker
+        // mostly waits for its driver, whose threads run on the host's cores anyway: keeping
+        // a core for it would only slow the host device down (the group's measured speedup
+        // says what running both at once costs).
+        let feeders = devices
+            .iter()
+            .filter(|d| d.adapter.device_type != "cpu")
+            .count();
         let threads = options
             .host_threads
-            .unwrap_or_else(|| cpu::hardware_threads().saturating_sub(others).max(1));
+            .unwrap_or_else(|| cpu::hardware_threads().saturating_sub(feeders).max(1));
         // One piece of hardware with the CPU adapters the context opened.
         let group = devices
             .iter()

@@ -1,0 +1,280 @@
+//! Which adapters a context opens, and how many logical devices on each: a pure function of
+//! the enumeration and the caller's options, so it is tested without a GPU.
+
+use crate::adapter::{canonical_backend, AdapterInfo, BACKEND_NAMES, DEVICE_TYPE_NAMES};
+use crate::error::{Error, Result};
+use crate::options::{check_names, describe_request, ContextOptions, MAX_DEVICES_PER_ADAPTER};
+
+fn describe_available(infos: &[AdapterInfo]) -> String {
+    if infos.is_empty() {
+        return "this machine reports no adapter at all".to_string();
+    }
+    let list: Vec<String> = infos
+        .iter()
+        .map(|i| {
+            format!(
+                "[{}] {} ({}, {})",
+                i.index, i.name, i.backend, i.device_type
+            )
+        })
+        .collect();
+    format!("available: {}", list.join("; "))
+}
+
+/// The selection without `adapters=` or `backends=`: every distinct hardware GPU adapter
+/// (one per physical device, the first backend that reports it) and the host device. CPU
+/// adapters (lavapipe, llvmpipe, WARP) run on the cores the host device already uses, so
+/// they are opened only when named; with `device_types=` every distinct adapter of the kinds
+/// named (software ones and the host, of kind "cpu", included). Only a machine with neither a
+/// hardware GPU nor the host device falls back to its software adapters.
+fn default_selection(infos: &[AdapterInfo], options: &ContextOptions) -> Vec<usize> {
+    let distinct: Vec<&AdapterInfo> = infos
+        .iter()
+        .filter(|i| i.same_device_as.is_none())
+        .filter(|i| {
+            options
+                .device_types
+                .as_ref()
+                .is_none_or(|types| types.contains(&i.device_type))
+        })
+        .collect();
+    if options.device_types.is_some() {
+        return distinct.iter().map(|i| i.index).collect();
+    }
+    let chosen: Vec<usize> = distinct
+        .iter()
+        .filter(|i| i.is_host() || !i.is_software())
+        .map(|i| i.index)
+        .collect();
+    if chosen.is_empty() {
+        distinct.iter().map(|i| i.index).collect()
+    } else {
+        chosen
+    }
+}
+
+/// Returns the selected adapter indices, one entry per logical device to open (an adapter
+/// appears `devices_per_adapter` times in a row).
+pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usize>> {
+    if options.devices_per_adapter == 0 {
+        return Err(Error::invalid(
+            "devices_per_adapter",
+            "expected an integer >= 1, got 0",
+        ));
+    }
+    if options.devices_per_adapter > MAX_DEVICES_PER_ADAPTER {
+        return Err(Error::invalid(
+            "devices_per_adapter",
+            format!(
+                "expected an integer from 1 to {MAX_DEVICES_PER_ADAPTER}, got {}",
+                options.devices_per_adapter
+            ),
+        ));
+    }
+    if options.max_devices == Some(0) {
+        return Err(Error::invalid(
+            "max_devices",
+            "expected an integer >= 1 or None, got 0",
+        ));
+    }
+    if options.chunk_items == Some(0) {
+        return Err(Error::invalid(
+            "chunk_items",
+            "expected an integer >= 1 or None, got 0",
+        ));
+    }
+    if options.host_threads == Some(0) {
+        return Err(Error::invalid(
+            "host_threads",
+            "expected an integer >= 1 or None, got 0",
+        ));
+    }
+    if options.sync_timeout_ms == Some(0) {
+        return Err(Error::invalid(
+            "sync_timeout_ms",
+            "expected an integer >= 1 or None, got 0",
+        ));
+    }
+    if let Some(backends) = &options.backends {
+        check_names("backends", backends, &BACKEND_NAMES)?;
+    }
+    if let Some(types) = &options.device_types {
+        check_names("device_types", types, &DEVICE_TYPE_NAMES)?;
+    }
+    let backend_ok = |info: &AdapterInfo| match &options.backends {
+        None => true,
+        Some(names) => names
+            .iter()
+            .any(|n| canonical_backend(n) == Some(info.backend.as_str())),
+    };
+    let type_ok = |info: &AdapterInfo| match &options.device_types {
+        None => true,
+        Some(types) => types.contains(&info.device_type),
+    };
+
+    let chosen: Vec<usize> = if let Some(indices) = &options.adapters {
+        for (position, &index) in indices.iter().enumerate() {
+            if index >= infos.len() {
+                return Err(Error::invalid(
+                    "adapters",
+                    format!(
+                        "index {index} is out of range; {}",
+                        describe_available(infos)
+                    ),
+                ));
+            }
+            if indices[..position].contains(&index) {
+                return Err(Error::invalid(
+                    "adapters",
+                    format!("index {index} is listed twice; use devices_per_adapter for several devices on one adapter"),
+                ));
+            }
+        }
+        indices
+            .iter()
+            .copied()
+            .filter(|&i| backend_ok(&infos[i]) && type_ok(&infos[i]))
+            .collect()
+    } else if options.backends.is_some() {
+        infos
+            .iter()
+            .filter(|i| backend_ok(i) && type_ok(i))
+            .map(|i| i.index)
+            .collect()
+    } else {
+        default_selection(infos, options)
+    };
+
+    if chosen.is_empty() {
+        let what = if infos.is_empty() {
+            "No GPU adapter found".to_string()
+        } else {
+            format!(
+                "No adapter {}; {}",
+                describe_request(options),
+                describe_available(infos)
+            )
+        };
+        return Err(Error::no_adapter_hint(&what));
+    }
+    // The host device is one device whatever `devices_per_adapter`: its threads are its
+    // parallelism.
+    let mut devices: Vec<usize> = chosen
+        .iter()
+        .flat_map(|&i| {
+            let copies = if infos[i].is_host() {
+                1
+            } else {
+                options.devices_per_adapter
+            };
+            std::iter::repeat_n(i, copies)
+        })
+        .collect();
+    if let Some(max) = options.max_devices {
+        devices.truncate(max);
+    }
+    if log::log_enabled!(log::Level::Info) {
+        log::info!("{}", describe_selection(infos, options, &devices));
+    }
+    Ok(devices)
+}
+
+/// Why the selection took `info` (`true`) or left it out (`false`), in a few words.
+fn reason(info: &AdapterInfo, options: &ContextOptions, devices: &[usize]) -> (bool, String) {
+    let by_default = options.adapters.is_none() && options.backends.is_none();
+    if devices.contains(&info.index) {
+        let why = if options.adapters.is_some() {
+            "in adapters="
+        } else if options.backends.is_some() {
+            "backend in backends="
+        } else if options.device_types.is_some() {
+            "kind in device_types="
+        } else if info.is_host() {
+            "the host CPU device"
+        } else if info.is_software() {
+            "software adapter: no hardware GPU and no host device"
+        } else {
+            "hardware GPU"
+        };
+        return (true, why.to_string());
+    }
+    let why = if options
+        .adapters
+        .as_ref()
+        .is_some_and(|a| !a.contains(&info.index))
+    {
+        "not in adapters=".to_string()
+    } else if options.backends.as_ref().is_some_and(|names| {
+        !names
+            .iter()
+            .any(|n| canonical_backend(n) == Some(info.backend.as_str()))
+    }) {
+        "backend not in backends=".to_string()
+    } else if options
+        .device_types
+        .as_ref()
+        .is_some_and(|t| !t.contains(&info.device_type))
+    {
+        "kind not in device_types=".to_string()
+    } else if by_default {
+        match info.same_device_as {
+            Some(original) => format!("same device as adapter {original}"),
+            None if info.is_software() && !info.is_host() => {
+                "software adapter on the host's cores (name it with backends= or adapters=)"
+                    .to_string()
+            }
+            None => "max_devices reached".to_string(),
+        }
+    } else {
+        "max_devices reached".to_string()
+    };
+    (false, why)
+}
+
+/// For every adapter of `infos`, in order: whether `options` select it and why (or why
+/// not), in a few words; an error when the options themselves are invalid. What `info` and
+/// `doctor` show for the default selection.
+pub fn explain(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<(bool, String)>> {
+    let devices = match select(infos, options) {
+        Ok(devices) => devices,
+        Err(Error::NoAdapter(_)) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    Ok(infos
+        .iter()
+        .map(|info| reason(info, options, &devices))
+        .collect())
+}
+
+/// One line saying which adapters a context opens, how many devices on each, and why the
+/// others were left out.
+fn describe_selection(
+    infos: &[AdapterInfo],
+    options: &ContextOptions,
+    devices: &[usize],
+) -> String {
+    let mut opened: Vec<String> = Vec::new();
+    for &index in devices {
+        let info = &infos[index];
+        let count = devices.iter().filter(|&&i| i == index).count();
+        let entry = format!("[{}] {} ({}) x{count}", index, info.name, info.backend);
+        if !opened.contains(&entry) {
+            opened.push(entry);
+        }
+    }
+    let skipped: Vec<String> = infos
+        .iter()
+        .filter_map(|i| match reason(i, options, devices) {
+            (true, _) => None,
+            (false, why) => Some(format!("[{}] {} ({}): {why}", i.index, i.name, i.backend)),
+        })
+        .collect();
+    let mut line = format!("opening {} devices on {}", devices.len(), opened.join(", "));
+    if !skipped.is_empty() {
+        line.push_str(&format!("; left out {}", skipped.join(", ")));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests;
