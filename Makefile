@@ -59,7 +59,9 @@ clean: ## remove the virtual environment and build outputs
 	rm -rf $(VENV) dist
 	cargo clean
 
-bench: dev ## strategies, profiler cost, grids; API benchmarks; scaling study; criterion benches
+bench: dev ## host device vs CPU peers; strategies, profiler cost, grids; API benchmarks; scaling study; criterion benches
+	$(PY) -m pip install -q -r requirements-bench.txt
+	$(PY) benches/host.py
 	$(PY) benches/strategies.py
 	$(PY) benches/profiler.py
 	$(PY) benches/model.py

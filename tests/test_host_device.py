@@ -39,6 +39,9 @@ def _run_all(ctx: MultiGpuContext, strategy: str) -> dict[str, np.ndarray]:
         "min_plus": ctx.tropical_matmul(m, w, "min_plus", strategy=strategy),
         "fisher": ctx.fisher_information(scores, strategy=strategy),
         "categorical": ctx.fisher_categorical(probs, strategy=strategy),
+        "categorical_logits": ctx.fisher_categorical(
+            logits=np.float32(6.0) * _rows(N, 5, 12), strategy=strategy
+        ),
         "gaussian": ctx.fisher_gaussian(np.zeros_like(var), var, strategy=strategy),
     }
 
@@ -95,7 +98,41 @@ def test_an_injected_host_fault_moves_its_chunks(expected):
     assert not health["healthy"] and "injected" in health["reason"]
 
 
-def test_kernels_the_host_lacks_are_refused_with_a_reason():
-    ctx = MultiGpuContext(backends=["host"])
-    with pytest.raises(ag.AmariGpuError, match="no device of this context can run"):
-        ctx.fisher_categorical(logits=_rows(10, 3, 11))
+def test_the_host_alone_takes_the_softmax_of_logits():
+    """The softmax is taken once on the host in float64 for every context, so a host-only
+    context runs the logits path too, and within float32 rounding of float64."""
+    logits = np.float32(8.0) * _rows(257, 7, 11)
+    got = MultiGpuContext(backends=["host"]).fisher_categorical(logits=logits)
+    x = logits.astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    p = e / e.sum(axis=1, keepdims=True)
+    want = np.einsum("ni,ij->nij", p, np.eye(7)) - p[:, :, None] * p[:, None, :]
+    assert got.shape == (257, 7, 7)
+    assert np.abs(got - want).max() <= 1e-6
+
+
+def test_bench_host_family_reports_every_row(capsys, monkeypatch):
+    """``amari-gpu bench --family host``: every row with both figures (or why not), the
+    bandwidth and the default context. Tiny sizes: the wiring is what is checked."""
+    import json
+
+    from amari_gpu import _bench_host
+    from amari_gpu.cli import main
+
+    tiny = _bench_host.Sizes(4096, 48, 40, 512, 16, 32)
+    monkeypatch.setattr(_bench_host, "QUICK", tiny)
+    assert main(["bench", "--family", "host", "--quick", "--rounds", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["simd"] in {"avx512f", "avx2", "neon", "portable"} and result["threads"] >= 1
+    works = [r["work"] for r in result["rows"]]
+    assert [w.split()[0] for w in works] == ["Cl(3,0)", "max-plus", "shortest", "Fisher", "heat"]
+    for row in result["rows"]:
+        if row["note"].startswith("not available yet"):
+            assert row["ours_s"] is None
+            continue
+        assert row["ours_s"] > 0, row
+        # Either the peer was measured (and agreed), or the row says it is not installed.
+        assert (row["peer_s"] or 0) > 0 or "not installed" in row["note"], row
+        assert "disagree" not in row["note"], row
+    assert result["bandwidth"]["calibrated_gb_s"] > 0
+    assert result["default_context"]["best_single"] in result["default_context"]["medians_s"]

@@ -7,7 +7,8 @@ doctor     is anything usable; smoke-test each adapter and the host device alone
            install
 calibrate  measure (or show cached) capabilities of every selected device (default: the
            default selection, the host device included)
-bench      the scaling study: device sets x strategies x kernel families vs numpy
+bench      the scaling study: device sets x strategies x kernel families vs numpy;
+           --family host: the host device alone against kingdon, numba, scipy, numpy
 demo       list the adapters, run and check every kernel family on each device
 cluster-info  the nodes of a Ray cluster with the amari_gpu resource, their adapters and
            calibrated figures (needs amari-gpu[ray])
@@ -175,6 +176,13 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.family == "host":
+        from . import _bench_host
+
+        sizes = _bench_host.QUICK if args.quick else _bench_host.FULL
+        result = _bench_host.run(sizes, args.rounds or (3 if args.quick else 7))
+        print(json.dumps(result, indent=1) if args.json else "\n".join(_bench_host.lines(result)))
+        return 0
     from . import scaling
 
     base = scaling.QUICK if args.quick else scaling.FULL
@@ -226,6 +234,12 @@ def _parser() -> argparse.ArgumentParser:
         "bench", parents=[backends, as_json], help="scaling study (results.json, report.md, PNGs)"
     )
     bench.add_argument("--quick", action="store_true", help="small sizes, 3 rounds")
+    bench.add_argument(
+        "--family",
+        choices=("scaling", "host"),
+        default="scaling",
+        help="scaling: the study; host: the host device alone against CPU libraries",
+    )
     bench.add_argument("--out", default="amari-gpu-bench", help="output directory")
     bench.add_argument("--rounds", type=_positive, help="timed rounds per configuration")
     bench.add_argument(

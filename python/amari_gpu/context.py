@@ -74,8 +74,8 @@ class MultiGpuContext(
     ``backend == "host"``; it is opened once, whatever ``devices_per_adapter``. Its kernels
     reproduce the WGSL kernels' arithmetic, rounding ``fma`` as the context's wgpu devices do
     (measured when the context opens), so results stay bit-identical; kernels without a host
-    implementation (softmax, the grid stencils) run on the wgpu devices only, and a context
-    of the host alone refuses them.
+    implementation: none (the softmax of ``fisher_categorical(logits=...)`` is taken once on
+    the host for every context, so it is the same bits for any device mix).
     ``host_threads`` sizes its thread pool (default: the machine's hardware threads minus
     one per hardware-GPU device of the context, at least 1; CPU adapters keep no core).
     Beside CPU adapters, ``strategy="auto"`` gives the host every chunk when calibration

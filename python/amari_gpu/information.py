@@ -116,10 +116,11 @@ class InformationGeometryMixin(KernelHost):
 
         Give exactly one of ``probs`` or ``logits``, (N, K). ``probs`` rows must be finite,
         non-negative and sum to 1 within ``PROBS_SUM_TOLERANCE`` (1e-3, summed in float64).
-        With ``logits`` (finite), p = softmax(logits) is computed on the devices, stably (the
-        row maximum is subtracted first); ``ctx.last_plan`` is then the plan of the second
-        step (the outer products). Returns a new float32 (N, K, K) array whatever the input
-        dtype (float64 inputs are converted to float32); K <= 5792. Each entry is one
+        With ``logits`` (finite), p = softmax(logits) is computed once on the host, in float64
+        (the row maximum subtracted first) and rounded to float32, so every device mix gives
+        the same bits; ``ctx.last_plan`` is then the plan of the outer products. Returns a new
+        float32 (N, K, K) array whatever the input dtype (float64 inputs are converted to
+        float32); K <= 5792. Each entry is one
         correctly rounded fused multiply-add, so entries below float32's range (``p_r p_c``
         under about 1e-45, for probabilities under about 1e-23) come back as 0 or subnormal:
         the nearest float32, not an error.

@@ -186,3 +186,47 @@ fn host_products_match_a_float64_reference() {
         }
     }
 }
+
+/// A context of the given backends, cutting problems into chunks of `chunk_items` items.
+fn open_backends(backends: &[&str], chunk_items: usize) -> amari_gpu::MultiGpuContext {
+    amari_gpu::MultiGpuContext::new(amari_gpu::ContextOptions {
+        backends: Some(backends.iter().map(|b| b.to_string()).collect()),
+        chunk_items: Some(chunk_items),
+        ..Default::default()
+    })
+    .unwrap_or_else(|e| panic!("{backends:?} opens: {e}"))
+}
+
+#[test]
+fn the_static_cl3_product_on_the_host_matches_the_shader_bit_for_bit() {
+    use amari_gpu::ga::geometric_product_cl3;
+    use amari_gpu::Strategy;
+    let n = 4099;
+    let (a, b) = (operand(8, n, 21), operand(8, n, 22));
+    let host = open_backends(&["host"], 1000);
+    let mut want = vec![f32::NAN; 8 * n];
+    geometric_product_cl3(&host, &a, &b, &mut want, None).expect("host runs");
+    for (name, ctx) in contexts(Some(1000)) {
+        let mut dev = vec![f32::NAN; 8 * n];
+        geometric_product_cl3(&ctx, &a, &b, &mut dev, None).expect("device runs");
+        same_bits(&format!("static Cl(3,0) on {name}"), &dev, &want);
+    }
+    let mixed = open_backends(&["vulkan", "gl", "host"], 700);
+    for strategy in [Strategy::Balanced, Strategy::Adaptive, Strategy::Capability] {
+        let mut out = vec![f32::NAN; 8 * n];
+        geometric_product_cl3(&mixed, &a, &b, &mut out, Some(strategy)).expect("mixed runs");
+        same_bits(&format!("static Cl(3,0) mixed {strategy:?}"), &out, &want);
+    }
+    // Against float64: each blade within a few roundings of its terms' magnitude.
+    for item in 0..n {
+        let x: [f64; 8] = std::array::from_fn(|k| f64::from(a[item * 8 + k]));
+        let y: [f64; 8] = std::array::from_fn(|k| f64::from(b[item * 8 + k]));
+        let r = amari_gpu::ga::geometric_product_cl3_reference(&x, &y);
+        let bound: f64 =
+            x.iter().map(|v| v.abs()).sum::<f64>() * y.iter().map(|v| v.abs()).sum::<f64>();
+        for k in 0..8 {
+            let err = (f64::from(want[item * 8 + k]) - r[k]).abs();
+            assert!(err <= 1e-6 * bound, "item {item} blade {k}: {err}");
+        }
+    }
+}

@@ -1,5 +1,9 @@
 //! Fisher information of the categorical family, `diag(p) - p p^T` per sample, from
-//! probabilities or from logits (softmax taken on the device, max subtracted first).
+//! probabilities or from logits. The softmax of logits is taken once on the host, in float64
+//! (`host::maps::softmax_rows`), before the outer products are cut into chunks: the shader's
+//! `exp` is each driver's own approximation, so a softmax computed per chunk would give
+//! different bits on different devices; computed once, every device reads the same
+//! probabilities and the result is the same for any device mix.
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
@@ -22,7 +26,9 @@ pub const MAX_CATEGORIES: usize = 5792;
 /// Rows of `probs` must sum to 1 within this (absolute, summed in float64).
 pub const PROBS_SUM_TOLERANCE: f64 = 1e-3;
 
-/// Stable softmax of rows of `k` logits, one thread per row.
+/// Stable softmax of rows of `k` logits on a device, one thread per row. Not used by
+/// [`fisher_categorical_logits`] (see the module header); kept to measure the drivers' `exp`
+/// against the host's.
 pub fn softmax_kernel(k: usize) -> Kernel {
     Kernel {
         entry: "softmax_rows",
@@ -104,9 +110,10 @@ pub fn fisher_categorical_probs(
     ctx.run_map(&categorical_outer_kernel(k), &[probs], out, n, strategy)
 }
 
-/// The same from row-major (N, `k`) finite logits: `p = softmax(logits)` per row on the
-/// devices (stable: the row maximum is subtracted before exponentiating), then
-/// `diag(p) - p p^T`. Returns the plan of the second, larger step. Errors name `logits`.
+/// The same from row-major (N, `k`) finite logits: `p = softmax(logits)` per row, once on
+/// the host in float64 (stable: the row maximum is subtracted before exponentiating) and
+/// rounded to float32, then `diag(p) - p p^T` on the devices. Returns the plan of the outer
+/// products. Errors name `logits`.
 pub fn fisher_categorical_logits(
     ctx: &MultiGpuContext,
     logits: &[f32],
@@ -118,6 +125,6 @@ pub fn fisher_categorical_logits(
     check_out(out, n, k)?;
     checks::finite("logits", logits, k)?;
     let mut probs = crate::alloc::zeroed("probs", n * k)?;
-    ctx.run_map(&softmax_kernel(k), &[logits], &mut probs, n, strategy)?;
+    crate::host::maps::softmax_rows(logits, k, &mut probs);
     ctx.run_map(&categorical_outer_kernel(k), &[&probs], out, n, strategy)
 }

@@ -1,8 +1,12 @@
 //! The static Cl(3,0) geometric product of `shaders/geometric_cl3.wgsl`: the family's
-//! calibration reference kernel and its float64 reference.
+//! calibration reference kernel (with its host twin, `host::cl3`) and its float64 reference.
+
+use std::sync::Arc;
 
 use super::algebra;
 use crate::family::Family;
+use crate::host::cl3::Cl3Product;
+use crate::host::kernel::HostKernel;
 use crate::kernel::{Input, Kernel, Output};
 use crate::shaders;
 
@@ -16,6 +20,7 @@ pub fn geometric_cl3_kernel() -> Kernel {
         output: Output::PerItem(CL3_BLADES),
         // 64 products and 56 sums.
         flops_per_item: 120.0,
+        host: Some(Arc::new(HostKernel::Cl3(Cl3Product))),
         ..Kernel::map(
             "geometric_cl3",
             Family::GeometricAlgebra,

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use super::arith::{madd, FmaMode};
+use super::cl3::{is_cl3_chain, run_chains};
 use super::ga_program::{Program, Source, Stage, Step};
 use super::normalize::normalize_row;
 use super::simd::{dispatch, Task};
@@ -34,6 +35,9 @@ pub struct GaKernel {
     /// How the devices it must agree with round `fma`.
     pub fma: FmaMode,
     program: Arc<Program>,
+    /// The program is the Cl(3,0) product's chains, which `cl3::run_chains` computes with
+    /// in-register transposes (same steps, same order, same bits).
+    cl3_chains: bool,
 }
 
 /// One operand as the chunk sees it.
@@ -49,12 +53,17 @@ impl GaKernel {
     /// The host kernel of `op` in `algebra` (the operation must have passed
     /// [`Operation::check`]).
     pub fn new(algebra: Algebra, op: Operation, broadcast: Broadcast, fma: FmaMode) -> GaKernel {
+        let program = Program::new(&algebra, op);
+        let cl3_chains = broadcast == Broadcast::None
+            && matches!(&program, Program::Products(stages)
+                if stages.len() == 1 && algebra.blades() == 8 && is_cl3_chain(&stages[0].steps));
         GaKernel {
             algebra,
             op,
             broadcast,
             fma,
-            program: Arc::new(Program::new(&algebra, op)),
+            program: Arc::new(program),
+            cl3_chains,
         }
     }
 
@@ -85,6 +94,16 @@ impl GaKernel {
                 Rows::Batch(&inputs[slot][range.start * w..range.end * w])
             }
         };
+        if self.cl3_chains {
+            let (a, b) = (range.start * w..range.end * w, inputs);
+            run_chains(
+                &b[0][a.clone()],
+                &b[1][a],
+                output,
+                self.fma == FmaMode::Fused,
+            );
+            return;
+        }
         let a = operand(0);
         let b = (self.op.operands().len() > 1).then(|| operand(1));
         let program = &*self.program;
@@ -191,20 +210,36 @@ fn splat<const W: usize>(rows: Option<Rows<'_>>, to: &mut Lanes) {
     }
 }
 
-/// One generated chain step on every lane: the fused multiply-add (or the first product)
-/// of the generated code, bit for bit.
+/// The generated chains on every lane: each output's chain (contiguous in `steps`, opened by
+/// its `first` step) is accumulated in registers, then stored once; every step is the
+/// generated code's product or fused multiply-add, bit for bit. (`fma(-x, y, acc)` and
+/// `(-x) * y + acc` are the negated product added, however rounded, so the sign is applied to
+/// the product.)
 #[inline(always)]
 fn apply<const F: bool>(steps: &[Step], x: &Lanes, y: &Lanes, dest: &mut Lanes) {
+    let mut acc = [0.0f32; LANES];
+    let mut k = None;
     for s in steps {
         let xs = &x[s.i as usize & 63];
         let ys = &y[s.j as usize & 63];
-        let acc = &mut dest[s.k as usize & 63];
-        match (s.first, s.neg) {
-            (true, false) => (0..LANES).for_each(|l| acc[l] = xs[l] * ys[l]),
-            (true, true) => (0..LANES).for_each(|l| acc[l] = -xs[l] * ys[l]),
-            (false, false) => (0..LANES).for_each(|l| acc[l] = madd::<F>(xs[l], ys[l], acc[l])),
-            (false, true) => (0..LANES).for_each(|l| acc[l] = madd::<F>(-xs[l], ys[l], acc[l])),
+        if s.first {
+            if let Some(k) = k {
+                dest[k & 63] = acc;
+            }
+            k = Some(s.k as usize);
+            if s.neg {
+                (0..LANES).for_each(|l| acc[l] = -xs[l] * ys[l]);
+            } else {
+                (0..LANES).for_each(|l| acc[l] = xs[l] * ys[l]);
+            }
+        } else if s.neg {
+            (0..LANES).for_each(|l| acc[l] = madd::<F>(-xs[l], ys[l], acc[l]));
+        } else {
+            (0..LANES).for_each(|l| acc[l] = madd::<F>(xs[l], ys[l], acc[l]));
         }
+    }
+    if let Some(k) = k {
+        dest[k & 63] = acc;
     }
 }
 

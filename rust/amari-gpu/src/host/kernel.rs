@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::arith::FmaMode;
+use super::cl3::Cl3Product;
 use super::fisher::FisherSyrk;
 use super::ga::GaKernel;
 use super::maps::FisherMap;
@@ -17,6 +18,8 @@ use crate::kernel::HostImpl;
 pub enum HostKernel {
     /// A generated geometric-algebra kernel.
     Ga(GaKernel),
+    /// The static Cl(3,0) product (`ga::cl3`), which has no `fma`.
+    Cl3(Cl3Product),
     /// A tropical matrix product over row blocks (`tropical::kernels::tiled`).
     TropicalProduct(TropicalProduct),
     /// A tropical matrix-vector product over rows (`tropical::kernels::matvec`).
@@ -32,6 +35,7 @@ impl HostKernel {
     pub fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         match self {
             HostKernel::Ga(k) => k.run(inputs, range, output),
+            HostKernel::Cl3(k) => k.run(inputs, range, output),
             HostKernel::TropicalProduct(k) => k.run(inputs, range, output),
             HostKernel::TropicalMatvec(k) => k.run(inputs, range, output),
             HostKernel::FisherSyrk(k) => k.run(inputs, range, output),
@@ -47,7 +51,8 @@ impl HostKernel {
             HostKernel::Ga(g) => g.fma = mode,
             HostKernel::FisherSyrk(f) => f.fma = mode,
             HostKernel::FisherMap(FisherMap::CategoricalOuter { fma, .. }) => *fma = mode,
-            HostKernel::TropicalProduct(_)
+            HostKernel::Cl3(_)
+            | HostKernel::TropicalProduct(_)
             | HostKernel::TropicalMatvec(_)
             | HostKernel::FisherMap(_) => {}
         }

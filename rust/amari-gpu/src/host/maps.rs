@@ -1,17 +1,19 @@
 //! The map kernels of the information-geometry family on the host: the categorical Fisher
-//! `diag(p) − p pᵀ` (`categorical_outer`), the diagonal Gaussian's (`gaussian_diag`) and the
-//! softmax of logits (`softmax_rows`), each as `shaders/fisher.wgsl` writes it.
+//! `diag(p) − p pᵀ` (`categorical_outer`), the diagonal Gaussian's (`gaussian_diag`), and
+//! the softmax of logits that `fisher_categorical(logits=...)` takes before them.
 //!
 //! `categorical_outer` and `gaussian_diag` are one `fma` (rounded as the devices round it,
 //! [`FmaMode`]) and IEEE divisions: bit-identical wherever division is correctly rounded
 //! (Mesa's CPU drivers; hardware GPUs may approximate division, which WGSL allows).
 //!
-//! `softmax_rows` calls `exp`, which every driver implements with its own approximation
-//! (WGSL only bounds its error), so no host code reproduces every device: the host computes
-//! the correctly rounded float32 of each `exp` (through float64; a double rounding is
-//! possible only when the exact value lies within 2⁻²⁹ relative of a float32 midpoint) and
-//! otherwise the shader's expression (max from the first logit, the sum from 0.0 in column
-//! order, `exp(x − top) / total`).
+//! The softmax is not a twin of the shader's `softmax_rows`: that calls WGSL `exp`, which
+//! every driver implements with its own approximation (WGSL only bounds its error), so no
+//! host code reproduces every device, and chunks of one call computed on different devices
+//! would differ in their last bits. Instead the softmax of every call is computed here, once,
+//! before the outer products are cut into chunks, whatever devices the context holds:
+//! [`softmax_rows`] works in float64 (maximum subtracted first, exponentials and their sum in
+//! column order, one division) and rounds each probability once to float32. Every device then
+//! reads the same probabilities, so the result is the same bits for any device mix.
 
 use rayon::prelude::*;
 
@@ -23,7 +25,7 @@ const GRAIN: usize = 256;
 /// A per-sample map kernel of the family.
 #[derive(Debug, Clone, Copy)]
 pub enum FisherMap {
-    /// `softmax_kernel(k)`: rows of k logits to probabilities.
+    /// Rows of k logits to probabilities ([`softmax_rows`]; not a twin of the shader's).
     Softmax {
         /// Categories.
         k: usize,
@@ -42,17 +44,22 @@ pub enum FisherMap {
     },
 }
 
-/// `exp(x)` correctly rounded to float32 (through float64).
-pub fn exp_f32(x: f32) -> f32 {
-    f64::from(x).exp() as f32
+/// The softmax of one row of logits in float64 (max subtracted first, the sum in column
+/// order), each probability rounded once to float32.
+fn softmax(x: &[f32], out: &mut [f32]) {
+    let top = f64::from(x.iter().skip(1).fold(x[0], |m, &v| m.max(v)));
+    // x - top is exact in float64 (both are float32); its exp is in (0, 1]. The
+    // exponentials are taken twice (for the sum, then for each quotient) rather than kept:
+    // the same call on the same value gives the same bits, and no buffer is needed.
+    let total: f64 = x.iter().map(|&v| (f64::from(v) - top).exp()).sum();
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = ((f64::from(v) - top).exp() / total) as f32;
+    }
 }
 
-fn softmax(x: &[f32], out: &mut [f32]) {
-    let top = x.iter().skip(1).fold(x[0], |m, &v| m.max(v));
-    let total = x.iter().fold(0.0f32, |t, &v| t + exp_f32(v - top));
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = exp_f32(v - top) / total;
-    }
+/// Rows of `k` logits to probabilities (see the module header), on the current rayon pool.
+pub fn softmax_rows(logits: &[f32], k: usize, probs: &mut [f32]) {
+    FisherMap::Softmax { k }.run(&[logits], 0..logits.len() / k.max(1), probs);
 }
 
 fn outer<const F: bool>(p: &[f32], out: &mut [f32]) {

@@ -11,6 +11,7 @@
 //! [`simd`] (AVX-512, AVX2+FMA or NEON, chosen at run time).
 
 pub mod arith;
+pub mod cl3;
 pub mod cpu;
 pub mod device;
 pub mod fisher;
@@ -26,6 +27,7 @@ pub mod simd;
 pub mod tropical;
 
 pub use arith::FmaMode;
+pub use cl3::Cl3Product;
 pub use device::{HostDevice, HostPool};
 pub use fisher::FisherSyrk;
 pub use ga::GaKernel;

@@ -55,6 +55,13 @@ impl Level {
         }
     }
 
+    /// Whether the CPU has AVX2 and FMA (x86-64 levels `Avx2` and `Avx512`, which are only
+    /// returned after `is_x86_feature_detected!` found both): what the hand-written AVX2
+    /// micro-kernels (`#[target_feature(enable = "avx2,fma")]`) need.
+    pub fn has_avx2(self) -> bool {
+        matches!(self, Level::Avx2 | Level::Avx512)
+    }
+
     /// Whether `f32::mul_add` is one instruction at this level.
     pub fn has_fma(self) -> bool {
         self != Level::Portable

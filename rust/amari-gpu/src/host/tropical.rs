@@ -96,7 +96,23 @@ impl<const MIN: bool> Task for Rows<'_, MIN> {
             while r0 < rows {
                 let nr = ROWS.min(rows - r0);
                 let mut acc = [[f32::NEG_INFINITY; STRIP]; ROWS];
-                if nr == ROWS {
+                #[cfg(target_arch = "x86_64")]
+                let vector = nr == ROWS && super::simd::Level::detect().has_avx2();
+                #[cfg(not(target_arch = "x86_64"))]
+                let vector = false;
+                if vector {
+                    #[cfg(target_arch = "x86_64")]
+                    {
+                        let a: [&[f32]; ROWS] = std::array::from_fn(|r| &a[(r0 + r) * k..][..k]);
+                        // SAFETY: `Level::has_avx2` is true only after
+                        // `is_x86_feature_detected!` found AVX2 and FMA, all that the
+                        // target-feature function needs; its memory accesses are in bounds.
+                        #[allow(unsafe_code)]
+                        unsafe {
+                            avx2::tile::<MIN>(a, &packed, &mut acc)
+                        };
+                    }
+                } else if nr == ROWS {
                     let a: [&[f32]; ROWS] = std::array::from_fn(|r| &a[(r0 + r) * k..][..k]);
                     for (kk, bs) in packed.iter().enumerate() {
                         for (r, acc) in acc.iter_mut().enumerate() {
@@ -174,6 +190,53 @@ pub fn product_rows(
                 }),
             }
         });
+}
+
+/// The register-blocked micro-kernel on AVX2: [`ROWS`] rows by [`STRIP`] columns of
+/// accumulators held in eight vector registers, k in order. `_mm256_max_ps(s, acc)` is
+/// `s > acc ? s : acc` lane by lane (it returns its second operand when the comparison is
+/// false, NaN included), which is the shader's `mx(acc, s)` exactly.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use crate::host::tropical::{ROWS, STRIP};
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn tile<const MIN: bool>(
+        a: [&[f32]; ROWS],
+        packed: &[[f32; STRIP]],
+        acc: &mut [[f32; STRIP]; ROWS],
+    ) {
+        let neg_inf = _mm256_set1_ps(f32::NEG_INFINITY);
+        let mut lo = [neg_inf; ROWS];
+        let mut hi = [neg_inf; ROWS];
+        for (kk, bs) in packed.iter().enumerate() {
+            // SAFETY: `bs` is an array of STRIP = 16 floats: the loads at 0 and 8 read
+            // 8 floats each inside it.
+            #[allow(unsafe_code)]
+            let (b0, b1) = unsafe {
+                (
+                    _mm256_loadu_ps(bs.as_ptr()),
+                    _mm256_loadu_ps(bs.as_ptr().add(8)),
+                )
+            };
+            for r in 0..ROWS {
+                let x = _mm256_set1_ps(if MIN { -a[r][kk] } else { a[r][kk] });
+                lo[r] = _mm256_max_ps(_mm256_add_ps(x, b0), lo[r]);
+                hi[r] = _mm256_max_ps(_mm256_add_ps(x, b1), hi[r]);
+            }
+        }
+        for r in 0..ROWS {
+            // SAFETY: `acc[r]` is an array of 16 floats: the stores at 0 and 8 write 8
+            // floats each inside it.
+            #[allow(unsafe_code)]
+            unsafe {
+                _mm256_storeu_ps(acc[r].as_mut_ptr(), lo[r]);
+                _mm256_storeu_ps(acc[r].as_mut_ptr().add(8), hi[r]);
+            }
+        }
+    }
 }
 
 /// The batch index an item's `item_batch` word holds (u32 bits), clamped as the shader does.

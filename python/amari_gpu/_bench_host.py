@@ -1,0 +1,430 @@
+"""The host device against the CPU libraries a user would otherwise reach for: the rows of
+``benches/host.py`` and of ``amari-gpu bench --family host``.
+
+Every row times the host device alone (``backends=["host"]``) and its peer in one run,
+interleaved repetition by repetition so that drift on a busy machine hits both alike, and
+reports medians with their spread, the ratio (ours over the peer's) and the target of
+issue 15. The Cl(3,0) row also reports the bytes per second the product moves against the
+memory bandwidth the host device's calibration measured, and the last row the default
+context against the best single device. Peers are optional (``requirements-bench.txt``): a
+missing one is reported as such, never replaced by a figure.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._adapters import AdapterInfo
+from .context import MultiGpuContext
+from .errors import AmariGpuError
+
+GRID_STEPS = 16
+GRID_ALPHA = 0.2
+CL3_BYTES_PER_ITEM = 3 * 8 * 4
+"""Bytes a Cl(3,0) product moves per pair: two 8-float operands read, one result written."""
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Problem sizes of one run."""
+
+    cl3_items: int
+    maxplus_n: int
+    paths_n: int
+    fisher_rows: int
+    fisher_params: int
+    grid_n: int
+
+
+FULL = Sizes(1 << 20, 1024, 512, 65_536, 256, 1024)
+QUICK = Sizes(1 << 16, 256, 128, 4096, 64, 256)
+
+
+@dataclass
+class Row:
+    """One comparison: our call and the peer's, each timed per repetition."""
+
+    work: str
+    ours: Callable[[], Any]
+    peer_name: str
+    peer: Callable[[], Any] | None
+    target: float
+    """Met when ours / peer <= target."""
+    missing: str = ""
+    """Why there is no figure for one side ("peer X not installed", "not available yet")."""
+    check: Callable[[Any, Any], bool] | None = None
+    ours_s: list[float] = field(default_factory=list)
+    peer_s: list[float] = field(default_factory=list)
+
+
+def _version(module: str) -> str | None:
+    try:
+        return importlib.metadata.version(module)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _import(module: str) -> Any | None:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        return None
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _timed(f: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = f()
+    return time.perf_counter() - start, result
+
+
+# --- peers ------------------------------------------------------------------------------------
+
+
+def _kingdon_product(
+    a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]
+) -> tuple[Callable[[], Any], Callable[[], npt.NDArray[np.float32]]] | None:
+    """kingdon's vectorised Cl(3,0) product on (8, N) coefficient arrays in its blade order:
+    the timed product, and the same product as (N, 8) rows in our blade order (checked)."""
+    kingdon = _import("kingdon")
+    if kingdon is None:
+        return None
+    alg = kingdon.Algebra(3, 0, 0)
+    keys = list(alg.multivector(np.zeros((8, 1), dtype=np.float32)).keys())
+    x = alg.multivector(np.ascontiguousarray(a.T[keys]))
+    y = alg.multivector(np.ascontiguousarray(b.T[keys]))
+
+    def run() -> npt.NDArray[np.float32]:
+        z = x * y
+        values = np.asarray(z.values())
+        out = np.empty((values.shape[1], 8), dtype=np.float32)
+        out[:, list(z.keys())] = values.T
+        return out
+
+    # The timed call is the product; the transpose back to rows is checked, not timed.
+    return (lambda: x * y), run
+
+
+def _numba_max_plus() -> Callable[[Any, Any], Any] | None:
+    """A ``numba.njit(parallel=True)`` max-plus triple loop (rows in parallel; k outside j so
+    that the inner loop runs along rows of b, the order a numba user writes for speed)."""
+    numba = _import("numba")
+    if numba is None:
+        return None
+
+    @numba.njit(parallel=True, cache=False)  # type: ignore[untyped-decorator]
+    def max_plus(a: Any, b: Any) -> Any:
+        n, k = a.shape
+        m = b.shape[1]
+        out = np.full((n, m), -np.inf, dtype=np.float32)
+        for i in numba.prange(n):
+            for kk in range(k):
+                x = a[i, kk]
+                for j in range(m):
+                    s = x + b[kk, j]
+                    if s > out[i, j]:
+                        out[i, j] = s
+        return out
+
+    return max_plus  # type: ignore[no-any-return]
+
+
+def _heat_numpy(u0: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Periodic heat steps with np.roll, as a numpy user writes them."""
+    u = u0
+    alpha = np.float32(GRID_ALPHA)
+    for _ in range(GRID_STEPS):
+        s = np.roll(u, 1, 0) + np.roll(u, -1, 0) + np.roll(u, 1, 1) + np.roll(u, -1, 1)
+        u = u + alpha * (s - np.float32(4.0) * u)
+    return u
+
+
+# --- rows -------------------------------------------------------------------------------------
+
+
+def _graph(n: int, rng: np.random.Generator) -> npt.NDArray[np.float32]:
+    """A random digraph: positive weights, 30% of the pairs without an edge (inf)."""
+    w = rng.uniform(1.0, 10.0, (n, n)).astype(np.float32)
+    w[rng.random((n, n)) < 0.3] = np.inf
+    np.fill_diagonal(w, 0.0)
+    return w
+
+
+def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
+    """The comparison rows on inputs of ``sizes`` (the host device alone is ``host``)."""
+    rng = np.random.default_rng(15)
+    rows: list[Row] = []
+
+    n = sizes.cl3_items
+    a = rng.standard_normal((n, 8), dtype=np.float32)
+    b = rng.standard_normal((n, 8), dtype=np.float32)
+    kingdon = _kingdon_product(a, b)
+    rows.append(
+        Row(
+            f"Cl(3,0) geometric product, {n:,} pairs",
+            lambda: host.geometric_product(a, b),
+            f"kingdon {_version('kingdon')}",
+            kingdon[0] if kingdon else None,
+            0.5,
+            "" if kingdon else "peer kingdon not installed",
+            (lambda ours, _: bool(np.allclose(ours, kingdon[1](), rtol=1e-4, atol=1e-4)))
+            if kingdon
+            else None,
+        )
+    )
+
+    m = sizes.maxplus_n
+    ma = rng.standard_normal((m, m), dtype=np.float32)
+    mb = rng.standard_normal((m, m), dtype=np.float32)
+    max_plus = _numba_max_plus()
+    rows.append(
+        Row(
+            f"max-plus {m} x {m}",
+            lambda: host.tropical_matmul(ma, mb),
+            f"numba {_version('numba')} njit(parallel=True) triple loop",
+            (lambda: max_plus(ma, mb)) if max_plus else None,
+            1.0,
+            "" if max_plus else "peer numba not installed",
+            lambda ours, peer: bool(np.array_equal(ours, peer)),
+        )
+    )
+
+    p = sizes.paths_n
+    w = _graph(p, rng)
+    csgraph = _import("scipy.sparse.csgraph")
+    rows.append(
+        Row(
+            f"shortest paths, n = {p}",
+            lambda: host.shortest_paths(w),
+            f"scipy {_version('scipy')} floyd_warshall",
+            (lambda: csgraph.floyd_warshall(w, directed=True)) if csgraph else None,
+            0.5,
+            "" if csgraph else "peer scipy not installed",
+            lambda ours, peer: bool(np.allclose(ours, peer, rtol=1e-5)),
+        )
+    )
+
+    g = rng.standard_normal((sizes.fisher_rows, sizes.fisher_params), dtype=np.float32)
+    rows.append(
+        Row(
+            f"Fisher {sizes.fisher_rows:,} x {sizes.fisher_params}",
+            lambda: host.fisher_information(g),
+            f"numpy {np.__version__} g.T @ g / N (BLAS, float32)",
+            lambda: g.T @ g / np.float32(g.shape[0]),
+            1.5,
+            check=lambda ours, peer: bool(np.allclose(ours, peer, rtol=1e-3, atol=1e-4)),
+        )
+    )
+
+    q = sizes.grid_n
+    u = rng.random((q, q), dtype=np.float32)
+    stencil_missing = ""
+    try:
+        host.stencil(u[:8, :8], 1, GRID_ALPHA, "periodic")
+    except AmariGpuError as e:
+        stencil_missing = f"not available yet ({type(e).__name__}: {e})"
+    rows.append(
+        Row(
+            f"heat {q} x {q}, {GRID_STEPS} steps",
+            lambda: host.stencil(u, GRID_STEPS, GRID_ALPHA, "periodic"),
+            f"numpy {np.__version__} np.roll steps",
+            lambda: _heat_numpy(u),
+            0.5,
+            stencil_missing,
+            lambda ours, peer: bool(np.allclose(ours, peer, atol=1e-5)),
+        )
+    )
+    return rows
+
+
+def _measure(rows: list[Row], repeats: int) -> None:
+    """One warm-up each (calibration, JIT compilation), then ``repeats`` interleaved rounds."""
+    runnable = [r for r in rows if not r.missing.startswith("not available")]
+    for r in runnable:
+        ours = r.ours()
+        if r.peer is not None:
+            peer = r.peer()
+            if r.check is not None and not r.check(ours, peer):
+                r.missing = "results disagree with the peer's: figures withheld"
+    for i in range(repeats):
+        for r in runnable:
+            # Alternate who goes first, so neither always runs on a cache the other warmed.
+            sides = [("ours", r.ours), ("peer", r.peer)]
+            for side, f in sides if i % 2 == 0 else sides[::-1]:
+                if f is not None:
+                    (r.ours_s if side == "ours" else r.peer_s).append(_timed(f)[0])
+
+
+def _fmt_s(samples: list[float]) -> str:
+    if not samples:
+        return "-"
+    med = statistics.median(samples)
+    return f"{med * 1e3:9.2f} ms ({min(samples) * 1e3:.2f}-{max(samples) * 1e3:.2f})"
+
+
+def row_dict(r: Row) -> dict[str, Any]:
+    """One row as plain data (medians in seconds, ratio ours / peer)."""
+    ours = statistics.median(r.ours_s) if r.ours_s else None
+    peer = statistics.median(r.peer_s) if r.peer_s else None
+    ratio = ours / peer if ours and peer else None
+    return {
+        "work": r.work,
+        "peer": r.peer_name,
+        "ours_s": ours,
+        "ours_range_s": [min(r.ours_s), max(r.ours_s)] if r.ours_s else None,
+        "peer_s": peer,
+        "peer_range_s": [min(r.peer_s), max(r.peer_s)] if r.peer_s else None,
+        "ratio": ratio,
+        "target": r.target,
+        "met": None if ratio is None else ratio <= r.target,
+        "note": r.missing,
+    }
+
+
+def _single_device_contexts() -> list[tuple[str, MultiGpuContext]]:
+    out = []
+    for info in _all_adapters():
+        out.append((f"{info.name} ({info.backend})", MultiGpuContext(adapters=[info.index])))
+    return out
+
+
+def _all_adapters() -> list[AdapterInfo]:
+    from ._adapters import adapters
+
+    return adapters()
+
+
+def run(sizes: Sizes, repeats: int) -> dict[str, Any]:
+    """Measures every row; returns the machine, the rows and the bandwidth and default-context
+    figures as plain data."""
+    infos = _all_adapters()
+    host_info = next(i for i in infos if i.is_host)
+    with MultiGpuContext(backends=["host"]) as host:
+        # Measured in this run (not read from the cache), before the rows, on the same load.
+        (caps,) = host.calibrate(force=True)
+        bandwidth = caps.memory_bandwidth_gb_s
+        rows = build_rows(host, sizes)
+        _measure(rows, repeats)
+    result: dict[str, Any] = {
+        "cpu": cpu_model(),
+        "simd": host_info.features[0] if host_info.features else "unknown",
+        "threads": host_info.limits.get("threads"),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "peers": {m: _version(m) for m in ("kingdon", "numba", "scipy")},
+        "rows": [row_dict(r) for r in rows],
+        "repeats": repeats,
+    }
+    moved = sizes.cl3_items * CL3_BYTES_PER_ITEM
+    achieved = moved / statistics.median(rows[0].ours_s) / 1e9
+    best = moved / min(rows[0].ours_s) / 1e9
+    result["bandwidth"] = {
+        "achieved_gb_s": achieved,
+        "best_gb_s": best,
+        "calibrated_gb_s": bandwidth,
+        "share": achieved / bandwidth if bandwidth else None,
+        "best_share": best / bandwidth if bandwidth else None,
+        "target": 0.7,
+    }
+    result["default_context"] = _default_vs_single(sizes, repeats)
+    return result
+
+
+def _default_vs_single(sizes: Sizes, repeats: int) -> dict[str, Any]:
+    """``MultiGpuContext()`` as it is against each single device, Cl(3,0) product."""
+    rng = np.random.default_rng(16)
+    a = rng.standard_normal((sizes.cl3_items, 8), dtype=np.float32)
+    b = rng.standard_normal((sizes.cl3_items, 8), dtype=np.float32)
+    contexts = [("default context", MultiGpuContext()), *_single_device_contexts()]
+    samples: dict[str, list[float]] = {name: [] for name, _ in contexts}
+    for _, ctx in contexts:  # warm-up: calibration, pipelines
+        ctx.geometric_product(a, b)
+    for _ in range(repeats):
+        for name, ctx in contexts:
+            start = time.perf_counter()
+            ctx.geometric_product(a, b)
+            samples[name].append(time.perf_counter() - start)
+    default_devices = [d.adapter.describe() for d in contexts[0][1].devices]
+    for _, ctx in contexts:
+        ctx.close()
+    medians = {name: statistics.median(s) for name, s in samples.items()}
+    singles = {k: v for k, v in medians.items() if k != "default context"}
+    best = min(singles, key=lambda k: singles[k])
+    ratio = medians["default context"] / singles[best]
+    return {
+        "default_devices": default_devices,
+        "medians_s": medians,
+        "best_single": best,
+        "ratio": ratio,
+        "target": 1.10,
+        "met": ratio <= 1.10,
+    }
+
+
+def lines(result: dict[str, Any]) -> list[str]:
+    """The report: machine, one line per row, bandwidth and default context."""
+    peers = ", ".join(f"{k} {v or 'not installed'}" for k, v in result["peers"].items())
+    out = [
+        f"CPU: {result['cpu']}; SIMD {result['simd']}; {result['threads']} threads; "
+        f"python {result['python']}, numpy {result['numpy']}; peers: {peers}",
+        f"Host device alone (backends=['host']) against each peer, same run, "
+        f"{result['repeats']} interleaved repetitions: median (min-max).",
+        "",
+        f"{'work':42} {'ours':>32} {'peer':>32} {'ratio':>7} {'target':>7}  met  peer",
+    ]
+    for r in result["rows"]:
+        if r["note"] and r["ours_s"] is None:
+            out.append(f"{r['work']:42} {r['note']}")
+            continue
+        ours = _fmt_s([r["ours_s"], *r["ours_range_s"]]) if r["ours_s"] else "-"
+        peer = _fmt_s([r["peer_s"], *r["peer_range_s"]]) if r["peer_s"] else "-"
+        ratio = f"{r['ratio']:6.2f}x" if r["ratio"] else "      -"
+        met = "-" if r["met"] is None else ("yes" if r["met"] else "no")
+        note = f"  [{r['note']}]" if r["note"] else ""
+        out.append(
+            f"{r['work']:42} {ours:>32} {peer:>32} {ratio} {'<= ' + str(r['target']):>7}"
+            f"  {met:3}  {r['peer']}{note}"
+        )
+    bw = result["bandwidth"]
+    share = f"{bw['share']:.0%}" if bw["share"] else "-"
+    met = "-" if bw["share"] is None else ("yes" if bw["share"] >= bw["target"] else "no")
+    best = f"{bw['best_share']:.0%}" if bw["best_share"] else "-"
+    out += [
+        "",
+        f"Cl(3,0) product moves {bw['achieved_gb_s']:.2f} GB/s at its median "
+        f"({bw['best_gb_s']:.2f} GB/s = {best} at its best; {CL3_BYTES_PER_ITEM} B per pair, "
+        "a new output array each call);",
+        f"the host calibration's memcpy measured {bw['calibrated_gb_s'] or 0:.2f} GB/s in this "
+        f"run (bytes read + written): median {share} (target >= 70%): met {met}",
+    ]
+    d = result["default_context"]
+    out.append(
+        f"Default context ({'; '.join(d['default_devices'])}): "
+        f"{d['medians_s']['default context'] * 1e3:.2f} ms against the best single device, "
+        f"{d['best_single']}, {d['medians_s'][d['best_single']] * 1e3:.2f} ms: "
+        f"{d['ratio']:.2f}x (target <= 1.10): met {'yes' if d['met'] else 'no'}"
+    )
+    for name, s in d["medians_s"].items():
+        out.append(f"    {name}: {s * 1e3:.2f} ms")
+    return out
