@@ -44,8 +44,8 @@ def _adapter_params() -> list[int | None]:
     # Collection needs the parameters before any fixture runs. With no adapter at all the
     # single None parameter makes the fixture fail through ``all_adapters`` (with its
     # install hint) instead of pytest silently skipping an empty parameter set.
-    # The host CPU device (listed last) has its own tests (test_host_device.py): it lacks
-    # some kernels (softmax, grids) that these run.
+    # The host CPU device (listed last) has its own tests (test_host_device.py,
+    # test_host_grid.py, test_host_auto.py): these parameters are the wgpu adapters.
     return [info.index for info in amari_gpu.adapters() if info.backend != "host"] or [None]
 
 
