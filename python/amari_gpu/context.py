@@ -73,9 +73,11 @@ class MultiGpuContext(
     The host CPU is a device too: :func:`~amari_gpu.adapters` lists it last with
     ``backend == "host"``; it is opened once, whatever ``devices_per_adapter``. Its kernels
     reproduce the WGSL kernels' arithmetic, rounding ``fma`` as the context's wgpu devices do
-    (measured when the context opens), so results stay bit-identical; kernels without a host
-    implementation: none (the softmax of ``fisher_categorical(logits=...)`` is taken once on
-    the host for every context, so it is the same bits for any device mix).
+    (measured when the context opens), so results stay bit-identical. Every kernel family
+    runs on it (the grid methods as bands beside the wgpu devices' bands; the softmax of
+    ``fisher_categorical(logits=...)`` is taken once on the host for every context, so it is
+    the same bits for any device mix) except users' WGSL kernels (:meth:`map_rows`), which
+    run on the wgpu devices only.
     ``host_threads`` sizes its thread pool (default: the machine's hardware threads minus
     one per hardware-GPU device of the context, at least 1; CPU adapters keep no core).
     Beside CPU adapters, ``strategy="auto"`` gives the host every chunk when calibration
