@@ -13,6 +13,7 @@ mod ga;
 mod logs;
 mod plans;
 mod profile;
+mod resident;
 mod tropical;
 
 use amari_gpu::adapter::{BACKEND_NAMES, DEVICE_TYPE_NAMES};
@@ -56,5 +57,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fisher::register(m)?;
     profile::register(m)?;
     domain::register(m)?;
+    resident::register(m)?;
     Ok(())
 }

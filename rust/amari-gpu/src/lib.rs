@@ -38,6 +38,7 @@ pub mod profile;
 pub mod raw;
 #[cfg(not(feature = "bench-support"))]
 mod raw;
+pub mod resident;
 pub mod sample;
 mod scheduler;
 mod selection;
