@@ -105,6 +105,7 @@ pub(crate) fn put(dev: &GpuDevice, data: &[f32]) -> Result<Storage> {
             if let Storage::Wgpu(buffer) = &storage {
                 gpu.queue
                     .write_buffer(buffer, 0, bytemuck::cast_slice(data));
+                dev.counters.moved((data.len() * 4) as u64, 0);
             }
             Ok(storage)
         }
@@ -154,6 +155,7 @@ pub(crate) fn read(
             staging.read(dev, |view| {
                 out.copy_from_slice(bytemuck::cast_slice(view));
             })?;
+            dev.counters.moved(0, bytes);
             Ok(())
         }
     }
