@@ -185,14 +185,15 @@ def test_faults_at_every_chunk_of_a_chain_are_rebuilt_from_lineage(
 ) -> None:
     a, b = _batch(ROWS, 13), _batch(ROWS, 14)
     expected = _chain(ctx3, a, b, _rotor())
-    da = ctx3.asarray(a, strategy="balanced")
-    db = ctx3.asarray(b, strategy="balanced")
-    chunks = 5 * len(da.sharding)
+    chunks = 5 * len(ctx3.devices)
     try:
         for device in range(len(ctx3.devices)):
             fired = 0
             for k in range(chunks + 1):
                 ctx3.reset_health()
+                # Fresh operands: rows rebuilt after a fault stay where they were rebuilt.
+                da = ctx3.asarray(a, strategy="balanced")
+                db = ctx3.asarray(b, strategy="balanced")
                 ctx3.inject_fault(device, after_chunks=k)
                 got = _chain(ctx3, da, db, _rotor())
                 assert np.array_equal(got.numpy(), expected), (device, k)
@@ -201,10 +202,13 @@ def test_faults_at_every_chunk_of_a_chain_are_rebuilt_from_lineage(
             assert fired >= 5, (device, fired)
     finally:
         ctx3.reset_health()
-    # The source arrays' own shards survive too: gathered from the lineage when lost.
+    # The source arrays' own shards survive too: gathered from the lineage when lost, and
+    # once an operation rebuilt them elsewhere they stay there.
+    da = ctx3.asarray(a, strategy="balanced")
     ctx3.inject_fault(0, after_chunks=0)
     try:
-        ctx3.reverse(da)
+        assert np.array_equal(ctx3.reverse(da).numpy(), ctx3.reverse(a))
         assert np.array_equal(da.numpy(), a)
+        assert 0 not in {device for device, _, _ in da.sharding}
     finally:
         ctx3.reset_health()

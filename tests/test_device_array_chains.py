@@ -57,7 +57,7 @@ def _run(ctx: ag.MultiGpuContext, x, other, single, chain):
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     rows=st.integers(1, 400),

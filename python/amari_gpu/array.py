@@ -193,6 +193,9 @@ class ResidentMixin(KernelHost):
                     f"{name}: expected leading shape {shape_text(lead)} like the other "
                     f"operand (DeviceArrays do not broadcast), got {shape_text(other)}"
                 )
+        # The result's leading shape is numpy's broadcast of the operands' (as on the numpy
+        # path): a single multivector of shape (1, 1, 2^n) adds its axes.
+        lead = np.broadcast_shapes(*(other for _, other in operands))
         handle = _native.resident_ga_apply(
             self._native, operation, signature, [op for op, _ in operands], grades
         )

@@ -116,10 +116,15 @@ fn resident_ga_apply(
     let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
     op.check(&algebra).map_err(|e| to_pyerr(py, e))?;
     let names = op.operands();
-    let single = |o: &PyOperand<'_>| matches!(o, PyOperand::Host(a) if a.as_array().nrows() == 1);
+    // Which operand is applied to every row: the core's rule for numpy operands
+    // (`ga::shape`), so that both paths run the same kernel.
+    let rows = |o: &PyOperand<'_>| match o {
+        PyOperand::Resident(r) => r.get().inner.rows(),
+        PyOperand::Host(a) => a.as_array().nrows(),
+    };
     let broadcast = match operands.as_slice() {
-        [a, b] if single(a) && !single(b) => Broadcast::Left,
-        [a, b] if single(b) && !single(a) => Broadcast::Right,
+        [a, b] if rows(a) == 1 && rows(b) != 1 => Broadcast::Left,
+        [a, b] if rows(b) == 1 && rows(a) != 1 => Broadcast::Right,
         _ => Broadcast::None,
     };
     let refs: Vec<PyRef<'_, PyDeviceArray>> = operands

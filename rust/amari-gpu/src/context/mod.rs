@@ -19,7 +19,7 @@ use crate::history::History;
 use crate::options::ContextOptions;
 use crate::plan::Plan;
 use crate::profile::Profiler;
-use crate::resident::Ledger;
+use crate::resident::ledger::Ledger;
 use crate::selection::select;
 
 /// The one wgpu instance of the process, over every native backend.
@@ -101,7 +101,7 @@ pub struct MultiGpuContext {
     pub(super) group_speedups: Mutex<BTreeMap<usize, (f64, usize)>>,
     /// The active profile, if any.
     pub(super) profiler: Mutex<Option<Arc<Profiler>>>,
-    /// The live resident arrays (`crate::resident`).
+    /// The live resident arrays (their shards and lineage).
     pub(crate) resident: Arc<Ledger>,
 }
 

@@ -7,9 +7,11 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::context::{MultiGpuContext, Target};
 use crate::error::Result;
 use crate::kernel::{Input, Kernel};
+
+/// Runs a kernel over `items` items of host inputs into an output (the engine's `run`).
+pub(crate) type Runner<'a> = dyn Fn(&Kernel, &[&[f32]], &mut [f32], usize) -> Result<()> + 'a;
 
 /// The origin of one resident array.
 pub(crate) enum Lineage {
@@ -36,15 +38,16 @@ impl Lineage {
         }
     }
 
-    /// Rows `rows` of the array, computed again from host data on the healthy devices.
-    pub(crate) fn replay(&self, ctx: &MultiGpuContext, rows: Range<usize>) -> Result<Vec<f32>> {
+    /// Rows `rows` of the array, computed again from host data by `run` (the context's
+    /// engine on its healthy devices: `run(kernel, inputs, output, items)`).
+    pub(crate) fn replay(&self, run: &Runner<'_>, rows: Range<usize>) -> Result<Vec<f32>> {
         match self {
             Lineage::Source { data, cols } => Ok(data[rows.start * cols..rows.end * cols].to_vec()),
             Lineage::Op { kernel, inputs } => {
                 let mut owned: Vec<Vec<f32>> = Vec::with_capacity(inputs.len());
                 for (origin, spec) in inputs.iter().zip(&kernel.inputs) {
                     owned.push(match (origin, spec) {
-                        (Origin::Rows(parent), _) => parent.replay(ctx, rows.clone())?,
+                        (Origin::Rows(parent), _) => parent.replay(run, rows.clone())?,
                         (Origin::Host(data), Input::PerItem(w)) => {
                             data[rows.start * w..rows.end * w].to_vec()
                         }
@@ -53,7 +56,7 @@ impl Lineage {
                 }
                 let slices: Vec<&[f32]> = owned.iter().map(Vec::as_slice).collect();
                 let mut out = crate::alloc::zeroed("rebuilt rows", rows.len() * self.cols())?;
-                ctx.run(kernel, &slices, Target::Items(&mut out), rows.len(), None)?;
+                run(kernel, &slices, &mut out, rows.len())?;
                 Ok(out)
             }
         }

@@ -7,7 +7,9 @@
 //! An array is a handle ([`ResidentArray`]) on an entry of the context's [`Ledger`]; dropping
 //! the handle or closing the context releases the shards.
 
-mod ledger;
+mod array;
+mod dispatch;
+pub(crate) mod ledger;
 mod lineage;
 mod place;
 mod run;
@@ -16,6 +18,7 @@ mod shard;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use array::ResidentArray;
 pub use ledger::Ledger;
 pub use run::Operand;
 
@@ -27,95 +30,7 @@ use crate::profile::Kind;
 use crate::workload::Workload;
 use ledger::Entry;
 use lineage::Lineage;
-use shard::{Shard, Storage};
-
-/// A handle on a resident array of `rows` × `cols` f32 words. Dropping it releases the
-/// array's shards.
-pub struct ResidentArray {
-    id: u64,
-    rows: usize,
-    cols: usize,
-    ledger: Arc<Ledger>,
-}
-
-impl Drop for ResidentArray {
-    fn drop(&mut self) {
-        self.ledger.remove(self.id);
-    }
-}
-
-impl std::fmt::Debug for ResidentArray {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ResidentArray({}, {})", self.rows, self.cols)
-    }
-}
-
-impl ResidentArray {
-    /// Rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// f32 words per row.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-    /// Whether its shards are still held (not freed, context not closed).
-    pub fn is_live(&self) -> bool {
-        self.ledger.lock().contains_key(&self.id)
-    }
-    /// Releases its shards now; the handle stays, and using it is an error.
-    pub fn free(&self) {
-        self.ledger.remove(self.id);
-    }
-    /// `(device, start_row, stop_row)` of every shard, in row order; an error naming
-    /// `argument` if the array is gone.
-    pub fn sharding(&self, argument: &str) -> Result<Vec<(usize, usize, usize)>> {
-        let entries = self.ledger.lock();
-        let entry = entries
-            .get(&self.id)
-            .ok_or_else(|| Ledger::gone(argument))?;
-        Ok(entry
-            .shards
-            .iter()
-            .map(|s| (s.device, s.rows.start, s.rows.end))
-            .collect())
-    }
-    /// Bytes of host memory its lineage keeps to rebuild lost shards.
-    pub fn lineage_host_bytes(&self) -> u64 {
-        self.ledger
-            .lock()
-            .get(&self.id)
-            .map_or(0, |e| e.lineage.host_bytes())
-    }
-    /// The array's shards (device, rows, storage) and lineage, if it is live and belongs to
-    /// `ledger`; otherwise an error naming `argument`.
-    fn snapshot(&self, ledger: &Arc<Ledger>, argument: &str) -> Result<Snapshot> {
-        if !Arc::ptr_eq(&self.ledger, ledger) {
-            return Err(Error::invalid(
-                argument,
-                "expected a DeviceArray of this context, got one of another context",
-            ));
-        }
-        let entries = self.ledger.lock();
-        let entry = entries
-            .get(&self.id)
-            .ok_or_else(|| Ledger::gone(argument))?;
-        Ok(Snapshot {
-            shards: entry
-                .shards
-                .iter()
-                .map(|s| (s.device, s.rows.clone(), Arc::clone(&s.storage)))
-                .collect(),
-            lineage: Arc::clone(&entry.lineage),
-        })
-    }
-}
-
-/// A resident array's shards at one moment: (device, rows, storage), in row order.
-pub(crate) struct Snapshot {
-    pub(crate) shards: Vec<(usize, std::ops::Range<usize>, Arc<Storage>)>,
-    pub(crate) lineage: Arc<Lineage>,
-}
+use shard::Shard;
 
 impl MultiGpuContext {
     /// Uploads `data` (`cols` words per row) into row shards placed by `strategy` (the
@@ -127,7 +42,7 @@ impl MultiGpuContext {
         cols: usize,
         strategy: Option<Strategy>,
     ) -> Result<ResidentArray> {
-        if cols == 0 || data.len() % cols != 0 {
+        if cols == 0 || !data.len().is_multiple_of(cols) {
             return Err(Error::Shape {
                 argument: "x".into(),
                 expected: format!("(N, {cols}) with {cols} > 0"),
@@ -225,7 +140,7 @@ impl MultiGpuContext {
                     return Err(error);
                 }
                 dev.health.mark_failed(&error.to_string());
-                head.copy_from_slice(&snapshot.lineage.replay(self, rows.clone())?);
+                head.copy_from_slice(&snapshot.lineage.replay(&self.replayer(), rows.clone())?);
                 continue;
             }
             if let Some((p, call)) = &recording {
@@ -241,6 +156,23 @@ impl MultiGpuContext {
             }
         }
         Ok(())
+    }
+
+    /// The engine as lineage replay runs it: per-item kernels over host rows, on the healthy
+    /// devices, with the context's default strategy.
+    fn replayer(
+        &self,
+    ) -> impl Fn(&crate::kernel::Kernel, &[&[f32]], &mut [f32], usize) -> Result<()> + '_ {
+        move |kernel, inputs, out, items| {
+            self.run(
+                kernel,
+                inputs,
+                crate::context::Target::Items(out),
+                items,
+                None,
+            )
+            .map(|_| ())
+        }
     }
 
     /// Bytes held by live resident arrays on each device, by device id.

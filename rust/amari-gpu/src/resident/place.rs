@@ -8,8 +8,8 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::array::Snapshot;
 use super::shard::{self, Storage};
-use super::Snapshot;
 use crate::context::MultiGpuContext;
 use crate::device::GpuDevice;
 use crate::error::Result;
@@ -86,7 +86,8 @@ impl MultiGpuContext {
             if healthy(*device) {
                 shard::read(src, storage, local, &mut staged[into.clone()], timeout)?;
             } else {
-                staged[into.clone()].copy_from_slice(&from.lineage.replay(self, overlap.clone())?);
+                staged[into.clone()]
+                    .copy_from_slice(&from.lineage.replay(&self.replayer(), overlap.clone())?);
             }
             moved += (into.len() * 4) as u64;
             if let Some((p, call)) = recording {

@@ -11,15 +11,15 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::array::{ResidentArray, Snapshot};
+use super::dispatch::{run_host, submit};
 use super::ledger::Entry;
 use super::lineage::{Lineage, Origin};
 use super::place::{record, Recording};
 use super::shard::{self, Shard, Storage};
-use super::{ResidentArray, Snapshot};
 use crate::context::MultiGpuContext;
-use crate::device::{DeviceKind, GpuDevice};
 use crate::error::{Error, Result};
-use crate::gpu_io::{self, Limit, Scopes};
+use crate::gpu_io::{self, Limit};
 use crate::kernel::{Input, Kernel, Output};
 use crate::profile::Kind;
 use crate::worker::ready_for_chunk;
@@ -34,136 +34,18 @@ pub enum Operand<'a> {
     Host(&'a [f32]),
 }
 
-/// Rows a single dispatch covers at most, so every binding of a piece fits the device's
-/// binding limit; a multiple of 256 rows keeps every piece's byte offset aligned.
-fn piece_rows(dev: &GpuDevice, kernel: &Kernel) -> usize {
-    let per_row = kernel.widest_binding_bytes_per_item().max(1);
-    let rows = (dev.max_binding_bytes() / per_row) as usize;
-    (rows - rows % 256).max(256)
+/// Rows of operand `operand` rebuilt on `device` because their own device failed: kept in
+/// place of the lost shard once the call succeeds, so later calls do not rebuild them again.
+struct Repair {
+    operand: usize,
+    rows: Range<usize>,
+    device: usize,
+    storage: Arc<Storage>,
 }
 
-/// A binding of `bytes` bytes of `buffer` from byte `offset`.
-fn entry(index: u32, buffer: &wgpu::Buffer, offset: u64, bytes: u64) -> wgpu::BindGroupEntry<'_> {
-    wgpu::BindGroupEntry {
-        binding: index,
-        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-            buffer,
-            offset,
-            size: wgpu::BufferSize::new(bytes.max(4)),
-        }),
-    }
-}
-
-/// Encodes and submits `kernel` over the `items` rows of one shard on wgpu device `dev`:
-/// `inputs[i]` is the shard's rows of input i (or the whole input), `out` the new shard.
-fn submit(
-    dev: &GpuDevice,
-    kernel: &Kernel,
-    inputs: &[Arc<Storage>],
-    out: &Storage,
-    items: usize,
-) -> Result<wgpu::SubmissionIndex> {
-    let gpu = dev.gpu();
-    let pipeline = dev.pipeline(kernel)?;
-    let scopes = Scopes::open(dev);
-    let mut encoder = gpu
-        .device
-        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some(&kernel.id),
-        });
-    let step = piece_rows(dev, kernel);
-    let mut uniforms = Vec::new();
-    let mut start = 0;
-    while start < items {
-        let n = step.min(items - start);
-        let (grid, row_threads) = gpu_io::grid(dev, kernel, n, "rows")?;
-        let header = kernel.uniform(n as u32, row_threads);
-        let uniform = dev.pool.take(
-            &gpu.device,
-            (header.len() * 4) as u64,
-            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        );
-        gpu.queue
-            .write_buffer(&uniform, 0, bytemuck::cast_slice(&header));
-        let buffer = |s: &Storage| match s {
-            Storage::Wgpu(b) => Ok(wgpu::Buffer::clone(b)),
-            Storage::Host(_) => Err(Error::Internal(
-                "a host shard bound on a wgpu device".into(),
-            )),
-        };
-        let mut entries = vec![entry(0, &uniform, 0, (header.len() * 4) as u64)];
-        let mut bound = Vec::with_capacity(inputs.len() + 1);
-        for storage in inputs {
-            bound.push(buffer(storage)?);
-        }
-        bound.push(buffer(out)?);
-        let widths = kernel
-            .inputs
-            .iter()
-            .map(|i| match *i {
-                Input::PerItem(w) => (w, true),
-                Input::Whole(w) => (w, false),
-            })
-            .chain(std::iter::once((kernel.output_words_per_item(), true)));
-        for (i, ((w, per_item), b)) in widths.zip(&bound).enumerate() {
-            let (offset, bytes) = if per_item {
-                ((start * w * 4) as u64, (n * w * 4) as u64)
-            } else {
-                (0, (w * 4) as u64)
-            };
-            entries.push(entry(i as u32 + 1, b, offset, bytes));
-        }
-        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(&kernel.id),
-            layout: &pipeline.layout,
-            entries: &entries,
-        });
-        gpu_io::dispatch(
-            &mut encoder,
-            Some(&kernel.id),
-            &pipeline,
-            &bind_group,
-            grid,
-            None,
-        );
-        uniforms.push(uniform);
-        start += n;
-    }
-    let submission = gpu.queue.submit(Some(encoder.finish()));
-    scopes.close(dev.id)?;
-    Ok(submission)
-}
-
-/// Runs `kernel` over the `items` rows of one shard on the host device.
-fn run_host(
-    dev: &GpuDevice,
-    kernel: &Kernel,
-    inputs: &[Arc<Storage>],
-    items: usize,
-) -> Result<Storage> {
-    let DeviceKind::Host(host) = &dev.kind else {
-        return Err(Error::Internal("run_host on a wgpu device".into()));
-    };
-    let Some(implementation) = kernel.host.as_ref() else {
-        return Err(Error::Internal(format!(
-            "kernel {} has no host implementation",
-            kernel.id
-        )));
-    };
-    let prepared = host.prepare(implementation.as_ref());
-    let mut slices = Vec::with_capacity(inputs.len());
-    for storage in inputs {
-        match storage.as_ref() {
-            Storage::Host(words) => slices.push(words.as_slice()),
-            Storage::Wgpu(_) => {
-                return Err(Error::Internal("a wgpu shard on the host device".into()))
-            }
-        }
-    }
-    let mut out = crate::alloc::zeroed("resident output", items * kernel.output_words_per_item())?;
-    host.run(dev.id, prepared.as_ref(), &slices, 0..items, &mut out)?;
-    Ok(Storage::Host(out))
-}
+/// What an attempt made (the new shards, and rebuilt rows of its operands), or the device to
+/// blame (if a device failed) and the error.
+type Attempt = std::result::Result<(Vec<Shard>, Vec<Repair>), (Option<usize>, Error)>;
 
 /// A shard dispatched in this attempt, waiting for its device.
 struct Dispatched {
@@ -194,10 +76,10 @@ impl MultiGpuContext {
             .collect::<Result<Vec<_>>>()?;
         let recording = self.resident_call(&format!("{}/{}", kernel.family, kernel.id), rows);
         let mut attempts = 0;
-        let shards = loop {
+        let (shards, repairs) = loop {
             attempts += 1;
             match self.attempt(kernel, operands, reference, &recording) {
-                Ok(shards) => break shards,
+                Ok(done) => break done,
                 Err((Some(device), error)) if attempts <= self.devices.len() => {
                     log::warn!("device {device} failed a resident call: {error}; rebuilding its rows elsewhere");
                     self.devices[device].health.mark_failed(&error.to_string());
@@ -205,6 +87,7 @@ impl MultiGpuContext {
                 Err((_, error)) => return Err(error),
             }
         };
+        self.keep_repairs(operands, repairs);
         let cols = kernel.output_words_per_item();
         let id = self.resident.insert(Entry {
             cols,
@@ -220,6 +103,28 @@ impl MultiGpuContext {
             cols,
             ledger: Arc::clone(&self.resident),
         })
+    }
+
+    /// Puts rebuilt rows in place of the lost shards they replace (when those are still
+    /// there: another call may have repaired or freed them meanwhile).
+    fn keep_repairs(&self, operands: &[(&str, Operand<'_>)], repairs: Vec<Repair>) {
+        let mut entries = self.resident.lock();
+        for repair in repairs {
+            let Operand::Resident(array) = operands[repair.operand].1 else {
+                continue;
+            };
+            let Some(entry) = entries.get_mut(&array.id) else {
+                continue;
+            };
+            let lost = entry
+                .shards
+                .iter_mut()
+                .find(|s| s.rows == repair.rows && !self.devices[s.device].health.is_healthy());
+            if let Some(shard) = lost {
+                shard.device = repair.device;
+                shard.storage = repair.storage;
+            }
+        }
     }
 
     /// Checks operand count, kinds and shapes before any work; returns the rows and the
@@ -259,7 +164,7 @@ impl MultiGpuContext {
                     "expected a host array for an operand applied to every row, got a DeviceArray",
                 )),
                 (Operand::Host(words), Input::PerItem(w)) => {
-                    if words.len() % w != 0 {
+                    if !words.len().is_multiple_of(w) {
                         return Err(Error::Shape {
                             argument: name.to_string(),
                             expected: format!("(N, {w})"),
@@ -315,7 +220,7 @@ impl MultiGpuContext {
         operands: &[(&str, Operand<'_>)],
         reference: usize,
         recording: &Recording,
-    ) -> std::result::Result<Vec<Shard>, (Option<usize>, Error)> {
+    ) -> Attempt {
         let plain = |e: Error| (None, e);
         let snapshots: Vec<Option<Snapshot>> = operands
             .iter()
@@ -332,6 +237,7 @@ impl MultiGpuContext {
         let out_cols = kernel.output_words_per_item();
         let mut whole: HashMap<(usize, usize), Arc<Storage>> = HashMap::new();
         let mut dispatched = Vec::with_capacity(layout.len());
+        let mut repairs = Vec::new();
         for (device, rows, _) in &layout {
             let own = &self.devices[*device];
             let dev = if own.health.is_healthy() && own.can_run(kernel) {
@@ -347,9 +253,22 @@ impl MultiGpuContext {
             for (i, ((_, op), spec)) in operands.iter().zip(&kernel.inputs).enumerate() {
                 let storage = match (op, snapshots[i].as_ref(), *spec) {
                     (_, Some(snapshot), Input::PerItem(w)) => {
-                        self.assemble(dev, snapshot, rows, w, recording)
-                            .map_err(blame)?
-                            .0
+                        let (storage, _) = self
+                            .assemble(dev, snapshot, rows, w, recording)
+                            .map_err(blame)?;
+                        let lost = snapshot
+                            .shards
+                            .iter()
+                            .any(|(d, r, _)| r == rows && !self.devices[*d].health.is_healthy());
+                        if lost {
+                            repairs.push(Repair {
+                                operand: i,
+                                rows: rows.clone(),
+                                device: dev.id,
+                                storage: Arc::clone(&storage),
+                            });
+                        }
+                        storage
                     }
                     (Operand::Host(words), _, Input::PerItem(w)) => {
                         let started = Instant::now();
@@ -431,6 +350,6 @@ impl MultiGpuContext {
                 storage: Arc::new(d.out),
             });
         }
-        Ok(shards)
+        Ok((shards, repairs))
     }
 }
