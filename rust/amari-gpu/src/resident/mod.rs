@@ -50,8 +50,15 @@ impl MultiGpuContext {
             });
         }
         let rows = data.len() / cols;
-        let mut source: Vec<f32> = crate::alloc::zeroed("x (lineage copy)", data.len())?;
-        source.copy_from_slice(data);
+        // One pass: reserved (fallibly, the size is the caller's) and filled by the copy.
+        let mut source: Vec<f32> = Vec::new();
+        source
+            .try_reserve_exact(data.len())
+            .map_err(|_| Error::HostOutOfMemory {
+                argument: "x (lineage copy)".into(),
+                bytes: (data.len() * 4) as u128,
+            })?;
+        source.extend_from_slice(data);
         let source = Arc::new(source);
         let mut shards = Vec::new();
         if rows > 0 {
