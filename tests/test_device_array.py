@@ -212,3 +212,15 @@ def test_faults_at_every_chunk_of_a_chain_are_rebuilt_from_lineage(
         assert 0 not in {device for device, _, _ in da.sharding}
     finally:
         ctx3.reset_health()
+
+
+def test_shapes_other_than_rows_of_multivectors(ctx3: ag.MultiGpuContext) -> None:
+    empty = ctx3.asarray(np.zeros((0, 8)))
+    assert empty.shape == (0, 8) and empty.sharding == []
+    assert ctx3.reverse(empty).numpy().shape == (0, 8)
+    column = ctx3.asarray(np.arange(10))
+    assert column.shape == (10,) and np.array_equal(column.numpy(), np.arange(10, dtype=np.float32))
+    cube = _batch(6, 15).reshape(2, 3, 8)
+    got = ctx3.geometric_product(ctx3.asarray(cube), cube)
+    assert got.shape == (2, 3, 8)
+    assert np.array_equal(got.numpy(), ctx3.geometric_product(cube, cube))

@@ -200,7 +200,7 @@ class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryM
 
     def stats(self) -> list[dict[str, Any]]:
         """Per device: bytes moved, items and chunks done, busy seconds, device memory the
-        context holds, health."""
+        context holds (``resident_bytes`` of it held by live DeviceArrays), health."""
         return list(self._native.stats())
 
     def inject_fault(self, device_id: int, after_chunks: int = 0) -> None:

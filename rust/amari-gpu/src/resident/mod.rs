@@ -50,6 +50,28 @@ impl MultiGpuContext {
             });
         }
         let rows = data.len() / cols;
+        let plan = if rows > 0 {
+            let workload = Workload {
+                kernel: "geometric_algebra/resident".into(),
+                family: Some(Family::GeometricAlgebra),
+                items: rows as u64,
+                bytes_in_per_item: 4.0 * cols as f64,
+                bytes_out_per_item: 4.0 * cols as f64,
+                flops_per_item: 2.0 * (cols * cols) as f64,
+            };
+            Some(self.distribute_workload(&workload, strategy)?)
+        } else {
+            None
+        };
+        let assignments = plan.as_ref().map_or(&[][..], |p| &p.assignments[..]);
+        // Every shard checked against its device's room before anything is copied.
+        let mut asked = vec![0u64; self.devices.len()];
+        for a in assignments {
+            let dev = self.device(a.device)?;
+            let bytes = a.items * cols as u64 * 4;
+            shard::check_room(dev, bytes, self.resident.held_bytes(dev.id) + asked[dev.id])?;
+            asked[dev.id] += bytes;
+        }
         // One pass: reserved (fallibly, the size is the caller's) and filled by the copy.
         let mut source: Vec<f32> = Vec::new();
         source
@@ -60,46 +82,25 @@ impl MultiGpuContext {
             })?;
         source.extend_from_slice(data);
         let source = Arc::new(source);
-        let mut shards = Vec::new();
-        if rows > 0 {
-            let workload = Workload {
-                kernel: "geometric_algebra/resident".into(),
-                family: Some(Family::GeometricAlgebra),
-                items: rows as u64,
-                bytes_in_per_item: 4.0 * cols as f64,
-                bytes_out_per_item: 4.0 * cols as f64,
-                flops_per_item: 2.0 * (cols * cols) as f64,
-            };
-            let plan = self.distribute_workload(&workload, strategy)?;
-            let recording = self.resident_call("resident/upload", rows);
-            for a in &plan.assignments {
-                let range = a.start as usize..a.stop as usize;
-                let dev = self.device(a.device)?;
-                let words = &data[range.start * cols..range.end * cols];
-                shard::check_room(
-                    dev,
-                    (words.len() * 4) as u64,
-                    self.resident.held_bytes(dev.id),
-                )?;
-                let started = Instant::now();
-                let storage = shard::put(dev, words)?;
-                if let Some((p, call)) = &recording {
-                    place::record(
-                        p,
-                        *call,
-                        dev.id,
-                        Kind::Upload,
-                        started,
-                        words.len() * 4,
-                        range.len(),
-                    );
-                }
-                shards.push(Shard {
-                    device: dev.id,
-                    rows: range,
-                    storage: Arc::new(storage),
-                });
+        let recording = plan
+            .as_ref()
+            .and_then(|_| self.resident_call("resident/upload", rows));
+        let mut shards = Vec::with_capacity(assignments.len());
+        for a in assignments {
+            let range = a.start as usize..a.stop as usize;
+            let dev = self.device(a.device)?;
+            let words = &data[range.start * cols..range.end * cols];
+            let started = Instant::now();
+            let storage = shard::put(dev, words)?;
+            if let Some((p, call)) = &recording {
+                let bytes = words.len() * 4;
+                place::record(p, *call, dev.id, Kind::Upload, started, bytes, range.len());
             }
+            shards.push(Shard {
+                device: dev.id,
+                rows: range,
+                storage: Arc::new(storage),
+            });
         }
         let id = self.resident.insert(Entry {
             cols,

@@ -160,3 +160,22 @@ pub(crate) fn read(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::arith::FmaMode;
+    use crate::host::device::HostDevice;
+
+    #[test]
+    fn shards_beyond_the_memory_budget_are_refused_naming_device_and_bytes() {
+        let info = crate::host::cpu::describe(0);
+        let host = HostDevice::new(1, FmaMode::default()).expect("host pool");
+        let dev = GpuDevice::host(3, &info, 0, host);
+        let asked = 1u64 << 60;
+        let error = check_room(&dev, asked, 0).unwrap_err();
+        assert!(matches!(error, Error::OutOfMemory { device: 3, .. }), "{error}");
+        assert!(error.to_string().contains(&asked.to_string()), "{error}");
+        assert!(check_room(&dev, 4096, 0).is_ok());
+    }
+}
