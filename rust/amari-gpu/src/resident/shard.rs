@@ -174,7 +174,10 @@ mod tests {
         let dev = GpuDevice::host(3, &info, 0, host);
         let asked = 1u64 << 60;
         let error = check_room(&dev, asked, 0).unwrap_err();
-        assert!(matches!(error, Error::OutOfMemory { device: 3, .. }), "{error}");
+        assert!(
+            matches!(error, Error::OutOfMemory { device: 3, .. }),
+            "{error}"
+        );
         assert!(error.to_string().contains(&asked.to_string()), "{error}");
         assert!(check_room(&dev, 4096, 0).is_ok());
     }
