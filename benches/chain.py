@@ -91,6 +91,22 @@ def main() -> int:
         if not np.array_equal(got, expected):
             raise SystemExit("resident chain differs from the numpy path")
 
+    # One profiled round of each path: where each one's time goes, step by step.
+    steps = {}
+    for path in ("numpy", "resident"):
+        with ctx.profile() as prof:
+            if path == "numpy":
+                chain(ctx, a, b, r)
+            else:
+                da, db = ctx.asarray(a), ctx.asarray(b)
+                chain(ctx, da, db, r).numpy()
+                da.free()
+                db.free()
+        totals: dict[str, float] = {}
+        for e in prof.events:
+            totals[e["kind"]] = totals.get(e["kind"], 0.0) + e["duration_s"]
+        steps[path] = totals
+
     med = statistics.median
     print(
         f"\nnumpy path:    {med(host_s) * 1e3:9.1f} ms  (min {min(host_s) * 1e3:.1f})  "
@@ -114,6 +130,12 @@ def main() -> int:
         f"  gather  {med(gather_s) * 1e3:8.1f} ms for {down_bytes / 2**20:.0f} MiB "
         f"({down_bytes / med(gather_s) / 1e9:.2f} GB/s)"
     )
+    print(
+        "\none profiled round of each path, seconds summed per step kind (device tracks overlap):"
+    )
+    for path, totals in steps.items():
+        text = ", ".join(f"{kind} {sec * 1e3:.1f} ms" for kind, sec in sorted(totals.items()))
+        print(f"  {path:8} {text}")
     # DERIVED, not measured: the same kernels, transfers at PCIe speed.
     kern = med(kernels_s)
 

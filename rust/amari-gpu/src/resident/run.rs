@@ -238,6 +238,7 @@ impl MultiGpuContext {
         let mut whole: HashMap<(usize, usize), Arc<Storage>> = HashMap::new();
         let mut dispatched = Vec::with_capacity(layout.len());
         let mut repairs = Vec::new();
+        let mut targets = Vec::with_capacity(layout.len());
         for (device, rows, _) in &layout {
             let own = &self.devices[*device];
             let dev = if own.health.is_healthy() && own.can_run(kernel) {
@@ -245,6 +246,12 @@ impl MultiGpuContext {
             } else {
                 self.substitute(kernel).map_err(plain)?
             };
+            targets.push((dev, rows));
+        }
+        // wgpu shards first: they are submitted and run while the host device computes its
+        // own in this thread.
+        targets.sort_by_key(|(dev, rows)| (dev.as_host().is_some(), rows.start));
+        for (dev, rows) in targets {
             let blame = |e: Error| match e {
                 Error::DeviceLost { device, .. } => (Some(device), e),
                 other => (None, other),
@@ -331,6 +338,7 @@ impl MultiGpuContext {
             });
         }
         let timeout = self.options.sync_timeout_ms.map(Duration::from_millis);
+        dispatched.sort_by_key(|d| d.rows.start);
         let mut shards = Vec::with_capacity(dispatched.len());
         for d in dispatched {
             let dev = &self.devices[d.device];
