@@ -3,7 +3,7 @@
 //! arguments and keeps shapes; the core places, runs and rebuilds.
 
 use amari_gpu::ga::{kernel, Algebra, Broadcast, Operation};
-use amari_gpu::resident::{Operand, ResidentArray};
+use amari_gpu::{ResidentArray, ResidentOperand as Operand};
 use numpy::ndarray::Ix2;
 use numpy::{PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;

@@ -38,7 +38,7 @@ pub mod profile;
 pub mod raw;
 #[cfg(not(feature = "bench-support"))]
 mod raw;
-pub mod resident;
+mod resident;
 pub mod sample;
 mod scheduler;
 mod selection;
@@ -57,6 +57,7 @@ pub use interrupt::Interrupt;
 pub use model::DeviceModel;
 pub use options::ContextOptions;
 pub use plan::{DeviceWorkload, Plan, Strategy};
+pub use resident::{Operand as ResidentOperand, ResidentArray};
 pub use workload::Workload;
 
 /// Version of the crate (and of the Python package built from it).

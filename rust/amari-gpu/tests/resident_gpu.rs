@@ -6,8 +6,7 @@
 mod common;
 
 use amari_gpu::ga::{kernel, Algebra, Broadcast, Operation};
-use amari_gpu::resident::Operand;
-use amari_gpu::{ContextOptions, MultiGpuContext, Strategy};
+use amari_gpu::{ContextOptions, MultiGpuContext, ResidentOperand as Operand, Strategy};
 use common::{logging, random, same_bits};
 
 fn mixed() -> MultiGpuContext {

@@ -61,16 +61,6 @@ impl Ledger {
             .sum()
     }
 
-    /// Live resident arrays.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether no resident array is live.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The error of a handle whose array is gone: freed, or its context closed.
     pub(crate) fn gone(argument: &str) -> Error {
         Error::invalid(

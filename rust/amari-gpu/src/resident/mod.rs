@@ -4,7 +4,7 @@
 //! sharding; nothing crosses to the host until [`MultiGpuContext::gather`]. Shards lost with
 //! a device are rebuilt from the array's lineage ([`lineage`]).
 //!
-//! An array is a handle ([`ResidentArray`]) on an entry of the context's [`Ledger`]; dropping
+//! An array is a handle ([`ResidentArray`]) on an entry of the context's [`ledger::Ledger`]; dropping
 //! the handle or closing the context releases the shards.
 
 mod array;
@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use array::ResidentArray;
-pub use ledger::Ledger;
 pub use run::Operand;
 
 use crate::context::MultiGpuContext;
