@@ -15,6 +15,7 @@ from .errors import (
     AmariGpuError,
     DeviceLostError,
     InvalidArgumentError,
+    KernelCompileError,
     NoAdapterError,
     OutOfMemoryError,
     ShapeError,
@@ -29,6 +30,17 @@ quiet_mesa()
 
 __version__: str = _native.__version__
 
+
+def __getattr__(name: str) -> object:
+    # RayContext needs Ray, an optional dependency: imported on first use only, so that
+    # ``import amari_gpu`` never imports Ray.
+    if name == "RayContext":
+        from .cluster import RayContext
+
+        return RayContext
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "STRATEGIES",
     "AdapterInfo",
@@ -41,6 +53,7 @@ __all__ = [
     "DeviceWorkload",
     "DomainReport",
     "InvalidArgumentError",
+    "KernelCompileError",
     "MultiGpuContext",
     "NoAdapterError",
     "OutOfMemoryError",

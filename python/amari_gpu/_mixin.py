@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 from . import _native
 from .planning import Plan
@@ -10,11 +14,97 @@ from .planning import Plan
 if TYPE_CHECKING:
     from .domain import DomainReport
 
+F32 = npt.NDArray[np.float32]
+
+
+class Kernels(Protocol):
+    """The kernel entry points the family methods call (each with the context's ``_native``
+    first): the native module's functions, or a RayContext's cluster versions of them."""
+
+    def ga_apply(
+        self,
+        ctx: Any,
+        operation: str,
+        signature: tuple[int, int, int],
+        operands: list[F32],
+        grades: int = 0,
+        strategy: str | None = None,
+        out: F32 | None = None,
+    ) -> tuple[F32, _native.PlanDict]: ...
+    def tropical_matmul(
+        self,
+        ctx: Any,
+        a: F32,
+        b: F32,
+        semiring: str,
+        strategy: str | None = None,
+        out: F32 | None = None,
+    ) -> tuple[F32, _native.PlanDict]: ...
+    def tropical_matvec(
+        self,
+        ctx: Any,
+        a: F32,
+        x: F32,
+        semiring: str,
+        strategy: str | None = None,
+        out: F32 | None = None,
+    ) -> tuple[F32, _native.PlanDict]: ...
+    def shortest_paths(
+        self, ctx: Any, w: F32, strategy: str | None = None, out: F32 | None = None
+    ) -> tuple[F32, _native.PlanDict]: ...
+    def fisher_information(
+        self,
+        ctx: Any,
+        scores: F32,
+        weights: F32 | None = None,
+        strategy: str | None = None,
+        out: npt.NDArray[np.float64] | None = None,
+    ) -> tuple[npt.NDArray[np.float64], _native.PlanDict]: ...
+    def fisher_categorical(
+        self,
+        ctx: Any,
+        values: F32,
+        logits: bool,
+        strategy: str | None = None,
+        out: F32 | None = None,
+    ) -> tuple[F32, _native.PlanDict]: ...
+    def fisher_gaussian(
+        self,
+        ctx: Any,
+        mean: F32,
+        var: F32,
+        strategy: str | None = None,
+        out: F32 | None = None,
+    ) -> tuple[F32, _native.PlanDict]: ...
+    def stencil(
+        self,
+        ctx: Any,
+        grid: F32,
+        alpha: float,
+        boundary: str,
+        options: _native.RunOptions,
+        progress: Callable[[int, int], object] | None = None,
+        out: F32 | None = None,
+    ) -> tuple[F32, _native.DomainReportDict]: ...
+    def life(
+        self,
+        ctx: Any,
+        grid: npt.NDArray[np.uint8],
+        options: _native.RunOptions,
+        progress: Callable[[int, int], object] | None = None,
+        out: npt.NDArray[np.uint8] | None = None,
+    ) -> tuple[npt.NDArray[np.uint8], _native.DomainReportDict]: ...
+
 
 class KernelHost:
-    """The context state a family's methods use: the native context and the last plan."""
+    """The context state a family's methods use: the native context and the last plan.
+
+    ``_kernels`` holds the kernel entry points a method calls with ``_native`` as first
+    argument: the native module for a ``MultiGpuContext``; a ``RayContext`` puts its
+    cluster dispatch there, so both run the same method definitions."""
 
     _native: Any
+    _kernels: Kernels = _native
     last_plan: Plan | None
     last_run: DomainReport | None
 

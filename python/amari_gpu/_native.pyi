@@ -223,6 +223,12 @@ class RunOptions(TypedDict):
     split: list[int] | None
 
 @type_check_only
+class RowsSpec(TypedDict):
+    source: str
+    out_cols: int
+    params: list[tuple[str, float]]
+
+@type_check_only
 class WorkloadFields(Protocol):
     @property
     def kernel(self) -> str: ...
@@ -280,6 +286,7 @@ def ga_apply(
     operands: list[npt.NDArray[np.float32]],
     grades: int = 0,
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 
 # --- resident arrays ---
@@ -318,6 +325,7 @@ def tropical_matmul(
     b: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 def tropical_matvec(
     ctx: Context,
@@ -325,11 +333,13 @@ def tropical_matvec(
     x: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 def shortest_paths(
     ctx: Context,
     w: npt.NDArray[np.float32],
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 
 # --- information geometry ---
@@ -340,19 +350,55 @@ def fisher_information(
     scores: npt.NDArray[np.float32],
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
+    out: npt.NDArray[np.float64] | None = None,
 ) -> tuple[npt.NDArray[np.float64], PlanDict]: ...
 def fisher_categorical(
     ctx: Context,
     values: npt.NDArray[np.float32],
     logits: bool,
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 def fisher_gaussian(
     ctx: Context,
     mean: npt.NDArray[np.float32],
     var: npt.NDArray[np.float32],
     strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+
+# --- the empirical Fisher call in three steps (a cluster's driver and nodes) ---
+__all__ += ["fisher_finish", "fisher_partials", "fisher_prepare"]
+
+@type_check_only
+class FisherPreparedDict(TypedDict):
+    scores: npt.NDArray[np.float32] | None
+    weights: npt.NDArray[np.float32] | None
+    n: int
+    p: int
+    chunk_items: int
+    total: float
+    column_exponents: list[int]
+    weight_exponent: int
+
+def fisher_prepare(
+    scores: npt.NDArray[np.float32],
+    weights: npt.NDArray[np.float32] | None = None,
+) -> FisherPreparedDict: ...
+def fisher_partials(
+    ctx: Context,
+    scores: npt.NDArray[np.float32],
+    weights: npt.NDArray[np.float32],
+    chunk_items: int,
+    strategy: str | None = None,
+) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+def fisher_finish(
+    partials: npt.NDArray[np.float32],
+    p: int,
+    total: float,
+    column_exponents: list[int],
+    weight_exponent: int,
+) -> npt.NDArray[np.float64]: ...
 
 # --- domain decomposition ---
 __all__ += ["life", "stencil"]
@@ -364,10 +410,23 @@ def stencil(
     boundary: str,
     options: RunOptions,
     progress: Callable[[int, int], object] | None = None,
+    out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], DomainReportDict]: ...
 def life(
     ctx: Context,
     grid: npt.NDArray[np.uint8],
     options: RunOptions,
     progress: Callable[[int, int], object] | None = None,
+    out: npt.NDArray[np.uint8] | None = None,
 ) -> tuple[npt.NDArray[np.uint8], DomainReportDict]: ...
+
+# --- users' row kernels ---
+__all__ += ["map_rows"]
+
+def map_rows(
+    ctx: Context,
+    spec: RowsSpec,
+    arrays: list[tuple[npt.NDArray[np.float32], bool]],
+    strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
+) -> tuple[npt.NDArray[np.float32], PlanDict]: ...

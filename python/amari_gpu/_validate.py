@@ -13,12 +13,13 @@ bare ``OverflowError`` from the conversion.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, ShapeError
 
 
 def shape_text(shape: tuple[int, ...]) -> str:
@@ -136,3 +137,43 @@ def sequence(name: str, value: Any) -> list[Any]:
         raise InvalidArgumentError(
             f"{name}: expected a sequence, got {type(value).__name__} {value!r}"
         ) from None
+
+
+def output(
+    out: Any, shape: tuple[int, ...], dtype: Any, inputs: Mapping[str, Any]
+) -> np.ndarray[Any, Any] | None:
+    """The caller's ``out=`` array, checked before any work (the numpy ufunc convention: the
+    result is written into it and it is returned): None when not given, else exactly
+    ``shape`` and ``dtype``, C-contiguous, aligned, writeable, a plain ndarray (not a masked
+    array, whose mask would be ignored) sharing no memory with any of ``inputs`` (the
+    caller's arguments by name, as given, before any conversion). This is the one place ``out=``
+    is checked: a device-resident ``out`` would be accepted here."""
+    if out is None:
+        return None
+    if isinstance(out, np.ma.MaskedArray):
+        raise TypeError(
+            "out: expected a plain numpy array, got a masked array (numpy.ma); its mask "
+            "would be ignored"
+        )
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out: expected a numpy.ndarray or None, got {type(out).__name__}")
+    want = np.dtype(dtype)
+    if out.shape != shape:
+        raise ShapeError(
+            f"out: expected shape {shape_text(shape)} (the result's), got {shape_text(out.shape)}"
+        )
+    if out.dtype != want:
+        raise TypeError(f"out: expected dtype {want} (the result's), got dtype {out.dtype}")
+    if not out.flags.c_contiguous:
+        raise InvalidArgumentError("out: expected a C-contiguous array, got a strided one")
+    if not out.flags.aligned:
+        raise InvalidArgumentError("out: expected an aligned array, got an unaligned one")
+    if not out.flags.writeable:
+        raise InvalidArgumentError("out: expected a writeable array, got a read-only one")
+    for name, value in inputs.items():
+        if isinstance(value, np.ndarray) and np.shares_memory(out, value):
+            raise InvalidArgumentError(
+                f"out: expected an array that shares no memory with the inputs, got one "
+                f"that overlaps {name}"
+            )
+    return out

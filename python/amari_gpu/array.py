@@ -20,6 +20,7 @@ import numpy.typing as npt
 from . import _native
 from ._mixin import KernelHost
 from ._validate import real_array, shape_text
+from .algebra import Algebra
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -124,7 +125,7 @@ def _rows_of(shape: tuple[int, ...]) -> tuple[int, int]:
 
 
 class ResidentMixin(KernelHost):
-    """``asarray`` and the resident path of the kernel methods of ``MultiGpuContext``."""
+    """``asarray`` of ``MultiGpuContext``."""
 
     def asarray(self, x: Any, strategy: str | None = None) -> DeviceArray:
         """Uploads ``x`` (any real dtype, converted to float32 like every kernel input; at
@@ -146,59 +147,65 @@ class ResidentMixin(KernelHost):
         handle = _native.resident_upload(self._native, flat, optional_strategy(strategy))
         return DeviceArray(handle, self, tuple(array.shape))
 
-    def _resident_operand(self, name: str, value: Any, width: int) -> tuple[Any, tuple[int, ...]]:
-        """The native operand of ``value`` (width ``width``) and its leading shape: a live
-        DeviceArray's handle, or float32 rows; a single row is passed as host data."""
-        if isinstance(value, DeviceArray):
-            handle = value._live(name, self)
-            single = value.shape == (width,)
-            if not single and (value.ndim < 2 or value.shape[-1] != width):
-                raise ShapeError(
-                    f"{name}: expected shape (..., {width}), got {shape_text(value.shape)}"
-                )
-            lead = value.shape[:-1]
-            return handle, lead
-        array = real_array(name, value)
-        if array.ndim == 0 or array.shape[-1] != width:
-            raise ShapeError(
-                f"{name}: expected shape (..., {width}), got {shape_text(array.shape)}"
-            )
-        flat = np.require(array.reshape(-1, width), dtype=np.float32, requirements=["C", "A"])
-        return flat, array.shape[:-1]
 
-    def _resident_ga(
-        self,
-        operation: str,
-        signature: tuple[int, int, int],
-        width: int,
-        named: list[tuple[str, Any]],
-        grades: int = 0,
-    ) -> DeviceArray:
-        """GA ``operation`` with at least one DeviceArray operand: computed on the devices
-        holding its rows; the result a DeviceArray with the same sharding."""
-        operands = [self._resident_operand(name, value, width) for name, value in named]
-        if len(operands) == 2 and any(math.prod(lead) != 1 for _, lead in operands):
-            # A single multivector is applied to every row: the core takes it as host data.
-            operands = [
-                (np.asarray(value, dtype=np.float32).reshape(1, width), lead)
-                if math.prod(lead) == 1 and isinstance(value, DeviceArray)
-                else (op, lead)
-                for (op, lead), (_, value) in zip(operands, named, strict=True)
-            ]
-        batches = [lead for _, lead in operands if math.prod(lead) != 1]
-        lead = batches[0] if batches else operands[0][1]
-        for (name, _), (_, other) in zip(named, operands, strict=True):
-            if math.prod(other) != 1 and other != lead:
-                raise ShapeError(
-                    f"{name}: expected leading shape {shape_text(lead)} like the other "
-                    f"operand (DeviceArrays do not broadcast), got {shape_text(other)}"
-                )
-        # The result's leading shape is numpy's broadcast of the operands' (as on the numpy
-        # path): a single multivector of shape (1, 1, 2^n) adds its axes.
-        lead = np.broadcast_shapes(*(other for _, other in operands))
-        handle = _native.resident_ga_apply(
-            self._native, operation, signature, [op for op, _ in operands], grades
+def _resident_operand(ctx: Any, name: str, value: Any, width: int) -> tuple[Any, tuple[int, ...]]:
+    """The native operand of ``value`` (width ``width``) and its leading shape: a live
+    DeviceArray's handle, or float32 rows; a single row is passed as host data."""
+    if isinstance(value, DeviceArray):
+        handle = value._live(name, ctx)
+        single = value.shape == (width,)
+        if not single and (value.ndim < 2 or value.shape[-1] != width):
+            raise ShapeError(
+                f"{name}: expected shape (..., {width}), got {shape_text(value.shape)}"
+            )
+        lead = value.shape[:-1]
+        return handle, lead
+    array = real_array(name, value)
+    if array.ndim == 0 or array.shape[-1] != width:
+        raise ShapeError(f"{name}: expected shape (..., {width}), got {shape_text(array.shape)}")
+    flat = np.require(array.reshape(-1, width), dtype=np.float32, requirements=["C", "A"])
+    return flat, array.shape[:-1]
+
+
+def resident_ga(
+    ctx: Any,
+    operation: str,
+    algebra: Algebra,
+    named: list[tuple[str, Any]],
+    grades: int,
+    out: Any,
+) -> DeviceArray:
+    """GA ``operation`` with at least one DeviceArray operand: computed on the devices
+    holding its rows; the result a DeviceArray with the same sharding."""
+    if out is not None:
+        raise InvalidArgumentError(
+            "out: expected None with DeviceArray operands (the result stays on the devices), "
+            f"got {type(out).__name__}"
         )
-        cols = int(handle.cols)
-        shape = tuple(lead) if operation == "scalar_product" else (*lead, cols)
-        return DeviceArray(handle, self, shape)
+    width, signature = algebra.n_blades, algebra.signature
+    operands = [_resident_operand(ctx, name, value, width) for name, value in named]
+    if len(operands) == 2 and any(math.prod(lead) != 1 for _, lead in operands):
+        # A single multivector is applied to every row: the core takes it as host data.
+        operands = [
+            (np.asarray(value, dtype=np.float32).reshape(1, width), lead)
+            if math.prod(lead) == 1 and isinstance(value, DeviceArray)
+            else (op, lead)
+            for (op, lead), (_, value) in zip(operands, named, strict=True)
+        ]
+    batches = [lead for _, lead in operands if math.prod(lead) != 1]
+    lead = batches[0] if batches else operands[0][1]
+    for (name, _), (_, other) in zip(named, operands, strict=True):
+        if math.prod(other) != 1 and other != lead:
+            raise ShapeError(
+                f"{name}: expected leading shape {shape_text(lead)} like the other "
+                f"operand (DeviceArrays do not broadcast), got {shape_text(other)}"
+            )
+    # The result's leading shape is numpy's broadcast of the operands' (as on the numpy
+    # path): a single multivector of shape (1, 1, 2^n) adds its axes.
+    lead = np.broadcast_shapes(*(other for _, other in operands))
+    handle = _native.resident_ga_apply(
+        ctx._native, operation, signature, [op for op, _ in operands], grades
+    )
+    cols = int(handle.cols)
+    shape = tuple(lead) if operation == "scalar_product" else (*lead, cols)
+    return DeviceArray(handle, ctx, shape)

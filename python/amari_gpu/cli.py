@@ -5,6 +5,8 @@ doctor     is anything usable; smoke-test each adapter alone; what to install
 calibrate  measure (or show cached) capabilities of every selected device
 bench      the scaling study: device sets x strategies x kernel families vs numpy
 demo       list the adapters, run and check every kernel family on each
+cluster-info  the nodes of a Ray cluster with the amari_gpu resource, their adapters and
+           calibrated figures (needs amari-gpu[ray])
 """
 
 from __future__ import annotations
@@ -212,6 +214,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo = commands.add_parser("demo", help="run and check every kernel family on every adapter")
     demo.add_argument("--items", type=_positive, default=1_000_000, help="multivectors per call")
+    cluster = commands.add_parser(
+        "cluster-info",
+        parents=[backends, as_json],
+        help="nodes of a Ray cluster, their adapters and calibrated figures",
+    )
+    cluster.add_argument("--address", help="Ray cluster address (default: as ray.init finds)")
     return parser
 
 
@@ -226,6 +234,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _calibrate(args)
         if args.command == "bench":
             return _bench(args)
+        if args.command == "cluster-info":
+            from .cluster.info import report
+
+            return report(args.address, args.backends, args.json)
         from .demo import run
 
         return run(args.items)

@@ -12,12 +12,14 @@ import numpy as np
 from . import _native
 from ._adapters import BACKENDS, DEVICE_TYPES, AdapterInfo
 from ._validate import index_list, integer, name_list, optional_positive_int, positive_int
+from .array import ResidentMixin
 from .domain import DomainMixin
 from .errors import InvalidArgumentError
 from .ga import GeometricAlgebraMixin
 from .information import InformationGeometryMixin
 from .planning import Capabilities, Plan, Workload, check_strategy, optional_strategy
 from .profiler import Profile, _Recording
+from .rows import RowsMixin
 from .tropical import TropicalMixin
 
 MAX_DEVICES_PER_ADAPTER = 64
@@ -42,7 +44,14 @@ class Device:
         return Capabilities(**self._native.capabilities(self.id))
 
 
-class MultiGpuContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin, DomainMixin):
+class MultiGpuContext(
+    GeometricAlgebraMixin,
+    TropicalMixin,
+    InformationGeometryMixin,
+    DomainMixin,
+    RowsMixin,
+    ResidentMixin,
+):
     """Devices on every selected adapter, used together by every kernel call.
 
     Selection: by default every distinct hardware adapter (one per physical device,

@@ -6,7 +6,9 @@ Game of Life on a torus. Each band stays on its device between exchanges, with `
 ghost rows on each side: a device runs ``halo`` steps between two exchanges, recomputing the
 ghost rows it shares with its neighbours (redundant work traded for fewer synchronisations).
 Results are bit-identical for any number of devices, halo width and layout: every cell is
-computed by the same arithmetic wherever it sits.
+computed by the same arithmetic wherever it sits. The host device, when the context has it,
+takes bands like any device: they live in host memory and are stepped by native kernels that
+reproduce the shaders' arithmetic, rounding ``fma`` as the context's wgpu devices do.
 """
 
 from __future__ import annotations
@@ -14,15 +16,26 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _native
-from ._validate import U64_MAX, as_float32, integer, plain_array, positive_int, sequence
+from ._validate import (
+    U64_MAX,
+    as_float32,
+    integer,
+    output,
+    plain_array,
+    positive_int,
+    sequence,
+)
 from .errors import InvalidArgumentError, ShapeError
 from .planning import Plan
+
+if TYPE_CHECKING:
+    from ._mixin import Kernels
 
 BOUNDARIES: tuple[str, ...] = _native.BOUNDARIES
 """Boundary conditions of ``stencil``."""
@@ -143,6 +156,7 @@ class DomainMixin:
     """Domain-decomposition methods of ``MultiGpuContext``."""
 
     _native: Any
+    _kernels: Kernels
     devices: Sequence[Any]
     last_run: DomainReport | None = None
     last_plan: Plan | None
@@ -171,6 +185,7 @@ class DomainMixin:
         rebalance: bool = True,
         split: Sequence[int] | None = None,
         progress: Callable[[int, int], object] | None = None,
+        out: npt.NDArray[np.float32] | None = None,
     ) -> npt.NDArray[np.float32]:
         """``steps`` explicit Jacobi steps of the 2-D heat equation on a (H, W) grid::
 
@@ -184,19 +199,27 @@ class DomainMixin:
         device with ``halo`` ghost rows on each side; devices run ``halo`` steps between
         exchanges of border rows through the host. ``rebalance`` moves rows between
         devices when measured round times say a new split saves time; ``split`` gives the
-        first layout's rows per device id (default: by measured streaming bandwidth).
+        first layout's rows per device id (default: by measured streaming bandwidth). The
+        host device, if the context has it, is one of those devices: its bands stay in host
+        memory and exchange halos with the others through the same host board, with the same
+        bits as the wgpu devices beside it (alone it rounds ``fma`` fused, as hardware GPUs
+        do; see docs/grids.md).
         Grids take no ``strategy=``: ``split`` and ``rebalance`` are how their bands are
         placed, and ``ctx.last_plan`` is set to None (a grid call follows no ``Plan``).
         A device that fails (lost, out of memory, no answer within ``sync_timeout_ms`` for
-        a round, or ``inject_fault``, which counts rounds as chunks) is marked unhealthy and
-        the run starts again from ``grid`` without it. What happened, measured, is in
-        ``ctx.last_run`` (a :class:`DomainReport`).
+        a round, ``inject_fault``, which counts rounds as chunks, or a panic in a host-device
+        step) is marked unhealthy and the run starts again from ``grid`` without it. What
+        happened, measured, is in ``ctx.last_run`` (a :class:`DomainReport`).
+
+        ``out=``: a float32, C-contiguous, writeable (H, W) array sharing no memory with
+        ``grid`` (steps are not taken in place: a failed device restarts the run from
+        ``grid``); the final grid is copied into it and it is returned.
 
         ``progress``, if given, is called as ``progress(steps_done, steps_total)`` between
         rounds (at most every 0.1 s, and once at the end); an exception it raises stops the
-        run and is raised. Ctrl-C stops a run within a round (``KeyboardInterrupt``); the
-        context stays usable. ``steps`` has no upper bound: a huge count runs until it is
-        done or interrupted.
+        run and is raised. Ctrl-C stops a run within a round (``KeyboardInterrupt``; the host
+        device stops between the steps of its round); the context stays usable. ``steps``
+        has no upper bound: a huge count runs until it is done or interrupted.
 
         A grid with max |u| above 2^123 (about 1.06e37), whose neighbour sums would overflow
         float32, runs scaled down by an exact power of two (2 to 32) and is scaled back at
@@ -220,11 +243,12 @@ class DomainMixin:
         options = self._run_options(steps, halo, rebalance, split)
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(f"progress: expected a callable, got {progress!r}")
-        out, report = _native.stencil(
-            self._native, cells, float(alpha), boundary, options, progress
+        target = output(out, cells.shape, np.float32, {"grid": grid})
+        result, report = self._kernels.stencil(
+            self._native, cells, float(alpha), boundary, options, progress, target
         )
         self._record_run(report)
-        return out
+        return result
 
     def life(
         self,
@@ -235,19 +259,18 @@ class DomainMixin:
         rebalance: bool = True,
         split: Sequence[int] | None = None,
         progress: Callable[[int, int], object] | None = None,
+        out: npt.NDArray[np.uint8] | None = None,
     ) -> npt.NDArray[np.uint8]:
         """``steps`` steps of Conway's Game of Life on a (H, W) torus of cells 0 or 1
         (bool or integer dtype; any other value raises ``ValueError``). Returns uint8. Bands,
         ``halo``, ``rebalance``, ``split`` and ``progress`` (and Ctrl-C) as in :meth:`stencil`;
-        results are exact."""
+        results are exact. ``out=``: a uint8 (H, W) array, as in :meth:`stencil`."""
         array = _grid(grid, "biu", "an array of 0/1 cells (bool or integer dtype)")
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(f"progress: expected a callable, got {progress!r}")
-        out, report = _native.life(
-            self._native,
-            _cells(array),
-            self._run_options(steps, halo, rebalance, split),
-            progress,
-        )
+        cells = _cells(array)
+        options = self._run_options(steps, halo, rebalance, split)
+        target = output(out, cells.shape, np.uint8, {"grid": grid})
+        result, report = self._kernels.life(self._native, cells, options, progress, target)
         self._record_run(report)
-        return out
+        return result

@@ -6,6 +6,7 @@ __all__ = [
     "AmariGpuError",
     "DeviceLostError",
     "InvalidArgumentError",
+    "KernelCompileError",
     "NoAdapterError",
     "OutOfMemoryError",
     "ShapeError",
@@ -38,3 +39,9 @@ class ShapeError(AmariGpuError, ValueError):
 
 class InvalidArgumentError(AmariGpuError, ValueError):
     """A non-array argument is out of range or unknown; the message names it."""
+
+
+class KernelCompileError(AmariGpuError, ValueError):
+    """A user's WGSL kernel (``map_rows``) does not compile, or its ``row`` function does not
+    match the arrays passed; the message gives the line and column in the user's source and
+    naga's text, or says which part of the signature does not match."""

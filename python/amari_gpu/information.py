@@ -9,6 +9,11 @@ Result dtypes, whatever the input dtype (float64 inputs are converted to float32
 devices): ``fisher_information`` and ``natural_gradient`` return float64 (the partials are
 summed, and the system solved, in float64 on the host); ``fisher_categorical`` and
 ``fisher_gaussian`` return float32 (each entry is computed on a device, in float32).
+
+Every method takes ``out=``: an array of the result's shape and dtype (C-contiguous,
+writeable, sharing no memory with the inputs) that the result is written into and that is
+returned. The per-sample batches are read back straight into it; the reduced matrix and the
+natural gradient, which the host computes in float64, are copied into it.
 """
 
 from __future__ import annotations
@@ -19,9 +24,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _native
 from ._mixin import KernelHost
-from ._validate import as_float32, plain_array, shape_text
+from ._validate import as_float32, output, plain_array, shape_text
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -51,7 +55,12 @@ class InformationGeometryMixin(KernelHost):
     """Information-geometry methods of ``MultiGpuContext``."""
 
     def fisher_information(
-        self, scores: Any, weights: Any = None, *, strategy: str | None = None
+        self,
+        scores: Any,
+        weights: Any = None,
+        *,
+        strategy: str | None = None,
+        out: npt.NDArray[np.float64] | None = None,
     ) -> npt.NDArray[np.float64]:
         """Empirical Fisher matrix ``sum_i w_i g_i g_i^T / sum_i w_i`` of per-sample scores.
 
@@ -87,12 +96,21 @@ class InformationGeometryMixin(KernelHost):
                 raise ShapeError(
                     f"weights: expected shape ({s32.shape[0]},), got {shape_text(w32.shape)}"
                 )
-        out, plan = _native.fisher_information(self._native, s32, w32, optional_strategy(strategy))
+        p = s32.shape[1]
+        target = output(out, (p, p), np.float64, {"scores": scores, "weights": weights})
+        result, plan = self._kernels.fisher_information(
+            self._native, s32, w32, optional_strategy(strategy), target
+        )
         self._record(plan)
-        return out
+        return result
 
     def fisher_categorical(
-        self, probs: Any = None, logits: Any = None, *, strategy: str | None = None
+        self,
+        probs: Any = None,
+        logits: Any = None,
+        *,
+        strategy: str | None = None,
+        out: npt.NDArray[np.float32] | None = None,
     ) -> npt.NDArray[np.float32]:
         """Fisher information ``diag(p) - p p^T`` of N categorical distributions.
 
@@ -112,14 +130,22 @@ class InformationGeometryMixin(KernelHost):
                 f"probs: expected exactly one of probs and logits, got {got}"
             )
         values = _matrix("probs", probs) if logits is None else _matrix("logits", logits)
-        out, plan = _native.fisher_categorical(
-            self._native, values, logits is not None, optional_strategy(strategy)
+        n, k = values.shape
+        inputs = {"probs": probs, "logits": logits}
+        target = output(out, (n, k, k), np.float32, inputs)
+        result, plan = self._kernels.fisher_categorical(
+            self._native, values, logits is not None, optional_strategy(strategy), target
         )
         self._record(plan)
-        return out
+        return result
 
     def fisher_gaussian(
-        self, mean: Any, var: Any, *, strategy: str | None = None
+        self,
+        mean: Any,
+        var: Any,
+        *,
+        strategy: str | None = None,
+        out: npt.NDArray[np.float32] | None = None,
     ) -> npt.NDArray[np.float32]:
         """Fisher information of N diagonal Gaussians in parameters (mu_1..mu_D, var_1..var_D).
 
@@ -131,9 +157,13 @@ class InformationGeometryMixin(KernelHost):
         """
         m32 = _matrix("mean", mean)
         v32 = _matrix("var", var, rows=m32.shape[0], cols=m32.shape[1])
-        out, plan = _native.fisher_gaussian(self._native, m32, v32, optional_strategy(strategy))
+        n, d = m32.shape
+        target = output(out, (n, 2 * d, 2 * d), np.float32, {"mean": mean, "var": var})
+        result, plan = self._kernels.fisher_gaussian(
+            self._native, m32, v32, optional_strategy(strategy), target
+        )
         self._record(plan)
-        return out
+        return result
 
     def natural_gradient(
         self,
@@ -143,6 +173,7 @@ class InformationGeometryMixin(KernelHost):
         *,
         weights: Any = None,
         strategy: str | None = None,
+        out: npt.NDArray[np.float64] | None = None,
     ) -> npt.NDArray[np.float64]:
         """Natural gradient: the solution x of (F + damping I) x = grad.
 
@@ -152,7 +183,8 @@ class InformationGeometryMixin(KernelHost):
         converted to float64; ``damping`` is a finite number >= 0. Returns a new float64 array
         shaped like ``grad``. With damping 0 and a singular F, raises InvalidArgumentError
         naming ``damping``. Scores at the float32 extremes are handled as in
-        :meth:`fisher_information`.
+        :meth:`fisher_information`. ``out=`` (float64, shaped like ``grad``) receives the
+        solution.
         """
         if (
             isinstance(damping, bool)
@@ -167,13 +199,21 @@ class InformationGeometryMixin(KernelHost):
                 f"grad: expected an array of real numbers (converted to float64), "
                 f"got dtype {g.dtype}"
             )
-        f = self.fisher_information(scores, weights, strategy=strategy)
-        p = f.shape[0]
-        if g.ndim not in (1, 2) or g.shape[0] != p:
-            raise ShapeError(f"grad: expected shape ({p},) or ({p}, M), got {shape_text(g.shape)}")
+        s = plain_array("scores", scores)
+        if s.ndim == 2:
+            # Checked before the Fisher matrix is computed, so a bad grad or out costs no work.
+            p = s.shape[1]
+            if g.ndim not in (1, 2) or g.shape[0] != p:
+                raise ShapeError(
+                    f"grad: expected shape ({p},) or ({p}, M), got {shape_text(g.shape)}"
+                )
         g64 = np.array(g, dtype=np.float64)
         if not np.isfinite(g64).all():
             raise InvalidArgumentError("grad: expected finite values, got NaN or inf")
+        inputs = {"scores": scores, "grad": grad, "weights": weights}
+        target = output(out, g.shape, np.float64, inputs)
+        f = self.fisher_information(scores, weights, strategy=strategy)
+        p = f.shape[0]
         system = f + float(damping) * np.eye(p)
         try:
             np.linalg.cholesky(system)
@@ -182,4 +222,8 @@ class InformationGeometryMixin(KernelHost):
                 f"damping: F + damping I is not positive definite with damping={damping!r} "
                 "(F is singular); use damping > 0"
             ) from None
-        return np.asarray(np.linalg.solve(system, g64), dtype=np.float64)
+        solution = np.asarray(np.linalg.solve(system, g64), dtype=np.float64)
+        if target is None:
+            return solution
+        target[...] = solution
+        return target

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from . import _native
 from ._mixin import KernelHost
-from ._validate import as_float32, shape_text
+from ._validate import as_float32, output, shape_text
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -56,7 +56,13 @@ class TropicalMixin(KernelHost):
     """Tropical-algebra methods of ``MultiGpuContext``."""
 
     def tropical_matmul(
-        self, a: Any, b: Any, semiring: str = "max_plus", *, strategy: str | None = None
+        self,
+        a: Any,
+        b: Any,
+        semiring: str = "max_plus",
+        *,
+        strategy: str | None = None,
+        out: npt.NDArray[np.float32] | None = None,
     ) -> npt.NDArray[np.float32]:
         """Tropical matrix product ``a ⊗ b`` in ``semiring`` ("max_plus" or "min_plus").
 
@@ -74,6 +80,9 @@ class TropicalMixin(KernelHost):
         A finite sum ``a[i, k] + b[k, j]`` beyond the float32 range that would decide an entry
         raises :class:`InvalidArgumentError` ("tropical products overflow float32"), rather
         than coming back as a quiet ``inf`` or ``-inf`` (the tropical zero).
+
+        ``out=``: a float32, C-contiguous, writeable array of the result's shape sharing no
+        memory with ``a`` or ``b``; the product is written into it and it is returned.
         """
         semiring = _semiring(semiring)
         a32 = _matrices("a", a, "(m, k) or (batch, m, k)")
@@ -89,21 +98,36 @@ class TropicalMixin(KernelHost):
         if b3.shape[0] != a3.shape[0] or b3.shape[1] != a3.shape[2]:
             want = f"({a3.shape[0]}, {a3.shape[2]}, n)" if batched else f"({a3.shape[2]}, n)"
             raise ShapeError(f"b: expected shape {want}, got {shape_text(b32.shape)}")
-        out, plan = _native.tropical_matmul(
-            self._native, a3, b3, semiring, optional_strategy(strategy)
+        shape = (a3.shape[0], a3.shape[1], b3.shape[2])
+        target = output(out, shape if batched else shape[1:], np.float32, {"a": a, "b": b})
+        result, plan = self._kernels.tropical_matmul(
+            self._native,
+            a3,
+            b3,
+            semiring,
+            optional_strategy(strategy),
+            target if target is None or batched else target[None],
         )
         self._record(plan)
-        return out if batched else out[0]
+        if target is not None:
+            return target
+        return result if batched else result[0]
 
     def tropical_matvec(
-        self, a: Any, x: Any, semiring: str = "max_plus", *, strategy: str | None = None
+        self,
+        a: Any,
+        x: Any,
+        semiring: str = "max_plus",
+        *,
+        strategy: str | None = None,
+        out: npt.NDArray[np.float32] | None = None,
     ) -> npt.NDArray[np.float32]:
         """Tropical matrix-vector product ``a ⊗ x`` in ``semiring``.
 
         ``(m, k) ⊗ (k,) → (m,)``: ``out[i] = max_k (a[i, k] + x[k])`` (``min`` in min-plus),
         same semantics as :meth:`tropical_matmul`. Batched: ``(batch, m, k) ⊗ (batch, k) →
         (batch, m)``. Rows of ``a`` are split across the devices; ``x`` is bound whole.
-        Returns float32 whatever the input dtype.
+        Returns float32 whatever the input dtype; ``out=`` as in :meth:`tropical_matmul`.
         """
         semiring = _semiring(semiring)
         a32 = _matrices("a", a, "(m, k) or (batch, m, k)")
@@ -116,13 +140,28 @@ class TropicalMixin(KernelHost):
         _no_nan("x", x32)
         a3 = a32 if batched else a32[None]
         x2 = x32 if batched else x32[None]
-        out, plan = _native.tropical_matvec(
-            self._native, a3, x2, semiring, optional_strategy(strategy)
+        shape = a32.shape[:-1]
+        target = output(out, shape, np.float32, {"a": a, "x": x})
+        result, plan = self._kernels.tropical_matvec(
+            self._native,
+            a3,
+            x2,
+            semiring,
+            optional_strategy(strategy),
+            target if target is None or batched else target[None],
         )
         self._record(plan)
-        return out if batched else out[0]
+        if target is not None:
+            return target
+        return result if batched else result[0]
 
-    def shortest_paths(self, w: Any, *, strategy: str | None = None) -> npt.NDArray[np.float32]:
+    def shortest_paths(
+        self,
+        w: Any,
+        *,
+        strategy: str | None = None,
+        out: npt.NDArray[np.float32] | None = None,
+    ) -> npt.NDArray[np.float32]:
         """All-pairs shortest path lengths of a weighted digraph, float32 (n, n) whatever the
         input dtype (float64 weights are rounded to float32 first).
 
@@ -143,10 +182,16 @@ class TropicalMixin(KernelHost):
         after (bit-identical for any devices); a shortest path longer than float32 can hold
         raises :class:`InvalidArgumentError` ("path lengths overflow float32") rather than
         reading as ``inf`` (unreachable) or ``-inf``.
+
+        ``out=``: a float32, C-contiguous, writeable (n, n) array sharing no memory with
+        ``w``; the lengths are written into it and it is returned.
         """
         w32 = as_float32("w", w)
         if w32.ndim != 2 or w32.shape[0] != w32.shape[1]:
             raise ShapeError(f"w: expected shape (n, n), got {shape_text(w32.shape)}")
-        out, plan = _native.shortest_paths(self._native, w32, optional_strategy(strategy))
+        target = output(out, w32.shape, np.float32, {"w": w})
+        result, plan = self._kernels.shortest_paths(
+            self._native, w32, optional_strategy(strategy), target
+        )
         self._record(plan)
-        return out
+        return result

@@ -22,6 +22,7 @@ pub fn to_pyerr(py: Python<'_>, error: Error) -> PyErr {
         Error::Cancelled | Error::Closed | Error::Internal(_) => "AmariGpuError",
         Error::Shape { .. } => "ShapeError",
         Error::InvalidArgument { .. } => "InvalidArgumentError",
+        Error::KernelCompile(_) => "KernelCompileError",
     };
     match class(py, name) {
         Ok(cls) => PyErr::from_type(cls, error.to_string()),

@@ -1,12 +1,12 @@
-//! Information-geometry kernels (Fisher information) on numpy arrays.
+//! Information-geometry kernels (Fisher information) on numpy arrays; every result is
+//! written into the caller's `out` when given.
 
-use numpy::ndarray::{Array2, Ix3};
-use numpy::{IntoPyArray, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2};
-use pyo3::exceptions::PyValueError;
+use numpy::ndarray::{Ix2, Ix3};
+use numpy::{PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::arrays::{contiguous, run_into};
+use crate::arrays::{claim, contiguous, returned_into, run_into};
 use crate::context::PyContext;
 use crate::detach::run_detached;
 use crate::plans::plan_dict;
@@ -16,13 +16,14 @@ type Matrices<'py> = (Bound<'py, PyArray3<f32>>, Bound<'py, PyDict>);
 /// Empirical Fisher matrix of C-contiguous float32 (N, P) scores with optional (N,)
 /// weights; returns the float64 (P, P) matrix and the plan.
 #[pyfunction]
-#[pyo3(signature = (ctx, scores, weights=None, strategy=None))]
+#[pyo3(signature = (ctx, scores, weights=None, strategy=None, out=None))]
 fn fisher_information<'py>(
     py: Python<'py>,
     ctx: &PyContext,
     scores: PyReadonlyArray2<'py, f32>,
     weights: Option<PyReadonlyArray1<'py, f32>>,
     strategy: Option<&str>,
+    out: Option<Bound<'py, PyArray2<f64>>>,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyDict>)> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let p = scores.as_array().ncols();
@@ -31,23 +32,24 @@ fn fisher_information<'py>(
         .as_ref()
         .map(|w| contiguous(w, "weights"))
         .transpose()?;
+    let claimed = claim(py, Ix2(p, p), out)?;
     let inner = ctx.context(py)?;
     let fisher = run_detached(py, move || {
         amari_gpu::fisher::fisher_information(&inner, scores_slice, p, weights_slice, strategy)
     })?;
-    let matrix = Array2::from_shape_vec((p, p), fisher.matrix)
-        .map_err(|e| PyValueError::new_err(format!("scores: {e}")))?;
-    Ok((matrix.into_pyarray(py), plan_dict(py, &fisher.plan)?))
+    let matrix = returned_into(py, Ix2(p, p), claimed, fisher.matrix)?;
+    Ok((matrix, plan_dict(py, &fisher.plan)?))
 }
 
-/// (N, K, K) float32 result of `work` writing into a zeroed buffer.
+/// (N, K, K) float32 result of `work` writing into `out` or a zeroed buffer.
 fn batched<'py>(
     py: Python<'py>,
     rows: usize,
     edge: usize,
+    out: Option<Bound<'py, PyArray3<f32>>>,
     work: impl FnOnce(&mut [f32]) -> amari_gpu::Result<amari_gpu::Plan> + Send,
 ) -> PyResult<Matrices<'py>> {
-    let (array, plan) = run_into(py, Ix3(rows, edge, edge), work)?;
+    let (array, plan) = run_into(py, Ix3(rows, edge, edge), out, work)?;
     Ok((array, plan_dict(py, &plan)?))
 }
 
@@ -55,19 +57,20 @@ fn batched<'py>(
 /// probabilities, or logits when `logits` is true (the Python package says which); returns
 /// the (N, K, K) float32 batch and the plan.
 #[pyfunction]
-#[pyo3(signature = (ctx, values, logits, strategy=None))]
+#[pyo3(signature = (ctx, values, logits, strategy=None, out=None))]
 fn fisher_categorical<'py>(
     py: Python<'py>,
     ctx: &PyContext,
     values: PyReadonlyArray2<'py, f32>,
     logits: bool,
     strategy: Option<&str>,
+    out: Option<Bound<'py, PyArray3<f32>>>,
 ) -> PyResult<Matrices<'py>> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let inner = ctx.context(py)?;
     let (rows, k) = values.as_array().dim();
     let data = contiguous(&values, if logits { "logits" } else { "probs" })?;
-    batched(py, rows, k, move |out| {
+    batched(py, rows, k, out, move |out| {
         if logits {
             amari_gpu::fisher::fisher_categorical_logits(&inner, data, k, out, strategy)
         } else {
@@ -80,19 +83,20 @@ fn fisher_categorical<'py>(
 /// and `var` (the core checks `var` has the length of `mean`); returns the (N, 2D, 2D)
 /// float32 batch and the plan.
 #[pyfunction]
-#[pyo3(signature = (ctx, mean, var, strategy=None))]
+#[pyo3(signature = (ctx, mean, var, strategy=None, out=None))]
 fn fisher_gaussian<'py>(
     py: Python<'py>,
     ctx: &PyContext,
     mean: PyReadonlyArray2<'py, f32>,
     var: PyReadonlyArray2<'py, f32>,
     strategy: Option<&str>,
+    out: Option<Bound<'py, PyArray3<f32>>>,
 ) -> PyResult<Matrices<'py>> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let (rows, d) = mean.as_array().dim();
     let (mean_slice, var_slice) = (contiguous(&mean, "mean")?, contiguous(&var, "var")?);
     let inner = ctx.context(py)?;
-    batched(py, rows, 2 * d, move |out| {
+    batched(py, rows, 2 * d, out, move |out| {
         amari_gpu::fisher::fisher_gaussian_diag(&inner, mean_slice, var_slice, d, out, strategy)
     })
 }

@@ -15,18 +15,21 @@ use crate::plans::plan_dict;
 /// Runs `operation` (a method name of the Python API) of Cl(p, q, r) on C-contiguous
 /// float32 operands of shape (N, 2ⁿ), one of a product's two possibly (1, 2ⁿ) to be applied
 /// to every row of the other; `grades` is the grade mask of a projection. Returns the
-/// (N, output words) result and the plan that was followed.
+/// (N, output words) result (written into `out` when given) and the plan that was followed.
 #[pyfunction]
-#[pyo3(signature = (ctx, operation, signature, operands, grades=0, strategy=None))]
+#[pyo3(signature = (ctx, operation, signature, operands, grades=0, strategy=None, out=None))]
 fn ga_apply<'py>(
-    py: Python<'py>,
-    ctx: &PyContext,
+    // The context as a bound object: the GIL token comes from it, one argument fewer.
+    ctx: &Bound<'py, PyContext>,
     operation: &str,
     signature: (u32, u32, u32),
     operands: Vec<PyReadonlyArray2<'py, f32>>,
     grades: u32,
     strategy: Option<&str>,
+    out: Option<Bound<'py, PyArray2<f32>>>,
 ) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyDict>)> {
+    let py = ctx.py();
+    let ctx = ctx.borrow();
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let (p, q, r) = signature;
     let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
@@ -44,7 +47,7 @@ fn ga_apply<'py>(
     let (items, _) = shape(&algebra, op, &slices).map_err(|e| to_pyerr(py, e))?;
     let words = op.output_words(&algebra);
     let inner = ctx.context(py)?;
-    let (array, plan) = run_into(py, Ix2(items, words), move |out| {
+    let (array, plan) = run_into(py, Ix2(items, words), out, move |out| {
         apply(&inner, &algebra, op, &slices, out, strategy)
     })?;
     Ok((array, plan_dict(py, &plan)?))

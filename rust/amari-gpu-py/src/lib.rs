@@ -9,11 +9,13 @@ mod domain;
 mod errors;
 mod fields;
 mod fisher;
+mod fisher_split;
 mod ga;
 mod logs;
 mod plans;
 mod profile;
 mod resident;
+mod rows;
 mod tropical;
 
 use amari_gpu::adapter::{BACKEND_NAMES, DEVICE_TYPE_NAMES};
@@ -55,8 +57,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ga::register(m)?;
     tropical::register(m)?;
     fisher::register(m)?;
+    fisher_split::register(m)?;
     profile::register(m)?;
     domain::register(m)?;
     resident::register(m)?;
+    rows::register(m)?;
     Ok(())
 }

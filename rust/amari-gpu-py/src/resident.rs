@@ -76,7 +76,7 @@ fn resident_gather<'py>(
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
     let inner = ctx.context(py)?;
     let array = &x.inner;
-    let (out, ()) = run_into(py, Ix2(array.rows(), array.cols()), move |out| {
+    let (out, ()) = run_into(py, Ix2(array.rows(), array.cols()), None, move |out| {
         inner.gather(array, out)
     })?;
     Ok(out)

@@ -1,4 +1,5 @@
-//! Tropical products and shortest paths on numpy arrays.
+//! Tropical products and shortest paths on numpy arrays; every result is written into the
+//! caller's `out` when given.
 
 use amari_gpu::tropical::{self, BatchShape, Semiring};
 use numpy::ndarray::{Ix2, Ix3};
@@ -16,7 +17,7 @@ type Returned<'py, A> = PyResult<(Bound<'py, A>, Bound<'py, PyDict>)>;
 /// Batched tropical product of C-contiguous float32 (batch, m, k) and (batch, k, n)
 /// arrays; returns the (batch, m, n) product and the plan that was followed.
 #[pyfunction]
-#[pyo3(signature = (ctx, a, b, semiring, strategy=None))]
+#[pyo3(signature = (ctx, a, b, semiring, strategy=None, out=None))]
 fn tropical_matmul<'py>(
     py: Python<'py>,
     ctx: &PyContext,
@@ -24,6 +25,7 @@ fn tropical_matmul<'py>(
     b: PyReadonlyArray3<'py, f32>,
     semiring: &str,
     strategy: Option<&str>,
+    out: Option<Bound<'py, PyArray3<f32>>>,
 ) -> Returned<'py, PyArray3<f32>> {
     let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
     let strategy = ctx.strategy_or_default(py, strategy)?;
@@ -32,7 +34,7 @@ fn tropical_matmul<'py>(
     let shape = BatchShape { batch, m, k, n };
     let (a_slice, b_slice) = (contiguous(&a, "a")?, contiguous(&b, "b")?);
     let inner = ctx.context(py)?;
-    let (array, plan) = run_into(py, Ix3(batch, m, n), move |out| {
+    let (array, plan) = run_into(py, Ix3(batch, m, n), out, move |out| {
         tropical::tropical_matmul(&inner, a_slice, b_slice, shape, semiring, out, strategy)
     })?;
     Ok((array, plan_dict(py, &plan)?))
@@ -41,7 +43,7 @@ fn tropical_matmul<'py>(
 /// Batched tropical matrix-vector product of C-contiguous float32 (batch, m, k) and
 /// (batch, k) arrays; returns the (batch, m) product and the plan.
 #[pyfunction]
-#[pyo3(signature = (ctx, a, x, semiring, strategy=None))]
+#[pyo3(signature = (ctx, a, x, semiring, strategy=None, out=None))]
 fn tropical_matvec<'py>(
     py: Python<'py>,
     ctx: &PyContext,
@@ -49,6 +51,7 @@ fn tropical_matvec<'py>(
     x: PyReadonlyArray2<'py, f32>,
     semiring: &str,
     strategy: Option<&str>,
+    out: Option<Bound<'py, PyArray2<f32>>>,
 ) -> Returned<'py, PyArray2<f32>> {
     let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
     let strategy = ctx.strategy_or_default(py, strategy)?;
@@ -56,7 +59,7 @@ fn tropical_matvec<'py>(
     let shape = BatchShape { batch, m, k, n: 1 };
     let (a_slice, x_slice) = (contiguous(&a, "a")?, contiguous(&x, "x")?);
     let inner = ctx.context(py)?;
-    let (array, plan) = run_into(py, Ix2(batch, m), move |out| {
+    let (array, plan) = run_into(py, Ix2(batch, m), out, move |out| {
         tropical::tropical_matvec(&inner, a_slice, x_slice, shape, semiring, out, strategy)
     })?;
     Ok((array, plan_dict(py, &plan)?))
@@ -65,18 +68,19 @@ fn tropical_matvec<'py>(
 /// All-pairs shortest paths of the digraph with C-contiguous float32 (n, n) weights;
 /// returns the (n, n) distances and the plan of the last product run.
 #[pyfunction]
-#[pyo3(signature = (ctx, w, strategy=None))]
+#[pyo3(signature = (ctx, w, strategy=None, out=None))]
 fn shortest_paths<'py>(
     py: Python<'py>,
     ctx: &PyContext,
     w: PyReadonlyArray2<'py, f32>,
     strategy: Option<&str>,
+    out: Option<Bound<'py, PyArray2<f32>>>,
 ) -> Returned<'py, PyArray2<f32>> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let n = w.as_array().nrows();
     let w_slice = contiguous(&w, "w")?;
     let inner = ctx.context(py)?;
-    let (array, plan) = run_into(py, Ix2(n, n), move |out| {
+    let (array, plan) = run_into(py, Ix2(n, n), out, move |out| {
         tropical::shortest_paths(&inner, w_slice, n, out, strategy)
     })?;
     Ok((array, plan_dict(py, &plan)?))

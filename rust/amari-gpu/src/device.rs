@@ -177,9 +177,10 @@ impl GpuDevice {
     }
 
     /// The wgpu parts. Only wgpu paths call this (upload, dispatch, readback, wgpu
-    /// calibration, grid bands): the worker and calibration dispatch on [`DeviceKind`] and
-    /// grids open bands on wgpu devices only, so the host device never reaches it; if it
-    /// did, the panic would surface as that device's failure (workers catch panics).
+    /// calibration, wgpu grid bands): the worker, calibration and grid layouts dispatch on
+    /// [`DeviceKind`] (a band on the host device is a host vector), so the host device never
+    /// reaches it; if it did, the panic would surface as that device's failure (workers
+    /// catch panics).
     pub fn gpu(&self) -> &WgpuDevice {
         match &self.kind {
             DeviceKind::Wgpu(w) => w,

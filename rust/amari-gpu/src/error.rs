@@ -55,6 +55,11 @@ pub enum Error {
     /// A bug: code that should not fail panicked. The message says where.
     #[error("internal error (please report it): {0}")]
     Internal(String),
+    /// A user's kernel (`map_rows`) does not compile or does not match its arrays; the
+    /// message gives the line and column in the user's source and naga's text, or says
+    /// which part of `row`'s signature does not match.
+    #[error("{0}")]
+    KernelCompile(String),
     /// Any other invalid argument (unknown backend name, adapter index out of range...).
     #[error("{argument}: {message}")]
     InvalidArgument {

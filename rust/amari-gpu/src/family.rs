@@ -17,16 +17,20 @@ pub enum Family {
     Stencil,
     /// Calibration's own micro-benchmarks (arithmetic peak, streaming copy).
     Probe,
+    /// Users' own row kernels (`map_rows`): no reference kernel, so the cost model uses
+    /// the mean of the measured families' rates.
+    Rows,
 }
 
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 5] = [
+    pub const ALL: [Family; 6] = [
         Family::GeometricAlgebra,
         Family::Tropical,
         Family::InformationGeometry,
         Family::Stencil,
         Family::Probe,
+        Family::Rows,
     ];
 
     /// The family's name: the key of its figures in capabilities, cache and history.
@@ -37,6 +41,7 @@ impl Family {
             Family::InformationGeometry => "information_geometry",
             Family::Stencil => "stencil",
             Family::Probe => "calibration",
+            Family::Rows => "map_rows",
         }
     }
 

@@ -39,6 +39,7 @@ pub mod raw;
 #[cfg(not(feature = "bench-support"))]
 mod raw;
 mod resident;
+pub mod rows;
 pub mod sample;
 mod scheduler;
 mod selection;

@@ -1,14 +1,18 @@
 //! Host heat and Life band steps against `domain::heat` / `domain::life` on every wgpu
 //! adapter present: whole runs on odd grids, both boundaries, evolved on the host as
 //! several bands with ghost rows exchanged every step, bit for bit; and a float64 heat
-//! reference on the host alone.
+//! reference on the host alone. Then the domain decomposition with bands on the host
+//! device: alone (the host kernels' bits, fused fma), beside lavapipe or llvmpipe (their
+//! bits, for any halo, split and rebalancing, thin bands and rounds straddled), and a fault
+//! on the host device mid-run.
 
 mod common;
 
 use amari_gpu::domain::{self, Boundary, Options};
 use amari_gpu::host::grid::{heat_step, life_step, HeatStep, LifeStep};
 use amari_gpu::host::{FmaMode, HostPool};
-use common::{contexts, fma_mode, heat_reference, random, same_bits};
+use amari_gpu::{ContextOptions, MultiGpuContext};
+use common::{contexts, fma_mode, heat_reference, logging, random, same_bits};
 
 /// Band `b` of `bands` over `h` rows.
 fn band(h: usize, bands: usize, b: usize) -> std::ops::Range<usize> {
@@ -140,7 +144,18 @@ fn heat_matches_the_devices_bit_for_bit() {
 fn life_matches_the_devices_bit_for_bit() {
     let pool = HostPool::new(2).unwrap();
     let ctxs = contexts(None);
-    for (h, w) in [(31, 45), (7, 1), (8, 6), (50, 64)] {
+    // Widths around the host kernel's whole-word fast path (words with both neighbours
+    // inside the row): none at 8, one at 9 and 12, two at 13.
+    for (h, w) in [
+        (31, 45),
+        (7, 1),
+        (8, 6),
+        (50, 64),
+        (4, 8),
+        (9, 12),
+        (6, 13),
+        (5, 9),
+    ] {
         let grid: Vec<u8> = random(h * w, 3)
             .iter()
             .map(|&v| u8::from(v > 0.3))
@@ -173,4 +188,174 @@ fn host_heat_follows_a_float64_reference() {
             "cell {i}: {got} vs {want}"
         );
     }
+}
+
+/// A context on `backends`, `per_adapter` devices per wgpu adapter.
+fn open(backends: &[&str], per_adapter: usize) -> MultiGpuContext {
+    logging();
+    MultiGpuContext::new(ContextOptions {
+        backends: Some(backends.iter().map(|b| b.to_string()).collect()),
+        devices_per_adapter: per_adapter,
+        ..Default::default()
+    })
+    .unwrap_or_else(|e| panic!("{backends:?} opens: {e}"))
+}
+
+fn host_id(ctx: &MultiGpuContext) -> usize {
+    let dev = ctx.devices().last().expect("devices");
+    assert_eq!(dev.adapter.backend, "host");
+    dev.id
+}
+
+/// Rows the host device owned in the report's last round.
+fn host_rows(ctx: &MultiGpuContext, report: &domain::Report) -> usize {
+    let host = host_id(ctx);
+    let last = report.rounds.last().expect("rounds");
+    last.devices
+        .iter()
+        .filter(|d| d.device == host)
+        .map(|d| d.rows)
+        .sum()
+}
+
+fn run_options(steps: u64, halo: usize, rebalance: bool, split: Option<Vec<usize>>) -> Options {
+    Options {
+        steps,
+        halo,
+        rebalance,
+        split,
+    }
+}
+
+fn life_grid(h: usize, w: usize, seed: u64) -> Vec<u8> {
+    random(h * w, seed)
+        .iter()
+        .map(|&v| u8::from(v > 0.2))
+        .collect()
+}
+
+/// Grids (h, w, halo, steps): odd sizes, bands thinner than a halo (three devices on seven
+/// rows with halo 3, five rows with halo 4: periodic ghosts wrap past the whole grid), a
+/// single row, and step counts that end in a partial round.
+const CASES: [(usize, usize, usize, u64); 5] = [
+    (37, 53, 2, 7),
+    (7, 9, 3, 8),
+    (5, 11, 4, 9),
+    (1, 5, 2, 3),
+    (64, 67, 4, 9),
+];
+
+#[test]
+fn grids_on_the_host_alone_give_the_host_kernels_bits() {
+    let ctx = open(&["host"], 1);
+    assert_eq!(
+        ctx.devices()[0].as_host().expect("host").fma,
+        FmaMode::Fused
+    );
+    let pool = HostPool::new(2).unwrap();
+    for (h, w, halo, steps) in CASES {
+        let grid = random(h * w, (h + w) as u64);
+        for boundary in [Boundary::Dirichlet, Boundary::Periodic] {
+            let periodic = boundary == Boundary::Periodic;
+            let want = heat_host(
+                &pool,
+                &grid,
+                (h, w),
+                (0.21, periodic),
+                (steps as usize, 2),
+                FmaMode::Fused,
+            );
+            let opts = run_options(steps, halo, true, None);
+            let (got, report) =
+                domain::heat(&ctx, &grid, h, w, 0.21, boundary, &opts).expect("heat runs");
+            same_bits(&format!("host heat {h}x{w} {boundary:?}"), &got, &want);
+            assert_eq!(host_rows(&ctx, &report), h);
+        }
+        let cells = life_grid(h, w, 5);
+        let (got, _) = domain::life(&ctx, &cells, h, w, &run_options(steps, halo, true, None))
+            .expect("life runs");
+        assert_eq!(got, life_host(&pool, &cells, (h, w), steps as usize, 2));
+    }
+}
+
+#[test]
+fn host_bands_beside_wgpu_bands_give_the_wgpu_bits() {
+    let alone = contexts(None);
+    for (backend, per_adapter) in [("vulkan", 2), ("gl", 1)] {
+        let Some((name, reference)) = alone.iter().find(|(n, _)| n.starts_with(backend)) else {
+            panic!("no {backend} adapter: install Mesa's lavapipe/llvmpipe");
+        };
+        let mixed = open(&[backend, "host"], per_adapter);
+        let host = host_id(&mixed);
+        let devices = mixed.devices().len();
+        for (h, w, halo, steps) in CASES {
+            // The host given rows explicitly (the measured split may leave it none on a
+            // thin grid), and by measured bandwidth with rebalancing.
+            let mut split = vec![0; devices];
+            split[host] = h.div_ceil(2);
+            split[0] = h - split[host];
+            let layouts = [
+                run_options(steps, halo, false, Some(split)),
+                run_options(steps, halo, true, None),
+            ];
+            let grid = random(h * w, (h * w) as u64 + 1);
+            let cells = life_grid(h, w, 6);
+            for boundary in [Boundary::Dirichlet, Boundary::Periodic] {
+                let base = run_options(steps, 1, false, None);
+                let (want, _) = domain::heat(reference, &grid, h, w, 0.24, boundary, &base)
+                    .expect("reference runs");
+                for opts in &layouts {
+                    let (got, report) = domain::heat(&mixed, &grid, h, w, 0.24, boundary, opts)
+                        .expect("mixed runs");
+                    let what = format!("heat {h}x{w} {boundary:?} {name}+host {opts:?}");
+                    same_bits(&what, &got, &want);
+                    if opts.split.is_some() {
+                        assert_eq!(host_rows(&mixed, &report), h.div_ceil(2), "{what}");
+                    }
+                }
+            }
+            let (want, _) =
+                domain::life(reference, &cells, h, w, &run_options(steps, 1, false, None))
+                    .expect("reference runs");
+            for opts in &layouts {
+                let (got, _) = domain::life(&mixed, &cells, h, w, opts).expect("mixed runs");
+                assert_eq!(got, want, "life {h}x{w} {name}+host {opts:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_fault_on_the_host_mid_run_moves_its_band_and_keeps_the_bits() {
+    let (h, w) = (45, 31);
+    let grid = random(h * w, 21);
+    let reference = open(&["vulkan"], 1);
+    let opts = run_options(12, 2, false, None);
+    let (want, _) =
+        domain::heat(&reference, &grid, h, w, 0.2, Boundary::Periodic, &opts).expect("runs");
+    let ctx = open(&["vulkan", "host"], 1);
+    let host = host_id(&ctx);
+    let split = Some(vec![20, 25]);
+    // Fails when it starts its fourth round.
+    ctx.inject_fault(host, 3).unwrap();
+    let opts = run_options(12, 2, false, split);
+    let (got, report) =
+        domain::heat(&ctx, &grid, h, w, 0.2, Boundary::Periodic, &opts).expect("runs");
+    same_bits("heat after a host fault", &got, &want);
+    assert_eq!(report.failures.len(), 1);
+    assert_eq!(report.failures[0].0, host);
+    assert!(
+        report.failures[0].1.contains("injected"),
+        "{:?}",
+        report.failures
+    );
+    assert_eq!(report.layouts.last().unwrap().split, [(0, h)]);
+    let health = ctx.health();
+    assert!(!health[host].1);
+    // The host alone with the same fault: no device is left.
+    let alone = open(&["host"], 1);
+    alone.inject_fault(0, 1).unwrap();
+    let opts = run_options(12, 2, false, None);
+    let err = domain::heat(&alone, &grid, h, w, 0.2, Boundary::Periodic, &opts).unwrap_err();
+    assert!(err.to_string().contains("no healthy device"), "{err}");
 }

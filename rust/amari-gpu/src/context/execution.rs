@@ -39,7 +39,7 @@ impl MultiGpuContext {
         workload: &Workload,
         strategy: Option<Strategy>,
     ) -> Result<Plan> {
-        self.plan_on(workload, strategy, &self.healthy_devices())
+        self.plan_on(workload, None, strategy, &self.healthy_devices())
     }
 
     /// The devices healthy now: one snapshot, which a call plans on and runs with.
@@ -52,10 +52,12 @@ impl MultiGpuContext {
     }
 
     /// The plan of `workload` on `workers` only (a device that fails meanwhile has no
-    /// model and gets no chunks; one that recovers meanwhile is not among them).
+    /// model and gets no chunks; one that recovers meanwhile is not among them), on chunks
+    /// of `grid` items when given, else of the context's chunk size for the problem.
     fn plan_on(
         &self,
         workload: &Workload,
+        grid: Option<usize>,
         strategy: Option<Strategy>,
         workers: &[&GpuDevice],
     ) -> Result<Plan> {
@@ -67,7 +69,8 @@ impl MultiGpuContext {
             return Err(self.no_healthy_device());
         }
         let strategy = strategy.unwrap_or(self.options.strategy);
-        crate::partition::plan(workload, self.chunk_items(workload), &models, strategy)
+        let chunk_items = grid.map_or_else(|| self.chunk_items(workload), |c| c as u64);
+        crate::partition::plan(workload, chunk_items, &models, strategy)
     }
 
     /// Runs a kernel with a per-item output over `items` items on the healthy devices and
@@ -96,6 +99,21 @@ impl MultiGpuContext {
         items: usize,
         strategy: Option<Strategy>,
     ) -> Result<Ran> {
+        self.run_on_grid(kernel, inputs, target, items, None, strategy)
+    }
+
+    /// [`run`](Self::run) on chunks of `grid` items when given: a caller running one part
+    /// of a larger problem (a node of a cluster) cuts it on the whole problem's grid, so
+    /// its per-chunk partials are the ones a single context would compute.
+    pub fn run_on_grid(
+        &self,
+        kernel: &Kernel,
+        inputs: &[&[f32]],
+        target: Target<'_>,
+        items: usize,
+        grid: Option<usize>,
+        strategy: Option<Strategy>,
+    ) -> Result<Ran> {
         check_lengths(kernel, inputs, &target, items)?;
         interrupt::check()?;
         let workload = kernel.workload(items);
@@ -118,7 +136,7 @@ impl MultiGpuContext {
                 kernel.id
             )));
         }
-        let plan = self.plan_on(&workload, strategy, &workers)?;
+        let plan = self.plan_on(&workload, grid, strategy, &workers)?;
         let recording = profiler.map(|profiler| {
             let call = profiler.call(CallRecord {
                 kernel: workload.kernel.clone(),

@@ -107,6 +107,27 @@ impl Band {
         vec![start..start + g.halo, start + n - g.halo..start + n]
     }
 
+    /// Buffer rows `rows` as runs whose grid rows are consecutive on the host board:
+    /// (buffer rows, grid row of the first), in buffer order. Ghost rows of a periodic grid
+    /// break a run where they wrap.
+    pub fn board_runs(&self, rows: Range<usize>, g: Geometry) -> Vec<(Range<usize>, usize)> {
+        let mut runs = Vec::new();
+        let mut local = rows.start;
+        while local < rows.end {
+            let first = self.global_row(local, g);
+            let mut n = 1;
+            while local + n < rows.end
+                && first + n < g.height
+                && self.global_row(local + n, g) == first + n
+            {
+                n += 1;
+            }
+            runs.push((local..local + n, first));
+            local += n;
+        }
+        runs
+    }
+
     /// Buffer rows that are ghosts, as (buffer rows, first grid row) runs.
     pub fn ghost_rows(&self) -> [Range<usize>; 2] {
         let end = self.above + self.len();
@@ -236,6 +257,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn board_runs_break_where_periodic_ghosts_wrap() {
+        let g = geometry(5, 2, true);
+        let band = Band::new(0, 0..2, g);
+        // Buffer rows hold grid rows 3, 4, 0, 1, 2, 3.
+        assert_eq!(band.board_runs(0..6, g), [(0..2, 3), (2..6, 0)]);
+        assert_eq!(band.board_runs(1..3, g), [(1..2, 4), (2..3, 0)]);
+        assert_eq!(band.board_runs(3..3, g), []);
     }
 
     #[test]

@@ -2,16 +2,20 @@
 //! each band stays on its device with ghost rows around it, `halo` steps run between
 //! exchanges of border rows through the host, and bands are rebalanced from measured round
 //! times. Rules: explicit Jacobi steps of the heat equation (Dirichlet or periodic) and
-//! Conway's Game of Life on a torus.
+//! Conway's Game of Life on a torus. A band on the host device is held in host memory and
+//! stepped by the host kernels (`host::grid`), exchanging halos through the same board.
 //!
 //! Every cell is computed by the same arithmetic whatever band it is in and however many
 //! steps its band runs between exchanges, so results are bit-identical for any number of
-//! devices, halo width and layout. A device that fails is marked unhealthy and the run
+//! devices, halo width, layout and device kind. A device that fails is marked unhealthy and the run
 //! starts again from the caller's grid on the others (same bits, by the same argument).
 
 mod attempt;
 mod balance;
 mod bands;
+mod host_band;
+mod host_round;
+mod parallel;
 mod record;
 mod relayout;
 mod report;

@@ -1,28 +1,72 @@
 //! Laying bands out and moving them: creating a layout's bands and filling their rows, and
 //! changing to a new split, where rows that stay on their device are copied there and only
 //! the rows a band needs from another device go through the host. Also what a move costs
-//! (the rows that change device), which the balancer weighs against its gain.
+//! (the rows that change device), which the balancer weighs against its gain. Host bands
+//! are filled the same way, with plain copies where a wgpu band records buffer copies.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::attempt::{Attempt, Failure, States};
-use super::bands;
+use super::attempt::{Attempt, DeviceBands, Failure, States};
+use super::bands::{self, Band, Geometry};
+use super::host_band::HostBand;
 use super::round::Readback;
 use super::state::{BandState, RowMove};
+use crate::error::Error;
 
 /// Where each grid row is in `states`: (device, band index on it, buffer row).
 fn owners(states: &States, height: usize) -> Vec<(usize, usize, usize)> {
     let mut owner = vec![(usize::MAX, 0, 0); height];
     for (&device, list) in states {
-        for (i, st) in list.iter().enumerate() {
-            for (k, row) in st.band.rows.clone().enumerate() {
-                owner[row] = (device, i, st.band.above + k);
+        for (i, band) in list.bands().into_iter().enumerate() {
+            for (k, row) in band.rows.clone().enumerate() {
+                owner[row] = (device, i, band.above + k);
             }
         }
     }
     owner
+}
+
+/// Where the buffer rows of `band` (on device `id`) come from, as runs in buffer order:
+/// (buffer rows, `Some((band index, first buffer row))` of a band of the old layout on the
+/// same device, or `None` for rows from the board).
+type Sources = Vec<(Range<usize>, Option<(usize, usize)>)>;
+
+fn sources(band: &Band, g: Geometry, owner: Option<&[(usize, usize, usize)]>) -> Sources {
+    let id = band.device;
+    let source = |l: usize| {
+        let (d, i, at) = owner?[band.global_row(l, g)];
+        (d == id).then_some((i, at))
+    };
+    let rows = band.buffer_rows();
+    let mut out = Vec::new();
+    let mut local = 0;
+    while local < rows {
+        // The longest run of buffer rows from one source: consecutive rows of one band of
+        // the old layout on this device, or rows from the board.
+        let first = source(local);
+        let mut n = 1;
+        while local + n < rows
+            && match (first, source(local + n)) {
+                (Some((i, at)), Some((j, bt))) => i == j && bt == at + n,
+                (None, None) => true,
+                _ => false,
+            }
+        {
+            n += 1;
+        }
+        out.push((local..local + n, first));
+        local += n;
+    }
+    out
+}
+
+/// A band of a device's old bands that a new one copies from, of the same kind.
+fn mismatch(id: usize) -> Failure {
+    Failure::from(Error::Internal(format!(
+        "device {id}'s old and new bands are of different kinds"
+    )))
 }
 
 impl Attempt<'_> {
@@ -59,58 +103,66 @@ impl Attempt<'_> {
                 device: Some(id),
                 error,
             };
-            let pipeline = match self.compiled.get(&id) {
-                Some(p) => Arc::clone(p),
-                None => {
-                    let p = dev.pipeline(&self.kernel).map_err(fail)?;
-                    self.compiled.insert(id, Arc::clone(&p));
-                    p
-                }
-            };
-            let state = BandState::create(dev, &pipeline, band, spec).map_err(fail)?;
-            let rows = state.band.buffer_rows();
+            let runs = sources(&band, g, owner.as_deref());
+            let previous = old.and_then(|o| o.get(&id));
             let mut uploaded = 0;
-            let mut local = 0;
-            while local < rows {
-                // The longest run of buffer rows from one source: consecutive rows of one
-                // band of `old` on this device, or rows from the board.
-                let source = |l: usize| {
-                    let (d, i, at) = owner.as_ref()?[state.band.global_row(l, g)];
-                    (d == id).then_some((i, at))
+            if dev.as_host().is_some() {
+                let mut state = HostBand::create(band, spec).map_err(fail)?;
+                for (rows, from) in runs {
+                    match (from, previous) {
+                        (Some((i, at)), Some(DeviceBands::Host(list))) => {
+                            let moved = RowMove {
+                                from_row: at,
+                                to_row: rows.start,
+                                rows: rows.len(),
+                            };
+                            state.copy_rows_from(&list[i], moved, current, spec);
+                        }
+                        (Some(_), Some(DeviceBands::Wgpu(_))) => return Err(mismatch(id)),
+                        _ => uploaded += state.write_rows(current, rows, spec, board),
+                    }
+                }
+                match states.entry(id).or_insert(DeviceBands::Host(Vec::new())) {
+                    DeviceBands::Host(list) => list.push(state),
+                    DeviceBands::Wgpu(_) => return Err(mismatch(id)),
+                }
+            } else {
+                let pipeline = match self.compiled.get(&id) {
+                    Some(p) => Arc::clone(p),
+                    None => {
+                        let p = dev.pipeline(&self.kernel).map_err(fail)?;
+                        self.compiled.insert(id, Arc::clone(&p));
+                        p
+                    }
                 };
-                let first = source(local);
-                let mut n = 1;
-                while local + n < rows
-                    && match (first, source(local + n)) {
-                        (Some((i, at)), Some((j, bt))) => i == j && bt == at + n,
-                        (None, None) => true,
-                        _ => false,
+                let state = BandState::create(dev, &pipeline, band, spec).map_err(fail)?;
+                for (rows, from) in runs {
+                    match (from, previous) {
+                        (Some((i, at)), Some(DeviceBands::Wgpu(list))) => {
+                            let encoder = encoders.entry(id).or_insert_with(|| {
+                                dev.gpu().device.create_command_encoder(
+                                    &wgpu::CommandEncoderDescriptor {
+                                        label: Some("amari-gpu relayout"),
+                                    },
+                                )
+                            });
+                            let moved = RowMove {
+                                from_row: at,
+                                to_row: rows.start,
+                                rows: rows.len(),
+                            };
+                            state.copy_rows_from(encoder, &list[i], moved, current, spec);
+                        }
+                        (Some(_), Some(DeviceBands::Host(_))) => return Err(mismatch(id)),
+                        _ => uploaded += state.write_rows(dev, current, rows, spec, board),
                     }
-                {
-                    n += 1;
                 }
-                match (first, old) {
-                    (Some((i, at)), Some(old)) => {
-                        let encoder = encoders.entry(id).or_insert_with(|| {
-                            dev.gpu().device.create_command_encoder(
-                                &wgpu::CommandEncoderDescriptor {
-                                    label: Some("amari-gpu relayout"),
-                                },
-                            )
-                        });
-                        let rows = RowMove {
-                            from_row: at,
-                            to_row: local,
-                            rows: n,
-                        };
-                        state.copy_rows_from(encoder, &old[&id][i], rows, current, spec);
-                    }
-                    _ => uploaded += state.write_rows(dev, current, local..local + n, spec, board),
+                match states.entry(id).or_insert(DeviceBands::Wgpu(Vec::new())) {
+                    DeviceBands::Wgpu(list) => list.push(state),
+                    DeviceBands::Host(_) => return Err(mismatch(id)),
                 }
-                local += n;
             }
             dev.counters.chunk_done(0, uploaded, 0);
-            states.entry(id).or_default().push(state);
         }
         for (id, encoder) in encoders {
             devices[id].gpu().queue.submit(Some(encoder.finish()));
@@ -123,7 +175,7 @@ impl Attempt<'_> {
     /// device are copied there.
     pub(super) fn relayout(
         &mut self,
-        old: States,
+        mut old: States,
         split: &[(usize, usize)],
         board: &mut [u8],
         current: usize,
@@ -152,7 +204,7 @@ impl Attempt<'_> {
                 .collect();
             wanted.insert(device, per_band);
         }
-        self.fetch(&old, board, current, &Readback::Rows(&wanted))?;
+        self.fetch(&mut old, board, current, &Readback::Rows(&wanted))?;
         let states = self.build(layout, board, current, Some(&old))?;
         // The copies out of the old bands are submitted; wgpu keeps their buffers alive
         // until those copies have run, and the pool hands them out only after this drop.

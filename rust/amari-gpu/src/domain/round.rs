@@ -1,17 +1,20 @@
 //! One round on one device: upload the ghost rows its bands need from the host board, run
 //! the round's steps for all of its bands in one compute pass (one submission, one wait),
 //! and read back the rows its neighbours need next — or, after the last round, every row
-//! it owns. Also the round on every device at once, one thread each, and reading rows back
-//! without steps (the final download, the rows a new layout moves through the host).
+//! it owns. The host device's round is in `host_round`, every device's at once in
+//! `parallel`.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::attempt::{Attempt, Failure, States};
+use super::bands::{Band, Geometry};
 use super::state::{BandState, Spec};
 use crate::device::GpuDevice;
 use crate::error::Result;
 use crate::gpu_io::{self, lost, Scopes, Staging};
+use crate::interrupt::Interrupt;
 
 /// What a device's round produced and measured.
 pub struct DeviceRound {
@@ -46,7 +49,7 @@ pub enum Readback<'a> {
     /// Nothing: the last round, whose rows are downloaded whole afterwards.
     Nothing,
     /// Chosen buffer rows: by device id, per band (in the device's band order).
-    Rows(&'a std::collections::BTreeMap<usize, Vec<Vec<std::ops::Range<usize>>>>),
+    Rows(&'a BTreeMap<usize, Vec<Vec<Range<usize>>>>),
 }
 
 /// What one round asks of every device.
@@ -63,6 +66,32 @@ pub struct Round<'a> {
     pub readback: &'a Readback<'a>,
     /// The context's `sync_timeout_ms`.
     pub timeout: Option<Duration>,
+    /// The call's interrupt (the host device checks it between steps).
+    pub interrupt: Option<Arc<Interrupt>>,
+}
+
+/// The buffer rows to read back after a round, per band of device `device` (in its band
+/// order).
+pub(super) fn wanted_rows(
+    device: usize,
+    bands: &[&Band],
+    readback: &Readback<'_>,
+    g: Geometry,
+) -> Vec<Vec<Range<usize>>> {
+    bands
+        .iter()
+        .enumerate()
+        .map(|(i, band)| match readback {
+            Readback::Borders => band.border_rows(g),
+            Readback::Owned => std::iter::once(band.owned_rows()).collect(),
+            Readback::Nothing => Vec::new(),
+            Readback::Rows(rows) => rows
+                .get(&device)
+                .and_then(|per_band| per_band.get(i))
+                .cloned()
+                .unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// Runs `round` on every band in `states` (all on `dev`), its kernels timed with GPU
@@ -89,20 +118,8 @@ pub fn run(
         }
     }
     let after = (round.current + round.steps) % 2;
-    let wanted: Vec<Vec<std::ops::Range<usize>>> = states
-        .iter()
-        .enumerate()
-        .map(|(i, s)| match round.readback {
-            Readback::Borders => s.band.border_rows(g),
-            Readback::Owned => std::iter::once(s.band.owned_rows()).collect(),
-            Readback::Nothing => Vec::new(),
-            Readback::Rows(rows) => rows
-                .get(&dev.id)
-                .and_then(|per_band| per_band.get(i))
-                .cloned()
-                .unwrap_or_default(),
-        })
-        .collect();
+    let listed: Vec<&Band> = states.iter().map(|s| &s.band).collect();
+    let wanted = wanted_rows(dev.id, &listed, round.readback, g);
     let row_bytes = spec.row_bytes as u64;
     let out_bytes: u64 = wanted.iter().flatten().map(|r| r.len() as u64).sum::<u64>() * row_bytes;
     let mut staging = Staging::new(dev, out_bytes, stamped);
@@ -169,67 +186,5 @@ pub(super) fn place(board: &mut [u8], spec: &Spec, r: &DeviceRound) {
     let rb = spec.row_bytes;
     for (row, bytes) in &r.rows {
         board[row * rb..row * rb + bytes.len()].copy_from_slice(bytes);
-    }
-}
-
-impl Attempt<'_> {
-    /// Reads `readback`'s rows of every band (no steps) and places them on `board`.
-    pub(super) fn fetch(
-        &self,
-        states: &States,
-        board: &mut [u8],
-        current: usize,
-        readback: &Readback<'_>,
-    ) -> std::result::Result<(), Failure> {
-        let round = Round {
-            board,
-            current,
-            steps: 0,
-            fresh: true,
-            readback,
-            timeout: self.timeout,
-        };
-        let outcomes = self.run_round(states, &round, &BTreeMap::new());
-        for (id, outcome) in outcomes {
-            let r = outcome.map_err(|error| Failure {
-                device: Some(id),
-                error,
-            })?;
-            place(board, self.spec, &r);
-        }
-        Ok(())
-    }
-
-    /// Runs `round` on every device with bands, each on its own thread, timed with GPU
-    /// timestamps where `stamped` says.
-    pub(super) fn run_round(
-        &self,
-        states: &States,
-        round: &Round<'_>,
-        stamped: &BTreeMap<usize, bool>,
-    ) -> Vec<(usize, Result<DeviceRound>)> {
-        let devices = self.ctx.devices();
-        let spec = self.spec;
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = states
-                .iter()
-                .map(|(&id, bands)| {
-                    let dev = &devices[id];
-                    let pipeline = &self.compiled[&id];
-                    let timed = stamped.get(&id).copied().unwrap_or(false);
-                    let handle = scope.spawn(move || run(dev, pipeline, bands, spec, round, timed));
-                    (id, handle)
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|(id, h)| {
-                    let outcome = h
-                        .join()
-                        .unwrap_or_else(|_| Err(lost(id, "the device's round panicked")));
-                    (id, outcome)
-                })
-                .collect()
-        })
     }
 }

@@ -1,12 +1,13 @@
 //! Running a grid: the first split, one attempt per set of healthy devices (a device that
 //! fails ends the attempt and the run starts again from the caller's grid without it),
-//! rounds on every device in parallel, the host's halo exchange, rebalancing and the final
-//! download. Laying bands out and moving them is in `relayout`.
+//! rounds on every device in parallel (wgpu devices and the host device alike), the host's
+//! halo exchange, rebalancing and the final download. Laying bands out and moving them is
+//! in `relayout`.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::attempt::{Attempt, Failure, States};
+use super::attempt::{Attempt, DeviceBands, Failure, States};
 use super::balance::Balancer;
 use super::bands;
 use super::record::Recorder;
@@ -14,7 +15,7 @@ use super::relayout::moved_rows;
 use super::report::{DeviceRoundReport, Layout, Report, RoundReport};
 use super::round::{place, DeviceRound, Readback, Round};
 use super::rule::Options;
-use super::state::{BandState, Spec};
+use super::state::Spec;
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::gpu_io;
@@ -42,18 +43,10 @@ pub(super) fn evolve(
         let healthy: Vec<usize> = ctx
             .devices()
             .iter()
-            // Bands run on wgpu devices only: the host has no grid kernels yet.
-            .filter(|d| d.health.is_healthy() && d.as_host().is_none())
+            .filter(|d| d.health.is_healthy())
             .map(|d| d.id)
             .collect();
         if healthy.is_empty() {
-            if ctx.devices().iter().all(|d| d.as_host().is_some()) {
-                return Err(crate::error::Error::NoHealthyDevice(
-                    "grids run on wgpu devices only (the host device has no grid kernels \
-                     yet); open a wgpu adapter too"
-                        .into(),
-                ));
-            }
             return Err(ctx.no_healthy_device());
         }
         let split = first_split(ctx, spec, &healthy, opts, report.failures.is_empty())?;
@@ -205,7 +198,8 @@ fn attempt(
         timeout: ctx.options().sync_timeout_ms.map(Duration::from_millis),
     };
     for &(id, rows) in &split {
-        if rows > 0 {
+        // The host device steps its bands with its own kernels: nothing to compile.
+        if rows > 0 && devices[id].as_host().is_none() {
             let pipeline = devices[id].pipeline(&at.kernel).map_err(|error| Failure {
                 device: Some(id),
                 error,
@@ -269,8 +263,9 @@ fn attempt(
             fresh,
             readback: &readback,
             timeout: at.timeout,
+            interrupt: interrupt::current(),
         };
-        let outcomes = at.run_round(&states, &round, &stamped);
+        let outcomes = at.run_round(&mut states, &round, &stamped);
         let mut rounds = Vec::with_capacity(outcomes.len());
         let mut failure = None;
         for (id, outcome) in outcomes {
@@ -286,7 +281,7 @@ fn attempt(
         }
         if let Some(failure) = failure {
             if let Some(failed) = failure.device.and_then(|id| states.remove(&id)) {
-                failed.into_iter().for_each(BandState::discard);
+                failed.discard();
             }
             return Err(failure);
         }
@@ -362,7 +357,7 @@ fn attempt(
         balancer.relaid();
     }
     let t = Instant::now();
-    at.fetch(&states, board, current, &Readback::Owned)?;
+    at.fetch(&mut states, board, current, &Readback::Owned)?;
     report.download_s = t.elapsed().as_secs_f64();
     let download = HostStep {
         bytes: board.len() as u64,
@@ -373,10 +368,10 @@ fn attempt(
 }
 
 /// What the report says of a device's round on its bands `bands`.
-fn device_report(r: &DeviceRound, bands: &[BandState]) -> DeviceRoundReport {
+fn device_report(r: &DeviceRound, bands: &DeviceBands) -> DeviceRoundReport {
     DeviceRoundReport {
         device: r.device,
-        rows: bands.iter().map(|s| s.band.len()).sum(),
+        rows: bands.rows(),
         bands: bands.len(),
         work: r.work,
         upload_s: (r.submitted - r.started).as_secs_f64(),
@@ -394,7 +389,7 @@ fn layout_record(
     Layout {
         at_step,
         split: split.to_vec(),
-        bands: states.values().map(Vec::len).sum(),
+        bands: states.values().map(DeviceBands::len).sum(),
         seconds: took.as_secs_f64(),
     }
 }

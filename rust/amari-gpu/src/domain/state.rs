@@ -135,23 +135,12 @@ impl BandState {
         board: &[u8],
     ) -> u64 {
         let rb = spec.row_bytes;
-        let mut local = rows.start;
-        while local < rows.end {
-            // Longest run of buffer rows whose grid rows are consecutive on the board.
-            let first = self.band.global_row(local, spec.geometry);
-            let mut n = 1;
-            while local + n < rows.end && first + n < spec.geometry.height {
-                if self.band.global_row(local + n, spec.geometry) != first + n {
-                    break;
-                }
-                n += 1;
-            }
+        for (run, first) in self.band.board_runs(rows.clone(), spec.geometry) {
             dev.gpu().queue.write_buffer(
                 &self.buffers[current],
-                (local * rb) as u64,
-                &board[first * rb..(first + n) * rb],
+                (run.start * rb) as u64,
+                &board[first * rb..(first + run.len()) * rb],
             );
-            local += n;
         }
         (rows.len() * rb) as u64
     }

@@ -2,13 +2,12 @@
 //! scores, on every healthy device of a context.
 
 use crate::context::{MultiGpuContext, Target};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::plan::{Plan, Strategy};
 
-use super::checks;
 use super::reduce::{reduce_naive, reduce_tiled};
-use super::scale::Scaling;
-use super::syrk::{naive_kernel, tiled_kernel, SyrkShape, MAX_SCORE_COLUMNS};
+use super::split::{finish_matrix, prepare};
+use super::syrk::{naive_kernel, tiled_kernel, SyrkShape};
 
 /// A Fisher matrix and how it was computed.
 #[derive(Debug, Clone)]
@@ -19,34 +18,6 @@ pub struct FisherMatrix {
     pub p: usize,
     /// The plan the call followed.
     pub plan: Plan,
-}
-
-/// Checks the arguments; returns N and the weights' float64 sum.
-fn check(scores: &[f32], p: usize, weights: Option<&[f32]>) -> Result<(usize, f64)> {
-    let n = checks::rows("scores", scores, p, MAX_SCORE_COLUMNS)?;
-    if n == 0 {
-        return Err(Error::Shape {
-            argument: "scores".into(),
-            expected: format!("(N, {p}) with N >= 1 (the Fisher matrix is a mean over rows)"),
-            actual: format!("(0, {p})"),
-        });
-    }
-    checks::finite("scores", scores, p)?;
-    let Some(w) = weights else {
-        return Ok((n, n as f64));
-    };
-    checks::same_shape("weights", w, n, None)?;
-    checks::all_values("weights", w, 1, "finite values >= 0", |v| {
-        v.is_finite() && v >= 0.0
-    })?;
-    let total: f64 = w.iter().map(|&v| f64::from(v)).sum();
-    if total <= 0.0 {
-        return Err(Error::invalid(
-            "weights",
-            "expected at least one weight > 0, got all zeros (the weighted mean is undefined)",
-        ));
-    }
-    Ok((n, total))
 }
 
 /// Which SYRK kernel computes the partials.
@@ -64,60 +35,28 @@ fn run(
     weights: Option<&[f32]>,
     strategy: Option<Strategy>,
 ) -> Result<FisherMatrix> {
-    let (n, mut total) = check(scores, p, weights)?;
-    // Scores or weights whose products would underflow or overflow float32 are scaled by
-    // exact powers of two, chosen from the whole input here, before any chunk is cut.
-    let scaling = Scaling::choose(scores, p, weights);
-    let (scaled_scores, scaled_weights);
-    let (scores, weights) = if scaling.is_identity() {
-        (scores, weights)
-    } else {
-        scaled_scores = scaling.scores(scores, p);
-        scaled_weights = weights.map(|w| scaling.weights(w));
-        if let Some(w) = &scaled_weights {
-            total = w.iter().map(|&v| f64::from(v)).sum();
-        }
-        (&scaled_scores[..], scaled_weights.as_deref())
-    };
-    let ones;
-    let w = match weights {
-        Some(w) => w,
-        None => {
-            // Multiplying by 1.0 is exact: the unweighted result is the plain mean.
-            let mut filled = crate::alloc::zeroed("weights", n)?;
-            filled.fill(1.0f32);
-            ones = filled;
-            &ones
-        }
-    };
+    // Checks, and the exact power-of-two scaling chosen from the whole input before any
+    // chunk is cut: the steps a cluster runs on its driver (`split`).
+    let prepared = prepare(scores, p, weights)?;
     let kernel = match variant {
         Variant::Tiled => tiled_kernel(p),
         Variant::Naive => naive_kernel(p),
     };
     let shape = SyrkShape::new(p);
-    let rows = shape.padded(scores)?;
-    let ran = ctx.run(&kernel, &[&rows, w], Target::Chunks, n, strategy)?;
+    let rows = shape.padded(&prepared.scores)?;
+    let ran = ctx.run(
+        &kernel,
+        &[&rows, &prepared.weights],
+        Target::Chunks,
+        prepared.n,
+        strategy,
+    )?;
     drop(rows);
-    let mut matrix = match variant {
+    let matrix = match variant {
         Variant::Tiled => reduce_tiled(&shape, &ran.partials)?,
         Variant::Naive => reduce_naive(&shape, &ran.partials)?,
     };
-    if let Some(i) = matrix.iter().position(|v| !v.is_finite()) {
-        return Err(Error::invalid(
-            "scores",
-            format!(
-                "the float32 accumulation overflowed at F{}: weighted products of scores \
-                 exceed the float32 range; rescale the scores (or the weights)",
-                checks::position(i, p)
-            ),
-        ));
-    }
-    for v in &mut matrix {
-        *v /= total;
-    }
-    if !scaling.is_identity() {
-        scaling.unscale(&mut matrix, p);
-    }
+    let matrix = finish_matrix(&prepared.finish, matrix)?;
     Ok(FisherMatrix {
         matrix,
         p,

@@ -15,6 +15,7 @@ mod reduce;
 pub mod reference;
 mod scale;
 pub(crate) mod shape;
+pub mod split;
 pub(crate) mod syrk;
 
 pub use categorical::{

@@ -158,6 +158,9 @@ pub fn life_step(src: &[u32], dst: &mut [u32], step: &LifeStep) {
     let words = step.width.div_ceil(4);
     let Range { start, end } = step.rows.clone();
     let width = step.width;
+    // Words whose neighbour cells on both sides lie in whole neighbouring words of the row
+    // (not the row's first word, nor one holding or next to its last cell).
+    let inner = 1..(width.saturating_sub(1) / 4).max(1);
     dst[start * words..end * words]
         .par_chunks_mut(words)
         .enumerate()
@@ -165,7 +168,11 @@ pub fn life_step(src: &[u32], dst: &mut [u32], step: &LifeStep) {
             let r = start + i;
             let row = |r: usize| &src[r * words..(r + 1) * words];
             let (up, at, down) = (row(r - 1), row(r), row(r + 1));
-            for (wi, o) in out.iter_mut().enumerate() {
+            for wi in inner.clone() {
+                out[wi] = inner_word(up, at, down, wi);
+            }
+            let edges = (0..inner.start).chain(inner.end.max(inner.start)..words);
+            for wi in edges {
                 let (su, sa, sd) = (
                     sides(up, wi, width),
                     sides(at, wi, width),
@@ -184,9 +191,36 @@ pub fn life_step(src: &[u32], dst: &mut [u32], step: &LifeStep) {
                     let live = count == 3 || (count == 2 && alive == 1);
                     next |= u32::from(live) << (b * 8);
                 }
-                *o = next;
+                out[wi] = next;
             }
         });
+}
+
+/// Word `w` of a row whose four cells and both neighbours are cells of the row (`w >= 1`,
+/// `4w + 4 < width`): the shader's counts without its per-cell branches, all four lanes at
+/// once. Integers throughout, so exact: a lane's count is at most 8 (no carry between
+/// lanes), and for a count `n` and a cell `a` (0 or 1), `n == 3 || (n == 2 && a == 1)` is
+/// `n | a == 3`, so a lane lives when `(n | a) ^ 3` is zero there.
+#[inline(always)]
+fn inner_word(up: &[u32], at: &[u32], down: &[u32], w: usize) -> u32 {
+    const ONES: u32 = 0x0101_0101;
+    let around = |row: &[u32]| {
+        let x = row[w];
+        let left = (x << 8) | ((row[w - 1] >> 24) & 1);
+        let right = (x >> 8) | ((row[w + 1] & 1) << 24);
+        (left, x, right)
+    };
+    let (ul, u, ur) = around(up);
+    let (al, _, ar) = around(at);
+    let (dl, d, dr) = around(down);
+    let n = (ul.wrapping_add(u).wrapping_add(ur))
+        .wrapping_add(al.wrapping_add(ar))
+        .wrapping_add(dl.wrapping_add(d).wrapping_add(dr));
+    // Lanes of z are below 16: shifting by 1 to 3 bits brings each lane's own bits to its
+    // bit 0, never a neighbour lane's.
+    let z = (n | at[w]) ^ (3 * ONES);
+    let nonzero = (z | (z >> 1) | (z >> 2) | (z >> 3)) & ONES;
+    nonzero ^ ONES
 }
 
 fn life_cell(row: &[u32], c: usize) -> u32 {

@@ -1,0 +1,277 @@
+"""The cluster's run loop: chunks of the cluster grid sent to the nodes' actors through
+Ray's object store (two in flight per node, the next one travelling while the node
+computes), results handed back in chunk order, and the chunks of a node that dies, hangs
+past ``node_timeout_s`` or reports a device error re-run on the healthy nodes."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+
+from .. import _native
+from ..errors import AmariGpuError, DeviceLostError, InvalidArgumentError, ShapeError
+from . import planner
+
+IN_FLIGHT = 2
+"""Chunks sent to a node ahead: one computing, one arriving."""
+
+INLINE_BYTES = 64 << 10
+"""Arrays up to this size travel inside the actor call (Ray inlines small arguments), which
+saves the object-store round trip of ``ray.put``; larger ones go through the store."""
+
+POLL_S = 0.05
+"""How often the loop looks at the clock for hung nodes while waiting for results."""
+
+ARGUMENT_ERRORS = (InvalidArgumentError, ShapeError, TypeError)
+"""Errors that say the input is wrong (raised to the caller), not the node."""
+
+
+@dataclass
+class Node:
+    """A node of the cluster as the driver sees it."""
+
+    index: int
+    actor: Any
+    info: dict[str, Any]
+    model: planner.NodeModel
+    clock_offset_s: float = 0.0
+    healthy: bool = True
+    reason: str | None = None
+    chunks_done: int = 0
+    items_done: int = 0
+    failed_chunks: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    busy_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Shared:
+    """An array every chunk of a call binds whole (a broadcast operand, ``b`` of a matmul):
+    put in the object store once per call."""
+
+    array: Any
+
+
+@dataclass
+class Job:
+    """One call: its family and cost per item for the planner, the unit the cluster grid's
+    chunks are a multiple of, how to turn a chunk's item range into an actor call, and what
+    to do with each chunk's result (called in any order, with the chunk's index)."""
+
+    family: str
+    items: int
+    bytes_per_item: float
+    call: Callable[[int, int], tuple[str, Any, list[Any]]]
+    take: Callable[[int, int, int, Any], None]
+    unit: int = 1
+    min_rows: int = planner.MIN_CHUNK_ROWS
+    whole: bool = False
+
+
+@dataclass
+class _Flight:
+    node: Node
+    chunk: int
+    sent: float
+    nbytes: int
+
+
+@dataclass
+class Dispatcher:
+    """The state kernel calls share: nodes, default strategy, timeout, chunk override."""
+
+    nodes: list[Node]
+    strategy: str
+    node_timeout_s: float
+    chunk_items: int | None = None
+    closed: bool = False
+
+    def healthy(self) -> list[Node]:
+        """The nodes that have not failed."""
+        return [n for n in self.nodes if n.healthy]
+
+    def no_healthy_node(self) -> DeviceLostError:
+        """The error of a call with no node left, naming why each failed."""
+        reasons = "; ".join(f"node {n.index}: {n.reason}" for n in self.nodes if not n.healthy)
+        return DeviceLostError(
+            f"no healthy node left in the cluster ({reasons or 'no node has the resource'})"
+        )
+
+    def plan(self, job: Job, strategy: str | None) -> planner.ClusterPlan:
+        """The cluster plan of ``job`` on the healthy nodes."""
+        nodes = self.healthy()
+        if not nodes:
+            raise self.no_healthy_node()
+        if job.whole:
+            rows = max(job.items, 1)
+        elif self.chunk_items is not None:
+            rows = -(-self.chunk_items // job.unit) * job.unit
+        else:
+            rows = planner.chunk_rows(job.items, job.unit, job.min_rows, job.bytes_per_item)
+        return planner.plan(
+            job.family,
+            job.items,
+            rows,
+            job.bytes_per_item,
+            [n.model for n in nodes],
+            strategy or self.strategy,
+        )
+
+    def run(self, job: Job, strategy: str | None) -> _native.PlanDict:
+        """Runs ``job`` on the healthy nodes; returns the plan it started from (as a
+        ``PlanDict``, nodes as devices)."""
+        if self.closed:
+            raise AmariGpuError("the context is closed")
+        plan = self.plan(job, strategy)
+        _Call(self, job, plan, strategy).run()
+        return plan.as_dict(job.items)
+
+
+class _Call:
+    """One call's run: the chunks each node still has to take, those in flight, those
+    done."""
+
+    def __init__(
+        self, cluster: Dispatcher, job: Job, plan: planner.ClusterPlan, strategy: str | None
+    ) -> None:
+        self.cluster = cluster
+        self.job = job
+        self.grid = plan.grid
+        self.strategy = strategy
+        self.own = {n: deque(run) for n, run in zip(plan.nodes, plan.runs)}
+        self.shared: deque[int] = deque()
+        if plan.strategy == "adaptive":
+            for run in plan.runs:
+                self.shared.extend(run)
+            self.own = {n: deque() for n in plan.nodes}
+        self.flights: dict[Any, _Flight] = {}
+        self.done = [False] * len(self.grid)
+        # When each busy node last finished a chunk (or became busy): the hang clock.
+        self.progress: dict[int, float] = {}
+        # Arrays every chunk binds whole, put in the store once (kept with their array,
+        # so an id cannot be reused within the call).
+        self.puts: dict[int, tuple[Any, Any]] = {}
+
+    def run(self) -> None:
+        while not all(self.done):
+            self._feed()
+            if not self.flights:
+                raise self.cluster.no_healthy_node()
+            ready, _ = ray.wait(list(self.flights), num_returns=1, timeout=POLL_S)
+            for ref in ready:
+                flight = self.flights.pop(ref, None)
+                if flight is not None:
+                    self._receive(ref, flight)
+            self._check_hangs()
+
+    def _in_flight(self, node: Node) -> int:
+        return sum(f.node is node for f in self.flights.values())
+
+    def _feed(self) -> None:
+        """Keeps ``IN_FLIGHT`` chunks on every healthy node while there are chunks."""
+        for node in self.cluster.healthy():
+            queue = self.own.setdefault(node.index, deque())
+            while self._in_flight(node) < IN_FLIGHT and (queue or self.shared):
+                chunk = queue.popleft() if queue else self.shared.popleft()
+                if not self._in_flight(node):
+                    self.progress[node.index] = time.monotonic()
+                ref, nbytes = self._send(node, self.grid[chunk])
+                self.flights[ref] = _Flight(node, chunk, time.monotonic(), nbytes)
+
+    def _receive(self, ref: Any, flight: _Flight) -> None:
+        node = flight.node
+        try:
+            result = ray.get(ref)
+        except RayTaskError as e:
+            cause = e.cause if isinstance(e.cause, BaseException) else e
+            if isinstance(cause, ARGUMENT_ERRORS):
+                # What is in flight finishes on the nodes and is never read.
+                self.flights.clear()
+                start, stop = self.grid[flight.chunk]
+                if start == 0:
+                    # Positions in the message are the call's: the caller's own error.
+                    raise cause from None
+                raise type(cause)(
+                    f"{cause} (found by node {node.index} in items {start}..{stop} of the call)"
+                ) from None
+            self._fail(node, f"{type(cause).__name__}: {cause}", [flight.chunk])
+            return
+        except RayActorError as e:
+            self._fail(node, f"actor died: {type(e).__name__}", [flight.chunk])
+            return
+        now = time.monotonic()
+        node.busy_s += now - max(flight.sent, self.progress.get(node.index, flight.sent))
+        self.progress[node.index] = now
+        self._harvest(flight, result)
+
+    def _check_hangs(self) -> None:
+        now = time.monotonic()
+        timeout = self.cluster.node_timeout_s
+        for node in list({f.node.index: f.node for f in self.flights.values()}.values()):
+            if now - self.progress.get(node.index, now) > timeout:
+                ray.kill(node.actor, no_restart=True)
+                self._fail(node, f"hung: no chunk finished within node_timeout_s={timeout}", [])
+
+    def _send(self, node: Node, chunk: tuple[int, int]) -> tuple[Any, int]:
+        method, template, arrays = self.job.call(*chunk)
+        refs = []
+        nbytes = 0
+        for a in arrays:
+            if isinstance(a, Shared):
+                key = id(a.array)
+                if key not in self.puts:
+                    self.puts[key] = (a.array, ray.put(a.array))
+                    nbytes += int(a.array.nbytes)
+                refs.append(self.puts[key][1])
+            else:
+                refs.append(a if a.nbytes <= INLINE_BYTES else ray.put(a))
+                nbytes += int(a.nbytes)
+        ref = node.actor.run.remote(method, self.strategy, template, *refs)
+        return ref, nbytes
+
+    def _fail(self, node: Node, reason: str, failed: list[int]) -> None:
+        """Marks ``node`` failed and hands its unfinished chunks (``failed`` and those in
+        flight or queued) to the others."""
+        node.healthy = False
+        node.reason = reason
+        # A chunk the node finished before it failed has its result in the store already
+        # (an actor replies to one call before it starts the next): keep it.
+        mine = [r for r, f in self.flights.items() if f.node is node]
+        finished, _ = ray.wait(mine, num_returns=len(mine), timeout=0) if mine else ([], [])
+        for ref in finished:
+            try:
+                result = ray.get(ref, timeout=0)
+            except Exception:
+                continue
+            self._harvest(self.flights.pop(ref), result)
+        lost = list(failed)
+        for ref in [r for r, f in self.flights.items() if f.node is node]:
+            lost.append(self.flights.pop(ref).chunk)
+        lost.extend(self.own.pop(node.index, deque()))
+        node.failed_chunks += len(lost)
+        self.shared.extendleft(sorted(lost, reverse=True))
+
+    def _harvest(self, flight: _Flight, result: Any) -> None:
+        """Takes a finished chunk's result (once) and counts it for its node."""
+        start, stop = self.grid[flight.chunk]
+        if not self.done[flight.chunk]:
+            self.job.take(flight.chunk, start, stop, result)
+            self.done[flight.chunk] = True
+        node = flight.node
+        node.chunks_done += 1
+        node.items_done += stop - start
+        node.bytes_sent += flight.nbytes
+        node.bytes_received += _nbytes(result)
+
+
+def _nbytes(result: Any) -> int:
+    if isinstance(result, (tuple, list)):
+        return sum(_nbytes(r) for r in result)
+    return int(getattr(result, "nbytes", 0))

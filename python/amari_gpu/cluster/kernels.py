@@ -1,0 +1,266 @@
+"""The kernel entry points of a ``RayContext``: the same names and arguments as the native
+module's (the family mixins call them with the cluster's dispatcher in place of a native
+context), each cutting its call into the cluster's chunk grid and running the chunks on
+the nodes with the native kernel of the same name.
+
+Row kernels (geometric algebra, tropical products, categorical and Gaussian Fisher) give
+the same bits for any split of their rows, so any cluster grid does. The empirical Fisher
+matrix is a sum: the driver checks and scales the input as one context does
+(``fisher_prepare``), each node computes the float32 partials of its chunks of the whole
+problem's chunk grid (``fisher_partials``), and the driver sums all of them in chunk order
+in float64 (``fisher_finish``): the steps and the order of one context's call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import _native
+from .dispatch import Dispatcher, Job, Shared
+from .node import ArraySlot
+
+GA = "geometric_algebra"
+TROPICAL = "tropical"
+INFORMATION = "information_geometry"
+
+GA_OPERATIONS = (
+    "geometric_product",
+    "outer_product",
+    "inner_product",
+    "scalar_product",
+    "reverse",
+    "grade_involution",
+    "grade_projection",
+    "sandwich",
+    "normalize",
+    "dual",
+)
+"""Kernel names of the geometric-algebra family (``Workload.kernel`` may name one)."""
+
+
+class _Assembly:
+    """The call's output: the caller's ``out`` (checked by the family method), else
+    allocated when the first chunk's result shows its dtype and trailing shape; each chunk's
+    rows written straight into place along ``axis``."""
+
+    def __init__(self, items: int, axis: int = 0, out: np.ndarray[Any, Any] | None = None) -> None:
+        self.items = items
+        self.axis = axis
+        self.out = out
+
+    def take(self, _chunk: int, start: int, stop: int, result: Any) -> None:
+        part = result[0]
+        if self.out is None:
+            shape = list(part.shape)
+            shape[self.axis] = self.items
+            self.out = np.empty(shape, dtype=part.dtype)
+        index = [slice(None)] * self.out.ndim
+        index[self.axis] = slice(start, stop)
+        self.out[tuple(index)] = part
+
+
+def _into(out: np.ndarray[Any, Any] | None, result: Any) -> Any:
+    """A result assembled on the driver, copied into the caller's ``out`` when given."""
+    if out is None:
+        return result
+    out[...] = result
+    return out
+
+
+def _row_bytes(*arrays: np.ndarray[Any, Any]) -> float:
+    return float(sum(a.nbytes / max(len(a), 1) for a in arrays))
+
+
+def _run_rows(
+    ctx: Dispatcher,
+    family: str,
+    items: int,
+    call: Any,
+    bytes_per_item: float,
+    strategy: str | None,
+    axis: int = 0,
+    out: np.ndarray[Any, Any] | None = None,
+) -> tuple[Any, _native.PlanDict]:
+    assembly = _Assembly(items, axis, out)
+    plan = ctx.run(Job(family, items, bytes_per_item, call, assembly.take), strategy)
+    return assembly.out, plan
+
+
+def ga_apply(
+    ctx: Dispatcher,
+    operation: str,
+    signature: tuple[int, int, int],
+    operands: list[npt.NDArray[np.float32]],
+    grades: int = 0,
+    strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
+) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+    """``_native.ga_apply`` on the cluster: rows split, a one-row operand (applied to every
+    row of the other) bound whole to every chunk."""
+    items = max(len(o) for o in operands)
+    broadcast = [len(o) == 1 and items != 1 for o in operands]
+
+    def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
+        arrays = [Shared(o) if b else o[start:stop] for o, b in zip(operands, broadcast)]
+        slots = [ArraySlot(i) for i in range(len(arrays))]
+        return "ga_apply", (operation, signature, slots, grades), arrays
+
+    width = operands[0].shape[1]
+    per_row = _row_bytes(*[o for o, b in zip(operands, broadcast) if not b]) + 4 * width
+    return _run_rows(ctx, GA, items, call, per_row, strategy, out=out)
+
+
+def _batched_rows(
+    a3: npt.NDArray[np.float32], other: npt.NDArray[np.float32]
+) -> tuple[int, int, Any]:
+    """Items, the output axis they lie on, and the chunk's operands: a batch of products is
+    split by batch entries, a single product by rows of ``a`` (``other`` bound whole)."""
+    if a3.shape[0] > 1:
+        return a3.shape[0], 0, lambda s, e: [a3[s:e], other[s:e]]
+    return a3.shape[1], 1, lambda s, e: [np.ascontiguousarray(a3[:, s:e]), Shared(other)]
+
+
+def tropical_matmul(
+    ctx: Dispatcher,
+    a: npt.NDArray[np.float32],
+    b: npt.NDArray[np.float32],
+    semiring: str,
+    strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
+) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+    """``_native.tropical_matmul`` on the cluster."""
+    items, axis, parts = _batched_rows(a, b)
+
+    def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
+        return "tropical_matmul", (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
+
+    # Rows of a in, rows of the (batch, m, n) result out, per item.
+    out_bytes = 4.0 * a.shape[0] * a.shape[1] * b.shape[2]
+    per_item = (a.nbytes + out_bytes) / max(items, 1)
+    return _run_rows(ctx, TROPICAL, items, call, per_item, strategy, axis, out)
+
+
+def tropical_matvec(
+    ctx: Dispatcher,
+    a: npt.NDArray[np.float32],
+    x: npt.NDArray[np.float32],
+    semiring: str,
+    strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
+) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+    """``_native.tropical_matvec`` on the cluster."""
+    items, axis, parts = _batched_rows(a, x)
+
+    def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
+        return "tropical_matvec", (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
+
+    return _run_rows(ctx, TROPICAL, items, call, a.nbytes / max(items, 1), strategy, axis, out)
+
+
+def shortest_paths(
+    ctx: Dispatcher,
+    w: npt.NDArray[np.float32],
+    strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
+) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+    """``_native.shortest_paths`` on one node (blocked Floyd-Warshall's rounds depend on
+    each other: one node runs the whole call, over its own devices)."""
+    result: list[Any] = []
+
+    def call(_start: int, _stop: int) -> tuple[str, Any, list[Any]]:
+        return "shortest_paths", (ArraySlot(0),), [w]
+
+    def take(_chunk: int, _start: int, _stop: int, r: Any) -> None:
+        result.append(np.array(r[0]))
+
+    job = Job(TROPICAL, 1, float(2 * w.nbytes), call, take, whole=True)
+    plan = ctx.run(job, strategy)
+    return _into(out, result[0]), plan
+
+
+def fisher_information(
+    ctx: Dispatcher,
+    scores: npt.NDArray[np.float32],
+    weights: npt.NDArray[np.float32] | None = None,
+    strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
+) -> tuple[npt.NDArray[np.float64], _native.PlanDict]:
+    """``_native.fisher_information`` on the cluster, bit-identical to one context."""
+    prepared = _native.fisher_prepare(scores, weights)
+    s = scores if prepared["scores"] is None else prepared["scores"]
+    # fisher_prepare returns weights whenever it made them (ones without weights).
+    w = prepared["weights"] if prepared["weights"] is not None else weights
+    assert w is not None
+    unit = int(prepared["chunk_items"])
+    n = int(prepared["n"])
+    parts: dict[int, Any] = {}
+
+    def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
+        return "fisher_partials", (ArraySlot(0), ArraySlot(1), unit), [s[start:stop], w[start:stop]]
+
+    def take(chunk: int, _start: int, _stop: int, r: Any) -> None:
+        parts[chunk] = r[0]
+
+    job = Job(INFORMATION, n, _row_bytes(s, w), call, take, unit=unit, min_rows=unit)
+    plan = ctx.run(job, strategy)
+    partials = np.ascontiguousarray(np.concatenate([parts[c] for c in sorted(parts)]))
+    matrix = _native.fisher_finish(
+        partials,
+        int(prepared["p"]),
+        float(prepared["total"]),
+        list(prepared["column_exponents"]),
+        int(prepared["weight_exponent"]),
+    )
+    return _into(out, matrix), plan
+
+
+def fisher_categorical(
+    ctx: Dispatcher,
+    values: npt.NDArray[np.float32],
+    logits: bool,
+    strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
+) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+    """``_native.fisher_categorical`` on the cluster."""
+
+    def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
+        return "fisher_categorical", (ArraySlot(0), logits), [values[start:stop]]
+
+    k = values.shape[1]
+    per_row = _row_bytes(values) + 4.0 * k * k
+    return _run_rows(ctx, INFORMATION, len(values), call, per_row, strategy, out=out)
+
+
+def fisher_gaussian(
+    ctx: Dispatcher,
+    mean: npt.NDArray[np.float32],
+    var: npt.NDArray[np.float32],
+    strategy: str | None = None,
+    out: np.ndarray[Any, Any] | None = None,
+) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+    """``_native.fisher_gaussian`` on the cluster."""
+
+    def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
+        return "fisher_gaussian", (ArraySlot(0), ArraySlot(1)), [mean[start:stop], var[start:stop]]
+
+    d = mean.shape[1]
+    per_row = _row_bytes(mean, var) + 16.0 * d * d
+    return _run_rows(ctx, INFORMATION, len(mean), call, per_row, strategy, out=out)
+
+
+# The grids' entry points belong to the same set (the domain mixin calls them through it).
+from .grids import life, stencil  # noqa: E402
+
+__all__ = [
+    "fisher_categorical",
+    "fisher_gaussian",
+    "fisher_information",
+    "ga_apply",
+    "life",
+    "shortest_paths",
+    "stencil",
+    "tropical_matmul",
+    "tropical_matvec",
+]

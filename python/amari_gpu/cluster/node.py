@@ -1,0 +1,180 @@
+"""What runs on each node: a Ray actor holding a ``MultiGpuContext`` over the node's
+devices, which runs the chunks the driver sends it with the same native kernels a local
+context calls (the node's context splits each chunk over its own devices as it always
+does)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import _native
+from ..context import MultiGpuContext
+from ..errors import DeviceLostError
+from ..profiler import Profile, _Recording
+
+
+@dataclass(frozen=True)
+class ArraySlot:
+    """Where the ``index``-th array of a chunk call goes in its arguments: the arrays travel
+    as top-level arguments, which Ray resolves from its object store (zero-copy for numpy),
+    and are put back in place here."""
+
+    index: int
+
+
+def _fill(template: Any, arrays: tuple[Any, ...]) -> Any:
+    if isinstance(template, ArraySlot):
+        return arrays[template.index]
+    if isinstance(template, (list, tuple)):
+        filled = [_fill(t, arrays) for t in template]
+        return filled if isinstance(template, list) else tuple(filled)
+    return template
+
+
+class NodeWorker:
+    """One node's worker (Ray turns it into an actor placed on the node). ``options`` are
+    ``MultiGpuContext`` keyword arguments."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self._ctx = MultiGpuContext(**options)
+        self._chunks = 0
+        self._fail_at: int | None = None
+        self._fault = "kill"
+        self._bands: dict[str, Any] = {}
+        self._recording: _Recording | None = None
+        self._profile: Profile | None = None
+        self._profile_t0 = 0.0
+
+    def describe(self, node_id: str, address: str) -> dict[str, Any]:
+        """The node, its devices and their calibrated items/s per family (summed: the rate
+        of the node's context as one device of the cluster)."""
+        caps = self._ctx.calibrate()
+        throughput: dict[str, float] = {}
+        for c in caps:
+            for family, rate in c.throughput.items():
+                throughput[family] = throughput.get(family, 0.0) + float(rate)
+        return {
+            "node_id": node_id,
+            "address": address,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "devices": [
+                {
+                    "id": d.id,
+                    "name": d.adapter.name,
+                    "backend": d.adapter.backend,
+                    "device_type": d.adapter.device_type,
+                }
+                for d in self._ctx.devices
+            ],
+            "throughput": throughput,
+        }
+
+    def clock(self) -> float:
+        """The node's wall clock (the driver aligns the node's timeline with it)."""
+        return time.time()
+
+    def receive(self, data: Any) -> int:
+        """Takes an array through the object store (the driver times it)."""
+        return int(data.nbytes)
+
+    def send(self, nbytes: int) -> Any:
+        """Returns ``nbytes`` bytes through the object store (the driver times it)."""
+        return np.ones(nbytes, dtype=np.uint8)
+
+    def run(self, method: str, strategy: str | None, template: Any, *arrays: Any) -> Any:
+        """One chunk: ``_native.<method>(context, *args, strategy)``, ``args`` being
+        ``template`` with its ``ArraySlot``s replaced by ``arrays``."""
+        if self._fail_at is not None and self._chunks >= self._fail_at:
+            self._inject()
+        args = _fill(template, arrays)
+        result = getattr(_native, method)(self._ctx._native, *args, strategy)
+        self._chunks += 1
+        return result
+
+    def band_open(self, key: str, band: Any) -> None:
+        """Keeps a grid band (rows of a ``stencil`` or ``life`` call) for its rounds."""
+        self._bands[key] = np.array(band)
+
+    def band_round(
+        self,
+        key: str,
+        method: str,
+        params: tuple[Any, ...],
+        top: Any,
+        bottom: Any,
+        steps: int,
+        halo: int,
+    ) -> tuple[Any, Any]:
+        """``steps`` steps of the band with ghost rows ``top`` and ``bottom`` (None at a
+        grid edge without wrap-around); returns the band's first and last ``halo`` rows."""
+        if self._fail_at is not None and self._chunks >= self._fail_at:
+            self._inject()
+        band = self._bands[key]
+        parts = [p for p in (top, band, bottom) if p is not None]
+        options = {"steps": steps, "halo": steps, "rebalance": False, "split": None}
+        grid = np.ascontiguousarray(np.concatenate(parts))
+        out, _ = getattr(_native, method)(self._ctx._native, grid, *params, options, None)
+        first = 0 if top is None else len(top)
+        self._bands[key] = band = out[first : first + len(band)]
+        self._chunks += 1
+        return band[:halo], band[-halo:]
+
+    def band_close(self, key: str) -> Any:
+        """The band after the last round (and forgets it)."""
+        return self._bands.pop(key)
+
+    def inject_fault(self, after_chunks: int, fault: str) -> None:
+        """Makes this node fail (``fault``: "kill", "hang" or "device_error") when it starts
+        a chunk after ``after_chunks`` more."""
+        self._fail_at = self._chunks + after_chunks
+        self._fault = fault
+
+    def _inject(self) -> None:
+        if self._fault == "kill":
+            # The node's process dies as a crashed node's does, so the driver sees exactly
+            # what Ray reports for a lost actor.
+            os._exit(1)
+        if self._fault == "hang":
+            while True:
+                time.sleep(1.0)
+        raise DeviceLostError("every device of this node was lost (injected fault: device_error)")
+
+    def profile_start(self) -> float:
+        """Starts recording; returns the node clock at the start of its timeline."""
+        self._recording = _Recording(self._ctx._native)
+        self._profile_t0 = time.time()
+        self._profile = self._recording.__enter__()
+        return self._profile_t0
+
+    def profile_stop(self) -> dict[str, Any]:
+        """Stops recording; the node's events, calls, summary and device names."""
+        if self._recording is None or self._profile is None:
+            return {"t0": 0.0, "events": [], "calls": [], "names": {}, "summary": None}
+        self._recording.__exit__(None, None, None)
+        prof, self._recording, self._profile = self._profile, None, None
+        return {
+            "t0": self._profile_t0,
+            "events": prof.events,
+            "calls": prof.calls,
+            "names": dict(prof._native.device_names()),
+            "summary": prof.summary(),
+        }
+
+    def stats(self) -> list[dict[str, Any]]:
+        """The node context's per-device stats."""
+        return self._ctx.stats()
+
+    def health(self) -> dict[int, dict[str, Any]]:
+        """The node context's per-device health."""
+        return self._ctx.health()
+
+    def close(self) -> None:
+        """Releases the node's devices."""
+        self._ctx.close()

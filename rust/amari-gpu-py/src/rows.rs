@@ -1,0 +1,69 @@
+//! Users' own WGSL row kernels (`map_rows`) on numpy arrays.
+
+use amari_gpu::rows::{self, RowArray, RowsCall};
+use numpy::ndarray::Ix2;
+use numpy::{PyArray2, PyReadonlyArray2};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::arrays::{contiguous, run_into};
+use crate::context::PyContext;
+use crate::errors::to_pyerr;
+use crate::plans::plan_dict;
+
+/// The kernel of a call, read from a dict with one key per field.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct RowsSpec {
+    source: String,
+    out_cols: usize,
+    params: Vec<(String, f32)>,
+}
+
+/// Runs the user's `fn row` of `spec["source"]` over C-contiguous float32 arrays, each
+/// (N, C) or, when its flag is true, (1, C) broadcast to every row; `spec["params"]` are
+/// (name, value) pairs read in WGSL as `params.NAME`. Returns the (N, out_cols) result
+/// (written into `out` when given) and the plan.
+#[pyfunction]
+#[pyo3(signature = (ctx, spec, arrays, strategy=None, out=None))]
+fn map_rows<'py>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    spec: RowsSpec,
+    arrays: Vec<(PyReadonlyArray2<'py, f32>, bool)>,
+    strategy: Option<&str>,
+    out: Option<Bound<'py, PyArray2<f32>>>,
+) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyDict>)> {
+    let strategy = ctx.strategy_or_default(py, strategy)?;
+    let mut views = Vec::with_capacity(arrays.len());
+    for (k, (array, broadcast)) in arrays.iter().enumerate() {
+        views.push(RowArray {
+            data: contiguous(array, &format!("arrays[{k}]"))?,
+            cols: array.as_array().ncols(),
+            broadcast: *broadcast,
+        });
+    }
+    let items = views
+        .iter()
+        .find(|a| !a.broadcast)
+        .map_or(1, |a| a.data.len() / a.cols.max(1));
+    let call = RowsCall {
+        source: &spec.source,
+        arrays: views,
+        out_cols: spec.out_cols,
+        params: spec.params,
+    };
+    // Checked before the output is allocated: a kernel that does not compile costs nothing.
+    rows::kernel(&call).map_err(|e| to_pyerr(py, e))?;
+    let inner = ctx.context(py)?;
+    let (array, plan) = run_into(py, Ix2(items, call.out_cols), out, move |out| {
+        rows::map_rows(&inner, &call, out, strategy)
+    })?;
+    Ok((array, plan_dict(py, &plan)?))
+}
+
+/// Adds this module's functions to `_native`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(map_rows, m)?)?;
+    Ok(())
+}

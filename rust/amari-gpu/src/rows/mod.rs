@@ -1,0 +1,239 @@
+//! Users' own row kernels (`map_rows`): a WGSL `fn row(a: array<f32, Ca>, ...) ->
+//! array<f32, out_cols>` wrapped into a compute shader (`wrap`), checked with naga before
+//! any device sees it (`check`), and run through the planner on every wgpu device like a
+//! built-in map kernel. The host device has no implementation of a user's WGSL, so the
+//! plan leaves it out. The pipeline is cached per device under an id derived from the
+//! generated source, so the same kernel compiles once per device.
+
+mod check;
+mod wrap;
+
+use crate::context::MultiGpuContext;
+use crate::error::{Error, Result};
+use crate::family::Family;
+use crate::kernel::{Input, Kernel, Output};
+use crate::plan::{Plan, Strategy};
+
+pub use wrap::Column;
+
+/// One array argument of a `map_rows` call: flat row-major data of `cols` columns, with a
+/// row per item or a single row broadcast to every item.
+#[derive(Debug, Clone, Copy)]
+pub struct RowArray<'a> {
+    /// The data, `rows * cols` words (`cols` when broadcast).
+    pub data: &'a [f32],
+    /// Columns: the `C` of `array<f32, C>`.
+    pub cols: usize,
+    /// One row applied to every item.
+    pub broadcast: bool,
+}
+
+/// A `map_rows` call: the user's WGSL, the arrays in `row`'s parameter order, the output
+/// width and the named f32 parameters (readable in WGSL as `params.NAME`).
+#[derive(Debug, Clone)]
+pub struct RowsCall<'a> {
+    /// WGSL defining `fn row`.
+    pub source: &'a str,
+    /// The arrays, in parameter order.
+    pub arrays: Vec<RowArray<'a>>,
+    /// Words `row` returns per item.
+    pub out_cols: usize,
+    /// Named parameters.
+    pub params: Vec<(String, f32)>,
+}
+
+/// 64-bit FNV-1a of `text`: a stable name for a generated module (the same on every run,
+/// unlike the standard library's hasher), used as the pipeline-cache key and the label.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The items of a call (the rows of its per-row arrays), checking that they agree.
+fn items(call: &RowsCall<'_>) -> Result<usize> {
+    if call.arrays.is_empty() {
+        return Err(Error::invalid(
+            "arrays",
+            "expected at least one array, got none",
+        ));
+    }
+    if call.out_cols == 0 {
+        return Err(Error::invalid(
+            "out_cols",
+            "expected an integer >= 1, got 0",
+        ));
+    }
+    let mut rows: Option<(usize, usize)> = None;
+    for (k, array) in call.arrays.iter().enumerate() {
+        if array.cols == 0 {
+            return Err(Error::Shape {
+                argument: format!("arrays[{k}]"),
+                expected: "at least one column".into(),
+                actual: "0 columns".into(),
+            });
+        }
+        let n = if array.broadcast {
+            if array.data.len() != array.cols {
+                return Err(Error::Shape {
+                    argument: format!("arrays[{k}]"),
+                    expected: format!("({},)", array.cols),
+                    actual: format!("{} floats", array.data.len()),
+                });
+            }
+            continue;
+        } else {
+            Error::rows(
+                &format!("arrays[{k}]"),
+                array.data,
+                array.cols,
+                &format!("(N, {})", array.cols),
+            )?
+        };
+        match rows {
+            Some((first, n0)) if n0 != n => {
+                return Err(Error::Shape {
+                    argument: format!("arrays[{k}]"),
+                    expected: format!("({n0}, {}) (the rows of arrays[{first}])", array.cols),
+                    actual: format!("({n}, {})", array.cols),
+                });
+            }
+            Some(_) => {}
+            None => rows = Some((k, n)),
+        }
+    }
+    // Only broadcast rows: one item.
+    Ok(rows.map_or(1, |(_, n)| n))
+}
+
+/// The checked kernel of `call`: its WGSL parsed and validated by naga, `row`'s signature
+/// matched against the arrays. `Error::KernelCompile` says where and what does not match.
+pub fn kernel(call: &RowsCall<'_>) -> Result<Kernel> {
+    let columns: Vec<Column> = call
+        .arrays
+        .iter()
+        .map(|a| Column {
+            cols: a.cols,
+            broadcast: a.broadcast,
+        })
+        .collect();
+    let names: Vec<String> = call.params.iter().map(|(n, _)| n.clone()).collect();
+    let text = check::checked_module(call.source, &columns, &names, call.out_cols)?;
+    let id = format!("{:016x}", fnv1a(&text));
+    let mut kernel = Kernel::map(id, Family::Rows, text);
+    kernel.entry = wrap::ENTRY;
+    kernel.inputs = columns
+        .iter()
+        .map(|c| {
+            if c.broadcast {
+                Input::Whole(c.cols)
+            } else {
+                Input::PerItem(c.cols)
+            }
+        })
+        .collect();
+    kernel.output = Output::PerItem(call.out_cols);
+    kernel.params = call.params.iter().map(|(_, v)| v.to_bits()).collect();
+    // Unknown arithmetic: one operation per word moved is the planner's guess; the family
+    // has no calibrated rate of its own, so the mean measured rate applies.
+    kernel.flops_per_item = (kernel.input_words_per_item() + call.out_cols) as f64;
+    Ok(kernel)
+}
+
+/// Runs `call` on every wgpu device of `ctx` and writes `out` (items × `out_cols` words).
+pub fn map_rows(
+    ctx: &MultiGpuContext,
+    call: &RowsCall<'_>,
+    out: &mut [f32],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
+    let items = items(call)?;
+    let kernel = kernel(call)?;
+    if out.len() != items * call.out_cols {
+        return Err(Error::Shape {
+            argument: "out".into(),
+            expected: format!("({items}, {})", call.out_cols),
+            actual: format!("{} floats", out.len()),
+        });
+    }
+    let inputs: Vec<&[f32]> = call.arrays.iter().map(|a| a.data).collect();
+    ctx.run_map(&kernel, &inputs, out, items, strategy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call<'a>(source: &'a str, arrays: Vec<RowArray<'a>>, out_cols: usize) -> RowsCall<'a> {
+        RowsCall {
+            source,
+            arrays,
+            out_cols,
+            params: vec![("scale".into(), 2.0)],
+        }
+    }
+
+    const ROWS: [f32; 6] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+
+    fn pairs() -> RowArray<'static> {
+        RowArray {
+            data: &ROWS,
+            cols: 2,
+            broadcast: false,
+        }
+    }
+
+    #[test]
+    fn a_good_kernel_wraps_and_validates() {
+        let source = "fn row(a: array<f32, 2>) -> array<f32, 1> {\n    \
+                      return array<f32, 1>(params.scale * (a[0] + a[1]));\n}\n";
+        let k = kernel(&call(source, vec![pairs()], 1)).expect("valid");
+        assert_eq!(k.inputs, vec![Input::PerItem(2)]);
+        assert_eq!(k.params, vec![2.0f32.to_bits()]);
+        assert_eq!(items(&call(source, vec![pairs()], 1)), Ok(3));
+    }
+
+    #[test]
+    fn a_syntax_error_names_the_users_line_and_column() {
+        let source =
+            "fn row(a: array<f32, 2>) -> array<f32, 1> {\n    return array<f32, 1>(a[0] +);\n}\n";
+        let Err(Error::KernelCompile(message)) = kernel(&call(source, vec![pairs()], 1)) else {
+            panic!("expected a compile error");
+        };
+        assert!(message.contains("line 2, column"), "{message}");
+    }
+
+    #[test]
+    fn a_signature_mismatch_says_which_part() {
+        let source =
+            "fn row(a: array<f32, 3>) -> array<f32, 1> {\n    return array<f32, 1>(a[0]);\n}\n";
+        let Err(Error::KernelCompile(message)) = kernel(&call(source, vec![pairs()], 1)) else {
+            panic!("expected a compile error");
+        };
+        assert!(
+            message.contains("parameter 1 (a) must be array<f32, 2>"),
+            "{message}"
+        );
+        let source = "fn row(a: array<f32, 2>) -> array<f32, 2> {\n    return array<f32, 2>(a[0], a[1]);\n}\n";
+        let Err(Error::KernelCompile(message)) = kernel(&call(source, vec![pairs()], 1)) else {
+            panic!("expected a compile error");
+        };
+        assert!(message.contains("must return array<f32, 1>"), "{message}");
+        let Err(Error::KernelCompile(message)) = kernel(&call("fn f() {}", vec![pairs()], 1))
+        else {
+            panic!("expected a compile error");
+        };
+        assert!(message.contains("found none"), "{message}");
+    }
+
+    #[test]
+    fn rows_must_agree() {
+        let short = RowArray {
+            data: &ROWS[..4],
+            cols: 2,
+            broadcast: false,
+        };
+        let err = items(&call("", vec![pairs(), short], 1)).unwrap_err();
+        assert!(matches!(err, Error::Shape { ref argument, .. } if argument == "arrays[1]"));
+    }
+}

@@ -1,0 +1,266 @@
+"""RayContext on a real Ray cluster of this machine (a head and two more nodes with the
+``amari_gpu`` resource, one without it; lavapipe on every node): node admission, loopback
+addresses, bit-identity with one MultiGpuContext for every family, strategy and node count,
+the same errors, the merged profile."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import _cluster_helpers as helpers
+import amari_gpu as ag
+import numpy as np
+import pytest
+from _fisher_helpers import random_probs, random_scores, reference_fisher, relative_error
+from _process import python
+from _tropical_helpers import floyd_warshall, graph_without_negative_cycles, random_operand
+from cl3 import random_batch, reference_product
+
+BACKENDS = ["vulkan"]
+STRATEGIES = ["balanced", "capability", "adaptive", "auto"]
+PAIR = {"amari_gpu_pair": 1}
+"""A second resource that two of the three nodes offer: a RayContext over two nodes (its
+actors take this resource, so they run beside the module context's)."""
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    both = {**helpers.RESOURCE, **PAIR}
+    # Head and two nodes with the resource (two of them with PAIR), one node without.
+    with helpers.local_cluster([both, both, dict(helpers.RESOURCE), {}]) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def rc(cluster: Any) -> Iterator[ag.RayContext]:
+    # Small cluster chunks, so that the test sizes give every node several.
+    with ag.RayContext(backends=BACKENDS, chunk_items=512) as ctx:
+        yield ctx
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[ag.MultiGpuContext]:
+    with ag.MultiGpuContext(backends=BACKENDS) as ctx:
+        yield ctx
+
+
+def test_importing_the_package_does_not_import_ray() -> None:
+    code = (
+        "import sys, amari_gpu; assert 'ray' not in sys.modules, 'ray imported'; "
+        "from amari_gpu.cluster import RayContext; assert 'ray' in sys.modules; "
+        "assert amari_gpu.RayContext is RayContext; print('ok')"
+    )
+    result = python("-c", code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_nodes_with_the_resource_only_all_on_loopback(rc: ag.RayContext) -> None:
+    import ray
+
+    alive = [n for n in ray.nodes() if n["Alive"]]
+    assert len(alive) == 4
+    assert {n["NodeManagerAddress"] for n in alive} == {helpers.LOOPBACK}
+    offering = {n["NodeID"] for n in alive if n["Resources"].get("amari_gpu", 0) >= 1}
+    assert len(offering) == 3
+    nodes = rc.nodes
+    assert {n.node_id for n in nodes} == offering
+    assert [n.index for n in nodes] == [0, 1, 2]
+    for n in nodes:
+        assert n.address == helpers.LOOPBACK
+        assert n.devices and all(d["backend"] == "vulkan" for d in n.devices)
+        assert n.throughput["geometric_algebra"] > 0
+        assert n.upload_bytes_per_s > 0 and n.download_bytes_per_s > 0
+    assert all(h["healthy"] for h in rc.health().values())
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_geometric_algebra_is_bit_identical(
+    rc: ag.RayContext, local: ag.MultiGpuContext, strategy: str
+) -> None:
+    a, b = random_batch(5000, seed=11)
+    got = rc.geometric_product(a, b, strategy=strategy)
+    assert np.array_equal(got, local.geometric_product(a, b))
+    assert float(np.abs(got - reference_product(a, b)).max()) < 1e-4 * max(
+        1.0, float(np.abs(reference_product(a, b)).max())
+    )
+    plan = rc.last_plan
+    assert plan is not None and plan.items == 5000 and plan.n_chunks == 10
+    assert sum(w.items for w in plan) == 5000
+    rotor = a[0]
+    for name in ("sandwich", "scalar_product", "outer_product", "inner_product"):
+        got = getattr(rc, name)(rotor, b, strategy=strategy)
+        assert np.array_equal(got, getattr(local, name)(rotor, b)), name
+    for name in ("reverse", "normalize", "dual"):
+        assert np.array_equal(getattr(rc, name)(a), getattr(local, name)(a)), name
+    assert np.array_equal(rc.grade_projection(a, [0, 2]), local.grade_projection(a, [0, 2]))
+
+
+def test_algebras_and_batch_axes(rc: ag.RayContext, local: ag.MultiGpuContext) -> None:
+    alg = ag.Algebra(3, 0, 1)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 700, 16)).astype(np.float32)
+    b = rng.standard_normal((700, 16))
+    assert np.array_equal(rc.geometric_product(a, b, alg), local.geometric_product(a, b, alg))
+    empty = np.zeros((0, 8), np.float32)
+    assert rc.geometric_product(empty, empty).shape == (0, 8)
+
+
+@pytest.mark.parametrize("strategy", ["balanced", "adaptive"])
+def test_tropical_is_bit_identical(
+    rc: ag.RayContext, local: ag.MultiGpuContext, strategy: str
+) -> None:
+    rng = np.random.default_rng(5)
+    a = random_operand(rng, (1500, 40), 0.05)
+    b = random_operand(rng, (40, 30), 0.05)
+    for semiring in ("max_plus", "min_plus"):
+        got = rc.tropical_matmul(a, b, semiring, strategy=strategy)
+        assert np.array_equal(got, local.tropical_matmul(a, b, semiring))
+    a3 = random_operand(rng, (600, 9, 12), 0.1)
+    b3 = random_operand(rng, (600, 12, 7), 0.1)
+    assert np.array_equal(rc.tropical_matmul(a3, b3), local.tropical_matmul(a3, b3))
+    x = random_operand(rng, (40,), 0.0)
+    assert np.array_equal(rc.tropical_matvec(a, x), local.tropical_matvec(a, x))
+    x3 = random_operand(rng, (600, 12), 0.0)
+    assert np.array_equal(rc.tropical_matvec(a3, x3), local.tropical_matvec(a3, x3))
+    w = graph_without_negative_cycles(rng, 90, 0.3, integer=True)
+    got = rc.shortest_paths(w, strategy=strategy)
+    assert np.array_equal(got, local.shortest_paths(w))
+    assert np.array_equal(got, floyd_warshall(w).astype(np.float32))
+
+
+@pytest.mark.parametrize("p", [13, 70])
+def test_fisher_information_is_bit_identical(
+    rc: ag.RayContext, local: ag.MultiGpuContext, p: int
+) -> None:
+    # Enough rows for several chunks of the single context's grid: a node computes the
+    # partials of the grid's chunks it takes, the driver sums them all in chunk order.
+    scores = random_scores(70_000, p, seed=p)
+    weights = np.random.default_rng(p).uniform(0.0, 2.0, 70_000).astype(np.float32)
+    for strategy in STRATEGIES:
+        got = rc.fisher_information(scores, strategy=strategy)
+        assert np.array_equal(got, local.fisher_information(scores)), strategy
+    assert rc.last_plan is not None and rc.last_plan.n_chunks > 1
+    assert len({w.device_id for w in rc.last_plan}) > 1
+    assert relative_error(got, reference_fisher(scores)) < 1e-4
+    got = rc.fisher_information(scores, weights)
+    assert np.array_equal(got, local.fisher_information(scores, weights))
+    # Scores far outside float32's comfortable range go through the exact scaling.
+    tiny = random_scores(40_000, p, seed=1, scale=1e-25)
+    assert np.array_equal(rc.fisher_information(tiny), local.fisher_information(tiny))
+    g = np.random.default_rng(2).standard_normal(p)
+    assert np.array_equal(
+        rc.natural_gradient(scores, g, 0.1), local.natural_gradient(scores, g, 0.1)
+    )
+
+
+def test_fisher_families_are_bit_identical(rc: ag.RayContext, local: ag.MultiGpuContext) -> None:
+    probs = random_probs(3000, 6, seed=4)
+    assert np.array_equal(rc.fisher_categorical(probs), local.fisher_categorical(probs))
+    logits = np.random.default_rng(6).standard_normal((3000, 6)).astype(np.float32)
+    assert np.array_equal(
+        rc.fisher_categorical(logits=logits), local.fisher_categorical(logits=logits)
+    )
+    rng = np.random.default_rng(7)
+    mean = rng.standard_normal((2500, 3))
+    var = rng.uniform(0.5, 2.0, (2500, 3))
+    assert np.array_equal(rc.fisher_gaussian(mean, var), local.fisher_gaussian(mean, var))
+
+
+def test_two_nodes_give_the_same_bits(cluster: Any, local: ag.MultiGpuContext) -> None:
+    a, b = random_batch(4000, seed=21)
+    scores = random_scores(50_000, 9, seed=9)
+    with ag.RayContext(resources=PAIR, backends=BACKENDS, chunk_items=300) as two:
+        assert len(two.nodes) == 2
+        for strategy in STRATEGIES:
+            got = two.geometric_product(a, b, strategy=strategy)
+            assert np.array_equal(got, local.geometric_product(a, b)), strategy
+            got = two.fisher_information(scores, strategy=strategy)
+            assert np.array_equal(got, local.fisher_information(scores)), strategy
+    with pytest.raises(ag.NoAdapterError, match="no_such_resource"):
+        ag.RayContext(resources={"no_such_resource": 1}, backends=BACKENDS)
+
+
+def test_errors_are_the_single_contexts(rc: ag.RayContext, local: ag.MultiGpuContext) -> None:
+    a, b = random_batch(10, seed=1)
+    for ctx in (rc, local):
+        with pytest.raises(ag.ShapeError, match=r"b: expected leading dimensions"):
+            ctx.geometric_product(a, b[:7])
+    bad = random_scores(100, 5, seed=1)
+    bad[42, 3] = np.nan
+    messages = []
+    for ctx in (rc, local):
+        with pytest.raises(ag.InvalidArgumentError) as e:
+            ctx.fisher_information(bad)
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+    with pytest.raises(ag.InvalidArgumentError, match="strategy"):
+        rc.geometric_product(a, b, strategy="fastest")
+    with pytest.raises(ag.InvalidArgumentError, match="node_id"):
+        rc.inject_fault(7)
+
+
+def test_distribute_workload_and_stats(rc: ag.RayContext) -> None:
+    w = ag.Workload("geometric_product", 100_000, 64.0, 32.0, 200.0)
+    plan = rc.distribute_workload(w, strategy="balanced")
+    assert plan.items == 100_000 and sum(p.items for p in plan) == 100_000
+    assert {p.device_id for p in plan} == {0, 1, 2}
+    stats = rc.stats()
+    assert [s["node"] for s in stats] == [0, 1, 2]
+    assert sum(s["chunks_done"] for s in stats) > 0
+    assert all(s["devices"] and s["healthy"] for s in stats)
+
+
+def test_profile_merges_every_nodes_timeline(rc: ag.RayContext, tmp_path: Any) -> None:
+    a, b = random_batch(6000, seed=2)
+    with rc.profile() as prof:
+        rc.geometric_product(a, b, strategy="balanced")
+    nodes = {e["node"] for e in prof.events}
+    assert nodes == {0, 1, 2}
+    kernels = [e for e in prof.events if e["kind"] == "kernel"]
+    assert sum(e["items"] for e in kernels) == 6000
+    starts = [e["start_s"] for e in prof.events]
+    assert starts == sorted(starts)
+    summary = prof.summary()
+    assert summary["makespan_s"] > 0
+    assert set(summary["nodes"]) == {0, 1, 2}
+    assert sum(d["items"] for d in summary["devices"].values()) == 6000
+    path = tmp_path / "cluster.json"
+    prof.save_chrome_trace(path)
+    trace = json.loads(path.read_text())["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in trace if e["name"] == "process_name"}
+    assert set(processes) == {0, 1, 2}
+    assert all(helpers.LOOPBACK in name for name in processes.values())
+    assert any(e["name"] == "thread_name" and "device 0" in e["args"]["name"] for e in trace)
+    assert "makespan" in str(prof)
+
+
+@pytest.mark.parametrize(("boundary", "halo"), [("dirichlet", 1), ("periodic", 3)])
+def test_stencil_bands_on_nodes_are_bit_identical(
+    rc: ag.RayContext, local: ag.MultiGpuContext, boundary: str, halo: int
+) -> None:
+    grid = np.random.default_rng(halo).random((301, 67), dtype=np.float32)
+    got = rc.stencil(grid, 10, 0.2, boundary, halo)
+    assert np.array_equal(got, local.stencil(grid, 10, 0.2, boundary))
+    report = rc.last_run
+    assert report is not None and rc.last_plan is None
+    assert [n for n, _ in report.final_split] == [0, 1, 2]
+    assert sum(r for _, r in report.final_split) == 301
+    assert sum(r["steps"] for r in report.rounds) == 10
+    got = rc.stencil(grid, 4, 0.1, boundary, halo, split=[0, 150, 151])
+    assert np.array_equal(got, local.stencil(grid, 4, 0.1, boundary))
+
+
+def test_life_bands_on_nodes_are_bit_identical(
+    rc: ag.RayContext, local: ag.MultiGpuContext
+) -> None:
+    cells = (np.random.default_rng(1).random((200, 90)) < 0.3).astype(np.uint8)
+    for halo in (1, 4):
+        assert np.array_equal(rc.life(cells, 13, halo), local.life(cells, 13))
+    with pytest.raises(ValueError) as e:
+        rc.life(cells * 3, 2)
+    with pytest.raises(type(e.value)) as e_local:
+        local.life(cells * 3, 2)
+    assert str(e.value) == str(e_local.value)

@@ -1,0 +1,118 @@
+"""RayContext when nodes fail mid-call, on a real Ray cluster of this machine (a head and two
+more nodes with the ``amari_gpu`` resource): a node whose actor is killed, one that hangs
+past ``node_timeout_s``, one whose devices fail; the call still returns the single
+context's bits, ``health()`` marks the node, and with no node left: ``DeviceLostError``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import _cluster_helpers as helpers
+import amari_gpu as ag
+import numpy as np
+import pytest
+from _fisher_helpers import random_scores
+from cl3 import random_batch
+
+BACKENDS = ["vulkan"]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    with helpers.local_cluster() as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[ag.MultiGpuContext]:
+    with ag.MultiGpuContext(backends=BACKENDS) as ctx:
+        yield ctx
+
+
+def test_a_node_killed_mid_call(cluster: Any, local: ag.MultiGpuContext) -> None:
+    a, b = random_batch(8000, seed=3)
+    want = local.geometric_product(a, b)
+    with ag.RayContext(backends=BACKENDS, chunk_items=400, strategy="balanced") as rc:
+        rc.inject_fault(1, after_chunks=1)
+        got = rc.geometric_product(a, b)
+        assert np.array_equal(got, want)
+        health = rc.health()
+        assert not health[1]["healthy"]
+        assert "actor died" in health[1]["reason"]
+        assert health[0]["healthy"] and health[2]["healthy"]
+        stats = rc.stats()
+        # It finished one chunk before it died; the driver keeps that result unless Ray
+        # reported the death before the reply (then the chunk ran again elsewhere).
+        assert stats[1]["chunks_done"] <= 1 and stats[1]["failed_chunks"] > 0, stats
+        assert stats[1]["devices"] == []
+        assert sum(s["chunks_done"] for s in stats) == 20
+        # Later calls leave it out; Fisher partials still sum in chunk order.
+        scores = random_scores(60_000, 11, seed=4)
+        assert np.array_equal(rc.fisher_information(scores), local.fisher_information(scores))
+        assert rc.last_plan is not None and 1 not in {w.device_id for w in rc.last_plan}
+        with pytest.raises(ag.InvalidArgumentError, match="node 1 has failed"):
+            rc.inject_fault(1)
+
+
+def test_a_hung_node_and_a_node_whose_devices_fail(cluster: Any, local: ag.MultiGpuContext) -> None:
+    scores = random_scores(90_000, 6, seed=8)
+    want = local.fisher_information(scores)
+    # chunk_items=1: cluster chunks of one grid chunk each, so that every node gets some.
+    with ag.RayContext(
+        backends=BACKENDS, node_timeout_s=3.0, strategy="balanced", chunk_items=1
+    ) as rc:
+        rc.inject_fault(0, after_chunks=0, fault="hang")
+        rc.inject_fault(2, after_chunks=0, fault="device_error")
+        got = rc.fisher_information(scores)
+        assert np.array_equal(got, want)
+        health = rc.health()
+        assert health[0]["reason"].startswith("hung")
+        assert "DeviceLostError" in health[2]["reason"]
+        assert [h["healthy"] for h in health.values()] == [False, True, False]
+
+
+def test_no_healthy_node_left(cluster: Any) -> None:
+    a, b = random_batch(3000, seed=5)
+    with ag.RayContext(backends=BACKENDS, chunk_items=300) as rc:
+        for node in range(3):
+            rc.inject_fault(node, after_chunks=0)
+        with pytest.raises(ag.DeviceLostError, match="no healthy node"):
+            rc.geometric_product(a, b)
+        assert not any(h["healthy"] for h in rc.health().values())
+        with pytest.raises(ag.DeviceLostError, match="node 0: actor died"):
+            rc.geometric_product(a, b)
+
+
+def test_cluster_info_lists_the_nodes(cluster: Any, capsys: Any) -> None:
+    import json
+
+    from amari_gpu.cli import main
+
+    assert (
+        main(["cluster-info", "--address", cluster.address, "--backends", "vulkan", "--json"]) == 0
+    )
+    nodes = json.loads(capsys.readouterr().out)
+    assert [n["index"] for n in nodes] == [0, 1, 2]
+    for n in nodes:
+        assert n["address"] == helpers.LOOPBACK and n["healthy"]
+        assert n["devices"] and n["devices"][0]["backend"] == "vulkan"
+        assert n["throughput_items_per_s"]["geometric_algebra"] > 0
+        assert n["upload_bytes_per_s"] > 0
+    assert main(["cluster-info", "--address", cluster.address, "--backends", "vulkan"]) == 0
+    text = capsys.readouterr().out
+    assert "3 node(s)" in text and "geometric_algebra" in text
+
+
+def test_a_node_killed_during_a_grid_run(cluster: Any, local: ag.MultiGpuContext) -> None:
+    grid = np.random.default_rng(4).random((240, 50), dtype=np.float32)
+    want = local.stencil(grid, 12, 0.2, "periodic")
+    with ag.RayContext(backends=BACKENDS) as rc:
+        rc.inject_fault(2, after_chunks=3)
+        got = rc.stencil(grid, 12, 0.2, "periodic", 2)
+        assert np.array_equal(got, want)
+        report = rc.last_run
+        assert report is not None
+        assert [node for node, _ in report.failures] == [2]
+        assert [n for n, _ in report.final_split] == [0, 1]
+        assert not rc.health()[2]["healthy"]

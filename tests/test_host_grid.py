@@ -1,0 +1,308 @@
+"""Grid bands on the host device: ``stencil`` and ``life`` on the host alone and beside
+lavapipe and llvmpipe bands, exchanging halos through the host board.
+
+Bits are checked against float32 emulations written here with numpy, one per way of rounding
+WGSL's ``fma`` in the heat update ``fma(alpha, s - 4u, u)``: Mesa's CPU adapters round the
+product and the sum apart, the host device follows them when it runs beside them and fuses
+(one rounding, as hardware GPUs do) when it is alone. Every context must give its mode's bits
+exactly, on odd sizes, bands thinner than a halo, step counts that end in a partial round,
+measured and explicit splits, rebalancing, and after a fault on the host device mid-run.
+Life is exact everywhere, and every heat result is also held to a float64 reference.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from typing import Any
+
+import amari_gpu as ag
+import numpy as np
+import pytest
+from _domain_helpers import heat_reference, life_reference
+from _process import python
+from amari_gpu import MultiGpuContext
+
+# (H, W, halo, steps): odd sizes; seven rows over three devices with halo 3, and five rows
+# with halo 4 (bands thinner than a halo; periodic ghosts wrap past the whole grid); a single
+# row; steps that end in a partial round.
+CASES = [(37, 53, 2, 7), (7, 9, 3, 8), (5, 11, 4, 9), (1, 5, 2, 3), (64, 67, 4, 9)]
+BOUNDARIES = ["dirichlet", "periodic"]
+ALPHA = np.float32(0.24)
+
+
+def heat_bits(grid: np.ndarray, steps: int, alpha: np.float32, boundary: str, fused: bool):
+    """The float32 heat steps as the kernels compute them: ``s = (up + down) + (left +
+    right)`` and ``s - 4u`` rounded to float32, then ``fma(alpha, s - 4u, u)`` rounded once
+    (``fused``; the product is exact in float64 and the sum is rounded to float32 from there)
+    or as a float32 product then a float32 sum."""
+    u = np.asarray(grid, np.float32).copy()
+    a = np.float32(alpha)
+    for _ in range(steps):
+        if boundary == "periodic":
+            up, down = np.roll(u, 1, 0), np.roll(u, -1, 0)
+            left, right = np.roll(u, 1, 1), np.roll(u, -1, 1)
+            at = u
+        else:
+            if u.shape[0] < 3 or u.shape[1] < 3:
+                continue
+            at = u[1:-1, 1:-1]
+            up, down, left, right = u[:-2, 1:-1], u[2:, 1:-1], u[1:-1, :-2], u[1:-1, 2:]
+        d = ((up + down) + (left + right)) - np.float32(4) * at
+        if fused:
+            new = (np.float64(a) * d.astype(np.float64) + at.astype(np.float64)).astype(np.float32)
+        else:
+            new = (a * d) + at
+        if boundary == "periodic":
+            u = new
+        else:
+            u = u.copy()
+            u[1:-1, 1:-1] = new
+    return u
+
+
+def _heat_grid(h: int, w: int) -> np.ndarray:
+    return np.random.default_rng(h * 1000 + w).uniform(-1, 1, (h, w)).astype(np.float32)
+
+
+def _life_grid(h: int, w: int) -> np.ndarray:
+    return (np.random.default_rng(h + 7 * w).random((h, w)) < 0.4).astype(np.uint8)
+
+
+def _host(ctx: MultiGpuContext) -> int:
+    (host,) = [d.id for d in ctx.devices if d.adapter.backend == "host"]
+    return host
+
+
+def _split_with_host(ctx: MultiGpuContext, h: int) -> list[int]:
+    """Rows per device: half (rounded up) on the host, the rest on device 0."""
+    split = [0] * len(ctx.devices)
+    split[_host(ctx)] = (h + 1) // 2
+    split[0] = h - split[_host(ctx)]
+    return split
+
+
+def _host_rows(ctx: MultiGpuContext) -> int:
+    report = ctx.last_run
+    assert report is not None
+    host = _host(ctx)
+    return sum(d["rows"] for d in report.rounds[-1]["devices"] if d["device"] == host)
+
+
+@pytest.fixture(scope="session")
+def host_alone() -> MultiGpuContext:
+    ctx = MultiGpuContext(backends=["host"])
+    assert [d.adapter.backend for d in ctx.devices] == ["host"]
+    return ctx
+
+
+@pytest.fixture(scope="session")
+def lavapipe() -> MultiGpuContext:
+    return MultiGpuContext(backends=["vulkan"])
+
+
+@pytest.fixture(scope="session")
+def llvmpipe() -> MultiGpuContext:
+    return MultiGpuContext(backends=["gl"])
+
+
+@pytest.fixture(scope="session")
+def lavapipe_host() -> MultiGpuContext:
+    """Two lavapipe devices and the host."""
+    ctx = MultiGpuContext(backends=["vulkan", "host"], devices_per_adapter=2)
+    assert [d.adapter.backend for d in ctx.devices] == ["vulkan", "vulkan", "host"]
+    return ctx
+
+
+@pytest.fixture(scope="session")
+def llvmpipe_host() -> MultiGpuContext:
+    return MultiGpuContext(backends=["gl", "host"])
+
+
+def _mixed(request: pytest.FixtureRequest) -> list[MultiGpuContext]:
+    return [request.getfixturevalue(n) for n in ("lavapipe_host", "llvmpipe_host")]
+
+
+def _runs(ctx: MultiGpuContext, h: int, **kwargs: Any) -> list[dict[str, Any]]:
+    """The layouts a mixed context is run with: the host given rows explicitly (a measured
+    split may leave it none on a thin grid), and measured with rebalancing."""
+    return [{"split": _split_with_host(ctx, h), "rebalance": False, **kwargs}, kwargs]
+
+
+@pytest.mark.parametrize(("h", "w", "halo", "steps"), CASES)
+def test_life_is_the_same_on_every_context(
+    request, host_alone, lavapipe, llvmpipe, h, w, halo, steps
+):
+    cells = _life_grid(h, w)
+    want = life_reference(cells, steps)
+    for ctx in (host_alone, lavapipe, llvmpipe):
+        assert np.array_equal(ctx.life(cells, steps, halo=halo), want)
+    for ctx in _mixed(request):
+        for run in _runs(ctx, h):
+            assert np.array_equal(ctx.life(cells, steps, halo=halo, **run), want), run
+            if "split" in run:
+                assert _host_rows(ctx) == (h + 1) // 2
+
+
+@pytest.mark.parametrize("boundary", BOUNDARIES)
+@pytest.mark.parametrize(("h", "w", "halo", "steps"), CASES)
+def test_heat_beside_mesa_adapters_gives_their_bits(
+    request, lavapipe, llvmpipe, h, w, halo, steps, boundary
+):
+    grid = _heat_grid(h, w)
+    want = heat_bits(grid, steps, ALPHA, boundary, fused=False)
+    np.testing.assert_allclose(want, heat_reference(grid, steps, float(ALPHA), boundary), atol=1e-5)
+    for ctx in (lavapipe, llvmpipe):
+        assert np.array_equal(ctx.stencil(grid, steps, ALPHA, boundary, halo), want)
+    for ctx in _mixed(request):
+        for run in _runs(ctx, h):
+            got = ctx.stencil(grid, steps, ALPHA, boundary, halo, **run)
+            assert np.array_equal(got, want), (ctx.devices, run)
+            if "split" in run:
+                assert _host_rows(ctx) == (h + 1) // 2
+
+
+@pytest.mark.parametrize("boundary", BOUNDARIES)
+@pytest.mark.parametrize(("h", "w", "halo", "steps"), CASES)
+def test_heat_on_the_host_alone_gives_fused_bits_for_any_halo(
+    host_alone, h, w, halo, steps, boundary
+):
+    grid = _heat_grid(h, w)
+    want = heat_bits(grid, steps, ALPHA, boundary, fused=True)
+    np.testing.assert_allclose(want, heat_reference(grid, steps, float(ALPHA), boundary), atol=1e-5)
+    for halo_ in (1, halo, steps + 2):
+        got = host_alone.stencil(grid, steps, ALPHA, boundary, halo_)
+        assert np.array_equal(got, want), halo_
+    assert _host_rows(host_alone) == h
+
+
+def test_rebalancing_moves_rows_to_and_from_the_host(lavapipe, lavapipe_host):
+    h, w, steps = 256, 256, 40
+    grid = _heat_grid(h, w)
+    want = lavapipe.stencil(grid, steps, ALPHA, "periodic")
+    got = lavapipe_host.stencil(grid, steps, ALPHA, "periodic", split=[h - 2, 0, 2])
+    report = lavapipe_host.last_run
+    assert report is not None
+    assert np.array_equal(got, want)
+    # Two rows on the host against 254 on lavapipe: the measured rates call for a new split
+    # (which rows move is the measurements' choice; the bits are not).
+    assert len(report.layouts) >= 2, report.layouts
+    assert all(layout["seconds"] > 0 for layout in report.layouts[1:])
+    cells = _life_grid(h, w)
+    got = lavapipe_host.life(cells, steps, split=[h - 2, 0, 2])
+    assert np.array_equal(got, life_reference(cells, steps))
+
+
+def test_a_fault_on_the_host_mid_run_moves_its_band(lavapipe):
+    ctx = MultiGpuContext(backends=["vulkan", "host"])
+    host = _host(ctx)
+    h, w = 90, 70
+    cells = _life_grid(h, w)
+    ctx.inject_fault(host, after_chunks=3)  # fails when it starts its fourth round
+    got = ctx.life(cells, 20, halo=2, split=[40, 50])
+    assert np.array_equal(got, life_reference(cells, 20))
+    report = ctx.last_run
+    assert report is not None
+    assert [device for device, _ in report.failures] == [host]
+    assert "injected fault" in report.failures[0][1]
+    assert not ctx.health()[host]["healthy"]
+    assert report.final_split == [(0, h)]
+    # Heat, with the host failing mid-run too: lavapipe's bits.
+    ctx.reset_health()
+    ctx.inject_fault(host, after_chunks=2)
+    grid = _heat_grid(h, w)
+    got = ctx.stencil(grid, 11, ALPHA, "periodic", halo=2, split=[30, 60])
+    assert np.array_equal(got, lavapipe.stencil(grid, 11, ALPHA, "periodic"))
+    assert ctx.last_run is not None and [d for d, _ in ctx.last_run.failures] == [host]
+
+
+def test_the_host_alone_failing_leaves_no_device():
+    ctx = MultiGpuContext(backends=["host"])
+    ctx.inject_fault(0, 1)
+    with pytest.raises(ag.DeviceLostError, match="no healthy device left"):
+        ctx.stencil(np.ones((8, 8), np.float32), 6)
+
+
+def test_host_rounds_are_on_its_track_in_the_profile(lavapipe_host):
+    ctx = lavapipe_host
+    host = _host(ctx)
+    grid = _heat_grid(48, 40)
+    with ctx.profile() as prof:
+        ctx.stencil(grid, 8, 0.1, "dirichlet", halo=2, rebalance=False, split=[20, 10, 18])
+    report = ctx.last_run
+    assert report is not None and len(report.rounds) == 4
+    events = [e for e in prof.events if e["device"] == host]
+    kernels = [e for e in events if e["kind"] == "kernel"]
+    assert [e["chunk"] for e in kernels] == [0, 1, 2, 3]
+    assert all(e["clock"] == "host" and e["duration_s"] > 0 for e in kernels)
+    for r, round_report in enumerate(report.rounds):
+        (dev,) = [d for d in round_report["devices"] if d["device"] == host]
+        assert dev["rows"] == 18 and kernels[r]["items"] == dev["work"] > 0
+    # Its ghost rows come from the board and its border rows go back: both are on its track.
+    assert {e["kind"] for e in events} >= {"kernel", "upload", "readback"}
+
+
+def test_progress_and_a_raising_callback_on_the_host_alone(host_alone):
+    grid = _heat_grid(40, 30)
+    seen: list[tuple[int, int]] = []
+    out = host_alone.stencil(grid, 50, progress=lambda done, total: seen.append((done, total)))
+    assert np.array_equal(out, host_alone.stencil(grid, 50))
+    assert seen and seen[-1] == (50, 50)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+    def stop(done: int, total: int) -> None:
+        raise RuntimeError(f"stop at {done} of {total}")
+
+    cells = _life_grid(64, 64)
+    with pytest.raises(RuntimeError, match="stop at"):
+        host_alone.life(cells, 100000, progress=stop)
+    assert all(h["healthy"] for h in host_alone.health().values())
+
+
+def test_bad_input_is_refused_on_the_host_alone(host_alone):
+    grid = np.ones((4, 4), np.float32)
+    with pytest.raises(ValueError, match=r"alpha: expected 0 <= alpha <= 0.25"):
+        host_alone.stencil(grid, 1, alpha=0.3)
+    with pytest.raises(ValueError, match=r"split: expected rows for each of the 1 devices"):
+        host_alone.stencil(grid, 1, split=[2, 2])
+    with pytest.raises(ValueError, match=r"grid: expected cells 0 or 1, found 2 at \(0, 0\)"):
+        host_alone.life(np.full((3, 3), 2, np.uint8), 1)
+
+
+_CTRL_C = """
+import os, signal, threading, time
+import numpy as np
+import amari_gpu
+
+ctx = amari_gpu.MultiGpuContext(backends=["host"])
+ctx.calibrate()
+sent = []
+def interrupt():
+    sent.append(time.perf_counter())
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Timer(1.0, interrupt).start()
+try:
+    # Rounds of 20,000 steps of a 1024 x 1024 grid: over ten seconds each on two cores,
+    # so a prompt stop is one taken between the steps of a round.
+    ctx.stencil(np.ones((1024, 1024), np.float32), 60000, halo=20000)
+except KeyboardInterrupt:
+    print(f"latency_s={time.perf_counter() - sent[0]:.4f}")
+health = ctx.health()
+assert all(h["healthy"] for h in health.values()), health
+grid = np.random.default_rng(1).random((64, 64), dtype=np.float32)
+assert np.array_equal(ctx.stencil(grid, 10), ctx.stencil(grid, 10, halo=3))
+print("still usable")
+"""
+
+
+def test_ctrl_c_stops_a_host_round_between_steps():
+    done = python("-c", textwrap.dedent(_CTRL_C), timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r"latency_s=([0-9.]+)", done.stdout)
+    assert found, done.stdout
+    latency = float(found.group(1))
+    print(f"host stencil: KeyboardInterrupt {latency * 1000:.0f} ms after SIGINT")
+    # Generous, as in test_safety_interrupt: a round takes over ten seconds, so this holds
+    # only if the round itself stops.
+    assert latency < 2.0
+    assert "still usable" in done.stdout
