@@ -119,6 +119,8 @@ def test_bad_operands_are_named_before_any_work(ctx3: ag.MultiGpuContext) -> Non
     with pytest.raises(ag.InvalidArgumentError, match="freed"):
         short.numpy()
     assert "freed" in repr(short)
+    with pytest.raises(ag.InvalidArgumentError, match="out: expected None with DeviceArray"):
+        ctx3.reverse(a, out=np.zeros((100, 8), np.float32))
     with pytest.raises(ag.ShapeError):
         ctx3.asarray(np.float32(1.0))
     with pytest.raises(TypeError):
