@@ -24,6 +24,7 @@ KEYS = {
     "bytes_moved",
     "bytes_up",
     "bytes_down",
+    "resident_bytes",
     "items_done",
     "chunks_done",
     "failed_chunks",

@@ -8,6 +8,7 @@ from ._adapters import AdapterInfo, adapters
 from ._logging import reset_log_levels
 from ._system import quiet_mesa
 from .algebra import Algebra
+from .array import DeviceArray
 from .context import Device, MultiGpuContext
 from .domain import DomainReport
 from .errors import (
@@ -47,6 +48,7 @@ __all__ = [
     "AmariGpuError",
     "Capabilities",
     "Device",
+    "DeviceArray",
     "DeviceLostError",
     "DeviceWorkload",
     "DomainReport",

@@ -115,6 +115,7 @@ class StatsDict(TypedDict):
     failed_chunks: int
     busy_s: float
     memory_in_use_bytes: int
+    resident_bytes: int
     healthy: bool
     reason: str | None
 
@@ -289,6 +290,33 @@ def ga_apply(
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+
+# --- resident arrays ---
+__all__ += ["DeviceArray", "resident_ga_apply", "resident_gather", "resident_upload"]
+
+@final
+class DeviceArray:
+    @property
+    def rows(self) -> int: ...
+    @property
+    def cols(self) -> int: ...
+    @property
+    def live(self) -> bool: ...
+    def sharding(self, argument: str) -> list[tuple[int, int, int]]: ...
+    def lineage_host_bytes(self) -> int: ...
+    def free(self) -> None: ...
+
+def resident_upload(
+    ctx: Context, x: npt.NDArray[np.float32], strategy: str | None = None
+) -> DeviceArray: ...
+def resident_gather(ctx: Context, x: DeviceArray) -> npt.NDArray[np.float32]: ...
+def resident_ga_apply(
+    ctx: Context,
+    operation: str,
+    signature: tuple[int, int, int],
+    operands: list[DeviceArray | npt.NDArray[np.float32]],
+    grades: int = 0,
+) -> DeviceArray: ...
 
 # --- tropical ---
 __all__ += ["shortest_paths", "tropical_matmul", "tropical_matvec"]

@@ -12,6 +12,7 @@ import numpy as np
 from . import _native
 from ._adapters import BACKENDS, DEVICE_TYPES, AdapterInfo
 from ._validate import index_list, integer, name_list, optional_positive_int, positive_int
+from .array import ResidentMixin
 from .domain import DomainMixin
 from .errors import InvalidArgumentError
 from .ga import GeometricAlgebraMixin
@@ -44,7 +45,12 @@ class Device:
 
 
 class MultiGpuContext(
-    GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin, DomainMixin, RowsMixin
+    GeometricAlgebraMixin,
+    TropicalMixin,
+    InformationGeometryMixin,
+    DomainMixin,
+    RowsMixin,
+    ResidentMixin,
 ):
     """Devices on every selected adapter, used together by every kernel call.
 
@@ -209,7 +215,7 @@ class MultiGpuContext(
 
     def stats(self) -> list[dict[str, Any]]:
         """Per device: bytes moved, items and chunks done, busy seconds, device memory the
-        context holds, health."""
+        context holds (``resident_bytes`` of it held by live DeviceArrays), health."""
         return list(self._native.stats())
 
     def inject_fault(self, device_id: int, after_chunks: int = 0) -> None:

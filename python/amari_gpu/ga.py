@@ -9,7 +9,7 @@ every healthy device of the context.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +17,7 @@ import numpy.typing as npt
 from ._mixin import KernelHost
 from ._validate import output, real_array, shape_text
 from .algebra import CL3, Algebra
+from .array import DeviceArray, is_resident, resident_ga
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -88,7 +89,9 @@ class GeometricAlgebraMixin(KernelHost):
     (float64 included) are converted to float32 (a copy; inputs are never modified);
     results are new float32 arrays, or ``out=``: a float32, C-contiguous, writeable array of
     exactly the result's shape that shares no memory with the operands, which the devices'
-    results are written into and which is returned (the numpy ufunc convention).
+    results are written into and which is returned (the numpy ufunc convention). An operand
+    that is a :class:`DeviceArray` (``ctx.asarray``) makes the call run where its rows live
+    and return a DeviceArray (``out=`` is not taken then).
     """
 
     def _run(
@@ -124,8 +127,11 @@ class GeometricAlgebraMixin(KernelHost):
         algebra: Any,
         strategy: Any,
         out: Any,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         alg = _algebra(algebra)
+        if is_resident(left, right):
+            named = [(names[0], left), (names[1], right)]
+            return resident_ga(self, operation, alg, named, 0, out)
         a = _operand(names[0], left, alg.n_blades)
         b = _operand(names[1], right, alg.n_blades)
         try:
@@ -143,13 +149,45 @@ class GeometricAlgebraMixin(KernelHost):
 
     def _unary(
         self, operation: str, x: Any, alg: Algebra, strategy: Any, out: Any, grades: int = 0
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32] | DeviceArray:
+        if isinstance(x, DeviceArray):
+            return resident_ga(self, operation, alg, [("x", x)], grades, out)
         x2 = _operand("x", x, alg.n_blades)
         lead = x2.shape[:-1]
         target = output(out, x2.shape, np.float32, {"x": x})
         result = self._run(operation, alg, [_rows(x2, lead)], grades, strategy, target)
         return result.reshape(x2.shape) if target is None else target
 
+    @overload
+    def geometric_product(
+        self,
+        a: DeviceArray,
+        b: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def geometric_product(
+        self,
+        a: Any,
+        b: DeviceArray,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def geometric_product(
+        self,
+        a: Any,
+        b: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32]: ...
     def geometric_product(
         self,
         a: Any,
@@ -158,7 +196,7 @@ class GeometricAlgebraMixin(KernelHost):
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """Geometric product ``a b`` row by row, Cl(3,0) unless ``algebra`` says otherwise.
 
         In Cl(3,0), rows are 8 coefficients of 1, e1, e2, e12, e3, e13, e23, e123 (bitmask
@@ -168,6 +206,36 @@ class GeometricAlgebraMixin(KernelHost):
         """
         return self._product("geometric_product", ("a", "b"), a, b, algebra, strategy, out)
 
+    @overload
+    def outer_product(
+        self,
+        a: DeviceArray,
+        b: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def outer_product(
+        self,
+        a: Any,
+        b: DeviceArray,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def outer_product(
+        self,
+        a: Any,
+        b: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32]: ...
     def outer_product(
         self,
         a: Any,
@@ -176,11 +244,41 @@ class GeometricAlgebraMixin(KernelHost):
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """Outer (wedge) product ``a ∧ b``: of the blade products e_i e_j, those of disjoint
         blades (grade(i) + grade(j) = grade of the result)."""
         return self._product("outer_product", ("a", "b"), a, b, algebra, strategy, out)
 
+    @overload
+    def inner_product(
+        self,
+        a: DeviceArray,
+        b: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def inner_product(
+        self,
+        a: Any,
+        b: DeviceArray,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def inner_product(
+        self,
+        a: Any,
+        b: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32]: ...
     def inner_product(
         self,
         a: Any,
@@ -189,12 +287,42 @@ class GeometricAlgebraMixin(KernelHost):
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """Inner product as the LEFT CONTRACTION ``a ⌋ b``: of the blade products e_i e_j,
         those where e_i's vectors are all in e_j (grade(j) - grade(i) = grade of the result);
         0 when grade(i) > grade(j). Scalars contract to ``s ⌋ b = s b``."""
         return self._product("inner_product", ("a", "b"), a, b, algebra, strategy, out)
 
+    @overload
+    def scalar_product(
+        self,
+        a: DeviceArray,
+        b: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def scalar_product(
+        self,
+        a: Any,
+        b: DeviceArray,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def scalar_product(
+        self,
+        a: Any,
+        b: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32]: ...
     def scalar_product(
         self,
         a: Any,
@@ -203,11 +331,41 @@ class GeometricAlgebraMixin(KernelHost):
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """Scalar product ``⟨a b⟩₀``, float32: the operands' broadcast leading shape, e.g.
         (N,), or () for two single multivectors."""
         return self._product("scalar_product", ("a", "b"), a, b, algebra, strategy, out)
 
+    @overload
+    def sandwich(
+        self,
+        r: DeviceArray,
+        x: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def sandwich(
+        self,
+        r: Any,
+        x: DeviceArray,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def sandwich(
+        self,
+        r: Any,
+        x: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32]: ...
     def sandwich(
         self,
         r: Any,
@@ -216,12 +374,30 @@ class GeometricAlgebraMixin(KernelHost):
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """``r x r̃`` (r̃ the reverse of r): applies the rotor (or versor) ``r`` to ``x``. The
         common case is one rotor of shape (2ⁿ,) applied to a batch ``x`` of shape (N, 2ⁿ).
         Computed as (r x) r̃, with no normalisation of ``r``."""
         return self._product("sandwich", ("r", "x"), r, x, algebra, strategy, out)
 
+    @overload
+    def reverse(
+        self,
+        x: DeviceArray,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def reverse(
+        self,
+        x: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32]: ...
     def reverse(
         self,
         x: Any,
@@ -229,10 +405,28 @@ class GeometricAlgebraMixin(KernelHost):
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """Reverse ``x̃``: grade-g parts times (-1)^(g(g-1)/2)."""
         return self._unary("reverse", x, _algebra(algebra), strategy, out)
 
+    @overload
+    def grade_involution(
+        self,
+        x: DeviceArray,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def grade_involution(
+        self,
+        x: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32]: ...
     def grade_involution(
         self,
         x: Any,
@@ -240,10 +434,30 @@ class GeometricAlgebraMixin(KernelHost):
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """Grade involution ``x̂``: grade-g parts times (-1)^g."""
         return self._unary("grade_involution", x, _algebra(algebra), strategy, out)
 
+    @overload
+    def grade_projection(
+        self,
+        x: DeviceArray,
+        k: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def grade_projection(
+        self,
+        x: Any,
+        k: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32]: ...
     def grade_projection(
         self,
         x: Any,
@@ -252,12 +466,30 @@ class GeometricAlgebraMixin(KernelHost):
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """``⟨x⟩_k``: the grade-``k`` part of ``x`` (other coefficients 0). ``k`` is a grade
         in 0..n or a sequence of grades, whose parts are summed."""
         alg = _algebra(algebra)
         return self._unary("grade_projection", x, alg, strategy, out, _grade_mask(k, alg))
 
+    @overload
+    def normalize(
+        self,
+        x: DeviceArray,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def normalize(
+        self,
+        x: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32]: ...
     def normalize(
         self,
         x: Any,
@@ -265,7 +497,7 @@ class GeometricAlgebraMixin(KernelHost):
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """``x / sqrt(|⟨x x̃⟩₀|)`` row by row, computed on x scaled exactly by a power of two
         near 1 / max|x_i|, so that large and small rows neither overflow nor underflow.
         Rows whose ``⟨x x̃⟩₀`` is 0 in float32 (zero rows, and null ones such as ideal
@@ -275,6 +507,24 @@ class GeometricAlgebraMixin(KernelHost):
         ill-conditioned: float32 rounding of ``⟨x x̃⟩₀`` may decide whether it is null."""
         return self._unary("normalize", x, _algebra(algebra), strategy, out)
 
+    @overload
+    def dual(
+        self,
+        x: DeviceArray,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> DeviceArray: ...
+    @overload
+    def dual(
+        self,
+        x: Any,
+        algebra: Algebra | None = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32]: ...
     def dual(
         self,
         x: Any,
@@ -282,7 +532,7 @@ class GeometricAlgebraMixin(KernelHost):
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """Dual of ``x``. Non-degenerate algebras (r = 0): ``x I⁻¹``, with I the pseudoscalar
         e1...en (in Cl(3,0), ``dual(e1) = -e23``). Degenerate algebras (r > 0), where I has
         no inverse: the right complement, the linear map with ``e_i ∧ dual(e_i) = I`` for

@@ -14,6 +14,7 @@ mod ga;
 mod logs;
 mod plans;
 mod profile;
+mod resident;
 mod rows;
 mod tropical;
 
@@ -60,6 +61,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fisher_split::register(m)?;
     profile::register(m)?;
     domain::register(m)?;
+    resident::register(m)?;
     rows::register(m)?;
     Ok(())
 }

@@ -97,6 +97,12 @@ impl Counters {
         self.bytes_down.fetch_add(bytes_down, Ordering::Relaxed);
     }
 
+    /// Records bytes moved outside a chunk (resident arrays: uploads, gathers, reshards).
+    pub fn moved(&self, bytes_up: u64, bytes_down: u64) {
+        self.bytes_up.fetch_add(bytes_up, Ordering::Relaxed);
+        self.bytes_down.fetch_add(bytes_down, Ordering::Relaxed);
+    }
+
     /// Adds busy wall time.
     pub fn add_busy(&self, seconds: f64) {
         self.busy_ns

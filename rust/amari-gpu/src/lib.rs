@@ -38,6 +38,7 @@ pub mod profile;
 pub mod raw;
 #[cfg(not(feature = "bench-support"))]
 mod raw;
+mod resident;
 pub mod rows;
 pub mod sample;
 mod scheduler;
@@ -57,6 +58,7 @@ pub use interrupt::Interrupt;
 pub use model::DeviceModel;
 pub use options::ContextOptions;
 pub use plan::{DeviceWorkload, Plan, Strategy};
+pub use resident::{Operand as ResidentOperand, ResidentArray};
 pub use workload::Workload;
 
 /// Version of the crate (and of the Python package built from it).

@@ -19,6 +19,7 @@ use crate::history::History;
 use crate::options::ContextOptions;
 use crate::plan::Plan;
 use crate::profile::Profiler;
+use crate::resident::ledger::Ledger;
 use crate::selection::{explain, select};
 
 /// The one wgpu instance of the process, over every native backend.
@@ -87,6 +88,8 @@ pub struct DeviceStats {
     pub counters: CounterSnapshot,
     /// Bytes of device buffers the context holds (pooled and in use).
     pub memory_in_use_bytes: u64,
+    /// Bytes of it held by live resident arrays.
+    pub resident_bytes: u64,
     /// Whether the device is given work.
     pub healthy: bool,
     /// Why not, if not.
@@ -95,8 +98,8 @@ pub struct DeviceStats {
 
 /// A set of open devices that kernels run on together.
 pub struct MultiGpuContext {
-    pub(super) devices: Vec<Arc<GpuDevice>>,
-    pub(super) options: ContextOptions,
+    pub(crate) devices: Vec<Arc<GpuDevice>>,
+    pub(crate) options: ContextOptions,
     pub(super) measured: Mutex<Vec<Option<(Measurements, bool)>>>,
     pub(super) calibration: Mutex<()>,
     pub(crate) history: History,
@@ -109,6 +112,8 @@ pub struct MultiGpuContext {
     pub(super) group_speedups: Mutex<BTreeMap<usize, (f64, usize)>>,
     /// The active profile, if any.
     pub(super) profiler: Mutex<Option<Arc<Profiler>>>,
+    /// The live resident arrays (their shards and lineage).
+    pub(crate) resident: Arc<Ledger>,
 }
 
 impl MultiGpuContext {
@@ -129,12 +134,15 @@ impl MultiGpuContext {
             warmed: Mutex::new(HashSet::new()),
             group_speedups: Mutex::new(BTreeMap::new()),
             profiler: Mutex::new(None),
+            resident: Arc::default(),
         })
     }
     /// Releases the devices: when this is the context's last reference (no call is
     /// running), every device's pooled buffers are freed and the device destroyed; otherwise
     /// they are released when the last running call drops its reference.
     pub fn close(self: Arc<Self>) {
+        // Resident shards go first, back to the pools that are cleared below.
+        self.resident.clear();
         let Ok(ctx) = Arc::try_unwrap(self) else {
             return;
         };
@@ -158,7 +166,7 @@ impl MultiGpuContext {
     pub fn options(&self) -> &ContextOptions {
         &self.options
     }
-    pub(super) fn device(&self, id: usize) -> Result<&GpuDevice> {
+    pub(crate) fn device(&self, id: usize) -> Result<&GpuDevice> {
         self.devices.get(id).map(Arc::as_ref).ok_or_else(|| {
             Error::invalid(
                 "device_id",
@@ -246,6 +254,7 @@ impl MultiGpuContext {
                 device: d.id,
                 counters: d.counters.snapshot(),
                 memory_in_use_bytes: d.pool.live_bytes(),
+                resident_bytes: self.resident.held_bytes(d.id),
                 healthy: d.health.is_healthy(),
                 reason: d.health.reason(),
             })

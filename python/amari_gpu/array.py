@@ -1,0 +1,211 @@
+"""Device-resident arrays: ``ctx.asarray(x)`` uploads rows into shards over the context's
+devices, kernels run where the rows live, ``numpy()`` (or ``np.asarray``) gathers.
+
+A :class:`DeviceArray` is rows of float32: shape ``(N,)``, ``(N, C)`` or ``(..., C)`` (the
+leading axes are the rows). Its ``sharding`` says which device holds which rows. What
+``asarray`` keeps of the source: a host copy of the float32 rows (``nbytes`` of host
+memory per uploaded array; arrays computed from it keep only the kernel and a reference to
+their operands' lineage, plus a copy of any numpy operand), so rows lost with a failed
+device are computed again on the others, bit-identical.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _native
+from ._mixin import KernelHost
+from ._validate import real_array, shape_text
+from .algebra import Algebra
+from .errors import InvalidArgumentError, ShapeError
+from .planning import optional_strategy
+
+
+class DeviceArray:
+    """Float32 rows held on a context's devices. Create with ``ctx.asarray(x)``; GA methods
+    of the context take and return them. Released by :meth:`free`, when garbage-collected
+    and when the context closes."""
+
+    __slots__ = ("__weakref__", "_ctx", "_handle", "_shape")
+
+    def __init__(self, handle: _native.DeviceArray, ctx: Any, shape: tuple[int, ...]) -> None:
+        self._handle = handle
+        self._ctx = ctx
+        self._shape = shape
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The array's shape."""
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype[np.float32]:
+        """Always float32."""
+        return np.dtype(np.float32)
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self._shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its elements (held on the devices, spread over the shards)."""
+        return 4 * self.size
+
+    def __len__(self) -> int:
+        return self._shape[0]
+
+    @property
+    def freed(self) -> bool:
+        """Whether its shards were released (``free``, or its context closed)."""
+        return not self._handle.live
+
+    @property
+    def sharding(self) -> list[tuple[int, int, int]]:
+        """``(device_id, start_row, stop_row)`` of every shard, in row order."""
+        return list(self._handle.sharding("x"))
+
+    def _live(self, name: str, ctx: object) -> _native.DeviceArray:
+        """The native handle, after checking the array is live and of context ``ctx``."""
+        if self._ctx is not ctx:
+            raise InvalidArgumentError(
+                f"{name}: expected a DeviceArray of this context, got one of another context"
+            )
+        if self.freed:
+            raise InvalidArgumentError(
+                f"{name}: expected a live DeviceArray, got one that was freed "
+                "(or whose context was closed)"
+            )
+        return self._handle
+
+    def numpy(self) -> npt.NDArray[np.float32]:
+        """Gathers every row into a new float32 array, each shard straight from its device."""
+        handle = self._live("x", self._ctx)
+        out = _native.resident_gather(self._ctx._native, handle)
+        return out.reshape(self._shape)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
+        # numpy 2 protocol: the data is on the devices, so any array is a copy.
+        if copy is False:
+            raise ValueError(
+                "a DeviceArray cannot be viewed without a copy: its rows are on devices"
+            )
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def free(self) -> None:
+        """Releases the shards now; using the array afterwards raises InvalidArgumentError."""
+        self._handle.free()
+
+    def __repr__(self) -> str:
+        if self.freed:
+            return f"DeviceArray(shape={shape_text(self._shape)}, dtype=float32, freed)"
+        return (
+            f"DeviceArray(shape={shape_text(self._shape)}, dtype=float32, sharding={self.sharding})"
+        )
+
+
+def is_resident(*values: Any) -> bool:
+    """Whether any of ``values`` is a DeviceArray (the kernel then runs the resident path)."""
+    return any(isinstance(v, DeviceArray) for v in values)
+
+
+def _rows_of(shape: tuple[int, ...]) -> tuple[int, int]:
+    return (shape[0], 1) if len(shape) == 1 else (math.prod(shape[:-1]), shape[-1])
+
+
+class ResidentMixin(KernelHost):
+    """``asarray`` of ``MultiGpuContext``."""
+
+    def asarray(self, x: Any, strategy: str | None = None) -> DeviceArray:
+        """Uploads ``x`` (any real dtype, converted to float32 like every kernel input; at
+        least one axis) into row shards placed by ``strategy`` (default: the context's).
+        Rows are the first axis of a 1-D array, else every axis but the last. Keeps a host
+        copy of the float32 rows to rebuild shards lost with a device."""
+        if isinstance(x, DeviceArray):
+            x._live("x", self)
+            return x
+        array = real_array("x", x)
+        if array.ndim == 0:
+            raise ShapeError("x: expected an array with at least one axis, got a scalar")
+        rows, cols = _rows_of(array.shape)
+        if cols == 0:
+            raise ShapeError(
+                f"x: expected rows of at least one element, got shape {shape_text(array.shape)}"
+            )
+        flat = np.require(array.reshape(rows, cols), dtype=np.float32, requirements=["C", "A"])
+        handle = _native.resident_upload(self._native, flat, optional_strategy(strategy))
+        return DeviceArray(handle, self, tuple(array.shape))
+
+
+def _resident_operand(ctx: Any, name: str, value: Any, width: int) -> tuple[Any, tuple[int, ...]]:
+    """The native operand of ``value`` (width ``width``) and its leading shape: a live
+    DeviceArray's handle, or float32 rows; a single row is passed as host data."""
+    if isinstance(value, DeviceArray):
+        handle = value._live(name, ctx)
+        single = value.shape == (width,)
+        if not single and (value.ndim < 2 or value.shape[-1] != width):
+            raise ShapeError(
+                f"{name}: expected shape (..., {width}), got {shape_text(value.shape)}"
+            )
+        lead = value.shape[:-1]
+        return handle, lead
+    array = real_array(name, value)
+    if array.ndim == 0 or array.shape[-1] != width:
+        raise ShapeError(f"{name}: expected shape (..., {width}), got {shape_text(array.shape)}")
+    flat = np.require(array.reshape(-1, width), dtype=np.float32, requirements=["C", "A"])
+    return flat, array.shape[:-1]
+
+
+def resident_ga(
+    ctx: Any,
+    operation: str,
+    algebra: Algebra,
+    named: list[tuple[str, Any]],
+    grades: int,
+    out: Any,
+) -> DeviceArray:
+    """GA ``operation`` with at least one DeviceArray operand: computed on the devices
+    holding its rows; the result a DeviceArray with the same sharding."""
+    if out is not None:
+        raise InvalidArgumentError(
+            "out: expected None with DeviceArray operands (the result stays on the devices), "
+            f"got {type(out).__name__}"
+        )
+    width, signature = algebra.n_blades, algebra.signature
+    operands = [_resident_operand(ctx, name, value, width) for name, value in named]
+    if len(operands) == 2 and any(math.prod(lead) != 1 for _, lead in operands):
+        # A single multivector is applied to every row: the core takes it as host data.
+        operands = [
+            (np.asarray(value, dtype=np.float32).reshape(1, width), lead)
+            if math.prod(lead) == 1 and isinstance(value, DeviceArray)
+            else (op, lead)
+            for (op, lead), (_, value) in zip(operands, named, strict=True)
+        ]
+    batches = [lead for _, lead in operands if math.prod(lead) != 1]
+    lead = batches[0] if batches else operands[0][1]
+    for (name, _), (_, other) in zip(named, operands, strict=True):
+        if math.prod(other) != 1 and other != lead:
+            raise ShapeError(
+                f"{name}: expected leading shape {shape_text(lead)} like the other "
+                f"operand (DeviceArrays do not broadcast), got {shape_text(other)}"
+            )
+    # The result's leading shape is numpy's broadcast of the operands' (as on the numpy
+    # path): a single multivector of shape (1, 1, 2^n) adds its axes.
+    lead = np.broadcast_shapes(*(other for _, other in operands))
+    handle = _native.resident_ga_apply(
+        ctx._native, operation, signature, [op for op, _ in operands], grades
+    )
+    cols = int(handle.cols)
+    shape = tuple(lead) if operation == "scalar_product" else (*lead, cols)
+    return DeviceArray(handle, ctx, shape)

@@ -1,0 +1,164 @@
+//! Device-resident arrays: the native handle behind `amari_gpu.DeviceArray`, upload,
+//! gather, and geometric-algebra operations on resident operands. The Python package checks
+//! arguments and keeps shapes; the core places, runs and rebuilds.
+
+use amari_gpu::ga::{kernel, Algebra, Broadcast, Operation};
+use amari_gpu::{ResidentArray, ResidentOperand as Operand};
+use numpy::ndarray::Ix2;
+use numpy::{PyArray2, PyReadonlyArray2};
+use pyo3::prelude::*;
+
+use crate::arrays::{contiguous, run_into};
+use crate::context::PyContext;
+use crate::detach::run_detached;
+use crate::errors::to_pyerr;
+
+/// Rows of f32 words held on a context's devices (`amari_gpu.DeviceArray` wraps it).
+#[pyclass(module = "amari_gpu._native", name = "DeviceArray", frozen)]
+pub struct PyDeviceArray {
+    inner: ResidentArray,
+}
+
+#[pymethods]
+impl PyDeviceArray {
+    /// Rows.
+    #[getter]
+    fn rows(&self) -> usize {
+        self.inner.rows()
+    }
+    /// f32 words per row.
+    #[getter]
+    fn cols(&self) -> usize {
+        self.inner.cols()
+    }
+    /// Whether the shards are still held.
+    #[getter]
+    fn live(&self) -> bool {
+        self.inner.is_live()
+    }
+    /// `(device_id, start_row, stop_row)` of every shard, in row order.
+    fn sharding(&self, py: Python<'_>, argument: &str) -> PyResult<Vec<(usize, usize, usize)>> {
+        self.inner.sharding(argument).map_err(|e| to_pyerr(py, e))
+    }
+    /// Bytes of host memory kept to rebuild lost shards.
+    fn lineage_host_bytes(&self) -> u64 {
+        self.inner.lineage_host_bytes()
+    }
+    /// Releases the shards now.
+    fn free(&self) {
+        self.inner.free();
+    }
+}
+
+/// Uploads a C-contiguous float32 (N, C) array into shards placed by `strategy`.
+#[pyfunction]
+#[pyo3(signature = (ctx, x, strategy=None))]
+fn resident_upload(
+    py: Python<'_>,
+    ctx: &PyContext,
+    x: PyReadonlyArray2<'_, f32>,
+    strategy: Option<&str>,
+) -> PyResult<PyDeviceArray> {
+    let strategy = ctx.strategy_or_default(py, strategy)?;
+    let cols = x.as_array().ncols();
+    let data = contiguous(&x, "x")?;
+    let inner = ctx.context(py)?;
+    let array = run_detached(py, move || inner.upload(data, cols, strategy))?;
+    Ok(PyDeviceArray { inner: array })
+}
+
+/// Gathers every row of `x` into a new (rows, cols) float32 array.
+#[pyfunction]
+fn resident_gather<'py>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    x: &PyDeviceArray,
+) -> PyResult<Bound<'py, PyArray2<f32>>> {
+    let inner = ctx.context(py)?;
+    let array = &x.inner;
+    let (out, ()) = run_into(py, Ix2(array.rows(), array.cols()), None, move |out| {
+        inner.gather(array, out)
+    })?;
+    Ok(out)
+}
+
+/// One operand as Python passes it: a resident array or a float32 (N, C) array.
+enum PyOperand<'py> {
+    Resident(Bound<'py, PyDeviceArray>),
+    Host(PyReadonlyArray2<'py, f32>),
+}
+
+impl<'py> FromPyObject<'_, 'py> for PyOperand<'py> {
+    type Error = PyErr;
+    fn extract(ob: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(resident) = ob.cast::<PyDeviceArray>() {
+            return Ok(PyOperand::Resident(resident.to_owned()));
+        }
+        Ok(PyOperand::Host(ob.extract()?))
+    }
+}
+
+/// Runs GA `operation` of Cl(p, q, r) on operands of which at least one batch is a
+/// DeviceArray; a host operand of one row is applied to every row. Returns the resident
+/// result.
+#[pyfunction]
+#[pyo3(signature = (ctx, operation, signature, operands, grades=0))]
+fn resident_ga_apply(
+    py: Python<'_>,
+    ctx: &PyContext,
+    operation: &str,
+    signature: (u32, u32, u32),
+    operands: Vec<PyOperand<'_>>,
+    grades: u32,
+) -> PyResult<PyDeviceArray> {
+    let (p, q, r) = signature;
+    let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
+    let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
+    op.check(&algebra).map_err(|e| to_pyerr(py, e))?;
+    let names = op.operands();
+    // Which operand is applied to every row: the core's rule for numpy operands
+    // (`ga::shape`), so that both paths run the same kernel.
+    let rows = |o: &PyOperand<'_>| match o {
+        PyOperand::Resident(r) => r.get().inner.rows(),
+        PyOperand::Host(a) => a.as_array().nrows(),
+    };
+    let broadcast = match operands.as_slice() {
+        [a, b] if rows(a) == 1 && rows(b) != 1 => Broadcast::Left,
+        [a, b] if rows(b) == 1 && rows(a) != 1 => Broadcast::Right,
+        _ => Broadcast::None,
+    };
+    let refs: Vec<PyRef<'_, PyDeviceArray>> = operands
+        .iter()
+        .filter_map(|o| match o {
+            PyOperand::Resident(r) => Some(r.borrow()),
+            PyOperand::Host(_) => None,
+        })
+        .collect();
+    let mut resident = refs.iter();
+    let mut ops = Vec::with_capacity(operands.len());
+    for (o, name) in operands
+        .iter()
+        .zip(names.iter().chain(std::iter::repeat(&"operand")))
+    {
+        let operand = match o {
+            PyOperand::Resident(_) => {
+                Operand::Resident(&resident.next().expect("one ref per resident operand").inner)
+            }
+            PyOperand::Host(a) => Operand::Host(contiguous(a, name)?),
+        };
+        ops.push((*name, operand));
+    }
+    let kernel = kernel(&algebra, op, broadcast);
+    let inner = ctx.context(py)?;
+    let array = run_detached(py, move || inner.run_resident(&kernel, &ops))?;
+    Ok(PyDeviceArray { inner: array })
+}
+
+/// Adds this module's class and functions to `_native`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDeviceArray>()?;
+    m.add_function(wrap_pyfunction!(resident_upload, m)?)?;
+    m.add_function(wrap_pyfunction!(resident_gather, m)?)?;
+    m.add_function(wrap_pyfunction!(resident_ga_apply, m)?)?;
+    Ok(())
+}

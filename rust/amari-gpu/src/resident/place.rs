@@ -1,0 +1,166 @@
+//! Putting an operand's rows where a kernel needs them: the shard itself when it already
+//! sits on that device with those rows; otherwise a new shard assembled from the overlapping
+//! shards — copied on the device when they share it, moved through the host when they do
+//! not, replayed from the lineage when their device failed. Also: which device takes the
+//! rows of a failed one, and the profile events of resident calls.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::array::Snapshot;
+use super::shard::{self, Storage};
+use crate::context::MultiGpuContext;
+use crate::device::GpuDevice;
+use crate::error::Result;
+use crate::kernel::Kernel;
+use crate::profile::{CallRecord, Clock, Event, Kind, Profiler};
+
+/// The active profile and the index of a resident call in it.
+pub(crate) type Recording = Option<(Arc<Profiler>, u64)>;
+
+impl MultiGpuContext {
+    /// Opens a call record named `label` in the active profile, if any.
+    pub(crate) fn resident_call(&self, label: &str, rows: usize) -> Recording {
+        let profiler = self.active_profile()?;
+        let call = profiler.call(CallRecord {
+            kernel: label.to_string(),
+            items: rows as u64,
+            lower_bound_s: 0.0,
+            estimated_makespan_s: 0.0,
+            strategy: "resident".into(),
+        });
+        Some((profiler, call))
+    }
+
+    /// The device that takes rows whose device failed (or cannot run `kernel`): the healthy
+    /// device able to run it that holds the fewest resident bytes (lowest id on ties).
+    pub(crate) fn substitute(&self, kernel: &Kernel) -> Result<&GpuDevice> {
+        self.devices
+            .iter()
+            .filter(|d| d.health.is_healthy() && d.can_run(kernel))
+            .min_by_key(|d| (self.resident.held_bytes(d.id), d.id))
+            .map(Arc::as_ref)
+            .ok_or_else(|| self.no_healthy_device())
+    }
+
+    /// Rows `rows` of the array `from` (`cols` words per row) on `dev`: its own shard when
+    /// one holds exactly those rows there on a healthy device, else a new one assembled from
+    /// the overlapping shards. Returns the storage and the bytes that crossed the host.
+    pub(crate) fn assemble(
+        &self,
+        dev: &GpuDevice,
+        from: &Snapshot,
+        rows: &Range<usize>,
+        cols: usize,
+        recording: &Recording,
+    ) -> Result<(Arc<Storage>, u64)> {
+        let healthy = |id: usize| self.devices[id].health.is_healthy();
+        if let Some((_, _, storage)) = from
+            .shards
+            .iter()
+            .find(|(d, r, _)| *d == dev.id && r == rows && healthy(*d))
+        {
+            return Ok((Arc::clone(storage), 0));
+        }
+        let timeout = self.options.sync_timeout_ms.map(Duration::from_millis);
+        let words = rows.len() * cols;
+        shard::check_room(dev, (words * 4) as u64, self.resident.held_bytes(dev.id))?;
+        let mut staged: Vec<f32> = crate::alloc::zeroed("resharded rows", words)?;
+        let mut on_device = Vec::new();
+        let mut moved = 0;
+        for (device, have, storage) in &from.shards {
+            let overlap = have.start.max(rows.start)..have.end.min(rows.end);
+            if overlap.is_empty() {
+                continue;
+            }
+            let src = &self.devices[*device];
+            let into = (overlap.start - rows.start) * cols..(overlap.end - rows.start) * cols;
+            let local = (overlap.start - have.start) * cols..(overlap.end - have.start) * cols;
+            let same_gpu = *device == dev.id && dev.as_host().is_none();
+            if same_gpu && healthy(*device) {
+                on_device.push((Arc::clone(storage), local, into));
+                continue;
+            }
+            let started = Instant::now();
+            if healthy(*device) {
+                shard::read(src, storage, local, &mut staged[into.clone()], timeout)?;
+            } else {
+                staged[into.clone()]
+                    .copy_from_slice(&from.lineage.replay(&self.replayer(), overlap.clone())?);
+            }
+            moved += (into.len() * 4) as u64;
+            if let Some((p, call)) = recording {
+                record(
+                    p,
+                    *call,
+                    src.id,
+                    Kind::Readback,
+                    started,
+                    into.len() * 4,
+                    overlap.len(),
+                );
+            }
+        }
+        let started = Instant::now();
+        let storage = shard::put(dev, &staged)?;
+        if moved > 0 {
+            if let Some((p, call)) = recording {
+                record(
+                    p,
+                    *call,
+                    dev.id,
+                    Kind::Upload,
+                    started,
+                    moved as usize,
+                    rows.len(),
+                );
+            }
+        }
+        if let (Storage::Wgpu(target), false) = (&storage, on_device.is_empty()) {
+            let gpu = dev.gpu();
+            let mut encoder = gpu
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("resident reshard"),
+                });
+            for (source, local, into) in &on_device {
+                if let Storage::Wgpu(source) = source.as_ref() {
+                    encoder.copy_buffer_to_buffer(
+                        source,
+                        (local.start * 4) as u64,
+                        target,
+                        (into.start * 4) as u64,
+                        (local.len() * 4) as u64,
+                    );
+                }
+            }
+            gpu.queue.submit(Some(encoder.finish()));
+        }
+        Ok((Arc::new(storage), moved))
+    }
+}
+
+/// Records one step of a resident call on device `device`, timed on the host from `started`
+/// to now.
+pub(crate) fn record(
+    p: &Profiler,
+    call: u64,
+    device: usize,
+    kind: Kind,
+    started: Instant,
+    bytes: usize,
+    items: usize,
+) {
+    p.push(Event {
+        device: Some(device),
+        kind,
+        chunk: None,
+        call,
+        start_s: p.at(started),
+        duration_s: started.elapsed().as_secs_f64(),
+        bytes: bytes as u64,
+        items: items as u64,
+        clock: Clock::Host,
+    });
+}
