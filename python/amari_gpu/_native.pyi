@@ -423,7 +423,7 @@ def life(
 ) -> tuple[npt.NDArray[np.uint8], DomainReportDict]: ...
 
 # --- users' row kernels ---
-__all__ += ["map_rows"]
+__all__ += ["map_rows", "resident_map_rows"]
 
 def map_rows(
     ctx: Context,
@@ -432,3 +432,8 @@ def map_rows(
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+def resident_map_rows(
+    ctx: Context,
+    spec: RowsSpec,
+    operands: list[tuple[DeviceArray | npt.NDArray[np.float32], bool]],
+) -> DeviceArray: ...

@@ -16,7 +16,7 @@ use crate::errors::to_pyerr;
 /// Rows of f32 words held on a context's devices (`amari_gpu.DeviceArray` wraps it).
 #[pyclass(module = "amari_gpu._native", name = "DeviceArray", frozen)]
 pub struct PyDeviceArray {
-    inner: ResidentArray,
+    pub(crate) inner: ResidentArray,
 }
 
 #[pymethods]
@@ -83,7 +83,7 @@ fn resident_gather<'py>(
 }
 
 /// One operand as Python passes it: a resident array or a float32 (N, C) array.
-enum PyOperand<'py> {
+pub(crate) enum PyOperand<'py> {
     Resident(Bound<'py, PyDeviceArray>),
     Host(PyReadonlyArray2<'py, f32>),
 }
