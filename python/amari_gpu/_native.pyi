@@ -309,14 +309,17 @@ class DeviceArray:
 def resident_upload(
     ctx: Context, x: npt.NDArray[np.float32], strategy: str | None = None
 ) -> DeviceArray: ...
-def resident_gather(ctx: Context, x: DeviceArray) -> npt.NDArray[np.float32]: ...
+def resident_gather(
+    ctx: Context, x: DeviceArray, out: npt.NDArray[np.float32] | None = None
+) -> npt.NDArray[np.float32]: ...
 def resident_ga_apply(
     ctx: Context,
     operation: str,
     signature: tuple[int, int, int],
     operands: list[DeviceArray | npt.NDArray[np.float32]],
     grades: int = 0,
-) -> DeviceArray: ...
+    out: DeviceArray | None = None,
+) -> DeviceArray | None: ...
 
 # --- tropical ---
 __all__ += ["shortest_paths", "tropical_matmul", "tropical_matvec"]
@@ -436,4 +439,5 @@ def resident_map_rows(
     ctx: Context,
     spec: RowsSpec,
     operands: list[tuple[DeviceArray | npt.NDArray[np.float32], bool]],
-) -> DeviceArray: ...
+    out: DeviceArray | None = None,
+) -> DeviceArray | None: ...

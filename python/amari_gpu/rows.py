@@ -26,7 +26,7 @@ import numpy.typing as npt
 from . import _native
 from ._mixin import KernelHost
 from ._validate import as_float32, output, positive_int, shape_text
-from .array import DeviceArray, is_resident
+from .array import DeviceArray, finish_resident, is_resident
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -68,7 +68,7 @@ class RowsMixin(KernelHost):
         out_cols: int,
         params: Mapping[str, float] | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | None = None,
+        out: npt.NDArray[np.float32] | DeviceArray | None = None,
     ) -> npt.NDArray[np.float32] | DeviceArray:
         """Runs the WGSL function ``row`` of ``source`` on every row of ``arrays``.
 
@@ -82,7 +82,9 @@ class RowsMixin(KernelHost):
 
         A :class:`DeviceArray` ``(N, C)`` operand makes the call run where its rows live
         and return a DeviceArray ``(N, out_cols)`` with its sharding (numpy operands,
-        ``(N, C)`` or ``(C,)``, are uploaded to match; ``out=`` is not taken then).
+        ``(N, C)`` or ``(C,)``, are uploaded to match). ``out=`` may then be a DeviceArray
+        of the result's shape (the result replaces its shards; it is returned) or a numpy
+        array (the result is gathered into it).
 
         A WGSL error raises :class:`KernelCompileError` with the line and column in
         ``source`` and naga's text; so does a ``row`` that is missing, takes other
@@ -140,13 +142,8 @@ class RowsMixin(KernelHost):
         cols: int,
         pairs: list[tuple[str, float]],
         out: Any,
-    ) -> DeviceArray:
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """``map_rows`` with at least one DeviceArray operand: run where its rows live."""
-        if out is not None:
-            raise InvalidArgumentError(
-                "out: expected None with DeviceArray operands (the result stays on the "
-                f"devices), got {type(out).__name__}"
-            )
         operands: list[tuple[Any, bool]] = []
         rows: tuple[int, int] | None = None
         for k, value in enumerate(arrays):
@@ -181,6 +178,13 @@ class RowsMixin(KernelHost):
                 rows = rows or (k, n)
             operands.append((operand, broadcast))
         assert rows is not None  # a DeviceArray operand is (N, C)
+        shape = (rows[1], cols)
+        inputs = {f"arrays[{k}]": v for k, v in enumerate(arrays)}
+        target = output(out, shape, np.float32, inputs, resident=self)
         spec: _native.RowsSpec = {"source": source, "out_cols": cols, "params": pairs}
-        handle = _native.resident_map_rows(self._native, spec, operands)
-        return DeviceArray(handle, self, (rows[1], cols))
+        if isinstance(target, DeviceArray):
+            _native.resident_map_rows(self._native, spec, operands, target._handle)
+            return target
+        made = _native.resident_map_rows(self._native, spec, operands)
+        assert made is not None  # a new array when no out is given
+        return finish_resident(self, made, shape, target)

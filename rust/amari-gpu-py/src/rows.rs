@@ -9,10 +9,9 @@ use pyo3::types::PyDict;
 
 use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
-use crate::detach::run_detached;
 use crate::errors::to_pyerr;
 use crate::plans::plan_dict;
-use crate::resident::{PyDeviceArray, PyOperand};
+use crate::resident::{run_resident_call, PyDeviceArray, PyOperand};
 
 /// The kernel of a call, read from a dict with one key per field.
 #[derive(FromPyObject)]
@@ -68,14 +67,17 @@ fn map_rows<'py>(
 /// Runs the user's `fn row` of `spec` where the rows of the DeviceArray operands live:
 /// each operand a DeviceArray (rows, C) or a C-contiguous float32 array, (N, C) or, when
 /// its flag is true, (1, C) broadcast to every row (uploaded once to each device). At least
-/// one operand is a DeviceArray. Returns the resident (N, out_cols) result.
+/// one operand is a DeviceArray. Returns the resident (N, out_cols) result, or `None` once
+/// written into the DeviceArray `out` (its shape the result's).
 #[pyfunction]
+#[pyo3(signature = (ctx, spec, operands, out=None))]
 fn resident_map_rows(
     py: Python<'_>,
     ctx: &PyContext,
     spec: RowsSpec,
     operands: Vec<(PyOperand<'_>, bool)>,
-) -> PyResult<PyDeviceArray> {
+    out: Option<PyRef<'_, PyDeviceArray>>,
+) -> PyResult<Option<PyDeviceArray>> {
     let refs: Vec<Option<PyRef<'_, PyDeviceArray>>> = operands
         .iter()
         .map(|(o, _)| match o {
@@ -105,9 +107,7 @@ fn resident_map_rows(
     }
     let kernel = rows::kernel_of(&spec.source, &columns, &spec.params, spec.out_cols)
         .map_err(|e| to_pyerr(py, e))?;
-    let inner = ctx.context(py)?;
-    let array = run_detached(py, move || inner.run_resident(&kernel, &ops))?;
-    Ok(PyDeviceArray { inner: array })
+    run_resident_call(py, ctx, kernel, ops, out.as_deref())
 }
 
 /// Adds this module's functions to `_native`.
