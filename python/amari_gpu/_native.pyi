@@ -322,8 +322,16 @@ def resident_ga_apply(
 ) -> DeviceArray | None: ...
 
 # --- tropical ---
-__all__ += ["shortest_paths", "tropical_matmul", "tropical_matvec"]
+__all__ += [
+    "resident_tropical_matvec",
+    "shortest_paths",
+    "tropical_matmul",
+    "tropical_matvec",
+]
 
+def resident_tropical_matvec(
+    ctx: Context, a: DeviceArray, x: npt.NDArray[np.float32], semiring: str
+) -> DeviceArray: ...
 def tropical_matmul(
     ctx: Context,
     a: npt.NDArray[np.float32],
