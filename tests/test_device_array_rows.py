@@ -1,5 +1,6 @@
 """``map_rows`` on DeviceArrays: users' WGSL run where the rows live, resident and mixed
-numpy + resident operands, ``(C,)`` broadcasts and params, the same bits as the numpy path
+numpy + resident operands, ``(C,)`` broadcasts and params (hypothesis: random linear row
+functions on random shardings), the same bits as the numpy path
 whatever the sharding (several lavapipe devices, and with the host device, whose rows are
 computed on a wgpu device), a device failing mid-call, and bad operands named before any
 work."""
@@ -9,6 +10,8 @@ from __future__ import annotations
 import amari_gpu as ag
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROWS = 1000
 
@@ -177,3 +180,60 @@ def test_bad_operands_are_named_before_any_work(ctx3: ag.MultiGpuContext) -> Non
     freed.free()
     with pytest.raises(ag.InvalidArgumentError, match=r"arrays\[0\]: expected a live DeviceArray"):
         ctx3.map_rows(AFFINE, freed, off, out_cols=3, params={"scale": 1})
+
+
+@st.composite
+def _resident_calls(draw: st.DrawFn) -> tuple[str, list[int], list[str], int]:
+    """A random linear row function of 1-4 arrays (each resident, numpy rows, or a numpy
+    broadcast row; at least one resident) and 1-4 outputs."""
+    count = draw(st.integers(1, 4))
+    widths = draw(st.lists(st.integers(1, 4), min_size=count, max_size=count))
+    kinds = draw(
+        st.lists(st.sampled_from(["resident", "rows", "row"]), min_size=count, max_size=count)
+    )
+    kinds[draw(st.integers(0, count - 1))] = "resident"
+    k = draw(st.integers(1, 4))
+    names = [f"x{i}" for i in range(count)]
+    flat = [f"{n}[{c}]" for n, w in zip(names, widths, strict=True) for c in range(w)]
+    coef = draw(
+        st.lists(
+            st.sampled_from([-1.5, -0.25, 0.5, 2.0]), min_size=len(flat) * k, max_size=len(flat) * k
+        )
+    )
+    terms = [
+        " + ".join(f"({coef[j * len(flat) + i]}) * {flat[i]}" for i in range(len(flat)))
+        for j in range(k)
+    ]
+    signature = ", ".join(f"{n}: array<f32, {w}>" for n, w in zip(names, widths, strict=True))
+    source = (
+        f"fn row({signature}) -> array<f32, {k}> {{ return array<f32, {k}>({', '.join(terms)}); }}"
+    )
+    return source, widths, kinds, k
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    call=_resident_calls(),
+    strategy=st.sampled_from(["balanced", "capability", "adaptive"]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_random_row_functions_on_random_shardings_equal_the_numpy_path(
+    mixed: ag.MultiGpuContext,
+    call: tuple[str, list[int], list[str], int],
+    strategy: str,
+    seed: int,
+) -> None:
+    source, widths, kinds, k = call
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    host = [
+        rng.standard_normal(w if kind == "row" else (n, w)).astype(np.float32)
+        for w, kind in zip(widths, kinds, strict=True)
+    ]
+    operands = [
+        mixed.asarray(a, strategy=strategy) if kind == "resident" else a
+        for a, kind in zip(host, kinds, strict=True)
+    ]
+    got = mixed.map_rows(source, *operands, out_cols=k)
+    assert isinstance(got, ag.DeviceArray)
+    assert np.array_equal(got.numpy(), mixed.map_rows(source, *host, out_cols=k))
