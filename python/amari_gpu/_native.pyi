@@ -309,18 +309,29 @@ class DeviceArray:
 def resident_upload(
     ctx: Context, x: npt.NDArray[np.float32], strategy: str | None = None
 ) -> DeviceArray: ...
-def resident_gather(ctx: Context, x: DeviceArray) -> npt.NDArray[np.float32]: ...
+def resident_gather(
+    ctx: Context, x: DeviceArray, out: npt.NDArray[np.float32] | None = None
+) -> npt.NDArray[np.float32]: ...
 def resident_ga_apply(
     ctx: Context,
     operation: str,
     signature: tuple[int, int, int],
     operands: list[DeviceArray | npt.NDArray[np.float32]],
     grades: int = 0,
-) -> DeviceArray: ...
+    out: DeviceArray | None = None,
+) -> DeviceArray | None: ...
 
 # --- tropical ---
-__all__ += ["shortest_paths", "tropical_matmul", "tropical_matvec"]
+__all__ += [
+    "resident_tropical_matvec",
+    "shortest_paths",
+    "tropical_matmul",
+    "tropical_matvec",
+]
 
+def resident_tropical_matvec(
+    ctx: Context, a: DeviceArray, x: npt.NDArray[np.float32], semiring: str
+) -> DeviceArray: ...
 def tropical_matmul(
     ctx: Context,
     a: npt.NDArray[np.float32],
@@ -423,7 +434,7 @@ def life(
 ) -> tuple[npt.NDArray[np.uint8], DomainReportDict]: ...
 
 # --- users' row kernels ---
-__all__ += ["map_rows"]
+__all__ += ["map_rows", "resident_map_rows"]
 
 def map_rows(
     ctx: Context,
@@ -432,3 +443,9 @@ def map_rows(
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+def resident_map_rows(
+    ctx: Context,
+    spec: RowsSpec,
+    operands: list[tuple[DeviceArray | npt.NDArray[np.float32], bool]],
+    out: DeviceArray | None = None,
+) -> DeviceArray | None: ...

@@ -14,7 +14,7 @@ bare ``OverflowError`` from the conversion.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -139,17 +139,52 @@ def sequence(name: str, value: Any) -> list[Any]:
         ) from None
 
 
+@overload
 def output(
     out: Any, shape: tuple[int, ...], dtype: Any, inputs: Mapping[str, Any]
-) -> np.ndarray[Any, Any] | None:
+) -> np.ndarray[Any, Any] | None: ...
+
+
+@overload
+def output(
+    out: Any, shape: tuple[int, ...], dtype: Any, inputs: Mapping[str, Any], resident: object
+) -> Any: ...
+
+
+def output(
+    out: Any,
+    shape: tuple[int, ...],
+    dtype: Any,
+    inputs: Mapping[str, Any],
+    resident: object | None = None,
+) -> Any:
     """The caller's ``out=`` array, checked before any work (the numpy ufunc convention: the
     result is written into it and it is returned): None when not given, else exactly
     ``shape`` and ``dtype``, C-contiguous, aligned, writeable, a plain ndarray (not a masked
     array, whose mask would be ignored) sharing no memory with any of ``inputs`` (the
     caller's arguments by name, as given, before any conversion). This is the one place ``out=``
-    is checked: a device-resident ``out`` would be accepted here."""
+    is checked. A DeviceArray ``out`` is taken when ``resident`` is the context of a call with
+    DeviceArray operands (live, of that context, exactly ``shape`` and float32; it may be one
+    of the inputs, since the result is written into fresh shards that then replace its own);
+    it is returned as given, otherwise refused."""
     if out is None:
         return None
+    as_out = getattr(out, "_as_out", None)
+    if as_out is not None and resident is not None:
+        as_out(resident)
+        if tuple(out.shape) != shape:
+            raise ShapeError(
+                f"out: expected shape {shape_text(shape)} (the result's), got "
+                f"{shape_text(out.shape)}"
+            )
+        if np.dtype(dtype) != np.float32:
+            raise TypeError(f"out: expected dtype {np.dtype(dtype)} (the result's), got float32")
+        return out
+    if as_out is not None:
+        raise TypeError(
+            "out: expected a numpy.ndarray or None (a DeviceArray out is taken when an operand "
+            "is a DeviceArray), got DeviceArray"
+        )
     if isinstance(out, np.ma.MaskedArray):
         raise TypeError(
             "out: expected a plain numpy array, got a masked array (numpy.ma); its mask "

@@ -12,14 +12,14 @@ device are computed again on the others, bit-identical.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _native
 from ._mixin import KernelHost
-from ._validate import real_array, shape_text
+from ._validate import output, real_array, shape_text
 from .algebra import Algebra
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
@@ -87,6 +87,10 @@ class DeviceArray:
                 "(or whose context was closed)"
             )
         return self._handle
+
+    def _as_out(self, ctx: object) -> None:
+        """Checks the array can take a result of a call on ``ctx`` (``out=``)."""
+        self._live("out", ctx)
 
     def numpy(self) -> npt.NDArray[np.float32]:
         """Gathers every row into a new float32 array, each shard straight from its device."""
@@ -174,14 +178,10 @@ def resident_ga(
     named: list[tuple[str, Any]],
     grades: int,
     out: Any,
-) -> DeviceArray:
+) -> npt.NDArray[np.float32] | DeviceArray:
     """GA ``operation`` with at least one DeviceArray operand: computed on the devices
-    holding its rows; the result a DeviceArray with the same sharding."""
-    if out is not None:
-        raise InvalidArgumentError(
-            "out: expected None with DeviceArray operands (the result stays on the devices), "
-            f"got {type(out).__name__}"
-        )
+    holding its rows; the result a DeviceArray with the same sharding (or written into a
+    DeviceArray ``out``, or gathered into a numpy ``out``)."""
     width, signature = algebra.n_blades, algebra.signature
     operands = [_resident_operand(ctx, name, value, width) for name, value in named]
     if len(operands) == 2 and any(math.prod(lead) != 1 for _, lead in operands):
@@ -203,9 +203,26 @@ def resident_ga(
     # The result's leading shape is numpy's broadcast of the operands' (as on the numpy
     # path): a single multivector of shape (1, 1, 2^n) adds its axes.
     lead = np.broadcast_shapes(*(other for _, other in operands))
-    handle = _native.resident_ga_apply(
-        ctx._native, operation, signature, [op for op, _ in operands], grades
-    )
-    cols = int(handle.cols)
+    cols = 1 if operation == "scalar_product" else width
     shape = tuple(lead) if operation == "scalar_product" else (*lead, cols)
-    return DeviceArray(handle, ctx, shape)
+    target = output(out, shape, np.float32, dict(named), resident=ctx)
+    native = [op for op, _ in operands]
+    if isinstance(target, DeviceArray):
+        _native.resident_ga_apply(ctx._native, operation, signature, native, grades, target._handle)
+        return target
+    handle = _native.resident_ga_apply(ctx._native, operation, signature, native, grades)
+    assert handle is not None  # a new array when no out is given
+    return finish_resident(ctx, handle, shape, target)
+
+
+def finish_resident(
+    ctx: Any, handle: _native.DeviceArray, shape: tuple[int, ...], target: Any
+) -> npt.NDArray[np.float32] | DeviceArray:
+    """The resident result of a call as a DeviceArray of ``shape``, or gathered into the
+    numpy ``target`` (and its shards released) when the call was given one."""
+    result = DeviceArray(handle, ctx, shape)
+    if target is None:
+        return result
+    _native.resident_gather(ctx._native, handle, target.reshape(-1, int(handle.cols)))
+    result.free()
+    return cast("npt.NDArray[np.float32]", target)

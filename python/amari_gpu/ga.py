@@ -91,7 +91,8 @@ class GeometricAlgebraMixin(KernelHost):
     exactly the result's shape that shares no memory with the operands, which the devices'
     results are written into and which is returned (the numpy ufunc convention). An operand
     that is a :class:`DeviceArray` (``ctx.asarray``) makes the call run where its rows live
-    and return a DeviceArray (``out=`` is not taken then).
+    and return a DeviceArray; ``out=`` may then be a DeviceArray of the result's shape (the
+    result replaces its shards; it is returned) or a numpy array (the result is gathered).
     """
 
     def _run(

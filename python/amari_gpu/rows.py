@@ -8,6 +8,10 @@ splits the rows over the devices like any built-in map kernel. Each row is compu
 same WGSL on whichever device takes it, so results are the same bits for any device count
 and strategy on devices that compile WGSL alike (the logical devices of one adapter, or
 adapters of one driver). The host CPU device cannot run WGSL and takes no rows.
+
+With DeviceArray operands the kernel runs where their rows live (numpy operands are uploaded
+to match; a ``(C,)`` one once to each device) and the result is a DeviceArray; rows held by
+the host device are computed on a wgpu device.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy.typing as npt
 from . import _native
 from ._mixin import KernelHost
 from ._validate import as_float32, output, positive_int, shape_text
+from .array import DeviceArray, finish_resident, is_resident
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -63,8 +68,8 @@ class RowsMixin(KernelHost):
         out_cols: int,
         params: Mapping[str, float] | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+        out: npt.NDArray[np.float32] | DeviceArray | None = None,
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """Runs the WGSL function ``row`` of ``source`` on every row of ``arrays``.
 
         ``source`` defines ``fn row(a: array<f32, Ca>, b: array<f32, Cb>, ...) ->
@@ -74,6 +79,12 @@ class RowsMixin(KernelHost):
         dtype is converted to float32. ``params`` maps names to numbers, readable in WGSL as
         ``params.NAME`` (float32). Returns float32 ``(N, out_cols)``, or ``(out_cols,)``
         when every array is ``(C,)``; ``out=`` as for every kernel.
+
+        A :class:`DeviceArray` ``(N, C)`` operand makes the call run where its rows live
+        and return a DeviceArray ``(N, out_cols)`` with its sharding (numpy operands,
+        ``(N, C)`` or ``(C,)``, are uploaded to match). ``out=`` may then be a DeviceArray
+        of the result's shape (the result replaces its shards; it is returned) or a numpy
+        array (the result is gathered into it).
 
         A WGSL error raises :class:`KernelCompileError` with the line and column in
         ``source`` and naga's text; so does a ``row`` that is missing, takes other
@@ -87,6 +98,8 @@ class RowsMixin(KernelHost):
             raise InvalidArgumentError("arrays: expected at least one array, got none")
         cols = positive_int("out_cols", out_cols)
         pairs = _params(params)
+        if is_resident(*arrays):
+            return self._map_rows_resident(source, arrays, cols, pairs, out)
         converted = []
         rows: tuple[int, int] | None = None
         for k, value in enumerate(arrays):
@@ -121,3 +134,57 @@ class RowsMixin(KernelHost):
         if target is not None:
             return target
         return result.reshape(shape)
+
+    def _map_rows_resident(
+        self,
+        source: str,
+        arrays: tuple[Any, ...],
+        cols: int,
+        pairs: list[tuple[str, float]],
+        out: Any,
+    ) -> npt.NDArray[np.float32] | DeviceArray:
+        """``map_rows`` with at least one DeviceArray operand: run where its rows live."""
+        operands: list[tuple[Any, bool]] = []
+        rows: tuple[int, int] | None = None
+        for k, value in enumerate(arrays):
+            name = f"arrays[{k}]"
+            if isinstance(value, DeviceArray):
+                handle = value._live(name, self)
+                if value.ndim != 2 or value.shape[-1] == 0:
+                    raise ShapeError(
+                        f"{name}: expected a DeviceArray of shape (N, C) with C >= 1 (a (C,) "
+                        f"row for every item is passed as a numpy array), got "
+                        f"{shape_text(value.shape)}"
+                    )
+                operand: Any = handle
+                n: int | None = value.shape[0]
+                broadcast = False
+            else:
+                array = as_float32(name, value)
+                if array.ndim not in (1, 2) or array.shape[-1] == 0:
+                    raise ShapeError(
+                        f"{name}: expected shape (N, C) or (C,) with C >= 1, "
+                        f"got {shape_text(array.shape)}"
+                    )
+                broadcast = array.ndim == 1
+                n = None if broadcast else array.shape[0]
+                operand = array.reshape(1, -1) if broadcast else array
+            if n is not None:
+                if rows is not None and n != rows[1]:
+                    raise ShapeError(
+                        f"{name}: expected {rows[1]} rows like arrays[{rows[0]}], "
+                        f"got shape {shape_text(value.shape)}"
+                    )
+                rows = rows or (k, n)
+            operands.append((operand, broadcast))
+        assert rows is not None  # a DeviceArray operand is (N, C)
+        shape = (rows[1], cols)
+        inputs = {f"arrays[{k}]": v for k, v in enumerate(arrays)}
+        target = output(out, shape, np.float32, inputs, resident=self)
+        spec: _native.RowsSpec = {"source": source, "out_cols": cols, "params": pairs}
+        if isinstance(target, DeviceArray):
+            _native.resident_map_rows(self._native, spec, operands, target._handle)
+            return target
+        made = _native.resident_map_rows(self._native, spec, operands)
+        assert made is not None  # a new array when no out is given
+        return finish_resident(self, made, shape, target)

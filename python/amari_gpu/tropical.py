@@ -11,7 +11,7 @@ device count and split strategy.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +19,7 @@ import numpy.typing as npt
 from . import _native
 from ._mixin import KernelHost
 from ._validate import as_float32, output, shape_text
+from .array import DeviceArray, finish_resident
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -50,6 +51,29 @@ def _no_nan(name: str, array: npt.NDArray[np.float32]) -> None:
             f"{name}: expected no NaN (tropical values are numbers or ±inf), got NaN at "
             f"[{index}] of shape {shape_text(array.shape)}"
         )
+
+
+def _row_stats(k: int) -> str:
+    """WGSL of a ``map_rows`` kernel giving, per row of k words, the first NaN column (-1
+    without one) and the largest finite magnitude. NaN is found from the bits: WGSL does not
+    promise IEEE comparisons with NaN."""
+    return f"""
+fn row(a: array<f32, {k}>) -> array<f32, 2> {{
+    var first = -1.0;
+    var top = 0.0;
+    for (var j = 0u; j < {k}u; j++) {{
+        let bits = bitcast<u32>(a[j]) & 0x7fffffffu;
+        if bits > 0x7f800000u {{
+            if first < 0.0 {{
+                first = f32(j);
+            }}
+        }} else if bits < 0x7f800000u {{
+            top = max(top, abs(a[j]));
+        }}
+    }}
+    return array<f32, 2>(first, top);
+}}
+"""
 
 
 class TropicalMixin(KernelHost):
@@ -113,6 +137,17 @@ class TropicalMixin(KernelHost):
             return target
         return result if batched else result[0]
 
+    @overload
+    def tropical_matvec(
+        self,
+        a: DeviceArray,
+        x: Any,
+        semiring: str = "max_plus",
+        *,
+        strategy: str | None = None,
+        out: None = None,
+    ) -> DeviceArray: ...
+    @overload
     def tropical_matvec(
         self,
         a: Any,
@@ -121,15 +156,33 @@ class TropicalMixin(KernelHost):
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32]: ...
+    def tropical_matvec(
+        self,
+        a: Any,
+        x: Any,
+        semiring: str = "max_plus",
+        *,
+        strategy: str | None = None,
+        out: npt.NDArray[np.float32] | None = None,
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """Tropical matrix-vector product ``a ⊗ x`` in ``semiring``.
 
         ``(m, k) ⊗ (k,) → (m,)``: ``out[i] = max_k (a[i, k] + x[k])`` (``min`` in min-plus),
         same semantics as :meth:`tropical_matmul`. Batched: ``(batch, m, k) ⊗ (batch, k) →
         (batch, m)``. Rows of ``a`` are split across the devices; ``x`` is bound whole.
         Returns float32 whatever the input dtype; ``out=`` as in :meth:`tropical_matmul`.
+
+        A :class:`DeviceArray` ``a`` runs where its rows live and gives a DeviceArray of
+        shape ``a.shape[:-1]`` with its sharding (bit-identical to the numpy path; ``x``,
+        numpy, is uploaded to each device; a numpy ``out`` gets the result gathered). The
+        checks read per-row statistics computed on the devices (8 bytes per row read
+        back), with the numpy path's errors; only when a term could overflow (largest
+        finite |a| + |x| beyond float32) is ``a`` gathered for the exact check.
         """
         semiring = _semiring(semiring)
+        if isinstance(a, DeviceArray):
+            return self._matvec_resident(a, x, semiring, out)
         a32 = _matrices("a", a, "(m, k) or (batch, m, k)")
         x32 = as_float32("x", x)
         batched = a32.ndim == 3
@@ -154,6 +207,59 @@ class TropicalMixin(KernelHost):
         if target is not None:
             return target
         return result if batched else result[0]
+
+    def _matvec_resident(
+        self, a: DeviceArray, x: Any, semiring: str, out: Any
+    ) -> npt.NDArray[np.float32] | DeviceArray:
+        """``tropical_matvec`` with a resident ``a``: the same checks and errors as the numpy
+        path, from per-row statistics computed where the rows live (first NaN column and
+        largest finite magnitude: 8 bytes per row read back, not the k words); then the
+        matvec kernel runs on the devices holding the rows, result a DeviceArray."""
+        a._live("a", self)
+        if a.ndim not in (2, 3):
+            raise ShapeError(
+                f"a: expected shape (m, k) or (batch, m, k), got {shape_text(a.shape)}"
+            )
+        x32 = as_float32("x", x)
+        batched = a.ndim == 3
+        want = (a.shape[0], a.shape[2]) if batched else (a.shape[1],)
+        if x32.shape != want:
+            raise ShapeError(f"x: expected shape {shape_text(want)}, got {shape_text(x32.shape)}")
+        shape = a.shape[:-1]
+        target = output(out, shape, np.float32, {"a": a, "x": x}, resident=self)
+        if isinstance(target, DeviceArray):
+            raise InvalidArgumentError(
+                "out: expected a numpy array or None for tropical_matvec of a DeviceArray, "
+                "got DeviceArray"
+            )
+        spec: _native.RowsSpec = {"source": _row_stats(a.shape[-1]), "out_cols": 2, "params": []}
+        resident_stats = _native.resident_map_rows(self._native, spec, [(a._handle, False)])
+        assert resident_stats is not None  # a new array when no out is given
+        stats = _native.resident_gather(self._native, resident_stats)
+        resident_stats.free()
+        nan_rows = np.flatnonzero(stats[:, 0] >= 0)
+        if nan_rows.size:
+            r, j = int(nan_rows[0]), int(stats[nan_rows[0], 0])
+            m = a.shape[-2]
+            index = (r // m, r % m, j) if batched else (r, j)
+            raise InvalidArgumentError(
+                f"a: expected no NaN (tropical values are numbers or ±inf), got NaN at "
+                f"[{', '.join(map(str, index))}] of shape {shape_text(a.shape)}"
+            )
+        _no_nan("x", x32)
+        finite = np.abs(x32[np.isfinite(x32)])
+        top_x = float(finite.max()) if finite.size else 0.0
+        top_a = float(stats[:, 1].max()) if stats.size else 0.0
+        if top_a + top_x > float(np.finfo(np.float32).max):
+            # A term could overflow: the numpy path's exact float64 check needs a's rows.
+            result = self.tropical_matvec(a.numpy(), x32, semiring, out=target)
+            if target is not None:
+                return result
+            flat = np.ascontiguousarray(result.reshape(-1, 1))
+            return DeviceArray(_native.resident_upload(self._native, flat), self, tuple(shape))
+        x2 = np.ascontiguousarray(x32 if batched else x32[None])
+        handle = _native.resident_tropical_matvec(self._native, a._handle, x2, semiring)
+        return finish_resident(self, handle, tuple(shape), target)
 
     def shortest_paths(
         self,

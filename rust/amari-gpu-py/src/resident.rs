@@ -16,7 +16,7 @@ use crate::errors::to_pyerr;
 /// Rows of f32 words held on a context's devices (`amari_gpu.DeviceArray` wraps it).
 #[pyclass(module = "amari_gpu._native", name = "DeviceArray", frozen)]
 pub struct PyDeviceArray {
-    inner: ResidentArray,
+    pub(crate) inner: ResidentArray,
 }
 
 #[pymethods]
@@ -67,23 +67,48 @@ fn resident_upload(
     Ok(PyDeviceArray { inner: array })
 }
 
-/// Gathers every row of `x` into a new (rows, cols) float32 array.
+/// Gathers every row of `x` into a new (rows, cols) float32 array, or into `out`
+/// (C-contiguous, of that shape: the caller checked it).
 #[pyfunction]
+#[pyo3(signature = (ctx, x, out=None))]
 fn resident_gather<'py>(
     py: Python<'py>,
     ctx: &PyContext,
     x: &PyDeviceArray,
+    out: Option<Bound<'py, PyArray2<f32>>>,
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
     let inner = ctx.context(py)?;
     let array = &x.inner;
-    let (out, ()) = run_into(py, Ix2(array.rows(), array.cols()), None, move |out| {
+    let (out, ()) = run_into(py, Ix2(array.rows(), array.cols()), out, move |out| {
         inner.gather(array, out)
     })?;
     Ok(out)
 }
 
+/// Runs `kernel` on `ops`: a new resident result, or `None` once written into `out`.
+pub(crate) fn run_resident_call(
+    py: Python<'_>,
+    ctx: &PyContext,
+    kernel: amari_gpu::kernel::Kernel,
+    ops: Vec<(&str, Operand<'_>)>,
+    out: Option<&PyDeviceArray>,
+) -> PyResult<Option<PyDeviceArray>> {
+    let inner = ctx.context(py)?;
+    match out {
+        Some(target) => {
+            let target = &target.inner;
+            run_detached(py, move || inner.run_resident_into(&kernel, &ops, target))?;
+            Ok(None)
+        }
+        None => {
+            let array = run_detached(py, move || inner.run_resident(&kernel, &ops))?;
+            Ok(Some(PyDeviceArray { inner: array }))
+        }
+    }
+}
+
 /// One operand as Python passes it: a resident array or a float32 (N, C) array.
-enum PyOperand<'py> {
+pub(crate) enum PyOperand<'py> {
     Resident(Bound<'py, PyDeviceArray>),
     Host(PyReadonlyArray2<'py, f32>),
 }
@@ -100,9 +125,9 @@ impl<'py> FromPyObject<'_, 'py> for PyOperand<'py> {
 
 /// Runs GA `operation` of Cl(p, q, r) on operands of which at least one batch is a
 /// DeviceArray; a host operand of one row is applied to every row. Returns the resident
-/// result.
+/// result, or `None` once written into the DeviceArray `out` (its shape the result's).
 #[pyfunction]
-#[pyo3(signature = (ctx, operation, signature, operands, grades=0))]
+#[pyo3(signature = (ctx, operation, signature, operands, grades=0, out=None))]
 fn resident_ga_apply(
     py: Python<'_>,
     ctx: &PyContext,
@@ -110,7 +135,8 @@ fn resident_ga_apply(
     signature: (u32, u32, u32),
     operands: Vec<PyOperand<'_>>,
     grades: u32,
-) -> PyResult<PyDeviceArray> {
+    out: Option<PyRef<'_, PyDeviceArray>>,
+) -> PyResult<Option<PyDeviceArray>> {
     let (p, q, r) = signature;
     let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
     let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
@@ -149,9 +175,7 @@ fn resident_ga_apply(
         ops.push((*name, operand));
     }
     let kernel = kernel(&algebra, op, broadcast);
-    let inner = ctx.context(py)?;
-    let array = run_detached(py, move || inner.run_resident(&kernel, &ops))?;
-    Ok(PyDeviceArray { inner: array })
+    run_resident_call(py, ctx, kernel, ops, out.as_deref())
 }
 
 /// Adds this module's class and functions to `_native`.

@@ -1,6 +1,7 @@
-//! Users' own WGSL row kernels (`map_rows`) on numpy arrays.
+//! Users' own WGSL row kernels (`map_rows`) on numpy arrays and on DeviceArrays.
 
-use amari_gpu::rows::{self, RowArray, RowsCall};
+use amari_gpu::rows::{self, Column, RowArray, RowsCall};
+use amari_gpu::ResidentOperand as Operand;
 use numpy::ndarray::Ix2;
 use numpy::{PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
@@ -10,6 +11,7 @@ use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
 use crate::errors::to_pyerr;
 use crate::plans::plan_dict;
+use crate::resident::{run_resident_call, PyDeviceArray, PyOperand};
 
 /// The kernel of a call, read from a dict with one key per field.
 #[derive(FromPyObject)]
@@ -62,8 +64,55 @@ fn map_rows<'py>(
     Ok((array, plan_dict(py, &plan)?))
 }
 
+/// Runs the user's `fn row` of `spec` where the rows of the DeviceArray operands live:
+/// each operand a DeviceArray (rows, C) or a C-contiguous float32 array, (N, C) or, when
+/// its flag is true, (1, C) broadcast to every row (uploaded once to each device). At least
+/// one operand is a DeviceArray. Returns the resident (N, out_cols) result, or `None` once
+/// written into the DeviceArray `out` (its shape the result's).
+#[pyfunction]
+#[pyo3(signature = (ctx, spec, operands, out=None))]
+fn resident_map_rows(
+    py: Python<'_>,
+    ctx: &PyContext,
+    spec: RowsSpec,
+    operands: Vec<(PyOperand<'_>, bool)>,
+    out: Option<PyRef<'_, PyDeviceArray>>,
+) -> PyResult<Option<PyDeviceArray>> {
+    let refs: Vec<Option<PyRef<'_, PyDeviceArray>>> = operands
+        .iter()
+        .map(|(o, _)| match o {
+            PyOperand::Resident(r) => Some(r.borrow()),
+            PyOperand::Host(_) => None,
+        })
+        .collect();
+    let names: Vec<String> = (0..operands.len())
+        .map(|k| format!("arrays[{k}]"))
+        .collect();
+    let mut columns = Vec::with_capacity(operands.len());
+    let mut ops = Vec::with_capacity(operands.len());
+    for (k, ((o, broadcast), held)) in operands.iter().zip(&refs).enumerate() {
+        let (cols, operand) = match (o, held) {
+            (PyOperand::Resident(_), Some(r)) => (r.inner.cols(), Operand::Resident(&r.inner)),
+            (PyOperand::Host(a), _) => (
+                a.as_array().ncols(),
+                Operand::Host(contiguous(a, &names[k])?),
+            ),
+            (PyOperand::Resident(_), None) => unreachable!("a ref is taken for every DeviceArray"),
+        };
+        columns.push(Column {
+            cols,
+            broadcast: *broadcast,
+        });
+        ops.push((names[k].as_str(), operand));
+    }
+    let kernel = rows::kernel_of(&spec.source, &columns, &spec.params, spec.out_cols)
+        .map_err(|e| to_pyerr(py, e))?;
+    run_resident_call(py, ctx, kernel, ops, out.as_deref())
+}
+
 /// Adds this module's functions to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(map_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(resident_map_rows, m)?)?;
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! Tropical products and shortest paths on numpy arrays; every result is written into the
-//! caller's `out` when given.
+//! caller's `out` when given. The matrix-vector product also runs on a resident `a`.
 
 use amari_gpu::tropical::{self, BatchShape, Semiring};
 use numpy::ndarray::{Ix2, Ix3};
@@ -9,8 +9,10 @@ use pyo3::types::PyDict;
 
 use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
+use crate::detach::run_detached;
 use crate::errors::to_pyerr;
 use crate::plans::plan_dict;
+use crate::resident::PyDeviceArray;
 
 type Returned<'py, A> = PyResult<(Bound<'py, A>, Bound<'py, PyDict>)>;
 
@@ -86,8 +88,33 @@ fn shortest_paths<'py>(
     Ok((array, plan_dict(py, &plan)?))
 }
 
+/// Batched tropical matrix-vector product where the rows of the resident `a` live: `a`
+/// holds `batch * m` rows of k words, `x` is a C-contiguous float32 (batch, k) array.
+/// Returns the resident (batch * m, 1) result. NaN and overflow are the caller's checks.
+#[pyfunction]
+fn resident_tropical_matvec(
+    py: Python<'_>,
+    ctx: &PyContext,
+    a: PyRef<'_, PyDeviceArray>,
+    x: PyReadonlyArray2<'_, f32>,
+    semiring: &str,
+) -> PyResult<PyDeviceArray> {
+    let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
+    let (batch, k) = x.as_array().dim();
+    let m = a.inner.rows() / batch.max(1);
+    let shape = BatchShape { batch, m, k, n: 1 };
+    let x_slice = contiguous(&x, "x")?;
+    let inner = ctx.context(py)?;
+    let array = &a.inner;
+    let result = run_detached(py, move || {
+        tropical::tropical_matvec_resident(&inner, array, x_slice, shape, semiring)
+    })?;
+    Ok(PyDeviceArray { inner: result })
+}
+
 /// Adds this module's functions to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(resident_tropical_matvec, m)?)?;
     m.add_function(wrap_pyfunction!(tropical_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(tropical_matvec, m)?)?;
     m.add_function(wrap_pyfunction!(shortest_paths, m)?)?;

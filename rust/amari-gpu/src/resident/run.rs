@@ -24,6 +24,9 @@ use crate::kernel::{Input, Kernel, Output};
 use crate::profile::Kind;
 use crate::worker::ready_for_chunk;
 
+/// A shard as a snapshot lists it: device, rows, words.
+type Placed = (usize, Range<usize>, Arc<Storage>);
+
 /// One operand of a resident call.
 #[derive(Clone, Copy)]
 pub enum Operand<'a> {
@@ -67,6 +70,70 @@ impl MultiGpuContext {
         operands: &[(&str, Operand<'_>)],
     ) -> Result<ResidentArray> {
         let (rows, reference) = self.check_operands(kernel, operands)?;
+        let Operand::Resident(first) = operands[reference].1 else {
+            return Err(Error::Internal("reference operand is not resident".into()));
+        };
+        let layout = first
+            .snapshot(&self.resident, operands[reference].0)?
+            .shards;
+        let entry = self.run_on_layout(kernel, operands, rows, &layout)?;
+        let cols = entry.cols;
+        let id = self.resident.insert(entry);
+        Ok(ResidentArray {
+            id,
+            rows,
+            cols,
+            ledger: Arc::clone(&self.resident),
+        })
+    }
+
+    /// [`run_resident`](Self::run_resident) writing into `out`, a resident array of the
+    /// result's shape: the result takes `out`'s sharding (operands sharded otherwise are
+    /// brought over as for any call), then replaces `out`'s shards and lineage. Its old
+    /// buffers go back to their devices' pools (the next call's output reuses them); the
+    /// result's are taken from the pools, so a loop writing into one `out` allocates nothing
+    /// new after its first two calls. Nothing in `out` changes if the call fails.
+    pub fn run_resident_into(
+        &self,
+        kernel: &Kernel,
+        operands: &[(&str, Operand<'_>)],
+        out: &ResidentArray,
+    ) -> Result<()> {
+        let (rows, _) = self.check_operands(kernel, operands)?;
+        let snapshot = out.snapshot(&self.resident, "out")?;
+        let cols = kernel.output_words_per_item();
+        if (out.rows, out.cols) != (rows, cols) {
+            return Err(Error::Shape {
+                argument: "out".into(),
+                expected: format!("({rows}, {cols}) (the result's)"),
+                actual: format!("({}, {})", out.rows, out.cols),
+            });
+        }
+        let entry = self.run_on_layout(kernel, operands, rows, &snapshot.shards)?;
+        drop(snapshot);
+        let old = {
+            let mut entries = self.resident.lock();
+            match entries.get_mut(&out.id) {
+                Some(held) => std::mem::replace(held, entry),
+                // Freed while the call ran: the result has nowhere to go.
+                None => return Err(super::ledger::Ledger::gone("out")),
+            }
+        };
+        // Released outside the ledger's lock (dropping buffers takes the pool's).
+        drop(old);
+        Ok(())
+    }
+
+    /// Runs `kernel` on `operands` with the result's shards on `layout` (rows a device
+    /// cannot hold move elsewhere); retries on the other devices when one fails. Returns the
+    /// result's ledger entry.
+    fn run_on_layout(
+        &self,
+        kernel: &Kernel,
+        operands: &[(&str, Operand<'_>)],
+        rows: usize,
+        layout: &[Placed],
+    ) -> Result<Entry> {
         let origins = operands
             .iter()
             .map(|(name, op)| match op {
@@ -78,7 +145,7 @@ impl MultiGpuContext {
         let mut attempts = 0;
         let (shards, repairs) = loop {
             attempts += 1;
-            match self.attempt(kernel, operands, reference, &recording) {
+            match self.attempt(kernel, operands, layout, &recording) {
                 Ok(done) => break done,
                 Err((Some(device), error)) if attempts <= self.devices.len() => {
                     log::warn!("device {device} failed a resident call: {error}; rebuilding its rows elsewhere");
@@ -88,20 +155,13 @@ impl MultiGpuContext {
             }
         };
         self.keep_repairs(operands, repairs);
-        let cols = kernel.output_words_per_item();
-        let id = self.resident.insert(Entry {
-            cols,
+        Ok(Entry {
+            cols: kernel.output_words_per_item(),
             shards,
             lineage: Arc::new(Lineage::Op {
                 kernel: kernel.clone(),
                 inputs: origins,
             }),
-        });
-        Ok(ResidentArray {
-            id,
-            rows,
-            cols,
-            ledger: Arc::clone(&self.resident),
         })
     }
 
@@ -218,7 +278,7 @@ impl MultiGpuContext {
         &self,
         kernel: &Kernel,
         operands: &[(&str, Operand<'_>)],
-        reference: usize,
+        layout: &[Placed],
         recording: &Recording,
     ) -> Attempt {
         let plain = |e: Error| (None, e);
@@ -230,16 +290,12 @@ impl MultiGpuContext {
             })
             .collect::<Result<_>>()
             .map_err(plain)?;
-        let layout = snapshots[reference]
-            .as_ref()
-            .map(|s| s.shards.clone())
-            .unwrap_or_default();
         let out_cols = kernel.output_words_per_item();
         let mut whole: HashMap<(usize, usize), Arc<Storage>> = HashMap::new();
         let mut dispatched = Vec::with_capacity(layout.len());
         let mut repairs = Vec::new();
         let mut targets = Vec::with_capacity(layout.len());
-        for (device, rows, _) in &layout {
+        for (device, rows, _) in layout {
             let own = &self.devices[*device];
             let dev = if own.health.is_healthy() && own.can_run(kernel) {
                 own.as_ref()

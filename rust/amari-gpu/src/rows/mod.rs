@@ -117,8 +117,26 @@ pub fn kernel(call: &RowsCall<'_>) -> Result<Kernel> {
             broadcast: a.broadcast,
         })
         .collect();
-    let names: Vec<String> = call.params.iter().map(|(n, _)| n.clone()).collect();
-    let text = check::checked_module(call.source, &columns, &names, call.out_cols)?;
+    kernel_of(call.source, &columns, &call.params, call.out_cols)
+}
+
+/// The checked kernel of `source` for arrays of these `columns` (in `row`'s parameter
+/// order), named `params` and `out_cols` output words: what [`kernel`] builds, without the
+/// data (resident calls have their rows on the devices).
+pub fn kernel_of(
+    source: &str,
+    columns: &[Column],
+    params: &[(String, f32)],
+    out_cols: usize,
+) -> Result<Kernel> {
+    if out_cols == 0 {
+        return Err(Error::invalid(
+            "out_cols",
+            "expected an integer >= 1, got 0",
+        ));
+    }
+    let names: Vec<String> = params.iter().map(|(n, _)| n.clone()).collect();
+    let text = check::checked_module(source, columns, &names, out_cols)?;
     let id = format!("{:016x}", fnv1a(&text));
     let mut kernel = Kernel::map(id, Family::Rows, text);
     kernel.entry = wrap::ENTRY;
@@ -132,11 +150,11 @@ pub fn kernel(call: &RowsCall<'_>) -> Result<Kernel> {
             }
         })
         .collect();
-    kernel.output = Output::PerItem(call.out_cols);
-    kernel.params = call.params.iter().map(|(_, v)| v.to_bits()).collect();
+    kernel.output = Output::PerItem(out_cols);
+    kernel.params = params.iter().map(|(_, v)| v.to_bits()).collect();
     // Unknown arithmetic: one operation per word moved is the planner's guess; the family
     // has no calibrated rate of its own, so the mean measured rate applies.
-    kernel.flops_per_item = (kernel.input_words_per_item() + call.out_cols) as f64;
+    kernel.flops_per_item = (kernel.input_words_per_item() + out_cols) as f64;
     Ok(kernel)
 }
 

@@ -15,10 +15,12 @@ pub mod blocks;
 pub mod kernels;
 pub mod paths;
 pub mod product;
+pub mod resident;
 pub mod semiring;
 pub mod shape;
 
 pub use blocks::{BatchShape, Product};
 pub use paths::shortest_paths;
 pub use product::{tropical_matmul, tropical_matvec};
+pub use resident::tropical_matvec_resident;
 pub use semiring::Semiring;

@@ -31,7 +31,11 @@ fn check_len(argument: &str, data: &[f32], dims: &[usize], names: &str) -> Resul
 }
 
 /// Refuses a whole-bound operand larger than some device can bind.
-fn check_whole_binding(ctx: &MultiGpuContext, argument: &str, words: usize) -> Result<()> {
+pub(crate) fn check_whole_binding(
+    ctx: &MultiGpuContext,
+    argument: &str,
+    words: usize,
+) -> Result<()> {
     let limit = ctx
         .devices()
         .iter()
