@@ -125,7 +125,15 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
     result = json.loads(capsys.readouterr().out)
     assert result["simd"] in {"avx512f", "avx2", "neon", "portable"} and result["threads"] >= 1
     works = [r["work"] for r in result["rows"]]
-    assert [w.split()[0] for w in works] == ["Cl(3,0)", "max-plus", "shortest", "Fisher", "heat"]
+    assert [w.split()[0] for w in works] == [
+        "Cl(3,0)",
+        "Cl(3,0)",
+        "max-plus",
+        "shortest",
+        "Fisher",
+        "heat",
+    ]
+    assert "out=" in works[1]
     for row in result["rows"]:
         if row["note"].startswith("not available yet"):
             assert row["ours_s"] is None
@@ -134,5 +142,5 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
         # Either the peer was measured (and agreed), or the row says it is not installed.
         assert (row["peer_s"] or 0) > 0 or "not installed" in row["note"], row
         assert "disagree" not in row["note"], row
-    assert result["bandwidth"]["calibrated_gb_s"] > 0
+    assert result["bandwidth"]["calibrated_gb_s"] > 0 and result["bandwidth"]["out_gb_s"] > 0
     assert result["default_context"]["best_single"] in result["default_context"]["medians_s"]
