@@ -148,3 +148,28 @@ def test_normalize_scales_by_the_blades_that_enter_the_norm(default_ctx):
     y = np.zeros((1, 8), np.float32)
     y[0, 0] = y[0, 3] = np.float32(2.0**-100)
     assert_normalized(default_ctx.normalize(y, Algebra(3, 0, 0)), (3, 0, 0), y)
+
+
+@pytest.mark.parametrize("sig", [(3, 0, 1), (2, 0, 1)], ids=["Cl301", "Cl201"])
+def test_normalize_keeps_a_large_null_part_finite_beside_tiny_entering_parts(default_ctx, sig):
+    # The blades with the null vector (the upper half) do not enter the norm; the others are
+    # tiny, so the row is scaled by up to 2^126 before the division: a null x_k of a few
+    # units overflowed there although x_k / |x| is finite (found by hypothesis). Null parts
+    # up to 0.99 of float32's maximum after the division, and past it (inf); over several
+    # devices' chunks.
+    width = 1 << sum(sig)
+    null = np.arange(width) >= width // 2
+    rows = [np.where(null, np.float32(2.0), np.float32(1e-38))]
+    for t in [1e-38, 1.2e-38, 3e-38, 1e-37, 1e-30]:
+        norm = np.sqrt(width // 2) * float(np.float32(t))
+        for frac in [0.3, 0.5, 0.9, 0.99, -0.99, 1.5]:
+            rows.append(np.where(null, frac * float(np.finfo(np.float32).max) * norm, t))
+    x = np.stack(rows * 16).astype(np.float32)
+    got = default_ctx.normalize(x, Algebra(*sig))
+    assert_normalized(got, sig, x)
+    x64 = x.astype(np.float64)
+    largest = np.abs(x64[:, null]).max(axis=1) / np.sqrt((x64[:, ~null] ** 2).sum(axis=1))
+    finite = largest < np.finfo(np.float32).max
+    assert finite.any() and not finite.all()
+    assert np.isfinite(got[finite]).all()
+    assert np.isinf(got[~finite][:, null]).all()

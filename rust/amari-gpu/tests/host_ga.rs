@@ -230,3 +230,80 @@ fn the_static_cl3_product_on_the_host_matches_the_shader_bit_for_bit() {
         }
     }
 }
+
+/// `normalize` on rows of extreme range against every device, bit for bit: a null part far
+/// larger than the entering one (the shape hypothesis found: x_k 2^e overflowed although
+/// x_k / |x| is finite), and components over float32's whole range, subnormals included,
+/// in every signature class.
+#[test]
+fn normalize_of_extreme_rows_matches_the_devices_bit_for_bit() {
+    let ctxs = contexts(Some(256));
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for (p, q, r) in [
+        (3, 0, 1),
+        (2, 0, 1),
+        (0, 0, 1),
+        (3, 0, 0),
+        (1, 3, 0),
+        (4, 1, 0),
+    ] {
+        let algebra = Algebra::new(p, q, r).unwrap();
+        let w = algebra.blades();
+        let null = |k: usize| r == 1 && k >= w / 2;
+        let mut x = random(w * ITEMS, 31);
+        let mut overflows = 0;
+        for (row, xs) in x.chunks_exact_mut(w).enumerate() {
+            if row % 2 == 0 && r == 1 {
+                // Tiny entering parts (2^-128..2^-100), null ones up to f32::MAX.
+                let tiny = 2f32.powi(-100 - (next() % 29) as i32);
+                let e = -(tiny.log2().floor() as i32 + 1);
+                for (k, v) in xs.iter_mut().enumerate() {
+                    *v *= if null(k) {
+                        2f32.powi((next() % 128) as i32)
+                    } else {
+                        tiny
+                    };
+                    if null(k) && f64::from(*v).abs() * 2f64.powi(e) > f64::from(f32::MAX) {
+                        overflows += 1;
+                    }
+                }
+            } else {
+                // Every exponent from the subnormals to 2^127.
+                for v in xs.iter_mut() {
+                    *v = *v
+                        * 2f32.powi(127 - (next() % 254) as i32)
+                        * 2f32.powi(-((next() % 24) as i32));
+                }
+            }
+        }
+        assert!(
+            r == 0 || overflows > 0,
+            "no row of {} would overflow",
+            algebra.label()
+        );
+        for (name, ctx) in &ctxs {
+            let mut host = vec![f32::NAN; ITEMS * w];
+            apply_host(
+                &algebra,
+                Operation::Normalize,
+                &[&x],
+                &mut host,
+                fma_mode(ctx),
+            )
+            .expect("host runs");
+            let mut dev = vec![f32::NAN; ITEMS * w];
+            apply(ctx, &algebra, Operation::Normalize, &[&x], &mut dev, None).expect("device runs");
+            same_bits(
+                &format!("{} extreme normalize on {name}", algebra.label()),
+                &dev,
+                &host,
+            );
+        }
+    }
+}

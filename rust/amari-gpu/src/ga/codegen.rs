@@ -117,6 +117,9 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Strin
         blades
     )
     .expect("string write");
+    if op == Operation::Normalize {
+        src.push_str(NORMALIZE_HELPERS);
+    }
     src.push_str(
         "struct Params {\n    n: u32,\n    row_threads: u32,\n    _pad0: u32,\n    _pad1: u32,\n}\n\n\
          @group(0) @binding(0) var<uniform> params: Params;\n",
@@ -199,15 +202,64 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Strin
     src
 }
 
+/// WGSL helpers of `normalize`, emitted before the entry point (see [`normalize`]). Powers of
+/// two are built from their exponent field and applied by multiplication, not `ldexp`: WGSL
+/// leaves `ldexp` undefined past 2^128 and lets it flush below 2^-126, and Mesa computes it
+/// as two products, rounding twice into the subnormals; one IEEE product rounds once.
+/// `frexp` is read from the bits for the same reason: Mesa's misreads subnormals.
+const NORMALIZE_HELPERS: &str = "\
+// 2^k for -126 <= k <= 127, exactly.
+fn pow2(k: i32) -> f32 {
+    return bitcast<f32>(u32(k + 127) << 23u);
+}
+
+fn finite(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7f800000u) != 0x7f800000u;
+}
+
+struct Split {
+    fract: f32,
+    exp: i32,
+}
+
+// frexp of a finite non-zero v: v = fract 2^exp, 0.5 <= |fract| < 1. A subnormal is first
+// scaled by 2^64, exactly. 0 gives exp -190 and inf/NaN exp 129: callers keep them apart.
+fn split(v: f32) -> Split {
+    let sub = (bitcast<u32>(v) & 0x7f800000u) == 0u;
+    let bits = bitcast<u32>(select(v, v * pow2(64), sub));
+    let fract = bitcast<f32>((bits & 0x807fffffu) | 0x3f000000u);
+    return Split(fract, i32((bits >> 23u) & 0xffu) - select(126, 190, sub));
+}
+
+// v 2^e / s without forming v 2^e, which overflows for a large null component beside tiny
+// entering ones: (f / s) 2^a 2^b with v = f 2^ev and a + b = ev + e. f / s lies in
+// [2^-4, 2^75) (0.5 <= |f| < 1, 2^-74.5 <= s <= 8), so the first product is exact and
+// normal, the second rounds once (into the subnormals) or overflows; past the clamps the
+// result is 0 or inf either way. Zero, inf and NaN (in v or s) take v / s.
+fn scaled_quotient(v: f32, e: i32, s: f32) -> f32 {
+    let x = split(v);
+    let n = x.exp + e;
+    let a = clamp(n, -122, 52);
+    let q = x.fract / s * pow2(a) * pow2(clamp(n - a, -126, 127));
+    return select(v / s, q, finite(v) && finite(s) && v != 0.0);
+}
+
+";
+
 /// x / sqrt(|⟨x x̃⟩₀|) computed on y = x / 2^e with 2^e the power of two just above the
 /// largest |x_i| among the blades that enter the norm (null blades of a degenerate metric do
 /// not, and a large null part must not push the others' squares into underflow): the
 /// scaling is exact, so no square overflows or underflows and rows of small integers keep
-/// exact norms (an exactly null row stays null). The scaling is applied in two steps of at
-/// most 2^64 up, since WGSL leaves `ldexp` undefined past 2^127 and a subnormal maximum
-/// needs up to 2^149. Rows that are zero or null (⟨x x̃⟩₀ = 0) are kept as they are; NaN and
-/// ±inf go through IEEE arithmetic, as in x / sqrt(|⟨x x̃⟩₀|) evaluated directly (no
-/// constant can express NaN: WGSL refuses it).
+/// exact norms (an exactly null row stays null). The scaling is two products by powers of
+/// two of at most 2^64 up (a subnormal maximum needs up to 2^149). Each result is
+/// `scaled_quotient` (x_k 2^e) / s, which never forms x_k 2^e: a null x_k far larger than
+/// the entering ones would overflow there although the quotient is finite. Results in the
+/// normal range are those of (x_k 2^e) / s bit for bit (scaling by a power of two commutes
+/// with rounding there); a subnormal result is rounded twice (the quotient, then to the
+/// subnormal grid), so it is within 2^-149 of the exact x_k / |x|, not 2^-150. Rows that are
+/// zero or null (⟨x x̃⟩₀ = 0) are kept as they are; NaN and ±inf go through IEEE
+/// arithmetic, as in x / sqrt(|⟨x x̃⟩₀|) evaluated directly (no constant can express NaN:
+/// WGSL refuses it).
 fn normalize(src: &mut String, algebra: &Algebra, vin: bool) {
     let blades = algebra.blades();
     let signs = norm_signs(algebra);
@@ -234,14 +286,14 @@ fn normalize(src: &mut String, algebra: &Algebra, vin: bool) {
             writeln!(src, "    mx = max(mx, abs(a{k}));").expect("string write");
         }
     }
-    src.push_str("    let e = -frexp(mx).exp;\n    let e1 = min(e, 64);\n    let e2 = e - e1;\n");
-    for k in 0..blades {
-        writeln!(
-            src,
-            "    let y{k} = ldexp(ldexp({}, e1), e2);",
-            component("a", k, vin)
-        )
-        .expect("string write");
+    // e lies in [-128, 149] for a finite non-zero mx; the clamps keep pow2 defined for any.
+    src.push_str(
+        "    let e = -split(mx).exp;\n    let e1 = clamp(e, -126, 64);\n    \
+         let p1 = pow2(e1);\n    let p2 = pow2(clamp(e - e1, -126, 127));\n",
+    );
+    for k in (0..blades).filter(|&k| enters(k)) {
+        writeln!(src, "    let y{k} = {} * p1 * p2;", component("a", k, vin))
+            .expect("string write");
     }
     let n2 = signed_sum(
         signs
@@ -256,10 +308,10 @@ fn normalize(src: &mut String, algebra: &Algebra, vin: bool) {
     )
     .expect("string write");
     for k in 0..blades {
+        let x = component("a", k, vin);
         writeln!(
             src,
-            "    let r{k} = select(y{k} / s, {}, keep);",
-            component("a", k, vin)
+            "    let r{k} = select(scaled_quotient({x}, e, s), {x}, keep);"
         )
         .expect("string write");
     }

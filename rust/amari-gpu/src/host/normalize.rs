@@ -1,6 +1,20 @@
 //! `normalize` as `ga::codegen` generates it: scale the row by the power of two just above
-//! its largest entering |x_k| (WGSL `frexp`/`ldexp`, exact), take ⟨y ỹ⟩₀ as the generated
-//! sum of squares, then `y / sqrt(|n2|)`, keeping the row when it is zero or null.
+//! its largest entering |x_k| (two exact products by powers of two), take ⟨y ỹ⟩₀ as the
+//! generated sum of squares, s = sqrt(|n2|), then each result as (f_k / s) 2^a 2^b with
+//! x_k = f_k 2^ev (`frexp`, read from the bits) and a + b = ev + e, never forming x_k 2^e:
+//! a null component (the e4-blades of Cl(3,0,1)) far larger than tiny entering ones would
+//! overflow there although its quotient is finite. Rows that are zero or null are kept.
+//!
+//! Bounds: f_k / s lies in [2^-4, 2^75), so its product by 2^a (a clamped to [-122, 52]) is
+//! exact and normal, and the product by 2^b rounds once or overflows. Results in the normal
+//! range are therefore those of (x_k 2^e) / s bit for bit (correctly rounded quotients of
+//! the scaled row); a result in the subnormal range is rounded twice (the quotient, then to
+//! the subnormal grid) and is within 2^-149 of the exact quotient instead of 2^-150. Devices
+//! that flush subnormals (WGSL allows it; many hardware GPUs do) flush such inputs and
+//! results, which the host does not; lavapipe and llvmpipe keep them (tested). Powers of two are applied by multiplication, as the
+//! WGSL does, not `ldexp`: Mesa computes `ldexp` as two products, which rounds twice into
+//! the subnormals. `frexp` is read from the bits, as the WGSL does: Mesa's misreads
+//! subnormals.
 //!
 //! The generated `n2 = y0 * y0 + y1 * y1 - ...` is plain WGSL arithmetic, which a driver may
 //! contract into fused multiply-adds (WGSL allows it). Mesa's CPU drivers evaluate it as
@@ -13,23 +27,35 @@
 
 use super::arith::FmaMode;
 
-/// The exponent `frexp` gives: `x = f 2^e` with 0.5 ≤ |f| < 1; 0 for 0 (and for the
-/// non-finite values WGSL leaves undefined).
-pub fn frexp_exp(x: f32) -> i32 {
-    let bits = x.to_bits() & 0x7fff_ffff;
-    let biased = (bits >> 23) as i32;
-    if bits == 0 || biased == 0xff {
-        0
-    } else if biased == 0 {
-        -117 - bits.leading_zeros() as i32
-    } else {
-        biased - 126
-    }
+/// 2^k for -126 ≤ k ≤ 127, exactly (the generated `pow2`).
+pub fn pow2(k: i32) -> f32 {
+    debug_assert!((-126..=127).contains(&k), "2^{k} is not a normal f32");
+    f32::from_bits(((k + 127) as u32) << 23)
 }
 
-/// `x 2^e`, correctly rounded (exact unless the result is subnormal).
-pub fn ldexp(x: f32, e: i32) -> f32 {
-    (f64::from(x) * 2f64.powi(e)) as f32
+/// `frexp` as the generated `split` reads it from the bits: `(f, e)` with `x = f 2^e` and
+/// 0.5 ≤ |f| < 1 for finite non-zero `x` (a subnormal is first scaled by 2^64, exactly);
+/// `e` is -190 for ±0 and 129 for inf and NaN, which the callers keep apart.
+pub fn split(x: f32) -> (f32, i32) {
+    let sub = x.to_bits() & 0x7f80_0000 == 0;
+    let bits = if sub { x * pow2(64) } else { x }.to_bits();
+    let fract = f32::from_bits((bits & 0x807f_ffff) | 0x3f00_0000);
+    (
+        fract,
+        ((bits >> 23) & 0xff) as i32 - if sub { 190 } else { 126 },
+    )
+}
+
+/// `v 2^e / s` as the generated `scaled_quotient` computes it (see the module's doc).
+#[inline]
+pub fn scaled_quotient(v: f32, e: i32, s: f32) -> f32 {
+    if !v.is_finite() || !s.is_finite() || v == 0.0 {
+        return v / s;
+    }
+    let (f, ev) = split(v);
+    let n = ev + e;
+    let a = n.clamp(-122, 52);
+    f / s * pow2(a) * pow2((n - a).clamp(-126, 127))
 }
 
 /// The generated `n2`: Σ sign_k y_k² over the entering blades in ascending order, as
@@ -65,18 +91,21 @@ pub fn normalize_row(x: &[f32], signs: &[i8], out: &mut [f32], fma: FmaMode) {
             mx = mx.max(v.abs());
         }
     }
-    let e = -frexp_exp(mx);
-    let e1 = e.min(64);
-    let e2 = e - e1;
+    let e = -split(mx).1;
+    let e1 = e.clamp(-126, 64);
+    let (p1, p2) = (pow2(e1), pow2((e - e1).clamp(-126, 127)));
+    // Only the entering blades are scaled (the others' squares are not summed).
     let mut y = [0.0f32; 64];
-    for (t, &v) in y.iter_mut().zip(x) {
-        *t = ldexp(ldexp(v, e1), e2);
+    for ((t, &v), &s) in y.iter_mut().zip(x).zip(signs) {
+        if s != 0 {
+            *t = v * p1 * p2;
+        }
     }
     let n2 = norm2(&y[..x.len()], signs, fma);
     let s = n2.abs().sqrt();
     let keep = mx == 0.0 || s == 0.0;
-    for ((r, &v), &t) in out.iter_mut().zip(x).zip(&y) {
-        *r = if keep { v } else { t / s };
+    for (r, &v) in out.iter_mut().zip(x) {
+        *r = if keep { v } else { scaled_quotient(v, e, s) };
     }
 }
 
@@ -85,7 +114,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn frexp_matches_its_definition() {
+    fn split_matches_frexp() {
         for x in [
             1.0f32,
             0.5,
@@ -96,17 +125,78 @@ mod tests {
             f32::MAX,
             1.4e-45,
         ] {
-            let e = frexp_exp(x);
-            let f = f64::from(x) / 2f64.powi(e);
-            assert!((0.5..1.0).contains(&f), "{x}: {e} gives {f}");
+            let (f, e) = split(x);
+            assert!((0.5..1.0).contains(&f), "{x}: {f}");
+            assert_eq!(f64::from(f) * 2f64.powi(e), f64::from(x), "{x}");
+            assert_eq!(split(-x), (-f, e), "{x}");
         }
-        assert_eq!(frexp_exp(0.0), 0);
+        assert_eq!(split(0.0).1, -190);
+        assert_eq!(split(f32::INFINITY).1, 129);
+        assert_eq!(pow2(-126), f32::MIN_POSITIVE);
+        assert_eq!(pow2(127), 2f32.powi(127));
     }
 
     #[test]
-    fn scaling_is_exact_and_rounds_once_into_subnormals() {
-        assert_eq!(ldexp(3.0, -2), 0.75);
-        assert_eq!(ldexp(1.5, -149), f32::from_bits(2));
-        assert_eq!(ldexp(f32::from_bits(1), 149), 1.0);
+    fn quotients_in_the_normal_range_are_those_of_the_scaled_row() {
+        // (v 2^e) / s, rounded once, wherever v 2^e and the quotient are normal.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..200_000 {
+            let v = f32::from_bits(((next() as u32) & 0xbfff_ffff) | 0x0080_0000);
+            let e = (next() % 120) as i32 - 60;
+            let s = 0.5 + (next() % 1_000_000) as f32 / 500_000.0;
+            let want = (f64::from(v) * 2f64.powi(e)) as f32 / s;
+            if want.is_normal() && (f64::from(v) * 2f64.powi(e)).abs() >= 1e-37 {
+                let got = scaled_quotient(v, e, s);
+                assert_eq!(got.to_bits(), want.to_bits(), "{v:e} 2^{e} / {s}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_large_null_component_beside_tiny_entering_ones_stays_finite() {
+        // Cl(2,0,1): the blades of e1, e2 enter the norm, those with the null e3 (bit 2) do
+        // not. Tiny entering parts make e = 126: 2 x 2^126 overflows, 2 / |x| does not.
+        let signs = [1i8, 1, 1, 1, 0, 0, 0, 0];
+        let x = [1e-38f32, 1e-38, 1e-38, 1e-38, 2.0, 2.0, 2.0, 2.0];
+        let mut out = [0.0f32; 8];
+        normalize_row(&x, &signs, &mut out, FmaMode::Separate);
+        let norm = 2e-38f64;
+        for (k, (&r, &v)) in out.iter().zip(&x).enumerate() {
+            let want = f64::from(v) / norm;
+            assert!(r.is_finite(), "blade {k}: {r}");
+            assert!(
+                (f64::from(r) - want).abs() <= 1e-6 * want,
+                "blade {k}: {r} vs {want}"
+            );
+        }
+        // A quotient past f32::MAX is inf, as IEEE division would give it.
+        assert_eq!(scaled_quotient(f32::MAX, 100, 0.75), f32::INFINITY);
+        assert_eq!(scaled_quotient(-f32::MAX, 400, 0.75), f32::NEG_INFINITY);
+        // One far below the subnormals is ±0.
+        assert_eq!(scaled_quotient(1e-45, -300, 0.75).to_bits(), 0);
+        assert_eq!(
+            scaled_quotient(-1e-45, -300, 0.75).to_bits(),
+            (-0.0f32).to_bits()
+        );
+    }
+
+    #[test]
+    fn subnormal_quotients_are_within_one_unit_of_the_grid() {
+        for k in 0..2000u32 {
+            let v = 1.0 + k as f32 / 2000.0;
+            let s = 1.0 + (k * 7919 % 2000) as f32 / 2000.0;
+            let got = scaled_quotient(v, -140, s);
+            let exact = f64::from(v) * 2f64.powi(-140) / f64::from(s);
+            assert!(
+                (f64::from(got) - exact).abs() <= 2f64.powi(-149),
+                "{v} / {s}"
+            );
+        }
     }
 }
