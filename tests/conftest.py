@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 # Mesa's loaders print "XDG_RUNTIME_DIR is invalid or not set" on stderr without a valid one;
@@ -155,3 +156,31 @@ def engine_ctx(all_adapters: list[amari_gpu.AdapterInfo]) -> amari_gpu.MultiGpuC
     ctx = amari_gpu.MultiGpuContext(adapters=[0, 1], devices_per_adapter=2)
     assert [d.adapter.index for d in ctx.devices] == [0, 0, 1, 1]
     return ctx
+
+
+# Contexts of the DeviceArray tests (test_device_array*.py): small chunks so that rows span
+# every device; module-scoped like theirs were, closed when the module ends.
+@pytest.fixture(scope="module")
+def ctx2() -> Iterator[amari_gpu.MultiGpuContext]:
+    """Two logical lavapipe devices."""
+    ctx = amari_gpu.MultiGpuContext(backends=["vulkan"], devices_per_adapter=2, chunk_items=64)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture(scope="module")
+def ctx3() -> Iterator[amari_gpu.MultiGpuContext]:
+    """Three logical lavapipe devices."""
+    ctx = amari_gpu.MultiGpuContext(backends=["vulkan"], devices_per_adapter=3, chunk_items=64)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture(scope="module")
+def mixed() -> Iterator[amari_gpu.MultiGpuContext]:
+    """Two lavapipe devices and the host CPU device."""
+    ctx = amari_gpu.MultiGpuContext(
+        backends=["vulkan", "host"], devices_per_adapter=2, chunk_items=64
+    )
+    yield ctx
+    ctx.close()

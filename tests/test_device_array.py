@@ -18,22 +18,6 @@ def _batch(n: int, seed: int) -> np.ndarray:
 ROWS = 1000
 
 
-@pytest.fixture(scope="module")
-def ctx3() -> ag.MultiGpuContext:
-    """Three logical lavapipe devices, small chunks so that small arrays span all three."""
-    ctx = ag.MultiGpuContext(backends=["vulkan"], devices_per_adapter=3, chunk_items=64)
-    yield ctx
-    ctx.close()
-
-
-@pytest.fixture(scope="module")
-def mixed() -> ag.MultiGpuContext:
-    """Two lavapipe devices and the host CPU device."""
-    ctx = ag.MultiGpuContext(backends=["vulkan", "host"], devices_per_adapter=2, chunk_items=64)
-    yield ctx
-    ctx.close()
-
-
 def _rotor() -> np.ndarray:
     r = np.zeros(8, np.float32)
     r[0], r[3] = np.cos(0.3), np.sin(0.3)

@@ -18,22 +18,6 @@ def _batch(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((n, 8), dtype=np.float32)
 
 
-@pytest.fixture(scope="module")
-def ctx3() -> ag.MultiGpuContext:
-    """Three logical lavapipe devices, small chunks so that the rows span all three."""
-    ctx = ag.MultiGpuContext(backends=["vulkan"], devices_per_adapter=3, chunk_items=64)
-    yield ctx
-    ctx.close()
-
-
-@pytest.fixture(scope="module")
-def mixed() -> ag.MultiGpuContext:
-    """Two lavapipe devices and the host CPU device."""
-    ctx = ag.MultiGpuContext(backends=["vulkan", "host"], devices_per_adapter=2, chunk_items=64)
-    yield ctx
-    ctx.close()
-
-
 @pytest.mark.parametrize("fixture", ["ctx3", "mixed"])
 def test_a_device_array_out_takes_the_result_on_its_own_sharding(
     fixture: str, request: pytest.FixtureRequest

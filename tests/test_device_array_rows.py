@@ -43,30 +43,6 @@ def _f32(seed: int, *shape: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
-@pytest.fixture(scope="module")
-def ctx3() -> ag.MultiGpuContext:
-    """Three logical lavapipe devices, small chunks so that the rows span all three."""
-    ctx = ag.MultiGpuContext(backends=["vulkan"], devices_per_adapter=3, chunk_items=64)
-    yield ctx
-    ctx.close()
-
-
-@pytest.fixture(scope="module")
-def ctx2() -> ag.MultiGpuContext:
-    """Two logical lavapipe devices."""
-    ctx = ag.MultiGpuContext(backends=["vulkan"], devices_per_adapter=2, chunk_items=64)
-    yield ctx
-    ctx.close()
-
-
-@pytest.fixture(scope="module")
-def mixed() -> ag.MultiGpuContext:
-    """Two lavapipe devices and the host CPU device."""
-    ctx = ag.MultiGpuContext(backends=["vulkan", "host"], devices_per_adapter=2, chunk_items=64)
-    yield ctx
-    ctx.close()
-
-
 @pytest.mark.parametrize("fixture", ["ctx2", "ctx3", "mixed"])
 @pytest.mark.parametrize("strategy", ["balanced", "capability", "adaptive"])
 def test_resident_and_mixed_operands_equal_the_numpy_path(

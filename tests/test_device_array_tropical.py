@@ -18,22 +18,6 @@ def _matrix(seed: int, *shape: int) -> np.ndarray:
     return a
 
 
-@pytest.fixture(scope="module")
-def ctx3() -> ag.MultiGpuContext:
-    """Three logical lavapipe devices, small chunks so that the rows span all three."""
-    ctx = ag.MultiGpuContext(backends=["vulkan"], devices_per_adapter=3, chunk_items=64)
-    yield ctx
-    ctx.close()
-
-
-@pytest.fixture(scope="module")
-def mixed() -> ag.MultiGpuContext:
-    """Two lavapipe devices and the host CPU device."""
-    ctx = ag.MultiGpuContext(backends=["vulkan", "host"], devices_per_adapter=2, chunk_items=64)
-    yield ctx
-    ctx.close()
-
-
 @pytest.mark.parametrize("fixture", ["ctx3", "mixed"])
 @pytest.mark.parametrize("semiring", ["max_plus", "min_plus"])
 @pytest.mark.parametrize("strategy", ["balanced", "capability"])
