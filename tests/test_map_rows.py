@@ -331,3 +331,18 @@ def test_random_linear_row_functions_match_float64(
         [np.broadcast_to(a.astype(np.float64), (n, a.shape[-1])) for a in arrays], axis=1
     )
     np.testing.assert_allclose(got, full @ coef.T, rtol=1e-5, atol=1e-4)
+
+
+def test_a_context_with_only_the_host_device_is_refused_before_any_work() -> None:
+    """The host CPU device cannot run WGSL: a host-only context (the default one on a
+    machine without a GPU) gets an error naming the cause, for numpy and resident rows."""
+    with MultiGpuContext(backends=["host"]) as ctx:
+        x = RNG.standard_normal((10, 3)).astype(np.float32)
+        with pytest.raises(InvalidArgumentError, match="ctx: expected a context with a wgpu"):
+            ctx.map_rows(ONE, x, out_cols=2)
+        resident = ctx.asarray(x)
+        before = sum(s["resident_bytes"] for s in ctx.stats())
+        with pytest.raises(InvalidArgumentError, match="only device is the host"):
+            ctx.map_rows(ONE, resident, out_cols=2)
+        assert np.array_equal(resident.numpy(), x)
+        assert sum(s["resident_bytes"] for s in ctx.stats()) == before == x.nbytes

@@ -91,6 +91,9 @@ class RowsMixin(KernelHost):
         parameters than ``array<f32, C>`` per array, or returns other than
         ``array<f32, out_cols>`` (the message says which). The profiler names the kernel
         ``map_rows/<hash of the generated shader>``.
+
+        The host CPU device cannot run WGSL: it takes no rows, and a context whose only
+        device is the host raises :class:`InvalidArgumentError` before any work.
         """
         if not isinstance(source, str):
             raise TypeError(f"source: expected WGSL text (str), got {type(source).__name__}")

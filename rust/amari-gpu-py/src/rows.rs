@@ -107,6 +107,7 @@ fn resident_map_rows(
     }
     let kernel = rows::kernel_of(&spec.source, &columns, &spec.params, spec.out_cols)
         .map_err(|e| to_pyerr(py, e))?;
+    rows::check_context(&*ctx.context(py)?).map_err(|e| to_pyerr(py, e))?;
     run_resident_call(py, ctx, kernel, ops, out.as_deref())
 }
 

@@ -130,11 +130,7 @@ impl MultiGpuContext {
             .filter(|d| d.can_run(kernel))
             .collect();
         if workers.is_empty() && !healthy.is_empty() {
-            return Err(Error::NoHealthyDevice(format!(
-                "no device of this context can run kernel {}: the host device has no \
-                 implementation of it; open a wgpu adapter too (e.g. backends=[\"vulkan\", \"host\"])",
-                kernel.id
-            )));
+            return Err(self.no_device_runs(kernel));
         }
         let plan = self.plan_on(&workload, grid, strategy, &workers)?;
         let recording = profiler.map(|profiler| {

@@ -174,6 +174,16 @@ impl MultiGpuContext {
             )
         })
     }
+    /// The error of a call whose healthy devices are all unable to run `kernel` (only the
+    /// host device is healthy, and the kernel has no host implementation).
+    pub(crate) fn no_device_runs(&self, kernel: &crate::kernel::Kernel) -> Error {
+        Error::NoHealthyDevice(format!(
+            "no device of this context can run kernel {}/{}: the host device has no \
+             implementation of it; open a wgpu adapter too (e.g. backends=[\"vulkan\", \"host\"])",
+            kernel.family, kernel.id
+        ))
+    }
+
     pub(crate) fn no_healthy_device(&self) -> Error {
         let failed = self
             .devices

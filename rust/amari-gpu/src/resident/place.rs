@@ -41,7 +41,13 @@ impl MultiGpuContext {
             .filter(|d| d.health.is_healthy() && d.can_run(kernel))
             .min_by_key(|d| (self.resident.held_bytes(d.id), d.id))
             .map(Arc::as_ref)
-            .ok_or_else(|| self.no_healthy_device())
+            .ok_or_else(|| {
+                if self.devices.iter().any(|d| d.health.is_healthy()) {
+                    self.no_device_runs(kernel)
+                } else {
+                    self.no_healthy_device()
+                }
+            })
     }
 
     /// Rows `rows` of the array `from` (`cols` words per row) on `dev`: its own shard when

@@ -158,6 +158,21 @@ pub fn kernel_of(
     Ok(kernel)
 }
 
+/// Refuses a context with no wgpu device before any work: users' WGSL runs only on wgpu
+/// devices (the host device cannot run a shader), and without this check the call would
+/// fail later with a device error that says nothing of the cause.
+pub fn check_context(ctx: &MultiGpuContext) -> Result<()> {
+    if ctx.devices().iter().any(|d| d.as_host().is_none()) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "ctx",
+        "expected a context with a wgpu device (map_rows runs WGSL, which the host CPU \
+         device cannot), got one whose only device is the host; open a wgpu adapter too, \
+         e.g. MultiGpuContext(backends=[\"vulkan\", \"host\"])",
+    ))
+}
+
 /// Runs `call` on every wgpu device of `ctx` and writes `out` (items × `out_cols` words).
 pub fn map_rows(
     ctx: &MultiGpuContext,
@@ -167,6 +182,7 @@ pub fn map_rows(
 ) -> Result<Plan> {
     let items = items(call)?;
     let kernel = kernel(call)?;
+    check_context(ctx)?;
     if out.len() != items * call.out_cols {
         return Err(Error::Shape {
             argument: "out".into(),
