@@ -3,7 +3,9 @@ numpy path), errors, memory held, faults rebuilt from lineage, and the profile o
 
 from __future__ import annotations
 
+import copy
 import gc
+import pickle
 
 import amari_gpu as ag
 import numpy as np
@@ -111,6 +113,10 @@ def test_bad_operands_are_named_before_any_work(ctx3: ag.MultiGpuContext) -> Non
         ctx3.asarray(np.float32(1.0))
     with pytest.raises(TypeError):
         ctx3.asarray(np.ones((4, 8), complex))
+    for copier in (pickle.dumps, copy.deepcopy):
+        with pytest.raises(TypeError, match="DeviceArray cannot be pickled or deep-copied"):
+            copier(a)
+    assert np.array_equal(a.numpy(), _batch(100, 6))
 
 
 def test_held_bytes_and_no_growth_over_create_free_cycles(ctx3: ag.MultiGpuContext) -> None:

@@ -111,6 +111,14 @@ class DeviceArray:
         """Releases the shards now; using the array afterwards raises InvalidArgumentError."""
         self._handle.free()
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # Without this, pickle (and deepcopy) would fail on the context with a message that
+        # names neither the DeviceArray nor what to do instead.
+        raise TypeError(
+            "DeviceArray cannot be pickled or deep-copied: its rows live on the devices of "
+            "one context; gather them with .numpy() (and ctx.asarray() them again)"
+        )
+
     def __repr__(self) -> str:
         if self.freed:
             return f"DeviceArray(shape={shape_text(self._shape)}, dtype=float32, freed)"
