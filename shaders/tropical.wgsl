@@ -250,10 +250,14 @@ fn matmul_rows(
                     let col = k0 + kk;
                     let x = sign * vec4<f32>(a[held.x * kdim + col], a[held.y * kdim + col],
                                              a[held.z * kdim + col], a[held.w * kdim + col]);
-                    let batch = min(vec4<u32>(item_batch[held.x], item_batch[held.y],
-                                              item_batch[held.z], item_batch[held.w]),
-                                    vec4<u32>(top));
-                    let own = (rows <= vec4<u32>(last_row)) & (batch == vec4<u32>(p));
+                    var own = rows <= vec4<u32>(last_row);
+                    // Uniform over the workgroup: a tile in one batch reads no batch index.
+                    if (first_batch != last_batch) {
+                        let batch = min(vec4<u32>(item_batch[held.x], item_batch[held.y],
+                                                  item_batch[held.z], item_batch[held.w]),
+                                        vec4<u32>(top));
+                        own = own & (batch == vec4<u32>(p));
+                    }
                     v = select(z4, x, own);
                 }
                 a_tile[kk * 16u + q] = v;

@@ -22,7 +22,10 @@ pub fn tropical_row_stats_resident(
     ctx: &MultiGpuContext,
     a: &ResidentArray,
 ) -> Result<ResidentArray> {
-    ctx.run_resident(&kernels::row_stats(a.cols()), &[("a", Operand::Resident(a))])
+    ctx.run_resident(
+        &kernels::row_stats(a.cols()),
+        &[("a", Operand::Resident(a))],
+    )
 }
 
 /// The resident matrix product's arguments: `a` resident with `batch * m` rows of `k` words
@@ -88,7 +91,9 @@ pub fn tropical_matmul_resident(
         ("c", Operand::Host(&placeholder)),
     ];
     match out {
-        Some(out) => ctx.run_resident_into(&kernel, &operands, out).map(|()| None),
+        Some(out) => ctx
+            .run_resident_into(&kernel, &operands, out)
+            .map(|()| None),
         None => ctx.run_resident(&kernel, &operands).map(Some),
     }
 }
