@@ -171,6 +171,35 @@ def test_chains_stay_resident(ctx3: ag.MultiGpuContext) -> None:
     assert np.array_equal(third.numpy(), ctx3.tropical_matvec(host_second, x))
 
 
+@pytest.mark.parametrize("fixture", ["ctx3", "mixed"])
+def test_a_lost_product_is_rebuilt_from_its_lineage(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    # The first product's shards on the failed device are replayed through the engine (its
+    # kernel on host rows of a, chunked as the engine cuts them) for the second product.
+    ctx = request.getfixturevalue(fixture)
+    a, b1, b2 = _operand(54, (3, 70, 30)), _operand(55, (3, 30, 50)), _operand(56, (3, 50, 20))
+    want = ctx.tropical_matmul(ctx.tropical_matmul(a, b1), b2)
+    try:
+        for device in range(len(ctx.devices)):
+            ctx.reset_health()
+            da = ctx.asarray(a, strategy="balanced")
+            first = ctx.tropical_matmul(da, b1)
+            if device not in {d for d, _, _ in first.sharding}:
+                continue
+            ctx.inject_fault(device, after_chunks=0)
+            assert np.array_equal(ctx.tropical_matmul(first, b2).numpy(), want), device
+            assert not ctx.health()[device]["healthy"]
+    finally:
+        ctx.reset_health()
+
+
+def test_a_resident_b_is_gathered(ctx3: ag.MultiGpuContext) -> None:
+    a, b = _operand(57, (90, 12)), _operand(58, (12, 70))
+    got = ctx3.tropical_matmul(ctx3.asarray(a), ctx3.asarray(b))
+    assert np.array_equal(got.numpy(), ctx3.tropical_matmul(a, b))
+
+
 def _message(ctx: ag.MultiGpuContext, a, b) -> str:
     """The error ``tropical_matmul(a, b)`` raises: its type and text."""
     with pytest.raises(ag.AmariGpuError) as info:
