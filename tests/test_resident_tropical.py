@@ -194,6 +194,17 @@ def test_a_lost_product_is_rebuilt_from_its_lineage(
         ctx.reset_health()
 
 
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape"), [((0, 5), (5, 3)), ((2, 0, 5), (2, 5, 3)), ((0, 4, 5), (0, 5, 3))]
+)
+def test_empty_products(ctx3: ag.MultiGpuContext, a_shape, b_shape) -> None:
+    # No rows, so nothing runs; the shape is the numpy path's. (k = 0 cannot be resident:
+    # asarray refuses rows of no elements.)
+    a, b = np.zeros(a_shape, np.float32), np.zeros(b_shape, np.float32)
+    got = ctx3.tropical_matmul(ctx3.asarray(a), b)
+    assert got.shape == ctx3.tropical_matmul(a, b).shape == got.numpy().shape
+
+
 def test_a_resident_b_is_gathered(ctx3: ag.MultiGpuContext) -> None:
     a, b = _operand(57, (90, 12)), _operand(58, (12, 70))
     got = ctx3.tropical_matmul(ctx3.asarray(a), ctx3.asarray(b))
