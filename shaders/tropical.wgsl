@@ -191,6 +191,134 @@ fn store_row(row: u32, col: u32, lo: vec4<f32>, hi: vec4<f32>) {
     }
 }
 
+// --- tiled product over rows of any batch ---------------------------------------------------
+//
+// The resident product: item = one row of `a` (k words) with its batch index in
+// `item_batch`, output `cols` words per row. Rows come as a device's shard holds them, cut
+// anywhere, so a 64-row tile may hold the end of one batch and the start of the next. One
+// workgroup per 64 x 64 output tile, register-blocked like `matmul_tiled`; the tile's rows are
+// consecutive, so their batch indices are non-decreasing: the workgroup walks every batch
+// from its first row's to its last row's (one pass when the tile sits in one batch), staging
+// that batch's B tiles, and stages the A values of rows of other batches (and past the last
+// row) as the tropical zero. A zero term never changes an accumulator (-inf + b is -inf or
+// NaN, neither of which `mx` takes), so each row's accumulator sees exactly its own batch's
+// terms, k in order, as in `matmul_tiled`: the same bits.
+
+@compute @workgroup_size(8, 8)
+fn matmul_rows(
+    @builtin(local_invocation_id) lid: vec3<u32>,
+    @builtin(local_invocation_index) lindex: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+) {
+    // Row tiles are folded over y and z as in `matmul_tiled`; the overshoot stores nothing.
+    let tile = wid.z * groups.y + wid.y;
+    let row0 = tile * TILE;
+    let live = row0 < params.n;
+    let last_row = max(min(row0 + TILE, params.n), 1u) - 1u;
+    let first_row = min(row0, last_row);
+    let col0 = wid.x * TILE;
+    let kdim = params.k;
+    let cols = params.cols;
+    let sign = params.sign;
+    let zero = params.neg_inf;
+    let z4 = vec4<f32>(zero);
+    let top = params.batches - 1u;
+    let first_batch = min(item_batch[first_row], top);
+    let last_batch = min(item_batch[last_row], top);
+
+    var acc0_0 = z4; var acc0_1 = z4; var acc1_0 = z4; var acc1_1 = z4;
+    var acc2_0 = z4; var acc2_1 = z4; var acc3_0 = z4; var acc3_1 = z4;
+    var acc4_0 = z4; var acc4_1 = z4; var acc5_0 = z4; var acc5_1 = z4;
+    var acc6_0 = z4; var acc6_1 = z4; var acc7_0 = z4; var acc7_1 = z4;
+    let a_slot = lid.y * 2u;
+    let b_slot = lid.x * 2u;
+    for (var p = first_batch; p <= last_batch; p++) {
+        let b_base = p * kdim * cols;
+        for (var k0 = 0u; k0 < kdim; k0 += TK) {
+            workgroupBarrier();
+            // A: slot (kk, q) holds rows row0 + 4q..4q+3 at step kk; a row of another batch,
+            // or past the last row, holds the tropical zero (its read clamped in bounds).
+            for (var s = lindex; s < 256u; s += 64u) {
+                let q = s / TK;
+                let kk = s % TK;
+                var v = z4;
+                if (k0 + kk < kdim) {
+                    let r = row0 + q * 4u;
+                    let rows = vec4<u32>(r, r + 1u, r + 2u, r + 3u);
+                    let held = min(rows, vec4<u32>(last_row));
+                    let col = k0 + kk;
+                    let x = sign * vec4<f32>(a[held.x * kdim + col], a[held.y * kdim + col],
+                                             a[held.z * kdim + col], a[held.w * kdim + col]);
+                    var own = rows <= vec4<u32>(last_row);
+                    // Uniform over the workgroup: a tile in one batch reads no batch index.
+                    if (first_batch != last_batch) {
+                        let batch = min(vec4<u32>(item_batch[held.x], item_batch[held.y],
+                                                  item_batch[held.z], item_batch[held.w]),
+                                        vec4<u32>(top));
+                        own = own & (batch == vec4<u32>(p));
+                    }
+                    v = select(z4, x, own);
+                }
+                a_tile[kk * 16u + q] = v;
+            }
+            // B: as in `matmul_tiled`, from batch p's right operand.
+            for (var s = lindex; s < 256u; s += 64u) {
+                let kk = s / 16u;
+                let q = s % 16u;
+                let col = col0 + q * 4u;
+                var v = z4;
+                if (k0 + kk < kdim) {
+                    let row = b_base + (k0 + kk) * cols;
+                    let last = row + cols - 1u;
+                    let i = row + col;
+                    v = vec4<f32>(b[min(i, last)], b[min(i + 1u, last)], b[min(i + 2u, last)],
+                                  b[min(i + 3u, last)]);
+                    let inside = vec4<u32>(col, col + 1u, col + 2u, col + 3u) < vec4<u32>(cols);
+                    v = select(z4, sign * v, inside);
+                }
+                b_tile[kk * 16u + q] = v;
+            }
+            workgroupBarrier();
+            let steps = min(TK, kdim - k0);
+            for (var kk = 0u; kk < steps; kk++) {
+                let a0 = a_tile[kk * 16u + a_slot];
+                let a1 = a_tile[kk * 16u + a_slot + 1u];
+                let b0 = b_tile[kk * 16u + b_slot];
+                let b1 = b_tile[kk * 16u + b_slot + 1u];
+                acc0_0 = mx4(acc0_0, a0.x + b0); acc0_1 = mx4(acc0_1, a0.x + b1);
+                acc1_0 = mx4(acc1_0, a0.y + b0); acc1_1 = mx4(acc1_1, a0.y + b1);
+                acc2_0 = mx4(acc2_0, a0.z + b0); acc2_1 = mx4(acc2_1, a0.z + b1);
+                acc3_0 = mx4(acc3_0, a0.w + b0); acc3_1 = mx4(acc3_1, a0.w + b1);
+                acc4_0 = mx4(acc4_0, a1.x + b0); acc4_1 = mx4(acc4_1, a1.x + b1);
+                acc5_0 = mx4(acc5_0, a1.y + b0); acc5_1 = mx4(acc5_1, a1.y + b1);
+                acc6_0 = mx4(acc6_0, a1.z + b0); acc6_1 = mx4(acc6_1, a1.z + b1);
+                acc7_0 = mx4(acc7_0, a1.w + b0); acc7_1 = mx4(acc7_1, a1.w + b1);
+            }
+        }
+    }
+    if (!live) {
+        return;
+    }
+    let row = row0 + lid.y * 8u;
+    let col = col0 + lid.x * 8u;
+    store_live_row(row, col, acc0_0, acc0_1);
+    store_live_row(row + 1u, col, acc1_0, acc1_1);
+    store_live_row(row + 2u, col, acc2_0, acc2_1);
+    store_live_row(row + 3u, col, acc3_0, acc3_1);
+    store_live_row(row + 4u, col, acc4_0, acc4_1);
+    store_live_row(row + 5u, col, acc5_0, acc5_1);
+    store_live_row(row + 6u, col, acc6_0, acc6_1);
+    store_live_row(row + 7u, col, acc7_0, acc7_1);
+}
+
+// `store_row` for rows that exist: a tile of `matmul_rows` may run past the shard's last row.
+fn store_live_row(row: u32, col: u32, lo: vec4<f32>, hi: vec4<f32>) {
+    if (row < params.n) {
+        store_row(row, col, lo, hi);
+    }
+}
+
 // --- one thread per output -----------------------------------------------------------------
 //
 // The straightforward kernel, kept as the baseline the tiled one is measured against (and

@@ -323,15 +323,25 @@ def resident_ga_apply(
 
 # --- tropical ---
 __all__ += [
+    "resident_tropical_matmul",
     "resident_tropical_matvec",
+    "resident_tropical_row_stats",
     "shortest_paths",
     "tropical_matmul",
     "tropical_matvec",
 ]
 
+def resident_tropical_matmul(
+    ctx: Context,
+    a: DeviceArray,
+    b: npt.NDArray[np.float32],
+    semiring: str,
+    out: DeviceArray | None = None,
+) -> DeviceArray | None: ...
 def resident_tropical_matvec(
     ctx: Context, a: DeviceArray, x: npt.NDArray[np.float32], semiring: str
 ) -> DeviceArray: ...
+def resident_tropical_row_stats(ctx: Context, a: DeviceArray) -> DeviceArray: ...
 def tropical_matmul(
     ctx: Context,
     a: npt.NDArray[np.float32],

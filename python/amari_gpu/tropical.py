@@ -53,32 +53,39 @@ def _no_nan(name: str, array: npt.NDArray[np.float32]) -> None:
         )
 
 
-def _row_stats(k: int) -> str:
-    """WGSL of a ``map_rows`` kernel giving, per row of k words, the first NaN column (-1
-    without one) and the largest finite magnitude. NaN is found from the bits: WGSL does not
-    promise IEEE comparisons with NaN."""
-    return f"""
-fn row(a: array<f32, {k}>) -> array<f32, 2> {{
-    var first = -1.0;
-    var top = 0.0;
-    for (var j = 0u; j < {k}u; j++) {{
-        let bits = bitcast<u32>(a[j]) & 0x7fffffffu;
-        if bits > 0x7f800000u {{
-            if first < 0.0 {{
-                first = f32(j);
-            }}
-        }} else if bits < 0x7f800000u {{
-            top = max(top, abs(a[j]));
-        }}
-    }}
-    return array<f32, 2>(first, top);
-}}
-"""
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _largest_finite(array: npt.NDArray[np.float32]) -> float:
+    """The largest finite magnitude in ``array`` (0 without one)."""
+    finite = np.abs(array[np.isfinite(array)])
+    return float(finite.max()) if finite.size else 0.0
 
 
 class TropicalMixin(KernelHost):
     """Tropical-algebra methods of ``MultiGpuContext``."""
 
+    @overload
+    def tropical_matmul(
+        self,
+        a: DeviceArray,
+        b: Any,
+        semiring: str = "max_plus",
+        *,
+        strategy: str | None = None,
+        out: DeviceArray | None = None,
+    ) -> DeviceArray: ...
+    @overload
+    def tropical_matmul(
+        self,
+        a: DeviceArray,
+        b: Any,
+        semiring: str = "max_plus",
+        *,
+        strategy: str | None = None,
+        out: npt.NDArray[np.float32],
+    ) -> npt.NDArray[np.float32]: ...
+    @overload
     def tropical_matmul(
         self,
         a: Any,
@@ -87,7 +94,16 @@ class TropicalMixin(KernelHost):
         *,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+    ) -> npt.NDArray[np.float32]: ...
+    def tropical_matmul(
+        self,
+        a: Any,
+        b: Any,
+        semiring: str = "max_plus",
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """Tropical matrix product ``a ⊗ b`` in ``semiring`` ("max_plus" or "min_plus").
 
         ``(m, k) ⊗ (k, n) → (m, n)``: ``out[i, j] = max_k (a[i, k] + b[k, j])`` (``min`` in
@@ -107,8 +123,22 @@ class TropicalMixin(KernelHost):
 
         ``out=``: a float32, C-contiguous, writeable array of the result's shape sharing no
         memory with ``a`` or ``b``; the product is written into it and it is returned.
+
+        A :class:`DeviceArray` ``a`` runs where its rows live and gives a DeviceArray of
+        shape ``(m, n)`` / ``(batch, m, n)`` with its sharding, bit-identical to the numpy
+        path (``strategy`` is not used: the rows stay where they are). ``b``, numpy, is
+        uploaded whole to each device holding rows; ``a`` never moves. ``out=`` may then be
+        a DeviceArray of the result's shape (the result takes its sharding and replaces its
+        shards; nothing changes in it if the call fails) or a numpy array (the result is
+        gathered into it). The checks read per-row statistics computed on the devices (8
+        bytes per row read back) and give the numpy path's errors; only when a term could
+        overflow (largest finite |a| + |b| beyond float32) is ``a`` gathered, for the
+        numpy path's exact check, before the resident product runs. ``n`` must be at least
+        1 (a DeviceArray has no empty rows).
         """
         semiring = _semiring(semiring)
+        if isinstance(a, DeviceArray):
+            return self._matmul_resident(a, b, semiring, out)
         a32 = _matrices("a", a, "(m, k) or (batch, m, k)")
         b32 = _matrices("b", b, "(k, n) or (batch, k, n)")
         batched = a32.ndim == 3
@@ -176,9 +206,10 @@ class TropicalMixin(KernelHost):
         A :class:`DeviceArray` ``a`` runs where its rows live and gives a DeviceArray of
         shape ``a.shape[:-1]`` with its sharding (bit-identical to the numpy path; ``x``,
         numpy, is uploaded to each device; a numpy ``out`` gets the result gathered). The
-        checks read per-row statistics computed on the devices (8 bytes per row read
-        back), with the numpy path's errors; only when a term could overflow (largest
-        finite |a| + |x| beyond float32) is ``a`` gathered for the exact check.
+        checks read per-row statistics computed on the devices, whatever their kind (8
+        bytes per row read back), with the numpy path's errors; only when a term could
+        overflow (largest finite |a| + |x| beyond float32) is ``a`` gathered, for the numpy
+        path's exact check, before the resident product runs.
         """
         semiring = _semiring(semiring)
         if isinstance(a, DeviceArray):
@@ -232,34 +263,81 @@ class TropicalMixin(KernelHost):
                 "out: expected a numpy array or None for tropical_matvec of a DeviceArray, "
                 "got DeviceArray"
             )
-        spec: _native.RowsSpec = {"source": _row_stats(a.shape[-1]), "out_cols": 2, "params": []}
-        resident_stats = _native.resident_map_rows(self._native, spec, [(a._handle, False)])
-        assert resident_stats is not None  # a new array when no out is given
-        stats = _native.resident_gather(self._native, resident_stats)
-        resident_stats.free()
+        if self._resident_checks(a, "x", x32):
+            # A term could overflow: the numpy path's exact check needs a's rows.
+            self.tropical_matvec(a.numpy(), x32, semiring)
+        x2 = np.ascontiguousarray(x32 if batched else x32[None])
+        handle = _native.resident_tropical_matvec(self._native, a._handle, x2, semiring)
+        return finish_resident(self, handle, tuple(shape), target)
+
+    def _matmul_resident(
+        self, a: DeviceArray, b: Any, semiring: str, out: Any
+    ) -> npt.NDArray[np.float32] | DeviceArray:
+        """``tropical_matmul`` with a resident ``a``: the numpy path's shape checks and
+        errors, then the checks of :meth:`_resident_checks`, then ``matmul_rows`` on the
+        devices holding the rows (``b`` bound whole on each); result a DeviceArray, written
+        into a DeviceArray ``out`` or gathered into a numpy one."""
+        a._live("a", self)
+        if a.ndim not in (2, 3):
+            raise ShapeError(
+                f"a: expected shape (m, k) or (batch, m, k), got {shape_text(a.shape)}"
+            )
+        b32 = _matrices("b", b, "(k, n) or (batch, k, n)")
+        batched = a.ndim == 3
+        if b32.ndim != a.ndim:
+            want = "(batch, k, n)" if batched else "(k, n)"
+            raise ShapeError(f"b: expected shape {want} like a, got {shape_text(b32.shape)}")
+        batch, m, k = a.shape if batched else (1, *a.shape)
+        b3 = b32 if batched else b32[None]
+        if b3.shape[0] != batch or b3.shape[1] != k:
+            want = f"({batch}, {k}, n)" if batched else f"({k}, n)"
+            raise ShapeError(f"b: expected shape {want}, got {shape_text(b32.shape)}")
+        n = b3.shape[2]
+        if n == 0:
+            raise ShapeError(
+                f"b: expected at least one column when a is a DeviceArray (a DeviceArray "
+                f"has no empty rows), got shape {shape_text(b32.shape)}"
+            )
+        shape = (batch, m, n) if batched else (m, n)
+        target = output(out, shape, np.float32, {"a": a, "b": b}, resident=self)
+        if self._resident_checks(a, "b", b32):
+            # A term could overflow: the numpy path's exact check needs a's rows.
+            self.tropical_matmul(a.numpy(), b32, semiring)
+        b_flat = np.ascontiguousarray(b3)
+        if isinstance(target, DeviceArray):
+            _native.resident_tropical_matmul(
+                self._native, a._handle, b_flat, semiring, target._live("out", self)
+            )
+            return target
+        handle = _native.resident_tropical_matmul(self._native, a._handle, b_flat, semiring)
+        assert handle is not None  # a new array when no out is given
+        return finish_resident(self, handle, shape, target)
+
+    def _resident_checks(
+        self, a: DeviceArray, other_name: str, other: npt.NDArray[np.float32]
+    ) -> bool:
+        """The numpy path's NaN checks of a resident ``a`` and a host ``other``, from per-row
+        statistics computed where a's rows live (first NaN column and largest finite
+        magnitude: 8 bytes per row read back, not the k words). Returns whether a term could
+        overflow float32 (largest finite |a| + |other| beyond its range), which only the
+        numpy path's exact check, on a's gathered rows, can settle."""
+        handle = _native.resident_tropical_row_stats(self._native, a._handle)
+        try:
+            stats = _native.resident_gather(self._native, handle)
+        finally:
+            handle.free()
         nan_rows = np.flatnonzero(stats[:, 0] >= 0)
         if nan_rows.size:
             r, j = int(nan_rows[0]), int(stats[nan_rows[0], 0])
             m = a.shape[-2]
-            index = (r // m, r % m, j) if batched else (r, j)
+            index = (r // m, r % m, j) if a.ndim == 3 else (r, j)
             raise InvalidArgumentError(
                 f"a: expected no NaN (tropical values are numbers or ±inf), got NaN at "
                 f"[{', '.join(map(str, index))}] of shape {shape_text(a.shape)}"
             )
-        _no_nan("x", x32)
-        finite = np.abs(x32[np.isfinite(x32)])
-        top_x = float(finite.max()) if finite.size else 0.0
+        _no_nan(other_name, other)
         top_a = float(stats[:, 1].max()) if stats.size else 0.0
-        if top_a + top_x > float(np.finfo(np.float32).max):
-            # A term could overflow: the numpy path's exact float64 check needs a's rows.
-            result = self.tropical_matvec(a.numpy(), x32, semiring, out=target)
-            if target is not None:
-                return result
-            flat = np.ascontiguousarray(result.reshape(-1, 1))
-            return DeviceArray(_native.resident_upload(self._native, flat), self, tuple(shape))
-        x2 = np.ascontiguousarray(x32 if batched else x32[None])
-        handle = _native.resident_tropical_matvec(self._native, a._handle, x2, semiring)
-        return finish_resident(self, handle, tuple(shape), target)
+        return top_a + _largest_finite(other) > _FLOAT32_MAX
 
     def shortest_paths(
         self,

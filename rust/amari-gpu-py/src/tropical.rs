@@ -1,7 +1,8 @@
 //! Tropical products and shortest paths on numpy arrays; every result is written into the
-//! caller's `out` when given. The matrix-vector product also runs on a resident `a`.
+//! caller's `out` when given. The matrix-vector and matrix products also run on a resident
+//! `a`, checked from its per-row statistics.
 
-use amari_gpu::tropical::{self, BatchShape, Semiring};
+use amari_gpu::tropical::{self, BatchShape, ResidentProduct, Semiring};
 use numpy::ndarray::{Ix2, Ix3};
 use numpy::{PyArray2, PyArray3, PyReadonlyArray2, PyReadonlyArray3};
 use pyo3::prelude::*;
@@ -112,9 +113,60 @@ fn resident_tropical_matvec(
     Ok(PyDeviceArray { inner: result })
 }
 
+/// Per row of the resident `a`: the first NaN column (-1 without one) and the largest
+/// finite magnitude, as a resident (rows, 2) array with `a`'s sharding.
+#[pyfunction]
+fn resident_tropical_row_stats(
+    py: Python<'_>,
+    ctx: &PyContext,
+    a: PyRef<'_, PyDeviceArray>,
+) -> PyResult<PyDeviceArray> {
+    let inner = ctx.context(py)?;
+    let array = &a.inner;
+    let result = run_detached(py, move || {
+        tropical::tropical_row_stats_resident(&inner, array)
+    })?;
+    Ok(PyDeviceArray { inner: result })
+}
+
+/// Batched tropical product where the rows of the resident `a` live: `a` holds
+/// `batch * m` rows of k words, `b` is a C-contiguous float32 (batch, k, n) array. Returns
+/// the resident (batch * m, n) result, or `None` once written into the resident `out`.
+/// NaN and overflow are the caller's checks.
+#[pyfunction]
+#[pyo3(signature = (ctx, a, b, semiring, out=None))]
+fn resident_tropical_matmul(
+    py: Python<'_>,
+    ctx: &PyContext,
+    a: PyRef<'_, PyDeviceArray>,
+    b: PyReadonlyArray3<'_, f32>,
+    semiring: &str,
+    out: Option<PyRef<'_, PyDeviceArray>>,
+) -> PyResult<Option<PyDeviceArray>> {
+    let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
+    let (batch, k, n) = b.as_array().dim();
+    let m = a.inner.rows() / batch.max(1);
+    let shape = BatchShape { batch, m, k, n };
+    let b_slice = contiguous(&b, "b")?;
+    let inner = ctx.context(py)?;
+    let product = ResidentProduct {
+        a: &a.inner,
+        b: b_slice,
+        shape,
+        semiring,
+    };
+    let target = out.as_deref().map(|o| &o.inner);
+    let result = run_detached(py, move || {
+        tropical::tropical_matmul_resident(&inner, product, target)
+    })?;
+    Ok(result.map(|inner| PyDeviceArray { inner }))
+}
+
 /// Adds this module's functions to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(resident_tropical_matvec, m)?)?;
+    m.add_function(wrap_pyfunction!(resident_tropical_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(resident_tropical_row_stats, m)?)?;
     m.add_function(wrap_pyfunction!(tropical_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(tropical_matvec, m)?)?;
     m.add_function(wrap_pyfunction!(shortest_paths, m)?)?;

@@ -248,5 +248,13 @@ fn the_shader_validates_with_naga() {
         .iter()
         .map(|e| e.name.as_str())
         .collect();
-    assert_eq!(entries, ["matmul_tiled", "matmul_naive", "matvec"]);
+    assert_eq!(
+        entries,
+        ["matmul_tiled", "matmul_rows", "matmul_naive", "matvec"]
+    );
+    let stats = validate(
+        "tropical_stats.wgsl",
+        amari_gpu::tropical::kernels::STATS_SOURCE,
+    );
+    assert_eq!(stats.entry_points[0].name, "row_stats");
 }

@@ -25,6 +25,7 @@ pub mod normalize;
 pub mod paths;
 pub mod simd;
 pub mod tropical;
+pub mod tropical_rows;
 
 pub use arith::FmaMode;
 pub use cl3::Cl3Product;

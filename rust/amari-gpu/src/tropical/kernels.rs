@@ -6,7 +6,10 @@
 //! when accumulating, else a one-word placeholder) and the output (per item). For products an
 //! item is a block of [`BLOCK_ROWS`] rows of one batch (the host pads each batch's rows to a
 //! multiple of it), so a workgroup's tile never straddles a chunk or a batch; for
-//! matrix-vector products an item is one row.
+//! matrix-vector products, and for the resident product ([`rows`]), an item is one row.
+//!
+//! The row statistics the resident checks read ([`row_stats`]) are a kernel of their own
+//! file, `shaders/tropical_stats.wgsl`, binding only the rows and the output.
 
 use std::sync::Arc;
 
@@ -15,10 +18,14 @@ pub use super::shape::{ProductShape, BLOCK_ROWS};
 use crate::family::Family;
 use crate::host::kernel::HostKernel;
 use crate::host::tropical::{TropicalMatvec, TropicalProduct};
+use crate::host::tropical_rows::{RowProduct, RowStats};
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 
 /// The WGSL source of the family.
 pub const SOURCE: &str = include_str!("../../../../shaders/tropical.wgsl");
+
+/// The WGSL source of the row statistics kernel.
+pub const STATS_SOURCE: &str = include_str!("../../../../shaders/tropical_stats.wgsl");
 
 /// Columns of a tiled workgroup's tile (`TILE` in the shader).
 pub const TILE_COLS: u32 = 64;
@@ -112,6 +119,44 @@ pub fn matvec(semiring: Semiring, shape: &ProductShape) -> Kernel {
     }
 }
 
+/// The grid of [`rows`]: column tiles along x, 64-row tiles of the rows folded over y and z.
+fn rows_grid(items: u32, params: &[u32]) -> [u32; 3] {
+    tiled_grid(items.div_ceil(BLOCK_ROWS as u32), params)
+}
+
+/// The tiled product over single rows of any batch (`matmul_rows`): item = one row of `a`
+/// with its batch index, output `cols` words per row. What resident products run, on rows
+/// cut wherever a shard ends; the same bits as [`tiled`].
+pub fn rows(semiring: Semiring, shape: &ProductShape) -> Kernel {
+    Kernel {
+        entry: "matmul_rows",
+        inputs: inputs(shape, 1, shape.cols),
+        output: Output::PerItem(shape.cols),
+        params: params(semiring, shape),
+        dispatch: Dispatch::Custom(rows_grid),
+        flops_per_item: 2.0 * (shape.k * shape.cols) as f64,
+        host: Some(Arc::new(RowProduct {
+            semiring,
+            shape: *shape,
+        })),
+        ..Kernel::map("tropical_matmul_rows", Family::Tropical, SOURCE)
+    }
+}
+
+/// Per row of `k` words: the first NaN column (-1 without one) and the largest finite
+/// magnitude (0 without one), two words per row (`shaders/tropical_stats.wgsl`).
+pub fn row_stats(k: usize) -> Kernel {
+    Kernel {
+        entry: "row_stats",
+        inputs: vec![Input::PerItem(k)],
+        output: Output::PerItem(2),
+        params: vec![k as u32],
+        flops_per_item: k as f64,
+        host: Some(Arc::new(RowStats { k })),
+        ..Kernel::map("tropical_row_stats", Family::Tropical, STATS_SOURCE)
+    }
+}
+
 /// Rows, inner dimension and columns of the calibration reference product.
 pub const REFERENCE_SIDE: usize = 256;
 
@@ -153,6 +198,15 @@ mod tests {
             assert!(x * TILE_COLS >= cols && (x - 1) * TILE_COLS < cols.max(1));
             assert!(u64::from(y) * u64::from(z) >= u64::from(items));
             assert!(x <= MAX_GROUPS && y <= MAX_GROUPS && z <= MAX_GROUPS);
+        }
+    }
+
+    #[test]
+    fn rows_grid_covers_every_row_tile() {
+        for (rows, cols) in [(1, 1), (64, 64), (65, 130), (1 << 22, 1)] {
+            let [x, y, z] = rows_grid(rows, &[0, 0, cols]);
+            assert!(x * TILE_COLS >= cols);
+            assert!(u64::from(y) * u64::from(z) * 64 >= u64::from(rows));
         }
     }
 

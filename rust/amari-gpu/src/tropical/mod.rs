@@ -22,5 +22,8 @@ pub mod shape;
 pub use blocks::{BatchShape, Product};
 pub use paths::shortest_paths;
 pub use product::{tropical_matmul, tropical_matvec};
-pub use resident::tropical_matvec_resident;
+pub use resident::{
+    tropical_matmul_resident, tropical_matvec_resident, tropical_row_stats_resident,
+    ResidentProduct,
+};
 pub use semiring::Semiring;

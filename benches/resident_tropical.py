@@ -1,0 +1,110 @@
+"""Resident ``tropical_matmul`` (a DeviceArray ``a``, kernel ``matmul_rows``) against the
+numpy path (``a`` uploaded, tiled kernel ``matmul_tiled`` on 64-row blocks, result read back).
+
+Cases: 1024x1024 ⊗ 1024x1024, and a batch of 16 products of 256x256 ⊗ 256x256, max-plus. Both
+paths are timed interleaved, round by round, in the same run on the devices named at the top;
+the results are checked to be bit-identical. Printed per case: the medians (and minima) of the
+numpy path, of the resident call (the result stays on the devices) and of the resident call
+plus the gather of its result; their ratios; the bytes each path moved (``ctx.stats()``).
+
+    python benches/resident_tropical.py [--repeats 5] [--devices 1] [--backend vulkan]
+
+``--backend host`` runs the host CPU device alone (its resident product runs each run of
+same-batch rows through the numpy path's host product code; the host device moves no bytes:
+its shards are host memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="amari-gpu-xdg-"))
+
+import amari_gpu as ag
+
+CASES = [((1024, 1024), (1024, 1024)), ((16, 256, 256), (16, 256, 256))]
+
+
+def moved(ctx: ag.MultiGpuContext) -> int:
+    return sum(s["bytes_up"] + s["bytes_down"] for s in ctx.stats())
+
+
+def run_case(ctx: ag.MultiGpuContext, a_shape, b_shape, repeats: int) -> None:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(a_shape, dtype=np.float32)
+    b = rng.standard_normal(b_shape, dtype=np.float32)
+    da = ctx.asarray(a)
+    # Compile the pipelines outside the timings.
+    ctx.tropical_matmul(a, b)
+    ctx.tropical_matmul(da, b).free()
+
+    numpy_s, resident_s, gathered_s = [], [], []
+    numpy_bytes = resident_bytes = gathered_bytes = 0
+    for _ in range(repeats):
+        before = moved(ctx)
+        t0 = time.perf_counter()
+        expected = ctx.tropical_matmul(a, b)
+        numpy_s.append(time.perf_counter() - t0)
+        numpy_bytes = moved(ctx) - before
+
+        before = moved(ctx)
+        t0 = time.perf_counter()
+        result = ctx.tropical_matmul(da, b)
+        t1 = time.perf_counter()
+        resident_bytes = moved(ctx) - before
+        got = result.numpy()
+        t2 = time.perf_counter()
+        gathered_bytes = moved(ctx) - before
+        resident_s.append(t1 - t0)
+        gathered_s.append(t2 - t0)
+        result.free()
+        if not np.array_equal(got, expected):
+            raise SystemExit("resident tropical_matmul differs from the numpy path")
+    da.free()
+
+    med = statistics.median
+    label = " ⊗ ".join("x".join(map(str, s)) for s in (a_shape, b_shape))
+    print(f"\n{label} (max-plus), a sharded as {len(ctx.devices)} device(s) place it")
+    rows = [
+        ("numpy path (upload a, compute, read back)", numpy_s, numpy_bytes),
+        ("resident (result stays on the devices)", resident_s, resident_bytes),
+        ("resident + gather of the result", gathered_s, gathered_bytes),
+    ]
+    for name, times, nbytes in rows:
+        print(
+            f"  {name:44} {med(times) * 1e3:9.1f} ms (min {min(times) * 1e3:8.1f})  "
+            f"moved {nbytes / 2**20:7.2f} MiB"
+        )
+    print(
+        f"  ratio numpy / resident: {med(numpy_s) / med(resident_s):.2f}x; "
+        f"numpy / (resident + gather): {med(numpy_s) / med(gathered_s):.2f}x; "
+        "bit-identical: yes"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--devices", type=int, default=1, help="devices_per_adapter")
+    parser.add_argument("--backend", default="vulkan")
+    args = parser.parse_args()
+
+    ctx = ag.MultiGpuContext(backends=[args.backend], devices_per_adapter=args.devices)
+    print(f"amari_gpu {ag.__version__}; resident vs numpy-path tropical_matmul")
+    for d in ctx.devices:
+        print(f"device {d.id}: {d.adapter.describe()}")
+    for a_shape, b_shape in CASES:
+        run_case(ctx, a_shape, b_shape, args.repeats)
+    print("\n(other builds may have been running on this machine: compare paths of one run)")
+    ctx.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

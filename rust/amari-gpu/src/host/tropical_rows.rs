@@ -1,0 +1,140 @@
+//! Host twins of the row-item tropical kernels: the resident product (`matmul_rows`) and
+//! the row statistics of the resident checks (`row_stats`). The product runs each run of
+//! consecutive rows of one batch through [`product_rows`], the code of the numpy path's
+//! host product, so the bits are that path's (tropical products are exact in any order;
+//! see `host::tropical`). Neither has an `fma`, so both ignore the device's fma mode.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::arith::FmaMode;
+use super::tropical::product_rows;
+use crate::kernel::HostImpl;
+use crate::tropical::semiring::Semiring;
+use crate::tropical::shape::ProductShape;
+
+/// The host twin of `kernels::rows`: items are rows of `a` (k words) with their batch index
+/// (u32 bits) in `item_batch`; `b` holds every batch's (k × cols) operand.
+#[derive(Debug, Clone, Copy)]
+pub struct RowProduct {
+    /// The semiring.
+    pub semiring: Semiring,
+    /// The shapes (`accumulate` is false).
+    pub shape: ProductShape,
+}
+
+/// The host twin of `kernels::row_stats`: per row of `k` words, the first NaN column and
+/// the largest finite magnitude.
+#[derive(Debug, Clone, Copy)]
+pub struct RowStats {
+    /// Words per row.
+    pub k: usize,
+}
+
+/// The batch index an item's word holds, clamped as the shader does.
+fn batch_of(word: f32, batches: usize) -> usize {
+    (word.to_bits() as usize).min(batches.max(1) - 1)
+}
+
+impl HostImpl for RowProduct {
+    fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
+        let ProductShape {
+            k, cols, batches, ..
+        } = self.shape;
+        let (a, item_batch, b) = (inputs[0], inputs[1], inputs[2]);
+        let mut q = range.start;
+        while q < range.end {
+            let batch = batch_of(item_batch[q], batches);
+            let mut end = q + 1;
+            while end < range.end && batch_of(item_batch[end], batches) == batch {
+                end += 1;
+            }
+            let out = (q - range.start) * cols..(end - range.start) * cols;
+            product_rows(
+                self.semiring,
+                &a[q * k..end * k],
+                &b[batch * k * cols..(batch + 1) * k * cols],
+                None,
+                k,
+                cols,
+                &mut output[out],
+            );
+            q = end;
+        }
+    }
+
+    fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
+        Arc::new(*self)
+    }
+}
+
+impl HostImpl for RowStats {
+    fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
+        let k = self.k;
+        let a = &inputs[0][range.start * k..range.end * k];
+        output
+            .par_chunks_mut(2)
+            .zip(a.par_chunks(k.max(1)))
+            .for_each(|(out, row)| {
+                let first = row.iter().position(|v| v.is_nan());
+                // Bit patterns order finite magnitudes exactly, as the shader compares them.
+                let top = row
+                    .iter()
+                    .map(|v| v.to_bits() & 0x7fff_ffff)
+                    .filter(|&bits| bits < 0x7f80_0000)
+                    .max()
+                    .unwrap_or(0);
+                out[0] = first.map_or(-1.0, |j| j as f32);
+                out[1] = f32::from_bits(top);
+            });
+    }
+
+    fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
+        Arc::new(*self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_stats_find_the_first_nan_and_the_largest_finite_magnitude() {
+        let a = [
+            1.0,
+            f32::NAN,
+            -7.0,
+            f32::NAN,
+            f32::NEG_INFINITY,
+            -3.0,
+            2.0,
+            f32::INFINITY,
+        ];
+        let mut out = [0.0; 4];
+        RowStats { k: 4 }.run(&[&a], 0..2, &mut out);
+        assert_eq!(out, [1.0, 7.0, -1.0, 3.0]);
+    }
+
+    #[test]
+    fn the_row_product_takes_each_row_with_its_own_batch() {
+        // Two batches of 1 × 1 right operands; rows 0, 1 in batch 0, row 2 in batch 1.
+        let a = [1.0, 2.0, 3.0];
+        let item_batch = [0, 0, 1].map(f32::from_bits);
+        let b = [10.0, 20.0];
+        let product = RowProduct {
+            semiring: Semiring::MaxPlus,
+            shape: ProductShape {
+                k: 1,
+                cols: 1,
+                b_words: 2,
+                batches: 2,
+                accumulate: false,
+            },
+        };
+        let mut out = [0.0; 2];
+        product.run(&[&a, &item_batch, &b, &[0.0]], 1..3, &mut out);
+        assert_eq!(out, [12.0, 23.0]);
+    }
+}
