@@ -11,7 +11,8 @@
 struct Params {
     n: u32,           // items (rows) in this chunk
     row_threads: u32, // threads per row of a folded two-dimensional grid (map kernels)
-    _pad0: u32,
+    first: u32,       // SYRK: the chunk's first row in the bound scores and weights (0 but on
+                      // resident shards, whose chunks start anywhere in a bound window)
     _pad1: u32,
     dim: u32,         // SYRK: padded score columns (a multiple of 4); else K or D
     tiles: u32,       // SYRK: output tiles along one edge, ceil(P / TILE)
@@ -125,8 +126,9 @@ fn fisher_tiled(
             var a = vec4<f32>(0.0);
             var b = vec4<f32>(0.0);
             if (row < rows.y) {
-                a = select(vec4<f32>(0.0), src4[row * width4 + col_i], in_i) * weights[row];
-                b = select(vec4<f32>(0.0), src4[row * width4 + col_j], in_j);
+                let at = (params.first + row) * width4;
+                a = select(vec4<f32>(0.0), src4[at + col_i], in_i) * weights[params.first + row];
+                b = select(vec4<f32>(0.0), src4[at + col_j], in_j);
             }
             lhs[e] = a;
             rhs[e] = b;
@@ -207,8 +209,8 @@ fn fisher_rows(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
     var r6 = zero;
     var r7 = zero;
     for (var row = rows.x + li; row < rows.y; row = row + ROW_THREADS) {
-        let at = row * width4;
-        let w = weights[row];
+        let at = (params.first + row) * width4;
+        let w = weights[params.first + row];
         let x0 = select(vec4<f32>(0.0), src4[at + col_i], in_i.x) * w;
         let x1 = select(vec4<f32>(0.0), src4[at + col_i + 1u], in_i.y) * w;
         let y = Row8(select(vec4<f32>(0.0), src4[at + col_j], in_j.x),

@@ -366,7 +366,12 @@ def shortest_paths(
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 
 # --- information geometry ---
-__all__ += ["fisher_categorical", "fisher_gaussian", "fisher_information"]
+__all__ += [
+    "fisher_categorical",
+    "fisher_gaussian",
+    "fisher_information",
+    "resident_fisher_information",
+]
 
 def fisher_information(
     ctx: Context,
@@ -375,6 +380,12 @@ def fisher_information(
     strategy: str | None = None,
     out: npt.NDArray[np.float64] | None = None,
 ) -> tuple[npt.NDArray[np.float64], PlanDict]: ...
+def resident_fisher_information(
+    ctx: Context,
+    scores: DeviceArray,
+    weights: npt.NDArray[np.float32] | None = None,
+    out: npt.NDArray[np.float64] | None = None,
+) -> npt.NDArray[np.float64]: ...
 def fisher_categorical(
     ctx: Context,
     values: npt.NDArray[np.float32],

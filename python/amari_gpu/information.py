@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import _native
 from ._mixin import KernelHost
+from .array import DeviceArray
 from ._validate import as_float32, output, plain_array, shape_text
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
@@ -87,7 +89,19 @@ class InformationGeometryMixin(KernelHost):
         shape; ``InvalidArgumentError`` for NaN or infinite scores (rejected rather than
         propagated: WGSL does not promise IEEE NaN behaviour) and bad weights.
         ``ctx.last_plan`` holds the plan the call followed.
+
+        A (N, P) :class:`DeviceArray` ``scores`` is reduced where its rows live, with the
+        same bits whatever its sharding and the numpy path's errors: every column's largest
+        magnitude is found on the devices (P words per chunk read back), the rows are
+        scaled and padded there when needed (a resident copy while the call runs), and
+        each device computes the partials of the chunks it holds; only the partials, and
+        the rows of chunks cut by a shard boundary (run by the engine from the host), cross
+        to the host. ``weights`` (N words) stay on the host (a DeviceArray is gathered)
+        and are uploaded to each device. Scores holding NaN or infinities are gathered to
+        name the first one. ``ctx.last_plan`` is left as it was.
         """
+        if isinstance(scores, DeviceArray):
+            return self._fisher_resident(scores, weights, out)
         s32 = _matrix("scores", scores)
         w32 = None
         if weights is not None:
@@ -103,6 +117,24 @@ class InformationGeometryMixin(KernelHost):
         )
         self._record(plan)
         return result
+
+    def _fisher_resident(
+        self, scores: DeviceArray, weights: Any, out: Any
+    ) -> npt.NDArray[np.float64]:
+        """``fisher_information`` of resident scores (see there)."""
+        handle = scores._live("scores", self)
+        if scores.ndim != 2:
+            raise ShapeError(f"scores: expected shape (N, W), got {shape_text(scores.shape)}")
+        n, p = scores.shape
+        w32 = None
+        if weights is not None:
+            if isinstance(weights, DeviceArray):
+                weights._live("weights", self)
+            w32 = as_float32("weights", weights)
+            if w32.shape != (n,):
+                raise ShapeError(f"weights: expected shape ({n},), got {shape_text(w32.shape)}")
+        target = output(out, (p, p), np.float64, {"weights": weights})
+        return _native.resident_fisher_information(self._native, handle, w32, target)
 
     def fisher_categorical(
         self,
@@ -200,10 +232,10 @@ class InformationGeometryMixin(KernelHost):
                 f"grad: expected an array of real numbers (converted to float64), "
                 f"got dtype {g.dtype}"
             )
-        s = plain_array("scores", scores)
-        if s.ndim == 2:
+        shape = scores.shape if isinstance(scores, DeviceArray) else plain_array("scores", scores).shape
+        if len(shape) == 2:
             # Checked before the Fisher matrix is computed, so a bad grad or out costs no work.
-            p = s.shape[1]
+            p = shape[1]
             if g.ndim not in (1, 2) or g.shape[0] != p:
                 raise ShapeError(
                     f"grad: expected shape ({p},) or ({p}, M), got {shape_text(g.shape)}"

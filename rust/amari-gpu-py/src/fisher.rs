@@ -1,5 +1,6 @@
-//! Information-geometry kernels (Fisher information) on numpy arrays; every result is
-//! written into the caller's `out` when given.
+//! Information-geometry kernels (Fisher information) on numpy arrays, and the empirical
+//! Fisher matrix of resident scores; every result is written into the caller's `out` when
+//! given.
 
 use numpy::ndarray::{Ix2, Ix3};
 use numpy::{PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2};
@@ -10,6 +11,7 @@ use crate::arrays::{claim, contiguous, returned_into, run_into};
 use crate::context::PyContext;
 use crate::detach::run_detached;
 use crate::plans::plan_dict;
+use crate::resident::PyDeviceArray;
 
 type Matrices<'py> = (Bound<'py, PyArray3<f32>>, Bound<'py, PyDict>);
 
@@ -39,6 +41,31 @@ fn fisher_information<'py>(
     })?;
     let matrix = returned_into(py, Ix2(p, p), claimed, fisher.matrix)?;
     Ok((matrix, plan_dict(py, &fisher.plan)?))
+}
+
+/// Empirical Fisher matrix of the resident (N, P) `scores` with optional C-contiguous
+/// float32 (N,) weights, computed where the rows live; returns the float64 (P, P) matrix.
+#[pyfunction]
+#[pyo3(signature = (ctx, scores, weights=None, out=None))]
+fn resident_fisher_information<'py>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    scores: PyRef<'py, PyDeviceArray>,
+    weights: Option<PyReadonlyArray1<'py, f32>>,
+    out: Option<Bound<'py, PyArray2<f64>>>,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let p = scores.inner.cols();
+    let weights_slice = weights
+        .as_ref()
+        .map(|w| contiguous(w, "weights"))
+        .transpose()?;
+    let claimed = claim(py, Ix2(p, p), out)?;
+    let inner = ctx.context(py)?;
+    let array = &scores.inner;
+    let matrix = run_detached(py, move || {
+        amari_gpu::fisher::fisher_information_resident(&inner, array, weights_slice)
+    })?;
+    returned_into(py, Ix2(p, p), claimed, matrix)
 }
 
 /// (N, K, K) float32 result of `work` writing into `out` or a zeroed buffer.
@@ -104,6 +131,7 @@ fn fisher_gaussian<'py>(
 /// Adds this module's functions to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fisher_information, m)?)?;
+    m.add_function(wrap_pyfunction!(resident_fisher_information, m)?)?;
     m.add_function(wrap_pyfunction!(fisher_categorical, m)?)?;
     m.add_function(wrap_pyfunction!(fisher_gaussian, m)?)?;
     Ok(())

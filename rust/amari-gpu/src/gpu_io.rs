@@ -65,8 +65,11 @@ fn scoped_error(device: usize, error: wgpu::Error) -> Error {
 
 /// The error scopes around one submission's commands: out of memory outside validation.
 pub(crate) struct Scopes {
-    oom: wgpu::ErrorScopeGuard,
+    // Fields drop in declaration order, and an unclosed guard pops its scope when dropped:
+    // the scope pushed last (validation) must come first, or an early return (`?` between
+    // open and close) pops them out of order and wgpu panics.
     validation: wgpu::ErrorScopeGuard,
+    oom: wgpu::ErrorScopeGuard,
 }
 
 impl Scopes {

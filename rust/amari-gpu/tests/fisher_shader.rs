@@ -33,6 +33,23 @@ fn fisher_shader_validates_with_naga() {
 }
 
 #[test]
+fn the_resident_passes_validate_and_declare_their_entry_points() {
+    let module = validate("fisher_resident.wgsl", fisher::RESIDENT_SOURCE);
+    let entries: Vec<&str> = module
+        .entry_points
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
+    for kernel in [fisher::column_max_kernel(5), fisher::prepare_kernel(5, 8)] {
+        assert!(
+            entries.contains(&kernel.entry),
+            "{} in {entries:?}",
+            kernel.entry
+        );
+    }
+}
+
+#[test]
 fn the_embedded_shader_is_the_file_in_shaders() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shaders/fisher.wgsl");
     let on_disk = std::fs::read_to_string(path).expect("shaders/fisher.wgsl is readable");

@@ -75,3 +75,30 @@ fn rows_on_a_device_that_cannot_run_the_kernel_move_to_one_that_can() {
     drop((ra, rb));
     assert!(ctx.resident_bytes().iter().all(|&b| b == 0));
 }
+
+#[test]
+fn the_fisher_matrix_of_resident_scores_is_the_numpy_paths() {
+    let ctx = mixed();
+    // P = 10 (padded to 12 on the devices) and a column of huge scores (scaled): the
+    // prepared copy runs; 1000 rows in 64-row chunks, some cut by shard boundaries.
+    let (n, p) = (1000, 10);
+    let mut scores = random(n * p, 3);
+    for row in scores.chunks_exact_mut(p) {
+        row[7] *= 1e30;
+    }
+    let weights = random(n, 4).into_iter().map(f32::abs).collect::<Vec<_>>();
+    let want = amari_gpu::fisher::fisher_information(&ctx, &scores, p, Some(&weights), None)
+        .unwrap()
+        .matrix;
+    for strategy in [Strategy::Balanced, Strategy::Capability] {
+        let resident = ctx.upload(&scores, p, Some(strategy)).unwrap();
+        let got = amari_gpu::fisher::fisher_information_resident(&ctx, &resident, Some(&weights))
+            .unwrap();
+        let (got_bits, want_bits): (Vec<u64>, Vec<u64>) = (
+            got.iter().map(|v| v.to_bits()).collect(),
+            want.iter().map(|v| v.to_bits()).collect(),
+        );
+        assert_eq!(got_bits, want_bits, "{strategy:?}");
+    }
+    assert!(ctx.resident_bytes().iter().all(|&b| b == 0));
+}

@@ -20,7 +20,9 @@ use crate::worker::{Execution, Recording, Run, WorkerReport};
 use crate::workload::Workload;
 
 impl MultiGpuContext {
-    fn chunk_items(&self, workload: &Workload) -> u64 {
+    /// Items per chunk of the grid a call of `workload` is cut into: the context's
+    /// `chunk_items` option, else the default sizing (a function of the problem only).
+    pub(crate) fn chunk_items(&self, workload: &Workload) -> u64 {
         self.options.chunk_items.map_or_else(
             || {
                 chunk_items_for(

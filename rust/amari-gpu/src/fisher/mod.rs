@@ -13,6 +13,7 @@ mod gaussian;
 mod information;
 mod reduce;
 pub mod reference;
+mod resident;
 mod scale;
 pub(crate) mod shape;
 pub mod split;
@@ -24,6 +25,9 @@ pub use categorical::{
 };
 pub use gaussian::{fisher_gaussian_diag, gaussian_diag_kernel, MAX_GAUSSIAN_DIMENSIONS};
 pub use information::{fisher_information, fisher_information_naive, FisherMatrix};
+pub use resident::{
+    column_max_kernel, fisher_information_resident, prepare_kernel, SOURCE as RESIDENT_SOURCE,
+};
 pub use syrk::{
     naive_kernel, reference_kernel, shaped_kernel, tiled_kernel, SyrkShape, BLOCK,
     MAX_SCORE_COLUMNS, NARROW_COLUMNS, REFERENCE_COLUMNS, REFERENCE_FLOPS_PER_ITEM, SHADER, TILE,

@@ -57,6 +57,19 @@ impl Scaling {
     /// finite (weights >= 0).
     pub fn choose(scores: &[f32], p: usize, weights: Option<&[f32]>) -> Scaling {
         let n = scores.len() / p.max(1);
+        let mut col_max = vec![0.0f32; p];
+        for row in scores.chunks_exact(p.max(1)) {
+            for (m, &v) in col_max.iter_mut().zip(row) {
+                *m = m.max(v.abs());
+            }
+        }
+        Scaling::from_maxima(&col_max, n, weights)
+    }
+
+    /// Chooses the exponents from the largest |score| of every column of `n` rows (finite)
+    /// and the optional weights: what [`Scaling::choose`] computes from the scores
+    /// themselves, for scores whose maxima were found where they live.
+    pub fn from_maxima(col_max: &[f32], n: usize, weights: Option<&[f32]>) -> Scaling {
         let w_max = weights.map_or(1.0, |w| w.iter().fold(0.0f32, |m, &v| m.max(v)));
         let weights = needed(w_max, LIMIT);
         // With the weights in [2^-40, 2^41) and columns below 2^hi, one chunk's float32 sum of
@@ -68,14 +81,8 @@ impl Scaling {
         };
         let rows = usize::BITS as i32 - n.max(1).leading_zeros() as i32;
         let hi = ((126 - w_top - rows - 2) / 2).min(LIMIT);
-        let mut col_max = vec![0.0f32; p];
-        for row in scores.chunks_exact(p.max(1)) {
-            for (m, &v) in col_max.iter_mut().zip(row) {
-                *m = m.max(v.abs());
-            }
-        }
         Scaling {
-            columns: col_max.into_iter().map(|m| needed(m, hi)).collect(),
+            columns: col_max.iter().map(|&m| needed(m, hi)).collect(),
             weights,
         }
     }

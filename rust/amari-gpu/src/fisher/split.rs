@@ -47,15 +47,25 @@ pub struct Prepared<'a> {
 fn check(scores: &[f32], p: usize, weights: Option<&[f32]>) -> Result<(usize, f64)> {
     let n = checks::rows("scores", scores, p, MAX_SCORE_COLUMNS)?;
     if n == 0 {
-        return Err(Error::Shape {
-            argument: "scores".into(),
-            expected: format!("(N, {p}) with N >= 1 (the Fisher matrix is a mean over rows)"),
-            actual: format!("(0, {p})"),
-        });
+        return Err(no_rows(p));
     }
     checks::finite("scores", scores, p)?;
+    Ok((n, check_weights(weights, n)?))
+}
+
+/// The error for scores without rows.
+pub(super) fn no_rows(p: usize) -> Error {
+    Error::Shape {
+        argument: "scores".into(),
+        expected: format!("(N, {p}) with N >= 1 (the Fisher matrix is a mean over rows)"),
+        actual: format!("(0, {p})"),
+    }
+}
+
+/// Checks optional (`n`,) weights; returns their float64 sum (`n` without weights).
+pub(super) fn check_weights(weights: Option<&[f32]>, n: usize) -> Result<f64> {
     let Some(w) = weights else {
-        return Ok((n, n as f64));
+        return Ok(n as f64);
     };
     checks::same_shape("weights", w, n, None)?;
     checks::all_values("weights", w, 1, "finite values >= 0", |v| {
@@ -68,7 +78,31 @@ fn check(scores: &[f32], p: usize, weights: Option<&[f32]>) -> Result<(usize, f6
             "expected at least one weight > 0, got all zeros (the weighted mean is undefined)",
         ));
     }
-    Ok((n, total))
+    Ok(total)
+}
+
+/// The weights as the devices see them (scaled by `scaling`, or ones without weights) and
+/// their float64 sum, given the checked sum `total` of the unscaled ones.
+pub(super) fn device_weights<'a>(
+    scaling: &Scaling,
+    weights: Option<&'a [f32]>,
+    n: usize,
+    total: f64,
+) -> Result<(Cow<'a, [f32]>, f64)> {
+    match weights {
+        Some(w) if scaling.weights != 0 => {
+            let scaled = scaling.weights(w);
+            let total = scaled.iter().map(|&v| f64::from(v)).sum();
+            Ok((Cow::Owned(scaled), total))
+        }
+        Some(w) => Ok((Cow::Borrowed(w), total)),
+        None => {
+            // Multiplying by 1.0 is exact: the unweighted result is the plain mean.
+            let mut ones = crate::alloc::zeroed("weights", n)?;
+            ones.fill(1.0f32);
+            Ok((Cow::Owned(ones), total))
+        }
+    }
 }
 
 /// Checks row-major (N, `p`) `scores` and optional (N,) `weights` and makes them what the
@@ -79,29 +113,14 @@ pub fn prepare<'a>(
     p: usize,
     weights: Option<&'a [f32]>,
 ) -> Result<Prepared<'a>> {
-    let (n, mut total) = check(scores, p, weights)?;
+    let (n, total) = check(scores, p, weights)?;
     let scaling = Scaling::choose(scores, p, weights);
-    let (scores, weights): (Cow<'a, [f32]>, Option<Cow<'a, [f32]>>) = if scaling.is_identity() {
-        (Cow::Borrowed(scores), weights.map(Cow::Borrowed))
+    let scores = if scaling.is_identity() {
+        Cow::Borrowed(scores)
     } else {
-        let scaled = weights.map(|w| scaling.weights(w));
-        if let Some(w) = &scaled {
-            total = w.iter().map(|&v| f64::from(v)).sum();
-        }
-        (
-            Cow::Owned(scaling.scores(scores, p)),
-            scaled.map(Cow::Owned),
-        )
+        Cow::Owned(scaling.scores(scores, p))
     };
-    let weights = match weights {
-        Some(w) => w,
-        None => {
-            // Multiplying by 1.0 is exact: the unweighted result is the plain mean.
-            let mut ones = crate::alloc::zeroed("weights", n)?;
-            ones.fill(1.0f32);
-            Cow::Owned(ones)
-        }
-    };
+    let (weights, total) = device_weights(&scaling, weights, n, total)?;
     Ok(Prepared {
         n,
         scores,

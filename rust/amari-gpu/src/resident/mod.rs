@@ -8,6 +8,7 @@
 //! the handle or closing the context releases the shards.
 
 mod array;
+mod chunks;
 mod dispatch;
 pub(crate) mod ledger;
 mod lineage;

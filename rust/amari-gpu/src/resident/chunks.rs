@@ -1,0 +1,303 @@
+//! Reductions over a resident array: a kernel with one partial per chunk (`Output::PerChunk`)
+//! run on the problem's chunk grid (chunks of `chunk_items` rows counted from row 0, as the
+//! engine cuts a numpy input), each chunk on the device holding its rows, so the partials
+//! are the ones the numpy path computes, bit for bit, and the caller's sum in chunk order
+//! is too. A shard's chunks go in one submission, each bound from a window of the shard
+//! that starts at an aligned row (the kernel reads its rows from `first`, uniform word 2).
+//! A chunk cut by a shard boundary, or whose device fails or cannot bind it, is run by the
+//! engine on its rows brought to the host: read from their shards, or rebuilt from the
+//! lineage when their device failed. Only those rows, and the partials, cross to the host.
+
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use super::array::{ResidentArray, Snapshot};
+use super::place::record;
+use super::shard::{self, Storage};
+use crate::context::{MultiGpuContext, Target};
+use crate::device::GpuDevice;
+use crate::error::{Error, Result};
+use crate::gpu_io::{self, Scopes};
+use crate::kernel::{Input, Kernel, Output};
+use crate::profile::Kind;
+use crate::worker::ready_for_chunk;
+
+/// Where one shard's chunks are: the shard's first row and the chunk range.
+struct Span<'a> {
+    shard_start: usize,
+    chunks: Range<usize>,
+    per_row: Option<&'a [f32]>,
+}
+
+impl MultiGpuContext {
+    /// The partials, in chunk order, of `kernel` over the rows of `array` (named `argument`
+    /// in errors) cut into chunks of `chunk_items` rows: the kernel's inputs are the rows,
+    /// then (when given) `per_row`, one word per row, which is uploaded.
+    pub(crate) fn run_resident_chunks(
+        &self,
+        kernel: &Kernel,
+        array: &ResidentArray,
+        argument: &str,
+        per_row: Option<&[f32]>,
+        chunk_items: usize,
+    ) -> Result<Vec<f32>> {
+        let Output::PerChunk(words) = kernel.output else {
+            return Err(Error::Internal(format!(
+                "kernel {} has no per-chunk output",
+                kernel.id
+            )));
+        };
+        let snapshot = array.snapshot(&self.resident, argument)?;
+        let (n, cols) = (array.rows, array.cols);
+        let mut expected = vec![Input::PerItem(cols)];
+        if let Some(w) = per_row {
+            if w.len() != n {
+                return Err(Error::Internal("per-row input of the wrong length".into()));
+            }
+            expected.push(Input::PerItem(1));
+        }
+        if kernel.inputs != expected || chunk_items == 0 {
+            return Err(Error::Internal(format!(
+                "kernel {} does not reduce rows of {cols} words",
+                kernel.id
+            )));
+        }
+        let chunks = n.div_ceil(chunk_items);
+        let mut partials = crate::alloc::zeroed("partials", chunks * words)?;
+        let mut done = vec![false; chunks];
+        let timeout = self.options.sync_timeout_ms.map(Duration::from_millis);
+        let recording = self.resident_call(&format!("resident/{}", kernel.id), n);
+        for (device, rows, storage) in &snapshot.shards {
+            // Chunks wholly inside the shard (the last chunk may be short).
+            let first = rows.start.div_ceil(chunk_items);
+            let last = if rows.end == n {
+                chunks
+            } else {
+                rows.end / chunk_items
+            };
+            if first >= last {
+                continue;
+            }
+            let dev = self.device(*device)?;
+            if !dev.health.is_healthy() || !dev.can_run(kernel) {
+                continue;
+            }
+            let span = Span {
+                shard_start: rows.start,
+                chunks: first..last,
+                per_row: per_row.map(|w| &w[rows.clone()]),
+            };
+            let out = &mut partials[first * words..last * words];
+            let started = Instant::now();
+            let geometry = (chunk_items, n, cols, words);
+            match self.shard_chunks(dev, kernel, storage, &span, geometry, out, timeout) {
+                Ok(true) => {
+                    done[first..last].fill(true);
+                    if let Some((p, call)) = &recording {
+                        let covered = (last * chunk_items).min(n) - first * chunk_items;
+                        let bytes = out.len() * 4;
+                        record(p, *call, dev.id, Kind::Kernel, started, bytes, covered);
+                    }
+                }
+                Ok(false) => {}
+                Err(error @ Error::DeviceLost { .. }) => dev.health.mark_failed(&error.to_string()),
+                Err(error) => return Err(error),
+            }
+        }
+        // Runs of chunks left over, through the engine on their rows.
+        let mut c = 0;
+        while c < chunks {
+            if done[c] {
+                c += 1;
+                continue;
+            }
+            let mut end = c + 1;
+            while end < chunks && !done[end] {
+                end += 1;
+            }
+            let rows = c * chunk_items..(end * chunk_items).min(n);
+            let host_rows = self.read_rows(&snapshot, cols, rows.clone(), timeout)?;
+            let mut inputs: Vec<&[f32]> = vec![&host_rows];
+            if let Some(w) = per_row {
+                inputs.push(&w[rows.clone()]);
+            }
+            let ran = self.run_on_grid(
+                kernel,
+                &inputs,
+                Target::Chunks,
+                rows.len(),
+                Some(chunk_items),
+                None,
+            )?;
+            partials[c * words..end * words].copy_from_slice(&ran.partials);
+            c = end;
+        }
+        Ok(partials)
+    }
+
+    /// Runs one shard's chunks on its device into `out` (their partials in order). Returns
+    /// false, having done nothing, when a chunk's window exceeds the device's binding limit.
+    #[allow(clippy::too_many_arguments)]
+    fn shard_chunks(
+        &self,
+        dev: &GpuDevice,
+        kernel: &Kernel,
+        storage: &Storage,
+        span: &Span<'_>,
+        (chunk_items, n, cols, words): (usize, usize, usize, usize),
+        out: &mut [f32],
+        timeout: Option<Duration>,
+    ) -> Result<bool> {
+        ready_for_chunk(dev, true)?;
+        // Rows of chunk c, relative to the shard.
+        let local = |c: usize| {
+            c * chunk_items - span.shard_start
+                ..(c * chunk_items + chunk_items).min(n) - span.shard_start
+        };
+        if let Some(host) = dev.as_host() {
+            let Storage::Host(rows) = storage else {
+                return Err(Error::Internal("a wgpu shard on the host device".into()));
+            };
+            let implementation = kernel
+                .host
+                .as_ref()
+                .ok_or_else(|| Error::Internal(format!("kernel {} has no host twin", kernel.id)))?;
+            let prepared = host.prepare(implementation.as_ref());
+            let mut inputs: Vec<&[f32]> = vec![rows];
+            inputs.extend(span.per_row);
+            for (c, partial) in span.chunks.clone().zip(out.chunks_exact_mut(words)) {
+                host.run(dev.id, prepared.as_ref(), &inputs, local(c), partial)?;
+            }
+            return Ok(true);
+        }
+        let Storage::Wgpu(buffer) = storage else {
+            return Err(Error::Internal("a host shard on a wgpu device".into()));
+        };
+        // Windows start at rows whose byte offsets (rows and per-row words alike) are
+        // multiples of the device's offset alignment.
+        let align = dev.limits.min_storage_buffer_offset_alignment.max(4) as usize;
+        let step = align / 4;
+        let widest = ((step + chunk_items) * cols * 4) as u64;
+        if widest > dev.max_binding_bytes() || (words * 4) as u64 > dev.max_binding_bytes() {
+            return Ok(false);
+        }
+        let gpu = dev.gpu();
+        let pipeline = dev.pipeline(kernel)?;
+        let stride = words.div_ceil(step) * step;
+        let per_row = span.per_row.map(|w| shard::put(dev, w)).transpose()?;
+        let results = shard::allocate(dev, span.chunks.len() * stride)?;
+        let Storage::Wgpu(results_buffer) = &results else {
+            return Err(Error::Internal("a host buffer on a wgpu device".into()));
+        };
+        let scopes = Scopes::open(dev);
+        let mut encoder = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some(&kernel.id),
+            });
+        let mut uniforms = Vec::with_capacity(span.chunks.len());
+        for (i, c) in span.chunks.clone().enumerate() {
+            let rows = local(c);
+            let window = rows.start - rows.start % step;
+            let first = rows.start - window;
+            let bound = first + rows.len();
+            let (grid, row_threads) = gpu_io::grid(dev, kernel, rows.len(), "rows")?;
+            let mut header = kernel.uniform(rows.len() as u32, row_threads);
+            header[2] = first as u32;
+            let uniform = dev.pool.take(
+                &gpu.device,
+                (header.len() * 4) as u64,
+                wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            );
+            gpu.queue
+                .write_buffer(&uniform, 0, bytemuck::cast_slice(&header));
+            let mut entries = vec![binding(0, &uniform, 0, header.len() * 4)];
+            entries.push(binding(1, buffer, window * cols * 4, bound * cols * 4));
+            if let Some(Storage::Wgpu(w)) = &per_row {
+                entries.push(binding(2, w, window * 4, bound * 4));
+            }
+            let index = entries.len() as u32;
+            entries.push(binding(index, results_buffer, i * stride * 4, words * 4));
+            let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(&kernel.id),
+                layout: &pipeline.layout,
+                entries: &entries,
+            });
+            gpu_io::dispatch(
+                &mut encoder,
+                Some(&kernel.id),
+                &pipeline,
+                &bind_group,
+                grid,
+                None,
+            );
+            uniforms.push(uniform);
+        }
+        gpu.queue.submit(Some(encoder.finish()));
+        scopes.close(dev.id)?;
+        let mut strided = crate::alloc::zeroed("partials", span.chunks.len() * stride)?;
+        shard::read(dev, &results, 0..strided.len(), &mut strided, timeout)?;
+        for (partial, got) in out
+            .chunks_exact_mut(words)
+            .zip(strided.chunks_exact(stride))
+        {
+            partial.copy_from_slice(&got[..words]);
+        }
+        Ok(true)
+    }
+
+    /// Rows `rows` of a resident array (`cols` words per row) on the host: read from the
+    /// shards holding them, rebuilt from the lineage where their device failed.
+    pub(crate) fn read_rows(
+        &self,
+        snapshot: &Snapshot,
+        cols: usize,
+        rows: Range<usize>,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<f32>> {
+        let mut out = crate::alloc::zeroed("resident rows", rows.len() * cols)?;
+        for (device, held, storage) in &snapshot.shards {
+            let (start, end) = (rows.start.max(held.start), rows.end.min(held.end));
+            if start >= end {
+                continue;
+            }
+            let target = &mut out[(start - rows.start) * cols..(end - rows.start) * cols];
+            let dev = self.device(*device)?;
+            let words = (start - held.start) * cols..(end - held.start) * cols;
+            let read = if dev.health.is_healthy() {
+                shard::read(dev, storage, words, target, timeout)
+            } else {
+                Err(Error::DeviceLost {
+                    device: dev.id,
+                    reason: dev.health.reason().unwrap_or_default(),
+                })
+            };
+            match read {
+                Ok(()) => {}
+                Err(error @ Error::DeviceLost { .. }) => {
+                    dev.health.mark_failed(&error.to_string());
+                    target.copy_from_slice(&snapshot.lineage.replay(&self.replayer(), start..end)?);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A binding of `bytes` bytes of `buffer` from byte `offset`.
+fn binding(
+    index: u32,
+    buffer: &wgpu::Buffer,
+    offset: usize,
+    bytes: usize,
+) -> wgpu::BindGroupEntry<'_> {
+    wgpu::BindGroupEntry {
+        binding: index,
+        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer,
+            offset: offset as u64,
+            size: wgpu::BufferSize::new(bytes.max(4) as u64),
+        }),
+    }
+}
