@@ -25,26 +25,37 @@ struct Params {
 // ---------------------------------------------------------------------------------------
 // Largest magnitude of every column over the chunk's rows, as bits: magnitudes of finite
 // floats order as their bit patterns, and anything at or above 0x7f800000 is an infinity
-// or a NaN, which the host reports. One thread per column, rows in order.
+// or a NaN, which the host reports. The rows are cut into SLICES near-equal runs, one
+// workgroup row per run (so even a chunk of a few columns keeps every core busy), and each
+// thread takes one column of its run: the chunk's partial is SLICES x p maxima, which the
+// host folds (a maximum is exact in any order).
+
+const SLICES: u32 = 16u; // COLUMN_SLICES in host/fisher_resident.rs
 
 @group(0) @binding(2) var<storage, read_write> column_top: array<u32>;
 
 @compute @workgroup_size(64)
 fn column_max(@builtin(global_invocation_id) gid: vec3<u32>) {
     let j = gid.x;
+    let slice = gid.y;
     if (j >= params.p) {
         return;
     }
+    let base = params.n / SLICES;
+    let extra = params.n % SLICES;
+    let start = slice * base + min(slice, extra);
+    let end = start + base + select(0u, 1u, slice < extra);
     var top = 0u;
-    for (var r = 0u; r < params.n; r = r + 1u) {
+    for (var r = start; r < end; r = r + 1u) {
         top = max(top, src[(params.first + r) * params.p + j] & 0x7fffffffu);
     }
-    column_top[j] = top;
+    column_top[slice * params.p + j] = top;
 }
 
 // ---------------------------------------------------------------------------------------
 // Rows scaled by 2^exponent[j] per column and padded to `width` columns, one thread per
-// output word (linear dispatch).
+// row (linear dispatch; one per word measured 2x slower on lavapipe, index arithmetic
+// dominating).
 
 @group(0) @binding(2) var<storage, read> exponent: array<i32>;
 @group(0) @binding(3) var<storage, read_write> prepared: array<u32>;
@@ -91,15 +102,16 @@ fn scaled(bits: u32, a: i32) -> u32 {
 
 @compute @workgroup_size(64)
 fn prepare_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let t = gid.y * params.row_threads + gid.x;
-    if (t >= params.n * params.width) {
+    let row = gid.y * params.row_threads + gid.x;
+    if (row >= params.n) {
         return;
     }
-    let row = t / params.width;
-    let c = t % params.width;
-    var word = 0u;
-    if (c < params.p) {
-        word = scaled(src[row * params.p + c], exponent[c]);
+    let at = row * params.p;
+    let out_at = row * params.width;
+    for (var c = 0u; c < params.p; c = c + 1u) {
+        prepared[out_at + c] = scaled(src[at + c], exponent[c]);
     }
-    prepared[t] = word;
+    for (var c = params.p; c < params.width; c = c + 1u) {
+        prepared[out_at + c] = 0u;
+    }
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::family::Family;
-use crate::host::fisher_resident::{ColumnMax, PrepareRows};
+use crate::host::fisher_resident::{ColumnMax, PrepareRows, COLUMN_SLICES};
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 use crate::resident::{Operand, ResidentArray};
 
@@ -31,16 +31,17 @@ use super::syrk::{tiled_kernel, SyrkShape, MAX_SCORE_COLUMNS};
 pub const SOURCE: &str = include_str!("../../../../shaders/fisher_resident.wgsl");
 
 fn column_grid(_items: u32, params: &[u32]) -> [u32; 3] {
-    // params[0]: columns; one thread per column.
-    [params[0].div_ceil(64).max(1), 1, 1]
+    // params[0]: columns; one thread per column and run of rows.
+    [params[0].div_ceil(64).max(1), COLUMN_SLICES as u32, 1]
 }
 
-/// Per chunk of rows of `p` scores: every column's largest `bits & 0x7fff_ffff`.
+/// Per chunk of rows of `p` scores: every column's largest `bits & 0x7fff_ffff` over each
+/// of [`COLUMN_SLICES`] runs of the chunk's rows.
 pub fn column_max_kernel(p: usize) -> Kernel {
     Kernel {
         entry: "column_max",
         inputs: vec![Input::PerItem(p)],
-        output: Output::PerChunk(p),
+        output: Output::PerChunk(COLUMN_SLICES * p),
         params: vec![p as u32, 0, 0, 0],
         dispatch: Dispatch::Custom(column_grid),
         flops_per_item: p as f64,
@@ -58,7 +59,7 @@ pub fn prepare_kernel(p: usize, width: usize) -> Kernel {
         output: Output::PerItem(width),
         params: vec![p as u32, width as u32, 0, 0],
         dispatch: Dispatch::Linear {
-            threads_per_item: width as u32,
+            threads_per_item: 1,
         },
         flops_per_item: width as f64,
         host: Some(Arc::new(PrepareRows { p, width })),

@@ -12,9 +12,13 @@ use rayon::prelude::*;
 use super::arith::FmaMode;
 use crate::kernel::HostImpl;
 
-/// The host twin of `fisher::resident::column_max_kernel`: per chunk, the largest
-/// `bits & 0x7fff_ffff` of every one of `p` columns (at or above `0x7f80_0000`: a NaN or
-/// an infinity).
+/// Runs of rows a chunk's column maxima are taken over, each its own `p` words of the
+/// partial (`SLICES` in the shader).
+pub const COLUMN_SLICES: usize = 16;
+
+/// The host twin of `fisher::resident::column_max_kernel`: per chunk, for each of
+/// [`COLUMN_SLICES`] near-equal runs of its rows, the largest `bits & 0x7fff_ffff` of every
+/// one of `p` columns (at or above `0x7f80_0000`: a NaN or an infinity).
 #[derive(Debug, Clone, Copy)]
 pub struct ColumnMax {
     /// Score columns.
@@ -70,16 +74,22 @@ impl HostImpl for ColumnMax {
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         let p = self.p;
         let rows = &inputs[0][range.start * p..range.end * p];
-        output.par_iter_mut().enumerate().for_each(|(j, out)| {
-            let top = rows
-                .iter()
-                .skip(j)
-                .step_by(p.max(1))
-                .map(|v| v.to_bits() & 0x7fff_ffff)
-                .max()
-                .unwrap_or(0);
-            *out = f32::from_bits(top);
-        });
+        let n = range.len();
+        let (base, extra) = (n / COLUMN_SLICES, n % COLUMN_SLICES);
+        output
+            .par_chunks_mut(p)
+            .enumerate()
+            .for_each(|(slice, out)| {
+                let start = slice * base + slice.min(extra);
+                let end = start + base + usize::from(slice < extra);
+                out.fill(0.0);
+                for row in rows[start * p..end * p].chunks_exact(p) {
+                    for (o, v) in out.iter_mut().zip(row) {
+                        let bits = (v.to_bits() & 0x7fff_ffff).max(o.to_bits());
+                        *o = f32::from_bits(bits);
+                    }
+                }
+            });
     }
 
     fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
@@ -175,11 +185,14 @@ mod tests {
     #[test]
     fn column_maxima_and_prepared_rows() {
         let rows = [1.0f32, -4.0, 0.5, 0.25, f32::NAN, -2.0];
-        let mut top = [0.0f32; 3];
-        ColumnMax { p: 3 }.run(&[&rows], 0..2, &mut top);
-        assert_eq!(top[0], 1.0);
-        assert!(top[1].to_bits() >= 0x7f80_0000);
-        assert_eq!(top[2], 2.0);
+        let mut slices = [0.0f32; 3 * COLUMN_SLICES];
+        ColumnMax { p: 3 }.run(&[&rows], 0..2, &mut slices);
+        // Two rows: the first two slices take one row each, the others none.
+        assert_eq!(&slices[..3], &[1.0, 4.0, 0.5]);
+        assert_eq!(slices[3], 0.25);
+        assert!(slices[4].to_bits() >= 0x7f80_0000);
+        assert_eq!(slices[5], 2.0);
+        assert!(slices[6..].iter().all(|&v| v == 0.0));
         let exponents = [1, 0, -1].map(|a: i32| f32::from_bits(a as u32));
         let mut out = [9.0f32; 8];
         let finite = [1.0f32, -4.0, 0.5, 3.0, 2.0, -0.0];
