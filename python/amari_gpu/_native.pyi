@@ -370,6 +370,8 @@ __all__ += [
     "fisher_categorical",
     "fisher_gaussian",
     "fisher_information",
+    "resident_fisher_categorical",
+    "resident_fisher_gaussian",
     "resident_fisher_information",
 ]
 
@@ -386,6 +388,17 @@ def resident_fisher_information(
     weights: npt.NDArray[np.float32] | None = None,
     out: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]: ...
+def resident_fisher_categorical(
+    ctx: Context, values: DeviceArray, logits: bool, out: DeviceArray | None = None
+) -> DeviceArray | None: ...
+def resident_fisher_gaussian(
+    ctx: Context,
+    mean_resident: DeviceArray | None,
+    mean_host: npt.NDArray[np.float32] | None,
+    var_resident: DeviceArray | None,
+    var_host: npt.NDArray[np.float32] | None,
+    out: DeviceArray | None = None,
+) -> DeviceArray | None: ...
 def fisher_categorical(
     ctx: Context,
     values: npt.NDArray[np.float32],

@@ -19,15 +19,15 @@ natural gradient, which the host computes in float64, are copied into it.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _native
 from ._mixin import KernelHost
-from .array import DeviceArray
 from ._validate import as_float32, output, plain_array, shape_text
+from .array import DeviceArray, finish_resident
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -136,14 +136,114 @@ class InformationGeometryMixin(KernelHost):
         target = output(out, (p, p), np.float64, {"weights": weights})
         return _native.resident_fisher_information(self._native, handle, w32, target)
 
+    def _categorical_resident(
+        self, probs: Any, logits: Any, out: Any
+    ) -> npt.NDArray[np.float32] | DeviceArray:
+        """``fisher_categorical`` of resident probabilities or logits (see there)."""
+        name = "probs" if logits is None else "logits"
+        values = probs if logits is None else logits
+        if not isinstance(values, DeviceArray):
+            raise InvalidArgumentError(
+                f"{name}: expected a DeviceArray here (the other argument is None), got "
+                f"{type(values).__name__}"
+            )
+        values._live(name, self)
+        if values.ndim != 2:
+            raise ShapeError(f"{name}: expected shape (N, W), got {shape_text(values.shape)}")
+        n, k = values.shape
+        shape = (n, k, k)
+        target = output(out, shape, np.float32, {name: values}, resident=self)
+        native = values._handle
+        if isinstance(target, DeviceArray):
+            _native.resident_fisher_categorical(
+                self._native, native, logits is not None, target._live("out", self)
+            )
+            return target
+        handle = _native.resident_fisher_categorical(self._native, native, logits is not None)
+        assert handle is not None  # a new array when no out is given
+        return finish_resident(self, handle, shape, target)
+
+    def _gaussian_resident(
+        self, mean: Any, var: Any, out: Any
+    ) -> npt.NDArray[np.float32] | DeviceArray:
+        """``fisher_gaussian`` with a resident ``mean`` or ``var`` (see there)."""
+        operands: dict[str, tuple[Any, Any]] = {}
+        shape: tuple[int, ...] | None = None
+        for name, value in (("mean", mean), ("var", var)):
+            if isinstance(value, DeviceArray):
+                value._live(name, self)
+                if value.ndim != 2:
+                    raise ShapeError(
+                        f"{name}: expected shape (N, W), got {shape_text(value.shape)}"
+                    )
+                operands[name] = (value._handle, None)
+                array_shape = value.shape
+            else:
+                host = _matrix(name, value)
+                operands[name] = (None, host)
+                array_shape = host.shape
+            if shape is None:
+                shape = array_shape
+            elif array_shape != shape:
+                raise ShapeError(
+                    f"{name}: expected shape {shape_text(shape)}, got {shape_text(array_shape)}"
+                )
+        assert shape is not None
+        n, d = shape
+        result_shape = (n, 2 * d, 2 * d)
+        target = output(out, result_shape, np.float32, {"mean": mean, "var": var}, resident=self)
+        args = (*operands["mean"], *operands["var"])
+        if isinstance(target, DeviceArray):
+            _native.resident_fisher_gaussian(self._native, *args, target._live("out", self))
+            return target
+        handle = _native.resident_fisher_gaussian(self._native, *args)
+        assert handle is not None  # a new array when no out is given
+        return finish_resident(self, handle, result_shape, target)
+
+    @overload
     def fisher_categorical(
         self,
         probs: Any = None,
         logits: Any = None,
         *,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+        out: npt.NDArray[np.float32],
+    ) -> npt.NDArray[np.float32]: ...
+    @overload
+    def fisher_categorical(
+        self,
+        probs: DeviceArray,
+        logits: None = None,
+        *,
+        strategy: str | None = None,
+        out: DeviceArray | None = None,
+    ) -> DeviceArray: ...
+    @overload
+    def fisher_categorical(
+        self,
+        probs: None = None,
+        *,
+        logits: DeviceArray,
+        strategy: str | None = None,
+        out: DeviceArray | None = None,
+    ) -> DeviceArray: ...
+    @overload
+    def fisher_categorical(
+        self,
+        probs: Any = None,
+        logits: Any = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32]: ...
+    def fisher_categorical(
+        self,
+        probs: Any = None,
+        logits: Any = None,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """Fisher information ``diag(p) - p p^T`` of N categorical distributions.
 
         Give exactly one of ``probs`` or ``logits``, (N, K). ``probs`` rows must be finite,
@@ -156,12 +256,23 @@ class InformationGeometryMixin(KernelHost):
         correctly rounded fused multiply-add, so entries below float32's range (``p_r p_c``
         under about 1e-45, for probabilities under about 1e-23) come back as 0 or subnormal:
         the nearest float32, not an error.
+
+        A DeviceArray ``probs`` runs where its rows live and gives a DeviceArray (N, K, K)
+        with its sharding, bit-identical to the numpy path; the checks run there too (a
+        reduction flags rows that are not clearly valid: 64 bytes per chunk of rows read
+        back), and only when a row is flagged are the rows gathered for the numpy path's
+        exact checks and errors. DeviceArray ``logits`` are gathered (N x K words) for the
+        float64 softmax on the host, and the probabilities uploaded beside the logits' rows;
+        the result stays on the devices. ``out=`` takes a DeviceArray (the result takes its
+        sharding) or a numpy array (the result is gathered into it).
         """
         if (probs is None) == (logits is None):
             got = "neither" if probs is None else "both"
             raise InvalidArgumentError(
                 f"probs: expected exactly one of probs and logits, got {got}"
             )
+        if isinstance(probs, DeviceArray) or isinstance(logits, DeviceArray):
+            return self._categorical_resident(probs, logits, out)
         values = _matrix("probs", probs) if logits is None else _matrix("logits", logits)
         n, k = values.shape
         inputs = {"probs": probs, "logits": logits}
@@ -172,14 +283,50 @@ class InformationGeometryMixin(KernelHost):
         self._record(plan)
         return result
 
+    @overload
     def fisher_gaussian(
         self,
         mean: Any,
         var: Any,
         *,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+        out: npt.NDArray[np.float32],
+    ) -> npt.NDArray[np.float32]: ...
+    @overload
+    def fisher_gaussian(
+        self,
+        mean: DeviceArray,
+        var: Any,
+        *,
+        strategy: str | None = None,
+        out: DeviceArray | None = None,
+    ) -> DeviceArray: ...
+    @overload
+    def fisher_gaussian(
+        self,
+        mean: Any,
+        var: DeviceArray,
+        *,
+        strategy: str | None = None,
+        out: DeviceArray | None = None,
+    ) -> DeviceArray: ...
+    @overload
+    def fisher_gaussian(
+        self,
+        mean: Any,
+        var: Any,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32]: ...
+    def fisher_gaussian(
+        self,
+        mean: Any,
+        var: Any,
+        *,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32] | DeviceArray:
         """Fisher information of N diagonal Gaussians in parameters (mu_1..mu_D, var_1..var_D).
 
         ``mean`` and ``var`` are (N, D), ``var`` finite and > 0, ``mean`` finite (float64
@@ -187,7 +334,16 @@ class InformationGeometryMixin(KernelHost):
         block-diag(diag(1 / var), diag(1 / (2 var^2))) per sample (it does not depend on the
         mean, which is checked but not sent to the devices); D <= 2896. Entries beyond the
         float32 range (var below about 1e-19) come back as inf.
+
+        With ``var`` a DeviceArray the map runs where its rows live and gives a DeviceArray
+        (N, 2D, 2D) with its sharding, bit-identical to the numpy path (a resident ``mean``
+        is checked where it lives; a numpy one on the host). With only ``mean`` resident,
+        ``var`` is uploaded beside its rows. The checks run on the devices (a reduction
+        flags bad rows); only when one is flagged are the rows gathered, for the numpy
+        path's error. ``out=`` as in :meth:`fisher_categorical`.
         """
+        if isinstance(mean, DeviceArray) or isinstance(var, DeviceArray):
+            return self._gaussian_resident(mean, var, out)
         m32 = _matrix("mean", mean)
         v32 = _matrix("var", var, rows=m32.shape[0], cols=m32.shape[1])
         n, d = m32.shape
@@ -232,7 +388,10 @@ class InformationGeometryMixin(KernelHost):
                 f"grad: expected an array of real numbers (converted to float64), "
                 f"got dtype {g.dtype}"
             )
-        shape = scores.shape if isinstance(scores, DeviceArray) else plain_array("scores", scores).shape
+        if isinstance(scores, DeviceArray):
+            shape = scores.shape
+        else:
+            shape = plain_array("scores", scores).shape
         if len(shape) == 2:
             # Checked before the Fisher matrix is computed, so a bad grad or out costs no work.
             p = shape[1]

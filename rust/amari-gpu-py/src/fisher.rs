@@ -68,6 +68,76 @@ fn resident_fisher_information<'py>(
     returned_into(py, Ix2(p, p), claimed, matrix)
 }
 
+/// `diag(p) - p p^T` of the resident (N, K) `values` (probabilities, or logits when
+/// `logits`) where their rows live: the resident (N, K*K) result, or `None` once written
+/// into the resident `out`.
+#[pyfunction]
+#[pyo3(signature = (ctx, values, logits, out=None))]
+fn resident_fisher_categorical(
+    py: Python<'_>,
+    ctx: &PyContext,
+    values: PyRef<'_, PyDeviceArray>,
+    logits: bool,
+    out: Option<PyRef<'_, PyDeviceArray>>,
+) -> PyResult<Option<PyDeviceArray>> {
+    let inner = ctx.context(py)?;
+    let array = &values.inner;
+    let target = out.as_deref().map(|o| &o.inner);
+    let result = run_detached(py, move || {
+        amari_gpu::fisher::fisher_categorical_resident(&inner, array, logits, target)
+    })?;
+    Ok(result.map(|inner| PyDeviceArray { inner }))
+}
+
+/// The diagonal-Gaussian Fisher map with `mean` or `var` resident (each given either as a
+/// DeviceArray or as a C-contiguous float32 (N, D) array): the resident (N, (2D)^2)
+/// result, or `None` once written into the resident `out`.
+#[pyfunction]
+#[pyo3(signature = (ctx, mean_resident, mean_host, var_resident, var_host, out=None))]
+#[allow(clippy::too_many_arguments)]
+fn resident_fisher_gaussian(
+    py: Python<'_>,
+    ctx: &PyContext,
+    mean_resident: Option<PyRef<'_, PyDeviceArray>>,
+    mean_host: Option<PyReadonlyArray2<'_, f32>>,
+    var_resident: Option<PyRef<'_, PyDeviceArray>>,
+    var_host: Option<PyReadonlyArray2<'_, f32>>,
+    out: Option<PyRef<'_, PyDeviceArray>>,
+) -> PyResult<Option<PyDeviceArray>> {
+    let mean_slice = mean_host
+        .as_ref()
+        .map(|m| contiguous(m, "mean"))
+        .transpose()?;
+    let var_slice = var_host
+        .as_ref()
+        .map(|v| contiguous(v, "var"))
+        .transpose()?;
+    let mean = operand(mean_resident.as_deref(), mean_slice, "mean")?;
+    let var = operand(var_resident.as_deref(), var_slice, "var")?;
+    let inner = ctx.context(py)?;
+    let target = out.as_deref().map(|o| &o.inner);
+    let result = run_detached(py, move || {
+        amari_gpu::fisher::fisher_gaussian_resident(&inner, mean, var, target)
+    })?;
+    Ok(result.map(|inner| PyDeviceArray { inner }))
+}
+
+/// One operand of the Gaussian map: resident or host rows, exactly one of them given.
+fn operand<'a>(
+    resident: Option<&'a PyDeviceArray>,
+    host: Option<&'a [f32]>,
+    name: &str,
+) -> PyResult<amari_gpu::fisher::Rows<'a>> {
+    use amari_gpu::fisher::Rows;
+    match (resident, host) {
+        (Some(r), None) => Ok(Rows::Resident(&r.inner)),
+        (None, Some(h)) => Ok(Rows::Host(h)),
+        _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{name}: expected exactly one of a DeviceArray and a host array"
+        ))),
+    }
+}
+
 /// (N, K, K) float32 result of `work` writing into `out` or a zeroed buffer.
 fn batched<'py>(
     py: Python<'py>,
@@ -132,6 +202,8 @@ fn fisher_gaussian<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fisher_information, m)?)?;
     m.add_function(wrap_pyfunction!(resident_fisher_information, m)?)?;
+    m.add_function(wrap_pyfunction!(resident_fisher_categorical, m)?)?;
+    m.add_function(wrap_pyfunction!(resident_fisher_gaussian, m)?)?;
     m.add_function(wrap_pyfunction!(fisher_categorical, m)?)?;
     m.add_function(wrap_pyfunction!(fisher_gaussian, m)?)?;
     Ok(())

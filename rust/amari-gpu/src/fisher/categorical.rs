@@ -75,7 +75,8 @@ fn check_out(out: &[f32], n: usize, k: usize) -> Result<()> {
     Ok(())
 }
 
-fn check_probs(probs: &[f32], k: usize) -> Result<()> {
+/// The numpy path's checks of (N, `k`) probabilities, row by row.
+pub(super) fn check_probs(probs: &[f32], k: usize) -> Result<()> {
     checks::all_values("probs", probs, k, "finite values >= 0", |v| {
         v.is_finite() && v >= 0.0
     })?;

@@ -14,6 +14,7 @@ mod information;
 mod reduce;
 pub mod reference;
 mod resident;
+mod resident_maps;
 mod scale;
 pub(crate) mod shape;
 pub mod split;
@@ -27,6 +28,9 @@ pub use gaussian::{fisher_gaussian_diag, gaussian_diag_kernel, MAX_GAUSSIAN_DIME
 pub use information::{fisher_information, fisher_information_naive, FisherMatrix};
 pub use resident::{
     column_max_kernel, fisher_information_resident, prepare_kernel, SOURCE as RESIDENT_SOURCE,
+};
+pub use resident_maps::{
+    fisher_categorical_resident, fisher_gaussian_resident, flag_kernel, Rows, CHECKS_SOURCE,
 };
 pub use syrk::{
     naive_kernel, reference_kernel, shaped_kernel, tiled_kernel, SyrkShape, BLOCK,

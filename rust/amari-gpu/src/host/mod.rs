@@ -15,6 +15,7 @@ pub mod cl3;
 pub mod cpu;
 pub mod device;
 pub mod fisher;
+pub mod fisher_checks;
 pub mod fisher_resident;
 pub mod ga;
 pub mod ga_apply;

@@ -19,6 +19,8 @@ pub(crate) enum Lineage {
     Source { data: Arc<Vec<f32>>, cols: usize },
     /// Output of `kernel` on `inputs` (one per kernel input, in binding order).
     Op { kernel: Kernel, inputs: Vec<Origin> },
+    /// Another array's items, each `factor` rows of a `factor`-th of its words.
+    Split { inner: Arc<Lineage>, factor: usize },
 }
 
 /// Where one input of a kernel came from.
@@ -35,6 +37,7 @@ impl Lineage {
         match self {
             Lineage::Source { cols, .. } => *cols,
             Lineage::Op { kernel, .. } => kernel.output_words_per_item(),
+            Lineage::Split { inner, factor } => inner.cols() / factor,
         }
     }
 
@@ -43,6 +46,14 @@ impl Lineage {
     pub(crate) fn replay(&self, run: &Runner<'_>, rows: Range<usize>) -> Result<Vec<f32>> {
         match self {
             Lineage::Source { data, cols } => Ok(data[rows.start * cols..rows.end * cols].to_vec()),
+            Lineage::Split { inner, factor } => {
+                // The whole items holding the rows, then the rows.
+                let items = rows.start / factor..rows.end.div_ceil(*factor);
+                let words = inner.replay(run, items.clone())?;
+                let cols = self.cols();
+                let skip = (rows.start - items.start * factor) * cols;
+                Ok(words[skip..skip + rows.len() * cols].to_vec())
+            }
             Lineage::Op { kernel, inputs } => {
                 let mut owned: Vec<Vec<f32>> = Vec::with_capacity(inputs.len());
                 for (origin, spec) in inputs.iter().zip(&kernel.inputs) {
@@ -67,6 +78,7 @@ impl Lineage {
     pub(crate) fn host_bytes(&self) -> u64 {
         match self {
             Lineage::Source { data, .. } => (data.len() * 4) as u64,
+            Lineage::Split { inner, .. } => inner.host_bytes(),
             Lineage::Op { inputs, .. } => inputs
                 .iter()
                 .map(|o| match o {

@@ -15,7 +15,9 @@ mod lineage;
 mod place;
 mod run;
 mod shard;
+mod split;
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -63,12 +65,62 @@ impl MultiGpuContext {
         } else {
             None
         };
-        let assignments = plan.as_ref().map_or(&[][..], |p| &p.assignments[..]);
+        let layout: Vec<(usize, Range<usize>)> = plan.as_ref().map_or_else(Vec::new, |p| {
+            p.assignments
+                .iter()
+                .map(|a| (a.device, a.start as usize..a.stop as usize))
+                .collect()
+        });
+        self.put_rows(data, cols, &layout)
+    }
+
+    /// Uploads `data` (`cols` words per row, as many rows as `like`) into shards on the
+    /// devices holding `like`'s rows, so a kernel reading both finds them side by side;
+    /// rows of a failed device (or of one that cannot run `kernel`) go to a substitute.
+    /// Errors name `argument`.
+    pub fn upload_like(
+        &self,
+        data: &[f32],
+        cols: usize,
+        like: &ResidentArray,
+        kernel: &crate::kernel::Kernel,
+        argument: &str,
+    ) -> Result<ResidentArray> {
+        if cols == 0 || data.len() != like.rows * cols {
+            return Err(Error::Shape {
+                argument: argument.into(),
+                expected: format!("({}, {cols}) with {cols} > 0", like.rows),
+                actual: format!("{} floats", data.len()),
+            });
+        }
+        let snapshot = like.snapshot(&self.resident, argument)?;
+        let mut layout = Vec::with_capacity(snapshot.shards.len());
+        for (device, rows, _) in &snapshot.shards {
+            let dev = self.device(*device)?;
+            let id = if dev.health.is_healthy() && dev.can_run(kernel) {
+                dev.id
+            } else {
+                self.substitute(kernel)?.id
+            };
+            layout.push((id, rows.clone()));
+        }
+        self.put_rows(data, cols, &layout)
+    }
+
+    /// A resident array of `data` (`cols` words per row) with the shards `layout` lists
+    /// (device, rows), keeping a host copy as its lineage.
+    fn put_rows(
+        &self,
+        data: &[f32],
+        cols: usize,
+        layout: &[(usize, Range<usize>)],
+    ) -> Result<ResidentArray> {
+        let rows = data.len() / cols;
         // Every shard checked against its device's room before anything is copied.
         let mut asked = vec![0u64; self.devices.len()];
-        for a in assignments {
-            let dev = self.device(a.device)?;
-            let bytes = a.items * cols as u64 * 4;
+        for (device, range) in layout {
+            let dev = self.device(*device)?;
+            let bytes = range.len() as u64 * cols as u64 * 4;
             shard::check_room(dev, bytes, self.resident.held_bytes(dev.id) + asked[dev.id])?;
             asked[dev.id] += bytes;
         }
@@ -82,13 +134,14 @@ impl MultiGpuContext {
             })?;
         source.extend_from_slice(data);
         let source = Arc::new(source);
-        let recording = plan
-            .as_ref()
-            .and_then(|_| self.resident_call("resident/upload", rows));
-        let mut shards = Vec::with_capacity(assignments.len());
-        for a in assignments {
-            let range = a.start as usize..a.stop as usize;
-            let dev = self.device(a.device)?;
+        let recording = if layout.is_empty() {
+            None
+        } else {
+            self.resident_call("resident/upload", rows)
+        };
+        let mut shards = Vec::with_capacity(layout.len());
+        for (device, range) in layout {
+            let dev = self.device(*device)?;
             let words = &data[range.start * cols..range.end * cols];
             let started = Instant::now();
             let storage = shard::put(dev, words)?;
@@ -98,7 +151,7 @@ impl MultiGpuContext {
             }
             shards.push(Shard {
                 device: dev.id,
-                rows: range,
+                rows: range.clone(),
                 storage: Arc::new(storage),
             });
         }

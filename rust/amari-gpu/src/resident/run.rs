@@ -25,7 +25,7 @@ use crate::profile::Kind;
 use crate::worker::ready_for_chunk;
 
 /// A shard as a snapshot lists it: device, rows, words.
-type Placed = (usize, Range<usize>, Arc<Storage>);
+pub(super) type Placed = (usize, Range<usize>, Arc<Storage>);
 
 /// One operand of a resident call.
 #[derive(Clone, Copy)]
@@ -127,7 +127,7 @@ impl MultiGpuContext {
     /// Runs `kernel` on `operands` with the result's shards on `layout` (rows a device
     /// cannot hold move elsewhere); retries on the other devices when one fails. Returns the
     /// result's ledger entry.
-    fn run_on_layout(
+    pub(super) fn run_on_layout(
         &self,
         kernel: &Kernel,
         operands: &[(&str, Operand<'_>)],
@@ -189,7 +189,7 @@ impl MultiGpuContext {
 
     /// Checks operand count, kinds and shapes before any work; returns the rows and the
     /// index of the first resident operand.
-    fn check_operands(
+    pub(super) fn check_operands(
         &self,
         kernel: &Kernel,
         operands: &[(&str, Operand<'_>)],
