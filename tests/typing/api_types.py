@@ -28,3 +28,17 @@ def results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> None:
     assert_type(ctx.normalize(d), ag.DeviceArray)
     assert_type(ctx.grade_projection(d, 2, out=x), F32)
     assert_type(ctx.dual(x), F32)
+
+
+def information_results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> None:
+    """The information-geometry maps: a DeviceArray operand gives a DeviceArray; the Fisher
+    matrix is always a float64 numpy array."""
+    assert_type(ctx.fisher_categorical(x), F32)
+    assert_type(ctx.fisher_categorical(d), ag.DeviceArray)
+    assert_type(ctx.fisher_categorical(logits=d), ag.DeviceArray)
+    assert_type(ctx.fisher_categorical(d, out=x), F32)
+    assert_type(ctx.fisher_gaussian(x, x), F32)
+    assert_type(ctx.fisher_gaussian(x, d), ag.DeviceArray)
+    assert_type(ctx.fisher_gaussian(d, x, out=d), ag.DeviceArray)
+    assert_type(ctx.fisher_gaussian(d, d, out=x), F32)
+    assert_type(ctx.fisher_information(d), npt.NDArray[np.float64])

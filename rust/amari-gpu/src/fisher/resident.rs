@@ -67,7 +67,7 @@ pub fn prepare_kernel(p: usize, width: usize) -> Kernel {
     }
 }
 
-/// [`super::fisher_information`] of the resident (N, P) `scores`: the row-major P × P
+/// [`super::information::fisher_information`] of the resident (N, P) `scores`: the row-major P × P
 /// float64 matrix, bit for bit the numpy path's whatever the sharding, computed where the
 /// rows live. `weights` (N,) are host words. Errors as the numpy path's, word for word.
 pub fn fisher_information_resident(
@@ -100,7 +100,8 @@ pub fn fisher_information_resident(
         // A NaN or an infinity: the numpy path finds and names the first one.
         let mut rows = crate::alloc::zeroed("scores", n * p)?;
         ctx.gather(scores, &mut rows)?;
-        return super::fisher_information(ctx, &rows, p, weights, None).map(|f| f.matrix);
+        return super::information::fisher_information(ctx, &rows, p, weights, None)
+            .map(|f| f.matrix);
     }
     let col_max: Vec<f32> = top.into_iter().map(f32::from_bits).collect();
     let scaling = Scaling::from_maxima(&col_max, n, weights);

@@ -102,7 +102,7 @@ fn run(
     }
 }
 
-/// [`super::fisher_categorical_probs`] of resident (N, K) `values` (probabilities, or
+/// [`super::categorical::fisher_categorical_probs`] of resident (N, K) `values` (probabilities, or
 /// logits when `logits`), where their rows live: a resident (N·K, K) result (K rows per
 /// sample) with their sharding, or written into `out` (returning None); bit for bit the
 /// numpy path's.
@@ -142,7 +142,7 @@ pub enum Rows<'a> {
     Host(&'a [f32]),
 }
 
-/// [`super::fisher_gaussian_diag`] with `mean` or `var` (or both) resident, where the rows
+/// [`super::gaussian::fisher_gaussian_diag`] with `mean` or `var` (or both) resident, where the rows
 /// live: a resident (N·2D, 2D) result (2D rows per sample) with the sharding of `var` (of `mean` when only it is
 /// resident; host variances are then uploaded beside its rows), or written into `out`
 /// (returning None); bit for bit the numpy path's.
