@@ -251,3 +251,25 @@ def test_a_result_whose_device_fails_is_rebuilt_from_its_lineage(mixed: ag.Multi
             _same(got_g, want_g)
     finally:
         mixed.reset_health()
+
+
+def test_a_result_feeds_further_resident_calls(mixed: ag.MultiGpuContext) -> None:
+    # K = 8: the (N, 8, 8) result is N·8 rows of 8 words, Cl(3,0) multivectors to the GA
+    # operations; the chain stays resident and survives a device failing under it.
+    p = _probs(13, 300, 8)
+    want = mixed.reverse(mixed.geometric_product(mixed.fisher_categorical(p), p[0]))
+    try:
+        for device in range(len(mixed.devices)):
+            mixed.reset_health()
+            f = mixed.fisher_categorical(mixed.asarray(p, strategy="balanced"))
+            got = mixed.reverse(mixed.geometric_product(f, p[0]))
+            assert isinstance(got, ag.DeviceArray) and got.sharding == f.sharding
+            if device not in {d for d, _, _ in got.sharding}:
+                continue
+            mixed.inject_fault(device, after_chunks=0)
+            again = mixed.reverse(f)  # the fault fires on the device's shard of f
+            assert not mixed.health()[device]["healthy"]
+            _same(got, want)
+            _same(again, mixed.reverse(mixed.fisher_categorical(p)))
+    finally:
+        mixed.reset_health()
