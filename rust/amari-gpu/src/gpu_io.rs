@@ -6,7 +6,7 @@
 //! defined here and nowhere else.
 
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
@@ -271,20 +271,36 @@ impl Limit {
     }
 }
 
+/// Longest single wait for a device. On GL, wgpu-hal holds the adapter's context lock for the
+/// whole of a fence wait (up to 4.3 s per call), and every logical device of that adapter
+/// shares the lock: one waiting for long work starved another, which wgpu-hal turns into a
+/// panic after 6 s without it. Waiting in slices releases the lock between them.
+const WAIT_SLICE: Duration = Duration::from_millis(50);
+
 /// Waits until `dev` has finished `submission` (all work when `None`), within `limit`.
 pub(crate) fn wait(
     dev: &GpuDevice,
     submission: Option<wgpu::SubmissionIndex>,
     limit: Limit,
 ) -> Result<()> {
-    let waited = dev.gpu().device.poll(wgpu::PollType::Wait {
-        submission_index: submission,
-        timeout: limit.duration(),
-    });
-    match waited {
-        Ok(_) => Ok(()),
-        Err(wgpu::PollError::Timeout) => Err(lost(dev.id, limit.exceeded())),
-        Err(other) => Err(lost(dev.id, other.to_string())),
+    let deadline = limit.duration().map(|d| Instant::now() + d);
+    loop {
+        let slice = deadline.map_or(WAIT_SLICE, |d| {
+            d.saturating_duration_since(Instant::now()).min(WAIT_SLICE)
+        });
+        let waited = dev.gpu().device.poll(wgpu::PollType::Wait {
+            submission_index: submission.clone(),
+            timeout: Some(slice),
+        });
+        match waited {
+            Ok(_) => return Ok(()),
+            Err(wgpu::PollError::Timeout) => {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err(lost(dev.id, limit.exceeded()));
+                }
+            }
+            Err(other) => return Err(lost(dev.id, other.to_string())),
+        }
     }
 }
 
