@@ -29,6 +29,56 @@ struct Span<'a> {
     per_row: Option<&'a [f32]>,
 }
 
+/// The chunk grid and the widths: rows per chunk, rows, words per row and per partial.
+#[derive(Clone, Copy)]
+struct Geometry {
+    chunk_items: usize,
+    n: usize,
+    cols: usize,
+    words: usize,
+}
+
+/// One shard's partials: computed (host device), or on their way (a wgpu device's buffer,
+/// each chunk's partial at a multiple of `stride` words).
+enum Results {
+    Host(Vec<f32>),
+    Wgpu {
+        storage: Storage,
+        chunks: usize,
+        stride: usize,
+    },
+}
+
+impl Results {
+    /// Copies the partials into `out` (`words` per chunk), waiting for the device.
+    fn collect(
+        self,
+        dev: &GpuDevice,
+        words: usize,
+        out: &mut [f32],
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        match self {
+            Results::Host(partials) => out.copy_from_slice(&partials),
+            Results::Wgpu {
+                storage,
+                chunks,
+                stride,
+            } => {
+                let mut strided = crate::alloc::zeroed("partials", chunks * stride)?;
+                shard::read(dev, &storage, 0..strided.len(), &mut strided, timeout)?;
+                for (partial, got) in out
+                    .chunks_exact_mut(words)
+                    .zip(strided.chunks_exact(stride))
+                {
+                    partial.copy_from_slice(&got[..words]);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl MultiGpuContext {
     /// The partials, in chunk order, of `kernel` over the rows of `array` (named `argument`
     /// in errors) cut into chunks of `chunk_items` rows: the kernel's inputs are the rows,
@@ -67,7 +117,22 @@ impl MultiGpuContext {
         let mut done = vec![false; chunks];
         let timeout = self.options.sync_timeout_ms.map(Duration::from_millis);
         let recording = self.resident_call(&format!("resident/{}", kernel.id), n);
-        for (device, rows, storage) in &snapshot.shards {
+        // Every wgpu shard's chunks are submitted before any is waited for, so the devices
+        // work side by side; host shards run meanwhile; then the partials are read back.
+        let geometry = Geometry {
+            chunk_items,
+            n,
+            cols,
+            words,
+        };
+        let mut pending = Vec::new();
+        // wgpu shards first: the host device's shards then run while the devices work.
+        let mut shards: Vec<_> = snapshot.shards.iter().collect();
+        shards.sort_by_key(|(device, _, _)| {
+            self.device(*device)
+                .is_ok_and(|dev| dev.as_host().is_some())
+        });
+        for (device, rows, storage) in shards {
             // Chunks wholly inside the shard (the last chunk may be short).
             let first = rows.start.div_ceil(chunk_items);
             let last = if rows.end == n {
@@ -87,19 +152,36 @@ impl MultiGpuContext {
                 chunks: first..last,
                 per_row: per_row.map(|w| &w[rows.clone()]),
             };
-            let out = &mut partials[first * words..last * words];
             let started = Instant::now();
-            let geometry = (chunk_items, n, cols, words);
-            match self.shard_chunks(dev, kernel, storage, &span, geometry, out, timeout) {
-                Ok(true) => {
-                    done[first..last].fill(true);
+            let submitted = match ready_for_chunk(dev, true) {
+                Ok(()) => self.submit_chunks(dev, kernel, storage, &span, geometry),
+                Err(error) => Err(error),
+            };
+            match submitted {
+                Ok(Some(results)) => pending.push((dev, span.chunks, results, started)),
+                Ok(None) => {}
+                Err(error @ Error::DeviceLost { .. }) => dev.health.mark_failed(&error.to_string()),
+                Err(error) => return Err(error),
+            }
+        }
+        for (dev, range, results, started) in pending {
+            let out = &mut partials[range.start * words..range.end * words];
+            match results.collect(dev, words, out, timeout) {
+                Ok(()) => {
+                    done[range.clone()].fill(true);
                     if let Some((p, call)) = &recording {
-                        let covered = (last * chunk_items).min(n) - first * chunk_items;
-                        let bytes = out.len() * 4;
-                        record(p, *call, dev.id, Kind::Kernel, started, bytes, covered);
+                        let covered = (range.end * chunk_items).min(n) - range.start * chunk_items;
+                        record(
+                            p,
+                            *call,
+                            dev.id,
+                            Kind::Kernel,
+                            started,
+                            out.len() * 4,
+                            covered,
+                        );
                     }
                 }
-                Ok(false) => {}
                 Err(error @ Error::DeviceLost { .. }) => dev.health.mark_failed(&error.to_string()),
                 Err(error) => return Err(error),
             }
@@ -135,20 +217,23 @@ impl MultiGpuContext {
         Ok(partials)
     }
 
-    /// Runs one shard's chunks on its device into `out` (their partials in order). Returns
-    /// false, having done nothing, when a chunk's window exceeds the device's binding limit.
-    #[allow(clippy::too_many_arguments)]
-    fn shard_chunks(
+    /// Runs one shard's chunks on its device: on the host device at once (the partials are
+    /// returned with it), on a wgpu device submitted (the partials are read back by
+    /// [`Results::collect`]). `None`, having done nothing, when a chunk's window exceeds the
+    /// device's binding limit.
+    fn submit_chunks(
         &self,
         dev: &GpuDevice,
         kernel: &Kernel,
         storage: &Storage,
         span: &Span<'_>,
-        (chunk_items, n, cols, words): (usize, usize, usize, usize),
-        out: &mut [f32],
-        timeout: Option<Duration>,
-    ) -> Result<bool> {
-        ready_for_chunk(dev, true)?;
+        Geometry {
+            chunk_items,
+            n,
+            cols,
+            words,
+        }: Geometry,
+    ) -> Result<Option<Results>> {
         // Rows of chunk c, relative to the shard.
         let local = |c: usize| {
             c * chunk_items - span.shard_start
@@ -165,10 +250,11 @@ impl MultiGpuContext {
             let prepared = host.prepare(implementation.as_ref());
             let mut inputs: Vec<&[f32]> = vec![rows];
             inputs.extend(span.per_row);
-            for (c, partial) in span.chunks.clone().zip(out.chunks_exact_mut(words)) {
+            let mut partials = crate::alloc::zeroed("partials", span.chunks.len() * words)?;
+            for (c, partial) in span.chunks.clone().zip(partials.chunks_exact_mut(words)) {
                 host.run(dev.id, prepared.as_ref(), &inputs, local(c), partial)?;
             }
-            return Ok(true);
+            return Ok(Some(Results::Host(partials)));
         }
         let Storage::Wgpu(buffer) = storage else {
             return Err(Error::Internal("a host shard on a wgpu device".into()));
@@ -179,7 +265,7 @@ impl MultiGpuContext {
         let step = align / 4;
         let widest = ((step + chunk_items) * cols * 4) as u64;
         if widest > dev.max_binding_bytes() || (words * 4) as u64 > dev.max_binding_bytes() {
-            return Ok(false);
+            return Ok(None);
         }
         let gpu = dev.gpu();
         let pipeline = dev.pipeline(kernel)?;
@@ -235,15 +321,11 @@ impl MultiGpuContext {
         }
         gpu.queue.submit(Some(encoder.finish()));
         scopes.close(dev.id)?;
-        let mut strided = crate::alloc::zeroed("partials", span.chunks.len() * stride)?;
-        shard::read(dev, &results, 0..strided.len(), &mut strided, timeout)?;
-        for (partial, got) in out
-            .chunks_exact_mut(words)
-            .zip(strided.chunks_exact(stride))
-        {
-            partial.copy_from_slice(&got[..words]);
-        }
-        Ok(true)
+        Ok(Some(Results::Wgpu {
+            storage: results,
+            chunks: span.chunks.len(),
+            stride,
+        }))
     }
 
     /// Rows `rows` of a resident array (`cols` words per row) on the host: read from the
