@@ -269,3 +269,21 @@ def test_the_profile_shows_the_passes_on_the_devices(mixed: ag.MultiGpuContext) 
     assert {"resident/fisher_column_max", "resident/fisher_rows"} <= kernels, kernels
     devices = {e["device"] for e in prof.events if e["kind"] == "kernel"}
     assert devices == {x for x, _, _ in d.sharding}
+
+
+def test_shards_of_a_failed_device_are_rebuilt_once_and_kept(mixed: ag.MultiGpuContext) -> None:
+    s, w = _scores(80, 1500, 9)
+    want = mixed.fisher_information(s, w)
+    try:
+        d = mixed.asarray(s, strategy="balanced")
+        device = d.sharding[0][0]
+        mixed.inject_fault(device, after_chunks=0)
+        assert _same(mixed.fisher_information(d, w), want)
+        assert not mixed.health()[device]["healthy"]
+        # The next call finds the rows on a healthy device: the first call rebuilt them
+        # there, or this one does before it runs, and keeps them.
+        assert _same(mixed.fisher_information(d, w), want)
+        assert device not in {x for x, _, _ in d.sharding}
+        assert np.array_equal(d.numpy(), s)
+    finally:
+        mixed.reset_health()

@@ -3,12 +3,15 @@
 //! engine cuts a numpy input), each chunk on the device holding its rows, so the partials
 //! are the ones the numpy path computes, bit for bit, and the caller's sum in chunk order
 //! is too. A shard's chunks go in one submission, each bound from a window of the shard
-//! that starts at an aligned row (the kernel reads its rows from `first`, uniform word 2).
-//! A chunk cut by a shard boundary, or whose device fails or cannot bind it, is run by the
+//! that starts at an aligned row (the kernel reads its rows from `first`, uniform word 2);
+//! every device's submission goes out before any is waited for. A chunk cut by a shard boundary, or whose device fails or cannot bind it, is run by the
 //! engine on its rows brought to the host: read from their shards, or rebuilt from the
-//! lineage when their device failed. Only those rows, and the partials, cross to the host.
+//! lineage when their device failed. Shards already on a failed device when the call starts
+//! are first rebuilt on a substitute and kept there. Only those rows, and the partials,
+//! cross to the host.
 
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::array::{ResidentArray, Snapshot};
@@ -97,6 +100,7 @@ impl MultiGpuContext {
                 kernel.id
             )));
         };
+        self.heal(array, kernel, argument)?;
         let snapshot = array.snapshot(&self.resident, argument)?;
         let (n, cols) = (array.rows, array.cols);
         let mut expected = vec![Input::PerItem(cols)];
@@ -326,6 +330,40 @@ impl MultiGpuContext {
             chunks: span.chunks.len(),
             stride,
         }))
+    }
+
+    /// Rebuilds the shards of `array` that sit on failed devices (or on one that cannot run
+    /// `kernel`) on substitutes, from the lineage, and keeps them there: the call then runs
+    /// their chunks where they now live, and later calls find them in place.
+    fn heal(&self, array: &ResidentArray, kernel: &Kernel, argument: &str) -> Result<()> {
+        let snapshot = array.snapshot(&self.resident, argument)?;
+        for (device, rows, storage) in &snapshot.shards {
+            let dev = self.device(*device)?;
+            if dev.health.is_healthy() && dev.can_run(kernel) {
+                continue;
+            }
+            let words = snapshot.lineage.replay(&self.replayer(), rows.clone())?;
+            let to = self.substitute(kernel)?;
+            shard::check_room(
+                to,
+                (words.len() * 4) as u64,
+                self.resident.held_bytes(to.id),
+            )?;
+            let rebuilt = Arc::new(shard::put(to, &words)?);
+            let mut entries = self.resident.lock();
+            // Unless another call repaired or freed it meanwhile.
+            if let Some(entry) = entries.get_mut(&array.id) {
+                let lost = entry
+                    .shards
+                    .iter_mut()
+                    .find(|s| s.rows == *rows && Arc::ptr_eq(&s.storage, storage));
+                if let Some(shard) = lost {
+                    shard.device = to.id;
+                    shard.storage = rebuilt;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Rows `rows` of a resident array (`cols` words per row) on the host: read from the
