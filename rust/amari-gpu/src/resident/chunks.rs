@@ -100,8 +100,6 @@ impl MultiGpuContext {
                 kernel.id
             )));
         };
-        self.heal(array, kernel, argument)?;
-        let snapshot = array.snapshot(&self.resident, argument)?;
         let (n, cols) = (array.rows, array.cols);
         let mut expected = vec![Input::PerItem(cols)];
         if let Some(w) = per_row {
@@ -116,6 +114,9 @@ impl MultiGpuContext {
                 kernel.id
             )));
         }
+        crate::interrupt::check()?;
+        self.heal(array, kernel, argument)?;
+        let snapshot = array.snapshot(&self.resident, argument)?;
         let chunks = n.div_ceil(chunk_items);
         let mut partials = crate::alloc::zeroed("partials", chunks * words)?;
         let mut done = vec![false; chunks];
@@ -156,6 +157,8 @@ impl MultiGpuContext {
                 chunks: first..last,
                 per_row: per_row.map(|w| &w[rows.clone()]),
             };
+            // Ctrl-C between shards: what was submitted finishes on its own.
+            crate::interrupt::check()?;
             let started = Instant::now();
             let submitted = match ready_for_chunk(dev, true) {
                 Ok(()) => self.submit_chunks(dev, kernel, storage, &span, geometry),

@@ -134,6 +134,7 @@ impl MultiGpuContext {
         rows: usize,
         layout: &[Placed],
     ) -> Result<Entry> {
+        crate::interrupt::check()?;
         let origins = operands
             .iter()
             .map(|(name, op)| match op {
