@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::array::{ResidentArray, Snapshot};
+use super::dispatch::entry;
 use super::place::record;
 use super::shard::{self, Storage};
 use crate::context::{MultiGpuContext, Target};
@@ -304,13 +305,20 @@ impl MultiGpuContext {
             );
             gpu.queue
                 .write_buffer(&uniform, 0, bytemuck::cast_slice(&header));
-            let mut entries = vec![binding(0, &uniform, 0, header.len() * 4)];
-            entries.push(binding(1, buffer, window * cols * 4, bound * cols * 4));
+            // Byte offsets and sizes of the bindings (u64, as wgpu takes them).
+            let bytes = |words: usize| (words * 4) as u64;
+            let mut entries = vec![entry(0, &uniform, 0, bytes(header.len()))];
+            entries.push(entry(1, buffer, bytes(window * cols), bytes(bound * cols)));
             if let Some(Storage::Wgpu(w)) = &per_row {
-                entries.push(binding(2, w, window * 4, bound * 4));
+                entries.push(entry(2, w, bytes(window), bytes(bound)));
             }
             let index = entries.len() as u32;
-            entries.push(binding(index, results_buffer, i * stride * 4, words * 4));
+            entries.push(entry(
+                index,
+                results_buffer,
+                bytes(i * stride),
+                bytes(words),
+            ));
             let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some(&kernel.id),
                 layout: &pipeline.layout,
@@ -405,22 +413,5 @@ impl MultiGpuContext {
             }
         }
         Ok(out)
-    }
-}
-
-/// A binding of `bytes` bytes of `buffer` from byte `offset`.
-fn binding(
-    index: u32,
-    buffer: &wgpu::Buffer,
-    offset: usize,
-    bytes: usize,
-) -> wgpu::BindGroupEntry<'_> {
-    wgpu::BindGroupEntry {
-        binding: index,
-        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-            buffer,
-            offset: offset as u64,
-            size: wgpu::BufferSize::new(bytes.max(4) as u64),
-        }),
     }
 }

@@ -19,7 +19,12 @@ fn piece_rows(dev: &GpuDevice, kernel: &Kernel) -> usize {
 }
 
 /// A binding of `bytes` bytes of `buffer` from byte `offset`.
-fn entry(index: u32, buffer: &wgpu::Buffer, offset: u64, bytes: u64) -> wgpu::BindGroupEntry<'_> {
+pub(super) fn entry(
+    index: u32,
+    buffer: &wgpu::Buffer,
+    offset: u64,
+    bytes: u64,
+) -> wgpu::BindGroupEntry<'_> {
     wgpu::BindGroupEntry {
         binding: index,
         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {

@@ -111,6 +111,11 @@ impl MultiGpuContext {
         }
         let entry = self.run_on_layout(kernel, operands, rows, &snapshot.shards)?;
         drop(snapshot);
+        self.replace_entry(out, entry)
+    }
+
+    /// Puts `entry` (a call's result) in place of `out`'s shards and lineage.
+    pub(super) fn replace_entry(&self, out: &ResidentArray, entry: Entry) -> Result<()> {
         let old = {
             let mut entries = self.resident.lock();
             match entries.get_mut(&out.id) {

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::array::ResidentArray;
+use super::ledger::Entry;
 use super::lineage::Lineage;
 use super::run::{Operand, Placed};
 use crate::context::MultiGpuContext;
@@ -29,14 +30,7 @@ impl MultiGpuContext {
         let entry = entries
             .get_mut(&array.id)
             .ok_or_else(|| super::ledger::Ledger::gone("x"))?;
-        entry.cols /= factor;
-        for shard in &mut entry.shards {
-            shard.rows = shard.rows.start * factor..shard.rows.end * factor;
-        }
-        entry.lineage = Arc::new(Lineage::Split {
-            inner: Arc::clone(&entry.lineage),
-            factor,
-        });
+        split(entry, factor);
         array.rows *= factor;
         array.cols /= factor;
         Ok(())
@@ -80,22 +74,20 @@ impl MultiGpuContext {
         }
         let mut entry = self.run_on_layout(kernel, operands, items, &layout)?;
         drop(snapshot);
-        entry.cols = cols;
-        for shard in &mut entry.shards {
-            shard.rows = shard.rows.start * factor..shard.rows.end * factor;
-        }
-        entry.lineage = Arc::new(Lineage::Split {
-            inner: entry.lineage,
-            factor,
-        });
-        let old = {
-            let mut entries = self.resident.lock();
-            match entries.get_mut(&out.id) {
-                Some(held) => std::mem::replace(held, entry),
-                None => return Err(super::ledger::Ledger::gone("out")),
-            }
-        };
-        drop(old);
-        Ok(())
+        split(&mut entry, factor);
+        self.replace_entry(out, entry)
     }
+}
+
+/// An entry's items as `factor` rows each: row ranges scaled, words per row divided, the
+/// lineage wrapped to replay whole items.
+fn split(entry: &mut Entry, factor: usize) {
+    entry.cols /= factor;
+    for shard in &mut entry.shards {
+        shard.rows = shard.rows.start * factor..shard.rows.end * factor;
+    }
+    entry.lineage = Arc::new(Lineage::Split {
+        inner: Arc::clone(&entry.lineage),
+        factor,
+    });
 }
