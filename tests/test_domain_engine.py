@@ -77,22 +77,29 @@ def test_inputs_are_never_modified_and_other_dtypes_are_converted(ctx):
     np.testing.assert_array_equal(cells, before_cells)
 
 
-def test_a_skewed_split_is_rebalanced_towards_the_measured_rates():
+def test_a_skewed_split_is_rebalanced_and_gives_the_static_bits():
+    # Two logical devices of one adapter, equally fast: a 3:1 split of the rows is far from
+    # their measured rates, so the rebalancer re-lays the bands out (it would take every
+    # round measuring one device near 3x faster per row not to). Where the rows end up is
+    # not asserted: two logical devices share this machine's two cores, and their measured
+    # rates sway from round to round, so the balancer moves rows back and forth (its
+    # decisions from given rates are tested in domain/balance.rs). A split of a few rows
+    # to one device made an earlier version of this test depend on timing: such a round is
+    # all fixed cost, so it measures slow per row.
     ctx = ag.MultiGpuContext(adapters=[0], devices_per_adapter=2)
-    height = 1024
-    grid = np.random.default_rng(2).random((height, 1024), dtype=np.float32)
-    got = ctx.stencil(grid, 30, 0.2, "periodic", halo=1, split=[height - 16, 16])
+    height = 2048
+    skewed = [height * 3 // 4, height // 4]
+    grid = np.random.default_rng(2).random((height, 512), dtype=np.float32)
+    got = ctx.stencil(grid, 30, 0.2, "periodic", halo=1, split=skewed)
     report = ctx.last_run
     assert len(report.layouts) >= 2, report.layouts
-    first = dict(report.layouts[0]["split"])
-    last = dict(report.final_split)
-    # The device given 97% of the rows is measured slower per row than its partner and
-    # loses rows; every later layout was paid for in measured seconds.
-    assert last[0] < first[0] and last[1] > first[1]
+    assert report.layouts[0]["split"] == [(0, skewed[0]), (1, skewed[1])]
+    for layout in report.layouts:
+        assert sum(rows for _, rows in layout["split"]) == height
+    # Every later layout was paid for in measured seconds, at a step of the run.
     assert all(layout["seconds"] > 0 for layout in report.layouts[1:])
-    static = ctx.stencil(
-        grid, 30, 0.2, "periodic", halo=1, split=[height - 16, 16], rebalance=False
-    )
+    assert all(0 < layout["at_step"] < 30 for layout in report.layouts[1:])
+    static = ctx.stencil(grid, 30, 0.2, "periodic", halo=1, split=skewed, rebalance=False)
     assert len(ctx.last_run.layouts) == 1
     assert got.tobytes() == static.tobytes()
     np.testing.assert_allclose(got, heat_reference(grid, 30, 0.2, "periodic"), atol=1e-5)
