@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::array::{ResidentArray, Snapshot};
-use super::dispatch::entry;
+use super::dispatch::{encode, entry, uniform_buffer};
 use super::place::record;
 use super::shard::{self, Storage};
 use crate::context::{MultiGpuContext, Target};
@@ -298,13 +298,7 @@ impl MultiGpuContext {
             let (grid, row_threads) = gpu_io::grid(dev, kernel, rows.len(), "rows")?;
             let mut header = kernel.uniform(rows.len() as u32, row_threads);
             header[2] = first as u32;
-            let uniform = dev.pool.take(
-                &gpu.device,
-                (header.len() * 4) as u64,
-                wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            );
-            gpu.queue
-                .write_buffer(&uniform, 0, bytemuck::cast_slice(&header));
+            let uniform = uniform_buffer(dev, &header);
             // Byte offsets and sizes of the bindings (u64, as wgpu takes them).
             let bytes = |words: usize| (words * 4) as u64;
             let mut entries = vec![entry(0, &uniform, 0, bytes(header.len()))];
@@ -319,19 +313,7 @@ impl MultiGpuContext {
                 bytes(i * stride),
                 bytes(words),
             ));
-            let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(&kernel.id),
-                layout: &pipeline.layout,
-                entries: &entries,
-            });
-            gpu_io::dispatch(
-                &mut encoder,
-                Some(&kernel.id),
-                &pipeline,
-                &bind_group,
-                grid,
-                None,
-            );
+            encode(dev, kernel, &pipeline, &mut encoder, &entries, grid);
             uniforms.push(uniform);
         }
         gpu.queue.submit(Some(encoder.finish()));

@@ -5,10 +5,11 @@
 use std::sync::Arc;
 
 use super::shard::Storage;
-use crate::device::{DeviceKind, GpuDevice};
+use crate::device::{Compiled, DeviceKind, GpuDevice};
 use crate::error::{Error, Result};
 use crate::gpu_io::{self, Scopes};
 use crate::kernel::{Input, Kernel};
+use crate::pool::Pooled;
 
 /// Rows a single dispatch covers at most, so every binding of a piece fits the device's
 /// binding limit; a multiple of 256 rows keeps every piece's byte offset aligned.
@@ -35,6 +36,39 @@ pub(super) fn entry(
     }
 }
 
+/// A pooled uniform buffer holding `header` (written before the next submission).
+pub(super) fn uniform_buffer(dev: &GpuDevice, header: &[u32]) -> Pooled {
+    let gpu = dev.gpu();
+    let uniform = dev.pool.take(
+        &gpu.device,
+        (header.len() * 4) as u64,
+        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+    );
+    gpu.queue
+        .write_buffer(&uniform, 0, bytemuck::cast_slice(header));
+    uniform
+}
+
+/// Records one dispatch of `kernel` over `grid` with the bindings `entries`.
+pub(super) fn encode(
+    dev: &GpuDevice,
+    kernel: &Kernel,
+    pipeline: &Compiled,
+    encoder: &mut wgpu::CommandEncoder,
+    entries: &[wgpu::BindGroupEntry<'_>],
+    grid: [u32; 3],
+) {
+    let bind_group = dev
+        .gpu()
+        .device
+        .create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(&kernel.id),
+            layout: &pipeline.layout,
+            entries,
+        });
+    gpu_io::dispatch(encoder, Some(&kernel.id), pipeline, &bind_group, grid, None);
+}
+
 /// Encodes and submits `kernel` over the `items` rows of one shard on wgpu device `dev`:
 /// `inputs[i]` is the shard's rows of input i (or the whole input), `out` the new shard.
 pub(crate) fn submit(
@@ -59,13 +93,7 @@ pub(crate) fn submit(
         let n = step.min(items - start);
         let (grid, row_threads) = gpu_io::grid(dev, kernel, n, "rows")?;
         let header = kernel.uniform(n as u32, row_threads);
-        let uniform = dev.pool.take(
-            &gpu.device,
-            (header.len() * 4) as u64,
-            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        );
-        gpu.queue
-            .write_buffer(&uniform, 0, bytemuck::cast_slice(&header));
+        let uniform = uniform_buffer(dev, &header);
         let buffer = |s: &Storage| match s {
             Storage::Wgpu(b) => Ok(wgpu::Buffer::clone(b)),
             Storage::Host(_) => Err(Error::Internal(
@@ -94,19 +122,7 @@ pub(crate) fn submit(
             };
             entries.push(entry(i as u32 + 1, b, offset, bytes));
         }
-        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(&kernel.id),
-            layout: &pipeline.layout,
-            entries: &entries,
-        });
-        gpu_io::dispatch(
-            &mut encoder,
-            Some(&kernel.id),
-            &pipeline,
-            &bind_group,
-            grid,
-            None,
-        );
+        encode(dev, kernel, &pipeline, &mut encoder, &entries, grid);
         uniforms.push(uniform);
         start += n;
     }
