@@ -116,3 +116,21 @@ def test_a_node_killed_during_a_grid_run(cluster: Any, local: ag.MultiGpuContext
         assert [node for node, _ in report.failures] == [2]
         assert [n for n, _ in report.final_split] == [0, 1]
         assert not rc.health()[2]["healthy"]
+
+
+def test_a_node_hung_during_a_grid_run(cluster: Any, local: ag.MultiGpuContext) -> None:
+    # A band round that never returns: the node is given up after node_timeout_s and the
+    # run starts again without it (it used to wait for that round forever).
+    grid = np.random.default_rng(6).random((180, 40), dtype=np.float32)
+    want = local.stencil(grid, 9, 0.2, "dirichlet")
+    with ag.RayContext(backends=BACKENDS, node_timeout_s=3.0) as rc:
+        rc.inject_fault(1, after_chunks=2, fault="hang")
+        got = rc.stencil(grid, 9, 0.2, "dirichlet", 2)
+        assert np.array_equal(got, want)
+        report = rc.last_run
+        assert report is not None
+        assert [node for node, _ in report.failures] == [1]
+        assert report.failures[0][1].startswith("hung: no band round finished")
+        assert [n for n, _ in report.final_split] == [0, 2]
+        health = rc.health()
+        assert not health[1]["healthy"] and health[1]["reason"].startswith("hung")
