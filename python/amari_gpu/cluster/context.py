@@ -157,7 +157,14 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin,
                 f"nodes with ray start --resources='{{\"{DEFAULT_RESOURCE}\": 1}}'"
             )
         actors = [placement.start(n, wanted, options) for n in found]
-        nodes = placement.connect(found, actors, wanted, timeout)
+        try:
+            nodes = placement.connect(found, actors, wanted, timeout)
+        except BaseException:
+            # Interrupted while waiting (Ctrl-C): no actor stays behind holding a node's
+            # resource, or waiting to take it.
+            for actor in actors:
+                ray.kill(actor, no_restart=True)
+            raise
         if not any(n.healthy for n in nodes):
             # Every actor is ended already (a failed node's is): nothing is left holding
             # or waiting for the nodes' resources.

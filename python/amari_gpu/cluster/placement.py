@@ -82,7 +82,11 @@ def holders(actor: Any, node: dict[str, Any], wanted: Mapping[str, float]) -> st
     """Why ``actor``, not started yet, is not: the node's ``wanted`` resources are taken
     and other contexts' node actors live there (named, with their driver), or None when
     that is not so (its process is starting, or the resources are free and it is being
-    placed) or cannot be told."""
+    placed) or cannot be told.
+
+    An actor with a process has its resources and is only slow to open its devices: never
+    blamed. One without may also have been granted them just now, its process starting;
+    callers ask only after ``node_timeout_s`` of waiting, far longer than a process start."""
     try:
         # Ray's actor and resource tables without the dashboard: the GCS state accessor
         # (``ray.util.state`` needs the dashboard, which clusters may run without).
@@ -91,7 +95,8 @@ def holders(actor: Any, node: dict[str, Any], wanted: Mapping[str, float]) -> st
         mine = actor._actor_id.hex()
         if state.actors(mine).get("Pid"):
             return None  # a process was leased for it: it is opening its devices
-        free = state.available_resources_per_node().get(node["NodeID"], {})
+        per_node = state.available_resources_per_node()  # type: ignore[no-untyped-call]
+        free = per_node.get(node["NodeID"], {})
         short = {k: v for k, v in wanted.items() if free.get(k, 0.0) < v}
         alive = state.actors(actor_state_name="ALIVE").values() if short else []
         driver = ray.get_runtime_context().get_job_id()
@@ -189,7 +194,10 @@ def connect(
         left = deadline - time.monotonic()
         if left <= 0:
             for i in waiting.values():
-                reasons[i] = f"did not start within {STARTUP_TIMEOUT_S:.0f} s"
+                reasons[i] = (
+                    f"did not start within {STARTUP_TIMEOUT_S:.0f} s (it waited for the "
+                    f"node's resources {dict(wanted)}, or for its devices to open)"
+                )
             break
         ready, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=min(timeout_s, left))
         for ref in ready:
