@@ -79,33 +79,30 @@ def transfer_rates(actor: Any, latency_s: float, timeout_s: float) -> tuple[floa
 
 
 def holders(actor: Any, node: dict[str, Any], wanted: Mapping[str, float]) -> str | None:
-    """Why ``actor``, not started yet, is not: the node's ``wanted`` resources are taken
-    and other contexts' node actors live there (named, with their driver), or None when
-    that is not so (its process is starting, or the resources are free and it is being
-    placed) or cannot be told.
+    """Why ``actor``, not started yet, is not: other contexts' node actors live on the node
+    and hold its ``wanted`` resources (named, with their driver); None when that is not
+    so (a process was leased for it: it is opening its devices) or cannot be told.
 
-    An actor with a process has its resources and is only slow to open its devices: never
-    blamed. One without may also have been granted them just now, its process starting;
-    callers ask only after ``node_timeout_s`` of waiting, far longer than a process start."""
+    An actor with no process may also have been granted its resources just now, its
+    process starting; callers ask only after ``node_timeout_s`` of waiting, far longer
+    than a process start."""
     try:
-        # Ray's actor and resource tables without the dashboard: the GCS state accessor
+        # Ray's actor table without the dashboard: the GCS state accessor
         # (``ray.util.state`` needs the dashboard, which clusters may run without).
         from ray._private import state
 
         mine = actor._actor_id.hex()
         if state.actors(mine).get("Pid"):
-            return None  # a process was leased for it: it is opening its devices
-        per_node = state.available_resources_per_node()  # type: ignore[no-untyped-call]
-        free = per_node.get(node["NodeID"], {})
-        short = {k: v for k, v in wanted.items() if free.get(k, 0.0) < v}
-        alive = state.actors(actor_state_name="ALIVE").values() if short else []
+            return None
+        table = state.actors().values()
         driver = ray.get_runtime_context().get_job_id()
     except Exception:
         return None
     others = [
         a
-        for a in alive
+        for a in table
         if a["ActorID"] != mine
+        and a["State"] == "ALIVE"
         and a["ActorClassName"] == NodeWorker.__name__
         and a["Address"]["NodeID"] == node["NodeID"]
     ]
@@ -117,10 +114,10 @@ def holders(actor: Any, node: dict[str, Any], wanted: Mapping[str, float]) -> st
         for a in others
     )
     return (
-        f"its resources {short} on {node['NodeManagerAddress']} (Ray node "
-        f"{node['NodeID'][:12]}) are held by another "
-        f"RayContext's node actor: {named}; close that RayContext first, or give the "
-        f"contexts resources= that the node offers enough of for both"
+        f"its resources {dict(wanted)} on {node['NodeManagerAddress']} (Ray node "
+        f"{node['NodeID'][:12]}) are held by another RayContext's node actor: {named}; "
+        f"close that RayContext first, or give the contexts resources= that the node "
+        f"offers enough of for both"
     )
 
 
