@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from . import _native
 from ._mixin import KernelHost
-from ._validate import output, real_array, shape_text
+from ._validate import as_float32, output, real_array, shape_text
 from .algebra import Algebra
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
@@ -155,7 +155,7 @@ class ResidentMixin(KernelHost):
             raise ShapeError(
                 f"x: expected rows of at least one element, got shape {shape_text(array.shape)}"
             )
-        flat = np.require(array.reshape(rows, cols), dtype=np.float32, requirements=["C", "A"])
+        flat = as_float32("x", array.reshape(rows, cols))
         handle = _native.resident_upload(self._native, flat, optional_strategy(strategy))
         return DeviceArray(handle, self, tuple(array.shape))
 
@@ -175,7 +175,7 @@ def _resident_operand(ctx: Any, name: str, value: Any, width: int) -> tuple[Any,
     array = real_array(name, value)
     if array.ndim == 0 or array.shape[-1] != width:
         raise ShapeError(f"{name}: expected shape (..., {width}), got {shape_text(array.shape)}")
-    flat = np.require(array.reshape(-1, width), dtype=np.float32, requirements=["C", "A"])
+    flat = as_float32(name, array.reshape(-1, width))
     return flat, array.shape[:-1]
 
 
