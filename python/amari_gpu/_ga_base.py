@@ -38,9 +38,7 @@ def _operand(name: str, value: Any, width: int) -> np.ndarray[Any, Any]:
     return array
 
 
-def _rows(
-    name: str, array: np.ndarray[Any, Any], lead: tuple[int, ...]
-) -> npt.NDArray[np.float32]:
+def _rows(name: str, array: np.ndarray[Any, Any], lead: tuple[int, ...]) -> npt.NDArray[np.float32]:
     """``array`` as float32 rows for the core: one row when its batch has one multivector
     (the core applies it to every row of the other operand, uploaded once), else its rows
     broadcast to the leading shape ``lead`` (a copy only when broadcasting repeats rows).

@@ -44,8 +44,7 @@ def plain_array(name: str, value: Any) -> np.ndarray[Any, Any]:
         return np.asarray(value)
     except MemoryError:
         raise OutOfMemoryError(
-            f"{name}: cannot allocate host memory to convert a {type(value).__name__} into "
-            "an array"
+            f"{name}: cannot allocate host memory to convert a {type(value).__name__} into an array"
         ) from None
 
 

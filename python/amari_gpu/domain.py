@@ -144,8 +144,10 @@ def _cells(array: np.ndarray[Any, Any]) -> npt.NDArray[np.uint8]:
     """Integer cells as uint8 without wrapping: a value uint8 cannot hold is refused here,
     where the conversion would lose it; 0/1 values are the core's check."""
     # min and max allocate nothing: a mask of the whole grid could itself exhaust memory.
-    if array.dtype not in (np.bool_, np.uint8) and array.size and (
-        array.min() < 0 or array.max() > 255
+    if (
+        array.dtype not in (np.bool_, np.uint8)
+        and array.size
+        and (array.min() < 0 or array.max() > 255)
     ):
         r, c = (int(i) for i in np.argwhere((array < 0) | (array > 255))[0])
         raise InvalidArgumentError(
