@@ -324,7 +324,14 @@ fn normalize_of_nan_and_inf_rows_matches_the_devices_bit_for_bit() {
         f32::INFINITY,
         f32::NEG_INFINITY,
     ];
-    for (p, q, r) in [(1, 0, 0), (0, 1, 0), (0, 0, 1), (3, 0, 1), (1, 3, 0), (4, 1, 0)] {
+    for (p, q, r) in [
+        (1, 0, 0),
+        (0, 1, 0),
+        (0, 0, 1),
+        (3, 0, 1),
+        (1, 3, 0),
+        (4, 1, 0),
+    ] {
         let algebra = Algebra::new(p, q, r).unwrap();
         let w = algebra.blades();
         let finite = random(w, 5);
@@ -345,8 +352,14 @@ fn normalize_of_nan_and_inf_rows_matches_the_devices_bit_for_bit() {
         let n = x.len() / w;
         for (name, ctx) in &ctxs {
             let mut host = vec![0.0; x.len()];
-            apply_host(&algebra, Operation::Normalize, &[&x], &mut host, fma_mode(ctx))
-                .expect("host runs");
+            apply_host(
+                &algebra,
+                Operation::Normalize,
+                &[&x],
+                &mut host,
+                fma_mode(ctx),
+            )
+            .expect("host runs");
             for (row, (xs, rs)) in x.chunks_exact(w).zip(host.chunks_exact(w)).enumerate() {
                 let nan_row = xs.iter().any(|v| v.is_nan());
                 for (k, (v, r)) in xs.iter().zip(rs).enumerate() {
@@ -361,7 +374,10 @@ fn normalize_of_nan_and_inf_rows_matches_the_devices_bit_for_bit() {
             let mut dev = vec![0.0; x.len()];
             apply(ctx, &algebra, Operation::Normalize, &[&x], &mut dev, None).expect("device runs");
             same_bits(
-                &format!("{} normalize of {n} NaN/inf rows on {name}", algebra.label()),
+                &format!(
+                    "{} normalize of {n} NaN/inf rows on {name}",
+                    algebra.label()
+                ),
                 &dev,
                 &host,
             );

@@ -229,10 +229,22 @@ mod tests {
                 let mut x = [base; 8];
                 x[k] = v;
                 normalize_row(&x, &signs, &mut out, FmaMode::Separate);
-                assert!(out.iter().all(|r| r.to_bits() == NAN.to_bits()), "{x:?}: {out:?}");
+                assert!(
+                    out.iter().all(|r| r.to_bits() == NAN.to_bits()),
+                    "{x:?}: {out:?}"
+                );
             }
         }
-        let x = [-1.0f32, f32::INFINITY, 0.0, -0.0, 2.0, f32::NEG_INFINITY, 3.0, 4.0];
+        let x = [
+            -1.0f32,
+            f32::INFINITY,
+            0.0,
+            -0.0,
+            2.0,
+            f32::NEG_INFINITY,
+            3.0,
+            4.0,
+        ];
         normalize_row(&x, &signs, &mut out, FmaMode::Fused);
         let want = [-0.0f32, NAN, 0.0, -0.0, 0.0, NAN, 0.0, 0.0];
         for (k, (r, w)) in out.iter().zip(want).enumerate() {
