@@ -9,6 +9,7 @@ use crate::device::{Compiled, GpuDevice};
 use crate::error::Result;
 use crate::gpu_io::{self, binding, Scopes, Staging};
 use crate::kernel::{Input, Kernel};
+use crate::passes::{self, Launch};
 use crate::pool::Pooled;
 
 /// One chunk of work: its item range and where its output goes.
@@ -71,22 +72,12 @@ pub fn submit(
 ) -> Result<InFlight> {
     gpu_io::check_alive(dev)?;
     let items = range.len();
-    let (grid, row_threads) = gpu_io::grid(dev, kernel, items, "chunk_items")?;
+    let launch = Launch::new(dev, kernel, items, "chunk_items")?;
     let out_bytes = (kernel.output_words(items).max(1) * 4) as u64;
     let scopes = Scopes::open(dev);
 
-    let header = kernel.uniform(items as u32, row_threads);
-    let params_bytes = (header.len() * 4) as u64;
-    let params = dev.pool.take(
-        &dev.gpu().device,
-        params_bytes,
-        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-    );
-    dev.gpu()
-        .queue
-        .write_buffer(&params, 0, bytemuck::cast_slice(&header));
-    let mut buffers = vec![params];
-    let mut sizes = vec![params_bytes];
+    let mut buffers = Vec::with_capacity(inputs.len() + 1);
+    let mut sizes = Vec::with_capacity(inputs.len() + 1);
     // Index into `buffers` of every binding after the uniform, or None for a resident one.
     let mut slots: Vec<Option<usize>> = Vec::with_capacity(inputs.len());
     let mut bytes_up = 0;
@@ -119,7 +110,7 @@ pub fn submit(
     // Kernel timestamps ride along in the staging buffer, after the output.
     let mut staging = Staging::new(dev, out_bytes, timed);
 
-    let mut entries = vec![binding(0, &buffers[0], sizes[0])];
+    let mut entries = Vec::with_capacity(inputs.len() + 1);
     for (i, slot) in slots.iter().enumerate() {
         let entry = match slot {
             Some(index) => binding(i as u32 + 1, &buffers[*index], sizes[*index]),
@@ -135,28 +126,23 @@ pub fn submit(
         &buffers[output_index],
         out_bytes,
     ));
-    let bind_group = dev
-        .gpu()
-        .device
-        .create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(&kernel.id),
-            layout: &pipeline.layout,
-            entries: &entries,
-        });
     let mut encoder = dev
         .gpu()
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some(&kernel.id),
         });
-    gpu_io::dispatch(
+    let uniforms = passes::encode(
+        dev,
         &mut encoder,
-        Some(&kernel.id),
+        kernel,
         pipeline,
-        &bind_group,
-        grid,
+        &launch,
+        &entries,
         staging.queries(),
     );
+    drop(entries);
+    buffers.extend(uniforms);
     encoder.copy_buffer_to_buffer(&buffers[output_index], 0, staging.buffer(), 0, out_bytes);
     staging.resolve_timestamps(dev, &mut encoder);
     let submission = dev.gpu().queue.submit(Some(encoder.finish()));
