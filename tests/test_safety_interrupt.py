@@ -100,6 +100,16 @@ CASES = {
         check=f"ctx.map_rows({_SLOW_ROW!r}, rows[:5000], out_cols=4, params={{'n': 50}})",
         delay=1.5,
     ),
+    # On GL (llvmpipe) freeing a buffer waits for the adapter's lock, which a submit holds
+    # while the chunk before it runs: the abandoned chunks' buffers are freed later (freed
+    # in place, the stop took 1-1.5 s; main, waiting for the chunks, about 0.9 s).
+    "map_rows_gl": Case(
+        "gl",
+        f"ctx.map_rows({_SLOW_ROW!r}, rows, out_cols=4, params={{'n': 40000}})",
+        setup="rows = np.random.default_rng(6).random((1_000_000, 4), dtype=np.float32)",
+        check=f"ctx.map_rows({_SLOW_ROW!r}, rows[:5000], out_cols=4, params={{'n': 50}})",
+        delay=3.0,
+    ),
 }
 
 

@@ -4,6 +4,7 @@
 //! device. The worker loop that keeps chunks in flight is in `worker`.
 
 use std::ops::Range;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::device::{Compiled, GpuDevice};
@@ -81,6 +82,49 @@ impl InFlight {
 
 /// Inputs bound whole, uploaded once per device and call and kept by the worker.
 pub type Resident = Vec<Option<(Pooled, u64)>>;
+
+/// A worker's buffers the device may still be using: its chunks in flight and its resident
+/// inputs when it stopped early.
+pub struct Abandoned {
+    /// Chunks handed to the queue and not finished.
+    pub chunks: Vec<InFlight>,
+    /// The whole-bound inputs those chunks read.
+    pub resident: Resident,
+}
+
+impl Abandoned {
+    /// Gives every buffer to wgpu, which frees it once the work using it is done.
+    pub fn release(self) {
+        for chunk in self.chunks {
+            chunk.discard();
+        }
+        for (buffer, _) in self.resident.into_iter().flatten() {
+            buffer.discard();
+        }
+    }
+
+    /// [`Abandoned::release`] on a thread of its own, so that an interrupted call returns
+    /// at once: on GL freeing a buffer takes the adapter's lock, which a submit handed off
+    /// holds for as long as the driver runs the chunk before it. Without a thread the
+    /// buffers are released here.
+    pub fn release_later(self) {
+        let release = |slot: &Mutex<Option<Abandoned>>| {
+            let taken = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+            if let Some(abandoned) = taken {
+                abandoned.release();
+            }
+        };
+        let slot = Arc::new(Mutex::new(Some(self)));
+        let theirs = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new()
+            .name("amari-gpu release".into())
+            .spawn(move || release(&theirs));
+        if let Err(e) = spawned {
+            log::debug!("no thread to release abandoned buffers ({e}): released in place");
+            release(&slot);
+        }
+    }
+}
 
 /// Uploads a chunk's inputs, encodes the kernel and its readback copy, and hands them to
 /// the device's queue (see [`gpu_io::submit_handed`]: make no other call on the device

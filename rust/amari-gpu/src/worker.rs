@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::device::{Compiled, GpuDevice};
 use crate::error::{Error, Result};
-use crate::executor::{finish, submit, Finished, InFlight, Resident};
+use crate::executor::{finish, submit, Abandoned, Finished, InFlight, Resident};
 use crate::interrupt::Interrupt;
 use crate::kernel::Kernel;
 use crate::plan::Plan;
@@ -331,19 +331,18 @@ impl Run<'_> {
         } else {
             (last_done - started).as_secs_f64()
         };
-        // Buffers the device may still be using (after a failure, or chunks abandoned to it
-        // when the call was interrupted): handed to wgpu, which releases them once the work
-        // using them is done, rather than pooled for a next call to write or map.
         let mut unfinished: Vec<usize> = held.into_iter().collect();
-        if outcome.is_err() {
-            for (buffer, _) in resident.drain(..).flatten() {
-                buffer.discard();
-            }
-            for pending in in_flight.drain(..) {
-                unfinished.push(pending.meta.chunk);
-                pending.flight.discard();
-            }
-        }
+        unfinished.extend(in_flight.iter().map(|p| p.meta.chunk));
+        // Buffers the device may still be using (after a failure, or chunks left to it when
+        // the call was interrupted): never pooled for a next call to write or map.
+        let in_use = Abandoned {
+            chunks: in_flight.drain(..).map(|p| p.flight).collect(),
+            resident: if outcome.is_err() {
+                std::mem::take(&mut resident)
+            } else {
+                Resident::new()
+            },
+        };
         match outcome {
             Ok(()) => self.scheduler.exit(),
             // Interrupted while waiting for the device: the call stops, the device is fine.
@@ -352,9 +351,11 @@ impl Run<'_> {
                     "device {}: call interrupted, chunks {unfinished:?} left to the device",
                     dev.id
                 );
+                in_use.release_later();
                 self.scheduler.exit();
             }
             Err(error) => {
+                in_use.release();
                 log::warn!(
                     "device {} ({}, {}) failed: {error}; chunks {unfinished:?} re-queued on the other devices",
                     dev.id,
