@@ -1,13 +1,16 @@
 //! One chunk on one device: upload its inputs, dispatch the kernel (with GPU timestamps
 //! when asked and available), request the readback, then wait and copy the results straight
-//! into the caller's output. The worker loop that keeps chunks in flight is in `worker`.
+//! into the caller's output; an interrupted call stops waiting and abandons the chunk to the
+//! device. The worker loop that keeps chunks in flight is in `worker`.
 
 use std::ops::Range;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::device::{Compiled, GpuDevice};
 use crate::error::Result;
-use crate::gpu_io::{self, binding, Scopes, Staging};
+use crate::gpu_io::{self, binding, Handed, Limit, Scopes, Staging};
+use crate::interrupt::Interrupt;
 use crate::kernel::{Input, Kernel};
 use crate::passes::{self, Launch};
 use crate::pool::Pooled;
@@ -20,9 +23,12 @@ pub struct ChunkJob<'a> {
     pub output: &'a mut [f32],
 }
 
-/// A submitted chunk whose readback has been requested.
+/// A chunk handed to the device's queue; its readback is requested once the queue has
+/// taken it ([`InFlight::wait_submitted`]).
 pub struct InFlight {
-    submission: wgpu::SubmissionIndex,
+    handed: Handed,
+    /// Set once the queue has taken the chunk.
+    submission: Option<wgpu::SubmissionIndex>,
     staging: Staging,
     buffers: Vec<Pooled>,
     /// When the chunk was submitted.
@@ -47,6 +53,25 @@ pub struct Finished {
 }
 
 impl InFlight {
+    /// Waits until the device's queue has taken the chunk (a driver may hold the submit
+    /// until earlier work is done) and requests its readback; gives up with
+    /// [`Error::Cancelled`](crate::Error::Cancelled) within a wait slice of `stop` being
+    /// set. A worker calls it on its latest chunk before any other call on the device.
+    pub fn wait_submitted(
+        &mut self,
+        dev: &GpuDevice,
+        timeout: Option<Duration>,
+        stop: Option<&Interrupt>,
+    ) -> Result<wgpu::SubmissionIndex> {
+        if let Some(index) = &self.submission {
+            return Ok(index.clone());
+        }
+        let index = self.handed.submitted(dev, Limit::Sync(timeout), stop)?;
+        self.staging.map();
+        self.submission = Some(index.clone());
+        Ok(index)
+    }
+
     /// Destroys the chunk's buffers: after a failure they may still be in use.
     pub fn discard(self) {
         self.staging.discard();
@@ -59,8 +84,53 @@ impl InFlight {
 /// Inputs bound whole, uploaded once per device and call and kept by the worker.
 pub type Resident = Vec<Option<(Pooled, u64)>>;
 
-/// Uploads a chunk's inputs, dispatches the kernel and requests the readback. `resident`
-/// holds the worker's copies of the whole-bound inputs (filled on first use).
+/// A worker's buffers the device may still be using: its chunks in flight and its resident
+/// inputs when it stopped early.
+pub struct Abandoned {
+    /// Chunks handed to the queue and not finished.
+    pub chunks: Vec<InFlight>,
+    /// The whole-bound inputs those chunks read.
+    pub resident: Resident,
+}
+
+impl Abandoned {
+    /// Gives every buffer to wgpu, which frees it once the work using it is done.
+    pub fn release(self) {
+        for chunk in self.chunks {
+            chunk.discard();
+        }
+        for (buffer, _) in self.resident.into_iter().flatten() {
+            buffer.discard();
+        }
+    }
+
+    /// [`Abandoned::release`] on a thread of its own, so that an interrupted call returns
+    /// at once: on GL freeing a buffer takes the adapter's lock, which a submit handed off
+    /// holds for as long as the driver runs the chunk before it. Without a thread the
+    /// buffers are released here.
+    pub fn release_later(self) {
+        let release = |slot: &Mutex<Option<Abandoned>>| {
+            let taken = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+            if let Some(abandoned) = taken {
+                abandoned.release();
+            }
+        };
+        let slot = Arc::new(Mutex::new(Some(self)));
+        let theirs = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new()
+            .name("amari-gpu release".into())
+            .spawn(move || release(&theirs));
+        if let Err(e) = spawned {
+            log::debug!("no thread to release abandoned buffers ({e}): released in place");
+            release(&slot);
+        }
+    }
+}
+
+/// Uploads a chunk's inputs, encodes the kernel and its readback copy, and hands them to
+/// the device's queue (see [`gpu_io::submit_handed`]: make no other call on the device
+/// before [`InFlight::wait_submitted`]). `resident` holds the worker's copies of the
+/// whole-bound inputs (filled on first use).
 pub fn submit(
     dev: &GpuDevice,
     kernel: &Kernel,
@@ -145,11 +215,12 @@ pub fn submit(
     buffers.extend(uniforms);
     encoder.copy_buffer_to_buffer(&buffers[output_index], 0, staging.buffer(), 0, out_bytes);
     staging.resolve_timestamps(dev, &mut encoder);
-    let submission = dev.gpu().queue.submit(Some(encoder.finish()));
-    staging.map();
+    let commands = encoder.finish();
     scopes.close(dev.id)?;
+    let handed = gpu_io::submit_handed(dev, commands)?;
     Ok(InFlight {
-        submission,
+        handed,
+        submission: None,
         staging,
         buffers,
         submitted: Instant::now(),
@@ -158,16 +229,22 @@ pub fn submit(
     })
 }
 
-/// Waits for a submitted chunk and copies its result into `output`. On error the chunk's
-/// buffers are discarded and `output` is untouched.
+/// Waits for a chunk handed to the queue and copies its result into `output`. On error the chunk's
+/// buffers are discarded and `output` is untouched. Once `stop` is set the wait gives up
+/// with [`Error::Cancelled`](crate::Error::Cancelled) (within a wait slice) rather than
+/// wait for a long dispatch: the device finishes the chunk into buffers wgpu keeps alive
+/// until then, and nothing is copied.
 pub fn finish(
     dev: &GpuDevice,
-    chunk: InFlight,
+    mut chunk: InFlight,
     output: &mut [f32],
     timeout: Option<Duration>,
+    stop: Option<&Interrupt>,
 ) -> Result<Finished> {
     let wait_start = Instant::now();
-    let waited = chunk.staging.wait(dev, chunk.submission.clone(), timeout);
+    let waited = chunk
+        .wait_submitted(dev, timeout, stop)
+        .and_then(|index| chunk.staging.wait_or_stop(dev, index, timeout, stop));
     let wait_end = Instant::now();
     if let Err(error) = waited {
         chunk.discard();
@@ -206,5 +283,5 @@ pub fn run_chunk(
         &mut resident,
         stamped,
     )?;
-    finish(dev, chunk, job.output, timeout)
+    finish(dev, chunk, job.output, timeout, None)
 }
