@@ -26,9 +26,18 @@ DAY_MS = 24 * 60 * 60 * 1000
     ("split", "message"),
     [
         # The sum of these wraps past 2**64 to exactly the grid's 8 rows.
-        ([HALF + 4, HALF + 4, 0], rf"at most the grid's 8 rows per device, got {HALF + 4} for "),
-        ([U64_MAX, 9, 0], rf"at most the grid's 8 rows per device, got {U64_MAX} for device 0$"),
-        ([4, 4, 10**12], r"at most the grid's 8 rows per device, got 1000000000000 for device 2$"),
+        (
+            [HALF + 4, HALF + 4, 0],
+            rf"expected at most the grid's 8 rows per device, got {HALF + 4} for ",
+        ),
+        (
+            [U64_MAX, 9, 0],
+            rf"expected at most the grid's 8 rows per device, got {U64_MAX} for device 0$",
+        ),
+        (
+            [4, 4, 10**12],
+            r"expected at most the grid's 8 rows per device, got 1000000000000 for device 2$",
+        ),
         ([0, 0, 0], r"expected rows adding up to the grid's 8 rows, got 0$"),
         ([3, 3, 3], r"expected rows adding up to the grid's 8 rows, got 9$"),
         ([4, 4], r"expected rows for each of the 3 devices, got 2 entries$"),
@@ -55,8 +64,11 @@ def test_a_split_that_cannot_tile_the_grid_names_split(devices3, split, message)
 
 
 def _bound(message: str) -> tuple[int, int]:
-    found = re.search(r"from 1 to (\d+) or None \(4 per hardware thread of this machine, "
-                      r"which has (\d+)\), got 5000$", message)
+    found = re.search(
+        r"from 1 to (\d+) or None \(4 per hardware thread of this machine, "
+        r"which has (\d+)\), got 5000$",
+        message,
+    )
     assert found, message
     return int(found[1]), int(found[2])
 
@@ -66,20 +78,34 @@ def test_host_threads_is_bounded_by_four_per_hardware_thread():
         ag.MultiGpuContext(backends=["host"], host_threads=5000)
     bound, hardware = _bound(str(err.value))
     assert bound == 4 * hardware
-    # The bound itself opens, with that many threads.
+    # The bound itself opens, with that many threads, and gives the default's bits.
+    a = np.random.default_rng(0).standard_normal((300, 8)).astype(np.float32)
+    with ag.MultiGpuContext(backends=["host"]) as ctx:
+        expected = ctx.geometric_product(a, a)
     with ag.MultiGpuContext(backends=["host"], host_threads=bound) as ctx:
         assert len(ctx.devices) == 1
-        a = np.ones((16, 8), np.float32)
-        np.testing.assert_array_equal(ctx.geometric_product(a, a)[:, 0], np.full(16, 8.0))
+        np.testing.assert_array_equal(ctx.geometric_product(a, a), expected)
 
 
 @pytest.mark.parametrize(
     ("argument", "value", "message"),
     [
-        ("chunk_items", U64_MAX, rf"expected an integer from 1 to {U32_MAX} or None, got {U64_MAX}$"),
-        ("chunk_items", U32_MAX + 1, rf"from 1 to {U32_MAX} or None, got {U32_MAX + 1}$"),
+        (
+            "chunk_items",
+            U64_MAX,
+            rf"expected an integer from 1 to {U32_MAX} or None, got {U64_MAX}$",
+        ),
+        (
+            "chunk_items",
+            U32_MAX + 1,
+            rf"expected an integer from 1 to {U32_MAX} or None, got {U32_MAX + 1}$",
+        ),
         ("sync_timeout_ms", U64_MAX, rf"expected an integer from 1 to {DAY_MS} or None, got "),
-        ("sync_timeout_ms", DAY_MS + 1, rf"from 1 to {DAY_MS} or None, got {DAY_MS + 1}$"),
+        (
+            "sync_timeout_ms",
+            DAY_MS + 1,
+            rf"expected an integer from 1 to {DAY_MS} or None, got {DAY_MS + 1}$",
+        ),
         ("devices_per_adapter", 65, r"expected an integer from 1 to 64, got 65$"),
     ],
 )
@@ -94,4 +120,3 @@ def test_the_largest_accepted_values_open_a_working_context():
     ) as ctx:
         a = np.ones((3000, 8), np.float32)
         assert ctx.geometric_product(a, a).shape == (3000, 8)
-
