@@ -1,6 +1,7 @@
 //! What a caller asks for when opening a context: the adapters (by backend, kind or
 //! index), how many logical devices on each, chunking, timeouts, the default strategy and
-//! kernel timing; with the checks of the names given and the request in words.
+//! kernel timing; with the checks of the names given, the one check of every number's range
+//! (each bounded where a larger value could never work), and the request in words.
 
 use crate::adapter::canonical_backend;
 use crate::error::{Error, Result};
