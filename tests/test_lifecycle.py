@@ -35,6 +35,7 @@ CALLS: dict[str, Callable[[MultiGpuContext], Any]] = {
     "inject_fault": lambda c: c.inject_fault(0),
     "reset_health": lambda c: c.reset_health(),
     "profile": lambda c: c.profile().__enter__(),
+    "strategy=": lambda c: setattr(c, "strategy", "balanced"),
 }
 
 

@@ -72,9 +72,9 @@ class MultiGpuContext(
     timestamp queries where the adapter has them and one costs under 3% of a chunk
     (calibration measures the cost: some drivers synchronise around every timestamp),
     ``True`` with timestamps wherever available, ``False`` on the host. ``chunk_items``
-    overrides the items per chunk (default: derived from the problem size only);
-    ``sync_timeout_ms`` turns a device that takes longer than that for one chunk into a
-    failure whose chunks are re-run on the other devices.
+    overrides the items per chunk, 1 to 2**32 - 1 (default: derived from the problem size
+    only); ``sync_timeout_ms`` (1 to 86_400_000, a day) turns a device that takes longer
+    than that for one chunk into a failure whose chunks are re-run on the other devices.
 
     The host CPU is a device too: :func:`~amari_gpu.adapters` lists it last with
     ``backend == "host"``; it is opened once, whatever ``devices_per_adapter``. Its kernels
@@ -85,13 +85,16 @@ class MultiGpuContext(
     the same bits for any device mix) except users' WGSL kernels (:meth:`map_rows`), which
     run on the wgpu devices only.
     ``host_threads`` sizes its thread pool (default: the machine's hardware threads minus
-    one per hardware-GPU device of the context, at least 1; CPU adapters keep no core).
+    one per hardware-GPU device of the context, at least 1; CPU adapters keep no core; at
+    most 4 per hardware thread). A number out of its range raises
+    :class:`~amari_gpu.InvalidArgumentError` naming it, the range and the value.
     Beside CPU adapters, ``strategy="auto"`` gives the host every chunk when calibration
     measured that running both at once gains nothing.
 
     A context holds its devices (and their memory) until it is closed: use it as a context
     manager (``with MultiGpuContext() as ctx:``) or call :meth:`close`. Every call on a
-    closed context raises :class:`~amari_gpu.AmariGpuError` saying so.
+    closed context (and assigning ``ctx.strategy``) raises :class:`~amari_gpu.AmariGpuError`
+    saying so.
     """
 
     def __init__(
@@ -154,7 +157,7 @@ class MultiGpuContext(
     @property
     def strategy(self) -> str:
         """The default strategy of calls that name none; assigning it (a name from
-        ``amari_gpu.STRATEGIES``) changes the default of later calls."""
+        ``amari_gpu.STRATEGIES``) changes the default of later calls (on an open context)."""
         return str(self._native.strategy)
 
     @strategy.setter

@@ -153,8 +153,10 @@ impl PyContext {
             .name()
     }
 
-    /// Changes the default strategy of later calls.
+    /// Changes the default strategy of later calls; on a closed context, raises as every
+    /// call does.
     fn set_strategy(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        self.context(py)?;
         let strategy = Strategy::parse(name).map_err(|e| to_pyerr(py, e))?;
         *self.strategy.lock().unwrap_or_else(PoisonError::into_inner) = strategy;
         Ok(())

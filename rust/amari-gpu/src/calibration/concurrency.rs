@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::cache;
 use super::families::families;
-use super::measure::median;
+use super::measure::{median, number, out_of_bounds, MAX_ITEMS_PER_S, MAX_STEP_S};
 use crate::context::MultiGpuContext;
 use crate::device::GpuDevice;
 use crate::error::Result;
@@ -30,6 +30,28 @@ const REPEATS: usize = 5;
 /// Calibration ignores the context's `sync_timeout_ms` (its chunks are not the caller's)
 /// but still gives up on a device that hangs.
 const CALIBRATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Smallest believable group speedup: members that together run at a hundredth of the
+/// speed of one alone are a broken measurement, not contention.
+pub const MIN_GROUP_SPEEDUP: f64 = 0.01;
+
+/// Largest believable group speedup per member: `k` members sharing hardware gain at most
+/// as `k` independent devices would (a speedup of `k`); the factor leaves room for timing
+/// noise.
+pub const MAX_GROUP_SPEEDUP_PER_MEMBER: f64 = 2.0;
+
+/// The bounds of a group of `members` devices' speedup.
+fn speedup_bounds(members: usize) -> (f64, f64, &'static str) {
+    (
+        MIN_GROUP_SPEEDUP,
+        MAX_GROUP_SPEEDUP_PER_MEMBER * members as f64,
+        "for this many members",
+    )
+}
+
+/// The bounds of a member's seconds per item alone: no faster than [`MAX_ITEMS_PER_S`], no
+/// slower than one calibration step per item.
+const PER_ITEM_BOUNDS: (f64, f64, &str) = (1.0 / MAX_ITEMS_PER_S, MAX_STEP_S, "s per item");
 
 /// Cache key of a group: its members' adapter identities, in order (the host device's with
 /// its thread count, which its speed and its contention with CPU adapters depend on), and
@@ -210,31 +232,48 @@ impl MultiGpuContext {
             let cached = if force {
                 None
             } else {
-                // A figure that is not positive and finite cannot scale a rate: the group is
-                // measured again (and rewritten).
-                let load = |k: &str| {
+                // A figure outside its bounds (not finite, a speedup of 0 or 10^308) would
+                // mislead every plan: the group is measured again (and rewritten).
+                let load = |k: &str, bounds| {
                     cache::load::<f64>(k).filter(|&s| {
-                        let usable = s.is_finite() && s > 0.0;
-                        if !usable {
+                        let problem = out_of_bounds(s, bounds);
+                        if let Some(why) = &problem {
                             log::warn!(
                                 "calibration cache entry for {k} holds an unusable figure \
-                                 ({s}); measuring again and rewriting it"
+                                 ({} {why}); measuring again and rewriting it",
+                                number(s)
                             );
                         }
-                        usable
+                        problem.is_none()
                     })
                 };
-                let alone: Option<Vec<f64>> = alone_keys.iter().map(|k| load(k)).collect();
-                load(&key).zip(alone)
+                let alone: Option<Vec<f64>> = alone_keys
+                    .iter()
+                    .map(|k| load(k, PER_ITEM_BOUNDS))
+                    .collect();
+                load(&key, speedup_bounds(members.len())).zip(alone)
             };
             let (speedup, alone) = match cached {
                 Some(figures) => figures,
                 None => {
                     let (s, alone) = self.measure_speedup(&members)?;
-                    // A cache that cannot be written only costs a re-measurement next time.
-                    let _ = cache::store(&key, &s);
-                    for (k, per_item) in alone_keys.iter().zip(&alone) {
-                        let _ = cache::store(k, per_item);
+                    let unusable = out_of_bounds(s, speedup_bounds(members.len())).or_else(|| {
+                        alone
+                            .iter()
+                            .find_map(|&a| out_of_bounds(a, PER_ITEM_BOUNDS))
+                    });
+                    if let Some(why) = unusable {
+                        // Not stored: the next process measures again rather than trusting it.
+                        log::warn!(
+                            "measured speedup {} of group {key} ({why}); not cached",
+                            number(s)
+                        );
+                    } else {
+                        // A cache that cannot be written only costs a re-measurement next time.
+                        let _ = cache::store(&key, &s);
+                        for (k, per_item) in alone_keys.iter().zip(&alone) {
+                            let _ = cache::store(k, per_item);
+                        }
                     }
                     (s, alone)
                 }

@@ -89,57 +89,79 @@ pub fn is_complete(m: &Measurements) -> bool {
             .all(|f| m.family_items_per_s.contains_key(f.name))
 }
 
-/// The first figure of `m` that no cost model can use (a rate that is not positive and
-/// finite, a time that is not finite and >= 0), as "name = value"; `None` when every figure
-/// is usable. A cache file that parses but holds such a figure (edited by hand, written by a
-/// broken measurement) is measured again rather than trusted.
+/// Largest believable transfer or copy rate, bytes per second: 100 TB/s, ten times the
+/// memory bandwidth of the fastest GPUs made (HBM3e, about 8 TB/s).
+pub const MAX_BYTES_PER_S: f64 = 1e14;
+
+/// Largest believable arithmetic peak, flops per second: 100 PFLOP/s, far beyond any one
+/// device's f32 arithmetic (tens of TFLOP/s).
+pub const MAX_FLOPS_PER_S: f64 = 1e17;
+
+/// Largest believable kernel rate, items per second: every reference item reads and writes
+/// at least 8 bytes, so 10^13 items/s would already move more than [`MAX_BYTES_PER_S`].
+pub const MAX_ITEMS_PER_S: f64 = 1e13;
+
+/// Smallest believable rate of any kind (bytes, flops or items per second): a calibration
+/// step runs at least one item within [`STEP_LIMIT`], or fails the device. (The slowest
+/// rate measured here: 155 tropical items/s on llvmpipe, GL, 2 cores.)
+pub const MIN_RATE_PER_S: f64 = 0.01;
+
+/// Largest believable time of one step (launch latency, timestamp cost), seconds: a
+/// calibration step that takes longer than [`STEP_LIMIT`] fails the device instead.
+pub const MAX_STEP_S: f64 = STEP_LIMIT.as_secs() as f64;
+
+/// The first figure of `m` that no cost model can use, as "name = value (why)": a rate that
+/// is not finite or outside [`MIN_RATE_PER_S`] and its kind's maximum ([`MAX_BYTES_PER_S`],
+/// [`MAX_FLOPS_PER_S`], [`MAX_ITEMS_PER_S`]), a time that is not finite or outside 0 to
+/// [`MAX_STEP_S`]; `None` when every figure is usable. A cache file that parses but holds
+/// such a figure (edited by hand, written by a broken measurement) is measured again rather
+/// than trusted: an absurd figure (10^308 items/s, a latency of 10^300 s) would mislead
+/// every plan until the next forced calibration.
 pub fn unusable_figure(m: &Measurements) -> Option<String> {
-    let rate = |v: f64| v.is_finite() && v > 0.0;
-    let time = |v: f64| v.is_finite() && v >= 0.0;
+    let bytes = (MIN_RATE_PER_S, MAX_BYTES_PER_S, "bytes/s");
+    let flops = (MIN_RATE_PER_S, MAX_FLOPS_PER_S, "flops/s");
+    let items = (MIN_RATE_PER_S, MAX_ITEMS_PER_S, "items/s");
+    let time = (0.0, MAX_STEP_S, "s");
     let mut figures = vec![
-        (
-            "launch_latency_s",
-            m.launch_latency_s,
-            time(m.launch_latency_s),
-        ),
-        (
-            "h2d_bytes_per_s",
-            m.h2d_bytes_per_s,
-            rate(m.h2d_bytes_per_s),
-        ),
-        (
-            "d2h_bytes_per_s",
-            m.d2h_bytes_per_s,
-            rate(m.d2h_bytes_per_s),
-        ),
-        (
-            "copy_bytes_per_s",
-            m.copy_bytes_per_s,
-            rate(m.copy_bytes_per_s),
-        ),
-        (
-            "peak_flops_per_s",
-            m.peak_flops_per_s,
-            rate(m.peak_flops_per_s),
-        ),
-        (
-            "kernel_copy_bytes_per_s",
-            m.kernel_copy_bytes_per_s,
-            rate(m.kernel_copy_bytes_per_s),
-        ),
-        (
-            "timestamp_cost_s",
-            m.timestamp_cost_s,
-            time(m.timestamp_cost_s),
-        ),
+        ("launch_latency_s", m.launch_latency_s, time),
+        ("h2d_bytes_per_s", m.h2d_bytes_per_s, bytes),
+        ("d2h_bytes_per_s", m.d2h_bytes_per_s, bytes),
+        ("copy_bytes_per_s", m.copy_bytes_per_s, bytes),
+        ("peak_flops_per_s", m.peak_flops_per_s, flops),
+        ("kernel_copy_bytes_per_s", m.kernel_copy_bytes_per_s, bytes),
+        ("timestamp_cost_s", m.timestamp_cost_s, time),
     ];
     for (name, &v) in &m.family_items_per_s {
-        figures.push((name.as_str(), v, rate(v)));
+        figures.push((name.as_str(), v, items));
     }
-    figures
-        .into_iter()
-        .find(|(_, _, ok)| !ok)
-        .map(|(name, v, _)| format!("{name} = {v}"))
+    figures.into_iter().find_map(|(name, v, bounds)| {
+        out_of_bounds(v, bounds).map(|why| format!("{name} = {} ({why})", number(v)))
+    })
+}
+
+/// `v` in plain digits when that is short, else in exponent notation (Rust's plain
+/// formatting of 1e300 has 301 digits).
+pub(crate) fn number(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-4..1e7).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
+/// Why `v` is not a figure within `(low, high, unit)`, if it is not.
+pub(crate) fn out_of_bounds(v: f64, (low, high, unit): (f64, f64, &str)) -> Option<String> {
+    if !v.is_finite() {
+        Some("not a finite number".into())
+    } else if v < low || v > high {
+        Some(format!(
+            "outside {} to {} {unit}",
+            number(low),
+            number(high)
+        ))
+    } else {
+        None
+    }
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it): when figures were measured.
@@ -225,6 +247,29 @@ mod tests {
                     m.family_items_per_s.insert(first, 0.0);
                 },
                 " = 0",
+            ),
+            (
+                |m| m.h2d_bytes_per_s = 1e308,
+                "h2d_bytes_per_s = 1e308 (outside",
+            ),
+            (
+                |m| m.launch_latency_s = 1e300,
+                "launch_latency_s = 1e300 (outside 0 to 60 s)",
+            ),
+            (
+                |m| m.peak_flops_per_s = 1e18,
+                "peak_flops_per_s = 1e18 (outside 0.01 to 1e17 flops/s)",
+            ),
+            (
+                |m| m.copy_bytes_per_s = 1e-3,
+                "copy_bytes_per_s = 0.001 (outside",
+            ),
+            (
+                |m| {
+                    let first = m.family_items_per_s.keys().next().unwrap().clone();
+                    m.family_items_per_s.insert(first, 1e308);
+                },
+                " = 1e308 (outside 0.01 to 1e13 items/s)",
             ),
         ];
         for (spoil, named) in cases {

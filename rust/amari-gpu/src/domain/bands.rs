@@ -144,6 +144,39 @@ pub fn split_rows(height: usize, weights: &[f64]) -> Vec<usize> {
         .collect()
 }
 
+/// Checks a caller's `split` (rows per device, for each of `devices` devices) against a
+/// grid of `height` rows: one entry per device, each at most `height`, adding up to
+/// `height` exactly. The sum is checked, never wrapped: values whose sum wraps past 2^64 to
+/// `height` would otherwise pass and have [`layout`] cut billions of bands.
+pub fn check_split(split: &[usize], devices: usize, height: usize) -> Result<()> {
+    if split.len() != devices {
+        return Err(Error::invalid(
+            "split",
+            format!(
+                "expected rows for each of the {devices} devices, got {} entries",
+                split.len()
+            ),
+        ));
+    }
+    if let Some((id, &rows)) = split.iter().enumerate().find(|(_, &r)| r > height) {
+        return Err(Error::invalid(
+            "split",
+            format!(
+                "expected at most the grid's {height} rows per device, got {rows} for device {id}"
+            ),
+        ));
+    }
+    // Each entry is at most `height`, so the sum fits a u128 whatever the entries.
+    let total: u128 = split.iter().map(|&r| r as u128).sum();
+    if total != height as u128 {
+        return Err(Error::invalid(
+            "split",
+            format!("expected rows adding up to the grid's {height} rows, got {total}"),
+        ));
+    }
+    Ok(())
+}
+
 /// The bands of a split: each device's rows in device order, contiguous, cut into as few
 /// bands as keep every band's buffer (ghosts included) within `max_rows(device)` rows.
 pub fn layout(
@@ -151,6 +184,17 @@ pub fn layout(
     g: Geometry,
     max_rows: &dyn Fn(usize) -> usize,
 ) -> Result<Vec<Band>> {
+    // The split's rows must tile the grid: a larger total would cut bands past its end
+    // (each a device buffer), a sum that wraps would pass as the grid's height.
+    let total = rows_per_device
+        .iter()
+        .try_fold(0usize, |total, &(_, rows)| total.checked_add(rows));
+    if total != Some(g.height) {
+        return Err(Error::Internal(format!(
+            "a split of {rows_per_device:?} does not tile a grid of {} rows",
+            g.height
+        )));
+    }
     let mut bands = Vec::new();
     let mut start = 0;
     for &(device, rows) in rows_per_device {
@@ -171,6 +215,12 @@ pub fn layout(
             ));
         }
         let pieces = rows.div_ceil(room);
+        bands
+            .try_reserve(pieces)
+            .map_err(|_| Error::HostOutOfMemory {
+                argument: "split".into(),
+                bytes: pieces as u128 * std::mem::size_of::<Band>() as u128,
+            })?;
         for p in 0..pieces {
             // Even pieces, the larger ones first.
             let n = rows / pieces + usize::from(p < rows % pieces);
@@ -178,7 +228,6 @@ pub fn layout(
             start += n;
         }
     }
-    debug_assert_eq!(start, g.height);
     Ok(bands)
 }
 
@@ -274,6 +323,50 @@ mod tests {
         let g = geometry(8, 2, true);
         let err = layout(&[(0, 8)], g, &|_| 4).unwrap_err();
         assert!(err.to_string().contains("ghost rows"), "{err}");
+    }
+
+    /// Entries whose sum wraps past 2^64 to the grid's height, entries larger than the
+    /// grid, a wrong count and a short sum are refused naming `split` (the wrapping sum used
+    /// to pass, and laying it out grew a list of bands until the process was killed).
+    #[test]
+    fn a_split_that_does_not_tile_the_grid_is_refused() {
+        let half = 1usize << 63;
+        let cases: [(&[usize], &str); 6] = [
+            (
+                &[half + 4, half + 4],
+                "at most the grid's 8 rows per device, got 9223372036854775812 for device 0",
+            ),
+            (&[usize::MAX, 9], "at most the grid's 8 rows per device"),
+            (&[4, 9], "got 9 for device 1"),
+            (&[0, 0], "adding up to the grid's 8 rows, got 0"),
+            (&[5, 5], "adding up to the grid's 8 rows, got 10"),
+            (&[8], "rows for each of the 2 devices, got 1 entries"),
+        ];
+        for (split, expected) in cases {
+            match check_split(split, 2, 8) {
+                Err(Error::InvalidArgument { argument, message }) => {
+                    assert_eq!(argument, "split");
+                    assert!(
+                        message.contains(expected),
+                        "{message} should say {expected}"
+                    );
+                }
+                other => panic!("{split:?}: expected InvalidArgument(split), got {other:?}"),
+            }
+        }
+        assert_eq!(check_split(&[3, 5], 2, 8), Ok(()));
+        assert_eq!(check_split(&[0, 8], 2, 8), Ok(()));
+    }
+
+    /// A layout whose rows do not add up to the grid is an error, never a loop over a
+    /// wrapped count.
+    #[test]
+    fn a_layout_of_a_wrapping_split_is_an_error_not_a_huge_list() {
+        let g = geometry(8, 1, false);
+        let half = 1usize << 63;
+        let err = layout(&[(0, half + 4), (1, half + 4)], g, &|_| 16).unwrap_err();
+        assert!(matches!(err, Error::Internal(_)), "{err:?}");
+        assert!(layout(&[(0, 3), (1, 3)], g, &|_| 16).is_err());
     }
 
     #[test]

@@ -101,22 +101,7 @@ fn first_split(
     let height = spec.geometry.height;
     if let (Some(split), true) = (&opts.split, first_attempt) {
         let n = ctx.devices().len();
-        if split.len() != n {
-            return Err(Error::invalid(
-                "split",
-                format!(
-                    "expected rows for each of the {n} devices, got {} entries",
-                    split.len()
-                ),
-            ));
-        }
-        let total: usize = split.iter().sum();
-        if total != height {
-            return Err(Error::invalid(
-                "split",
-                format!("expected rows adding up to the grid's {height} rows, got {total}"),
-            ));
-        }
+        bands::check_split(split, n, height)?;
         if let Some(id) = (0..n).find(|&i| split[i] > 0 && !healthy.contains(&i)) {
             return Err(Error::invalid(
                 "split",

@@ -3,7 +3,7 @@
 
 use crate::adapter::{canonical_backend, AdapterInfo, BACKEND_NAMES, DEVICE_TYPE_NAMES};
 use crate::error::{Error, Result};
-use crate::options::{check_names, describe_request, ContextOptions, MAX_DEVICES_PER_ADAPTER};
+use crate::options::{check_names, describe_request, ContextOptions};
 
 fn describe_available(infos: &[AdapterInfo]) -> String {
     if infos.is_empty() {
@@ -56,45 +56,7 @@ fn default_selection(infos: &[AdapterInfo], options: &ContextOptions) -> Vec<usi
 /// Returns the selected adapter indices, one entry per logical device to open (an adapter
 /// appears `devices_per_adapter` times in a row).
 pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usize>> {
-    if options.devices_per_adapter == 0 {
-        return Err(Error::invalid(
-            "devices_per_adapter",
-            "expected an integer >= 1, got 0",
-        ));
-    }
-    if options.devices_per_adapter > MAX_DEVICES_PER_ADAPTER {
-        return Err(Error::invalid(
-            "devices_per_adapter",
-            format!(
-                "expected an integer from 1 to {MAX_DEVICES_PER_ADAPTER}, got {}",
-                options.devices_per_adapter
-            ),
-        ));
-    }
-    if options.max_devices == Some(0) {
-        return Err(Error::invalid(
-            "max_devices",
-            "expected an integer >= 1 or None, got 0",
-        ));
-    }
-    if options.chunk_items == Some(0) {
-        return Err(Error::invalid(
-            "chunk_items",
-            "expected an integer >= 1 or None, got 0",
-        ));
-    }
-    if options.host_threads == Some(0) {
-        return Err(Error::invalid(
-            "host_threads",
-            "expected an integer >= 1 or None, got 0",
-        ));
-    }
-    if options.sync_timeout_ms == Some(0) {
-        return Err(Error::invalid(
-            "sync_timeout_ms",
-            "expected an integer >= 1 or None, got 0",
-        ));
-    }
+    options.check()?;
     if let Some(backends) = &options.backends {
         check_names("backends", backends, &BACKEND_NAMES)?;
     }

@@ -2,6 +2,7 @@
 //! host device) against the rule and the reasons it gives.
 
 use super::*;
+use crate::options::MAX_DEVICES_PER_ADAPTER;
 use std::collections::BTreeMap;
 
 #[test]
