@@ -318,6 +318,19 @@ impl Run<'_> {
         };
         match outcome {
             Ok(()) => self.scheduler.exit(),
+            // The user's kernel, not the device: the device stays healthy and the call
+            // stops (every chunk would fail alike), its error the call's.
+            Err(error @ Error::KernelCompile(_)) => {
+                for (buffer, _) in resident.drain(..).flatten() {
+                    buffer.discard();
+                }
+                for pending in in_flight.drain(..) {
+                    pending.flight.discard();
+                }
+                log::info!("device {}: {error}", dev.id);
+                self.scheduler.abort();
+                report.failure = Some(error);
+            }
             Err(error) => {
                 let mut unfinished: Vec<usize> = held.into_iter().collect();
                 for (buffer, _) in resident.drain(..).flatten() {
