@@ -24,6 +24,9 @@ pub struct InFlight {
     submission: wgpu::SubmissionIndex,
     staging: Staging,
     buffers: Vec<Pooled>,
+    /// The chunk's items, and whether its kernel writes a loop-check word after the output.
+    range: Range<usize>,
+    loop_check: bool,
     /// When the chunk was submitted.
     pub submitted: Instant,
     /// Bytes uploaded for it.
@@ -73,6 +76,8 @@ pub fn submit(
     let items = range.len();
     let (grid, row_threads) = gpu_io::grid(dev, kernel, items, "chunk_items")?;
     let out_bytes = (kernel.output_words(items).max(1) * 4) as u64;
+    // The loop-check word rides after the output: bound, cleared and read back with it.
+    let bound_bytes = out_bytes + if kernel.loop_check { 4 } else { 0 };
     let scopes = Scopes::open(dev);
 
     let header = kernel.uniform(items as u32, row_threads);
@@ -110,14 +115,14 @@ pub fn submit(
         bytes_up += (slice.len() * 4) as u64;
     }
     let output_index = buffers.len();
-    buffers.push(dev.pool.take(
-        &dev.gpu().device,
-        out_bytes,
-        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-    ));
-    sizes.push(out_bytes);
+    let mut output_usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+    if kernel.loop_check {
+        output_usage |= wgpu::BufferUsages::COPY_DST;
+    }
+    buffers.push(dev.pool.take(&dev.gpu().device, bound_bytes, output_usage));
+    sizes.push(bound_bytes);
     // Kernel timestamps ride along in the staging buffer, after the output.
-    let mut staging = Staging::new(dev, out_bytes, timed);
+    let mut staging = Staging::new(dev, bound_bytes, timed);
 
     let mut entries = vec![binding(0, &buffers[0], sizes[0])];
     for (i, slot) in slots.iter().enumerate() {
@@ -133,7 +138,7 @@ pub fn submit(
     entries.push(binding(
         inputs.len() as u32 + 1,
         &buffers[output_index],
-        out_bytes,
+        bound_bytes,
     ));
     let bind_group = dev
         .gpu()
@@ -149,6 +154,9 @@ pub fn submit(
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some(&kernel.id),
         });
+    if kernel.loop_check {
+        encoder.clear_buffer(&buffers[output_index], out_bytes, Some(4));
+    }
     gpu_io::dispatch(
         &mut encoder,
         Some(&kernel.id),
@@ -157,7 +165,7 @@ pub fn submit(
         grid,
         staging.queries(),
     );
-    encoder.copy_buffer_to_buffer(&buffers[output_index], 0, staging.buffer(), 0, out_bytes);
+    encoder.copy_buffer_to_buffer(&buffers[output_index], 0, staging.buffer(), 0, bound_bytes);
     staging.resolve_timestamps(dev, &mut encoder);
     let submission = dev.gpu().queue.submit(Some(encoder.finish()));
     staging.map();
@@ -166,14 +174,18 @@ pub fn submit(
         submission,
         staging,
         buffers,
+        range,
+        loop_check: kernel.loop_check,
         submitted: Instant::now(),
         bytes_up,
-        bytes_down: out_bytes,
+        bytes_down: bound_bytes,
     })
 }
 
 /// Waits for a submitted chunk and copies its result into `output`. On error the chunk's
-/// buffers are discarded and `output` is untouched.
+/// buffers are discarded and `output` is untouched; so it is when the kernel's loop-check
+/// word says a driver cut its loops short (the results would be wrong), which is the
+/// user's error of `rows::loop_cap_error`.
 pub fn finish(
     dev: &GpuDevice,
     chunk: InFlight,
@@ -187,10 +199,18 @@ pub fn finish(
         chunk.discard();
         return Err(error);
     }
-    let ((), ticks) = chunk.staging.read(dev, |view| {
-        let words: &[f32] = bytemuck::cast_slice(view);
-        output.copy_from_slice(&words[..output.len()]);
+    let loop_check = chunk.loop_check;
+    let (cut_short, ticks) = chunk.staging.read(dev, |view| {
+        let words: &[u32] = bytemuck::cast_slice(view);
+        if loop_check && words.get(output.len()).is_none_or(|&w| w != 0) {
+            return true;
+        }
+        output.copy_from_slice(bytemuck::cast_slice(&words[..output.len()]));
+        false
     })?;
+    if cut_short {
+        return Err(crate::rows::loop_cap_error(dev, chunk.range));
+    }
     Ok(Finished {
         wait_start,
         wait_end,

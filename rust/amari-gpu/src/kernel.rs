@@ -79,6 +79,15 @@ pub struct Kernel {
     /// The host device's implementation, bit-identical to the WGSL one (its `fma` rounding
     /// set by the device that runs it). A kernel without one is never planned on the host.
     pub host: Option<Arc<dyn HostImpl>>,
+    /// The only devices (by id) that may run it, when its bits depend on the driver that
+    /// compiles it (a user's WGSL, see `rows`); `None`: every device [`can_run`] allows.
+    ///
+    /// [`can_run`]: crate::device::GpuDevice::can_run
+    pub devices: Option<Vec<usize>>,
+    /// The kernel writes a nonzero word after its per-item output when a driver cut an
+    /// invocation's loops short (`rows::wrap` says how it knows); the executor binds that
+    /// word, clears it and refuses the chunk's results when it is set.
+    pub loop_check: bool,
 }
 
 impl Kernel {
@@ -102,6 +111,8 @@ impl Kernel {
             },
             flops_per_item: 1.0,
             host: None,
+            devices: None,
+            loop_check: false,
         }
     }
 
