@@ -18,7 +18,10 @@ pub(crate) enum Lineage {
     /// Uploaded from the host: a copy of its rows, `cols` words each.
     Source { data: Arc<Vec<f32>>, cols: usize },
     /// Output of `kernel` on `inputs` (one per kernel input, in binding order).
-    Op { kernel: Kernel, inputs: Vec<Origin> },
+    Op {
+        kernel: Box<Kernel>,
+        inputs: Vec<Origin>,
+    },
     /// Another array's items, each `factor` rows of a `factor`-th of its words.
     Split { inner: Arc<Lineage>, factor: usize },
 }

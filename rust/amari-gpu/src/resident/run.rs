@@ -167,7 +167,7 @@ impl MultiGpuContext {
             cols: kernel.output_words_per_item(),
             shards,
             lineage: Arc::new(Lineage::Op {
-                kernel: kernel.clone(),
+                kernel: Box::new(kernel.clone()),
                 inputs: origins,
             }),
         })

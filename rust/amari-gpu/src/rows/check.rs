@@ -87,7 +87,7 @@ fn declarations(module: &Module, text: &str, user_lines: usize) -> Result<()> {
              params, and keep module-scope variables var<private>"
         )));
     }
-    for (handle, constant) in module.overrides.iter() {
+    if let Some((handle, constant)) = module.overrides.iter().next() {
         let at = user_place(module.overrides.get_span(handle), text, user_lines)
             .unwrap_or_else(|| "source".into());
         let name = constant.name.as_deref().unwrap_or("?");
