@@ -18,14 +18,22 @@
 // otherwise `c` is a one-word placeholder that is never read. The matrix-vector kernel works
 // on single rows instead (item = row, `item_batch` per row).
 //
-// ABI shared by every kernel: binding 0 holds the chunk's item count and grid row width, then
-// this family's parameters; inputs follow in order, the output comes last.
+// Long inner dimensions are walked in passes: Mesa's llvmpipe and lavapipe stop the loops of
+// an invocation silently once 65,535 trips have run over all of them, so no invocation walks
+// more than `params.k_pass` inner indices. Pass p (the host dispatches them in order over the
+// same bindings) walks indices [p k_pass, (p + 1) k_pass) and combines its accumulator with
+// what pass p - 1 stored, the stored value first: a tie keeps the earlier value, exactly as
+// one walk over every index would, so the bits do not depend on the pass length.
+//
+// ABI shared by every kernel: binding 0 holds the chunk's item count, grid row width and pass
+// index, then this family's parameters; inputs follow in order, the output comes last.
 
 struct Params {
     n: u32,
     row_threads: u32,
     _pad0: u32,
-    _pad1: u32,
+    // Which pass over the inner dimension this dispatch is.
+    pass_index: u32,
     // +1 (max-plus) or -1 (min-plus).
     sign: f32,
     // Inner dimension K.
@@ -38,7 +46,8 @@ struct Params {
     neg_inf: f32,
     // Batches held in `b` (a row's batch index is clamped to it before addressing `b`).
     batches: u32,
-    _pad2: u32,
+    // Inner indices one pass walks at most.
+    k_pass: u32,
     _pad3: u32,
 }
 
@@ -54,10 +63,20 @@ fn mx(acc: f32, s: f32) -> f32 {
     return select(acc, s, s > acc);
 }
 
-// The stored value of a finished max-plus accumulator for output word `index`.
+// The inner indices [start, end) this pass walks.
+fn pass_range() -> vec2<u32> {
+    let start = min(params.pass_index * params.k_pass, params.k);
+    return vec2<u32>(start, min(params.k - start, params.k_pass) + start);
+}
+
+// The stored value of a finished max-plus accumulator for output word `index`: after the
+// first pass, combined with what the pass before stored (itself first); in the first, with
+// `c` when accumulating.
 fn finish(index: u32, acc: f32) -> f32 {
     var v = acc;
-    if (params.accumulate != 0u) {
+    if (params.pass_index != 0u) {
+        v = mx(params.sign * out[index], acc);
+    } else if (params.accumulate != 0u) {
         v = mx(params.sign * c[index], acc);
     }
     return params.sign * v;
@@ -116,7 +135,8 @@ fn matmul_tiled(
     var acc6_0 = z4; var acc6_1 = z4; var acc7_0 = z4; var acc7_1 = z4;
     let a_slot = lid.y * 2u;
     let b_slot = lid.x * 2u;
-    for (var k0 = 0u; k0 < kdim; k0 += TK) {
+    let range = pass_range();
+    for (var k0 = range.x; k0 < range.y; k0 += TK) {
         workgroupBarrier();
         // Each tile is 256 vec4 slots, 4 per thread, each filled by one vec4 store.
         // A: slot (kk, q) holds rows 4q..4q+3 at step kk; consecutive threads take
@@ -125,7 +145,7 @@ fn matmul_tiled(
             let q = s / TK;
             let kk = s % TK;
             var v = z4;
-            if (k0 + kk < kdim) {
+            if (k0 + kk < range.y) {
                 let i = a_base + q * 4u * kdim + k0 + kk;
                 v = sign * vec4<f32>(a[i], a[i + kdim], a[i + 2u * kdim], a[i + 3u * kdim]);
             }
@@ -138,7 +158,7 @@ fn matmul_tiled(
             let q = s % 16u;
             let col = col0 + q * 4u;
             var v = z4;
-            if (k0 + kk < kdim) {
+            if (k0 + kk < range.y) {
                 let row = b_base + (k0 + kk) * cols;
                 let last = row + cols - 1u;
                 let i = row + col;
@@ -150,7 +170,7 @@ fn matmul_tiled(
             b_tile[kk * 16u + q] = v;
         }
         workgroupBarrier();
-        let steps = min(TK, kdim - k0);
+        let steps = min(TK, range.y - k0);
         for (var kk = 0u; kk < steps; kk++) {
             let a0 = a_tile[kk * 16u + a_slot];
             let a1 = a_tile[kk * 16u + a_slot + 1u];
@@ -233,9 +253,10 @@ fn matmul_rows(
     var acc6_0 = z4; var acc6_1 = z4; var acc7_0 = z4; var acc7_1 = z4;
     let a_slot = lid.y * 2u;
     let b_slot = lid.x * 2u;
+    let range = pass_range();
     for (var p = first_batch; p <= last_batch; p++) {
         let b_base = p * kdim * cols;
-        for (var k0 = 0u; k0 < kdim; k0 += TK) {
+        for (var k0 = range.x; k0 < range.y; k0 += TK) {
             workgroupBarrier();
             // A: slot (kk, q) holds rows row0 + 4q..4q+3 at step kk; a row of another batch,
             // or past the last row, holds the tropical zero (its read clamped in bounds).
@@ -243,7 +264,7 @@ fn matmul_rows(
                 let q = s / TK;
                 let kk = s % TK;
                 var v = z4;
-                if (k0 + kk < kdim) {
+                if (k0 + kk < range.y) {
                     let r = row0 + q * 4u;
                     let rows = vec4<u32>(r, r + 1u, r + 2u, r + 3u);
                     let held = min(rows, vec4<u32>(last_row));
@@ -268,7 +289,7 @@ fn matmul_rows(
                 let q = s % 16u;
                 let col = col0 + q * 4u;
                 var v = z4;
-                if (k0 + kk < kdim) {
+                if (k0 + kk < range.y) {
                     let row = b_base + (k0 + kk) * cols;
                     let last = row + cols - 1u;
                     let i = row + col;
@@ -280,7 +301,7 @@ fn matmul_rows(
                 b_tile[kk * 16u + q] = v;
             }
             workgroupBarrier();
-            let steps = min(TK, kdim - k0);
+            let steps = min(TK, range.y - k0);
             for (var kk = 0u; kk < steps; kk++) {
                 let a0 = a_tile[kk * 16u + a_slot];
                 let a1 = a_tile[kk * 16u + a_slot + 1u];
@@ -336,15 +357,16 @@ fn matmul_naive(@builtin(global_invocation_id) gid: vec3<u32>) {
     let kdim = params.k;
     let a_base = row * kdim;
     let b_base = min(item_batch[row / TILE], params.batches - 1u) * kdim * cols + col;
+    let range = pass_range();
     var acc = params.neg_inf;
     if (params.sign > 0.0) {
-        for (var k = 0u; k < kdim; k++) {
+        for (var k = range.x; k < range.y; k++) {
             acc = mx(acc, a[a_base + k] + b[b_base + k * cols]);
         }
     } else {
         // min-plus directly: the same loop with the comparison reversed.
         acc = -acc;
-        for (var k = 0u; k < kdim; k++) {
+        for (var k = range.x; k < range.y; k++) {
             let s = a[a_base + k] + b[b_base + k * cols];
             acc = select(acc, s, s < acc);
         }
@@ -375,7 +397,9 @@ fn matvec(
     if (row < params.n) {
         let a_base = row * kdim;
         let x_base = min(item_batch[row], params.batches - 1u) * kdim;
-        for (var k = lane; k < kdim; k += 64u) {
+        // k_pass is a multiple of 64: every lane walks its own indices in every pass.
+        let range = pass_range();
+        for (var k = range.x + lane; k < range.y; k += 64u) {
             acc = mx(acc, sign * (a[a_base + k] + b[x_base + k]));
         }
     }

@@ -116,3 +116,50 @@ def test_a_node_killed_during_a_grid_run(cluster: Any, local: ag.MultiGpuContext
         assert [node for node, _ in report.failures] == [2]
         assert [n for n, _ in report.final_split] == [0, 1]
         assert not rc.health()[2]["healthy"]
+
+
+def test_a_node_hung_during_a_grid_run(cluster: Any, local: ag.MultiGpuContext) -> None:
+    # A band round that never returns: the node is given up after node_timeout_s and the
+    # run starts again without it (it used to wait for that round forever).
+    grid = np.random.default_rng(6).random((180, 40), dtype=np.float32)
+    want = local.stencil(grid, 9, 0.2, "dirichlet")
+    with ag.RayContext(backends=BACKENDS, node_timeout_s=3.0) as rc:
+        rc.inject_fault(1, after_chunks=2, fault="hang")
+        got = rc.stencil(grid, 9, 0.2, "dirichlet", 2)
+        assert np.array_equal(got, want)
+        report = rc.last_run
+        assert report is not None
+        assert [node for node, _ in report.failures] == [1]
+        assert report.failures[0][1].startswith("hung: no band round finished")
+        assert [n for n, _ in report.final_split] == [0, 2]
+        health = rc.health()
+        assert not health[1]["healthy"] and health[1]["reason"].startswith("hung")
+
+
+def test_a_node_that_stops_answering_between_calls(cluster: Any, local: ag.MultiGpuContext) -> None:
+    # A node whose actor is stuck outside any call of the context (here: in a chunk sent
+    # to it directly) does not answer profile() or stats(): each gives it node_timeout_s,
+    # then marks it hung and goes on without it (they used to wait for it, or raise Ray's
+    # GetTimeoutError).
+    a, b = random_batch(2000, seed=9)
+
+    def stick(rc: ag.RayContext, node: int) -> None:
+        rc.inject_fault(node, after_chunks=0, fault="hang")
+        rc._native.nodes[node].actor.run.remote("geometric_product", None, ())
+
+    with ag.RayContext(backends=BACKENDS, node_timeout_s=3.0, chunk_items=250) as rc:
+        stick(rc, 2)
+        with rc.profile() as prof:
+            got = rc.geometric_product(a, b)
+        assert np.array_equal(got, local.geometric_product(a, b))
+        reason = rc.health()[2]["reason"]
+        assert reason == "hung: did not answer profile_start() within node_timeout_s=3.0"
+        assert {e["node"] for e in prof.events} == {0, 1}
+        stick(rc, 1)
+        stats = rc.stats()
+        reason = rc.health()[1]["reason"]
+        assert reason == "hung: did not answer stats() within node_timeout_s=3.0"
+        assert stats[0]["devices"] and stats[1]["devices"] == [] == stats[2]["devices"]
+        assert sum(s["chunks_done"] for s in stats) == 8
+        assert [h["healthy"] for h in rc.health().values()] == [True, False, False]
+        assert np.array_equal(rc.geometric_product(a, b), got)

@@ -218,3 +218,95 @@ def test_shapes_other_than_rows_of_multivectors(ctx3: ag.MultiGpuContext) -> Non
     got = ctx3.geometric_product(ctx3.asarray(cube), cube)
     assert got.shape == (2, 3, 8)
     assert np.array_equal(got.numpy(), ctx3.geometric_product(cube, cube))
+
+
+# --- single multivectors as DeviceArrays -------------------------------------------------------
+
+UNARY_OPS = ["reverse", "grade_involution", "normalize", "dual"]
+BINARY_OPS = ["geometric_product", "outer_product", "inner_product", "scalar_product", "sandwich"]
+
+
+def _unary(ctx: ag.MultiGpuContext, name: str, x, **kwargs):
+    if name == "grade_projection":
+        return ctx.grade_projection(x, [0, 2], **kwargs)
+    return getattr(ctx, name)(x, **kwargs)
+
+
+@pytest.mark.parametrize("name", [*UNARY_OPS, "grade_projection"])
+def test_a_single_resident_multivector_is_taken_by_every_unary_operation(
+    ctx3: ag.MultiGpuContext, name: str
+) -> None:
+    # asarray of a 1-D array keeps 2^n rows of one word, which once reached the kernels as a
+    # shape (8, 1) the caller never passed.
+    x = np.arange(1.0, 9.0, dtype=np.float32)
+    want = _unary(ctx3, name, x)
+    got = _unary(ctx3, name, ctx3.asarray(x))
+    assert isinstance(got, ag.DeviceArray)
+    assert got.shape == want.shape == (8,)
+    assert np.array_equal(got.numpy(), want)
+    # The result is a DeviceArray like any other: an operand of the next call.
+    assert np.array_equal(ctx3.reverse(got).numpy(), ctx3.reverse(want))
+    # A DeviceArray out of the result's shape takes it; a numpy one gets it gathered.
+    out = ctx3.asarray(np.zeros(8, np.float32))
+    assert _unary(ctx3, name, ctx3.asarray(x), out=out) is out
+    assert np.array_equal(out.numpy(), want)
+    host = np.zeros(8, np.float32)
+    assert _unary(ctx3, name, ctx3.asarray(x), out=host) is host
+    assert np.array_equal(host, want)
+
+
+@pytest.mark.parametrize("name", BINARY_OPS)
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        ("single", "single"),
+        ("single", "numpy single"),
+        ("numpy single", "single"),
+        ("single", "batch"),
+        ("batch", "single"),
+        ("single", "numpy batch"),
+        ("numpy batch", "single"),
+        ("single", "unit batch"),
+    ],
+)
+def test_a_single_resident_multivector_is_taken_by_every_binary_operation(
+    ctx3: ag.MultiGpuContext, name: str, kinds: tuple[str, str]
+) -> None:
+    # "single": a 1-D DeviceArray (8,); "batch": a DeviceArray (50, 8); "unit batch": a
+    # DeviceArray (1, 8); numpy operands as given. Results as for numpy operands of the
+    # same shapes, bit for bit, and a DeviceArray whenever an operand is one.
+    single, batch = _rotor() + np.float32(0.25), _batch(50, 21)
+    values = {"single": single, "numpy single": single, "batch": batch, "numpy batch": batch}
+    values["unit batch"] = batch[:1]
+    operands = [values[k] for k in kinds]
+    want = getattr(ctx3, name)(*operands)
+    resident = [
+        ctx3.asarray(v) if not k.startswith("numpy") else v
+        for k, v in zip(kinds, operands, strict=True)
+    ]
+    got = getattr(ctx3, name)(*resident)
+    assert isinstance(got, ag.DeviceArray), kinds
+    assert got.shape == want.shape, kinds
+    assert np.array_equal(got.numpy(), want), kinds
+
+
+def test_two_single_resident_multivectors_give_a_single_result(
+    ctx3: ag.MultiGpuContext,
+) -> None:
+    a, b = _rotor(), np.arange(8.0, dtype=np.float32)
+    s = ctx3.scalar_product(ctx3.asarray(a), ctx3.asarray(b))
+    assert isinstance(s, ag.DeviceArray) and s.shape == () and s.ndim == 0
+    assert np.array_equal(s.numpy(), ctx3.scalar_product(a, b))
+    with pytest.raises(TypeError, match="0-d DeviceArray"):
+        len(s)
+
+
+def test_shape_errors_of_resident_operands_speak_the_callers_shape(
+    ctx3: ag.MultiGpuContext,
+) -> None:
+    with pytest.raises(ag.ShapeError, match=r"x: expected shape \(\.\.\., 8\), got \(16,\)"):
+        ctx3.reverse(ctx3.asarray(np.ones(16)))
+    with pytest.raises(ag.ShapeError, match=r"b: expected shape \(\.\.\., 8\), got \(4,\)"):
+        ctx3.geometric_product(ctx3.asarray(np.ones(8)), ctx3.asarray(np.ones(4)))
+    with pytest.raises(ag.ShapeError, match=r"out: expected shape \(8,\) \(the result's\), got"):
+        ctx3.reverse(ctx3.asarray(np.ones(8)), out=ctx3.asarray(np.ones((1, 8))))

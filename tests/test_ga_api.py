@@ -144,9 +144,9 @@ def test_normalize_is_scale_free(default_ctx):
     assert_close(got, want, np.ones_like(want) * 4, "normalize over 64 decades")
 
 
-def test_nan_and_inf_go_through_ieee_arithmetic(default_ctx):
-    # As x / sqrt(|⟨x x̃⟩₀|) in IEEE arithmetic: NaN spreads over its row; an infinite norm
-    # makes the infinite entry inf / inf = NaN and the finite ones x / inf = 0.
+def test_nan_and_inf_follow_the_documented_rule(default_ctx):
+    # NaN spreads over its row; an infinite norm makes the infinite entry NaN and the finite
+    # ones x / inf = 0 (every case and device kind: test_ga_normalize_special.py).
     x = random_rows(4, 8, 11)
     x[1, 3] = np.nan
     x[2, 0] = np.inf

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._mixin import KernelHost
-from ._validate import output, real_array, shape_text
+from ._validate import as_float32, output, real_array, shape_text
 from .algebra import CL3, Algebra
 from .array import DeviceArray, resident_ga
 from .errors import InvalidArgumentError, ShapeError
@@ -38,18 +38,18 @@ def _operand(name: str, value: Any, width: int) -> np.ndarray[Any, Any]:
     return array
 
 
-def _rows(array: np.ndarray[Any, Any], lead: tuple[int, ...]) -> npt.NDArray[np.float32]:
+def _rows(name: str, array: np.ndarray[Any, Any], lead: tuple[int, ...]) -> npt.NDArray[np.float32]:
     """``array`` as float32 rows for the core: one row when its batch has one multivector
     (the core applies it to every row of the other operand, uploaded once), else its rows
-    broadcast to the leading shape ``lead`` (a copy only when broadcasting repeats rows)."""
+    broadcast to the leading shape ``lead`` (a copy only when broadcasting repeats rows).
+    Converted to float32 before broadcasting, so a repeated copy is of float32 rows."""
     width = array.shape[-1]
+    array32 = as_float32(name, array)
     if math.prod(array.shape[:-1]) == 1:
-        flat = array.reshape(1, width)
-    elif array.shape[:-1] == lead:
-        flat = array.reshape(-1, width)
-    else:
-        flat = np.broadcast_to(array, (*lead, width)).reshape(-1, width)
-    return np.require(flat, dtype=np.float32, requirements=["C", "A"])
+        return array32.reshape(1, width)
+    if array.shape[:-1] == lead:
+        return array32.reshape(-1, width)
+    return as_float32(name, np.broadcast_to(array32, (*lead, width))).reshape(-1, width)
 
 
 def _grade_mask(k: Any, algebra: Algebra) -> int:
@@ -107,5 +107,5 @@ class GaBase(KernelHost):
         x2 = _operand("x", x, alg.n_blades)
         lead = x2.shape[:-1]
         target = output(out, x2.shape, np.float32, {"x": x})
-        result = self._run(operation, alg, [_rows(x2, lead)], grades, strategy, target)
+        result = self._run(operation, alg, [_rows("x", x2, lead)], grades, strategy, target)
         return result.reshape(x2.shape) if target is None else target

@@ -4,7 +4,10 @@ Dtype rule: the kernels compute in float32. Arrays of any real numeric dtype (bo
 floating) are converted to float32 in a new array; complex, object, string and other dtypes
 raise ``TypeError``, and so do masked arrays (the kernels would ignore the mask). A float32
 array that is already C-contiguous and aligned is passed on as it is; any other (strided,
-unaligned, byte-swapped) is copied. Inputs are never modified.
+unaligned, byte-swapped) is copied. Inputs are never modified. A conversion or copy the host
+cannot allocate raises ``OutOfMemoryError`` naming the argument, the bytes and the dtypes
+(numpy's bare ``MemoryError`` names none of them): every conversion of an input to the
+kernels' dtypes goes through :func:`contiguous`.
 
 Integers the core holds as 64-bit unsigned are checked here against that range, so that a
 Python int too large for it is an ``InvalidArgumentError`` naming the argument rather than a
@@ -19,7 +22,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from .errors import InvalidArgumentError, ShapeError
+from .errors import InvalidArgumentError, OutOfMemoryError, ShapeError
 
 
 def shape_text(shape: tuple[int, ...]) -> str:
@@ -37,7 +40,12 @@ def plain_array(name: str, value: Any) -> np.ndarray[Any, Any]:
             f"{name}: expected a plain array, got a masked array (numpy.ma); the kernels "
             "would ignore its mask: pass value.filled(fill) or value.compressed() instead"
         )
-    return np.asarray(value)
+    try:
+        return np.asarray(value)
+    except MemoryError:
+        raise OutOfMemoryError(
+            f"{name}: cannot allocate host memory to convert a {type(value).__name__} into an array"
+        ) from None
 
 
 def real_array(name: str, value: Any) -> np.ndarray[Any, Any]:
@@ -54,7 +62,22 @@ def real_array(name: str, value: Any) -> np.ndarray[Any, Any]:
 def as_float32(name: str, value: Any) -> npt.NDArray[np.float32]:
     """``value`` as a C-contiguous, aligned float32 array of the same shape (0-d stays 0-d):
     a copy unless it already is one."""
-    return np.require(real_array(name, value), dtype=np.float32, requirements=["C", "A"])
+    return contiguous(name, real_array(name, value), np.float32)
+
+
+def contiguous(name: str, array: np.ndarray[Any, Any], dtype: Any) -> np.ndarray[Any, Any]:
+    """``array`` as a C-contiguous, aligned array of ``dtype``, a copy unless it already is
+    one. A copy the host cannot allocate is an ``OutOfMemoryError`` naming ``name``, its
+    bytes and both dtypes, rather than numpy's bare ``MemoryError``."""
+    try:
+        return np.require(array, dtype=dtype, requirements=["C", "A"])
+    except MemoryError:
+        want = np.dtype(dtype)
+        raise OutOfMemoryError(
+            f"{name}: cannot allocate {want.itemsize * array.size} bytes of host memory for "
+            f"a contiguous {want} copy of shape {shape_text(array.shape)} (from dtype "
+            f"{array.dtype})"
+        ) from None
 
 
 def integer(name: str, value: Any, low: int, high: int = U64_MAX, *, none: bool = False) -> Any:

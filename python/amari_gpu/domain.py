@@ -25,6 +25,7 @@ from . import _native
 from ._validate import (
     U64_MAX,
     as_float32,
+    contiguous,
     integer,
     output,
     plain_array,
@@ -142,14 +143,17 @@ def _split(value: Any, devices: int) -> list[int] | None:
 def _cells(array: np.ndarray[Any, Any]) -> npt.NDArray[np.uint8]:
     """Integer cells as uint8 without wrapping: a value uint8 cannot hold is refused here,
     where the conversion would lose it; 0/1 values are the core's check."""
-    if array.dtype not in (np.bool_, np.uint8) and array.size:
-        outside = (array < 0) | (array > 255)
-        if outside.any():
-            r, c = (int(i) for i in np.argwhere(outside)[0])
-            raise InvalidArgumentError(
-                f"grid: expected cells 0 or 1, found {array[r, c]} at ({r}, {c})"
-            )
-    return np.ascontiguousarray(array, dtype=np.uint8)
+    # min and max allocate nothing: a mask of the whole grid could itself exhaust memory.
+    if (
+        array.dtype not in (np.bool_, np.uint8)
+        and array.size
+        and (array.min() < 0 or array.max() > 255)
+    ):
+        r, c = (int(i) for i in np.argwhere((array < 0) | (array > 255))[0])
+        raise InvalidArgumentError(
+            f"grid: expected cells 0 or 1, found {array[r, c]} at ({r}, {c})"
+        )
+    return contiguous("grid", array, np.uint8)
 
 
 class DomainMixin:

@@ -67,7 +67,7 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
             ) from None
         shape = lead if operation == "scalar_product" else (*lead, alg.n_blades)
         target = output(out, shape, np.float32, {names[0]: left, names[1]: right})
-        rows = [_rows(a, lead), _rows(b, lead)]
+        rows = [_rows(names[0], a, lead), _rows(names[1], b, lead)]
         result = self._run(operation, alg, rows, 0, strategy, target)
         return result.reshape(shape) if target is None else target
 

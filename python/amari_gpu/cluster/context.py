@@ -15,7 +15,7 @@ from .._adapters import BACKENDS
 from .._validate import name_list, optional_positive_int, positive_int
 from ..context import MAX_DEVICES_PER_ADAPTER
 from ..domain import DomainMixin
-from ..errors import AmariGpuError, InvalidArgumentError, NoAdapterError
+from ..errors import AmariGpuError, DeviceLostError, InvalidArgumentError, NoAdapterError
 from ..ga import GeometricAlgebraMixin
 from ..information import InformationGeometryMixin
 from ..planning import Plan, Workload, check_strategy, optional_strategy
@@ -157,12 +157,21 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin,
                 f"nodes with ray start --resources='{{\"{DEFAULT_RESOURCE}\": 1}}'"
             )
         actors = [placement.start(n, wanted, options) for n in found]
-        nodes = [placement.connect(i, n, a) for i, (n, a) in enumerate(zip(found, actors))]
+        try:
+            nodes = placement.connect(found, actors, wanted, timeout)
+        except BaseException:
+            # Interrupted while waiting (Ctrl-C): no actor stays behind holding a node's
+            # resource, or waiting to take it.
+            for actor in actors:
+                ray.kill(actor, no_restart=True)
+            raise
         if not any(n.healthy for n in nodes):
-            for n in nodes:
-                ray.kill(n.actor, no_restart=True)
+            # Every actor is ended already (a failed node's is): nothing is left holding
+            # or waiting for the nodes' resources.
             reasons = "; ".join(f"node {n.index}: {n.reason}" for n in nodes)
-            raise NoAdapterError(f"no node of the Ray cluster could open its devices ({reasons})")
+            raise NoAdapterError(
+                f"no node of the Ray cluster could start its actor and open its devices ({reasons})"
+            )
         self._native = Dispatcher(nodes, strategy, timeout, chunks)
         # The cluster's devices are its nodes: ``split=`` of the grids gives rows per node.
         self.devices: Sequence[Any] = self.nodes
@@ -214,12 +223,14 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin,
         import ray
 
         self._native.closed = True
+        # Every node releases its devices at once, within node_timeout_s in all; then the
+        # actors end, which frees the nodes' resources for the next context.
+        healthy = [n for n in self._native.nodes if n.healthy]
+        try:
+            self._native.ask([(n, n.actor.close.remote()) for n in healthy], "close()")
+        except Exception:
+            pass
         for node in self._native.nodes:
-            if node.healthy:
-                try:
-                    ray.get(node.actor.close.remote(), timeout=self._native.node_timeout_s)
-                except Exception:
-                    pass
             ray.kill(node.actor, no_restart=True)
 
     def __enter__(self) -> RayContext:
@@ -285,14 +296,15 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin,
     def stats(self) -> list[dict[str, Any]]:
         """Per node: chunks and items done, chunks re-run elsewhere after it failed, bytes
         sent to it and received from it, seconds it was busy (as the driver saw it),
-        health, and its context's per-device ``stats()`` (empty for a lost node)."""
-        import ray
-
+        health, and its context's per-device ``stats()`` (empty for a lost node; a node
+        that does not answer within ``node_timeout_s`` is marked hung and lost)."""
+        answers: dict[int, list[dict[str, Any]]] = {}
+        if not self._native.closed:
+            calls = [(n, n.actor.stats.remote()) for n in self._native.healthy()]
+            answers = self._native.ask(calls, "stats()")
         out = []
         for n in self._native.nodes:
-            devices: list[dict[str, Any]] = []
-            if n.healthy and not self._native.closed:
-                devices = ray.get(n.actor.stats.remote(), timeout=self._native.node_timeout_s)
+            devices = answers.get(n.index, [])
             out.append(
                 {
                     "node": n.index,
@@ -318,8 +330,6 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin,
         ``"device_error"`` raises ``DeviceLostError`` there, as a node whose devices all
         failed does. Its unfinished chunks go to the healthy nodes; it stays out of later
         calls."""
-        import ray
-
         from .._validate import integer
 
         after = integer("after_chunks", after_chunks, 0)
@@ -329,7 +339,10 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin,
         self._check_open()
         if not node.healthy:
             raise InvalidArgumentError(f"node_id: node {node.index} has failed ({node.reason})")
-        ray.get(node.actor.inject_fault.remote(after, fault))
+        if node.index not in self._native.ask(
+            [(node, node.actor.inject_fault.remote(after, fault))], "inject_fault()"
+        ):
+            raise DeviceLostError(f"node {node.index}: {node.reason}")
 
     def profile(self) -> AbstractContextManager[ClusterProfile]:
         """Records every node's timeline while active and merges them on exit::
@@ -340,4 +353,4 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin,
         prof.save_chrome_trace("cluster.json")   # one process per node
         """
         self._check_open()
-        return ClusterRecording(self._native.nodes)
+        return ClusterRecording(self._native)

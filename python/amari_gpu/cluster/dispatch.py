@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from .. import _native
 from ..errors import AmariGpuError, DeviceLostError, InvalidArgumentError, ShapeError
@@ -104,6 +104,36 @@ class Dispatcher:
             f"no healthy node left in the cluster ({reasons or 'no node has the resource'})"
         )
 
+    def lose(self, node: Node, reason: str) -> None:
+        """Marks ``node`` failed for ``reason`` and ends its actor (a hung one would
+        otherwise keep its resource and its chunks)."""
+        node.healthy = False
+        node.reason = reason
+        ray.kill(node.actor, no_restart=True)
+
+    def ask(self, calls: list[tuple[Node, Any]], what: str) -> dict[int, Any]:
+        """The answers of one call per node (``(node, ref)``), by node index, waiting at
+        most ``node_timeout_s`` for all of them: a node that does not answer in time is
+        marked hung, one whose actor died lost (see :meth:`lose`); neither has an answer."""
+        refs = [ref for _, ref in calls]
+        if not refs:
+            return {}
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.node_timeout_s)
+        done = set(ready)
+        out: dict[int, Any] = {}
+        for node, ref in calls:
+            if ref not in done:
+                self.lose(
+                    node,
+                    f"hung: did not answer {what} within node_timeout_s={self.node_timeout_s}",
+                )
+                continue
+            try:
+                out[node.index] = ray.get(ref, timeout=self.node_timeout_s)
+            except RayActorError as e:
+                self.lose(node, f"actor died: {type(e).__name__}")
+        return out
+
     def plan(self, job: Job, strategy: str | None) -> planner.ClusterPlan:
         """The cluster plan of ``job`` on the healthy nodes."""
         nodes = self.healthy()
@@ -188,7 +218,17 @@ class _Call:
     def _receive(self, ref: Any, flight: _Flight) -> None:
         node = flight.node
         try:
-            result = ray.get(ref)
+            # Ready (``ray.wait`` said so): the timeout only bounds a store that stalls.
+            result = ray.get(ref, timeout=self.cluster.node_timeout_s)
+        except GetTimeoutError:
+            ray.kill(node.actor, no_restart=True)
+            self._fail(
+                node,
+                f"hung: its result was not readable within node_timeout_s="
+                f"{self.cluster.node_timeout_s}",
+                [flight.chunk],
+            )
+            return
         except RayTaskError as e:
             cause = e.cause if isinstance(e.cause, BaseException) else e
             if isinstance(cause, ARGUMENT_ERRORS):

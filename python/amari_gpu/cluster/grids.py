@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from .. import _native
 from ..errors import AmariGpuError, InvalidArgumentError
@@ -113,7 +113,7 @@ def _run_bands(
         start += r
     key = uuid.uuid4().hex
     t0 = time.perf_counter()
-    _call(ray.get, [n.actor.band_open.remote(key, grid[s:e]) for n, s, e in bands], bands)
+    _call(ctx, [n.actor.band_open.remote(key, grid[s:e]) for n, s, e in bands], bands)
     edges = [(grid[s:e][:halo], grid[s:e][-halo:]) for _, s, e in bands]
     rounds: list[dict[str, Any]] = []
     done = 0
@@ -127,7 +127,7 @@ def _run_bands(
             top = None if above is None else edges[above][1][-g:]
             bottom = None if below is None else edges[below][0][:g]
             refs.append(node.actor.band_round.remote(key, method, params, top, bottom, g, halo))
-        edges = _call(ray.get, refs, bands)
+        edges = _call(ctx, refs, bands)
         wall = time.perf_counter() - round_start
         rounds.append(
             {
@@ -156,7 +156,7 @@ def _run_bands(
     t1 = time.perf_counter()
     out = np.empty_like(grid)
     for (_n, s, e), band in zip(
-        bands, _call(ray.get, [n.actor.band_close.remote(key) for n, _, _ in bands], bands)
+        bands, _call(ctx, [n.actor.band_close.remote(key) for n, _, _ in bands], bands)
     ):
         out[s:e] = band
     report = {
@@ -185,12 +185,21 @@ class _NodeLost(Exception):
         self.reason = reason
 
 
-def _call(get: Callable[[Any], Any], refs: list[Any], bands: list[tuple[Node, int, int]]) -> Any:
-    """``ray.get`` of one ref per band, turning a node's failure into ``_NodeLost``."""
+def _call(ctx: Dispatcher, refs: list[Any], bands: list[tuple[Node, int, int]]) -> Any:
+    """``ray.get`` of one ref per band, all within ``node_timeout_s`` (the bands run at
+    once), turning a node's failure into ``_NodeLost``; a node that does not answer in
+    time is hung, and its actor is ended."""
+    timeout = ctx.node_timeout_s
+    deadline = time.monotonic() + timeout
     out = []
     for ref, (node, _s, _e) in zip(refs, bands):
         try:
-            out.append(get(ref))
+            out.append(ray.get(ref, timeout=max(deadline - time.monotonic(), 0.0)))
+        except GetTimeoutError:
+            ray.kill(node.actor, no_restart=True)
+            raise _NodeLost(
+                node, f"hung: no band round finished within node_timeout_s={timeout}"
+            ) from None
         except RayTaskError as e:
             cause = e.cause if isinstance(e.cause, BaseException) else e
             if isinstance(cause, ARGUMENT_ERRORS):

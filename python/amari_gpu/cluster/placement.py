@@ -1,6 +1,6 @@
 """Placing the node actors: which nodes of the Ray cluster offer the resource, one actor
-pinned to each, and what the driver measures of each (clock offset, transfer rates through
-the object store)."""
+pinned to each, what the driver measures of each (clock offset, transfer rates through
+the object store), and, for an actor that waits for its node's resource, what holds it."""
 
 from __future__ import annotations
 
@@ -48,28 +48,29 @@ def start(node: dict[str, Any], resources: Mapping[str, float], options: dict[st
     return worker.remote(options)
 
 
-def clock_offset(actor: Any, rounds: int = 5) -> tuple[float, float]:
+def clock_offset(actor: Any, timeout_s: float, rounds: int = 5) -> tuple[float, float]:
     """The node clock minus the driver's (from the round trip with the smallest time),
-    and that round trip in seconds."""
+    and that round trip in seconds; each round trip waits at most ``timeout_s``."""
     best = (0.0, float("inf"))
     for _ in range(rounds):
         t0 = time.time()
-        remote = ray.get(actor.clock.remote())
+        remote = ray.get(actor.clock.remote(), timeout=timeout_s)
         t1 = time.time()
         if t1 - t0 < best[1]:
             best = (remote - (t0 + t1) / 2, t1 - t0)
     return best
 
 
-def transfer_rates(actor: Any, latency_s: float) -> tuple[float, float]:
+def transfer_rates(actor: Any, latency_s: float, timeout_s: float) -> tuple[float, float]:
     """Bytes/s driver → node and node → driver through the object store, measured with
-    ``PROBE_BYTES`` each way (an empty call's round trip taken off)."""
+    ``PROBE_BYTES`` each way (an empty call's round trip taken off); each way waits at
+    most ``timeout_s``."""
     data = np.ones(PROBE_BYTES, dtype=np.uint8)
     t0 = time.perf_counter()
-    ray.get(actor.receive.remote(ray.put(data)))
+    ray.get(actor.receive.remote(ray.put(data)), timeout=timeout_s)
     up = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ray.get(actor.send.remote(PROBE_BYTES))
+    ray.get(actor.send.remote(PROBE_BYTES), timeout=timeout_s)
     down = time.perf_counter() - t0
     return (
         PROBE_BYTES / max(up - latency_s, 1e-6),
@@ -77,33 +78,85 @@ def transfer_rates(actor: Any, latency_s: float) -> tuple[float, float]:
     )
 
 
-def connect(index: int, node: dict[str, Any], actor: Any) -> Node:
-    """The driver's view of a started actor: its description, clock offset and rates; a
-    node whose actor does not start (or whose devices do not open) is there, failed."""
+def holders(actor: Any, node: dict[str, Any], wanted: Mapping[str, float]) -> str | None:
+    """Why ``actor``, not started yet, is not: other contexts' node actors live on the node
+    and hold its ``wanted`` resources (named, with their driver); None when that is not
+    so (a process was leased for it: it is opening its devices) or cannot be told.
+
+    An actor with no process may also have been granted its resources just now, its
+    process starting; callers ask only after ``node_timeout_s`` of waiting, far longer
+    than a process start."""
     try:
-        info = ray.get(
-            actor.describe.remote(node["NodeID"], node["NodeManagerAddress"]),
-            timeout=STARTUP_TIMEOUT_S,
+        # Ray's actor table without the dashboard: the GCS state accessor
+        # (``ray.util.state`` needs the dashboard, which clusters may run without).
+        from ray._private import state
+
+        mine = actor._actor_id.hex()
+        if state.actors(mine).get("Pid"):
+            return None
+        table = state.actors().values()
+        driver = ray.get_runtime_context().get_job_id()
+    except Exception:
+        return None
+    others = [
+        a
+        for a in table
+        if a["ActorID"] != mine
+        and a["State"] == "ALIVE"
+        and a["ActorClassName"] == NodeWorker.__name__
+        and a["Address"]["NodeID"] == node["NodeID"]
+    ]
+    if not others:
+        return None
+    named = ", ".join(
+        f"actor {a['ActorID']} (pid {a['Pid']}, "
+        f"{'this driver' if a['JobID'] == driver else 'driver job ' + a['JobID']})"
+        for a in others
+    )
+    return (
+        f"its resources {dict(wanted)} on {node['NodeManagerAddress']} (Ray node "
+        f"{node['NodeID'][:12]}) are held by another RayContext's node actor: {named}; "
+        f"close that RayContext first, or give the contexts resources= that the node "
+        f"offers enough of for both"
+    )
+
+
+def _failed(index: int, node: dict[str, Any], actor: Any, reason: str) -> Node:
+    """A node whose actor did not start (ended, so it never takes the resource later)."""
+    ray.kill(actor, no_restart=True)
+    info = {
+        "node_id": node["NodeID"],
+        "address": node["NodeManagerAddress"],
+        "hostname": "",
+        "devices": [],
+        "throughput": {},
+        "clock_offset_s": 0.0,
+        "latency_s": math.nan,
+        "upload_bytes_per_s": math.nan,
+        "download_bytes_per_s": math.nan,
+    }
+    failed = Node(index=index, actor=actor, info=info, model=NodeModel(index, {}, 1.0))
+    failed.healthy = False
+    failed.reason = reason
+    return failed
+
+
+def _measured(
+    index: int, node: dict[str, Any], actor: Any, info: dict[str, Any], timeout_s: float
+) -> Node:
+    """A started node with the driver's measurements of it."""
+    try:
+        offset, latency = clock_offset(actor, timeout_s)
+        up, down = transfer_rates(actor, latency, timeout_s)
+    except GetTimeoutError:
+        return _failed(
+            index,
+            node,
+            actor,
+            f"hung: did not answer the driver's measurements within node_timeout_s={timeout_s}",
         )
-    except (GetTimeoutError, RayError) as e:
-        ray.kill(actor, no_restart=True)
-        info = {
-            "node_id": node["NodeID"],
-            "address": node["NodeManagerAddress"],
-            "hostname": "",
-            "devices": [],
-            "throughput": {},
-            "clock_offset_s": 0.0,
-            "latency_s": math.nan,
-            "upload_bytes_per_s": math.nan,
-            "download_bytes_per_s": math.nan,
-        }
-        failed = Node(index=index, actor=actor, info=info, model=NodeModel(index, {}, 1.0))
-        failed.healthy = False
-        failed.reason = f"did not start: {type(e).__name__}: {e}"
-        return failed
-    offset, latency = clock_offset(actor)
-    up, down = transfer_rates(actor, latency)
+    except RayError as e:
+        return _failed(index, node, actor, f"did not start: {type(e).__name__}: {e}")
     info.update(
         {
             "clock_offset_s": offset,
@@ -114,3 +167,48 @@ def connect(index: int, node: dict[str, Any], actor: Any) -> Node:
     )
     model = NodeModel(index, dict(info["throughput"]), 2.0 / (1.0 / up + 1.0 / down))
     return Node(index=index, actor=actor, info=info, model=model, clock_offset_s=offset)
+
+
+def connect(
+    found: list[dict[str, Any]],
+    actors: list[Any],
+    wanted: Mapping[str, float],
+    timeout_s: float,
+) -> list[Node]:
+    """The driver's view of the started actors (``actors[i]`` on ``found[i]``): their
+    descriptions, clock offsets and rates. A node whose actor does not start (or whose
+    devices do not open) is there, failed, its actor ended: one still waiting after
+    ``timeout_s`` for resources another context's actor holds (see :func:`holders`; looked
+    at again every ``timeout_s``), or not started within ``STARTUP_TIMEOUT_S``."""
+    waiting = {
+        a.describe.remote(n["NodeID"], n["NodeManagerAddress"]): i
+        for i, (n, a) in enumerate(zip(found, actors))
+    }
+    infos: dict[int, dict[str, Any]] = {}
+    reasons: dict[int, str] = {}
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while waiting:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            for i in waiting.values():
+                reasons[i] = (
+                    f"did not start within {STARTUP_TIMEOUT_S:.0f} s (it waited for the "
+                    f"node's resources {dict(wanted)}, or for its devices to open)"
+                )
+            break
+        ready, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=min(timeout_s, left))
+        for ref in ready:
+            i = waiting.pop(ref)
+            try:
+                infos[i] = ray.get(ref, timeout=timeout_s)
+            except (GetTimeoutError, RayError) as e:
+                reasons[i] = f"did not start: {type(e).__name__}: {e}"
+        for ref, i in list(waiting.items()):
+            held = holders(actors[i], found[i], wanted)
+            if held is not None:
+                reasons[i] = held
+                del waiting[ref]
+    return [
+        _measured(i, n, a, infos[i], timeout_s) if i in infos else _failed(i, n, a, reasons[i])
+        for i, (n, a) in enumerate(zip(found, actors))
+    ]

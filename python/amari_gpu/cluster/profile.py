@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 from typing import Any
 
-from .dispatch import Node
+from .dispatch import Dispatcher, Node
 
 # Tracks of a device within its node's process: kernels (its queue), its worker's steps,
 # re-runs; as the single-context trace, so slices on a track nest or are disjoint.
@@ -139,10 +138,12 @@ class ClusterProfile:
 
 
 class ClusterRecording:
-    """The context manager behind ``rc.profile()``."""
+    """The context manager behind ``rc.profile()``; every node gets ``node_timeout_s`` to
+    start and to stop recording (one that does not answer is marked hung, its timeline
+    left out)."""
 
-    def __init__(self, nodes: Sequence[Node]) -> None:
-        self._nodes = list(nodes)
+    def __init__(self, cluster: Dispatcher) -> None:
+        self._cluster = cluster
         self._profile = ClusterProfile()
         self._t0 = 0.0
         self._started: list[Node] = []
@@ -150,22 +151,18 @@ class ClusterRecording:
     def __enter__(self) -> ClusterProfile:
         import time
 
-        import ray
-
-        self._started = [n for n in self._nodes if n.healthy]
-        ray.get([n.actor.profile_start.remote() for n in self._started])
+        healthy = self._cluster.healthy()
+        calls = [(n, n.actor.profile_start.remote()) for n in healthy]
+        started = self._cluster.ask(calls, "profile_start()")
+        self._started = [n for n in healthy if n.index in started]
         self._t0 = time.time()
         return self._profile
 
     def __exit__(self, *exc: object) -> None:
-        import ray
-        from ray.exceptions import RayActorError
-
-        for node in self._started:
-            if not node.healthy:
-                continue  # a node lost meanwhile took its timeline with it
-            try:
-                recorded = ray.get(node.actor.profile_stop.remote())
-            except RayActorError:
-                continue
-            self._profile.merge(node, self._t0, recorded)
+        # A node lost meanwhile took its timeline with it.
+        nodes = [n for n in self._started if n.healthy]
+        calls = [(n, n.actor.profile_stop.remote()) for n in nodes]
+        recorded = self._cluster.ask(calls, "profile_stop()")
+        for node in nodes:
+            if node.index in recorded:
+                self._profile.merge(node, self._t0, recorded[node.index])

@@ -2,8 +2,8 @@
 //! while the calling thread watches it. Every `POLL` the caller takes the GIL briefly to run
 //! Python's signal handlers (a Ctrl-C raises `KeyboardInterrupt` there) and to report a grid
 //! run's progress; either raising cancels the call (the core stops handing out chunks and
-//! rounds, lets what is in flight finish, and returns), and the exception is raised once the
-//! work has stopped. A panic anywhere in the work becomes an `AmariGpuError`, never a
+//! rounds, abandons the chunks it waits for to their devices, and returns), and the
+//! exception is raised once the work has stopped. A panic anywhere in the work becomes an `AmariGpuError`, never a
 //! `PanicException`. Core errors are mapped onto the package's exceptions.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -46,14 +46,15 @@ pub fn chunk_items_for(items: u64, bytes_per_item: f64, widest_bytes_per_item: f
 }
 
 impl Kernel {
-    /// Items per chunk of the engine's chunk grid for a problem of `items` items (it
-    /// depends on the problem only, never on the devices).
+    /// Items per chunk of the engine's chunk grid for a problem of `items` items, within
+    /// the kernel's own bound (it depends on the problem only, never on the devices).
     pub fn chunk_items(&self, items: usize) -> usize {
-        chunk_items_for(
+        let chunk = chunk_items_for(
             items as u64,
             self.bytes_per_item() as f64,
             self.widest_binding_bytes_per_item() as f64,
-        ) as usize
+        ) as usize;
+        self.max_chunk_items.map_or(chunk, |most| chunk.min(most))
     }
 }
 

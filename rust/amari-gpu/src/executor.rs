@@ -1,14 +1,18 @@
 //! One chunk on one device: upload its inputs, dispatch the kernel (with GPU timestamps
 //! when asked and available), request the readback, then wait and copy the results straight
-//! into the caller's output. The worker loop that keeps chunks in flight is in `worker`.
+//! into the caller's output; an interrupted call stops waiting and abandons the chunk to the
+//! device. The worker loop that keeps chunks in flight is in `worker`.
 
 use std::ops::Range;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::device::{Compiled, GpuDevice};
 use crate::error::Result;
-use crate::gpu_io::{self, binding, Scopes, Staging};
+use crate::gpu_io::{self, binding, Handed, Limit, Scopes, Staging};
+use crate::interrupt::Interrupt;
 use crate::kernel::{Input, Kernel};
+use crate::passes::{self, Launch};
 use crate::pool::Pooled;
 
 /// One chunk of work: its item range and where its output goes.
@@ -19,9 +23,12 @@ pub struct ChunkJob<'a> {
     pub output: &'a mut [f32],
 }
 
-/// A submitted chunk whose readback has been requested.
+/// A chunk handed to the device's queue; its readback is requested once the queue has
+/// taken it ([`InFlight::wait_submitted`]).
 pub struct InFlight {
-    submission: wgpu::SubmissionIndex,
+    handed: Handed,
+    /// Set once the queue has taken the chunk.
+    submission: Option<wgpu::SubmissionIndex>,
     staging: Staging,
     buffers: Vec<Pooled>,
     /// The chunk's items, and whether its kernel writes a loop-check word after the output.
@@ -49,6 +56,25 @@ pub struct Finished {
 }
 
 impl InFlight {
+    /// Waits until the device's queue has taken the chunk (a driver may hold the submit
+    /// until earlier work is done) and requests its readback; gives up with
+    /// [`Error::Cancelled`](crate::Error::Cancelled) within a wait slice of `stop` being
+    /// set. A worker calls it on its latest chunk before any other call on the device.
+    pub fn wait_submitted(
+        &mut self,
+        dev: &GpuDevice,
+        timeout: Option<Duration>,
+        stop: Option<&Interrupt>,
+    ) -> Result<wgpu::SubmissionIndex> {
+        if let Some(index) = &self.submission {
+            return Ok(index.clone());
+        }
+        let index = self.handed.submitted(dev, Limit::Sync(timeout), stop)?;
+        self.staging.map();
+        self.submission = Some(index.clone());
+        Ok(index)
+    }
+
     /// Destroys the chunk's buffers: after a failure they may still be in use.
     pub fn discard(self) {
         self.staging.discard();
@@ -61,8 +87,53 @@ impl InFlight {
 /// Inputs bound whole, uploaded once per device and call and kept by the worker.
 pub type Resident = Vec<Option<(Pooled, u64)>>;
 
-/// Uploads a chunk's inputs, dispatches the kernel and requests the readback. `resident`
-/// holds the worker's copies of the whole-bound inputs (filled on first use).
+/// A worker's buffers the device may still be using: its chunks in flight and its resident
+/// inputs when it stopped early.
+pub struct Abandoned {
+    /// Chunks handed to the queue and not finished.
+    pub chunks: Vec<InFlight>,
+    /// The whole-bound inputs those chunks read.
+    pub resident: Resident,
+}
+
+impl Abandoned {
+    /// Gives every buffer to wgpu, which frees it once the work using it is done.
+    pub fn release(self) {
+        for chunk in self.chunks {
+            chunk.discard();
+        }
+        for (buffer, _) in self.resident.into_iter().flatten() {
+            buffer.discard();
+        }
+    }
+
+    /// [`Abandoned::release`] on a thread of its own, so that an interrupted call returns
+    /// at once: on GL freeing a buffer takes the adapter's lock, which a submit handed off
+    /// holds for as long as the driver runs the chunk before it. Without a thread the
+    /// buffers are released here.
+    pub fn release_later(self) {
+        let release = |slot: &Mutex<Option<Abandoned>>| {
+            let taken = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+            if let Some(abandoned) = taken {
+                abandoned.release();
+            }
+        };
+        let slot = Arc::new(Mutex::new(Some(self)));
+        let theirs = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new()
+            .name("amari-gpu release".into())
+            .spawn(move || release(&theirs));
+        if let Err(e) = spawned {
+            log::debug!("no thread to release abandoned buffers ({e}): released in place");
+            release(&slot);
+        }
+    }
+}
+
+/// Uploads a chunk's inputs, encodes the kernel and its readback copy, and hands them to
+/// the device's queue (see [`gpu_io::submit_handed`]: make no other call on the device
+/// before [`InFlight::wait_submitted`]). `resident` holds the worker's copies of the
+/// whole-bound inputs (filled on first use).
 pub fn submit(
     dev: &GpuDevice,
     kernel: &Kernel,
@@ -74,24 +145,14 @@ pub fn submit(
 ) -> Result<InFlight> {
     gpu_io::check_alive(dev)?;
     let items = range.len();
-    let (grid, row_threads) = gpu_io::grid(dev, kernel, items, "chunk_items")?;
+    let launch = Launch::new(dev, kernel, items, "chunk_items")?;
     let out_bytes = (kernel.output_words(items).max(1) * 4) as u64;
     // The loop-check word rides after the output: bound, cleared and read back with it.
     let bound_bytes = out_bytes + if kernel.loop_check { 4 } else { 0 };
     let scopes = Scopes::open(dev);
 
-    let header = kernel.uniform(items as u32, row_threads);
-    let params_bytes = (header.len() * 4) as u64;
-    let params = dev.pool.take(
-        &dev.gpu().device,
-        params_bytes,
-        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-    );
-    dev.gpu()
-        .queue
-        .write_buffer(&params, 0, bytemuck::cast_slice(&header));
-    let mut buffers = vec![params];
-    let mut sizes = vec![params_bytes];
+    let mut buffers = Vec::with_capacity(inputs.len() + 1);
+    let mut sizes = Vec::with_capacity(inputs.len() + 1);
     // Index into `buffers` of every binding after the uniform, or None for a resident one.
     let mut slots: Vec<Option<usize>> = Vec::with_capacity(inputs.len());
     let mut bytes_up = 0;
@@ -124,7 +185,7 @@ pub fn submit(
     // Kernel timestamps ride along in the staging buffer, after the output.
     let mut staging = Staging::new(dev, bound_bytes, timed);
 
-    let mut entries = vec![binding(0, &buffers[0], sizes[0])];
+    let mut entries = Vec::with_capacity(inputs.len() + 1);
     for (i, slot) in slots.iter().enumerate() {
         let entry = match slot {
             Some(index) => binding(i as u32 + 1, &buffers[*index], sizes[*index]),
@@ -140,14 +201,6 @@ pub fn submit(
         &buffers[output_index],
         bound_bytes,
     ));
-    let bind_group = dev
-        .gpu()
-        .device
-        .create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(&kernel.id),
-            layout: &pipeline.layout,
-            entries: &entries,
-        });
     let mut encoder = dev
         .gpu()
         .device
@@ -157,21 +210,25 @@ pub fn submit(
     if kernel.loop_check {
         encoder.clear_buffer(&buffers[output_index], out_bytes, Some(4));
     }
-    gpu_io::dispatch(
+    let uniforms = passes::encode(
+        dev,
         &mut encoder,
-        Some(&kernel.id),
+        kernel,
         pipeline,
-        &bind_group,
-        grid,
+        &launch,
+        &entries,
         staging.queries(),
     );
+    drop(entries);
+    buffers.extend(uniforms);
     encoder.copy_buffer_to_buffer(&buffers[output_index], 0, staging.buffer(), 0, bound_bytes);
     staging.resolve_timestamps(dev, &mut encoder);
-    let submission = dev.gpu().queue.submit(Some(encoder.finish()));
-    staging.map();
+    let commands = encoder.finish();
     scopes.close(dev.id)?;
+    let handed = gpu_io::submit_handed(dev, commands)?;
     Ok(InFlight {
-        submission,
+        handed,
+        submission: None,
         staging,
         buffers,
         range,
@@ -182,18 +239,24 @@ pub fn submit(
     })
 }
 
-/// Waits for a submitted chunk and copies its result into `output`. On error the chunk's
+/// Waits for a chunk handed to the queue and copies its result into `output`. On error the chunk's
 /// buffers are discarded and `output` is untouched; so it is when the kernel's loop-check
 /// word says a driver cut its loops short (the results would be wrong), which is the
-/// user's error of `rows::loop_cap_error`.
+/// user's error of `rows::loop_cap_error`. Once `stop` is set the wait gives up
+/// with [`Error::Cancelled`](crate::Error::Cancelled) (within a wait slice) rather than
+/// wait for a long dispatch: the device finishes the chunk into buffers wgpu keeps alive
+/// until then, and nothing is copied.
 pub fn finish(
     dev: &GpuDevice,
-    chunk: InFlight,
+    mut chunk: InFlight,
     output: &mut [f32],
     timeout: Option<Duration>,
+    stop: Option<&Interrupt>,
 ) -> Result<Finished> {
     let wait_start = Instant::now();
-    let waited = chunk.staging.wait(dev, chunk.submission.clone(), timeout);
+    let waited = chunk
+        .wait_submitted(dev, timeout, stop)
+        .and_then(|index| chunk.staging.wait_or_stop(dev, index, timeout, stop));
     let wait_end = Instant::now();
     if let Err(error) = waited {
         chunk.discard();
@@ -240,5 +303,5 @@ pub fn run_chunk(
         &mut resident,
         stamped,
     )?;
-    finish(dev, chunk, job.output, timeout)
+    finish(dev, chunk, job.output, timeout, None)
 }

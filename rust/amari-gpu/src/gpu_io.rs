@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
+use crate::interrupt::Interrupt;
 use crate::kernel::Kernel;
 use crate::pool::Pooled;
 
@@ -283,8 +284,24 @@ pub(crate) fn wait(
     submission: Option<wgpu::SubmissionIndex>,
     limit: Limit,
 ) -> Result<()> {
+    wait_or_stop(dev, submission, limit, None)
+}
+
+/// [`wait`], giving up with [`Error::Cancelled`] within one slice of `stop` being set. The
+/// device goes on with the submission: whoever gives up must keep every buffer it uses
+/// alive until then or hand it to wgpu (dropping a buffer defers its release past the work
+/// that uses it), and write nothing it was to read back.
+pub(crate) fn wait_or_stop(
+    dev: &GpuDevice,
+    submission: Option<wgpu::SubmissionIndex>,
+    limit: Limit,
+    stop: Option<&Interrupt>,
+) -> Result<()> {
     let deadline = limit.duration().map(|d| Instant::now() + d);
     loop {
+        if stop.is_some_and(Interrupt::is_cancelled) {
+            return Err(Error::Cancelled);
+        }
         let slice = deadline.map_or(WAIT_SLICE, |d| {
             d.saturating_duration_since(Instant::now()).min(WAIT_SLICE)
         });
@@ -304,6 +321,69 @@ pub(crate) fn wait(
     }
 }
 
+/// Work handed to a thread of its own for submitting (see [`submit_handed`]); its
+/// submission index once the queue has taken it.
+pub(crate) struct Handed(mpsc::Receiver<wgpu::SubmissionIndex>);
+
+/// Submits `commands` to `dev`'s queue on a thread of its own and returns at once. Some
+/// drivers block in the submit itself until earlier work is done (lavapipe, for as long
+/// as a chunk runs), and wgpu holds the device's locks meanwhile: the caller, instead of
+/// being stuck there, waits for [`Handed::submitted`], which gives up on an interrupt.
+/// Until it returns the caller must make no other call on the device (it would block on
+/// those locks). An error of the submit itself reaches the device's uncaptured-error
+/// handler, which marks it lost.
+pub(crate) fn submit_handed(dev: &GpuDevice, commands: wgpu::CommandBuffer) -> Result<Handed> {
+    let (sender, submitted) = mpsc::sync_channel(1);
+    let queue = dev.gpu().queue.clone();
+    std::thread::Builder::new()
+        .name(format!("amari-gpu submit {}", dev.id))
+        .spawn(move || {
+            // The receiver is gone only if the caller gave up on this work.
+            let _ = sender.send(queue.submit(Some(commands)));
+        })
+        .map_err(|e| Error::Internal(format!("could not start a submitting thread: {e}")))?;
+    Ok(Handed(submitted))
+}
+
+impl Handed {
+    /// Waits until the queue has taken the work, within `limit`; gives up with
+    /// [`Error::Cancelled`] within one slice of `stop` being set (the submit goes ahead).
+    pub(crate) fn submitted(
+        &self,
+        dev: &GpuDevice,
+        limit: Limit,
+        stop: Option<&Interrupt>,
+    ) -> Result<wgpu::SubmissionIndex> {
+        let deadline = limit.duration().map(|d| Instant::now() + d);
+        loop {
+            if stop.is_some_and(Interrupt::is_cancelled) {
+                return Err(Error::Cancelled);
+            }
+            let slice = deadline.map_or(WAIT_SLICE, |d| {
+                d.saturating_duration_since(Instant::now()).min(WAIT_SLICE)
+            });
+            match self.0.recv_timeout(slice) {
+                Ok(index) => {
+                    check_alive(dev)?;
+                    return Ok(index);
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(lost(dev.id, limit.exceeded()));
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(lost(
+                        dev.id,
+                        dev.lost_reason()
+                            .unwrap_or_else(|| "the submit never returned".into()),
+                    ))
+                }
+            }
+        }
+    }
+}
+
 /// Waits for `submission` as [`wait`] does, then for the mapping it was followed by.
 pub(crate) fn wait_mapped(
     dev: &GpuDevice,
@@ -311,7 +391,18 @@ pub(crate) fn wait_mapped(
     mapped: &Mapped,
     limit: Limit,
 ) -> Result<()> {
-    wait(dev, Some(submission), limit)?;
+    wait_mapped_or_stop(dev, submission, mapped, limit, None)
+}
+
+/// [`wait_mapped`], giving up as [`wait_or_stop`] does.
+fn wait_mapped_or_stop(
+    dev: &GpuDevice,
+    submission: wgpu::SubmissionIndex,
+    mapped: &Mapped,
+    limit: Limit,
+    stop: Option<&Interrupt>,
+) -> Result<()> {
+    wait_or_stop(dev, Some(submission), limit, stop)?;
     match mapped.recv_timeout(limit.duration().unwrap_or(Duration::from_secs(3600))) {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(lost(dev.id, format!("readback failed: {e}"))),
@@ -404,11 +495,23 @@ impl Staging {
         submission: wgpu::SubmissionIndex,
         timeout: Option<Duration>,
     ) -> Result<()> {
+        self.wait_or_stop(dev, submission, timeout, None)
+    }
+
+    /// [`Staging::wait`], giving up with [`Error::Cancelled`] soon after `stop` is set (see
+    /// [`wait_or_stop`]).
+    pub(crate) fn wait_or_stop(
+        &self,
+        dev: &GpuDevice,
+        submission: wgpu::SubmissionIndex,
+        timeout: Option<Duration>,
+        stop: Option<&Interrupt>,
+    ) -> Result<()> {
         let mapped = self
             .mapped
             .as_ref()
             .ok_or_else(|| lost(dev.id, "readback was never requested"))?;
-        wait_mapped(dev, submission, mapped, Limit::Sync(timeout))
+        wait_mapped_or_stop(dev, submission, mapped, Limit::Sync(timeout), stop)
     }
 
     /// Reads the mapped results with `read` and the kernel's begin and end in GPU ticks (when

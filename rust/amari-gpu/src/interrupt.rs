@@ -1,8 +1,10 @@
 //! Interrupting a call from outside it. Whoever starts a call (the Python bindings, on a
 //! thread of their own) runs it inside [`Interrupt::scope`]; the core checks the call's
-//! interrupt between chunks and between rounds, stops handing out work once it is set,
-//! lets what is in flight finish and returns [`Error::Cancelled`]. Grid runs also publish
-//! their progress here, for the caller to report while it waits.
+//! interrupt between chunks and between rounds and stops handing out work once it is set;
+//! the engine's workers also stop waiting for the chunks they have in flight (abandoned to
+//! the device, whose buffers wgpu keeps until it is done), and the call returns
+//! [`Error::Cancelled`]. Grid runs also publish their progress here, for the caller to
+//! report while it waits.
 //!
 //! A thread-local carries the interrupt so that entry points need no extra argument: the
 //! calling thread reads it once per call and hands it to the call's workers.

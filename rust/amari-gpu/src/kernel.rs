@@ -14,6 +14,17 @@ use crate::dispatch::{grid_for, WORKGROUP_SIZE};
 use crate::family::Family;
 use crate::host::arith::FmaMode;
 
+/// Loop iterations one invocation of a built-in kernel runs at most, every trip of every
+/// loop counted (each loop's exit test too). Mesa's llvmpipe and lavapipe stop an
+/// invocation's loops silently once 65,535 trips have run over all of them together, so a
+/// kernel whose loops grow with the problem splits them over passes ([`Kernel::passes`]) or
+/// bounds its chunks ([`Kernel::max_chunk_items`]) to stay within half of that, on every
+/// device: what it computes then never depends on the driver.
+pub const LOOP_BUDGET: u64 = 32_768;
+
+/// Word of the uniform header that holds the pass index (see [`Kernel::passes`]).
+pub const PASS_WORD: usize = 3;
+
 /// A kernel's implementation on the host device (`host::HostKernel`): bit-identical to the
 /// WGSL kernel when it rounds `fma` as the wgpu devices beside it do.
 pub trait HostImpl: std::fmt::Debug + Send + Sync {
@@ -79,6 +90,15 @@ pub struct Kernel {
     /// The host device's implementation, bit-identical to the WGSL one (its `fma` rounding
     /// set by the device that runs it). A kernel without one is never planned on the host.
     pub host: Option<Arc<dyn HostImpl>>,
+    /// Dispatches one chunk of `items` items takes (None: one). A kernel whose loops grow
+    /// with a dimension of the problem walks that dimension in passes of bounded length
+    /// (within [`LOOP_BUDGET`]), each dispatched over the same bindings and continuing from
+    /// what the pass before it wrote; word [`PASS_WORD`] of the uniform is the pass index.
+    pub passes: Option<fn(items: u32, params: &[u32]) -> u32>,
+    /// Items per chunk at most, for a kernel whose loops grow with the items of a chunk
+    /// (None: only the binding limit bounds a chunk). The chunk grid is cut within it on
+    /// every device, so it never depends on the device set.
+    pub max_chunk_items: Option<usize>,
     /// The only devices (by id) that may run it, when its bits depend on the driver that
     /// compiles it (a user's WGSL, see `rows`); `None`: every device [`can_run`] allows.
     ///
@@ -111,6 +131,8 @@ impl Kernel {
             },
             flops_per_item: 1.0,
             host: None,
+            passes: None,
+            max_chunk_items: None,
             devices: None,
             loop_check: false,
         }
@@ -164,6 +186,24 @@ impl Kernel {
         words.extend_from_slice(&self.params);
         words.resize(words.len().div_ceil(4) * 4, 0);
         words
+    }
+
+    /// Dispatches a chunk of `items` items takes (at least one).
+    pub fn pass_count(&self, items: u32) -> u32 {
+        self.passes
+            .map_or(1, |passes| passes(items, &self.params).max(1))
+    }
+
+    /// The uniform block of every pass of a chunk whose pass-0 block is `header`: the same
+    /// words with the pass index in word [`PASS_WORD`].
+    pub fn pass_uniforms(&self, header: &[u32]) -> Vec<Vec<u32>> {
+        (0..self.pass_count(header[0]))
+            .map(|pass| {
+                let mut words = header.to_vec();
+                words[PASS_WORD] = pass;
+                words
+            })
+            .collect()
     }
 
     /// The workgroup grid and grid row width for a chunk of `items` items.

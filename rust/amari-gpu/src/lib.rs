@@ -30,6 +30,7 @@ pub mod kernel;
 mod model;
 mod options;
 pub mod partition;
+mod passes;
 mod plan;
 mod pool;
 pub mod profile;

@@ -20,10 +20,21 @@ fn storage(dev: &GpuDevice, words: usize, usage: wgpu::BufferUsages) -> wgpu::Bu
     gpu_io::buffer(dev, "amari-gpu raw", (words.max(1) * 4) as u64, usage)
 }
 
-/// The uniform of `kernel` over `items` items, written to a new buffer, and the grid.
+/// The uniform of `kernel` over `items` items, written to a new buffer, and the grid: one
+/// dispatch, so a kernel that would take several passes over `items` items is refused.
 fn uniform(dev: &GpuDevice, kernel: &Kernel, items: usize) -> Result<(wgpu::Buffer, [u32; 3])> {
     let (grid, row_threads) = gpu_io::grid(dev, kernel, items, "items")?;
     let header = kernel.uniform(items as u32, row_threads);
+    if kernel.pass_count(items as u32) > 1 {
+        return Err(crate::error::Error::invalid(
+            "items",
+            format!(
+                "kernel {} takes {} passes over this problem; a raw run is one dispatch",
+                kernel.id,
+                kernel.pass_count(items as u32)
+            ),
+        ));
+    }
     let uniform = storage(
         dev,
         header.len(),

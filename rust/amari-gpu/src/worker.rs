@@ -1,7 +1,8 @@
 //! The worker loop: one thread per device pulls chunks from the scheduler and keeps two in
 //! flight, so the upload of chunk k+1 and the readback of chunk k−1 overlap the dispatch of
 //! chunk k. On failure the device's unfinished chunks go back to the scheduler for the
-//! others. With a profile active every step becomes an event.
+//! others. When the call is interrupted the worker stops waiting for the device and leaves
+//! its chunks in flight to it. With a profile active every step becomes an event.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::device::{Compiled, GpuDevice};
 use crate::error::{Error, Result};
-use crate::executor::{finish, submit, Finished, InFlight, Resident};
+use crate::executor::{finish, submit, Abandoned, Finished, InFlight, Resident};
 use crate::interrupt::Interrupt;
 use crate::kernel::Kernel;
 use crate::plan::Plan;
@@ -219,6 +220,18 @@ impl Run<'_> {
             .as_ref()
             .is_some_and(|r| r.gpu_timed.get(dev.id).copied().unwrap_or(false));
         let cancelled = || self.interrupt.as_ref().is_some_and(|i| i.is_cancelled());
+        let stop = self.interrupt.as_deref();
+        // Before any call on the device, the queue must have taken the latest chunk (see
+        // `gpu_io::submit_handed`); an interrupt stops this wait too.
+        let queue_took_latest = |in_flight: &mut VecDeque<Pending>| -> Result<()> {
+            match in_flight.back_mut() {
+                Some(latest) => latest
+                    .flight
+                    .wait_submitted(dev, self.timeout, stop)
+                    .map(drop),
+                None => Ok(()),
+            }
+        };
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
             // Compiled at the first chunk taken, not before: a device the plan gives nothing
             // (the host's CPU adapters under `auto`) would otherwise compile the kernel on
@@ -233,6 +246,7 @@ impl Run<'_> {
                     };
                     let Some((chunk, orphan)) = next else { break };
                     held = Some(chunk);
+                    queue_took_latest(&mut in_flight)?;
                     ready_for_chunk(dev, self.counted)?;
                     let pipeline = match &compiled {
                         Some(pipeline) => Arc::clone(pipeline),
@@ -262,6 +276,7 @@ impl Run<'_> {
                     in_flight.push_back(Pending { meta, flight });
                     held = None;
                 }
+                queue_took_latest(&mut in_flight)?;
                 let Some(Pending { meta, flight }) = in_flight.pop_front() else {
                     return Ok(());
                 };
@@ -275,7 +290,7 @@ impl Run<'_> {
                         meta.chunk
                     )));
                 };
-                let done = finish(dev, flight, output, self.timeout)?;
+                let done = finish(dev, flight, output, self.timeout, stop)?;
                 *slot_guard = None;
                 drop(slot_guard);
                 held = None;
@@ -316,30 +331,39 @@ impl Run<'_> {
         } else {
             (last_done - started).as_secs_f64()
         };
+        let mut unfinished: Vec<usize> = held.into_iter().collect();
+        unfinished.extend(in_flight.iter().map(|p| p.meta.chunk));
+        // Buffers the device may still be using (after a failure, or chunks left to it when
+        // the call was interrupted): never pooled for a next call to write or map.
+        let in_use = Abandoned {
+            chunks: in_flight.drain(..).map(|p| p.flight).collect(),
+            resident: if outcome.is_err() {
+                std::mem::take(&mut resident)
+            } else {
+                Resident::new()
+            },
+        };
         match outcome {
             Ok(()) => self.scheduler.exit(),
+            // Interrupted while waiting for the device: the call stops, the device is fine.
+            Err(Error::Cancelled) => {
+                log::debug!(
+                    "device {}: call interrupted, chunks {unfinished:?} left to the device",
+                    dev.id
+                );
+                in_use.release_later();
+                self.scheduler.exit();
+            }
             // The user's kernel, not the device: the device stays healthy and the call
             // stops (every chunk would fail alike), its error the call's.
             Err(error @ Error::KernelCompile(_)) => {
-                for (buffer, _) in resident.drain(..).flatten() {
-                    buffer.discard();
-                }
-                for pending in in_flight.drain(..) {
-                    pending.flight.discard();
-                }
+                in_use.release();
                 log::info!("device {}: {error}", dev.id);
                 self.scheduler.abort();
                 report.failure = Some(error);
             }
             Err(error) => {
-                let mut unfinished: Vec<usize> = held.into_iter().collect();
-                for (buffer, _) in resident.drain(..).flatten() {
-                    buffer.discard();
-                }
-                for pending in in_flight.drain(..) {
-                    unfinished.push(pending.meta.chunk);
-                    pending.flight.discard();
-                }
+                in_use.release();
                 log::warn!(
                     "device {} ({}, {}) failed: {error}; chunks {unfinished:?} re-queued on the other devices",
                     dev.id,

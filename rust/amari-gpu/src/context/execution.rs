@@ -35,6 +35,14 @@ impl MultiGpuContext {
         )
     }
 
+    /// Items per chunk of the grid a call of `kernel` over `items` items is cut into:
+    /// [`chunk_items`](Self::chunk_items) within the kernel's own bound
+    /// ([`Kernel::max_chunk_items`]), on every device alike.
+    pub(crate) fn kernel_chunk_items(&self, kernel: &Kernel, items: usize) -> usize {
+        let chunk = self.chunk_items(&kernel.workload(items)) as usize;
+        kernel.max_chunk_items.map_or(chunk, |most| chunk.min(most))
+    }
+
     /// Decides how `workload` would be split (without running it).
     pub fn distribute_workload(
         &self,
@@ -118,6 +126,11 @@ impl MultiGpuContext {
     ) -> Result<Ran> {
         check_lengths(kernel, inputs, &target, items)?;
         interrupt::check()?;
+        let grid = grid.or_else(|| {
+            kernel
+                .max_chunk_items
+                .map(|_| self.kernel_chunk_items(kernel, items))
+        });
         let workload = kernel.workload(items);
         let profiler = self.active_profile();
         let planning = Instant::now();

@@ -44,6 +44,9 @@ pub fn column_max_kernel(p: usize) -> Kernel {
         output: Output::PerChunk(COLUMN_SLICES * p),
         params: vec![p as u32, 0, 0, 0],
         dispatch: Dispatch::Custom(column_grid),
+        // Each thread walks a run of a chunk's rows: at most 16,384, within the loop
+        // budget. Maxima are exact in any order, so the grid does not change them.
+        max_chunk_items: Some(COLUMN_SLICES << 14),
         flops_per_item: p as f64,
         host: Some(Arc::new(ColumnMax { p })),
         ..Kernel::map("fisher_column_max", Family::InformationGeometry, SOURCE)
@@ -88,7 +91,7 @@ pub fn fisher_information_resident(
     }
     let total = check_weights(weights, n)?;
     let maxima = column_max_kernel(p);
-    let grid = |k: &Kernel| ctx.chunk_items(&k.workload(n)) as usize;
+    let grid = |k: &Kernel| ctx.kernel_chunk_items(k, n);
     let tops = ctx.run_resident_chunks(&maxima, scores, "scores", None, grid(&maxima))?;
     let mut top = vec![0u32; p];
     for chunk in tops.chunks_exact(p) {

@@ -28,6 +28,14 @@ fn flag_grid(_items: u32, _params: &[u32]) -> [u32; 3] {
     [1, CHECK_SLICES as u32, 1]
 }
 
+/// Rows of a chunk of the checks at most: each of a run's 64 threads takes every 64th row
+/// and walks its `k` words (k + 2 loop trips a row), within
+/// [`LOOP_BUDGET`](crate::kernel::LOOP_BUDGET). Whether a row is flagged does not depend on
+/// the grid.
+fn flag_chunk_rows(k: usize) -> usize {
+    CHECK_SLICES * 64 * (32_000 / (k + 2)).max(1)
+}
+
 /// Per chunk of rows of `k` words: for each of [`CHECK_SLICES`] runs of its rows, the first
 /// row that breaks `rule` or that a float32 check cannot clear (u32 bits; `u32::MAX` when
 /// none).
@@ -38,6 +46,7 @@ pub fn flag_kernel(k: usize, rule: Rule) -> Kernel {
         output: Output::PerChunk(CHECK_SLICES),
         params: vec![k as u32, rule.code(), 0, 0],
         dispatch: Dispatch::Custom(flag_grid),
+        max_chunk_items: Some(flag_chunk_rows(k)),
         flops_per_item: k as f64,
         host: Some(Arc::new(FlagRows { k, rule })),
         ..Kernel::map(
@@ -56,7 +65,7 @@ fn any_flagged(
     rule: Rule,
 ) -> Result<bool> {
     let kernel = flag_kernel(array.cols(), rule);
-    let grid = ctx.chunk_items(&kernel.workload(array.rows())) as usize;
+    let grid = ctx.kernel_chunk_items(&kernel, array.rows());
     let flags = ctx.run_resident_chunks(&kernel, array, argument, None, grid)?;
     Ok(flags.iter().any(|v| v.to_bits() != NONE))
 }

@@ -22,6 +22,13 @@ const TARGET_WORKGROUPS: usize = 32;
 /// More slices multiply the readback for little gain.
 pub(crate) const MAX_SLICES: usize = 4;
 
+/// Rows of one slice at most for the 64 x 64 tiles: 512 steps of 32 rows, each 51 loop
+/// trips (the step, a 16-trip staging loop and the 32-trip inner loop, exit tests
+/// included), 26,112 in all, within [`LOOP_BUDGET`](crate::kernel::LOOP_BUDGET).
+pub const TILED_SLICE_ROWS: usize = 16_384;
+/// Rows of one slice at most for the 8 x 8 blocks: 16,384 per thread of 64.
+pub const NARROW_SLICE_ROWS: usize = 1 << 20;
+
 /// Launch geometry of the tiled SYRK for P score columns (a function of P only, so every
 /// chunk of every call with this P is cut the same way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +70,16 @@ impl SyrkShape {
             pairs,
             slices,
         }
+    }
+
+    /// Rows of a chunk at most: its slices stay within the kernels' loop budget.
+    pub fn max_chunk_rows(&self) -> usize {
+        let per_slice = if self.tile == TILE {
+            TILED_SLICE_ROWS
+        } else {
+            NARROW_SLICE_ROWS
+        };
+        self.slices * per_slice
     }
 
     /// Words of one chunk's partial output.

@@ -27,6 +27,10 @@ pub const REFERENCE_COLUMNS: usize = 128;
 /// upper-triangle entry.
 pub const REFERENCE_FLOPS_PER_ITEM: f64 = (REFERENCE_COLUMNS * (REFERENCE_COLUMNS + 1)) as f64;
 
+/// Rows of a chunk of the naive kernel at most (one loop trip per row, within
+/// [`LOOP_BUDGET`](crate::kernel::LOOP_BUDGET)).
+const NAIVE_CHUNK_ROWS: usize = 16_384;
+
 /// Threads along each edge of a workgroup of the naive kernel.
 const NAIVE_EDGE: u32 = 16;
 
@@ -65,6 +69,7 @@ pub fn shaped_kernel(shape: SyrkShape) -> Kernel {
         output: Output::PerChunk(shape.partial_words()),
         params: shape.params(),
         dispatch: Dispatch::Custom(tiled_grid),
+        max_chunk_items: Some(shape.max_chunk_rows()),
         flops_per_item: flops_per_row(shape.p),
         host: Some(Arc::new(HostKernel::FisherSyrk(FisherSyrk {
             shape,
@@ -84,6 +89,8 @@ pub fn naive_kernel(p: usize) -> Kernel {
         output: Output::PerChunk(shape.width * shape.width),
         params: shape.params(),
         dispatch: Dispatch::Custom(naive_grid),
+        // Each thread walks every row of its chunk.
+        max_chunk_items: Some(NAIVE_CHUNK_ROWS),
         flops_per_item: flops_per_row(p),
         ..Kernel::map("fisher_naive", Family::InformationGeometry, SHADER)
     }

@@ -244,6 +244,17 @@ fn scaled_quotient(v: f32, e: i32, s: f32) -> f32 {
     return select(v / s, q, finite(v) && finite(s) && v != 0.0);
 }
 
+// The result for v in a row holding a NaN or an infinity, top the row's largest bits with
+// the sign cleared (> 0x7f800000: a NaN): any NaN makes the whole row NaN; otherwise an
+// infinite v is NaN and a finite one 0 with its sign. Every NaN is the one quiet NaN
+// 0x7fc00000, built at run time (WGSL refuses a NaN constant; top & 0u is not constant).
+fn non_finite(v: f32, top: u32) -> f32 {
+    let bits = bitcast<u32>(v);
+    let nan = bitcast<f32>(0x7fc00000u | (top & 0u));
+    let is_nan = top > 0x7f800000u || (bits & 0x7fffffffu) >= 0x7f800000u;
+    return select(bitcast<f32>(bits & 0x80000000u), nan, is_nan);
+}
+
 ";
 
 /// x / sqrt(|⟨x x̃⟩₀|) computed on y = x / 2^e with 2^e the power of two just above the
@@ -257,13 +268,32 @@ fn scaled_quotient(v: f32, e: i32, s: f32) -> f32 {
 /// normal range are those of (x_k 2^e) / s bit for bit (scaling by a power of two commutes
 /// with rounding there); a subnormal result is rounded twice (the quotient, then to the
 /// subnormal grid), so it is within 2^-149 of the exact x_k / |x|, not 2^-150. Rows that are
-/// zero or null (⟨x x̃⟩₀ = 0) are kept as they are; NaN and ±inf go through IEEE
-/// arithmetic, as in x / sqrt(|⟨x x̃⟩₀|) evaluated directly (no constant can express NaN:
-/// WGSL refuses it).
+/// zero or null (⟨x x̃⟩₀ = 0) are kept as they are. Rows holding a NaN or an infinity, in any
+/// blade, take `non_finite` instead (as `host::normalize::non_finite_row`): found from the
+/// bits by an integer max, because a float max may drop a NaN and the sum of squares never
+/// sees one in a null blade.
 fn normalize(src: &mut String, algebra: &Algebra, vin: bool) {
     let blades = algebra.blades();
     let signs = norm_signs(algebra);
     let enters = |k: usize| signs[k] != 0;
+    if vin {
+        src.push_str("    var t = vec4<u32>(0u);\n");
+        for v in 0..blades / 4 {
+            writeln!(
+                src,
+                "    t = max(t, bitcast<vec4<u32>>(a{v}) & vec4<u32>(0x7fffffffu));"
+            )
+            .expect("string write");
+        }
+        src.push_str("    let top = max(max(t.x, t.y), max(t.z, t.w));\n");
+    } else {
+        src.push_str("    var top = 0u;\n");
+        for k in 0..blades {
+            writeln!(src, "    top = max(top, bitcast<u32>(a{k}) & 0x7fffffffu);")
+                .expect("string write");
+        }
+    }
+    src.push_str("    let special = top >= 0x7f800000u;\n");
     if vin {
         src.push_str("    var m = vec4<f32>(0.0);\n");
         for v in 0..blades / 4 {
@@ -311,7 +341,8 @@ fn normalize(src: &mut String, algebra: &Algebra, vin: bool) {
         let x = component("a", k, vin);
         writeln!(
             src,
-            "    let r{k} = select(scaled_quotient({x}, e, s), {x}, keep);"
+            "    let r{k} = select(select(scaled_quotient({x}, e, s), {x}, keep), \
+             non_finite({x}, top), special);"
         )
         .expect("string write");
     }

@@ -4,6 +4,8 @@
 //! x_k = f_k 2^ev (`frexp`, read from the bits) and a + b = ev + e, never forming x_k 2^e:
 //! a null component (the e4-blades of Cl(3,0,1)) far larger than tiny entering ones would
 //! overflow there although its quotient is finite. Rows that are zero or null are kept.
+//! Rows with a NaN or an infinite entry (in any blade, entering the norm or not) never reach
+//! that arithmetic: see [`non_finite_row`].
 //!
 //! Bounds: f_k / s lies in [2^-4, 2^75), so its product by 2^a (a clamped to [-122, 52]) is
 //! exact and normal, and the product by 2^b rounds once or overflows. Results in the normal
@@ -83,8 +85,38 @@ pub fn norm2(y: &[f32], signs: &[i8], fma: FmaMode) -> f32 {
     acc
 }
 
+/// The quiet NaN every NaN result of `normalize` is, bit for bit, on every device kind: IEEE
+/// arithmetic would pass on whichever operand's payload and sign the compiler happened to
+/// put first (and x86's inf / inf is the negative "indefinite" NaN, ARM's the positive one).
+pub const NAN: f32 = f32::from_bits(0x7fc0_0000);
+
+/// `normalize` of a row holding a NaN or an infinity, as the generated kernel selects it:
+/// any NaN makes the whole row [`NAN`]; otherwise each infinite entry becomes [`NAN`] and
+/// each finite one 0 with its sign (x / |x| with |x| = inf). `None` for a finite row. The
+/// rule covers every blade, null ones included: max() and the sum of squares would otherwise
+/// drop a NaN beside zeros (the row kept as it is) or one in a null blade.
+pub fn non_finite_row(x: &[f32]) -> Option<impl Iterator<Item = f32> + '_> {
+    let nan = x.iter().any(|v| v.is_nan());
+    if !nan && x.iter().all(|v| v.is_finite()) {
+        return None;
+    }
+    Some(x.iter().map(move |&v| {
+        if nan || !v.is_finite() {
+            NAN
+        } else {
+            f32::from_bits(v.to_bits() & 0x8000_0000)
+        }
+    }))
+}
+
 /// One row of `normalize` into `out` (same length as `x`).
 pub fn normalize_row(x: &[f32], signs: &[i8], out: &mut [f32], fma: FmaMode) {
+    if let Some(special) = non_finite_row(x) {
+        for (r, v) in out.iter_mut().zip(special) {
+            *r = v;
+        }
+        return;
+    }
     let mut mx = 0.0f32;
     for (&v, &s) in x.iter().zip(signs) {
         if s != 0 {
@@ -184,6 +216,41 @@ mod tests {
             scaled_quotient(-1e-45, -300, 0.75).to_bits(),
             (-0.0f32).to_bits()
         );
+    }
+
+    #[test]
+    fn a_nan_anywhere_makes_the_row_nan_and_an_infinity_its_entry_nan() {
+        // Cl(2,0,1): blades 4..8 are null. A NaN among zeros once left the row as it was
+        // (the max over |x| dropped it), one in a null blade stood alone.
+        let signs = [1i8, 1, 1, 1, 0, 0, 0, 0];
+        let mut out = [1.0f32; 8];
+        for (k, v) in [(3, f32::NAN), (6, -f32::NAN)] {
+            for base in [0.0f32, 1.5] {
+                let mut x = [base; 8];
+                x[k] = v;
+                normalize_row(&x, &signs, &mut out, FmaMode::Separate);
+                assert!(
+                    out.iter().all(|r| r.to_bits() == NAN.to_bits()),
+                    "{x:?}: {out:?}"
+                );
+            }
+        }
+        let x = [
+            -1.0f32,
+            f32::INFINITY,
+            0.0,
+            -0.0,
+            2.0,
+            f32::NEG_INFINITY,
+            3.0,
+            4.0,
+        ];
+        normalize_row(&x, &signs, &mut out, FmaMode::Fused);
+        let want = [-0.0f32, NAN, 0.0, -0.0, 0.0, NAN, 0.0, 0.0];
+        for (k, (r, w)) in out.iter().zip(want).enumerate() {
+            assert_eq!(r.to_bits(), w.to_bits(), "blade {k}: {out:?}");
+        }
+        assert!(non_finite_row(&[1.0, f32::MAX, f32::MIN_POSITIVE]).is_none());
     }
 
     #[test]

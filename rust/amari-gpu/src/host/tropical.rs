@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::simd::{dispatch, Task};
 use crate::tropical::semiring::Semiring;
-use crate::tropical::shape::{ProductShape, BLOCK_ROWS};
+use crate::tropical::shape::{ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
 
 /// Columns per register strip.
 const STRIP: usize = 16;
@@ -297,20 +297,31 @@ impl TropicalMatvec {
                 let row = range.start + t * 256 + i;
                 let batch = batch_of(row_batch[row], batches);
                 let (a, x) = (&a[row * k..(row + 1) * k], &x[batch * k..(batch + 1) * k]);
-                let mut lanes = [f32::NEG_INFINITY; 64];
-                for (ak, xk) in a.chunks(64).zip(x.chunks(64)) {
-                    for l in 0..ak.len() {
-                        lanes[l] = mx(lanes[l], sign * (ak[l] + xk[l]));
+                // The shader's passes: each folds its 64 lanes in a tree, then into what
+                // the pass before left (that first).
+                let mut acc = f32::NEG_INFINITY;
+                let passes = a.chunks(MATVEC_PASS_K).zip(x.chunks(MATVEC_PASS_K));
+                for (pass, (ap, xp)) in passes.enumerate() {
+                    let mut lanes = [f32::NEG_INFINITY; 64];
+                    for (ak, xk) in ap.chunks(64).zip(xp.chunks(64)) {
+                        for l in 0..ak.len() {
+                            lanes[l] = mx(lanes[l], sign * (ak[l] + xk[l]));
+                        }
                     }
-                }
-                let mut width = 32;
-                while width > 0 {
-                    for l in 0..width {
-                        lanes[l] = mx(lanes[l], lanes[l + width]);
+                    let mut width = 32;
+                    while width > 0 {
+                        for l in 0..width {
+                            lanes[l] = mx(lanes[l], lanes[l + width]);
+                        }
+                        width /= 2;
                     }
-                    width /= 2;
+                    acc = if pass == 0 {
+                        lanes[0]
+                    } else {
+                        mx(acc, lanes[0])
+                    };
                 }
-                *o = sign * lanes[0];
+                *o = sign * acc;
             }
         });
     }

@@ -15,14 +15,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::array::{ResidentArray, Snapshot};
-use super::dispatch::{encode, entry, uniform_buffer};
+use super::dispatch::entry;
 use super::place::record;
 use super::shard::{self, Storage};
 use crate::context::{MultiGpuContext, Target};
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
-use crate::gpu_io::{self, Scopes};
+use crate::gpu_io::Scopes;
 use crate::kernel::{Input, Kernel, Output};
+use crate::passes::{self, Launch};
 use crate::profile::Kind;
 use crate::worker::ready_for_chunk;
 
@@ -295,26 +296,30 @@ impl MultiGpuContext {
             let window = rows.start - rows.start % step;
             let first = rows.start - window;
             let bound = first + rows.len();
-            let (grid, row_threads) = gpu_io::grid(dev, kernel, rows.len(), "rows")?;
-            let mut header = kernel.uniform(rows.len() as u32, row_threads);
-            header[2] = first as u32;
-            let uniform = uniform_buffer(dev, &header);
+            let mut launch = Launch::new(dev, kernel, rows.len(), "rows")?;
+            launch.header[2] = first as u32;
             // Byte offsets and sizes of the bindings (u64, as wgpu takes them).
             let bytes = |words: usize| (words * 4) as u64;
-            let mut entries = vec![entry(0, &uniform, 0, bytes(header.len()))];
-            entries.push(entry(1, buffer, bytes(window * cols), bytes(bound * cols)));
+            let mut entries = vec![entry(1, buffer, bytes(window * cols), bytes(bound * cols))];
             if let Some(Storage::Wgpu(w)) = &per_row {
                 entries.push(entry(2, w, bytes(window), bytes(bound)));
             }
-            let index = entries.len() as u32;
+            let index = entries.len() as u32 + 1;
             entries.push(entry(
                 index,
                 results_buffer,
                 bytes(i * stride),
                 bytes(words),
             ));
-            encode(dev, kernel, &pipeline, &mut encoder, &entries, grid);
-            uniforms.push(uniform);
+            uniforms.extend(passes::encode(
+                dev,
+                &mut encoder,
+                kernel,
+                &pipeline,
+                &launch,
+                &entries,
+                None,
+            ));
         }
         gpu.queue.submit(Some(encoder.finish()));
         scopes.close(dev.id)?;

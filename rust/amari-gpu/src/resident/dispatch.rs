@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use super::shard::Storage;
-use crate::device::{Compiled, DeviceKind, GpuDevice};
+use crate::device::{DeviceKind, GpuDevice};
 use crate::error::{Error, Result};
-use crate::gpu_io::{self, Scopes};
+use crate::gpu_io::Scopes;
 use crate::kernel::{Input, Kernel};
-use crate::pool::Pooled;
+use crate::passes::{self, Launch};
 
 /// Rows a single dispatch covers at most, so every binding of a piece fits the device's
 /// binding limit; a multiple of 256 rows keeps every piece's byte offset aligned.
@@ -36,39 +36,6 @@ pub(super) fn entry(
     }
 }
 
-/// A pooled uniform buffer holding `header` (written before the next submission).
-pub(super) fn uniform_buffer(dev: &GpuDevice, header: &[u32]) -> Pooled {
-    let gpu = dev.gpu();
-    let uniform = dev.pool.take(
-        &gpu.device,
-        (header.len() * 4) as u64,
-        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-    );
-    gpu.queue
-        .write_buffer(&uniform, 0, bytemuck::cast_slice(header));
-    uniform
-}
-
-/// Records one dispatch of `kernel` over `grid` with the bindings `entries`.
-pub(super) fn encode(
-    dev: &GpuDevice,
-    kernel: &Kernel,
-    pipeline: &Compiled,
-    encoder: &mut wgpu::CommandEncoder,
-    entries: &[wgpu::BindGroupEntry<'_>],
-    grid: [u32; 3],
-) {
-    let bind_group = dev
-        .gpu()
-        .device
-        .create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(&kernel.id),
-            layout: &pipeline.layout,
-            entries,
-        });
-    gpu_io::dispatch(encoder, Some(&kernel.id), pipeline, &bind_group, grid, None);
-}
-
 /// Encodes and submits `kernel` over the `items` rows of one shard on wgpu device `dev`:
 /// `inputs[i]` is the shard's rows of input i (or the whole input), `out` the new shard.
 pub(crate) fn submit(
@@ -91,16 +58,14 @@ pub(crate) fn submit(
     let mut start = 0;
     while start < items {
         let n = step.min(items - start);
-        let (grid, row_threads) = gpu_io::grid(dev, kernel, n, "rows")?;
-        let header = kernel.uniform(n as u32, row_threads);
-        let uniform = uniform_buffer(dev, &header);
+        let launch = Launch::new(dev, kernel, n, "rows")?;
         let buffer = |s: &Storage| match s {
             Storage::Wgpu(b) => Ok(wgpu::Buffer::clone(b)),
             Storage::Host(_) => Err(Error::Internal(
                 "a host shard bound on a wgpu device".into(),
             )),
         };
-        let mut entries = vec![entry(0, &uniform, 0, (header.len() * 4) as u64)];
+        let mut entries = Vec::with_capacity(inputs.len() + 1);
         let mut bound = Vec::with_capacity(inputs.len() + 1);
         for storage in inputs {
             bound.push(buffer(storage)?);
@@ -122,8 +87,15 @@ pub(crate) fn submit(
             };
             entries.push(entry(i as u32 + 1, b, offset, bytes));
         }
-        encode(dev, kernel, &pipeline, &mut encoder, &entries, grid);
-        uniforms.push(uniform);
+        uniforms.extend(passes::encode(
+            dev,
+            &mut encoder,
+            kernel,
+            &pipeline,
+            &launch,
+            &entries,
+            None,
+        ));
         start += n;
     }
     let submission = gpu.queue.submit(Some(encoder.finish()));

@@ -90,7 +90,9 @@ fn pad_rows<'a>(
 
 /// Runs one product kernel over row blocks: `a` holds (batch, m, k), `c` (if any) and `out`
 /// hold (batch, m, n). A product with k = 0 runs as k = 1 on tropical zeros, which gives the
-/// tropical zero (or `c`).
+/// tropical zero (or `c`). One with n = 0 has an empty result: it plans an empty product of
+/// one column instead, since items of no column would cost nothing on the host (which moves
+/// no bytes) and the planner refuses items that cost nothing.
 pub(crate) fn run_product(
     ctx: &MultiGpuContext,
     build: fn(Semiring, &ProductShape) -> Kernel,
@@ -102,6 +104,20 @@ pub(crate) fn run_product(
     let (semiring, shape) = (product.semiring, product.shape);
     let BatchShape { batch, m, n, .. } = shape;
     let zero = semiring.zero();
+    if n == 0 {
+        let empty = Product {
+            semiring,
+            shape: BatchShape {
+                batch: 1,
+                m: 0,
+                k: 1,
+                n: 1,
+            },
+            a: &[],
+            b: &[zero],
+        };
+        return run_product(ctx, build, empty, None, &mut [], strategy);
+    }
     let (a, b, k) = product.operands()?;
     let (a, b) = (&a[..], &b[..]);
     let blocks = m.div_ceil(BLOCK_ROWS);

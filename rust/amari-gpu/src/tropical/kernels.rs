@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use super::semiring::Semiring;
-pub use super::shape::{ProductShape, BLOCK_ROWS};
+pub use super::shape::{ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
 use crate::family::Family;
 use crate::host::kernel::HostKernel;
 use crate::host::tropical::{TropicalMatvec, TropicalProduct};
@@ -32,8 +32,21 @@ pub const TILE_COLS: u32 = 64;
 /// Per-dimension workgroup count every WebGPU device grants.
 const MAX_GROUPS: u32 = 65_535;
 
-/// Uniform parameters after the shared header (see `Params` in the shader).
-fn params(semiring: Semiring, shape: &ProductShape) -> Vec<u32> {
+/// Inner indices one pass of the tiled product walks: 1,024 steps of `TK` = 16, each 28
+/// loop trips (the step, the two 4-trip staging loops and the 16-trip inner loop, exit
+/// tests included), 28,672 in all, plus 72 for the stores, within
+/// [`LOOP_BUDGET`](crate::kernel::LOOP_BUDGET).
+pub const TILED_PASS_K: usize = 16_384;
+/// Inner indices one pass of the one-thread-per-output product walks (one trip each).
+pub const NAIVE_PASS_K: usize = 16_384;
+/// Words of a row one pass of the row statistics reads (one trip each).
+pub const STATS_PASS_K: usize = 16_384;
+/// Index of the pass length among a product kernel's parameters (`k_pass` in the shader).
+const K_PASS: usize = 6;
+
+/// Uniform parameters after the shared header (see `Params` in the shader); `k_pass` is
+/// the inner indices one pass walks.
+fn params(semiring: Semiring, shape: &ProductShape, k_pass: usize) -> Vec<u32> {
     vec![
         semiring.sign().to_bits(),
         shape.k as u32,
@@ -41,7 +54,20 @@ fn params(semiring: Semiring, shape: &ProductShape) -> Vec<u32> {
         u32::from(shape.accumulate),
         f32::NEG_INFINITY.to_bits(),
         shape.batches as u32,
+        k_pass as u32,
     ]
+}
+
+/// Passes of a product kernel: the inner dimension walked `k_pass` indices at a time.
+fn k_passes(_items: u32, params: &[u32]) -> u32 {
+    params[1].div_ceil(params[K_PASS].max(1))
+}
+
+/// Inner indices one pass of the row-tile product walks: a 64-row tile may hold rows of up
+/// to 64 batches (of `batches`), and it walks K once for each.
+fn rows_pass_k(batches: usize) -> usize {
+    let span = batches.clamp(1, BLOCK_ROWS);
+    (TILED_PASS_K / span).max(16)
 }
 
 fn inputs(shape: &ProductShape, rows: usize, c_per_item: usize) -> Vec<Input> {
@@ -70,8 +96,9 @@ pub fn tiled(semiring: Semiring, shape: &ProductShape) -> Kernel {
         entry: "matmul_tiled",
         inputs: inputs(shape, BLOCK_ROWS, BLOCK_ROWS * shape.cols),
         output: Output::PerItem(BLOCK_ROWS * shape.cols),
-        params: params(semiring, shape),
+        params: params(semiring, shape, TILED_PASS_K),
         dispatch: Dispatch::Custom(tiled_grid),
+        passes: Some(k_passes),
         // One add and one max per inner step.
         flops_per_item: 2.0 * (BLOCK_ROWS * shape.k * shape.cols) as f64,
         host: Some(Arc::new(HostKernel::TropicalProduct(TropicalProduct {
@@ -89,6 +116,7 @@ pub fn naive(semiring: Semiring, shape: &ProductShape) -> Kernel {
         dispatch: Dispatch::Linear {
             threads_per_item: (BLOCK_ROWS * shape.cols) as u32,
         },
+        params: params(semiring, shape, NAIVE_PASS_K),
         ..Kernel {
             id: "tropical_matmul_naive".into(),
             // The host product reproduces the naive kernel for max-plus only.
@@ -106,10 +134,11 @@ pub fn matvec(semiring: Semiring, shape: &ProductShape) -> Kernel {
         entry: "matvec",
         inputs: inputs(shape, 1, 1),
         output: Output::PerItem(1),
-        params: params(semiring, shape),
+        params: params(semiring, shape, MATVEC_PASS_K),
         dispatch: Dispatch::Linear {
             threads_per_item: 64,
         },
+        passes: Some(k_passes),
         flops_per_item: 2.0 * shape.k as f64,
         host: Some(Arc::new(HostKernel::TropicalMatvec(TropicalMatvec {
             semiring,
@@ -132,8 +161,9 @@ pub fn rows(semiring: Semiring, shape: &ProductShape) -> Kernel {
         entry: "matmul_rows",
         inputs: inputs(shape, 1, shape.cols),
         output: Output::PerItem(shape.cols),
-        params: params(semiring, shape),
+        params: params(semiring, shape, rows_pass_k(shape.batches)),
         dispatch: Dispatch::Custom(rows_grid),
+        passes: Some(k_passes),
         flops_per_item: 2.0 * (shape.k * shape.cols) as f64,
         host: Some(Arc::new(RowProduct {
             semiring,
@@ -150,11 +180,17 @@ pub fn row_stats(k: usize) -> Kernel {
         entry: "row_stats",
         inputs: vec![Input::PerItem(k)],
         output: Output::PerItem(2),
-        params: vec![k as u32],
+        params: vec![k as u32, STATS_PASS_K as u32],
+        passes: Some(stats_passes),
         flops_per_item: k as f64,
         host: Some(Arc::new(RowStats { k })),
         ..Kernel::map("tropical_row_stats", Family::Tropical, STATS_SOURCE)
     }
+}
+
+/// Passes of the row statistics: a row's words read `STATS_PASS_K` at a time.
+fn stats_passes(_items: u32, params: &[u32]) -> u32 {
+    params[0].div_ceil(params[1].max(1))
 }
 
 /// Rows, inner dimension and columns of the calibration reference product.
@@ -208,6 +244,57 @@ mod tests {
             assert!(x * TILE_COLS >= cols);
             assert!(u64::from(y) * u64::from(z) * 64 >= u64::from(rows));
         }
+    }
+
+    #[test]
+    fn passes_walk_every_inner_index_within_the_loop_budget() {
+        use crate::kernel::LOOP_BUDGET;
+        for k in [0, 1, 16, 16_384, 16_385, 37_446, 70_000, 4_264_240] {
+            for batches in [1, 3, 64, 1000] {
+                let shape = ProductShape {
+                    k,
+                    cols: 3,
+                    b_words: k * 3 * batches,
+                    batches,
+                    accumulate: false,
+                };
+                let semiring = Semiring::MaxPlus;
+                for kernel in [
+                    tiled(semiring, &shape),
+                    naive(semiring, &shape),
+                    matvec(semiring, &shape),
+                    rows(semiring, &shape),
+                ] {
+                    let passes = kernel.pass_count(64) as usize;
+                    let k_pass = kernel.params[K_PASS] as usize;
+                    assert!(passes * k_pass >= k, "{} k={k}", kernel.id);
+                    assert!((passes - 1) * k_pass < k.max(1), "{} k={k}", kernel.id);
+                }
+            }
+            let stats = row_stats(k);
+            assert!(stats.pass_count(1) as usize * STATS_PASS_K >= k);
+        }
+        // Trips of one pass: 28 per step of 16 indices (the step, two staging loops of 4
+        // and the inner loop of 16, each with its exit test), the batches a 64-row tile
+        // walks, and the 8 stores of 9 trips.
+        let tiled_trips =
+            |k_pass: usize, span: usize| (span * (k_pass / 16 * 28 + 1) + 1 + 72) as u64;
+        assert!(tiled_trips(TILED_PASS_K, 1) <= LOOP_BUDGET);
+        for batches in [2, 3, 7, 64, 500] {
+            let span = batches.min(BLOCK_ROWS);
+            assert!(
+                tiled_trips(rows_pass_k(batches), span) <= LOOP_BUDGET,
+                "{batches}"
+            );
+        }
+        assert!((NAIVE_PASS_K + 1) as u64 <= LOOP_BUDGET);
+        assert!((MATVEC_PASS_K / 64 + 1 + 7) as u64 <= LOOP_BUDGET);
+        assert!((STATS_PASS_K + 1) as u64 <= LOOP_BUDGET);
+        assert_eq!(
+            MATVEC_PASS_K % 64,
+            0,
+            "every lane walks its own indices in every pass"
+        );
     }
 
     #[test]

@@ -3,6 +3,12 @@
 
 /// Rows of a product item, and of a tiled workgroup's tile (`TILE` in the shader).
 pub const BLOCK_ROWS: usize = 64;
+
+/// Inner indices one pass of the matrix-vector product walks: 16,384 per thread of 64,
+/// plus 7 trips of the combining tree, within [`LOOP_BUDGET`](crate::kernel::LOOP_BUDGET)
+/// (the host device folds its lanes pass by pass alike).
+pub const MATVEC_PASS_K: usize = 64 * 16_384;
+
 /// Shapes of one product: `rows` stacked rows of `a`, inner dimension `k`, `cols` columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProductShape {

@@ -1,0 +1,92 @@
+//! Recording a kernel's dispatches over one chunk: one per pass ([`Kernel::passes`]), each
+//! with its own uniform block (the pass index in word [`crate::kernel::PASS_WORD`]) and the
+//! same storage bindings, in one compute pass. Every path that runs a kernel on a wgpu
+//! device (the engine's chunks, resident shards, calibration and benchmarks) records it
+//! here, so a kernel that walks a long loop in passes does so wherever it runs.
+
+use crate::device::{Compiled, GpuDevice};
+use crate::error::Result;
+use crate::kernel::Kernel;
+use crate::pool::Pooled;
+
+/// A pooled uniform buffer holding `words` (written before the next submission).
+pub(crate) fn uniform_buffer(dev: &GpuDevice, words: &[u32]) -> Pooled {
+    let gpu = dev.gpu();
+    let uniform = dev.pool.take(
+        &gpu.device,
+        (words.len() * 4) as u64,
+        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+    );
+    gpu.queue
+        .write_buffer(&uniform, 0, bytemuck::cast_slice(words));
+    uniform
+}
+
+/// How one chunk of a kernel is launched: its pass-0 uniform block and its workgroup grid.
+pub(crate) struct Launch {
+    /// The uniform block of pass 0 (the item count, grid row width, kernel parameters).
+    pub header: Vec<u32>,
+    /// Workgroups along x, y and z.
+    pub grid: [u32; 3],
+}
+
+impl Launch {
+    /// The launch of `items` items of `kernel` on `dev`, or an error naming `argument`
+    /// when they do not fit one dispatch.
+    pub(crate) fn new(
+        dev: &GpuDevice,
+        kernel: &Kernel,
+        items: usize,
+        argument: &str,
+    ) -> Result<Launch> {
+        let (grid, row_threads) = crate::gpu_io::grid(dev, kernel, items, argument)?;
+        Ok(Launch {
+            header: kernel.uniform(items as u32, row_threads),
+            grid,
+        })
+    }
+}
+
+/// Records `kernel`'s passes over one chunk launched as `launch`: `storage` are the
+/// bindings after the uniform (binding 1 on). The passes share one compute pass (wgpu
+/// orders a dispatch after the writes of the ones before it), whose begin and end go to
+/// `timestamps` when given. Returns the uniform buffers, which must live until the
+/// submission has run.
+pub(crate) fn encode(
+    dev: &GpuDevice,
+    encoder: &mut wgpu::CommandEncoder,
+    kernel: &Kernel,
+    pipeline: &Compiled,
+    launch: &Launch,
+    storage: &[wgpu::BindGroupEntry<'_>],
+    timestamps: Option<&wgpu::QuerySet>,
+) -> Vec<Pooled> {
+    let bytes = (launch.header.len() * 4) as u64;
+    let uniforms: Vec<Pooled> = kernel
+        .pass_uniforms(&launch.header)
+        .iter()
+        .map(|words| uniform_buffer(dev, words))
+        .collect();
+    let bind_groups: Vec<wgpu::BindGroup> = uniforms
+        .iter()
+        .map(|uniform| {
+            let mut entries = vec![crate::gpu_io::binding(0, uniform, bytes)];
+            entries.extend(storage.iter().cloned());
+            dev.gpu()
+                .device
+                .create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some(&kernel.id),
+                    layout: &pipeline.layout,
+                    entries: &entries,
+                })
+        })
+        .collect();
+    let mut pass = crate::gpu_io::begin_pass(encoder, Some(&kernel.id), timestamps);
+    pass.set_pipeline(&pipeline.pipeline);
+    let [x, y, z] = launch.grid;
+    for bind_group in &bind_groups {
+        pass.set_bind_group(0, bind_group, &[]);
+        pass.dispatch_workgroups(x, y, z);
+    }
+    uniforms
+}
