@@ -116,6 +116,7 @@ class StatsDict(TypedDict):
     busy_s: float
     memory_in_use_bytes: int
     resident_bytes: int
+    user_pipelines: int
     healthy: bool
     reason: str | None
 

@@ -42,6 +42,9 @@ class InvalidArgumentError(AmariGpuError, ValueError):
 
 
 class KernelCompileError(AmariGpuError, ValueError):
-    """A user's WGSL kernel (``map_rows``) does not compile, or its ``row`` function does not
-    match the arrays passed; the message gives the line and column in the user's source and
-    naga's text, or says which part of the signature does not match."""
+    """A user's WGSL kernel (``map_rows``) does not compile, its ``row`` function does not
+    match the arrays passed, it declares what ``map_rows`` does not allow (its own resources,
+    ``var<workgroup>``, ``override``, entry points, over 16 KiB of private memory per row), a
+    driver refuses it, or its loops ran past Mesa's loop cap; the message gives the line and
+    column in the user's source (and naga's text), or says which part does not match, or
+    which device and rows. No device is marked unhealthy."""

@@ -4,10 +4,10 @@ on every GPU device of the context.
 The package wraps ``fn row(a: array<f32, Ca>, b: array<f32, Cb>, ...) -> array<f32, K>``
 into a compute shader (one thread per row, bounds checked, a 2-D dispatch grid for large
 N), checks it with naga before any device sees it, caches the pipeline per device, and
-splits the rows over the devices like any built-in map kernel. Each row is computed by the
-same WGSL on whichever device takes it, so results are the same bits for any device count
-and strategy on devices that compile WGSL alike (the logical devices of one adapter, or
-adapters of one driver). The host CPU device cannot run WGSL and takes no rows.
+splits the rows over the devices like any built-in map kernel. The rows run only on the wgpu
+devices of one driver (that of the context's first wgpu device), so results are the same
+bits for any device count and strategy. The host CPU device cannot run WGSL and takes no
+rows.
 
 With DeviceArray operands the kernel runs where their rows live (numpy operands are uploaded
 to match; a ``(C,)`` one once to each device) and the result is a DeviceArray; rows held by
@@ -89,8 +89,14 @@ class RowsMixin(KernelHost):
         A WGSL error raises :class:`KernelCompileError` with the line and column in
         ``source`` and naga's text; so does a ``row`` that is missing, takes other
         parameters than ``array<f32, C>`` per array, or returns other than
-        ``array<f32, out_cols>`` (the message says which). The profiler names the kernel
-        ``map_rows/<hash of the generated shader>``.
+        ``array<f32, out_cols>`` (the message says which), a kernel that declares its own
+        resources, ``var<workgroup>``, ``override``s or entry points, or over 16 KiB of
+        private memory per row, and a call whose loops ran past Mesa's cap of 65,535
+        iterations per invocation (llvmpipe, lavapipe: no result is returned). The profiler
+        names the kernel ``map_rows/<hash of the generated shader>``.
+
+        The rows run on the wgpu devices of the driver of the context's first wgpu device
+        only: another driver may round ``length``, ``dot``, ``exp``... differently.
 
         The host CPU device cannot run WGSL: it takes no rows, and a context whose only
         device is the host raises :class:`InvalidArgumentError` before any work.

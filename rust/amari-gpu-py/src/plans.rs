@@ -42,7 +42,7 @@ pub fn capabilities_dict<'py>(
 /// Per-device statistics as a dict.
 pub fn stats_dict<'py>(py: Python<'py>, s: &DeviceStats) -> PyResult<Bound<'py, PyDict>> {
     let counters = &s.counters;
-    fields!(py, s; memory_in_use_bytes, resident_bytes, healthy, reason;
+    fields!(py, s; memory_in_use_bytes, resident_bytes, user_pipelines, healthy, reason;
         "device_id" => s.device,
         "bytes_moved" => counters.bytes_up + counters.bytes_down,
         "bytes_up" => counters.bytes_up,

@@ -105,9 +105,9 @@ fn resident_map_rows(
         });
         ops.push((names[k].as_str(), operand));
     }
-    let kernel = rows::kernel_of(&spec.source, &columns, &spec.params, spec.out_cols)
+    let mut kernel = rows::kernel_of(&spec.source, &columns, &spec.params, spec.out_cols)
         .map_err(|e| to_pyerr(py, e))?;
-    rows::check_context(&*ctx.context(py)?).map_err(|e| to_pyerr(py, e))?;
+    rows::place(&*ctx.context(py)?, &mut kernel).map_err(|e| to_pyerr(py, e))?;
     run_resident_call(py, ctx, kernel, ops, out.as_deref())
 }
 

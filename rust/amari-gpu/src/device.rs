@@ -7,10 +7,11 @@
 //! [`GpuDevice::gpu`].
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::adapter::AdapterInfo;
 use crate::error::{Error, Result};
+use crate::family::Family;
 use crate::health::{Counters, Health};
 use crate::host::device::HostDevice;
 use crate::kernel::Kernel;
@@ -32,6 +33,69 @@ impl std::ops::Deref for Compiled {
     }
 }
 
+/// Users' kernels (`map_rows`) a device keeps compiled at most: each distinct source is a
+/// pipeline (Mesa's hold about 0.2 MiB each), so without a bound a program generating
+/// kernels grows without end. 64 covers any working set of hand-written kernels; the least
+/// recently used one is dropped (and compiled again if it comes back). Built-in kernels are
+/// a fixed set and never dropped.
+pub const MAX_USER_PIPELINES: usize = 64;
+
+/// A compiled pipeline in a device's cache, with when it was last used.
+struct Cached {
+    compiled: Arc<Compiled>,
+    /// Value of the cache's use clock at the last lookup.
+    used: u64,
+    /// A user's kernel: counted against [`MAX_USER_PIPELINES`].
+    user: bool,
+}
+
+/// A device's compiled pipelines by kernel id.
+#[derive(Default)]
+struct Pipelines {
+    by_id: HashMap<String, Cached>,
+    clock: u64,
+}
+
+impl Pipelines {
+    fn get(&mut self, id: &str) -> Option<Arc<Compiled>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.by_id.get_mut(id).map(|c| {
+            c.used = clock;
+            Arc::clone(&c.compiled)
+        })
+    }
+
+    /// Adds `compiled`, dropping the least recently used users' kernels past the bound.
+    fn insert(&mut self, id: String, compiled: Arc<Compiled>, user: bool) {
+        self.clock += 1;
+        self.by_id.insert(
+            id,
+            Cached {
+                compiled,
+                used: self.clock,
+                user,
+            },
+        );
+        while self.users() > MAX_USER_PIPELINES {
+            let oldest = self
+                .by_id
+                .iter()
+                .filter(|(_, c)| c.user)
+                .min_by_key(|(_, c)| c.used)
+                .map(|(id, _)| id.clone());
+            match oldest {
+                Some(id) => self.by_id.remove(&id),
+                None => break,
+            };
+        }
+    }
+
+    fn users(&self) -> usize {
+        self.by_id.values().filter(|c| c.user).count()
+    }
+}
+
 /// The wgpu parts of a device: device, queue, pipeline cache, timestamp query sets and what
 /// the driver reported when it lost the device.
 pub struct WgpuDevice {
@@ -41,7 +105,7 @@ pub struct WgpuDevice {
     pub queue: wgpu::Queue,
     /// Idle two-entry timestamp query sets, reused across chunks.
     pub query_sets: Mutex<Vec<wgpu::QuerySet>>,
-    pipelines: Mutex<HashMap<String, Arc<Compiled>>>,
+    pipelines: Mutex<Pipelines>,
     lost: Arc<Mutex<Option<String>>>,
 }
 
@@ -130,7 +194,7 @@ impl GpuDevice {
                 device,
                 queue,
                 query_sets: Mutex::new(Vec::new()),
-                pipelines: Mutex::new(HashMap::new()),
+                pipelines: Mutex::new(Pipelines::default()),
                 lost,
             }),
             limits,
@@ -171,9 +235,14 @@ impl GpuDevice {
     }
 
     /// Whether the device can run `kernel`: every wgpu device can; the host device only
-    /// kernels with a host implementation.
+    /// kernels with a host implementation; and only the devices a kernel names, when it
+    /// names them.
     pub fn can_run(&self, kernel: &Kernel) -> bool {
-        self.as_host().is_none() || kernel.host.is_some()
+        (self.as_host().is_none() || kernel.host.is_some())
+            && kernel
+                .devices
+                .as_ref()
+                .is_none_or(|only| only.contains(&self.id))
     }
 
     /// The wgpu parts. Only wgpu paths call this (upload, dispatch, readback, wgpu
@@ -188,7 +257,10 @@ impl GpuDevice {
         }
     }
 
-    /// The pipeline of `kernel`, compiled once per device.
+    /// The pipeline of `kernel`, compiled once per device (a user's kernel again after
+    /// [`MAX_USER_PIPELINES`] others pushed it out). A user's kernel that the driver refuses
+    /// is the user's error (`KernelCompile`), which leaves the device healthy; a built-in
+    /// one that fails is a device failure.
     pub fn pipeline(&self, kernel: &Kernel) -> Result<Arc<Compiled>> {
         let DeviceKind::Wgpu(gpu) = &self.kind else {
             return Err(Error::Internal(format!(
@@ -196,13 +268,14 @@ impl GpuDevice {
                 kernel.id, self.id
             )));
         };
+        let user = kernel.family == Family::Rows;
         if let Some(found) = gpu
             .pipelines
             .lock()
-            .expect("pipeline cache")
+            .unwrap_or_else(PoisonError::into_inner)
             .get(kernel.id.as_str())
         {
-            return Ok(Arc::clone(found));
+            return Ok(found);
         }
         let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = gpu
@@ -222,6 +295,13 @@ impl GpuDevice {
                 cache: None,
             });
         if let Some(error) = pollster::block_on(scope.pop()) {
+            if user {
+                return Err(Error::KernelCompile(format!(
+                    "map_rows: device {} ({}, {}) refused the kernel although naga accepted \
+                     it; no device was marked unhealthy. The driver said: {error}",
+                    self.id, self.adapter.name, self.adapter.backend
+                )));
+            }
             return Err(Error::DeviceLost {
                 device: self.id,
                 reason: format!("kernel {} failed to compile: {error}", kernel.id),
@@ -231,9 +311,22 @@ impl GpuDevice {
         let pipeline = Arc::new(Compiled { pipeline, layout });
         gpu.pipelines
             .lock()
-            .expect("pipeline cache")
-            .insert(kernel.id.clone(), Arc::clone(&pipeline));
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(kernel.id.clone(), Arc::clone(&pipeline), user);
         Ok(pipeline)
+    }
+
+    /// Users' kernels (`map_rows`) compiled and kept on this device (at most
+    /// [`MAX_USER_PIPELINES`]); 0 on the host device.
+    pub fn user_pipelines(&self) -> usize {
+        match &self.kind {
+            DeviceKind::Wgpu(gpu) => gpu
+                .pipelines
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .users(),
+            DeviceKind::Host(_) => 0,
+        }
     }
 
     /// A two-entry timestamp query set (begin and end of a pass), reused when one is idle.

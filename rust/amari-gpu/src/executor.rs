@@ -31,6 +31,9 @@ pub struct InFlight {
     submission: Option<wgpu::SubmissionIndex>,
     staging: Staging,
     buffers: Vec<Pooled>,
+    /// The chunk's items, and whether its kernel writes a loop-check word after the output.
+    range: Range<usize>,
+    loop_check: bool,
     /// When the chunk was submitted.
     pub submitted: Instant,
     /// Bytes uploaded for it.
@@ -144,6 +147,8 @@ pub fn submit(
     let items = range.len();
     let launch = Launch::new(dev, kernel, items, "chunk_items")?;
     let out_bytes = (kernel.output_words(items).max(1) * 4) as u64;
+    // The loop-check word rides after the output: bound, cleared and read back with it.
+    let bound_bytes = out_bytes + if kernel.loop_check { 4 } else { 0 };
     let scopes = Scopes::open(dev);
 
     let mut buffers = Vec::with_capacity(inputs.len() + 1);
@@ -171,14 +176,14 @@ pub fn submit(
         bytes_up += (slice.len() * 4) as u64;
     }
     let output_index = buffers.len();
-    buffers.push(dev.pool.take(
-        &dev.gpu().device,
-        out_bytes,
-        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-    ));
-    sizes.push(out_bytes);
+    let mut output_usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+    if kernel.loop_check {
+        output_usage |= wgpu::BufferUsages::COPY_DST;
+    }
+    buffers.push(dev.pool.take(&dev.gpu().device, bound_bytes, output_usage));
+    sizes.push(bound_bytes);
     // Kernel timestamps ride along in the staging buffer, after the output.
-    let mut staging = Staging::new(dev, out_bytes, timed);
+    let mut staging = Staging::new(dev, bound_bytes, timed);
 
     let mut entries = Vec::with_capacity(inputs.len() + 1);
     for (i, slot) in slots.iter().enumerate() {
@@ -194,7 +199,7 @@ pub fn submit(
     entries.push(binding(
         inputs.len() as u32 + 1,
         &buffers[output_index],
-        out_bytes,
+        bound_bytes,
     ));
     let mut encoder = dev
         .gpu()
@@ -202,6 +207,9 @@ pub fn submit(
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some(&kernel.id),
         });
+    if kernel.loop_check {
+        encoder.clear_buffer(&buffers[output_index], out_bytes, Some(4));
+    }
     let uniforms = passes::encode(
         dev,
         &mut encoder,
@@ -213,7 +221,7 @@ pub fn submit(
     );
     drop(entries);
     buffers.extend(uniforms);
-    encoder.copy_buffer_to_buffer(&buffers[output_index], 0, staging.buffer(), 0, out_bytes);
+    encoder.copy_buffer_to_buffer(&buffers[output_index], 0, staging.buffer(), 0, bound_bytes);
     staging.resolve_timestamps(dev, &mut encoder);
     let commands = encoder.finish();
     scopes.close(dev.id)?;
@@ -223,14 +231,18 @@ pub fn submit(
         submission: None,
         staging,
         buffers,
+        range,
+        loop_check: kernel.loop_check,
         submitted: Instant::now(),
         bytes_up,
-        bytes_down: out_bytes,
+        bytes_down: bound_bytes,
     })
 }
 
 /// Waits for a chunk handed to the queue and copies its result into `output`. On error the chunk's
-/// buffers are discarded and `output` is untouched. Once `stop` is set the wait gives up
+/// buffers are discarded and `output` is untouched; so it is when the kernel's loop-check
+/// word says a driver cut its loops short (the results would be wrong), which is the
+/// user's error of `rows::loop_cap_error`. Once `stop` is set the wait gives up
 /// with [`Error::Cancelled`](crate::Error::Cancelled) (within a wait slice) rather than
 /// wait for a long dispatch: the device finishes the chunk into buffers wgpu keeps alive
 /// until then, and nothing is copied.
@@ -250,10 +262,18 @@ pub fn finish(
         chunk.discard();
         return Err(error);
     }
-    let ((), ticks) = chunk.staging.read(dev, |view| {
-        let words: &[f32] = bytemuck::cast_slice(view);
-        output.copy_from_slice(&words[..output.len()]);
+    let loop_check = chunk.loop_check;
+    let (cut_short, ticks) = chunk.staging.read(dev, |view| {
+        let words: &[u32] = bytemuck::cast_slice(view);
+        if loop_check && words.get(output.len()).is_none_or(|&w| w != 0) {
+            return true;
+        }
+        output.copy_from_slice(bytemuck::cast_slice(&words[..output.len()]));
+        false
     })?;
+    if cut_short {
+        return Err(crate::rows::loop_cap_error(dev, chunk.range));
+    }
     Ok(Finished {
         wait_start,
         wait_end,

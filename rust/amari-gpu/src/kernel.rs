@@ -99,6 +99,15 @@ pub struct Kernel {
     /// (None: only the binding limit bounds a chunk). The chunk grid is cut within it on
     /// every device, so it never depends on the device set.
     pub max_chunk_items: Option<usize>,
+    /// The only devices (by id) that may run it, when its bits depend on the driver that
+    /// compiles it (a user's WGSL, see `rows`); `None`: every device [`can_run`] allows.
+    ///
+    /// [`can_run`]: crate::device::GpuDevice::can_run
+    pub devices: Option<Vec<usize>>,
+    /// The kernel writes a nonzero word after its per-item output when a driver cut an
+    /// invocation's loops short (`rows::wrap` says how it knows); the executor binds that
+    /// word, clears it and refuses the chunk's results when it is set.
+    pub loop_check: bool,
 }
 
 impl Kernel {
@@ -124,6 +133,8 @@ impl Kernel {
             host: None,
             passes: None,
             max_chunk_items: None,
+            devices: None,
+            loop_check: false,
         }
     }
 

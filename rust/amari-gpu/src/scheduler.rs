@@ -142,6 +142,21 @@ impl Scheduler {
         self.changed.notify_all();
     }
 
+    /// Worker `slot` found the call itself wrong (a user's kernel the driver refuses or
+    /// cannot run as written): no chunk is handed out any more, to any worker, since every
+    /// one would fail alike; the chunks stay counted as remaining.
+    pub fn abort(&self) {
+        let mut state = self.lock();
+        for own in &mut state.own {
+            own.clear();
+        }
+        state.shared.clear();
+        state.orphans.clear();
+        state.alive = state.alive.saturating_sub(1);
+        drop(state);
+        self.changed.notify_all();
+    }
+
     /// Chunks not completed yet.
     pub fn remaining(&self) -> usize {
         self.lock().remaining

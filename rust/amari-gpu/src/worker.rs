@@ -354,6 +354,14 @@ impl Run<'_> {
                 in_use.release_later();
                 self.scheduler.exit();
             }
+            // The user's kernel, not the device: the device stays healthy and the call
+            // stops (every chunk would fail alike), its error the call's.
+            Err(error @ Error::KernelCompile(_)) => {
+                in_use.release();
+                log::info!("device {}: {error}", dev.id);
+                self.scheduler.abort();
+                report.failure = Some(error);
+            }
             Err(error) => {
                 in_use.release();
                 log::warn!(

@@ -202,7 +202,7 @@ impl MultiGpuContext {
         if remaining > 0 {
             interrupt::check()?;
             if let Some(e) = reports.iter().find_map(|r| match &r.failure {
-                Some(e @ Error::Internal(_)) => Some(e.clone()),
+                Some(e @ (Error::Internal(_) | Error::KernelCompile(_))) => Some(e.clone()),
                 _ => None,
             }) {
                 return Err(e);
@@ -218,7 +218,12 @@ impl MultiGpuContext {
             let failed = (workers.iter().zip(&reports))
                 .filter_map(|(d, r)| r.failure.as_ref().map(|e| (d.id, e.to_string())))
                 .collect();
-            return Err(self.no_healthy_device_after(failed));
+            return Err(match self.no_healthy_device_after(failed) {
+                Error::NoHealthyDevice(text) => {
+                    Error::NoHealthyDevice(text + &self.cannot_run_note(kernel))
+                }
+                other => other,
+            });
         }
         Ok(Ran { plan, partials })
     }

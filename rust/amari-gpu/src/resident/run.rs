@@ -153,6 +153,8 @@ impl MultiGpuContext {
             attempts += 1;
             match self.attempt(kernel, operands, layout, &recording) {
                 Ok(done) => break done,
+                // A user's kernel the driver refuses: the user's error, not the device's.
+                Err((_, error @ Error::KernelCompile(_))) => return Err(error),
                 Err((Some(device), error)) if attempts <= self.devices.len() => {
                     log::warn!("device {device} failed a resident call: {error}; rebuilding its rows elsewhere");
                     self.devices[device].health.mark_failed(&error.to_string());

@@ -1,15 +1,176 @@
 //! Checks of a `map_rows` kernel before anything reaches a device: parameter names, the
-//! user's WGSL parsed by naga, `row`'s signature against the arrays passed, and the
-//! wrapped module validated. Every WGSL error names the line and column in the user's
-//! source with naga's text; a signature that does not match says which part.
+//! user's WGSL parsed by naga, `row`'s signature against the arrays passed, the wrapped
+//! module validated, and what validation lets through but a device would not take: the
+//! user's own resources, overrides and entry points (which fail at pipeline or bind-group
+//! creation) and more private memory per row than [`MAX_PRIVATE_BYTES`]. Every error names
+//! the line and column in the user's source; a signature that does not match says which
+//! part.
 
-use naga::{ArraySize, Module, Scalar, TypeInner};
+use naga::{AddressSpace, ArraySize, Module, Scalar, Span, TypeInner};
 
 use super::wrap::{self, Column};
 use crate::error::{Error, Result};
 
 fn compile_error(message: String) -> Error {
     Error::KernelCompile(message)
+}
+
+/// Private memory a kernel may declare per row (per invocation): its `var`s in functions,
+/// its module-scope `var<private>`s and the copies of the rows map_rows passes to `row`,
+/// summed. 16 KiB (4,096 f32s) is what every backend takes: D3D's FXC compiler holds
+/// indexable arrays in at most 4,096 registers of one word each, and a GPU spills private
+/// arrays to scratch memory of a size per invocation that drivers bound. On a CPU adapter
+/// (llvmpipe, lavapipe) each is a stack array per SIMD lane and thread, so an unbounded
+/// one grows the process until the system kills it.
+pub const MAX_PRIVATE_BYTES: u64 = 16 * 1024;
+
+/// "line L, column C of source" of `span` in `text`, when it is in the user's lines.
+fn user_place(span: Span, text: &str, user_lines: usize) -> Option<String> {
+    if !span.is_defined() || span.to_range().is_none_or(|r| r.end > text.len()) {
+        return None;
+    }
+    let at = span.location(text);
+    ((at.line_number as usize) <= user_lines).then(|| {
+        format!(
+            "line {}, column {} of source",
+            at.line_number, at.line_position
+        )
+    })
+}
+
+/// Where the user's entry point `name` is defined (naga keeps no span for entry points):
+/// the first `fn name` in the user's lines.
+fn entry_place(text: &str, name: &str, user_lines: usize) -> String {
+    let needle = format!("fn {name}");
+    text.lines()
+        .take(user_lines)
+        .enumerate()
+        .find_map(|(k, line)| {
+            line.find(&needle)
+                .map(|c| format!("line {}, column {} of source", k + 1, c + 1))
+        })
+        .unwrap_or_else(|| "source".into())
+}
+
+/// Refuses what validation accepts but a device would not (or would run wrong): a global
+/// the user declares other than a `var<private>` (a resource with its own binding, a
+/// uniform, storage, texture, sampler or atomic: map_rows binds only its own arrays; a
+/// `var<workgroup>`: rows are independent, and which rows share a workgroup changes with
+/// the split), an `override` (its value is never given, so the pipeline cannot be made),
+/// an entry point of the user's, and more private memory per row than
+/// [`MAX_PRIVATE_BYTES`].
+fn declarations(module: &Module, text: &str, user_lines: usize) -> Result<()> {
+    let globals = &module.global_variables;
+    for (handle, global) in globals.iter() {
+        let Some(at) = user_place(globals.get_span(handle), text, user_lines) else {
+            continue;
+        };
+        let name = global.name.as_deref().unwrap_or("?");
+        let what = match global.space {
+            AddressSpace::Private if global.binding.is_none() => continue,
+            AddressSpace::WorkGroup => {
+                "a var<workgroup>: each row is computed alone, and which rows share a \
+                 workgroup changes with how the call is split, so shared memory is not \
+                 allowed"
+            }
+            _ if global.binding.is_some() => {
+                "a resource with its own @group/@binding: map_rows binds only the arrays it \
+                 passes to row and params"
+            }
+            _ => {
+                "a resource (uniform, storage, texture or sampler): map_rows binds only the \
+                 arrays it passes to row and params"
+            }
+        };
+        return Err(compile_error(format!(
+            "WGSL error at {at}: `{name}` is {what}; pass data as arrays of map_rows or as \
+             params, and keep module-scope variables var<private>"
+        )));
+    }
+    if let Some((handle, constant)) = module.overrides.iter().next() {
+        let at = user_place(module.overrides.get_span(handle), text, user_lines)
+            .unwrap_or_else(|| "source".into());
+        let name = constant.name.as_deref().unwrap_or("?");
+        return Err(compile_error(format!(
+            "WGSL error at {at}: `override {name}` is not allowed: map_rows gives no \
+             pipeline constants; use a const, or a params value"
+        )));
+    }
+    for entry in &module.entry_points {
+        if entry.name != wrap::ENTRY {
+            return Err(compile_error(format!(
+                "WGSL error at {}: `{}` is an entry point; source defines fn row (and helper \
+                 functions), and map_rows makes the entry point",
+                entry_place(text, &entry.name, user_lines),
+                entry.name
+            )));
+        }
+    }
+    private_memory(module, text, user_lines)
+}
+
+/// Checks the private memory per row against [`MAX_PRIVATE_BYTES`]; past it, the error
+/// names the user's largest declaration (or the rows passed to `row`, when the wrapper's
+/// copies of them are what is too large).
+fn private_memory(module: &Module, text: &str, user_lines: usize) -> Result<()> {
+    let mut layouter = naga::proc::Layouter::default();
+    // A type too large to lay out (over 4 GiB) is far past the bound anyway.
+    let size = |layouter: &naga::proc::Layouter, ty| u64::from(layouter[ty].size);
+    if layouter.update(module.to_ctx()).is_err() {
+        return Err(compile_error(format!(
+            "source: a type is too large to lay out; a kernel may use at most \
+             {MAX_PRIVATE_BYTES} bytes of private memory per row"
+        )));
+    }
+    // (bytes, place in the user's source, name) of every declaration.
+    let mut declared: Vec<(u64, Option<String>, String)> = Vec::new();
+    for (handle, global) in module.global_variables.iter() {
+        if global.space == AddressSpace::Private {
+            declared.push((
+                size(&layouter, global.ty),
+                user_place(module.global_variables.get_span(handle), text, user_lines),
+                global.name.clone().unwrap_or_default(),
+            ));
+        }
+    }
+    let functions = module
+        .functions
+        .iter()
+        .map(|(_, f)| f)
+        .chain(module.entry_points.iter().map(|e| &e.function));
+    for function in functions {
+        for (handle, local) in function.local_variables.iter() {
+            declared.push((
+                size(&layouter, local.ty),
+                user_place(function.local_variables.get_span(handle), text, user_lines),
+                local.name.clone().unwrap_or_default(),
+            ));
+        }
+    }
+    let total: u64 = declared.iter().map(|d| d.0).sum();
+    if total <= MAX_PRIVATE_BYTES {
+        return Ok(());
+    }
+    let culprit = declared
+        .iter()
+        .filter(|d| d.1.is_some())
+        .max_by_key(|d| d.0);
+    let copies: u64 = declared.iter().filter(|d| d.1.is_none()).map(|d| d.0).sum();
+    let head = match culprit {
+        Some((bytes, Some(at), name)) if *bytes >= copies => {
+            format!("WGSL error at {at}: `var {name}` takes {bytes} bytes")
+        }
+        _ => format!(
+            "source: the copies of the rows map_rows passes to row take {copies} bytes (4 \
+             per column of every array)"
+        ),
+    };
+    Err(compile_error(format!(
+        "{head}, and the kernel {total} bytes of private memory per row in all; at most \
+         {MAX_PRIVATE_BYTES} are allowed (its var declarations, module-scope var<private>s \
+         and the rows passed to row, summed). Use smaller arrays, or pass wide data as \
+         more rows"
+    )))
 }
 
 /// Parameter names are WGSL identifiers the wrapper does not use itself.
@@ -175,5 +336,6 @@ pub fn checked_module(
             e.emit_to_string_with_path(&text, "source")
         ))
     })?;
+    declarations(&module, &text, user_lines)?;
     Ok(text)
 }

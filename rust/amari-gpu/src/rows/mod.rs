@@ -1,14 +1,19 @@
 //! Users' own row kernels (`map_rows`): a WGSL `fn row(a: array<f32, Ca>, ...) ->
 //! array<f32, out_cols>` wrapped into a compute shader (`wrap`), checked with naga before
-//! any device sees it (`check`), and run through the planner on every wgpu device like a
-//! built-in map kernel. The host device has no implementation of a user's WGSL, so the
-//! plan leaves it out. The pipeline is cached per device under an id derived from the
-//! generated source, so the same kernel compiles once per device.
+//! any device sees it (`check`), and run through the planner like a built-in map kernel on
+//! the wgpu devices of one driver (`place`): two drivers compile the same WGSL to different
+//! bits (`length`, `dot`, `exp`...), and a call must give the same bits however it is
+//! split. The host device has no implementation of a user's WGSL, so the plan leaves it
+//! out. The pipeline is cached per device under an id derived from the generated source,
+//! so the same kernel compiles once per device (up to `device::MAX_USER_PIPELINES`).
 
 mod check;
 mod wrap;
 
+use std::ops::Range;
+
 use crate::context::MultiGpuContext;
+use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::family::Family;
 use crate::kernel::{Input, Kernel, Output};
@@ -152,24 +157,62 @@ pub fn kernel_of(
         .collect();
     kernel.output = Output::PerItem(out_cols);
     kernel.params = params.iter().map(|(_, v)| v.to_bits()).collect();
+    kernel.loop_check = true;
     // Unknown arithmetic: one operation per word moved is the planner's guess; the family
     // has no calibrated rate of its own, so the mean measured rate applies.
     kernel.flops_per_item = (kernel.input_words_per_item() + out_cols) as f64;
     Ok(kernel)
 }
 
-/// Refuses a context with no wgpu device before any work: users' WGSL runs only on wgpu
-/// devices (the host device cannot run a shader), and without this check the call would
-/// fail later with a device error that says nothing of the cause.
-pub fn check_context(ctx: &MultiGpuContext) -> Result<()> {
-    if ctx.devices().iter().any(|d| d.as_host().is_none()) {
-        return Ok(());
-    }
-    Err(Error::invalid(
-        "ctx",
-        "expected a context with a wgpu device (map_rows runs WGSL, which the host CPU \
-         device cannot), got one whose only device is the host; open a wgpu adapter too, \
-         e.g. MultiGpuContext(backends=[\"vulkan\", \"host\"])",
+/// What decides the bits a device computes for a user's WGSL: its backend and driver (the
+/// compiler) and the hardware it compiles for. Devices alike in all of these (the logical
+/// devices of one adapter, or identical adapters of one driver) give the same bits.
+fn driver_of(dev: &GpuDevice) -> (&str, u32, u32, &str, &str, &str) {
+    let a = &dev.adapter;
+    (
+        a.backend.as_str(),
+        a.vendor_id,
+        a.device_id,
+        a.name.as_str(),
+        a.driver.as_str(),
+        a.driver_info.as_str(),
+    )
+}
+
+/// Restricts `kernel` to the devices that may run a user's WGSL in `ctx`: the wgpu devices
+/// of the driver of the context's first wgpu device (the lowest id), healthy or not, so
+/// that every call on the context computes the same bits whatever the strategy, the device
+/// count or the devices' health. Refuses a context with no wgpu device before any work:
+/// the host device cannot run a shader, and without this check the call would fail later
+/// with a device error that says nothing of the cause.
+pub fn place(ctx: &MultiGpuContext, kernel: &mut Kernel) -> Result<()> {
+    let mut wgpu = ctx.devices().iter().filter(|d| d.as_host().is_none());
+    let Some(first) = wgpu.next() else {
+        return Err(Error::invalid(
+            "ctx",
+            "expected a context with a wgpu device (map_rows runs WGSL, which the host CPU \
+             device cannot), got one whose only device is the host; open a wgpu adapter too, \
+             e.g. MultiGpuContext(backends=[\"vulkan\", \"host\"])",
+        ));
+    };
+    let driver = driver_of(first);
+    let mut devices = vec![first.id];
+    devices.extend(wgpu.filter(|d| driver_of(d) == driver).map(|d| d.id));
+    kernel.devices = Some(devices);
+    Ok(())
+}
+
+/// The error of a chunk whose loop-check word was set (see `wrap`): the driver stopped the
+/// kernel's loops early on some of `rows`, so none of the chunk's results are kept.
+pub(crate) fn loop_cap_error(dev: &GpuDevice, rows: Range<usize>) -> Error {
+    Error::KernelCompile(format!(
+        "map_rows: the loops of row stopped early on device {} ({}, {}) for some of rows \
+         {}..{}, so no result was returned. Mesa's llvmpipe and lavapipe end every loop of \
+         one invocation after 65,535 iterations in total, counting all of its loops \
+         together (the ones map_rows adds to copy the rows in and out too); nothing else \
+         tells the kernel. Do fewer loop iterations per row: split a long loop over more \
+         rows, or unroll part of it. No device was marked unhealthy",
+        dev.id, dev.adapter.name, dev.adapter.backend, rows.start, rows.end
     ))
 }
 
@@ -181,8 +224,8 @@ pub fn map_rows(
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
     let items = items(call)?;
-    let kernel = kernel(call)?;
-    check_context(ctx)?;
+    let mut kernel = kernel(call)?;
+    place(ctx, &mut kernel)?;
     if out.len() != items * call.out_cols {
         return Err(Error::Shape {
             argument: "out".into(),
@@ -258,6 +301,82 @@ mod tests {
             panic!("expected a compile error");
         };
         assert!(message.contains("found none"), "{message}");
+    }
+
+    fn compile_message(source: &str, arrays: Vec<RowArray<'_>>) -> String {
+        match kernel(&call(source, arrays, 1)) {
+            Err(Error::KernelCompile(message)) => message,
+            other => panic!("expected a compile error, got {other:?}"),
+        }
+    }
+
+    const GOOD: &str = "fn row(a: array<f32, 2>) -> array<f32, 1> {\n    \
+                        return array<f32, 1>(a[0]);\n}\n";
+
+    #[test]
+    fn the_users_own_resources_overrides_and_entry_points_are_refused_where_declared() {
+        for (declaration, why) in [
+            (
+                "@group(0) @binding(99) var<storage, read> x: array<f32>;",
+                "@group/@binding",
+            ),
+            (
+                "@group(1) @binding(0) var<uniform> x: vec4<f32>;",
+                "@group/@binding",
+            ),
+            (
+                "@group(0) @binding(5) var x: texture_2d<f32>;",
+                "@group/@binding",
+            ),
+            (
+                "@group(0) @binding(5) var<storage, read_write> x: atomic<u32>;",
+                "@group/@binding",
+            ),
+            ("var<workgroup> x: array<f32, 4>;", "var<workgroup>"),
+            ("override x: f32;", "override x"),
+            (
+                "@compute @workgroup_size(1) fn x() {}",
+                "`x` is an entry point",
+            ),
+        ] {
+            let source = format!("// kernel\n  {declaration}\n{GOOD}");
+            let message = compile_message(&source, vec![pairs()]);
+            assert!(message.contains("line 2, column "), "{message}");
+            assert!(message.contains(why), "{message}");
+        }
+        // A var<private> and a const are the user's to declare.
+        let source = format!("var<private> x: array<f32, 4>;\nconst y = 2.0;\n{GOOD}");
+        assert!(kernel(&call(&source, vec![pairs()], 1)).is_ok());
+    }
+
+    #[test]
+    fn private_memory_is_bounded_at_its_declaration() {
+        let local = "fn row(a: array<f32, 2>) -> array<f32, 1> {\n    \
+                     var t: array<f32, 100000000>;\n    \
+                     t[u32(a[0])] = a[1];\n    return array<f32, 1>(t[0]);\n}\n";
+        let message = compile_message(local, vec![pairs()]);
+        assert!(
+            message.contains("line 2, column 5 of source: `var t` takes 400000000 bytes"),
+            "{message}"
+        );
+        let global = format!("var<private> t: array<f32, 4097>;\n{GOOD}");
+        let message = compile_message(&global, vec![pairs()]);
+        assert!(message.contains("line 1, column"), "{message}");
+        assert!(message.contains("at most 16384"), "{message}");
+        // The rows passed to row count too: 5,000 columns are 20,000 bytes.
+        let wide = vec![0.0f32; 5000];
+        let source = "fn row(a: array<f32, 5000>) -> array<f32, 1> {\n    \
+                      return array<f32, 1>(a[0]);\n}\n";
+        let arrays = vec![RowArray {
+            data: &wide,
+            cols: 5000,
+            broadcast: false,
+        }];
+        let message = compile_message(source, arrays);
+        assert!(message.contains("copies of the rows"), "{message}");
+        // Under the bound is fine.
+        let fits = local.replace("100000000", "3000");
+        assert!(kernel(&call(&fits, vec![pairs()], 1)).is_ok());
     }
 
     #[test]

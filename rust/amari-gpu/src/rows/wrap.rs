@@ -8,6 +8,14 @@
 //! arrays in order (a chunk's rows, or the whole (C,) row for a broadcast one), k+1 the
 //! output. The executor binds each chunk's own rows, so row `i` of a chunk is word
 //! `i * C` of its binding: no chunk offset reaches the shader.
+//!
+//! The loop check: Mesa's gallivm (llvmpipe and lavapipe) ends every loop of an invocation,
+//! silently, once 65,535 iterations have run in it, all of its loops counted together. At
+//! its end each invocation runs a loop that must go round twice more; where the count ran
+//! out it cannot, and the invocation sets the word after the chunk's output (when the
+//! binding has one: the engine binds it, a resident call does not), which makes the
+//! executor refuse the chunk. The loop's bound comes from the uniform (`amari_pad0` is
+//! always 0) so that no compiler can unroll or peel it away.
 
 use std::fmt::Write;
 
@@ -83,7 +91,14 @@ pub fn module(source: &str, columns: &[Column], params: &[String], out_cols: usi
         text,
         "    let amari_r = row({});\n    \
          for (var j = 0u; j < {out_cols}u; j++) {{\n        \
-         amari_out[i * {out_cols}u + j] = amari_r[j];\n    }}\n}}\n",
+         amari_out[i * {out_cols}u + j] = amari_r[j];\n    }}\n    \
+         var amari_laps = 0u;\n    \
+         loop {{\n        \
+         amari_laps += 1u;\n        \
+         if (amari_laps >= params.amari_pad0 + 3u) {{\n            break;\n        }}\n    }}\n    \
+         let amari_check = params.amari_n * {out_cols}u;\n    \
+         if (amari_laps < 3u && arrayLength(&amari_out) > amari_check) {{\n        \
+         amari_out[amari_check] = 1.0;\n    }}\n}}\n",
         args.join(", ")
     );
     text
