@@ -13,11 +13,11 @@ from typing import Callable
 
 import numpy as np
 
-from . import __version__
-from ._adapters import AdapterInfo, adapters, default_selection
-from .context import MultiGpuContext
-from .errors import AmariGpuError
-from .reference import geometric_product as reference_product
+from .. import __version__
+from .._adapters import AdapterInfo, adapters, default_selection
+from ..context import MultiGpuContext
+from ..errors import AmariGpuError
+from ..reference import geometric_product as reference_product
 
 
 def _check(ctx: MultiGpuContext, n: int, label: str, say: Callable[[str], None]) -> bool:

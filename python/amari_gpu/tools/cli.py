@@ -24,9 +24,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from . import __version__
-from ._adapters import BACKENDS, AdapterInfo, adapters, default_selection
-from .errors import AmariGpuError
+from .. import __version__
+from .._adapters import BACKENDS, AdapterInfo, adapters, default_selection
+from ..errors import AmariGpuError
 
 _LIMITS = (
     "max_buffer_size",
@@ -106,7 +106,7 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from ._doctor import diagnose, render
+    from .doctor import diagnose, render
 
     report = diagnose(args.backends, show_progress=not args.json)
     if args.json:
@@ -147,10 +147,10 @@ def _capability_lines(cap: dict[str, Any]) -> list[str]:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from .context import MultiGpuContext
+    from ..context import MultiGpuContext
 
     ctx = MultiGpuContext(backends=args.backends, devices_per_adapter=args.devices_per_adapter)
-    from ._progress import Progress
+    from .progress import Progress
 
     start = time.perf_counter()
     label = f"calibrating {len(ctx.devices)} device{'' if len(ctx.devices) == 1 else 's'}"
@@ -177,11 +177,11 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     if args.family == "host":
-        from . import _bench_host
+        from . import bench_host
 
-        sizes = _bench_host.QUICK if args.quick else _bench_host.FULL
-        result = _bench_host.run(sizes, args.rounds or (3 if args.quick else 7))
-        print(json.dumps(result, indent=1) if args.json else "\n".join(_bench_host.lines(result)))
+        sizes = bench_host.QUICK if args.quick else bench_host.FULL
+        result = bench_host.run(sizes, args.rounds or (3 if args.quick else 7))
+        print(json.dumps(result, indent=1) if args.json else "\n".join(bench_host.lines(result)))
         return 0
     from . import scaling
 
@@ -199,7 +199,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(study, indent=1))
         return 0
-    from ._scaling_report import summary
+    from .scaling_report import summary
 
     print("\n".join(summary(study)))
     print(f"\nMeasured in {study['seconds']:.1f} s. Wrote {', '.join(written['written'])}")
@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "bench":
             return _bench(args)
         if args.command == "cluster-info":
-            from .cluster.info import report
+            from ..cluster.info import report
 
             return report(args.address, args.backends, args.json)
         from .demo import run

@@ -12,7 +12,7 @@ run, efficiency (speedup per device), and the imbalance and bottleneck of profil
 Everything is measured in the run that reports it; ``write_report`` writes results.json,
 report.md and PNG plots.
 
-    from amari_gpu import scaling
+    from amari_gpu.tools import scaling
     study = scaling.run_study(scaling.QUICK)
     scaling.write_report(study, "amari-gpu-bench")
 """
@@ -29,20 +29,20 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
-from ._adapters import adapters
-from ._bench_families import (
+from .. import __version__
+from .._adapters import adapters
+from ..context import MultiGpuContext
+from ..errors import NoAdapterError
+from ..planning import STRATEGIES
+from .bench_families import (
     CLIFFORD_MAX_ITEMS,
     Baseline,
     Family,
     clifford_available,
     families,
 )
-from ._progress import Progress
-from ._scaling_report import host_info, write_report
-from .context import MultiGpuContext
-from .errors import NoAdapterError
-from .planning import STRATEGIES
+from .progress import Progress
+from .scaling_report import host_info, write_report
 
 __all__ = ["FULL", "QUICK", "Settings", "run_study", "write_report"]
 
