@@ -2,6 +2,6 @@
 demo, the doctor, the benchmarks (``bench_host``, ``bench_families``) and the scaling study
 (``scaling``, ``scaling_report``, with its ``progress`` bar).
 
-Nothing in the package root imports these modules, so ``import amari_gpu`` never loads them;
-the API lives in the package root (``amari_gpu.MultiGpuContext`` and friends).
+No API module imports them, so ``import amari_gpu`` never loads them; the API is the package
+root (``amari_gpu.MultiGpuContext`` and friends).
 """
