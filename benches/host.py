@@ -19,7 +19,7 @@ import tempfile
 
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="amari-gpu-xdg-"))
 
-from amari_gpu import _bench_host
+from amari_gpu.tools import bench_host
 
 
 def main() -> int:
@@ -28,12 +28,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=7, help="interleaved repetitions")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args()
-    sizes = _bench_host.QUICK if args.quick else _bench_host.FULL
-    result = _bench_host.run(sizes, args.repeats)
+    sizes = bench_host.QUICK if args.quick else bench_host.FULL
+    result = bench_host.run(sizes, args.repeats)
     if args.json:
         print(json.dumps(result, indent=1))
     else:
-        print("\n".join(_bench_host.lines(result)))
+        print("\n".join(bench_host.lines(result)))
     return 0
 
 

@@ -45,7 +45,10 @@ import sys
 import zipfile
 
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
-missing = sorted({"amari_gpu/__init__.py", "amari_gpu/py.typed", "amari_gpu/_native.pyi"} - names)
+# The command line lives in the tools subpackage; a wheel without it installs a dead script.
+wanted = {"amari_gpu/__init__.py", "amari_gpu/py.typed", "amari_gpu/_native.pyi"}
+wanted |= {"amari_gpu/tools/__init__.py", "amari_gpu/tools/cli.py"}
+missing = sorted(wanted - names)
 if not any(n.startswith("amari_gpu/_native.") and n.endswith((".so", ".pyd")) for n in names):
     missing.append("the native extension amari_gpu/_native.*")
 if missing:

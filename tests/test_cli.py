@@ -15,11 +15,11 @@ import sys
 import amari_gpu as ag
 import pytest
 from _process import python
-from amari_gpu import scaling
-from amari_gpu._doctor import MESA_GL, MESA_VULKAN, fixes
-from amari_gpu._progress import Progress
 from amari_gpu._system import Check
-from amari_gpu.cli import main
+from amari_gpu.tools import scaling
+from amari_gpu.tools.cli import main
+from amari_gpu.tools.doctor import MESA_GL, MESA_VULKAN, fixes
+from amari_gpu.tools.progress import Progress
 
 
 def test_info_json_lists_every_adapter(capsys):

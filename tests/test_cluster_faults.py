@@ -87,7 +87,7 @@ def test_no_healthy_node_left(cluster: Any) -> None:
 def test_cluster_info_lists_the_nodes(cluster: Any, capsys: Any) -> None:
     import json
 
-    from amari_gpu.cli import main
+    from amari_gpu.tools.cli import main
 
     assert (
         main(["cluster-info", "--address", cluster.address, "--backends", "vulkan", "--json"]) == 0

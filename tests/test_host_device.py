@@ -116,11 +116,11 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
     bandwidth and the default context. Tiny sizes: the wiring is what is checked."""
     import json
 
-    from amari_gpu import _bench_host
-    from amari_gpu.cli import main
+    from amari_gpu.tools import bench_host
+    from amari_gpu.tools.cli import main
 
-    tiny = _bench_host.Sizes(4096, 48, 40, 512, 16, 32)
-    monkeypatch.setattr(_bench_host, "QUICK", tiny)
+    tiny = bench_host.Sizes(4096, 48, 40, 512, 16, 32)
+    monkeypatch.setattr(bench_host, "QUICK", tiny)
     assert main(["bench", "--family", "host", "--quick", "--rounds", "1", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["simd"] in {"avx512f", "avx2", "neon", "portable"} and result["threads"] >= 1

@@ -12,7 +12,7 @@ import sys
 
 import amari_gpu as ag
 import pytest
-from amari_gpu import scaling
+from amari_gpu.tools import scaling
 
 SIZES = {
     "geometric_algebra": (256, 4096),

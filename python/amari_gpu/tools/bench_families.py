@@ -14,9 +14,9 @@ from typing import Any, Callable
 import numpy as np
 import numpy.typing as npt
 
-from .context import MultiGpuContext
-from .reference import cayley_tensor
-from .reference import geometric_product as reference_product
+from ..context import MultiGpuContext
+from ..reference import cayley_tensor
+from ..reference import geometric_product as reference_product
 
 Arrays = tuple[npt.NDArray[Any], ...]
 F32 = npt.NDArray[np.float32]
@@ -139,7 +139,7 @@ def _clifford_layout() -> Any:
 @cache
 def _clifford_order() -> npt.NDArray[np.intp]:
     """Column c of clifford's blade order (by grade) is bitmask blade ``order[c]``."""
-    from .algebra import Algebra
+    from ..algebra import Algebra
 
     ours = list(Algebra(3).blade_names)
     return np.array([ours.index(name or "1") for name in _clifford_layout().names])

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._adapters import AdapterInfo
-from .context import MultiGpuContext
-from .errors import AmariGpuError
+from .._adapters import AdapterInfo
+from ..context import MultiGpuContext
+from ..errors import AmariGpuError
 
 GRID_STEPS = 16
 GRID_ALPHA = 0.2
@@ -326,7 +326,7 @@ def _single_device_contexts() -> list[tuple[str, MultiGpuContext]]:
 
 
 def _all_adapters() -> list[AdapterInfo]:
-    from ._adapters import adapters
+    from .._adapters import adapters
 
     return adapters()
 

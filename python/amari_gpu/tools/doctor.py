@@ -18,12 +18,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import __version__
-from ._adapters import AdapterInfo, adapters, default_selection
-from ._progress import Progress
-from ._system import Check, given_runtime_dir, platform_checks
-from .context import MultiGpuContext
-from .reference import geometric_product as reference_product
+from .. import __version__
+from .._adapters import AdapterInfo, adapters, default_selection
+from .._system import Check, given_runtime_dir, platform_checks
+from ..context import MultiGpuContext
+from ..reference import geometric_product as reference_product
+from .progress import Progress
 
 MESA_VULKAN = "sudo apt-get install mesa-vulkan-drivers libvulkan1"
 MESA_GL = "sudo apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri"
