@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::device::{Compiled, GpuDevice};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu_io::{self, binding, Handed, Limit, Scopes, Staging};
 use crate::interrupt::Interrupt;
 use crate::kernel::{Input, Kernel};
@@ -242,7 +242,7 @@ pub fn submit(
 /// Waits for a chunk handed to the queue and copies its result into `output`. On error the chunk's
 /// buffers are discarded and `output` is untouched; so it is when the kernel's loop-check
 /// word says a driver cut its loops short (the results would be wrong), which is the
-/// user's error of `rows::loop_cap_error`. Once `stop` is set the wait gives up
+/// user's error of [`loop_cap_error`]. Once `stop` is set the wait gives up
 /// with [`Error::Cancelled`](crate::Error::Cancelled) (within a wait slice) rather than
 /// wait for a long dispatch: the device finishes the chunk into buffers wgpu keeps alive
 /// until then, and nothing is copied.
@@ -272,7 +272,7 @@ pub fn finish(
         false
     })?;
     if cut_short {
-        return Err(crate::rows::loop_cap_error(dev, chunk.range));
+        return Err(loop_cap_error(dev, chunk.range));
     }
     Ok(Finished {
         wait_start,
@@ -304,4 +304,18 @@ pub fn run_chunk(
         stamped,
     )?;
     finish(dev, chunk, job.output, timeout, None)
+}
+
+/// The error of a chunk whose loop-check word was set (see `rows::wrap`): the driver stopped the
+/// kernel's loops early on some of `rows`, so none of the chunk's results are kept.
+fn loop_cap_error(dev: &GpuDevice, rows: Range<usize>) -> Error {
+    Error::KernelCompile(format!(
+        "map_rows: the loops of row stopped early on device {} ({}, {}) for some of rows \
+         {}..{}, so no result was returned. Mesa's llvmpipe and lavapipe end every loop of \
+         one invocation after 65,535 iterations in total, counting all of its loops \
+         together (the ones map_rows adds to copy the rows in and out too); nothing else \
+         tells the kernel. Do fewer loop iterations per row: split a long loop over more \
+         rows, or unroll part of it. No device was marked unhealthy",
+        dev.id, dev.adapter.name, dev.adapter.backend, rows.start, rows.end
+    ))
 }

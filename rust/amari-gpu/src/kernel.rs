@@ -100,9 +100,8 @@ pub struct Kernel {
     /// every device, so it never depends on the device set.
     pub max_chunk_items: Option<usize>,
     /// The only devices (by id) that may run it, when its bits depend on the driver that
-    /// compiles it (a user's WGSL, see `rows`); `None`: every device [`can_run`] allows.
-    ///
-    /// [`can_run`]: crate::device::GpuDevice::can_run
+    /// compiles it (a user's WGSL, see `rows`); `None`: every device `GpuDevice::can_run`
+    /// allows.
     pub devices: Option<Vec<usize>>,
     /// The kernel writes a nonzero word after its per-item output when a driver cut an
     /// invocation's loops short (`rows::wrap` says how it knows); the executor binds that

@@ -10,8 +10,6 @@
 mod check;
 mod wrap;
 
-use std::ops::Range;
-
 use crate::context::MultiGpuContext;
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
@@ -200,20 +198,6 @@ pub fn place(ctx: &MultiGpuContext, kernel: &mut Kernel) -> Result<()> {
     devices.extend(wgpu.filter(|d| driver_of(d) == driver).map(|d| d.id));
     kernel.devices = Some(devices);
     Ok(())
-}
-
-/// The error of a chunk whose loop-check word was set (see `wrap`): the driver stopped the
-/// kernel's loops early on some of `rows`, so none of the chunk's results are kept.
-pub(crate) fn loop_cap_error(dev: &GpuDevice, rows: Range<usize>) -> Error {
-    Error::KernelCompile(format!(
-        "map_rows: the loops of row stopped early on device {} ({}, {}) for some of rows \
-         {}..{}, so no result was returned. Mesa's llvmpipe and lavapipe end every loop of \
-         one invocation after 65,535 iterations in total, counting all of its loops \
-         together (the ones map_rows adds to copy the rows in and out too); nothing else \
-         tells the kernel. Do fewer loop iterations per row: split a long loop over more \
-         rows, or unroll part of it. No device was marked unhealthy",
-        dev.id, dev.adapter.name, dev.adapter.backend, rows.start, rows.end
-    ))
 }
 
 /// Runs `call` on every wgpu device of `ctx` and writes `out` (items × `out_cols` words).
