@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use super::faults::{check_alive, lost};
 use super::wait::{map_for_reading, wait_mapped_or_stop, Limit, Mapped};
-use super::{check_alive, lost};
 use crate::device::GpuDevice;
 use crate::error::Result;
 use crate::interrupt::Interrupt;

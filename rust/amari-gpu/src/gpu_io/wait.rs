@@ -4,7 +4,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::{check_alive, lost};
+use super::faults::{check_alive, lost};
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
