@@ -78,6 +78,28 @@ pub(crate) fn wait_or_stop(
     limit: Limit,
     stop: Option<&Interrupt>,
 ) -> Result<()> {
+    in_slices(dev, limit, stop, |slice| {
+        let waited = dev.gpu().device.poll(wgpu::PollType::Wait {
+            submission_index: submission.clone(),
+            timeout: Some(slice),
+        });
+        match waited {
+            Ok(_) => Some(Ok(())),
+            Err(wgpu::PollError::Timeout) => None,
+            Err(other) => Some(Err(lost(dev.id, other.to_string()))),
+        }
+    })
+}
+
+/// Tries `attempt` with slices of at most [`WAIT_SLICE`] until it has an outcome (`None`:
+/// not yet), within `limit`; gives up with [`Error::Cancelled`] within one slice of `stop`
+/// being set, and with the device lost once `limit` is exceeded.
+fn in_slices<T>(
+    dev: &GpuDevice,
+    limit: Limit,
+    stop: Option<&Interrupt>,
+    mut attempt: impl FnMut(Duration) -> Option<Result<T>>,
+) -> Result<T> {
     let deadline = limit.duration().map(|d| Instant::now() + d);
     loop {
         if stop.is_some_and(Interrupt::is_cancelled) {
@@ -86,18 +108,11 @@ pub(crate) fn wait_or_stop(
         let slice = deadline.map_or(WAIT_SLICE, |d| {
             d.saturating_duration_since(Instant::now()).min(WAIT_SLICE)
         });
-        let waited = dev.gpu().device.poll(wgpu::PollType::Wait {
-            submission_index: submission.clone(),
-            timeout: Some(slice),
-        });
-        match waited {
-            Ok(_) => return Ok(()),
-            Err(wgpu::PollError::Timeout) => {
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    return Err(lost(dev.id, limit.exceeded()));
-                }
-            }
-            Err(other) => return Err(lost(dev.id, other.to_string())),
+        if let Some(outcome) = attempt(slice) {
+            return outcome;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(lost(dev.id, limit.exceeded()));
         }
     }
 }
@@ -135,33 +150,15 @@ impl Handed {
         limit: Limit,
         stop: Option<&Interrupt>,
     ) -> Result<wgpu::SubmissionIndex> {
-        let deadline = limit.duration().map(|d| Instant::now() + d);
-        loop {
-            if stop.is_some_and(Interrupt::is_cancelled) {
-                return Err(Error::Cancelled);
-            }
-            let slice = deadline.map_or(WAIT_SLICE, |d| {
-                d.saturating_duration_since(Instant::now()).min(WAIT_SLICE)
-            });
-            match self.0.recv_timeout(slice) {
-                Ok(index) => {
-                    check_alive(dev)?;
-                    return Ok(index);
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        return Err(lost(dev.id, limit.exceeded()));
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(lost(
-                        dev.id,
-                        dev.lost_reason()
-                            .unwrap_or_else(|| "the submit never returned".into()),
-                    ))
-                }
-            }
-        }
+        in_slices(dev, limit, stop, |slice| match self.0.recv_timeout(slice) {
+            Ok(index) => Some(check_alive(dev).map(|()| index)),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => Some(Err(lost(
+                dev.id,
+                dev.lost_reason()
+                    .unwrap_or_else(|| "the submit never returned".into()),
+            ))),
+        })
     }
 }
 
