@@ -30,6 +30,7 @@ KEYS = {
     "failed_chunks",
     "busy_s",
     "memory_in_use_bytes",
+    "user_pipelines",
     "healthy",
     "reason",
 }
@@ -41,7 +42,7 @@ def _check_shape(stats: list[dict], devices: int) -> None:
     for device_id, s in enumerate(stats):
         assert set(s) == KEYS
         assert s["device_id"] == device_id
-        for name in (*COUNTERS, "memory_in_use_bytes"):
+        for name in (*COUNTERS, "memory_in_use_bytes", "user_pipelines"):
             assert isinstance(s[name], int) and s[name] >= 0, (name, s[name])
         assert isinstance(s["busy_s"], float) and math.isfinite(s["busy_s"]) and s["busy_s"] >= 0
         assert s["bytes_moved"] == s["bytes_up"] + s["bytes_down"]
