@@ -93,6 +93,33 @@ def test_a_loop_past_the_driver_cap_raises_and_one_under_it_runs(mesa: MultiGpuC
     assert np.array_equal(mesa.map_rows(GOOD, ones + 1, out_cols=1), np.full((300, 1), 2.0))
 
 
+PER_ROW = """
+fn row(a: array<f32, 1>) -> array<f32, 1> {
+    var s = 0.0;
+    for (var k = 0u; k < u32(a[0]); k++) {
+        s += 1.0;
+    }
+    return array<f32, 1>(s);
+}
+"""
+
+
+def test_resident_rows_past_the_driver_cap_raise_too() -> None:
+    # DeviceArray operands: each shard's pieces have their check words read back before
+    # the result is kept, so a row of 100,000 iterations among rows of 10 refuses the call.
+    with MultiGpuContext(backends=["vulkan"], devices_per_adapter=2) as ctx:
+        counts = np.full((1000, 1), 10, np.float32)
+        got = ctx.map_rows(PER_ROW, ctx.asarray(counts, strategy="balanced"), out_cols=1)
+        assert np.array_equal(got.numpy(), counts)
+        counts[700] = 100_000
+        with pytest.raises(KernelCompileError, match=r"65,535 iterations") as raised:
+            ctx.map_rows(PER_ROW, ctx.asarray(counts, strategy="balanced"), out_cols=1)
+        assert "split a long loop" in str(raised.value)
+        _all_healthy(ctx)
+        again = ctx.map_rows(GOOD, ctx.asarray(np.ones((1000, 1), np.float32)), out_cols=1)
+        assert np.array_equal(again.numpy(), np.full((1000, 1), 2.0))
+
+
 def test_only_some_rows_past_the_cap_still_refuse_the_call(mesa: MultiGpuContext) -> None:
     # Row i loops a[i] times: one row of 200,000 among rows of 10.
     loops = """

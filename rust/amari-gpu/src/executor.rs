@@ -308,7 +308,7 @@ pub fn run_chunk(
 
 /// The error of a chunk whose loop-check word was set (see `rows::wrap`): the driver stopped the
 /// kernel's loops early on some of `rows`, so none of the chunk's results are kept.
-fn loop_cap_error(dev: &GpuDevice, rows: Range<usize>) -> Error {
+pub(crate) fn loop_cap_error(dev: &GpuDevice, rows: Range<usize>) -> Error {
     Error::KernelCompile(format!(
         "map_rows: the loops of row stopped early on device {} ({}, {}) for some of rows \
          {}..{}, so no result was returned. Mesa's llvmpipe and lavapipe end every loop of \

@@ -11,7 +11,7 @@ mod wait;
 
 pub(crate) use faults::{check_alive, lost, Scopes};
 pub(crate) use staging::{timestamps_worth, Staging};
-pub(crate) use wait::{map_for_reading, submit_handed, wait, wait_mapped, Handed, Limit};
+pub(crate) use wait::{map_for_reading, submit_handed, wait, wait_mapped, Handed, Limit, Mapped};
 
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};

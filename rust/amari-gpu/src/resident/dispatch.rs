@@ -1,13 +1,16 @@
 //! Running a row kernel over the rows of one shard on the device that holds it: encoded
 //! and submitted on a wgpu device (split into dispatches that fit its binding limit, each
-//! bound at its byte offset in the shard buffers), in place on the host device.
+//! bound at its byte offset in the shard buffers), in place on the host device. A kernel
+//! with a loop check (a user's, see `rows::wrap`) has each piece's check word read back, so
+//! a shard whose loops a driver cut short is refused as the engine's chunks are.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use super::shard::Storage;
 use crate::device::{DeviceKind, GpuDevice};
 use crate::error::{Error, Result};
-use crate::gpu_io::Scopes;
+use crate::gpu_io::{self, Limit, Mapped, Scopes};
 use crate::kernel::{Input, Kernel};
 use crate::passes::{self, Launch};
 
@@ -15,7 +18,8 @@ use crate::passes::{self, Launch};
 /// binding limit; a multiple of 256 rows keeps every piece's byte offset aligned.
 fn piece_rows(dev: &GpuDevice, kernel: &Kernel) -> usize {
     let per_row = kernel.widest_binding_bytes_per_item().max(1);
-    let rows = (dev.max_binding_bytes() / per_row) as usize;
+    // Room for the loop-check word after a piece's output rows.
+    let rows = (dev.max_binding_bytes().saturating_sub(4) / per_row) as usize;
     (rows - rows % 256).max(256)
 }
 
@@ -36,15 +40,64 @@ pub(super) fn entry(
     }
 }
 
+/// The loop-check words of a shard's pieces, copied to a mappable buffer after each piece
+/// ran (the next piece overwrites the word with its first row).
+pub(crate) struct LoopChecks {
+    staging: wgpu::Buffer,
+    mapped: Option<Mapped>,
+    pieces: Vec<Range<usize>>,
+}
+
+impl LoopChecks {
+    /// Once the submission has run: an error naming the first piece whose loops a driver
+    /// cut short (the shard's results are then not to be kept).
+    pub(crate) fn verify(
+        mut self,
+        dev: &GpuDevice,
+        submission: wgpu::SubmissionIndex,
+        limit: Limit,
+        rows: &Range<usize>,
+    ) -> Result<()> {
+        let bytes = (self.pieces.len() * 4) as u64;
+        let mapped = self
+            .mapped
+            .take()
+            .ok_or_else(|| Error::Internal("loop checks were never mapped".into()))?;
+        gpu_io::wait_mapped(dev, submission, &mapped, limit)?;
+        let cut = {
+            let view = self
+                .staging
+                .slice(..bytes)
+                .get_mapped_range()
+                .map_err(|e| gpu_io::lost(dev.id, format!("readback mapping failed: {e}")))?;
+            let words: &[u32] = bytemuck::cast_slice(&view);
+            words.iter().position(|&w| w != 0)
+        };
+        self.staging.unmap();
+        match cut {
+            Some(i) => {
+                let piece = &self.pieces[i];
+                Err(crate::executor::loop_cap_error(
+                    dev,
+                    rows.start + piece.start..rows.start + piece.end,
+                ))
+            }
+            None => Ok(()),
+        }
+    }
+}
+
 /// Encodes and submits `kernel` over the `items` rows of one shard on wgpu device `dev`:
-/// `inputs[i]` is the shard's rows of input i (or the whole input), `out` the new shard.
+/// `inputs[i]` is the shard's rows of input i (or the whole input), `out` the new shard
+/// (one word longer when the kernel has a loop check). Returns the submission, and the
+/// loop checks to verify once it has run.
 pub(crate) fn submit(
     dev: &GpuDevice,
     kernel: &Kernel,
     inputs: &[Arc<Storage>],
     out: &Storage,
     items: usize,
-) -> Result<wgpu::SubmissionIndex> {
+) -> Result<(wgpu::SubmissionIndex, Option<LoopChecks>)> {
     let gpu = dev.gpu();
     let pipeline = dev.pipeline(kernel)?;
     let scopes = Scopes::open(dev);
@@ -54,6 +107,20 @@ pub(crate) fn submit(
             label: Some(&kernel.id),
         });
     let step = piece_rows(dev, kernel);
+    let mut checks = kernel.loop_check.then(|| {
+        let pieces = items.div_ceil(step);
+        LoopChecks {
+            staging: gpu_io::buffer(
+                dev,
+                "amari-gpu loop checks",
+                (pieces.max(1) * 4) as u64,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            ),
+            mapped: None,
+            pieces: Vec::with_capacity(pieces),
+        }
+    });
+    let out_cols = kernel.output_words_per_item();
     let mut uniforms = Vec::new();
     let mut start = 0;
     while start < items {
@@ -87,6 +154,19 @@ pub(crate) fn submit(
             };
             entries.push(entry(i as u32 + 1, b, offset, bytes));
         }
+        // The check word follows the piece's output rows: bound with them, cleared first.
+        let check_at = ((start + n) * out_cols * 4) as u64;
+        if checks.is_some() {
+            if let Some(last) = entries.last_mut() {
+                *last = entry(
+                    last.binding,
+                    &bound[bound.len() - 1],
+                    (start * out_cols * 4) as u64,
+                    (n * out_cols * 4 + 4) as u64,
+                );
+            }
+            encoder.clear_buffer(&bound[bound.len() - 1], check_at, Some(4));
+        }
         uniforms.extend(passes::encode(
             dev,
             &mut encoder,
@@ -96,11 +176,26 @@ pub(crate) fn submit(
             &entries,
             None,
         ));
+        if let Some(checks) = checks.as_mut() {
+            let at = (checks.pieces.len() * 4) as u64;
+            encoder.copy_buffer_to_buffer(
+                &bound[bound.len() - 1],
+                check_at,
+                &checks.staging,
+                at,
+                4,
+            );
+            checks.pieces.push(start..start + n);
+        }
         start += n;
     }
     let submission = gpu.queue.submit(Some(encoder.finish()));
+    if let Some(checks) = checks.as_mut() {
+        let bytes = (checks.pieces.len().max(1) * 4) as u64;
+        checks.mapped = Some(gpu_io::map_for_reading(&checks.staging, bytes));
+    }
     scopes.close(dev.id)?;
-    Ok(submission)
+    Ok((submission, checks))
 }
 
 /// Runs `kernel` over the `items` rows of one shard on the host device.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::array::{ResidentArray, Snapshot};
-use super::dispatch::{run_host, submit};
+use super::dispatch::{run_host, submit, LoopChecks};
 use super::ledger::Entry;
 use super::lineage::{Lineage, Origin};
 use super::place::{record, Recording};
@@ -55,7 +55,8 @@ struct Dispatched {
     device: usize,
     rows: Range<usize>,
     out: Storage,
-    submission: Option<wgpu::SubmissionIndex>,
+    /// A wgpu shard's submission and its loop checks.
+    submission: Option<(wgpu::SubmissionIndex, Option<LoopChecks>)>,
     started: Instant,
 }
 
@@ -389,9 +390,11 @@ impl MultiGpuContext {
                     None,
                 )
             } else {
-                let out = shard::allocate(dev, words).map_err(blame)?;
-                let submission = submit(dev, kernel, &inputs, &out, rows.len()).map_err(blame)?;
-                (out, Some(submission))
+                // A loop check's word follows the rows (see `dispatch::submit`).
+                let out =
+                    shard::allocate(dev, words + usize::from(kernel.loop_check)).map_err(blame)?;
+                let submitted = submit(dev, kernel, &inputs, &out, rows.len()).map_err(blame)?;
+                (out, Some(submitted))
             };
             dispatched.push(Dispatched {
                 device: dev.id,
@@ -406,10 +409,19 @@ impl MultiGpuContext {
         let mut shards = Vec::with_capacity(dispatched.len());
         for d in dispatched {
             let dev = &self.devices[d.device];
-            if let Some(submission) = d.submission {
-                gpu_io::wait(dev, Some(submission), Limit::Sync(timeout))
+            if let Some((submission, checks)) = d.submission {
+                gpu_io::wait(dev, Some(submission.clone()), Limit::Sync(timeout))
                     .map_err(|e| (Some(dev.id), e))?;
                 gpu_io::check_alive(dev).map_err(|e| (Some(dev.id), e))?;
+                if let Some(checks) = checks {
+                    // A driver that cut the user's loops short: the user's error.
+                    checks
+                        .verify(dev, submission, Limit::Sync(timeout), &d.rows)
+                        .map_err(|e| match e {
+                            error @ Error::KernelCompile(_) => (None, error),
+                            other => (Some(dev.id), other),
+                        })?;
+                }
             }
             dev.counters.chunk_done(d.rows.len() as u64, 0, 0);
             dev.health.chunk_completed();
