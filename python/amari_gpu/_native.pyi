@@ -394,10 +394,8 @@ def resident_fisher_categorical(
 ) -> DeviceArray | None: ...
 def resident_fisher_gaussian(
     ctx: Context,
-    mean_resident: DeviceArray | None,
-    mean_host: npt.NDArray[np.float32] | None,
-    var_resident: DeviceArray | None,
-    var_host: npt.NDArray[np.float32] | None,
+    mean: DeviceArray | npt.NDArray[np.float32],
+    var: DeviceArray | npt.NDArray[np.float32],
     out: DeviceArray | None = None,
 ) -> DeviceArray | None: ...
 def fisher_categorical(

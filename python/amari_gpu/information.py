@@ -167,7 +167,7 @@ class InformationGeometryMixin(KernelHost):
         self, mean: Any, var: Any, out: Any
     ) -> npt.NDArray[np.float32] | DeviceArray:
         """``fisher_gaussian`` with a resident ``mean`` or ``var`` (see there)."""
-        operands: dict[str, tuple[Any, Any]] = {}
+        operands: dict[str, Any] = {}
         shape: tuple[int, ...] | None = None
         for name, value in (("mean", mean), ("var", var)):
             if isinstance(value, DeviceArray):
@@ -176,11 +176,11 @@ class InformationGeometryMixin(KernelHost):
                     raise ShapeError(
                         f"{name}: expected shape (N, W), got {shape_text(value.shape)}"
                     )
-                operands[name] = (value._handle, None)
+                operands[name] = value._handle
                 array_shape = value.shape
             else:
                 host = _matrix(name, value)
-                operands[name] = (None, host)
+                operands[name] = host
                 array_shape = host.shape
             if shape is None:
                 shape = array_shape
@@ -192,7 +192,7 @@ class InformationGeometryMixin(KernelHost):
         n, d = shape
         result_shape = (n, 2 * d, 2 * d)
         target = output(out, result_shape, np.float32, {"mean": mean, "var": var}, resident=self)
-        args = (*operands["mean"], *operands["var"])
+        args = (operands["mean"], operands["var"])
         if isinstance(target, DeviceArray):
             _native.resident_fisher_gaussian(self._native, *args, target._live("out", self))
             return target

@@ -89,52 +89,43 @@ fn resident_fisher_categorical(
     Ok(result.map(|inner| PyDeviceArray { inner }))
 }
 
-/// The diagonal-Gaussian Fisher map with `mean` or `var` resident (each given either as a
-/// DeviceArray or as a C-contiguous float32 (N, D) array): the resident (N, (2D)^2)
-/// result, or `None` once written into the resident `out`.
+/// The diagonal-Gaussian Fisher map with `mean` or `var` resident (each a DeviceArray or a
+/// C-contiguous float32 (N, D) array): the resident (N, (2D)^2) result, or `None` once
+/// written into the resident `out`.
 #[pyfunction]
-#[pyo3(signature = (ctx, mean_resident, mean_host, var_resident, var_host, out=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (ctx, mean, var, out=None))]
 fn resident_fisher_gaussian(
     py: Python<'_>,
     ctx: &PyContext,
-    mean_resident: Option<PyRef<'_, PyDeviceArray>>,
-    mean_host: Option<PyReadonlyArray2<'_, f32>>,
-    var_resident: Option<PyRef<'_, PyDeviceArray>>,
-    var_host: Option<PyReadonlyArray2<'_, f32>>,
+    mean: OperandArg<'_>,
+    var: OperandArg<'_>,
     out: Option<PyRef<'_, PyDeviceArray>>,
 ) -> PyResult<Option<PyDeviceArray>> {
-    let mean_slice = mean_host
-        .as_ref()
-        .map(|m| contiguous(m, "mean"))
-        .transpose()?;
-    let var_slice = var_host
-        .as_ref()
-        .map(|v| contiguous(v, "var"))
-        .transpose()?;
-    let mean = operand(mean_resident.as_deref(), mean_slice, "mean")?;
-    let var = operand(var_resident.as_deref(), var_slice, "var")?;
+    let mean_rows = mean.rows("mean")?;
+    let var_rows = var.rows("var")?;
     let inner = ctx.context(py)?;
     let target = out.as_deref().map(|o| &o.inner);
     let result = run_detached(py, move || {
-        amari_gpu::fisher::fisher_gaussian_resident(&inner, mean, var, target)
+        amari_gpu::fisher::fisher_gaussian_resident(&inner, mean_rows, var_rows, target)
     })?;
     Ok(result.map(|inner| PyDeviceArray { inner }))
 }
 
-/// One operand of the Gaussian map: resident or host rows, exactly one of them given.
-fn operand<'a>(
-    resident: Option<&'a PyDeviceArray>,
-    host: Option<&'a [f32]>,
-    name: &str,
-) -> PyResult<amari_gpu::fisher::Rows<'a>> {
-    use amari_gpu::fisher::Rows;
-    match (resident, host) {
-        (Some(r), None) => Ok(Rows::Resident(&r.inner)),
-        (None, Some(h)) => Ok(Rows::Host(h)),
-        _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "{name}: expected exactly one of a DeviceArray and a host array"
-        ))),
+/// One operand of the Gaussian map as Python passes it: a DeviceArray's rows, or host rows.
+#[derive(FromPyObject)]
+enum OperandArg<'py> {
+    Resident(PyRef<'py, PyDeviceArray>),
+    Host(PyReadonlyArray2<'py, f32>),
+}
+
+impl OperandArg<'_> {
+    /// The core's view of the operand (host rows must be C-contiguous).
+    fn rows(&self, name: &str) -> PyResult<amari_gpu::fisher::Rows<'_>> {
+        use amari_gpu::fisher::Rows;
+        Ok(match self {
+            OperandArg::Resident(r) => Rows::Resident(&r.inner),
+            OperandArg::Host(h) => Rows::Host(contiguous(h, name)?),
+        })
     }
 }
 
