@@ -63,7 +63,7 @@ def native_params(fn: Any, ctx_type: str) -> list[str]:
     return params
 
 
-_NATIVE_NAMES = ("PlanDict", "DomainReportDict", "RunOptions", "RowsSpec", "DeviceArray")
+_NATIVE_NAMES = ("DomainReportDict", "RunOptions", "RowsSpec", "DeviceArray")
 
 
 def qualified(text: str) -> str:

@@ -32,7 +32,7 @@ class Kernels(Protocol):
         grades: int = 0,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], _native.PlanDict]: ...
+    ) -> tuple[npt.NDArray[np.float32], Plan]: ...
     def tropical_matmul(
         self,
         ctx: Any,
@@ -41,7 +41,7 @@ class Kernels(Protocol):
         semiring: str,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], _native.PlanDict]: ...
+    ) -> tuple[npt.NDArray[np.float32], Plan]: ...
     def tropical_matvec(
         self,
         ctx: Any,
@@ -50,14 +50,14 @@ class Kernels(Protocol):
         semiring: str,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], _native.PlanDict]: ...
+    ) -> tuple[npt.NDArray[np.float32], Plan]: ...
     def shortest_paths(
         self,
         ctx: Any,
         w: npt.NDArray[np.float32],
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], _native.PlanDict]: ...
+    ) -> tuple[npt.NDArray[np.float32], Plan]: ...
     def fisher_information(
         self,
         ctx: Any,
@@ -65,7 +65,7 @@ class Kernels(Protocol):
         weights: npt.NDArray[np.float32] | None = None,
         strategy: str | None = None,
         out: npt.NDArray[np.float64] | None = None,
-    ) -> tuple[npt.NDArray[np.float64], _native.PlanDict]: ...
+    ) -> tuple[npt.NDArray[np.float64], Plan]: ...
     def fisher_categorical(
         self,
         ctx: Any,
@@ -73,7 +73,7 @@ class Kernels(Protocol):
         logits: bool,
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], _native.PlanDict]: ...
+    ) -> tuple[npt.NDArray[np.float32], Plan]: ...
     def fisher_gaussian(
         self,
         ctx: Any,
@@ -81,7 +81,7 @@ class Kernels(Protocol):
         var: npt.NDArray[np.float32],
         strategy: str | None = None,
         out: npt.NDArray[np.float32] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], _native.PlanDict]: ...
+    ) -> tuple[npt.NDArray[np.float32], Plan]: ...
     def stencil(
         self,
         ctx: Any,
@@ -117,7 +117,7 @@ class KernelHost:
     last_plan: Plan | None
     last_run: DomainReport | None
 
-    def _record(self, plan: _native.PlanDict) -> None:
+    def _record(self, plan: Plan) -> None:
         # A kernel call runs no grid: last_run says so rather than keep an older call's.
-        self.last_plan = Plan.from_dict(plan)
+        self.last_plan = plan
         self.last_run = None

@@ -6,6 +6,9 @@ from typing import Protocol, TypedDict, final, type_check_only
 import numpy as np
 import numpy.typing as npt
 
+from amari_gpu._adapters import AdapterInfo
+from amari_gpu.planning import Capabilities, Plan
+
 __all__ = [
     "BACKENDS",
     "BOUNDARIES",
@@ -31,74 +34,16 @@ BOUNDARIES: tuple[str, ...]
 BACKENDS: tuple[str, ...]
 DEVICE_TYPES: tuple[str, ...]
 
-# The dicts that cross the boundary, described once: the bindings build them (one key per
-# field of the core's struct), the package's dataclasses are built with ``Class(**d)``, which
-# mypy checks against these. They exist for type checkers only (``type_check_only``).
-
-@type_check_only
-class AdapterDict(TypedDict):
-    index: int
-    name: str
-    vendor: str
-    vendor_id: int
-    device_id: int
-    backend: str
-    device_type: str
-    driver: str
-    driver_info: str
-    pci_bus_id: str
-    limits: dict[str, int]
-    features: list[str]
-    same_device_as: int | None
+# The records that cross the boundary, each described once. Plans, capabilities and adapter
+# descriptions are built by the bindings as the package's frozen dataclasses (``Plan``,
+# ``Capabilities``, ``AdapterInfo``); the others are plain dicts, described here as
+# TypedDicts for type checkers only (``type_check_only``).
 
 @type_check_only
 class DeviceDict(TypedDict):
     id: int
-    adapter: AdapterDict
+    adapter: AdapterInfo
     gpu_timestamps: bool
-
-@type_check_only
-class CapabilitiesDict(TypedDict):
-    device_id: int
-    memory_bandwidth_gb_s: float | None
-    kernel_bandwidth_gb_s: float | None
-    transfer_gb_s: float | None
-    h2d_gb_s: float | None
-    d2h_gb_s: float | None
-    launch_latency_s: float | None
-    throughput: dict[str, float]
-    peak_gflops: float | None
-    timestamp_cost_s: float | None
-    max_buffer_bytes: int
-    max_storage_binding_bytes: int
-    memory_budget_bytes: int | None
-    device_type: str
-    backend: str
-    from_cache: bool
-    shares_hardware_with: list[int]
-    group_speedup: float | None
-
-@type_check_only
-class DeviceWorkloadDict(TypedDict):
-    device_id: int
-    start: int
-    stop: int
-    items: int
-    chunks: int
-    estimated_seconds: float
-    first_chunk: int
-
-@type_check_only
-class PlanDict(TypedDict):
-    strategy: str
-    requested_strategy: str
-    items: int
-    chunk_items: int
-    n_chunks: int
-    assignments: list[DeviceWorkloadDict]
-    estimated_makespan_s: float
-    lower_bound_s: float
-    efficiency: float
 
 @type_check_only
 class HealthDict(TypedDict):
@@ -244,7 +189,7 @@ class WorkloadFields(Protocol):
     @property
     def flops_per_item(self) -> float: ...
 
-def adapters() -> list[AdapterDict]: ...
+def adapters() -> list[AdapterInfo]: ...
 def default_selection() -> list[tuple[bool, str]]: ...
 def check_workload(workload: WorkloadFields) -> None: ...
 
@@ -255,11 +200,11 @@ class Context:
     def strategy(self) -> str: ...
     def set_strategy(self, name: str) -> None: ...
     def devices(self) -> list[DeviceDict]: ...
-    def calibrate(self, force: bool = False) -> list[CapabilitiesDict]: ...
-    def capabilities(self, device_id: int) -> CapabilitiesDict: ...
+    def calibrate(self, force: bool = False) -> list[Capabilities]: ...
+    def capabilities(self, device_id: int) -> Capabilities: ...
     def distribute_workload(
         self, workload: WorkloadFields, strategy: str | None = None
-    ) -> PlanDict: ...
+    ) -> Plan: ...
     def health(self) -> dict[int, HealthDict]: ...
     def stats(self) -> list[StatsDict]: ...
     def inject_fault(self, device_id: int, after_chunks: int) -> None: ...
@@ -316,7 +261,7 @@ def ga_apply(
     grades: int = 0,
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """One geometric-algebra operation over rows; the result and the plan followed."""
 
 def resident_ga_apply(
@@ -376,7 +321,7 @@ def tropical_matmul(
     semiring: str,
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """Batched tropical matrix products in semiring."""
 
 def tropical_matvec(
@@ -386,7 +331,7 @@ def tropical_matvec(
     semiring: str,
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """Batched tropical matrix-vector products in semiring."""
 
 def shortest_paths(
@@ -394,7 +339,7 @@ def shortest_paths(
     w: npt.NDArray[np.float32],
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """All-pairs shortest path lengths (blocked Floyd-Warshall in min-plus)."""
 
 # --- information geometry ---
@@ -413,7 +358,7 @@ def fisher_information(
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
     out: npt.NDArray[np.float64] | None = None,
-) -> tuple[npt.NDArray[np.float64], PlanDict]:
+) -> tuple[npt.NDArray[np.float64], Plan]:
     """The empirical Fisher matrix of per-sample scores, summed in float64."""
 
 def resident_fisher_information(
@@ -443,7 +388,7 @@ def fisher_categorical(
     logits: bool,
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """Fisher information of N categorical distributions (probabilities or logits)."""
 
 def fisher_gaussian(
@@ -452,7 +397,7 @@ def fisher_gaussian(
     var: npt.NDArray[np.float32],
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """Fisher information of N diagonal Gaussians."""
 
 # --- the empirical Fisher call in three steps (a cluster's driver and nodes) ---
@@ -469,7 +414,7 @@ def fisher_partials(
     weights: npt.NDArray[np.float32],
     chunk_items: int,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """The float32 partial matrices of the chunks of prepared scores."""
 
 def fisher_finish(
@@ -513,7 +458,7 @@ def map_rows(
     arrays: list[tuple[npt.NDArray[np.float32], bool]],
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """A user's row kernel over the rows of arrays (each flagged whether bound whole)."""
 
 def resident_map_rows(

@@ -94,7 +94,7 @@ _SPLIT = "the empirical Fisher call in three steps (a cluster's driver and nodes
 _DOMAIN = "domain decomposition"
 _ROWS = "users' row kernels"
 
-_PLAN = "PlanDict"
+_PLAN = "Plan"
 _GA_ARGS = (Param("operation", "str"), Param("signature", "tuple[int, int, int]"))
 _PROGRESS = Param("progress", "Callable[[int, int], object] | None", "None")
 
