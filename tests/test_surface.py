@@ -87,7 +87,7 @@ def test_a_cluster_kernel_that_differs_from_the_registry_fails_the_check(copy: P
     _edit(kernels, "    logits: bool,\n", "    use_logits: bool,\n")
     result = _check(copy)
     assert result.returncode == 1
-    assert "cluster fisher_categorical: (values: npt.NDArray[np.float32], use_logits" in (
+    assert "cluster fisher_categorical: (values, use_logits, strategy = None, out = None)" in (
         result.stderr
     )
 

@@ -28,70 +28,61 @@ class Kernels(Protocol):
         ctx: Any,
         operation: str,
         signature: tuple[int, int, int],
-        operands: list[npt.NDArray[np.float32]],
+        operands: list[F32],
         grades: int = 0,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], Plan]: ...
+        out: F32 | None = None,
+    ) -> tuple[F32, Plan]: ...
     def tropical_matmul(
         self,
         ctx: Any,
-        a: npt.NDArray[np.float32],
-        b: npt.NDArray[np.float32],
+        a: F32,
+        b: F32,
         semiring: str,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], Plan]: ...
+        out: F32 | None = None,
+    ) -> tuple[F32, Plan]: ...
     def tropical_matvec(
         self,
         ctx: Any,
-        a: npt.NDArray[np.float32],
-        x: npt.NDArray[np.float32],
+        a: F32,
+        x: F32,
         semiring: str,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], Plan]: ...
+        out: F32 | None = None,
+    ) -> tuple[F32, Plan]: ...
     def shortest_paths(
-        self,
-        ctx: Any,
-        w: npt.NDArray[np.float32],
-        strategy: str | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], Plan]: ...
+        self, ctx: Any, w: F32, strategy: str | None = None, out: F32 | None = None
+    ) -> tuple[F32, Plan]: ...
     def fisher_information(
         self,
         ctx: Any,
-        scores: npt.NDArray[np.float32],
-        weights: npt.NDArray[np.float32] | None = None,
+        scores: F32,
+        weights: F32 | None = None,
         strategy: str | None = None,
         out: npt.NDArray[np.float64] | None = None,
     ) -> tuple[npt.NDArray[np.float64], Plan]: ...
     def fisher_categorical(
         self,
         ctx: Any,
-        values: npt.NDArray[np.float32],
+        values: F32,
         logits: bool,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], Plan]: ...
+        out: F32 | None = None,
+    ) -> tuple[F32, Plan]: ...
     def fisher_gaussian(
-        self,
-        ctx: Any,
-        mean: npt.NDArray[np.float32],
-        var: npt.NDArray[np.float32],
-        strategy: str | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], Plan]: ...
+        self, ctx: Any, mean: F32, var: F32, strategy: str | None = None, out: F32 | None = None
+    ) -> tuple[F32, Plan]: ...
     def stencil(
         self,
         ctx: Any,
-        grid: npt.NDArray[np.float32],
+        grid: F32,
         alpha: float,
         boundary: str,
         options: _native.RunOptions,
         progress: Callable[[int, int], object] | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], _native.DomainReportDict]: ...
+        out: F32 | None = None,
+    ) -> tuple[F32, _native.DomainReportDict]: ...
     def life(
         self,
         ctx: Any,

@@ -261,9 +261,7 @@ def ga_apply(
     grades: int = 0,
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
-    """One geometric-algebra operation over rows; the result and the plan followed."""
-
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 def resident_ga_apply(
     ctx: Context,
     operation: str,
@@ -271,21 +269,17 @@ def resident_ga_apply(
     operands: list[DeviceArray | npt.NDArray[np.float32]],
     grades: int = 0,
     out: DeviceArray | None = None,
-) -> DeviceArray | None:
-    """``ga_apply`` where the resident operand's rows live; None when written into out."""
+) -> DeviceArray | None: ...
 
 # --- resident arrays ---
 __all__ += ["resident_gather", "resident_upload"]
 
 def resident_upload(
     ctx: Context, x: npt.NDArray[np.float32], strategy: str | None = None
-) -> DeviceArray:
-    """Uploads the rows of x into shards over the context's devices."""
-
+) -> DeviceArray: ...
 def resident_gather(
     ctx: Context, x: DeviceArray, out: npt.NDArray[np.float32] | None = None
-) -> npt.NDArray[np.float32]:
-    """The rows of x, gathered from their devices."""
+) -> npt.NDArray[np.float32]: ...
 
 # --- tropical ---
 __all__ += [
@@ -303,17 +297,11 @@ def resident_tropical_matmul(
     b: npt.NDArray[np.float32],
     semiring: str,
     out: DeviceArray | None = None,
-) -> DeviceArray | None:
-    """``tropical_matmul`` where a's rows live; None when written into out."""
-
+) -> DeviceArray | None: ...
 def resident_tropical_matvec(
     ctx: Context, a: DeviceArray, x: npt.NDArray[np.float32], semiring: str
-) -> DeviceArray:
-    """``tropical_matvec`` where a's rows live."""
-
-def resident_tropical_row_stats(ctx: Context, a: DeviceArray) -> DeviceArray:
-    """Per row of a: the first NaN column (-1 if none) and the largest finite magnitude."""
-
+) -> DeviceArray: ...
+def resident_tropical_row_stats(ctx: Context, a: DeviceArray) -> DeviceArray: ...
 def tropical_matmul(
     ctx: Context,
     a: npt.NDArray[np.float32],
@@ -321,9 +309,7 @@ def tropical_matmul(
     semiring: str,
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
-    """Batched tropical matrix products in semiring."""
-
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 def tropical_matvec(
     ctx: Context,
     a: npt.NDArray[np.float32],
@@ -331,16 +317,13 @@ def tropical_matvec(
     semiring: str,
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
-    """Batched tropical matrix-vector products in semiring."""
-
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 def shortest_paths(
     ctx: Context,
     w: npt.NDArray[np.float32],
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
-    """All-pairs shortest path lengths (blocked Floyd-Warshall in min-plus)."""
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 
 # --- information geometry ---
 __all__ += [
@@ -358,73 +341,57 @@ def fisher_information(
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
     out: npt.NDArray[np.float64] | None = None,
-) -> tuple[npt.NDArray[np.float64], Plan]:
-    """The empirical Fisher matrix of per-sample scores, summed in float64."""
-
+) -> tuple[npt.NDArray[np.float64], Plan]: ...
 def resident_fisher_information(
     ctx: Context,
     scores: DeviceArray,
     weights: npt.NDArray[np.float32] | None = None,
     out: npt.NDArray[np.float64] | None = None,
-) -> npt.NDArray[np.float64]:
-    """``fisher_information`` where the scores' rows live."""
-
+) -> npt.NDArray[np.float64]: ...
 def resident_fisher_categorical(
     ctx: Context, values: DeviceArray, logits: bool, out: DeviceArray | None = None
-) -> DeviceArray | None:
-    """``fisher_categorical`` where the values' rows live; None when written into out."""
-
+) -> DeviceArray | None: ...
 def resident_fisher_gaussian(
     ctx: Context,
     mean: DeviceArray | npt.NDArray[np.float32],
     var: DeviceArray | npt.NDArray[np.float32],
     out: DeviceArray | None = None,
-) -> DeviceArray | None:
-    """``fisher_gaussian`` where the resident operand's rows live; None when written into out."""
-
+) -> DeviceArray | None: ...
 def fisher_categorical(
     ctx: Context,
     values: npt.NDArray[np.float32],
     logits: bool,
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
-    """Fisher information of N categorical distributions (probabilities or logits)."""
-
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 def fisher_gaussian(
     ctx: Context,
     mean: npt.NDArray[np.float32],
     var: npt.NDArray[np.float32],
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
-    """Fisher information of N diagonal Gaussians."""
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 
 # --- the empirical Fisher call in three steps (a cluster's driver and nodes) ---
 __all__ += ["fisher_finish", "fisher_partials", "fisher_prepare"]
 
 def fisher_prepare(
     scores: npt.NDArray[np.float32], weights: npt.NDArray[np.float32] | None = None
-) -> FisherPreparedDict:
-    """The driver's checks and exact scaling of a Fisher call, and its chunk grid."""
-
+) -> FisherPreparedDict: ...
 def fisher_partials(
     ctx: Context,
     scores: npt.NDArray[np.float32],
     weights: npt.NDArray[np.float32],
     chunk_items: int,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
-    """The float32 partial matrices of the chunks of prepared scores."""
-
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 def fisher_finish(
     partials: npt.NDArray[np.float32],
     p: int,
     total: float,
     column_exponents: list[int],
     weight_exponent: int,
-) -> npt.NDArray[np.float64]:
-    """The partials summed in chunk order in float64, and unscaled."""
+) -> npt.NDArray[np.float64]: ...
 
 # --- domain decomposition ---
 __all__ += ["life", "stencil"]
@@ -437,17 +404,14 @@ def stencil(
     options: RunOptions,
     progress: Callable[[int, int], object] | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], DomainReportDict]:
-    """Steps of the 5-point diffusion stencil, the grid split in bands over the devices."""
-
+) -> tuple[npt.NDArray[np.float32], DomainReportDict]: ...
 def life(
     ctx: Context,
     grid: npt.NDArray[np.uint8],
     options: RunOptions,
     progress: Callable[[int, int], object] | None = None,
     out: npt.NDArray[np.uint8] | None = None,
-) -> tuple[npt.NDArray[np.uint8], DomainReportDict]:
-    """Generations of Conway's game of life, the grid split in bands over the devices."""
+) -> tuple[npt.NDArray[np.uint8], DomainReportDict]: ...
 
 # --- users' row kernels ---
 __all__ += ["map_rows", "resident_map_rows"]
@@ -458,13 +422,10 @@ def map_rows(
     arrays: list[tuple[npt.NDArray[np.float32], bool]],
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
-    """A user's row kernel over the rows of arrays (each flagged whether bound whole)."""
-
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 def resident_map_rows(
     ctx: Context,
     spec: RowsSpec,
     operands: list[tuple[DeviceArray | npt.NDArray[np.float32], bool]],
     out: DeviceArray | None = None,
-) -> DeviceArray | None:
-    """``map_rows`` where the resident operands' rows live; None when written into out."""
+) -> DeviceArray | None: ...

@@ -13,359 +13,266 @@ generator must run before the extension is built (``make lint`` runs it first). 
 fails CI. Names and limits stay in ``_native`` (``SEMIRINGS``, ``STRATEGIES``...). Nothing
 imports this module at run time.
 
-An operand has a kind: ``HOST`` (a numpy array), ``RESIDENT`` (a DeviceArray handle) or
-``EITHER``; making an entry point take resident operands is a change of kinds here, then
-``make surface``.
+The native entry points are written as the signatures they have, in stub syntax, with each
+array operand's kind, dtype and shape: ``host[f32, "(N, P)"]`` (a numpy array),
+``resident[f32, "(N, P)"]`` (a DeviceArray handle) or ``either[...]`` (one or the other);
+``@kernel`` marks the entry points the family methods call through ``Kernels`` (which a
+RayContext's ``cluster.kernels`` implements with the same signatures). Making an entry point
+take resident operands is an edit of kinds here, then ``make surface``.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 HOST = "host"
 RESIDENT = "resident"
 EITHER = "either"
 
-_DTYPES = {"float32": "np.float32", "float64": "np.float64", "uint8": "np.uint8"}
+_DTYPES = {"f32": "np.float32", "f64": "np.float64", "u8": "np.uint8"}
+
+NATIVE_SIGNATURES = """
+# --- geometric algebra ---
+@kernel
+def ga_apply(
+    ctx, operation: str, signature: tuple[int, int, int],
+    operands: list[host[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+    strategy: str | None = None, out: host[f32, "(N, output words)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "One geometric-algebra operation over rows; the result and the plan followed."
+
+def resident_ga_apply(
+    ctx, operation: str, signature: tuple[int, int, int],
+    operands: list[either[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+    out: resident[f32, "(N, output words)"] | None = None,
+) -> resident[f32] | None:
+    "ga_apply where the resident operand's rows live; None when written into out."
+
+# --- resident arrays ---
+def resident_upload(ctx, x: host[f32, "(N, W)"], strategy: str | None = None) -> resident[f32]:
+    "Uploads the rows of x into shards over the context's devices."
+
+def resident_gather(ctx, x: resident[f32, "(N, W)"], out: host[f32, "(N, W)"] | None = None
+) -> host[f32]:
+    "The rows of x, gathered from their devices."
+
+# --- tropical ---
+def resident_tropical_matmul(
+    ctx, a: resident[f32, "(batch * m, k)"], b: host[f32, "(batch, k, n)"], semiring: str,
+    out: resident[f32, "(batch * m, n)"] | None = None,
+) -> resident[f32] | None:
+    "tropical_matmul where a's rows live; None when written into out."
+
+def resident_tropical_matvec(
+    ctx, a: resident[f32, "(batch * m, k)"], x: host[f32, "(batch, k)"], semiring: str
+) -> resident[f32]:
+    "tropical_matvec where a's rows live."
+
+def resident_tropical_row_stats(ctx, a: resident[f32, "(N, k)"]) -> resident[f32]:
+    "Per row of a: the first NaN column (-1 if none) and the largest finite magnitude."
+
+@kernel
+def tropical_matmul(
+    ctx, a: host[f32, "(batch, m, k)"], b: host[f32, "(batch, k, n)"], semiring: str,
+    strategy: str | None = None, out: host[f32, "(batch, m, n)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "Batched tropical matrix products in semiring."
+
+@kernel
+def tropical_matvec(
+    ctx, a: host[f32, "(batch, m, k)"], x: host[f32, "(batch, k)"], semiring: str,
+    strategy: str | None = None, out: host[f32, "(batch, m)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "Batched tropical matrix-vector products in semiring."
+
+@kernel
+def shortest_paths(
+    ctx, w: host[f32, "(n, n)"], strategy: str | None = None,
+    out: host[f32, "(n, n)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "All-pairs shortest path lengths (blocked Floyd-Warshall in min-plus)."
+
+# --- information geometry ---
+@kernel
+def fisher_information(
+    ctx, scores: host[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None,
+    strategy: str | None = None, out: host[f64, "(P, P)"] | None = None,
+) -> tuple[host[f64], Plan]:
+    "The empirical Fisher matrix of per-sample scores, summed in float64."
+
+def resident_fisher_information(
+    ctx, scores: resident[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None,
+    out: host[f64, "(P, P)"] | None = None,
+) -> host[f64]:
+    "fisher_information where the scores' rows live."
+
+def resident_fisher_categorical(
+    ctx, values: resident[f32, "(N, K)"], logits: bool,
+    out: resident[f32, "(N, K, K)"] | None = None,
+) -> resident[f32] | None:
+    "fisher_categorical where the values' rows live; None when written into out."
+
+def resident_fisher_gaussian(
+    ctx, mean: either[f32, "(N, D)"], var: either[f32, "(N, D)"],
+    out: resident[f32, "(N, 2D, 2D)"] | None = None,
+) -> resident[f32] | None:
+    "fisher_gaussian where the resident operand's rows live; None when written into out."
+
+@kernel
+def fisher_categorical(
+    ctx, values: host[f32, "(N, K)"], logits: bool, strategy: str | None = None,
+    out: host[f32, "(N, K, K)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "Fisher information of N categorical distributions (probabilities or logits)."
+
+@kernel
+def fisher_gaussian(
+    ctx, mean: host[f32, "(N, D)"], var: host[f32, "(N, D)"], strategy: str | None = None,
+    out: host[f32, "(N, 2D, 2D)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "Fisher information of N diagonal Gaussians."
+
+# --- the empirical Fisher call in three steps (a cluster's driver and nodes) ---
+def fisher_prepare(
+    scores: host[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None
+) -> FisherPreparedDict:
+    "The driver's checks and exact scaling of a Fisher call, and its chunk grid."
+
+def fisher_partials(
+    ctx, scores: host[f32, "(N, P)"], weights: host[f32, "(N,)"], chunk_items: int,
+    strategy: str | None = None,
+) -> tuple[host[f32], Plan]:
+    "The float32 partial matrices of the chunks of prepared scores."
+
+def fisher_finish(
+    partials: host[f32, "(chunks * P, P)"], p: int, total: float, column_exponents: list[int],
+    weight_exponent: int,
+) -> host[f64]:
+    "The partials summed in chunk order in float64, and unscaled."
+
+# --- domain decomposition ---
+@kernel
+def stencil(
+    ctx, grid: host[f32, "(H, W)"], alpha: float, boundary: str, options: RunOptions,
+    progress: Callable[[int, int], object] | None = None, out: host[f32, "(H, W)"] | None = None,
+) -> tuple[host[f32], DomainReportDict]:
+    "Steps of the 5-point diffusion stencil, the grid split in bands over the devices."
+
+@kernel
+def life(
+    ctx, grid: host[u8, "(H, W)"], options: RunOptions,
+    progress: Callable[[int, int], object] | None = None, out: host[u8, "(H, W)"] | None = None,
+) -> tuple[host[u8], DomainReportDict]:
+    "Generations of Conway's game of life, the grid split in bands over the devices."
+
+# --- users' row kernels ---
+def map_rows(
+    ctx, spec: RowsSpec, arrays: list[tuple[host[f32, "(N, W) each"], bool]],
+    strategy: str | None = None, out: host[f32, "(N, out_cols)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "A user's row kernel over the rows of arrays (each flagged whether bound whole)."
+
+def resident_map_rows(
+    ctx, spec: RowsSpec, operands: list[tuple[either[f32, "(N, W) each"], bool]],
+    out: resident[f32, "(N, out_cols)"] | None = None,
+) -> resident[f32] | None:
+    "map_rows where the resident operands' rows live; None when written into out."
+"""
 
 
 @dataclass(frozen=True)
 class Operand:
-    """An array argument of a native entry point: its kind, dtype and shape (``shape`` is
-    documentation text), inside ``wrap`` (e.g. ``"list[{}]"``), ``None`` allowed when
-    ``optional``, with ``default`` as source text."""
+    """An array inside a parameter's annotation: its kind, dtype (numpy's name) and shape."""
 
-    name: str
     kind: str
     dtype: str
     shape: str
-    wrap: str = "{}"
-    optional: bool = False
-    default: str | None = None
-
-    def annotation(self) -> str:
-        host = f"npt.NDArray[{_DTYPES[self.dtype]}]"
-        inner = {HOST: host, RESIDENT: "DeviceArray", EITHER: f"DeviceArray | {host}"}[self.kind]
-        text = self.wrap.format(inner)
-        return f"{text} | None" if self.optional else text
 
 
 @dataclass(frozen=True)
 class Param:
-    """A plain argument: name, annotation text, default as source text (None: required);
-    ``keyword``: keyword-only (public methods)."""
+    """A parameter of a native entry point: its annotation as the stub writes it, its
+    default as source text (None: required) and the arrays it holds."""
 
     name: str
     type: str
-    default: str | None = None
-    keyword: bool = False
+    default: str | None
+    operands: tuple[Operand, ...]
 
     def annotation(self) -> str:
         return self.type
 
 
-STRATEGY = Param("strategy", "str | None", "None")
-
-
 @dataclass(frozen=True)
 class Native:
     """A function of ``_native``: ``ctx: Context`` first when ``context``; ``kernel``: one
-    of the entry points the family methods call through ``Kernels`` (a RayContext's
-    ``cluster.kernels`` has the same signature)."""
+    of the entry points the family methods call through ``Kernels``."""
 
     name: str
     section: str
-    params: tuple[Operand | Param, ...]
+    params: tuple[Param, ...]
     returns: str
     doc: str
-    context: bool = True
-    kernel: bool = False
+    context: bool
+    kernel: bool
 
 
-def _out(dtype: str, shape: str, kind: str = HOST) -> Operand:
-    return Operand("out", kind, dtype, shape, optional=True, default="None")
+class _Arrays(ast.NodeTransformer):
+    """Replaces ``host[f32, shape]`` and its kin with the annotation the stub writes,
+    collecting the operands."""
+
+    def __init__(self) -> None:
+        self.found: list[Operand] = []
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        kind = node.value.id if isinstance(node.value, ast.Name) else ""
+        if kind not in (HOST, RESIDENT, EITHER):
+            return self.generic_visit(node)
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        dtype = ast.unparse(parts[0])
+        shape = ast.literal_eval(parts[1]) if len(parts) > 1 else ""
+        self.found.append(Operand(kind, dtype, shape))
+        host = f"npt.NDArray[{_DTYPES[dtype]}]"
+        text = {HOST: host, RESIDENT: "DeviceArray", EITHER: f"DeviceArray | {host}"}[kind]
+        return ast.Name(id=text)
 
 
-_GA = "geometric algebra"
-_RESIDENT = "resident arrays"
-_TROPICAL = "tropical"
-_INFO = "information geometry"
-_SPLIT = "the empirical Fisher call in three steps (a cluster's driver and nodes)"
-_DOMAIN = "domain decomposition"
-_ROWS = "users' row kernels"
+def _annotation(node: ast.expr) -> tuple[str, tuple[Operand, ...]]:
+    arrays = _Arrays()
+    text = ast.unparse(arrays.visit(node))
+    return text, tuple(arrays.found)
 
-_PLAN = "Plan"
-_GA_ARGS = (Param("operation", "str"), Param("signature", "tuple[int, int, int]"))
-_PROGRESS = Param("progress", "Callable[[int, int], object] | None", "None")
 
-NATIVE: tuple[Native, ...] = (
-    Native(
-        "ga_apply",
-        _GA,
-        (
-            *_GA_ARGS,
-            Operand("operands", HOST, "float32", "(N, 2ⁿ) or (1, 2ⁿ) each", wrap="list[{}]"),
-            Param("grades", "int", "0"),
-            STRATEGY,
-            _out("float32", "(N, output words)"),
-        ),
-        f"tuple[npt.NDArray[np.float32], {_PLAN}]",
-        "One geometric-algebra operation over rows; the result and the plan followed.",
-        kernel=True,
-    ),
-    Native(
-        "resident_ga_apply",
-        _GA,
-        (
-            *_GA_ARGS,
-            Operand("operands", EITHER, "float32", "(N, 2ⁿ) or (1, 2ⁿ) each", wrap="list[{}]"),
-            Param("grades", "int", "0"),
-            _out("float32", "(N, output words)", RESIDENT),
-        ),
-        "DeviceArray | None",
-        "``ga_apply`` where the resident operand's rows live; None when written into out.",
-    ),
-    Native(
-        "resident_upload",
-        _RESIDENT,
-        (Operand("x", HOST, "float32", "(N, W)"), STRATEGY),
-        "DeviceArray",
-        "Uploads the rows of x into shards over the context's devices.",
-    ),
-    Native(
-        "resident_gather",
-        _RESIDENT,
-        (Operand("x", RESIDENT, "float32", "(N, W)"), _out("float32", "(N, W)")),
-        "npt.NDArray[np.float32]",
-        "The rows of x, gathered from their devices.",
-    ),
-    Native(
-        "resident_tropical_matmul",
-        _TROPICAL,
-        (
-            Operand("a", RESIDENT, "float32", "(batch * m, k)"),
-            Operand("b", HOST, "float32", "(batch, k, n)"),
-            Param("semiring", "str"),
-            _out("float32", "(batch * m, n)", RESIDENT),
-        ),
-        "DeviceArray | None",
-        "``tropical_matmul`` where a's rows live; None when written into out.",
-    ),
-    Native(
-        "resident_tropical_matvec",
-        _TROPICAL,
-        (
-            Operand("a", RESIDENT, "float32", "(batch * m, k)"),
-            Operand("x", HOST, "float32", "(batch, k)"),
-            Param("semiring", "str"),
-        ),
-        "DeviceArray",
-        "``tropical_matvec`` where a's rows live.",
-    ),
-    Native(
-        "resident_tropical_row_stats",
-        _TROPICAL,
-        (Operand("a", RESIDENT, "float32", "(N, k)"),),
-        "DeviceArray",
-        "Per row of a: the first NaN column (-1 if none) and the largest finite magnitude.",
-    ),
-    Native(
-        "tropical_matmul",
-        _TROPICAL,
-        (
-            Operand("a", HOST, "float32", "(batch, m, k)"),
-            Operand("b", HOST, "float32", "(batch, k, n)"),
-            Param("semiring", "str"),
-            STRATEGY,
-            _out("float32", "(batch, m, n)"),
-        ),
-        f"tuple[npt.NDArray[np.float32], {_PLAN}]",
-        "Batched tropical matrix products in semiring.",
-        kernel=True,
-    ),
-    Native(
-        "tropical_matvec",
-        _TROPICAL,
-        (
-            Operand("a", HOST, "float32", "(batch, m, k)"),
-            Operand("x", HOST, "float32", "(batch, k)"),
-            Param("semiring", "str"),
-            STRATEGY,
-            _out("float32", "(batch, m)"),
-        ),
-        f"tuple[npt.NDArray[np.float32], {_PLAN}]",
-        "Batched tropical matrix-vector products in semiring.",
-        kernel=True,
-    ),
-    Native(
-        "shortest_paths",
-        _TROPICAL,
-        (Operand("w", HOST, "float32", "(n, n)"), STRATEGY, _out("float32", "(n, n)")),
-        f"tuple[npt.NDArray[np.float32], {_PLAN}]",
-        "All-pairs shortest path lengths (blocked Floyd-Warshall in min-plus).",
-        kernel=True,
-    ),
-    Native(
-        "fisher_information",
-        _INFO,
-        (
-            Operand("scores", HOST, "float32", "(N, P)"),
-            Operand("weights", HOST, "float32", "(N,)", optional=True, default="None"),
-            STRATEGY,
-            _out("float64", "(P, P)"),
-        ),
-        f"tuple[npt.NDArray[np.float64], {_PLAN}]",
-        "The empirical Fisher matrix of per-sample scores, summed in float64.",
-        kernel=True,
-    ),
-    Native(
-        "resident_fisher_information",
-        _INFO,
-        (
-            Operand("scores", RESIDENT, "float32", "(N, P)"),
-            Operand("weights", HOST, "float32", "(N,)", optional=True, default="None"),
-            _out("float64", "(P, P)"),
-        ),
-        "npt.NDArray[np.float64]",
-        "``fisher_information`` where the scores' rows live.",
-    ),
-    Native(
-        "resident_fisher_categorical",
-        _INFO,
-        (
-            Operand("values", RESIDENT, "float32", "(N, K)"),
-            Param("logits", "bool"),
-            _out("float32", "(N, K, K)", RESIDENT),
-        ),
-        "DeviceArray | None",
-        "``fisher_categorical`` where the values' rows live; None when written into out.",
-    ),
-    Native(
-        "resident_fisher_gaussian",
-        _INFO,
-        (
-            Operand("mean", EITHER, "float32", "(N, D)"),
-            Operand("var", EITHER, "float32", "(N, D)"),
-            _out("float32", "(N, 2D, 2D)", RESIDENT),
-        ),
-        "DeviceArray | None",
-        "``fisher_gaussian`` where the resident operand's rows live; None when written into out.",
-    ),
-    Native(
-        "fisher_categorical",
-        _INFO,
-        (
-            Operand("values", HOST, "float32", "(N, K)"),
-            Param("logits", "bool"),
-            STRATEGY,
-            _out("float32", "(N, K, K)"),
-        ),
-        f"tuple[npt.NDArray[np.float32], {_PLAN}]",
-        "Fisher information of N categorical distributions (probabilities or logits).",
-        kernel=True,
-    ),
-    Native(
-        "fisher_gaussian",
-        _INFO,
-        (
-            Operand("mean", HOST, "float32", "(N, D)"),
-            Operand("var", HOST, "float32", "(N, D)"),
-            STRATEGY,
-            _out("float32", "(N, 2D, 2D)"),
-        ),
-        f"tuple[npt.NDArray[np.float32], {_PLAN}]",
-        "Fisher information of N diagonal Gaussians.",
-        kernel=True,
-    ),
-    Native(
-        "fisher_prepare",
-        _SPLIT,
-        (
-            Operand("scores", HOST, "float32", "(N, P)"),
-            Operand("weights", HOST, "float32", "(N,)", optional=True, default="None"),
-        ),
-        "FisherPreparedDict",
-        "The driver's checks and exact scaling of a Fisher call, and its chunk grid.",
-        context=False,
-    ),
-    Native(
-        "fisher_partials",
-        _SPLIT,
-        (
-            Operand("scores", HOST, "float32", "(N, P)"),
-            Operand("weights", HOST, "float32", "(N,)"),
-            Param("chunk_items", "int"),
-            STRATEGY,
-        ),
-        f"tuple[npt.NDArray[np.float32], {_PLAN}]",
-        "The float32 partial matrices of the chunks of prepared scores.",
-    ),
-    Native(
-        "fisher_finish",
-        _SPLIT,
-        (
-            Operand("partials", HOST, "float32", "(chunks * P, P)"),
-            Param("p", "int"),
-            Param("total", "float"),
-            Param("column_exponents", "list[int]"),
-            Param("weight_exponent", "int"),
-        ),
-        "npt.NDArray[np.float64]",
-        "The partials summed in chunk order in float64, and unscaled.",
-        context=False,
-    ),
-    Native(
-        "stencil",
-        _DOMAIN,
-        (
-            Operand("grid", HOST, "float32", "(H, W)"),
-            Param("alpha", "float"),
-            Param("boundary", "str"),
-            Param("options", "RunOptions"),
-            _PROGRESS,
-            _out("float32", "(H, W)"),
-        ),
-        "tuple[npt.NDArray[np.float32], DomainReportDict]",
-        "Steps of the 5-point diffusion stencil, the grid split in bands over the devices.",
-        kernel=True,
-    ),
-    Native(
-        "life",
-        _DOMAIN,
-        (
-            Operand("grid", HOST, "uint8", "(H, W)"),
-            Param("options", "RunOptions"),
-            _PROGRESS,
-            _out("uint8", "(H, W)"),
-        ),
-        "tuple[npt.NDArray[np.uint8], DomainReportDict]",
-        "Generations of Conway's game of life, the grid split in bands over the devices.",
-        kernel=True,
-    ),
-    Native(
-        "map_rows",
-        _ROWS,
-        (
-            Param("spec", "RowsSpec"),
-            Operand("arrays", HOST, "float32", "(N, W) each", wrap="list[tuple[{}, bool]]"),
-            STRATEGY,
-            _out("float32", "(N, out_cols)"),
-        ),
-        f"tuple[npt.NDArray[np.float32], {_PLAN}]",
-        "A user's row kernel over the rows of arrays (each flagged whether bound whole).",
-    ),
-    Native(
-        "resident_map_rows",
-        _ROWS,
-        (
-            Param("spec", "RowsSpec"),
-            Operand("operands", EITHER, "float32", "(N, W) each", wrap="list[tuple[{}, bool]]"),
-            _out("float32", "(N, out_cols)", RESIDENT),
-        ),
-        "DeviceArray | None",
-        "``map_rows`` where the resident operands' rows live; None when written into out.",
-    ),
-)
+def _natives(text: str) -> tuple[Native, ...]:
+    """The entry points of ``text`` (stub syntax; a ``# --- section ---`` line starts a
+    section)."""
+    sections = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("# --- "):
+            sections[number] = line.strip("# -")
+    out = []
+    for node in ast.parse(text).body:
+        assert isinstance(node, ast.FunctionDef) and node.returns is not None
+        section = sections[max(n for n in sections if n < node.lineno)]
+        args = node.args.args
+        context = args[0].arg == "ctx" and args[0].annotation is None
+        defaults = [None] * (len(args) - len(node.args.defaults)) + list(node.args.defaults)
+        params = []
+        for arg, default in list(zip(args, defaults))[1 if context else 0 :]:
+            assert arg.annotation is not None, f"{node.name}: {arg.arg} has no annotation"
+            annotation, operands = _annotation(arg.annotation)
+            value = None if default is None else ast.unparse(default)
+            params.append(Param(arg.arg, annotation, value, operands))
+        doc = ast.get_docstring(node) or ""
+        kernel = any(ast.unparse(d) == "kernel" for d in node.decorator_list)
+        returns = _annotation(node.returns)[0]
+        out.append(Native(node.name, section, tuple(params), returns, doc, context, kernel))
+    return tuple(out)
+
+
+NATIVE = _natives(NATIVE_SIGNATURES)
+"""Every native entry point, in the stub's order."""
 
 
 @dataclass(frozen=True)

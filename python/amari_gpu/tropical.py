@@ -173,16 +173,6 @@ class TropicalMixin(KernelHost):
     @overload
     def tropical_matvec(
         self,
-        a: Any,
-        x: Any,
-        semiring: str = "max_plus",
-        *,
-        strategy: str | None = None,
-        out: npt.NDArray[np.float32],
-    ) -> npt.NDArray[np.float32]: ...
-    @overload
-    def tropical_matvec(
-        self,
         a: DeviceArray,
         x: Any,
         semiring: str = "max_plus",

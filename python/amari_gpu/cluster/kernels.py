@@ -96,7 +96,7 @@ def ga_apply(
     operands: list[npt.NDArray[np.float32]],
     grades: int = 0,
     strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float32], Plan]:
     """``_native.ga_apply`` on the cluster: rows split, a one-row operand (applied to every
     row of the other) bound whole to every chunk."""
@@ -129,7 +129,7 @@ def tropical_matmul(
     b: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float32], Plan]:
     """``_native.tropical_matmul`` on the cluster."""
     items, axis, parts = _batched_rows(a, b)
@@ -149,7 +149,7 @@ def tropical_matvec(
     x: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float32], Plan]:
     """``_native.tropical_matvec`` on the cluster."""
     items, axis, parts = _batched_rows(a, x)
@@ -164,7 +164,7 @@ def shortest_paths(
     ctx: Dispatcher,
     w: npt.NDArray[np.float32],
     strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float32], Plan]:
     """``_native.shortest_paths`` on one node (blocked Floyd-Warshall's rounds depend on
     each other: one node runs the whole call, over its own devices)."""
@@ -186,7 +186,7 @@ def fisher_information(
     scores: npt.NDArray[np.float32],
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
-    out: npt.NDArray[np.float64] | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float64], Plan]:
     """``_native.fisher_information`` on the cluster, bit-identical to one context."""
     prepared = _native.fisher_prepare(scores, weights)
@@ -222,7 +222,7 @@ def fisher_categorical(
     values: npt.NDArray[np.float32],
     logits: bool,
     strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float32], Plan]:
     """``_native.fisher_categorical`` on the cluster."""
 
@@ -239,7 +239,7 @@ def fisher_gaussian(
     mean: npt.NDArray[np.float32],
     var: npt.NDArray[np.float32],
     strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[npt.NDArray[np.float32], Plan]:
     """``_native.fisher_gaussian`` on the cluster."""
 
