@@ -255,22 +255,12 @@ def implementation(path: Path, name: str) -> ast.FunctionDef | None:
     return None
 
 
-def _shape(args: ast.arguments, annotations: bool) -> list[str]:
-    """Each parameter as text: kind, name, annotation (when asked) and default."""
+def _shape(args: ast.arguments) -> list[str]:
+    """Each parameter as text: ``*`` when keyword-only, its name and its default."""
     defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults)
-    out = []
-    for a, d in zip(args.args, defaults):
-        out.append(_param("", a, d, annotations))
-    for a, d in zip(args.kwonlyargs, args.kw_defaults):
-        out.append(_param("*", a, d, annotations))
-    return out
-
-
-def _param(kind: str, a: ast.arg, default: ast.expr | None, annotations: bool) -> str:
-    text = kind + a.arg
-    if annotations and a.annotation is not None:
-        text += ": " + ast.unparse(a.annotation)
-    return text if default is None else f"{text} = {ast.unparse(default)}"
+    pairs = [("", a, d) for a, d in zip(args.args, defaults)]
+    pairs += [("*", a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    return [kind + a.arg + ("" if d is None else f" = {ast.unparse(d)}") for kind, a, d in pairs]
 
 
 def _normal(default: str) -> str:
@@ -294,7 +284,7 @@ def check_by_hand(reg: Any) -> list[str]:
             continue
         # Names, order and defaults here; the types through the Kernels Protocol, which
         # mypy checks cluster.kernels against (RayContext._kernels).
-        got = _shape(node.args, False)[1:]
+        got = _shape(node.args)[1:]
         exp = [p.name + _normal(_default(p)) for p in fn.params]
         if got != exp:
             problems.append(
@@ -305,11 +295,10 @@ def check_by_hand(reg: Any) -> list[str]:
         if node is None:
             problems.append(f"{m.module}.py: no method {m.name}")
             continue
-        args: list[str] = [a.name + _normal(_default(a)) for a in m.args]
+        args = [a.name + _normal(_default(a)) for a in m.args]
         keywords = ["*" + a.name + _normal(_default(a)) for a in m.keywords]
-        tail = ["*strategy = None", "*out = None"]
-        exp = ["self", *(f"{t}" for t in args), *keywords, *tail]
-        got = _shape(node.args, False)
+        exp = ["self", *args, *keywords, "*strategy = None", "*out = None"]
+        got = _shape(node.args)
         if got != exp:
             problems.append(
                 f"{m.module}.{m.name}: ({', '.join(got)}); registry: ({', '.join(exp)})"
