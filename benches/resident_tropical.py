@@ -16,7 +16,6 @@ its shards are host memory).
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -27,12 +26,9 @@ import numpy as np
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="amari-gpu-xdg-"))
 
 import amari_gpu as ag
+from _resident import main, moved, print_paths
 
 CASES = [((1024, 1024), (1024, 1024)), ((16, 256, 256), (16, 256, 256))]
-
-
-def moved(ctx: ag.MultiGpuContext) -> int:
-    return sum(s["bytes_up"] + s["bytes_down"] for s in ctx.stats())
 
 
 def run_case(ctx: ag.MultiGpuContext, a_shape, b_shape, repeats: int) -> None:
@@ -71,16 +67,12 @@ def run_case(ctx: ag.MultiGpuContext, a_shape, b_shape, repeats: int) -> None:
     med = statistics.median
     label = " ⊗ ".join("x".join(map(str, s)) for s in (a_shape, b_shape))
     print(f"\n{label} (max-plus), a sharded as {len(ctx.devices)} device(s) place it")
-    rows = [
+    paths = [
         ("numpy path (upload a, compute, read back)", numpy_s, numpy_bytes),
         ("resident (result stays on the devices)", resident_s, resident_bytes),
         ("resident + gather of the result", gathered_s, gathered_bytes),
     ]
-    for name, times, nbytes in rows:
-        print(
-            f"  {name:44} {med(times) * 1e3:9.1f} ms (min {min(times) * 1e3:8.1f})  "
-            f"moved {nbytes / 2**20:7.2f} MiB"
-        )
+    print_paths(paths, 44)
     print(
         f"  ratio numpy / resident: {med(numpy_s) / med(resident_s):.2f}x; "
         f"numpy / (resident + gather): {med(numpy_s) / med(gathered_s):.2f}x; "
@@ -88,23 +80,10 @@ def run_case(ctx: ag.MultiGpuContext, a_shape, b_shape, repeats: int) -> None:
     )
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--devices", type=int, default=1, help="devices_per_adapter")
-    parser.add_argument("--backend", default="vulkan")
-    args = parser.parse_args()
-
-    ctx = ag.MultiGpuContext(backends=[args.backend], devices_per_adapter=args.devices)
-    print(f"amari_gpu {ag.__version__}; resident vs numpy-path tropical_matmul")
-    for d in ctx.devices:
-        print(f"device {d.id}: {d.adapter.describe()}")
+def run_cases(ctx: ag.MultiGpuContext, repeats: int) -> None:
     for a_shape, b_shape in CASES:
-        run_case(ctx, a_shape, b_shape, args.repeats)
-    print("\n(other builds may have been running on this machine: compare paths of one run)")
-    ctx.close()
-    return 0
+        run_case(ctx, a_shape, b_shape, repeats)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(__doc__, "tropical_matmul", run_cases))
