@@ -1,19 +1,32 @@
 """What the benchmarks of resident operands against the numpy path share (resident_fisher.py,
-resident_tropical.py): the bytes a context has moved, the printed table of paths, and the
-command line that opens the devices and runs each case."""
+resident_tropical.py): one measured call (seconds and bytes moved), the printed table of
+paths, and the command line that opens the devices and runs each case."""
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import amari_gpu as ag
+
+T = TypeVar("T")
 
 
 def moved(ctx: ag.MultiGpuContext) -> int:
     """Bytes uploaded and read back by every device of ``ctx`` so far."""
     return sum(s["bytes_up"] + s["bytes_down"] for s in ctx.stats())
+
+
+def measured(ctx: ag.MultiGpuContext, call: Callable[[], T]) -> tuple[T, float, int]:
+    """``call()``'s result, the seconds it took and the bytes the devices moved for it."""
+    before = moved(ctx)
+    start = time.perf_counter()
+    result = call()
+    seconds = time.perf_counter() - start
+    return result, seconds, moved(ctx) - before
 
 
 def print_paths(paths: list[tuple[str, list[float], int]], width: int) -> None:

@@ -17,14 +17,13 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
-import time
 
 import numpy as np
 
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="amari-gpu-xdg-"))
 
 import amari_gpu as ag
-from _resident import main, moved, print_paths
+from _resident import main, measured, print_paths
 
 CASES = [(65_536, 256, True), (262_144, 30, False)]
 
@@ -41,17 +40,14 @@ def run_case(ctx: ag.MultiGpuContext, n: int, p: int, weighted: bool, repeats: i
     numpy_s, resident_s = [], []
     numpy_bytes = resident_bytes = 0
     for _ in range(repeats):
-        before = moved(ctx)
-        t0 = time.perf_counter()
-        expected = ctx.fisher_information(scores, weights)
-        numpy_s.append(time.perf_counter() - t0)
-        numpy_bytes = moved(ctx) - before
-
-        before = moved(ctx)
-        t0 = time.perf_counter()
-        got = ctx.fisher_information(resident, weights)
-        resident_s.append(time.perf_counter() - t0)
-        resident_bytes = moved(ctx) - before
+        expected, seconds, numpy_bytes = measured(
+            ctx, lambda: ctx.fisher_information(scores, weights)
+        )
+        numpy_s.append(seconds)
+        got, seconds, resident_bytes = measured(
+            ctx, lambda: ctx.fisher_information(resident, weights)
+        )
+        resident_s.append(seconds)
         if got.tobytes() != expected.tobytes():
             raise SystemExit("resident fisher_information differs from the numpy path")
     sharding = resident.sharding

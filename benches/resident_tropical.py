@@ -19,14 +19,13 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
-import time
 
 import numpy as np
 
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="amari-gpu-xdg-"))
 
 import amari_gpu as ag
-from _resident import main, moved, print_paths
+from _resident import main, measured, print_paths
 
 CASES = [((1024, 1024), (1024, 1024)), ((16, 256, 256), (16, 256, 256))]
 
@@ -43,22 +42,13 @@ def run_case(ctx: ag.MultiGpuContext, a_shape, b_shape, repeats: int) -> None:
     numpy_s, resident_s, gathered_s = [], [], []
     numpy_bytes = resident_bytes = gathered_bytes = 0
     for _ in range(repeats):
-        before = moved(ctx)
-        t0 = time.perf_counter()
-        expected = ctx.tropical_matmul(a, b)
-        numpy_s.append(time.perf_counter() - t0)
-        numpy_bytes = moved(ctx) - before
-
-        before = moved(ctx)
-        t0 = time.perf_counter()
-        result = ctx.tropical_matmul(da, b)
-        t1 = time.perf_counter()
-        resident_bytes = moved(ctx) - before
-        got = result.numpy()
-        t2 = time.perf_counter()
-        gathered_bytes = moved(ctx) - before
-        resident_s.append(t1 - t0)
-        gathered_s.append(t2 - t0)
+        expected, seconds, numpy_bytes = measured(ctx, lambda: ctx.tropical_matmul(a, b))
+        numpy_s.append(seconds)
+        result, seconds, resident_bytes = measured(ctx, lambda: ctx.tropical_matmul(da, b))
+        resident_s.append(seconds)
+        got, gather_s, gather_bytes = measured(ctx, result.numpy)
+        gathered_s.append(seconds + gather_s)
+        gathered_bytes = resident_bytes + gather_bytes
         result.free()
         if not np.array_equal(got, expected):
             raise SystemExit("resident tropical_matmul differs from the numpy path")
