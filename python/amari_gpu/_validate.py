@@ -150,7 +150,9 @@ def index_list(name: str, value: Any) -> list[int] | None:
 def is_u64(item: Any) -> bool:
     """Whether ``item`` is an integer (not a bool) that a ``u64`` of the core holds."""
     return (
-        not isinstance(item, bool) and isinstance(item, (int, np.integer)) and 0 <= item <= U64_MAX
+        not isinstance(item, bool)
+        and isinstance(item, (int, np.integer))
+        and bool(0 <= item <= U64_MAX)
     )
 
 
