@@ -7,10 +7,11 @@
 //! Flops are counted as 2 per multiply-add of the upper triangle that is computed:
 //! N P (P + 1) in all.
 
-use std::time::Instant;
+mod common;
 
 use amari_gpu::fisher::{self, reference, SyrkShape};
-use amari_gpu::{raw, ContextOptions, MultiGpuContext};
+use amari_gpu::raw;
+use common::{adapter_context, describe, median, timed};
 
 /// The problem: N rows of P scores.
 const N: usize = 65_536;
@@ -20,17 +21,6 @@ const REPEATS: usize = 5;
 
 fn random(n: usize, seed: u64) -> Vec<f32> {
     amari_gpu::sample::uniform_f32(n, seed)
-}
-
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
-}
-
-fn timed(f: impl FnOnce()) -> f64 {
-    let start = Instant::now();
-    f();
-    start.elapsed().as_secs_f64()
 }
 
 /// Largest |got - want| relative to max |want|: every timed kernel must also be right.
@@ -43,17 +33,9 @@ fn relative_error(got: &[f64], want: &[f64]) -> f64 {
 }
 
 fn bench_adapter(index: usize, scores: &[f32], want: &[f64]) {
-    let ctx = MultiGpuContext::new(ContextOptions {
-        adapters: Some(vec![index]),
-        ..Default::default()
-    })
-    .expect("context opens");
+    let ctx = adapter_context(index);
     let dev = &ctx.devices()[0];
-    let info = &dev.adapter;
-    println!(
-        "[{index}] {} ({}, {}, driver {})",
-        info.name, info.backend, info.device_type, info.driver_info
-    );
+    println!("{}", describe(&dev.adapter));
     // Measured afresh: a cached calibration may predate the peak or this family's figures.
     let caps = ctx.calibrate(true).expect("calibration").remove(0);
     let peak_gflops = caps.peak_gflops.expect("measured peak");
@@ -66,10 +48,9 @@ fn bench_adapter(index: usize, scores: &[f32], want: &[f64]) {
     let mut engine_result = None;
     let (mut engine_samples, mut raw_samples) = (Vec::new(), Vec::new());
     for round in 0..=REPEATS {
-        let engine_s = timed(|| {
-            engine_result =
-                Some(fisher::fisher_information(&ctx, scores, P, None, None).expect("engine run"));
-        });
+        let (result, engine_s) =
+            timed(|| fisher::fisher_information(&ctx, scores, P, None, None).expect("engine run"));
+        engine_result = Some(result);
         let raw_s = raw::run_once(dev, &tiled, &inputs, N).expect("raw run").1;
         if round > 0 {
             engine_samples.push(engine_s);

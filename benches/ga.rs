@@ -11,22 +11,20 @@
 //! Every figure is measured in this run on the adapter printed above it (calibration
 //! included); nothing is simulated. `cargo bench -p amari-gpu --bench ga`.
 
+mod common;
+
 use std::time::Instant;
 
 use amari_gpu::ga::{kernel, Algebra, Broadcast, Operation};
 use amari_gpu::kernel::Kernel;
-use amari_gpu::{raw, ContextOptions, GpuDevice, MultiGpuContext};
+use amari_gpu::{raw, GpuDevice, MultiGpuContext};
+use common::{adapter_context, describe, median, timed};
 
 /// Bytes moved per problem (per-item inputs plus output): big enough that a dispatch takes
 /// well over a millisecond, small enough to stay within every device's binding limit.
 const PROBLEM_BYTES: f64 = 48e6;
 /// Timed repetitions per figure (medians are printed).
 const REPEATS: usize = 5;
-
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
-}
 
 /// The kernels measured: the common cases of each operation kind, small to large algebras.
 fn cases() -> Vec<(Algebra, Operation, Broadcast)> {
@@ -59,15 +57,7 @@ fn resident_seconds(dev: &GpuDevice, k: &Kernel, items: usize) -> f64 {
     let resident = raw::Resident::new(dev, k, &pipeline, items).expect("one dispatch");
     let run = || resident.run(dev).expect("dispatch completes");
     run();
-    median(
-        (0..REPEATS)
-            .map(|_| {
-                let start = Instant::now();
-                run();
-                start.elapsed().as_secs_f64()
-            })
-            .collect(),
-    )
+    median((0..REPEATS).map(|_| timed(run).1).collect())
 }
 
 /// (engine seconds, raw seconds) for the same inputs, medians of `REPEATS` runs each.
@@ -85,10 +75,10 @@ fn engine_and_raw(ctx: &MultiGpuContext, k: &Kernel, items: usize) -> (f64, f64)
     let mut engine = Vec::new();
     let mut raw_s = Vec::new();
     for round in 0..=REPEATS {
-        let start = Instant::now();
-        ctx.run_map(k, &slices, &mut out, items, None)
-            .expect("engine run");
-        let seconds = start.elapsed().as_secs_f64();
+        let (_, seconds) = timed(|| {
+            ctx.run_map(k, &slices, &mut out, items, None)
+                .expect("engine run")
+        });
         let (raw_out, raw_seconds) = raw::run_once(dev, k, &slices, items).expect("raw run");
         assert_eq!(raw_out, out, "engine and raw wgpu disagree on {}", k.id);
         if round > 0 {
@@ -109,11 +99,7 @@ fn main() {
          (raw::run_once) on the same WGSL, same device, medians of {REPEATS}"
     );
     for info in amari_gpu::adapters().into_iter().filter(|i| !i.is_host()) {
-        let ctx = MultiGpuContext::new(ContextOptions {
-            adapters: Some(vec![info.index]),
-            ..Default::default()
-        })
-        .expect("context opens");
+        let ctx = adapter_context(info.index);
         let caps = ctx.calibrate(true).expect("calibration")[0].clone();
         let copy_gb_s = caps
             .memory_bandwidth_gb_s
@@ -121,10 +107,10 @@ fn main() {
         let peak = caps.peak_gflops.unwrap_or(f64::NAN);
         let kernel_gb_s = caps.kernel_bandwidth_gb_s.unwrap_or(f64::NAN);
         println!(
-            "\nadapter [{}] {} ({}, {}, driver {} {}): measured now: copy bandwidth \
+            "\nadapter {}: measured now: copy bandwidth \
              {copy_gb_s:.2} GB/s (buffer-to-buffer copy, read + write), streaming-kernel \
              bandwidth {kernel_gb_s:.2} GB/s (vec4 copy shader), FMA peak {peak:.1} GFLOP/s",
-            info.index, info.name, info.backend, info.device_type, info.driver, info.driver_info,
+            describe(&info),
         );
         println!(
             "  {:<36} {:>8} {:>6} {:>9} {:>9} {:>7} {:>7} {:>10} {:>8} {:>7}",

@@ -14,23 +14,18 @@ per case: medians (and minima), their ratio, the bytes each path moved (``ctx.st
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
-import time
 
 import numpy as np
 
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="amari-gpu-xdg-"))
 
 import amari_gpu as ag
+from _resident import main, measured, print_paths
 
 CASES = [(65_536, 256, True), (262_144, 30, False)]
-
-
-def moved(ctx: ag.MultiGpuContext) -> int:
-    return sum(s["bytes_up"] + s["bytes_down"] for s in ctx.stats())
 
 
 def run_case(ctx: ag.MultiGpuContext, n: int, p: int, weighted: bool, repeats: int) -> None:
@@ -45,17 +40,14 @@ def run_case(ctx: ag.MultiGpuContext, n: int, p: int, weighted: bool, repeats: i
     numpy_s, resident_s = [], []
     numpy_bytes = resident_bytes = 0
     for _ in range(repeats):
-        before = moved(ctx)
-        t0 = time.perf_counter()
-        expected = ctx.fisher_information(scores, weights)
-        numpy_s.append(time.perf_counter() - t0)
-        numpy_bytes = moved(ctx) - before
-
-        before = moved(ctx)
-        t0 = time.perf_counter()
-        got = ctx.fisher_information(resident, weights)
-        resident_s.append(time.perf_counter() - t0)
-        resident_bytes = moved(ctx) - before
+        expected, seconds, numpy_bytes = measured(
+            ctx, lambda: ctx.fisher_information(scores, weights)
+        )
+        numpy_s.append(seconds)
+        got, seconds, resident_bytes = measured(
+            ctx, lambda: ctx.fisher_information(resident, weights)
+        )
+        resident_s.append(seconds)
         if got.tobytes() != expected.tobytes():
             raise SystemExit("resident fisher_information differs from the numpy path")
     sharding = resident.sharding
@@ -66,34 +58,18 @@ def run_case(ctx: ag.MultiGpuContext, n: int, p: int, weighted: bool, repeats: i
         f"\n{n} x {p} scores{' with weights' if weighted else ''} "
         f"({scores.nbytes / 2**20:.0f} MiB), sharded {[(d, b - a) for d, a, b in sharding]}"
     )
-    for name, times, nbytes in [
+    paths = [
         ("numpy path (scores uploaded, partials read back)", numpy_s, numpy_bytes),
         ("resident (scores stay on the devices)", resident_s, resident_bytes),
-    ]:
-        print(
-            f"  {name:50} {med(times) * 1e3:9.1f} ms (min {min(times) * 1e3:8.1f})  "
-            f"moved {nbytes / 2**20:7.2f} MiB"
-        )
+    ]
+    print_paths(paths, 50)
     print(f"  ratio numpy / resident: {med(numpy_s) / med(resident_s):.2f}x; bit-identical: yes")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--devices", type=int, default=1, help="devices_per_adapter")
-    parser.add_argument("--backend", default="vulkan")
-    args = parser.parse_args()
-
-    ctx = ag.MultiGpuContext(backends=[args.backend], devices_per_adapter=args.devices)
-    print(f"amari_gpu {ag.__version__}; resident vs numpy-path fisher_information")
-    for d in ctx.devices:
-        print(f"device {d.id}: {d.adapter.describe()}")
+def run_cases(ctx: ag.MultiGpuContext, repeats: int) -> None:
     for n, p, weighted in CASES:
-        run_case(ctx, n, p, weighted, args.repeats)
-    print("\n(other builds may have been running on this machine: compare paths of one run)")
-    ctx.close()
-    return 0
+        run_case(ctx, n, p, weighted, repeats)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(__doc__, "fisher_information", run_cases))

@@ -16,23 +16,18 @@ its shards are host memory).
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
-import time
 
 import numpy as np
 
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="amari-gpu-xdg-"))
 
 import amari_gpu as ag
+from _resident import main, measured, print_paths
 
 CASES = [((1024, 1024), (1024, 1024)), ((16, 256, 256), (16, 256, 256))]
-
-
-def moved(ctx: ag.MultiGpuContext) -> int:
-    return sum(s["bytes_up"] + s["bytes_down"] for s in ctx.stats())
 
 
 def run_case(ctx: ag.MultiGpuContext, a_shape, b_shape, repeats: int) -> None:
@@ -47,22 +42,13 @@ def run_case(ctx: ag.MultiGpuContext, a_shape, b_shape, repeats: int) -> None:
     numpy_s, resident_s, gathered_s = [], [], []
     numpy_bytes = resident_bytes = gathered_bytes = 0
     for _ in range(repeats):
-        before = moved(ctx)
-        t0 = time.perf_counter()
-        expected = ctx.tropical_matmul(a, b)
-        numpy_s.append(time.perf_counter() - t0)
-        numpy_bytes = moved(ctx) - before
-
-        before = moved(ctx)
-        t0 = time.perf_counter()
-        result = ctx.tropical_matmul(da, b)
-        t1 = time.perf_counter()
-        resident_bytes = moved(ctx) - before
-        got = result.numpy()
-        t2 = time.perf_counter()
-        gathered_bytes = moved(ctx) - before
-        resident_s.append(t1 - t0)
-        gathered_s.append(t2 - t0)
+        expected, seconds, numpy_bytes = measured(ctx, lambda: ctx.tropical_matmul(a, b))
+        numpy_s.append(seconds)
+        result, seconds, resident_bytes = measured(ctx, lambda: ctx.tropical_matmul(da, b))
+        resident_s.append(seconds)
+        got, gather_s, gather_bytes = measured(ctx, result.numpy)
+        gathered_s.append(seconds + gather_s)
+        gathered_bytes = resident_bytes + gather_bytes
         result.free()
         if not np.array_equal(got, expected):
             raise SystemExit("resident tropical_matmul differs from the numpy path")
@@ -71,16 +57,12 @@ def run_case(ctx: ag.MultiGpuContext, a_shape, b_shape, repeats: int) -> None:
     med = statistics.median
     label = " ⊗ ".join("x".join(map(str, s)) for s in (a_shape, b_shape))
     print(f"\n{label} (max-plus), a sharded as {len(ctx.devices)} device(s) place it")
-    rows = [
+    paths = [
         ("numpy path (upload a, compute, read back)", numpy_s, numpy_bytes),
         ("resident (result stays on the devices)", resident_s, resident_bytes),
         ("resident + gather of the result", gathered_s, gathered_bytes),
     ]
-    for name, times, nbytes in rows:
-        print(
-            f"  {name:44} {med(times) * 1e3:9.1f} ms (min {min(times) * 1e3:8.1f})  "
-            f"moved {nbytes / 2**20:7.2f} MiB"
-        )
+    print_paths(paths, 44)
     print(
         f"  ratio numpy / resident: {med(numpy_s) / med(resident_s):.2f}x; "
         f"numpy / (resident + gather): {med(numpy_s) / med(gathered_s):.2f}x; "
@@ -88,23 +70,10 @@ def run_case(ctx: ag.MultiGpuContext, a_shape, b_shape, repeats: int) -> None:
     )
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--devices", type=int, default=1, help="devices_per_adapter")
-    parser.add_argument("--backend", default="vulkan")
-    args = parser.parse_args()
-
-    ctx = ag.MultiGpuContext(backends=[args.backend], devices_per_adapter=args.devices)
-    print(f"amari_gpu {ag.__version__}; resident vs numpy-path tropical_matmul")
-    for d in ctx.devices:
-        print(f"device {d.id}: {d.adapter.describe()}")
+def run_cases(ctx: ag.MultiGpuContext, repeats: int) -> None:
     for a_shape, b_shape in CASES:
-        run_case(ctx, a_shape, b_shape, args.repeats)
-    print("\n(other builds may have been running on this machine: compare paths of one run)")
-    ctx.close()
-    return 0
+        run_case(ctx, a_shape, b_shape, repeats)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(__doc__, "tropical_matmul", run_cases))

@@ -9,12 +9,13 @@
 //! `TROPICAL_BENCH_APSP` (default "1024,2048") lists the graph sizes timed on the default
 //! context (e.g. "4096" for the large run, which takes minutes on a software adapter).
 
-use std::time::Instant;
+mod common;
 
 use amari_gpu::raw::run_once;
 use amari_gpu::tropical::kernels::{self, ProductShape, BLOCK_ROWS};
 use amari_gpu::tropical::{shortest_paths, tropical_matmul, BatchShape, Semiring};
 use amari_gpu::{ContextOptions, MultiGpuContext};
+use common::{adapter_context, describe, median, timed};
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -40,30 +41,10 @@ fn values(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
-/// Seconds of one call of `f`.
-fn time<T>(f: impl FnOnce() -> T) -> (T, f64) {
-    let start = Instant::now();
-    let out = f();
-    (out, start.elapsed().as_secs_f64())
-}
-
 fn bench_adapter(index: usize, side: usize, rounds: usize) {
-    let ctx = MultiGpuContext::new(ContextOptions {
-        adapters: Some(vec![index]),
-        ..Default::default()
-    })
-    .expect("context opens");
+    let ctx = adapter_context(index);
     let dev = &ctx.devices()[0];
-    let info = &dev.adapter;
-    println!(
-        "\n[{index}] {} ({}, {}, driver {} {})",
-        info.name, info.backend, info.device_type, info.driver, info.driver_info
-    );
+    println!("\n{}", describe(&dev.adapter));
     let caps = ctx.calibrate(false).expect("calibration runs");
     let peak = caps[0].peak_gflops.expect("calibration measures the peak");
 
@@ -99,16 +80,16 @@ fn bench_adapter(index: usize, side: usize, rounds: usize) {
     let (mut raw_s, mut engine_s, mut naive_s) = (Vec::new(), Vec::new(), Vec::new());
     let mut raw_out = Vec::new();
     for round in 0..rounds {
-        let ((out, seconds), _) = time(|| run_once(dev, &tiled, &inputs, blocks).expect("raw"));
+        let ((out, seconds), _) = timed(|| run_once(dev, &tiled, &inputs, blocks).expect("raw"));
         raw_s.push(seconds);
         raw_out = out;
-        let (last, seconds) = time(|| engine(&mut engine_out));
+        let (last, seconds) = timed(|| engine(&mut engine_out));
         engine_s.push(seconds);
         plan = last;
         // The naive kernel is slow; two rounds give its median well enough.
         if round < 2 {
             let ((out, seconds), _) =
-                time(|| run_once(dev, &naive, &inputs, blocks).expect("naive"));
+                timed(|| run_once(dev, &naive, &inputs, blocks).expect("naive"));
             assert!(out == raw_out, "naive and tiled kernels disagree");
             naive_s.push(seconds);
         }
@@ -168,7 +149,7 @@ fn bench_paths(sizes: &[usize]) {
             })
             .collect();
         let mut d = vec![0.0f32; n * n];
-        let (plan, seconds) = time(|| shortest_paths(&ctx, &w, n, &mut d, None).expect("runs"));
+        let (plan, seconds) = timed(|| shortest_paths(&ctx, &w, n, &mut d, None).expect("runs"));
         let reachable = d.iter().filter(|v| v.is_finite()).count();
         println!(
             "  n = {n:>5}: {seconds:.2} s ({:.2} G steps/s of n^3; {:.1}% of pairs reachable; last plan {} over {} chunks)",

@@ -275,6 +275,13 @@ fn linear_index(gid: vec3<u32>) -> u32 {
     return gid.y * params.row_threads + gid.x;
 }
 
+// Output entry t of a batch of edge x edge matrices, one per item: (item, row, column).
+fn matrix_entry(t: u32, edge: u32) -> vec3<u32> {
+    let per_item = edge * edge;
+    let e = t % per_item;
+    return vec3<u32>(t / per_item, e / edge, e % edge);
+}
+
 @compute @workgroup_size(64)
 fn softmax_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = linear_index(gid);
@@ -300,17 +307,13 @@ fn softmax_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
 fn categorical_outer(@builtin(global_invocation_id) gid: vec3<u32>) {
     let t = linear_index(gid);
     let k = params.dim;
-    let per_item = k * k;
-    if (t >= params.n * per_item) {
+    if (t >= params.n * k * k) {
         return;
     }
-    let i = t / per_item;
-    let e = t % per_item;
-    let r = e / k;
-    let c = e % k;
-    let pr = src[i * k + r];
-    let pc = src[i * k + c];
-    dst[t] = fma(-pr, pc, select(0.0, pr, r == c));
+    let at = matrix_entry(t, k);
+    let pr = src[at.x * k + at.y];
+    let pc = src[at.x * k + at.z];
+    dst[t] = fma(-pr, pc, select(0.0, pr, at.y == at.z));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -322,17 +325,14 @@ fn gaussian_diag(@builtin(global_invocation_id) gid: vec3<u32>) {
     let t = linear_index(gid);
     let d = params.dim;
     let edge = 2u * d;
-    let per_item = edge * edge;
-    if (t >= params.n * per_item) {
+    if (t >= params.n * edge * edge) {
         return;
     }
-    let i = t / per_item;
-    let e = t % per_item;
-    let r = e / edge;
-    let c = e % edge;
+    let at = matrix_entry(t, edge);
+    let r = at.y;
     var value = 0.0;
-    if (r == c) {
-        let v = src[i * d + r % d];
+    if (r == at.z) {
+        let v = src[at.x * d + r % d];
         if (r < d) {
             value = 1.0 / v;
         } else {

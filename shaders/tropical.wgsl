@@ -105,110 +105,173 @@ fn mx4(acc: vec4<f32>, s: vec4<f32>) -> vec4<f32> {
     return select(acc, s, s > acc);
 }
 
-@compute @workgroup_size(8, 8)
-fn matmul_tiled(
+// The ids of a thread of the tiled products.
+struct TileThread {
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(local_invocation_index) lindex: u32,
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
-) {
-    // Row blocks are folded over y and z (a chunk may hold more than 65535 of them); the
-    // folded grid can overshoot, and those workgroups clamp to the last block and store
-    // nothing. No early return: on some drivers (lavapipe) everything after a divergent
-    // return runs with slower masked memory accesses.
-    let block = wid.z * groups.y + wid.y;
-    let live = block < params.n;
-    let item = min(block, params.n - 1u);
-    let col0 = wid.x * TILE;
-    let kdim = params.k;
-    let cols = params.cols;
-    let sign = params.sign;
-    let zero = params.neg_inf;
-    let a_base = item * TILE * kdim;
-    let b_base = min(item_batch[item], params.batches - 1u) * kdim * cols;
+}
 
-    let z4 = vec4<f32>(zero);
-    // acc_r_h: row ty*8 + r, columns tx*8 + 4h .. 4h + 3.
-    var acc0_0 = z4; var acc0_1 = z4; var acc1_0 = z4; var acc1_1 = z4;
-    var acc2_0 = z4; var acc2_1 = z4; var acc3_0 = z4; var acc3_1 = z4;
-    var acc4_0 = z4; var acc4_1 = z4; var acc5_0 = z4; var acc5_1 = z4;
-    var acc6_0 = z4; var acc6_1 = z4; var acc7_0 = z4; var acc7_1 = z4;
-    let a_slot = lid.y * 2u;
-    let b_slot = lid.x * 2u;
+// The workgroup's row block (tile) index: blocks are folded over y and z of the grid, as a
+// chunk may hold more than 65535 of them.
+fn folded_tile(t: TileThread) -> u32 {
+    return t.wid.z * t.groups.y + t.wid.y;
+}
+
+// One thread's 8 x 8 outputs: row r (ty*8 + r) in r_lo (columns tx*8 .. +3) and r_hi
+// (columns tx*8 + 4 .. +7). Named fields, not an array, so that the accumulators stay in
+// registers (drivers spill dynamically indexed arrays to memory).
+struct Block {
+    r0_lo: vec4<f32>, r0_hi: vec4<f32>, r1_lo: vec4<f32>, r1_hi: vec4<f32>,
+    r2_lo: vec4<f32>, r2_hi: vec4<f32>, r3_lo: vec4<f32>, r3_hi: vec4<f32>,
+    r4_lo: vec4<f32>, r4_hi: vec4<f32>, r5_lo: vec4<f32>, r5_hi: vec4<f32>,
+    r6_lo: vec4<f32>, r6_hi: vec4<f32>, r7_lo: vec4<f32>, r7_hi: vec4<f32>,
+}
+
+fn zero_block() -> Block {
+    let z4 = vec4<f32>(params.neg_inf);
+    return Block(z4, z4, z4, z4, z4, z4, z4, z4, z4, z4, z4, z4, z4, z4, z4, z4);
+}
+
+// Stages a_tile for the step of K at k0 (< end): slot (kk, q) holds rows row0 + 4q..4q+3 of
+// `a` (k words each) at column k0 + kk, signed; consecutive threads take consecutive steps, so
+// each of the four loads reads consecutive words of a row. Rows past `last_row` hold the
+// tropical zero (their reads clamped in bounds), and so, when the rows are `mixed` (of
+// several batches), do rows of a batch other than p.
+fn stage_a(lindex: u32, k0: u32, end: u32, row0: u32, last_row: u32, p: u32, mixed: bool) {
+    let kdim = params.k;
+    let top = params.batches - 1u;
+    let z4 = vec4<f32>(params.neg_inf);
+    // Each tile is 256 vec4 slots, 4 per thread, each filled by one vec4 store.
+    for (var s = lindex; s < 256u; s += 64u) {
+        let q = s / TK;
+        let kk = s % TK;
+        var v = z4;
+        if (k0 + kk < end) {
+            let r = row0 + q * 4u;
+            let rows = vec4<u32>(r, r + 1u, r + 2u, r + 3u);
+            let held = min(rows, vec4<u32>(last_row));
+            let col = k0 + kk;
+            let x = params.sign * vec4<f32>(a[held.x * kdim + col], a[held.y * kdim + col],
+                                            a[held.z * kdim + col], a[held.w * kdim + col]);
+            var own = rows <= vec4<u32>(last_row);
+            if (mixed) {
+                let batch = min(vec4<u32>(item_batch[held.x], item_batch[held.y],
+                                          item_batch[held.z], item_batch[held.w]),
+                                vec4<u32>(top));
+                own = own & (batch == vec4<u32>(p));
+            }
+            v = select(z4, x, own);
+        }
+        a_tile[kk * 16u + q] = v;
+    }
+}
+
+// Walks this pass's inner indices in steps of TK for the rows row0..=last_row of `a` (of
+// batch p unless `mixed`, see `stage_a`) against the K x cols matrix at `b_base`: stages both
+// tiles, then multiplies them into the block of thread `t`.
+fn walk_k(acc: ptr<function, Block>, t: TileThread, row0: u32, last_row: u32, p: u32,
+          mixed: bool, b_base: u32, col0: u32) {
     let range = pass_range();
     for (var k0 = range.x; k0 < range.y; k0 += TK) {
         workgroupBarrier();
-        // Each tile is 256 vec4 slots, 4 per thread, each filled by one vec4 store.
-        // A: slot (kk, q) holds rows 4q..4q+3 at step kk; consecutive threads take
-        // consecutive steps, so each of the four loads reads consecutive words of a row.
-        for (var s = lindex; s < 256u; s += 64u) {
-            let q = s / TK;
-            let kk = s % TK;
-            var v = z4;
-            if (k0 + kk < range.y) {
-                let i = a_base + q * 4u * kdim + k0 + kk;
-                v = sign * vec4<f32>(a[i], a[i + kdim], a[i + 2u * kdim], a[i + 3u * kdim]);
-            }
-            a_tile[kk * 16u + q] = v;
-        }
-        // B: slot (kk, q) holds columns col0 + 4q..4q+3 of row k0 + kk (clamped reads, then
-        // tropical zeros past the last column).
-        for (var s = lindex; s < 256u; s += 64u) {
-            let kk = s / 16u;
-            let q = s % 16u;
-            let col = col0 + q * 4u;
-            var v = z4;
-            if (k0 + kk < range.y) {
-                let row = b_base + (k0 + kk) * cols;
-                let last = row + cols - 1u;
-                let i = row + col;
-                v = vec4<f32>(b[min(i, last)], b[min(i + 1u, last)], b[min(i + 2u, last)],
-                              b[min(i + 3u, last)]);
-                let inside = vec4<u32>(col, col + 1u, col + 2u, col + 3u) < vec4<u32>(cols);
-                v = select(z4, sign * v, inside);
-            }
-            b_tile[kk * 16u + q] = v;
-        }
+        stage_a(t.lindex, k0, range.y, row0, last_row, p, mixed);
+        stage_b(t.lindex, k0, range.y, b_base, col0);
         workgroupBarrier();
-        let steps = min(TK, range.y - k0);
-        for (var kk = 0u; kk < steps; kk++) {
-            let a0 = a_tile[kk * 16u + a_slot];
-            let a1 = a_tile[kk * 16u + a_slot + 1u];
-            let b0 = b_tile[kk * 16u + b_slot];
-            let b1 = b_tile[kk * 16u + b_slot + 1u];
-            acc0_0 = mx4(acc0_0, a0.x + b0); acc0_1 = mx4(acc0_1, a0.x + b1);
-            acc1_0 = mx4(acc1_0, a0.y + b0); acc1_1 = mx4(acc1_1, a0.y + b1);
-            acc2_0 = mx4(acc2_0, a0.z + b0); acc2_1 = mx4(acc2_1, a0.z + b1);
-            acc3_0 = mx4(acc3_0, a0.w + b0); acc3_1 = mx4(acc3_1, a0.w + b1);
-            acc4_0 = mx4(acc4_0, a1.x + b0); acc4_1 = mx4(acc4_1, a1.x + b1);
-            acc5_0 = mx4(acc5_0, a1.y + b0); acc5_1 = mx4(acc5_1, a1.y + b1);
-            acc6_0 = mx4(acc6_0, a1.z + b0); acc6_1 = mx4(acc6_1, a1.z + b1);
-            acc7_0 = mx4(acc7_0, a1.w + b0); acc7_1 = mx4(acc7_1, a1.w + b1);
-        }
+        multiply_tiles(acc, min(TK, range.y - k0), t.lid);
     }
-    if (!live) {
-        return;
-    }
-    let row = item * TILE + lid.y * 8u;
-    let col = col0 + lid.x * 8u;
-    store_row(row, col, acc0_0, acc0_1);
-    store_row(row + 1u, col, acc1_0, acc1_1);
-    store_row(row + 2u, col, acc2_0, acc2_1);
-    store_row(row + 3u, col, acc3_0, acc3_1);
-    store_row(row + 4u, col, acc4_0, acc4_1);
-    store_row(row + 5u, col, acc5_0, acc5_1);
-    store_row(row + 6u, col, acc6_0, acc6_1);
-    store_row(row + 7u, col, acc7_0, acc7_1);
 }
 
-// Stores the 8 outputs of one thread's row that fall inside the result's columns.
-fn store_row(row: u32, col: u32, lo: vec4<f32>, hi: vec4<f32>) {
+// Stages b_tile for the step of K at k0 (< end) from the K x cols matrix at `b_base`:
+// slot (kk, q) holds columns col0 + 4q..4q+3 of row k0 + kk (clamped reads, then tropical
+// zeros past the last column and past `end`).
+fn stage_b(lindex: u32, k0: u32, end: u32, b_base: u32, col0: u32) {
+    let cols = params.cols;
+    let z4 = vec4<f32>(params.neg_inf);
+    for (var s = lindex; s < 256u; s += 64u) {
+        let kk = s / 16u;
+        let q = s % 16u;
+        let col = col0 + q * 4u;
+        var v = z4;
+        if (k0 + kk < end) {
+            let row = b_base + (k0 + kk) * cols;
+            let last = row + cols - 1u;
+            let i = row + col;
+            v = vec4<f32>(b[min(i, last)], b[min(i + 1u, last)], b[min(i + 2u, last)],
+                          b[min(i + 3u, last)]);
+            let inside = vec4<u32>(col, col + 1u, col + 2u, col + 3u) < vec4<u32>(cols);
+            v = select(z4, params.sign * v, inside);
+        }
+        b_tile[kk * 16u + q] = v;
+    }
+}
+
+// The tropical multiply-adds of the `steps` staged steps of K into the block of thread
+// `lid`: its rows' A values from a_tile, its columns' B values from b_tile.
+fn multiply_tiles(acc: ptr<function, Block>, steps: u32, lid: vec3<u32>) {
+    let a_slot = lid.y * 2u;
+    let b_slot = lid.x * 2u;
+    for (var kk = 0u; kk < steps; kk++) {
+        let a0 = a_tile[kk * 16u + a_slot];
+        let a1 = a_tile[kk * 16u + a_slot + 1u];
+        let b0 = b_tile[kk * 16u + b_slot];
+        let b1 = b_tile[kk * 16u + b_slot + 1u];
+        (*acc).r0_lo = mx4((*acc).r0_lo, a0.x + b0); (*acc).r0_hi = mx4((*acc).r0_hi, a0.x + b1);
+        (*acc).r1_lo = mx4((*acc).r1_lo, a0.y + b0); (*acc).r1_hi = mx4((*acc).r1_hi, a0.y + b1);
+        (*acc).r2_lo = mx4((*acc).r2_lo, a0.z + b0); (*acc).r2_hi = mx4((*acc).r2_hi, a0.z + b1);
+        (*acc).r3_lo = mx4((*acc).r3_lo, a0.w + b0); (*acc).r3_hi = mx4((*acc).r3_hi, a0.w + b1);
+        (*acc).r4_lo = mx4((*acc).r4_lo, a1.x + b0); (*acc).r4_hi = mx4((*acc).r4_hi, a1.x + b1);
+        (*acc).r5_lo = mx4((*acc).r5_lo, a1.y + b0); (*acc).r5_hi = mx4((*acc).r5_hi, a1.y + b1);
+        (*acc).r6_lo = mx4((*acc).r6_lo, a1.z + b0); (*acc).r6_hi = mx4((*acc).r6_hi, a1.z + b1);
+        (*acc).r7_lo = mx4((*acc).r7_lo, a1.w + b0); (*acc).r7_hi = mx4((*acc).r7_hi, a1.w + b1);
+    }
+}
+
+// Stores the thread's block at output row `row`, column `col`: the rows below `rows` and
+// the columns inside the result.
+fn store_block(row: u32, col: u32, acc: Block, rows: u32) {
+    store_row(row, col, acc.r0_lo, acc.r0_hi, rows);
+    store_row(row + 1u, col, acc.r1_lo, acc.r1_hi, rows);
+    store_row(row + 2u, col, acc.r2_lo, acc.r2_hi, rows);
+    store_row(row + 3u, col, acc.r3_lo, acc.r3_hi, rows);
+    store_row(row + 4u, col, acc.r4_lo, acc.r4_hi, rows);
+    store_row(row + 5u, col, acc.r5_lo, acc.r5_hi, rows);
+    store_row(row + 6u, col, acc.r6_lo, acc.r6_hi, rows);
+    store_row(row + 7u, col, acc.r7_lo, acc.r7_hi, rows);
+}
+
+// Stores the 8 outputs of one thread's row that fall inside the result's columns (none when
+// the row is not below `rows`).
+fn store_row(row: u32, col: u32, lo: vec4<f32>, hi: vec4<f32>, rows: u32) {
     for (var j = 0u; j < 8u; j++) {
-        if (col + j < params.cols) {
+        if (row < rows && col + j < params.cols) {
             let index = row * params.cols + col + j;
             out[index] = finish(index, select(hi, lo, j < 4u)[j % 4u]);
         }
     }
+}
+
+@compute @workgroup_size(8, 8)
+fn matmul_tiled(t: TileThread) {
+    // Row blocks are folded over y and z (a chunk may hold more than 65535 of them); the
+    // folded grid can overshoot, and those workgroups clamp to the last block and store
+    // nothing. No early return: on some drivers (lavapipe) everything after a divergent
+    // return runs with slower masked memory accesses.
+    let block = folded_tile(t);
+    let live = block < params.n;
+    let item = min(block, params.n - 1u);
+    let row0 = item * TILE;
+    let col0 = t.wid.x * TILE;
+    let b_base = min(item_batch[item], params.batches - 1u) * params.k * params.cols;
+    var acc = zero_block();
+    // The block's rows all exist and are all of one batch.
+    walk_k(&acc, t, row0, row0 + TILE - 1u, 0u, false, b_base, col0);
+    if (!live) {
+        return;
+    }
+    // Every row of a live block exists: n blocks of TILE rows.
+    store_block(row0 + t.lid.y * 8u, col0 + t.lid.x * 8u, acc, params.n * TILE);
 }
 
 // --- tiled product over rows of any batch ---------------------------------------------------
@@ -225,119 +288,27 @@ fn store_row(row: u32, col: u32, lo: vec4<f32>, hi: vec4<f32>) {
 // terms, k in order, as in `matmul_tiled`: the same bits.
 
 @compute @workgroup_size(8, 8)
-fn matmul_rows(
-    @builtin(local_invocation_id) lid: vec3<u32>,
-    @builtin(local_invocation_index) lindex: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-) {
+fn matmul_rows(t: TileThread) {
     // Row tiles are folded over y and z as in `matmul_tiled`; the overshoot stores nothing.
-    let tile = wid.z * groups.y + wid.y;
-    let row0 = tile * TILE;
+    let row0 = folded_tile(t) * TILE;
     let live = row0 < params.n;
     let last_row = max(min(row0 + TILE, params.n), 1u) - 1u;
     let first_row = min(row0, last_row);
-    let col0 = wid.x * TILE;
-    let kdim = params.k;
-    let cols = params.cols;
-    let sign = params.sign;
-    let zero = params.neg_inf;
-    let z4 = vec4<f32>(zero);
+    let col0 = t.wid.x * TILE;
     let top = params.batches - 1u;
     let first_batch = min(item_batch[first_row], top);
     let last_batch = min(item_batch[last_row], top);
-
-    var acc0_0 = z4; var acc0_1 = z4; var acc1_0 = z4; var acc1_1 = z4;
-    var acc2_0 = z4; var acc2_1 = z4; var acc3_0 = z4; var acc3_1 = z4;
-    var acc4_0 = z4; var acc4_1 = z4; var acc5_0 = z4; var acc5_1 = z4;
-    var acc6_0 = z4; var acc6_1 = z4; var acc7_0 = z4; var acc7_1 = z4;
-    let a_slot = lid.y * 2u;
-    let b_slot = lid.x * 2u;
-    let range = pass_range();
+    var acc = zero_block();
+    // Uniform over the workgroup: a tile in one batch reads no batch index.
+    let mixed = first_batch != last_batch;
     for (var p = first_batch; p <= last_batch; p++) {
-        let b_base = p * kdim * cols;
-        for (var k0 = range.x; k0 < range.y; k0 += TK) {
-            workgroupBarrier();
-            // A: slot (kk, q) holds rows row0 + 4q..4q+3 at step kk; a row of another batch,
-            // or past the last row, holds the tropical zero (its read clamped in bounds).
-            for (var s = lindex; s < 256u; s += 64u) {
-                let q = s / TK;
-                let kk = s % TK;
-                var v = z4;
-                if (k0 + kk < range.y) {
-                    let r = row0 + q * 4u;
-                    let rows = vec4<u32>(r, r + 1u, r + 2u, r + 3u);
-                    let held = min(rows, vec4<u32>(last_row));
-                    let col = k0 + kk;
-                    let x = sign * vec4<f32>(a[held.x * kdim + col], a[held.y * kdim + col],
-                                             a[held.z * kdim + col], a[held.w * kdim + col]);
-                    var own = rows <= vec4<u32>(last_row);
-                    // Uniform over the workgroup: a tile in one batch reads no batch index.
-                    if (first_batch != last_batch) {
-                        let batch = min(vec4<u32>(item_batch[held.x], item_batch[held.y],
-                                                  item_batch[held.z], item_batch[held.w]),
-                                        vec4<u32>(top));
-                        own = own & (batch == vec4<u32>(p));
-                    }
-                    v = select(z4, x, own);
-                }
-                a_tile[kk * 16u + q] = v;
-            }
-            // B: as in `matmul_tiled`, from batch p's right operand.
-            for (var s = lindex; s < 256u; s += 64u) {
-                let kk = s / 16u;
-                let q = s % 16u;
-                let col = col0 + q * 4u;
-                var v = z4;
-                if (k0 + kk < range.y) {
-                    let row = b_base + (k0 + kk) * cols;
-                    let last = row + cols - 1u;
-                    let i = row + col;
-                    v = vec4<f32>(b[min(i, last)], b[min(i + 1u, last)], b[min(i + 2u, last)],
-                                  b[min(i + 3u, last)]);
-                    let inside = vec4<u32>(col, col + 1u, col + 2u, col + 3u) < vec4<u32>(cols);
-                    v = select(z4, sign * v, inside);
-                }
-                b_tile[kk * 16u + q] = v;
-            }
-            workgroupBarrier();
-            let steps = min(TK, range.y - k0);
-            for (var kk = 0u; kk < steps; kk++) {
-                let a0 = a_tile[kk * 16u + a_slot];
-                let a1 = a_tile[kk * 16u + a_slot + 1u];
-                let b0 = b_tile[kk * 16u + b_slot];
-                let b1 = b_tile[kk * 16u + b_slot + 1u];
-                acc0_0 = mx4(acc0_0, a0.x + b0); acc0_1 = mx4(acc0_1, a0.x + b1);
-                acc1_0 = mx4(acc1_0, a0.y + b0); acc1_1 = mx4(acc1_1, a0.y + b1);
-                acc2_0 = mx4(acc2_0, a0.z + b0); acc2_1 = mx4(acc2_1, a0.z + b1);
-                acc3_0 = mx4(acc3_0, a0.w + b0); acc3_1 = mx4(acc3_1, a0.w + b1);
-                acc4_0 = mx4(acc4_0, a1.x + b0); acc4_1 = mx4(acc4_1, a1.x + b1);
-                acc5_0 = mx4(acc5_0, a1.y + b0); acc5_1 = mx4(acc5_1, a1.y + b1);
-                acc6_0 = mx4(acc6_0, a1.z + b0); acc6_1 = mx4(acc6_1, a1.z + b1);
-                acc7_0 = mx4(acc7_0, a1.w + b0); acc7_1 = mx4(acc7_1, a1.w + b1);
-            }
-        }
+        walk_k(&acc, t, row0, last_row, p, mixed, p * params.k * params.cols, col0);
     }
     if (!live) {
         return;
     }
-    let row = row0 + lid.y * 8u;
-    let col = col0 + lid.x * 8u;
-    store_live_row(row, col, acc0_0, acc0_1);
-    store_live_row(row + 1u, col, acc1_0, acc1_1);
-    store_live_row(row + 2u, col, acc2_0, acc2_1);
-    store_live_row(row + 3u, col, acc3_0, acc3_1);
-    store_live_row(row + 4u, col, acc4_0, acc4_1);
-    store_live_row(row + 5u, col, acc5_0, acc5_1);
-    store_live_row(row + 6u, col, acc6_0, acc6_1);
-    store_live_row(row + 7u, col, acc7_0, acc7_1);
-}
-
-// `store_row` for rows that exist: a tile of `matmul_rows` may run past the shard's last row.
-fn store_live_row(row: u32, col: u32, lo: vec4<f32>, hi: vec4<f32>) {
-    if (row < params.n) {
-        store_row(row, col, lo, hi);
-    }
+    // A tile may run past the shard's last row (n rows): those rows store nothing.
+    store_block(row0 + t.lid.y * 8u, col0 + t.lid.x * 8u, acc, params.n);
 }
 
 // --- one thread per output -----------------------------------------------------------------

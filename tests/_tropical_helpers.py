@@ -40,6 +40,20 @@ def random_cases(
     return decorate
 
 
+def batched_products(
+    batches: int, rows: int, inner: tuple[int, int], cols: int
+) -> dict[str, st.SearchStrategy[Any]]:
+    """Hypothesis arguments of a batched product (``batch`` x ``m`` x ``k`` by ``k`` x ``n``,
+    ``k`` within ``inner``) and its semiring, for ``given(**...)``."""
+    return {
+        "batch": st.integers(1, batches),
+        "m": st.integers(1, rows),
+        "k": st.integers(*inner),
+        "n": st.integers(1, cols),
+        "semiring": st.sampled_from(SEMIRINGS),
+    }
+
+
 def reference_matmul(a: np.ndarray, b: np.ndarray, semiring: str) -> np.ndarray:
     """``a ⊗ b`` for (..., m, k) and (..., k, n) float32 arrays, in float32."""
     a32 = np.asarray(a, dtype=np.float32)

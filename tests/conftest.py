@@ -158,8 +158,8 @@ def engine_ctx(all_adapters: list[amari_gpu.AdapterInfo]) -> amari_gpu.MultiGpuC
     return ctx
 
 
-# Contexts of the DeviceArray tests (test_device_array*.py): small chunks so that rows span
-# every device; module-scoped like theirs were, closed when the module ends.
+# Contexts of the DeviceArray tests (test_device_array*.py, test_resident_*.py): small chunks so
+# that rows span every device; module-scoped like theirs were, closed when the module ends.
 @pytest.fixture(scope="module")
 def ctx2() -> Iterator[amari_gpu.MultiGpuContext]:
     """Two logical lavapipe devices."""
@@ -172,6 +172,14 @@ def ctx2() -> Iterator[amari_gpu.MultiGpuContext]:
 def ctx3() -> Iterator[amari_gpu.MultiGpuContext]:
     """Three logical lavapipe devices."""
     ctx = amari_gpu.MultiGpuContext(backends=["vulkan"], devices_per_adapter=3, chunk_items=64)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture(scope="module")
+def host() -> Iterator[amari_gpu.MultiGpuContext]:
+    """The host CPU device alone (this machine's default context)."""
+    ctx = amari_gpu.MultiGpuContext(backends=["host"])
     yield ctx
     ctx.close()
 

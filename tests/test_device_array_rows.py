@@ -10,33 +10,11 @@ from __future__ import annotations
 import amari_gpu as ag
 import numpy as np
 import pytest
+from _rows_helpers import AFFINE, FOUR, THREE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 ROWS = 1000
-
-AFFINE = """
-fn row(p: array<f32, 3>, offset: array<f32, 3>) -> array<f32, 3> {
-    var r: array<f32, 3>;
-    for (var j = 0; j < 3; j++) {
-        r[j] = params.scale * p[j] + offset[j];
-    }
-    return r;
-}
-"""
-
-THREE = """
-fn row(a: array<f32, 2>, b: array<f32, 4>, w: array<f32, 1>) -> array<f32, 1> {
-    let dot = a[0] * b[0] + a[1] * b[1];
-    return array<f32, 1>(clamp(dot * w[0] + b[2] - b[3], -params.limit, params.limit));
-}
-"""
-
-FOUR = """
-fn row(a: array<f32, 1>, b: array<f32, 1>, c: array<f32, 2>, d: array<f32, 1>) -> array<f32, 4> {
-    return array<f32, 4>(a[0] + b[0], c[0] * c[1], d[0] - a[0], params.k);
-}
-"""
 
 
 def _f32(seed: int, *shape: int) -> np.ndarray:

@@ -38,14 +38,6 @@ def gl() -> Iterator[ag.MultiGpuContext]:
     ctx.close()
 
 
-@pytest.fixture(scope="module")
-def host() -> Iterator[ag.MultiGpuContext]:
-    """The host device alone: the results every driver must give."""
-    ctx = ag.MultiGpuContext(backends=["host"])
-    yield ctx
-    ctx.close()
-
-
 @pytest.fixture(params=["vulkan", "gl"])
 def mesa(request: pytest.FixtureRequest) -> ag.MultiGpuContext:
     """Each of Mesa's two capped drivers in turn."""

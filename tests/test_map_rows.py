@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _rows_helpers import AFFINE, FOUR, THREE
 from amari_gpu import (
     STRATEGIES,
     InvalidArgumentError,
@@ -27,32 +28,6 @@ ONE = """
 fn row(a: array<f32, 3>) -> array<f32, 2> {
     let s = a[0] + a[1] + a[2];
     return array<f32, 2>(s, a[0] * a[1] - a[2]);
-}
-"""
-
-TWO_BROADCAST = """
-// Affine map of each point by one (3,) offset, scaled by params.scale.
-fn row(p: array<f32, 3>, offset: array<f32, 3>) -> array<f32, 3> {
-    var r: array<f32, 3>;
-    for (var j = 0; j < 3; j++) {
-        r[j] = params.scale * p[j] + offset[j];
-    }
-    return r;
-}
-"""
-
-THREE = """
-fn clampf(x: f32) -> f32 { return clamp(x, -params.limit, params.limit); }
-
-fn row(a: array<f32, 2>, b: array<f32, 4>, w: array<f32, 1>) -> array<f32, 1> {
-    let dot = a[0] * b[0] + a[1] * b[1];
-    return array<f32, 1>(clampf(dot * w[0] + b[2] - b[3]));
-}
-"""
-
-FOUR = """
-fn row(a: array<f32, 1>, b: array<f32, 1>, c: array<f32, 2>, d: array<f32, 1>) -> array<f32, 4> {
-    return array<f32, 4>(a[0] + b[0], c[0] * c[1], d[0] - a[0], params.k);
 }
 """
 
@@ -91,9 +66,7 @@ def test_one_input(default_ctx: MultiGpuContext, data: dict[str, np.ndarray]) ->
 def test_two_inputs_one_broadcast_with_params(
     default_ctx: MultiGpuContext, data: dict[str, np.ndarray]
 ) -> None:
-    got = default_ctx.map_rows(
-        TWO_BROADCAST, data["p3"], data["off"], out_cols=3, params={"scale": 0.5}
-    )
+    got = default_ctx.map_rows(AFFINE, data["p3"], data["off"], out_cols=3, params={"scale": 0.5})
     want = 0.5 * data["p3"].astype(np.float64) + data["off"].astype(np.float64)
     _close(got, want)
 
@@ -172,12 +145,10 @@ def test_same_bits_for_any_device_count_and_strategy(
 def test_a_device_failing_mid_call_changes_nothing(
     default_ctx: MultiGpuContext, data: dict[str, np.ndarray]
 ) -> None:
-    want = default_ctx.map_rows(
-        TWO_BROADCAST, data["p3"], data["off"], out_cols=3, params={"scale": 0.5}
-    )
+    want = default_ctx.map_rows(AFFINE, data["p3"], data["off"], out_cols=3, params={"scale": 0.5})
     ctx = MultiGpuContext(adapters=[0], devices_per_adapter=3, chunk_items=256)
     ctx.inject_fault(ctx.devices[1].id, after_chunks=2)
-    got = ctx.map_rows(TWO_BROADCAST, data["p3"], data["off"], out_cols=3, params={"scale": 0.5})
+    got = ctx.map_rows(AFFINE, data["p3"], data["off"], out_cols=3, params={"scale": 0.5})
     assert np.array_equal(got, want)
     assert not ctx.health()[ctx.devices[1].id]["healthy"]
 

@@ -167,16 +167,26 @@ def expected(default_ctx: MultiGpuContext) -> dict[str, np.ndarray]:
     return {c.name: c.call(default_ctx, c.inputs, None) for c in CASES}
 
 
+@pytest.fixture(params=CASES, ids=IDS)
+def case(request: pytest.FixtureRequest) -> Case:
+    """Each case in turn."""
+    return request.param
+
+
+@pytest.fixture
+def want(case: Case, expected: dict[str, np.ndarray]) -> np.ndarray:
+    """The case's result without ``out``."""
+    return expected[case.name]
+
+
 def _sentinel(like: np.ndarray) -> np.ndarray:
     """A fresh array shaped and typed like ``like``, filled with a value no result holds."""
     return np.full(like.shape, 7 if like.dtype == np.uint8 else -12345.5, dtype=like.dtype)
 
 
-@pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_out_is_written_returned_and_bit_identical(
-    case: Case, default_ctx: MultiGpuContext, expected: dict[str, np.ndarray]
+    case: Case, default_ctx: MultiGpuContext, want: np.ndarray
 ) -> None:
-    want = expected[case.name]
     out = _sentinel(want)
     copies = {k: v.copy() for k, v in case.inputs.items()}
     got = case.call(default_ctx, case.inputs, out)
@@ -202,7 +212,6 @@ def one_chunked() -> MultiGpuContext:
     return MultiGpuContext(backends=["vulkan"], chunk_items=128)
 
 
-@pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_out_on_several_devices_is_bit_identical(
     case: Case, several: MultiGpuContext, one_chunked: MultiGpuContext
 ) -> None:
@@ -212,11 +221,9 @@ def test_out_on_several_devices_is_bit_identical(
     assert np.array_equal(out, want)
 
 
-@pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_out_is_reused_over_repeated_calls(
-    case: Case, default_ctx: MultiGpuContext, expected: dict[str, np.ndarray]
+    case: Case, default_ctx: MultiGpuContext, want: np.ndarray
 ) -> None:
-    want = expected[case.name]
     out = _sentinel(want)
     # Another input of the same shapes first, then the case's own: out ends as the latter.
     first = {k: v[::-1].copy() for k, v in case.inputs.items()}
@@ -249,11 +256,9 @@ def _bad_outs(case: Case, want: np.ndarray) -> list[tuple[str, Any, type[Excepti
     return bad
 
 
-@pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_bad_out_raises_before_any_work(
-    case: Case, default_ctx: MultiGpuContext, expected: dict[str, np.ndarray]
+    case: Case, default_ctx: MultiGpuContext, want: np.ndarray
 ) -> None:
-    want = expected[case.name]
     for label, out, error, text in _bad_outs(case, want):
         before = np.array(out, copy=True)
         with pytest.raises(error, match=text):
@@ -261,11 +266,9 @@ def test_bad_out_raises_before_any_work(
         assert np.array_equal(np.asarray(out), before), f"{label}: out was written"
 
 
-@pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_out_overlapping_an_input_is_refused(
-    case: Case, default_ctx: MultiGpuContext, expected: dict[str, np.ndarray]
+    case: Case, default_ctx: MultiGpuContext, want: np.ndarray
 ) -> None:
-    want = expected[case.name]
     name, value = next(iter(case.inputs.items()))
     # One buffer holds both the input (at its start) and out (at its end), so that they
     # overlap in at least one element.

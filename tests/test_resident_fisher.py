@@ -14,20 +14,13 @@ from collections.abc import Iterator
 import amari_gpu as ag
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from _resident_helpers import SHARDINGS, assert_faults_change_nothing, sharding_settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 # (N, P): one row; P below, at and above 4 and 64 (vec4 padding; 8 x 8 blocks or 64 x 64
 # tiles); N not a multiple of the 64-row chunks of the test contexts.
 SHAPES = [(1, 1), (5, 3), (130, 9), (700, 64), (333, 65), (1000, 130), (64, 4)]
-
-
-@pytest.fixture(scope="module")
-def host() -> Iterator[ag.MultiGpuContext]:
-    """The host CPU device alone."""
-    ctx = ag.MultiGpuContext(backends=["host"])
-    yield ctx
-    ctx.close()
 
 
 @pytest.fixture(scope="module")
@@ -127,17 +120,13 @@ def test_scaled_inputs_equal_the_numpy_path(
     assert _same(got, want)
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@sharding_settings(25)
 @given(
     n=st.integers(1, 400),
     p=st.integers(1, 70),
     scale=st.integers(0, 120),
     weighted=st.booleans(),
-    strategy=st.sampled_from(["balanced", "capability", "memory", "latency", "auto"]),
+    strategy=SHARDINGS,
     seed=st.integers(0, 2**32 - 1),
 )
 def test_property_any_sharding_gives_the_numpy_bits(
@@ -164,18 +153,12 @@ def test_a_device_failing_mid_call_changes_nothing(
     ctx = request.getfixturevalue(fixture)
     s, w = _scores(20, 900, 10)  # P = 10: the prepared (padded) copy runs too
     want = ctx.fisher_information(s, w)
-    try:
-        for device in range(len(ctx.devices)):
-            fired = 0
-            for k in range(4):
-                ctx.reset_health()
-                d = ctx.asarray(s, strategy="balanced")
-                ctx.inject_fault(device, after_chunks=k)
-                assert _same(ctx.fisher_information(d, w), want), (device, k)
-                fired += not ctx.health()[device]["healthy"]
-            assert fired >= 1, device
-    finally:
-        ctx.reset_health()
+    assert_faults_change_nothing(
+        ctx,
+        lambda: ctx.asarray(s, strategy="balanced"),
+        lambda d: _same(ctx.fisher_information(d, w), want),
+        attempts=4,
+    )
 
 
 def test_weights_as_a_device_array_and_out(mixed: ag.MultiGpuContext) -> None:

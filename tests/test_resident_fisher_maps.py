@@ -10,23 +10,14 @@ here it is the reference, compared bit for bit."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import amari_gpu as ag
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from _resident_helpers import SHARDINGS, assert_faults_change_nothing, sharding_settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 SHAPES = [(1, 1), (130, 7), (333, 3), (64, 16), (97, 65)]
-
-
-@pytest.fixture(scope="module")
-def host() -> Iterator[ag.MultiGpuContext]:
-    """The host CPU device alone."""
-    ctx = ag.MultiGpuContext(backends=["host"])
-    yield ctx
-    ctx.close()
 
 
 def _probs(seed: int, n: int, k: int) -> np.ndarray:
@@ -83,15 +74,11 @@ def test_gaussian_equals_the_numpy_path_for_every_mix(
             assert got.sharding == _scaled(like.sharding, 2 * d)
 
 
-@settings(
-    max_examples=20,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@sharding_settings(20)
 @given(
     n=st.integers(1, 300),
     k=st.integers(1, 24),
-    strategy=st.sampled_from(["balanced", "capability", "memory", "latency", "auto"]),
+    strategy=SHARDINGS,
     seed=st.integers(0, 2**32 - 1),
 )
 def test_property_any_sharding_gives_the_numpy_bits(
@@ -205,19 +192,19 @@ def test_a_device_failing_mid_call_changes_nothing(
     want = ctx.fisher_categorical(p)
     var = (p + 1).astype(np.float32)
     want_g = ctx.fisher_gaussian(p, var)
-    try:
-        for device in range(len(ctx.devices)):
-            fired = 0
-            for k in range(3):
-                ctx.reset_health()
-                dp, dv = ctx.asarray(p, strategy="balanced"), ctx.asarray(var, strategy="balanced")
-                ctx.inject_fault(device, after_chunks=k)
-                _same(ctx.fisher_categorical(dp), want)
-                _same(ctx.fisher_gaussian(p, dv), want_g)
-                fired += not ctx.health()[device]["healthy"]
-            assert fired >= 1, device
-    finally:
-        ctx.reset_health()
+
+    def same(operands: tuple[ag.DeviceArray, ag.DeviceArray]) -> bool:
+        dp, dv = operands
+        _same(ctx.fisher_categorical(dp), want)
+        _same(ctx.fisher_gaussian(p, dv), want_g)
+        return True
+
+    assert_faults_change_nothing(
+        ctx,
+        lambda: (ctx.asarray(p, strategy="balanced"), ctx.asarray(var, strategy="balanced")),
+        same,
+        attempts=3,
+    )
 
 
 def test_probabilities_stay_on_the_devices(ctx2: ag.MultiGpuContext) -> None:

@@ -9,13 +9,12 @@ it is the reference, compared with ``np.array_equal`` (infinities and zero signs
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import amari_gpu as ag
 import numpy as np
 import pytest
-from _tropical_helpers import SEMIRINGS, random_operand, reference_matmul
-from hypothesis import HealthCheck, given, settings
+from _resident_helpers import assert_faults_change_nothing, sharding_settings
+from _tropical_helpers import SEMIRINGS, batched_products, random_operand, reference_matmul
+from hypothesis import given
 from hypothesis import strategies as st
 
 PLACEMENTS = ["balanced", "capability", "memory", "latency", "adaptive", "auto"]
@@ -30,14 +29,6 @@ SHAPES = [
     ((3, 64, 16), (3, 16, 64)),
     ((1, 1, 1), (1, 1, 1)),
 ]
-
-
-@pytest.fixture(scope="module")
-def host() -> Iterator[ag.MultiGpuContext]:
-    """The host CPU device alone (this machine's default context)."""
-    ctx = ag.MultiGpuContext(backends=["host"])
-    yield ctx
-    ctx.close()
 
 
 def _operand(seed: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -79,16 +70,10 @@ def test_shards_cut_batches_and_tiles_anywhere(ctx3: ag.MultiGpuContext) -> None
         assert np.array_equal(got, ctx3.tropical_matmul(a, b, semiring))
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@sharding_settings(25)
 @given(
-    batch=st.integers(1, 4),
-    m=st.integers(1, 150),
-    k=st.integers(1, 70),
-    n=st.integers(1, 140),
+    **batched_products(4, 150, (1, 70), 140),
     placement=st.sampled_from(PLACEMENTS),
-    semiring=st.sampled_from(SEMIRINGS),
     batched=st.booleans(),
     seed=st.integers(0, 2**16),
 )
@@ -116,18 +101,12 @@ def test_a_device_failing_mid_call_changes_nothing(
     ctx = request.getfixturevalue(fixture)
     a, b = _operand(30, (3, 100, 20)), _operand(31, (3, 20, 70))
     want = ctx.tropical_matmul(a, b)
-    try:
-        for device in range(len(ctx.devices)):
-            fired = 0
-            for k in range(3):
-                ctx.reset_health()
-                da = ctx.asarray(a, strategy="balanced")
-                ctx.inject_fault(device, after_chunks=k)
-                assert np.array_equal(ctx.tropical_matmul(da, b).numpy(), want), (device, k)
-                fired += not ctx.health()[device]["healthy"]
-            assert fired >= 1, device
-    finally:
-        ctx.reset_health()
+    assert_faults_change_nothing(
+        ctx,
+        lambda: ctx.asarray(a, strategy="balanced"),
+        lambda da: np.array_equal(ctx.tropical_matmul(da, b).numpy(), want),
+        attempts=3,
+    )
 
 
 def test_out_numpy_and_device_array(mixed: ag.MultiGpuContext) -> None:

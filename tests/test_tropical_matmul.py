@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _tropical_helpers import SEMIRINGS, ZERO, random_cases, random_operand, reference_matmul
+from _tropical_helpers import (
+    SEMIRINGS,
+    ZERO,
+    batched_products,
+    random_cases,
+    random_operand,
+    reference_matmul,
+)
 from amari_gpu import InvalidArgumentError, MultiGpuContext, ShapeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,14 +45,7 @@ def test_products_equal_the_float32_reference(
 
 
 @settings(max_examples=8, deadline=None)
-@given(
-    batch=st.integers(1, 5),
-    m=st.integers(1, 90),
-    k=st.integers(0, 40),
-    n=st.integers(1, 70),
-    semiring=st.sampled_from(SEMIRINGS),
-    seed=st.integers(0, 2**32 - 1),
-)
+@given(**batched_products(5, 90, (0, 40), 70), seed=st.integers(0, 2**32 - 1))
 def test_batched_products_equal_the_reference(
     chunked_ctx: MultiGpuContext, batch: int, m: int, k: int, n: int, semiring: str, seed: int
 ) -> None:

@@ -137,11 +137,7 @@ def index_list(name: str, value: Any) -> list[int] | None:
     items = [value] if isinstance(value, (int, np.integer)) else sequence(name, value)
     result = []
     for item in items:
-        if (
-            isinstance(item, bool)
-            or not isinstance(item, (int, np.integer))
-            or not 0 <= item <= U64_MAX
-        ):
+        if not is_u64(item):
             raise InvalidArgumentError(
                 f"{name}: expected adapter indices (integers >= 0), got {item!r}"
             )
@@ -149,6 +145,15 @@ def index_list(name: str, value: Any) -> list[int] | None:
     if not result:
         raise InvalidArgumentError(f"{name}: expected at least one adapter index, got none")
     return result
+
+
+def is_u64(item: Any) -> bool:
+    """Whether ``item`` is an integer (not a bool) that a ``u64`` of the core holds."""
+    return (
+        not isinstance(item, bool)
+        and isinstance(item, (int, np.integer))
+        and bool(0 <= item <= U64_MAX)
+    )
 
 
 def sequence(name: str, value: Any) -> list[Any]:

@@ -23,10 +23,10 @@ import numpy.typing as npt
 
 from . import _native
 from ._validate import (
-    U64_MAX,
     as_float32,
     contiguous,
     integer,
+    is_u64,
     output,
     plain_array,
     positive_int,
@@ -129,11 +129,7 @@ def _split(value: Any, devices: int) -> list[int] | None:
             f"split: expected rows for each of the {devices} devices, got {len(items)} entries"
         )
     for item in items:
-        if (
-            isinstance(item, bool)
-            or not isinstance(item, (int, np.integer))
-            or not 0 <= item <= U64_MAX
-        ):
+        if not is_u64(item):
             raise InvalidArgumentError(
                 f"split: expected integers >= 0 (at most 2**64 - 1), got {item!r}"
             )

@@ -9,7 +9,7 @@ software adapters (lavapipe, llvmpipe) run on the CPU, so they say nothing about
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
 import numpy as np
 
@@ -19,22 +19,43 @@ from ..context import MultiGpuContext
 from ..errors import AmariGpuError
 from ..reference import geometric_product as reference_product
 
+T = TypeVar("T")
+
+
+def _timed(call: Callable[[], T]) -> tuple[T, float]:
+    """``call()``'s result and the wall-clock seconds it took."""
+    start = time.perf_counter()
+    result = call()
+    return result, time.perf_counter() - start
+
+
+def _verdict(ok: bool, good: str = "OK") -> str:
+    """``good`` for a result that checked out, else WRONG."""
+    return good if ok else "WRONG"
+
+
+def _report(say: Callable[[str], None], label: str, checks: list[tuple[str, bool, str]]) -> bool:
+    """Says one line of ``label``'s checks, each as ``text (word)`` (WRONG where it failed),
+    then OK or WRONG for them all; returns whether every check passed."""
+    ok = all(passed for _, passed, _ in checks)
+    parts = "; ".join(f"{text} ({_verdict(passed, word)})" for text, passed, word in checks)
+    say(f"  {label}: {parts} {_verdict(ok)}")
+    return ok
+
 
 def _check(ctx: MultiGpuContext, n: int, label: str, say: Callable[[str], None]) -> bool:
     rng = np.random.default_rng(7)
     a = rng.standard_normal((n, 8)).astype(np.float32)
     b = rng.standard_normal((n, 8)).astype(np.float32)
     ctx.geometric_product(a[:1024], b[:1024])  # compile and warm the pipelines
-    start = time.perf_counter()
-    out = ctx.geometric_product(a, b)
-    seconds = time.perf_counter() - start
+    out, seconds = _timed(lambda: ctx.geometric_product(a, b))
     want = reference_product(a, b)
     scale = np.maximum(np.abs(want).max(axis=1, keepdims=True), 1e-3)
     err = float((np.abs(out - want) / scale).max())
     ok = err < 1e-5
     say(
         f"  {label}: {n:,} Cl(3,0) products in {seconds * 1e3:.1f} ms "
-        f"({n / seconds / 1e6:.2f} M/s), max rel. error {err:.1e} {'OK' if ok else 'WRONG'}"
+        f"({n / seconds / 1e6:.2f} M/s), max rel. error {err:.1e} {_verdict(ok)}"
     )
     return ok
 
@@ -44,23 +65,28 @@ def _families(ctx: MultiGpuContext, label: str, say: Callable[[str], None]) -> b
     rng = np.random.default_rng(3)
     a = rng.integers(-50, 50, (512, 256)).astype(np.float32)
     b = rng.integers(-50, 50, (256, 384)).astype(np.float32)
-    start = time.perf_counter()
-    got = ctx.tropical_matmul(a, b, semiring="max_plus")
-    t_trop = time.perf_counter() - start
+    got, t_trop = _timed(lambda: ctx.tropical_matmul(a, b, semiring="max_plus"))
     want = (a[:, :, None] + b[None, :, :]).max(axis=1)
     scores = rng.standard_normal((20_000, 64)).astype(np.float32)
-    start = time.perf_counter()
-    fisher = ctx.fisher_information(scores)
-    t_fisher = time.perf_counter() - start
+    fisher, t_fisher = _timed(lambda: ctx.fisher_information(scores))
     reference = scores.astype(np.float64).T @ scores.astype(np.float64) / len(scores)
     fisher_err = float(np.abs(fisher - reference).max() / np.abs(reference).max())
-    ok = bool(np.array_equal(got, want)) and fisher_err < 1e-4
-    say(
-        f"  {label}: max-plus 512x256 @ 256x384 in {t_trop * 1e3:.1f} ms "
-        f"({'exact' if np.array_equal(got, want) else 'WRONG'}); Fisher 20000x64 in "
-        f"{t_fisher * 1e3:.1f} ms (rel. error {fisher_err:.1e}) {'OK' if ok else 'WRONG'}"
+    return _report(
+        say,
+        label,
+        [
+            (
+                f"max-plus 512x256 @ 256x384 in {t_trop * 1e3:.1f} ms",
+                bool(np.array_equal(got, want)),
+                "exact",
+            ),
+            (
+                f"Fisher 20000x64 in {t_fisher * 1e3:.1f} ms, rel. error {fisher_err:.1e}",
+                fisher_err < 1e-4,
+                "within 1e-4",
+            ),
+        ],
     )
-    return ok
 
 
 def _grids(ctx: MultiGpuContext, label: str, say: Callable[[str], None]) -> bool:
@@ -69,9 +95,7 @@ def _grids(ctx: MultiGpuContext, label: str, say: Callable[[str], None]) -> bool
     rng = np.random.default_rng(5)
     u = rng.random((512, 384), dtype=np.float32)
     steps = 20
-    start = time.perf_counter()
-    got = ctx.stencil(u, steps, alpha=0.2, boundary="periodic", halo=4)
-    t_heat = time.perf_counter() - start
+    got, t_heat = _timed(lambda: ctx.stencil(u, steps, alpha=0.2, boundary="periodic", halo=4))
     want = u.astype(np.float64)
     for _ in range(steps):
         s = sum(np.roll(want, k, axis) for k in (1, -1) for axis in (0, 1))
@@ -84,15 +108,23 @@ def _grids(ctx: MultiGpuContext, label: str, say: Callable[[str], None]) -> bool
         n = sum(np.roll(np.roll(g, dr, 0), dc, 1) for dr in (-1, 0, 1) for dc in (-1, 0, 1))
         n -= g
         g = ((n == 3) | ((n == 2) & (g == 1))).astype(np.int64)
-    life_ok = bool(np.array_equal(life, g))
-    ok = heat_err < 1e-5 and life_ok
     bands = ctx.last_run.layouts[0]["bands"] if ctx.last_run else 0
-    say(
-        f"  {label}: heat 512x384 x {steps} steps in {t_heat * 1e3:.1f} ms (abs. error "
-        f"{heat_err:.1e}); Life 300x200 x {steps} steps in {bands} band(s) "
-        f"({'exact' if life_ok else 'WRONG'}) {'OK' if ok else 'WRONG'}"
+    return _report(
+        say,
+        label,
+        [
+            (
+                f"heat 512x384 x {steps} steps in {t_heat * 1e3:.1f} ms, abs. error {heat_err:.1e}",
+                heat_err < 1e-5,
+                "within 1e-5",
+            ),
+            (
+                f"Life 300x200 x {steps} steps in {bands} band(s)",
+                bool(np.array_equal(life, g)),
+                "exact",
+            ),
+        ],
     )
-    return ok
 
 
 def _grids_where_possible(ctx: MultiGpuContext, label: str, say: Callable[[str], None]) -> bool:

@@ -10,18 +10,9 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from .bench_host import cpu_model
+
 PLOTS = ("speedup.png", "efficiency.png", "imbalance.png", "crossover.png")
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass  # not Linux: fall back to what the platform module knows
-    return platform.processor() or platform.machine()
 
 
 def _version(package: str) -> str:
@@ -34,7 +25,7 @@ def _version(package: str) -> str:
 def host_info() -> dict[str, Any]:
     """The machine the CPU baselines ran on (and which drives the GPUs)."""
     return {
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "logical_cpus": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),

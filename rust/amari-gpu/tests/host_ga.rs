@@ -30,6 +30,22 @@ fn operand(w: usize, n: usize, seed: u64) -> Vec<f32> {
     x
 }
 
+/// `op` of `operands` on the host (rounding like `ctx`'s adapter) and on `ctx`'s devices,
+/// `len` words each: (host, device), both started as NaN so that an unwritten word shows.
+fn host_and_device(
+    ctx: &amari_gpu::MultiGpuContext,
+    algebra: &Algebra,
+    op: Operation,
+    operands: &[&[f32]],
+    len: usize,
+) -> (Vec<f32>, Vec<f32>) {
+    let mut host = vec![f32::NAN; len];
+    apply_host(algebra, op, operands, &mut host, fma_mode(ctx)).expect("host runs");
+    let mut dev = vec![f32::NAN; len];
+    apply(ctx, algebra, op, operands, &mut dev, None).expect("device runs");
+    (host, dev)
+}
+
 fn check_algebra(
     ctxs: &[(String, amari_gpu::MultiGpuContext)],
     algebra: Algebra,
@@ -52,10 +68,7 @@ fn check_algebra(
         for (shape, operands) in shapes {
             let ow = op.output_words(&algebra);
             for (name, ctx) in ctxs {
-                let mut host = vec![f32::NAN; ITEMS * ow];
-                apply_host(&algebra, op, &operands, &mut host, fma_mode(ctx)).expect("host runs");
-                let mut dev = vec![f32::NAN; ITEMS * ow];
-                apply(ctx, &algebra, op, &operands, &mut dev, None).expect("device runs");
+                let (host, dev) = host_and_device(ctx, &algebra, op, &operands, ITEMS * ow);
                 same_bits(
                     &format!("{} {} {shape} on {name}", algebra.label(), op.name()),
                     &dev,
@@ -288,17 +301,7 @@ fn normalize_of_extreme_rows_matches_the_devices_bit_for_bit() {
             algebra.label()
         );
         for (name, ctx) in &ctxs {
-            let mut host = vec![f32::NAN; ITEMS * w];
-            apply_host(
-                &algebra,
-                Operation::Normalize,
-                &[&x],
-                &mut host,
-                fma_mode(ctx),
-            )
-            .expect("host runs");
-            let mut dev = vec![f32::NAN; ITEMS * w];
-            apply(ctx, &algebra, Operation::Normalize, &[&x], &mut dev, None).expect("device runs");
+            let (host, dev) = host_and_device(ctx, &algebra, Operation::Normalize, &[&x], x.len());
             same_bits(
                 &format!("{} extreme normalize on {name}", algebra.label()),
                 &dev,
@@ -351,15 +354,7 @@ fn normalize_of_nan_and_inf_rows_matches_the_devices_bit_for_bit() {
         }
         let n = x.len() / w;
         for (name, ctx) in &ctxs {
-            let mut host = vec![0.0; x.len()];
-            apply_host(
-                &algebra,
-                Operation::Normalize,
-                &[&x],
-                &mut host,
-                fma_mode(ctx),
-            )
-            .expect("host runs");
+            let (host, dev) = host_and_device(ctx, &algebra, Operation::Normalize, &[&x], x.len());
             for (row, (xs, rs)) in x.chunks_exact(w).zip(host.chunks_exact(w)).enumerate() {
                 let nan_row = xs.iter().any(|v| v.is_nan());
                 for (k, (v, r)) in xs.iter().zip(rs).enumerate() {
@@ -371,8 +366,6 @@ fn normalize_of_nan_and_inf_rows_matches_the_devices_bit_for_bit() {
                     assert_eq!(r.to_bits(), want, "{} row {row} blade {k}", algebra.label());
                 }
             }
-            let mut dev = vec![0.0; x.len()];
-            apply(ctx, &algebra, Operation::Normalize, &[&x], &mut dev, None).expect("device runs");
             same_bits(
                 &format!(
                     "{} normalize of {n} NaN/inf rows on {name}",

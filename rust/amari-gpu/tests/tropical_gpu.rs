@@ -3,6 +3,7 @@
 
 mod common;
 
+use amari_gpu::sample::splitmix64;
 use amari_gpu::tropical::product::{tropical_matmul_with, Variant};
 use amari_gpu::tropical::{
     shortest_paths, tropical_matmul, tropical_matvec, BatchShape, Product, Semiring,
@@ -12,19 +13,12 @@ use common::validate;
 
 /// Deterministic values: small integers and halves, with ±inf sprinkled in (SplitMix64).
 fn values(n: usize, seed: u64, inf_every: u64) -> Vec<f32> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            match z % inf_every.max(2) {
-                0 => f32::NEG_INFINITY,
-                1 => f32::INFINITY,
-                _ => ((z >> 40) % 2001) as f32 * 0.37 - 370.0,
-            }
+    splitmix64(seed)
+        .take(n)
+        .map(|z| match z % inf_every.max(2) {
+            0 => f32::NEG_INFINITY,
+            1 => f32::INFINITY,
+            _ => ((z >> 40) % 2001) as f32 * 0.37 - 370.0,
         })
         .collect()
 }
@@ -182,30 +176,15 @@ fn nan_and_shape_errors_name_the_argument() {
         n: 2,
     };
     let mut out = vec![0.0; 4];
-    let err = tropical_matmul(
-        &ctx,
-        &[0.0, 1.0, f32::NAN, 2.0],
-        &[0.0; 4],
-        shape,
-        Semiring::MaxPlus,
-        &mut out,
-        None,
-    )
-    .unwrap_err();
+    let mut refused = |a: &[f32], b: &[f32]| {
+        tropical_matmul(&ctx, a, b, shape, Semiring::MaxPlus, &mut out, None).unwrap_err()
+    };
+    let err = refused(&[0.0, 1.0, f32::NAN, 2.0], &[0.0; 4]);
     assert!(
         matches!(&err, Error::InvalidArgument { argument, .. } if argument == "a"),
         "{err}"
     );
-    let err = tropical_matmul(
-        &ctx,
-        &[0.0; 4],
-        &[0.0; 3],
-        shape,
-        Semiring::MaxPlus,
-        &mut out,
-        None,
-    )
-    .unwrap_err();
+    let err = refused(&[0.0; 4], &[0.0; 3]);
     assert!(
         matches!(&err, Error::Shape { argument, .. } if argument == "b"),
         "{err}"

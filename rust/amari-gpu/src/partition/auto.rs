@@ -34,7 +34,7 @@ pub(crate) fn choose(p: &Problem) -> (Strategy, Vec<u64>) {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::{
-        check, chunks, dev, discrete_gpu, host, software_gpu, transfer_bound, work,
+        check, chunks, dev, devs, discrete_gpu, host, software_gpu, transfer_bound, work,
     };
     use crate::partition::plan;
     use crate::plan::Strategy;
@@ -149,12 +149,7 @@ mod tests {
 
     #[test]
     fn otherwise_the_quicker_static_plan() {
-        let models = [
-            dev(0, 0, 1e12),
-            dev(1, 0, 5e11),
-            dev(2, 1, 1e11),
-            dev(3, 2, 3e10),
-        ];
+        let models = devs([(0, 1e12), (0, 5e11), (1, 1e11), (2, 3e10)]);
         let w = work(3 << 22);
         let auto = plan(&w, 1 << 12, &models, Strategy::Auto).unwrap();
         let lat = plan(&w, 1 << 12, &models, Strategy::Latency).unwrap();

@@ -23,6 +23,11 @@ pub(crate) fn dev(device: usize, group: usize, flops_per_s: f64) -> DeviceModel 
     }
 }
 
+/// Devices 0, 1, ... of the given (group, flops per second), built by [`dev`].
+pub(crate) fn devs<const N: usize>(specs: [(usize, f64); N]) -> [DeviceModel; N] {
+    std::array::from_fn(|i| dev(i, specs[i].0, specs[i].1))
+}
+
 /// A discrete GPU: a PCIe bus (~12 GB/s each way), a launch that costs a submit and a
 /// readback (50 us), and the given arithmetic rate.
 pub(crate) fn discrete_gpu(device: usize, group: usize, flops_per_s: f64) -> DeviceModel {

@@ -96,7 +96,7 @@ fn counts_over(p: &Problem, reps: &[bool]) -> Vec<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{check, chunks, dev, work};
+    use super::super::fixtures::{check, chunks, dev, devs, work};
     use crate::partition::plan;
     use crate::plan::Strategy;
 
@@ -114,12 +114,7 @@ mod tests {
 
     #[test]
     fn near_the_bound_when_launches_are_cheap() {
-        let models = [
-            dev(0, 0, 1e12),
-            dev(1, 1, 3e11),
-            dev(2, 2, 1e11),
-            dev(3, 3, 1e10),
-        ];
+        let models = devs([(0, 1e12), (1, 3e11), (2, 1e11), (3, 1e10)]);
         // Launches cost about 4% of a chunk's work on the fastest device.
         let plan = plan(&work(1 << 24), 1 << 14, &models, Strategy::Latency).unwrap();
         check(&plan);
