@@ -18,9 +18,9 @@ use crate::executor::{run_chunk, ChunkJob};
 use crate::ga::algebra::Algebra;
 use crate::ga::codegen::Broadcast;
 use crate::ga::operation::Operation;
-use crate::host::arith::FmaMode;
 use crate::host::cpu;
 use crate::host::device::HostDevice;
+use crate::kernel::FmaMode;
 use crate::options::ContextOptions;
 
 /// How device `dev`'s adapter rounds WGSL `fma`, measured with the generated Cl(1) product

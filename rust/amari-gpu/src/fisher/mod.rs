@@ -10,6 +10,10 @@
 mod categorical;
 mod checks;
 mod gaussian;
+pub mod host_checks;
+pub mod host_maps;
+mod host_resident;
+pub mod host_syrk;
 mod information;
 mod reduce;
 pub mod reference;

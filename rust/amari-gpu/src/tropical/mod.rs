@@ -12,6 +12,9 @@
 //! bit-identical for any device count, chunk size or strategy.
 
 pub mod blocks;
+pub mod host;
+pub mod host_paths;
+pub mod host_rows;
 pub mod kernels;
 pub mod paths;
 pub mod product;

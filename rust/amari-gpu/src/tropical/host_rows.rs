@@ -2,18 +2,18 @@
 //! the row statistics of the resident checks (`row_stats`). The product runs each run of
 //! consecutive rows of one batch through [`product_rows`], the code of the numpy path's
 //! host product, so the bits are that path's (tropical products are exact in any order;
-//! see `host::tropical`). Neither has an `fma`, so both ignore the device's fma mode.
+//! see `tropical::host`). Neither has an `fma`, so both ignore the device's fma mode.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::arith::FmaMode;
-use super::tropical::product_rows;
+use super::host::product_rows;
+use super::semiring::Semiring;
+use super::shape::ProductShape;
+use crate::kernel::FmaMode;
 use crate::kernel::HostImpl;
-use crate::tropical::semiring::Semiring;
-use crate::tropical::shape::ProductShape;
 
 /// The host twin of `kernels::rows`: items are rows of `a` (k words) with their batch index
 /// (u32 bits) in `item_batch`; `b` holds every batch's (k × cols) operand.

@@ -7,11 +7,16 @@
 //! comparisons and negations exact), so the host and every device agree bit for bit
 //! whatever their `fma`. Vectorised across columns, rows in blocks, k sequential.
 
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::kernel::{FmaMode, HostImpl};
+
 use rayon::prelude::*;
 
-use super::simd::{dispatch, Task};
-use crate::tropical::semiring::Semiring;
-use crate::tropical::shape::{ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
+use super::semiring::Semiring;
+use super::shape::{ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
+use crate::host::simd::{dispatch, Task};
 
 /// Columns per register strip.
 const STRIP: usize = 16;
@@ -97,7 +102,7 @@ impl<const MIN: bool> Task for Rows<'_, MIN> {
                 let nr = ROWS.min(rows - r0);
                 let mut acc = [[f32::NEG_INFINITY; STRIP]; ROWS];
                 #[cfg(target_arch = "x86_64")]
-                let vector = nr == ROWS && super::simd::Level::detect().has_avx2();
+                let vector = nr == ROWS && crate::host::simd::Level::detect().has_avx2();
                 #[cfg(not(target_arch = "x86_64"))]
                 let vector = false;
                 if vector {
@@ -200,7 +205,7 @@ pub fn product_rows(
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use crate::host::tropical::{ROWS, STRIP};
+    use crate::tropical::host::{ROWS, STRIP};
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn tile<const MIN: bool>(
@@ -244,9 +249,9 @@ fn batch_of(word: f32, batches: usize) -> usize {
     (word.to_bits() as usize).min(batches.max(1) - 1)
 }
 
-impl TropicalProduct {
+impl HostImpl for TropicalProduct {
     /// Runs items `range` (inputs: a blocks, item_batch, b, c) into `output`.
-    pub fn run(&self, inputs: &[&[f32]], range: std::ops::Range<usize>, output: &mut [f32]) {
+    fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         let ProductShape {
             k,
             cols,
@@ -284,11 +289,16 @@ impl TropicalProduct {
             q = end;
         }
     }
+
+    /// Additions and comparisons only: unchanged.
+    fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
+        Arc::new(*self)
+    }
 }
 
-impl TropicalMatvec {
+impl HostImpl for TropicalMatvec {
     /// Runs rows `range` (inputs: a rows, row_batch, x, placeholder) into `output`.
-    pub fn run(&self, inputs: &[&[f32]], range: std::ops::Range<usize>, output: &mut [f32]) {
+    fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         let ProductShape { k, batches, .. } = self.shape;
         let (a, row_batch, x) = (inputs[0], inputs[1], inputs[2]);
         let sign = self.semiring.sign();
@@ -324,5 +334,10 @@ impl TropicalMatvec {
                 *o = sign * acc;
             }
         });
+    }
+
+    /// Additions and comparisons only: unchanged.
+    fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
+        Arc::new(*self)
     }
 }
