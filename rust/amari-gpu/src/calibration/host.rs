@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::families::families;
-use super::measure::{median, Measurements, REPEATS};
+use super::measure::{median, REPEATS};
+use crate::capabilities::Measurements;
 use crate::error::{Error, Result};
 use crate::ga::algebra::Algebra;
 use crate::ga::codegen::Broadcast;

@@ -1,5 +1,5 @@
 //! Geometric-algebra kernels on the host: the generated WGSL kernels' arithmetic, run from
-//! the term lists of [`ga_program`](super::ga_program). Items are taken [`LANES`] at a time
+//! the term lists of [`host_program`](super::host_program). Items are taken [`LANES`] at a time
 //! and transposed into blade-major registers (`[blade][lane]`), so every fused
 //! multiply-add of the generated chain runs on [`LANES`] items at once, in the generated
 //! order; the result is transposed back straight into the output slice.

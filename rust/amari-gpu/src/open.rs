@@ -7,11 +7,15 @@
 //! Devices whose adapters round `fma` differently (a hardware GPU fuses, Mesa's CPU drivers
 //! round twice) cannot give each other's bits for kernels with `fma` chains; the context
 //! opens them but warns, and the host follows the first wgpu device.
+//!
+//! This sits above the kernel families (the probe is a generated GA kernel), so the context
+//! itself depends on no family.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::adapter::AdapterInfo;
+use crate::context::{adapters, enumerated, host_adapter, MultiGpuContext};
 use crate::device::GpuDevice;
 use crate::error::Result;
 use crate::executor::{run_chunk, ChunkJob};
@@ -22,6 +26,7 @@ use crate::host::cpu;
 use crate::host::device::HostDevice;
 use crate::kernel::FmaMode;
 use crate::options::ContextOptions;
+use crate::selection::select;
 
 /// How device `dev`'s adapter rounds WGSL `fma`, measured with the generated Cl(1) product
 /// (r0 = a0 b0, then fma(a1, b1, r0) with a0 b0 = −1 and a1 b1 just under 1); cached per
@@ -115,7 +120,7 @@ fn shared_fma_mode(wgpu: &[Arc<GpuDevice>]) -> FmaMode {
 
 /// Opens the devices for `chosen` adapter indices (one entry per logical device) of
 /// `pairs` (the wgpu adapters) and `host` (the host device's description, last index).
-pub(super) fn open_devices(
+fn open_devices(
     pairs: &[(wgpu::Adapter, AdapterInfo)],
     host: &AdapterInfo,
     chosen: &[usize],
@@ -164,4 +169,16 @@ pub(super) fn open_devices(
         shared_fma_mode(&devices);
     }
     Ok(devices)
+}
+
+impl MultiGpuContext {
+    /// Opens the devices `options` select.
+    pub fn new(options: ContextOptions) -> Result<Self> {
+        let infos = adapters();
+        let chosen = select(&infos, &options)?;
+        // Devices on one adapter, or on one device seen through two backends, share
+        // hardware: they form one group, named by the original adapter's index.
+        let devices = open_devices(enumerated(), host_adapter(), &chosen, &options)?;
+        Ok(MultiGpuContext::with_devices(devices, options))
+    }
 }
