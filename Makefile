@@ -41,7 +41,7 @@ test: test-rust test-python ## every test
 wheel-test: system venv ## build the wheel and the sdist, install each in a fresh venv, run the CLI
 	bash scripts/wheel-test.sh
 
-lint: venv ## rustfmt, clippy, ruff, mypy and stub check
+lint: venv ## rustfmt, import and folder circles, clippy, ruff, mypy and stub check
 	cargo fmt --all --check
 	python3 scripts/import-cycles.py rust/amari-gpu/src
 	cargo clippy --release --workspace --all-targets --features amari-gpu/bench-support -- -D warnings
