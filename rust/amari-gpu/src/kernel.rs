@@ -75,6 +75,38 @@ pub trait HostImpl: std::fmt::Debug + Send + Sync {
     fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl>;
 }
 
+/// What a kernel family is, in one place. Each family writes its own in its folder
+/// (`ga::family`, `tropical::family`, `fisher::family`), above its kernel builders (it names
+/// the reference builder; the builders name only the [`Family`] it is about);
+/// `calibration::families` lists them. Calibration measures its reference kernel, the cost
+/// model turns that rate into flop/s for every kernel of the family, and `Family::of` finds
+/// the family of a public operation's name in it.
+#[derive(Debug)]
+pub struct FamilyDefinition {
+    /// Which family: its name is the key of its measured rate in capabilities, the
+    /// calibration cache and the model's history.
+    pub family: Family,
+    /// The public operations (entry points' names) whose workloads are the family's.
+    pub operations: &'static [&'static str],
+    /// Builds the calibration reference kernel (with its host twin, so the host device is
+    /// measured on the same kernel). A family's measured items/s on it, times
+    /// `reference_flops_per_item`, is a device's arithmetic rate for every kernel of the
+    /// family.
+    pub reference: fn() -> Kernel,
+    /// Arithmetic operations per item of the reference kernel.
+    pub reference_flops_per_item: f64,
+    /// Items of the first calibration dispatch; calibration grows the size from there until
+    /// a dispatch takes long enough to time well on the device at hand.
+    pub calibration_min_items: usize,
+}
+
+impl FamilyDefinition {
+    /// The family's name ([`Family::name`]).
+    pub fn name(&self) -> &'static str {
+        self.family.name()
+    }
+}
+
 /// How an input is bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Input {

@@ -50,7 +50,7 @@ pub fn is_complete(m: &Measurements) -> bool {
         && m.timestamp_cost_s >= 0.0
         && super::families::families()
             .iter()
-            .all(|f| m.family_items_per_s.contains_key(f.name))
+            .all(|f| m.family_items_per_s.contains_key(f.name()))
 }
 
 /// Largest believable transfer or copy rate, bytes per second: 100 TB/s, ten times the
@@ -173,7 +173,7 @@ mod tests {
             copy_bytes_per_s: 1e10,
             family_items_per_s: super::super::families::families()
                 .iter()
-                .map(|f| (f.name.to_string(), 1e6))
+                .map(|f| (f.name().to_string(), 1e6))
                 .collect(),
             peak_flops_per_s: 1e11,
             kernel_copy_bytes_per_s: 1e10,

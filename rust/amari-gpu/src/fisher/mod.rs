@@ -9,6 +9,7 @@
 
 mod categorical;
 mod checks;
+pub mod family;
 mod gaussian;
 pub mod host_checks;
 pub mod host_maps;

@@ -7,6 +7,7 @@
 pub mod algebra;
 pub(crate) mod cl3;
 pub mod codegen;
+pub mod family;
 pub mod host;
 pub mod host_apply;
 mod host_cl3;
