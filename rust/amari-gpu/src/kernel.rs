@@ -86,8 +86,9 @@ pub struct FamilyDefinition {
     /// Which family: its name is the key of its measured rate in capabilities, the
     /// calibration cache and the model's history.
     pub family: Family,
-    /// The public operations (entry points' names) whose workloads are the family's.
-    pub operations: &'static [&'static str],
+    /// Whether a public operation's name (an entry point's, as workloads and profiles name
+    /// it) is one of the family's.
+    pub is_operation: fn(&str) -> bool,
     /// Builds the calibration reference kernel (with its host twin, so the host device is
     /// measured on the same kernel). A family's measured items/s on it, times
     /// `reference_flops_per_item`, is a device's arithmetic rate for every kernel of the

@@ -36,7 +36,7 @@ impl Family {
         let family = match kernel.split_once('/') {
             Some((family, _)) => family,
             None => {
-                let operation = families().iter().find(|d| d.operations.contains(&kernel));
+                let operation = families().iter().find(|d| (d.is_operation)(kernel));
                 if let Some(definition) = operation {
                     return Some(definition.family);
                 }

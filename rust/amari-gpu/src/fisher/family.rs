@@ -7,11 +7,12 @@ use crate::kernel::FamilyDefinition;
 /// The family's definition.
 pub static DEFINITION: FamilyDefinition = FamilyDefinition {
     family: Family::InformationGeometry,
-    operations: &[
-        "fisher_information",
-        "fisher_categorical",
-        "fisher_gaussian",
-    ],
+    is_operation: |name| {
+        matches!(
+            name,
+            "fisher_information" | "fisher_categorical" | "fisher_gaussian"
+        )
+    },
     // Tiled empirical-Fisher SYRK, 128 score columns: one multiply-add (2 flops) per
     // upper-triangle entry and row.
     reference: super::syrk::reference_kernel,

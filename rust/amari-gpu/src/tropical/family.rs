@@ -7,7 +7,12 @@ use crate::kernel::FamilyDefinition;
 /// The family's definition.
 pub static DEFINITION: FamilyDefinition = FamilyDefinition {
     family: Family::Tropical,
-    operations: &["tropical_matmul", "tropical_matvec", "shortest_paths"],
+    is_operation: |name| {
+        matches!(
+            name,
+            "tropical_matmul" | "tropical_matvec" | "shortest_paths"
+        )
+    },
     // Tiled max-plus product of 64-row blocks of 256-wide rows by a 256 x 256 matrix: one
     // add and one max per step.
     reference: super::kernels::reference,

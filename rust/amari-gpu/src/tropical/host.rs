@@ -249,6 +249,30 @@ fn batch_of(word: f32, batches: usize) -> usize {
     (word.to_bits() as usize).min(batches.max(1) - 1)
 }
 
+/// The runs of consecutive items of `range` that belong to one batch (by their
+/// `item_batch` words, of `batches` batches), each with its batch: the host runs each run as
+/// one product.
+pub(super) fn batch_runs(
+    item_batch: &[f32],
+    range: Range<usize>,
+    batches: usize,
+) -> impl Iterator<Item = (Range<usize>, usize)> + '_ {
+    let mut q = range.start;
+    std::iter::from_fn(move || {
+        if q >= range.end {
+            return None;
+        }
+        let batch = batch_of(item_batch[q], batches);
+        let mut end = q + 1;
+        while end < range.end && batch_of(item_batch[end], batches) == batch {
+            end += 1;
+        }
+        let run = q..end;
+        q = end;
+        Some((run, batch))
+    })
+}
+
 impl HostImpl for TropicalProduct {
     /// Runs items `range` (inputs: a blocks, item_batch, b, c) into `output`.
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
@@ -267,13 +291,7 @@ impl HostImpl for TropicalProduct {
         );
         let (a, item_batch, b, c) = (inputs[0], inputs[1], inputs[2], inputs[3]);
         // Consecutive items of one batch run as one product.
-        let mut q = range.start;
-        while q < range.end {
-            let batch = batch_of(item_batch[q], batches);
-            let mut end = q + 1;
-            while end < range.end && batch_of(item_batch[end], batches) == batch {
-                end += 1;
-            }
+        for (Range { start: q, end }, batch) in batch_runs(item_batch, range.clone(), batches) {
             let rows = (q - range.start) * BLOCK_ROWS..(end - range.start) * BLOCK_ROWS;
             let at = q * BLOCK_ROWS;
             let n = (end - q) * BLOCK_ROWS;
@@ -286,7 +304,6 @@ impl HostImpl for TropicalProduct {
                 cols,
                 &mut output[rows.start * cols..rows.end * cols],
             );
-            q = end;
         }
     }
 

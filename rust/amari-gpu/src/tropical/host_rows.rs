@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::host::product_rows;
+use super::host::{batch_runs, product_rows};
 use super::semiring::Semiring;
 use super::shape::ProductShape;
 use crate::kernel::FmaMode;
@@ -33,24 +33,13 @@ pub struct RowStats {
     pub k: usize,
 }
 
-/// The batch index an item's word holds, clamped as the shader does.
-fn batch_of(word: f32, batches: usize) -> usize {
-    (word.to_bits() as usize).min(batches.max(1) - 1)
-}
-
 impl HostImpl for RowProduct {
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         let ProductShape {
             k, cols, batches, ..
         } = self.shape;
         let (a, item_batch, b) = (inputs[0], inputs[1], inputs[2]);
-        let mut q = range.start;
-        while q < range.end {
-            let batch = batch_of(item_batch[q], batches);
-            let mut end = q + 1;
-            while end < range.end && batch_of(item_batch[end], batches) == batch {
-                end += 1;
-            }
+        for (Range { start: q, end }, batch) in batch_runs(item_batch, range.clone(), batches) {
             let out = (q - range.start) * cols..(end - range.start) * cols;
             product_rows(
                 self.semiring,
@@ -61,7 +50,6 @@ impl HostImpl for RowProduct {
                 cols,
                 &mut output[out],
             );
-            q = end;
         }
     }
 
