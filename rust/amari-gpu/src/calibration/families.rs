@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 
 use crate::family::Family;
 use crate::kernel::FamilyDefinition;
-use crate::{fisher, ga, tropical};
 
 /// Every family that has a definition, in measuring order; the first one also sizes the
 /// transfer and group-speedup runs.
@@ -17,9 +16,9 @@ pub fn families() -> &'static [&'static FamilyDefinition] {
 }
 
 static FAMILIES: [&FamilyDefinition; 3] = [
-    &ga::family::DEFINITION,
-    &fisher::family::DEFINITION,
-    &tropical::family::DEFINITION,
+    &crate::ga::family::DEFINITION,
+    &crate::fisher::family::DEFINITION,
+    &crate::tropical::family::DEFINITION,
 ];
 
 /// The definition of `family`, if it has one.
