@@ -31,7 +31,7 @@ use crate::selection::select;
 /// How device `dev`'s adapter rounds WGSL `fma`, measured with the generated Cl(1) product
 /// (r0 = a0 b0, then fma(a1, b1, r0) with a0 b0 = −1 and a1 b1 just under 1); cached per
 /// adapter for the process. `None` when the probe fails or gives neither value.
-pub fn fma_mode(dev: &GpuDevice) -> Option<FmaMode> {
+fn fma_mode(dev: &GpuDevice) -> Option<FmaMode> {
     static MODES: OnceLock<Mutex<HashMap<usize, FmaMode>>> = OnceLock::new();
     let modes = MODES.get_or_init(Mutex::default);
     let index = dev.adapter.index;

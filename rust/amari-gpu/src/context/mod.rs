@@ -1,8 +1,8 @@
 //! The multi-device context: one process-wide wgpu instance, the devices a caller selected,
-//! their health, counters and profile. Opening one is in `open`
-//! (above the families: it probes each adapter's `fma` with a GA kernel); planning and
-//! running kernels are in `execution`;
-//! calibration and the cost model in `calibration`.
+//! their health, counters and profile, and the storage of its resident arrays (`ledger`,
+//! `lineage`, `shard`; the operations on them are in `resident`). Opening one is in `open`,
+//! above the families (it probes each adapter's `fma` with a GA kernel); planning and
+//! running kernels are in `execution`; calibration and the cost model in `calibration`.
 
 mod execution;
 pub(crate) mod ledger;
