@@ -28,6 +28,10 @@ use crate::kernel::FmaMode;
 use crate::options::ContextOptions;
 use crate::selection::select;
 
+/// The logger these messages go to: the name Python users filter on (`amari_gpu.context.open`),
+/// kept from when opening was a module of the context.
+const LOG: &str = "amari_gpu::context::open";
+
 /// How device `dev`'s adapter rounds WGSL `fma`, measured with the generated Cl(1) product
 /// (r0 = a0 b0, then fma(a1, b1, r0) with a0 b0 = −1 and a1 b1 just under 1); cached per
 /// adapter for the process. `None` when the probe fails or gives neither value.
@@ -64,7 +68,7 @@ fn fma_mode(dev: &GpuDevice) -> Option<FmaMode> {
     let mode = match probed {
         Ok(_) => FmaMode::from_probe(out[0]),
         Err(e) => {
-            log::warn!("fma probe failed on device {}: {e}", dev.id);
+            log::warn!(target: LOG, "fma probe failed on device {}: {e}", dev.id);
             None
         }
     };
@@ -75,6 +79,7 @@ fn fma_mode(dev: &GpuDevice) -> Option<FmaMode> {
             .insert(index, mode);
     } else {
         log::warn!(
+            target: LOG,
             "fma probe on device {} ({}) gave {:e}, neither fused nor separate rounding",
             dev.id,
             dev.adapter.name,
@@ -109,6 +114,7 @@ fn shared_fma_mode(wgpu: &[Arc<GpuDevice>]) -> FmaMode {
             .map(|(m, d)| format!("{} ({}): {}", d.adapter.name, d.adapter.backend, m.name()))
             .collect();
         log::warn!(
+            target: LOG,
             "the context's devices round WGSL fma differently ({}): results of kernels with \
              fma chains depend on which device computed them; the host device rounds as {} does",
             modes.join(", "),
@@ -158,6 +164,7 @@ fn open_devices(
             .map_or(host.index, |d| d.group);
         let host_device = HostDevice::new(threads, shared_fma_mode(&devices))?;
         log::info!(
+            target: LOG,
             "host device {}: {} threads, simd {}, fma {}",
             others,
             host_device.pool.threads(),
