@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/amari-gpu-target
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: help system venv dev demo test test-rust test-python wheel-test lint fmt clean bench
+.PHONY: help system venv dev demo test test-rust test-python wheel-test lint fmt surface clean bench
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -41,12 +41,13 @@ test: test-rust test-python ## every test
 wheel-test: system venv ## build the wheel and the sdist, install each in a fresh venv, run the CLI
 	bash scripts/wheel-test.sh
 
-lint: venv ## rustfmt, import and folder circles, clippy, ruff, mypy and stub check
+lint: venv ## rustfmt, import and folder circles, clippy, ruff, mypy, stub check and the generated surface
 	cargo fmt --all --check
+	$(PY) scripts/gen-surface.py --check
 	python3 scripts/import-cycles.py rust/amari-gpu/src
 	cargo clippy --release --workspace --all-targets --features amari-gpu/bench-support -- -D warnings
-	$(VENV)/bin/ruff check python tests benches
-	$(VENV)/bin/ruff format --check python tests benches
+	$(VENV)/bin/ruff check python tests benches scripts/gen-surface.py
+	$(VENV)/bin/ruff format --check python tests benches scripts/gen-surface.py
 	$(VENV)/bin/mypy
 	$(PY) -m mypy.stubtest amari_gpu._native
 
@@ -54,6 +55,9 @@ fmt: venv ## format Rust and Python sources
 	cargo fmt --all
 	$(VENV)/bin/ruff format python tests benches
 	$(VENV)/bin/ruff check --fix python tests benches
+
+surface: venv ## regenerate the stubs, overloads, Kernels Protocol and api.md list from _surface.py
+	$(PY) scripts/gen-surface.py
 
 clean: ## remove the virtual environment and build outputs
 	rm -rf $(VENV) dist

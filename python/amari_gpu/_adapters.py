@@ -1,8 +1,12 @@
-"""Adapter descriptions: what wgpu reports about every adapter on every native backend."""
+"""Adapter descriptions: what wgpu reports about every adapter on every native backend.
+The bindings build ``AdapterInfo`` themselves (one keyword per field): the class is the one
+description of the record in Python."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import _native
 
@@ -37,9 +41,9 @@ class AdapterInfo:
     same_device_as: int | None
 
     @classmethod
-    def from_dict(cls, d: _native.AdapterDict) -> AdapterInfo:
-        """Builds one from the dict the native layer returns (one key per field, named by
-        ``_native.AdapterDict``)."""
+    def from_dict(cls, d: Mapping[str, Any]) -> AdapterInfo:
+        """Builds one from a dict with one key per field (the native layer returns
+        ``AdapterInfo``s themselves)."""
         return cls(**d)
 
     @property
@@ -62,7 +66,7 @@ class AdapterInfo:
 def adapters() -> list[AdapterInfo]:
     """Every adapter wgpu reports on every native backend (Vulkan, Metal, DX12, GL), then the
     host CPU device."""
-    return [AdapterInfo.from_dict(d) for d in _native.adapters()]
+    return _native.adapters()
 
 
 def default_selection() -> list[tuple[AdapterInfo, bool, str]]:

@@ -6,6 +6,9 @@ from typing import Protocol, TypedDict, final, type_check_only
 import numpy as np
 import numpy.typing as npt
 
+from amari_gpu._adapters import AdapterInfo
+from amari_gpu.planning import Capabilities, Plan
+
 __all__ = [
     "BACKENDS",
     "BOUNDARIES",
@@ -13,6 +16,7 @@ __all__ = [
     "SEMIRINGS",
     "STRATEGIES",
     "Context",
+    "DeviceArray",
     "Profile",
     "__version__",
     "adapters",
@@ -30,74 +34,16 @@ BOUNDARIES: tuple[str, ...]
 BACKENDS: tuple[str, ...]
 DEVICE_TYPES: tuple[str, ...]
 
-# The dicts that cross the boundary, described once: the bindings build them (one key per
-# field of the core's struct), the package's dataclasses are built with ``Class(**d)``, which
-# mypy checks against these. They exist for type checkers only (``type_check_only``).
-
-@type_check_only
-class AdapterDict(TypedDict):
-    index: int
-    name: str
-    vendor: str
-    vendor_id: int
-    device_id: int
-    backend: str
-    device_type: str
-    driver: str
-    driver_info: str
-    pci_bus_id: str
-    limits: dict[str, int]
-    features: list[str]
-    same_device_as: int | None
+# The records that cross the boundary, each described once. Plans, capabilities and adapter
+# descriptions are built by the bindings as the package's frozen dataclasses (``Plan``,
+# ``Capabilities``, ``AdapterInfo``); the others are plain dicts, described here as
+# TypedDicts for type checkers only (``type_check_only``).
 
 @type_check_only
 class DeviceDict(TypedDict):
     id: int
-    adapter: AdapterDict
+    adapter: AdapterInfo
     gpu_timestamps: bool
-
-@type_check_only
-class CapabilitiesDict(TypedDict):
-    device_id: int
-    memory_bandwidth_gb_s: float | None
-    kernel_bandwidth_gb_s: float | None
-    transfer_gb_s: float | None
-    h2d_gb_s: float | None
-    d2h_gb_s: float | None
-    launch_latency_s: float | None
-    throughput: dict[str, float]
-    peak_gflops: float | None
-    timestamp_cost_s: float | None
-    max_buffer_bytes: int
-    max_storage_binding_bytes: int
-    memory_budget_bytes: int | None
-    device_type: str
-    backend: str
-    from_cache: bool
-    shares_hardware_with: list[int]
-    group_speedup: float | None
-
-@type_check_only
-class DeviceWorkloadDict(TypedDict):
-    device_id: int
-    start: int
-    stop: int
-    items: int
-    chunks: int
-    estimated_seconds: float
-    first_chunk: int
-
-@type_check_only
-class PlanDict(TypedDict):
-    strategy: str
-    requested_strategy: str
-    items: int
-    chunk_items: int
-    n_chunks: int
-    assignments: list[DeviceWorkloadDict]
-    estimated_makespan_s: float
-    lower_bound_s: float
-    efficiency: float
 
 @type_check_only
 class HealthDict(TypedDict):
@@ -243,7 +189,7 @@ class WorkloadFields(Protocol):
     @property
     def flops_per_item(self) -> float: ...
 
-def adapters() -> list[AdapterDict]: ...
+def adapters() -> list[AdapterInfo]: ...
 def default_selection() -> list[tuple[bool, str]]: ...
 def check_workload(workload: WorkloadFields) -> None: ...
 
@@ -254,11 +200,11 @@ class Context:
     def strategy(self) -> str: ...
     def set_strategy(self, name: str) -> None: ...
     def devices(self) -> list[DeviceDict]: ...
-    def calibrate(self, force: bool = False) -> list[CapabilitiesDict]: ...
-    def capabilities(self, device_id: int) -> CapabilitiesDict: ...
+    def calibrate(self, force: bool = False) -> list[Capabilities]: ...
+    def capabilities(self, device_id: int) -> Capabilities: ...
     def distribute_workload(
         self, workload: WorkloadFields, strategy: str | None = None
-    ) -> PlanDict: ...
+    ) -> Plan: ...
     def health(self) -> dict[int, HealthDict]: ...
     def stats(self) -> list[StatsDict]: ...
     def inject_fault(self, device_id: int, after_chunks: int) -> None: ...
@@ -279,21 +225,16 @@ def profile_start(ctx: Context) -> Profile: ...
 def reset_log_levels() -> None: ...
 def profile_stop(ctx: Context) -> None: ...
 
-# --- geometric algebra ---
-__all__ += ["ga_apply"]
-
-def ga_apply(
-    ctx: Context,
-    operation: str,
-    signature: tuple[int, int, int],
-    operands: list[npt.NDArray[np.float32]],
-    grades: int = 0,
-    strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
-
-# --- resident arrays ---
-__all__ += ["DeviceArray", "resident_ga_apply", "resident_gather", "resident_upload"]
+@type_check_only
+class FisherPreparedDict(TypedDict):
+    scores: npt.NDArray[np.float32] | None
+    weights: npt.NDArray[np.float32] | None
+    n: int
+    p: int
+    chunk_items: int
+    total: float
+    column_exponents: list[int]
+    weight_exponent: int
 
 @final
 class DeviceArray:
@@ -307,12 +248,20 @@ class DeviceArray:
     def lineage_host_bytes(self) -> int: ...
     def free(self) -> None: ...
 
-def resident_upload(
-    ctx: Context, x: npt.NDArray[np.float32], strategy: str | None = None
-) -> DeviceArray: ...
-def resident_gather(
-    ctx: Context, x: DeviceArray, out: npt.NDArray[np.float32] | None = None
-) -> npt.NDArray[np.float32]: ...
+# generated by scripts/gen-surface.py from amari_gpu/_surface.py: operations (make surface)
+
+# --- geometric algebra ---
+__all__ += ["ga_apply", "resident_ga_apply"]
+
+def ga_apply(
+    ctx: Context,
+    operation: str,
+    signature: tuple[int, int, int],
+    operands: list[npt.NDArray[np.float32]],
+    grades: int = 0,
+    strategy: str | None = None,
+    out: npt.NDArray[np.float32] | None = None,
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 def resident_ga_apply(
     ctx: Context,
     operation: str,
@@ -321,6 +270,16 @@ def resident_ga_apply(
     grades: int = 0,
     out: DeviceArray | None = None,
 ) -> DeviceArray | None: ...
+
+# --- resident arrays ---
+__all__ += ["resident_gather", "resident_upload"]
+
+def resident_upload(
+    ctx: Context, x: npt.NDArray[np.float32], strategy: str | None = None
+) -> DeviceArray: ...
+def resident_gather(
+    ctx: Context, x: DeviceArray, out: npt.NDArray[np.float32] | None = None
+) -> npt.NDArray[np.float32]: ...
 
 # --- tropical ---
 __all__ += [
@@ -350,7 +309,7 @@ def tropical_matmul(
     semiring: str,
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 def tropical_matvec(
     ctx: Context,
     a: npt.NDArray[np.float32],
@@ -358,13 +317,13 @@ def tropical_matvec(
     semiring: str,
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 def shortest_paths(
     ctx: Context,
     w: npt.NDArray[np.float32],
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 
 # --- information geometry ---
 __all__ += [
@@ -382,7 +341,7 @@ def fisher_information(
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
     out: npt.NDArray[np.float64] | None = None,
-) -> tuple[npt.NDArray[np.float64], PlanDict]: ...
+) -> tuple[npt.NDArray[np.float64], Plan]: ...
 def resident_fisher_information(
     ctx: Context,
     scores: DeviceArray,
@@ -404,32 +363,20 @@ def fisher_categorical(
     logits: bool,
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 def fisher_gaussian(
     ctx: Context,
     mean: npt.NDArray[np.float32],
     var: npt.NDArray[np.float32],
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 
 # --- the empirical Fisher call in three steps (a cluster's driver and nodes) ---
 __all__ += ["fisher_finish", "fisher_partials", "fisher_prepare"]
 
-@type_check_only
-class FisherPreparedDict(TypedDict):
-    scores: npt.NDArray[np.float32] | None
-    weights: npt.NDArray[np.float32] | None
-    n: int
-    p: int
-    chunk_items: int
-    total: float
-    column_exponents: list[int]
-    weight_exponent: int
-
 def fisher_prepare(
-    scores: npt.NDArray[np.float32],
-    weights: npt.NDArray[np.float32] | None = None,
+    scores: npt.NDArray[np.float32], weights: npt.NDArray[np.float32] | None = None
 ) -> FisherPreparedDict: ...
 def fisher_partials(
     ctx: Context,
@@ -437,7 +384,7 @@ def fisher_partials(
     weights: npt.NDArray[np.float32],
     chunk_items: int,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 def fisher_finish(
     partials: npt.NDArray[np.float32],
     p: int,
@@ -475,7 +422,7 @@ def map_rows(
     arrays: list[tuple[npt.NDArray[np.float32], bool]],
     strategy: str | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+) -> tuple[npt.NDArray[np.float32], Plan]: ...
 def resident_map_rows(
     ctx: Context,
     spec: RowsSpec,

@@ -41,7 +41,8 @@ class Device:
     @property
     def capabilities(self) -> Capabilities:
         """Measured capabilities (the context calibrates on first need)."""
-        return Capabilities(**self._native.capabilities(self.id))
+        caps: Capabilities = self._native.capabilities(self.id)
+        return caps
 
 
 class MultiGpuContext(
@@ -128,7 +129,7 @@ class MultiGpuContext(
         self.devices: list[Device] = [
             Device(
                 id=d["id"],
-                adapter=AdapterInfo.from_dict(d["adapter"]),
+                adapter=d["adapter"],
                 _native=self._native,
                 gpu_timestamps=d["gpu_timestamps"],
             )
@@ -185,7 +186,8 @@ class MultiGpuContext(
         each kernel family. Figures are cached on disk per adapter, driver and package
         version (``AMARI_GPU_CACHE_DIR`` overrides the user cache dir); ``force`` measures
         again. Contexts calibrate on first need, so calling this is optional."""
-        return [Capabilities(**c) for c in self._native.calibrate(bool(force))]
+        caps: list[Capabilities] = self._native.calibrate(bool(force))
+        return caps
 
     def distribute_workload(self, workload: Workload, strategy: str | None = None) -> Plan:
         """The plan ``workload`` would run with, without running it."""
@@ -193,9 +195,8 @@ class MultiGpuContext(
             raise InvalidArgumentError(
                 f"workload: expected an amari_gpu.Workload, got {type(workload).__name__}"
             )
-        return Plan.from_dict(
-            self._native.distribute_workload(workload, optional_strategy(strategy))
-        )
+        plan: Plan = self._native.distribute_workload(workload, optional_strategy(strategy))
+        return plan
 
     def profile(self) -> AbstractContextManager[Profile]:
         """Records every step of every call while active::

@@ -1,9 +1,11 @@
 """Workloads, plans and device capabilities: what ``distribute_workload`` and
-``calibrate`` return, as plain frozen dataclasses."""
+``calibrate`` return, as plain frozen dataclasses. The bindings build ``Plan``,
+``DeviceWorkload`` and ``Capabilities`` themselves (one keyword per field): each class here is
+the one description of its record in Python."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -108,8 +110,10 @@ class Plan:
     efficiency: float
 
     @classmethod
-    def from_dict(cls, d: _native.PlanDict) -> Plan:
-        """Builds one from the dict the native layer returns (keys: ``_native.PlanDict``)."""
+    def from_dict(cls, d: Mapping[str, Any]) -> Plan:
+        """Builds one from a dict with one key per field, ``assignments`` a sequence of
+        dicts with one key per field of ``DeviceWorkload`` (the native layer returns
+        ``Plan``s themselves)."""
         fields: dict[str, Any] = {
             **d,
             "assignments": tuple(DeviceWorkload(**a) for a in d["assignments"]),

@@ -32,20 +32,22 @@ class Profile:
     aligned to the host clock; "host" otherwise).
     """
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: _native.Profile) -> None:
+        # The records are the native layer's dicts, as its stub describes them (one
+        # TypedDict each); each call builds new ones, so they are the caller's to keep.
         self._native = native
 
     @property
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[_native.EventDict]:
         """Every recorded step, ordered by start time."""
-        return list(self._native.events())
+        return self._native.events()
 
     @property
-    def calls(self) -> list[dict[str, Any]]:
+    def calls(self) -> list[_native.CallDict]:
         """Every recorded call: kernel, items, strategy, the plan's bound and estimate."""
-        return list(self._native.calls())
+        return self._native.calls()
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> _native.SummaryDict:
         """``makespan_s``, ``predicted_lower_bound_s`` (the lower bound the calibrated model
         predicted for the plans: a prediction, which a run can beat), ``efficiency``
         (predicted bound / makespan: above 1 when the run beat the model),
@@ -53,7 +55,7 @@ class Profile:
         kernels: transfers and synchronisation), ``bottleneck`` ("transfer-bound",
         "compute-bound", "imbalance" or "launch-overhead") with the ``figures`` behind it,
         and ``devices``: per device busy_s, utilization, items_per_s, bytes_per_s."""
-        return dict(self._native.summary())
+        return self._native.summary()
 
     def save_chrome_trace(self, path: str | os.PathLike[str]) -> None:
         """Writes the Trace Event Format JSON (built by the Rust core): per device a track

@@ -14,8 +14,8 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from .. import _native
 from ..errors import AmariGpuError, DeviceLostError, InvalidArgumentError, ShapeError
+from ..planning import Plan
 from . import planner
 
 IN_FLIGHT = 2
@@ -154,14 +154,14 @@ class Dispatcher:
             strategy or self.strategy,
         )
 
-    def run(self, job: Job, strategy: str | None) -> _native.PlanDict:
-        """Runs ``job`` on the healthy nodes; returns the plan it started from (as a
-        ``PlanDict``, nodes as devices)."""
+    def run(self, job: Job, strategy: str | None) -> Plan:
+        """Runs ``job`` on the healthy nodes; returns the plan it started from (nodes as
+        devices)."""
         if self.closed:
             raise AmariGpuError("the context is closed")
         plan = self.plan(job, strategy)
         _Call(self, job, plan, strategy).run()
-        return plan.as_dict(job.items)
+        return Plan.from_dict(plan.as_dict(job.items))
 
 
 class _Call:

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _native
+from ..planning import Plan
 from .dispatch import Dispatcher, Job, Shared
 from .node import ArraySlot
 
@@ -82,7 +83,7 @@ def _run_rows(
     strategy: str | None,
     axis: int = 0,
     out: np.ndarray[Any, Any] | None = None,
-) -> tuple[Any, _native.PlanDict]:
+) -> tuple[Any, Plan]:
     assembly = _Assembly(items, axis, out)
     plan = ctx.run(Job(family, items, bytes_per_item, call, assembly.take), strategy)
     return assembly.out, plan
@@ -96,7 +97,7 @@ def ga_apply(
     grades: int = 0,
     strategy: str | None = None,
     out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """``_native.ga_apply`` on the cluster: rows split, a one-row operand (applied to every
     row of the other) bound whole to every chunk."""
     items = max(len(o) for o in operands)
@@ -129,7 +130,7 @@ def tropical_matmul(
     semiring: str,
     strategy: str | None = None,
     out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """``_native.tropical_matmul`` on the cluster."""
     items, axis, parts = _batched_rows(a, b)
 
@@ -149,7 +150,7 @@ def tropical_matvec(
     semiring: str,
     strategy: str | None = None,
     out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """``_native.tropical_matvec`` on the cluster."""
     items, axis, parts = _batched_rows(a, x)
 
@@ -164,7 +165,7 @@ def shortest_paths(
     w: npt.NDArray[np.float32],
     strategy: str | None = None,
     out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """``_native.shortest_paths`` on one node (blocked Floyd-Warshall's rounds depend on
     each other: one node runs the whole call, over its own devices)."""
     result: list[Any] = []
@@ -186,7 +187,7 @@ def fisher_information(
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
     out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float64], _native.PlanDict]:
+) -> tuple[npt.NDArray[np.float64], Plan]:
     """``_native.fisher_information`` on the cluster, bit-identical to one context."""
     prepared = _native.fisher_prepare(scores, weights)
     s = scores if prepared["scores"] is None else prepared["scores"]
@@ -222,7 +223,7 @@ def fisher_categorical(
     logits: bool,
     strategy: str | None = None,
     out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """``_native.fisher_categorical`` on the cluster."""
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
@@ -239,7 +240,7 @@ def fisher_gaussian(
     var: npt.NDArray[np.float32],
     strategy: str | None = None,
     out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+) -> tuple[npt.NDArray[np.float32], Plan]:
     """``_native.fisher_gaussian`` on the cluster."""
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
-
-from .. import _native
+from typing import Any
 
 TARGET_CHUNKS = 16
 """Cluster chunks a large problem is cut into: enough to balance a few nodes and to keep
@@ -84,8 +82,8 @@ class ClusterPlan:
     runs: list[list[int]]
     estimates: list[float]
 
-    def as_dict(self, items: int) -> _native.PlanDict:
-        """The plan in the keys of ``_native.PlanDict`` (``device_id`` is the node index)."""
+    def as_dict(self, items: int) -> dict[str, Any]:
+        """The plan in the keys of ``Plan.from_dict`` (``device_id`` is the node index)."""
         assignments = []
         for node, run, seconds in zip(self.nodes, self.runs, self.estimates):
             if not run:
@@ -115,7 +113,7 @@ class ClusterPlan:
             "lower_bound_s": bound,
             "efficiency": bound / makespan if makespan > 0 else 1.0,
         }
-        return cast("_native.PlanDict", plan)
+        return plan
 
     @property
     def _bound(self) -> float:

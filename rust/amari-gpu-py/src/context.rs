@@ -7,10 +7,10 @@ use amari_gpu::{ContextOptions, Family, MultiGpuContext, Strategy, Workload};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::adapters::adapter_dict;
+use crate::adapters::adapter_record;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
-use crate::plans::{capabilities_dict, plan_dict, stats_dict};
+use crate::plans::{capabilities_record, plan_record, stats_dict};
 
 /// The context's options, read from a dict with one key per field (the Python package
 /// checks their types and builds it).
@@ -170,7 +170,7 @@ impl PyContext {
             .map(|dev| {
                 let d = PyDict::new(py);
                 d.set_item("id", dev.id)?;
-                d.set_item("adapter", adapter_dict(py, &dev.adapter)?)?;
+                d.set_item("adapter", adapter_record(py, &dev.adapter)?)?;
                 d.set_item("gpu_timestamps", dev.timestamp_period_ns.is_some())?;
                 Ok(d)
             })
@@ -179,20 +179,20 @@ impl PyContext {
 
     /// Measures (or loads) every device's capabilities.
     #[pyo3(signature = (force=false))]
-    fn calibrate<'py>(&self, py: Python<'py>, force: bool) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    fn calibrate<'py>(&self, py: Python<'py>, force: bool) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let ctx = self.context(py)?;
         let caps = run_detached(py, move || ctx.calibrate(force))?;
         caps.iter()
             .enumerate()
-            .map(|(id, c)| capabilities_dict(py, id, c))
+            .map(|(id, c)| capabilities_record(py, id, c))
             .collect()
     }
 
     /// One device's capabilities (calibrating first if needed).
-    fn capabilities<'py>(&self, py: Python<'py>, device_id: usize) -> PyResult<Bound<'py, PyDict>> {
+    fn capabilities<'py>(&self, py: Python<'py>, device_id: usize) -> PyResult<Bound<'py, PyAny>> {
         let ctx = self.context(py)?;
         let caps = run_detached(py, move || ctx.capabilities(device_id))?;
-        capabilities_dict(py, device_id, &caps)
+        capabilities_record(py, device_id, &caps)
     }
 
     /// The plan for a workload, without running it.
@@ -202,12 +202,12 @@ impl PyContext {
         py: Python<'py>,
         workload: WorkloadFields,
         strategy: Option<&str>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let strategy = self.strategy_or_default(py, strategy)?;
         let workload = Workload::from(workload);
         let ctx = self.context(py)?;
         let plan = run_detached(py, move || ctx.distribute_workload(&workload, strategy))?;
-        plan_dict(py, &plan)
+        plan_record(py, &plan)
     }
 
     /// {device_id: {"healthy": bool, "reason": str | None}}.

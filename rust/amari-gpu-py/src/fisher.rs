@@ -5,15 +5,14 @@
 use numpy::ndarray::{Ix2, Ix3};
 use numpy::{PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::arrays::{claim, contiguous, returned_into, run_into};
 use crate::context::PyContext;
 use crate::detach::run_detached;
-use crate::plans::plan_dict;
+use crate::plans::plan_record;
 use crate::resident::PyDeviceArray;
 
-type Matrices<'py> = (Bound<'py, PyArray3<f32>>, Bound<'py, PyDict>);
+type Matrices<'py> = (Bound<'py, PyArray3<f32>>, Bound<'py, PyAny>);
 
 /// Empirical Fisher matrix of C-contiguous float32 (N, P) scores with optional (N,)
 /// weights; returns the float64 (P, P) matrix and the plan.
@@ -26,7 +25,7 @@ fn fisher_information<'py>(
     weights: Option<PyReadonlyArray1<'py, f32>>,
     strategy: Option<&str>,
     out: Option<Bound<'py, PyArray2<f64>>>,
-) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyDict>)> {
+) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyAny>)> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let p = scores.as_array().ncols();
     let scores_slice = contiguous(&scores, "scores")?;
@@ -40,7 +39,7 @@ fn fisher_information<'py>(
         amari_gpu::fisher::fisher_information(&inner, scores_slice, p, weights_slice, strategy)
     })?;
     let matrix = returned_into(py, Ix2(p, p), claimed, fisher.matrix)?;
-    Ok((matrix, plan_dict(py, &fisher.plan)?))
+    Ok((matrix, plan_record(py, &fisher.plan)?))
 }
 
 /// Empirical Fisher matrix of the resident (N, P) `scores` with optional C-contiguous
@@ -138,7 +137,7 @@ fn batched<'py>(
     work: impl FnOnce(&mut [f32]) -> amari_gpu::Result<amari_gpu::Plan> + Send,
 ) -> PyResult<Matrices<'py>> {
     let (array, plan) = run_into(py, Ix3(rows, edge, edge), out, work)?;
-    Ok((array, plan_dict(py, &plan)?))
+    Ok((array, plan_record(py, &plan)?))
 }
 
 /// Per-sample categorical Fisher `diag(p) - p p^T` of C-contiguous float32 (N, K) `values`:

@@ -15,7 +15,7 @@ use amari_gpu::fisher::split::{self, Finish};
 use crate::arrays::contiguous;
 use crate::context::PyContext;
 use crate::detach::run_detached;
-use crate::plans::plan_dict;
+use crate::plans::plan_record;
 
 /// The data of an owned (made-here) array; None for a view of the caller's.
 fn owned(data: Cow<'_, [f32]>) -> Option<Vec<f32>> {
@@ -84,7 +84,7 @@ fn fisher_partials<'py>(
     weights: PyReadonlyArray1<'py, f32>,
     chunk_items: usize,
     strategy: Option<&str>,
-) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyDict>)> {
+) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyAny>)> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let p = scores.as_array().ncols();
     let scores_slice = contiguous(&scores, "scores")?;
@@ -104,7 +104,7 @@ fn fisher_partials<'py>(
     let words = ran.partials.len().checked_div(chunks).unwrap_or(0);
     let array = Array2::from_shape_vec((chunks, words), ran.partials)
         .map_err(|e| PyValueError::new_err(format!("partials: {e}")))?;
-    Ok((array.into_pyarray(py), plan_dict(py, &ran.plan)?))
+    Ok((array.into_pyarray(py), plan_record(py, &ran.plan)?))
 }
 
 /// The float64 (P, P) Fisher matrix from every chunk's partials (rows of `partials`, in

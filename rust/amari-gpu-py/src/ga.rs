@@ -5,12 +5,11 @@ use amari_gpu::ga::{apply, shape, Algebra, Operation};
 use numpy::ndarray::Ix2;
 use numpy::{PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::arrays::{check_batches, contiguous, run_into};
 use crate::context::PyContext;
 use crate::errors::to_pyerr;
-use crate::plans::plan_dict;
+use crate::plans::plan_record;
 
 /// Runs `operation` (a method name of the Python API) of Cl(p, q, r) on C-contiguous
 /// float32 operands of shape (N, 2ⁿ), one of a product's two possibly (1, 2ⁿ) to be applied
@@ -27,7 +26,7 @@ fn ga_apply<'py>(
     grades: u32,
     strategy: Option<&str>,
     out: Option<Bound<'py, PyArray2<f32>>>,
-) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyDict>)> {
+) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyAny>)> {
     let py = ctx.py();
     let ctx = ctx.borrow();
     let strategy = ctx.strategy_or_default(py, strategy)?;
@@ -50,7 +49,7 @@ fn ga_apply<'py>(
     let (array, plan) = run_into(py, Ix2(items, words), out, move |out| {
         apply(&inner, &algebra, op, &slices, out, strategy)
     })?;
-    Ok((array, plan_dict(py, &plan)?))
+    Ok((array, plan_record(py, &plan)?))
 }
 
 /// Adds this module's functions to `_native`.

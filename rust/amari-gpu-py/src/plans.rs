@@ -1,42 +1,59 @@
-//! Conversions of plans, capabilities and statistics into plain dicts (the Python package
-//! builds its dataclasses from them with `Class(**d)`; the stubs' TypedDicts name the keys).
+//! Records that cross to Python. Plans and capabilities are built as the package's frozen
+//! dataclasses (`amari_gpu.planning.Plan`, `DeviceWorkload`, `Capabilities`), each the one
+//! description of its record in Python (the stub names them as results); per-device
+//! statistics are a plain dict (the stub's `StatsDict`).
 
 use amari_gpu::capabilities::Capabilities;
 use amari_gpu::context::DeviceStats;
 use amari_gpu::Plan;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::fields::fields;
 
-/// A plan as a dict; `assignments` is a list of dicts.
-pub fn plan_dict<'py>(py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, PyDict>> {
+/// A record of the Python package: `class` of `module` called with `fields` as keywords
+/// (the module is loaded by then: the package imports `_native`, not the other way round).
+pub fn record<'py>(
+    py: Python<'py>,
+    module: &str,
+    class: &str,
+    fields: PyResult<Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    py.import(module)?.getattr(class)?.call((), Some(&fields?))
+}
+
+/// A plan as `amari_gpu.planning.Plan`; `assignments` a tuple of `DeviceWorkload`s.
+pub fn plan_record<'py>(py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, PyAny>> {
+    const PLANNING: &str = "amari_gpu.planning";
     let assignments = plan
         .assignments
         .iter()
         .map(|a| {
-            fields!(py, a; start, stop, items, first_chunk, chunks, estimated_seconds;
-                "device_id" => a.device)
+            let fields = fields!(py, a; start, stop, items, first_chunk, chunks, estimated_seconds;
+                "device_id" => a.device);
+            record(py, PLANNING, "DeviceWorkload", fields)
         })
         .collect::<PyResult<Vec<_>>>()?;
-    fields!(py, plan; items, chunk_items, n_chunks, estimated_makespan_s, lower_bound_s, efficiency;
+    let fields = fields!(py, plan; items, chunk_items, n_chunks, estimated_makespan_s, lower_bound_s, efficiency;
         "strategy" => plan.strategy.name(),
         "requested_strategy" => plan.requested.name(),
-        "assignments" => assignments)
+        "assignments" => PyTuple::new(py, assignments)?);
+    record(py, PLANNING, "Plan", fields)
 }
 
-/// Capabilities as a dict with the public field names.
-pub fn capabilities_dict<'py>(
+/// Capabilities as `amari_gpu.planning.Capabilities`.
+pub fn capabilities_record<'py>(
     py: Python<'py>,
     device: usize,
     c: &Capabilities,
-) -> PyResult<Bound<'py, PyDict>> {
-    fields!(py, c;
+) -> PyResult<Bound<'py, PyAny>> {
+    let fields = fields!(py, c;
         memory_bandwidth_gb_s, kernel_bandwidth_gb_s, transfer_gb_s, h2d_gb_s, d2h_gb_s,
         launch_latency_s, throughput, peak_gflops, timestamp_cost_s, max_buffer_bytes,
         max_storage_binding_bytes, memory_budget_bytes, device_type, backend, from_cache,
         shares_hardware_with, group_speedup;
-        "device_id" => device)
+        "device_id" => device);
+    record(py, "amari_gpu.planning", "Capabilities", fields)
 }
 
 /// Per-device statistics as a dict.

@@ -5,12 +5,11 @@ use amari_gpu::ResidentOperand as Operand;
 use numpy::ndarray::Ix2;
 use numpy::{PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
 use crate::errors::to_pyerr;
-use crate::plans::plan_dict;
+use crate::plans::plan_record;
 use crate::resident::{run_resident_call, PyDeviceArray, PyOperand};
 
 /// The kernel of a call, read from a dict with one key per field.
@@ -35,7 +34,7 @@ fn map_rows<'py>(
     arrays: Vec<(PyReadonlyArray2<'py, f32>, bool)>,
     strategy: Option<&str>,
     out: Option<Bound<'py, PyArray2<f32>>>,
-) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyDict>)> {
+) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyAny>)> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let mut views = Vec::with_capacity(arrays.len());
     for (k, (array, broadcast)) in arrays.iter().enumerate() {
@@ -61,7 +60,7 @@ fn map_rows<'py>(
     let (array, plan) = run_into(py, Ix2(items, call.out_cols), out, move |out| {
         rows::map_rows(&inner, &call, out, strategy)
     })?;
-    Ok((array, plan_dict(py, &plan)?))
+    Ok((array, plan_record(py, &plan)?))
 }
 
 /// Runs the user's `fn row` of `spec` where the rows of the DeviceArray operands live:

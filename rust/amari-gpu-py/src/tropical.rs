@@ -6,16 +6,15 @@ use amari_gpu::tropical::{self, BatchShape, ResidentProduct, Semiring};
 use numpy::ndarray::{Ix2, Ix3};
 use numpy::{PyArray2, PyArray3, PyReadonlyArray2, PyReadonlyArray3};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
-use crate::plans::plan_dict;
+use crate::plans::plan_record;
 use crate::resident::PyDeviceArray;
 
-type Returned<'py, A> = PyResult<(Bound<'py, A>, Bound<'py, PyDict>)>;
+type Returned<'py, A> = PyResult<(Bound<'py, A>, Bound<'py, PyAny>)>;
 
 /// Batched tropical product of C-contiguous float32 (batch, m, k) and (batch, k, n)
 /// arrays; returns the (batch, m, n) product and the plan that was followed.
@@ -40,7 +39,7 @@ fn tropical_matmul<'py>(
     let (array, plan) = run_into(py, Ix3(batch, m, n), out, move |out| {
         tropical::tropical_matmul(&inner, a_slice, b_slice, shape, semiring, out, strategy)
     })?;
-    Ok((array, plan_dict(py, &plan)?))
+    Ok((array, plan_record(py, &plan)?))
 }
 
 /// Batched tropical matrix-vector product of C-contiguous float32 (batch, m, k) and
@@ -65,7 +64,7 @@ fn tropical_matvec<'py>(
     let (array, plan) = run_into(py, Ix2(batch, m), out, move |out| {
         tropical::tropical_matvec(&inner, a_slice, x_slice, shape, semiring, out, strategy)
     })?;
-    Ok((array, plan_dict(py, &plan)?))
+    Ok((array, plan_record(py, &plan)?))
 }
 
 /// All-pairs shortest paths of the digraph with C-contiguous float32 (n, n) weights;
@@ -86,7 +85,7 @@ fn shortest_paths<'py>(
     let (array, plan) = run_into(py, Ix2(n, n), out, move |out| {
         tropical::shortest_paths(&inner, w_slice, n, out, strategy)
     })?;
-    Ok((array, plan_dict(py, &plan)?))
+    Ok((array, plan_record(py, &plan)?))
 }
 
 /// Batched tropical matrix-vector product where the rows of the resident `a` live: `a`

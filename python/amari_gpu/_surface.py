@@ -1,0 +1,391 @@
+"""The registry of operations: every native entry point and every public kernel method,
+written once. ``scripts/gen-surface.py`` (``make surface``) generates from it the operation
+section of ``_native.pyi``, the ``_mixin.Kernels`` Protocol, the ``@overload`` blocks of the
+family mixins and the signature list of docs/api.md; ``make lint`` runs it in check mode,
+which also checks that ``cluster/kernels.py`` and the methods' implementations have the
+registry's signatures.
+
+Why a Python module, not a table in the bindings: what it holds is Python type text
+(annotations, defaults, overload variants) that only Python tooling reads, and the
+generator must run before the extension is built (``make lint`` runs it first). The Rust
+``#[pyfunction]``s are still bound to it: stubtest (``make lint``) checks the generated
+``_native.pyi`` against the compiled module, so a binding that differs from its entry here
+fails CI. Names and limits stay in ``_native`` (``SEMIRINGS``, ``STRATEGIES``...). Nothing
+imports this module at run time.
+
+The native entry points are written as the signatures they have, in stub syntax, with each
+array operand's kind, dtype and shape: ``host[f32, "(N, P)"]`` (a numpy array),
+``resident[f32, "(N, P)"]`` (a DeviceArray handle) or ``either[...]`` (one or the other);
+``@kernel`` marks the entry points the family methods call through ``Kernels`` (which a
+RayContext's ``cluster.kernels`` implements with the same signatures). Making an entry point
+take resident operands is an edit of kinds here, then ``make surface``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+HOST = "host"
+RESIDENT = "resident"
+EITHER = "either"
+
+_DTYPES = {"f32": "np.float32", "f64": "np.float64", "u8": "np.uint8"}
+
+NATIVE_SIGNATURES = """
+# --- geometric algebra ---
+@kernel
+def ga_apply(
+    ctx, operation: str, signature: tuple[int, int, int],
+    operands: list[host[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+    strategy: str | None = None, out: host[f32, "(N, output words)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "One geometric-algebra operation over rows; the result and the plan followed."
+
+def resident_ga_apply(
+    ctx, operation: str, signature: tuple[int, int, int],
+    operands: list[either[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+    out: resident[f32, "(N, output words)"] | None = None,
+) -> resident[f32] | None:
+    "ga_apply where the resident operand's rows live; None when written into out."
+
+# --- resident arrays ---
+def resident_upload(ctx, x: host[f32, "(N, W)"], strategy: str | None = None) -> resident[f32]:
+    "Uploads the rows of x into shards over the context's devices."
+
+def resident_gather(ctx, x: resident[f32, "(N, W)"], out: host[f32, "(N, W)"] | None = None
+) -> host[f32]:
+    "The rows of x, gathered from their devices."
+
+# --- tropical ---
+def resident_tropical_matmul(
+    ctx, a: resident[f32, "(batch * m, k)"], b: host[f32, "(batch, k, n)"], semiring: str,
+    out: resident[f32, "(batch * m, n)"] | None = None,
+) -> resident[f32] | None:
+    "tropical_matmul where a's rows live; None when written into out."
+
+def resident_tropical_matvec(
+    ctx, a: resident[f32, "(batch * m, k)"], x: host[f32, "(batch, k)"], semiring: str
+) -> resident[f32]:
+    "tropical_matvec where a's rows live."
+
+def resident_tropical_row_stats(ctx, a: resident[f32, "(N, k)"]) -> resident[f32]:
+    "Per row of a: the first NaN column (-1 if none) and the largest finite magnitude."
+
+@kernel
+def tropical_matmul(
+    ctx, a: host[f32, "(batch, m, k)"], b: host[f32, "(batch, k, n)"], semiring: str,
+    strategy: str | None = None, out: host[f32, "(batch, m, n)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "Batched tropical matrix products in semiring."
+
+@kernel
+def tropical_matvec(
+    ctx, a: host[f32, "(batch, m, k)"], x: host[f32, "(batch, k)"], semiring: str,
+    strategy: str | None = None, out: host[f32, "(batch, m)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "Batched tropical matrix-vector products in semiring."
+
+@kernel
+def shortest_paths(
+    ctx, w: host[f32, "(n, n)"], strategy: str | None = None,
+    out: host[f32, "(n, n)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "All-pairs shortest path lengths (blocked Floyd-Warshall in min-plus)."
+
+# --- information geometry ---
+@kernel
+def fisher_information(
+    ctx, scores: host[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None,
+    strategy: str | None = None, out: host[f64, "(P, P)"] | None = None,
+) -> tuple[host[f64], Plan]:
+    "The empirical Fisher matrix of per-sample scores, summed in float64."
+
+def resident_fisher_information(
+    ctx, scores: resident[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None,
+    out: host[f64, "(P, P)"] | None = None,
+) -> host[f64]:
+    "fisher_information where the scores' rows live."
+
+def resident_fisher_categorical(
+    ctx, values: resident[f32, "(N, K)"], logits: bool,
+    out: resident[f32, "(N, K, K)"] | None = None,
+) -> resident[f32] | None:
+    "fisher_categorical where the values' rows live; None when written into out."
+
+def resident_fisher_gaussian(
+    ctx, mean: either[f32, "(N, D)"], var: either[f32, "(N, D)"],
+    out: resident[f32, "(N, 2D, 2D)"] | None = None,
+) -> resident[f32] | None:
+    "fisher_gaussian where the resident operand's rows live; None when written into out."
+
+@kernel
+def fisher_categorical(
+    ctx, values: host[f32, "(N, K)"], logits: bool, strategy: str | None = None,
+    out: host[f32, "(N, K, K)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "Fisher information of N categorical distributions (probabilities or logits)."
+
+@kernel
+def fisher_gaussian(
+    ctx, mean: host[f32, "(N, D)"], var: host[f32, "(N, D)"], strategy: str | None = None,
+    out: host[f32, "(N, 2D, 2D)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "Fisher information of N diagonal Gaussians."
+
+# --- the empirical Fisher call in three steps (a cluster's driver and nodes) ---
+def fisher_prepare(
+    scores: host[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None
+) -> FisherPreparedDict:
+    "The driver's checks and exact scaling of a Fisher call, and its chunk grid."
+
+def fisher_partials(
+    ctx, scores: host[f32, "(N, P)"], weights: host[f32, "(N,)"], chunk_items: int,
+    strategy: str | None = None,
+) -> tuple[host[f32], Plan]:
+    "The float32 partial matrices of the chunks of prepared scores."
+
+def fisher_finish(
+    partials: host[f32, "(chunks * P, P)"], p: int, total: float, column_exponents: list[int],
+    weight_exponent: int,
+) -> host[f64]:
+    "The partials summed in chunk order in float64, and unscaled."
+
+# --- domain decomposition ---
+@kernel
+def stencil(
+    ctx, grid: host[f32, "(H, W)"], alpha: float, boundary: str, options: RunOptions,
+    progress: Callable[[int, int], object] | None = None, out: host[f32, "(H, W)"] | None = None,
+) -> tuple[host[f32], DomainReportDict]:
+    "Steps of the 5-point diffusion stencil, the grid split in bands over the devices."
+
+@kernel
+def life(
+    ctx, grid: host[u8, "(H, W)"], options: RunOptions,
+    progress: Callable[[int, int], object] | None = None, out: host[u8, "(H, W)"] | None = None,
+) -> tuple[host[u8], DomainReportDict]:
+    "Generations of Conway's game of life, the grid split in bands over the devices."
+
+# --- users' row kernels ---
+def map_rows(
+    ctx, spec: RowsSpec, arrays: list[tuple[host[f32, "(N, W) each"], bool]],
+    strategy: str | None = None, out: host[f32, "(N, out_cols)"] | None = None,
+) -> tuple[host[f32], Plan]:
+    "A user's row kernel over the rows of arrays (each flagged whether bound whole)."
+
+def resident_map_rows(
+    ctx, spec: RowsSpec, operands: list[tuple[either[f32, "(N, W) each"], bool]],
+    out: resident[f32, "(N, out_cols)"] | None = None,
+) -> resident[f32] | None:
+    "map_rows where the resident operands' rows live; None when written into out."
+"""
+
+
+@dataclass(frozen=True)
+class Operand:
+    """An array inside a parameter's annotation: its kind, dtype (numpy's name) and shape."""
+
+    kind: str
+    dtype: str
+    shape: str
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter of a native entry point: its annotation as the stub writes it, its
+    default as source text (None: required) and the arrays it holds."""
+
+    name: str
+    type: str
+    default: str | None
+    operands: tuple[Operand, ...]
+
+    def annotation(self) -> str:
+        return self.type
+
+
+@dataclass(frozen=True)
+class Native:
+    """A function of ``_native``: ``ctx: Context`` first when ``context``; ``kernel``: one
+    of the entry points the family methods call through ``Kernels``."""
+
+    name: str
+    section: str
+    params: tuple[Param, ...]
+    returns: str
+    doc: str
+    context: bool
+    kernel: bool
+
+
+class _Arrays(ast.NodeTransformer):
+    """Replaces ``host[f32, shape]`` and its kin with the annotation the stub writes,
+    collecting the operands."""
+
+    def __init__(self) -> None:
+        self.found: list[Operand] = []
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        kind = node.value.id if isinstance(node.value, ast.Name) else ""
+        if kind not in (HOST, RESIDENT, EITHER):
+            return self.generic_visit(node)
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        dtype = ast.unparse(parts[0])
+        shape = ast.literal_eval(parts[1]) if len(parts) > 1 else ""
+        self.found.append(Operand(kind, dtype, shape))
+        host = f"npt.NDArray[{_DTYPES[dtype]}]"
+        text = {HOST: host, RESIDENT: "DeviceArray", EITHER: f"DeviceArray | {host}"}[kind]
+        return ast.Name(id=text)
+
+
+def _annotation(node: ast.expr) -> tuple[str, tuple[Operand, ...]]:
+    arrays = _Arrays()
+    text = ast.unparse(arrays.visit(node))
+    return text, tuple(arrays.found)
+
+
+def _natives(text: str) -> tuple[Native, ...]:
+    """The entry points of ``text`` (stub syntax; a ``# --- section ---`` line starts a
+    section)."""
+    sections = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("# --- "):
+            sections[number] = line.strip("# -")
+    out = []
+    for node in ast.parse(text).body:
+        assert isinstance(node, ast.FunctionDef) and node.returns is not None
+        section = sections[max(n for n in sections if n < node.lineno)]
+        args = node.args.args
+        context = args[0].arg == "ctx" and args[0].annotation is None
+        defaults = [None] * (len(args) - len(node.args.defaults)) + list(node.args.defaults)
+        params = []
+        for arg, default in list(zip(args, defaults))[1 if context else 0 :]:
+            assert arg.annotation is not None, f"{node.name}: {arg.arg} has no annotation"
+            annotation, operands = _annotation(arg.annotation)
+            value = None if default is None else ast.unparse(default)
+            params.append(Param(arg.arg, annotation, value, operands))
+        doc = ast.get_docstring(node) or ""
+        kernel = any(ast.unparse(d) == "kernel" for d in node.decorator_list)
+        returns = _annotation(node.returns)[0]
+        out.append(Native(node.name, section, tuple(params), returns, doc, context, kernel))
+    return tuple(out)
+
+
+NATIVE = _natives(NATIVE_SIGNATURES)
+"""Every native entry point, in the stub's order."""
+
+
+@dataclass(frozen=True)
+class Arg:
+    """An argument of a public method. ``resident``: an operand that may be a DeviceArray
+    (the call then runs where its rows live); ``one_of``: one of a group of which exactly
+    one is given."""
+
+    name: str
+    type: str = "Any"
+    default: str | None = None
+    resident: bool = False
+    one_of: bool = False
+
+
+@dataclass(frozen=True)
+class Method:
+    """A public kernel method of ``MultiGpuContext``, defined in ``module``'s mixin. Every
+    method also takes keyword-only ``strategy`` and ``out``. ``result``: the host result's
+    type; ``resident_result``: a resident operand gives a DeviceArray (overloads say which);
+    ``resident_out``: a DeviceArray ``out`` is then taken."""
+
+    name: str
+    module: str
+    args: tuple[Arg, ...]
+    result: str
+    doc: str
+    resident_result: bool = True
+    resident_out: bool = True
+    keywords: tuple[Arg, ...] = ()
+
+
+_F32 = "npt.NDArray[np.float32]"
+_F64 = "npt.NDArray[np.float64]"
+_ALGEBRA = Arg("algebra", "Algebra | None", "None")
+_SEMIRING = Arg("semiring", "str", '"max_plus"')
+
+
+def _binary(name: str, left: str, right: str, doc: str) -> Method:
+    args = (Arg(left, resident=True), Arg(right, resident=True), _ALGEBRA)
+    return Method(name, "ga", args, _F32, doc)
+
+
+def _unary(name: str, doc: str, *extra: Arg) -> Method:
+    return Method(name, "ga_unary", (Arg("x", resident=True), *extra, _ALGEBRA), _F32, doc)
+
+
+METHODS: tuple[Method, ...] = (
+    _binary("geometric_product", "a", "b", "Geometric product ``a b`` row by row."),
+    _binary("outer_product", "a", "b", "Outer (wedge) product ``a ∧ b``."),
+    _binary("inner_product", "a", "b", "Inner product as the left contraction ``a ⌋ b``."),
+    _binary("scalar_product", "a", "b", "Scalar product ``⟨a b⟩₀``."),
+    _binary("sandwich", "r", "x", "``r x r̃``: the rotor (or versor) r applied to x."),
+    _unary("reverse", "Reverse ``x̃``."),
+    _unary("grade_involution", "Grade involution ``x̂``."),
+    _unary("grade_projection", "``⟨x⟩_k``: the grade-k part(s) of x.", Arg("k")),
+    _unary("normalize", "``x / sqrt(abs(⟨x x̃⟩₀))`` row by row."),
+    _unary("dual", "Dual of x (the right complement in degenerate algebras)."),
+    Method(
+        "tropical_matmul",
+        "tropical",
+        (Arg("a", resident=True), Arg("b"), _SEMIRING),
+        _F32,
+        "Tropical matrix product ``a ⊗ b``, batched or not.",
+    ),
+    Method(
+        "tropical_matvec",
+        "tropical",
+        (Arg("a", resident=True), Arg("x"), _SEMIRING),
+        _F32,
+        "Tropical matrix-vector product ``a ⊗ x``, batched or not.",
+        resident_out=False,
+    ),
+    Method(
+        "shortest_paths",
+        "tropical",
+        (Arg("w"),),
+        _F32,
+        "All-pairs shortest path lengths of a weighted digraph.",
+        resident_result=False,
+    ),
+    Method(
+        "fisher_information",
+        "information",
+        (Arg("scores", resident=True), Arg("weights", default="None")),
+        _F64,
+        "Empirical Fisher matrix of per-sample scores (float64).",
+        resident_result=False,
+    ),
+    Method(
+        "fisher_categorical",
+        "information",
+        (
+            Arg("probs", default="None", resident=True, one_of=True),
+            Arg("logits", default="None", resident=True, one_of=True),
+        ),
+        _F32,
+        "Fisher information of N categorical distributions (probs or logits).",
+    ),
+    Method(
+        "fisher_gaussian",
+        "information",
+        (Arg("mean", resident=True), Arg("var", resident=True)),
+        _F32,
+        "Fisher information of N diagonal Gaussians.",
+    ),
+    Method(
+        "natural_gradient",
+        "information",
+        (Arg("scores", resident=True), Arg("grad"), Arg("damping", "float")),
+        _F64,
+        "Solution x of (F + damping I) x = grad, F the Fisher matrix of scores.",
+        resident_result=False,
+        keywords=(Arg("weights", default="None"),),
+    ),
+)
