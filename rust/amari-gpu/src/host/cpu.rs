@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use super::simd::Level;
 use crate::adapter::{AdapterInfo, HOST_BACKEND};
-use crate::host::simd::Level;
 
 /// The driver name the host device reports.
 pub const DRIVER: &str = "amari-gpu host kernels";

@@ -7,10 +7,9 @@ use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+use super::simd::Level;
 use crate::error::{Error, Result};
-use crate::host::simd::Level;
-use crate::kernel::FmaMode;
-use crate::kernel::HostImpl;
+use crate::kernel::{FmaMode, HostImpl};
 
 /// The host's worker threads (a rayon pool of a given size).
 #[derive(Debug)]
