@@ -41,7 +41,7 @@ test: test-rust test-python ## every test
 wheel-test: system venv ## build the wheel and the sdist, install each in a fresh venv, run the CLI
 	bash scripts/wheel-test.sh
 
-lint: venv ## rustfmt, clippy, ruff, mypy, stub check and the generated surface
+lint: venv ## rustfmt, import and folder circles, clippy, ruff, mypy, stub check and the generated surface
 	cargo fmt --all --check
 	$(PY) scripts/gen-surface.py --check
 	python3 scripts/import-cycles.py rust/amari-gpu/src

@@ -4,13 +4,16 @@
 
 use std::time::Instant;
 
+use amari_gpu::domain::host_grid::{heat_step, HeatStep};
+use amari_gpu::fisher::host_syrk::FisherSyrk;
 use amari_gpu::fisher::SyrkShape;
+use amari_gpu::ga::host::GaKernel;
 use amari_gpu::ga::{Algebra, Broadcast, Operation};
-use amari_gpu::host::grid::{heat_step, HeatStep};
-use amari_gpu::host::paths::shortest_paths_host;
-use amari_gpu::host::tropical::product_rows;
-use amari_gpu::host::{FisherSyrk, FmaMode, GaKernel, HostKernel, HostPool, Level};
+use amari_gpu::host::{HostPool, Level};
+use amari_gpu::kernel::FmaMode;
 use amari_gpu::sample::uniform_f32;
+use amari_gpu::tropical::host::product_rows;
+use amari_gpu::tropical::host_paths::shortest_paths_host;
 use amari_gpu::tropical::Semiring;
 
 fn cpu_model() -> String {
@@ -56,12 +59,7 @@ fn main() {
     let (a, b) = (uniform_f32(8 * n, 1), uniform_f32(8 * n, 2));
     let mut out = vec![0.0f32; 8 * n];
     for fma in [FmaMode::Fused, FmaMode::Separate] {
-        let ga = HostKernel::Ga(GaKernel::new(
-            Algebra::CL3,
-            Operation::Geometric,
-            Broadcast::None,
-            fma,
-        ));
+        let ga = GaKernel::new(Algebra::CL3, Operation::Geometric, Broadcast::None, fma);
         let t = median(7, || pool.run(&ga, &[&a, &b], 0..n, &mut out));
         println!(
             "Cl(3,0) geometric product, 2^20 pairs ({}): {:.2} ms, {:.1} GB/s moved",
@@ -96,10 +94,10 @@ fn main() {
     let shape = SyrkShape::new(p);
     let kernel = amari_gpu::fisher::tiled_kernel(p);
     let chunk = kernel.chunk_items(rows);
-    let syrk = HostKernel::FisherSyrk(FisherSyrk {
+    let syrk = FisherSyrk {
         shape,
         fma: FmaMode::Fused,
-    });
+    };
     let words = shape.partial_words();
     let mut partials = vec![0.0f32; rows.div_ceil(chunk) * words];
     let t = median(3, || {

@@ -3,8 +3,44 @@
 
 use std::collections::BTreeMap;
 
-use crate::calibration::measure::Measurements;
+use serde::{Deserialize, Serialize};
+
 use crate::device::GpuDevice;
+
+/// What calibration measured on one adapter: the raw figures [`Capabilities`] are made
+/// from, as the calibration cache keeps them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurements {
+    /// Seconds for the smallest complete chunk (upload, dispatch, readback).
+    pub launch_latency_s: f64,
+    /// Host-to-device bytes per second.
+    pub h2d_bytes_per_s: f64,
+    /// Device-to-host bytes per second.
+    pub d2h_bytes_per_s: f64,
+    /// On-device copy: bytes read plus bytes written per second.
+    pub copy_bytes_per_s: f64,
+    /// Items per second of each family's reference kernel on resident data.
+    pub family_items_per_s: BTreeMap<String, f64>,
+    /// Arithmetic peak: flops per second of a chain of fused multiply-adds.
+    #[serde(default)]
+    pub peak_flops_per_s: f64,
+    /// Streaming copy by a kernel (one vec4 in, one out per thread): bytes read plus
+    /// written per second.
+    #[serde(default)]
+    pub kernel_copy_bytes_per_s: f64,
+    /// Extra seconds a chunk takes when its kernel is timed with GPU timestamp queries (0
+    /// without the feature; negative in caches written before it was measured).
+    #[serde(default = "unmeasured")]
+    pub timestamp_cost_s: f64,
+    /// Seconds since the Unix epoch when measured.
+    pub measured_unix_s: u64,
+    /// Seconds the calibration took.
+    pub calibration_s: f64,
+}
+
+fn unmeasured() -> f64 {
+    -1.0
+}
 
 /// What one device can do.
 #[derive(Debug, Clone, PartialEq)]

@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use crate::dispatch::{grid_for, WORKGROUP_SIZE};
 use crate::family::Family;
-use crate::host::arith::FmaMode;
 
 /// Loop iterations one invocation of a built-in kernel runs at most, every trip of every
 /// loop counted (each loop's exit test too). Mesa's llvmpipe and lavapipe stop an
@@ -25,14 +24,88 @@ pub const LOOP_BUDGET: u64 = 32_768;
 /// Word of the uniform header that holds the pass index (see [`Kernel::passes`]).
 pub const PASS_WORD: usize = 3;
 
-/// A kernel's implementation on the host device (`host::HostKernel`): bit-identical to the
-/// WGSL kernel when it rounds `fma` as the wgpu devices beside it do.
+/// How `fma(a, b, c)` rounds on the devices the host must reproduce. WGSL does not require
+/// `fma` to be fused: its accuracy is that of `a * b + c`. Hardware GPUs compile it to their
+/// fused multiply-add (one rounding); Mesa's CPU drivers (lavapipe and llvmpipe, measured
+/// with LLVM 15 on an AVX2+FMA machine) evaluate a product and a sum (two roundings). So the
+/// host kernels take the mode of the devices they run beside ([`HostImpl::with_fma`]), and a
+/// device's mode is measured, not assumed (see [`FmaMode::from_probe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FmaMode {
+    /// One rounding: IEEE fusedMultiplyAdd (hardware GPUs; `f32::mul_add`).
+    #[default]
+    Fused,
+    /// Two roundings, `RN(RN(a * b) + c)` (Mesa lavapipe and llvmpipe).
+    Separate,
+}
+
+impl FmaMode {
+    /// The operands of a probe: `fma(PROBE[0], PROBE[1], PROBE[2])` is −2⁻⁴⁶ when fused and
+    /// 0 when rounded twice.
+    pub const PROBE: [f32; 3] = [1.0 + f32::EPSILON, 1.0 - f32::EPSILON, -1.0];
+
+    /// The mode a device's result of the probe reveals, or `None` for neither value.
+    pub fn from_probe(result: f32) -> Option<FmaMode> {
+        if result == -(f32::EPSILON * f32::EPSILON) {
+            Some(FmaMode::Fused)
+        } else if result == 0.0 {
+            Some(FmaMode::Separate)
+        } else {
+            None
+        }
+    }
+
+    /// Short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FmaMode::Fused => "fused",
+            FmaMode::Separate => "separate",
+        }
+    }
+}
+
+/// A kernel's implementation on the host device, written by its family beside the WGSL one
+/// (`ga::host`, `tropical::host`, ...): bit-identical to the WGSL kernel when it rounds `fma`
+/// as the wgpu devices beside it do.
 pub trait HostImpl: std::fmt::Debug + Send + Sync {
     /// Runs items `range` of a problem whose inputs are `inputs` (bound as the WGSL kernel
     /// binds them) on the current rayon pool, writing the chunk's `output` in place.
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]);
     /// The same kernel rounding `fma` as `mode` says.
     fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl>;
+}
+
+/// What a kernel family is, in one place. Each family writes its own in its folder
+/// (`ga::family`, `tropical::family`, `fisher::family`), above its kernel builders (it names
+/// the reference builder; the builders name only the [`Family`] it is about);
+/// `calibration::families` lists them. Calibration measures its reference kernel, the cost
+/// model turns that rate into flop/s for every kernel of the family, and `Family::of` finds
+/// the family of a public operation's name in it.
+#[derive(Debug)]
+pub struct FamilyDefinition {
+    /// Which family: its name is the key of its measured rate in capabilities, the
+    /// calibration cache and the model's history.
+    pub family: Family,
+    /// Whether a public operation's name (an entry point's, as workloads and profiles name
+    /// it) is one of the family's.
+    pub is_operation: fn(&str) -> bool,
+    /// Builds the calibration reference kernel (with its host twin, so the host device is
+    /// measured on the same kernel). A family's measured items/s on it, times
+    /// `reference_flops_per_item`, is a device's arithmetic rate for every kernel of the
+    /// family.
+    pub reference: fn() -> Kernel,
+    /// Arithmetic operations per item of the reference kernel.
+    pub reference_flops_per_item: f64,
+    /// Items of the first calibration dispatch; calibration grows the size from there until
+    /// a dispatch takes long enough to time well on the device at hand.
+    pub calibration_min_items: usize,
+}
+
+impl FamilyDefinition {
+    /// The family's name ([`Family::name`]).
+    pub fn name(&self) -> &'static str {
+        self.family.name()
+    }
 }
 
 /// How an input is bound.

@@ -28,6 +28,7 @@ mod host_worker;
 mod interrupt;
 pub mod kernel;
 mod model;
+mod open;
 mod options;
 pub mod partition;
 mod passes;

@@ -48,7 +48,7 @@ fn the_resident_passes_validate_and_declare_their_entry_points() {
         );
     }
     let checks = validate("fisher_checks.wgsl", fisher::CHECKS_SOURCE);
-    let kernel = fisher::flag_kernel(5, amari_gpu::host::fisher_checks::Rule::Positive);
+    let kernel = fisher::flag_kernel(5, amari_gpu::fisher::host_checks::Rule::Positive);
     assert_eq!(checks.entry_points[0].name, kernel.entry);
 }
 

@@ -8,8 +8,9 @@
 mod common;
 
 use amari_gpu::fisher::{fisher_categorical_probs, fisher_gaussian_diag, fisher_information};
+use amari_gpu::ga::host::GaKernel;
 use amari_gpu::ga::{apply, Algebra, Operation};
-use amari_gpu::host::{FmaMode, GaKernel, HostKernel};
+use amari_gpu::kernel::{FmaMode, HostImpl};
 use amari_gpu::tropical::{tropical_matmul, tropical_matvec, BatchShape, Semiring};
 use amari_gpu::{ContextOptions, MultiGpuContext, Strategy};
 use common::{logging, random, same_bits};
@@ -124,12 +125,12 @@ fn the_host_alone_runs_with_fused_fma() {
     )
     .expect("runs");
     let mut want = vec![f32::NAN; 8 * 333];
-    let kernel = HostKernel::Ga(GaKernel::new(
+    let kernel = GaKernel::new(
         algebra,
         Operation::Geometric,
         amari_gpu::ga::Broadcast::None,
         FmaMode::Fused,
-    ));
+    );
     kernel.run(&[&a, &b], 0..333, &mut want);
     same_bits("host alone", &out, &want);
     assert_eq!(ctx.stats()[0].counters.items, 333);
@@ -271,12 +272,12 @@ fn a_panicking_host_kernel_is_a_device_failure() {
         amari_gpu::ga::Broadcast::None,
     );
     // A host twin of another algebra: its output check panics on the first chunk.
-    kernel.host = Some(std::sync::Arc::new(HostKernel::Ga(GaKernel::new(
+    kernel.host = Some(std::sync::Arc::new(GaKernel::new(
         Algebra::new(4, 0, 0).unwrap(),
         Operation::Geometric,
         amari_gpu::ga::Broadcast::None,
         FmaMode::Fused,
-    ))));
+    )));
     let n = 777;
     let (a, b) = (random(8 * n, 14), random(8 * n, 15));
     let want = ga_product(&open(&[], 1, 50), &a, &b);

@@ -8,11 +8,14 @@
 mod common;
 
 use amari_gpu::context::Target;
+use amari_gpu::fisher::host_maps::FisherMap;
+use amari_gpu::fisher::host_syrk::FisherSyrk;
 use amari_gpu::fisher::{
     categorical_outer_kernel, fisher_categorical_logits, fisher_gaussian_diag, softmax_kernel,
     tiled_kernel, SyrkShape,
 };
-use amari_gpu::host::{FisherMap, FisherSyrk, FmaMode, HostKernel, HostPool};
+use amari_gpu::host::HostPool;
+use amari_gpu::kernel::{FmaMode, HostImpl};
 use common::{contexts, fma_mode, random, same_bits};
 
 const CHUNK: usize = 300;
@@ -20,7 +23,7 @@ const CHUNK: usize = 300;
 /// Every chunk's partial, in chunk order, computed on the host.
 fn host_partials(
     pool: &HostPool,
-    kernel: &HostKernel,
+    kernel: &dyn HostImpl,
     inputs: &[&[f32]],
     n: usize,
     words: usize,
@@ -48,10 +51,10 @@ fn syrk_partials_match_the_devices_bit_for_bit() {
                 vec![1.0; n]
             };
             for (name, ctx) in &ctxs {
-                let kernel = HostKernel::FisherSyrk(FisherSyrk {
+                let kernel = FisherSyrk {
                     shape,
                     fma: fma_mode(ctx),
-                });
+                };
                 let host = host_partials(&pool, &kernel, &[&rows, &w], n, shape.partial_words());
                 let ran = ctx
                     .run(&tiled_kernel(p), &[&rows, &w], Target::Chunks, n, None)
@@ -63,10 +66,10 @@ fn syrk_partials_match_the_devices_bit_for_bit() {
                 );
             }
             // float64 reference of the summed upper triangle.
-            let kernel = HostKernel::FisherSyrk(FisherSyrk {
+            let kernel = FisherSyrk {
                 shape,
                 fma: FmaMode::Fused,
-            });
+            };
             let host = host_partials(&pool, &kernel, &[&rows, &w], n, shape.partial_words());
             let e = shape.tile;
             let mut sum = vec![0.0f64; shape.pairs * e * e];
@@ -120,10 +123,10 @@ fn categorical_and_gaussian_maps_match_the_devices_bit_for_bit() {
     for k in [1, 3, 10] {
         let probs = probabilities(n, k, k as u64);
         for (name, ctx) in &ctxs {
-            let kernel = HostKernel::FisherMap(FisherMap::CategoricalOuter {
+            let kernel = FisherMap::CategoricalOuter {
                 k,
                 fma: fma_mode(ctx),
-            });
+            };
             let mut host = vec![f32::NAN; n * k * k];
             pool.run(&kernel, &[&probs], 0..n, &mut host);
             let mut dev = vec![f32::NAN; n * k * k];
@@ -139,7 +142,7 @@ fn categorical_and_gaussian_maps_match_the_devices_bit_for_bit() {
             .enumerate()
             .map(|(i, v)| (v + 1.5) * 2f32.powi((i % 40) as i32 - 20))
             .collect();
-        let kernel = HostKernel::FisherMap(FisherMap::GaussianDiag { d });
+        let kernel = FisherMap::GaussianDiag { d };
         let mut host = vec![f32::NAN; n * 4 * d * d];
         pool.run(&kernel, &[&var], 0..n, &mut host);
         for (name, ctx) in &ctxs {
@@ -168,12 +171,7 @@ fn softmax_is_float64_rounded_once_and_the_logits_path_is_the_same_on_every_devi
     let (n, k) = (500, 7);
     let logits: Vec<f32> = random(n * k, 5).iter().map(|v| v * 8.0).collect();
     let mut host = vec![f32::NAN; n * k];
-    pool.run(
-        &HostKernel::FisherMap(FisherMap::Softmax { k }),
-        &[&logits],
-        0..n,
-        &mut host,
-    );
+    pool.run(&FisherMap::Softmax { k }, &[&logits], 0..n, &mut host);
     for (row, p) in host.chunks(k).enumerate() {
         let x = &logits[row * k..][..k];
         let top = x

@@ -5,10 +5,10 @@
 
 mod common;
 
+use amari_gpu::ga::host::GaKernel;
+use amari_gpu::ga::host_apply::apply_host;
 use amari_gpu::ga::{apply, Algebra, Operation};
-use amari_gpu::host::apply_host;
-use amari_gpu::host::ga::GaKernel;
-use amari_gpu::host::FmaMode;
+use amari_gpu::kernel::{FmaMode, HostImpl};
 use common::{basis, contexts, fma_mode, operations, random, same_bits};
 
 const ITEMS: usize = 1037;

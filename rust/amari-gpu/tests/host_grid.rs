@@ -8,9 +8,10 @@
 
 mod common;
 
+use amari_gpu::domain::host_grid::{heat_step, life_step, HeatStep, LifeStep};
 use amari_gpu::domain::{self, Boundary, Options};
-use amari_gpu::host::grid::{heat_step, life_step, HeatStep, LifeStep};
-use amari_gpu::host::{FmaMode, HostPool};
+use amari_gpu::host::HostPool;
+use amari_gpu::kernel::FmaMode;
 use amari_gpu::{ContextOptions, MultiGpuContext};
 use common::{contexts, fma_mode, heat_reference, logging, random, same_bits};
 

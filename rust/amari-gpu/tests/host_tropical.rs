@@ -5,8 +5,9 @@
 
 mod common;
 
-use amari_gpu::host::paths::shortest_paths_host;
-use amari_gpu::host::{HostKernel, HostPool, TropicalMatvec, TropicalProduct};
+use amari_gpu::host::HostPool;
+use amari_gpu::tropical::host::{TropicalMatvec, TropicalProduct};
+use amari_gpu::tropical::host_paths::shortest_paths_host;
 use amari_gpu::tropical::kernels::{item_batches, ProductShape, BLOCK_ROWS};
 use amari_gpu::tropical::{shortest_paths, tropical_matmul, tropical_matvec};
 use amari_gpu::tropical::{BatchShape, Semiring};
@@ -42,7 +43,7 @@ fn padded(x: &[f32], batch: usize, rows: usize, width: usize, zero: f32) -> Vec<
 fn host_matmul(pool: &HostPool, s: Semiring, shape: BatchShape, a: &[f32], b: &[f32]) -> Vec<f32> {
     let BatchShape { batch, m, k, n } = shape;
     let blocks = m.div_ceil(BLOCK_ROWS);
-    let kernel = HostKernel::TropicalProduct(TropicalProduct {
+    let kernel = TropicalProduct {
         semiring: s,
         shape: ProductShape {
             k,
@@ -51,7 +52,7 @@ fn host_matmul(pool: &HostPool, s: Semiring, shape: BatchShape, a: &[f32], b: &[
             batches: batch,
             accumulate: false,
         },
-    });
+    };
     let a = padded(a, batch, m, k, s.zero());
     let ib = item_batches(batch, blocks);
     let items = batch * blocks;
@@ -123,7 +124,7 @@ fn matrix_vector_products_match_the_devices_bit_for_bit() {
             let shape = BatchShape { batch, m, k, n: 1 };
             let a = values(batch * m * k, 3, s, true);
             let x = values(batch * k, 4, s, true);
-            let kernel = HostKernel::TropicalMatvec(TropicalMatvec {
+            let kernel = TropicalMatvec {
                 semiring: s,
                 shape: ProductShape {
                     k,
@@ -132,7 +133,7 @@ fn matrix_vector_products_match_the_devices_bit_for_bit() {
                     batches: batch,
                     accumulate: false,
                 },
-            });
+            };
             let rb = item_batches(batch, m);
             let mut host = vec![f32::NAN; batch * m];
             let cut = batch * m / 3;

@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use super::cache;
 use super::families::flops_per_s;
-use crate::calibration::measure::{self as calibrate, Measurements};
+use crate::calibration::measure as calibrate;
+use crate::capabilities::Measurements;
 use crate::capabilities::{memory_budget_bytes, Capabilities};
 use crate::context::MultiGpuContext;
 use crate::error::Result;

@@ -1,60 +1,49 @@
-//! The reference kernel each calibrated family is measured with. A family's measured items/s
-//! on its reference kernel, times the reference kernel's arithmetic per item, gives the
-//! device's arithmetic rate for every kernel of that family.
+//! Every kernel family with a definition (`kernel::FamilyDefinition`, written in the
+//! family's folder), in measuring order: calibration measures each one's reference kernel,
+//! and a family's measured items/s on it, times the reference kernel's arithmetic per item,
+//! gives the device's arithmetic rate for every kernel of that family. The names of the
+//! public operations map back to their family here too ([`Family::of`]).
 
 use std::collections::BTreeMap;
 
 use crate::family::Family;
-use crate::kernel::Kernel;
+use crate::kernel::FamilyDefinition;
 
-/// One kernel family's calibration reference.
-pub struct Reference {
-    /// The family's name ([`Family::name`]): the key of its measured items/s.
-    pub name: &'static str,
-    /// Builds the reference kernel.
-    pub reference: fn() -> Kernel,
-    /// Arithmetic operations per item of the reference kernel.
-    pub reference_flops_per_item: f64,
-    /// Items of the first calibration dispatch; calibration grows the size from there until
-    /// a dispatch takes long enough to time well on the device at hand.
-    pub calibration_min_items: usize,
-}
-
-/// Every family that has a reference kernel, in measuring order; the first one also sizes
-/// the transfer and group-speedup runs.
-pub fn families() -> &'static [Reference] {
+/// Every family that has a definition, in measuring order; the first one also sizes the
+/// transfer and group-speedup runs.
+pub fn families() -> &'static [&'static FamilyDefinition] {
     &FAMILIES
 }
 
-static FAMILIES: [Reference; 3] = [
-    Reference {
-        name: Family::GeometricAlgebra.name(),
-        reference: crate::ga::cl3::geometric_cl3_kernel,
-        // 64 products and 56 sums per Cl(3,0) geometric product.
-        reference_flops_per_item: 120.0,
-        calibration_min_items: 1 << 14,
-    },
-    Reference {
-        name: Family::InformationGeometry.name(),
-        // Tiled empirical-Fisher SYRK, 128 score columns: one multiply-add (2 flops) per
-        // upper-triangle entry and row.
-        reference: crate::fisher::syrk::reference_kernel,
-        reference_flops_per_item: crate::fisher::syrk::REFERENCE_FLOPS_PER_ITEM,
-        calibration_min_items: 1 << 10,
-    },
-    Reference {
-        name: Family::Tropical.name(),
-        // Tiled max-plus product of 64-row blocks of 256-wide rows by a 256 x 256
-        // matrix: one add and one max per step.
-        reference: crate::tropical::kernels::reference,
-        reference_flops_per_item: crate::tropical::kernels::REFERENCE_FLOPS_PER_ITEM,
-        calibration_min_items: 1,
-    },
+static FAMILIES: [&FamilyDefinition; 3] = [
+    &crate::ga::family::DEFINITION,
+    &crate::fisher::family::DEFINITION,
+    &crate::tropical::family::DEFINITION,
 ];
 
-/// The calibration reference of `family`, if it has one.
-pub fn reference(family: Family) -> Option<&'static Reference> {
-    families().iter().find(|r| r.name == family.name())
+/// The definition of `family`, if it has one.
+pub fn definition(family: Family) -> Option<&'static FamilyDefinition> {
+    families().iter().copied().find(|r| r.family == family)
+}
+
+impl Family {
+    /// The family a workload named from outside the crate belongs to: a family name, a
+    /// public operation's name (from the families' definitions), or a kernel label
+    /// `family/kernel` as profiles show them. Other names belong to no family (the cost
+    /// model then uses the mean measured rate).
+    pub fn of(kernel: &str) -> Option<Family> {
+        let family = match kernel.split_once('/') {
+            Some((family, _)) => family,
+            None => {
+                let operation = families().iter().find(|d| (d.is_operation)(kernel));
+                if let Some(definition) = operation {
+                    return Some(definition.family);
+                }
+                kernel
+            }
+        };
+        Family::ALL.into_iter().find(|f| f.name() == family)
+    }
 }
 
 /// The arithmetic rate that measured items/s per family (`family_items_per_s` of a device's
@@ -62,13 +51,13 @@ pub fn reference(family: Family) -> Option<&'static Reference> {
 /// reference kernel (or none measured) the mean over the measured families.
 pub fn flops_per_s(m: &BTreeMap<String, f64>, family: Option<Family>) -> f64 {
     family
-        .and_then(reference)
+        .and_then(definition)
         .and_then(|r| rate(m, r))
         .unwrap_or_else(|| mean_flops_per_s(m))
 }
 
-fn rate(m: &BTreeMap<String, f64>, r: &Reference) -> Option<f64> {
-    m.get(r.name)
+fn rate(m: &BTreeMap<String, f64>, r: &FamilyDefinition) -> Option<f64> {
+    m.get(r.name())
         .map(|items| items * r.reference_flops_per_item)
 }
 
@@ -80,5 +69,25 @@ fn mean_flops_per_s(m: &BTreeMap<String, f64>) -> f64 {
         1e9
     } else {
         rates.iter().sum::<f64>() / rates.len() as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_map_back_to_their_family() {
+        for family in Family::ALL {
+            assert_eq!(Family::of(family.name()), Some(family));
+            assert_eq!(Family::of(&format!("{family}/k")), Some(family));
+        }
+        assert_eq!(Family::of("sandwich"), Some(Family::GeometricAlgebra));
+        assert_eq!(Family::of("shortest_paths"), Some(Family::Tropical));
+        assert_eq!(
+            Family::of("fisher_gaussian"),
+            Some(Family::InformationGeometry)
+        );
+        assert_eq!(Family::of("not_a_kernel"), None);
     }
 }

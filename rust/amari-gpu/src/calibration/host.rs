@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::families::families;
-use super::measure::{median, Measurements, REPEATS};
+use super::measure::{median, REPEATS};
+use crate::capabilities::Measurements;
 use crate::error::{Error, Result};
 use crate::ga::algebra::Algebra;
 use crate::ga::codegen::Broadcast;
@@ -109,7 +110,7 @@ pub fn measure(host: &HostDevice) -> Result<Measurements> {
         let kernel = host_reference(&(family.reference)())?;
         let rate = items_per_s(host, &kernel, family.calibration_min_items)?;
         peak_flops_per_s = peak_flops_per_s.max(rate * family.reference_flops_per_item);
-        family_items_per_s.insert(family.name.to_string(), rate);
+        family_items_per_s.insert(family.name().to_string(), rate);
     }
     let first = host_reference(&(families()[0].reference)())?;
     let launch_latency_s = seconds(host, &first, 1)?;
@@ -137,7 +138,7 @@ mod tests {
     fn every_family_reference_has_a_host_stand_in() {
         for family in families() {
             let kernel = host_reference(&(family.reference)()).expect("stand-in");
-            assert!(kernel.host.is_some(), "{}", family.name);
+            assert!(kernel.host.is_some(), "{}", family.name());
             assert_eq!(kernel.family, (family.reference)().family);
         }
     }

@@ -5,52 +5,16 @@
 //! `transfers`, the kernel rates in `rates`; this module holds what they share and the
 //! figures they make up.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use super::{rates, transfers};
+use crate::capabilities::Measurements;
 use crate::device::GpuDevice;
 use crate::error::Result;
 use crate::gpu_io::{self, Limit};
 
 /// Timed repetitions per figure (the median is kept).
 pub(super) const REPEATS: usize = 3;
-
-/// What calibration measured on one adapter.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Measurements {
-    /// Seconds for the smallest complete chunk (upload, dispatch, readback).
-    pub launch_latency_s: f64,
-    /// Host-to-device bytes per second.
-    pub h2d_bytes_per_s: f64,
-    /// Device-to-host bytes per second.
-    pub d2h_bytes_per_s: f64,
-    /// On-device copy: bytes read plus bytes written per second.
-    pub copy_bytes_per_s: f64,
-    /// Items per second of each family's reference kernel on resident data.
-    pub family_items_per_s: BTreeMap<String, f64>,
-    /// Arithmetic peak: flops per second of a chain of fused multiply-adds.
-    #[serde(default)]
-    pub peak_flops_per_s: f64,
-    /// Streaming copy by a kernel (one vec4 in, one out per thread): bytes read plus
-    /// written per second.
-    #[serde(default)]
-    pub kernel_copy_bytes_per_s: f64,
-    /// Extra seconds a chunk takes when its kernel is timed with GPU timestamp queries (0
-    /// without the feature; negative in caches written before it was measured).
-    #[serde(default = "unmeasured")]
-    pub timestamp_cost_s: f64,
-    /// Seconds since the Unix epoch when measured.
-    pub measured_unix_s: u64,
-    /// Seconds the calibration took.
-    pub calibration_s: f64,
-}
-
-fn unmeasured() -> f64 {
-    -1.0
-}
 
 pub(super) fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
@@ -86,7 +50,7 @@ pub fn is_complete(m: &Measurements) -> bool {
         && m.timestamp_cost_s >= 0.0
         && super::families::families()
             .iter()
-            .all(|f| m.family_items_per_s.contains_key(f.name))
+            .all(|f| m.family_items_per_s.contains_key(f.name()))
 }
 
 /// Largest believable transfer or copy rate, bytes per second: 100 TB/s, ten times the
@@ -209,7 +173,7 @@ mod tests {
             copy_bytes_per_s: 1e10,
             family_items_per_s: super::super::families::families()
                 .iter()
-                .map(|f| (f.name.to_string(), 1e6))
+                .map(|f| (f.name().to_string(), 1e6))
                 .collect(),
             peak_flops_per_s: 1e11,
             kernel_copy_bytes_per_s: 1e10,

@@ -98,7 +98,7 @@ pub(super) fn measure_families(dev: &GpuDevice) -> Result<BTreeMap<String, f64>>
     let mut rates = BTreeMap::new();
     for family in families() {
         let rate = items_per_s(dev, &(family.reference)(), family.calibration_min_items)?;
-        rates.insert(family.name.to_string(), rate);
+        rates.insert(family.name().to_string(), rate);
     }
     Ok(rates)
 }

@@ -1,17 +1,19 @@
 //! The multi-device context: one process-wide wgpu instance, the devices a caller selected,
-//! their health, counters and profile. Planning and running kernels are in `execution`;
-//! calibration and the cost model in [`crate::calibration`].
+//! their health, counters and profile, and the storage of its resident arrays (`ledger`,
+//! `lineage`, `shard`; the operations on them are in `resident`). Opening one is in `open`,
+//! above the families (it probes each adapter's `fma` with a GA kernel); planning and
+//! running kernels are in `execution`; calibration and the cost model in `calibration`.
 
 mod execution;
-mod open;
-
-pub use open::fma_mode;
+pub(crate) mod ledger;
+pub(crate) mod lineage;
+pub(crate) mod shard;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::adapter::{self, AdapterInfo};
-use crate::calibration::measure::Measurements;
+use crate::capabilities::Measurements;
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::health::CounterSnapshot;
@@ -19,8 +21,8 @@ use crate::history::History;
 use crate::options::ContextOptions;
 use crate::plan::Plan;
 use crate::profile::Profiler;
-use crate::resident::ledger::Ledger;
-use crate::selection::{explain, select};
+use crate::selection::explain;
+use ledger::Ledger;
 
 /// The one wgpu instance of the process, over every native backend.
 pub fn instance() -> &'static wgpu::Instance {
@@ -38,13 +40,13 @@ pub fn instance() -> &'static wgpu::Instance {
 /// Enumerating again would create new adapter objects, and wgpu's GL backend gives every
 /// one of them its own lock around the one EGL context they share: two threads could then
 /// make that context current at once, which EGL refuses. One enumeration, one lock.
-fn enumerated() -> &'static [(wgpu::Adapter, AdapterInfo)] {
+pub(crate) fn enumerated() -> &'static [(wgpu::Adapter, AdapterInfo)] {
     static ADAPTERS: OnceLock<Vec<(wgpu::Adapter, AdapterInfo)>> = OnceLock::new();
     ADAPTERS.get_or_init(|| adapter::enumerate(instance()))
 }
 
 /// The host CPU device described as an adapter: the last index, after the wgpu adapters.
-fn host_adapter() -> &'static AdapterInfo {
+pub(crate) fn host_adapter() -> &'static AdapterInfo {
     static HOST: OnceLock<AdapterInfo> = OnceLock::new();
     HOST.get_or_init(|| crate::host::cpu::describe(enumerated().len()))
 }
@@ -120,15 +122,11 @@ pub struct MultiGpuContext {
 }
 
 impl MultiGpuContext {
-    /// Opens the devices `options` select.
-    pub fn new(options: ContextOptions) -> Result<Self> {
-        let infos = adapters();
-        let chosen = select(&infos, &options)?;
-        // Devices on one adapter, or on one device seen through two backends, share
-        // hardware: they form one group, named by the original adapter's index.
-        let devices = open::open_devices(enumerated(), host_adapter(), &chosen, &options)?;
+    /// A context over `devices`, opened with `options` (see `open` for how they are
+    /// chosen and opened).
+    pub(crate) fn with_devices(devices: Vec<Arc<GpuDevice>>, options: ContextOptions) -> Self {
         let measured = Mutex::new(vec![None; devices.len()]);
-        Ok(MultiGpuContext {
+        MultiGpuContext {
             devices,
             options,
             measured,
@@ -138,7 +136,7 @@ impl MultiGpuContext {
             group_speedups: Mutex::new(BTreeMap::new()),
             profiler: Mutex::new(None),
             resident: Arc::default(),
-        })
+        }
     }
     /// Releases the devices: when this is the context's last reference (no call is
     /// running), every device's pooled buffers are freed and the device destroyed; otherwise

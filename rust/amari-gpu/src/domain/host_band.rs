@@ -1,16 +1,16 @@
 //! A band on the host device: the same two ping-pong buffers a wgpu band keeps (ghost rows
 //! included, rows padded to whole vec4s or words), as host vectors the host kernels of
-//! `host::grid` step in place. Ghost rows are copied in from the host board and border rows
+//! `domain::host_grid` step in place. Ghost rows are copied in from the host board and border rows
 //! out to it, as a wgpu band uploads and reads them back; nothing else is staged.
 
 use std::ops::Range;
 
 use super::bands::Band;
+use super::host_grid::{heat_step, life_step, HeatStep, LifeStep};
 use super::rule::Rule;
 use super::state::{RowMove, Spec};
 use crate::error::Result;
-use crate::host::grid::{heat_step, life_step, HeatStep, LifeStep};
-use crate::host::FmaMode;
+use crate::kernel::FmaMode;
 
 /// One band's host state.
 pub struct HostBand {

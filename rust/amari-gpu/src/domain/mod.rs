@@ -3,7 +3,7 @@
 //! exchanges of border rows through the host, and bands are rebalanced from measured round
 //! times. Rules: explicit Jacobi steps of the heat equation (Dirichlet or periodic) and
 //! Conway's Game of Life on a torus. A band on the host device is held in host memory and
-//! stepped by the host kernels (`host::grid`), exchanging halos through the same board.
+//! stepped by the host kernels (`domain::host_grid`), exchanging halos through the same board.
 //!
 //! Every cell is computed by the same arithmetic whatever band it is in and however many
 //! steps its band runs between exchanges, so results are bit-identical for any number of
@@ -14,6 +14,7 @@ mod attempt;
 mod balance;
 mod bands;
 mod host_band;
+pub mod host_grid;
 mod host_round;
 mod parallel;
 mod record;

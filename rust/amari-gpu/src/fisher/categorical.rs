@@ -1,6 +1,6 @@
 //! Fisher information of the categorical family, `diag(p) - p p^T` per sample, from
 //! probabilities or from logits. The softmax of logits is taken once on the host, in float64
-//! (`host::maps::softmax_rows`), before the outer products are cut into chunks: the shader's
+//! (`fisher::host_maps::softmax_rows`), before the outer products are cut into chunks: the shader's
 //! `exp` is each driver's own approximation, so a softmax computed per chunk would give
 //! different bits on different devices; computed once, every device reads the same
 //! probabilities and the result is the same for any device mix.
@@ -10,9 +10,8 @@ use crate::error::{Error, Result};
 use crate::family::Family;
 use std::sync::Arc;
 
-use crate::host::arith::FmaMode;
-use crate::host::kernel::HostKernel;
-use crate::host::maps::FisherMap;
+use crate::fisher::host_maps::FisherMap;
+use crate::kernel::FmaMode;
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 use crate::plan::{Plan, Strategy};
 
@@ -54,12 +53,10 @@ pub fn categorical_outer_kernel(k: usize) -> Kernel {
             threads_per_item: (k * k) as u32,
         },
         flops_per_item: 2.0 * (k * k) as f64,
-        host: Some(Arc::new(HostKernel::FisherMap(
-            FisherMap::CategoricalOuter {
-                k,
-                fma: FmaMode::default(),
-            },
-        ))),
+        host: Some(Arc::new(FisherMap::CategoricalOuter {
+            k,
+            fma: FmaMode::default(),
+        })),
         ..Kernel::map("categorical_outer", Family::InformationGeometry, SHADER)
     }
 }
@@ -126,6 +123,6 @@ pub fn fisher_categorical_logits(
     check_out(out, n, k)?;
     checks::finite("logits", logits, k)?;
     let mut probs = crate::alloc::zeroed("probs", n * k)?;
-    crate::host::maps::softmax_rows(logits, k, &mut probs);
+    crate::fisher::host_maps::softmax_rows(logits, k, &mut probs);
     ctx.run_map(&categorical_outer_kernel(k), &[&probs], out, n, strategy)
 }

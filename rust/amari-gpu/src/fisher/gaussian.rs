@@ -7,8 +7,7 @@ use crate::error::{Error, Result};
 use crate::family::Family;
 use std::sync::Arc;
 
-use crate::host::kernel::HostKernel;
-use crate::host::maps::FisherMap;
+use crate::fisher::host_maps::FisherMap;
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 use crate::plan::{Plan, Strategy};
 
@@ -32,9 +31,7 @@ pub fn gaussian_diag_kernel(d: usize) -> Kernel {
         },
         // Two divisions per variance.
         flops_per_item: 2.0 * edge as f64,
-        host: Some(Arc::new(HostKernel::FisherMap(FisherMap::GaussianDiag {
-            d,
-        }))),
+        host: Some(Arc::new(FisherMap::GaussianDiag { d })),
         ..Kernel::map("gaussian_diag", Family::InformationGeometry, SHADER)
     }
 }

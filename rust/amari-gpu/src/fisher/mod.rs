@@ -9,7 +9,12 @@
 
 mod categorical;
 mod checks;
+pub mod family;
 mod gaussian;
+pub mod host_checks;
+pub mod host_maps;
+mod host_resident;
+pub mod host_syrk;
 mod information;
 mod reduce;
 pub mod reference;

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::family::Family;
-use crate::host::fisher_resident::{ColumnMax, PrepareRows, COLUMN_SLICES};
+use crate::fisher::host_resident::{ColumnMax, PrepareRows, COLUMN_SLICES};
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 use crate::resident::{Operand, ResidentArray};
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::family::Family;
-use crate::host::fisher_checks::{FlagRows, Rule, CHECK_SLICES, NONE};
+use crate::fisher::host_checks::{FlagRows, Rule, CHECK_SLICES, NONE};
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 use crate::resident::{Operand, ResidentArray};
 
@@ -129,7 +129,7 @@ pub fn fisher_categorical_resident(
         let rows = gathered(ctx, values)?;
         checks::finite("logits", &rows, k)?;
         let mut probs = crate::alloc::zeroed("probs", rows.len())?;
-        crate::host::maps::softmax_rows(&rows, k, &mut probs);
+        crate::fisher::host_maps::softmax_rows(&rows, k, &mut probs);
         drop(rows);
         let probs = ctx.upload_like(&probs, k, values, &kernel, "logits")?;
         return run(ctx, &kernel, ("probs", &probs), k, out);

@@ -1,6 +1,6 @@
 //! The launch geometry of the empirical-Fisher SYRK: tile edges and how the rows of a chunk
 //! are cut into slices, a function of P only. Shared by the WGSL kernels (`syrk`) and their
-//! host twin (`host::fisher`).
+//! host twin (`fisher::host_syrk`).
 
 use std::borrow::Cow;
 

@@ -8,9 +8,8 @@ use std::sync::Arc;
 pub use super::shape::{SyrkShape, BLOCK, NARROW_COLUMNS, TILE};
 
 use crate::family::Family;
-use crate::host::arith::FmaMode;
-use crate::host::fisher::FisherSyrk;
-use crate::host::kernel::HostKernel;
+use crate::fisher::host_syrk::FisherSyrk;
+use crate::kernel::FmaMode;
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 
 /// The WGSL source of every kernel of the family.
@@ -71,10 +70,10 @@ pub fn shaped_kernel(shape: SyrkShape) -> Kernel {
         dispatch: Dispatch::Custom(tiled_grid),
         max_chunk_items: Some(shape.max_chunk_rows()),
         flops_per_item: flops_per_row(shape.p),
-        host: Some(Arc::new(HostKernel::FisherSyrk(FisherSyrk {
+        host: Some(Arc::new(FisherSyrk {
             shape,
             fma: FmaMode::default(),
-        }))),
+        })),
         ..Kernel::map(id, Family::InformationGeometry, SHADER)
     }
 }

@@ -1,12 +1,11 @@
 //! The static Cl(3,0) geometric product of `shaders/geometric_cl3.wgsl`: the family's
-//! calibration reference kernel (with its host twin, `host::cl3`) and its float64 reference.
+//! calibration reference kernel (with its host twin, `ga::host_cl3`) and its float64 reference.
 
 use std::sync::Arc;
 
 use super::algebra;
 use crate::family::Family;
-use crate::host::cl3::Cl3Product;
-use crate::host::kernel::HostKernel;
+use crate::ga::host_cl3::Cl3Product;
 use crate::kernel::{Input, Kernel, Output};
 use crate::shaders;
 
@@ -20,7 +19,7 @@ pub fn geometric_cl3_kernel() -> Kernel {
         output: Output::PerItem(CL3_BLADES),
         // 64 products and 56 sums.
         flops_per_item: 120.0,
-        host: Some(Arc::new(HostKernel::Cl3(Cl3Product))),
+        host: Some(Arc::new(Cl3Product)),
         ..Kernel::map(
             "geometric_cl3",
             Family::GeometricAlgebra,

@@ -269,7 +269,7 @@ fn non_finite(v: f32, top: u32) -> f32 {
 /// with rounding there); a subnormal result is rounded twice (the quotient, then to the
 /// subnormal grid), so it is within 2^-149 of the exact x_k / |x|, not 2^-150. Rows that are
 /// zero or null (⟨x x̃⟩₀ = 0) are kept as they are. Rows holding a NaN or an infinity, in any
-/// blade, take `non_finite` instead (as `host::normalize::non_finite_row`): found from the
+/// blade, take `non_finite` instead (as `ga::host_normalize::non_finite_row`): found from the
 /// bits by an integer max, because a float max may drop a NaN and the sum of squares never
 /// sees one in a null blade.
 fn normalize(src: &mut String, algebra: &Algebra, vin: bool) {

@@ -4,9 +4,8 @@
 
 use std::sync::Arc;
 
-use crate::host::arith::FmaMode;
-use crate::host::ga::GaKernel;
-use crate::host::kernel::HostKernel;
+use crate::ga::host::GaKernel;
+use crate::kernel::FmaMode;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -75,12 +74,12 @@ pub fn kernel(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Kernel 
         inputs,
         output: Output::PerItem(op.output_words(algebra)),
         flops_per_item: flops,
-        host: Some(Arc::new(HostKernel::Ga(GaKernel::new(
+        host: Some(Arc::new(GaKernel::new(
             *algebra,
             op,
             broadcast,
             FmaMode::default(),
-        )))),
+        ))),
         ..Kernel::map(id, Family::GeometricAlgebra, source)
     }
 }

@@ -7,6 +7,12 @@
 pub mod algebra;
 pub(crate) mod cl3;
 pub mod codegen;
+pub mod family;
+pub mod host;
+pub mod host_apply;
+mod host_cl3;
+mod host_normalize;
+mod host_program;
 pub mod kernels;
 pub mod operation;
 mod run;

@@ -7,10 +7,9 @@ use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use super::arith::FmaMode;
 use super::simd::Level;
 use crate::error::{Error, Result};
-use crate::kernel::HostImpl;
+use crate::kernel::{FmaMode, HostImpl};
 
 /// The host's worker threads (a rayon pool of a given size).
 #[derive(Debug)]
@@ -35,7 +34,7 @@ impl HostPool {
     }
 
     /// Runs `f` on the pool's threads (for host versions of whole calls, like
-    /// `host::paths::shortest_paths_host`).
+    /// `tropical::host_paths::shortest_paths_host`).
     pub fn run_with<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         self.pool.install(f)
     }

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use super::ledger::Ledger;
-use super::lineage::Lineage;
-use super::shard::Storage;
+use crate::context::ledger::Ledger;
+use crate::context::lineage::Lineage;
+use crate::context::shard::Storage;
 use crate::error::{Error, Result};
 
 /// A handle on a resident array of `rows` × `cols` f32 words. Dropping it releases the

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::array::{ResidentArray, Snapshot};
 use super::dispatch::entry;
 use super::place::record;
-use super::shard::{self, Storage};
+use crate::context::shard::{self, Storage};
 use crate::context::{MultiGpuContext, Target};
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};

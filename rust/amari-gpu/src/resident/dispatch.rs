@@ -7,7 +7,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::shard::Storage;
+use crate::context::shard::Storage;
 use crate::device::{DeviceKind, GpuDevice};
 use crate::error::{Error, Result};
 use crate::gpu_io::{self, Limit, Mapped, Scopes};

@@ -4,17 +4,14 @@
 //! sharding; nothing crosses to the host until [`MultiGpuContext::gather`]. Shards lost with
 //! a device are rebuilt from the array's lineage ([`lineage`]).
 //!
-//! An array is a handle ([`ResidentArray`]) on an entry of the context's [`ledger::Ledger`]; dropping
-//! the handle or closing the context releases the shards.
+//! An array is a handle ([`ResidentArray`]) on an entry of the context's [`ledger::Ledger`];
+//! dropping the handle or closing the context releases the shards.
 
 mod array;
 mod chunks;
 mod dispatch;
-pub(crate) mod ledger;
-mod lineage;
 mod place;
 mod run;
-mod shard;
 mod split;
 
 use std::ops::Range;
@@ -24,7 +21,9 @@ use std::time::{Duration, Instant};
 pub use array::ResidentArray;
 pub use run::Operand;
 
-use crate::context::MultiGpuContext;
+// The storage of resident arrays belongs to the context that owns them (it frees them on
+// close and counts their bytes); the operations on them are here.
+use crate::context::{ledger, lineage, shard, MultiGpuContext};
 use crate::error::{Error, Result};
 use crate::family::Family;
 use crate::plan::Strategy;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::array::Snapshot;
-use super::shard::{self, Storage};
+use crate::context::shard::{self, Storage};
 use crate::context::MultiGpuContext;
 use crate::device::GpuDevice;
 use crate::error::Result;

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use super::array::{ResidentArray, Snapshot};
 use super::dispatch::{run_host, submit, LoopChecks};
-use super::ledger::Entry;
-use super::lineage::{Lineage, Origin};
 use super::place::{record, Recording};
-use super::shard::{self, Shard, Storage};
+use crate::context::ledger::Entry;
+use crate::context::lineage::{Lineage, Origin};
+use crate::context::shard::{self, Shard, Storage};
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::gpu_io::{self, Limit};
@@ -122,7 +122,7 @@ impl MultiGpuContext {
             match entries.get_mut(&out.id) {
                 Some(held) => std::mem::replace(held, entry),
                 // Freed while the call ran: the result has nowhere to go.
-                None => return Err(super::ledger::Ledger::gone("out")),
+                None => return Err(crate::context::ledger::Ledger::gone("out")),
             }
         };
         // Released outside the ledger's lock (dropping buffers takes the pool's).

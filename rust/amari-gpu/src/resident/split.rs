@@ -9,9 +9,9 @@
 use std::sync::Arc;
 
 use super::array::ResidentArray;
-use super::ledger::Entry;
-use super::lineage::Lineage;
 use super::run::{Operand, Placed};
+use crate::context::ledger::Entry;
+use crate::context::lineage::Lineage;
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
@@ -29,7 +29,7 @@ impl MultiGpuContext {
         let mut entries = self.resident.lock();
         let entry = entries
             .get_mut(&array.id)
-            .ok_or_else(|| super::ledger::Ledger::gone("x"))?;
+            .ok_or_else(|| crate::context::ledger::Ledger::gone("x"))?;
         split(entry, factor);
         array.rows *= factor;
         array.cols /= factor;

@@ -16,10 +16,9 @@ use std::sync::Arc;
 use super::semiring::Semiring;
 pub use super::shape::{ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
 use crate::family::Family;
-use crate::host::kernel::HostKernel;
-use crate::host::tropical::{TropicalMatvec, TropicalProduct};
-use crate::host::tropical_rows::{RowProduct, RowStats};
 use crate::kernel::{Dispatch, Input, Kernel, Output};
+use crate::tropical::host::{TropicalMatvec, TropicalProduct};
+use crate::tropical::host_rows::{RowProduct, RowStats};
 
 /// The WGSL source of the family.
 pub const SOURCE: &str = include_str!("../../../../shaders/tropical.wgsl");
@@ -101,10 +100,10 @@ pub fn tiled(semiring: Semiring, shape: &ProductShape) -> Kernel {
         passes: Some(k_passes),
         // One add and one max per inner step.
         flops_per_item: 2.0 * (BLOCK_ROWS * shape.k * shape.cols) as f64,
-        host: Some(Arc::new(HostKernel::TropicalProduct(TropicalProduct {
+        host: Some(Arc::new(TropicalProduct {
             semiring,
             shape: *shape,
-        }))),
+        })),
         ..Kernel::map("tropical_matmul_tiled", Family::Tropical, SOURCE)
     }
 }
@@ -140,10 +139,10 @@ pub fn matvec(semiring: Semiring, shape: &ProductShape) -> Kernel {
         },
         passes: Some(k_passes),
         flops_per_item: 2.0 * shape.k as f64,
-        host: Some(Arc::new(HostKernel::TropicalMatvec(TropicalMatvec {
+        host: Some(Arc::new(TropicalMatvec {
             semiring,
             shape: *shape,
-        }))),
+        })),
         ..Kernel::map("tropical_matvec", Family::Tropical, SOURCE)
     }
 }

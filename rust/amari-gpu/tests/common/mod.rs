@@ -78,9 +78,9 @@ pub fn same_bits(what: &str, got: &[f32], want: &[f32]) {
 
 /// How `ctx`'s device rounds WGSL `fma`, measured with the generated Cl(1) product:
 /// r0 = a0 b0 then fma(a1, b1, r0), with a0 b0 = −1 and a1 b1 just under 1.
-pub fn fma_mode(ctx: &MultiGpuContext) -> amari_gpu::host::FmaMode {
+pub fn fma_mode(ctx: &MultiGpuContext) -> amari_gpu::kernel::FmaMode {
     use amari_gpu::ga::{apply, Algebra, Operation};
-    let [x, y, _] = amari_gpu::host::FmaMode::PROBE;
+    let [x, y, _] = amari_gpu::kernel::FmaMode::PROBE;
     let mut out = [0.0f32; 2];
     let algebra = Algebra::new(1, 0, 0).expect("Cl(1)");
     apply(
@@ -92,7 +92,7 @@ pub fn fma_mode(ctx: &MultiGpuContext) -> amari_gpu::host::FmaMode {
         None,
     )
     .expect("probe runs");
-    amari_gpu::host::FmaMode::from_probe(out[0])
+    amari_gpu::kernel::FmaMode::from_probe(out[0])
         .unwrap_or_else(|| panic!("fma probe gave {:e}, neither fused nor separate", out[0]))
 }
 

@@ -4,10 +4,8 @@
 //! `(±x) * y` and adds every further term with `fma(±x, y, acc)`, exactly like the
 //! generated `var rK = ...; rK = fma(...);` lines; an output with no term is `0.0`.
 
-use crate::ga::algebra::Algebra;
-use crate::ga::operation::{
-    linear_terms, norm_signs, product_terms, sandwich_terms, Operation, Term,
-};
+use super::algebra::Algebra;
+use super::operation::{linear_terms, norm_signs, product_terms, sandwich_terms, Operation, Term};
 
 /// Where a stage reads a factor from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,11 +13,16 @@
 //! `fma` rounds once or twice as the devices do ([`FmaMode`]). Vectorised across 16 output
 //! columns, four rows of the tile at a time, rows of the slice sequential.
 
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::kernel::{FmaMode, HostImpl};
+
 use rayon::prelude::*;
 
-use super::arith::{madd, FmaMode};
-use super::simd::{dispatch, Task};
-use crate::fisher::shape::{SyrkShape, TILE};
+use super::shape::{SyrkShape, TILE};
+use crate::host::arith::madd;
+use crate::host::simd::{dispatch, Task};
 
 /// The host twin of `fisher::shaped_kernel(shape)`.
 #[derive(Debug, Clone, Copy)]
@@ -42,9 +47,9 @@ fn tile_pairs(tiles: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
-impl FisherSyrk {
+impl HostImpl for FisherSyrk {
     /// Runs the chunk of rows `range` (inputs: padded scores, weights) into its partial.
-    pub fn run(&self, inputs: &[&[f32]], range: std::ops::Range<usize>, output: &mut [f32]) {
+    fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         let s = self.shape;
         assert_eq!(output.len(), s.partial_words(), "one partial per chunk");
         let scores = &inputs[0][range.start * s.width..range.end * s.width];
@@ -75,6 +80,11 @@ impl FisherSyrk {
                     (false, false) => dispatch(Block::<false>(job)),
                 }
             });
+    }
+
+    /// The same SYRK with its multiply-adds rounded as `mode` says.
+    fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl> {
+        Arc::new(FisherSyrk { fma: mode, ..*self })
     }
 }
 
@@ -123,7 +133,7 @@ impl<const F: bool> Task for Tile<'_, F> {
         let lhs = job.strip::<E>(job.i0, true);
         let rhs = job.strip::<E>(job.j0, false);
         #[cfg(target_arch = "x86_64")]
-        if super::simd::Level::detect().has_avx2() {
+        if crate::host::simd::Level::detect().has_avx2() {
             for r0 in (0..E).step_by(4) {
                 for c0 in (0..E).step_by(16) {
                     let mut acc = [[0.0f32; 16]; 4];

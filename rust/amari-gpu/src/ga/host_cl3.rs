@@ -7,7 +7,7 @@
 //! bit for bit. (A driver that contracts `x*y + z` into one fused operation, which SPIR-V
 //! allows and hardware GPUs may do, rounds that shader differently: a property of the shader
 //! on that driver, which the host cannot know.) The generated Cl(3,0) geometric product
-//! (`ga::codegen`) writes the same chain as `fma` steps, which `host::ga` runs through
+//! (`ga::codegen`) writes the same chain as `fma` steps, which `ga::host` runs through
 //! [`run_chains`] with the devices' `fma` rounding.
 //!
 //! On AVX2 a block of 8 items is loaded as 8 rows, transposed in registers (so each blade of
@@ -15,9 +15,14 @@
 //! transposed back: three 8 x 8 transposes and 64 multiply-adds per 8 items, the rest of the
 //! time is memory traffic. Elsewhere the same chains run one item at a time.
 
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::kernel::{FmaMode, HostImpl};
+
 use rayon::prelude::*;
 
-use super::ga_program::Step;
+use super::host_program::Step;
 
 /// Items computed together on AVX2 (one vector per blade).
 #[cfg(target_arch = "x86_64")]
@@ -69,13 +74,18 @@ pub fn is_cl3_chain(steps: &[Step]) -> bool {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cl3Product;
 
-impl Cl3Product {
+impl HostImpl for Cl3Product {
     /// Runs items `range` (inputs: `a` and `b`, 8 words per item) into `output`.
-    pub fn run(&self, inputs: &[&[f32]], range: std::ops::Range<usize>, output: &mut [f32]) {
+    fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         assert_eq!(output.len(), range.len() * W, "output of the chunk's items");
         let a = &inputs[0][range.start * W..range.end * W];
         let b = &inputs[1][range.start * W..range.end * W];
         run_chains(a, b, output, false);
+    }
+
+    /// The static shader has no `fma`: unchanged.
+    fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
+        Arc::new(*self)
     }
 }
 
@@ -88,7 +98,7 @@ pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], fused: bool) {
         .zip(b.par_chunks(GRAIN * W))
         .for_each(|((out, a), b)| {
             #[cfg(target_arch = "x86_64")]
-            let whole = if super::simd::Level::detect().has_avx2() {
+            let whole = if crate::host::simd::Level::detect().has_avx2() {
                 let whole = out.len() / (LANES * W) * (LANES * W);
                 // SAFETY: `Level::has_avx2` is true only after
                 // `is_x86_feature_detected!` found AVX2 and FMA on this CPU, which is all the
@@ -143,7 +153,7 @@ fn one_by_one<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32]) {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use crate::host::cl3::{NEG, W};
+    use crate::ga::host_cl3::{NEG, W};
 
     /// Eight rows of eight floats to eight columns (`out[k]` holds word k of every row).
     #[inline]
@@ -247,8 +257,8 @@ mod tests {
     #[test]
     fn the_generated_cl3_product_is_these_chains() {
         use crate::ga::algebra::Algebra;
+        use crate::ga::host_program::Program;
         use crate::ga::operation::Operation;
-        use crate::host::ga_program::Program;
         let Program::Products(stages) = Program::new(&Algebra::CL3, Operation::Geometric) else {
             panic!("a product");
         };

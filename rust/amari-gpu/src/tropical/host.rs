@@ -7,11 +7,16 @@
 //! comparisons and negations exact), so the host and every device agree bit for bit
 //! whatever their `fma`. Vectorised across columns, rows in blocks, k sequential.
 
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::kernel::{FmaMode, HostImpl};
+
 use rayon::prelude::*;
 
-use super::simd::{dispatch, Task};
-use crate::tropical::semiring::Semiring;
-use crate::tropical::shape::{ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
+use super::semiring::Semiring;
+use super::shape::{ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
+use crate::host::simd::{dispatch, Task};
 
 /// Columns per register strip.
 const STRIP: usize = 16;
@@ -97,7 +102,7 @@ impl<const MIN: bool> Task for Rows<'_, MIN> {
                 let nr = ROWS.min(rows - r0);
                 let mut acc = [[f32::NEG_INFINITY; STRIP]; ROWS];
                 #[cfg(target_arch = "x86_64")]
-                let vector = nr == ROWS && super::simd::Level::detect().has_avx2();
+                let vector = nr == ROWS && crate::host::simd::Level::detect().has_avx2();
                 #[cfg(not(target_arch = "x86_64"))]
                 let vector = false;
                 if vector {
@@ -200,7 +205,7 @@ pub fn product_rows(
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use crate::host::tropical::{ROWS, STRIP};
+    use crate::tropical::host::{ROWS, STRIP};
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn tile<const MIN: bool>(
@@ -244,9 +249,33 @@ fn batch_of(word: f32, batches: usize) -> usize {
     (word.to_bits() as usize).min(batches.max(1) - 1)
 }
 
-impl TropicalProduct {
+/// The runs of consecutive items of `range` that belong to one batch (by their
+/// `item_batch` words, of `batches` batches), each with its batch: the host runs each run as
+/// one product.
+pub(super) fn batch_runs(
+    item_batch: &[f32],
+    range: Range<usize>,
+    batches: usize,
+) -> impl Iterator<Item = (Range<usize>, usize)> + '_ {
+    let mut q = range.start;
+    std::iter::from_fn(move || {
+        if q >= range.end {
+            return None;
+        }
+        let batch = batch_of(item_batch[q], batches);
+        let mut end = q + 1;
+        while end < range.end && batch_of(item_batch[end], batches) == batch {
+            end += 1;
+        }
+        let run = q..end;
+        q = end;
+        Some((run, batch))
+    })
+}
+
+impl HostImpl for TropicalProduct {
     /// Runs items `range` (inputs: a blocks, item_batch, b, c) into `output`.
-    pub fn run(&self, inputs: &[&[f32]], range: std::ops::Range<usize>, output: &mut [f32]) {
+    fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         let ProductShape {
             k,
             cols,
@@ -262,13 +291,7 @@ impl TropicalProduct {
         );
         let (a, item_batch, b, c) = (inputs[0], inputs[1], inputs[2], inputs[3]);
         // Consecutive items of one batch run as one product.
-        let mut q = range.start;
-        while q < range.end {
-            let batch = batch_of(item_batch[q], batches);
-            let mut end = q + 1;
-            while end < range.end && batch_of(item_batch[end], batches) == batch {
-                end += 1;
-            }
+        for (Range { start: q, end }, batch) in batch_runs(item_batch, range.clone(), batches) {
             let rows = (q - range.start) * BLOCK_ROWS..(end - range.start) * BLOCK_ROWS;
             let at = q * BLOCK_ROWS;
             let n = (end - q) * BLOCK_ROWS;
@@ -281,14 +304,18 @@ impl TropicalProduct {
                 cols,
                 &mut output[rows.start * cols..rows.end * cols],
             );
-            q = end;
         }
+    }
+
+    /// Additions and comparisons only: unchanged.
+    fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
+        Arc::new(*self)
     }
 }
 
-impl TropicalMatvec {
+impl HostImpl for TropicalMatvec {
     /// Runs rows `range` (inputs: a rows, row_batch, x, placeholder) into `output`.
-    pub fn run(&self, inputs: &[&[f32]], range: std::ops::Range<usize>, output: &mut [f32]) {
+    fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         let ProductShape { k, batches, .. } = self.shape;
         let (a, row_batch, x) = (inputs[0], inputs[1], inputs[2]);
         let sign = self.semiring.sign();
@@ -324,5 +351,10 @@ impl TropicalMatvec {
                 *o = sign * acc;
             }
         });
+    }
+
+    /// Additions and comparisons only: unchanged.
+    fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
+        Arc::new(*self)
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::arith::FmaMode;
+use crate::kernel::FmaMode;
 use crate::kernel::HostImpl;
 
 /// Runs of rows per chunk, each its own word of the partial (`SLICES` in the shader).

@@ -27,7 +27,7 @@
 //! [`FmaMode::Fused`] the host contracts the chain as `fma(±y_k, y_k, ... fma(y0, y0,
 //! y1 * y1))`, a best guess, so `normalize` is not promised bit-identical to hardware GPUs.
 
-use super::arith::FmaMode;
+use crate::kernel::FmaMode;
 
 /// 2^k for -126 ≤ k ≤ 127, exactly (the generated `pow2`).
 pub fn pow2(k: i32) -> f32 {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::arith::FmaMode;
+use crate::kernel::FmaMode;
 use crate::kernel::HostImpl;
 
 /// Runs of rows a chunk's column maxima are taken over, each its own `p` words of the

@@ -2,18 +2,18 @@
 //! the row statistics of the resident checks (`row_stats`). The product runs each run of
 //! consecutive rows of one batch through [`product_rows`], the code of the numpy path's
 //! host product, so the bits are that path's (tropical products are exact in any order;
-//! see `host::tropical`). Neither has an `fma`, so both ignore the device's fma mode.
+//! see `tropical::host`). Neither has an `fma`, so both ignore the device's fma mode.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::arith::FmaMode;
-use super::tropical::product_rows;
+use super::host::{batch_runs, product_rows};
+use super::semiring::Semiring;
+use super::shape::ProductShape;
+use crate::kernel::FmaMode;
 use crate::kernel::HostImpl;
-use crate::tropical::semiring::Semiring;
-use crate::tropical::shape::ProductShape;
 
 /// The host twin of `kernels::rows`: items are rows of `a` (k words) with their batch index
 /// (u32 bits) in `item_batch`; `b` holds every batch's (k × cols) operand.
@@ -33,24 +33,13 @@ pub struct RowStats {
     pub k: usize,
 }
 
-/// The batch index an item's word holds, clamped as the shader does.
-fn batch_of(word: f32, batches: usize) -> usize {
-    (word.to_bits() as usize).min(batches.max(1) - 1)
-}
-
 impl HostImpl for RowProduct {
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         let ProductShape {
             k, cols, batches, ..
         } = self.shape;
         let (a, item_batch, b) = (inputs[0], inputs[1], inputs[2]);
-        let mut q = range.start;
-        while q < range.end {
-            let batch = batch_of(item_batch[q], batches);
-            let mut end = q + 1;
-            while end < range.end && batch_of(item_batch[end], batches) == batch {
-                end += 1;
-            }
+        for (Range { start: q, end }, batch) in batch_runs(item_batch, range.clone(), batches) {
             let out = (q - range.start) * cols..(end - range.start) * cols;
             product_rows(
                 self.semiring,
@@ -61,7 +50,6 @@ impl HostImpl for RowProduct {
                 cols,
                 &mut output[out],
             );
-            q = end;
         }
     }
 

@@ -12,8 +12,9 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::arith::{madd, FmaMode};
-use super::simd::{dispatch, Task};
+use crate::host::arith::madd;
+use crate::host::simd::{dispatch, Task};
+use crate::kernel::FmaMode;
 
 /// One heat step of a band (the uniform of `shaders/heat.wgsl`).
 #[derive(Debug, Clone)]

@@ -1,19 +1,23 @@
 //! Geometric-algebra kernels on the host: the generated WGSL kernels' arithmetic, run from
-//! the term lists of [`ga_program`](super::ga_program). Items are taken [`LANES`] at a time
+//! the term lists of [`host_program`](super::host_program). Items are taken [`LANES`] at a time
 //! and transposed into blade-major registers (`[blade][lane]`), so every fused
 //! multiply-add of the generated chain runs on [`LANES`] items at once, in the generated
 //! order; the result is transposed back straight into the output slice.
 
+use std::ops::Range;
+
+use crate::kernel::{FmaMode, HostImpl};
+
 use std::sync::Arc;
 
-use super::arith::{madd, FmaMode};
-use super::cl3::{is_cl3_chain, run_chains};
-use super::ga_program::{Program, Source, Stage, Step};
-use super::normalize::normalize_row;
-use super::simd::{dispatch, Task};
-use crate::ga::algebra::Algebra;
-use crate::ga::codegen::Broadcast;
-use crate::ga::operation::Operation;
+use super::algebra::Algebra;
+use super::codegen::Broadcast;
+use super::host_cl3::{is_cl3_chain, run_chains};
+use super::host_normalize::normalize_row;
+use super::host_program::{Program, Source, Stage, Step};
+use super::operation::Operation;
+use crate::host::arith::madd;
+use crate::host::simd::{dispatch, Task};
 
 /// Items computed together, one per SIMD lane (two AVX2 vectors, one AVX-512 vector).
 pub const LANES: usize = 16;
@@ -71,10 +75,12 @@ impl GaKernel {
     pub fn output_words(&self) -> usize {
         self.op.output_words(&self.algebra)
     }
+}
 
+impl HostImpl for GaKernel {
     /// Runs items `range` (inputs are the whole problem's operands, per the kernel's
     /// bindings) into `output`, which holds exactly those items' words.
-    pub fn run(&self, inputs: &[&[f32]], range: std::ops::Range<usize>, output: &mut [f32]) {
+    fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         use rayon::prelude::*;
         let w = self.algebra.blades();
         let ow = self.output_words();
@@ -128,6 +134,14 @@ impl GaKernel {
                     }
                 }
             });
+    }
+
+    /// The same kernel with its `fma` chains rounded as `mode` says.
+    fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl> {
+        Arc::new(GaKernel {
+            fma: mode,
+            ..self.clone()
+        })
     }
 }
 

@@ -15,9 +15,14 @@
 //! column order, one division) and rounds each probability once to float32. Every device then
 //! reads the same probabilities, so the result is the same bits for any device mix.
 
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::kernel::{FmaMode, HostImpl};
+
 use rayon::prelude::*;
 
-use super::arith::{madd, FmaMode};
+use crate::host::arith::madd;
 
 /// Items per rayon task.
 const GRAIN: usize = 256;
@@ -90,9 +95,11 @@ impl FisherMap {
             FisherMap::GaussianDiag { d } => (d, 4 * d * d),
         }
     }
+}
 
+impl HostImpl for FisherMap {
     /// Runs items `range` of the one per-item input into `output`.
-    pub fn run(&self, inputs: &[&[f32]], range: std::ops::Range<usize>, output: &mut [f32]) {
+    fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         let (wi, wo) = self.words();
         assert_eq!(output.len(), range.len() * wo, "output of the chunk");
         let input = &inputs[0][range.start * wi..range.end * wi];
@@ -112,5 +119,13 @@ impl FisherMap {
                     }
                 }
             });
+    }
+
+    /// The categorical outer product rounds its `fma` as `mode` says; the others have none.
+    fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl> {
+        Arc::new(match *self {
+            FisherMap::CategoricalOuter { k, .. } => FisherMap::CategoricalOuter { k, fma: mode },
+            other => other,
+        })
     }
 }

@@ -164,8 +164,8 @@ pub(crate) fn read(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::arith::FmaMode;
     use crate::host::device::HostDevice;
+    use crate::kernel::FmaMode;
 
     #[test]
     fn shards_beyond_the_memory_budget_are_refused_naming_device_and_bytes() {

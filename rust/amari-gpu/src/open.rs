@@ -7,26 +7,35 @@
 //! Devices whose adapters round `fma` differently (a hardware GPU fuses, Mesa's CPU drivers
 //! round twice) cannot give each other's bits for kernels with `fma` chains; the context
 //! opens them but warns, and the host follows the first wgpu device.
+//!
+//! This sits above the kernel families (the probe is a generated GA kernel), so the context
+//! itself depends on no family.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::adapter::AdapterInfo;
+use crate::context::{adapters, enumerated, host_adapter, MultiGpuContext};
 use crate::device::GpuDevice;
 use crate::error::Result;
 use crate::executor::{run_chunk, ChunkJob};
 use crate::ga::algebra::Algebra;
 use crate::ga::codegen::Broadcast;
 use crate::ga::operation::Operation;
-use crate::host::arith::FmaMode;
 use crate::host::cpu;
 use crate::host::device::HostDevice;
+use crate::kernel::FmaMode;
 use crate::options::ContextOptions;
+use crate::selection::select;
+
+/// The logger these messages go to: the name Python users filter on (`amari_gpu.context.open`),
+/// kept from when opening was a module of the context.
+const LOG: &str = "amari_gpu::context::open";
 
 /// How device `dev`'s adapter rounds WGSL `fma`, measured with the generated Cl(1) product
 /// (r0 = a0 b0, then fma(a1, b1, r0) with a0 b0 = −1 and a1 b1 just under 1); cached per
 /// adapter for the process. `None` when the probe fails or gives neither value.
-pub fn fma_mode(dev: &GpuDevice) -> Option<FmaMode> {
+fn fma_mode(dev: &GpuDevice) -> Option<FmaMode> {
     static MODES: OnceLock<Mutex<HashMap<usize, FmaMode>>> = OnceLock::new();
     let modes = MODES.get_or_init(Mutex::default);
     let index = dev.adapter.index;
@@ -59,7 +68,7 @@ pub fn fma_mode(dev: &GpuDevice) -> Option<FmaMode> {
     let mode = match probed {
         Ok(_) => FmaMode::from_probe(out[0]),
         Err(e) => {
-            log::warn!("fma probe failed on device {}: {e}", dev.id);
+            log::warn!(target: LOG, "fma probe failed on device {}: {e}", dev.id);
             None
         }
     };
@@ -70,6 +79,7 @@ pub fn fma_mode(dev: &GpuDevice) -> Option<FmaMode> {
             .insert(index, mode);
     } else {
         log::warn!(
+            target: LOG,
             "fma probe on device {} ({}) gave {:e}, neither fused nor separate rounding",
             dev.id,
             dev.adapter.name,
@@ -104,6 +114,7 @@ fn shared_fma_mode(wgpu: &[Arc<GpuDevice>]) -> FmaMode {
             .map(|(m, d)| format!("{} ({}): {}", d.adapter.name, d.adapter.backend, m.name()))
             .collect();
         log::warn!(
+            target: LOG,
             "the context's devices round WGSL fma differently ({}): results of kernels with \
              fma chains depend on which device computed them; the host device rounds as {} does",
             modes.join(", "),
@@ -115,7 +126,7 @@ fn shared_fma_mode(wgpu: &[Arc<GpuDevice>]) -> FmaMode {
 
 /// Opens the devices for `chosen` adapter indices (one entry per logical device) of
 /// `pairs` (the wgpu adapters) and `host` (the host device's description, last index).
-pub(super) fn open_devices(
+fn open_devices(
     pairs: &[(wgpu::Adapter, AdapterInfo)],
     host: &AdapterInfo,
     chosen: &[usize],
@@ -153,6 +164,7 @@ pub(super) fn open_devices(
             .map_or(host.index, |d| d.group);
         let host_device = HostDevice::new(threads, shared_fma_mode(&devices))?;
         log::info!(
+            target: LOG,
             "host device {}: {} threads, simd {}, fma {}",
             others,
             host_device.pool.threads(),
@@ -164,4 +176,16 @@ pub(super) fn open_devices(
         shared_fma_mode(&devices);
     }
     Ok(devices)
+}
+
+impl MultiGpuContext {
+    /// Opens the devices `options` select.
+    pub fn new(options: ContextOptions) -> Result<Self> {
+        let infos = adapters();
+        let chosen = select(&infos, &options)?;
+        // Devices on one adapter, or on one device seen through two backends, share
+        // hardware: they form one group, named by the original adapter's index.
+        let devices = open_devices(enumerated(), host_adapter(), &chosen, &options)?;
+        Ok(MultiGpuContext::with_devices(devices, options))
+    }
 }

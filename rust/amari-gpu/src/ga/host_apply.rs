@@ -1,13 +1,14 @@
 //! A whole geometric-algebra call on the host, outside the executor: the operands checked as
-//! [`crate::ga::apply`] checks them, then one [`GaKernel`] run over every item (for tests and
+//! `ga::apply` checks them, then one [`GaKernel`] run over every item (for tests and
 //! benchmarks that compare the host with the devices).
 
-use super::arith::FmaMode;
-use super::ga::GaKernel;
-use crate::ga::algebra::Algebra;
-use crate::ga::operation::Operation;
+use super::algebra::Algebra;
+use super::host::GaKernel;
+use super::operation::Operation;
+use crate::kernel::FmaMode;
+use crate::kernel::HostImpl;
 
-/// Runs `op` in `algebra` over whole operands on the host, as [`crate::ga::apply`] does on
+/// Runs `op` in `algebra` over whole operands on the host, as `ga::apply` does on
 /// the devices (for tests and benchmarks; the executor calls [`GaKernel::run`] per chunk).
 pub fn apply_host(
     algebra: &Algebra,

@@ -3,10 +3,10 @@
 //! products with D's rows as the accumulated input), its products run by the host kernel
 //! instead of the devices, so the distances are the same bits.
 
-use super::tropical::product_rows;
+use super::host::product_rows;
+use super::paths::{block_size, finish, start, strips};
+use super::semiring::Semiring;
 use crate::error::Result;
-use crate::tropical::paths::{block_size, finish, start, strips};
-use crate::tropical::semiring::Semiring;
 
 /// Shortest path lengths of the graph with (n, n) weights `w` into `out`, on the current
 /// rayon pool (see `tropical::shortest_paths` for the rules and errors).
