@@ -13,8 +13,6 @@
 mod attempt;
 mod balance;
 mod bands;
-mod host_band;
-mod host_round;
 mod parallel;
 mod record;
 mod relayout;
