@@ -15,13 +15,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::array::{ResidentArray, Snapshot};
-use super::dispatch::entry;
 use super::place::record;
-use super::shard::{self, Storage};
+use super::shard::{self, shards_of, Storage};
 use crate::context::{MultiGpuContext, Target};
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
-use crate::gpu_io::Scopes;
+use crate::gpu_io::{binding_at as entry, Scopes};
 use crate::kernel::{Input, Kernel, Output};
 use crate::passes::{self, Launch};
 use crate::profile::Kind;
@@ -71,7 +70,7 @@ impl Results {
                 stride,
             } => {
                 let mut strided = crate::alloc::zeroed("partials", chunks * stride)?;
-                shard::read(dev, &storage, 0..strided.len(), &mut strided, timeout)?;
+                shards_of(dev).read(dev, &storage, 0..strided.len(), &mut strided, timeout)?;
                 for (partial, got) in out
                     .chunks_exact_mut(words)
                     .zip(strided.chunks_exact(stride))
@@ -133,13 +132,14 @@ impl MultiGpuContext {
             words,
         };
         let mut pending = Vec::new();
-        // wgpu shards first: the host device's shards then run while the devices work.
-        let mut shards: Vec<_> = snapshot.shards.iter().collect();
-        shards.sort_by_key(|(device, _, _)| {
+        // Shards a device runs asynchronously first: the host device's shards then run
+        // (in place) while the devices work.
+        let mut order: Vec<_> = snapshot.shards.iter().collect();
+        order.sort_by_key(|(device, _, _)| {
             self.device(*device)
-                .is_ok_and(|dev| dev.as_host().is_some())
+                .is_ok_and(|dev| shards_of(dev).runs_in_place())
         });
-        for (device, rows, storage) in shards {
+        for (device, rows, storage) in order {
             // Chunks wholly inside the shard (the last chunk may be short).
             let first = rows.start.div_ceil(chunk_items);
             let last = if rows.end == n {
@@ -279,8 +279,8 @@ impl MultiGpuContext {
         let gpu = dev.gpu();
         let pipeline = dev.pipeline(kernel)?;
         let stride = words.div_ceil(step) * step;
-        let per_row = span.per_row.map(|w| shard::put(dev, w)).transpose()?;
-        let results = shard::allocate(dev, span.chunks.len() * stride)?;
+        let per_row = span.per_row.map(|w| shards_of(dev).put(dev, w)).transpose()?;
+        let results = shards_of(dev).allocate(dev, span.chunks.len() * stride)?;
         let Storage::Wgpu(results_buffer) = &results else {
             return Err(Error::Internal("a host buffer on a wgpu device".into()));
         };
@@ -347,7 +347,7 @@ impl MultiGpuContext {
                 (words.len() * 4) as u64,
                 self.resident.held_bytes(to.id),
             )?;
-            let rebuilt = Arc::new(shard::put(to, &words)?);
+            let rebuilt = Arc::new(shards_of(to).put(to, &words)?);
             let mut entries = self.resident.lock();
             // Unless another call repaired or freed it meanwhile.
             if let Some(entry) = entries.get_mut(&array.id) {
@@ -383,7 +383,7 @@ impl MultiGpuContext {
             let dev = self.device(*device)?;
             let words = (start - held.start) * cols..(end - held.start) * cols;
             let read = if dev.health.is_healthy() {
-                shard::read(dev, storage, words, target, timeout)
+                shards_of(dev).read(dev, storage, words, target, timeout)
             } else {
                 Err(Error::DeviceLost {
                     device: dev.id,

@@ -1,19 +1,24 @@
-//! The one interface the engine's loops drive a device through. Both kinds implement
-//! [`Runner`]: a wgpu device (in `executor`: upload, dispatch, readback, two chunks in
-//! flight) and the host CPU device (in `runner::host`: the kernel runs in place when the
-//! chunk is finished, so its "flight" is one chunk begun and not yet run). The worker loop,
-//! its profile events, counters, fault injection and re-queueing are written once against
-//! the trait; [`drive`] is the one place that looks at which kind a device is.
+//! The one interface the engine's loops drive a device through. Both kinds implement it: a
+//! wgpu device (chunks in `executor`: upload, dispatch, readback, two chunks in flight;
+//! shards in `runner::gpu`) and the host CPU device (`runner::host`: a chunk's kernel runs
+//! in place when the chunk is finished, so its "flight" is one chunk begun and not yet run;
+//! shards are host vectors). [`Runner`] is what the worker loop needs (written once against
+//! it, with its profile events, counters, fault injection and re-queueing); its supertrait
+//! [`Shards`] is what resident arrays need (shard storage, a row kernel over a shard).
+//! [`drive`] and [`shards_of`] are the only places that look at which kind a device is.
 
+mod gpu;
 mod host;
 
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::device::{DeviceKind, GpuDevice};
 use crate::error::Result;
 use crate::interrupt::Interrupt;
 use crate::kernel::Kernel;
+use crate::pool::Pooled;
 
 /// What a call's chunks share on every device: the kernel, the whole problem's inputs, and
 /// how long (and until what) a wait may last.
@@ -57,9 +62,76 @@ pub struct Finished {
     pub staged: bool,
 }
 
+/// Where a device holds a shard's words.
+pub(crate) enum Storage {
+    /// A pooled storage buffer on a wgpu device (row 0 of the shard at byte 0).
+    Wgpu(Pooled),
+    /// Host memory, for the host device.
+    Host(Vec<f32>),
+}
+
+/// What a shard run on a device still has to do before its rows are there (a wgpu device's
+/// submission to wait for, its loop checks to verify).
+pub(crate) trait Unfinished {
+    /// Waits for it on `dev` within `timeout`; `rows` are the shard's rows, for errors.
+    fn finish(
+        self: Box<Self>,
+        dev: &GpuDevice,
+        rows: &Range<usize>,
+        timeout: Option<Duration>,
+    ) -> Result<()>;
+}
+
+/// A kind of device as resident arrays see it: shard storage and a row kernel over a shard.
+/// Methods take the [`GpuDevice`] the kind belongs to for what every kind shares.
+pub(crate) trait Shards {
+    /// Whether the device runs a shard's kernel in place, on the calling thread (the host
+    /// device), rather than submitting it to run beside the caller.
+    fn runs_in_place(&self) -> bool;
+
+    /// The largest shard (bytes) the device can hold, when it has a limit beside memory.
+    fn largest_shard(&self, dev: &GpuDevice) -> Option<u64>;
+
+    /// An uninitialised shard of `words` words on `dev` (a kernel or copy fills it).
+    fn allocate(&self, dev: &GpuDevice, words: usize) -> Result<Storage>;
+
+    /// A shard on `dev` holding `data` (whole rows).
+    fn put(&self, dev: &GpuDevice, data: &[f32]) -> Result<Storage>;
+
+    /// Copies words `words` of `storage` (on `dev`) into `out`, waiting for the device
+    /// within `timeout`.
+    fn read(
+        &self,
+        dev: &GpuDevice,
+        storage: &Storage,
+        words: Range<usize>,
+        out: &mut [f32],
+        timeout: Option<Duration>,
+    ) -> Result<()>;
+
+    /// Runs `kernel` over the `items` rows of one shard on `dev`: `inputs[i]` is the
+    /// shard's rows of input i (or the whole input). Returns the new shard and, when the
+    /// device runs it asynchronously, what is left to wait for.
+    fn run_shard(
+        &self,
+        dev: &GpuDevice,
+        kernel: &Kernel,
+        inputs: &[Arc<Storage>],
+        items: usize,
+    ) -> Result<(Storage, Option<Box<dyn Unfinished>>)>;
+}
+
+/// The device's kind as a [`Shards`] holder.
+pub(crate) fn shards_of(dev: &GpuDevice) -> &dyn Shards {
+    match &dev.kind {
+        DeviceKind::Wgpu(gpu) => gpu,
+        DeviceKind::Host(host) => host,
+    }
+}
+
 /// A kind of device as the engine's loops see it. Methods take the [`GpuDevice`] the kind
 /// belongs to for what every kind shares (id, health, pool, counters, limits).
-pub(crate) trait Runner {
+pub(crate) trait Runner: Shards {
     /// A kernel made ready to run on the device once per call (a compiled pipeline; the host
     /// kernel with the device's fma rounding).
     type Prepared;

@@ -1,18 +1,145 @@
-//! Running a row kernel over the rows of one shard on the device that holds it: encoded
-//! and submitted on a wgpu device (split into dispatches that fit its binding limit, each
-//! bound at its byte offset in the shard buffers), in place on the host device. A kernel
-//! with a loop check (a user's, see `rows::wrap`) has each piece's check word read back, so
-//! a shard whose loops a driver cut short is refused as the engine's chunks are.
+//! A wgpu device as a [`Shards`] holder: shard words in pooled storage buffers (allocated
+//! in an error scope, so running out of memory is an error, not an abort), written with the
+//! queue and read back through a staging buffer; a row kernel over a shard encoded and
+//! submitted in pieces that fit the device's binding limit (each bound at its byte offset in
+//! the shard buffers) and waited for when the shard is finished. A kernel with a loop check
+//! (a user's, see `rows::wrap`) has each piece's check word read back, so a shard whose
+//! loops a driver cut short is refused as the engine's chunks are.
 
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::shard::Storage;
-use crate::device::{DeviceKind, GpuDevice};
+use super::{Shards, Storage, Unfinished};
+use crate::device::{GpuDevice, WgpuDevice};
 use crate::error::{Error, Result};
-use crate::gpu_io::{self, Limit, Mapped, Scopes};
+use crate::gpu_io::{self, Limit, Mapped, Scopes, Staging};
 use crate::kernel::{Input, Kernel};
 use crate::passes::{self, Launch};
+
+/// Usage of every shard buffer: kernels read and write it, copies go both ways.
+const SHARD_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+impl Shards for WgpuDevice {
+    fn runs_in_place(&self) -> bool {
+        false
+    }
+
+    fn largest_shard(&self, dev: &GpuDevice) -> Option<u64> {
+        Some(dev.limits.max_buffer_size)
+    }
+
+    fn allocate(&self, dev: &GpuDevice, words: usize) -> Result<Storage> {
+        gpu_io::check_alive(dev)?;
+        let bytes = (words.max(1) * 4) as u64;
+        let scopes = Scopes::open(dev);
+        let buffer = dev.pool.take(&self.device, bytes, SHARD_USAGE);
+        scopes.close(dev.id).map_err(|e| with_bytes(e, bytes))?;
+        Ok(Storage::Wgpu(buffer))
+    }
+
+    fn put(&self, dev: &GpuDevice, data: &[f32]) -> Result<Storage> {
+        let storage = self.allocate(dev, data.len())?;
+        if let Storage::Wgpu(buffer) = &storage {
+            self.queue
+                .write_buffer(buffer, 0, bytemuck::cast_slice(data));
+            dev.counters.moved((data.len() * 4) as u64, 0);
+        }
+        Ok(storage)
+    }
+
+    fn read(
+        &self,
+        dev: &GpuDevice,
+        storage: &Storage,
+        words: Range<usize>,
+        out: &mut [f32],
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        let Storage::Wgpu(buffer) = storage else {
+            return Err(Error::Internal("a host shard read from a wgpu device".into()));
+        };
+        gpu_io::check_alive(dev)?;
+        if words.is_empty() {
+            return Ok(());
+        }
+        let bytes = (words.len() * 4) as u64;
+        let mut staging = Staging::new(dev, bytes, false);
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("resident gather"),
+            });
+        encoder.copy_buffer_to_buffer(
+            buffer,
+            (words.start * 4) as u64,
+            staging.buffer(),
+            0,
+            bytes,
+        );
+        let submission = self.queue.submit(Some(encoder.finish()));
+        staging.map();
+        if let Err(error) = staging.wait(dev, submission, timeout) {
+            staging.discard();
+            return Err(error);
+        }
+        staging.read(dev, |view| {
+            out.copy_from_slice(bytemuck::cast_slice(view));
+        })?;
+        dev.counters.moved(0, bytes);
+        Ok(())
+    }
+
+    fn run_shard(
+        &self,
+        dev: &GpuDevice,
+        kernel: &Kernel,
+        inputs: &[Arc<Storage>],
+        items: usize,
+    ) -> Result<(Storage, Option<Box<dyn Unfinished>>)> {
+        // A loop check's word follows the rows (see `submit`).
+        let words = items * kernel.output_words_per_item();
+        let out = self.allocate(dev, words + usize::from(kernel.loop_check))?;
+        let (submission, checks) = submit(dev, kernel, inputs, &out, items)?;
+        Ok((out, Some(Box::new(Submitted { submission, checks }))))
+    }
+}
+
+/// A shard's kernel submitted to a wgpu device, with its loop checks.
+struct Submitted {
+    submission: wgpu::SubmissionIndex,
+    checks: Option<LoopChecks>,
+}
+
+impl Unfinished for Submitted {
+    fn finish(
+        self: Box<Self>,
+        dev: &GpuDevice,
+        rows: &Range<usize>,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        let limit = Limit::Sync(timeout);
+        gpu_io::wait(dev, Some(self.submission.clone()), limit)?;
+        gpu_io::check_alive(dev)?;
+        match self.checks {
+            Some(checks) => checks.verify(dev, self.submission, limit, rows),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An out-of-memory error that says how many bytes were asked.
+fn with_bytes(error: Error, bytes: u64) -> Error {
+    match error {
+        Error::OutOfMemory { device, reason } => Error::OutOfMemory {
+            device,
+            reason: format!("cannot allocate {bytes} bytes for a resident shard: {reason}"),
+        },
+        other => other,
+    }
+}
 
 /// Rows a single dispatch covers at most, so every binding of a piece fits the device's
 /// binding limit; a multiple of 256 rows keeps every piece's byte offset aligned.
@@ -23,26 +150,9 @@ fn piece_rows(dev: &GpuDevice, kernel: &Kernel) -> usize {
     (rows - rows % 256).max(256)
 }
 
-/// A binding of `bytes` bytes of `buffer` from byte `offset`.
-pub(super) fn entry(
-    index: u32,
-    buffer: &wgpu::Buffer,
-    offset: u64,
-    bytes: u64,
-) -> wgpu::BindGroupEntry<'_> {
-    wgpu::BindGroupEntry {
-        binding: index,
-        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-            buffer,
-            offset,
-            size: wgpu::BufferSize::new(bytes.max(4)),
-        }),
-    }
-}
-
 /// The loop-check words of a shard's pieces, copied to a mappable buffer after each piece
 /// ran (the next piece overwrites the word with its first row).
-pub(crate) struct LoopChecks {
+struct LoopChecks {
     staging: wgpu::Buffer,
     mapped: Option<Mapped>,
     pieces: Vec<Range<usize>>,
@@ -51,7 +161,7 @@ pub(crate) struct LoopChecks {
 impl LoopChecks {
     /// Once the submission has run: an error naming the first piece whose loops a driver
     /// cut short (the shard's results are then not to be kept).
-    pub(crate) fn verify(
+    fn verify(
         mut self,
         dev: &GpuDevice,
         submission: wgpu::SubmissionIndex,
@@ -91,7 +201,7 @@ impl LoopChecks {
 /// `inputs[i]` is the shard's rows of input i (or the whole input), `out` the new shard
 /// (one word longer when the kernel has a loop check). Returns the submission, and the
 /// loop checks to verify once it has run.
-pub(crate) fn submit(
+fn submit(
     dev: &GpuDevice,
     kernel: &Kernel,
     inputs: &[Arc<Storage>],
@@ -152,13 +262,13 @@ pub(crate) fn submit(
             } else {
                 (0, (w * 4) as u64)
             };
-            entries.push(entry(i as u32 + 1, b, offset, bytes));
+            entries.push(gpu_io::binding_at(i as u32 + 1, b, offset, bytes));
         }
         // The check word follows the piece's output rows: bound with them, cleared first.
         let check_at = ((start + n) * out_cols * 4) as u64;
         if checks.is_some() {
             if let Some(last) = entries.last_mut() {
-                *last = entry(
+                *last = gpu_io::binding_at(
                     last.binding,
                     &bound[bound.len() - 1],
                     (start * out_cols * 4) as u64,
@@ -198,33 +308,3 @@ pub(crate) fn submit(
     Ok((submission, checks))
 }
 
-/// Runs `kernel` over the `items` rows of one shard on the host device.
-pub(crate) fn run_host(
-    dev: &GpuDevice,
-    kernel: &Kernel,
-    inputs: &[Arc<Storage>],
-    items: usize,
-) -> Result<Storage> {
-    let DeviceKind::Host(host) = &dev.kind else {
-        return Err(Error::Internal("run_host on a wgpu device".into()));
-    };
-    let Some(implementation) = kernel.host.as_ref() else {
-        return Err(Error::Internal(format!(
-            "kernel {} has no host implementation",
-            kernel.id
-        )));
-    };
-    let prepared = host.prepare(implementation.as_ref());
-    let mut slices = Vec::with_capacity(inputs.len());
-    for storage in inputs {
-        match storage.as_ref() {
-            Storage::Host(words) => slices.push(words.as_slice()),
-            Storage::Wgpu(_) => {
-                return Err(Error::Internal("a wgpu shard on the host device".into()))
-            }
-        }
-    }
-    let mut out = crate::alloc::zeroed("resident output", items * kernel.output_words_per_item())?;
-    host.run(dev.id, prepared.as_ref(), &slices, 0..items, &mut out)?;
-    Ok(Storage::Host(out))
-}
