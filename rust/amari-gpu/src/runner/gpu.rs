@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Shards, Storage, Unfinished};
+use super::{Partials, ShardChunks, Shards, Storage, Unfinished};
 use crate::device::{GpuDevice, WgpuDevice};
 use crate::error::{Error, Result};
 use crate::gpu_io::{self, Limit, Mapped, Scopes, Staging};
@@ -104,6 +104,113 @@ impl Shards for WgpuDevice {
         let out = self.allocate(dev, words + usize::from(kernel.loop_check))?;
         let (submission, checks) = submit(dev, kernel, inputs, &out, items)?;
         Ok((out, Some(Box::new(Submitted { submission, checks }))))
+    }
+
+    fn reduce_shard(
+        &self,
+        dev: &GpuDevice,
+        kernel: &Kernel,
+        storage: &Storage,
+        span: &ShardChunks<'_>,
+    ) -> Result<Option<Box<dyn Partials>>> {
+        let Storage::Wgpu(buffer) = storage else {
+            return Err(Error::Internal("a host shard on a wgpu device".into()));
+        };
+        let (cols, words) = (span.cols, span.words);
+        // Windows start at rows whose byte offsets (rows and per-row words alike) are
+        // multiples of the device's offset alignment.
+        let align = dev.limits.min_storage_buffer_offset_alignment.max(4) as usize;
+        let step = align / 4;
+        let widest = ((step + span.chunk_items) * cols * 4) as u64;
+        if widest > dev.max_binding_bytes() || (words * 4) as u64 > dev.max_binding_bytes() {
+            return Ok(None);
+        }
+        let pipeline = dev.pipeline(kernel)?;
+        let stride = words.div_ceil(step) * step;
+        let per_row = span.per_row.map(|w| self.put(dev, w)).transpose()?;
+        let results = self.allocate(dev, span.chunks.len() * stride)?;
+        let Storage::Wgpu(results_buffer) = &results else {
+            return Err(Error::Internal("a host buffer on a wgpu device".into()));
+        };
+        let scopes = Scopes::open(dev);
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some(&kernel.id),
+            });
+        let mut uniforms = Vec::with_capacity(span.chunks.len());
+        for (i, c) in span.chunks.clone().enumerate() {
+            let rows = span.local(c);
+            let window = rows.start - rows.start % step;
+            let first = rows.start - window;
+            let bound = first + rows.len();
+            let mut launch = Launch::new(dev, kernel, rows.len(), "rows")?;
+            launch.header[2] = first as u32;
+            // Byte offsets and sizes of the bindings (u64, as wgpu takes them).
+            let bytes = |words: usize| (words * 4) as u64;
+            let mut entries = vec![gpu_io::binding_at(
+                1,
+                buffer,
+                bytes(window * cols),
+                bytes(bound * cols),
+            )];
+            if let Some(Storage::Wgpu(w)) = &per_row {
+                entries.push(gpu_io::binding_at(2, w, bytes(window), bytes(bound)));
+            }
+            let index = entries.len() as u32 + 1;
+            entries.push(gpu_io::binding_at(
+                index,
+                results_buffer,
+                bytes(i * stride),
+                bytes(words),
+            ));
+            uniforms.extend(passes::encode(
+                dev,
+                &mut encoder,
+                kernel,
+                &pipeline,
+                &launch,
+                &entries,
+                None,
+            ));
+        }
+        self.queue.submit(Some(encoder.finish()));
+        scopes.close(dev.id)?;
+        Ok(Some(Box::new(Strided {
+            storage: results,
+            chunks: span.chunks.len(),
+            words,
+            stride,
+        })))
+    }
+}
+
+/// A shard's partials on their way from a wgpu device: each chunk's at a multiple of
+/// `stride` words of `storage` (the offset alignment), `words` of it the partial.
+struct Strided {
+    storage: Storage,
+    chunks: usize,
+    words: usize,
+    stride: usize,
+}
+
+impl Partials for Strided {
+    fn collect(
+        self: Box<Self>,
+        dev: &GpuDevice,
+        out: &mut [f32],
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        let mut strided = crate::alloc::zeroed("partials", self.chunks * self.stride)?;
+        dev.gpu()
+            .read(dev, &self.storage, 0..strided.len(), &mut strided, timeout)?;
+        for (partial, got) in out
+            .chunks_exact_mut(self.words)
+            .zip(strided.chunks_exact(self.stride))
+        {
+            partial.copy_from_slice(&got[..self.words]);
+        }
+        Ok(())
     }
 }
 

@@ -9,7 +9,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Begun, Finished, Job, Runner, Shards, Storage, Unfinished};
+use super::{Begun, Finished, Job, Partials, Runner, ShardChunks, Shards, Storage, Unfinished};
 use crate::alloc;
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
@@ -83,6 +83,36 @@ impl Shards for HostDevice {
         let mut out = alloc::zeroed("resident output", items * kernel.output_words_per_item())?;
         self.run(dev.id, kernel_here.as_ref(), &slices, 0..items, &mut out)?;
         Ok((Storage::Host(out), None))
+    }
+
+    fn reduce_shard(
+        &self,
+        dev: &GpuDevice,
+        kernel: &Kernel,
+        storage: &Storage,
+        span: &ShardChunks<'_>,
+    ) -> Result<Option<Box<dyn Partials>>> {
+        let Storage::Host(rows) = storage else {
+            return Err(Error::Internal("a wgpu shard on the host device".into()));
+        };
+        let kernel_here = prepared(self, kernel)?;
+        let mut inputs: Vec<&[f32]> = vec![rows];
+        inputs.extend(span.per_row);
+        let mut partials = alloc::zeroed("partials", span.chunks.len() * span.words)?;
+        for (c, partial) in span.chunks.clone().zip(partials.chunks_exact_mut(span.words)) {
+            self.run(dev.id, kernel_here.as_ref(), &inputs, span.local(c), partial)?;
+        }
+        Ok(Some(Box::new(Ready(partials))))
+    }
+}
+
+/// Partials the host device has computed.
+struct Ready(Vec<f32>);
+
+impl Partials for Ready {
+    fn collect(self: Box<Self>, _: &GpuDevice, out: &mut [f32], _: Option<Duration>) -> Result<()> {
+        out.copy_from_slice(&self.0);
+        Ok(())
     }
 }
 

@@ -4,7 +4,8 @@
 //! in place when the chunk is finished, so its "flight" is one chunk begun and not yet run;
 //! shards are host vectors). [`Runner`] is what the worker loop needs (written once against
 //! it, with its profile events, counters, fault injection and re-queueing); its supertrait
-//! [`Shards`] is what resident arrays need (shard storage, a row kernel over a shard).
+//! [`Shards`] is what resident arrays need (shard storage, a row kernel over a shard, a
+//! reduction over a shard's chunks).
 //! [`drive`] and [`shards_of`] are the only places that look at which kind a device is.
 
 mod gpu;
@@ -82,6 +83,42 @@ pub(crate) trait Unfinished {
     ) -> Result<()>;
 }
 
+/// The chunks of a reduction over one shard: chunks of the problem's grid (`chunk_items`
+/// rows each, counted from row 0 of the array) that lie wholly inside the shard, and the
+/// widths.
+pub(crate) struct ShardChunks<'a> {
+    /// The shard's first row in the array.
+    pub(crate) shard_start: usize,
+    /// The chunks to run (indices in the whole grid).
+    pub(crate) chunks: Range<usize>,
+    /// One word per row of the shard, when the kernel takes it (uploaded).
+    pub(crate) per_row: Option<&'a [f32]>,
+    /// Rows per chunk.
+    pub(crate) chunk_items: usize,
+    /// Rows of the array.
+    pub(crate) n: usize,
+    /// Words per row.
+    pub(crate) cols: usize,
+    /// Words per partial.
+    pub(crate) words: usize,
+}
+
+impl ShardChunks<'_> {
+    /// Rows of chunk `c`, relative to the shard (the array's last chunk may be short).
+    pub(crate) fn local(&self, c: usize) -> Range<usize> {
+        c * self.chunk_items - self.shard_start
+            ..(c * self.chunk_items + self.chunk_items).min(self.n) - self.shard_start
+    }
+}
+
+/// A shard's partials, computed or on their way from the device.
+pub(crate) trait Partials {
+    /// Copies the partials into `out` (`words` per chunk, in chunk order), waiting for the
+    /// device `dev` within `timeout`.
+    fn collect(self: Box<Self>, dev: &GpuDevice, out: &mut [f32], timeout: Option<Duration>)
+        -> Result<()>;
+}
+
 /// A kind of device as resident arrays see it: shard storage and a row kernel over a shard.
 /// Methods take the [`GpuDevice`] the kind belongs to for what every kind shares.
 pub(crate) trait Shards {
@@ -119,6 +156,17 @@ pub(crate) trait Shards {
         inputs: &[Arc<Storage>],
         items: usize,
     ) -> Result<(Storage, Option<Box<dyn Unfinished>>)>;
+
+    /// Runs `kernel` (one partial per chunk) over the chunks of `span` of one shard,
+    /// `storage` on `dev`: the kernel's inputs are the shard's rows, then `span.per_row`
+    /// when given. `None`, having done nothing, when a chunk cannot be bound on the device.
+    fn reduce_shard(
+        &self,
+        dev: &GpuDevice,
+        kernel: &Kernel,
+        storage: &Storage,
+        span: &ShardChunks<'_>,
+    ) -> Result<Option<Box<dyn Partials>>>;
 }
 
 /// The device's kind as a [`Shards`] holder.
