@@ -292,7 +292,9 @@ impl Runner for WgpuDevice {
         range: Range<usize>,
         held: &mut Resident,
     ) -> Result<(InFlight, Begun)> {
-        let flight = submit(dev, job.kernel, prepared, job.inputs, range, held, job.timed)?;
+        let flight = submit(
+            dev, job.kernel, prepared, job.inputs, range, held, job.timed,
+        )?;
         let begun = Begun {
             submitted: flight.submitted,
             bytes_up: flight.bytes_up,

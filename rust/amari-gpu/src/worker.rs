@@ -197,7 +197,12 @@ impl Run<'_> {
         }
         if done.staged {
             host(Kind::Wait, done.wait_start, done.wait_end, 0);
-            host(Kind::Readback, done.wait_end, done.copied, m.begun.bytes_down);
+            host(
+                Kind::Readback,
+                done.wait_end,
+                done.copied,
+                m.begun.bytes_down,
+            );
         }
         if m.orphan {
             host(Kind::Retry, m.taken, done.copied, 0);

@@ -55,8 +55,7 @@ impl Attempt<'_> {
                     let dev = &devices[id];
                     let compiled = self.compiled.get(&id).map(|c| &**c);
                     let timed = stamped.get(&id).copied().unwrap_or(false);
-                    let handle =
-                        scope.spawn(move || run(dev, compiled, bands, spec, round, timed));
+                    let handle = scope.spawn(move || run(dev, compiled, bands, spec, round, timed));
                     (id, handle)
                 })
                 .collect();

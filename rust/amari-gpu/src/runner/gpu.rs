@@ -59,7 +59,9 @@ impl Shards for WgpuDevice {
         timeout: Option<Duration>,
     ) -> Result<()> {
         let Storage::Wgpu(buffer) = storage else {
-            return Err(Error::Internal("a host shard read from a wgpu device".into()));
+            return Err(Error::Internal(
+                "a host shard read from a wgpu device".into(),
+            ));
         };
         gpu_io::check_alive(dev)?;
         if words.is_empty() {
@@ -72,13 +74,7 @@ impl Shards for WgpuDevice {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("resident gather"),
             });
-        encoder.copy_buffer_to_buffer(
-            buffer,
-            (words.start * 4) as u64,
-            staging.buffer(),
-            0,
-            bytes,
-        );
+        encoder.copy_buffer_to_buffer(buffer, (words.start * 4) as u64, staging.buffer(), 0, bytes);
         let submission = self.queue.submit(Some(encoder.finish()));
         staging.map();
         if let Err(error) = staging.wait(dev, submission, timeout) {
@@ -414,4 +410,3 @@ fn submit(
     scopes.close(dev.id)?;
     Ok((submission, checks))
 }
-

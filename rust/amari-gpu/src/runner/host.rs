@@ -99,8 +99,18 @@ impl Shards for HostDevice {
         let mut inputs: Vec<&[f32]> = vec![rows];
         inputs.extend(span.per_row);
         let mut partials = alloc::zeroed("partials", span.chunks.len() * span.words)?;
-        for (c, partial) in span.chunks.clone().zip(partials.chunks_exact_mut(span.words)) {
-            self.run(dev.id, kernel_here.as_ref(), &inputs, span.local(c), partial)?;
+        for (c, partial) in span
+            .chunks
+            .clone()
+            .zip(partials.chunks_exact_mut(span.words))
+        {
+            self.run(
+                dev.id,
+                kernel_here.as_ref(),
+                &inputs,
+                span.local(c),
+                partial,
+            )?;
         }
         Ok(Some(Box::new(Ready(partials))))
     }

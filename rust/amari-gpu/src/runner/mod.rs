@@ -115,8 +115,12 @@ impl ShardChunks<'_> {
 pub(crate) trait Partials {
     /// Copies the partials into `out` (`words` per chunk, in chunk order), waiting for the
     /// device `dev` within `timeout`.
-    fn collect(self: Box<Self>, dev: &GpuDevice, out: &mut [f32], timeout: Option<Duration>)
-        -> Result<()>;
+    fn collect(
+        self: Box<Self>,
+        dev: &GpuDevice,
+        out: &mut [f32],
+        timeout: Option<Duration>,
+    ) -> Result<()>;
 }
 
 /// A kind of device as resident arrays see it: shard storage and a row kernel over a shard.
@@ -205,8 +209,12 @@ pub(crate) trait Runner: Shards {
 
     /// Waits until the device has taken `flight` (a driver may hold a submit until earlier
     /// work is done); a worker calls it on its latest chunk before any other call on `dev`.
-    fn wait_submitted(&self, dev: &GpuDevice, job: &Job<'_>, flight: &mut Self::Flight)
-        -> Result<()>;
+    fn wait_submitted(
+        &self,
+        dev: &GpuDevice,
+        job: &Job<'_>,
+        flight: &mut Self::Flight,
+    ) -> Result<()>;
 
     /// Completes `flight` into `output` (the chunk's output words). On error `output` is
     /// untouched.
