@@ -18,7 +18,6 @@ use crate::adapter::AdapterInfo;
 use crate::context::{adapters, enumerated, host_adapter, MultiGpuContext};
 use crate::device::GpuDevice;
 use crate::error::Result;
-use crate::executor::{run_chunk, ChunkJob};
 use crate::ga::algebra::Algebra;
 use crate::ga::codegen::Broadcast;
 use crate::ga::operation::Operation;
@@ -26,6 +25,7 @@ use crate::host::cpu;
 use crate::host::device::HostDevice;
 use crate::kernel::FmaMode;
 use crate::options::ContextOptions;
+use crate::runner::executor::{run_chunk, ChunkJob};
 use crate::selection::select;
 
 /// The logger these messages go to: the name Python users filter on (`amari_gpu.context.open`),

@@ -1,8 +1,10 @@
-//! The worker loop: one thread per device pulls chunks from the scheduler and keeps two in
-//! flight, so the upload of chunk k+1 and the readback of chunk k−1 overlap the dispatch of
-//! chunk k. On failure the device's unfinished chunks go back to the scheduler for the
-//! others. When the call is interrupted the worker stops waiting for the device and leaves
-//! its chunks in flight to it. With a profile active every step becomes an event.
+//! The worker loop: one thread per device, of either kind, pulls chunks from the scheduler
+//! and keeps as many begun as its kind runs at once ([`Runner::DEPTH`]: two on a wgpu
+//! device, so the upload of chunk k+1 and the readback of chunk k−1 overlap the dispatch of
+//! chunk k; one on the host device, which runs each in place). On failure the device's
+//! unfinished chunks go back to the scheduler for the others. When the call is interrupted
+//! the worker stops waiting for the device and leaves its chunks in flight to it. With a
+//! profile active every step becomes an event.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -10,17 +12,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::device::{Compiled, GpuDevice};
+use crate::device::GpuDevice;
 use crate::error::{Error, Result};
-use crate::executor::{finish, submit, Abandoned, Finished, InFlight, Resident};
 use crate::interrupt::Interrupt;
 use crate::kernel::Kernel;
 use crate::plan::Plan;
 use crate::profile::{Clock, Event, Kind, Profiler};
+use crate::runner::{self, Begun, Drive, Finished, Job, Runner};
 use crate::scheduler::Scheduler;
-
-/// Chunks a worker keeps submitted ahead of the one it waits for.
-const IN_FLIGHT: usize = 2;
 
 /// What a worker reports about one completed chunk, for the model's history.
 #[derive(Debug, Clone, Copy)]
@@ -98,13 +97,13 @@ pub struct Run<'a> {
     pub interrupt: Option<Arc<Interrupt>>,
 }
 
-/// One chunk in flight on a worker.
-struct Pending {
+/// One chunk begun on a worker and not yet finished.
+struct Pending<F> {
     meta: Meta,
-    flight: InFlight,
+    flight: F,
 }
 
-/// What the worker keeps about a chunk beyond its buffers.
+/// What the worker keeps about a chunk beyond what its device holds.
 #[derive(Clone, Copy)]
 struct Meta {
     chunk: usize,
@@ -112,9 +111,7 @@ struct Meta {
     /// Taken from the scheduler as an orphan of a failed device.
     orphan: bool,
     taken: Instant,
-    submitted: Instant,
-    bytes_up: u64,
-    bytes_down: u64,
+    begun: Begun,
 }
 
 /// Aligns GPU timestamps with the host clock: the offset is the smallest observed gap between
@@ -181,7 +178,9 @@ impl Run<'_> {
                 Clock::Host,
             );
         };
-        host(Kind::Upload, m.taken, m.submitted, m.bytes_up);
+        if done.staged {
+            host(Kind::Upload, m.taken, m.begun.submitted, m.begun.bytes_up);
+        }
         match (done.ticks, dev.timestamp_period_ns) {
             (Some(ticks), Some(period)) => {
                 let (start_s, duration_s) = clock.kernel(p, done.wait_end, ticks, period);
@@ -191,13 +190,20 @@ impl Run<'_> {
             // chunk's completion, whichever is later) and the host seeing it done.
             _ => host(
                 Kind::Kernel,
-                m.submitted.max(previous_done),
+                m.begun.submitted.max(previous_done),
                 done.wait_end,
                 0,
             ),
         }
-        host(Kind::Wait, done.wait_start, done.wait_end, 0);
-        host(Kind::Readback, done.wait_end, done.copied, m.bytes_down);
+        if done.staged {
+            host(Kind::Wait, done.wait_start, done.wait_end, 0);
+            host(
+                Kind::Readback,
+                done.wait_end,
+                done.copied,
+                m.begun.bytes_down,
+            );
+        }
         if m.orphan {
             host(Kind::Retry, m.taken, done.copied, 0);
         }
@@ -205,40 +211,45 @@ impl Run<'_> {
 
     /// Works through chunks on `dev` (worker `slot`) until none is left or the device fails.
     pub fn work(&self, slot: usize, dev: &GpuDevice) -> WorkerReport {
-        if let Some(host) = dev.as_host() {
-            return self.work_host(slot, dev, host);
-        }
+        runner::drive(dev, Worker { run: self, slot })
+    }
+
+    /// The worker loop on `dev`, whose kind is `runner`: keeps [`Runner::DEPTH`] chunks
+    /// begun, finishes the oldest, and on failure gives the unfinished ones back.
+    fn work_on<R: Runner>(&self, slot: usize, dev: &GpuDevice, runner: &R) -> WorkerReport {
         let mut report = WorkerReport::default();
         let started = Instant::now();
-        let mut in_flight: VecDeque<Pending> = VecDeque::new();
+        let mut in_flight: VecDeque<Pending<R::Flight>> = VecDeque::new();
         let mut held: Option<usize> = None;
-        let mut resident = Resident::new();
+        let mut kept = R::Held::default();
         let mut last_done = started;
         let mut clock = GpuClock::default();
-        let timed = self
-            .recording
-            .as_ref()
-            .is_some_and(|r| r.gpu_timed.get(dev.id).copied().unwrap_or(false));
+        let job = Job {
+            kernel: self.kernel,
+            inputs: self.inputs,
+            timed: self
+                .recording
+                .as_ref()
+                .is_some_and(|r| r.gpu_timed.get(dev.id).copied().unwrap_or(false)),
+            timeout: self.timeout,
+            stop: self.interrupt.as_deref(),
+        };
         let cancelled = || self.interrupt.as_ref().is_some_and(|i| i.is_cancelled());
-        let stop = self.interrupt.as_deref();
-        // Before any call on the device, the queue must have taken the latest chunk (see
+        // Before any call on the device, it must have taken the latest chunk (see
         // `gpu_io::submit_handed`); an interrupt stops this wait too.
-        let queue_took_latest = |in_flight: &mut VecDeque<Pending>| -> Result<()> {
+        let queue_took_latest = |in_flight: &mut VecDeque<Pending<R::Flight>>| -> Result<()> {
             match in_flight.back_mut() {
-                Some(latest) => latest
-                    .flight
-                    .wait_submitted(dev, self.timeout, stop)
-                    .map(drop),
+                Some(latest) => runner.wait_submitted(dev, &job, &mut latest.flight),
                 None => Ok(()),
             }
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
-            // Compiled at the first chunk taken, not before: a device the plan gives nothing
+            // Prepared at the first chunk taken, not before: a device the plan gives nothing
             // (the host's CPU adapters under `auto`) would otherwise compile the kernel on
             // the cores the working devices use (Mesa takes hundreds of ms for a new one).
-            let mut compiled: Option<Arc<Compiled>> = None;
+            let mut prepared: Option<R::Prepared> = None;
             loop {
-                while in_flight.len() < IN_FLIGHT && !cancelled() {
+                while in_flight.len() < R::DEPTH && !cancelled() {
                     let next = if in_flight.is_empty() {
                         self.scheduler.next(slot)
                     } else {
@@ -248,30 +259,20 @@ impl Run<'_> {
                     held = Some(chunk);
                     queue_took_latest(&mut in_flight)?;
                     ready_for_chunk(dev, self.counted)?;
-                    let pipeline = match &compiled {
-                        Some(pipeline) => Arc::clone(pipeline),
-                        None => compiled.insert(dev.pipeline(self.kernel)?).clone(),
+                    let ready = match &prepared {
+                        Some(ready) => ready,
+                        None => prepared.insert(runner.prepare(dev, self.kernel)?),
                     };
                     let taken = Instant::now();
                     let range = self.ranges[chunk].clone();
                     let items = range.len();
-                    let flight = submit(
-                        dev,
-                        self.kernel,
-                        &pipeline,
-                        self.inputs,
-                        range,
-                        &mut resident,
-                        timed,
-                    )?;
+                    let (flight, begun) = runner.begin(dev, &job, ready, range, &mut kept)?;
                     let meta = Meta {
                         chunk,
                         items,
                         orphan,
                         taken,
-                        submitted: flight.submitted,
-                        bytes_up: flight.bytes_up,
-                        bytes_down: flight.bytes_down,
+                        begun,
                     };
                     in_flight.push_back(Pending { meta, flight });
                     held = None;
@@ -281,6 +282,9 @@ impl Run<'_> {
                     return Ok(());
                 };
                 held = Some(meta.chunk);
+                let Some(ready) = &prepared else {
+                    return Err(Error::Internal("a chunk began unprepared".into()));
+                };
                 let mut slot_guard = self.outputs[meta.chunk]
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner);
@@ -290,7 +294,7 @@ impl Run<'_> {
                         meta.chunk
                     )));
                 };
-                let done = finish(dev, flight, output, self.timeout, stop)?;
+                let done = runner.finish(dev, &job, ready, flight, output)?;
                 *slot_guard = None;
                 drop(slot_guard);
                 held = None;
@@ -300,8 +304,11 @@ impl Run<'_> {
                     seconds: (done.copied - service_start).as_secs_f64(),
                 });
                 if self.counted {
-                    dev.counters
-                        .chunk_done(meta.items as u64, meta.bytes_up, meta.bytes_down);
+                    dev.counters.chunk_done(
+                        meta.items as u64,
+                        meta.begun.bytes_up,
+                        meta.begun.bytes_down,
+                    );
                     dev.health.chunk_completed();
                 }
                 log::debug!(
@@ -333,16 +340,10 @@ impl Run<'_> {
         };
         let mut unfinished: Vec<usize> = held.into_iter().collect();
         unfinished.extend(in_flight.iter().map(|p| p.meta.chunk));
-        // Buffers the device may still be using (after a failure, or chunks left to it when
+        // What the device may still be using (after a failure, or chunks left to it when
         // the call was interrupted): never pooled for a next call to write or map.
-        let in_use = Abandoned {
-            chunks: in_flight.drain(..).map(|p| p.flight).collect(),
-            resident: if outcome.is_err() {
-                std::mem::take(&mut resident)
-            } else {
-                Resident::new()
-            },
-        };
+        let flights: Vec<R::Flight> = in_flight.drain(..).map(|p| p.flight).collect();
+        let kept = outcome.is_err().then_some(kept);
         match outcome {
             Ok(()) => self.scheduler.exit(),
             // Interrupted while waiting for the device: the call stops, the device is fine.
@@ -351,19 +352,19 @@ impl Run<'_> {
                     "device {}: call interrupted, chunks {unfinished:?} left to the device",
                     dev.id
                 );
-                in_use.release_later();
+                runner.abandon(flights, kept, true);
                 self.scheduler.exit();
             }
             // The user's kernel, not the device: the device stays healthy and the call
             // stops (every chunk would fail alike), its error the call's.
             Err(error @ Error::KernelCompile(_)) => {
-                in_use.release();
+                runner.abandon(flights, kept, false);
                 log::info!("device {}: {error}", dev.id);
                 self.scheduler.abort();
                 report.failure = Some(error);
             }
             Err(error) => {
-                in_use.release();
+                runner.abandon(flights, kept, false);
                 log::warn!(
                     "device {} ({}, {}) failed: {error}; chunks {unfinished:?} re-queued on the other devices",
                     dev.id,
@@ -380,6 +381,19 @@ impl Run<'_> {
             }
         }
         report
+    }
+}
+
+/// One worker's loop, run by [`runner::drive`] with its device's kind.
+struct Worker<'r, 'a> {
+    run: &'r Run<'a>,
+    slot: usize,
+}
+
+impl Drive for Worker<'_, '_> {
+    type Out = WorkerReport;
+    fn run<R: Runner>(self, dev: &GpuDevice, runner: &R) -> WorkerReport {
+        self.run.work_on(self.slot, dev, runner)
     }
 }
 

@@ -8,8 +8,8 @@ use super::families::families;
 use super::measure::{buffer, median, timed, wait, REPEATS, STEP_LIMIT};
 use crate::device::GpuDevice;
 use crate::error::Result;
-use crate::executor::{run_chunk, ChunkJob};
 use crate::gpu_io::{self, Limit};
+use crate::runner::executor::{run_chunk, ChunkJob};
 
 /// Bytes moved per transfer measurement: large enough that latency is a small part.
 const TRANSFER_BYTES: u64 = 16 << 20;

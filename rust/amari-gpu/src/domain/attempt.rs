@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::bands::Band;
-use super::host_band::HostBand;
-use super::state::{BandState, Spec};
+use super::state::{BandState, HostBand, Spec};
 use crate::context::MultiGpuContext;
 use crate::device::Compiled;
 use crate::error::Error;

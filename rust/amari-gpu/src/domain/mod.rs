@@ -13,9 +13,7 @@
 mod attempt;
 mod balance;
 mod bands;
-mod host_band;
 pub mod host_grid;
-mod host_round;
 mod parallel;
 mod record;
 mod relayout;

@@ -1,11 +1,10 @@
-//! A round on every device at once, one thread each (a wgpu device's round is in `round`,
-//! the host device's in `host_round`), and reading rows back without steps: the final
-//! download and the rows a new layout moves through the host.
+//! A round on every device at once, one thread each (a device's round, of either kind, is
+//! in `round`), and reading rows back without steps: the final download and the rows a new
+//! layout moves through the host.
 
 use std::collections::BTreeMap;
 
-use super::attempt::{Attempt, DeviceBands, Failure, States};
-use super::host_round;
+use super::attempt::{Attempt, Failure, States};
 use super::round::{place, run, DeviceRound, Readback, Round};
 use crate::error::Result;
 use crate::gpu_io::lost;
@@ -54,17 +53,9 @@ impl Attempt<'_> {
                 .iter_mut()
                 .map(|(&id, bands)| {
                     let dev = &devices[id];
-                    let handle = match bands {
-                        DeviceBands::Wgpu(list) => {
-                            let pipeline = &self.compiled[&id];
-                            let timed = stamped.get(&id).copied().unwrap_or(false);
-                            let list = &*list;
-                            scope.spawn(move || run(dev, pipeline, list, spec, round, timed))
-                        }
-                        DeviceBands::Host(list) => {
-                            scope.spawn(move || host_round::run(dev, list, spec, round))
-                        }
-                    };
+                    let compiled = self.compiled.get(&id).map(|c| &**c);
+                    let timed = stamped.get(&id).copied().unwrap_or(false);
+                    let handle = scope.spawn(move || run(dev, compiled, bands, spec, round, timed));
                     (id, handle)
                 })
                 .collect();

@@ -10,9 +10,8 @@ use std::sync::Arc;
 
 use super::attempt::{Attempt, DeviceBands, Failure, States};
 use super::bands::{self, Band, Geometry};
-use super::host_band::HostBand;
 use super::round::Readback;
-use super::state::{BandState, RowMove};
+use super::state::{BandState, HostBand, RowMove};
 use crate::error::Error;
 
 /// Where each grid row is in `states`: (device, band index on it, buffer row).

@@ -1,14 +1,19 @@
-//! A band on its device: two grid buffers the steps ping-pong between, one uniform per step
-//! of a round with the bind groups for both directions (made once per layout, so a round
-//! only records dispatches), and the copies that upload ghost rows and read rows back.
+//! A band on its device: two grid buffers the steps ping-pong between and the copies that
+//! fill ghost rows from the host board and read rows back. On a wgpu device ([`BandState`])
+//! they are storage buffers with one uniform per step of a round and the bind groups for
+//! both directions (made once per layout, so a round only records dispatches); on the host
+//! device ([`HostBand`]) host vectors (rows padded as on a wgpu device) that the host
+//! kernels of `host::grid` step in place.
 
 use std::ops::Range;
 
 use super::bands::{Band, Geometry};
+use super::host_grid::{heat_step, life_step, HeatStep, LifeStep};
 use super::rule::Rule;
 use crate::device::{Compiled, GpuDevice};
 use crate::error::{Error, Result};
 use crate::gpu_io::binding;
+use crate::kernel::FmaMode;
 use crate::pool::Pooled;
 
 /// Workgroup shape of `shaders/heat.wgsl` and `shaders/life.wgsl`: 64 threads along a row
@@ -134,15 +139,11 @@ impl BandState {
         spec: &Spec,
         board: &[u8],
     ) -> u64 {
-        let rb = spec.row_bytes;
-        for (run, first) in self.band.board_runs(rows.clone(), spec.geometry) {
-            dev.gpu().queue.write_buffer(
-                &self.buffers[current],
-                (run.start * rb) as u64,
-                &board[first * rb..(first + run.len()) * rb],
-            );
-        }
-        (rows.len() * rb) as u64
+        board_runs(&self.band, rows, spec, board, |at, from| {
+            dev.gpu()
+                .queue
+                .write_buffer(&self.buffers[current], at as u64, from);
+        })
     }
 
     /// Uploads the ghost rows of buffer `current` from `board`; returns the bytes.
@@ -264,5 +265,132 @@ fn uniform(spec: &Spec, band: &Band, rows: Range<usize>, slice_rows: u32) -> [u3
             0,
             0,
         ],
+    }
+}
+
+/// Calls `put` with the byte offset in a band buffer and the board bytes of every run of
+/// consecutive buffer rows `rows` of `band` (ghost rows wrap on a periodic grid); returns
+/// the bytes.
+fn board_runs(
+    band: &Band,
+    rows: Range<usize>,
+    spec: &Spec,
+    board: &[u8],
+    mut put: impl FnMut(usize, &[u8]),
+) -> u64 {
+    let rb = spec.row_bytes;
+    for (run, first) in band.board_runs(rows.clone(), spec.geometry) {
+        put(run.start * rb, &board[first * rb..(first + run.len()) * rb]);
+    }
+    (rows.len() * rb) as u64
+}
+
+/// One band's host state.
+pub struct HostBand {
+    /// The band.
+    pub band: Band,
+    /// The two grid buffers, as 32-bit words (float32 cells for heat, four Life cells each).
+    buffers: [Vec<u32>; 2],
+}
+
+impl HostBand {
+    /// Allocates the band's buffers (zeroed); rows are filled by [`HostBand::write_rows`]
+    /// and [`HostBand::copy_rows_from`].
+    pub fn create(band: Band, spec: &Spec) -> Result<Self> {
+        let words = crate::alloc::product("grid", &[band.buffer_rows(), spec.row_bytes / 4], 4)?;
+        Ok(HostBand {
+            buffers: [
+                crate::alloc::zeroed("grid", words)?,
+                crate::alloc::zeroed("grid", words)?,
+            ],
+            band,
+        })
+    }
+
+    fn bytes(&self, current: usize) -> &[u8] {
+        bytemuck::cast_slice(&self.buffers[current])
+    }
+
+    fn bytes_mut(&mut self, current: usize) -> &mut [u8] {
+        bytemuck::cast_slice_mut(&mut self.buffers[current])
+    }
+
+    /// Copies buffer rows `rows` of buffer `current` from their grid rows on `board`;
+    /// returns the bytes.
+    pub fn write_rows(
+        &mut self,
+        current: usize,
+        rows: Range<usize>,
+        spec: &Spec,
+        board: &[u8],
+    ) -> u64 {
+        // The buffer and the band are borrowed apart: one is written, the other read.
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.buffers[current]);
+        board_runs(&self.band, rows, spec, board, |at, from| {
+            bytes[at..at + from.len()].copy_from_slice(from);
+        })
+    }
+
+    /// Copies the ghost rows of buffer `current` from `board`; returns the bytes.
+    pub fn write_ghosts(&mut self, current: usize, spec: &Spec, board: &[u8]) -> u64 {
+        self.band
+            .ghost_rows()
+            .into_iter()
+            .map(|rows| self.write_rows(current, rows, spec, board))
+            .sum()
+    }
+
+    /// Step `k` (1-based within the round) from buffer `(current + k - 1) % 2` into the
+    /// other, on the calling thread's rayon pool; returns the cells computed (counted as a
+    /// wgpu band counts them).
+    pub fn step(&mut self, current: usize, k: usize, spec: &Spec, fma: FmaMode) -> u64 {
+        let g = spec.geometry;
+        let rows = self.band.step_rows(k, g);
+        let work = (rows.len() * spec.width) as u64;
+        let from = (current + k - 1) % 2;
+        let [a, b] = &mut self.buffers;
+        let (src, dst) = if from == 0 { (&*a, b) } else { (&*b, a) };
+        match spec.rule {
+            Rule::Heat { alpha } => {
+                let step = HeatStep {
+                    width: spec.width,
+                    height: g.height,
+                    // As the shader's uniform: the frame test needs it on Dirichlet grids only.
+                    row0: if g.periodic { 0 } else { self.band.first_row() },
+                    rows,
+                    periodic: g.periodic,
+                    alpha,
+                    fma,
+                };
+                heat_step(
+                    bytemuck::cast_slice(src),
+                    bytemuck::cast_slice_mut(dst),
+                    &step,
+                );
+            }
+            Rule::Life => {
+                let step = LifeStep {
+                    width: spec.width,
+                    rows,
+                };
+                life_step(src, dst, &step);
+            }
+        }
+        work
+    }
+
+    /// The bytes of buffer rows `rows` of buffer `current`.
+    pub fn rows(&self, current: usize, rows: &Range<usize>, spec: &Spec) -> &[u8] {
+        let rb = spec.row_bytes;
+        &self.bytes(current)[rows.start * rb..rows.end * rb]
+    }
+
+    /// Copies `rows` out of `from` into this band, both in buffer `current` (rows that stay
+    /// on the host when the layout changes).
+    pub fn copy_rows_from(&mut self, from: &HostBand, rows: RowMove, current: usize, spec: &Spec) {
+        let rb = spec.row_bytes;
+        let source = &from.bytes(current)[rows.from_row * rb..(rows.from_row + rows.rows) * rb];
+        self.bytes_mut(current)[rows.to_row * rb..(rows.to_row + rows.rows) * rb]
+            .copy_from_slice(source);
     }
 }

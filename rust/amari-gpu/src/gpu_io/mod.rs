@@ -30,6 +30,23 @@ pub(crate) fn binding(index: u32, buffer: &wgpu::Buffer, bytes: u64) -> wgpu::Bi
     }
 }
 
+/// A binding of `bytes` bytes of `buffer` from byte `offset` (at least one word).
+pub(crate) fn binding_at(
+    index: u32,
+    buffer: &wgpu::Buffer,
+    offset: u64,
+    bytes: u64,
+) -> wgpu::BindGroupEntry<'_> {
+    wgpu::BindGroupEntry {
+        binding: index,
+        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer,
+            offset,
+            size: wgpu::BufferSize::new(bytes.max(4)),
+        }),
+    }
+}
+
 /// A bind group of `buffers`, each bound whole at its index.
 pub(crate) fn bind_whole(
     dev: &GpuDevice,

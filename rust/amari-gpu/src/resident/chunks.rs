@@ -2,87 +2,27 @@
 //! run on the problem's chunk grid (chunks of `chunk_items` rows counted from row 0, as the
 //! engine cuts a numpy input), each chunk on the device holding its rows, so the partials
 //! are the ones the numpy path computes, bit for bit, and the caller's sum in chunk order
-//! is too. A shard's chunks go in one submission, each bound from a window of the shard
-//! that starts at an aligned row (the kernel reads its rows from `first`, uniform word 2);
-//! every device's submission goes out before any is waited for. A chunk cut by a shard boundary, or whose device fails or cannot bind it, is run by the
-//! engine on its rows brought to the host: read from their shards, or rebuilt from the
-//! lineage when their device failed. Shards already on a failed device when the call starts
-//! are first rebuilt on a substitute and kept there. Only those rows, and the partials,
-//! cross to the host.
+//! is too. A shard's chunks are the device's to run (`Shards::reduce_shard`: one submission
+//! on a wgpu device, in place on the host device); every device's submission goes out
+//! before any is waited for. A chunk cut by a shard boundary, or whose device fails or
+//! cannot bind it, is run by the engine on its rows brought to the host: read from their
+//! shards, or rebuilt from the lineage when their device failed. Shards already on a failed
+//! device when the call starts are first rebuilt on a substitute and kept there. Only those
+//! rows, and the partials, cross to the host.
 
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::array::{ResidentArray, Snapshot};
-use super::dispatch::entry;
 use super::place::record;
-use crate::context::shard::{self, Storage};
+use crate::context::shard::{self, shards_of};
 use crate::context::{MultiGpuContext, Target};
-use crate::device::GpuDevice;
 use crate::error::{Error, Result};
-use crate::gpu_io::Scopes;
 use crate::kernel::{Input, Kernel, Output};
-use crate::passes::{self, Launch};
 use crate::profile::Kind;
+use crate::runner::ShardChunks;
 use crate::worker::ready_for_chunk;
-
-/// Where one shard's chunks are: the shard's first row and the chunk range.
-struct Span<'a> {
-    shard_start: usize,
-    chunks: Range<usize>,
-    per_row: Option<&'a [f32]>,
-}
-
-/// The chunk grid and the widths: rows per chunk, rows, words per row and per partial.
-#[derive(Clone, Copy)]
-struct Geometry {
-    chunk_items: usize,
-    n: usize,
-    cols: usize,
-    words: usize,
-}
-
-/// One shard's partials: computed (host device), or on their way (a wgpu device's buffer,
-/// each chunk's partial at a multiple of `stride` words).
-enum Results {
-    Host(Vec<f32>),
-    Wgpu {
-        storage: Storage,
-        chunks: usize,
-        stride: usize,
-    },
-}
-
-impl Results {
-    /// Copies the partials into `out` (`words` per chunk), waiting for the device.
-    fn collect(
-        self,
-        dev: &GpuDevice,
-        words: usize,
-        out: &mut [f32],
-        timeout: Option<Duration>,
-    ) -> Result<()> {
-        match self {
-            Results::Host(partials) => out.copy_from_slice(&partials),
-            Results::Wgpu {
-                storage,
-                chunks,
-                stride,
-            } => {
-                let mut strided = crate::alloc::zeroed("partials", chunks * stride)?;
-                shard::read(dev, &storage, 0..strided.len(), &mut strided, timeout)?;
-                for (partial, got) in out
-                    .chunks_exact_mut(words)
-                    .zip(strided.chunks_exact(stride))
-                {
-                    partial.copy_from_slice(&got[..words]);
-                }
-            }
-        }
-        Ok(())
-    }
-}
 
 impl MultiGpuContext {
     /// The partials, in chunk order, of `kernel` over the rows of `array` (named `argument`
@@ -126,20 +66,15 @@ impl MultiGpuContext {
         let recording = self.resident_call(&format!("resident/{}", kernel.id), n);
         // Every wgpu shard's chunks are submitted before any is waited for, so the devices
         // work side by side; host shards run meanwhile; then the partials are read back.
-        let geometry = Geometry {
-            chunk_items,
-            n,
-            cols,
-            words,
-        };
         let mut pending = Vec::new();
-        // wgpu shards first: the host device's shards then run while the devices work.
-        let mut shards: Vec<_> = snapshot.shards.iter().collect();
-        shards.sort_by_key(|(device, _, _)| {
+        // Shards a device runs asynchronously first: the host device's shards then run
+        // (in place) while the devices work.
+        let mut order: Vec<_> = snapshot.shards.iter().collect();
+        order.sort_by_key(|(device, _, _)| {
             self.device(*device)
-                .is_ok_and(|dev| dev.as_host().is_some())
+                .is_ok_and(|dev| shards_of(dev).runs_in_place())
         });
-        for (device, rows, storage) in shards {
+        for (device, rows, storage) in order {
             // Chunks wholly inside the shard (the last chunk may be short).
             let first = rows.start.div_ceil(chunk_items);
             let last = if rows.end == n {
@@ -154,16 +89,20 @@ impl MultiGpuContext {
             if !dev.health.is_healthy() || !dev.can_run(kernel) {
                 continue;
             }
-            let span = Span {
+            let span = ShardChunks {
                 shard_start: rows.start,
                 chunks: first..last,
                 per_row: per_row.map(|w| &w[rows.clone()]),
+                chunk_items,
+                n,
+                cols,
+                words,
             };
             // Ctrl-C between shards: what was submitted finishes on its own.
             crate::interrupt::check()?;
             let started = Instant::now();
             let submitted = match ready_for_chunk(dev, true) {
-                Ok(()) => self.submit_chunks(dev, kernel, storage, &span, geometry),
+                Ok(()) => shards_of(dev).reduce_shard(dev, kernel, storage, &span),
                 Err(error) => Err(error),
             };
             match submitted {
@@ -175,7 +114,7 @@ impl MultiGpuContext {
         }
         for (dev, range, results, started) in pending {
             let out = &mut partials[range.start * words..range.end * words];
-            match results.collect(dev, words, out, timeout) {
+            match results.collect(dev, out, timeout) {
                 Ok(()) => {
                     done[range.clone()].fill(true);
                     if let Some((p, call)) = &recording {
@@ -226,110 +165,6 @@ impl MultiGpuContext {
         Ok(partials)
     }
 
-    /// Runs one shard's chunks on its device: on the host device at once (the partials are
-    /// returned with it), on a wgpu device submitted (the partials are read back by
-    /// [`Results::collect`]). `None`, having done nothing, when a chunk's window exceeds the
-    /// device's binding limit.
-    fn submit_chunks(
-        &self,
-        dev: &GpuDevice,
-        kernel: &Kernel,
-        storage: &Storage,
-        span: &Span<'_>,
-        Geometry {
-            chunk_items,
-            n,
-            cols,
-            words,
-        }: Geometry,
-    ) -> Result<Option<Results>> {
-        // Rows of chunk c, relative to the shard.
-        let local = |c: usize| {
-            c * chunk_items - span.shard_start
-                ..(c * chunk_items + chunk_items).min(n) - span.shard_start
-        };
-        if let Some(host) = dev.as_host() {
-            let Storage::Host(rows) = storage else {
-                return Err(Error::Internal("a wgpu shard on the host device".into()));
-            };
-            let implementation = kernel
-                .host
-                .as_ref()
-                .ok_or_else(|| Error::Internal(format!("kernel {} has no host twin", kernel.id)))?;
-            let prepared = host.prepare(implementation.as_ref());
-            let mut inputs: Vec<&[f32]> = vec![rows];
-            inputs.extend(span.per_row);
-            let mut partials = crate::alloc::zeroed("partials", span.chunks.len() * words)?;
-            for (c, partial) in span.chunks.clone().zip(partials.chunks_exact_mut(words)) {
-                host.run(dev.id, prepared.as_ref(), &inputs, local(c), partial)?;
-            }
-            return Ok(Some(Results::Host(partials)));
-        }
-        let Storage::Wgpu(buffer) = storage else {
-            return Err(Error::Internal("a host shard on a wgpu device".into()));
-        };
-        // Windows start at rows whose byte offsets (rows and per-row words alike) are
-        // multiples of the device's offset alignment.
-        let align = dev.limits.min_storage_buffer_offset_alignment.max(4) as usize;
-        let step = align / 4;
-        let widest = ((step + chunk_items) * cols * 4) as u64;
-        if widest > dev.max_binding_bytes() || (words * 4) as u64 > dev.max_binding_bytes() {
-            return Ok(None);
-        }
-        let gpu = dev.gpu();
-        let pipeline = dev.pipeline(kernel)?;
-        let stride = words.div_ceil(step) * step;
-        let per_row = span.per_row.map(|w| shard::put(dev, w)).transpose()?;
-        let results = shard::allocate(dev, span.chunks.len() * stride)?;
-        let Storage::Wgpu(results_buffer) = &results else {
-            return Err(Error::Internal("a host buffer on a wgpu device".into()));
-        };
-        let scopes = Scopes::open(dev);
-        let mut encoder = gpu
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some(&kernel.id),
-            });
-        let mut uniforms = Vec::with_capacity(span.chunks.len());
-        for (i, c) in span.chunks.clone().enumerate() {
-            let rows = local(c);
-            let window = rows.start - rows.start % step;
-            let first = rows.start - window;
-            let bound = first + rows.len();
-            let mut launch = Launch::new(dev, kernel, rows.len(), "rows")?;
-            launch.header[2] = first as u32;
-            // Byte offsets and sizes of the bindings (u64, as wgpu takes them).
-            let bytes = |words: usize| (words * 4) as u64;
-            let mut entries = vec![entry(1, buffer, bytes(window * cols), bytes(bound * cols))];
-            if let Some(Storage::Wgpu(w)) = &per_row {
-                entries.push(entry(2, w, bytes(window), bytes(bound)));
-            }
-            let index = entries.len() as u32 + 1;
-            entries.push(entry(
-                index,
-                results_buffer,
-                bytes(i * stride),
-                bytes(words),
-            ));
-            uniforms.extend(passes::encode(
-                dev,
-                &mut encoder,
-                kernel,
-                &pipeline,
-                &launch,
-                &entries,
-                None,
-            ));
-        }
-        gpu.queue.submit(Some(encoder.finish()));
-        scopes.close(dev.id)?;
-        Ok(Some(Results::Wgpu {
-            storage: results,
-            chunks: span.chunks.len(),
-            stride,
-        }))
-    }
-
     /// Rebuilds the shards of `array` that sit on failed devices (or on one that cannot run
     /// `kernel`) on substitutes, from the lineage, and keeps them there: the call then runs
     /// their chunks where they now live, and later calls find them in place.
@@ -347,7 +182,7 @@ impl MultiGpuContext {
                 (words.len() * 4) as u64,
                 self.resident.held_bytes(to.id),
             )?;
-            let rebuilt = Arc::new(shard::put(to, &words)?);
+            let rebuilt = Arc::new(shards_of(to).put(to, &words)?);
             let mut entries = self.resident.lock();
             // Unless another call repaired or freed it meanwhile.
             if let Some(entry) = entries.get_mut(&array.id) {
@@ -383,7 +218,7 @@ impl MultiGpuContext {
             let dev = self.device(*device)?;
             let words = (start - held.start) * cols..(end - held.start) * cols;
             let read = if dev.health.is_healthy() {
-                shard::read(dev, storage, words, target, timeout)
+                shards_of(dev).read(dev, storage, words, target, timeout)
             } else {
                 Err(Error::DeviceLost {
                     device: dev.id,

@@ -9,7 +9,6 @@
 
 mod array;
 mod chunks;
-mod dispatch;
 mod place;
 mod run;
 mod split;
@@ -31,7 +30,7 @@ use crate::profile::Kind;
 use crate::workload::Workload;
 use ledger::Entry;
 use lineage::Lineage;
-use shard::Shard;
+use shard::{shards_of, Shard};
 
 impl MultiGpuContext {
     /// Uploads `data` (`cols` words per row) into row shards placed by `strategy` (the
@@ -143,7 +142,7 @@ impl MultiGpuContext {
             let dev = self.device(*device)?;
             let words = &data[range.start * cols..range.end * cols];
             let started = Instant::now();
-            let storage = shard::put(dev, words)?;
+            let storage = shards_of(dev).put(dev, words)?;
             if let Some((p, call)) = &recording {
                 let bytes = words.len() * 4;
                 place::record(p, *call, dev.id, Kind::Upload, started, bytes, range.len());
@@ -188,7 +187,7 @@ impl MultiGpuContext {
             let dev = self.device(*device)?;
             let started = Instant::now();
             let read = if dev.health.is_healthy() {
-                shard::read(dev, storage, 0..head.len(), head, timeout)
+                shards_of(dev).read(dev, storage, 0..head.len(), head, timeout)
             } else {
                 Err(Error::DeviceLost {
                     device: dev.id,

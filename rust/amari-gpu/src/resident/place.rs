@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::array::Snapshot;
-use crate::context::shard::{self, Storage};
+use crate::context::shard::{self, shards_of, Storage};
 use crate::context::MultiGpuContext;
 use crate::device::GpuDevice;
 use crate::error::Result;
@@ -90,7 +90,7 @@ impl MultiGpuContext {
             }
             let started = Instant::now();
             if healthy(*device) {
-                shard::read(src, storage, local, &mut staged[into.clone()], timeout)?;
+                shards_of(src).read(src, storage, local, &mut staged[into.clone()], timeout)?;
             } else {
                 staged[into.clone()]
                     .copy_from_slice(&from.lineage.replay(&self.replayer(), overlap.clone())?);
@@ -109,7 +109,7 @@ impl MultiGpuContext {
             }
         }
         let started = Instant::now();
-        let storage = shard::put(dev, &staged)?;
+        let storage = shards_of(dev).put(dev, &staged)?;
         if moved > 0 {
             if let Some((p, call)) = recording {
                 record(

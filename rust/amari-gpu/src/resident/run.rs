@@ -12,16 +12,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::array::{ResidentArray, Snapshot};
-use super::dispatch::{run_host, submit, LoopChecks};
 use super::place::{record, Recording};
 use crate::context::ledger::Entry;
 use crate::context::lineage::{Lineage, Origin};
-use crate::context::shard::{self, Shard, Storage};
+use crate::context::shard::{self, shards_of, Shard, Storage};
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
-use crate::gpu_io::{self, Limit};
 use crate::kernel::{Input, Kernel, Output};
 use crate::profile::Kind;
+use crate::runner::Unfinished;
 use crate::worker::ready_for_chunk;
 
 /// A shard as a snapshot lists it: device, rows, words.
@@ -55,8 +54,8 @@ struct Dispatched {
     device: usize,
     rows: Range<usize>,
     out: Storage,
-    /// A wgpu shard's submission and its loop checks.
-    submission: Option<(wgpu::SubmissionIndex, Option<LoopChecks>)>,
+    /// What is left to wait for (a wgpu shard's submission and loop checks).
+    unfinished: Option<Box<dyn Unfinished>>,
     started: Instant,
 }
 
@@ -313,9 +312,9 @@ impl MultiGpuContext {
             };
             targets.push((dev, rows));
         }
-        // wgpu shards first: they are submitted and run while the host device computes its
-        // own in this thread.
-        targets.sort_by_key(|(dev, rows)| (dev.as_host().is_some(), rows.start));
+        // Shards a device runs asynchronously first: they are submitted and run while the
+        // devices that run in place (the host) compute their own in this thread.
+        targets.sort_by_key(|(dev, rows)| (shards_of(dev).runs_in_place(), rows.start));
         for (dev, rows) in targets {
             let blame = |e: Error| match e {
                 Error::DeviceLost { device, .. } => (Some(device), e),
@@ -345,7 +344,7 @@ impl MultiGpuContext {
                     (Operand::Host(words), _, Input::PerItem(w)) => {
                         let started = Instant::now();
                         let part = &words[rows.start * w..rows.end * w];
-                        let stored = shard::put(dev, part).map_err(blame)?;
+                        let stored = shards_of(dev).put(dev, part).map_err(blame)?;
                         if let Some((p, call)) = recording {
                             record(
                                 p,
@@ -363,7 +362,7 @@ impl MultiGpuContext {
                         Some(s) => Arc::clone(s),
                         None => {
                             let started = Instant::now();
-                            let stored = Arc::new(shard::put(dev, words).map_err(blame)?);
+                            let stored = Arc::new(shards_of(dev).put(dev, words).map_err(blame)?);
                             if let Some((p, call)) = recording {
                                 record(p, *call, dev.id, Kind::Upload, started, words.len() * 4, 1);
                             }
@@ -384,56 +383,42 @@ impl MultiGpuContext {
             let words = rows.len() * out_cols;
             shard::check_room(dev, (words * 4) as u64, self.resident.held_bytes(dev.id))
                 .map_err(plain)?;
-            let (out, submission) = if dev.as_host().is_some() {
-                (
-                    run_host(dev, kernel, &inputs, rows.len()).map_err(blame)?,
-                    None,
-                )
-            } else {
-                // A loop check's word follows the rows (see `dispatch::submit`).
-                let out =
-                    shard::allocate(dev, words + usize::from(kernel.loop_check)).map_err(blame)?;
-                let submitted = submit(dev, kernel, &inputs, &out, rows.len()).map_err(blame)?;
-                (out, Some(submitted))
-            };
+            let (out, unfinished) = shards_of(dev)
+                .run_shard(dev, kernel, &inputs, rows.len())
+                .map_err(blame)?;
             dispatched.push(Dispatched {
                 device: dev.id,
                 rows: rows.clone(),
                 out,
-                submission,
+                unfinished,
                 started,
             });
         }
         let timeout = self.options.sync_timeout_ms.map(Duration::from_millis);
         dispatched.sort_by_key(|d| d.rows.start);
-        let mut shards = Vec::with_capacity(dispatched.len());
+        let mut made = Vec::with_capacity(dispatched.len());
         for d in dispatched {
             let dev = &self.devices[d.device];
-            if let Some((submission, checks)) = d.submission {
-                gpu_io::wait(dev, Some(submission.clone()), Limit::Sync(timeout))
-                    .map_err(|e| (Some(dev.id), e))?;
-                gpu_io::check_alive(dev).map_err(|e| (Some(dev.id), e))?;
-                if let Some(checks) = checks {
-                    // A driver that cut the user's loops short: the user's error.
-                    checks
-                        .verify(dev, submission, Limit::Sync(timeout), &d.rows)
-                        .map_err(|e| match e {
-                            error @ Error::KernelCompile(_) => (None, error),
-                            other => (Some(dev.id), other),
-                        })?;
-                }
+            if let Some(unfinished) = d.unfinished {
+                // A driver that cut the user's loops short: the user's error.
+                unfinished
+                    .finish(dev, &d.rows, timeout)
+                    .map_err(|e| match e {
+                        error @ Error::KernelCompile(_) => (None, error),
+                        other => (Some(dev.id), other),
+                    })?;
             }
             dev.counters.chunk_done(d.rows.len() as u64, 0, 0);
             dev.health.chunk_completed();
             if let Some((p, call)) = recording {
                 record(p, *call, dev.id, Kind::Kernel, d.started, 0, d.rows.len());
             }
-            shards.push(Shard {
+            made.push(Shard {
                 device: d.device,
                 rows: d.rows,
                 storage: Arc::new(d.out),
             });
         }
-        Ok((shards, repairs))
+        Ok((made, repairs))
     }
 }

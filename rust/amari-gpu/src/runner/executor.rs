@@ -1,13 +1,15 @@
-//! One chunk on one device: upload its inputs, dispatch the kernel (with GPU timestamps
-//! when asked and available), request the readback, then wait and copy the results straight
-//! into the caller's output; an interrupted call stops waiting and abandons the chunk to the
-//! device. The worker loop that keeps chunks in flight is in `worker`.
+//! One chunk on one wgpu device: upload its inputs, dispatch the kernel (with GPU
+//! timestamps when asked and available), request the readback, then wait and copy the
+//! results straight into the caller's output; an interrupted call stops waiting and abandons
+//! the chunk to the device. This is the wgpu device's [`Runner`]; the worker loop that keeps
+//! chunks in flight is in `worker`.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::device::{Compiled, GpuDevice};
+use super::{Begun, Finished, Job, Runner};
+use crate::device::{Compiled, GpuDevice, WgpuDevice};
 use crate::error::{Error, Result};
 use crate::gpu_io::{self, binding, Handed, Limit, Scopes, Staging};
 use crate::interrupt::Interrupt;
@@ -40,19 +42,6 @@ pub struct InFlight {
     pub bytes_up: u64,
     /// Bytes read back for it.
     pub bytes_down: u64,
-}
-
-/// What finishing a chunk measured.
-#[derive(Debug, Clone, Copy)]
-pub struct Finished {
-    /// Host time the wait for the device began.
-    pub wait_start: Instant,
-    /// Host time the device had finished (the wait returned).
-    pub wait_end: Instant,
-    /// Host time the results were in the output.
-    pub copied: Instant,
-    /// The kernel's begin and end timestamps in GPU ticks, when recorded.
-    pub ticks: Option<(u64, u64)>,
 }
 
 impl InFlight {
@@ -89,16 +78,16 @@ pub type Resident = Vec<Option<(Pooled, u64)>>;
 
 /// A worker's buffers the device may still be using: its chunks in flight and its resident
 /// inputs when it stopped early.
-pub struct Abandoned {
+struct Abandoned {
     /// Chunks handed to the queue and not finished.
-    pub chunks: Vec<InFlight>,
+    chunks: Vec<InFlight>,
     /// The whole-bound inputs those chunks read.
-    pub resident: Resident,
+    resident: Resident,
 }
 
 impl Abandoned {
     /// Gives every buffer to wgpu, which frees it once the work using it is done.
-    pub fn release(self) {
+    fn release(self) {
         for chunk in self.chunks {
             chunk.discard();
         }
@@ -111,7 +100,7 @@ impl Abandoned {
     /// at once: on GL freeing a buffer takes the adapter's lock, which a submit handed off
     /// holds for as long as the driver runs the chunk before it. Without a thread the
     /// buffers are released here.
-    pub fn release_later(self) {
+    fn release_later(self) {
         let release = |slot: &Mutex<Option<Abandoned>>| {
             let taken = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
             if let Some(abandoned) = taken {
@@ -279,7 +268,67 @@ pub fn finish(
         wait_end,
         copied: Instant::now(),
         ticks,
+        staged: true,
     })
+}
+
+impl Runner for WgpuDevice {
+    type Prepared = Arc<Compiled>;
+    type Flight = InFlight;
+    type Held = Resident;
+    // Two in flight: the upload of chunk k+1 and the readback of chunk k-1 overlap the
+    // dispatch of chunk k.
+    const DEPTH: usize = 2;
+
+    fn prepare(&self, dev: &GpuDevice, kernel: &Kernel) -> Result<Arc<Compiled>> {
+        dev.pipeline(kernel)
+    }
+
+    fn begin(
+        &self,
+        dev: &GpuDevice,
+        job: &Job<'_>,
+        prepared: &Arc<Compiled>,
+        range: Range<usize>,
+        held: &mut Resident,
+    ) -> Result<(InFlight, Begun)> {
+        let flight = submit(
+            dev, job.kernel, prepared, job.inputs, range, held, job.timed,
+        )?;
+        let begun = Begun {
+            submitted: flight.submitted,
+            bytes_up: flight.bytes_up,
+            bytes_down: flight.bytes_down,
+        };
+        Ok((flight, begun))
+    }
+
+    fn wait_submitted(&self, dev: &GpuDevice, job: &Job<'_>, flight: &mut InFlight) -> Result<()> {
+        flight.wait_submitted(dev, job.timeout, job.stop).map(drop)
+    }
+
+    fn finish(
+        &self,
+        dev: &GpuDevice,
+        job: &Job<'_>,
+        _prepared: &Arc<Compiled>,
+        flight: InFlight,
+        output: &mut [f32],
+    ) -> Result<Finished> {
+        finish(dev, flight, output, job.timeout, job.stop)
+    }
+
+    fn abandon(&self, flights: Vec<InFlight>, held: Option<Resident>, later: bool) {
+        let abandoned = Abandoned {
+            chunks: flights,
+            resident: held.unwrap_or_default(),
+        };
+        if later {
+            abandoned.release_later();
+        } else {
+            abandoned.release();
+        }
+    }
 }
 
 /// Runs one chunk synchronously (calibration times complete chunks with it), its kernel

@@ -1,0 +1,180 @@
+//! The host CPU device as a [`Runner`] and a [`Shards`] holder: nothing is staged, the
+//! kernel reads the caller's inputs and writes the chunk's output slice in place on the
+//! device's thread pool. A chunk is begun by noting its range and run when it is finished,
+//! one at a time (depth 1), so a worker never holds a chunk it is not about to run. Shards
+//! are host vectors, limited by memory only; a row kernel over one runs at once. A panicking
+//! kernel is a failure of the device (see `HostDevice::run`).
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Begun, Finished, Job, Partials, Runner, ShardChunks, Shards, Storage, Unfinished};
+use crate::alloc;
+use crate::device::GpuDevice;
+use crate::error::{Error, Result};
+use crate::host::device::HostDevice;
+use crate::kernel::{HostImpl, Kernel};
+
+/// The host implementation of `kernel`, with this device's fma rounding.
+fn prepared(host: &HostDevice, kernel: &Kernel) -> Result<Arc<dyn HostImpl>> {
+    match kernel.host.as_ref() {
+        Some(implementation) => Ok(host.prepare(implementation.as_ref())),
+        None => Err(Error::Internal(format!(
+            "kernel {} has no host implementation but was given to the host device",
+            kernel.id
+        ))),
+    }
+}
+
+impl Shards for HostDevice {
+    fn runs_in_place(&self) -> bool {
+        true
+    }
+
+    fn largest_shard(&self, _dev: &GpuDevice) -> Option<u64> {
+        None
+    }
+
+    fn allocate(&self, _dev: &GpuDevice, words: usize) -> Result<Storage> {
+        Ok(Storage::Host(alloc::zeroed("resident shard", words)?))
+    }
+
+    fn put(&self, _dev: &GpuDevice, data: &[f32]) -> Result<Storage> {
+        let mut copy: Vec<f32> = alloc::zeroed("resident shard", data.len())?;
+        copy.copy_from_slice(data);
+        Ok(Storage::Host(copy))
+    }
+
+    fn read(
+        &self,
+        _dev: &GpuDevice,
+        storage: &Storage,
+        words: Range<usize>,
+        out: &mut [f32],
+        _timeout: Option<Duration>,
+    ) -> Result<()> {
+        match storage {
+            Storage::Host(data) => {
+                out.copy_from_slice(&data[words]);
+                Ok(())
+            }
+            Storage::Wgpu(_) => Err(Error::Internal("a wgpu shard on the host device".into())),
+        }
+    }
+
+    fn run_shard(
+        &self,
+        dev: &GpuDevice,
+        kernel: &Kernel,
+        inputs: &[Arc<Storage>],
+        items: usize,
+    ) -> Result<(Storage, Option<Box<dyn Unfinished>>)> {
+        let kernel_here = prepared(self, kernel)?;
+        let mut slices = Vec::with_capacity(inputs.len());
+        for storage in inputs {
+            match storage.as_ref() {
+                Storage::Host(words) => slices.push(words.as_slice()),
+                Storage::Wgpu(_) => {
+                    return Err(Error::Internal("a wgpu shard on the host device".into()))
+                }
+            }
+        }
+        let mut out = alloc::zeroed("resident output", items * kernel.output_words_per_item())?;
+        self.run(dev.id, kernel_here.as_ref(), &slices, 0..items, &mut out)?;
+        Ok((Storage::Host(out), None))
+    }
+
+    fn reduce_shard(
+        &self,
+        dev: &GpuDevice,
+        kernel: &Kernel,
+        storage: &Storage,
+        span: &ShardChunks<'_>,
+    ) -> Result<Option<Box<dyn Partials>>> {
+        let Storage::Host(rows) = storage else {
+            return Err(Error::Internal("a wgpu shard on the host device".into()));
+        };
+        let kernel_here = prepared(self, kernel)?;
+        let mut inputs: Vec<&[f32]> = vec![rows];
+        inputs.extend(span.per_row);
+        let mut partials = alloc::zeroed("partials", span.chunks.len() * span.words)?;
+        for (c, partial) in span
+            .chunks
+            .clone()
+            .zip(partials.chunks_exact_mut(span.words))
+        {
+            self.run(
+                dev.id,
+                kernel_here.as_ref(),
+                &inputs,
+                span.local(c),
+                partial,
+            )?;
+        }
+        Ok(Some(Box::new(Ready(partials))))
+    }
+}
+
+/// Partials the host device has computed.
+struct Ready(Vec<f32>);
+
+impl Partials for Ready {
+    fn collect(self: Box<Self>, _: &GpuDevice, out: &mut [f32], _: Option<Duration>) -> Result<()> {
+        out.copy_from_slice(&self.0);
+        Ok(())
+    }
+}
+
+impl Runner for HostDevice {
+    type Prepared = Arc<dyn HostImpl>;
+    type Flight = Range<usize>;
+    type Held = ();
+    const DEPTH: usize = 1;
+
+    fn prepare(&self, _dev: &GpuDevice, kernel: &Kernel) -> Result<Arc<dyn HostImpl>> {
+        prepared(self, kernel)
+    }
+
+    fn begin(
+        &self,
+        _dev: &GpuDevice,
+        _job: &Job<'_>,
+        _prepared: &Arc<dyn HostImpl>,
+        range: Range<usize>,
+        _held: &mut (),
+    ) -> Result<(Range<usize>, Begun)> {
+        let begun = Begun {
+            submitted: Instant::now(),
+            bytes_up: 0,
+            bytes_down: 0,
+        };
+        Ok((range, begun))
+    }
+
+    fn wait_submitted(&self, _: &GpuDevice, _: &Job<'_>, _: &mut Range<usize>) -> Result<()> {
+        Ok(())
+    }
+
+    fn finish(
+        &self,
+        dev: &GpuDevice,
+        job: &Job<'_>,
+        prepared: &Arc<dyn HostImpl>,
+        range: Range<usize>,
+        output: &mut [f32],
+    ) -> Result<Finished> {
+        let start = Instant::now();
+        self.run(dev.id, prepared.as_ref(), job.inputs, range, output)?;
+        let done = Instant::now();
+        Ok(Finished {
+            wait_start: start,
+            wait_end: done,
+            copied: done,
+            ticks: None,
+            staged: false,
+        })
+    }
+
+    fn abandon(&self, _flights: Vec<Range<usize>>, _held: Option<()>, _later: bool) {}
+}
