@@ -262,7 +262,7 @@ def test_bad_arrays_are_named(ctx3: ag.MultiGpuContext, host: ag.MultiGpuContext
         ctx3.tropical_matmul(host.asarray(a), b)
     with pytest.raises(ag.ShapeError, match=r"a: expected shape \(m, k\) or \(batch, m, k\)"):
         ctx3.tropical_matmul(ctx3.asarray(a[0]), b)
-    with pytest.raises(ag.ShapeError, match="b: expected at least one column"):
+    with pytest.raises(ag.ShapeError, match=r"b: expected shape \(8, n\) with n >= 1 when a is a"):
         ctx3.tropical_matmul(ctx3.asarray(a), b[:, :0])
     with pytest.raises(ag.InvalidArgumentError, match="semiring"):
         ctx3.tropical_matmul(ctx3.asarray(a), b, "plus_times")

@@ -34,21 +34,23 @@ class Kernels(Protocol):
     def tropical_matmul(
         self,
         ctx: Any,
-        a: F32,
+        a: F32 | _native.DeviceArray,
         b: F32,
         semiring: str,
         strategy: str | None = None,
-        out: F32 | None = None,
-    ) -> tuple[F32, _native.PlanDict]: ...
+        out: F32 | _native.DeviceArray | None = None,
+        a_shape: tuple[int, ...] | None = None,
+    ) -> tuple[F32 | _native.DeviceArray, _native.PlanDict | None]: ...
     def tropical_matvec(
         self,
         ctx: Any,
-        a: F32,
+        a: F32 | _native.DeviceArray,
         x: F32,
         semiring: str,
         strategy: str | None = None,
-        out: F32 | None = None,
-    ) -> tuple[F32, _native.PlanDict]: ...
+        out: F32 | _native.DeviceArray | None = None,
+        a_shape: tuple[int, ...] | None = None,
+    ) -> tuple[F32 | _native.DeviceArray, _native.PlanDict | None]: ...
     def shortest_paths(
         self, ctx: Any, w: F32, strategy: str | None = None, out: F32 | None = None
     ) -> tuple[F32, _native.PlanDict]: ...

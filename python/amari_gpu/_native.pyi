@@ -324,41 +324,29 @@ def resident_ga_apply(
 
 # --- tropical ---
 __all__ += [
-    "resident_tropical_matmul",
-    "resident_tropical_matvec",
-    "resident_tropical_row_stats",
     "shortest_paths",
     "tropical_matmul",
     "tropical_matvec",
 ]
 
-def resident_tropical_matmul(
-    ctx: Context,
-    a: DeviceArray,
-    b: npt.NDArray[np.float32],
-    semiring: str,
-    out: DeviceArray | None = None,
-) -> DeviceArray | None: ...
-def resident_tropical_matvec(
-    ctx: Context, a: DeviceArray, x: npt.NDArray[np.float32], semiring: str
-) -> DeviceArray: ...
-def resident_tropical_row_stats(ctx: Context, a: DeviceArray) -> DeviceArray: ...
 def tropical_matmul(
     ctx: Context,
-    a: npt.NDArray[np.float32],
+    a: DeviceArray | npt.NDArray[np.float32],
     b: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+    out: DeviceArray | npt.NDArray[np.float32] | None = None,
+    a_shape: tuple[int, ...] | None = None,
+) -> tuple[DeviceArray | npt.NDArray[np.float32], PlanDict | None]: ...
 def tropical_matvec(
     ctx: Context,
-    a: npt.NDArray[np.float32],
+    a: DeviceArray | npt.NDArray[np.float32],
     x: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+    out: DeviceArray | npt.NDArray[np.float32] | None = None,
+    a_shape: tuple[int, ...] | None = None,
+) -> tuple[DeviceArray | npt.NDArray[np.float32], PlanDict | None]: ...
 def shortest_paths(
     ctx: Context,
     w: npt.NDArray[np.float32],

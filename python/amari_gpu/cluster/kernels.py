@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _native
+from ..errors import InvalidArgumentError
 from .dispatch import Dispatcher, Job, Shared
 from .node import ArraySlot
 
@@ -122,41 +123,61 @@ def _batched_rows(
     return a3.shape[1], 1, lambda s, e: [np.ascontiguousarray(a3[:, s:e]), Shared(other)]
 
 
+def _batch_view(a: Any, other: Any, out: Any) -> tuple[Any, Any, Any]:
+    """The operands and ``out`` of a product with a batch axis (an unbatched ``a`` gets one
+    of a single entry); the nodes' native calls check them. A DeviceArray lives on one
+    context's devices: a cluster cannot take it."""
+    if isinstance(a, _native.DeviceArray) or isinstance(out, _native.DeviceArray):
+        raise InvalidArgumentError(
+            "a: expected a numpy array on a RayContext (a DeviceArray lives on one context's "
+            "devices), got DeviceArray"
+        )
+    if a.ndim == 3:
+        return a, other, out
+    return a[None], other[None], None if out is None else out[None]
+
+
 def tropical_matmul(
     ctx: Dispatcher,
-    a: npt.NDArray[np.float32],
+    a: Any,
     b: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
-    out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+    out: Any = None,
+    a_shape: tuple[int, ...] | None = None,
+) -> tuple[Any, _native.PlanDict | None]:
     """``_native.tropical_matmul`` on the cluster."""
-    items, axis, parts = _batched_rows(a, b)
+    a3, b3, out3 = _batch_view(a, b, out)
+    items, axis, parts = _batched_rows(a3, b3)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "tropical_matmul", (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
 
     # Rows of a in, rows of the (batch, m, n) result out, per item.
-    out_bytes = 4.0 * a.shape[0] * a.shape[1] * b.shape[2]
-    per_item = (a.nbytes + out_bytes) / max(items, 1)
-    return _run_rows(ctx, TROPICAL, items, call, per_item, strategy, axis, out)
+    out_bytes = 4.0 * a3.shape[0] * a3.shape[1] * b3.shape[-1]
+    per_item = (a3.nbytes + out_bytes) / max(items, 1)
+    result, plan = _run_rows(ctx, TROPICAL, items, call, per_item, strategy, axis, out3)
+    return (result if a.ndim == 3 else result[0]), plan
 
 
 def tropical_matvec(
     ctx: Dispatcher,
-    a: npt.NDArray[np.float32],
+    a: Any,
     x: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
-    out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+    out: Any = None,
+    a_shape: tuple[int, ...] | None = None,
+) -> tuple[Any, _native.PlanDict | None]:
     """``_native.tropical_matvec`` on the cluster."""
-    items, axis, parts = _batched_rows(a, x)
+    a3, x2, out2 = _batch_view(a, x, out)
+    items, axis, parts = _batched_rows(a3, x2)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "tropical_matvec", (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
 
-    return _run_rows(ctx, TROPICAL, items, call, a.nbytes / max(items, 1), strategy, axis, out)
+    result, plan = _run_rows(ctx, TROPICAL, items, call, a3.nbytes / max(items, 1), strategy, axis, out2)
+    return (result if a.ndim == 3 else result[0]), plan
 
 
 def shortest_paths(

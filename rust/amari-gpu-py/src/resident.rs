@@ -4,8 +4,8 @@
 
 use amari_gpu::ga::{kernel, Algebra, Broadcast, Operation};
 use amari_gpu::{ResidentArray, ResidentOperand as Operand};
-use numpy::ndarray::Ix2;
-use numpy::{PyArray2, PyReadonlyArray2};
+use numpy::ndarray::{Dimension, Ix2};
+use numpy::{PyArray, PyArray2, PyReadonlyArray, PyReadonlyArray2};
 use pyo3::prelude::*;
 
 use crate::arrays::{contiguous, run_into};
@@ -107,19 +107,36 @@ pub(crate) fn run_resident_call(
     }
 }
 
-/// One operand as Python passes it: a resident array or a float32 (N, C) array.
-pub(crate) enum PyOperand<'py> {
+/// One operand as Python passes it: a resident array or a float32 array (of dimension `D`:
+/// (N, C) rows unless an operation takes its operands as the caller shaped them).
+pub(crate) enum PyOperand<'py, D: Dimension = Ix2> {
     Resident(Bound<'py, PyDeviceArray>),
-    Host(PyReadonlyArray2<'py, f32>),
+    Host(PyReadonlyArray<'py, f32, D>),
 }
 
-impl<'py> FromPyObject<'_, 'py> for PyOperand<'py> {
+impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOperand<'py, D> {
     type Error = PyErr;
     fn extract(ob: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
         if let Ok(resident) = ob.cast::<PyDeviceArray>() {
             return Ok(PyOperand::Resident(resident.to_owned()));
         }
         Ok(PyOperand::Host(ob.extract()?))
+    }
+}
+
+/// A call's `out` as Python passes it: a resident array or a float32 array.
+pub(crate) enum PyOut<'py, D: Dimension = Ix2> {
+    Resident(Bound<'py, PyDeviceArray>),
+    Host(Bound<'py, PyArray<f32, D>>),
+}
+
+impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOut<'py, D> {
+    type Error = PyErr;
+    fn extract(ob: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(resident) = ob.cast::<PyDeviceArray>() {
+            return Ok(PyOut::Resident(resident.to_owned()));
+        }
+        Ok(PyOut::Host(ob.cast::<PyArray<f32, D>>()?.to_owned()))
     }
 }
 
