@@ -455,18 +455,12 @@ def life(
 ) -> tuple[npt.NDArray[np.uint8], DomainReportDict]: ...
 
 # --- users' row kernels ---
-__all__ += ["map_rows", "resident_map_rows"]
+__all__ += ["map_rows"]
 
 def map_rows(
     ctx: Context,
     spec: RowsSpec,
-    arrays: list[tuple[npt.NDArray[np.float32], bool]],
+    arrays: list[tuple[DeviceArray | npt.NDArray[np.float32], tuple[int, ...]]],
     strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
-def resident_map_rows(
-    ctx: Context,
-    spec: RowsSpec,
-    operands: list[tuple[DeviceArray | npt.NDArray[np.float32], bool]],
-    out: DeviceArray | None = None,
-) -> DeviceArray | None: ...
+    out: DeviceArray | npt.NDArray[np.float32] | None = None,
+) -> tuple[DeviceArray | npt.NDArray[np.float32], PlanDict | None]: ...

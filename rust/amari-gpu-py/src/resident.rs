@@ -2,16 +2,19 @@
 //! gather, and geometric-algebra operations on resident operands. The Python package checks
 //! arguments and keeps shapes; the core places, runs and rebuilds.
 
+use amari_gpu::context::MultiGpuContext;
 use amari_gpu::ga::{kernel, Algebra, Broadcast, Operation};
-use amari_gpu::{ResidentArray, ResidentOperand as Operand};
+use amari_gpu::{Destination, Outcome, ResidentArray, ResidentOperand as Operand};
 use numpy::ndarray::{Dimension, Ix2};
 use numpy::{PyArray, PyArray2, PyReadonlyArray, PyReadonlyArray2};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
+use crate::plans::plan_dict;
 
 /// Rows of f32 words held on a context's devices (`amari_gpu.DeviceArray` wraps it).
 #[pyclass(module = "amari_gpu._native", name = "DeviceArray", frozen)]
@@ -138,6 +141,54 @@ impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOut<'py, D> {
         }
         Ok(PyOut::Host(ob.cast::<PyArray<f32, D>>()?.to_owned()))
     }
+}
+
+/// A call's result as Python gets it (a numpy array, a new DeviceArray, or the caller's
+/// `out`) and the plan it followed (None when it ran where resident rows live).
+pub(crate) type Returned<'py> = PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyDict>>)>;
+
+/// Runs `work` without the GIL into the destination the caller's `out` and operands ask
+/// for, one rule for every operation: a DeviceArray `out` is written into and returned; with
+/// a `resident` operand and no `out`, a new DeviceArray; otherwise host words of shape `dim`
+/// (the caller's numpy `out`, or a new array).
+pub(crate) fn run_to<'py, D, F>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    resident: bool,
+    (dim, out): (D, Option<PyOut<'py, D>>),
+    work: F,
+) -> Returned<'py>
+where
+    D: Dimension,
+    F: FnOnce(&MultiGpuContext, Destination<'_>) -> amari_gpu::Result<Outcome> + Send,
+{
+    let inner = ctx.context(py)?;
+    let host_out = match out {
+        Some(PyOut::Resident(out)) => {
+            let target = out.borrow();
+            let target_ref = &target.inner;
+            run_detached(py, move || {
+                work(&inner, Destination::Resident(Some(target_ref)))
+            })?;
+            drop(target);
+            return Ok((out.into_any(), None));
+        }
+        Some(PyOut::Host(out)) => Some(out),
+        None if resident => {
+            let ran = run_detached(py, move || work(&inner, Destination::Resident(None)))?;
+            let array = ran.array.ok_or_else(|| {
+                to_pyerr(py, amari_gpu::Error::Internal("no resident result".into()))
+            })?;
+            let handle = Bound::new(py, PyDeviceArray { inner: array })?;
+            return Ok((handle.into_any(), None));
+        }
+        None => None,
+    };
+    let (array, ran) = run_into(py, dim, host_out, move |out| {
+        work(&inner, Destination::Host(out))
+    })?;
+    let plan = ran.plan.map(|p| plan_dict(py, &p)).transpose()?;
+    Ok((array.into_any(), plan))
 }
 
 /// Runs GA `operation` of Cl(p, q, r) on operands of which at least one batch is a

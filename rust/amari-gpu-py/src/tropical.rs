@@ -3,9 +3,9 @@
 //! them where they live; the result is written into the caller's `out` when given.
 
 use amari_gpu::context::MultiGpuContext;
+use amari_gpu::tropical::product::{self, Checked, Variant};
 use amari_gpu::tropical::{self, Operands, Semiring};
-use amari_gpu::Strategy;
-use amari_gpu::{Destination, Error, Outcome, ResidentOperand};
+use amari_gpu::{Error, ResidentOperand};
 use numpy::ndarray::{Ix2, IxDyn};
 use numpy::{PyArray2, PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -16,23 +16,25 @@ use crate::context::PyContext;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
 use crate::plans::plan_dict;
-use crate::resident::{PyDeviceArray, PyOperand, PyOut};
+use crate::resident::{run_to, PyOperand, PyOut, Returned};
 
-type Returned<'py, A> = PyResult<(Bound<'py, A>, Bound<'py, PyDict>)>;
+type Paths<'py> = PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyDict>)>;
 
-/// A product's result (a numpy array, a new DeviceArray, or the caller's `out`) and the
-/// plan it followed (None when `a` is a DeviceArray: its rows did not move).
-type Product<'py> = PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyDict>>)>;
+/// The checks of a tropical product in the core (what runs it comes with their result).
+type Check = for<'a> fn(&MultiGpuContext, Operands<'a>) -> amari_gpu::Result<Checked<'a>>;
+
+/// The public matrix product's checks (the tiled kernel runs it).
+fn check_tiled<'a>(
+    ctx: &MultiGpuContext,
+    operands: Operands<'a>,
+) -> amari_gpu::Result<Checked<'a>> {
+    product::check_matmul(ctx, Variant::Tiled, operands)
+}
 
 /// One tropical product of the core, as the bindings call it.
 struct Op {
-    /// The core's entry.
-    entry: fn(
-        &MultiGpuContext,
-        Operands<'_>,
-        Destination<'_>,
-        Option<Strategy>,
-    ) -> amari_gpu::Result<Outcome>,
+    /// The core's checks.
+    check: Check,
     /// The right operand's argument name.
     right: &'static str,
     /// Whether the result keeps the right operand's last axis (a matrix product's n).
@@ -51,7 +53,7 @@ struct Call<'py, 's> {
 
 /// Runs `op` on `call`: the result is a numpy array for a numpy `a`; for a DeviceArray `a`
 /// a new DeviceArray, or written into the caller's `out` (a DeviceArray or numpy array).
-fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Product<'py> {
+fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Returned<'py> {
     let py = call.b.py();
     let semiring = Semiring::parse(call.semiring).map_err(|e| to_pyerr(py, e))?;
     let strategy = ctx.strategy_or_default(py, call.strategy)?;
@@ -86,46 +88,21 @@ fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Product<'p
     if op.keeps_n {
         dims.push(b_shape.last().copied().unwrap_or(0));
     }
-    let entry = op.entry;
-    let inner = ctx.context(py)?;
-    let host_out = match call.out {
-        Some(PyOut::Resident(out)) => {
-            let target = out.borrow();
-            let target_ref = &target.inner;
-            run_detached(py, move || {
-                entry(
-                    &inner,
-                    operands,
-                    Destination::Resident(Some(target_ref)),
-                    strategy,
-                )
-            })?;
-            drop(target);
-            return Ok((out.into_any(), None));
-        }
-        Some(PyOut::Host(out)) => Some(out),
-        None if resident.is_some() => {
-            let ran = run_detached(py, move || {
-                entry(&inner, operands, Destination::Resident(None), strategy)
-            })?;
-            let array = ran
-                .array
-                .ok_or_else(|| to_pyerr(py, Error::Internal("no resident result".into())))?;
-            let handle = Bound::new(py, PyDeviceArray { inner: array })?;
-            return Ok((handle.into_any(), None));
-        }
-        None => None,
-    };
-    let (array, ran) = run_into(py, IxDyn(&dims), host_out, move |out| {
-        entry(&inner, operands, Destination::Host(out), strategy)
-    })?;
-    let plan = ran.plan.map(|p| plan_dict(py, &p)).transpose()?;
-    Ok((array.into_any(), plan))
+    // Checked before `out` is taken: an argument error is not a call that began writing.
+    let (check, inner) = (op.check, ctx.context(py)?);
+    let checked = run_detached(py, move || check(&inner, operands))?;
+    run_to(
+        py,
+        ctx,
+        resident.is_some(),
+        (IxDyn(&dims), call.out),
+        move |inner, out| checked.run(inner, out, strategy),
+    )
 }
 
 /// Tropical product `a ⊗ b` in `semiring`: `a` a float32 (m, k) / (batch, m, k) array or a
 /// DeviceArray of that shape (`a_shape`: a handle knows only its rows and width), `b` a
-/// float32 (k, n) / (batch, k, n) array. Returns the result and the plan (see `Product`).
+/// float32 (k, n) / (batch, k, n) array. Returns the result and the plan (see `Returned`).
 #[pyfunction]
 #[pyo3(signature = (ctx, a, b, semiring, strategy=None, out=None, a_shape=None))]
 fn tropical_matmul<'py>(
@@ -136,9 +113,9 @@ fn tropical_matmul<'py>(
     strategy: Option<&str>,
     out: Option<PyOut<'py, IxDyn>>,
     a_shape: Option<Vec<usize>>,
-) -> Product<'py> {
+) -> Returned<'py> {
     let op = Op {
-        entry: tropical::tropical_matmul,
+        check: check_tiled,
         right: "b",
         keeps_n: true,
     };
@@ -166,9 +143,9 @@ fn tropical_matvec<'py>(
     strategy: Option<&str>,
     out: Option<PyOut<'py, IxDyn>>,
     a_shape: Option<Vec<usize>>,
-) -> Product<'py> {
+) -> Returned<'py> {
     let op = Op {
-        entry: tropical::tropical_matvec,
+        check: product::check_matvec,
         right: "x",
         keeps_n: false,
     };
@@ -193,7 +170,7 @@ fn shortest_paths<'py>(
     w: PyReadonlyArray2<'py, f32>,
     strategy: Option<&str>,
     out: Option<Bound<'py, PyArray2<f32>>>,
-) -> Returned<'py, PyArray2<f32>> {
+) -> Paths<'py> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let n = w.as_array().nrows();
     let w_slice = contiguous(&w, "w")?;

@@ -60,6 +60,17 @@ pub struct Operands<'a> {
     pub b_shape: &'a [usize],
 }
 
+/// A product whose arguments passed every check but `out`'s, ready to run: what the
+/// bindings check before they take the caller's `out` (so that an argument error never
+/// reads as a call that began writing).
+pub struct Checked<'a> {
+    kind: Kind,
+    shape: BatchShape,
+    operands: Operands<'a>,
+    /// Whether a term could overflow float32 (the exact check then runs).
+    exact: bool,
+}
+
 /// `a[p] ⊗ b[p]` for every batch p in `semiring`, the result of shape `(m, n)` or
 /// `(batch, m, n)` as `a` is batched. A finite term `a + b` beyond the float32 range that
 /// decides an entry is an error (not a quiet ±inf); ±inf operands keep their tropical
@@ -70,20 +81,18 @@ pub fn tropical_matmul(
     out: Destination<'_>,
     strategy: Option<Strategy>,
 ) -> Result<Outcome> {
-    tropical_matmul_with(ctx, Variant::Tiled, operands, out, strategy)
+    check_matmul(ctx, Variant::Tiled, operands)?.run(ctx, out, strategy)
 }
 
-/// [`tropical_matmul`] with the kernel of host operands chosen explicitly (benchmarks and
-/// tests compare them).
-pub fn tropical_matmul_with(
+/// The checks of [`tropical_matmul`], its host operands run by the `variant` kernel
+/// (benchmarks and tests compare them).
+pub fn check_matmul<'a>(
     ctx: &MultiGpuContext,
     variant: Variant,
-    operands: Operands<'_>,
-    out: Destination<'_>,
-    strategy: Option<Strategy>,
-) -> Result<Outcome> {
+    operands: Operands<'a>,
+) -> Result<Checked<'a>> {
     let shape = checks::matmul_shape(operands.a_shape, operands.b_shape)?;
-    run(ctx, Kind::Matmul(variant), shape, operands, out, strategy)
+    check(ctx, Kind::Matmul(variant), shape, operands)
 }
 
 /// `a[p] ⊗ x[p]` for every batch p: `a` of shape `(m, k)` / `(batch, m, k)`, `x` of shape
@@ -95,30 +104,45 @@ pub fn tropical_matvec(
     out: Destination<'_>,
     strategy: Option<Strategy>,
 ) -> Result<Outcome> {
-    let shape = checks::matvec_shape(operands.a_shape, operands.b_shape)?;
-    run(ctx, Kind::Matvec, shape, operands, out, strategy)
+    check_matvec(ctx, operands)?.run(ctx, out, strategy)
 }
 
-/// The checks every product shares, then the run on host operands or where `a` lives.
-fn run(
+/// The checks of [`tropical_matvec`].
+pub fn check_matvec<'a>(ctx: &MultiGpuContext, operands: Operands<'a>) -> Result<Checked<'a>> {
+    let shape = checks::matvec_shape(operands.a_shape, operands.b_shape)?;
+    check(ctx, Kind::Matvec, shape, operands)
+}
+
+/// The checks every product shares: the operands' words, NaN (a resident `a`'s from its
+/// row statistics, computed where its rows live), the whole-bound operand's size.
+fn check<'a>(
     ctx: &MultiGpuContext,
     kind: Kind,
     shape: BatchShape,
-    operands: Operands<'_>,
-    out: Destination<'_>,
-    strategy: Option<Strategy>,
-) -> Result<Outcome> {
+    operands: Operands<'a>,
+) -> Result<Checked<'a>> {
     let Operands {
-        semiring,
         a,
         a_shape,
         b,
         b_shape,
+        ..
     } = operands;
     let right = kind.right();
     checks::check_operand("a", a, a_shape)?;
     checks::check_len(right, b.len(), b_shape)?;
-    check_output(kind, shape, operands, &out)?;
+    if matches!(a, Operand::Resident(_)) && shape.n == 0 {
+        let mut want: Vec<String> = b_shape.iter().map(usize::to_string).collect();
+        want.pop();
+        return Err(Error::Shape {
+            argument: "b".into(),
+            expected: format!(
+                "({}, n) with n >= 1 when a is a DeviceArray (a DeviceArray has no empty rows)",
+                want.join(", ")
+            ),
+            actual: checks::shape_text(b_shape),
+        });
+    }
     let top_a = match a {
         Operand::Host(a) => {
             reject_nan("a", a, a_shape)?;
@@ -128,43 +152,68 @@ fn run(
     };
     reject_nan(right, b, b_shape)?;
     checks::check_whole_binding(ctx, right, b.len())?;
-    let exact = may_overflow(top_a, largest_finite(b));
-    match (a, out) {
-        (Operand::Host(a), Destination::Host(out)) => {
-            let product = Product {
-                semiring,
-                shape,
-                a,
-                b,
-            };
-            let plan = host_run(ctx, kind, product, out, strategy)?;
-            if exact {
-                checks::check_overflow(product, out)?;
+    Ok(Checked {
+        kind,
+        shape,
+        operands,
+        exact: may_overflow(top_a, largest_finite(b)),
+    })
+}
+
+impl Checked<'_> {
+    /// Runs the product into `out` (checked first): over host operands through the engine,
+    /// or where a resident `a`'s rows live.
+    pub fn run(
+        self,
+        ctx: &MultiGpuContext,
+        out: Destination<'_>,
+        strategy: Option<Strategy>,
+    ) -> Result<Outcome> {
+        let Checked {
+            kind,
+            shape,
+            operands,
+            exact,
+        } = self;
+        check_output(kind, shape, operands, &out)?;
+        let Operands { semiring, a, b, .. } = operands;
+        match (a, out) {
+            (Operand::Host(a), Destination::Host(out)) => {
+                let product = Product {
+                    semiring,
+                    shape,
+                    a,
+                    b,
+                };
+                let plan = host_run(ctx, kind, product, out, strategy)?;
+                if exact {
+                    checks::check_overflow(product, out)?;
+                }
+                Ok(Outcome {
+                    plan: Some(plan),
+                    array: None,
+                })
             }
-            Ok(Outcome {
-                plan: Some(plan),
-                array: None,
-            })
+            (Operand::Resident(a), out) => {
+                let product = ResidentProduct {
+                    a,
+                    b,
+                    shape,
+                    semiring,
+                };
+                resident::run(ctx, kind, product, out, exact)
+            }
+            (Operand::Host(_), Destination::Resident(_)) => Err(Error::invalid(
+                "out",
+                "expected a numpy array or None (a DeviceArray out is taken when a is a \
+                 DeviceArray), got DeviceArray",
+            )),
         }
-        (Operand::Resident(a), out) => {
-            let product = ResidentProduct {
-                a,
-                b,
-                shape,
-                semiring,
-            };
-            resident::run(ctx, kind, product, out, exact)
-        }
-        (Operand::Host(_), Destination::Resident(_)) => Err(Error::invalid(
-            "out",
-            "expected a numpy array or None (a DeviceArray out is taken when a is a \
-             DeviceArray), got DeviceArray",
-        )),
     }
 }
 
-/// Refuses an `out` that cannot take the result: host words of another size, a resident
-/// array for a matrix-vector product, or (with a resident `a`) a result of no columns.
+/// Refuses an `out` that cannot take the result: host words of another size, or a resident
+/// array for a matrix-vector product of a resident `a`.
 fn check_output(
     kind: Kind,
     shape: BatchShape,
@@ -187,19 +236,6 @@ fn check_output(
             ))
         }
         Destination::Resident(_) => {}
-    }
-    if resident_a && shape.n == 0 {
-        let mut want = operands.b_shape.to_vec();
-        want.pop();
-        let want: Vec<String> = want.iter().map(usize::to_string).collect();
-        return Err(Error::Shape {
-            argument: "b".into(),
-            expected: format!(
-                "({}, n) with n >= 1 when a is a DeviceArray (a DeviceArray has no empty rows)",
-                want.join(", ")
-            ),
-            actual: checks::shape_text(operands.b_shape),
-        });
     }
     Ok(())
 }
