@@ -26,11 +26,11 @@ class Kernels(Protocol):
         ctx: Any,
         operation: str,
         signature: tuple[int, int, int],
-        operands: list[F32],
+        operands: list[F32 | _native.DeviceArray],
         grades: int = 0,
         strategy: str | None = None,
-        out: F32 | None = None,
-    ) -> tuple[F32, _native.PlanDict]: ...
+        out: F32 | _native.DeviceArray | None = None,
+    ) -> tuple[Any, _native.PlanDict | None]: ...
     def tropical_matmul(
         self,
         ctx: Any,
@@ -40,7 +40,7 @@ class Kernels(Protocol):
         strategy: str | None = None,
         out: F32 | _native.DeviceArray | None = None,
         a_shape: tuple[int, ...] | None = None,
-    ) -> tuple[F32 | _native.DeviceArray, _native.PlanDict | None]: ...
+    ) -> tuple[Any, _native.PlanDict | None]: ...
     def tropical_matvec(
         self,
         ctx: Any,
@@ -50,7 +50,7 @@ class Kernels(Protocol):
         strategy: str | None = None,
         out: F32 | _native.DeviceArray | None = None,
         a_shape: tuple[int, ...] | None = None,
-    ) -> tuple[F32 | _native.DeviceArray, _native.PlanDict | None]: ...
+    ) -> tuple[Any, _native.PlanDict | None]: ...
     def shortest_paths(
         self, ctx: Any, w: F32, strategy: str | None = None, out: F32 | None = None
     ) -> tuple[F32, _native.PlanDict]: ...

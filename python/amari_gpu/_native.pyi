@@ -286,14 +286,14 @@ def ga_apply(
     ctx: Context,
     operation: str,
     signature: tuple[int, int, int],
-    operands: list[npt.NDArray[np.float32]],
+    operands: list[DeviceArray | npt.NDArray[np.float32]],
     grades: int = 0,
     strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+    out: DeviceArray | npt.NDArray[np.float32] | None = None,
+) -> tuple[DeviceArray | npt.NDArray[np.float32], PlanDict | None]: ...
 
 # --- resident arrays ---
-__all__ += ["DeviceArray", "resident_ga_apply", "resident_gather", "resident_upload"]
+__all__ += ["DeviceArray", "resident_gather", "resident_upload"]
 
 @final
 class DeviceArray:
@@ -313,14 +313,6 @@ def resident_upload(
 def resident_gather(
     ctx: Context, x: DeviceArray, out: npt.NDArray[np.float32] | None = None
 ) -> npt.NDArray[np.float32]: ...
-def resident_ga_apply(
-    ctx: Context,
-    operation: str,
-    signature: tuple[int, int, int],
-    operands: list[DeviceArray | npt.NDArray[np.float32]],
-    grades: int = 0,
-    out: DeviceArray | None = None,
-) -> DeviceArray | None: ...
 
 # --- tropical ---
 __all__ += [

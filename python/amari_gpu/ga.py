@@ -13,11 +13,9 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from ._ga_base import _algebra, _operand, _rows
-from ._validate import output, shape_text
+from ._ga_base import _algebra
 from .algebra import Algebra
-from .array import DeviceArray, is_resident, resident_ga
-from .errors import ShapeError
+from .array import DeviceArray
 from .ga_unary import UnaryOperationsMixin
 
 
@@ -52,24 +50,8 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
         strategy: Any,
         out: Any,
     ) -> npt.NDArray[np.float32] | DeviceArray:
-        alg = _algebra(algebra)
-        if is_resident(left, right):
-            named = [(names[0], left), (names[1], right)]
-            return resident_ga(self, operation, alg, named, 0, out)
-        a = _operand(names[0], left, alg.n_blades)
-        b = _operand(names[1], right, alg.n_blades)
-        try:
-            lead = np.broadcast_shapes(a.shape[:-1], b.shape[:-1])
-        except ValueError:
-            raise ShapeError(
-                f"{names[1]}: expected leading dimensions that broadcast with {names[0]}'s "
-                f"{shape_text(a.shape[:-1])}, got shape {shape_text(b.shape)}"
-            ) from None
-        shape = lead if operation == "scalar_product" else (*lead, alg.n_blades)
-        target = output(out, shape, np.float32, {names[0]: left, names[1]: right})
-        rows = [_rows(names[0], a, lead), _rows(names[1], b, lead)]
-        result = self._run(operation, alg, rows, 0, strategy, target)
-        return result.reshape(shape) if target is None else target
+        named = [(names[0], left), (names[1], right)]
+        return self._apply(operation, _algebra(algebra), named, 0, strategy, out)
 
     @overload
     def geometric_product(

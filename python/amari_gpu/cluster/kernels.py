@@ -89,17 +89,28 @@ def _run_rows(
     return assembly.out, plan
 
 
+def _host_only(*values: Any) -> None:
+    """Refuses a DeviceArray: it lives on one context's devices, which a cluster's nodes
+    cannot reach."""
+    if any(isinstance(v, _native.DeviceArray) for v in values):
+        raise InvalidArgumentError(
+            "expected numpy arrays on a RayContext (a DeviceArray lives on one context's "
+            "devices), got a DeviceArray"
+        )
+
+
 def ga_apply(
     ctx: Dispatcher,
     operation: str,
     signature: tuple[int, int, int],
-    operands: list[npt.NDArray[np.float32]],
+    operands: list[Any],
     grades: int = 0,
     strategy: str | None = None,
-    out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+    out: Any = None,
+) -> tuple[Any, _native.PlanDict | None]:
     """``_native.ga_apply`` on the cluster: rows split, a one-row operand (applied to every
     row of the other) bound whole to every chunk."""
+    _host_only(*operands, out)
     items = max(len(o) for o in operands)
     broadcast = [len(o) == 1 and items != 1 for o in operands]
 
@@ -127,11 +138,7 @@ def _batch_view(a: Any, other: Any, out: Any) -> tuple[Any, Any, Any]:
     """The operands and ``out`` of a product with a batch axis (an unbatched ``a`` gets one
     of a single entry); the nodes' native calls check them. A DeviceArray lives on one
     context's devices: a cluster cannot take it."""
-    if isinstance(a, _native.DeviceArray) or isinstance(out, _native.DeviceArray):
-        raise InvalidArgumentError(
-            "a: expected a numpy array on a RayContext (a DeviceArray lives on one context's "
-            "devices), got DeviceArray"
-        )
+    _host_only(a, out)
     if a.ndim == 3:
         return a, other, out
     return a[None], other[None], None if out is None else out[None]
@@ -176,7 +183,9 @@ def tropical_matvec(
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "tropical_matvec", (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
 
-    result, plan = _run_rows(ctx, TROPICAL, items, call, a3.nbytes / max(items, 1), strategy, axis, out2)
+    result, plan = _run_rows(
+        ctx, TROPICAL, items, call, a3.nbytes / max(items, 1), strategy, axis, out2
+    )
     return (result if a.ndim == 3 else result[0]), plan
 
 

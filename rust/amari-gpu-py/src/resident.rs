@@ -1,10 +1,9 @@
-//! Device-resident arrays: the native handle behind `amari_gpu.DeviceArray`, upload,
-//! gather, and geometric-algebra operations on resident operands. The Python package checks
-//! arguments and keeps shapes; the core places, runs and rebuilds.
+//! Device-resident arrays: the native handle behind `amari_gpu.DeviceArray`, upload and
+//! gather; the operands (`PyOperand`) and `out` (`PyOut`) every operation takes, and the one
+//! rule for where its result goes (`run_to`). The core places, runs and rebuilds.
 
 use amari_gpu::context::MultiGpuContext;
-use amari_gpu::ga::{kernel, Algebra, Broadcast, Operation};
-use amari_gpu::{Destination, Outcome, ResidentArray, ResidentOperand as Operand};
+use amari_gpu::{Destination, Outcome, ResidentArray};
 use numpy::ndarray::{Dimension, Ix2};
 use numpy::{PyArray, PyArray2, PyReadonlyArray, PyReadonlyArray2};
 use pyo3::prelude::*;
@@ -88,28 +87,6 @@ fn resident_gather<'py>(
     Ok(out)
 }
 
-/// Runs `kernel` on `ops`: a new resident result, or `None` once written into `out`.
-pub(crate) fn run_resident_call(
-    py: Python<'_>,
-    ctx: &PyContext,
-    kernel: amari_gpu::kernel::Kernel,
-    ops: Vec<(&str, Operand<'_>)>,
-    out: Option<&PyDeviceArray>,
-) -> PyResult<Option<PyDeviceArray>> {
-    let inner = ctx.context(py)?;
-    match out {
-        Some(target) => {
-            let target = &target.inner;
-            run_detached(py, move || inner.run_resident_into(&kernel, &ops, target))?;
-            Ok(None)
-        }
-        None => {
-            let array = run_detached(py, move || inner.run_resident(&kernel, &ops))?;
-            Ok(Some(PyDeviceArray { inner: array }))
-        }
-    }
-}
-
 /// One operand as Python passes it: a resident array or a float32 array (of dimension `D`:
 /// (N, C) rows unless an operation takes its operands as the caller shaped them).
 pub(crate) enum PyOperand<'py, D: Dimension = Ix2> {
@@ -191,66 +168,10 @@ where
     Ok((array.into_any(), plan))
 }
 
-/// Runs GA `operation` of Cl(p, q, r) on operands of which at least one batch is a
-/// DeviceArray; a host operand of one row is applied to every row. Returns the resident
-/// result, or `None` once written into the DeviceArray `out` (its shape the result's).
-#[pyfunction]
-#[pyo3(signature = (ctx, operation, signature, operands, grades=0, out=None))]
-fn resident_ga_apply(
-    py: Python<'_>,
-    ctx: &PyContext,
-    operation: &str,
-    signature: (u32, u32, u32),
-    operands: Vec<PyOperand<'_>>,
-    grades: u32,
-    out: Option<PyRef<'_, PyDeviceArray>>,
-) -> PyResult<Option<PyDeviceArray>> {
-    let (p, q, r) = signature;
-    let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
-    let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
-    op.check(&algebra).map_err(|e| to_pyerr(py, e))?;
-    let names = op.operands();
-    // Which operand is applied to every row: the core's rule for numpy operands
-    // (`ga::shape`), so that both paths run the same kernel.
-    let rows = |o: &PyOperand<'_>| match o {
-        PyOperand::Resident(r) => r.get().inner.rows(),
-        PyOperand::Host(a) => a.as_array().nrows(),
-    };
-    let broadcast = match operands.as_slice() {
-        [a, b] if rows(a) == 1 && rows(b) != 1 => Broadcast::Left,
-        [a, b] if rows(b) == 1 && rows(a) != 1 => Broadcast::Right,
-        _ => Broadcast::None,
-    };
-    let refs: Vec<PyRef<'_, PyDeviceArray>> = operands
-        .iter()
-        .filter_map(|o| match o {
-            PyOperand::Resident(r) => Some(r.borrow()),
-            PyOperand::Host(_) => None,
-        })
-        .collect();
-    let mut resident = refs.iter();
-    let mut ops = Vec::with_capacity(operands.len());
-    for (o, name) in operands
-        .iter()
-        .zip(names.iter().chain(std::iter::repeat(&"operand")))
-    {
-        let operand = match o {
-            PyOperand::Resident(_) => {
-                Operand::Resident(&resident.next().expect("one ref per resident operand").inner)
-            }
-            PyOperand::Host(a) => Operand::Host(contiguous(a, name)?),
-        };
-        ops.push((*name, operand));
-    }
-    let kernel = kernel(&algebra, op, broadcast);
-    run_resident_call(py, ctx, kernel, ops, out.as_deref())
-}
-
 /// Adds this module's class and functions to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDeviceArray>()?;
     m.add_function(wrap_pyfunction!(resident_upload, m)?)?;
     m.add_function(wrap_pyfunction!(resident_gather, m)?)?;
-    m.add_function(wrap_pyfunction!(resident_ga_apply, m)?)?;
     Ok(())
 }
