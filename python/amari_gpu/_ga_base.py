@@ -6,7 +6,7 @@ operations themselves are in :mod:`amari_gpu.ga` (products) and :mod:`amari_gpu.
 from __future__ import annotations
 
 import math
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -15,7 +15,7 @@ from . import _native
 from ._mixin import KernelHost
 from ._validate import as_float32, output, real_array, shape_text
 from .algebra import CL3, Algebra
-from .array import DeviceArray, _rows_of
+from .array import DeviceArray, _rows_of, returned
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -173,11 +173,7 @@ class GaBase(KernelHost):
         if single:
             return self._single_result(operation, alg, rows, grades, shape, target)
         result = self._run(operation, alg, rows, grades, strategy, target)
-        if target is not None:
-            return cast("npt.NDArray[np.float32] | DeviceArray", target)
-        if isinstance(result, _native.DeviceArray):
-            return DeviceArray(result, self, shape)
-        return result.reshape(shape)
+        return returned(self, result, target, shape)
 
     def _run(
         self,
@@ -205,8 +201,7 @@ class GaBase(KernelHost):
             optional_strategy(strategy),
             native_out,
         )
-        if plan is not None:
-            self._record(plan)
+        self._record(plan)
         return result
 
     def _single_result(

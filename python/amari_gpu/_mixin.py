@@ -57,27 +57,27 @@ class Kernels(Protocol):
     def fisher_information(
         self,
         ctx: Any,
-        scores: F32,
+        scores: F32 | _native.DeviceArray,
         weights: F32 | None = None,
         strategy: str | None = None,
         out: npt.NDArray[np.float64] | None = None,
-    ) -> tuple[npt.NDArray[np.float64], _native.PlanDict]: ...
+    ) -> tuple[npt.NDArray[np.float64], _native.PlanDict | None]: ...
     def fisher_categorical(
         self,
         ctx: Any,
-        values: F32,
+        values: F32 | _native.DeviceArray,
         logits: bool,
         strategy: str | None = None,
-        out: F32 | None = None,
-    ) -> tuple[F32, _native.PlanDict]: ...
+        out: F32 | _native.DeviceArray | None = None,
+    ) -> tuple[Any, _native.PlanDict | None]: ...
     def fisher_gaussian(
         self,
         ctx: Any,
-        mean: F32,
-        var: F32,
+        mean: F32 | _native.DeviceArray,
+        var: F32 | _native.DeviceArray,
         strategy: str | None = None,
-        out: F32 | None = None,
-    ) -> tuple[F32, _native.PlanDict]: ...
+        out: F32 | _native.DeviceArray | None = None,
+    ) -> tuple[Any, _native.PlanDict | None]: ...
     def stencil(
         self,
         ctx: Any,
@@ -110,7 +110,11 @@ class KernelHost:
     last_plan: Plan | None
     last_run: DomainReport | None
 
-    def _record(self, plan: _native.PlanDict) -> None:
+    def _record(self, plan: _native.PlanDict | None) -> None:
+        # A call that ran where resident rows live followed no plan: last_plan is left as
+        # it was.
+        if plan is None:
+            return
         # A kernel call runs no grid: last_run says so rather than keep an older call's.
         self.last_plan = Plan.from_dict(plan)
         self.last_run = None

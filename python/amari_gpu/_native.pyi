@@ -347,51 +347,29 @@ def shortest_paths(
 ) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
 
 # --- information geometry ---
-__all__ += [
-    "fisher_categorical",
-    "fisher_gaussian",
-    "fisher_information",
-    "resident_fisher_categorical",
-    "resident_fisher_gaussian",
-    "resident_fisher_information",
-]
+__all__ += ["fisher_categorical", "fisher_gaussian", "fisher_information"]
 
 def fisher_information(
     ctx: Context,
-    scores: npt.NDArray[np.float32],
+    scores: DeviceArray | npt.NDArray[np.float32],
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
     out: npt.NDArray[np.float64] | None = None,
-) -> tuple[npt.NDArray[np.float64], PlanDict]: ...
-def resident_fisher_information(
+) -> tuple[npt.NDArray[np.float64], PlanDict | None]: ...
+def fisher_categorical(
     ctx: Context,
-    scores: DeviceArray,
-    weights: npt.NDArray[np.float32] | None = None,
-    out: npt.NDArray[np.float64] | None = None,
-) -> npt.NDArray[np.float64]: ...
-def resident_fisher_categorical(
-    ctx: Context, values: DeviceArray, logits: bool, out: DeviceArray | None = None
-) -> DeviceArray | None: ...
-def resident_fisher_gaussian(
+    values: DeviceArray | npt.NDArray[np.float32],
+    logits: bool,
+    strategy: str | None = None,
+    out: DeviceArray | npt.NDArray[np.float32] | None = None,
+) -> tuple[DeviceArray | npt.NDArray[np.float32], PlanDict | None]: ...
+def fisher_gaussian(
     ctx: Context,
     mean: DeviceArray | npt.NDArray[np.float32],
     var: DeviceArray | npt.NDArray[np.float32],
-    out: DeviceArray | None = None,
-) -> DeviceArray | None: ...
-def fisher_categorical(
-    ctx: Context,
-    values: npt.NDArray[np.float32],
-    logits: bool,
     strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
-def fisher_gaussian(
-    ctx: Context,
-    mean: npt.NDArray[np.float32],
-    var: npt.NDArray[np.float32],
-    strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], PlanDict]: ...
+    out: DeviceArray | npt.NDArray[np.float32] | None = None,
+) -> tuple[DeviceArray | npt.NDArray[np.float32], PlanDict | None]: ...
 
 # --- the empirical Fisher call in three steps (a cluster's driver and nodes) ---
 __all__ += ["fisher_finish", "fisher_partials", "fisher_prepare"]

@@ -128,11 +128,6 @@ class DeviceArray:
         )
 
 
-def is_resident(*values: Any) -> bool:
-    """Whether any of ``values`` is a DeviceArray (the kernel then runs the resident path)."""
-    return any(isinstance(v, DeviceArray) for v in values)
-
-
 def _rows_of(shape: tuple[int, ...]) -> tuple[int, int]:
     # A 0-d result (scalar_product of two single multivectors) is one row of one word.
     if not shape:
@@ -164,14 +159,14 @@ class ResidentMixin(KernelHost):
         return DeviceArray(handle, self, tuple(array.shape))
 
 
-def finish_resident(
-    ctx: Any, handle: _native.DeviceArray, shape: tuple[int, ...], target: Any
+def returned(
+    ctx: Any, result: Any, target: Any, shape: tuple[int, ...]
 ) -> npt.NDArray[np.float32] | DeviceArray:
-    """The resident result of a call as a DeviceArray of ``shape``, or gathered into the
-    numpy ``target`` (and its shards released) when the call was given one."""
-    result = DeviceArray(handle, ctx, shape)
-    if target is None:
-        return result
-    _native.resident_gather(ctx._native, handle, target.reshape(-1, int(handle.cols)))
-    result.free()
-    return cast("npt.NDArray[np.float32]", target)
+    """What an operation returns, by one rule: the caller's ``out`` (``target``) when given,
+    else a resident result as a new DeviceArray of ``shape``, else the numpy result in
+    ``shape``."""
+    if target is not None:
+        return cast("npt.NDArray[np.float32] | DeviceArray", target)
+    if isinstance(result, _native.DeviceArray):
+        return DeviceArray(result, ctx, shape)
+    return cast("npt.NDArray[np.float32]", result).reshape(shape)

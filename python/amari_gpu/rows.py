@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -26,7 +26,7 @@ import numpy.typing as npt
 from . import _native
 from ._mixin import KernelHost
 from ._validate import as_float32, output, positive_int
-from .array import DeviceArray
+from .array import DeviceArray, returned
 from .errors import InvalidArgumentError
 from .planning import optional_strategy
 
@@ -118,13 +118,8 @@ class RowsMixin(KernelHost):
         result, plan = _native.map_rows(
             self._native, spec, operands, optional_strategy(strategy), native_out
         )
-        if plan is not None:
-            self._record(plan)
-        if target is not None:
-            return cast("npt.NDArray[np.float32] | DeviceArray", target)
-        if isinstance(result, _native.DeviceArray):
-            return DeviceArray(result, self, shape)
-        return cast("npt.NDArray[np.float32]", result).reshape(shape)
+        self._record(plan)
+        return returned(self, result, target, shape)
 
 
 def _operand(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...]]:

@@ -11,7 +11,7 @@ device count and split strategy.
 
 from __future__ import annotations
 
-from typing import Any, cast, overload
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -19,7 +19,7 @@ import numpy.typing as npt
 from . import _native
 from ._mixin import KernelHost
 from ._validate import as_float32, output, shape_text
-from .array import DeviceArray
+from .array import DeviceArray, returned
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -42,18 +42,6 @@ def _left(ctx: Any, a: Any) -> tuple[Any, tuple[int, ...], bool]:
         return a._live("a", ctx), a.shape, True
     a32 = as_float32("a", a)
     return a32, a32.shape, False
-
-
-def _finish(
-    ctx: Any, result: Any, target: Any, shape: tuple[int, ...]
-) -> npt.NDArray[np.float32] | DeviceArray:
-    """What a product returns: the caller's ``out``, else a new DeviceArray of ``shape`` for
-    a resident result, else the numpy result."""
-    if target is not None:
-        return cast("npt.NDArray[np.float32] | DeviceArray", target)
-    if isinstance(result, _native.DeviceArray):
-        return DeviceArray(result, ctx, shape)
-    return cast("npt.NDArray[np.float32]", result)
 
 
 class TropicalMixin(KernelHost):
@@ -146,9 +134,8 @@ class TropicalMixin(KernelHost):
             target._handle if isinstance(target, DeviceArray) else target,
             a_shape if resident else None,
         )
-        if plan is not None:
-            self._record(plan)
-        return _finish(self, result, target, shape)
+        self._record(plan)
+        return returned(self, result, target, shape)
 
     @overload
     def tropical_matvec(
@@ -210,9 +197,8 @@ class TropicalMixin(KernelHost):
             target._handle if isinstance(target, DeviceArray) else target,
             a_shape if resident else None,
         )
-        if plan is not None:
-            self._record(plan)
-        return _finish(self, result, target, shape)
+        self._record(plan)
+        return returned(self, result, target, shape)
 
     def shortest_paths(
         self,

@@ -212,12 +212,13 @@ def shortest_paths(
 
 def fisher_information(
     ctx: Dispatcher,
-    scores: npt.NDArray[np.float32],
+    scores: Any,
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
     out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float64], _native.PlanDict]:
+) -> tuple[npt.NDArray[np.float64], _native.PlanDict | None]:
     """``_native.fisher_information`` on the cluster, bit-identical to one context."""
+    _host_only(scores)
     prepared = _native.fisher_prepare(scores, weights)
     s = scores if prepared["scores"] is None else prepared["scores"]
     # fisher_prepare returns weights whenever it made them (ones without weights).
@@ -248,12 +249,13 @@ def fisher_information(
 
 def fisher_categorical(
     ctx: Dispatcher,
-    values: npt.NDArray[np.float32],
+    values: Any,
     logits: bool,
     strategy: str | None = None,
-    out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+    out: Any = None,
+) -> tuple[Any, _native.PlanDict | None]:
     """``_native.fisher_categorical`` on the cluster."""
+    _host_only(values, out)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "fisher_categorical", (ArraySlot(0), logits), [values[start:stop]]
@@ -265,12 +267,13 @@ def fisher_categorical(
 
 def fisher_gaussian(
     ctx: Dispatcher,
-    mean: npt.NDArray[np.float32],
-    var: npt.NDArray[np.float32],
+    mean: Any,
+    var: Any,
     strategy: str | None = None,
-    out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], _native.PlanDict]:
+    out: Any = None,
+) -> tuple[Any, _native.PlanDict | None]:
     """``_native.fisher_gaussian`` on the cluster."""
+    _host_only(mean, var, out)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "fisher_gaussian", (ArraySlot(0), ArraySlot(1)), [mean[start:stop], var[start:stop]]
