@@ -188,10 +188,11 @@ class GaBase(KernelHost):
         into ``target`` (None, a numpy array or a DeviceArray)."""
         words = 1 if operation == "scalar_product" else algebra.n_blades
         # A C-contiguous array reshapes to the core's (rows, words) as a view of itself.
+        native_out: Any = target
         if isinstance(target, DeviceArray):
             native_out = target._handle
-        else:
-            native_out = None if target is None else target.reshape(-1, words)
+        elif target is not None:
+            native_out = target.reshape(-1, words)
         result, plan = self._kernels.ga_apply(
             self._native,
             operation,

@@ -15,6 +15,9 @@ use crate::errors::to_pyerr;
 use crate::plans::plan_dict;
 use crate::resident::{run_to, PyDeviceArray, PyOperand, PyOut, Returned};
 
+/// The plan a call followed, as a dict (None when it ran where resident rows live).
+type Plan<'py> = Option<Bound<'py, PyDict>>;
+
 /// The core's view of an operand: a DeviceArray's rows, or host rows (C-contiguous), and
 /// its width.
 fn operand<'a>(
@@ -60,7 +63,7 @@ fn fisher_information<'py>(
     weights: Option<PyReadonlyArray1<'py, f32>>,
     strategy: Option<&str>,
     out: Option<Bound<'py, PyArray2<f64>>>,
-) -> PyResult<(Bound<'py, PyArray2<f64>>, Option<Bound<'py, PyDict>>)> {
+) -> PyResult<(Bound<'py, PyArray2<f64>>, Plan<'py>)> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let borrowed = held(&scores);
     let (scores, p) = operand(&scores, &borrowed, "scores")?;

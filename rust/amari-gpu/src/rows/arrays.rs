@@ -2,9 +2,8 @@
 //! each with its shape) and their checks: one owner for both kinds, every error naming
 //! `arrays[k]` and its shape as the caller wrote it.
 
-use crate::error::{Error, Result};
+use crate::error::{shape_text, Error, Result};
 use crate::resident::Operand;
-use crate::tropical::checks::shape_text;
 
 /// One array argument of a `map_rows` call as the caller gave it: host words or a resident
 /// array, of shape `(N, C)` (a row per item) or `(C,)` (one row for every item; host only).

@@ -166,11 +166,7 @@ impl Checked<'_> {
         out: Destination<'_>,
         strategy: Option<Strategy>,
     ) -> Result<Outcome> {
-        let Checked {
-            call,
-            items,
-            kernel,
-        } = self;
+        let (call, items, kernel) = (self.call, self.items, self.kernel);
         if let Destination::Host(out) = &out {
             if out.len() != items * call.out_cols {
                 return Err(Error::Shape {

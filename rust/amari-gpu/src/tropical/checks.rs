@@ -4,17 +4,10 @@
 //! the result. Errors name the caller's arguments and speak in the caller's dimensions.
 
 use crate::context::MultiGpuContext;
-use crate::error::{Error, Result};
+use crate::error::{shape_text, Error, Result};
 use crate::resident::Operand;
 use crate::tropical::blocks::{BatchShape, Product};
 use crate::tropical::semiring::Semiring;
-
-/// `dims` written as a Python tuple: `(3,)`, `(2, 4)`.
-pub(crate) fn shape_text(dims: &[usize]) -> String {
-    let items: Vec<String> = dims.iter().map(usize::to_string).collect();
-    let comma = if dims.len() == 1 { "," } else { "" };
-    format!("({}{comma})", items.join(", "))
-}
 
 fn shape_error(argument: &str, expected: impl Into<String>, dims: &[usize]) -> Error {
     Error::Shape {

@@ -5,42 +5,14 @@
 //! or a resident one by the rule every operation follows (`Destination`).
 
 use crate::context::MultiGpuContext;
-use crate::error::{Error, Result};
-use crate::plan::{Plan, Strategy};
+use crate::error::{shape_text, Error, Result};
+use crate::plan::Strategy;
 use crate::resident::{Destination, Operand, Outcome};
-use crate::tropical::blocks::{run_matvec, run_product, BatchShape, Product};
+pub use crate::tropical::blocks::Variant;
+use crate::tropical::blocks::{host_run, BatchShape, Kind, Product};
 use crate::tropical::checks::{self, largest_finite, may_overflow, reject_nan};
-use crate::tropical::kernels;
 use crate::tropical::resident::{self, ResidentProduct};
 use crate::tropical::semiring::Semiring;
-
-/// Which product kernel runs a matrix product.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Variant {
-    /// Workgroup-memory tiles and register blocking (what the public API uses).
-    Tiled,
-    /// One thread per output (the benchmark baseline).
-    Naive,
-}
-
-/// Which product a call runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// A matrix product, by this kernel.
-    Matmul(Variant),
-    /// A matrix-vector product.
-    Matvec,
-}
-
-impl Kind {
-    /// The right operand's argument name.
-    pub(crate) fn right(self) -> &'static str {
-        match self {
-            Kind::Matmul(_) => "b",
-            Kind::Matvec => "x",
-        }
-    }
-}
 
 /// A product's operands as the caller gave them: `a` of shape `(m, k)` or `(batch, m, k)`
 /// (host words, or a resident array holding every axis but the last as rows), and the
@@ -140,7 +112,7 @@ fn check<'a>(
                 "({}, n) with n >= 1 when a is a DeviceArray (a DeviceArray has no empty rows)",
                 want.join(", ")
             ),
-            actual: checks::shape_text(b_shape),
+            actual: shape_text(b_shape),
         });
     }
     let top_a = match a {
@@ -238,23 +210,4 @@ fn check_output(
         Destination::Resident(_) => {}
     }
     Ok(())
-}
-
-/// Runs a checked product on host operands through the engine.
-pub(crate) fn host_run(
-    ctx: &MultiGpuContext,
-    kind: Kind,
-    product: Product<'_>,
-    out: &mut [f32],
-    strategy: Option<Strategy>,
-) -> Result<Plan> {
-    match kind {
-        Kind::Matmul(Variant::Tiled) => {
-            run_product(ctx, kernels::tiled, product, None, out, strategy)
-        }
-        Kind::Matmul(Variant::Naive) => {
-            run_product(ctx, kernels::naive, product, None, out, strategy)
-        }
-        Kind::Matvec => run_matvec(ctx, product, out, strategy),
-    }
 }

@@ -12,10 +12,9 @@ use crate::context::MultiGpuContext;
 use crate::error::Result;
 use crate::kernel::Kernel;
 use crate::resident::{Destination, Operand, Outcome, ResidentArray};
-use crate::tropical::blocks::{BatchShape, Product};
+use crate::tropical::blocks::{host_run, BatchShape, Kind, Product};
 use crate::tropical::checks::{check_overflow, nan_error, unravel};
 use crate::tropical::kernels::{self, ProductShape};
-use crate::tropical::product::{host_run, Kind};
 use crate::tropical::semiring::Semiring;
 
 /// A checked product on a resident `a` with `batch * m` rows of `k` words (batch p's rows
