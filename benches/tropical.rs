@@ -90,7 +90,8 @@ fn bench_adapter(index: usize, side: usize, rounds: usize) {
             b: &b,
             b_shape: &[side, side],
         };
-        let ran = tropical_matmul(&ctx, operands, Destination::Host(out), None);
+        let ran =
+            tropical_matmul(&ctx, operands).and_then(|r| r.run(&ctx, Destination::Host(out), None));
         ran.expect("engine runs")
             .plan
             .expect("a run over host operands has a plan")

@@ -76,8 +76,10 @@ fn ga_apply<'py>(
     let items = rows.iter().copied().find(|&n| n != 1).unwrap_or(1);
     let resident = refs.iter().any(Option::is_some);
     let dim = Ix2(items, op.output_words(&algebra));
+    // Checked before `out` is taken: an argument error is not a call that began writing.
+    let ready = ga::check(&algebra, op, &ops).map_err(|e| to_pyerr(py, e))?;
     run_to(py, &ctx, resident, (dim, out), move |inner, out| {
-        ga::run(inner, &algebra, op, &ops, out, strategy)
+        ready.run(inner, out, strategy)
     })
 }
 

@@ -72,7 +72,7 @@ fn map_rows<'py>(
     let dim = Ix2(items, call.out_cols);
     // Checked before `out` is taken: a kernel that does not compile costs nothing, and an
     // argument error is not a call that began writing.
-    let checked = rows::check(&*ctx.context(py)?, call).map_err(|e| to_pyerr(py, e))?;
+    let checked = rows::map_rows(&*ctx.context(py)?, call).map_err(|e| to_pyerr(py, e))?;
     run_to(py, ctx, resident, (dim, out), move |inner, out| {
         checked.run(inner, out, strategy)
     })

@@ -3,9 +3,8 @@
 //! them where they live; the result is written into the caller's `out` when given.
 
 use amari_gpu::context::MultiGpuContext;
-use amari_gpu::tropical::product::{self, Checked, Variant};
 use amari_gpu::tropical::{self, Operands, Semiring};
-use amari_gpu::{Error, ResidentOperand};
+use amari_gpu::{Error, Ready, ResidentOperand};
 use numpy::ndarray::{Ix2, IxDyn};
 use numpy::{PyArray2, PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -21,15 +20,7 @@ use crate::resident::{run_to, PyOperand, PyOut, Returned};
 type Paths<'py> = PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyDict>)>;
 
 /// The checks of a tropical product in the core (what runs it comes with their result).
-type Check = for<'a> fn(&MultiGpuContext, Operands<'a>) -> amari_gpu::Result<Checked<'a>>;
-
-/// The public matrix product's checks (the tiled kernel runs it).
-fn check_tiled<'a>(
-    ctx: &MultiGpuContext,
-    operands: Operands<'a>,
-) -> amari_gpu::Result<Checked<'a>> {
-    product::check_matmul(ctx, Variant::Tiled, operands)
-}
+type Check = for<'a> fn(&MultiGpuContext, Operands<'a>) -> amari_gpu::Result<Ready<'a>>;
 
 /// One tropical product of the core, as the bindings call it.
 struct Op {
@@ -115,7 +106,7 @@ fn tropical_matmul<'py>(
     a_shape: Option<Vec<usize>>,
 ) -> Returned<'py> {
     let op = Op {
-        check: check_tiled,
+        check: tropical::tropical_matmul,
         right: "b",
         keeps_n: true,
     };
@@ -145,7 +136,7 @@ fn tropical_matvec<'py>(
     a_shape: Option<Vec<usize>>,
 ) -> Returned<'py> {
     let op = Op {
-        check: product::check_matvec,
+        check: tropical::tropical_matvec,
         right: "x",
         keeps_n: false,
     };

@@ -1,6 +1,6 @@
 //! The geometric-algebra entry points that run on a context: shape checks naming the
 //! operand, broadcast of a single multivector, then a run through the engine over host
-//! operands or where resident operands live (one entry, [`run`], for both).
+//! operands or where resident operands live (one entry, [`check`], for both).
 
 use super::algebra::Algebra;
 use super::cl3::{geometric_cl3_kernel, CL3_BLADES};
@@ -10,7 +10,7 @@ use super::operation::Operation;
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::plan::{Plan, Strategy};
-use crate::resident::{Destination, Operand, Outcome};
+use crate::resident::{Destination, Operand, Ready};
 
 /// The multivectors of an operand of `words` words each: host rows, or a resident
 /// array's rows (of `words` words).
@@ -76,61 +76,30 @@ fn shape_of(
     }
 }
 
-/// Runs `op` in `algebra` on operands of 2ⁿ words per multivector (see [`shape`] for
-/// broadcasting), host rows or resident arrays, into `out` (items ×
-/// `op.output_words(algebra)` words): over host operands through the planner, or, when an
-/// operand is resident, where its rows live (host operands uploaded to match; the result by
-/// the rule of [`Destination`]).
-pub fn run(
-    ctx: &MultiGpuContext,
+/// `op` in `algebra` on operands of 2ⁿ words per multivector (see [`shape`] for
+/// broadcasting), host rows or resident arrays: the operands checked, and what runs it into
+/// `out` (items × `op.output_words(algebra)` words) by the rule of every map operation:
+/// over host operands through the planner, or, when an operand is resident, where its rows
+/// live (host operands uploaded to match).
+pub fn check<'a>(
     algebra: &Algebra,
     op: Operation,
-    operands: &[Operand<'_>],
-    out: Destination<'_>,
-    strategy: Option<Strategy>,
-) -> Result<Outcome> {
+    operands: &'a [Operand<'a>],
+) -> Result<Ready<'a>> {
     let (items, broadcast) = shape_of(algebra, op, operands)?;
-    let out_words = op.output_words(algebra);
-    if let Destination::Host(out) = &out {
-        if out.len() != items * out_words {
-            return Err(Error::Shape {
-                argument: "out".into(),
-                expected: format!("({items}, {out_words})"),
-                actual: format!("{} floats", out.len()),
-            });
-        }
-    }
     let kernel = kernel(algebra, op, broadcast);
-    let mut host = Vec::with_capacity(operands.len());
-    for operand in operands {
-        match operand {
-            Operand::Host(data) => host.push(*data),
-            Operand::Resident(_) => {
-                let named: Vec<(&str, Operand<'_>)> = op
-                    .operands()
-                    .iter()
-                    .copied()
-                    .zip(operands.iter().copied())
-                    .collect();
-                return ctx.run_resident_to(&kernel, &named, out);
-            }
-        }
-    }
-    let Destination::Host(out) = out else {
-        return Err(Error::invalid(
-            "out",
-            "expected a numpy array or None (a DeviceArray out is taken when an operand is a \
-             DeviceArray), got DeviceArray",
-        ));
-    };
-    let plan = ctx.run_map(&kernel, &host, out, items, strategy)?;
-    Ok(Outcome {
-        plan: Some(plan),
-        array: None,
-    })
+    Ok(Ready::new(move |ctx, out, strategy| {
+        let named: Vec<(&str, Operand<'_>)> = op
+            .operands()
+            .iter()
+            .copied()
+            .zip(operands.iter().copied())
+            .collect();
+        ctx.run_map_to(&kernel, &named, items, out, strategy)
+    }))
 }
 
-/// [`run`] on host operands into host words: returns the plan.
+/// [`check`] and run on host operands into host words: returns the plan.
 pub fn apply(
     ctx: &MultiGpuContext,
     algebra: &Algebra,
@@ -140,16 +109,9 @@ pub fn apply(
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
     let operands: Vec<Operand<'_>> = operands.iter().map(|d| Operand::Host(d)).collect();
-    run(
-        ctx,
-        algebra,
-        op,
-        &operands,
-        Destination::Host(out),
-        strategy,
-    )?
-    .plan
-    .ok_or_else(|| Error::Internal("a run over host operands has a plan".into()))
+    let ran = check(algebra, op, &operands)?.run(ctx, Destination::Host(out), strategy)?;
+    ran.plan
+        .ok_or_else(|| Error::Internal("a run over host operands has a plan".into()))
 }
 
 fn check_batch(argument: &str, data: &[f32]) -> Result<usize> {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use array::ResidentArray;
-pub use output::{Destination, Outcome};
+pub use output::{Destination, Outcome, Ready};
 pub use run::Operand;
 
 use crate::context::MultiGpuContext;

@@ -16,8 +16,7 @@ use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::family::Family;
 use crate::kernel::{Input, Kernel, Output};
-use crate::plan::Strategy;
-use crate::resident::{Destination, Operand, Outcome};
+use crate::resident::{Operand, Ready};
 
 pub use arrays::{RowArray, RowsCall};
 pub use wrap::Column;
@@ -123,95 +122,26 @@ pub fn place(ctx: &MultiGpuContext, kernel: &mut Kernel) -> Result<()> {
     Ok(())
 }
 
-/// A `map_rows` call whose arrays and kernel passed every check but `out`'s, ready to run:
-/// what the bindings check before they take the caller's `out` (a kernel that does not
-/// compile costs nothing, and an argument error never reads as a call that began writing).
-pub struct Checked<'a> {
-    call: RowsCall<'a>,
-    items: usize,
-    kernel: Kernel,
-}
-
-/// Runs `call` on the wgpu devices of `ctx` into `out` (items × `out_cols` words): over
-/// host arrays through the planner, or, when an array is resident, where its rows live
-/// (host arrays uploaded to match; the result a resident array by the rule of
-/// [`Destination`]). Checks every array first, in the caller's terms.
-pub fn map_rows(
-    ctx: &MultiGpuContext,
-    call: RowsCall<'_>,
-    out: Destination<'_>,
-    strategy: Option<Strategy>,
-) -> Result<Outcome> {
-    check(ctx, call)?.run(ctx, out, strategy)
-}
-
-/// The checks of [`map_rows`]: the arrays' shapes and rows, the kernel (naga), and a
-/// context that can run it.
-pub fn check<'a>(ctx: &MultiGpuContext, call: RowsCall<'a>) -> Result<Checked<'a>> {
+/// `call` on the wgpu devices of `ctx`: its arrays' shapes and rows checked in the
+/// caller's terms, its kernel (naga), and a context that can run it; what runs it into
+/// `out` (items × `out_cols` words) by the rule of every map operation: over host arrays
+/// through the planner, or, when an array is resident, where its rows live (host arrays
+/// uploaded to match).
+pub fn map_rows<'a>(ctx: &MultiGpuContext, call: RowsCall<'a>) -> Result<Ready<'a>> {
     let items = items(&call)?;
     let mut kernel = kernel(&call)?;
     place(ctx, &mut kernel)?;
-    Ok(Checked {
-        call,
-        items,
-        kernel,
-    })
-}
-
-impl Checked<'_> {
-    /// Runs the checked call into `out` (checked first).
-    pub fn run(
-        self,
-        ctx: &MultiGpuContext,
-        out: Destination<'_>,
-        strategy: Option<Strategy>,
-    ) -> Result<Outcome> {
-        let (call, items, kernel) = (self.call, self.items, self.kernel);
-        if let Destination::Host(out) = &out {
-            if out.len() != items * call.out_cols {
-                return Err(Error::Shape {
-                    argument: "out".into(),
-                    expected: format!("({items}, {})", call.out_cols),
-                    actual: format!("{} floats", out.len()),
-                });
-            }
-        }
+    Ok(Ready::new(move |ctx, out, strategy| {
         let names: Vec<String> = (0..call.arrays.len())
             .map(|k| format!("arrays[{k}]"))
             .collect();
-        let resident = call
-            .arrays
+        let operands: Vec<(&str, Operand<'_>)> = names
             .iter()
-            .any(|a| matches!(a.data, Operand::Resident(_)));
-        if resident {
-            let operands: Vec<(&str, Operand<'_>)> = names
-                .iter()
-                .zip(&call.arrays)
-                .map(|(name, a)| (name.as_str(), a.data))
-                .collect();
-            return ctx.run_resident_to(&kernel, &operands, out);
-        }
-        let Destination::Host(out) = out else {
-            return Err(Error::invalid(
-                "out",
-                "expected a numpy array or None (a DeviceArray out is taken when an array is \
-                 a DeviceArray), got DeviceArray",
-            ));
-        };
-        let inputs: Vec<&[f32]> = call
-            .arrays
-            .iter()
-            .map(|a| match a.data {
-                Operand::Host(data) => data,
-                Operand::Resident(_) => &[],
-            })
+            .zip(&call.arrays)
+            .map(|(name, a)| (name.as_str(), a.data))
             .collect();
-        let plan = ctx.run_map(&kernel, &inputs, out, items, strategy)?;
-        Ok(Outcome {
-            plan: Some(plan),
-            array: None,
-        })
-    }
+        ctx.run_map_to(&kernel, &operands, items, out, strategy)
+    }))
 }
 
 #[cfg(test)]

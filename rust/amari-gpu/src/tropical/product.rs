@@ -7,7 +7,7 @@
 use crate::context::MultiGpuContext;
 use crate::error::{shape_text, Error, Result};
 use crate::plan::Strategy;
-use crate::resident::{Destination, Operand, Outcome};
+use crate::resident::{Destination, Operand, Outcome, Ready};
 pub use crate::tropical::blocks::Variant;
 use crate::tropical::blocks::{host_run, BatchShape, Kind, Product};
 use crate::tropical::checks::{self, largest_finite, may_overflow, reject_nan};
@@ -32,37 +32,22 @@ pub struct Operands<'a> {
     pub b_shape: &'a [usize],
 }
 
-/// A product whose arguments passed every check but `out`'s, ready to run: what the
-/// bindings check before they take the caller's `out` (so that an argument error never
-/// reads as a call that began writing).
-pub struct Checked<'a> {
-    kind: Kind,
-    shape: BatchShape,
-    operands: Operands<'a>,
-    /// Whether a term could overflow float32 (the exact check then runs).
-    exact: bool,
-}
-
 /// `a[p] ⊗ b[p]` for every batch p in `semiring`, the result of shape `(m, n)` or
-/// `(batch, m, n)` as `a` is batched. A finite term `a + b` beyond the float32 range that
-/// decides an entry is an error (not a quiet ±inf); ±inf operands keep their tropical
-/// meaning. `strategy` splits host operands; a resident `a` runs where its rows live.
-pub fn tropical_matmul(
-    ctx: &MultiGpuContext,
-    operands: Operands<'_>,
-    out: Destination<'_>,
-    strategy: Option<Strategy>,
-) -> Result<Outcome> {
-    check_matmul(ctx, Variant::Tiled, operands)?.run(ctx, out, strategy)
+/// `(batch, m, n)` as `a` is batched: the operands checked, and what runs the product
+/// (`strategy` splits host operands; a resident `a` runs where its rows live). A finite
+/// term `a + b` beyond the float32 range that decides an entry is an error when it runs
+/// (not a quiet ±inf); ±inf operands keep their tropical meaning.
+pub fn tropical_matmul<'a>(ctx: &MultiGpuContext, operands: Operands<'a>) -> Result<Ready<'a>> {
+    tropical_matmul_with(ctx, Variant::Tiled, operands)
 }
 
-/// The checks of [`tropical_matmul`], its host operands run by the `variant` kernel
-/// (benchmarks and tests compare them).
-pub fn check_matmul<'a>(
+/// [`tropical_matmul`] with host operands run by the `variant` kernel (benchmarks and
+/// tests compare them).
+pub fn tropical_matmul_with<'a>(
     ctx: &MultiGpuContext,
     variant: Variant,
     operands: Operands<'a>,
-) -> Result<Checked<'a>> {
+) -> Result<Ready<'a>> {
     let shape = checks::matmul_shape(operands.a_shape, operands.b_shape)?;
     check(ctx, Kind::Matmul(variant), shape, operands)
 }
@@ -70,17 +55,7 @@ pub fn check_matmul<'a>(
 /// `a[p] ⊗ x[p]` for every batch p: `a` of shape `(m, k)` / `(batch, m, k)`, `x` of shape
 /// `(k,)` / `(batch, k)`, the result of shape `(m,)` / `(batch, m)`; as [`tropical_matmul`]
 /// otherwise, except that a resident `a` cannot write into a resident `out`.
-pub fn tropical_matvec(
-    ctx: &MultiGpuContext,
-    operands: Operands<'_>,
-    out: Destination<'_>,
-    strategy: Option<Strategy>,
-) -> Result<Outcome> {
-    check_matvec(ctx, operands)?.run(ctx, out, strategy)
-}
-
-/// The checks of [`tropical_matvec`].
-pub fn check_matvec<'a>(ctx: &MultiGpuContext, operands: Operands<'a>) -> Result<Checked<'a>> {
+pub fn tropical_matvec<'a>(ctx: &MultiGpuContext, operands: Operands<'a>) -> Result<Ready<'a>> {
     let shape = checks::matvec_shape(operands.a_shape, operands.b_shape)?;
     check(ctx, Kind::Matvec, shape, operands)
 }
@@ -92,7 +67,7 @@ fn check<'a>(
     kind: Kind,
     shape: BatchShape,
     operands: Operands<'a>,
-) -> Result<Checked<'a>> {
+) -> Result<Ready<'a>> {
     let Operands {
         a,
         a_shape,
@@ -124,63 +99,55 @@ fn check<'a>(
     };
     reject_nan(right, b, b_shape)?;
     checks::check_whole_binding(ctx, right, b.len())?;
-    Ok(Checked {
-        kind,
-        shape,
-        operands,
-        exact: may_overflow(top_a, largest_finite(b)),
-    })
+    // Whether a term could overflow float32 (the exact check then runs).
+    let exact = may_overflow(top_a, largest_finite(b));
+    Ok(Ready::new(move |ctx, out, strategy| {
+        run(ctx, (kind, shape, exact), operands, out, strategy)
+    }))
 }
 
-impl Checked<'_> {
-    /// Runs the product into `out` (checked first): over host operands through the engine,
-    /// or where a resident `a`'s rows live.
-    pub fn run(
-        self,
-        ctx: &MultiGpuContext,
-        out: Destination<'_>,
-        strategy: Option<Strategy>,
-    ) -> Result<Outcome> {
-        let Checked {
-            kind,
-            shape,
-            operands,
-            exact,
-        } = self;
-        check_output(kind, shape, operands, &out)?;
-        let Operands { semiring, a, b, .. } = operands;
-        match (a, out) {
-            (Operand::Host(a), Destination::Host(out)) => {
-                let product = Product {
-                    semiring,
-                    shape,
-                    a,
-                    b,
-                };
-                let plan = host_run(ctx, kind, product, out, strategy)?;
-                if exact {
-                    checks::check_overflow(product, out)?;
-                }
-                Ok(Outcome {
-                    plan: Some(plan),
-                    array: None,
-                })
+/// Runs a checked product into `out` (checked first): over host operands through the
+/// engine, or where a resident `a`'s rows live.
+fn run(
+    ctx: &MultiGpuContext,
+    (kind, shape, exact): (Kind, BatchShape, bool),
+    operands: Operands<'_>,
+    out: Destination<'_>,
+    strategy: Option<Strategy>,
+) -> Result<Outcome> {
+    check_output(kind, shape, operands, &out)?;
+    let Operands { semiring, a, b, .. } = operands;
+    match (a, out) {
+        (Operand::Host(a), Destination::Host(out)) => {
+            let product = Product {
+                semiring,
+                shape,
+                a,
+                b,
+            };
+            let plan = host_run(ctx, kind, product, out, strategy)?;
+            if exact {
+                checks::check_overflow(product, out)?;
             }
-            (Operand::Resident(a), out) => {
-                let product = ResidentProduct {
-                    a,
-                    b,
-                    shape,
-                    semiring,
-                };
-                resident::run(ctx, kind, product, out, exact)
-            }
-            (Operand::Host(_), Destination::Resident(_)) => Err(Error::invalid(
-                "out",
-                "expected a numpy array or None (a DeviceArray out is taken when a is a \
-                 DeviceArray), got DeviceArray",
-            )),
+            Ok(Outcome {
+                plan: Some(plan),
+                array: None,
+            })
         }
+        (Operand::Resident(a), out) => {
+            let product = ResidentProduct {
+                a,
+                b,
+                shape,
+                semiring,
+            };
+            resident::run(ctx, kind, product, out, exact)
+        }
+        (Operand::Host(_), Destination::Resident(_)) => Err(Error::invalid(
+            "out",
+            "expected a numpy array or None (a DeviceArray out is taken when a is a \
+             DeviceArray), got DeviceArray",
+        )),
     }
 }
 

@@ -159,7 +159,7 @@ pub fn matmul_host(
     out: &mut [f32],
     strategy: Option<amari_gpu::Strategy>,
 ) -> amari_gpu::Result<amari_gpu::Plan> {
-    use amari_gpu::tropical::{product::check_matmul, Operands};
+    use amari_gpu::tropical::{product::tropical_matmul_with, Operands};
     let amari_gpu::tropical::BatchShape { batch, m, k, n } = product.shape;
     let operands = Operands {
         semiring: product.semiring,
@@ -169,7 +169,7 @@ pub fn matmul_host(
         b_shape: &[batch, k, n],
     };
     let out = amari_gpu::Destination::Host(out);
-    let ran = check_matmul(ctx, variant, operands)?.run(ctx, out, strategy)?;
+    let ran = tropical_matmul_with(ctx, variant, operands)?.run(ctx, out, strategy)?;
     Ok(ran.plan.expect("a run over host operands has a plan"))
 }
 
@@ -190,6 +190,7 @@ pub fn matvec_host(
         b: product.b,
         b_shape: &[batch, k],
     };
-    let ran = tropical_matvec(ctx, operands, amari_gpu::Destination::Host(out), strategy)?;
+    let out = amari_gpu::Destination::Host(out);
+    let ran = tropical_matvec(ctx, operands)?.run(ctx, out, strategy)?;
     Ok(ran.plan.expect("a run over host operands has a plan"))
 }
