@@ -126,8 +126,8 @@ pub(crate) type Returned<'py> = PyResult<(Bound<'py, PyAny>, Option<Bound<'py, P
 
 /// Runs `work` without the GIL into the destination the caller's `out` and operands ask
 /// for, one rule for every operation: a DeviceArray `out` is written into and returned; with
-/// a `resident` operand and no `out`, a new DeviceArray; otherwise host words of shape `dim`
-/// (the caller's numpy `out`, or a new array).
+/// a `resident` operand, a new DeviceArray (gathered into a numpy `out` when given);
+/// otherwise host words of shape `dim` (the caller's numpy `out`, or a new array).
 pub(crate) fn run_to<'py, D, F>(
     py: Python<'py>,
     ctx: &PyContext,
@@ -140,7 +140,7 @@ where
     F: FnOnce(&MultiGpuContext, Destination<'_>) -> amari_gpu::Result<Outcome> + Send,
 {
     let inner = ctx.context(py)?;
-    let host_out = match out {
+    match out {
         Some(PyOut::Resident(out)) => {
             let target = out.borrow();
             let target_ref = &target.inner;
@@ -148,24 +148,34 @@ where
                 work(&inner, Destination::Resident(Some(target_ref)))
             })?;
             drop(target);
-            return Ok((out.into_any(), None));
+            Ok((out.into_any(), None))
         }
-        Some(PyOut::Host(out)) => Some(out),
-        None if resident => {
-            let ran = run_detached(py, move || work(&inner, Destination::Resident(None)))?;
+        out if resident => {
+            // A new resident result first: nothing of a numpy `out` is written before the
+            // gather, so an error until then is the call's own (not a partly written out).
+            let ran = run_detached(py, || work(&inner, Destination::Resident(None)))?;
             let array = ran.array.ok_or_else(|| {
                 to_pyerr(py, amari_gpu::Error::Internal("no resident result".into()))
             })?;
+            if let Some(PyOut::Host(out)) = out {
+                let (out, ()) = run_into(py, dim, Some(out), |o| inner.gather(&array, o))?;
+                return Ok((out.into_any(), None));
+            }
             let handle = Bound::new(py, PyDeviceArray { inner: array })?;
-            return Ok((handle.into_any(), None));
+            Ok((handle.into_any(), None))
         }
-        None => None,
-    };
-    let (array, ran) = run_into(py, dim, host_out, move |out| {
-        work(&inner, Destination::Host(out))
-    })?;
-    let plan = ran.plan.map(|p| plan_dict(py, &p)).transpose()?;
-    Ok((array.into_any(), plan))
+        out => {
+            let host_out = match out {
+                Some(PyOut::Host(out)) => Some(out),
+                _ => None,
+            };
+            let (array, ran) = run_into(py, dim, host_out, move |out| {
+                work(&inner, Destination::Host(out))
+            })?;
+            let plan = ran.plan.map(|p| plan_dict(py, &p)).transpose()?;
+            Ok((array.into_any(), plan))
+        }
+    }
 }
 
 /// Adds this module's class and functions to `_native`.
