@@ -22,6 +22,7 @@ __all__ = [
     "adapters",
     "check_workload",
     "default_selection",
+    "family_of",
     "profile_start",
     "profile_stop",
     "reset_log_levels",
@@ -192,6 +193,7 @@ class WorkloadFields(Protocol):
 def adapters() -> list[AdapterInfo]: ...
 def default_selection() -> list[tuple[bool, str]]: ...
 def check_workload(workload: WorkloadFields) -> None: ...
+def family_of(kernel: str) -> str | None: ...
 
 @final
 class Context:

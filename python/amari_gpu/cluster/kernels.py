@@ -27,20 +27,6 @@ GA = "geometric_algebra"
 TROPICAL = "tropical"
 INFORMATION = "information_geometry"
 
-GA_OPERATIONS = (
-    "geometric_product",
-    "outer_product",
-    "inner_product",
-    "scalar_product",
-    "reverse",
-    "grade_involution",
-    "grade_projection",
-    "sandwich",
-    "normalize",
-    "dual",
-)
-"""Kernel names of the geometric-algebra family (``Workload.kernel`` may name one)."""
-
 
 class _Assembly:
     """The call's output: the caller's ``out`` (checked by the family method), else
