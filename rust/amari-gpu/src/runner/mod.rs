@@ -6,8 +6,13 @@
 //! it, with its profile events, counters, fault injection and re-queueing); its supertrait
 //! [`Shards`] is what resident arrays need (shard storage, a row kernel over a shard, a
 //! reduction over a shard's chunks).
-//! [`drive`] and [`shards_of`] are the only places that look at which kind a device is.
+//! Grid bands are the third side (`runner::bands`).
+//! [`drive`], [`shards_of`] and `bands::bands_on` are the only places that look at which
+//! kind a device is.
 
+pub(crate) mod bands;
+mod bands_gpu;
+mod bands_host;
 pub(crate) mod executor;
 mod gpu;
 mod host;
