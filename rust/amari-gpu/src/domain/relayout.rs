@@ -12,7 +12,8 @@ use super::attempt::{Attempt, DeviceBands, Failure, States};
 use super::bands::{self, Band, Geometry};
 use super::round::Readback;
 use super::state::{board_runs, BandProgram};
-use crate::runner::bands::{bands_on, RowMove};
+use crate::runner::bands::RowMove;
+use crate::runner::bands_on;
 
 /// Where each grid row is in `states`: (device, band index on it, buffer row).
 fn owners(states: &States, height: usize) -> Vec<(usize, usize, usize)> {

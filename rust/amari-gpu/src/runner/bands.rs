@@ -6,18 +6,15 @@
 //! (`runner::bands_gpu`) records a round in one compute pass; the host device
 //! (`runner::bands_host`) steps its host vectors in place on its thread pool. What a step
 //! computes is the caller's [`Program`]; which rows, and where they go, the caller's too.
-//! [`bands_on`] is the only place a grid run looks at which kind a device is.
+//! `runner::bands_on` is the only place a grid run looks at which kind a device is.
 
 use std::any::Any;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use super::bands_gpu::GpuBands;
-use super::bands_host::HostBands;
-use crate::device::{DeviceKind, GpuDevice};
 use crate::error::Result;
 use crate::interrupt::Interrupt;
-use crate::kernel::{FmaMode, Kernel};
+use crate::kernel::FmaMode;
 
 /// What one band computes at each step of a round, as the device kinds need it.
 pub(crate) trait Program: Send + Sync {
@@ -114,15 +111,6 @@ pub(crate) trait Bands: Send {
     /// The bands' buffers as [`Any`], for [`Bands::copy_from`] to find old bands of its
     /// own kind.
     fn stored(&self) -> &dyn Any;
-}
-
-/// Empty band storage on `dev` for bands running `kernel` (compiled on a wgpu device; the
-/// host device steps its bands with the [`Program`]s' host steps).
-pub(crate) fn bands_on<'d>(dev: &'d GpuDevice, kernel: &Kernel) -> Result<Box<dyn Bands + 'd>> {
-    Ok(match &dev.kind {
-        DeviceKind::Wgpu(gpu) => Box::new(GpuBands::new(dev, gpu, dev.pipeline(kernel)?)),
-        DeviceKind::Host(host) => Box::new(HostBands::new(dev, host)),
-    })
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@
 //! it, with its profile events, counters, fault injection and re-queueing); its supertrait
 //! [`Shards`] is what resident arrays need (shard storage, a row kernel over a shard, a
 //! reduction over a shard's chunks).
-//! Grid bands are the third side (`runner::bands`).
-//! [`drive`], [`shards_of`] and `bands::bands_on` are the only places that look at which
-//! kind a device is.
+//! Grid bands are the third side ([`bands::Bands`], made by [`bands_on`]).
+//! [`drive`], [`shards_of`] and [`bands_on`] are the only places that look at which kind a
+//! device is.
 
 pub(crate) mod bands;
 mod bands_gpu;
@@ -26,6 +26,9 @@ use crate::error::Result;
 use crate::interrupt::Interrupt;
 use crate::kernel::Kernel;
 use crate::pool::Pooled;
+use bands::Bands;
+use bands_gpu::GpuBands;
+use bands_host::HostBands;
 
 /// What a call's chunks share on every device: the kernel, the whole problem's inputs, and
 /// how long (and until what) a wait may last.
@@ -253,4 +256,13 @@ pub(crate) fn drive<D: Drive>(dev: &GpuDevice, looped: D) -> D::Out {
         DeviceKind::Wgpu(gpu) => looped.run(dev, gpu),
         DeviceKind::Host(host) => looped.run(dev, host),
     }
+}
+
+/// Empty band storage on `dev` for grid bands running `kernel` (compiled on a wgpu device;
+/// the host device steps its bands with their [`bands::Program`]s' host steps).
+pub(crate) fn bands_on<'d>(dev: &'d GpuDevice, kernel: &Kernel) -> Result<Box<dyn Bands + 'd>> {
+    Ok(match &dev.kind {
+        DeviceKind::Wgpu(gpu) => Box::new(GpuBands::new(dev, gpu, dev.pipeline(kernel)?)),
+        DeviceKind::Host(host) => Box::new(HostBands::new(dev, host)),
+    })
 }
