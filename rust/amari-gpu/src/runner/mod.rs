@@ -80,6 +80,9 @@ pub(crate) enum Storage {
     Host(Vec<f32>),
 }
 
+/// Words `from` of a shard to copy to words `into` of another on the same device.
+pub(crate) type Piece = (Arc<Storage>, Range<usize>, Range<usize>);
+
 /// What a shard run on a device still has to do before its rows are there (a wgpu device's
 /// submission to wait for, its loop checks to verify).
 pub(crate) trait Unfinished {
@@ -141,6 +144,16 @@ pub(crate) trait Shards {
 
     /// The largest shard (bytes) the device can hold, when it has a limit beside memory.
     fn largest_shard(&self, dev: &GpuDevice) -> Option<u64>;
+
+    /// Whether a shard assembled on the device takes rows from its other shards there by
+    /// [`Shards::copy_within`]; otherwise they are read like another device's shards (the
+    /// host device: its shards are host memory, so reading one is the copy).
+    fn copies_within(&self) -> bool;
+
+    /// Copies words into `target` from shards on `dev`: for each `(source, from, into)` of
+    /// `pieces`, words `from` of `source` to words `into` of `target`, done before any later
+    /// work on the device.
+    fn copy_within(&self, dev: &GpuDevice, target: &mut Storage, pieces: &[Piece]) -> Result<()>;
 
     /// An uninitialised shard of `words` words on `dev` (a kernel or copy fills it).
     fn allocate(&self, dev: &GpuDevice, words: usize) -> Result<Storage>;
