@@ -161,3 +161,108 @@ pub fn board_runs<'b>(
         .map(|(run, first)| (run.start, &board[first * rb..(first + run.len()) * rb]))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{board_runs, BandProgram, Spec};
+    use crate::context::MultiGpuContext;
+    use crate::domain::{Band, Geometry, Rule};
+    use crate::error::Error;
+    use crate::options::ContextOptions;
+    use crate::runner::bands::{BandRound, Bands, RowMove};
+    use crate::runner::bands_on;
+
+    /// The same band on a wgpu device and on the host device, filled from the board and then
+    /// copied into a new layout on its device, steps to the same bytes and the same work;
+    /// old bands of the other kind are refused as a copy's source.
+    #[test]
+    fn bands_of_either_kind_hold_copy_and_step_the_same_bits() {
+        let ctx = MultiGpuContext::new(ContextOptions {
+            backends: Some(vec!["vulkan".into(), "host".into()]),
+            ..Default::default()
+        })
+        .expect("context opens");
+        let g = Geometry {
+            height: 12,
+            halo: 2,
+            periodic: true,
+        };
+        let width = 7;
+        let spec = Spec {
+            rule: Rule::Heat { alpha: 0.2 },
+            geometry: g,
+            width,
+            row_bytes: width.div_ceil(4) * 16,
+        };
+        let cells: Vec<f32> = (0..g.height * spec.row_bytes / 4)
+            .map(|i| ((i * 37) % 101) as f32 / 101.0)
+            .collect();
+        let board: Vec<u8> = bytemuck::cast_slice(&cells).to_vec();
+        let band = Band::new(0, 3..9, g);
+        let kernel = spec.rule.kernel();
+        let make = |dev| -> Box<dyn Bands + '_> {
+            let mut bands = bands_on(dev, &kernel).expect("band storage");
+            let program = BandProgram {
+                band: band.clone(),
+                spec,
+            };
+            bands
+                .push(band.buffer_rows(), spec.row_bytes, Box::new(program))
+                .expect("band allocated");
+            bands
+        };
+        let wanted = vec![vec![band.owned_rows()]];
+        let mut results = Vec::new();
+        for dev in ctx.devices() {
+            let mut first = make(dev);
+            for (at, bytes) in board_runs(&band, 0..band.buffer_rows(), &spec, &board) {
+                first.write(0, 0, at, bytes);
+            }
+            let mut next = make(dev);
+            let moved = RowMove {
+                band: 0,
+                from_band: 0,
+                from_row: 0,
+                to_row: 0,
+                rows: band.buffer_rows(),
+            };
+            next.copy_from(&*first, moved, 0).expect("same kind");
+            next.submit();
+            let ran = next
+                .round(&BandRound {
+                    current: 0,
+                    steps: 2,
+                    uploads: vec![Vec::new()],
+                    wanted: &wanted,
+                    stamped: false,
+                    timeout: None,
+                    interrupt: None,
+                })
+                .expect("round runs");
+            results.push((ran.rows, ran.work, ran.bytes_down));
+        }
+        assert_eq!(results.len(), 2);
+        assert_eq!(results[0], results[1]);
+        let rb = spec.row_bytes;
+        let before = &board[3 * rb..9 * rb];
+        assert_eq!(results[0].0.len(), 1, "one wanted range, one entry");
+        assert_eq!(results[0].0[0].len(), before.len());
+        assert_ne!(results[0].0[0], before, "the steps changed the rows");
+        let gpu = make(&ctx.devices()[0]);
+        let moved = RowMove {
+            band: 0,
+            from_band: 0,
+            from_row: 0,
+            to_row: 0,
+            rows: 1,
+        };
+        let mut host_new = make(&ctx.devices()[1]);
+        match host_new.copy_from(&*gpu, moved, 0) {
+            Err(Error::Internal(message)) => assert!(
+                message.contains("device 1's old and new bands are of different kinds"),
+                "{message}"
+            ),
+            other => panic!("expected Internal, got {:?}", other.map(|_| ())),
+        }
+    }
+}

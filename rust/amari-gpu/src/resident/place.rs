@@ -151,3 +151,34 @@ pub(crate) fn record(
         clock: Clock::Host,
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::context::shard::shards_of;
+    use crate::context::MultiGpuContext;
+    use crate::options::ContextOptions;
+
+    /// A shard takes words from shards on its own device through the device interface, on a
+    /// wgpu device and on the host device alike.
+    #[test]
+    fn a_shard_copies_words_from_shards_on_its_own_device() {
+        let ctx = MultiGpuContext::new(ContextOptions {
+            backends: Some(vec!["vulkan".into(), "host".into()]),
+            ..Default::default()
+        })
+        .expect("context opens");
+        for dev in ctx.devices() {
+            let kind = shards_of(dev);
+            let a = Arc::new(kind.put(dev, &[1.0, 2.0, 3.0, 4.0]).expect("put"));
+            let b = Arc::new(kind.put(dev, &[5.0, 6.0]).expect("put"));
+            let mut target = kind.put(dev, &[0.0; 6]).expect("put");
+            let pieces = [(a, 1..4, 0..3), (b, 0..2, 4..6)];
+            kind.copy_within(dev, &mut target, &pieces).expect("copied");
+            let mut out = [9.0f32; 6];
+            kind.read(dev, &target, 0..6, &mut out, None).expect("read");
+            assert_eq!(out, [2.0, 3.0, 4.0, 0.0, 5.0, 6.0], "device {}", dev.id);
+        }
+    }
+}
