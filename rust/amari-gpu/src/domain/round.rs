@@ -171,20 +171,12 @@ mod tests {
 
     use crate::context::MultiGpuContext;
     use crate::domain::{self, Boundary, Options};
-    use crate::options::ContextOptions;
     use crate::runner::bands::PANIC_IN_STEP;
 
     /// A panic in a host band step fails the host device; lavapipe alone finishes the run
     /// from the caller's grid, with lavapipe's bits.
     #[test]
     fn a_panicking_host_step_is_a_failure_of_the_host_device() {
-        let open = |backends: &[&str]| {
-            MultiGpuContext::new(ContextOptions {
-                backends: Some(backends.iter().map(|b| b.to_string()).collect()),
-                ..Default::default()
-            })
-            .expect("context opens")
-        };
         let (h, w) = (29, 19);
         let grid: Vec<f32> = (0..h * w)
             .map(|i| ((i * 37) % 101) as f32 / 101.0)
@@ -196,7 +188,7 @@ mod tests {
             split: None,
         };
         let (want, _) = domain::heat(
-            &open(&["vulkan"]),
+            &MultiGpuContext::on(&["vulkan"]),
             &grid,
             h,
             w,
@@ -205,7 +197,7 @@ mod tests {
             &opts,
         )
         .expect("lavapipe runs");
-        let ctx = open(&["vulkan", "host"]);
+        let ctx = MultiGpuContext::on(&["vulkan", "host"]);
         let split = Options {
             split: Some(vec![14, 15]),
             ..opts

@@ -168,7 +168,6 @@ mod tests {
     use crate::context::MultiGpuContext;
     use crate::domain::{Band, Geometry, Rule};
     use crate::error::Error;
-    use crate::options::ContextOptions;
     use crate::runner::bands::{BandRound, Bands, RowMove};
     use crate::runner::bands_on;
 
@@ -177,11 +176,7 @@ mod tests {
     /// old bands of the other kind are refused as a copy's source.
     #[test]
     fn bands_of_either_kind_hold_copy_and_step_the_same_bits() {
-        let ctx = MultiGpuContext::new(ContextOptions {
-            backends: Some(vec!["vulkan".into(), "host".into()]),
-            ..Default::default()
-        })
-        .expect("context opens");
+        let ctx = MultiGpuContext::on(&["vulkan", "host"]);
         let g = Geometry {
             height: 12,
             halo: 2,

@@ -158,17 +158,12 @@ mod tests {
 
     use crate::context::shard::shards_of;
     use crate::context::MultiGpuContext;
-    use crate::options::ContextOptions;
 
     /// A shard takes words from shards on its own device through the device interface, on a
     /// wgpu device and on the host device alike.
     #[test]
     fn a_shard_copies_words_from_shards_on_its_own_device() {
-        let ctx = MultiGpuContext::new(ContextOptions {
-            backends: Some(vec!["vulkan".into(), "host".into()]),
-            ..Default::default()
-        })
-        .expect("context opens");
+        let ctx = MultiGpuContext::on(&["vulkan", "host"]);
         for dev in ctx.devices() {
             let kind = shards_of(dev);
             let a = Arc::new(kind.put(dev, &[1.0, 2.0, 3.0, 4.0]).expect("put"));
