@@ -2,22 +2,31 @@
 
 use super::problem::Problem;
 
-/// No plan can beat the larger of two limits: all groups streaming at full speed with no
-/// launch cost, and one chunk (with its launch) on the quickest device.
+/// No plan can beat the larger of two limits: all groups streaming at the most their
+/// members can do together under the model, with no launch cost, and one chunk (with its
+/// launch) on the quickest device.
 pub(crate) fn lower_bound(p: &Problem) -> f64 {
     let items = p.workload.items;
     if items == 0 {
         return 0.0;
     }
-    // Members of a group share one piece of hardware: a group is as fast as its fastest
-    // member times the measured gain of running members together (if there is a gain).
+    // Members of a group share one piece of hardware: with k of them busy each runs its
+    // sharing factor slower than alone, so the group's best is its k quickest members at
+    // that pace, for the best k (one member alone when sharing gains nothing).
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); p.n_groups];
+    for (i, d) in p.devs.iter().enumerate() {
+        members[d.group].push(i);
+    }
     let mut group_ips = vec![0.0f64; p.n_groups];
-    for d in &p.devs {
-        let gain = d
-            .model
-            .group_speedup
-            .clamp(1.0, d.model.group_members.max(1) as f64);
-        group_ips[d.group] = group_ips[d.group].max(d.ips() * gain);
+    for (g, m) in members.iter().enumerate() {
+        for k in 1..=m.len() {
+            let mut rates: Vec<f64> = m
+                .iter()
+                .map(|&i| p.devs[i].ips() / p.devs[i].model.sharing_factor(k))
+                .collect();
+            rates.sort_by(|a, b| b.total_cmp(a));
+            group_ips[g] = group_ips[g].max(rates[..k].iter().sum());
+        }
     }
     let throughput: f64 = group_ips.iter().sum();
     let one_chunk = p.chunk_items.min(items);
