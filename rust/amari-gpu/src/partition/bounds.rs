@@ -66,6 +66,29 @@ mod tests {
     }
 
     #[test]
+    fn unequal_members_count_at_their_own_speed() {
+        // Two members of one group, one twice the other's speed, running together as fast
+        // as apart (speedup 2): the group streams at the sum of the two, not at twice the
+        // faster one (which no split can reach).
+        let w = work(1 << 20);
+        let mut models = [dev(0, 0, 2e10), dev(1, 0, 1e10)];
+        for m in &mut models {
+            (m.group_speedup, m.group_members) = (2.0, 2);
+        }
+        let p = Problem::new(&w, 1 << 10, &models).unwrap();
+        let ips = [models[0].items_per_s(&w), models[1].items_per_s(&w)];
+        let expected = (1u64 << 20) as f64 / (ips[0] + ips[1]);
+        assert!((lower_bound(&p) - expected).abs() <= expected * 1e-12);
+        // A speedup of 1 (sharing gains nothing): the faster member alone.
+        for m in &mut models {
+            m.group_speedup = 1.0;
+        }
+        let p = Problem::new(&w, 1 << 10, &models).unwrap();
+        let expected = (1u64 << 20) as f64 / ips[0];
+        assert!((lower_bound(&p) - expected).abs() <= expected * 1e-12);
+    }
+
+    #[test]
     fn one_chunk_bounds_tiny_problems() {
         let w = work(100);
         let models = [dev(0, 0, 1e10), dev(1, 1, 1e10)];

@@ -124,6 +124,8 @@ fn searched(p: &Problem) -> Vec<u64> {
     let mut counts = fill(p, &set);
     let mut time = p.makespan(&counts);
     let mut best = (busy.clone(), high.clone());
+    // Sets already filled: the same set comes up again from other groups and passes.
+    let mut seen = vec![set.clone()];
     for _ in 0..REVISITS {
         let mut improved = false;
         for g in 0..p.n_groups {
@@ -131,9 +133,10 @@ fn searched(p: &Problem) -> Vec<u64> {
                 (busy, high) = best.clone();
                 (busy[g], high[g]) = (k, h);
                 let other = set_of(&busy, &high);
-                if other == set || !other.contains(&true) {
+                if seen.contains(&other) || !other.contains(&true) {
                     continue;
                 }
+                seen.push(other.clone());
                 let c = fill(p, &other);
                 let t = p.makespan(&c);
                 if t < time {
@@ -171,9 +174,11 @@ fn fill(p: &Problem, set: &[bool]) -> Vec<u64> {
 /// The smallest-makespan counts over the devices in `set` (at least one), exact under the
 /// model: with the set fixed, the sharing in each group and the holder of the grid's short
 /// last chunk (the highest device index) are fixed and each device's time grows with its
-/// count, so a binary search on the makespan finds the least one whose whole chunks fit.
-/// Devices left with nothing only make the others quicker (less sharing, and the short
-/// chunk moves to a device that then holds fewer items).
+/// count, so the least makespan is the n-th smallest of all the devices' times for 1, 2, …
+/// chunks. It is found from the continuous relaxation (which no device's whole chunks beat)
+/// by adding the quickest next chunk at most once per device, so the cost does not depend on
+/// the number of chunks. Devices left with nothing then only make the others quicker (less
+/// sharing, and the short chunk moves to a device that then holds fewer items).
 fn fill_exact(p: &Problem, set: &[bool]) -> Vec<u64> {
     let n = p.n_chunks;
     let members: Vec<usize> = (0..p.devs.len()).filter(|&i| set[i]).collect();
@@ -185,11 +190,13 @@ fn fill_exact(p: &Problem, set: &[bool]) -> Vec<u64> {
         let items = (c as u128 * p.chunk_items as u128).saturating_sub(short as u128) as u64;
         p.seconds(i, items, c, sharing[p.devs[i].group])
     };
+    // time(i, c) = c * per_chunk - saved (the short chunk's missing items, on its holder).
+    let per_chunk = |i: usize| time(i, 2) - time(i, 1);
+    let saved = |i: usize| (per_chunk(i) - time(i, 1)).max(0.0);
     // Most chunks device i finishes within t: the closed form, corrected by a step either
     // way for rounding.
     let fits = |i: usize, t: f64| {
-        let per_chunk = time(i, 2) - time(i, 1);
-        let mut c = (((t - time(i, 1)) / per_chunk).floor() + 1.0).clamp(0.0, n as f64) as u64;
+        let mut c = ((t + saved(i)) / per_chunk(i)).floor().clamp(0.0, n as f64) as u64;
         while c > 0 && time(i, c) > t {
             c -= 1;
         }
@@ -198,27 +205,60 @@ fn fill_exact(p: &Problem, set: &[bool]) -> Vec<u64> {
         }
         c
     };
-    let capacity = |t: f64| {
-        members
+    let rates: f64 = members.iter().map(|&i| 1.0 / per_chunk(i)).sum();
+    let relaxed = (n as f64
+        - members
             .iter()
-            .fold(0u64, |s, &i| s.saturating_add(fits(i, t)))
-    };
-    let (mut lo, mut hi) = (
-        0.0f64,
-        members.iter().map(|&i| time(i, n)).fold(0.0, f64::max),
-    );
-    while hi - lo > hi * 1e-12 {
-        let mid = 0.5 * (lo + hi);
-        if capacity(mid) >= n {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    // Fill the most capable first, so devices left over are the least useful.
-    let mut order: Vec<(u64, usize)> = members.iter().map(|&i| (fits(i, hi), i)).collect();
-    order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            .map(|&i| saved(i) / per_chunk(i))
+            .sum::<f64>())
+        / rates;
     let mut counts = vec![0u64; p.devs.len()];
+    for &i in &members {
+        counts[i] = fits(i, relaxed);
+    }
+    let mut total = members
+        .iter()
+        .fold(0u64, |s, &i| s.saturating_add(counts[i]));
+    while total < n {
+        let next = members
+            .iter()
+            .copied()
+            .filter(|&i| counts[i] < n)
+            .min_by(|&a, &b| {
+                time(a, counts[a] + 1)
+                    .total_cmp(&time(b, counts[b] + 1))
+                    .then(a.cmp(&b))
+            });
+        let Some(i) = next else { break };
+        counts[i] += 1;
+        total += 1;
+    }
+    // Rounding can let the relaxation hold more than the grid: then the slowest-finishing
+    // chunks go.
+    while total > n {
+        let slowest = members
+            .iter()
+            .copied()
+            .filter(|&i| counts[i] > 0)
+            .max_by(|&a, &b| {
+                time(a, counts[a])
+                    .total_cmp(&time(b, counts[b]))
+                    .then(b.cmp(&a))
+            });
+        let Some(i) = slowest else { break };
+        counts[i] -= 1;
+        total -= 1;
+    }
+    let least = members
+        .iter()
+        .filter(|&&i| counts[i] > 0)
+        .map(|&i| time(i, counts[i]))
+        .fold(0.0, f64::max);
+    // Within that makespan, fill the most capable first: devices left with nothing make
+    // the others quicker.
+    let mut order: Vec<(u64, usize)> = members.iter().map(|&i| (fits(i, least), i)).collect();
+    order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    counts.iter_mut().for_each(|c| *c = 0);
     let mut remaining = n;
     for &(fit, i) in &order {
         let take = fit.min(remaining);
