@@ -47,7 +47,7 @@ def _follow_level_changes(manager: logging.Manager) -> None:
         _native.reset_log_levels()
 
     _clear_cache._amari_gpu_hook = True  # type: ignore[attr-defined]
-    manager._clear_cache = _clear_cache  # type: ignore[method-assign]
+    manager._clear_cache = _clear_cache  # type: ignore[attr-defined]
 
 
 _follow_level_changes(logging.Logger.manager)
