@@ -9,6 +9,7 @@
 
 mod array;
 mod chunks;
+mod pieces;
 mod place;
 mod run;
 mod split;
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use array::ResidentArray;
-pub use run::Operand;
+pub use pieces::Operand;
 
 // The storage of resident arrays belongs to the context that owns them (it frees them on
 // close and counts their bytes); the operations on them are here.
