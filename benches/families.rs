@@ -13,8 +13,8 @@ use amari_gpu::domain::{self, Boundary, Options};
 use amari_gpu::fisher::fisher_information;
 use amari_gpu::ga::geometric_product_cl3;
 use amari_gpu::sample::uniform_f32;
-use amari_gpu::tropical::{tropical_matmul, BatchShape, Semiring};
-use amari_gpu::{adapters, ContextOptions, MultiGpuContext};
+use amari_gpu::tropical::{tropical_matmul, Operands, Semiring};
+use amari_gpu::{adapters, ContextOptions, Destination, MultiGpuContext, ResidentOperand};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 fn bench_families(c: &mut Criterion) {
@@ -49,18 +49,21 @@ fn bench_families(c: &mut Criterion) {
         });
 
         let m = 256;
-        let shape = BatchShape {
-            batch: 1,
-            m,
-            k: m,
-            n: m,
-        };
         let (ta, tb) = (uniform_f32(m * m, 3), uniform_f32(m * m, 4));
         let mut tout = vec![0.0f32; m * m];
         group.throughput(Throughput::Elements((m * m * m) as u64));
         group.bench_function("tropical/max_plus_256", |bench| {
             bench.iter(|| {
-                tropical_matmul(&ctx, &ta, &tb, shape, Semiring::MaxPlus, &mut tout, None)
+                let operands = Operands {
+                    semiring: Semiring::MaxPlus,
+                    a: ResidentOperand::Host(&ta),
+                    a_shape: &[m, m],
+                    b: &tb,
+                    b_shape: &[m, m],
+                };
+                let ready = tropical_matmul(&ctx, operands).expect("checks");
+                ready
+                    .run(&ctx, Destination::Host(&mut tout), None)
                     .expect("runs")
             })
         });

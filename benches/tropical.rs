@@ -13,8 +13,8 @@ mod common;
 
 use amari_gpu::raw::run_once;
 use amari_gpu::tropical::kernels::{self, ProductShape, BLOCK_ROWS};
-use amari_gpu::tropical::{shortest_paths, tropical_matmul, BatchShape, Semiring};
-use amari_gpu::{ContextOptions, MultiGpuContext};
+use amari_gpu::tropical::{shortest_paths, tropical_matmul, Operands, Semiring};
+use amari_gpu::{ContextOptions, Destination, MultiGpuContext, ResidentOperand};
 use common::{adapter_context, describe, median, timed};
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -62,15 +62,20 @@ fn bench_adapter(index: usize, side: usize, rounds: usize) {
     let inputs: [&[f32]; 4] = [&a, &item_batch, &b, &[0.0]];
     let tiled = kernels::tiled(Semiring::MaxPlus, &shape);
     let naive = kernels::naive(Semiring::MaxPlus, &shape);
-    let batch = BatchShape {
-        batch: 1,
-        m: side,
-        k: side,
-        n: side,
-    };
     let mut engine_out = vec![0.0f32; side * side];
     let engine = |out: &mut [f32]| {
-        tropical_matmul(&ctx, &a, &b, batch, Semiring::MaxPlus, out, None).expect("engine runs")
+        let operands = Operands {
+            semiring: Semiring::MaxPlus,
+            a: ResidentOperand::Host(&a),
+            a_shape: &[side, side],
+            b: &b,
+            b_shape: &[side, side],
+        };
+        let ran =
+            tropical_matmul(&ctx, operands).and_then(|r| r.run(&ctx, Destination::Host(out), None));
+        ran.expect("engine runs")
+            .plan
+            .expect("a run over host operands has a plan")
     };
     // Warm-up: pipelines, buffer pools, the engine's first plan.
     run_once(dev, &tiled, &inputs, 1).expect("tiled compiles");

@@ -108,10 +108,12 @@ def test_a_device_failing_mid_call_changes_nothing(ctx3: ag.MultiGpuContext) -> 
 def test_bad_operands_are_named_before_any_work(ctx3: ag.MultiGpuContext) -> None:
     p = ctx3.asarray(_f32(14, ROWS, 3))
     off = _f32(15, 3)
-    with pytest.raises(ag.ShapeError, match=r"arrays\[1\]: expected 1000 rows like arrays\[0\]"):
+    with pytest.raises(
+        ag.ShapeError, match=r"arrays\[1\]: expected shape \(1000, 3\) \(the rows of"
+    ):
         ctx3.map_rows(AFFINE, p, _f32(16, 10, 3), out_cols=3, params={"scale": 1})
     with pytest.raises(
-        ag.ShapeError, match=r"arrays\[0\]: expected a DeviceArray of shape \(N, C\)"
+        ag.ShapeError, match=r"arrays\[0\]: expected shape \(N, C\) with C >= 1 for a DeviceArray"
     ):
         ctx3.map_rows(AFFINE, ctx3.asarray(np.arange(5.0)), off, out_cols=3, params={"scale": 1})
     with pytest.raises(ag.KernelCompileError, match=r"parameter 1 \(p\) must be array<f32, 4>"):

@@ -17,11 +17,9 @@ from tests._process import python
 
 @pytest.fixture
 def info(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    # A level set through logging reaches the bridge's cache by itself.
     caplog.set_level(logging.INFO, logger="amari_gpu")
-    # The bridge caches levels it has seen; read the one just set.
-    ag.reset_log_levels()
-    yield caplog
-    ag.reset_log_levels()
+    return caplog
 
 
 def _ours(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -62,7 +60,6 @@ def test_a_device_failure_is_a_warning_naming_the_reason_and_the_requeued_chunks
     )
     ctx.calibrate()
     caplog.set_level(logging.WARNING, logger="amari_gpu")
-    ag.reset_log_levels()
     ctx.inject_fault(1, after_chunks=2)
     a = np.ones((20_000, 8), np.float32)
     ctx.geometric_product(a, a)
@@ -104,3 +101,50 @@ def test_nothing_is_printed_unless_the_application_configures_logging(tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert "WARNING:amari_gpu.worker:device 1 (" in shown.stderr
     assert "INFO:amari_gpu.selection:opening 2 devices" in shown.stderr
+
+
+def test_logging_configured_after_the_first_call_shows_the_next_records(tmp_path):
+    # A fresh process, so that no level is configured or cached before the first call: the
+    # first context logs its selection while nothing is configured (the bridge then caches
+    # WARNING for that logger); logging is configured afterwards, as in a notebook, and the
+    # next context's records must show without any call to reset_log_levels().
+    script = textwrap.dedent(
+        """
+        import logging, sys
+        import amari_gpu as ag
+
+        ag.MultiGpuContext(backends=["vulkan"])
+        print("-- basicConfig", file=sys.stderr, flush=True)
+        logging.basicConfig(level=logging.INFO)
+        ag.MultiGpuContext(backends=["vulkan"])
+        print("-- debug level", file=sys.stderr, flush=True)
+        logging.getLogger("amari_gpu").setLevel(logging.DEBUG)
+        logging.getLogger("amari_gpu").setLevel(logging.WARNING)
+        ag.MultiGpuContext(backends=["vulkan"])
+        print("-- disable", file=sys.stderr, flush=True)
+        logging.getLogger("amari_gpu").setLevel(logging.NOTSET)
+        logging.disable(logging.INFO)
+        ag.MultiGpuContext(backends=["vulkan"])
+        print("-- enable", file=sys.stderr, flush=True)
+        logging.disable(logging.NOTSET)
+        ag.MultiGpuContext(backends=["vulkan"])
+        """
+    )
+    run = python("-c", script, env={**os.environ, "AMARI_GPU_CACHE_DIR": str(tmp_path)})
+    assert run.returncode == 0, run.stderr
+    parts = run.stderr.split("-- ")
+    assert [p.split("\n")[0] for p in parts] == [
+        "",
+        "basicConfig",
+        "debug level",
+        "disable",
+        "enable",
+    ], run.stderr
+    opening = "INFO:amari_gpu.selection:opening 1 devices"
+    # Nothing configured: nothing printed.
+    assert parts[0] == "", run.stderr
+    # Configured after the first call: shown.
+    assert opening in parts[1], run.stderr
+    # Raised to WARNING, then disabled, the INFO line goes; lowered again, it comes back.
+    assert opening not in parts[2] and opening not in parts[3], run.stderr
+    assert opening in parts[4], run.stderr

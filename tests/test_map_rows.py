@@ -233,7 +233,9 @@ def test_signature_mismatches_say_which_part(
 
 
 def test_bad_arguments(default_ctx: MultiGpuContext, data: dict[str, np.ndarray]) -> None:
-    with pytest.raises(ShapeError, match=r"arrays\[1\]: expected 5003 rows like arrays\[0\]"):
+    with pytest.raises(
+        ShapeError, match=r"arrays\[1\]: expected shape \(5003, 4\) \(the rows of arrays\[0\]\)"
+    ):
         default_ctx.map_rows(THREE, data["a2"], data["b4"][:10], data["w1"], out_cols=1)
     with pytest.raises(ShapeError, match=r"arrays\[0\]: expected shape \(N, C\) or \(C,\)"):
         default_ctx.map_rows(ONE, np.zeros((2, 2, 3)), out_cols=2)

@@ -260,3 +260,16 @@ def test_a_result_feeds_further_resident_calls(mixed: ag.MultiGpuContext) -> Non
             _same(again, mixed.reverse(mixed.fisher_categorical(p)))
     finally:
         mixed.reset_health()
+
+
+def test_bad_values_with_a_numpy_out_leave_it_untouched(mixed: ag.MultiGpuContext) -> None:
+    # The resident result is made before anything is gathered into a numpy out: a bad row
+    # raises the numpy path's error, without the note of a call that began writing.
+    probs = _probs(30, 200, 6)
+    probs[150, 2] = -0.5
+    out = np.full((200, 6, 6), 7.0, np.float32)
+    with pytest.raises(ag.InvalidArgumentError) as info:
+        mixed.fisher_categorical(probs=mixed.asarray(probs), out=out)
+    assert str(info.value).startswith("probs:")
+    assert "out may hold part" not in str(info.value)
+    assert np.all(out == 7.0)

@@ -1,5 +1,5 @@
 """Geometric algebra, what every operation shares: argument conversion (algebra, operands
-as rows, grades) and the run of one operation on numpy rows or on DeviceArrays. The
+as rows or DeviceArray handles, grades) and the one native call of every operation. The
 operations themselves are in :mod:`amari_gpu.ga` (products) and :mod:`amari_gpu.ga_unary`
 (one-operand maps)."""
 
@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import _native
 from ._mixin import KernelHost
 from ._validate import as_float32, output, real_array, shape_text
 from .algebra import CL3, Algebra
-from .array import DeviceArray, resident_ga
+from .array import DeviceArray, _rows_of, returned
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -71,9 +72,108 @@ def _grade_mask(k: Any, algebra: Algebra) -> int:
     return mask
 
 
+def _numpy_rows(
+    operation: str, named: list[tuple[str, Any]], width: int
+) -> tuple[list[Any], tuple[int, ...]]:
+    """Numpy operands as the core's rows (see :func:`_rows`) and the result's shape: the
+    leading shapes broadcast against each other (numpy rules)."""
+    arrays = [_operand(name, value, width) for name, value in named]
+    try:
+        lead = np.broadcast_shapes(*(a.shape[:-1] for a in arrays))
+    except ValueError:
+        first, second = arrays[0], arrays[1]
+        raise ShapeError(
+            f"{named[1][0]}: expected leading dimensions that broadcast with {named[0][0]}'s "
+            f"{shape_text(first.shape[:-1])}, got shape {shape_text(second.shape)}"
+        ) from None
+    rows = [_rows(name, a, lead) for (name, _), a in zip(named, arrays, strict=True)]
+    return rows, (lead if operation == "scalar_product" else (*lead, width))
+
+
+def _resident_operand(ctx: Any, name: str, value: Any, width: int) -> tuple[Any, tuple[int, ...]]:
+    """The native operand of ``value`` (width ``width``) and its leading shape: a live
+    DeviceArray's handle, or float32 rows; a single row is passed as host data."""
+    if isinstance(value, DeviceArray):
+        handle = value._live(name, ctx)
+        single = value.shape == (width,)
+        if not single and (value.ndim < 2 or value.shape[-1] != width):
+            raise ShapeError(
+                f"{name}: expected shape (..., {width}), got {shape_text(value.shape)}"
+            )
+        return handle, value.shape[:-1]
+    array = _operand(name, value, width)
+    return as_float32(name, array.reshape(-1, width)), array.shape[:-1]
+
+
+def _resident_rows(
+    ctx: Any, operation: str, named: list[tuple[str, Any]], width: int
+) -> tuple[list[Any], tuple[int, ...], bool]:
+    """Operands with a DeviceArray among them as the core's rows: DeviceArray handles and
+    float32 rows, a single multivector gathered (2^n words: the core applies it to every
+    row); leading shapes equal (DeviceArrays do not broadcast). Returns them, the result's
+    shape, and whether every operand is a single multivector gathered (then nothing is
+    resident)."""
+    operands = [_resident_operand(ctx, name, value, width) for name, value in named]
+    batch = any(math.prod(lead) != 1 for _, lead in operands)
+    # A 1-D DeviceArray is always gathered: asarray keeps it as 2^n rows of one word, a
+    # layout no GA kernel reads.
+    operands = [
+        (np.asarray(value, dtype=np.float32).reshape(1, width), lead)
+        if math.prod(lead) == 1 and isinstance(value, DeviceArray) and (batch or value.ndim == 1)
+        else (op, lead)
+        for (op, lead), (_, value) in zip(operands, named, strict=True)
+    ]
+    batches = [lead for _, lead in operands if math.prod(lead) != 1]
+    lead = batches[0] if batches else operands[0][1]
+    for (name, _), (_, other) in zip(named, operands, strict=True):
+        if math.prod(other) != 1 and other != lead:
+            raise ShapeError(
+                f"{name}: expected leading shape {shape_text(lead)} like the other "
+                f"operand (DeviceArrays do not broadcast), got {shape_text(other)}"
+            )
+    # The result's leading shape is numpy's broadcast of the operands' (as on the numpy
+    # path): a single multivector of shape (1, 1, 2^n) adds its axes.
+    lead = np.broadcast_shapes(*(other for _, other in operands))
+    shape = tuple(lead) if operation == "scalar_product" else (*lead, width)
+    native = [op for op, _ in operands]
+    gathered = not any(isinstance(op, _native.DeviceArray) for op in native)
+    if gathered and batch:
+        # A numpy batch beside gathered single DeviceArrays: uploaded (placed by the
+        # context's strategy, there being no sharding to follow), then run where it lives.
+        native = [
+            _native.resident_upload(ctx._native, op) if op.shape[0] != 1 else op for op in native
+        ]
+    return native, shape, gathered and not batch
+
+
 class GaBase(KernelHost):
     """The run of one geometric-algebra operation (see :class:`amari_gpu.ga.GeometricAlgebraMixin`
     for the conventions every operation follows)."""
+
+    def _apply(
+        self,
+        operation: str,
+        alg: Algebra,
+        named: list[tuple[str, Any]],
+        grades: int,
+        strategy: Any,
+        out: Any,
+    ) -> npt.NDArray[np.float32] | DeviceArray:
+        """Every GA method: the operands converted (numpy rows broadcast to the result's
+        leading shape; DeviceArrays as handles), then the one native call. A DeviceArray
+        operand gives a DeviceArray result (or the ``out`` given)."""
+        width = alg.n_blades
+        resident = any(isinstance(value, DeviceArray) for _, value in named)
+        single = False
+        if resident:
+            rows, shape, single = _resident_rows(self, operation, named, width)
+        else:
+            rows, shape = _numpy_rows(operation, named, width)
+        target = output(out, shape, np.float32, dict(named), resident=self if resident else None)
+        if single:
+            return self._single_result(operation, alg, rows, grades, shape, target)
+        result = self._run(operation, alg, rows, grades, strategy, target)
+        return returned(self, result, target, shape)
 
     def _run(
         self,
@@ -82,11 +182,17 @@ class GaBase(KernelHost):
         operands: list[Any],
         grades: int,
         strategy: Any,
-        target: np.ndarray[Any, Any] | None,
-    ) -> npt.NDArray[np.float32]:
+        target: Any,
+    ) -> Any:
+        """The one native call of every GA operation: numpy rows or DeviceArray handles
+        into ``target`` (None, a numpy array or a DeviceArray)."""
         words = 1 if operation == "scalar_product" else algebra.n_blades
         # A C-contiguous array reshapes to the core's (rows, words) as a view of itself.
-        flat = None if target is None else target.reshape(-1, words)
+        native_out: Any = target
+        if isinstance(target, DeviceArray):
+            native_out = target._handle
+        elif target is not None:
+            native_out = target.reshape(-1, words)
         result, plan = self._kernels.ga_apply(
             self._native,
             operation,
@@ -94,18 +200,36 @@ class GaBase(KernelHost):
             operands,
             grades,
             optional_strategy(strategy),
-            flat,
+            native_out,
         )
         self._record(plan)
         return result
 
+    def _single_result(
+        self,
+        operation: str,
+        algebra: Algebra,
+        rows: list[Any],
+        grades: int,
+        shape: tuple[int, ...],
+        target: Any,
+    ) -> npt.NDArray[np.float32] | DeviceArray:
+        """A GA operation of single multivectors, some of them DeviceArrays, all gathered
+        (one row each): run on the rows (one row, bit-identical) and uploaded as a
+        DeviceArray of the result's ``shape`` in ``asarray``'s layout, which no kernel
+        writes (a 1-D array is 2^n rows of one word). A DeviceArray ``out`` takes the
+        upload's shards in place of its own; a numpy ``out`` gets the result."""
+        numpy_out = target if isinstance(target, np.ndarray) else None
+        result = self._run(operation, algebra, rows, grades, None, numpy_out)
+        if numpy_out is not None:
+            return numpy_out
+        handle = _native.resident_upload(self._native, result.reshape(_rows_of(shape)))
+        if isinstance(target, DeviceArray):
+            target._handle = handle
+            return target
+        return DeviceArray(handle, self, shape)
+
     def _unary(
         self, operation: str, x: Any, alg: Algebra, strategy: Any, out: Any, grades: int = 0
     ) -> npt.NDArray[np.float32] | DeviceArray:
-        if isinstance(x, DeviceArray):
-            return resident_ga(self, operation, alg, [("x", x)], grades, out)
-        x2 = _operand("x", x, alg.n_blades)
-        lead = x2.shape[:-1]
-        target = output(out, x2.shape, np.float32, {"x": x})
-        result = self._run(operation, alg, [_rows("x", x2, lead)], grades, strategy, target)
-        return result.reshape(x2.shape) if target is None else target
+        return self._apply(operation, alg, [("x", x)], grades, strategy, out)

@@ -28,51 +28,58 @@ class Kernels(Protocol):
         ctx: Any,
         operation: str,
         signature: tuple[int, int, int],
-        operands: list[F32],
+        operands: list[_native.DeviceArray | F32],
         grades: int = 0,
         strategy: str | None = None,
-        out: F32 | None = None,
-    ) -> tuple[F32, Plan]: ...
+        out: _native.DeviceArray | F32 | None = None,
+    ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
     def tropical_matmul(
         self,
         ctx: Any,
-        a: F32,
+        a: _native.DeviceArray | F32,
         b: F32,
         semiring: str,
         strategy: str | None = None,
-        out: F32 | None = None,
-    ) -> tuple[F32, Plan]: ...
+        out: _native.DeviceArray | F32 | None = None,
+        a_shape: tuple[int, ...] | None = None,
+    ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
     def tropical_matvec(
         self,
         ctx: Any,
-        a: F32,
+        a: _native.DeviceArray | F32,
         x: F32,
         semiring: str,
         strategy: str | None = None,
-        out: F32 | None = None,
-    ) -> tuple[F32, Plan]: ...
+        out: _native.DeviceArray | F32 | None = None,
+        a_shape: tuple[int, ...] | None = None,
+    ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
     def shortest_paths(
         self, ctx: Any, w: F32, strategy: str | None = None, out: F32 | None = None
     ) -> tuple[F32, Plan]: ...
     def fisher_information(
         self,
         ctx: Any,
-        scores: F32,
+        scores: _native.DeviceArray | F32,
         weights: F32 | None = None,
         strategy: str | None = None,
         out: npt.NDArray[np.float64] | None = None,
-    ) -> tuple[npt.NDArray[np.float64], Plan]: ...
+    ) -> tuple[npt.NDArray[np.float64], Plan | None]: ...
     def fisher_categorical(
         self,
         ctx: Any,
-        values: F32,
+        values: _native.DeviceArray | F32,
         logits: bool,
         strategy: str | None = None,
-        out: F32 | None = None,
-    ) -> tuple[F32, Plan]: ...
+        out: _native.DeviceArray | F32 | None = None,
+    ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
     def fisher_gaussian(
-        self, ctx: Any, mean: F32, var: F32, strategy: str | None = None, out: F32 | None = None
-    ) -> tuple[F32, Plan]: ...
+        self,
+        ctx: Any,
+        mean: _native.DeviceArray | F32,
+        var: _native.DeviceArray | F32,
+        strategy: str | None = None,
+        out: _native.DeviceArray | F32 | None = None,
+    ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
     def stencil(
         self,
         ctx: Any,
@@ -108,7 +115,11 @@ class KernelHost:
     last_plan: Plan | None
     last_run: DomainReport | None
 
-    def _record(self, plan: Plan) -> None:
+    def _record(self, plan: Plan | None) -> None:
+        # A call that ran where resident rows live followed no plan: last_plan is left as
+        # it was.
+        if plan is None:
+            return
         # A kernel call runs no grid: last_run says so rather than keep an older call's.
         self.last_plan = plan
         self.last_run = None

@@ -37,17 +37,10 @@ NATIVE_SIGNATURES = """
 @kernel
 def ga_apply(
     ctx, operation: str, signature: tuple[int, int, int],
-    operands: list[host[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
-    strategy: str | None = None, out: host[f32, "(N, output words)"] | None = None,
-) -> tuple[host[f32], Plan]:
-    "One geometric-algebra operation over rows; the result and the plan followed."
-
-def resident_ga_apply(
-    ctx, operation: str, signature: tuple[int, int, int],
     operands: list[either[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
-    out: resident[f32, "(N, output words)"] | None = None,
-) -> resident[f32] | None:
-    "ga_apply where the resident operand's rows live; None when written into out."
+    strategy: str | None = None, out: either[f32, "(N, output words)"] | None = None,
+) -> tuple[either[f32], Plan | None]:
+    "One geometric-algebra operation over rows; the result and the plan (None if resident)."
 
 # --- resident arrays ---
 def resident_upload(ctx, x: host[f32, "(N, W)"], strategy: str | None = None) -> resident[f32]:
@@ -58,33 +51,21 @@ def resident_gather(ctx, x: resident[f32, "(N, W)"], out: host[f32, "(N, W)"] | 
     "The rows of x, gathered from their devices."
 
 # --- tropical ---
-def resident_tropical_matmul(
-    ctx, a: resident[f32, "(batch * m, k)"], b: host[f32, "(batch, k, n)"], semiring: str,
-    out: resident[f32, "(batch * m, n)"] | None = None,
-) -> resident[f32] | None:
-    "tropical_matmul where a's rows live; None when written into out."
-
-def resident_tropical_matvec(
-    ctx, a: resident[f32, "(batch * m, k)"], x: host[f32, "(batch, k)"], semiring: str
-) -> resident[f32]:
-    "tropical_matvec where a's rows live."
-
-def resident_tropical_row_stats(ctx, a: resident[f32, "(N, k)"]) -> resident[f32]:
-    "Per row of a: the first NaN column (-1 if none) and the largest finite magnitude."
-
 @kernel
 def tropical_matmul(
-    ctx, a: host[f32, "(batch, m, k)"], b: host[f32, "(batch, k, n)"], semiring: str,
-    strategy: str | None = None, out: host[f32, "(batch, m, n)"] | None = None,
-) -> tuple[host[f32], Plan]:
-    "Batched tropical matrix products in semiring."
+    ctx, a: either[f32, "(batch, m, k)"], b: host[f32, "(batch, k, n)"], semiring: str,
+    strategy: str | None = None, out: either[f32, "(batch, m, n)"] | None = None,
+    a_shape: tuple[int, ...] | None = None,
+) -> tuple[either[f32], Plan | None]:
+    "Batched tropical matrix products in semiring; a_shape: the caller's shape of a."
 
 @kernel
 def tropical_matvec(
-    ctx, a: host[f32, "(batch, m, k)"], x: host[f32, "(batch, k)"], semiring: str,
-    strategy: str | None = None, out: host[f32, "(batch, m)"] | None = None,
-) -> tuple[host[f32], Plan]:
-    "Batched tropical matrix-vector products in semiring."
+    ctx, a: either[f32, "(batch, m, k)"], x: host[f32, "(batch, k)"], semiring: str,
+    strategy: str | None = None, out: either[f32, "(batch, m)"] | None = None,
+    a_shape: tuple[int, ...] | None = None,
+) -> tuple[either[f32], Plan | None]:
+    "Batched tropical matrix-vector products in semiring; a_shape: the caller's shape of a."
 
 @kernel
 def shortest_paths(
@@ -96,41 +77,23 @@ def shortest_paths(
 # --- information geometry ---
 @kernel
 def fisher_information(
-    ctx, scores: host[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None,
+    ctx, scores: either[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None,
     strategy: str | None = None, out: host[f64, "(P, P)"] | None = None,
-) -> tuple[host[f64], Plan]:
+) -> tuple[host[f64], Plan | None]:
     "The empirical Fisher matrix of per-sample scores, summed in float64."
-
-def resident_fisher_information(
-    ctx, scores: resident[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None,
-    out: host[f64, "(P, P)"] | None = None,
-) -> host[f64]:
-    "fisher_information where the scores' rows live."
-
-def resident_fisher_categorical(
-    ctx, values: resident[f32, "(N, K)"], logits: bool,
-    out: resident[f32, "(N, K, K)"] | None = None,
-) -> resident[f32] | None:
-    "fisher_categorical where the values' rows live; None when written into out."
-
-def resident_fisher_gaussian(
-    ctx, mean: either[f32, "(N, D)"], var: either[f32, "(N, D)"],
-    out: resident[f32, "(N, 2D, 2D)"] | None = None,
-) -> resident[f32] | None:
-    "fisher_gaussian where the resident operand's rows live; None when written into out."
 
 @kernel
 def fisher_categorical(
-    ctx, values: host[f32, "(N, K)"], logits: bool, strategy: str | None = None,
-    out: host[f32, "(N, K, K)"] | None = None,
-) -> tuple[host[f32], Plan]:
+    ctx, values: either[f32, "(N, K)"], logits: bool, strategy: str | None = None,
+    out: either[f32, "(N, K, K)"] | None = None,
+) -> tuple[either[f32], Plan | None]:
     "Fisher information of N categorical distributions (probabilities or logits)."
 
 @kernel
 def fisher_gaussian(
-    ctx, mean: host[f32, "(N, D)"], var: host[f32, "(N, D)"], strategy: str | None = None,
-    out: host[f32, "(N, 2D, 2D)"] | None = None,
-) -> tuple[host[f32], Plan]:
+    ctx, mean: either[f32, "(N, D)"], var: either[f32, "(N, D)"], strategy: str | None = None,
+    out: either[f32, "(N, 2D, 2D)"] | None = None,
+) -> tuple[either[f32], Plan | None]:
     "Fisher information of N diagonal Gaussians."
 
 # --- the empirical Fisher call in three steps (a cluster's driver and nodes) ---
@@ -168,16 +131,10 @@ def life(
 
 # --- users' row kernels ---
 def map_rows(
-    ctx, spec: RowsSpec, arrays: list[tuple[host[f32, "(N, W) each"], bool]],
-    strategy: str | None = None, out: host[f32, "(N, out_cols)"] | None = None,
-) -> tuple[host[f32], Plan]:
-    "A user's row kernel over the rows of arrays (each flagged whether bound whole)."
-
-def resident_map_rows(
-    ctx, spec: RowsSpec, operands: list[tuple[either[f32, "(N, W) each"], bool]],
-    out: resident[f32, "(N, out_cols)"] | None = None,
-) -> resident[f32] | None:
-    "map_rows where the resident operands' rows live; None when written into out."
+    ctx, spec: RowsSpec, arrays: list[tuple[either[f32, "(N, W) each"], tuple[int, ...]]],
+    strategy: str | None = None, out: either[f32, "(N, out_cols)"] | None = None,
+) -> tuple[either[f32], Plan | None]:
+    "A user's row kernel over the rows of arrays (each with the caller's shape)."
 """
 
 

@@ -19,8 +19,7 @@ import numpy.typing as npt
 
 from . import _native
 from ._mixin import KernelHost
-from ._validate import as_float32, output, real_array, shape_text
-from .algebra import Algebra
+from ._validate import as_float32, real_array, shape_text
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -129,11 +128,6 @@ class DeviceArray:
         )
 
 
-def is_resident(*values: Any) -> bool:
-    """Whether any of ``values`` is a DeviceArray (the kernel then runs the resident path)."""
-    return any(isinstance(v, DeviceArray) for v in values)
-
-
 def _rows_of(shape: tuple[int, ...]) -> tuple[int, int]:
     # A 0-d result (scalar_product of two single multivectors) is one row of one word.
     if not shape:
@@ -165,112 +159,14 @@ class ResidentMixin(KernelHost):
         return DeviceArray(handle, self, tuple(array.shape))
 
 
-def _resident_operand(ctx: Any, name: str, value: Any, width: int) -> tuple[Any, tuple[int, ...]]:
-    """The native operand of ``value`` (width ``width``) and its leading shape: a live
-    DeviceArray's handle, or float32 rows; a single row is passed as host data."""
-    if isinstance(value, DeviceArray):
-        handle = value._live(name, ctx)
-        single = value.shape == (width,)
-        if not single and (value.ndim < 2 or value.shape[-1] != width):
-            raise ShapeError(
-                f"{name}: expected shape (..., {width}), got {shape_text(value.shape)}"
-            )
-        lead = value.shape[:-1]
-        return handle, lead
-    array = real_array(name, value)
-    if array.ndim == 0 or array.shape[-1] != width:
-        raise ShapeError(f"{name}: expected shape (..., {width}), got {shape_text(array.shape)}")
-    flat = as_float32(name, array.reshape(-1, width))
-    return flat, array.shape[:-1]
-
-
-def resident_ga(
-    ctx: Any,
-    operation: str,
-    algebra: Algebra,
-    named: list[tuple[str, Any]],
-    grades: int,
-    out: Any,
+def returned(
+    ctx: Any, result: Any, target: Any, shape: tuple[int, ...]
 ) -> npt.NDArray[np.float32] | DeviceArray:
-    """GA ``operation`` with at least one DeviceArray operand: computed on the devices
-    holding its rows; the result a DeviceArray with the same sharding (or written into a
-    DeviceArray ``out``, or gathered into a numpy ``out``)."""
-    width, signature = algebra.n_blades, algebra.signature
-    operands = [_resident_operand(ctx, name, value, width) for name, value in named]
-    batch = any(math.prod(lead) != 1 for _, lead in operands)
-    # A single multivector is applied to every row: the core takes it as host data. A 1-D
-    # one is always gathered (2^n words): asarray keeps it as 2^n rows of one word, a
-    # layout no GA kernel reads.
-    operands = [
-        (np.asarray(value, dtype=np.float32).reshape(1, width), lead)
-        if math.prod(lead) == 1 and isinstance(value, DeviceArray) and (batch or value.ndim == 1)
-        else (op, lead)
-        for (op, lead), (_, value) in zip(operands, named, strict=True)
-    ]
-    batches = [lead for _, lead in operands if math.prod(lead) != 1]
-    lead = batches[0] if batches else operands[0][1]
-    for (name, _), (_, other) in zip(named, operands, strict=True):
-        if math.prod(other) != 1 and other != lead:
-            raise ShapeError(
-                f"{name}: expected leading shape {shape_text(lead)} like the other "
-                f"operand (DeviceArrays do not broadcast), got {shape_text(other)}"
-            )
-    # The result's leading shape is numpy's broadcast of the operands' (as on the numpy
-    # path): a single multivector of shape (1, 1, 2^n) adds its axes.
-    lead = np.broadcast_shapes(*(other for _, other in operands))
-    cols = 1 if operation == "scalar_product" else width
-    shape = tuple(lead) if operation == "scalar_product" else (*lead, cols)
-    target = output(out, shape, np.float32, dict(named), resident=ctx)
-    native = [op for op, _ in operands]
-    if not any(isinstance(op, _native.DeviceArray) for op in native):
-        if not batch:
-            return _single_result(ctx, operation, algebra, native, grades, shape, target)
-        # A numpy batch beside gathered single DeviceArrays: uploaded (placed by the
-        # context's strategy, there being no sharding to follow), then run where it lives.
-        native = [
-            _native.resident_upload(ctx._native, op) if op.shape[0] != 1 else op for op in native
-        ]
-    if isinstance(target, DeviceArray):
-        _native.resident_ga_apply(ctx._native, operation, signature, native, grades, target._handle)
-        return target
-    handle = _native.resident_ga_apply(ctx._native, operation, signature, native, grades)
-    assert handle is not None  # a new array when no out is given
-    return finish_resident(ctx, handle, shape, target)
-
-
-def _single_result(
-    ctx: Any,
-    operation: str,
-    algebra: Algebra,
-    rows: list[Any],
-    grades: int,
-    shape: tuple[int, ...],
-    target: Any,
-) -> npt.NDArray[np.float32] | DeviceArray:
-    """A GA operation of single multivectors, some of them DeviceArrays, all gathered (one
-    row each): run as the numpy path runs it (one row, bit-identical) and uploaded as a
-    DeviceArray of the result's ``shape`` in ``asarray``'s layout, which no kernel writes
-    (a 1-D array is 2^n rows of one word). A DeviceArray ``out`` takes the upload's shards
-    in place of its own; a numpy ``out`` gets the result."""
-    numpy_out = target if isinstance(target, np.ndarray) else None
-    result = ctx._run(operation, algebra, rows, grades, None, numpy_out)
-    if numpy_out is not None:
-        return numpy_out
-    handle = _native.resident_upload(ctx._native, result.reshape(_rows_of(shape)))
-    if isinstance(target, DeviceArray):
-        target._handle = handle
-        return target
-    return DeviceArray(handle, ctx, shape)
-
-
-def finish_resident(
-    ctx: Any, handle: _native.DeviceArray, shape: tuple[int, ...], target: Any
-) -> npt.NDArray[np.float32] | DeviceArray:
-    """The resident result of a call as a DeviceArray of ``shape``, or gathered into the
-    numpy ``target`` (and its shards released) when the call was given one."""
-    result = DeviceArray(handle, ctx, shape)
-    if target is None:
-        return result
-    _native.resident_gather(ctx._native, handle, target.reshape(-1, int(handle.cols)))
-    result.free()
-    return cast("npt.NDArray[np.float32]", target)
+    """What an operation returns, by one rule: the caller's ``out`` (``target``) when given,
+    else a resident result as a new DeviceArray of ``shape``, else the numpy result in
+    ``shape``."""
+    if target is not None:
+        return cast("npt.NDArray[np.float32] | DeviceArray", target)
+    if isinstance(result, _native.DeviceArray):
+        return DeviceArray(result, ctx, shape)
+    return cast("npt.NDArray[np.float32]", result).reshape(shape)

@@ -24,10 +24,9 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from . import _native
 from ._mixin import KernelHost
 from ._validate import as_float32, output, plain_array, shape_text
-from .array import DeviceArray, finish_resident
+from .array import DeviceArray, returned
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -38,19 +37,18 @@ MAX_SCORE_COLUMNS = 4096
 """Largest P of ``fisher_information`` (one chunk's partial must fit a storage binding)."""
 
 
-def _matrix(
-    name: str, value: Any, rows: int | None = None, cols: int | None = None
-) -> npt.NDArray[np.float32]:
-    """A float32 (N, W) array; ``rows``/``cols`` pin N/W to another argument's."""
-    array = as_float32(name, value)
-    if (
-        array.ndim != 2
-        or (rows is not None and array.shape[0] != rows)
-        or (cols is not None and array.shape[1] != cols)
-    ):
-        expected = f"({'N' if rows is None else rows}, {'W' if cols is None else cols})"
-        raise ShapeError(f"{name}: expected shape {expected}, got {shape_text(array.shape)}")
-    return array
+def _rows(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...]]:
+    """``value`` as the (N, W) rows the native functions take, and its shape: a live
+    DeviceArray's handle, else a float32 array (the core checks the rows and widths)."""
+    if isinstance(value, DeviceArray):
+        native: Any = value._live(name, ctx)
+        shape = value.shape
+    else:
+        native = as_float32(name, value)
+        shape = native.shape
+    if len(shape) != 2:
+        raise ShapeError(f"{name}: expected shape (N, W), got {shape_text(shape)}")
+    return native, shape
 
 
 class InformationGeometryMixin(KernelHost):
@@ -100,32 +98,7 @@ class InformationGeometryMixin(KernelHost):
         and are uploaded to each device. Scores holding NaN or infinities are gathered to
         name the first one. ``ctx.last_plan`` is left as it was.
         """
-        if isinstance(scores, DeviceArray):
-            return self._fisher_resident(scores, weights, out)
-        s32 = _matrix("scores", scores)
-        w32 = None
-        if weights is not None:
-            w32 = as_float32("weights", weights)
-            if w32.shape != (s32.shape[0],):
-                raise ShapeError(
-                    f"weights: expected shape ({s32.shape[0]},), got {shape_text(w32.shape)}"
-                )
-        p = s32.shape[1]
-        target = output(out, (p, p), np.float64, {"scores": scores, "weights": weights})
-        result, plan = self._kernels.fisher_information(
-            self._native, s32, w32, optional_strategy(strategy), target
-        )
-        self._record(plan)
-        return result
-
-    def _fisher_resident(
-        self, scores: DeviceArray, weights: Any, out: Any
-    ) -> npt.NDArray[np.float64]:
-        """``fisher_information`` of resident scores (see there)."""
-        handle = scores._live("scores", self)
-        if scores.ndim != 2:
-            raise ShapeError(f"scores: expected shape (N, W), got {shape_text(scores.shape)}")
-        n, p = scores.shape
+        native, (n, p) = _rows(self, "scores", scores)
         w32 = None
         if weights is not None:
             if isinstance(weights, DeviceArray):
@@ -133,72 +106,12 @@ class InformationGeometryMixin(KernelHost):
             w32 = as_float32("weights", weights)
             if w32.shape != (n,):
                 raise ShapeError(f"weights: expected shape ({n},), got {shape_text(w32.shape)}")
-        target = output(out, (p, p), np.float64, {"weights": weights})
-        return _native.resident_fisher_information(self._native, handle, w32, target)
-
-    def _categorical_resident(
-        self, probs: Any, logits: Any, out: Any
-    ) -> npt.NDArray[np.float32] | DeviceArray:
-        """``fisher_categorical`` of resident probabilities or logits (see there)."""
-        name = "probs" if logits is None else "logits"
-        values = probs if logits is None else logits
-        if not isinstance(values, DeviceArray):
-            raise InvalidArgumentError(
-                f"{name}: expected a DeviceArray here (the other argument is None), got "
-                f"{type(values).__name__}"
-            )
-        values._live(name, self)
-        if values.ndim != 2:
-            raise ShapeError(f"{name}: expected shape (N, W), got {shape_text(values.shape)}")
-        n, k = values.shape
-        shape = (n, k, k)
-        target = output(out, shape, np.float32, {name: values}, resident=self)
-        native = values._handle
-        if isinstance(target, DeviceArray):
-            _native.resident_fisher_categorical(
-                self._native, native, logits is not None, target._live("out", self)
-            )
-            return target
-        handle = _native.resident_fisher_categorical(self._native, native, logits is not None)
-        assert handle is not None  # a new array when no out is given
-        return finish_resident(self, handle, shape, target)
-
-    def _gaussian_resident(
-        self, mean: Any, var: Any, out: Any
-    ) -> npt.NDArray[np.float32] | DeviceArray:
-        """``fisher_gaussian`` with a resident ``mean`` or ``var`` (see there)."""
-        operands: dict[str, Any] = {}
-        shape: tuple[int, ...] | None = None
-        for name, value in (("mean", mean), ("var", var)):
-            if isinstance(value, DeviceArray):
-                value._live(name, self)
-                if value.ndim != 2:
-                    raise ShapeError(
-                        f"{name}: expected shape (N, W), got {shape_text(value.shape)}"
-                    )
-                operands[name] = value._handle
-                array_shape = value.shape
-            else:
-                host = _matrix(name, value)
-                operands[name] = host
-                array_shape = host.shape
-            if shape is None:
-                shape = array_shape
-            elif array_shape != shape:
-                raise ShapeError(
-                    f"{name}: expected shape {shape_text(shape)}, got {shape_text(array_shape)}"
-                )
-        assert shape is not None
-        n, d = shape
-        result_shape = (n, 2 * d, 2 * d)
-        target = output(out, result_shape, np.float32, {"mean": mean, "var": var}, resident=self)
-        args = (operands["mean"], operands["var"])
-        if isinstance(target, DeviceArray):
-            _native.resident_fisher_gaussian(self._native, *args, target._live("out", self))
-            return target
-        handle = _native.resident_fisher_gaussian(self._native, *args)
-        assert handle is not None  # a new array when no out is given
-        return finish_resident(self, handle, result_shape, target)
+        target = output(out, (p, p), np.float64, {"scores": scores, "weights": weights})
+        result, plan = self._kernels.fisher_information(
+            self._native, native, w32, optional_strategy(strategy), target
+        )
+        self._record(plan)
+        return result
 
     # generated by scripts/gen-surface.py from amari_gpu/_surface.py: overloads (make surface)
     @overload
@@ -273,17 +186,21 @@ class InformationGeometryMixin(KernelHost):
             raise InvalidArgumentError(
                 f"probs: expected exactly one of probs and logits, got {got}"
             )
-        if isinstance(probs, DeviceArray) or isinstance(logits, DeviceArray):
-            return self._categorical_resident(probs, logits, out)
-        values = _matrix("probs", probs) if logits is None else _matrix("logits", logits)
-        n, k = values.shape
+        name, value = ("probs", probs) if logits is None else ("logits", logits)
+        native, (n, k) = _rows(self, name, value)
+        resident = isinstance(value, DeviceArray)
         inputs = {"probs": probs, "logits": logits}
-        target = output(out, (n, k, k), np.float32, inputs)
+        shape = (n, k, k)
+        target = output(out, shape, np.float32, inputs, resident=self if resident else None)
         result, plan = self._kernels.fisher_categorical(
-            self._native, values, logits is not None, optional_strategy(strategy), target
+            self._native,
+            native,
+            logits is not None,
+            optional_strategy(strategy),
+            target._handle if isinstance(target, DeviceArray) else target,
         )
         self._record(plan)
-        return result
+        return returned(self, result, target, shape)
 
     # generated by scripts/gen-surface.py from amari_gpu/_surface.py: overloads (make surface)
     @overload
@@ -346,17 +263,21 @@ class InformationGeometryMixin(KernelHost):
         flags bad rows); only when one is flagged are the rows gathered, for the numpy
         path's error. ``out=`` as in :meth:`fisher_categorical`.
         """
-        if isinstance(mean, DeviceArray) or isinstance(var, DeviceArray):
-            return self._gaussian_resident(mean, var, out)
-        m32 = _matrix("mean", mean)
-        v32 = _matrix("var", var, rows=m32.shape[0], cols=m32.shape[1])
-        n, d = m32.shape
-        target = output(out, (n, 2 * d, 2 * d), np.float32, {"mean": mean, "var": var})
+        m_native, (n, d) = _rows(self, "mean", mean)
+        v_native, _ = _rows(self, "var", var)
+        resident = isinstance(mean, DeviceArray) or isinstance(var, DeviceArray)
+        shape = (n, 2 * d, 2 * d)
+        inputs = {"mean": mean, "var": var}
+        target = output(out, shape, np.float32, inputs, resident=self if resident else None)
         result, plan = self._kernels.fisher_gaussian(
-            self._native, m32, v32, optional_strategy(strategy), target
+            self._native,
+            m_native,
+            v_native,
+            optional_strategy(strategy),
+            target._handle if isinstance(target, DeviceArray) else target,
         )
         self._record(plan)
-        return result
+        return returned(self, result, target, shape)
 
     def natural_gradient(
         self,

@@ -25,9 +25,9 @@ import numpy.typing as npt
 
 from . import _native
 from ._mixin import KernelHost
-from ._validate import as_float32, output, positive_int, shape_text
-from .array import DeviceArray, finish_resident, is_resident
-from .errors import InvalidArgumentError, ShapeError
+from ._validate import as_float32, output, positive_int
+from .array import DeviceArray, returned
+from .errors import InvalidArgumentError
 from .planning import optional_strategy
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -103,97 +103,29 @@ class RowsMixin(KernelHost):
         """
         if not isinstance(source, str):
             raise TypeError(f"source: expected WGSL text (str), got {type(source).__name__}")
-        if not arrays:
-            raise InvalidArgumentError("arrays: expected at least one array, got none")
         cols = positive_int("out_cols", out_cols)
         pairs = _params(params)
-        if is_resident(*arrays):
-            return self._map_rows_resident(source, arrays, cols, pairs, out)
-        converted = []
-        rows: tuple[int, int] | None = None
-        for k, value in enumerate(arrays):
-            array = as_float32(f"arrays[{k}]", value)
-            if array.ndim not in (1, 2) or array.shape[-1] == 0:
-                raise ShapeError(
-                    f"arrays[{k}]: expected shape (N, C) or (C,) with C >= 1, "
-                    f"got {shape_text(array.shape)}"
-                )
-            if array.ndim == 2:
-                if rows is not None and array.shape[0] != rows[1]:
-                    raise ShapeError(
-                        f"arrays[{k}]: expected {rows[1]} rows like arrays[{rows[0]}], "
-                        f"got shape {shape_text(array.shape)}"
-                    )
-                rows = rows or (k, array.shape[0])
-                converted.append((array, False))
-            else:
-                converted.append((array.reshape(1, -1), True))
-        shape = (cols,) if rows is None else (rows[1], cols)
+        operands = [_operand(self, f"arrays[{k}]", value) for k, value in enumerate(arrays)]
+        resident = any(isinstance(value, DeviceArray) for value in arrays)
+        rows = next((shape[0] for _, shape in operands if len(shape) == 2), None)
+        shape = (cols,) if rows is None else (rows, cols)
         inputs = {f"arrays[{k}]": v for k, v in enumerate(arrays)}
-        target = output(out, shape, np.float32, inputs)
+        target = output(out, shape, np.float32, inputs, resident=self if resident else None)
         spec: _native.RowsSpec = {"source": source, "out_cols": cols, "params": pairs}
+        native_out = target._handle if isinstance(target, DeviceArray) else target
+        if isinstance(native_out, np.ndarray):
+            native_out = native_out.reshape(-1, cols)
         result, plan = _native.map_rows(
-            self._native,
-            spec,
-            converted,
-            optional_strategy(strategy),
-            None if target is None else target.reshape(-1, cols),
+            self._native, spec, operands, optional_strategy(strategy), native_out
         )
         self._record(plan)
-        if target is not None:
-            return target
-        return result.reshape(shape)
+        return returned(self, result, target, shape)
 
-    def _map_rows_resident(
-        self,
-        source: str,
-        arrays: tuple[Any, ...],
-        cols: int,
-        pairs: list[tuple[str, float]],
-        out: Any,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
-        """``map_rows`` with at least one DeviceArray operand: run where its rows live."""
-        operands: list[tuple[Any, bool]] = []
-        rows: tuple[int, int] | None = None
-        for k, value in enumerate(arrays):
-            name = f"arrays[{k}]"
-            if isinstance(value, DeviceArray):
-                handle = value._live(name, self)
-                if value.ndim != 2 or value.shape[-1] == 0:
-                    raise ShapeError(
-                        f"{name}: expected a DeviceArray of shape (N, C) with C >= 1 (a (C,) "
-                        f"row for every item is passed as a numpy array), got "
-                        f"{shape_text(value.shape)}"
-                    )
-                operand: Any = handle
-                n: int | None = value.shape[0]
-                broadcast = False
-            else:
-                array = as_float32(name, value)
-                if array.ndim not in (1, 2) or array.shape[-1] == 0:
-                    raise ShapeError(
-                        f"{name}: expected shape (N, C) or (C,) with C >= 1, "
-                        f"got {shape_text(array.shape)}"
-                    )
-                broadcast = array.ndim == 1
-                n = None if broadcast else array.shape[0]
-                operand = array.reshape(1, -1) if broadcast else array
-            if n is not None:
-                if rows is not None and n != rows[1]:
-                    raise ShapeError(
-                        f"{name}: expected {rows[1]} rows like arrays[{rows[0]}], "
-                        f"got shape {shape_text(value.shape)}"
-                    )
-                rows = rows or (k, n)
-            operands.append((operand, broadcast))
-        assert rows is not None  # a DeviceArray operand is (N, C)
-        shape = (rows[1], cols)
-        inputs = {f"arrays[{k}]": v for k, v in enumerate(arrays)}
-        target = output(out, shape, np.float32, inputs, resident=self)
-        spec: _native.RowsSpec = {"source": source, "out_cols": cols, "params": pairs}
-        if isinstance(target, DeviceArray):
-            _native.resident_map_rows(self._native, spec, operands, target._handle)
-            return target
-        made = _native.resident_map_rows(self._native, spec, operands)
-        assert made is not None  # a new array when no out is given
-        return finish_resident(self, made, shape, target)
+
+def _operand(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...]]:
+    """``value`` as ``map_rows`` takes it, with its shape: a live DeviceArray's handle, else
+    a float32 array (the core checks both)."""
+    if isinstance(value, DeviceArray):
+        return value._live(name, ctx), value.shape
+    array = as_float32(name, value)
+    return array, array.shape

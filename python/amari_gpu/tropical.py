@@ -19,7 +19,7 @@ import numpy.typing as npt
 from . import _native
 from ._mixin import KernelHost
 from ._validate import as_float32, output, shape_text
-from .array import DeviceArray, finish_resident
+from .array import DeviceArray, returned
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
@@ -28,38 +28,20 @@ SEMIRINGS: tuple[str, ...] = _native.SEMIRINGS
 
 
 def _semiring(value: Any) -> str:
-    if not isinstance(value, str) or value not in SEMIRINGS:
+    """``value`` as a semiring name (the core checks it is one of :data:`SEMIRINGS`)."""
+    if not isinstance(value, str):
         raise InvalidArgumentError(f"semiring: expected one of {list(SEMIRINGS)}, got {value!r}")
     return value
 
 
-def _matrices(name: str, value: Any, expected: str) -> npt.NDArray[np.float32]:
-    """``value`` as float32 with 2 or 3 dimensions."""
-    array = as_float32(name, value)
-    if array.ndim not in (2, 3):
-        raise ShapeError(f"{name}: expected shape {expected}, got {shape_text(array.shape)}")
-    return array
-
-
-def _no_nan(name: str, array: npt.NDArray[np.float32]) -> None:
-    """Refuses NaN, naming its first position in ``array`` as the caller shaped it: the core
-    refuses NaN too, but sees every operand with a batch axis (a (k,) vector as (1, k)),
-    so only here can the index have the caller's dimensions."""
-    if np.isnan(array).any():
-        index = ", ".join(str(int(i)) for i in np.argwhere(np.isnan(array))[0])
-        raise InvalidArgumentError(
-            f"{name}: expected no NaN (tropical values are numbers or ±inf), got NaN at "
-            f"[{index}] of shape {shape_text(array.shape)}"
-        )
-
-
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-
-def _largest_finite(array: npt.NDArray[np.float32]) -> float:
-    """The largest finite magnitude in ``array`` (0 without one)."""
-    finite = np.abs(array[np.isfinite(array)])
-    return float(finite.max()) if finite.size else 0.0
+def _left(ctx: Any, a: Any) -> tuple[Any, tuple[int, ...], bool]:
+    """``a`` as the native products take it, its shape, and whether it is resident: a live
+    DeviceArray's handle (the handle knows its rows and row width, not the caller's shape),
+    else a float32 array."""
+    if isinstance(a, DeviceArray):
+        return a._live("a", ctx), a.shape, True
+    a32 = as_float32("a", a)
+    return a32, a32.shape, False
 
 
 class TropicalMixin(KernelHost):
@@ -134,40 +116,28 @@ class TropicalMixin(KernelHost):
         shards; nothing changes in it if the call fails) or a numpy array (the result is
         gathered into it). The checks read per-row statistics computed on the devices (8
         bytes per row read back) and give the numpy path's errors; only when a term could
-        overflow (largest finite |a| + |b| beyond float32) is ``a`` gathered, for the
-        numpy path's exact check, before the resident product runs. ``n`` must be at least
-        1 (a DeviceArray has no empty rows).
+        overflow (largest finite |a| + |b| beyond float32) is ``a`` gathered: the product
+        then runs once on its rows, with the numpy path's exact check, and the result is
+        put where the rows of ``a`` (or of a DeviceArray ``out``) live. ``n`` must be at
+        least 1 (a DeviceArray has no empty rows).
         """
-        semiring = _semiring(semiring)
-        if isinstance(a, DeviceArray):
-            return self._matmul_resident(a, b, semiring, out)
-        a32 = _matrices("a", a, "(m, k) or (batch, m, k)")
-        b32 = _matrices("b", b, "(k, n) or (batch, k, n)")
-        batched = a32.ndim == 3
-        if b32.ndim != a32.ndim:
-            want = "(batch, k, n)" if batched else "(k, n)"
-            raise ShapeError(f"b: expected shape {want} like a, got {shape_text(b32.shape)}")
-        _no_nan("a", a32)
-        _no_nan("b", b32)
-        a3 = a32 if batched else a32[None]
-        b3 = b32 if batched else b32[None]
-        if b3.shape[0] != a3.shape[0] or b3.shape[1] != a3.shape[2]:
-            want = f"({a3.shape[0]}, {a3.shape[2]}, n)" if batched else f"({a3.shape[2]}, n)"
-            raise ShapeError(f"b: expected shape {want}, got {shape_text(b32.shape)}")
-        shape = (a3.shape[0], a3.shape[1], b3.shape[2])
-        target = output(out, shape if batched else shape[1:], np.float32, {"a": a, "b": b})
+        native_a, a_shape, resident = _left(self, a)
+        b32 = as_float32("b", b)
+        shape = (*a_shape[:-1], *b32.shape[-1:])
+        target = output(
+            out, shape, np.float32, {"a": a, "b": b}, resident=self if resident else None
+        )
         result, plan = self._kernels.tropical_matmul(
             self._native,
-            a3,
-            b3,
-            semiring,
+            native_a,
+            b32,
+            _semiring(semiring),
             optional_strategy(strategy),
-            target if target is None or batched else target[None],
+            target._handle if isinstance(target, DeviceArray) else target,
+            a_shape if resident else None,
         )
         self._record(plan)
-        if target is not None:
-            return target
-        return result if batched else result[0]
+        return returned(self, result, target, shape)
 
     # generated by scripts/gen-surface.py from amari_gpu/_surface.py: overloads (make surface)
     @overload
@@ -212,136 +182,27 @@ class TropicalMixin(KernelHost):
         numpy, is uploaded to each device; a numpy ``out`` gets the result gathered). The
         checks read per-row statistics computed on the devices, whatever their kind (8
         bytes per row read back), with the numpy path's errors; only when a term could
-        overflow (largest finite |a| + |x| beyond float32) is ``a`` gathered, for the numpy
-        path's exact check, before the resident product runs.
+        overflow (largest finite |a| + |x| beyond float32) is ``a`` gathered: the product
+        then runs once on its rows, with the numpy path's exact check, and the result is
+        put where ``a``'s rows live.
         """
-        semiring = _semiring(semiring)
-        if isinstance(a, DeviceArray):
-            return self._matvec_resident(a, x, semiring, out)
-        a32 = _matrices("a", a, "(m, k) or (batch, m, k)")
+        native_a, a_shape, resident = _left(self, a)
         x32 = as_float32("x", x)
-        batched = a32.ndim == 3
-        want = (a32.shape[0], a32.shape[2]) if batched else (a32.shape[1],)
-        if x32.shape != want:
-            raise ShapeError(f"x: expected shape {shape_text(want)}, got {shape_text(x32.shape)}")
-        _no_nan("a", a32)
-        _no_nan("x", x32)
-        a3 = a32 if batched else a32[None]
-        x2 = x32 if batched else x32[None]
-        shape = a32.shape[:-1]
-        target = output(out, shape, np.float32, {"a": a, "x": x})
+        shape = a_shape[:-1]
+        target = output(
+            out, shape, np.float32, {"a": a, "x": x}, resident=self if resident else None
+        )
         result, plan = self._kernels.tropical_matvec(
             self._native,
-            a3,
-            x2,
-            semiring,
+            native_a,
+            x32,
+            _semiring(semiring),
             optional_strategy(strategy),
-            target if target is None or batched else target[None],
+            target._handle if isinstance(target, DeviceArray) else target,
+            a_shape if resident else None,
         )
         self._record(plan)
-        if target is not None:
-            return target
-        return result if batched else result[0]
-
-    def _matvec_resident(
-        self, a: DeviceArray, x: Any, semiring: str, out: Any
-    ) -> npt.NDArray[np.float32] | DeviceArray:
-        """``tropical_matvec`` with a resident ``a``: the same checks and errors as the numpy
-        path, from per-row statistics computed where the rows live (first NaN column and
-        largest finite magnitude: 8 bytes per row read back, not the k words); then the
-        matvec kernel runs on the devices holding the rows, result a DeviceArray."""
-        a._live("a", self)
-        if a.ndim not in (2, 3):
-            raise ShapeError(
-                f"a: expected shape (m, k) or (batch, m, k), got {shape_text(a.shape)}"
-            )
-        x32 = as_float32("x", x)
-        batched = a.ndim == 3
-        want = (a.shape[0], a.shape[2]) if batched else (a.shape[1],)
-        if x32.shape != want:
-            raise ShapeError(f"x: expected shape {shape_text(want)}, got {shape_text(x32.shape)}")
-        shape = a.shape[:-1]
-        target = output(out, shape, np.float32, {"a": a, "x": x}, resident=self)
-        if isinstance(target, DeviceArray):
-            raise InvalidArgumentError(
-                "out: expected a numpy array or None for tropical_matvec of a DeviceArray, "
-                "got DeviceArray"
-            )
-        if self._resident_checks(a, "x", x32):
-            # A term could overflow: the numpy path's exact check needs a's rows.
-            self.tropical_matvec(a.numpy(), x32, semiring)
-        x2 = np.ascontiguousarray(x32 if batched else x32[None])
-        handle = _native.resident_tropical_matvec(self._native, a._handle, x2, semiring)
-        return finish_resident(self, handle, tuple(shape), target)
-
-    def _matmul_resident(
-        self, a: DeviceArray, b: Any, semiring: str, out: Any
-    ) -> npt.NDArray[np.float32] | DeviceArray:
-        """``tropical_matmul`` with a resident ``a``: the numpy path's shape checks and
-        errors, then the checks of :meth:`_resident_checks`, then ``matmul_rows`` on the
-        devices holding the rows (``b`` bound whole on each); result a DeviceArray, written
-        into a DeviceArray ``out`` or gathered into a numpy one."""
-        a._live("a", self)
-        if a.ndim not in (2, 3):
-            raise ShapeError(
-                f"a: expected shape (m, k) or (batch, m, k), got {shape_text(a.shape)}"
-            )
-        b32 = _matrices("b", b, "(k, n) or (batch, k, n)")
-        batched = a.ndim == 3
-        if b32.ndim != a.ndim:
-            want = "(batch, k, n)" if batched else "(k, n)"
-            raise ShapeError(f"b: expected shape {want} like a, got {shape_text(b32.shape)}")
-        batch, m, k = a.shape if batched else (1, *a.shape)
-        b3 = b32 if batched else b32[None]
-        if b3.shape[0] != batch or b3.shape[1] != k:
-            want = f"({batch}, {k}, n)" if batched else f"({k}, n)"
-            raise ShapeError(f"b: expected shape {want}, got {shape_text(b32.shape)}")
-        n = b3.shape[2]
-        if n == 0:
-            raise ShapeError(
-                f"b: expected at least one column when a is a DeviceArray (a DeviceArray "
-                f"has no empty rows), got shape {shape_text(b32.shape)}"
-            )
-        shape = (batch, m, n) if batched else (m, n)
-        target = output(out, shape, np.float32, {"a": a, "b": b}, resident=self)
-        if self._resident_checks(a, "b", b32):
-            # A term could overflow: the numpy path's exact check needs a's rows.
-            self.tropical_matmul(a.numpy(), b32, semiring)
-        b_flat = np.ascontiguousarray(b3)
-        if isinstance(target, DeviceArray):
-            _native.resident_tropical_matmul(
-                self._native, a._handle, b_flat, semiring, target._live("out", self)
-            )
-            return target
-        handle = _native.resident_tropical_matmul(self._native, a._handle, b_flat, semiring)
-        assert handle is not None  # a new array when no out is given
-        return finish_resident(self, handle, shape, target)
-
-    def _resident_checks(
-        self, a: DeviceArray, other_name: str, other: npt.NDArray[np.float32]
-    ) -> bool:
-        """The numpy path's NaN checks of a resident ``a`` and a host ``other``, from per-row
-        statistics computed where a's rows live (first NaN column and largest finite
-        magnitude: 8 bytes per row read back, not the k words). Returns whether a term could
-        overflow float32 (largest finite |a| + |other| beyond its range), which only the
-        numpy path's exact check, on a's gathered rows, can settle."""
-        handle = _native.resident_tropical_row_stats(self._native, a._handle)
-        try:
-            stats = _native.resident_gather(self._native, handle)
-        finally:
-            handle.free()
-        nan_rows = np.flatnonzero(stats[:, 0] >= 0)
-        if nan_rows.size:
-            r, j = int(nan_rows[0]), int(stats[nan_rows[0], 0])
-            m = a.shape[-2]
-            index = (r // m, r % m, j) if a.ndim == 3 else (r, j)
-            raise InvalidArgumentError(
-                f"a: expected no NaN (tropical values are numbers or ±inf), got NaN at "
-                f"[{', '.join(map(str, index))}] of shape {shape_text(a.shape)}"
-            )
-        _no_nan(other_name, other)
-        top_a = float(stats[:, 1].max()) if stats.size else 0.0
-        return top_a + _largest_finite(other) > _FLOAT32_MAX
+        return returned(self, result, target, shape)
 
     def shortest_paths(
         self,

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .._adapters import BACKENDS
+from .._native import family_of
 from .._validate import name_list, optional_positive_int, positive_int
 from ..context import MAX_DEVICES_PER_ADAPTER
 from ..domain import DomainMixin
@@ -31,18 +32,6 @@ DEFAULT_NODE_TIMEOUT_S = 120.0
 
 FAULTS = ("kill", "hang", "device_error")
 """What ``inject_fault`` can make a node do."""
-
-_FAMILIES = {
-    "geometric_algebra": kernels.GA,
-    "tropical": kernels.TROPICAL,
-    "information_geometry": kernels.INFORMATION,
-    "tropical_matmul": kernels.TROPICAL,
-    "tropical_matvec": kernels.TROPICAL,
-    "shortest_paths": kernels.TROPICAL,
-    "fisher_information": kernels.INFORMATION,
-    "fisher_categorical": kernels.INFORMATION,
-    "fisher_gaussian": kernels.INFORMATION,
-}
 
 
 @dataclass(frozen=True)
@@ -263,9 +252,7 @@ class RayContext(GeometricAlgebraMixin, TropicalMixin, InformationGeometryMixin,
                 f"workload: expected an amari_gpu.Workload, got {type(workload).__name__}"
             )
         self._check_open()
-        family = _FAMILIES.get(workload.kernel, workload.kernel)
-        if workload.kernel in kernels.GA_OPERATIONS:
-            family = kernels.GA
+        family = family_of(workload.kernel) or workload.kernel
         job = Job(
             family,
             workload.items,

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _native
+from ..errors import InvalidArgumentError
 from ..planning import Plan
 from .dispatch import Dispatcher, Job, Shared
 from .node import ArraySlot
@@ -25,20 +26,6 @@ from .node import ArraySlot
 GA = "geometric_algebra"
 TROPICAL = "tropical"
 INFORMATION = "information_geometry"
-
-GA_OPERATIONS = (
-    "geometric_product",
-    "outer_product",
-    "inner_product",
-    "scalar_product",
-    "reverse",
-    "grade_involution",
-    "grade_projection",
-    "sandwich",
-    "normalize",
-    "dual",
-)
-"""Kernel names of the geometric-algebra family (``Workload.kernel`` may name one)."""
 
 
 class _Assembly:
@@ -89,17 +76,28 @@ def _run_rows(
     return assembly.out, plan
 
 
+def _host_only(*values: Any) -> None:
+    """Refuses a DeviceArray: it lives on one context's devices, which a cluster's nodes
+    cannot reach."""
+    if any(isinstance(v, _native.DeviceArray) for v in values):
+        raise InvalidArgumentError(
+            "expected numpy arrays on a RayContext (a DeviceArray lives on one context's "
+            "devices), got a DeviceArray"
+        )
+
+
 def ga_apply(
     ctx: Dispatcher,
     operation: str,
     signature: tuple[int, int, int],
-    operands: list[npt.NDArray[np.float32]],
+    operands: list[Any],
     grades: int = 0,
     strategy: str | None = None,
-    out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
+    out: Any = None,
+) -> tuple[Any, Plan | None]:
     """``_native.ga_apply`` on the cluster: rows split, a one-row operand (applied to every
     row of the other) bound whole to every chunk."""
+    _host_only(*operands, out)
     items = max(len(o) for o in operands)
     broadcast = [len(o) == 1 and items != 1 for o in operands]
 
@@ -123,41 +121,59 @@ def _batched_rows(
     return a3.shape[1], 1, lambda s, e: [np.ascontiguousarray(a3[:, s:e]), Shared(other)]
 
 
+def _batch_view(a: Any, other: Any, out: Any) -> tuple[Any, Any, Any]:
+    """The operands and ``out`` of a product with a batch axis (an unbatched ``a`` gets one
+    of a single entry); the nodes' native calls check them. A DeviceArray lives on one
+    context's devices: a cluster cannot take it."""
+    _host_only(a, out)
+    if a.ndim == 3:
+        return a, other, out
+    return a[None], other[None], None if out is None else out[None]
+
+
 def tropical_matmul(
     ctx: Dispatcher,
-    a: npt.NDArray[np.float32],
+    a: Any,
     b: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
-    out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
+    out: Any = None,
+    a_shape: tuple[int, ...] | None = None,
+) -> tuple[Any, Plan | None]:
     """``_native.tropical_matmul`` on the cluster."""
-    items, axis, parts = _batched_rows(a, b)
+    a3, b3, out3 = _batch_view(a, b, out)
+    items, axis, parts = _batched_rows(a3, b3)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "tropical_matmul", (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
 
     # Rows of a in, rows of the (batch, m, n) result out, per item.
-    out_bytes = 4.0 * a.shape[0] * a.shape[1] * b.shape[2]
-    per_item = (a.nbytes + out_bytes) / max(items, 1)
-    return _run_rows(ctx, TROPICAL, items, call, per_item, strategy, axis, out)
+    out_bytes = 4.0 * a3.shape[0] * a3.shape[1] * b3.shape[-1]
+    per_item = (a3.nbytes + out_bytes) / max(items, 1)
+    result, plan = _run_rows(ctx, TROPICAL, items, call, per_item, strategy, axis, out3)
+    return (result if a.ndim == 3 else result[0]), plan
 
 
 def tropical_matvec(
     ctx: Dispatcher,
-    a: npt.NDArray[np.float32],
+    a: Any,
     x: npt.NDArray[np.float32],
     semiring: str,
     strategy: str | None = None,
-    out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
+    out: Any = None,
+    a_shape: tuple[int, ...] | None = None,
+) -> tuple[Any, Plan | None]:
     """``_native.tropical_matvec`` on the cluster."""
-    items, axis, parts = _batched_rows(a, x)
+    a3, x2, out2 = _batch_view(a, x, out)
+    items, axis, parts = _batched_rows(a3, x2)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "tropical_matvec", (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
 
-    return _run_rows(ctx, TROPICAL, items, call, a.nbytes / max(items, 1), strategy, axis, out)
+    result, plan = _run_rows(
+        ctx, TROPICAL, items, call, a3.nbytes / max(items, 1), strategy, axis, out2
+    )
+    return (result if a.ndim == 3 else result[0]), plan
 
 
 def shortest_paths(
@@ -183,12 +199,13 @@ def shortest_paths(
 
 def fisher_information(
     ctx: Dispatcher,
-    scores: npt.NDArray[np.float32],
+    scores: Any,
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
     out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float64], Plan]:
+) -> tuple[npt.NDArray[np.float64], Plan | None]:
     """``_native.fisher_information`` on the cluster, bit-identical to one context."""
+    _host_only(scores)
     prepared = _native.fisher_prepare(scores, weights)
     s = scores if prepared["scores"] is None else prepared["scores"]
     # fisher_prepare returns weights whenever it made them (ones without weights).
@@ -219,12 +236,13 @@ def fisher_information(
 
 def fisher_categorical(
     ctx: Dispatcher,
-    values: npt.NDArray[np.float32],
+    values: Any,
     logits: bool,
     strategy: str | None = None,
-    out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
+    out: Any = None,
+) -> tuple[Any, Plan | None]:
     """``_native.fisher_categorical`` on the cluster."""
+    _host_only(values, out)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "fisher_categorical", (ArraySlot(0), logits), [values[start:stop]]
@@ -236,12 +254,13 @@ def fisher_categorical(
 
 def fisher_gaussian(
     ctx: Dispatcher,
-    mean: npt.NDArray[np.float32],
-    var: npt.NDArray[np.float32],
+    mean: Any,
+    var: Any,
     strategy: str | None = None,
-    out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
+    out: Any = None,
+) -> tuple[Any, Plan | None]:
     """``_native.fisher_gaussian`` on the cluster."""
+    _host_only(mean, var, out)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "fisher_gaussian", (ArraySlot(0), ArraySlot(1)), [mean[start:stop], var[start:stop]]

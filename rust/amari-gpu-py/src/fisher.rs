@@ -1,199 +1,139 @@
-//! Information-geometry kernels (Fisher information) on numpy arrays, and the empirical
-//! Fisher matrix of resident scores; every result is written into the caller's `out` when
-//! given.
+//! Information-geometry kernels (Fisher information), one function per operation for
+//! numpy arrays and DeviceArrays alike; every result is written into the caller's `out`
+//! when given.
 
+use amari_gpu::ResidentOperand as Operand;
 use numpy::ndarray::{Ix2, Ix3};
-use numpy::{PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2};
+use numpy::{PyArray2, PyReadonlyArray1};
 use pyo3::prelude::*;
 
-use crate::arrays::{claim, contiguous, returned_into, run_into};
+use crate::arrays::{claim, contiguous, returned_into};
 use crate::context::PyContext;
 use crate::detach::run_detached;
+use crate::errors::to_pyerr;
 use crate::plans::plan_record;
-use crate::resident::PyDeviceArray;
+use crate::resident::{run_to, PyDeviceArray, PyOperand, PyOut, Returned};
 
-type Matrices<'py> = (Bound<'py, PyArray3<f32>>, Bound<'py, PyAny>);
+/// The plan a call followed, as a dict (None when it ran where resident rows live).
+type Plan<'py> = Option<Bound<'py, PyAny>>;
 
-/// Empirical Fisher matrix of C-contiguous float32 (N, P) scores with optional (N,)
-/// weights; returns the float64 (P, P) matrix and the plan.
+/// The core's view of an operand: a DeviceArray's rows, or host rows (C-contiguous), and
+/// its width.
+fn operand<'a>(
+    o: &'a PyOperand<'_>,
+    held: &'a Option<PyRef<'_, PyDeviceArray>>,
+    name: &str,
+) -> PyResult<(Operand<'a>, usize)> {
+    Ok(match (o, held) {
+        (PyOperand::Host(h), _) => (Operand::Host(contiguous(h, name)?), h.as_array().ncols()),
+        (PyOperand::Resident(_), Some(r)) => (Operand::Resident(&r.inner), r.inner.cols()),
+        (PyOperand::Resident(r), None) => {
+            let error = amari_gpu::Error::Internal(format!("{name}: DeviceArray not borrowed"));
+            return Err(to_pyerr(r.py(), error));
+        }
+    })
+}
+
+/// The borrow of a DeviceArray operand (None for host rows).
+fn held<'py>(o: &PyOperand<'py>) -> Option<PyRef<'py, PyDeviceArray>> {
+    match o {
+        PyOperand::Resident(r) => Some(r.borrow()),
+        PyOperand::Host(_) => None,
+    }
+}
+
+/// The rows of an operand.
+fn rows(o: &PyOperand<'_>) -> usize {
+    match o {
+        PyOperand::Resident(r) => r.get().inner.rows(),
+        PyOperand::Host(h) => h.as_array().nrows(),
+    }
+}
+
+/// Empirical Fisher matrix of (N, P) `scores` (a DeviceArray, reduced where its rows live,
+/// or C-contiguous float32 rows) with optional (N,) weights; returns the float64 (P, P)
+/// matrix and the plan (None for a DeviceArray).
 #[pyfunction]
 #[pyo3(signature = (ctx, scores, weights=None, strategy=None, out=None))]
 fn fisher_information<'py>(
     py: Python<'py>,
     ctx: &PyContext,
-    scores: PyReadonlyArray2<'py, f32>,
+    scores: PyOperand<'py>,
     weights: Option<PyReadonlyArray1<'py, f32>>,
     strategy: Option<&str>,
     out: Option<Bound<'py, PyArray2<f64>>>,
-) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyAny>)> {
+) -> PyResult<(Bound<'py, PyArray2<f64>>, Plan<'py>)> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
-    let p = scores.as_array().ncols();
-    let scores_slice = contiguous(&scores, "scores")?;
+    let borrowed = held(&scores);
+    let (scores, p) = operand(&scores, &borrowed, "scores")?;
     let weights_slice = weights
         .as_ref()
         .map(|w| contiguous(w, "weights"))
         .transpose()?;
     let claimed = claim(py, Ix2(p, p), out)?;
     let inner = ctx.context(py)?;
-    let fisher = run_detached(py, move || {
-        amari_gpu::fisher::fisher_information(&inner, scores_slice, p, weights_slice, strategy)
+    let (matrix, plan) = run_detached(py, move || {
+        amari_gpu::fisher::fisher_information_of(&inner, scores, p, weights_slice, strategy)
     })?;
-    let matrix = returned_into(py, Ix2(p, p), claimed, fisher.matrix)?;
-    Ok((matrix, plan_record(py, &fisher.plan)?))
+    let matrix = returned_into(py, Ix2(p, p), claimed, matrix)?;
+    let plan = plan.map(|p| plan_record(py, &p)).transpose()?;
+    Ok((matrix, plan))
 }
 
-/// Empirical Fisher matrix of the resident (N, P) `scores` with optional C-contiguous
-/// float32 (N,) weights, computed where the rows live; returns the float64 (P, P) matrix.
-#[pyfunction]
-#[pyo3(signature = (ctx, scores, weights=None, out=None))]
-fn resident_fisher_information<'py>(
-    py: Python<'py>,
-    ctx: &PyContext,
-    scores: PyRef<'py, PyDeviceArray>,
-    weights: Option<PyReadonlyArray1<'py, f32>>,
-    out: Option<Bound<'py, PyArray2<f64>>>,
-) -> PyResult<Bound<'py, PyArray2<f64>>> {
-    let p = scores.inner.cols();
-    let weights_slice = weights
-        .as_ref()
-        .map(|w| contiguous(w, "weights"))
-        .transpose()?;
-    let claimed = claim(py, Ix2(p, p), out)?;
-    let inner = ctx.context(py)?;
-    let array = &scores.inner;
-    let matrix = run_detached(py, move || {
-        amari_gpu::fisher::fisher_information_resident(&inner, array, weights_slice)
-    })?;
-    returned_into(py, Ix2(p, p), claimed, matrix)
-}
-
-/// `diag(p) - p p^T` of the resident (N, K) `values` (probabilities, or logits when
-/// `logits`) where their rows live: the resident (N, K*K) result, or `None` once written
-/// into the resident `out`.
-#[pyfunction]
-#[pyo3(signature = (ctx, values, logits, out=None))]
-fn resident_fisher_categorical(
-    py: Python<'_>,
-    ctx: &PyContext,
-    values: PyRef<'_, PyDeviceArray>,
-    logits: bool,
-    out: Option<PyRef<'_, PyDeviceArray>>,
-) -> PyResult<Option<PyDeviceArray>> {
-    let inner = ctx.context(py)?;
-    let array = &values.inner;
-    let target = out.as_deref().map(|o| &o.inner);
-    let result = run_detached(py, move || {
-        amari_gpu::fisher::fisher_categorical_resident(&inner, array, logits, target)
-    })?;
-    Ok(result.map(|inner| PyDeviceArray { inner }))
-}
-
-/// The diagonal-Gaussian Fisher map with `mean` or `var` resident (each a DeviceArray or a
-/// C-contiguous float32 (N, D) array): the resident (N, (2D)^2) result, or `None` once
-/// written into the resident `out`.
-#[pyfunction]
-#[pyo3(signature = (ctx, mean, var, out=None))]
-fn resident_fisher_gaussian(
-    py: Python<'_>,
-    ctx: &PyContext,
-    mean: OperandArg<'_>,
-    var: OperandArg<'_>,
-    out: Option<PyRef<'_, PyDeviceArray>>,
-) -> PyResult<Option<PyDeviceArray>> {
-    let mean_rows = mean.rows("mean")?;
-    let var_rows = var.rows("var")?;
-    let inner = ctx.context(py)?;
-    let target = out.as_deref().map(|o| &o.inner);
-    let result = run_detached(py, move || {
-        amari_gpu::fisher::fisher_gaussian_resident(&inner, mean_rows, var_rows, target)
-    })?;
-    Ok(result.map(|inner| PyDeviceArray { inner }))
-}
-
-/// One operand of the Gaussian map as Python passes it: a DeviceArray's rows, or host rows.
-#[derive(FromPyObject)]
-enum OperandArg<'py> {
-    Resident(PyRef<'py, PyDeviceArray>),
-    Host(PyReadonlyArray2<'py, f32>),
-}
-
-impl OperandArg<'_> {
-    /// The core's view of the operand (host rows must be C-contiguous).
-    fn rows(&self, name: &str) -> PyResult<amari_gpu::fisher::Rows<'_>> {
-        use amari_gpu::fisher::Rows;
-        Ok(match self {
-            OperandArg::Resident(r) => Rows::Resident(&r.inner),
-            OperandArg::Host(h) => Rows::Host(contiguous(h, name)?),
-        })
-    }
-}
-
-/// (N, K, K) float32 result of `work` writing into `out` or a zeroed buffer.
-fn batched<'py>(
-    py: Python<'py>,
-    rows: usize,
-    edge: usize,
-    out: Option<Bound<'py, PyArray3<f32>>>,
-    work: impl FnOnce(&mut [f32]) -> amari_gpu::Result<amari_gpu::Plan> + Send,
-) -> PyResult<Matrices<'py>> {
-    let (array, plan) = run_into(py, Ix3(rows, edge, edge), out, work)?;
-    Ok((array, plan_record(py, &plan)?))
-}
-
-/// Per-sample categorical Fisher `diag(p) - p p^T` of C-contiguous float32 (N, K) `values`:
-/// probabilities, or logits when `logits` is true (the Python package says which); returns
-/// the (N, K, K) float32 batch and the plan.
+/// Per-sample categorical Fisher `diag(p) - p p^T` of (N, K) `values` (a DeviceArray or
+/// C-contiguous float32 rows): probabilities, or logits when `logits` is true (the Python
+/// package says which). The (N, K, K) float32 result is a numpy array, a new DeviceArray
+/// (K rows per sample) for DeviceArray `values`, or written into `out`; with the plan.
 #[pyfunction]
 #[pyo3(signature = (ctx, values, logits, strategy=None, out=None))]
 fn fisher_categorical<'py>(
     py: Python<'py>,
     ctx: &PyContext,
-    values: PyReadonlyArray2<'py, f32>,
+    values: PyOperand<'py>,
     logits: bool,
     strategy: Option<&str>,
-    out: Option<Bound<'py, PyArray3<f32>>>,
-) -> PyResult<Matrices<'py>> {
+    out: Option<PyOut<'py, Ix3>>,
+) -> Returned<'py> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
-    let inner = ctx.context(py)?;
-    let (rows, k) = values.as_array().dim();
-    let data = contiguous(&values, if logits { "logits" } else { "probs" })?;
-    batched(py, rows, k, out, move |out| {
-        if logits {
-            amari_gpu::fisher::fisher_categorical_logits(&inner, data, k, out, strategy)
-        } else {
-            amari_gpu::fisher::fisher_categorical_probs(&inner, data, k, out, strategy)
-        }
+    let n = rows(&values);
+    let borrowed = held(&values);
+    let (data, k) = operand(&values, &borrowed, if logits { "logits" } else { "probs" })?;
+    let resident = borrowed.is_some();
+    run_to(py, ctx, resident, (Ix3(n, k, k), out), move |inner, out| {
+        amari_gpu::fisher::fisher_categorical(inner, data, (k, logits), out, strategy)
     })
 }
 
-/// Per-sample Fisher matrix of diagonal Gaussians from C-contiguous float32 (N, D) `mean`
-/// and `var` (the core checks `var` has the length of `mean`); returns the (N, 2D, 2D)
-/// float32 batch and the plan.
+/// Per-sample Fisher matrix of diagonal Gaussians from (N, D) `mean` and `var`, each a
+/// DeviceArray or C-contiguous float32 rows (the core checks `var` has the shape of
+/// `mean`). The (N, 2D, 2D) float32 result is a numpy array, a new DeviceArray (2D rows
+/// per sample) when an operand is one, or written into `out`; with the plan.
 #[pyfunction]
 #[pyo3(signature = (ctx, mean, var, strategy=None, out=None))]
 fn fisher_gaussian<'py>(
     py: Python<'py>,
     ctx: &PyContext,
-    mean: PyReadonlyArray2<'py, f32>,
-    var: PyReadonlyArray2<'py, f32>,
+    mean: PyOperand<'py>,
+    var: PyOperand<'py>,
     strategy: Option<&str>,
-    out: Option<Bound<'py, PyArray3<f32>>>,
-) -> PyResult<Matrices<'py>> {
+    out: Option<PyOut<'py, Ix3>>,
+) -> Returned<'py> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
-    let (rows, d) = mean.as_array().dim();
-    let (mean_slice, var_slice) = (contiguous(&mean, "mean")?, contiguous(&var, "var")?);
-    let inner = ctx.context(py)?;
-    batched(py, rows, 2 * d, out, move |out| {
-        amari_gpu::fisher::fisher_gaussian_diag(&inner, mean_slice, var_slice, d, out, strategy)
+    let (n, var_n) = (rows(&mean), rows(&var));
+    let (mean_held, var_held) = (held(&mean), held(&var));
+    let (mean_rows, d) = operand(&mean, &mean_held, "mean")?;
+    let (var_rows, var_d) = operand(&var, &var_held, "var")?;
+    let resident = mean_held.is_some() || var_held.is_some();
+    let (operands, shapes) = ((mean_rows, var_rows), [(n, d), (var_n, var_d)]);
+    let dim = Ix3(n, 2 * d, 2 * d);
+    run_to(py, ctx, resident, (dim, out), move |inner, out| {
+        amari_gpu::fisher::fisher_gaussian(inner, operands, shapes, out, strategy)
     })
 }
 
 /// Adds this module's functions to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fisher_information, m)?)?;
-    m.add_function(wrap_pyfunction!(resident_fisher_information, m)?)?;
-    m.add_function(wrap_pyfunction!(resident_fisher_categorical, m)?)?;
-    m.add_function(wrap_pyfunction!(resident_fisher_gaussian, m)?)?;
     m.add_function(wrap_pyfunction!(fisher_categorical, m)?)?;
     m.add_function(wrap_pyfunction!(fisher_gaussian, m)?)?;
     Ok(())

@@ -1,20 +1,23 @@
-//! Geometric-algebra kernels on numpy batches: one entry point for every operation of
-//! Cl(p, q, r); the Python package validates arguments, broadcasts and shapes the result.
+//! Geometric-algebra kernels on numpy batches and DeviceArrays: one entry point for every
+//! operation of Cl(p, q, r); the Python package broadcasts and shapes the result, the core
+//! checks the operands and runs them where they live.
 
-use amari_gpu::ga::{apply, shape, Algebra, Operation};
+use amari_gpu::ga::{self, Algebra, Operation};
+use amari_gpu::ResidentOperand as Operand;
 use numpy::ndarray::Ix2;
-use numpy::{PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 
-use crate::arrays::{check_batches, contiguous, run_into};
+use crate::arrays::{check_batches, contiguous};
 use crate::context::PyContext;
 use crate::errors::to_pyerr;
-use crate::plans::plan_record;
+use crate::resident::{run_to, PyDeviceArray, PyOperand, PyOut, Returned};
 
-/// Runs `operation` (a method name of the Python API) of Cl(p, q, r) on C-contiguous
-/// float32 operands of shape (N, 2ⁿ), one of a product's two possibly (1, 2ⁿ) to be applied
-/// to every row of the other; `grades` is the grade mask of a projection. Returns the
-/// (N, output words) result (written into `out` when given) and the plan that was followed.
+/// Runs `operation` (a method name of the Python API) of Cl(p, q, r) on operands of 2ⁿ
+/// words per row, each a DeviceArray or a C-contiguous float32 (N, 2ⁿ) array; one of a
+/// product's two may be a single row, applied to every row of the other. `grades` is the
+/// grade mask of a projection. The (N, output words) result is a numpy array, a new
+/// DeviceArray when an operand is one, or written into `out`; returned with the plan (None
+/// when the call ran where resident rows live).
 #[pyfunction]
 #[pyo3(signature = (ctx, operation, signature, operands, grades=0, strategy=None, out=None))]
 fn ga_apply<'py>(
@@ -22,11 +25,11 @@ fn ga_apply<'py>(
     ctx: &Bound<'py, PyContext>,
     operation: &str,
     signature: (u32, u32, u32),
-    operands: Vec<PyReadonlyArray2<'py, f32>>,
+    operands: Vec<PyOperand<'py>>,
     grades: u32,
     strategy: Option<&str>,
-    out: Option<Bound<'py, PyArray2<f32>>>,
-) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyAny>)> {
+    out: Option<PyOut<'py>>,
+) -> Returned<'py> {
     let py = ctx.py();
     let ctx = ctx.borrow();
     let strategy = ctx.strategy_or_default(py, strategy)?;
@@ -34,22 +37,50 @@ fn ga_apply<'py>(
     let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
     let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
     let names = op.operands();
-    let mut slices = Vec::with_capacity(operands.len());
-    for (array, name) in operands
+    let refs: Vec<Option<PyRef<'_, PyDeviceArray>>> = operands
         .iter()
+        .map(|o| match o {
+            PyOperand::Resident(r) => Some(r.borrow()),
+            PyOperand::Host(_) => None,
+        })
+        .collect();
+    let mut ops = Vec::with_capacity(operands.len());
+    for ((operand, held), name) in operands
+        .iter()
+        .zip(&refs)
         .zip(names.iter().chain(std::iter::repeat(&"operand")))
     {
-        // Rows are the core's business (broadcast); the width must be the algebra's.
-        check_batches(py, &[(name, array)], algebra.blades())?;
-        slices.push(contiguous(array, name)?);
+        ops.push(match (operand, held) {
+            (PyOperand::Host(array), _) => {
+                // A host batch's rows are the core's business (broadcast); its width must
+                // be the algebra's before it is read as flat rows.
+                check_batches(py, &[(name, array)], algebra.blades())?;
+                Operand::Host(contiguous(array, name)?)
+            }
+            (PyOperand::Resident(_), Some(r)) => Operand::Resident(&r.inner),
+            (PyOperand::Resident(_), None) => {
+                let error = amari_gpu::Error::Internal("a DeviceArray not borrowed".into());
+                return Err(to_pyerr(py, error));
+            }
+        });
     }
-    let (items, _) = shape(&algebra, op, &slices).map_err(|e| to_pyerr(py, e))?;
-    let words = op.output_words(&algebra);
-    let inner = ctx.context(py)?;
-    let (array, plan) = run_into(py, Ix2(items, words), out, move |out| {
-        apply(&inner, &algebra, op, &slices, out, strategy)
-    })?;
-    Ok((array, plan_record(py, &plan)?))
+    let rows: Vec<usize> = ops
+        .iter()
+        .map(|o| match o {
+            Operand::Host(data) => data.len() / algebra.blades(),
+            Operand::Resident(r) => r.rows(),
+        })
+        .collect();
+    // A single multivector is applied to every row of the other operand (the core checks
+    // that the rest agree).
+    let items = rows.iter().copied().find(|&n| n != 1).unwrap_or(1);
+    let resident = refs.iter().any(Option::is_some);
+    let dim = Ix2(items, op.output_words(&algebra));
+    // Checked before `out` is taken: an argument error is not a call that began writing.
+    let ready = ga::check(&algebra, op, &ops).map_err(|e| to_pyerr(py, e))?;
+    run_to(py, &ctx, resident, (dim, out), move |inner, out| {
+        ready.run(inner, out, strategy)
+    })
 }
 
 /// Adds this module's functions to `_native`.

@@ -45,6 +45,14 @@ fn add_names(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// The kernel family a workload named `kernel` belongs to (a family name, a public
+/// operation's name, or a `family/kernel` label), from the families' own definitions;
+/// `None` for a name of no family.
+#[pyfunction]
+fn family_of(kernel: &str) -> Option<&'static str> {
+    amari_gpu::Family::of(kernel).map(amari_gpu::Family::name)
+}
+
 /// The native half of the `amari_gpu` package.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -55,6 +63,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(adapters::default_selection, m)?)?;
     m.add_class::<context::PyContext>()?;
     m.add_function(wrap_pyfunction!(context::check_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(family_of, m)?)?;
     ga::register(m)?;
     tropical::register(m)?;
     fisher::register(m)?;

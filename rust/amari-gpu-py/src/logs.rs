@@ -4,8 +4,9 @@
 //! naga) are not forwarded.
 //!
 //! pyo3-log caches each Python logger's effective level the first time a record of that
-//! module is seen, so that a disabled level costs no GIL. After changing the level of an
-//! `amari_gpu` logger later on, `reset_log_levels()` makes the next records read it again.
+//! module is seen, so that a disabled level costs no GIL. `amari_gpu._logging` empties that
+//! cache (through `reset_log_levels`) whenever Python's `logging` empties its own level
+//! cache, i.e. on every level change, so logging configured after the first call is seen.
 
 use std::sync::OnceLock;
 
@@ -30,7 +31,8 @@ pub fn install(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
-/// Forgets the cached levels of the `amari_gpu` loggers; call after changing one.
+/// Forgets the cached levels of the `amari_gpu` loggers: called on every level change made
+/// through Python's `logging`.
 #[pyfunction]
 fn reset_log_levels() {
     if let Some(handle) = RESET.get() {

@@ -1,17 +1,18 @@
-//! Device-resident arrays: the native handle behind `amari_gpu.DeviceArray`, upload,
-//! gather, and geometric-algebra operations on resident operands. The Python package checks
-//! arguments and keeps shapes; the core places, runs and rebuilds.
+//! Device-resident arrays: the native handle behind `amari_gpu.DeviceArray`, upload and
+//! gather; the operands (`PyOperand`) and `out` (`PyOut`) every operation takes, and the one
+//! rule for where its result goes (`run_to`). The core places, runs and rebuilds.
 
-use amari_gpu::ga::{kernel, Algebra, Broadcast, Operation};
-use amari_gpu::{ResidentArray, ResidentOperand as Operand};
-use numpy::ndarray::Ix2;
-use numpy::{PyArray2, PyReadonlyArray2};
+use amari_gpu::context::MultiGpuContext;
+use amari_gpu::{Destination, Outcome, ResidentArray};
+use numpy::ndarray::{Dimension, Ix2};
+use numpy::{PyArray, PyArray2, PyReadonlyArray, PyReadonlyArray2};
 use pyo3::prelude::*;
 
 use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
+use crate::plans::plan_record;
 
 /// Rows of f32 words held on a context's devices (`amari_gpu.DeviceArray` wraps it).
 #[pyclass(module = "amari_gpu._native", name = "DeviceArray", frozen)]
@@ -85,35 +86,14 @@ fn resident_gather<'py>(
     Ok(out)
 }
 
-/// Runs `kernel` on `ops`: a new resident result, or `None` once written into `out`.
-pub(crate) fn run_resident_call(
-    py: Python<'_>,
-    ctx: &PyContext,
-    kernel: amari_gpu::kernel::Kernel,
-    ops: Vec<(&str, Operand<'_>)>,
-    out: Option<&PyDeviceArray>,
-) -> PyResult<Option<PyDeviceArray>> {
-    let inner = ctx.context(py)?;
-    match out {
-        Some(target) => {
-            let target = &target.inner;
-            run_detached(py, move || inner.run_resident_into(&kernel, &ops, target))?;
-            Ok(None)
-        }
-        None => {
-            let array = run_detached(py, move || inner.run_resident(&kernel, &ops))?;
-            Ok(Some(PyDeviceArray { inner: array }))
-        }
-    }
-}
-
-/// One operand as Python passes it: a resident array or a float32 (N, C) array.
-pub(crate) enum PyOperand<'py> {
+/// One operand as Python passes it: a resident array or a float32 array (of dimension `D`:
+/// (N, C) rows unless an operation takes its operands as the caller shaped them).
+pub(crate) enum PyOperand<'py, D: Dimension = Ix2> {
     Resident(Bound<'py, PyDeviceArray>),
-    Host(PyReadonlyArray2<'py, f32>),
+    Host(PyReadonlyArray<'py, f32, D>),
 }
 
-impl<'py> FromPyObject<'_, 'py> for PyOperand<'py> {
+impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOperand<'py, D> {
     type Error = PyErr;
     fn extract(ob: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
         if let Ok(resident) = ob.cast::<PyDeviceArray>() {
@@ -123,59 +103,78 @@ impl<'py> FromPyObject<'_, 'py> for PyOperand<'py> {
     }
 }
 
-/// Runs GA `operation` of Cl(p, q, r) on operands of which at least one batch is a
-/// DeviceArray; a host operand of one row is applied to every row. Returns the resident
-/// result, or `None` once written into the DeviceArray `out` (its shape the result's).
-#[pyfunction]
-#[pyo3(signature = (ctx, operation, signature, operands, grades=0, out=None))]
-fn resident_ga_apply(
-    py: Python<'_>,
-    ctx: &PyContext,
-    operation: &str,
-    signature: (u32, u32, u32),
-    operands: Vec<PyOperand<'_>>,
-    grades: u32,
-    out: Option<PyRef<'_, PyDeviceArray>>,
-) -> PyResult<Option<PyDeviceArray>> {
-    let (p, q, r) = signature;
-    let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
-    let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
-    op.check(&algebra).map_err(|e| to_pyerr(py, e))?;
-    let names = op.operands();
-    // Which operand is applied to every row: the core's rule for numpy operands
-    // (`ga::shape`), so that both paths run the same kernel.
-    let rows = |o: &PyOperand<'_>| match o {
-        PyOperand::Resident(r) => r.get().inner.rows(),
-        PyOperand::Host(a) => a.as_array().nrows(),
-    };
-    let broadcast = match operands.as_slice() {
-        [a, b] if rows(a) == 1 && rows(b) != 1 => Broadcast::Left,
-        [a, b] if rows(b) == 1 && rows(a) != 1 => Broadcast::Right,
-        _ => Broadcast::None,
-    };
-    let refs: Vec<PyRef<'_, PyDeviceArray>> = operands
-        .iter()
-        .filter_map(|o| match o {
-            PyOperand::Resident(r) => Some(r.borrow()),
-            PyOperand::Host(_) => None,
-        })
-        .collect();
-    let mut resident = refs.iter();
-    let mut ops = Vec::with_capacity(operands.len());
-    for (o, name) in operands
-        .iter()
-        .zip(names.iter().chain(std::iter::repeat(&"operand")))
-    {
-        let operand = match o {
-            PyOperand::Resident(_) => {
-                Operand::Resident(&resident.next().expect("one ref per resident operand").inner)
-            }
-            PyOperand::Host(a) => Operand::Host(contiguous(a, name)?),
-        };
-        ops.push((*name, operand));
+/// A call's `out` as Python passes it: a resident array or a float32 array.
+pub(crate) enum PyOut<'py, D: Dimension = Ix2> {
+    Resident(Bound<'py, PyDeviceArray>),
+    Host(Bound<'py, PyArray<f32, D>>),
+}
+
+impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOut<'py, D> {
+    type Error = PyErr;
+    fn extract(ob: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(resident) = ob.cast::<PyDeviceArray>() {
+            return Ok(PyOut::Resident(resident.to_owned()));
+        }
+        Ok(PyOut::Host(ob.cast::<PyArray<f32, D>>()?.to_owned()))
     }
-    let kernel = kernel(&algebra, op, broadcast);
-    run_resident_call(py, ctx, kernel, ops, out.as_deref())
+}
+
+/// A call's result as Python gets it (a numpy array, a new DeviceArray, or the caller's
+/// `out`) and the plan it followed (None when it ran where resident rows live).
+pub(crate) type Returned<'py> = PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyAny>>)>;
+
+/// Runs `work` without the GIL into the destination the caller's `out` and operands ask
+/// for, one rule for every operation: a DeviceArray `out` is written into and returned; with
+/// a `resident` operand, a new DeviceArray (gathered into a numpy `out` when given);
+/// otherwise host words of shape `dim` (the caller's numpy `out`, or a new array).
+pub(crate) fn run_to<'py, D, F>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    resident: bool,
+    (dim, out): (D, Option<PyOut<'py, D>>),
+    work: F,
+) -> Returned<'py>
+where
+    D: Dimension,
+    F: FnOnce(&MultiGpuContext, Destination<'_>) -> amari_gpu::Result<Outcome> + Send,
+{
+    let inner = ctx.context(py)?;
+    match out {
+        Some(PyOut::Resident(out)) => {
+            let target = out.borrow();
+            let target_ref = &target.inner;
+            run_detached(py, move || {
+                work(&inner, Destination::Resident(Some(target_ref)))
+            })?;
+            drop(target);
+            Ok((out.into_any(), None))
+        }
+        out if resident => {
+            // A new resident result first: nothing of a numpy `out` is written before the
+            // gather, so an error until then is the call's own (not a partly written out).
+            let ran = run_detached(py, || work(&inner, Destination::Resident(None)))?;
+            let array = ran.array.ok_or_else(|| {
+                to_pyerr(py, amari_gpu::Error::Internal("no resident result".into()))
+            })?;
+            if let Some(PyOut::Host(out)) = out {
+                let (out, ()) = run_into(py, dim, Some(out), |o| inner.gather(&array, o))?;
+                return Ok((out.into_any(), None));
+            }
+            let handle = Bound::new(py, PyDeviceArray { inner: array })?;
+            Ok((handle.into_any(), None))
+        }
+        out => {
+            let host_out = match out {
+                Some(PyOut::Host(out)) => Some(out),
+                _ => None,
+            };
+            let (array, ran) = run_into(py, dim, host_out, move |out| {
+                work(&inner, Destination::Host(out))
+            })?;
+            let plan = ran.plan.map(|p| plan_record(py, &p)).transpose()?;
+            Ok((array.into_any(), plan))
+        }
+    }
 }
 
 /// Adds this module's class and functions to `_native`.
@@ -183,6 +182,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDeviceArray>()?;
     m.add_function(wrap_pyfunction!(resident_upload, m)?)?;
     m.add_function(wrap_pyfunction!(resident_gather, m)?)?;
-    m.add_function(wrap_pyfunction!(resident_ga_apply, m)?)?;
     Ok(())
 }

@@ -1,10 +1,12 @@
-//! Tropical products and shortest paths on numpy arrays; every result is written into the
-//! caller's `out` when given. The matrix-vector and matrix products also run on a resident
-//! `a`, checked from its per-row statistics.
+//! Tropical products and shortest paths. Each product is one function for numpy and
+//! DeviceArray left operands: the core checks the operands in the caller's shapes and runs
+//! them where they live; the result is written into the caller's `out` when given.
 
-use amari_gpu::tropical::{self, BatchShape, ResidentProduct, Semiring};
-use numpy::ndarray::{Ix2, Ix3};
-use numpy::{PyArray2, PyArray3, PyReadonlyArray2, PyReadonlyArray3};
+use amari_gpu::context::MultiGpuContext;
+use amari_gpu::tropical::{self, Operands, Semiring};
+use amari_gpu::{Error, Ready, ResidentOperand};
+use numpy::ndarray::{Ix2, IxDyn};
+use numpy::{PyArray2, PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use crate::arrays::{contiguous, run_into};
@@ -12,59 +14,140 @@ use crate::context::PyContext;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
 use crate::plans::plan_record;
-use crate::resident::PyDeviceArray;
+use crate::resident::{run_to, PyOperand, PyOut, Returned};
 
-type Returned<'py, A> = PyResult<(Bound<'py, A>, Bound<'py, PyAny>)>;
+type Paths<'py> = PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyAny>)>;
 
-/// Batched tropical product of C-contiguous float32 (batch, m, k) and (batch, k, n)
-/// arrays; returns the (batch, m, n) product and the plan that was followed.
-#[pyfunction]
-#[pyo3(signature = (ctx, a, b, semiring, strategy=None, out=None))]
-fn tropical_matmul<'py>(
-    py: Python<'py>,
-    ctx: &PyContext,
-    a: PyReadonlyArray3<'py, f32>,
-    b: PyReadonlyArray3<'py, f32>,
-    semiring: &str,
-    strategy: Option<&str>,
-    out: Option<Bound<'py, PyArray3<f32>>>,
-) -> Returned<'py, PyArray3<f32>> {
-    let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
-    let strategy = ctx.strategy_or_default(py, strategy)?;
-    let (batch, m, k) = a.as_array().dim();
-    let n = b.as_array().dim().2;
-    let shape = BatchShape { batch, m, k, n };
-    let (a_slice, b_slice) = (contiguous(&a, "a")?, contiguous(&b, "b")?);
-    let inner = ctx.context(py)?;
-    let (array, plan) = run_into(py, Ix3(batch, m, n), out, move |out| {
-        tropical::tropical_matmul(&inner, a_slice, b_slice, shape, semiring, out, strategy)
-    })?;
-    Ok((array, plan_record(py, &plan)?))
+/// The checks of a tropical product in the core (what runs it comes with their result).
+type Check = for<'a> fn(&MultiGpuContext, Operands<'a>) -> amari_gpu::Result<Ready<'a>>;
+
+/// One tropical product of the core, as the bindings call it.
+struct Op {
+    /// The core's checks.
+    check: Check,
+    /// The right operand's argument name.
+    right: &'static str,
+    /// Whether the result keeps the right operand's last axis (a matrix product's n).
+    keeps_n: bool,
 }
 
-/// Batched tropical matrix-vector product of C-contiguous float32 (batch, m, k) and
-/// (batch, k) arrays; returns the (batch, m) product and the plan.
+/// A product call's arguments as Python passed them.
+struct Call<'py, 's> {
+    a: PyOperand<'py, IxDyn>,
+    a_shape: Option<Vec<usize>>,
+    b: PyReadonlyArrayDyn<'py, f32>,
+    semiring: &'s str,
+    strategy: Option<&'s str>,
+    out: Option<PyOut<'py, IxDyn>>,
+}
+
+/// Runs `op` on `call`: the result is a numpy array for a numpy `a`; for a DeviceArray `a`
+/// a new DeviceArray, or written into the caller's `out` (a DeviceArray or numpy array).
+fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Returned<'py> {
+    let py = call.b.py();
+    let semiring = Semiring::parse(call.semiring).map_err(|e| to_pyerr(py, e))?;
+    let strategy = ctx.strategy_or_default(py, call.strategy)?;
+    let b_shape = call.b.shape().to_vec();
+    let b = contiguous(&call.b, op.right)?;
+    let (resident, a_shape) = match &call.a {
+        PyOperand::Host(a) => (None, a.shape().to_vec()),
+        PyOperand::Resident(r) => {
+            let r = r.borrow();
+            let own = vec![r.inner.rows(), r.inner.cols()];
+            (Some(r), call.a_shape.clone().unwrap_or(own))
+        }
+    };
+    let a = match (&call.a, &resident) {
+        (PyOperand::Host(a), _) => ResidentOperand::Host(contiguous(a, "a")?),
+        (PyOperand::Resident(_), Some(r)) => ResidentOperand::Resident(&r.inner),
+        (PyOperand::Resident(_), None) => {
+            return Err(to_pyerr(
+                py,
+                Error::Internal("resident a not borrowed".into()),
+            ))
+        }
+    };
+    let operands = Operands {
+        semiring,
+        a,
+        a_shape: &a_shape,
+        b,
+        b_shape: &b_shape,
+    };
+    let mut dims = a_shape[..a_shape.len().saturating_sub(1)].to_vec();
+    if op.keeps_n {
+        dims.push(b_shape.last().copied().unwrap_or(0));
+    }
+    // Checked before `out` is taken: an argument error is not a call that began writing.
+    let (check, inner) = (op.check, ctx.context(py)?);
+    let checked = run_detached(py, move || check(&inner, operands))?;
+    run_to(
+        py,
+        ctx,
+        resident.is_some(),
+        (IxDyn(&dims), call.out),
+        move |inner, out| checked.run(inner, out, strategy),
+    )
+}
+
+/// Tropical product `a ⊗ b` in `semiring`: `a` a float32 (m, k) / (batch, m, k) array or a
+/// DeviceArray of that shape (`a_shape`: a handle knows only its rows and width), `b` a
+/// float32 (k, n) / (batch, k, n) array. Returns the result and the plan (see `Returned`).
 #[pyfunction]
-#[pyo3(signature = (ctx, a, x, semiring, strategy=None, out=None))]
-fn tropical_matvec<'py>(
-    py: Python<'py>,
+#[pyo3(signature = (ctx, a, b, semiring, strategy=None, out=None, a_shape=None))]
+fn tropical_matmul<'py>(
     ctx: &PyContext,
-    a: PyReadonlyArray3<'py, f32>,
-    x: PyReadonlyArray2<'py, f32>,
+    a: PyOperand<'py, IxDyn>,
+    b: PyReadonlyArrayDyn<'py, f32>,
     semiring: &str,
     strategy: Option<&str>,
-    out: Option<Bound<'py, PyArray2<f32>>>,
-) -> Returned<'py, PyArray2<f32>> {
-    let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
-    let strategy = ctx.strategy_or_default(py, strategy)?;
-    let (batch, m, k) = a.as_array().dim();
-    let shape = BatchShape { batch, m, k, n: 1 };
-    let (a_slice, x_slice) = (contiguous(&a, "a")?, contiguous(&x, "x")?);
-    let inner = ctx.context(py)?;
-    let (array, plan) = run_into(py, Ix2(batch, m), out, move |out| {
-        tropical::tropical_matvec(&inner, a_slice, x_slice, shape, semiring, out, strategy)
-    })?;
-    Ok((array, plan_record(py, &plan)?))
+    out: Option<PyOut<'py, IxDyn>>,
+    a_shape: Option<Vec<usize>>,
+) -> Returned<'py> {
+    let op = Op {
+        check: tropical::tropical_matmul,
+        right: "b",
+        keeps_n: true,
+    };
+    let call = Call {
+        a,
+        a_shape,
+        b,
+        semiring,
+        strategy,
+        out,
+    };
+    run_product(ctx, &op, call)
+}
+
+/// Tropical matrix-vector product `a ⊗ x` in `semiring`: `a` as for `tropical_matmul`, `x`
+/// a float32 (k,) / (batch, k) array; the result of shape (m,) / (batch, m), never written
+/// into a DeviceArray.
+#[pyfunction]
+#[pyo3(signature = (ctx, a, x, semiring, strategy=None, out=None, a_shape=None))]
+fn tropical_matvec<'py>(
+    ctx: &PyContext,
+    a: PyOperand<'py, IxDyn>,
+    x: PyReadonlyArrayDyn<'py, f32>,
+    semiring: &str,
+    strategy: Option<&str>,
+    out: Option<PyOut<'py, IxDyn>>,
+    a_shape: Option<Vec<usize>>,
+) -> Returned<'py> {
+    let op = Op {
+        check: tropical::tropical_matvec,
+        right: "x",
+        keeps_n: false,
+    };
+    let call = Call {
+        a,
+        a_shape,
+        b: x,
+        semiring,
+        strategy,
+        out,
+    };
+    run_product(ctx, &op, call)
 }
 
 /// All-pairs shortest paths of the digraph with C-contiguous float32 (n, n) weights;
@@ -77,7 +160,7 @@ fn shortest_paths<'py>(
     w: PyReadonlyArray2<'py, f32>,
     strategy: Option<&str>,
     out: Option<Bound<'py, PyArray2<f32>>>,
-) -> Returned<'py, PyArray2<f32>> {
+) -> Paths<'py> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let n = w.as_array().nrows();
     let w_slice = contiguous(&w, "w")?;
@@ -88,84 +171,8 @@ fn shortest_paths<'py>(
     Ok((array, plan_record(py, &plan)?))
 }
 
-/// Batched tropical matrix-vector product where the rows of the resident `a` live: `a`
-/// holds `batch * m` rows of k words, `x` is a C-contiguous float32 (batch, k) array.
-/// Returns the resident (batch * m, 1) result. NaN and overflow are the caller's checks.
-#[pyfunction]
-fn resident_tropical_matvec(
-    py: Python<'_>,
-    ctx: &PyContext,
-    a: PyRef<'_, PyDeviceArray>,
-    x: PyReadonlyArray2<'_, f32>,
-    semiring: &str,
-) -> PyResult<PyDeviceArray> {
-    let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
-    let (batch, k) = x.as_array().dim();
-    let m = a.inner.rows() / batch.max(1);
-    let shape = BatchShape { batch, m, k, n: 1 };
-    let x_slice = contiguous(&x, "x")?;
-    let inner = ctx.context(py)?;
-    let array = &a.inner;
-    let result = run_detached(py, move || {
-        tropical::tropical_matvec_resident(&inner, array, x_slice, shape, semiring)
-    })?;
-    Ok(PyDeviceArray { inner: result })
-}
-
-/// Per row of the resident `a`: the first NaN column (-1 without one) and the largest
-/// finite magnitude, as a resident (rows, 2) array with `a`'s sharding.
-#[pyfunction]
-fn resident_tropical_row_stats(
-    py: Python<'_>,
-    ctx: &PyContext,
-    a: PyRef<'_, PyDeviceArray>,
-) -> PyResult<PyDeviceArray> {
-    let inner = ctx.context(py)?;
-    let array = &a.inner;
-    let result = run_detached(py, move || {
-        tropical::tropical_row_stats_resident(&inner, array)
-    })?;
-    Ok(PyDeviceArray { inner: result })
-}
-
-/// Batched tropical product where the rows of the resident `a` live: `a` holds
-/// `batch * m` rows of k words, `b` is a C-contiguous float32 (batch, k, n) array. Returns
-/// the resident (batch * m, n) result, or `None` once written into the resident `out`.
-/// NaN and overflow are the caller's checks.
-#[pyfunction]
-#[pyo3(signature = (ctx, a, b, semiring, out=None))]
-fn resident_tropical_matmul(
-    py: Python<'_>,
-    ctx: &PyContext,
-    a: PyRef<'_, PyDeviceArray>,
-    b: PyReadonlyArray3<'_, f32>,
-    semiring: &str,
-    out: Option<PyRef<'_, PyDeviceArray>>,
-) -> PyResult<Option<PyDeviceArray>> {
-    let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
-    let (batch, k, n) = b.as_array().dim();
-    let m = a.inner.rows() / batch.max(1);
-    let shape = BatchShape { batch, m, k, n };
-    let b_slice = contiguous(&b, "b")?;
-    let inner = ctx.context(py)?;
-    let product = ResidentProduct {
-        a: &a.inner,
-        b: b_slice,
-        shape,
-        semiring,
-    };
-    let target = out.as_deref().map(|o| &o.inner);
-    let result = run_detached(py, move || {
-        tropical::tropical_matmul_resident(&inner, product, target)
-    })?;
-    Ok(result.map(|inner| PyDeviceArray { inner }))
-}
-
 /// Adds this module's functions to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(resident_tropical_matvec, m)?)?;
-    m.add_function(wrap_pyfunction!(resident_tropical_matmul, m)?)?;
-    m.add_function(wrap_pyfunction!(resident_tropical_row_stats, m)?)?;
     m.add_function(wrap_pyfunction!(tropical_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(tropical_matvec, m)?)?;
     m.add_function(wrap_pyfunction!(shortest_paths, m)?)?;

@@ -73,6 +73,14 @@ pub enum Error {
 /// Shorthand used throughout the crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// `dims` written as a Python tuple, `(3,)` or `(2, 4)`: a shape in an error's text as the
+/// caller of the Python API wrote it.
+pub(crate) fn shape_text(dims: &[usize]) -> String {
+    let items: Vec<String> = dims.iter().map(usize::to_string).collect();
+    let comma = if dims.len() == 1 { "," } else { "" };
+    format!("({}{comma})", items.join(", "))
+}
+
 impl Error {
     /// Rows of a flat row-major array named `argument` with `width` words per row; a shape
     /// error saying `expected` (the shape the caller wanted, e.g. "(N, 8)") when its length

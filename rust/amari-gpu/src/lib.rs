@@ -59,7 +59,7 @@ pub use interrupt::Interrupt;
 pub use model::DeviceModel;
 pub use options::ContextOptions;
 pub use plan::{DeviceWorkload, Plan, Strategy};
-pub use resident::{Operand as ResidentOperand, ResidentArray};
+pub use resident::{Destination, Operand as ResidentOperand, Outcome, Ready, ResidentArray};
 pub use workload::Workload;
 
 /// Version of the crate (and of the Python package built from it).

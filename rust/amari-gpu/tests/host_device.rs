@@ -11,9 +11,10 @@ use amari_gpu::fisher::{fisher_categorical_probs, fisher_gaussian_diag, fisher_i
 use amari_gpu::ga::host::GaKernel;
 use amari_gpu::ga::{apply, Algebra, Operation};
 use amari_gpu::kernel::{FmaMode, HostImpl};
-use amari_gpu::tropical::{tropical_matmul, tropical_matvec, BatchShape, Semiring};
+use amari_gpu::tropical::product::Variant;
+use amari_gpu::tropical::{BatchShape, Product, Semiring};
 use amari_gpu::{ContextOptions, MultiGpuContext, Strategy};
-use common::{logging, random, same_bits};
+use common::{logging, matmul_host, matvec_host, random, same_bits};
 
 /// A context on `backends` (none: lavapipe alone), `per_adapter` devices per adapter.
 fn open(backends: &[&str], per_adapter: usize, chunk_items: usize) -> MultiGpuContext {
@@ -184,13 +185,25 @@ fn mixed_contexts_give_lavapipe_bits_for_tropical_products() {
     for semiring in [Semiring::MaxPlus, Semiring::MinPlus] {
         check(&format!("matmul {semiring:?}"), 1, |ctx, s| {
             let mut out = vec![f32::NAN; 2 * 131 * 29];
-            tropical_matmul(ctx, &a, &b, shape, semiring, &mut out, Some(s)).expect("runs");
+            let product = Product {
+                semiring,
+                shape,
+                a: &a,
+                b: &b,
+            };
+            matmul_host(ctx, Variant::Tiled, product, &mut out, Some(s)).expect("runs");
             out
         });
         check(&format!("matvec {semiring:?}"), 17, |ctx, s| {
             let mut out = vec![f32::NAN; 2 * 131];
             let shape = BatchShape { n: 1, ..shape };
-            tropical_matvec(ctx, &a, &x, shape, semiring, &mut out, Some(s)).expect("runs");
+            let product = Product {
+                semiring,
+                shape,
+                a: &a,
+                b: &x,
+            };
+            matvec_host(ctx, product, &mut out, Some(s)).expect("runs");
             out
         });
     }

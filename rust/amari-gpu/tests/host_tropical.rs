@@ -9,9 +9,10 @@ use amari_gpu::host::HostPool;
 use amari_gpu::tropical::host::{TropicalMatvec, TropicalProduct};
 use amari_gpu::tropical::host_paths::shortest_paths_host;
 use amari_gpu::tropical::kernels::{item_batches, ProductShape, BLOCK_ROWS};
-use amari_gpu::tropical::{shortest_paths, tropical_matmul, tropical_matvec};
+use amari_gpu::tropical::product::Variant;
+use amari_gpu::tropical::{shortest_paths, Product};
 use amari_gpu::tropical::{BatchShape, Semiring};
-use common::{contexts, random, same_bits};
+use common::{contexts, matmul_host, matvec_host, random, same_bits};
 
 /// Small integers (so sums tie, often at ±0), with tropical zeros and, for products, some
 /// entries of the opposite infinity.
@@ -89,7 +90,13 @@ fn products_match_the_devices_bit_for_bit() {
             let host = host_matmul(&pool, s, shape, &a, &b);
             for (name, ctx) in &ctxs {
                 let mut dev = vec![f32::NAN; batch * m * n];
-                tropical_matmul(ctx, &a, &b, shape, s, &mut dev, None).expect("device runs");
+                let product = Product {
+                    semiring: s,
+                    shape,
+                    a: &a,
+                    b: &b,
+                };
+                matmul_host(ctx, Variant::Tiled, product, &mut dev, None).expect("device runs");
                 same_bits(&format!("{} {shape:?} on {name}", s.name()), &dev, &host);
             }
             // float64 reference: RN is monotonic, so the float32 max of rounded sums is the
@@ -143,7 +150,13 @@ fn matrix_vector_products_match_the_devices_bit_for_bit() {
             pool.run(&kernel, &inputs, cut..batch * m, hi);
             for (name, ctx) in &ctxs {
                 let mut dev = vec![f32::NAN; batch * m];
-                tropical_matvec(ctx, &a, &x, shape, s, &mut dev, None).expect("device runs");
+                let product = Product {
+                    semiring: s,
+                    shape,
+                    a: &a,
+                    b: &x,
+                };
+                matvec_host(ctx, product, &mut dev, None).expect("device runs");
                 same_bits(
                     &format!("{} matvec {shape:?} on {name}", s.name()),
                     &dev,

@@ -312,6 +312,168 @@ fn efficiency_floor(ratio: f64) -> f64 {
     (1.0 - 1.0 / 64.0) / (1.0 + ratio)
 }
 
+/// The smallest makespan the cost model allows, by exhaustion over the sets of devices with
+/// work (up to 2^8), with the planner's layout: runs in ascending device id, the last device
+/// with work holding the grid's short last chunk, the busy members of a group sharing its
+/// hardware. With the set fixed, the sharing and the holder of the short chunk are fixed and
+/// each device's time grows with its count, so the least feasible makespan is found by
+/// bisection on the chunks each device finishes under it (exact to rounding).
+fn optimum(w: &Workload, chunk_items: u64, models: &[DeviceModel]) -> f64 {
+    let n = w.items.div_ceil(chunk_items);
+    let d = models.len();
+    assert!(d <= 8, "exhaustion is for up to 8 devices");
+    let mut best = f64::INFINITY;
+    for set in 1u32..(1 << d) {
+        let members: Vec<usize> = (0..d).filter(|&i| set & (1 << i) != 0).collect();
+        let eligible = members
+            .iter()
+            .all(|&i| models[i].accepts_chunk(w, chunk_items));
+        if !eligible || members.len() as u64 > n {
+            continue;
+        }
+        let deficit = n * chunk_items - w.items;
+        let last = *members.iter().max_by_key(|&&i| models[i].device).unwrap();
+        let time_at = |i: usize, c: u64| {
+            let m = &models[i];
+            let sharing = members
+                .iter()
+                .filter(|&&j| models[j].group == m.group)
+                .count();
+            let short = if i == last { deficit } else { 0 };
+            m.seconds(w, c * chunk_items - short, c, sharing)
+        };
+        let fits = |i: usize, t: f64| {
+            // The most chunks (1..=n) member i finishes within t; 0 when not even one.
+            if time_at(i, 1) > t {
+                return 0;
+            }
+            let (mut lo, mut hi) = (1u64, n);
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                if time_at(i, mid) <= t {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            lo
+        };
+        let feasible = |t: f64| {
+            let caps: Vec<u64> = members.iter().map(|&i| fits(i, t)).collect();
+            caps.iter().all(|&c| c > 0) && caps.iter().sum::<u64>() >= n
+        };
+        let mut hi = members.iter().map(|&i| time_at(i, n)).fold(0.0, f64::max);
+        let mut lo = 0.0;
+        for _ in 0..100 {
+            let mid = 0.5 * (lo + hi);
+            if feasible(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        best = best.min(hi);
+    }
+    best
+}
+
+/// Logical devices as a context of 4 Vulkan + 4 GL logical devices on Mesa's software
+/// adapters calibrates them (2 cores): one group of 8 (lavapipe and llvmpipe run on the same
+/// CPU) with a measured speedup of 1.53 for all 8 together; lavapipe is the quicker alone.
+/// Seconds per item and launch costs as measured, with the transfers folded into the rate.
+fn lavapipe_and_llvmpipe() -> Vec<DeviceModel> {
+    let flops_per_item = 128.0;
+    (0..8)
+        .map(|device| {
+            let (spi, latency) = if device < 4 {
+                (6.641e-8, 8.2843e-5)
+            } else {
+                (1.1211e-7, 6.2383e-5)
+            };
+            DeviceModel {
+                device,
+                group: 0,
+                launch_latency_s: latency,
+                h2d_bytes_per_s: f64::INFINITY,
+                d2h_bytes_per_s: f64::INFINITY,
+                flops_per_s: flops_per_item / spi,
+                correction: 1.0,
+                uncertainty: 0.0,
+                memory_budget_bytes: None,
+                max_binding_bytes: 128 << 20,
+                group_speedup: 1.533,
+                group_members: 8,
+            }
+        })
+        .collect()
+}
+
+/// Up to 8 devices in up to 3 groups, members of a group alike or not, a measured speedup
+/// anywhere from a slowdown to independent devices, launches from negligible to a good part
+/// of a chunk, and from one chunk to a few hundred; certain models (so auto plans statically).
+fn small_case() -> impl Gen<Value = (Vec<DeviceModel>, Workload, u64)> {
+    let devs = prop::collection::vec((device(), 0usize..3, any::<bool>()), 1..=8);
+    (
+        devs,
+        prop::collection::vec(-0.2..1.0f64, 3),
+        workload(1u64..=300 << 12),
+    )
+        .prop_map(|(devs, gains, w)| {
+            let mut models: Vec<DeviceModel> = Vec::new();
+            for (i, (mut m, group, twin)) in devs.into_iter().enumerate() {
+                if let Some(o) = models.iter().find(|o| o.group == group).filter(|_| twin) {
+                    m = o.clone();
+                }
+                (m.device, m.group, m.uncertainty) = (i, group, 0.0);
+                m.max_binding_bytes = 128 << 20;
+                models.push(m);
+            }
+            let members: Vec<usize> = (0..3)
+                .map(|g| models.iter().filter(|m| m.group == g).count())
+                .collect();
+            for m in &mut models {
+                let k = members[m.group];
+                m.group_members = k;
+                m.group_speedup = if k == 1 {
+                    1.0
+                } else {
+                    (1.0 + gains[m.group] * (k - 1) as f64).max(0.8)
+                };
+            }
+            (models, w, 1 << 12)
+        })
+}
+
+#[test]
+fn partition_latency_and_auto_plans_of_lavapipe_and_llvmpipe_are_near_the_optimum() {
+    // 10M items of a Cl(3,0) product in 39 chunks of 2^18: the plans were 1.12x (then
+    // 1.42x with later figures) their bound; they must be within 2% of the model's optimum.
+    let models = lavapipe_and_llvmpipe();
+    let w = Workload {
+        kernel: "geometric_product".into(),
+        family: None,
+        items: 10_000_000,
+        bytes_in_per_item: 64.0,
+        bytes_out_per_item: 32.0,
+        flops_per_item: 128.0,
+    };
+    let best = optimum(&w, 1 << 18, &models);
+    for strategy in [Strategy::Latency, Strategy::Auto] {
+        let p = plan(&w, 1 << 18, &models, strategy).unwrap();
+        check_plan(&w, 1 << 18, &models, strategy, &p);
+        assert!(
+            p.estimated_makespan_s <= best * 1.02,
+            "{strategy}: {} against the optimum {best}: {p:?}",
+            p.estimated_makespan_s
+        );
+        // The bound is what the model allows: the optimum is close above it.
+        assert!(
+            p.lower_bound_s <= best && best <= p.lower_bound_s * 1.1,
+            "{p:?}"
+        );
+    }
+}
+
 /// Auto is adaptive only for uncertain models, and otherwise the quicker static plan.
 fn check_auto(w: &Workload, chunk_items: u64, models: &[DeviceModel], p: &Plan) {
     let latency = plan(w, chunk_items, models, Strategy::Latency).unwrap();
@@ -359,6 +521,21 @@ mod partition {
             prop_assert!(p.efficiency >= efficiency_floor(ratio), "{} < {}: {p:?}", p.efficiency, efficiency_floor(ratio));
             if ratio <= 0.035 {
                 prop_assert!(p.efficiency >= 0.95);
+            }
+        }
+
+        #[test]
+        fn latency_and_auto_plans_are_near_the_optimum((models, w, chunk_items) in small_case()) {
+            let best = optimum(&w, chunk_items, &models);
+            for strategy in [Strategy::Latency, Strategy::Auto] {
+                let p = plan(&w, chunk_items, &models, strategy).unwrap();
+                check_plan(&w, chunk_items, &models, strategy, &p);
+                prop_assert!(
+                    p.estimated_makespan_s <= best * 1.02,
+                    "{strategy}: {} against the optimum {best}: {p:?}",
+                    p.estimated_makespan_s
+                );
+                prop_assert!(p.lower_bound_s <= best * (1.0 + 1e-9), "bound above the optimum: {p:?}");
             }
         }
 

@@ -4,12 +4,10 @@
 mod common;
 
 use amari_gpu::sample::splitmix64;
-use amari_gpu::tropical::product::{tropical_matmul_with, Variant};
-use amari_gpu::tropical::{
-    shortest_paths, tropical_matmul, tropical_matvec, BatchShape, Product, Semiring,
-};
+use amari_gpu::tropical::product::Variant;
+use amari_gpu::tropical::{shortest_paths, BatchShape, Product, Semiring};
 use amari_gpu::{ContextOptions, Error, MultiGpuContext, Strategy};
-use common::validate;
+use common::{matmul_host, matvec_host, validate};
 
 /// Deterministic values: small integers and halves, with ±inf sprinkled in (SplitMix64).
 fn values(n: usize, seed: u64, inf_every: u64) -> Vec<f32> {
@@ -85,8 +83,7 @@ fn products_match_the_float32_reference_on_every_adapter() {
                         a: &a,
                         b: &b,
                     };
-                    tropical_matmul_with(&ctx, variant, product, &mut out, None)
-                        .expect("product runs");
+                    matmul_host(&ctx, variant, product, &mut out, None).expect("product runs");
                     assert!(
                         same_bits(&out, &want),
                         "{variant:?} {s:?} {shape:?} on {} ({})",
@@ -110,7 +107,13 @@ fn inner_dimension_zero_gives_the_tropical_zero() {
     };
     for s in Semiring::ALL {
         let mut out = vec![0.0; 24];
-        tropical_matmul(&ctx, &[], &[], shape, s, &mut out, None).expect("runs");
+        let product = Product {
+            semiring: s,
+            shape,
+            a: &[],
+            b: &[],
+        };
+        matmul_host(&ctx, Variant::Tiled, product, &mut out, None).expect("runs");
         assert!(out.iter().all(|v| *v == s.zero()));
     }
 }
@@ -125,7 +128,13 @@ fn matvec_matches_the_reference() {
         for s in Semiring::ALL {
             let want = reference(s, &a, &x, shape);
             let mut out = vec![f32::NAN; batch * m];
-            tropical_matvec(&ctx, &a, &x, shape, s, &mut out, None).expect("runs");
+            let product = Product {
+                semiring: s,
+                shape,
+                a: &a,
+                b: &x,
+            };
+            matvec_host(&ctx, product, &mut out, None).expect("runs");
             assert!(same_bits(&out, &want), "{s:?} {shape:?}");
         }
     }
@@ -151,16 +160,14 @@ fn results_do_not_depend_on_devices_chunks_or_strategy() {
     });
     for strategy in Strategy::ALL {
         let mut out = vec![f32::NAN; want.len()];
-        let plan = tropical_matmul(
-            &ctx,
-            &a,
-            &b,
+        let product = Product {
+            semiring: Semiring::MinPlus,
             shape,
-            Semiring::MinPlus,
-            &mut out,
-            Some(strategy),
-        )
-        .expect("runs");
+            a: &a,
+            b: &b,
+        };
+        let plan =
+            matmul_host(&ctx, Variant::Tiled, product, &mut out, Some(strategy)).expect("runs");
         assert!(plan.n_chunks > 3);
         assert!(same_bits(&out, &want), "{strategy:?}");
     }
@@ -177,7 +184,13 @@ fn nan_and_shape_errors_name_the_argument() {
     };
     let mut out = vec![0.0; 4];
     let mut refused = |a: &[f32], b: &[f32]| {
-        tropical_matmul(&ctx, a, b, shape, Semiring::MaxPlus, &mut out, None).unwrap_err()
+        let product = Product {
+            semiring: Semiring::MaxPlus,
+            shape,
+            a,
+            b,
+        };
+        matmul_host(&ctx, Variant::Tiled, product, &mut out, None).unwrap_err()
     };
     let err = refused(&[0.0, 1.0, f32::NAN, 2.0], &[0.0; 4]);
     assert!(

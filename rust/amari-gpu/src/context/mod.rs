@@ -356,3 +356,15 @@ impl MultiGpuContext {
         Ok(())
     }
 }
+
+#[cfg(test)]
+impl MultiGpuContext {
+    /// A context on `backends` with default options, for the core's own tests.
+    pub(crate) fn on(backends: &[&str]) -> MultiGpuContext {
+        MultiGpuContext::new(ContextOptions {
+            backends: Some(backends.iter().map(|b| b.to_string()).collect()),
+            ..Default::default()
+        })
+        .expect("context opens")
+    }
+}

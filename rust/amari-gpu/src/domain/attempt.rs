@@ -1,19 +1,18 @@
-//! What one attempt at a grid run holds fixed (the context, the grid, the compiled kernel,
-//! the wait limit), the bands it keeps on each device (wgpu buffers, or host vectors on the
-//! host device), and the failure that ends it. The
+//! What one attempt at a grid run holds fixed (the context, the grid, the rule's kernel,
+//! the wait limit), the bands it keeps on each device (in the device's band storage, of
+//! whatever kind), and the failure that ends it. The
 //! attempt's steps are written where they belong: rounds in `round`, layouts in `relayout`,
 //! the loop in `run`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::bands::Band;
-use super::state::{BandState, HostBand, Spec};
+use super::state::Spec;
 use crate::context::MultiGpuContext;
-use crate::device::Compiled;
 use crate::error::Error;
 use crate::kernel::Kernel;
+use crate::runner::bands::Bands;
 
 /// A device failure that ended an attempt (or any other error, which ends the run).
 pub(super) struct Failure {
@@ -30,54 +29,34 @@ impl From<Error> for Failure {
     }
 }
 
-/// The bands on one device, held as its kind holds them.
-pub(super) enum DeviceBands {
-    /// Bands in wgpu buffers.
-    Wgpu(Vec<BandState>),
-    /// Bands in host memory, stepped by the host device's kernels.
-    Host(Vec<HostBand>),
+/// The bands on one device: where they lie in the grid, and the device's storage of them.
+pub(super) struct DeviceBands<'d> {
+    /// The bands, in the device's band order.
+    pub(super) bands: Vec<Band>,
+    /// Their buffers on the device.
+    pub(super) store: Box<dyn Bands + 'd>,
 }
 
-impl DeviceBands {
-    /// The bands, in the device's band order.
-    pub(super) fn bands(&self) -> Vec<&Band> {
-        match self {
-            DeviceBands::Wgpu(list) => list.iter().map(|s| &s.band).collect(),
-            DeviceBands::Host(list) => list.iter().map(|s| &s.band).collect(),
-        }
-    }
-
-    /// Bands held.
-    pub(super) fn len(&self) -> usize {
-        match self {
-            DeviceBands::Wgpu(list) => list.len(),
-            DeviceBands::Host(list) => list.len(),
-        }
-    }
-
+impl DeviceBands<'_> {
     /// Rows owned, over all bands.
     pub(super) fn rows(&self) -> usize {
-        self.bands().iter().map(|b| b.len()).sum()
+        self.bands.iter().map(|b| b.len()).sum()
     }
 
-    /// Lets the bands go after a failure: wgpu buffers are destroyed rather than pooled
-    /// (they may still be in use), host vectors are freed.
+    /// Lets the bands go after a failure (the device may still be using them).
     pub(super) fn discard(self) {
-        if let DeviceBands::Wgpu(list) = self {
-            list.into_iter().for_each(BandState::discard);
-        }
+        self.store.discard();
     }
 }
 
 /// The bands on each device, by device id.
-pub(super) type States = BTreeMap<usize, DeviceBands>;
+pub(super) type States<'d> = BTreeMap<usize, DeviceBands<'d>>;
 
-/// What one attempt holds fixed: the context, the grid, the rule's kernel compiled on each
-/// device that has bands, and the wait limit.
+/// What one attempt holds fixed: the context, the grid, the rule's kernel, and the wait
+/// limit.
 pub(super) struct Attempt<'a> {
     pub(super) ctx: &'a MultiGpuContext,
     pub(super) spec: &'a Spec,
     pub(super) kernel: Kernel,
-    pub(super) compiled: BTreeMap<usize, Arc<Compiled>>,
     pub(super) timeout: Option<Duration>,
 }

@@ -9,11 +9,11 @@ use super::round::{place, run, DeviceRound, Readback, Round};
 use crate::error::Result;
 use crate::gpu_io::lost;
 
-impl Attempt<'_> {
+impl<'a> Attempt<'a> {
     /// Reads `readback`'s rows of every band (no steps) and places them on `board`.
     pub(super) fn fetch(
         &self,
-        states: &mut States,
+        states: &mut States<'a>,
         board: &mut [u8],
         current: usize,
         readback: &Readback<'_>,
@@ -42,7 +42,7 @@ impl Attempt<'_> {
     /// timestamps where `stamped` says.
     pub(super) fn run_round(
         &self,
-        states: &mut States,
+        states: &mut States<'a>,
         round: &Round<'_>,
         stamped: &BTreeMap<usize, bool>,
     ) -> Vec<(usize, Result<DeviceRound>)> {
@@ -53,9 +53,8 @@ impl Attempt<'_> {
                 .iter_mut()
                 .map(|(&id, bands)| {
                     let dev = &devices[id];
-                    let compiled = self.compiled.get(&id).map(|c| &**c);
                     let timed = stamped.get(&id).copied().unwrap_or(false);
-                    let handle = scope.spawn(move || run(dev, compiled, bands, spec, round, timed));
+                    let handle = scope.spawn(move || run(dev, bands, spec, round, timed));
                     (id, handle)
                 })
                 .collect();

@@ -1,24 +1,25 @@
 //! Laying bands out and moving them: creating a layout's bands and filling their rows, and
 //! changing to a new split, where rows that stay on their device are copied there and only
 //! the rows a band needs from another device go through the host. Also what a move costs
-//! (the rows that change device), which the balancer weighs against its gain. Host bands
-//! are filled the same way, with plain copies where a wgpu band records buffer copies.
+//! (the rows that change device), which the balancer weighs against its gain. Written once
+//! against the device interface's band storage, for bands on devices of any kind.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::Arc;
 
 use super::attempt::{Attempt, DeviceBands, Failure, States};
 use super::bands::{self, Band, Geometry};
 use super::round::Readback;
-use super::state::{BandState, HostBand, RowMove};
-use crate::error::Error;
+use super::state::{board_runs, BandProgram};
+use crate::runner::bands::RowMove;
+use crate::runner::bands_on;
 
 /// Where each grid row is in `states`: (device, band index on it, buffer row).
 fn owners(states: &States, height: usize) -> Vec<(usize, usize, usize)> {
     let mut owner = vec![(usize::MAX, 0, 0); height];
     for (&device, list) in states {
-        for (i, band) in list.bands().into_iter().enumerate() {
+        for (i, band) in list.bands.iter().enumerate() {
             for (k, row) in band.rows.clone().enumerate() {
                 owner[row] = (device, i, band.above + k);
             }
@@ -61,14 +62,7 @@ fn sources(band: &Band, g: Geometry, owner: Option<&[(usize, usize, usize)]>) ->
     out
 }
 
-/// A band of a device's old bands that a new one copies from, of the same kind.
-fn mismatch(id: usize) -> Failure {
-    Failure::from(Error::Internal(format!(
-        "device {id}'s old and new bands are of different kinds"
-    )))
-}
-
-impl Attempt<'_> {
+impl<'a> Attempt<'a> {
     /// The bands of `split`, each within one binding of its device.
     pub(super) fn bands_of(
         &self,
@@ -83,18 +77,17 @@ impl Attempt<'_> {
     /// Creates `layout`'s bands and fills their rows (ghosts included): by a device-side
     /// copy from a band of `old` on the same device where there is one, else from `board`.
     pub(super) fn build(
-        &mut self,
+        &self,
         layout: Vec<bands::Band>,
         board: &[u8],
         current: usize,
-        old: Option<&States>,
-    ) -> std::result::Result<States, Failure> {
+        old: Option<&States<'a>>,
+    ) -> std::result::Result<States<'a>, Failure> {
         let devices = self.ctx.devices();
         let spec = self.spec;
         let g = spec.geometry;
         let owner = old.map(|o| owners(o, g.height));
-        let mut states: States = BTreeMap::new();
-        let mut encoders: BTreeMap<usize, wgpu::CommandEncoder> = BTreeMap::new();
+        let mut states: States<'a> = BTreeMap::new();
         for band in layout {
             let id = band.device;
             let dev = &devices[id];
@@ -104,67 +97,49 @@ impl Attempt<'_> {
             };
             let runs = sources(&band, g, owner.as_deref());
             let previous = old.and_then(|o| o.get(&id));
+            let on = match states.entry(id) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(DeviceBands {
+                    bands: Vec::new(),
+                    store: bands_on(dev, &self.kernel).map_err(fail)?,
+                }),
+            };
+            let index = on.bands.len();
+            let program = BandProgram {
+                band: band.clone(),
+                spec: *spec,
+            };
+            on.store
+                .push(band.buffer_rows(), spec.row_bytes, Box::new(program))
+                .map_err(fail)?;
             let mut uploaded = 0;
-            if dev.as_host().is_some() {
-                let mut state = HostBand::create(band, spec).map_err(fail)?;
-                for (rows, from) in runs {
-                    match (from, previous) {
-                        (Some((i, at)), Some(DeviceBands::Host(list))) => {
-                            let moved = RowMove {
-                                from_row: at,
-                                to_row: rows.start,
-                                rows: rows.len(),
-                            };
-                            state.copy_rows_from(&list[i], moved, current, spec);
+            for (rows, from) in runs {
+                match (from, previous) {
+                    (Some((i, at)), Some(previous)) => {
+                        let moved = RowMove {
+                            band: index,
+                            from_band: i,
+                            from_row: at,
+                            to_row: rows.start,
+                            rows: rows.len(),
+                        };
+                        on.store
+                            .copy_from(&*previous.store, moved, current)
+                            .map_err(Failure::from)?;
+                    }
+                    _ => {
+                        for (at, bytes) in board_runs(&band, rows, spec, board) {
+                            on.store.write(index, current, at, bytes);
+                            uploaded += bytes.len() as u64;
                         }
-                        (Some(_), Some(DeviceBands::Wgpu(_))) => return Err(mismatch(id)),
-                        _ => uploaded += state.write_rows(current, rows, spec, board),
                     }
-                }
-                match states.entry(id).or_insert(DeviceBands::Host(Vec::new())) {
-                    DeviceBands::Host(list) => list.push(state),
-                    DeviceBands::Wgpu(_) => return Err(mismatch(id)),
-                }
-            } else {
-                let pipeline = match self.compiled.get(&id) {
-                    Some(p) => Arc::clone(p),
-                    None => {
-                        let p = dev.pipeline(&self.kernel).map_err(fail)?;
-                        self.compiled.insert(id, Arc::clone(&p));
-                        p
-                    }
-                };
-                let state = BandState::create(dev, &pipeline, band, spec).map_err(fail)?;
-                for (rows, from) in runs {
-                    match (from, previous) {
-                        (Some((i, at)), Some(DeviceBands::Wgpu(list))) => {
-                            let encoder = encoders.entry(id).or_insert_with(|| {
-                                dev.gpu().device.create_command_encoder(
-                                    &wgpu::CommandEncoderDescriptor {
-                                        label: Some("amari-gpu relayout"),
-                                    },
-                                )
-                            });
-                            let moved = RowMove {
-                                from_row: at,
-                                to_row: rows.start,
-                                rows: rows.len(),
-                            };
-                            state.copy_rows_from(encoder, &list[i], moved, current, spec);
-                        }
-                        (Some(_), Some(DeviceBands::Host(_))) => return Err(mismatch(id)),
-                        _ => uploaded += state.write_rows(dev, current, rows, spec, board),
-                    }
-                }
-                match states.entry(id).or_insert(DeviceBands::Wgpu(Vec::new())) {
-                    DeviceBands::Wgpu(list) => list.push(state),
-                    DeviceBands::Host(_) => return Err(mismatch(id)),
                 }
             }
+            on.bands.push(band);
             dev.counters.chunk_done(0, uploaded, 0);
         }
-        for (id, encoder) in encoders {
-            devices[id].gpu().queue.submit(Some(encoder.finish()));
+        for on in states.values_mut() {
+            on.store.submit();
         }
         Ok(states)
     }
@@ -173,12 +148,12 @@ impl Attempt<'_> {
     /// on another device come down to `board` (and go up again); rows that stay on their
     /// device are copied there.
     pub(super) fn relayout(
-        &mut self,
-        mut old: States,
+        &self,
+        mut old: States<'a>,
         split: &[(usize, usize)],
         board: &mut [u8],
         current: usize,
-    ) -> std::result::Result<States, Failure> {
+    ) -> std::result::Result<States<'a>, Failure> {
         let g = self.spec.geometry;
         let layout = self.bands_of(split)?;
         let owner = owners(&old, g.height);
@@ -193,7 +168,7 @@ impl Attempt<'_> {
         }
         let mut wanted: BTreeMap<usize, Vec<Vec<Range<usize>>>> = BTreeMap::new();
         for (&device, list) in &old {
-            let per_band = (0..list.len())
+            let per_band = (0..list.bands.len())
                 .map(|i| {
                     let mut rows = needed.remove(&(device, i)).unwrap_or_default();
                     rows.sort_unstable();

@@ -1,6 +1,6 @@
 //! Running a grid: the first split, one attempt per set of healthy devices (a device that
 //! fails ends the attempt and the run starts again from the caller's grid without it),
-//! rounds on every device in parallel (wgpu devices and the host device alike), the host's
+//! rounds on every device in parallel (devices of every kind alike), the host's
 //! halo exchange, rebalancing and the final download. Laying bands out and moving them is
 //! in `relayout`.
 
@@ -175,23 +175,12 @@ fn attempt(
         return Ok(());
     }
     let devices = ctx.devices();
-    let mut at = Attempt {
+    let at = Attempt {
         ctx,
         spec,
         kernel: spec.rule.kernel(),
-        compiled: BTreeMap::new(),
         timeout: ctx.options().sync_timeout_ms.map(Duration::from_millis),
     };
-    for &(id, rows) in &split {
-        // The host device steps its bands with its own kernels: nothing to compile.
-        if rows > 0 && devices[id].as_host().is_none() {
-            let pipeline = devices[id].pipeline(&at.kernel).map_err(|error| Failure {
-                device: Some(id),
-                error,
-            })?;
-            at.compiled.insert(id, pipeline);
-        }
-    }
     let g = spec.geometry;
     let mut current = 0;
     let t = Instant::now();
@@ -353,11 +342,11 @@ fn attempt(
 }
 
 /// What the report says of a device's round on its bands `bands`.
-fn device_report(r: &DeviceRound, bands: &DeviceBands) -> DeviceRoundReport {
+fn device_report(r: &DeviceRound, bands: &DeviceBands<'_>) -> DeviceRoundReport {
     DeviceRoundReport {
         device: r.device,
         rows: bands.rows(),
-        bands: bands.len(),
+        bands: bands.bands.len(),
         work: r.work,
         upload_s: (r.submitted - r.started).as_secs_f64(),
         compute_s: (r.finished - r.submitted).as_secs_f64(),
@@ -368,13 +357,13 @@ fn device_report(r: &DeviceRound, bands: &DeviceBands) -> DeviceRoundReport {
 fn layout_record(
     at_step: u64,
     split: &[(usize, usize)],
-    states: &States,
+    states: &States<'_>,
     took: Duration,
 ) -> Layout {
     Layout {
         at_step,
         split: split.to_vec(),
-        bands: states.values().map(DeviceBands::len).sum(),
+        bands: states.values().map(|on| on.bands.len()).sum(),
         seconds: took.as_secs_f64(),
     }
 }

@@ -9,6 +9,7 @@
 
 mod categorical;
 mod checks;
+mod entry;
 pub mod family;
 mod gaussian;
 pub mod host_checks;
@@ -29,13 +30,14 @@ pub use categorical::{
     categorical_outer_kernel, fisher_categorical_logits, fisher_categorical_probs, softmax_kernel,
     MAX_CATEGORIES, PROBS_SUM_TOLERANCE,
 };
+pub use entry::{fisher_categorical, fisher_gaussian, fisher_information_of};
 pub use gaussian::{fisher_gaussian_diag, gaussian_diag_kernel, MAX_GAUSSIAN_DIMENSIONS};
 pub use information::{fisher_information, fisher_information_naive, FisherMatrix};
 pub use resident::{
     column_max_kernel, fisher_information_resident, prepare_kernel, SOURCE as RESIDENT_SOURCE,
 };
 pub use resident_maps::{
-    fisher_categorical_resident, fisher_gaussian_resident, flag_kernel, Rows, CHECKS_SOURCE,
+    fisher_categorical_resident, fisher_gaussian_resident, flag_kernel, CHECKS_SOURCE,
 };
 pub use syrk::{
     naive_kernel, reference_kernel, shaped_kernel, tiled_kernel, SyrkShape, BLOCK,

@@ -142,42 +142,33 @@ pub fn fisher_categorical_resident(
     run(ctx, &kernel, ("probs", values), k, out)
 }
 
-/// A resident operand of the Gaussian map, or host rows.
-#[derive(Clone, Copy)]
-pub enum Rows<'a> {
-    /// Resident rows.
-    Resident(&'a ResidentArray),
-    /// Host rows (row-major, the resident operand's shape).
-    Host(&'a [f32]),
-}
-
 /// [`super::gaussian::fisher_gaussian_diag`] with `mean` or `var` (or both) resident, where the rows
 /// live: a resident (N·2D, 2D) result (2D rows per sample) with the sharding of `var` (of `mean` when only it is
 /// resident; host variances are then uploaded beside its rows), or written into `out`
 /// (returning None); bit for bit the numpy path's.
 pub fn fisher_gaussian_resident(
     ctx: &MultiGpuContext,
-    mean: Rows<'_>,
-    var: Rows<'_>,
+    mean: Operand<'_>,
+    var: Operand<'_>,
     out: Option<&ResidentArray>,
 ) -> Result<Option<ResidentArray>> {
     let (n, d) = match (mean, var) {
-        (Rows::Resident(m), _) => {
+        (Operand::Resident(m), _) => {
             check_width("mean", m, MAX_GAUSSIAN_DIMENSIONS)?;
             (m.rows(), m.cols())
         }
-        (Rows::Host(_), Rows::Resident(v)) => {
+        (Operand::Host(_), Operand::Resident(v)) => {
             check_width("var", v, MAX_GAUSSIAN_DIMENSIONS)?;
             (v.rows(), v.cols())
         }
-        (Rows::Host(_), Rows::Host(_)) => {
+        (Operand::Host(_), Operand::Host(_)) => {
             return Err(Error::Internal("no resident Gaussian operand".into()))
         }
     };
-    let shape_of = |argument: &str, rows: Rows<'_>| -> Result<()> {
+    let shape_of = |argument: &str, rows: Operand<'_>| -> Result<()> {
         let (r, c) = match rows {
-            Rows::Resident(a) => (a.rows(), a.cols()),
-            Rows::Host(h) => {
+            Operand::Resident(a) => (a.rows(), a.cols()),
+            Operand::Host(h) => {
                 return checks::same_shape(argument, h, n, Some(d));
             }
         };
@@ -194,8 +185,8 @@ pub fn fisher_gaussian_resident(
     shape_of("var", var)?;
     // The numpy path's order: mean finite, then var finite and > 0.
     match mean {
-        Rows::Host(m) => checks::finite("mean", m, d)?,
-        Rows::Resident(m) => {
+        Operand::Host(m) => checks::finite("mean", m, d)?,
+        Operand::Resident(m) => {
             if any_flagged(ctx, m, "mean", Rule::Finite)? {
                 checks::finite("mean", &gathered(ctx, m)?, d)?;
             }
@@ -209,18 +200,18 @@ pub fn fisher_gaussian_resident(
     let kernel = gaussian_diag_kernel(d);
     let uploaded;
     let var = match (var, mean) {
-        (Rows::Resident(v), _) => {
+        (Operand::Resident(v), _) => {
             if any_flagged(ctx, v, "var", Rule::Positive)? {
                 check_var(&gathered(ctx, v)?)?;
             }
             v
         }
-        (Rows::Host(v), Rows::Resident(m)) => {
+        (Operand::Host(v), Operand::Resident(m)) => {
             check_var(v)?;
             uploaded = ctx.upload_like(v, d, m, &kernel, "var")?;
             &uploaded
         }
-        (Rows::Host(_), Rows::Host(_)) => {
+        (Operand::Host(_), Operand::Host(_)) => {
             return Err(Error::Internal("no resident Gaussian operand".into()))
         }
     };

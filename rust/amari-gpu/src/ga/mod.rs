@@ -22,4 +22,4 @@ pub use cl3::{geometric_cl3_kernel, geometric_product_cl3_reference, CL3_BLADES}
 pub use codegen::{generate, Broadcast};
 pub use kernels::kernel;
 pub use operation::Operation;
-pub use run::{apply, geometric_product_cl3, shape};
+pub use run::{apply, check, geometric_product_cl3, shape};

@@ -2,22 +2,31 @@
 
 use super::problem::Problem;
 
-/// No plan can beat the larger of two limits: all groups streaming at full speed with no
-/// launch cost, and one chunk (with its launch) on the quickest device.
+/// No plan can beat the larger of two limits: all groups streaming at the most their
+/// members can do together under the model, with no launch cost, and one chunk (with its
+/// launch) on the quickest device.
 pub(crate) fn lower_bound(p: &Problem) -> f64 {
     let items = p.workload.items;
     if items == 0 {
         return 0.0;
     }
-    // Members of a group share one piece of hardware: a group is as fast as its fastest
-    // member times the measured gain of running members together (if there is a gain).
+    // Members of a group share one piece of hardware: with k of them busy each runs its
+    // sharing factor slower than alone, so the group's best is its k quickest members at
+    // that pace, for the best k (one member alone when sharing gains nothing).
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); p.n_groups];
+    for (i, d) in p.devs.iter().enumerate() {
+        members[d.group].push(i);
+    }
     let mut group_ips = vec![0.0f64; p.n_groups];
-    for d in &p.devs {
-        let gain = d
-            .model
-            .group_speedup
-            .clamp(1.0, d.model.group_members.max(1) as f64);
-        group_ips[d.group] = group_ips[d.group].max(d.ips() * gain);
+    for (g, m) in members.iter().enumerate() {
+        for k in 1..=m.len() {
+            let mut rates: Vec<f64> = m
+                .iter()
+                .map(|&i| p.devs[i].ips() / p.devs[i].model.sharing_factor(k))
+                .collect();
+            rates.sort_by(|a, b| b.total_cmp(a));
+            group_ips[g] = group_ips[g].max(rates[..k].iter().sum());
+        }
     }
     let throughput: f64 = group_ips.iter().sum();
     let one_chunk = p.chunk_items.min(items);
@@ -53,6 +62,29 @@ mod tests {
         let p = Problem::new(&w, 1 << 10, &models).unwrap();
         let spi = models[0].seconds_per_item(&w);
         let expected = (1u64 << 20) as f64 * spi / 2.0;
+        assert!((lower_bound(&p) - expected).abs() <= expected * 1e-12);
+    }
+
+    #[test]
+    fn unequal_members_count_at_their_own_speed() {
+        // Two members of one group, one twice the other's speed, running together as fast
+        // as apart (speedup 2): the group streams at the sum of the two, not at twice the
+        // faster one (which no split can reach).
+        let w = work(1 << 20);
+        let mut models = [dev(0, 0, 2e10), dev(1, 0, 1e10)];
+        for m in &mut models {
+            (m.group_speedup, m.group_members) = (2.0, 2);
+        }
+        let p = Problem::new(&w, 1 << 10, &models).unwrap();
+        let ips = [models[0].items_per_s(&w), models[1].items_per_s(&w)];
+        let expected = (1u64 << 20) as f64 / (ips[0] + ips[1]);
+        assert!((lower_bound(&p) - expected).abs() <= expected * 1e-12);
+        // A speedup of 1 (sharing gains nothing): the faster member alone.
+        for m in &mut models {
+            m.group_speedup = 1.0;
+        }
+        let p = Problem::new(&w, 1 << 10, &models).unwrap();
+        let expected = (1u64 << 20) as f64 / ips[0];
         assert!((lower_bound(&p) - expected).abs() <= expected * 1e-12);
     }
 

@@ -9,6 +9,7 @@
 
 mod array;
 mod chunks;
+mod output;
 mod pieces;
 mod place;
 mod run;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use array::ResidentArray;
+pub use output::{Destination, Outcome, Ready};
 pub use pieces::Operand;
 
 // The storage of resident arrays belongs to the context that owns them (it frees them on
@@ -92,6 +94,39 @@ impl MultiGpuContext {
                 actual: format!("{} floats", data.len()),
             });
         }
+        let layout = self.layout_like(like, kernel, argument)?;
+        self.put_rows(data, cols, &layout)
+    }
+
+    /// Writes `data` (a result computed on the host, `out`'s rows and width) in place of
+    /// `out`'s shards, on the devices holding them (as a run of `kernel` into `out` would:
+    /// rows of a failed device go to a substitute). Nothing in `out` changes if it fails.
+    pub(crate) fn put_into(
+        &self,
+        out: &ResidentArray,
+        data: &[f32],
+        kernel: &crate::kernel::Kernel,
+    ) -> Result<()> {
+        if data.len() != out.rows * out.cols {
+            return Err(Error::Shape {
+                argument: "out".into(),
+                expected: format!("({}, {}) (the result's)", out.rows, out.cols),
+                actual: format!("{} floats", data.len()),
+            });
+        }
+        let layout = self.layout_like(out, kernel, "out")?;
+        let entry = self.put_entry(data, out.cols, &layout)?;
+        self.replace_entry(out, entry)
+    }
+
+    /// The (device, rows) of `like`'s shards, a substitute for each device that failed or
+    /// cannot run `kernel`.
+    fn layout_like(
+        &self,
+        like: &ResidentArray,
+        kernel: &crate::kernel::Kernel,
+        argument: &str,
+    ) -> Result<Vec<(usize, Range<usize>)>> {
         let snapshot = like.snapshot(&self.resident, argument)?;
         let mut layout = Vec::with_capacity(snapshot.shards.len());
         for (device, rows, _) in &snapshot.shards {
@@ -103,7 +138,7 @@ impl MultiGpuContext {
             };
             layout.push((id, rows.clone()));
         }
-        self.put_rows(data, cols, &layout)
+        Ok(layout)
     }
 
     /// A resident array of `data` (`cols` words per row) with the shards `layout` lists
@@ -114,6 +149,23 @@ impl MultiGpuContext {
         cols: usize,
         layout: &[(usize, Range<usize>)],
     ) -> Result<ResidentArray> {
+        let entry = self.put_entry(data, cols, layout)?;
+        let id = self.resident.insert(entry);
+        Ok(ResidentArray {
+            id,
+            rows: data.len() / cols,
+            cols,
+            ledger: Arc::clone(&self.resident),
+        })
+    }
+
+    /// The ledger entry of [`put_rows`](Self::put_rows): the shards put, not yet held.
+    fn put_entry(
+        &self,
+        data: &[f32],
+        cols: usize,
+        layout: &[(usize, Range<usize>)],
+    ) -> Result<Entry> {
         let rows = data.len() / cols;
         // Every shard checked against its device's room before anything is copied.
         let mut asked = vec![0u64; self.devices.len()];
@@ -154,16 +206,10 @@ impl MultiGpuContext {
                 storage: Arc::new(storage),
             });
         }
-        let id = self.resident.insert(Entry {
+        Ok(Entry {
             cols,
             shards,
             lineage: Arc::new(Lineage::Source { data: source, cols }),
-        });
-        Ok(ResidentArray {
-            id,
-            rows,
-            cols,
-            ledger: Arc::clone(&self.resident),
         })
     }
 

@@ -84,8 +84,8 @@ impl MultiGpuContext {
             let src = &self.devices[*device];
             let into = (overlap.start - rows.start) * cols..(overlap.end - rows.start) * cols;
             let local = (overlap.start - have.start) * cols..(overlap.end - have.start) * cols;
-            let same_gpu = *device == dev.id && dev.as_host().is_none();
-            if same_gpu && healthy(*device) {
+            let same_device = *device == dev.id && shards_of(dev).copies_within();
+            if same_device && healthy(*device) {
                 on_device.push((Arc::clone(storage), local, into));
                 continue;
             }
@@ -106,7 +106,7 @@ impl MultiGpuContext {
             }
         }
         let started = Instant::now();
-        let storage = shards_of(dev).put(dev, &staged)?;
+        let mut storage = shards_of(dev).put(dev, &staged)?;
         if moved > 0 {
             if let Some((p, call)) = recording {
                 record(
@@ -120,26 +120,7 @@ impl MultiGpuContext {
                 );
             }
         }
-        if let (Storage::Wgpu(target), false) = (&storage, on_device.is_empty()) {
-            let gpu = dev.gpu();
-            let mut encoder = gpu
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("resident reshard"),
-                });
-            for (source, local, into) in &on_device {
-                if let Storage::Wgpu(source) = source.as_ref() {
-                    encoder.copy_buffer_to_buffer(
-                        source,
-                        (local.start * 4) as u64,
-                        target,
-                        (into.start * 4) as u64,
-                        (local.len() * 4) as u64,
-                    );
-                }
-            }
-            gpu.queue.submit(Some(encoder.finish()));
-        }
+        shards_of(dev).copy_within(dev, &mut storage, &on_device)?;
         Ok((Arc::new(storage), moved))
     }
 
@@ -199,4 +180,30 @@ pub(crate) fn record(
         items: items as u64,
         clock: Clock::Host,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::context::shard::shards_of;
+    use crate::context::MultiGpuContext;
+
+    /// A shard takes words from shards on its own device through the device interface, on a
+    /// wgpu device and on the host device alike.
+    #[test]
+    fn a_shard_copies_words_from_shards_on_its_own_device() {
+        let ctx = MultiGpuContext::on(&["vulkan", "host"]);
+        for dev in ctx.devices() {
+            let kind = shards_of(dev);
+            let a = Arc::new(kind.put(dev, &[1.0, 2.0, 3.0, 4.0]).expect("put"));
+            let b = Arc::new(kind.put(dev, &[5.0, 6.0]).expect("put"));
+            let mut target = kind.put(dev, &[0.0; 6]).expect("put");
+            let pieces = [(a, 1..4, 0..3), (b, 0..2, 4..6)];
+            kind.copy_within(dev, &mut target, &pieces).expect("copied");
+            let mut out = [9.0f32; 6];
+            kind.read(dev, &target, 0..6, &mut out, None).expect("read");
+            assert_eq!(out, [2.0, 3.0, 4.0, 0.0, 5.0, 6.0], "device {}", dev.id);
+        }
+    }
 }

@@ -7,6 +7,7 @@
 //! out. The pipeline is cached per device under an id derived from the generated source,
 //! so the same kernel compiles once per device (up to `device::MAX_USER_PIPELINES`).
 
+mod arrays;
 mod check;
 mod wrap;
 
@@ -15,35 +16,12 @@ use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::family::Family;
 use crate::kernel::{Input, Kernel, Output};
-use crate::plan::{Plan, Strategy};
+use crate::resident::{Operand, Ready};
 
+pub use arrays::{RowArray, RowsCall};
 pub use wrap::Column;
 
-/// One array argument of a `map_rows` call: flat row-major data of `cols` columns, with a
-/// row per item or a single row broadcast to every item.
-#[derive(Debug, Clone, Copy)]
-pub struct RowArray<'a> {
-    /// The data, `rows * cols` words (`cols` when broadcast).
-    pub data: &'a [f32],
-    /// Columns: the `C` of `array<f32, C>`.
-    pub cols: usize,
-    /// One row applied to every item.
-    pub broadcast: bool,
-}
-
-/// A `map_rows` call: the user's WGSL, the arrays in `row`'s parameter order, the output
-/// width and the named f32 parameters (readable in WGSL as `params.NAME`).
-#[derive(Debug, Clone)]
-pub struct RowsCall<'a> {
-    /// WGSL defining `fn row`.
-    pub source: &'a str,
-    /// The arrays, in parameter order.
-    pub arrays: Vec<RowArray<'a>>,
-    /// Words `row` returns per item.
-    pub out_cols: usize,
-    /// Named parameters.
-    pub params: Vec<(String, f32)>,
-}
+use arrays::items;
 
 /// 64-bit FNV-1a of `text`: a stable name for a generated module (the same on every run,
 /// unlike the standard library's hasher), used as the pipeline-cache key and the label.
@@ -53,62 +31,6 @@ fn fnv1a(text: &str) -> u64 {
     })
 }
 
-/// The items of a call (the rows of its per-row arrays), checking that they agree.
-fn items(call: &RowsCall<'_>) -> Result<usize> {
-    if call.arrays.is_empty() {
-        return Err(Error::invalid(
-            "arrays",
-            "expected at least one array, got none",
-        ));
-    }
-    if call.out_cols == 0 {
-        return Err(Error::invalid(
-            "out_cols",
-            "expected an integer >= 1, got 0",
-        ));
-    }
-    let mut rows: Option<(usize, usize)> = None;
-    for (k, array) in call.arrays.iter().enumerate() {
-        if array.cols == 0 {
-            return Err(Error::Shape {
-                argument: format!("arrays[{k}]"),
-                expected: "at least one column".into(),
-                actual: "0 columns".into(),
-            });
-        }
-        let n = if array.broadcast {
-            if array.data.len() != array.cols {
-                return Err(Error::Shape {
-                    argument: format!("arrays[{k}]"),
-                    expected: format!("({},)", array.cols),
-                    actual: format!("{} floats", array.data.len()),
-                });
-            }
-            continue;
-        } else {
-            Error::rows(
-                &format!("arrays[{k}]"),
-                array.data,
-                array.cols,
-                &format!("(N, {})", array.cols),
-            )?
-        };
-        match rows {
-            Some((first, n0)) if n0 != n => {
-                return Err(Error::Shape {
-                    argument: format!("arrays[{k}]"),
-                    expected: format!("({n0}, {}) (the rows of arrays[{first}])", array.cols),
-                    actual: format!("({n}, {})", array.cols),
-                });
-            }
-            Some(_) => {}
-            None => rows = Some((k, n)),
-        }
-    }
-    // Only broadcast rows: one item.
-    Ok(rows.map_or(1, |(_, n)| n))
-}
-
 /// The checked kernel of `call`: its WGSL parsed and validated by naga, `row`'s signature
 /// matched against the arrays. `Error::KernelCompile` says where and what does not match.
 pub fn kernel(call: &RowsCall<'_>) -> Result<Kernel> {
@@ -116,8 +38,8 @@ pub fn kernel(call: &RowsCall<'_>) -> Result<Kernel> {
         .arrays
         .iter()
         .map(|a| Column {
-            cols: a.cols,
-            broadcast: a.broadcast,
+            cols: a.cols(),
+            broadcast: a.broadcast(),
         })
         .collect();
     kernel_of(call.source, &columns, &call.params, call.out_cols)
@@ -200,25 +122,26 @@ pub fn place(ctx: &MultiGpuContext, kernel: &mut Kernel) -> Result<()> {
     Ok(())
 }
 
-/// Runs `call` on every wgpu device of `ctx` and writes `out` (items × `out_cols` words).
-pub fn map_rows(
-    ctx: &MultiGpuContext,
-    call: &RowsCall<'_>,
-    out: &mut [f32],
-    strategy: Option<Strategy>,
-) -> Result<Plan> {
-    let items = items(call)?;
-    let mut kernel = kernel(call)?;
+/// `call` on the wgpu devices of `ctx`: its arrays' shapes and rows checked in the
+/// caller's terms, its kernel (naga), and a context that can run it; what runs it into
+/// `out` (items × `out_cols` words) by the rule of every map operation: over host arrays
+/// through the planner, or, when an array is resident, where its rows live (host arrays
+/// uploaded to match).
+pub fn map_rows<'a>(ctx: &MultiGpuContext, call: RowsCall<'a>) -> Result<Ready<'a>> {
+    let items = items(&call)?;
+    let mut kernel = kernel(&call)?;
     place(ctx, &mut kernel)?;
-    if out.len() != items * call.out_cols {
-        return Err(Error::Shape {
-            argument: "out".into(),
-            expected: format!("({items}, {})", call.out_cols),
-            actual: format!("{} floats", out.len()),
-        });
-    }
-    let inputs: Vec<&[f32]> = call.arrays.iter().map(|a| a.data).collect();
-    ctx.run_map(&kernel, &inputs, out, items, strategy)
+    Ok(Ready::new(move |ctx, out, strategy| {
+        let names: Vec<String> = (0..call.arrays.len())
+            .map(|k| format!("arrays[{k}]"))
+            .collect();
+        let operands: Vec<(&str, Operand<'_>)> = names
+            .iter()
+            .zip(&call.arrays)
+            .map(|(name, a)| (name.as_str(), a.data))
+            .collect();
+        ctx.run_map_to(&kernel, &operands, items, out, strategy)
+    }))
 }
 
 #[cfg(test)]
@@ -238,9 +161,8 @@ mod tests {
 
     fn pairs() -> RowArray<'static> {
         RowArray {
-            data: &ROWS,
-            cols: 2,
-            broadcast: false,
+            data: Operand::Host(&ROWS),
+            shape: &[3, 2],
         }
     }
 
@@ -352,9 +274,8 @@ mod tests {
         let source = "fn row(a: array<f32, 5000>) -> array<f32, 1> {\n    \
                       return array<f32, 1>(a[0]);\n}\n";
         let arrays = vec![RowArray {
-            data: &wide,
-            cols: 5000,
-            broadcast: false,
+            data: Operand::Host(&wide),
+            shape: &[1, 5000],
         }];
         let message = compile_message(source, arrays);
         assert!(message.contains("copies of the rows"), "{message}");
@@ -366,9 +287,8 @@ mod tests {
     #[test]
     fn rows_must_agree() {
         let short = RowArray {
-            data: &ROWS[..4],
-            cols: 2,
-            broadcast: false,
+            data: Operand::Host(&ROWS[..4]),
+            shape: &[2, 2],
         };
         let err = items(&call("", vec![pairs(), short], 1)).unwrap_err();
         assert!(matches!(err, Error::Shape { ref argument, .. } if argument == "arrays[1]"));

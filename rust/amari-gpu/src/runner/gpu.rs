@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Partials, ShardChunks, Shards, Storage, Unfinished};
+use super::{Partials, Piece, ShardChunks, Shards, Storage, Unfinished};
 use crate::device::{GpuDevice, WgpuDevice};
 use crate::error::{Error, Result};
 use crate::gpu_io::{self, Limit, Mapped, Scopes, Staging};
@@ -25,6 +25,42 @@ const SHARD_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
 impl Shards for WgpuDevice {
     fn largest_shard(&self, dev: &GpuDevice) -> Option<u64> {
         Some(dev.limits.max_buffer_size)
+    }
+
+    fn copies_within(&self) -> bool {
+        true
+    }
+
+    fn copy_within(&self, _dev: &GpuDevice, target: &mut Storage, pieces: &[Piece]) -> Result<()> {
+        let Storage::Wgpu(target) = target else {
+            return Err(Error::Internal(
+                "a host shard as a wgpu copy's target".into(),
+            ));
+        };
+        if pieces.is_empty() {
+            return Ok(());
+        }
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("resident reshard"),
+            });
+        for (source, from, into) in pieces {
+            let Storage::Wgpu(source) = source.as_ref() else {
+                return Err(Error::Internal(
+                    "a host shard copied on a wgpu device".into(),
+                ));
+            };
+            encoder.copy_buffer_to_buffer(
+                source,
+                (from.start * 4) as u64,
+                target,
+                (into.start * 4) as u64,
+                (from.len() * 4) as u64,
+            );
+        }
+        self.queue.submit(Some(encoder.finish()));
+        Ok(())
     }
 
     fn allocate(&self, dev: &GpuDevice, words: usize) -> Result<Storage> {

@@ -9,7 +9,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Begun, Finished, Job, Partials, Runner, ShardChunks, Shards, Storage, Unfinished};
+use super::{
+    Begun, Finished, Job, Partials, Piece, Runner, ShardChunks, Shards, Storage, Unfinished,
+};
 use crate::alloc;
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
@@ -30,6 +32,23 @@ fn prepared(host: &HostDevice, kernel: &Kernel) -> Result<Arc<dyn HostImpl>> {
 impl Shards for HostDevice {
     fn largest_shard(&self, _dev: &GpuDevice) -> Option<u64> {
         None
+    }
+
+    fn copies_within(&self) -> bool {
+        false
+    }
+
+    fn copy_within(&self, _dev: &GpuDevice, target: &mut Storage, pieces: &[Piece]) -> Result<()> {
+        let Storage::Host(target) = target else {
+            return Err(Error::Internal("a wgpu shard on the host device".into()));
+        };
+        for (source, from, into) in pieces {
+            let Storage::Host(source) = source.as_ref() else {
+                return Err(Error::Internal("a wgpu shard on the host device".into()));
+            };
+            target[into.clone()].copy_from_slice(&source[from.clone()]);
+        }
+        Ok(())
     }
 
     fn allocate(&self, _dev: &GpuDevice, words: usize) -> Result<Storage> {

@@ -6,8 +6,13 @@
 //! it, with its profile events, counters, fault injection and re-queueing); its supertrait
 //! [`Shards`] is what resident arrays need (shard storage, a row kernel over a shard, a
 //! reduction over a shard's chunks).
-//! [`drive`] and [`shards_of`] are the only places that look at which kind a device is.
+//! Grid bands are the third side ([`bands::Bands`], made by [`bands_on`]).
+//! [`drive`], [`shards_of`] and [`bands_on`] are the only places that look at which kind a
+//! device is.
 
+pub(crate) mod bands;
+mod bands_gpu;
+mod bands_host;
 pub(crate) mod executor;
 mod gpu;
 mod host;
@@ -21,6 +26,9 @@ use crate::error::Result;
 use crate::interrupt::Interrupt;
 use crate::kernel::Kernel;
 use crate::pool::Pooled;
+use bands::Bands;
+use bands_gpu::GpuBands;
+use bands_host::HostBands;
 
 /// What a call's chunks share on every device: the kernel, the whole problem's inputs, and
 /// how long (and until what) a wait may last.
@@ -71,6 +79,9 @@ pub(crate) enum Storage {
     /// Host memory, for the host device.
     Host(Vec<f32>),
 }
+
+/// Words `from` of a shard to copy to words `into` of another on the same device.
+pub(crate) type Piece = (Arc<Storage>, Range<usize>, Range<usize>);
 
 /// What a shard run on a device still has to do before its rows are there (a wgpu device's
 /// submission to wait for, its loop checks to verify).
@@ -129,6 +140,16 @@ pub(crate) trait Partials {
 pub(crate) trait Shards {
     /// The largest shard (bytes) the device can hold, when it has a limit beside memory.
     fn largest_shard(&self, dev: &GpuDevice) -> Option<u64>;
+
+    /// Whether a shard assembled on the device takes rows from its other shards there by
+    /// [`Shards::copy_within`]; otherwise they are read like another device's shards (the
+    /// host device: its shards are host memory, so reading one is the copy).
+    fn copies_within(&self) -> bool;
+
+    /// Copies words into `target` from shards on `dev`: for each `(source, from, into)` of
+    /// `pieces`, words `from` of `source` to words `into` of `target`, done before any later
+    /// work on the device.
+    fn copy_within(&self, dev: &GpuDevice, target: &mut Storage, pieces: &[Piece]) -> Result<()>;
 
     /// An uninitialised shard of `words` words on `dev` (a kernel or copy fills it).
     fn allocate(&self, dev: &GpuDevice, words: usize) -> Result<Storage>;
@@ -244,4 +265,13 @@ pub(crate) fn drive<D: Drive>(dev: &GpuDevice, looped: D) -> D::Out {
         DeviceKind::Wgpu(gpu) => looped.run(dev, gpu),
         DeviceKind::Host(host) => looped.run(dev, host),
     }
+}
+
+/// Empty band storage on `dev` for grid bands running `kernel` (compiled on a wgpu device;
+/// the host device steps its bands with their [`bands::Program`]s' host steps).
+pub(crate) fn bands_on<'d>(dev: &'d GpuDevice, kernel: &Kernel) -> Result<Box<dyn Bands + 'd>> {
+    Ok(match &dev.kind {
+        DeviceKind::Wgpu(gpu) => Box::new(GpuBands::new(dev, gpu, dev.pipeline(kernel)?)),
+        DeviceKind::Host(host) => Box::new(HostBands::new(dev, host)),
+    })
 }

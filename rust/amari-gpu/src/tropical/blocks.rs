@@ -191,3 +191,50 @@ pub(crate) fn run_matvec(
     ctx.run(&kernel, &inputs, Target::Items(out), batch * m, strategy)
         .map(|ran| ran.plan)
 }
+
+/// Which product kernel runs a matrix product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// Workgroup-memory tiles and register blocking (what the public API uses).
+    Tiled,
+    /// One thread per output (the benchmark baseline).
+    Naive,
+}
+
+/// Which product a call runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A matrix product, by this kernel.
+    Matmul(Variant),
+    /// A matrix-vector product.
+    Matvec,
+}
+
+impl Kind {
+    /// The right operand's argument name.
+    pub(crate) fn right(self) -> &'static str {
+        match self {
+            Kind::Matmul(_) => "b",
+            Kind::Matvec => "x",
+        }
+    }
+}
+
+/// Runs a checked product on host operands through the engine.
+pub(crate) fn host_run(
+    ctx: &MultiGpuContext,
+    kind: Kind,
+    product: Product<'_>,
+    out: &mut [f32],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
+    match kind {
+        Kind::Matmul(Variant::Tiled) => {
+            run_product(ctx, kernels::tiled, product, None, out, strategy)
+        }
+        Kind::Matmul(Variant::Naive) => {
+            run_product(ctx, kernels::naive, product, None, out, strategy)
+        }
+        Kind::Matvec => run_matvec(ctx, product, out, strategy),
+    }
+}

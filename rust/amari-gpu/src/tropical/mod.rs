@@ -4,7 +4,8 @@
 //! Semantics, shared by every kernel and the host code: in max-plus, `a ⊕ b = max(a, b)` and
 //! `a ⊗ b = a + b` with tropical zero −inf; in min-plus, `min` and +inf. The tropical zero
 //! is absorbing for ⊗ even against the opposite infinity (in max-plus, −inf ⊗ +inf = −inf),
-//! so no NaN ever appears; NaN inputs are refused. A product with K = 0 is the tropical zero
+//! so no NaN ever appears; NaN inputs are refused. Each product has one entry for host and
+//! resident left operands (`product`), which owns its checks (`checks`). A product with K = 0 is the tropical zero
 //! matrix.
 //!
 //! Work is split by rows of the (stacked) left operand; the right operand is bound whole on
@@ -12,6 +13,7 @@
 //! bit-identical for any device count, chunk size or strategy.
 
 pub mod blocks;
+pub mod checks;
 pub mod family;
 pub mod host;
 pub mod host_paths;
@@ -25,9 +27,5 @@ pub mod shape;
 
 pub use blocks::{BatchShape, Product};
 pub use paths::shortest_paths;
-pub use product::{tropical_matmul, tropical_matvec};
-pub use resident::{
-    tropical_matmul_resident, tropical_matvec_resident, tropical_row_stats_resident,
-    ResidentProduct,
-};
+pub use product::{tropical_matmul, tropical_matvec, Operands};
 pub use semiring::Semiring;

@@ -1,213 +1,180 @@
-//! The public tropical products: argument checks (shapes, NaN, binding sizes), then a run
-//! through the engine (see [`blocks`](crate::tropical::blocks) for how the work is cut).
+//! The public tropical products, one entry per operation for host and resident left
+//! operands alike: the checks (shapes as the caller gave them, NaN, binding sizes; the
+//! `checks` module), then a run over host operands through the engine (the `blocks` module)
+//! or where a resident `a`'s rows live (the `resident` module). The result is a host array
+//! or a resident one by the rule every operation follows (`Destination`).
 
 use crate::context::MultiGpuContext;
-use crate::error::{Error, Result};
-use crate::plan::{Plan, Strategy};
-use crate::tropical::blocks::{run_matvec, run_product, BatchShape, Product};
-use crate::tropical::kernels;
-use crate::tropical::semiring::{reject_nan, Semiring};
+use crate::error::{shape_text, Error, Result};
+use crate::plan::Strategy;
+use crate::resident::{Destination, Operand, Outcome, Ready};
+pub use crate::tropical::blocks::Variant;
+use crate::tropical::blocks::{host_run, BatchShape, Kind, Product};
+use crate::tropical::checks::{self, largest_finite, may_overflow, reject_nan};
+use crate::tropical::resident::{self, ResidentProduct};
+use crate::tropical::semiring::Semiring;
 
-/// Which product kernel runs a matrix product.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Variant {
-    /// Workgroup-memory tiles and register blocking (what the public API uses).
-    Tiled,
-    /// One thread per output (the benchmark baseline).
-    Naive,
+/// A product's operands as the caller gave them: `a` of shape `(m, k)` or `(batch, m, k)`
+/// (host words, or a resident array holding every axis but the last as rows), and the
+/// right operand `b` of shape `(k, n)` / `(batch, k, n)` (`(k,)` / `(batch, k)` for a
+/// matrix-vector product), bound whole on every device.
+#[derive(Clone, Copy)]
+pub struct Operands<'a> {
+    /// The semiring.
+    pub semiring: Semiring,
+    /// The left operand.
+    pub a: Operand<'a>,
+    /// The caller's shape of `a`.
+    pub a_shape: &'a [usize],
+    /// The right operand (or vector), flat row-major.
+    pub b: &'a [f32],
+    /// The caller's shape of `b`.
+    pub b_shape: &'a [usize],
 }
 
-fn check_len(argument: &str, data: &[f32], dims: &[usize], names: &str) -> Result<()> {
-    let want: usize = dims.iter().product();
-    if data.len() != want {
-        let dims: Vec<String> = dims.iter().map(usize::to_string).collect();
-        return Err(Error::Shape {
-            argument: argument.into(),
-            expected: format!("{names} = ({}), {want} floats", dims.join(", ")),
-            actual: format!("{} floats", data.len()),
-        });
-    }
-    Ok(())
+/// `a[p] ⊗ b[p]` for every batch p in `semiring`, the result of shape `(m, n)` or
+/// `(batch, m, n)` as `a` is batched: the operands checked, and what runs the product
+/// (`strategy` splits host operands; a resident `a` runs where its rows live). A finite
+/// term `a + b` beyond the float32 range that decides an entry is an error when it runs
+/// (not a quiet ±inf); ±inf operands keep their tropical meaning.
+pub fn tropical_matmul<'a>(ctx: &MultiGpuContext, operands: Operands<'a>) -> Result<Ready<'a>> {
+    tropical_matmul_with(ctx, Variant::Tiled, operands)
 }
 
-/// Refuses a whole-bound operand larger than some device can bind.
-pub(crate) fn check_whole_binding(
-    ctx: &MultiGpuContext,
-    argument: &str,
-    words: usize,
-) -> Result<()> {
-    let limit = ctx
-        .devices()
-        .iter()
-        .map(|d| d.max_binding_bytes())
-        .min()
-        .unwrap_or(u64::MAX);
-    let bytes = 4 * words as u64;
-    if bytes > limit {
-        return Err(Error::invalid(
-            argument,
-            format!(
-                "expected at most {limit} bytes (the smallest storage binding of the context's \
-                 devices; every device holds it whole), got {bytes} bytes"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn check_operands(
-    ctx: &MultiGpuContext,
-    shape: BatchShape,
-    a: &[f32],
-    b: &[f32],
-    b_name: &str,
-    out: &[f32],
-) -> Result<()> {
-    let BatchShape { batch, m, k, n } = shape;
-    check_len("a", a, &[batch, m, k], "(batch, m, k)")?;
-    if b_name == "x" {
-        check_len("x", b, &[batch, k], "(batch, k)")?;
-    } else {
-        check_len(b_name, b, &[batch, k, n], "(batch, k, n)")?;
-    }
-    check_len("out", out, &[batch, m, n], "(batch, m, n)")?;
-    reject_nan("a", a, &[batch, m, k])?;
-    if b_name == "x" {
-        reject_nan("x", b, &[batch, k])?;
-    } else {
-        reject_nan(b_name, b, &[batch, k, n])?;
-    }
-    check_whole_binding(ctx, b_name, b.len())
-}
-
-/// `out[p] = a[p] ⊗ b[p]` for every batch p: flat row-major (batch, m, k) and (batch, k, n)
-/// operands, (batch, m, n) result, in `semiring`. Returns the plan the call followed.
-///
-/// A finite term `a + b` beyond the float32 range that decides an entry is an error (not a
-/// quiet ±inf); ±inf operands keep their tropical meaning.
-pub fn tropical_matmul(
-    ctx: &MultiGpuContext,
-    a: &[f32],
-    b: &[f32],
-    shape: BatchShape,
-    semiring: Semiring,
-    out: &mut [f32],
-    strategy: Option<Strategy>,
-) -> Result<Plan> {
-    let product = Product {
-        semiring,
-        shape,
-        a,
-        b,
-    };
-    tropical_matmul_with(ctx, Variant::Tiled, product, out, strategy)
-}
-
-/// [`tropical_matmul`] with the kernel chosen explicitly (benchmarks and tests compare them).
-pub fn tropical_matmul_with(
+/// [`tropical_matmul`] with host operands run by the `variant` kernel (benchmarks and
+/// tests compare them).
+pub fn tropical_matmul_with<'a>(
     ctx: &MultiGpuContext,
     variant: Variant,
-    product: Product<'_>,
-    out: &mut [f32],
-    strategy: Option<Strategy>,
-) -> Result<Plan> {
-    check_operands(ctx, product.shape, product.a, product.b, "b", out)?;
-    let build = match variant {
-        Variant::Tiled => kernels::tiled,
-        Variant::Naive => kernels::naive,
-    };
-    let plan = run_product(ctx, build, product, None, out, strategy)?;
-    check_overflow(product, out)?;
-    Ok(plan)
+    operands: Operands<'a>,
+) -> Result<Ready<'a>> {
+    let shape = checks::matmul_shape(operands.a_shape, operands.b_shape)?;
+    check(ctx, Kind::Matmul(variant), shape, operands)
 }
 
-/// Whether a tropical product of these operands may overflow: only when the largest finite
-/// magnitudes of the two operands add up beyond float32 (one sum per term, no accumulation).
-fn may_overflow(a: &[f32], b: &[f32]) -> bool {
-    let top = |d: &[f32]| {
-        d.iter()
-            .filter(|v| v.is_finite())
-            .fold(0.0f64, |m, &v| m.max(f64::from(v).abs()))
-    };
-    top(a) + top(b) > f64::from(f32::MAX)
+/// `a[p] ⊗ x[p]` for every batch p: `a` of shape `(m, k)` / `(batch, m, k)`, `x` of shape
+/// `(k,)` / `(batch, k)`, the result of shape `(m,)` / `(batch, m)`; as [`tropical_matmul`]
+/// otherwise, except that a resident `a` cannot write into a resident `out`.
+pub fn tropical_matvec<'a>(ctx: &MultiGpuContext, operands: Operands<'a>) -> Result<Ready<'a>> {
+    let shape = checks::matvec_shape(operands.a_shape, operands.b_shape)?;
+    check(ctx, Kind::Matvec, shape, operands)
 }
 
-/// Refuses a result that a float32 overflow made wrong. A term `a + b` of finite operands
-/// beyond float32 rounds to ±inf: +inf in a max-plus product (−inf in min-plus) becomes the
-/// result, the other infinity reads as the tropical zero. Either way a wrong result is
-/// infinite, so only infinite entries need a look: each is recomputed in float64 and, when
-/// finite there, is an overflow error naming the entry (never a quiet inf, which would read
-/// as "no path" or the tropical zero). Free when `may_overflow` rules it out.
-fn check_overflow(product: Product<'_>, out: &[f32]) -> Result<()> {
-    let Product {
-        semiring,
-        shape,
+/// The checks every product shares: the operands' words, NaN (a resident `a`'s from its
+/// row statistics, computed where its rows live), the whole-bound operand's size.
+fn check<'a>(
+    ctx: &MultiGpuContext,
+    kind: Kind,
+    shape: BatchShape,
+    operands: Operands<'a>,
+) -> Result<Ready<'a>> {
+    let Operands {
         a,
+        a_shape,
         b,
-    } = product;
-    if !may_overflow(a, b) {
-        return Ok(());
+        b_shape,
+        ..
+    } = operands;
+    let right = kind.right();
+    checks::check_operand("a", a, a_shape)?;
+    checks::check_len(right, b.len(), b_shape)?;
+    if matches!(a, Operand::Resident(_)) && shape.n == 0 {
+        let mut want: Vec<String> = b_shape.iter().map(usize::to_string).collect();
+        want.pop();
+        return Err(Error::Shape {
+            argument: "b".into(),
+            expected: format!(
+                "({}, n) with n >= 1 when a is a DeviceArray (a DeviceArray has no empty rows)",
+                want.join(", ")
+            ),
+            actual: shape_text(b_shape),
+        });
     }
-    let BatchShape { m, k, n, .. } = shape;
-    for (t, &v) in out.iter().enumerate() {
-        if v.is_finite() {
-            continue;
+    let top_a = match a {
+        Operand::Host(a) => {
+            reject_nan("a", a, a_shape)?;
+            largest_finite(a)
         }
-        let (p, i, j) = (t / (m * n), t / n % m, t % n);
-        let exact = (0..k)
-            .map(|l| {
-                let (x, y) = (a[(p * m + i) * k + l], b[(p * k + l) * n + j]);
-                if x == semiring.zero() || y == semiring.zero() {
-                    f64::from(semiring.zero())
-                } else {
-                    f64::from(x) + f64::from(y)
-                }
+        Operand::Resident(a) => resident::checked_rows(ctx, a, a_shape)?,
+    };
+    reject_nan(right, b, b_shape)?;
+    checks::check_whole_binding(ctx, right, b.len())?;
+    // Whether a term could overflow float32 (the exact check then runs).
+    let exact = may_overflow(top_a, largest_finite(b));
+    Ok(Ready::new(move |ctx, out, strategy| {
+        run(ctx, (kind, shape, exact), operands, out, strategy)
+    }))
+}
+
+/// Runs a checked product into `out` (checked first): over host operands through the
+/// engine, or where a resident `a`'s rows live.
+fn run(
+    ctx: &MultiGpuContext,
+    (kind, shape, exact): (Kind, BatchShape, bool),
+    operands: Operands<'_>,
+    out: Destination<'_>,
+    strategy: Option<Strategy>,
+) -> Result<Outcome> {
+    check_output(kind, shape, operands, &out)?;
+    let Operands { semiring, a, b, .. } = operands;
+    match (a, out) {
+        (Operand::Host(a), Destination::Host(out)) => {
+            let product = Product {
+                semiring,
+                shape,
+                a,
+                b,
+            };
+            let plan = host_run(ctx, kind, product, out, strategy)?;
+            if exact {
+                checks::check_overflow(product, out)?;
+            }
+            Ok(Outcome {
+                plan: Some(plan),
+                array: None,
             })
-            .fold(f64::from(semiring.zero()), |acc, x| match semiring {
-                Semiring::MaxPlus => acc.max(x),
-                Semiring::MinPlus => acc.min(x),
-            });
-        if exact.is_finite() {
-            return Err(Error::invalid(
-                "a",
-                format!(
-                    "tropical products overflow float32: out[{p}, {i}, {j}] = {exact:e} is \
-                     beyond the float32 range (±3.4e38); rescale the operands"
-                ),
-            ));
         }
+        (Operand::Resident(a), out) => {
+            let product = ResidentProduct {
+                a,
+                b,
+                shape,
+                semiring,
+            };
+            resident::run(ctx, kind, product, out, exact)
+        }
+        (Operand::Host(_), Destination::Resident(_)) => Err(Error::invalid(
+            "out",
+            "expected a numpy array or None (a DeviceArray out is taken when a is a \
+             DeviceArray), got DeviceArray",
+        )),
+    }
+}
+
+/// Refuses an `out` that cannot take the result: host words of another size, or a resident
+/// array for a matrix-vector product of a resident `a`.
+fn check_output(
+    kind: Kind,
+    shape: BatchShape,
+    operands: Operands<'_>,
+    out: &Destination<'_>,
+) -> Result<()> {
+    let lead = &operands.a_shape[..operands.a_shape.len() - 1];
+    let mut dims = lead.to_vec();
+    if let Kind::Matmul(_) = kind {
+        dims.push(shape.n);
+    }
+    let resident_a = matches!(operands.a, Operand::Resident(_));
+    match out {
+        Destination::Host(out) => checks::check_len("out", out.len(), &dims)?,
+        Destination::Resident(Some(_)) if kind == Kind::Matvec && resident_a => {
+            return Err(Error::invalid(
+                "out",
+                "expected a numpy array or None for tropical_matvec of a DeviceArray, got \
+                 DeviceArray",
+            ))
+        }
+        Destination::Resident(_) => {}
     }
     Ok(())
-}
-
-/// `out[p] = a[p] ⊗ x[p]` for every batch p: flat (batch, m, k) matrices and (batch, k)
-/// vectors, (batch, m) result (`shape.n` must be 1), in `semiring`.
-pub fn tropical_matvec(
-    ctx: &MultiGpuContext,
-    a: &[f32],
-    x: &[f32],
-    shape: BatchShape,
-    semiring: Semiring,
-    out: &mut [f32],
-    strategy: Option<Strategy>,
-) -> Result<Plan> {
-    if shape.n != 1 {
-        return Err(Error::invalid(
-            "shape",
-            format!(
-                "expected n = 1 for a matrix-vector product, got {}",
-                shape.n
-            ),
-        ));
-    }
-    check_operands(ctx, shape, a, x, "x", out)?;
-    let product = Product {
-        semiring,
-        shape,
-        a,
-        b: x,
-    };
-    let plan = run_matvec(ctx, product, out, strategy)?;
-    check_overflow(product, out)?;
-    Ok(plan)
 }

@@ -31,7 +31,7 @@ impl Semiring {
             .ok_or_else(|| {
                 Error::invalid(
                     "semiring",
-                    format!("expected \"max_plus\" or \"min_plus\", got {name:?}"),
+                    format!("expected one of ['max_plus', 'min_plus'], got '{name}'"),
                 )
             })
     }
@@ -72,37 +72,6 @@ impl Semiring {
     }
 }
 
-/// Fails with an error naming `argument` and the first position of a NaN in `data`, a flat
-/// row-major array of shape `dims` (indexed like numpy: `[batch, row, column]`).
-pub fn reject_nan(argument: &str, data: &[f32], dims: &[usize]) -> Result<()> {
-    match data.iter().position(|v| v.is_nan()) {
-        None => Ok(()),
-        Some(flat) => {
-            let mut index = vec![0; dims.len()];
-            let mut rest = flat;
-            for (slot, &dim) in index.iter_mut().zip(dims).rev() {
-                *slot = rest % dim.max(1);
-                rest /= dim.max(1);
-            }
-            let text = |v: &[usize]| {
-                v.iter()
-                    .map(usize::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            Err(Error::invalid(
-                argument,
-                format!(
-                    "expected no NaN (tropical values are numbers or ±inf), got NaN at [{}] of \
-                     shape ({})",
-                    text(&index),
-                    text(dims)
-                ),
-            ))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,21 +98,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("semiring:"));
-    }
-
-    #[test]
-    fn nan_is_reported_with_its_position() {
-        let err = reject_nan("a", &[0.0, 1.0, f32::NAN], &[1, 3, 1]).unwrap_err();
-        assert!(
-            err.to_string().contains("at [0, 2, 0] of shape (1, 3, 1)"),
-            "{err}"
-        );
-        let mut batched = vec![0.0; 2 * 3 * 4];
-        batched[4 * 3 + 5] = f32::NAN;
-        let err = reject_nan("a", &batched, &[2, 3, 4]).unwrap_err();
-        assert!(
-            err.to_string().contains("at [1, 1, 1] of shape (2, 3, 4)"),
-            "{err}"
-        );
     }
 }

@@ -149,3 +149,48 @@ pub fn heat_reference(grid: &[f32], h: usize, w: usize, steps: u64, alpha: f64) 
     }
     u
 }
+
+/// A batched tropical matrix product of host operands through the one entry, by the
+/// `variant` kernel, written into `out` (batch, m, n); returns the plan.
+pub fn matmul_host(
+    ctx: &MultiGpuContext,
+    variant: amari_gpu::tropical::product::Variant,
+    product: amari_gpu::tropical::Product<'_>,
+    out: &mut [f32],
+    strategy: Option<amari_gpu::Strategy>,
+) -> amari_gpu::Result<amari_gpu::Plan> {
+    use amari_gpu::tropical::{product::tropical_matmul_with, Operands};
+    let amari_gpu::tropical::BatchShape { batch, m, k, n } = product.shape;
+    let operands = Operands {
+        semiring: product.semiring,
+        a: amari_gpu::ResidentOperand::Host(product.a),
+        a_shape: &[batch, m, k],
+        b: product.b,
+        b_shape: &[batch, k, n],
+    };
+    let out = amari_gpu::Destination::Host(out);
+    let ran = tropical_matmul_with(ctx, variant, operands)?.run(ctx, out, strategy)?;
+    Ok(ran.plan.expect("a run over host operands has a plan"))
+}
+
+/// A batched tropical matrix-vector product of host operands (`product.b` the (batch, k)
+/// vectors) through the one entry, written into `out` (batch, m); returns the plan.
+pub fn matvec_host(
+    ctx: &MultiGpuContext,
+    product: amari_gpu::tropical::Product<'_>,
+    out: &mut [f32],
+    strategy: Option<amari_gpu::Strategy>,
+) -> amari_gpu::Result<amari_gpu::Plan> {
+    use amari_gpu::tropical::{tropical_matvec, Operands};
+    let amari_gpu::tropical::BatchShape { batch, m, k, .. } = product.shape;
+    let operands = Operands {
+        semiring: product.semiring,
+        a: amari_gpu::ResidentOperand::Host(product.a),
+        a_shape: &[batch, m, k],
+        b: product.b,
+        b_shape: &[batch, k],
+    };
+    let out = amari_gpu::Destination::Host(out);
+    let ran = tropical_matvec(ctx, operands)?.run(ctx, out, strategy)?;
+    Ok(ran.plan.expect("a run over host operands has a plan"))
+}

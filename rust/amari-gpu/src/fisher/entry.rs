@@ -1,0 +1,153 @@
+//! One entry per Fisher operation for host and resident operands: the kind of the operand
+//! picks the host implementation (through the engine) or the resident one (where the rows
+//! live, the numpy path's checks and errors read there); the result goes by the rule of
+//! [`Destination`]. Both implementations check their own operands (in the same words).
+
+use crate::context::MultiGpuContext;
+use crate::error::{Error, Result};
+use crate::plan::{Plan, Strategy};
+use crate::resident::{Destination, Operand, Outcome, ResidentArray};
+
+use super::categorical::{fisher_categorical_logits, fisher_categorical_probs};
+use super::gaussian::fisher_gaussian_diag;
+use super::information::fisher_information as host_information;
+use super::resident::fisher_information_resident;
+use super::resident_maps::{fisher_categorical_resident, fisher_gaussian_resident};
+
+/// The empirical Fisher matrix of (N, `p`) `scores`, host rows or a resident array (of `p`
+/// words a row), with optional host (N,) `weights`: the row-major P × P float64 matrix and
+/// the plan (None when the rows were reduced where they live).
+pub fn fisher_information_of(
+    ctx: &MultiGpuContext,
+    scores: Operand<'_>,
+    p: usize,
+    weights: Option<&[f32]>,
+    strategy: Option<Strategy>,
+) -> Result<(Vec<f64>, Option<Plan>)> {
+    match scores {
+        Operand::Host(data) => {
+            host_information(ctx, data, p, weights, strategy).map(|f| (f.matrix, Some(f.plan)))
+        }
+        Operand::Resident(array) => {
+            width("scores", array, p)?;
+            Ok((fisher_information_resident(ctx, array, weights)?, None))
+        }
+    }
+}
+
+/// `diag(p) - p p^T` of (N, `k`) `values`, probabilities or (when `logits`) logits, host
+/// rows or a resident array, into `out` (N × K × K words, or a resident array of K rows per
+/// sample).
+pub fn fisher_categorical(
+    ctx: &MultiGpuContext,
+    values: Operand<'_>,
+    (k, logits): (usize, bool),
+    out: Destination<'_>,
+    strategy: Option<Strategy>,
+) -> Result<Outcome> {
+    match values {
+        Operand::Host(data) => {
+            let out = host_out(out)?;
+            let plan = if logits {
+                fisher_categorical_logits(ctx, data, k, out, strategy)?
+            } else {
+                fisher_categorical_probs(ctx, data, k, out, strategy)?
+            };
+            Ok(Outcome {
+                plan: Some(plan),
+                array: None,
+            })
+        }
+        Operand::Resident(array) => {
+            width(if logits { "logits" } else { "probs" }, array, k)?;
+            resident_out(ctx, out, |target| {
+                fisher_categorical_resident(ctx, array, logits, target)
+            })
+        }
+    }
+}
+
+/// The Fisher matrices of N diagonal Gaussians from `mean` and `var` of the same shape
+/// (N, D) (`shapes`, as the caller gave them), each host rows or a resident array, into
+/// `out` (N × 2D × 2D words, or a resident array of 2D rows per sample with the sharding of
+/// a resident `var`, else of `mean`).
+pub fn fisher_gaussian(
+    ctx: &MultiGpuContext,
+    (mean, var): (Operand<'_>, Operand<'_>),
+    shapes: [(usize, usize); 2],
+    out: Destination<'_>,
+    strategy: Option<Strategy>,
+) -> Result<Outcome> {
+    let [(n, d), (rows, cols)] = shapes;
+    if (rows, cols) != (n, d) {
+        return Err(Error::Shape {
+            argument: "var".into(),
+            expected: format!("({n}, {d})"),
+            actual: format!("({rows}, {cols})"),
+        });
+    }
+    match (mean, var) {
+        (Operand::Host(mean), Operand::Host(var)) => {
+            let plan = fisher_gaussian_diag(ctx, mean, var, d, host_out(out)?, strategy)?;
+            Ok(Outcome {
+                plan: Some(plan),
+                array: None,
+            })
+        }
+        _ => resident_out(ctx, out, |target| {
+            fisher_gaussian_resident(ctx, mean, var, target)
+        }),
+    }
+}
+
+/// Refuses a resident array of another width than the caller's `cols`.
+fn width(argument: &str, array: &ResidentArray, cols: usize) -> Result<()> {
+    if array.cols() != cols {
+        return Err(Error::Shape {
+            argument: argument.into(),
+            expected: format!("(N, {cols})"),
+            actual: format!("({}, {})", array.rows(), array.cols()),
+        });
+    }
+    Ok(())
+}
+
+/// The host words of a call on host operands (a resident `out` needs a resident operand).
+fn host_out(out: Destination<'_>) -> Result<&mut [f32]> {
+    match out {
+        Destination::Host(out) => Ok(out),
+        Destination::Resident(_) => Err(Error::invalid(
+            "out",
+            "expected a numpy array or None (a DeviceArray out is taken when an operand is a \
+             DeviceArray), got DeviceArray",
+        )),
+    }
+}
+
+/// Runs a resident map (`run` takes the resident `out`, or makes a new array when None)
+/// into `out`: host words get the new array's rows gathered.
+fn resident_out(
+    ctx: &MultiGpuContext,
+    out: Destination<'_>,
+    run: impl FnOnce(Option<&ResidentArray>) -> Result<Option<ResidentArray>>,
+) -> Result<Outcome> {
+    let missing = || Error::Internal("a resident map without an out made no array".into());
+    match out {
+        Destination::Resident(target) => Ok(Outcome {
+            plan: None,
+            array: run(target)?,
+        }),
+        Destination::Host(out) => {
+            let array = run(None)?.ok_or_else(missing)?;
+            if out.len() != array.rows() * array.cols() {
+                return Err(Error::Shape {
+                    argument: "out".into(),
+                    expected: format!("{} floats (the result's)", array.rows() * array.cols()),
+                    actual: format!("{} floats", out.len()),
+                });
+            }
+            ctx.gather(&array, out)?;
+            Ok(Outcome::default())
+        }
+    }
+}

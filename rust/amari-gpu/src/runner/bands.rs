@@ -1,0 +1,118 @@
+//! The band-storage side of the device interface: what a grid run needs of a device, of
+//! either kind, to hold row bands there and step them. A band is two buffers of whole rows
+//! that the steps ping-pong between; [`Bands`] holds one device's bands, fills their rows
+//! (from the host board, or by a copy from another band on the same device), and runs a
+//! round of steps over all of them, handing back the rows asked for. A wgpu device
+//! (`runner::bands_gpu`) records a round in one compute pass; the host device
+//! (`runner::bands_host`) steps its host vectors in place on its thread pool. What a step
+//! computes is the caller's [`Program`]; which rows, and where they go, the caller's too.
+//! `runner::bands_on` is the only place a grid run looks at which kind a device is.
+
+use std::any::Any;
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use crate::error::Result;
+use crate::interrupt::Interrupt;
+use crate::kernel::FmaMode;
+
+/// What one band computes at each step of a round, as the device kinds need it.
+pub(crate) trait Program: Send + Sync {
+    /// Steps a round may run (step `k` is 1-based, at most this).
+    fn steps(&self) -> usize;
+
+    /// The uniform words and workgroups of step `k` on a wgpu device allowing `max`
+    /// workgroups per dimension (`device` names it in errors).
+    fn dispatch(&self, k: usize, max: u64, device: usize) -> Result<([u32; 12], [u32; 3])>;
+
+    /// Cells (or packed words) step `k` computes.
+    fn work(&self, k: usize) -> u64;
+
+    /// Step `k` on the host: buffer rows of `dst` computed from `src` (both whole band
+    /// buffers as 32-bit words), rounding `fma` as `fma` says.
+    fn run(&self, k: usize, src: &[u32], dst: &mut [u32], fma: FmaMode);
+}
+
+/// Rows that stay on their device when the layout changes: `rows` rows from buffer row
+/// `from_row` of band `from_band` of the old bands to buffer row `to_row` of new band `band`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowMove {
+    /// The new band (index in its device's bands).
+    pub(crate) band: usize,
+    /// The old band (index in the old bands of the same device).
+    pub(crate) from_band: usize,
+    /// First buffer row in the old band.
+    pub(crate) from_row: usize,
+    /// First buffer row in the new band.
+    pub(crate) to_row: usize,
+    /// Rows moved.
+    pub(crate) rows: usize,
+}
+
+/// One round asked of a device's bands.
+pub(crate) struct BandRound<'a> {
+    /// The buffer (0 or 1) the bands' current rows are in.
+    pub(crate) current: usize,
+    /// Steps to run (0: only read back).
+    pub(crate) steps: usize,
+    /// Rows to write into buffer `current` first, per band: (first buffer row, bytes of
+    /// consecutive rows).
+    pub(crate) uploads: Vec<Vec<(usize, &'a [u8])>>,
+    /// Buffer rows to read back after the steps, per band.
+    pub(crate) wanted: &'a [Vec<Range<usize>>],
+    /// Whether the kernels are timed with GPU timestamps (where the device has them).
+    pub(crate) stamped: bool,
+    /// The wait limit.
+    pub(crate) timeout: Option<Duration>,
+    /// The call's interrupt (the host device checks it between steps).
+    pub(crate) interrupt: Option<&'a Interrupt>,
+}
+
+/// What a device's bands did in a round.
+pub(crate) struct Ran {
+    /// The wanted rows' bytes, one entry per wanted range, in band and range order.
+    pub(crate) rows: Vec<Vec<u8>>,
+    /// When the steps were handed to the device (uploads done).
+    pub(crate) submitted: Instant,
+    /// When the device had finished.
+    pub(crate) finished: Instant,
+    /// Kernel begin and end in GPU ticks, when timed with timestamps.
+    pub(crate) ticks: Option<(u64, u64)>,
+    /// Cells (or packed words) computed.
+    pub(crate) work: u64,
+    /// Bytes read back.
+    pub(crate) bytes_down: u64,
+}
+
+/// One device's band storage, in the device's band order.
+pub(crate) trait Bands: Send {
+    /// Adds a band of `rows` buffer rows of `row_bytes` bytes (two buffers, contents
+    /// unspecified until written) that runs `program`.
+    fn push(&mut self, rows: usize, row_bytes: usize, program: Box<dyn Program>) -> Result<()>;
+
+    /// Writes `bytes` (whole rows) into buffer `current` of band `band` from buffer row `at`.
+    fn write(&mut self, band: usize, current: usize, at: usize, bytes: &[u8]);
+
+    /// Copies `moved` out of `old` (bands on the same device) into buffer `current`; runs
+    /// by [`Bands::submit`] at the latest.
+    fn copy_from(&mut self, old: &dyn Bands, moved: RowMove, current: usize) -> Result<()>;
+
+    /// Hands the copies recorded since the last call to the device.
+    fn submit(&mut self);
+
+    /// Runs `round` on every band: the uploads, then the steps step by step across the
+    /// bands, then the wanted rows read back.
+    fn round(&mut self, round: &BandRound<'_>) -> Result<Ran>;
+
+    /// Lets the bands go after a failure: a device's buffers may still be in use, so they
+    /// are destroyed rather than pooled.
+    fn discard(self: Box<Self>);
+
+    /// The bands' buffers as [`Any`], for [`Bands::copy_from`] to find old bands of its
+    /// own kind.
+    fn stored(&self) -> &dyn Any;
+}
+
+#[cfg(test)]
+pub(crate) static PANIC_IN_STEP: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);

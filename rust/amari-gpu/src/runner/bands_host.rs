@@ -1,0 +1,147 @@
+//! The host device's bands: host vectors of 32-bit words (rows padded as on a wgpu device)
+//! that the bands' host steps update in place on the device's thread pool, with the fma
+//! rounding of the wgpu devices beside it. A panic in a step fails the device; a cancelled
+//! call stops between steps (a host round can be long).
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use super::bands::{BandRound, Bands, Program, Ran, RowMove};
+use crate::alloc;
+use crate::device::GpuDevice;
+use crate::error::{Error, Result};
+use crate::gpu_io::lost;
+use crate::host::device::HostDevice;
+
+/// One band's two buffers and its steps.
+pub(super) struct HostBand {
+    buffers: [Vec<u32>; 2],
+    row_bytes: usize,
+    program: Box<dyn Program>,
+}
+
+impl HostBand {
+    fn bytes(&self, current: usize) -> &[u8] {
+        bytemuck::cast_slice(&self.buffers[current])
+    }
+}
+
+/// The bands on the host device.
+pub(super) struct HostBands<'d> {
+    dev: &'d GpuDevice,
+    host: &'d HostDevice,
+    list: Vec<HostBand>,
+}
+
+impl<'d> HostBands<'d> {
+    /// No bands yet on `dev`, the host device `host`.
+    pub(super) fn new(dev: &'d GpuDevice, host: &'d HostDevice) -> Self {
+        HostBands {
+            dev,
+            host,
+            list: Vec::new(),
+        }
+    }
+}
+
+impl Bands for HostBands<'_> {
+    fn push(&mut self, rows: usize, row_bytes: usize, program: Box<dyn Program>) -> Result<()> {
+        let words = alloc::product("grid", &[rows, row_bytes / 4], 4)?;
+        self.list.push(HostBand {
+            buffers: [alloc::zeroed("grid", words)?, alloc::zeroed("grid", words)?],
+            row_bytes,
+            program,
+        });
+        Ok(())
+    }
+
+    fn write(&mut self, band: usize, current: usize, at: usize, bytes: &[u8]) {
+        let b = &mut self.list[band];
+        let at = at * b.row_bytes;
+        let buffer: &mut [u8] = bytemuck::cast_slice_mut(&mut b.buffers[current]);
+        buffer[at..at + bytes.len()].copy_from_slice(bytes);
+    }
+
+    fn copy_from(&mut self, old: &dyn Bands, moved: RowMove, current: usize) -> Result<()> {
+        let Some(old) = old.stored().downcast_ref::<Vec<HostBand>>() else {
+            return Err(Error::Internal(format!(
+                "device {}'s old and new bands are of different kinds",
+                self.dev.id
+            )));
+        };
+        let from = &old[moved.from_band];
+        let rb = from.row_bytes;
+        let source = &from.bytes(current)[moved.from_row * rb..(moved.from_row + moved.rows) * rb];
+        self.write(moved.band, current, moved.to_row, source);
+        Ok(())
+    }
+
+    fn submit(&mut self) {}
+
+    fn round(&mut self, round: &BandRound<'_>) -> Result<Ran> {
+        let host = self.host;
+        for (band, uploads) in round.uploads.iter().enumerate() {
+            for &(at, bytes) in uploads {
+                self.write(band, round.current, at, bytes);
+            }
+        }
+        let submitted = Instant::now();
+        let cancelled = || round.interrupt.is_some_and(|i| i.is_cancelled());
+        let list = &mut self.list;
+        let stepped = catch_unwind(AssertUnwindSafe(|| {
+            host.pool.run_with(|| {
+                let mut work = 0;
+                // Step by step across the bands, as a wgpu round orders its dispatches.
+                for k in 1..=round.steps {
+                    if cancelled() {
+                        return Err(Error::Cancelled);
+                    }
+                    #[cfg(test)]
+                    if super::bands::PANIC_IN_STEP.swap(false, std::sync::atomic::Ordering::SeqCst)
+                    {
+                        panic!("a host band step failed (test)");
+                    }
+                    for b in list.iter_mut() {
+                        let from = (round.current + k - 1) % 2;
+                        let [x, y] = &mut b.buffers;
+                        let (src, dst) = if from == 0 { (&*x, y) } else { (&*y, x) };
+                        b.program.run(k, src, dst, host.fma);
+                        work += b.program.work(k);
+                    }
+                }
+                Ok(work)
+            })
+        }));
+        let work = stepped.map_err(|panic| {
+            let what = Error::from_panic("a host band step", panic.as_ref());
+            lost(self.dev.id, what.to_string())
+        })??;
+        let finished = Instant::now();
+        let after = (round.current + round.steps) % 2;
+        let mut rows = Vec::new();
+        let mut bytes_down = 0;
+        for (b, ranges) in self.list.iter().zip(round.wanted) {
+            for r in ranges {
+                let rb = b.row_bytes;
+                let bytes = b.bytes(after)[r.start * rb..r.end * rb].to_vec();
+                bytes_down += bytes.len() as u64;
+                rows.push(bytes);
+            }
+        }
+        Ok(Ran {
+            rows,
+            submitted,
+            finished,
+            ticks: None,
+            work,
+            bytes_down,
+        })
+    }
+
+    fn discard(self: Box<Self>) {}
+
+    fn stored(&self) -> &dyn Any {
+        &self.list
+    }
+}

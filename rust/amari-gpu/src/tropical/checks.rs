@@ -1,0 +1,276 @@
+//! The checks of a tropical product's arguments, one owner for host and resident operands:
+//! shapes as the caller gave them (an unbatched `(m, k)` or a batched `(batch, m, k)`), NaN
+//! at its position in those shapes, the whole-bound operand's size, and float32 overflow of
+//! the result. Errors name the caller's arguments and speak in the caller's dimensions.
+
+use crate::context::MultiGpuContext;
+use crate::error::{shape_text, Error, Result};
+use crate::resident::Operand;
+use crate::tropical::blocks::{BatchShape, Product};
+use crate::tropical::semiring::Semiring;
+
+fn shape_error(argument: &str, expected: impl Into<String>, dims: &[usize]) -> Error {
+    Error::Shape {
+        argument: argument.into(),
+        expected: expected.into(),
+        actual: shape_text(dims),
+    }
+}
+
+/// The left operand's batch, m and k, from its shape `(m, k)` or `(batch, m, k)`.
+fn left(a: &[usize]) -> Result<(usize, usize, usize)> {
+    match *a {
+        [m, k] => Ok((1, m, k)),
+        [batch, m, k] => Ok((batch, m, k)),
+        _ => Err(shape_error("a", "(m, k) or (batch, m, k)", a)),
+    }
+}
+
+/// The product shape of `a` ⊗ `b` from their shapes as the caller gave them: `(m, k)` by
+/// `(k, n)`, or `(batch, m, k)` by `(batch, k, n)`.
+pub(crate) fn matmul_shape(a: &[usize], b: &[usize]) -> Result<BatchShape> {
+    let (batch, m, k) = left(a)?;
+    if !matches!(b.len(), 2 | 3) {
+        return Err(shape_error("b", "(k, n) or (batch, k, n)", b));
+    }
+    let batched = a.len() == 3;
+    if b.len() != a.len() {
+        let want = if batched { "(batch, k, n)" } else { "(k, n)" };
+        return Err(shape_error("b", format!("{want} like a"), b));
+    }
+    let (b_batch, b_k, n) = if batched {
+        (b[0], b[1], b[2])
+    } else {
+        (1, b[0], b[1])
+    };
+    if b_batch != batch || b_k != k {
+        let want = if batched {
+            format!("({batch}, {k}, n)")
+        } else {
+            format!("({k}, n)")
+        };
+        return Err(shape_error("b", want, b));
+    }
+    Ok(BatchShape { batch, m, k, n })
+}
+
+/// The product shape of `a` ⊗ `x`: `(m, k)` by `(k,)`, or `(batch, m, k)` by `(batch, k)`.
+pub(crate) fn matvec_shape(a: &[usize], x: &[usize]) -> Result<BatchShape> {
+    let (batch, m, k) = left(a)?;
+    let want: &[usize] = if a.len() == 3 { &[batch, k] } else { &[k] };
+    if x != want {
+        return Err(shape_error("x", shape_text(want), x));
+    }
+    Ok(BatchShape { batch, m, k, n: 1 })
+}
+
+/// Refuses an operand whose words do not make up its stated shape (a caller of the native
+/// functions passing a shape of its own): a resident one holds every axis but the last as
+/// rows and the last as the words of a row.
+pub(crate) fn check_operand(argument: &str, operand: Operand<'_>, dims: &[usize]) -> Result<()> {
+    let (rows, cols) = match operand {
+        Operand::Host(data) => return check_len(argument, data.len(), dims),
+        Operand::Resident(array) => (array.rows(), array.cols()),
+    };
+    let last = dims.last().copied().unwrap_or(1);
+    let lead: usize = dims.iter().rev().skip(1).product();
+    if (lead, last) != (rows, cols) {
+        return Err(Error::Shape {
+            argument: argument.into(),
+            expected: format!(
+                "{} (the DeviceArray's rows and row width)",
+                shape_text(dims)
+            ),
+            actual: format!("{rows} rows of {cols}"),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses `len` words for an array of shape `dims`.
+pub(crate) fn check_len(argument: &str, len: usize, dims: &[usize]) -> Result<()> {
+    let want: usize = dims.iter().product();
+    if len != want {
+        return Err(Error::Shape {
+            argument: argument.into(),
+            expected: format!("{} ({want} floats)", shape_text(dims)),
+            actual: format!("{len} floats"),
+        });
+    }
+    Ok(())
+}
+
+/// The NaN error of `argument`, of shape `dims`, at `index`.
+pub(crate) fn nan_error(argument: &str, index: &[usize], dims: &[usize]) -> Error {
+    let text = |v: &[usize]| {
+        v.iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Error::invalid(
+        argument,
+        format!(
+            "expected no NaN (tropical values are numbers or ±inf), got NaN at [{}] of shape {}",
+            text(index),
+            shape_text(dims)
+        ),
+    )
+}
+
+/// `flat`, a row-major position in an array of shape `dims`, as one index per axis.
+pub(crate) fn unravel(flat: usize, dims: &[usize]) -> Vec<usize> {
+    let mut index = vec![0; dims.len()];
+    let mut rest = flat;
+    for (slot, &dim) in index.iter_mut().zip(dims).rev() {
+        *slot = rest % dim.max(1);
+        rest /= dim.max(1);
+    }
+    index
+}
+
+/// Fails with an error naming `argument` and the first position of a NaN in `data`, a flat
+/// row-major array of shape `dims` (indexed like numpy: `[batch, row, column]`).
+pub fn reject_nan(argument: &str, data: &[f32], dims: &[usize]) -> Result<()> {
+    match data.iter().position(|v| v.is_nan()) {
+        None => Ok(()),
+        Some(flat) => Err(nan_error(argument, &unravel(flat, dims), dims)),
+    }
+}
+
+/// Refuses a whole-bound operand larger than some device can bind.
+pub(crate) fn check_whole_binding(
+    ctx: &MultiGpuContext,
+    argument: &str,
+    words: usize,
+) -> Result<()> {
+    let limit = ctx
+        .devices()
+        .iter()
+        .map(|d| d.max_binding_bytes())
+        .min()
+        .unwrap_or(u64::MAX);
+    let bytes = 4 * words as u64;
+    if bytes > limit {
+        return Err(Error::invalid(
+            argument,
+            format!(
+                "expected at most {limit} bytes (the smallest storage binding of the context's \
+                 devices; every device holds it whole), got {bytes} bytes"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The largest finite magnitude in `data` (0 without one).
+pub(crate) fn largest_finite(data: &[f32]) -> f64 {
+    data.iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |m, &v| m.max(f64::from(v).abs()))
+}
+
+/// Whether a product of operands whose largest finite magnitudes are `top_a` and `top_b`
+/// may overflow float32 (one sum per term, no accumulation).
+pub(crate) fn may_overflow(top_a: f64, top_b: f64) -> bool {
+    top_a + top_b > f64::from(f32::MAX)
+}
+
+/// Refuses a result that a float32 overflow made wrong. A term `a + b` of finite operands
+/// beyond float32 rounds to ±inf: +inf in a max-plus product (−inf in min-plus) becomes the
+/// result, the other infinity reads as the tropical zero. Either way a wrong result is
+/// infinite, so only infinite entries need a look: each is recomputed in float64 and, when
+/// finite there, is an overflow error naming the entry (never a quiet inf, which would read
+/// as "no path" or the tropical zero). Callers run it only when [`may_overflow`] holds.
+pub(crate) fn check_overflow(product: Product<'_>, out: &[f32]) -> Result<()> {
+    let Product {
+        semiring,
+        shape,
+        a,
+        b,
+    } = product;
+    let BatchShape { m, k, n, .. } = shape;
+    for (t, &v) in out.iter().enumerate() {
+        if v.is_finite() {
+            continue;
+        }
+        let (p, i, j) = (t / (m * n), t / n % m, t % n);
+        let exact = (0..k)
+            .map(|l| {
+                let (x, y) = (a[(p * m + i) * k + l], b[(p * k + l) * n + j]);
+                if x == semiring.zero() || y == semiring.zero() {
+                    f64::from(semiring.zero())
+                } else {
+                    f64::from(x) + f64::from(y)
+                }
+            })
+            .fold(f64::from(semiring.zero()), |acc, x| match semiring {
+                Semiring::MaxPlus => acc.max(x),
+                Semiring::MinPlus => acc.min(x),
+            });
+        if exact.is_finite() {
+            return Err(Error::invalid(
+                "a",
+                format!(
+                    "tropical products overflow float32: out[{p}, {i}, {j}] = {exact:e} is \
+                     beyond the float32 range (±3.4e38); rescale the operands"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nan_is_reported_with_its_position() {
+        let err = reject_nan("a", &[0.0, 1.0, f32::NAN], &[1, 3, 1]).unwrap_err();
+        assert!(
+            err.to_string().contains("at [0, 2, 0] of shape (1, 3, 1)"),
+            "{err}"
+        );
+        let mut batched = vec![0.0; 2 * 3 * 4];
+        batched[4 * 3 + 5] = f32::NAN;
+        let err = reject_nan("a", &batched, &[2, 3, 4]).unwrap_err();
+        assert!(
+            err.to_string().contains("at [1, 1, 1] of shape (2, 3, 4)"),
+            "{err}"
+        );
+        let err = reject_nan("x", &[0.0, f32::NAN], &[2]).unwrap_err();
+        assert!(err.to_string().contains("at [1] of shape (2,)"), "{err}");
+    }
+
+    #[test]
+    fn shapes_are_checked_in_the_callers_terms() {
+        let text = |r: Result<BatchShape>| r.unwrap_err().to_string();
+        assert_eq!(
+            text(matmul_shape(&[4], &[4, 2])),
+            "a: expected shape (m, k) or (batch, m, k), got (4,)"
+        );
+        assert_eq!(
+            text(matmul_shape(&[3, 4], &[1, 4, 2])),
+            "b: expected shape (k, n) like a, got (1, 4, 2)"
+        );
+        assert_eq!(
+            text(matmul_shape(&[2, 3, 4], &[2, 5, 2])),
+            "b: expected shape (2, 4, n), got (2, 5, 2)"
+        );
+        assert_eq!(
+            text(matvec_shape(&[3, 4], &[3])),
+            "x: expected shape (4,), got (3,)"
+        );
+        let shape = matmul_shape(&[3, 4], &[4, 2]).unwrap();
+        assert_eq!(
+            shape,
+            BatchShape {
+                batch: 1,
+                m: 3,
+                k: 4,
+                n: 2
+            }
+        );
+    }
+}
