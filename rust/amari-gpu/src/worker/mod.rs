@@ -1,8 +1,11 @@
 //! The worker loop: one thread per device, of either kind, pulls chunks from the scheduler
 //! and keeps as many begun as its kind runs at once ([`Runner::DEPTH`]: two on a wgpu
 //! device, so the upload of chunk k+1 and the readback of chunk k−1 overlap the dispatch of
-//! chunk k; one on the host device, which runs each in place). On failure the device's
-//! unfinished chunks go back to the scheduler for the others. When the call is interrupted
+//! chunk k; one on the host device, which runs each in place). A chunk is an item range of
+//! host operands ([`Work::Host`]) or a piece of a call on resident operands
+//! ([`Work::Resident`]: a shard's rows, begun where they live). On failure the device's
+//! unfinished chunks go back to the scheduler for the others (a resident piece's lost rows
+//! are rebuilt from their lineage by the device that takes it). When the call is interrupted
 //! the worker stops waiting for the device and leaves its chunks in flight to it. With a
 //! profile active every step becomes an event.
 
