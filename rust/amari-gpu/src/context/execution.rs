@@ -16,7 +16,7 @@ use crate::kernel::{Kernel, Output};
 use crate::plan::{Plan, Strategy};
 use crate::profile::{CallRecord, HostStep, Kind};
 use crate::scheduler::Scheduler;
-use crate::worker::{Execution, Recording, Run, WorkerReport};
+use crate::worker::{Execution, Recording, Run, Work, WorkerReport};
 use crate::workload::Workload;
 
 impl MultiGpuContext {
@@ -289,9 +289,11 @@ impl MultiGpuContext {
         }
         let run = Run {
             kernel,
-            inputs,
-            ranges: &ranges,
-            outputs,
+            work: Work::Host {
+                inputs,
+                ranges: &ranges,
+                outputs,
+            },
             scheduler: Scheduler::new(own, shared, sharers),
             timeout,
             counted,
@@ -300,31 +302,7 @@ impl MultiGpuContext {
             interrupt: interrupt::current().filter(|_| counted),
         };
         run.scheduler.adopt(unplaced);
-        let reports: Vec<WorkerReport> = std::thread::scope(|scope| {
-            let handles: Vec<_> = workers
-                .iter()
-                .enumerate()
-                .map(|(slot, dev)| {
-                    let run = &run;
-                    scope.spawn(move || run.work(slot, dev))
-                })
-                .collect();
-            // `work` catches panics of its own; a join error would be one in its
-            // bookkeeping, reported like a failure of the device.
-            handles
-                .into_iter()
-                .zip(workers)
-                .map(|(h, dev)| {
-                    h.join().unwrap_or_else(|panic| WorkerReport {
-                        failure: Some(Error::from_panic(
-                            &format!("the worker of device {}", dev.id),
-                            panic.as_ref(),
-                        )),
-                        ..WorkerReport::default()
-                    })
-                })
-                .collect()
-        });
+        let reports = run.on(workers);
         Ok((reports, run.scheduler.remaining()))
     }
 

@@ -1,28 +1,110 @@
 //! Reductions over a resident array: a kernel with one partial per chunk (`Output::PerChunk`)
 //! run on the problem's chunk grid (chunks of `chunk_items` rows counted from row 0, as the
-//! engine cuts a numpy input), each chunk on the device holding its rows, so the partials
-//! are the ones the numpy path computes, bit for bit, and the caller's sum in chunk order
-//! is too. A shard's chunks are the device's to run (`Shards::reduce_shard`: one submission
-//! on a wgpu device, in place on the host device); every device's submission goes out
-//! before any is waited for. A chunk cut by a shard boundary, or whose device fails or
-//! cannot bind it, is run by the engine on its rows brought to the host: read from their
-//! shards, or rebuilt from the lineage when their device failed. Shards already on a failed
-//! device when the call starts are first rebuilt on a substitute and kept there. Only those
-//! rows, and the partials, cross to the host.
+//! engine cuts a numpy input), so the partials are the ones the numpy path computes, bit
+//! for bit, and the caller's sum in chunk order is too. The call is pieces of the one worker
+//! loop: a shard's chunks (those wholly inside it) are one piece, queued on the device
+//! holding the shard (`Shards::reduce_shard`: one submission on a wgpu device, in place on
+//! the host device); each run of chunks cut by shard boundaries is another, its rows
+//! assembled on the device that takes it. A device that fails hands its pieces to the
+//! others, whose `assemble` rebuilds the lost rows from the lineage; rows rebuilt for a
+//! whole lost shard are kept in its place. Only rows that change device, and the partials,
+//! cross to the host.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::array::{ResidentArray, Snapshot};
-use super::place::record;
-use crate::context::shard::{self, shards_of};
+use super::pieces::Operand;
+use super::pieces::Repair;
+use super::place::Recording;
+use crate::context::shard::shards_of;
 use crate::context::{MultiGpuContext, Target};
+use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::kernel::{Input, Kernel, Output};
-use crate::profile::Kind;
-use crate::runner::ShardChunks;
-use crate::worker::ready_for_chunk;
+use crate::runner::{Partials, ShardChunks};
+use crate::worker::{Landing, Pieces};
+
+/// One piece of a reduction: chunks of the grid, and the rows they are reduced from (a
+/// whole shard, or the rows of chunks cut by shard boundaries).
+struct Span {
+    home: usize,
+    chunks: Range<usize>,
+    base: Range<usize>,
+}
+
+/// The pieces of one reduction, and the partials they fill.
+struct ChunkPieces<'c> {
+    ctx: &'c MultiGpuContext,
+    kernel: &'c Kernel,
+    snapshot: Snapshot,
+    per_row: Option<&'c [f32]>,
+    chunk_items: usize,
+    n: usize,
+    cols: usize,
+    words: usize,
+    spans: Vec<Span>,
+    recording: Recording,
+    /// By piece: its partials' place in the output, taken by whoever lands it.
+    outputs: Vec<Mutex<Option<&'c mut [f32]>>>,
+    /// Whole lost shards rebuilt on the device that took their piece.
+    repairs: Mutex<Vec<Repair>>,
+}
+
+/// A piece's partials, on their way from the device or computed.
+enum Landed<'p, 'c> {
+    Device(
+        &'p ChunkPieces<'c>,
+        usize,
+        Box<dyn Partials>,
+        Option<Repair>,
+    ),
+    Ready(&'p ChunkPieces<'c>, usize, Vec<f32>),
+}
+
+/// The pieces of a reduction over `n` rows held as `shards`, in chunks of `chunk_items`:
+/// the chunks wholly inside each shard, then the runs of chunks cut by its boundaries.
+fn spans(shards: &[(usize, Range<usize>)], n: usize, chunk_items: usize) -> Vec<Span> {
+    let chunks = n.div_ceil(chunk_items);
+    let mut covered = vec![false; chunks];
+    let mut spans = Vec::new();
+    for (device, rows) in shards {
+        let first = rows.start.div_ceil(chunk_items);
+        let last = if rows.end == n {
+            chunks
+        } else {
+            rows.end / chunk_items
+        };
+        if first < last {
+            covered[first..last].fill(true);
+            let (home, base) = (*device, rows.clone());
+            spans.push(Span {
+                home,
+                chunks: first..last,
+                base,
+            });
+        }
+    }
+    let mut c = 0;
+    while c < chunks {
+        let end = (c..chunks).find(|&e| covered[e]).unwrap_or(chunks);
+        if end > c {
+            let base = c * chunk_items..(end * chunk_items).min(n);
+            let home = shards
+                .iter()
+                .find(|(_, rows)| rows.contains(&base.start))
+                .map_or(0, |(device, _)| *device);
+            spans.push(Span {
+                home,
+                chunks: c..end,
+                base,
+            });
+        }
+        c = end + 1;
+    }
+    spans
+}
 
 impl MultiGpuContext {
     /// The partials, in chunk order, of `kernel` over the rows of `array` (named `argument`
@@ -57,150 +139,55 @@ impl MultiGpuContext {
             )));
         }
         crate::interrupt::check()?;
-        self.heal(array, kernel, argument)?;
         let snapshot = array.snapshot(&self.resident, argument)?;
         let chunks = n.div_ceil(chunk_items);
         let mut partials = crate::alloc::zeroed("partials", chunks * words)?;
-        let mut done = vec![false; chunks];
-        let timeout = self.options.sync_timeout_ms.map(Duration::from_millis);
+        let placed: Vec<_> = (snapshot.shards.iter())
+            .map(|(device, rows, _)| (*device, rows.clone()))
+            .collect();
+        let spans = spans(&placed, n, chunk_items);
+        let homes: Vec<usize> = spans.iter().map(|s| s.home).collect();
+        // Each piece's partials: its chunks' place in the output.
+        let mut by_start: Vec<(usize, usize)> = spans
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.chunks.start, i))
+            .collect();
+        by_start.sort_unstable();
+        let mut outputs: Vec<Option<&mut [f32]>> = spans.iter().map(|_| None).collect();
+        let mut rest = &mut partials[..];
+        for (_, i) in by_start {
+            let (head, tail) =
+                std::mem::take(&mut rest).split_at_mut(spans[i].chunks.len() * words);
+            outputs[i] = Some(head);
+            rest = tail;
+        }
         let recording = self.resident_call(&format!("resident/{}", kernel.id), n);
-        // Every wgpu shard's chunks are submitted before any is waited for, so the devices
-        // work side by side; host shards run meanwhile; then the partials are read back.
-        let mut pending = Vec::new();
-        // Shards a device runs asynchronously first: the host device's shards then run
-        // (in place) while the devices work.
-        let mut order: Vec<_> = snapshot.shards.iter().collect();
-        order.sort_by_key(|(device, _, _)| {
-            self.device(*device)
-                .is_ok_and(|dev| shards_of(dev).runs_in_place())
-        });
-        for (device, rows, storage) in order {
-            // Chunks wholly inside the shard (the last chunk may be short).
-            let first = rows.start.div_ceil(chunk_items);
-            let last = if rows.end == n {
-                chunks
-            } else {
-                rows.end / chunk_items
-            };
-            if first >= last {
-                continue;
-            }
-            let dev = self.device(*device)?;
-            if !dev.health.is_healthy() || !dev.can_run(kernel) {
-                continue;
-            }
-            let span = ShardChunks {
-                shard_start: rows.start,
-                chunks: first..last,
-                per_row: per_row.map(|w| &w[rows.clone()]),
-                chunk_items,
-                n,
-                cols,
-                words,
-            };
-            // Ctrl-C between shards: what was submitted finishes on its own.
-            crate::interrupt::check()?;
-            let started = Instant::now();
-            let submitted = match ready_for_chunk(dev, true) {
-                Ok(()) => shards_of(dev).reduce_shard(dev, kernel, storage, &span),
-                Err(error) => Err(error),
-            };
-            match submitted {
-                Ok(Some(results)) => pending.push((dev, span.chunks, results, started)),
-                Ok(None) => {}
-                Err(error @ Error::DeviceLost { .. }) => dev.health.mark_failed(&error.to_string()),
-                Err(error) => return Err(error),
-            }
-        }
-        for (dev, range, results, started) in pending {
-            let out = &mut partials[range.start * words..range.end * words];
-            match results.collect(dev, out, timeout) {
-                Ok(()) => {
-                    done[range.clone()].fill(true);
-                    if let Some((p, call)) = &recording {
-                        let covered = (range.end * chunk_items).min(n) - range.start * chunk_items;
-                        record(
-                            p,
-                            *call,
-                            dev.id,
-                            Kind::Kernel,
-                            started,
-                            out.len() * 4,
-                            covered,
-                        );
-                    }
-                }
-                Err(error @ Error::DeviceLost { .. }) => dev.health.mark_failed(&error.to_string()),
-                Err(error) => return Err(error),
-            }
-        }
-        // Runs of chunks left over, through the engine on their rows.
-        let mut c = 0;
-        while c < chunks {
-            if done[c] {
-                c += 1;
-                continue;
-            }
-            let mut end = c + 1;
-            while end < chunks && !done[end] {
-                end += 1;
-            }
-            let rows = c * chunk_items..(end * chunk_items).min(n);
-            let host_rows = self.read_rows(&snapshot, cols, rows.clone(), timeout)?;
-            let mut inputs: Vec<&[f32]> = vec![&host_rows];
-            if let Some(w) = per_row {
-                inputs.push(&w[rows.clone()]);
-            }
-            let ran = self.run_on_grid(
-                kernel,
-                &inputs,
-                Target::Chunks,
-                rows.len(),
-                Some(chunk_items),
-                None,
-            )?;
-            partials[c * words..end * words].copy_from_slice(&ran.partials);
-            c = end;
-        }
+        let call = ChunkPieces {
+            ctx: self,
+            kernel,
+            snapshot,
+            per_row,
+            chunk_items,
+            n,
+            cols,
+            words,
+            spans,
+            recording,
+            outputs: outputs.into_iter().map(Mutex::new).collect(),
+            repairs: Mutex::new(Vec::new()),
+        };
+        self.run_pieces(kernel, &call, &homes, &call.recording)?;
+        let repairs = (call.repairs)
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.keep_repairs(&[(argument, Operand::Resident(array))], repairs);
         Ok(partials)
     }
 
-    /// Rebuilds the shards of `array` that sit on failed devices (or on one that cannot run
-    /// `kernel`) on substitutes, from the lineage, and keeps them there: the call then runs
-    /// their chunks where they now live, and later calls find them in place.
-    fn heal(&self, array: &ResidentArray, kernel: &Kernel, argument: &str) -> Result<()> {
-        let snapshot = array.snapshot(&self.resident, argument)?;
-        for (device, rows, storage) in &snapshot.shards {
-            let dev = self.device(*device)?;
-            if dev.health.is_healthy() && dev.can_run(kernel) {
-                continue;
-            }
-            let words = snapshot.lineage.replay(&self.replayer(), rows.clone())?;
-            let to = self.substitute(kernel)?;
-            shard::check_room(
-                to,
-                (words.len() * 4) as u64,
-                self.resident.held_bytes(to.id),
-            )?;
-            let rebuilt = Arc::new(shards_of(to).put(to, &words)?);
-            let mut entries = self.resident.lock();
-            // Unless another call repaired or freed it meanwhile.
-            if let Some(entry) = entries.get_mut(&array.id) {
-                let lost = entry
-                    .shards
-                    .iter_mut()
-                    .find(|s| s.rows == *rows && Arc::ptr_eq(&s.storage, storage));
-                if let Some(shard) = lost {
-                    shard.device = to.id;
-                    shard.storage = rebuilt;
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Rows `rows` of a resident array (`cols` words per row) on the host: read from the
-    /// shards holding them, rebuilt from the lineage where their device failed.
+    /// shards holding them, rebuilt from the lineage where their device failed (see
+    /// `shard_rows`).
     pub(crate) fn read_rows(
         &self,
         snapshot: &Snapshot,
@@ -209,31 +196,132 @@ impl MultiGpuContext {
         timeout: Option<Duration>,
     ) -> Result<Vec<f32>> {
         let mut out = crate::alloc::zeroed("resident rows", rows.len() * cols)?;
-        for (device, held, storage) in &snapshot.shards {
+        for shard in &snapshot.shards {
+            let held = &shard.1;
             let (start, end) = (rows.start.max(held.start), rows.end.min(held.end));
             if start >= end {
                 continue;
             }
             let target = &mut out[(start - rows.start) * cols..(end - rows.start) * cols];
-            let dev = self.device(*device)?;
-            let words = (start - held.start) * cols..(end - held.start) * cols;
-            let read = if dev.health.is_healthy() {
-                shards_of(dev).read(dev, storage, words, target, timeout)
-            } else {
-                Err(Error::DeviceLost {
-                    device: dev.id,
-                    reason: dev.health.reason().unwrap_or_default(),
-                })
-            };
-            match read {
-                Ok(()) => {}
-                Err(error @ Error::DeviceLost { .. }) => {
-                    dev.health.mark_failed(&error.to_string());
-                    target.copy_from_slice(&snapshot.lineage.replay(&self.replayer(), start..end)?);
-                }
-                Err(error) => return Err(error),
-            }
+            self.shard_rows(snapshot, shard, cols, start..end, target, timeout)?;
         }
         Ok(out)
+    }
+}
+
+impl ChunkPieces<'_> {
+    /// Partials of `span`'s chunks computed by the engine on their rows brought to the
+    /// host: for a device that cannot bind a chunk window of `span.base`.
+    fn through_engine(&self, span: &Span) -> Result<Vec<f32>> {
+        let timeout = self.ctx.options.sync_timeout_ms.map(Duration::from_millis);
+        let rows =
+            span.chunks.start * self.chunk_items..(span.chunks.end * self.chunk_items).min(self.n);
+        let host_rows = self
+            .ctx
+            .read_rows(&self.snapshot, self.cols, rows.clone(), timeout)?;
+        let mut inputs: Vec<&[f32]> = vec![&host_rows];
+        if let Some(w) = self.per_row {
+            inputs.push(&w[rows.clone()]);
+        }
+        let ran = self.ctx.run_on_grid(
+            self.kernel,
+            &inputs,
+            Target::Chunks,
+            rows.len(),
+            Some(self.chunk_items),
+            None,
+        )?;
+        Ok(ran.partials)
+    }
+}
+
+impl Pieces for ChunkPieces<'_> {
+    fn items(&self, piece: usize) -> usize {
+        let chunks = &self.spans[piece].chunks;
+        (chunks.end * self.chunk_items).min(self.n) - chunks.start * self.chunk_items
+    }
+
+    fn begin(&self, dev: &GpuDevice, piece: usize) -> Result<(Box<dyn Landing + '_>, Instant)> {
+        let span = &self.spans[piece];
+        let base = &span.base;
+        let (storage, _) =
+            self.ctx
+                .assemble(dev, &self.snapshot, base, self.cols, &self.recording)?;
+        let lost = self
+            .snapshot
+            .shards
+            .iter()
+            .any(|(d, rows, _)| rows == base && !self.ctx.devices[*d].health.is_healthy());
+        let repair = lost.then(|| Repair {
+            operand: 0,
+            rows: base.clone(),
+            device: dev.id,
+            storage: std::sync::Arc::clone(&storage),
+        });
+        let window = ShardChunks {
+            shard_start: base.start,
+            chunks: span.chunks.clone(),
+            per_row: self.per_row.map(|w| &w[base.clone()]),
+            chunk_items: self.chunk_items,
+            n: self.n,
+            cols: self.cols,
+            words: self.words,
+        };
+        let submitted = Instant::now();
+        let landed = match shards_of(dev).reduce_shard(dev, self.kernel, &storage, &window)? {
+            Some(partials) => Landed::Device(self, piece, partials, repair),
+            None => Landed::Ready(self, piece, self.through_engine(span)?),
+        };
+        Ok((Box::new(landed), submitted))
+    }
+}
+
+impl Landing for Landed<'_, '_> {
+    fn land(self: Box<Self>, dev: &GpuDevice, timeout: Option<Duration>) -> Result<()> {
+        let (call, piece) = match &*self {
+            Landed::Device(call, piece, ..) | Landed::Ready(call, piece, _) => (*call, *piece),
+        };
+        let mut slot = call.outputs[piece]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(out) = slot.as_deref_mut() else {
+            return Err(Error::Internal(format!("piece {piece} landed twice")));
+        };
+        match *self {
+            Landed::Device(_, _, partials, repair) => {
+                partials.collect(dev, out, timeout)?;
+                let mut repairs = call.repairs.lock().unwrap_or_else(PoisonError::into_inner);
+                repairs.extend(repair);
+            }
+            Landed::Ready(_, _, partials) => out.copy_from_slice(&partials),
+        }
+        *slot = None;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spans;
+
+    #[test]
+    fn every_chunk_is_in_one_piece_whole_chunks_with_their_shard() {
+        // Chunks of 10 rows over 45 rows held as 0..15 (dev 0), 15..40 (dev 1), 40..45 (dev 2).
+        let shards = [(0, 0..15), (1, 15..40), (2, 40..45)];
+        let got: Vec<_> = spans(&shards, 45, 10)
+            .into_iter()
+            .map(|s| (s.home, s.chunks, s.base))
+            .collect();
+        // Chunk 0 lies in shard 0, chunks 2-3 in shard 1, the short last chunk 4 in shard 2;
+        // chunk 1 (rows 10..20) is cut by a boundary: a piece of its own, homed where it starts.
+        assert_eq!(
+            got,
+            vec![
+                (0, 0..1, 0..15),
+                (1, 2..4, 15..40),
+                (2, 4..5, 40..45),
+                (0, 1..2, 10..20),
+            ]
+        );
     }
 }

@@ -10,6 +10,7 @@
 mod array;
 mod chunks;
 mod output;
+mod pieces;
 mod place;
 mod run;
 mod split;
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 
 pub use array::ResidentArray;
 pub use output::{Destination, Outcome, Ready};
-pub use run::Operand;
+pub use pieces::Operand;
 
 // The storage of resident arrays belongs to the context that owns them (it frees them on
 // close and counts their bytes); the operations on them are here.

@@ -4,7 +4,7 @@
 //! gathers it into host words the caller gave.
 
 use super::array::ResidentArray;
-use super::run::Operand;
+use super::pieces::Operand;
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;

@@ -1,7 +1,7 @@
 //! Putting an operand's rows where a kernel needs them: the shard itself when it already
 //! sits on that device with those rows; otherwise a new shard assembled from the overlapping
 //! shards — copied on the device when they share it, moved through the host when they do
-//! not, replayed from the lineage when their device failed. Also: which device takes the
+//! not, replayed from the lineage when their device failed (or fails as they are read). Also: which device takes the
 //! rows of a failed one, and the profile events of resident calls.
 
 use std::ops::Range;
@@ -12,7 +12,7 @@ use super::array::Snapshot;
 use crate::context::shard::{self, shards_of, Storage};
 use crate::context::MultiGpuContext;
 use crate::device::GpuDevice;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::kernel::Kernel;
 use crate::profile::{CallRecord, Clock, Event, Kind, Profiler};
 
@@ -75,7 +75,8 @@ impl MultiGpuContext {
         let mut staged: Vec<f32> = crate::alloc::zeroed("resharded rows", words)?;
         let mut on_device = Vec::new();
         let mut moved = 0;
-        for (device, have, storage) in &from.shards {
+        for shard in &from.shards {
+            let (device, have, storage) = shard;
             let overlap = have.start.max(rows.start)..have.end.min(rows.end);
             if overlap.is_empty() {
                 continue;
@@ -89,12 +90,8 @@ impl MultiGpuContext {
                 continue;
             }
             let started = Instant::now();
-            if healthy(*device) {
-                shards_of(src).read(src, storage, local, &mut staged[into.clone()], timeout)?;
-            } else {
-                staged[into.clone()]
-                    .copy_from_slice(&from.lineage.replay(&self.replayer(), overlap.clone())?);
-            }
+            let target = &mut staged[into.clone()];
+            self.shard_rows(from, shard, cols, overlap.clone(), target, timeout)?;
             moved += (into.len() * 4) as u64;
             if let Some((p, call)) = recording {
                 record(
@@ -125,6 +122,39 @@ impl MultiGpuContext {
         }
         shards_of(dev).copy_within(dev, &mut storage, &on_device)?;
         Ok((Arc::new(storage), moved))
+    }
+
+    /// Rows `overlap` of `from`, held by its `shard` (device, rows, storage; `cols` words
+    /// per row), into `out` on the host: read from the shard, or rebuilt from the lineage
+    /// when its device failed (before the read or during it: it is then marked failed).
+    pub(crate) fn shard_rows(
+        &self,
+        from: &Snapshot,
+        shard: &(usize, Range<usize>, Arc<Storage>),
+        cols: usize,
+        overlap: Range<usize>,
+        out: &mut [f32],
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        let (device, have, storage) = shard;
+        let src = self.device(*device)?;
+        let local = (overlap.start - have.start) * cols..(overlap.end - have.start) * cols;
+        let read = if src.health.is_healthy() {
+            shards_of(src).read(src, storage, local, out, timeout)
+        } else {
+            Err(Error::DeviceLost {
+                device: src.id,
+                reason: src.health.reason().unwrap_or_default(),
+            })
+        };
+        match read {
+            Err(error @ Error::DeviceLost { .. }) => {
+                src.health.mark_failed(&error.to_string());
+                out.copy_from_slice(&from.lineage.replay(&self.replayer(), overlap)?);
+                Ok(())
+            }
+            other => other,
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use super::array::ResidentArray;
-use super::run::{Operand, Placed};
+use super::pieces::{Operand, Placed};
 use crate::context::ledger::Entry;
 use crate::context::lineage::Lineage;
 use crate::context::MultiGpuContext;

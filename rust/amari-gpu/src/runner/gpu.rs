@@ -23,10 +23,6 @@ const SHARD_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_DST);
 
 impl Shards for WgpuDevice {
-    fn runs_in_place(&self) -> bool {
-        false
-    }
-
     fn largest_shard(&self, dev: &GpuDevice) -> Option<u64> {
         Some(dev.limits.max_buffer_size)
     }

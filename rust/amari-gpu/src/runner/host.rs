@@ -30,10 +30,6 @@ fn prepared(host: &HostDevice, kernel: &Kernel) -> Result<Arc<dyn HostImpl>> {
 }
 
 impl Shards for HostDevice {
-    fn runs_in_place(&self) -> bool {
-        true
-    }
-
     fn largest_shard(&self, _dev: &GpuDevice) -> Option<u64> {
         None
     }

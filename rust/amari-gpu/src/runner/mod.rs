@@ -138,10 +138,6 @@ pub(crate) trait Partials {
 /// A kind of device as resident arrays see it: shard storage and a row kernel over a shard.
 /// Methods take the [`GpuDevice`] the kind belongs to for what every kind shares.
 pub(crate) trait Shards {
-    /// Whether the device runs a shard's kernel in place, on the calling thread (the host
-    /// device), rather than submitting it to run beside the caller.
-    fn runs_in_place(&self) -> bool;
-
     /// The largest shard (bytes) the device can hold, when it has a limit beside memory.
     fn largest_shard(&self, dev: &GpuDevice) -> Option<u64>;
 

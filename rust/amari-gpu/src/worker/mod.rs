@@ -1,8 +1,11 @@
 //! The worker loop: one thread per device, of either kind, pulls chunks from the scheduler
 //! and keeps as many begun as its kind runs at once ([`Runner::DEPTH`]: two on a wgpu
 //! device, so the upload of chunk k+1 and the readback of chunk k−1 overlap the dispatch of
-//! chunk k; one on the host device, which runs each in place). On failure the device's
-//! unfinished chunks go back to the scheduler for the others. When the call is interrupted
+//! chunk k; one on the host device, which runs each in place). A chunk is an item range of
+//! host operands ([`Work::Host`]) or a piece of a call on resident operands
+//! ([`Work::Resident`]: a shard's rows, begun where they live). On failure the device's
+//! unfinished chunks go back to the scheduler for the others (a resident piece's lost rows
+//! are rebuilt from their lineage by the device that takes it). When the call is interrupted
 //! the worker stops waiting for the device and leaves its chunks in flight to it. With a
 //! profile active every step becomes an event.
 
@@ -17,9 +20,13 @@ use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
 use crate::kernel::Kernel;
 use crate::plan::Plan;
-use crate::profile::{Clock, Event, Kind, Profiler};
 use crate::runner::{self, Begun, Drive, Finished, Job, Runner};
 use crate::scheduler::Scheduler;
+
+mod events;
+
+use events::Meta;
+pub(crate) use events::{GpuClock, Recording};
 
 /// What a worker reports about one completed chunk, for the model's history.
 #[derive(Debug, Clone, Copy)]
@@ -43,17 +50,6 @@ pub struct WorkerReport {
     pub failure: Option<Error>,
 }
 
-/// The active profile of a call, and the call's index in it.
-#[derive(Clone)]
-pub struct Recording {
-    /// Where events go.
-    pub profiler: Arc<Profiler>,
-    /// Index of the call in the profile.
-    pub call: u64,
-    /// By device id: whether its kernels are timed with GPU timestamp queries.
-    pub gpu_timed: Vec<bool>,
-}
-
 /// A plan to run, with everything its workers need.
 pub(crate) struct Execution<'a> {
     /// The kernel.
@@ -74,141 +70,72 @@ pub(crate) struct Execution<'a> {
     pub(crate) recording: Option<Recording>,
 }
 
+/// A resident call's pieces (a shard's rows each) as the worker loop runs them: begun on
+/// whichever device takes the piece, its result kept by the call.
+pub(crate) trait Pieces: Sync {
+    /// Rows of piece `piece`.
+    fn items(&self, piece: usize) -> usize;
+
+    /// Begins `piece` on `dev`: its inputs gathered there (rows of a failed device rebuilt
+    /// from their lineage) and its kernel started. An error other than
+    /// [`Error::DeviceLost`] is the call's, not the device's.
+    /// Also returns when the kernel was handed to the device (after the inputs were).
+    fn begin(&self, dev: &GpuDevice, piece: usize) -> Result<(Box<dyn Landing + '_>, Instant)>;
+}
+
+/// A piece begun on a device: waiting for it keeps its result.
+pub(crate) trait Landing {
+    /// Waits for the piece on `dev` within `timeout` and hands its result to the call.
+    fn land(self: Box<Self>, dev: &GpuDevice, timeout: Option<Duration>) -> Result<()>;
+}
+
+/// What the chunks of a call are: the operand sum type of the one loop.
+pub(crate) enum Work<'a> {
+    /// Item ranges of host inputs, each written into its slice of a host output.
+    Host {
+        /// Inputs, whole problem.
+        inputs: &'a [&'a [f32]],
+        /// Item range of every chunk of the grid.
+        ranges: &'a [Range<usize>],
+        /// Output slice of every chunk, taken by whoever completes it.
+        outputs: Vec<Mutex<Option<&'a mut [f32]>>>,
+    },
+    /// Pieces of a call on resident operands.
+    Resident(&'a dyn Pieces),
+}
+
 /// Everything the workers of one call share.
-pub struct Run<'a> {
+pub(crate) struct Run<'a> {
     /// The kernel.
-    pub kernel: &'a Kernel,
-    /// Inputs, whole problem.
-    pub inputs: &'a [&'a [f32]],
-    /// Item range of every chunk of the grid.
-    pub ranges: &'a [Range<usize>],
-    /// Output slice of every chunk, taken by whoever completes it.
-    pub outputs: Vec<Mutex<Option<&'a mut [f32]>>>,
+    pub(crate) kernel: &'a Kernel,
+    /// The chunks.
+    pub(crate) work: Work<'a>,
     /// Who does what next.
-    pub scheduler: Scheduler,
+    pub(crate) scheduler: Scheduler,
     /// Per-chunk wait limit.
-    pub timeout: Option<Duration>,
+    pub(crate) timeout: Option<Duration>,
     /// Whether the work counts in the devices' counters and fault countdowns (calibration
     /// runs do not).
-    pub counted: bool,
+    pub(crate) counted: bool,
     /// The profile to record into, if one is active.
-    pub recording: Option<Recording>,
+    pub(crate) recording: Option<Recording>,
     /// The call's interrupt: once set, no more chunks are started.
-    pub interrupt: Option<Arc<Interrupt>>,
+    pub(crate) interrupt: Option<Arc<Interrupt>>,
+}
+
+/// A chunk in flight: one of host inputs on a device of kind `F`'s, or a resident piece.
+enum Flight<'s, F> {
+    Chunk(F),
+    Piece(Box<dyn Landing + 's>),
 }
 
 /// One chunk begun on a worker and not yet finished.
-struct Pending<F> {
+struct Pending<'s, F> {
     meta: Meta,
-    flight: F,
-}
-
-/// What the worker keeps about a chunk beyond what its device holds.
-#[derive(Clone, Copy)]
-struct Meta {
-    chunk: usize,
-    items: usize,
-    /// Taken from the scheduler as an orphan of a failed device.
-    orphan: bool,
-    taken: Instant,
-    begun: Begun,
-}
-
-/// Aligns GPU timestamps with the host clock: the offset is the smallest observed gap between
-/// a kernel's GPU end and the host seeing it done, the tightest alignment the host can know.
-#[derive(Default)]
-pub(crate) struct GpuClock {
-    offset_s: Option<f64>,
-}
-
-impl GpuClock {
-    /// The kernel's start and duration on the profile's clock, given when the host saw it
-    /// done (`seen`).
-    pub(crate) fn kernel(
-        &mut self,
-        profiler: &Profiler,
-        seen: Instant,
-        ticks: (u64, u64),
-        period_ns: f64,
-    ) -> (f64, f64) {
-        let begin_s = ticks.0 as f64 * period_ns * 1e-9;
-        let end_s = ticks.1.max(ticks.0) as f64 * period_ns * 1e-9;
-        let seen_s = profiler.at(seen);
-        let offset = self
-            .offset_s
-            .map_or(seen_s - end_s, |o| o.min(seen_s - end_s));
-        self.offset_s = Some(offset);
-        (begin_s + offset, end_s - begin_s)
-    }
+    flight: Flight<'s, F>,
 }
 
 impl Run<'_> {
-    /// Records the steps of a completed chunk.
-    fn record_chunk(
-        &self,
-        dev: &GpuDevice,
-        m: &Meta,
-        done: &Finished,
-        previous_done: Instant,
-        clock: &mut GpuClock,
-    ) {
-        let Some(r) = &self.recording else { return };
-        let p = &r.profiler;
-        // Every step of the chunk: its kind, start and duration on the profile's clock,
-        // bytes moved and the clock that measured it.
-        let record = |kind, start_s, duration_s: f64, bytes, clock| {
-            p.push(Event {
-                device: Some(dev.id),
-                kind,
-                chunk: Some(m.chunk as u64),
-                call: r.call,
-                start_s,
-                duration_s: duration_s.max(0.0),
-                bytes,
-                items: m.items as u64,
-                clock,
-            });
-        };
-        let host = |kind, start: Instant, end: Instant, bytes| {
-            record(
-                kind,
-                p.at(start),
-                (end - start).as_secs_f64(),
-                bytes,
-                Clock::Host,
-            );
-        };
-        if done.staged {
-            host(Kind::Upload, m.taken, m.begun.submitted, m.begun.bytes_up);
-        }
-        match (done.ticks, dev.timestamp_period_ns) {
-            (Some(ticks), Some(period)) => {
-                let (start_s, duration_s) = clock.kernel(p, done.wait_end, ticks, period);
-                record(Kind::Kernel, start_s, duration_s, 0, Clock::Gpu);
-            }
-            // Without timestamps the kernel is bounded by its submit (or the previous
-            // chunk's completion, whichever is later) and the host seeing it done.
-            _ => host(
-                Kind::Kernel,
-                m.begun.submitted.max(previous_done),
-                done.wait_end,
-                0,
-            ),
-        }
-        if done.staged {
-            host(Kind::Wait, done.wait_start, done.wait_end, 0);
-            host(
-                Kind::Readback,
-                done.wait_end,
-                done.copied,
-                m.begun.bytes_down,
-            );
-        }
-        if m.orphan {
-            host(Kind::Retry, m.taken, done.copied, 0);
-        }
-    }
-
     /// Works through chunks on `dev` (worker `slot`) until none is left or the device fails.
     pub fn work(&self, slot: usize, dev: &GpuDevice) -> WorkerReport {
         runner::drive(dev, Worker { run: self, slot })
@@ -219,14 +146,20 @@ impl Run<'_> {
     fn work_on<R: Runner>(&self, slot: usize, dev: &GpuDevice, runner: &R) -> WorkerReport {
         let mut report = WorkerReport::default();
         let started = Instant::now();
-        let mut in_flight: VecDeque<Pending<R::Flight>> = VecDeque::new();
+        let mut in_flight: VecDeque<Pending<'_, R::Flight>> = VecDeque::new();
         let mut held: Option<usize> = None;
         let mut kept = R::Held::default();
         let mut last_done = started;
         let mut clock = GpuClock::default();
+        // A resident piece that could not begin for a reason of the call's (its rows do not
+        // fit, an operand was freed): every device would fail alike.
+        let mut call_error = false;
         let job = Job {
             kernel: self.kernel,
-            inputs: self.inputs,
+            inputs: match &self.work {
+                Work::Host { inputs, .. } => inputs,
+                Work::Resident(_) => &[],
+            },
             timed: self
                 .recording
                 .as_ref()
@@ -237,10 +170,10 @@ impl Run<'_> {
         let cancelled = || self.interrupt.as_ref().is_some_and(|i| i.is_cancelled());
         // Before any call on the device, it must have taken the latest chunk (see
         // `gpu_io::submit_handed`); an interrupt stops this wait too.
-        let queue_took_latest = |in_flight: &mut VecDeque<Pending<R::Flight>>| -> Result<()> {
-            match in_flight.back_mut() {
-                Some(latest) => runner.wait_submitted(dev, &job, &mut latest.flight),
-                None => Ok(()),
+        let queue_took_latest = |in_flight: &mut VecDeque<Pending<'_, R::Flight>>| -> Result<()> {
+            match in_flight.back_mut().map(|p| &mut p.flight) {
+                Some(Flight::Chunk(latest)) => runner.wait_submitted(dev, &job, latest),
+                _ => Ok(()),
             }
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
@@ -259,14 +192,33 @@ impl Run<'_> {
                     held = Some(chunk);
                     queue_took_latest(&mut in_flight)?;
                     ready_for_chunk(dev, self.counted)?;
-                    let ready = match &prepared {
-                        Some(ready) => ready,
-                        None => prepared.insert(runner.prepare(dev, self.kernel)?),
-                    };
                     let taken = Instant::now();
-                    let range = self.ranges[chunk].clone();
-                    let items = range.len();
-                    let (flight, begun) = runner.begin(dev, &job, ready, range, &mut kept)?;
+                    let (items, flight, begun) = match &self.work {
+                        Work::Host { ranges, .. } => {
+                            let ready = match &prepared {
+                                Some(ready) => ready,
+                                None => prepared.insert(runner.prepare(dev, self.kernel)?),
+                            };
+                            let range = ranges[chunk].clone();
+                            let items = range.len();
+                            let (flight, begun) =
+                                runner.begin(dev, &job, ready, range, &mut kept)?;
+                            (items, Flight::Chunk(flight), begun)
+                        }
+                        Work::Resident(pieces) => {
+                            let (landing, submitted) =
+                                pieces.begin(dev, chunk).inspect_err(|e| {
+                                    call_error = !matches!(e, Error::DeviceLost { .. });
+                                })?;
+                            // Its uploads are the call's own events, not the chunk's bytes.
+                            let begun = Begun {
+                                submitted,
+                                bytes_up: 0,
+                                bytes_down: 0,
+                            };
+                            (pieces.items(chunk), Flight::Piece(landing), begun)
+                        }
+                    };
                     let meta = Meta {
                         chunk,
                         items,
@@ -282,21 +234,23 @@ impl Run<'_> {
                     return Ok(());
                 };
                 held = Some(meta.chunk);
-                let Some(ready) = &prepared else {
-                    return Err(Error::Internal("a chunk began unprepared".into()));
+                let done = match flight {
+                    Flight::Chunk(flight) => {
+                        self.finish_chunk(dev, runner, &job, prepared.as_ref(), meta.chunk, flight)?
+                    }
+                    Flight::Piece(landing) => {
+                        let wait_start = Instant::now();
+                        landing.land(dev, self.timeout)?;
+                        let done = Instant::now();
+                        Finished {
+                            wait_start,
+                            wait_end: done,
+                            copied: done,
+                            ticks: None,
+                            staged: false,
+                        }
+                    }
                 };
-                let mut slot_guard = self.outputs[meta.chunk]
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                let Some(output) = slot_guard.as_deref_mut() else {
-                    return Err(Error::Internal(format!(
-                        "chunk {} completed twice",
-                        meta.chunk
-                    )));
-                };
-                let done = runner.finish(dev, &job, ready, flight, output)?;
-                *slot_guard = None;
-                drop(slot_guard);
                 held = None;
                 let service_start = meta.taken.max(last_done);
                 report.completed.push(Completed {
@@ -322,7 +276,9 @@ impl Run<'_> {
                         ""
                     }
                 );
-                self.record_chunk(dev, &meta, &done, last_done, &mut clock);
+                if let Some(r) = &self.recording {
+                    r.chunk(dev, &meta, &done, last_done, &mut clock);
+                }
                 last_done = done.copied;
                 self.scheduler.done();
             }
@@ -342,7 +298,15 @@ impl Run<'_> {
         unfinished.extend(in_flight.iter().map(|p| p.meta.chunk));
         // What the device may still be using (after a failure, or chunks left to it when
         // the call was interrupted): never pooled for a next call to write or map.
-        let flights: Vec<R::Flight> = in_flight.drain(..).map(|p| p.flight).collect();
+        // A resident piece's output is dropped with it (its buffer goes back to the pool:
+        // later work on the device's queue runs after the piece).
+        let flights: Vec<R::Flight> = in_flight
+            .drain(..)
+            .filter_map(|p| match p.flight {
+                Flight::Chunk(flight) => Some(flight),
+                Flight::Piece(_) => None,
+            })
+            .collect();
         let kept = outcome.is_err().then_some(kept);
         match outcome {
             Ok(()) => self.scheduler.exit(),
@@ -357,7 +321,7 @@ impl Run<'_> {
             }
             // The user's kernel, not the device: the device stays healthy and the call
             // stops (every chunk would fail alike), its error the call's.
-            Err(error @ Error::KernelCompile(_)) => {
+            Err(error) if call_error || matches!(error, Error::KernelCompile(_)) => {
                 runner.abandon(flights, kept, false);
                 log::info!("device {}: {error}", dev.id);
                 self.scheduler.abort();
@@ -381,6 +345,59 @@ impl Run<'_> {
             }
         }
         report
+    }
+}
+
+impl Run<'_> {
+    /// Runs the call on `workers`, one thread each (worker slot = index); returns each
+    /// worker's report.
+    pub(crate) fn on(&self, workers: &[&GpuDevice]) -> Vec<WorkerReport> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = workers
+                .iter()
+                .enumerate()
+                .map(|(slot, dev)| scope.spawn(move || self.work(slot, dev)))
+                .collect();
+            // `work` catches panics of its own; a join error would be one in its
+            // bookkeeping, reported like a failure of the device.
+            handles
+                .into_iter()
+                .zip(workers)
+                .map(|(h, dev)| {
+                    h.join().unwrap_or_else(|panic| WorkerReport {
+                        failure: Some(Error::from_panic(
+                            &format!("the worker of device {}", dev.id),
+                            panic.as_ref(),
+                        )),
+                        ..WorkerReport::default()
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// Completes a chunk of host inputs into its output slice.
+    fn finish_chunk<R: Runner>(
+        &self,
+        dev: &GpuDevice,
+        runner: &R,
+        job: &Job<'_>,
+        prepared: Option<&R::Prepared>,
+        chunk: usize,
+        flight: R::Flight,
+    ) -> Result<Finished> {
+        let (Some(ready), Work::Host { outputs, .. }) = (prepared, &self.work) else {
+            return Err(Error::Internal("a chunk began unprepared".into()));
+        };
+        let mut slot_guard = outputs[chunk]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(output) = slot_guard.as_deref_mut() else {
+            return Err(Error::Internal(format!("chunk {chunk} completed twice")));
+        };
+        let done = runner.finish(dev, job, ready, flight, output)?;
+        *slot_guard = None;
+        Ok(done)
     }
 }
 
