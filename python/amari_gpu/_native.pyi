@@ -349,6 +349,30 @@ def fisher_finish(
     weight_exponent: int,
 ) -> npt.NDArray[np.float64]: ...
 
+# --- check-only entries (a cluster's driver checks the whole call before splitting it) ---
+__all__ += [
+    "check_fisher_categorical",
+    "check_fisher_gaussian",
+    "check_ga_apply",
+    "check_tropical_matmul",
+    "check_tropical_matvec",
+]
+
+def check_ga_apply(
+    operation: str,
+    signature: tuple[int, int, int],
+    operands: list[npt.NDArray[np.float32]],
+    grades: int = 0,
+) -> None: ...
+def check_tropical_matmul(
+    a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], semiring: str
+) -> None: ...
+def check_tropical_matvec(
+    a: npt.NDArray[np.float32], x: npt.NDArray[np.float32], semiring: str
+) -> None: ...
+def check_fisher_categorical(values: npt.NDArray[np.float32], logits: bool) -> None: ...
+def check_fisher_gaussian(mean: npt.NDArray[np.float32], var: npt.NDArray[np.float32]) -> None: ...
+
 # --- domain decomposition ---
 __all__ += ["life", "stencil"]
 

@@ -114,6 +114,29 @@ def fisher_finish(
 ) -> host[f64]:
     "The partials summed in chunk order in float64, and unscaled."
 
+# --- check-only entries (a cluster's driver checks the whole call before splitting it) ---
+def check_ga_apply(
+    operation: str, signature: tuple[int, int, int],
+    operands: list[host[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+) -> None:
+    "The checks of ga_apply on host operands, without a context or a run."
+
+def check_tropical_matmul(
+    a: host[f32, "(batch, m, k)"], b: host[f32, "(batch, k, n)"], semiring: str
+) -> None:
+    "The checks of tropical_matmul on host operands, without a context or a run."
+
+def check_tropical_matvec(
+    a: host[f32, "(batch, m, k)"], x: host[f32, "(batch, k)"], semiring: str
+) -> None:
+    "The checks of tropical_matvec on host operands, without a context or a run."
+
+def check_fisher_categorical(values: host[f32, "(N, K)"], logits: bool) -> None:
+    "The checks of fisher_categorical on host values, without a context or a run."
+
+def check_fisher_gaussian(mean: host[f32, "(N, D)"], var: host[f32, "(N, D)"]) -> None:
+    "The checks of fisher_gaussian on host rows, without a context or a run."
+
 # --- domain decomposition ---
 @kernel
 def stencil(

@@ -3,6 +3,11 @@ module's (the family mixins call them with the cluster's dispatcher in place of 
 context), each cutting its call into the cluster's chunk grid and running the chunks on
 the nodes with the native kernel of the same name.
 
+The driver checks the whole call before any chunk is dispatched, with the core's own checks
+(``_native.check_*``, the native entry's checks without a context): a node checking its
+chunk would name the chunk's rows and shapes, not the caller's, and a failing chunk would
+leave the caller's ``out`` partly written.
+
 Row kernels (geometric algebra, tropical products, categorical and Gaussian Fisher) give
 the same bits for any split of their rows, so any cluster grid does. The empirical Fisher
 matrix is a sum: the driver checks and scales the input as one context does
@@ -98,6 +103,7 @@ def ga_apply(
     """``_native.ga_apply`` on the cluster: rows split, a one-row operand (applied to every
     row of the other) bound whole to every chunk."""
     _host_only(*operands, out)
+    _native.check_ga_apply(operation, signature, operands, grades)
     items = max(len(o) for o in operands)
     broadcast = [len(o) == 1 and items != 1 for o in operands]
 
@@ -123,9 +129,7 @@ def _batched_rows(
 
 def _batch_view(a: Any, other: Any, out: Any) -> tuple[Any, Any, Any]:
     """The operands and ``out`` of a product with a batch axis (an unbatched ``a`` gets one
-    of a single entry); the nodes' native calls check them. A DeviceArray lives on one
-    context's devices: a cluster cannot take it."""
-    _host_only(a, out)
+    of a single entry), checked by the caller."""
     if a.ndim == 3:
         return a, other, out
     return a[None], other[None], None if out is None else out[None]
@@ -141,6 +145,8 @@ def tropical_matmul(
     a_shape: tuple[int, ...] | None = None,
 ) -> tuple[Any, Plan | None]:
     """``_native.tropical_matmul`` on the cluster."""
+    _host_only(a, out)
+    _native.check_tropical_matmul(a, b, semiring)
     a3, b3, out3 = _batch_view(a, b, out)
     items, axis, parts = _batched_rows(a3, b3)
 
@@ -164,6 +170,8 @@ def tropical_matvec(
     a_shape: tuple[int, ...] | None = None,
 ) -> tuple[Any, Plan | None]:
     """``_native.tropical_matvec`` on the cluster."""
+    _host_only(a, out)
+    _native.check_tropical_matvec(a, x, semiring)
     a3, x2, out2 = _batch_view(a, x, out)
     items, axis, parts = _batched_rows(a3, x2)
 
@@ -243,6 +251,7 @@ def fisher_categorical(
 ) -> tuple[Any, Plan | None]:
     """``_native.fisher_categorical`` on the cluster."""
     _host_only(values, out)
+    _native.check_fisher_categorical(values, logits)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "fisher_categorical", (ArraySlot(0), logits), [values[start:stop]]
@@ -261,6 +270,7 @@ def fisher_gaussian(
 ) -> tuple[Any, Plan | None]:
     """``_native.fisher_gaussian`` on the cluster."""
     _host_only(mean, var, out)
+    _native.check_fisher_gaussian(mean, var)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "fisher_gaussian", (ArraySlot(0), ArraySlot(1)), [mean[start:stop], var[start:stop]]

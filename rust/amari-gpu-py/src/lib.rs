@@ -3,6 +3,7 @@
 
 mod adapters;
 mod arrays;
+mod checks;
 mod context;
 mod detach;
 mod domain;
@@ -64,6 +65,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<context::PyContext>()?;
     m.add_function(wrap_pyfunction!(context::check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(family_of, m)?)?;
+    checks::register(m)?;
     ga::register(m)?;
     tropical::register(m)?;
     fisher::register(m)?;

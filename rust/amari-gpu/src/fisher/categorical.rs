@@ -72,6 +72,25 @@ fn check_out(out: &[f32], n: usize, k: usize) -> Result<()> {
     Ok(())
 }
 
+/// The checks of host (N, `k`) `values`, logits when `logits` else probabilities, that
+/// need no context and no `out`: their shape and values, in the words of
+/// [`fisher_categorical_probs`] / [`fisher_categorical_logits`]. A driver splitting one call
+/// over several contexts runs them on the whole call first.
+pub fn check_categorical_operands(values: &[f32], k: usize, logits: bool) -> Result<()> {
+    let name = if logits { "logits" } else { "probs" };
+    checks::rows(name, values, k, MAX_CATEGORIES)?;
+    check_values(values, k, logits)
+}
+
+/// The value checks of (N, `k`) logits or probabilities.
+fn check_values(values: &[f32], k: usize, logits: bool) -> Result<()> {
+    if logits {
+        checks::finite("logits", values, k)
+    } else {
+        check_probs(values, k)
+    }
+}
+
 /// The numpy path's checks of (N, `k`) probabilities, row by row.
 pub(super) fn check_probs(probs: &[f32], k: usize) -> Result<()> {
     checks::all_values("probs", probs, k, "finite values >= 0", |v| {
@@ -104,7 +123,7 @@ pub fn fisher_categorical_probs(
 ) -> Result<Plan> {
     let n = checks::rows("probs", probs, k, MAX_CATEGORIES)?;
     check_out(out, n, k)?;
-    check_probs(probs, k)?;
+    check_values(probs, k, false)?;
     ctx.run_map(&categorical_outer_kernel(k), &[probs], out, n, strategy)
 }
 
@@ -121,7 +140,7 @@ pub fn fisher_categorical_logits(
 ) -> Result<Plan> {
     let n = checks::rows("logits", logits, k, MAX_CATEGORIES)?;
     check_out(out, n, k)?;
-    checks::finite("logits", logits, k)?;
+    check_values(logits, k, true)?;
     let mut probs = crate::alloc::zeroed("probs", n * k)?;
     crate::fisher::host_maps::softmax_rows(logits, k, &mut probs);
     ctx.run_map(&categorical_outer_kernel(k), &[&probs], out, n, strategy)

@@ -9,7 +9,7 @@ use crate::plan::{Plan, Strategy};
 use crate::resident::{Destination, Operand, Outcome, ResidentArray};
 
 use super::categorical::{fisher_categorical_logits, fisher_categorical_probs};
-use super::gaussian::fisher_gaussian_diag;
+use super::gaussian::{check_gaussian_operands, fisher_gaussian_diag};
 use super::information::fisher_information as host_information;
 use super::resident::fisher_information_resident;
 use super::resident_maps::{fisher_categorical_resident, fisher_gaussian_resident};
@@ -78,14 +78,7 @@ pub fn fisher_gaussian(
     out: Destination<'_>,
     strategy: Option<Strategy>,
 ) -> Result<Outcome> {
-    let [(n, d), (rows, cols)] = shapes;
-    if (rows, cols) != (n, d) {
-        return Err(Error::Shape {
-            argument: "var".into(),
-            expected: format!("({n}, {d})"),
-            actual: format!("({rows}, {cols})"),
-        });
-    }
+    let d = same_shapes(shapes)?;
     match (mean, var) {
         (Operand::Host(mean), Operand::Host(var)) => {
             let plan = fisher_gaussian_diag(ctx, mean, var, d, host_out(out)?, strategy)?;
@@ -98,6 +91,27 @@ pub fn fisher_gaussian(
             fisher_gaussian_resident(ctx, mean, var, target)
         }),
     }
+}
+
+/// The checks of [`fisher_gaussian`] on host `mean` and `var` that need no context and no
+/// `out` (a cluster's driver runs them on the whole call before it splits it).
+pub fn check_gaussian(mean: &[f32], var: &[f32], shapes: [(usize, usize); 2]) -> Result<()> {
+    let d = same_shapes(shapes)?;
+    check_gaussian_operands(mean, var, d)
+}
+
+/// Refuses a `var` of another shape than `mean`'s (`shapes`, as the caller gave them);
+/// returns D.
+fn same_shapes(shapes: [(usize, usize); 2]) -> Result<usize> {
+    let [(n, d), (rows, cols)] = shapes;
+    if (rows, cols) != (n, d) {
+        return Err(Error::Shape {
+            argument: "var".into(),
+            expected: format!("({n}, {d})"),
+            actual: format!("({rows}, {cols})"),
+        });
+    }
+    Ok(d)
 }
 
 /// Refuses a resident array of another width than the caller's `cols`.

@@ -47,8 +47,7 @@ pub fn fisher_gaussian_diag(
     out: &mut [f32],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
-    let n = checks::rows("mean", mean, d, MAX_GAUSSIAN_DIMENSIONS)?;
-    checks::same_shape("var", var, n, Some(d))?;
+    let n = check_shapes(mean, var, d)?;
     let edge = 2 * d;
     if out.len() != n * edge * edge {
         return Err(Error::Shape {
@@ -57,9 +56,29 @@ pub fn fisher_gaussian_diag(
             actual: format!("{} floats", out.len()),
         });
     }
+    check_values(mean, var, d)?;
+    ctx.run_map(&gaussian_diag_kernel(d), &[var], out, n, strategy)
+}
+
+/// The checks of host (N, `d`) `mean` and `var` that need no context and no `out`, in the
+/// words of [`fisher_gaussian_diag`]. A driver splitting one call over several contexts
+/// runs them on the whole call first.
+pub fn check_gaussian_operands(mean: &[f32], var: &[f32], d: usize) -> Result<()> {
+    check_shapes(mean, var, d)?;
+    check_values(mean, var, d)
+}
+
+/// The shapes of `mean` and `var`; returns N.
+fn check_shapes(mean: &[f32], var: &[f32], d: usize) -> Result<usize> {
+    let n = checks::rows("mean", mean, d, MAX_GAUSSIAN_DIMENSIONS)?;
+    checks::same_shape("var", var, n, Some(d))?;
+    Ok(n)
+}
+
+/// The values of `mean` (finite) and `var` (finite and > 0).
+fn check_values(mean: &[f32], var: &[f32], d: usize) -> Result<()> {
     checks::finite("mean", mean, d)?;
     checks::all_values("var", var, d, "finite values > 0", |v| {
         v.is_finite() && v > 0.0
-    })?;
-    ctx.run_map(&gaussian_diag_kernel(d), &[var], out, n, strategy)
+    })
 }

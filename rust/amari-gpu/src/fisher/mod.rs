@@ -27,11 +27,13 @@ pub mod split;
 pub(crate) mod syrk;
 
 pub use categorical::{
-    categorical_outer_kernel, fisher_categorical_logits, fisher_categorical_probs, softmax_kernel,
-    MAX_CATEGORIES, PROBS_SUM_TOLERANCE,
+    categorical_outer_kernel, check_categorical_operands, fisher_categorical_logits,
+    fisher_categorical_probs, softmax_kernel, MAX_CATEGORIES, PROBS_SUM_TOLERANCE,
 };
-pub use entry::{fisher_categorical, fisher_gaussian, fisher_information_of};
-pub use gaussian::{fisher_gaussian_diag, gaussian_diag_kernel, MAX_GAUSSIAN_DIMENSIONS};
+pub use entry::{check_gaussian, fisher_categorical, fisher_gaussian, fisher_information_of};
+pub use gaussian::{
+    check_gaussian_operands, fisher_gaussian_diag, gaussian_diag_kernel, MAX_GAUSSIAN_DIMENSIONS,
+};
 pub use information::{fisher_information, fisher_information_naive, FisherMatrix};
 pub use resident::{
     column_max_kernel, fisher_information_resident, prepare_kernel, SOURCE as RESIDENT_SOURCE,

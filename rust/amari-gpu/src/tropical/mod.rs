@@ -27,5 +27,7 @@ pub mod shape;
 
 pub use blocks::{BatchShape, Product};
 pub use paths::shortest_paths;
-pub use product::{tropical_matmul, tropical_matvec, Operands};
+pub use product::{
+    check_matmul_operands, check_matvec_operands, tropical_matmul, tropical_matvec, Operands,
+};
 pub use semiring::Semiring;

@@ -7,7 +7,7 @@
 use crate::context::MultiGpuContext;
 use crate::error::{shape_text, Error, Result};
 use crate::plan::Strategy;
-use crate::resident::{Destination, Operand, Outcome, Ready};
+use crate::resident::{Destination, Operand, Outcome, Ready, ResidentArray};
 pub use crate::tropical::blocks::Variant;
 use crate::tropical::blocks::{host_run, BatchShape, Kind, Product};
 use crate::tropical::checks::{self, largest_finite, may_overflow, reject_nan};
@@ -60,6 +60,30 @@ pub fn tropical_matvec<'a>(ctx: &MultiGpuContext, operands: Operands<'a>) -> Res
     check(ctx, Kind::Matvec, shape, operands)
 }
 
+/// The checks of [`tropical_matmul`] that need no context, on host operands only: the
+/// shapes as the caller gave them, the operands' words and NaN, in the words of the
+/// context's call. A driver that splits one call over several contexts (a cluster) runs
+/// them on the whole call first, so its errors name the caller's positions and shapes.
+pub fn check_matmul_operands(operands: Operands<'_>) -> Result<()> {
+    let shape = checks::matmul_shape(operands.a_shape, operands.b_shape)?;
+    operand_checks(Kind::Matmul(Variant::Tiled), shape, operands, host_only).map(drop)
+}
+
+/// The checks of [`tropical_matvec`] that need no context (as [`check_matmul_operands`]).
+pub fn check_matvec_operands(operands: Operands<'_>) -> Result<()> {
+    let shape = checks::matvec_shape(operands.a_shape, operands.b_shape)?;
+    operand_checks(Kind::Matvec, shape, operands, host_only).map(drop)
+}
+
+/// A resident `a`'s rows are checked where they live, through its context.
+fn host_only(_: &ResidentArray) -> Result<f64> {
+    Err(Error::invalid(
+        "a",
+        "expected a numpy array (a DeviceArray is checked through its context), got \
+         DeviceArray",
+    ))
+}
+
 /// The checks every product shares: the operands' words, NaN (a resident `a`'s from its
 /// row statistics, computed where its rows live), the whole-bound operand's size.
 fn check<'a>(
@@ -68,6 +92,28 @@ fn check<'a>(
     shape: BatchShape,
     operands: Operands<'a>,
 ) -> Result<Ready<'a>> {
+    let top_a = operand_checks(kind, shape, operands, |a| {
+        resident::checked_rows(ctx, a, operands.a_shape)
+    })?;
+    let right = kind.right();
+    let b = operands.b;
+    checks::check_whole_binding(ctx, right, b.len())?;
+    // Whether a term could overflow float32 (the exact check then runs).
+    let exact = may_overflow(top_a, largest_finite(b));
+    Ok(Ready::new(move |ctx, out, strategy| {
+        run(ctx, (kind, shape, exact), operands, out, strategy)
+    }))
+}
+
+/// The checks of a product's operands that need no context but a resident `a`'s
+/// (`resident_rows`: its NaN check, giving its largest finite magnitude): the words of
+/// both operands, NaN in the caller's positions. Returns `a`'s largest finite magnitude.
+fn operand_checks(
+    kind: Kind,
+    shape: BatchShape,
+    operands: Operands<'_>,
+    resident_rows: impl FnOnce(&ResidentArray) -> Result<f64>,
+) -> Result<f64> {
     let Operands {
         a,
         a_shape,
@@ -95,15 +141,10 @@ fn check<'a>(
             reject_nan("a", a, a_shape)?;
             largest_finite(a)
         }
-        Operand::Resident(a) => resident::checked_rows(ctx, a, a_shape)?,
+        Operand::Resident(a) => resident_rows(a)?,
     };
     reject_nan(right, b, b_shape)?;
-    checks::check_whole_binding(ctx, right, b.len())?;
-    // Whether a term could overflow float32 (the exact check then runs).
-    let exact = may_overflow(top_a, largest_finite(b));
-    Ok(Ready::new(move |ctx, out, strategy| {
-        run(ctx, (kind, shape, exact), operands, out, strategy)
-    }))
+    Ok(top_a)
 }
 
 /// Runs a checked product into `out` (checked first): over host operands through the
@@ -177,4 +218,41 @@ fn check_output(
         Destination::Resident(_) => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_free_checks_speak_in_the_callers_terms() {
+        let a = [0.0f32; 6 * 2];
+        let mut nan_a = a;
+        nan_a[4 * 2 + 1] = f32::NAN;
+        let b = [0.0f32; 2 * 3];
+        let matmul = |a: &[f32]| {
+            check_matmul_operands(Operands {
+                semiring: Semiring::MaxPlus,
+                a: Operand::Host(a),
+                a_shape: &[6, 2],
+                b: &b,
+                b_shape: &[2, 3],
+            })
+        };
+        assert!(matmul(&a).is_ok());
+        let err = matmul(&nan_a).unwrap_err();
+        assert!(
+            err.to_string().contains("at [4, 1] of shape (6, 2)"),
+            "{err}"
+        );
+        let err = check_matvec_operands(Operands {
+            semiring: Semiring::MaxPlus,
+            a: Operand::Host(&a),
+            a_shape: &[6, 2],
+            b: &b[..3],
+            b_shape: &[3],
+        })
+        .unwrap_err();
+        assert_eq!(err.to_string(), "x: expected shape (2,), got (3,)");
+    }
 }

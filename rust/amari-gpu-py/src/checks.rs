@@ -1,0 +1,131 @@
+//! Check-only entries: the core's checks of an operation's operands, without a context and
+//! without running it. A cluster's driver calls them on the whole call before it splits the
+//! call into chunks for its nodes, so an argument error names the caller's positions and
+//! shapes (not a chunk's) and nothing has been written or dispatched.
+
+use amari_gpu::fisher;
+use amari_gpu::ga::{self, Algebra, Operation};
+use amari_gpu::tropical::{self, Operands, Semiring};
+use amari_gpu::ResidentOperand as Operand;
+use numpy::{PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+
+use crate::arrays::{check_batches, contiguous};
+use crate::detach::run_detached;
+use crate::errors::to_pyerr;
+
+/// The context-free checks of a tropical product (`check`, the core's for the operation)
+/// on host operands, `right` naming the right operand.
+fn check_product(
+    py: Python<'_>,
+    (a, b, semiring): (
+        &PyReadonlyArrayDyn<'_, f32>,
+        &PyReadonlyArrayDyn<'_, f32>,
+        &str,
+    ),
+    right: &str,
+    check: fn(Operands<'_>) -> amari_gpu::Result<()>,
+) -> PyResult<()> {
+    let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
+    let (a_shape, b_shape) = (a.shape().to_vec(), b.shape().to_vec());
+    let operands = Operands {
+        semiring,
+        a: Operand::Host(contiguous(a, "a")?),
+        a_shape: &a_shape,
+        b: contiguous(b, right)?,
+        b_shape: &b_shape,
+    };
+    // The NaN scan reads every word: without the GIL.
+    run_detached(py, move || check(operands))
+}
+
+/// Checks the operands of `tropical_matmul(ctx, a, b, semiring)` as its core entry does,
+/// without a context: raises its error, or returns None.
+#[pyfunction]
+fn check_tropical_matmul(
+    py: Python<'_>,
+    a: PyReadonlyArrayDyn<'_, f32>,
+    b: PyReadonlyArrayDyn<'_, f32>,
+    semiring: &str,
+) -> PyResult<()> {
+    check_product(py, (&a, &b, semiring), "b", tropical::check_matmul_operands)
+}
+
+/// Checks the operands of `tropical_matvec(ctx, a, x, semiring)` as its core entry does,
+/// without a context: raises its error, or returns None.
+#[pyfunction]
+fn check_tropical_matvec(
+    py: Python<'_>,
+    a: PyReadonlyArrayDyn<'_, f32>,
+    x: PyReadonlyArrayDyn<'_, f32>,
+    semiring: &str,
+) -> PyResult<()> {
+    check_product(py, (&a, &x, semiring), "x", tropical::check_matvec_operands)
+}
+
+/// Checks the operands of `ga_apply(ctx, operation, signature, operands, grades)` as its
+/// core entry does (`ga::check` needs no context): raises its error, or returns None.
+#[pyfunction]
+#[pyo3(signature = (operation, signature, operands, grades=0))]
+fn check_ga_apply(
+    py: Python<'_>,
+    operation: &str,
+    signature: (u32, u32, u32),
+    operands: Vec<PyReadonlyArray2<'_, f32>>,
+    grades: u32,
+) -> PyResult<()> {
+    let (p, q, r) = signature;
+    let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
+    let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
+    let names = op.operands();
+    let mut ops = Vec::with_capacity(operands.len());
+    for (array, name) in operands
+        .iter()
+        .zip(names.iter().chain(std::iter::repeat(&"operand")))
+    {
+        check_batches(py, &[(name, array)], algebra.blades())?;
+        ops.push(Operand::Host(contiguous(array, name)?));
+    }
+    ga::check(&algebra, op, &ops)
+        .map(drop)
+        .map_err(|e| to_pyerr(py, e))
+}
+
+/// Checks the values of `fisher_categorical(ctx, values, logits)` as its core entry does
+/// on host rows, without a context: raises its error, or returns None.
+#[pyfunction]
+fn check_fisher_categorical(
+    py: Python<'_>,
+    values: PyReadonlyArray2<'_, f32>,
+    logits: bool,
+) -> PyResult<()> {
+    let name = if logits { "logits" } else { "probs" };
+    let k = values.as_array().ncols();
+    let data = contiguous(&values, name)?;
+    run_detached(py, move || {
+        fisher::check_categorical_operands(data, k, logits)
+    })
+}
+
+/// Checks `mean` and `var` of `fisher_gaussian(ctx, mean, var)` as its core entry does on
+/// host rows, without a context: raises its error, or returns None.
+#[pyfunction]
+fn check_fisher_gaussian(
+    py: Python<'_>,
+    mean: PyReadonlyArray2<'_, f32>,
+    var: PyReadonlyArray2<'_, f32>,
+) -> PyResult<()> {
+    let shapes = [mean.as_array().dim(), var.as_array().dim()];
+    let (mean, var) = (contiguous(&mean, "mean")?, contiguous(&var, "var")?);
+    run_detached(py, move || fisher::check_gaussian(mean, var, shapes))
+}
+
+/// Adds this module's functions to `_native`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(check_tropical_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(check_tropical_matvec, m)?)?;
+    m.add_function(wrap_pyfunction!(check_ga_apply, m)?)?;
+    m.add_function(wrap_pyfunction!(check_fisher_categorical, m)?)?;
+    m.add_function(wrap_pyfunction!(check_fisher_gaussian, m)?)?;
+    Ok(())
+}
