@@ -23,6 +23,8 @@ FILES = [
             "_surface.py",
             "_native.pyi",
             "_mixin.py",
+            "_shapes.py",
+            "context.py",
             "ga.py",
             "ga_unary.py",
             "tropical.py",
@@ -30,6 +32,10 @@ FILES = [
             "cluster/kernels.py",
             "cluster/grids.py",
         )
+    ),
+    *(
+        f"rust/amari-gpu-py/src/{path.name}"
+        for path in (ROOT / "rust/amari-gpu-py/src").glob("*.rs")
     ),
 ]
 
@@ -76,10 +82,90 @@ def test_a_registry_edit_fails_the_check_with_a_diff(copy: Path) -> None:
 
 
 def test_a_hand_edited_overload_fails_the_check(copy: Path) -> None:
-    _edit(copy / "python/amari_gpu/ga_unary.py", "x: DeviceArray,", "x: Any,")
+    _edit(copy / "python/amari_gpu/_shapes.py", "x: DeviceArray,", "x: Any,")
     result = _check(copy)
     assert result.returncode == 1
-    assert "python/amari_gpu/ga_unary.py" in result.stderr
+    assert "python/amari_gpu/_shapes.py" in result.stderr
+
+
+def test_a_method_typed_as_another_shape_fails_the_check(copy: Path) -> None:
+    _edit(
+        copy / "python/amari_gpu/ga.py",
+        "    @_shapes.shaped[_shapes.GaSandwich]\n",
+        "    @_shapes.shaped[_shapes.GaBinary]\n",
+    )
+    result = _check(copy)
+    assert result.returncode == 1
+    assert "+    @_shapes.shaped[_shapes.GaSandwich]" in result.stdout
+    assert "python/amari_gpu/ga.py" in result.stderr
+
+
+def test_the_overloads_are_written_once_per_shape() -> None:
+    """One Protocol per shape, not one overload block per method: the four GA products
+    share ``GaBinary``, and no family module declares overloads of its own."""
+    shapes = (ROOT / "python/amari_gpu/_shapes.py").read_text()
+    assert shapes.count("class GaBinary(Protocol):") == 1
+    # 8 shapes for the 14 methods whose resident operands give a DeviceArray.
+    assert shapes.count("(Protocol):") == 8
+    for name in ("ga", "ga_unary", "tropical", "information"):
+        text = (ROOT / f"python/amari_gpu/{name}.py").read_text()
+        assert "@overload" not in text, name
+    ga = (ROOT / "python/amari_gpu/ga.py").read_text()
+    assert ga.count("@_shapes.shaped[_shapes.GaBinary]") == 4
+
+
+def test_a_family_mixin_missing_from_the_context_fails_the_check(copy: Path) -> None:
+    _edit(copy / "python/amari_gpu/context.py", "    TropicalMixin,\n", "")
+    result = _check(copy)
+    assert result.returncode == 1
+    assert "+    TropicalMixin," in result.stdout
+    assert "python/amari_gpu/context.py" in result.stderr
+
+
+def test_a_family_entry_generates_the_context_bases_and_imports(copy: Path) -> None:
+    _edit(
+        copy / "python/amari_gpu/_surface.py",
+        '    Family("rows", "RowsMixin"),\n',
+        '    Family("rows", "RowsMixin"),\n    Family("sparse", "SparseMixin"),\n',
+    )
+    result = _check(copy)
+    assert result.returncode == 1
+    assert "+from .sparse import SparseMixin" in result.stdout
+    assert "+    SparseMixin," in result.stdout
+
+
+def test_a_bindings_module_missing_from_lib_rs_fails_the_check(copy: Path) -> None:
+    _edit(copy / "rust/amari-gpu-py/src/lib.rs", "    tropical::register(m)?;\n", "")
+    result = _check(copy)
+    assert result.returncode == 1
+    assert "+    tropical::register(m)?;" in result.stdout
+    assert "rust/amari-gpu-py/src/lib.rs" in result.stderr
+
+
+def test_a_section_of_a_new_bindings_module_is_declared_and_registered(copy: Path) -> None:
+    _edit(
+        copy / "python/amari_gpu/_surface.py",
+        "# --- users' row kernels [rows] ---",
+        "# --- users' row kernels [user_rows] ---",
+    )
+    result = _check(copy)
+    assert result.returncode == 1
+    assert "+mod user_rows;" in result.stdout
+    assert "+    user_rows::register(m)?;" in result.stdout
+
+
+def test_a_bindings_module_that_registers_other_functions_fails_the_check(copy: Path) -> None:
+    _edit(
+        copy / "rust/amari-gpu-py/src/tropical.rs",
+        "    m.add_function(wrap_pyfunction!(shortest_paths, m)?)?;\n",
+        "",
+    )
+    result = _check(copy)
+    assert result.returncode == 1
+    assert (
+        "bindings tropical.rs: register adds (tropical_matmul, tropical_matvec); the registry "
+        "says (shortest_paths, tropical_matmul, tropical_matvec)"
+    ) in result.stderr
 
 
 def test_a_cluster_kernel_that_differs_from_the_registry_fails_the_check(copy: Path) -> None:
