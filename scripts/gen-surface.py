@@ -324,10 +324,9 @@ def _normal(default: str) -> str:
     return default and " = " + ast.unparse(ast.parse(default[3:], mode="eval"))
 
 
-def registered(module: str) -> list[str]:
-    """The functions the ``register`` of bindings module ``module`` adds to ``_native``."""
-    text = (BINDINGS / f"{module}.rs").read_text()
-    found = re.search(r"^pub fn register\(.*?^\}", text, re.S | re.M)
+def registered(path: Path) -> list[str]:
+    """The functions the ``register`` of the bindings module at ``path`` adds to ``_native``."""
+    found = re.search(r"^pub fn register\(.*?^\}", path.read_text(), re.S | re.M)
     return re.findall(r"wrap_pyfunction!\((\w+),", found.group(0)) if found else []
 
 
@@ -335,8 +334,12 @@ def check_bindings(reg: Any) -> list[str]:
     """Each bindings module's ``register`` adds exactly its sections' entry points."""
     problems = []
     for module in bindings_modules(reg):
+        path = BINDINGS / f"{module}.rs"
+        if not path.is_file():
+            problems.append(f"bindings {module}.rs: no such module (a section of the registry)")
+            continue
         exp = sorted(fn.name for fn in reg.NATIVE if fn.bindings == module)
-        got = sorted(registered(module))
+        got = sorted(registered(path))
         if got != exp:
             problems.append(
                 f"bindings {module}.rs: register adds ({', '.join(got)}); "

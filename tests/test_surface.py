@@ -81,23 +81,74 @@ def test_a_registry_edit_fails_the_check_with_a_diff(copy: Path) -> None:
     assert "docs/api.md" in result.stderr
 
 
-def test_a_hand_edited_overload_fails_the_check(copy: Path) -> None:
-    _edit(copy / "python/amari_gpu/_shapes.py", "x: DeviceArray,", "x: Any,")
-    result = _check(copy)
-    assert result.returncode == 1
-    assert "python/amari_gpu/_shapes.py" in result.stderr
-
-
-def test_a_method_typed_as_another_shape_fails_the_check(copy: Path) -> None:
-    _edit(
-        copy / "python/amari_gpu/ga.py",
+# Edits of a copy of the tree, each failing the check: the file, the text replaced, its
+# replacement, and what the diff (stdout) and the message (stderr) then say.
+EDITS = {
+    "a hand-edited overload": (
+        "python/amari_gpu/_shapes.py",
+        "x: DeviceArray,",
+        "x: Any,",
+        [],
+        ["python/amari_gpu/_shapes.py"],
+    ),
+    "a method typed as another shape": (
+        "python/amari_gpu/ga.py",
         "    @_shapes.shaped[_shapes.GaSandwich]\n",
         "    @_shapes.shaped[_shapes.GaBinary]\n",
-    )
+        ["+    @_shapes.shaped[_shapes.GaSandwich]"],
+        ["python/amari_gpu/ga.py"],
+    ),
+    "a family mixin missing from the context": (
+        "python/amari_gpu/context.py",
+        "    TropicalMixin,\n",
+        "",
+        ["+    TropicalMixin,"],
+        ["python/amari_gpu/context.py"],
+    ),
+    "a new family entry": (
+        "python/amari_gpu/_surface.py",
+        '    Family("rows", "RowsMixin"),\n',
+        '    Family("rows", "RowsMixin"),\n    Family("sparse", "SparseMixin"),\n',
+        ["+from .sparse import SparseMixin", "+    SparseMixin,"],
+        ["python/amari_gpu/context.py"],
+    ),
+    "a bindings module missing from lib.rs": (
+        "rust/amari-gpu-py/src/lib.rs",
+        "    tropical::register(m)?;\n",
+        "",
+        ["+    tropical::register(m)?;"],
+        ["rust/amari-gpu-py/src/lib.rs"],
+    ),
+    "a section of a new bindings module": (
+        "python/amari_gpu/_surface.py",
+        "# --- users' row kernels [rows] ---",
+        "# --- users' row kernels [user_rows] ---",
+        ["+mod user_rows;", "+    user_rows::register(m)?;"],
+        ["rust/amari-gpu-py/src/lib.rs", "bindings user_rows.rs: no such module"],
+    ),
+    "a bindings module registering other functions": (
+        "rust/amari-gpu-py/src/tropical.rs",
+        "    m.add_function(wrap_pyfunction!(shortest_paths, m)?)?;\n",
+        "",
+        [],
+        [
+            "bindings tropical.rs: register adds (tropical_matmul, tropical_matvec); the "
+            "registry says (shortest_paths, tropical_matmul, tropical_matvec)"
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_an_edit_that_differs_from_the_registry_fails_the_check(copy: Path, edit: str) -> None:
+    path, old, new, diff, message = EDITS[edit]
+    _edit(copy / path, old, new)
     result = _check(copy)
     assert result.returncode == 1
-    assert "+    @_shapes.shaped[_shapes.GaSandwich]" in result.stdout
-    assert "python/amari_gpu/ga.py" in result.stderr
+    for line in diff:
+        assert line in result.stdout.splitlines()
+    for text in message:
+        assert text in result.stderr
 
 
 def test_the_overloads_are_written_once_per_shape() -> None:
@@ -112,60 +163,6 @@ def test_the_overloads_are_written_once_per_shape() -> None:
         assert "@overload" not in text, name
     ga = (ROOT / "python/amari_gpu/ga.py").read_text()
     assert ga.count("@_shapes.shaped[_shapes.GaBinary]") == 4
-
-
-def test_a_family_mixin_missing_from_the_context_fails_the_check(copy: Path) -> None:
-    _edit(copy / "python/amari_gpu/context.py", "    TropicalMixin,\n", "")
-    result = _check(copy)
-    assert result.returncode == 1
-    assert "+    TropicalMixin," in result.stdout
-    assert "python/amari_gpu/context.py" in result.stderr
-
-
-def test_a_family_entry_generates_the_context_bases_and_imports(copy: Path) -> None:
-    _edit(
-        copy / "python/amari_gpu/_surface.py",
-        '    Family("rows", "RowsMixin"),\n',
-        '    Family("rows", "RowsMixin"),\n    Family("sparse", "SparseMixin"),\n',
-    )
-    result = _check(copy)
-    assert result.returncode == 1
-    assert "+from .sparse import SparseMixin" in result.stdout
-    assert "+    SparseMixin," in result.stdout
-
-
-def test_a_bindings_module_missing_from_lib_rs_fails_the_check(copy: Path) -> None:
-    _edit(copy / "rust/amari-gpu-py/src/lib.rs", "    tropical::register(m)?;\n", "")
-    result = _check(copy)
-    assert result.returncode == 1
-    assert "+    tropical::register(m)?;" in result.stdout
-    assert "rust/amari-gpu-py/src/lib.rs" in result.stderr
-
-
-def test_a_section_of_a_new_bindings_module_is_declared_and_registered(copy: Path) -> None:
-    _edit(
-        copy / "python/amari_gpu/_surface.py",
-        "# --- users' row kernels [rows] ---",
-        "# --- users' row kernels [user_rows] ---",
-    )
-    result = _check(copy)
-    assert result.returncode == 1
-    assert "+mod user_rows;" in result.stdout
-    assert "+    user_rows::register(m)?;" in result.stdout
-
-
-def test_a_bindings_module_that_registers_other_functions_fails_the_check(copy: Path) -> None:
-    _edit(
-        copy / "rust/amari-gpu-py/src/tropical.rs",
-        "    m.add_function(wrap_pyfunction!(shortest_paths, m)?)?;\n",
-        "",
-    )
-    result = _check(copy)
-    assert result.returncode == 1
-    assert (
-        "bindings tropical.rs: register adds (tropical_matmul, tropical_matvec); the registry "
-        "says (shortest_paths, tropical_matmul, tropical_matvec)"
-    ) in result.stderr
 
 
 def test_a_cluster_kernel_that_differs_from_the_registry_fails_the_check(copy: Path) -> None:
