@@ -2,10 +2,11 @@
 written once. ``scripts/gen-surface.py`` (``make surface``) generates from it the operation
 section of ``_native.pyi``, the ``_mixin.Kernels`` Protocol, the typed call of each method
 shape (``_shapes.py``, one Protocol per shape, and the ``@shaped[...]`` line above each
-method), the bindings modules ``rust/amari-gpu-py/src/lib.rs`` registers, the mixin bases of
-``MultiGpuContext`` (``_families.py``) and the signature list of docs/api.md; ``make lint``
-runs it in check mode, which also checks that ``cluster/kernels.py``, the methods'
-implementations and each bindings module's ``register`` agree with the registry.
+method), the bindings modules ``rust/amari-gpu-py/src/lib.rs`` declares and registers, the
+family mixins ``MultiGpuContext`` derives from (``context.py``, from ``FAMILIES``) and the
+signature list of docs/api.md; ``make lint`` runs it in check mode, which also checks that
+``cluster/kernels.py``, the methods' implementations and each bindings module's
+``register`` agree with the registry.
 
 Why a Python module, not a table in the bindings: what it holds is Python type text
 (annotations, defaults, overload variants) that only Python tooling reads, and the
