@@ -173,6 +173,10 @@ def shapes_section(reg: Any) -> str:
 
 
 def shaped_line(method: Any) -> str:
+    """The line typing ``method`` as its shape's Protocol (none: its result is always a
+    host array, its own signature says it)."""
+    if not method.shape.resident_result:
+        return ""
     return f"    @_shapes.shaped[_shapes.{method.shape.name}]\n"
 
 
@@ -251,7 +255,7 @@ def replace_between(text: str, what: str, body: str, path: Path, comment: str = 
 
 def with_shapes(text: str, methods: list[Any], path: Path) -> str:
     """``text`` with the ``@_shapes.shaped[...]`` line right above each method's ``def``
-    written (or rewritten) from the registry."""
+    written, rewritten or removed as the registry says."""
     for method in methods:
         pattern = re.compile(
             rf"^(?:    @_shapes\.shaped\[_shapes\.\w+\]\n)?(?=    def {method.name}\()", re.M
@@ -279,8 +283,7 @@ def generated(reg: Any) -> dict[Path, str]:
     )
     modules: dict[str, list[Any]] = {}
     for m in reg.METHODS:
-        if m.shape.resident_result:
-            modules.setdefault(m.module, []).append(m)
+        modules.setdefault(m.module, []).append(m)
     for module, methods in modules.items():
         path = PACKAGE / f"{module}.py"
         files[path] = ruff_format(path, with_shapes(path.read_text(), methods, path))

@@ -98,6 +98,13 @@ EDITS = {
         ["+    @_shapes.shaped[_shapes.GaSandwich]"],
         ["python/amari_gpu/ga.py"],
     ),
+    "a shape line on a method whose result is always numpy": (
+        "python/amari_gpu/tropical.py",
+        "    def shortest_paths(",
+        "    @_shapes.shaped[_shapes.TropicalProduct]\n    def shortest_paths(",
+        ["-    @_shapes.shaped[_shapes.TropicalProduct]"],
+        ["python/amari_gpu/tropical.py"],
+    ),
     "a family mixin missing from the context": (
         "python/amari_gpu/context.py",
         "    TropicalMixin,\n",
