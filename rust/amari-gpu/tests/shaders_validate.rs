@@ -47,3 +47,32 @@ fn embedded_shaders_validate() {
         validate(name, source);
     }
 }
+
+#[test]
+fn map_kernels_are_the_one_skeleton_and_their_item() {
+    // The map ABI (uniform, entry point, bounds check) is written once, in map.wgsl: each
+    // map kernel is that skeleton followed by its own file, which declares no uniform and
+    // no entry point of its own.
+    let skeleton = include_str!("../../../shaders/map.wgsl");
+    let kernels = [
+        ("copy.wgsl", amari_gpu::shaders::COPY),
+        ("peak.wgsl", amari_gpu::shaders::PEAK),
+        ("geometric_cl3.wgsl", amari_gpu::shaders::GEOMETRIC_CL3),
+    ];
+    for (name, source) in kernels {
+        let own = source
+            .strip_prefix(skeleton)
+            .unwrap_or_else(|| panic!("{name} does not start with map.wgsl"));
+        for shared in ["struct Params", "@binding(0)", "@compute", "fn main"] {
+            assert!(!own.contains(shared), "{name} declares its own {shared:?}");
+        }
+        assert!(own.contains("fn item(i: u32)"), "{name} has no item()");
+        let module = validate(name, source);
+        let entries: Vec<&str> = module
+            .entry_points
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(entries, ["main"], "{name}");
+    }
+}
