@@ -25,6 +25,9 @@ struct Idle {
     bytes: u64,
     /// Bytes of every buffer the pool created that still exists (idle or on loan).
     live: u64,
+    /// How many buffers `live` counts, and how many of them are idle.
+    live_count: usize,
+    idle_count: usize,
 }
 
 /// A pool of idle buffers for one device.
@@ -53,7 +56,9 @@ impl Pooled {
     /// buffer possibly still in use.
     pub fn discard(mut self) {
         if let Some(buffer) = self.buffer.take() {
-            self.pool.idle.lock().expect("pool lock").live -= buffer.size();
+            let mut idle = self.pool.idle.lock().expect("pool lock");
+            idle.live -= buffer.size();
+            idle.live_count -= 1;
         }
     }
 }
@@ -86,11 +91,15 @@ impl BufferPool {
                 .and_then(Vec::pop);
             if found.is_some() {
                 idle.bytes -= class;
+                idle.idle_count -= 1;
             }
             found
         };
         let buffer = reused.unwrap_or_else(|| {
-            self.idle.lock().expect("pool lock").live += class;
+            let mut idle = self.idle.lock().expect("pool lock");
+            idle.live += class;
+            idle.live_count += 1;
+            drop(idle);
             device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("amari-gpu pooled"),
                 size: class,
@@ -109,9 +118,11 @@ impl BufferPool {
         let mut idle = self.idle.lock().expect("pool lock");
         if idle.bytes + class > MAX_IDLE_BYTES {
             idle.live -= class;
+            idle.live_count -= 1;
             return;
         }
         idle.bytes += class;
+        idle.idle_count += 1;
         idle.buffers
             .entry((buffer.usage().bits(), class))
             .or_default()
@@ -128,6 +139,16 @@ impl BufferPool {
         self.idle.lock().expect("pool lock").live
     }
 
+    /// Buffers the pool created that still exist (idle or on loan).
+    pub fn live_buffers(&self) -> usize {
+        self.idle.lock().expect("pool lock").live_count
+    }
+
+    /// Buffers currently held idle.
+    pub fn idle_buffers(&self) -> usize {
+        self.idle.lock().expect("pool lock").idle_count
+    }
+
     /// Drops every idle buffer (after a failure nothing from the device is reused).
     pub fn clear(&self) {
         let mut idle = self.idle.lock().expect("pool lock");
@@ -135,6 +156,8 @@ impl BufferPool {
         idle.buffers.clear();
         idle.bytes = 0;
         idle.live -= dropped;
+        idle.live_count -= idle.idle_count;
+        idle.idle_count = 0;
     }
 }
 
