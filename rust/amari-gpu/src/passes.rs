@@ -72,13 +72,9 @@ pub(crate) fn encode(
         .map(|uniform| {
             let mut entries = vec![crate::gpu_io::binding(0, uniform, bytes)];
             entries.extend(storage.iter().cloned());
-            dev.gpu()
-                .device
-                .create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some(&kernel.id),
-                    layout: &pipeline.layout,
-                    entries: &entries,
-                })
+            // Pooled buffers come back to the next chunk, and so does their bind group.
+            dev.pool
+                .bind_group(&dev.gpu().device, &kernel.id, &pipeline.layout, &entries)
         })
         .collect();
     let mut pass = crate::gpu_io::begin_pass(encoder, Some(&kernel.id), timestamps);

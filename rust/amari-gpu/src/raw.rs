@@ -171,10 +171,10 @@ pub const CHUNK_STEPS: [&str; 11] = [
     "pool take",
     "write_buffer per binding",
     "write_buffer packed once",
-    "bind group",
+    "bind group (pool)",
     "encode (pass + copy + finish)",
     "submit inline",
-    "submit on a spawned thread",
+    "submit (gpu_io::submit_handed)",
     "map + poll until mapped",
     "copy out + unmap",
 ];
@@ -242,11 +242,9 @@ pub fn chunk_steps(
         .enumerate()
         .map(|(i, (b, &(bytes, _)))| gpu_io::binding(i as u32, b, bytes))
         .collect();
-    let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some("amari-gpu steps"),
-        layout: &pipeline.layout,
-        entries: &entries,
-    });
+    let bind_group =
+        dev.pool
+            .bind_group(&gpu.device, "amari-gpu steps", &pipeline.layout, &entries);
     lap(5);
     let mut encoder = gpu
         .device
@@ -260,7 +258,8 @@ pub fn chunk_steps(
         lap(7);
         s
     } else {
-        let s = gpu_io::submit_handed(dev, commands)?.submitted(dev, Limit::Fixed(RAW_LIMIT), None)?;
+        let handed = gpu_io::submit_handed(dev, commands)?;
+        let s = handed.submitted(dev, Limit::Fixed(RAW_LIMIT), None)?;
         lap(8);
         s
     };
@@ -283,7 +282,8 @@ pub fn chunk_steps(
 }
 
 /// One chunk of `items` items through the engine's own wgpu chunk path (upload, dispatch,
-/// readback into `out`), as a worker runs it, without planning or a worker thread.
+/// readback into `out`), as a worker runs it, without planning or a worker thread. Returns
+/// whether its submit ran on the calling thread (see `gpu_io::submit_handed`).
 #[cfg(feature = "bench-support")]
 pub fn engine_chunk(
     dev: &GpuDevice,
@@ -291,12 +291,12 @@ pub fn engine_chunk(
     inputs: &[&[f32]],
     items: usize,
     out: &mut [f32],
-) -> Result<()> {
+) -> Result<bool> {
+    use crate::runner::executor;
     let pipeline = dev.pipeline(kernel)?;
-    let job = crate::runner::executor::ChunkJob {
-        range: 0..items,
-        output: out,
-    };
-    crate::runner::executor::run_chunk(dev, kernel, &pipeline, inputs, job, None, false)
-        .map(drop)
+    let mut resident = executor::Resident::new();
+    let chunk = executor::submit(dev, kernel, &pipeline, inputs, 0..items, &mut resident, false)?;
+    let inline = chunk.inline();
+    executor::finish(dev, chunk, out, None, None)?;
+    Ok(inline)
 }
