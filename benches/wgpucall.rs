@@ -56,8 +56,16 @@ fn main() {
                 call.push(whole);
             }
         }
-        println!("  {:<34} {:>8.1}", "engine chunk (executor)", 1e6 * median(chunk));
-        println!("  {:<34} {:>8.1}", "whole call (ctx.run_map)", 1e6 * median(call));
+        println!(
+            "  {:<34} {:>8.1}",
+            "engine chunk (executor)",
+            1e6 * median(chunk)
+        );
+        println!(
+            "  {:<34} {:>8.1}",
+            "whole call (ctx.run_map)",
+            1e6 * median(call)
+        );
         let (groups, hits) = dev.pool.bind_groups();
         println!(
             "  pooled buffers: {} live, {} idle; bind groups kept: {groups} ({hits} reused)",

@@ -15,7 +15,10 @@ const MAX_IDLE_BYTES: u64 = 512 << 20;
 const MAX_BIND_GROUPS: usize = 256;
 
 /// A bind group's layout and, per entry, its binding, buffer, offset and size.
-type GroupKey = (wgpu::BindGroupLayout, Vec<(u32, wgpu::Buffer, u64, Option<u64>)>);
+type GroupKey = (
+    wgpu::BindGroupLayout,
+    Vec<(u32, wgpu::Buffer, u64, Option<u64>)>,
+);
 
 /// Sizes are rounded up to a power of two (at least 4 KiB) so that chunks of slightly
 /// different lengths share buffers; a size whose class would pass the device's buffer limit
@@ -195,7 +198,8 @@ impl BufferPool {
             })
             .collect::<Option<Vec<_>>>()
             .map(|bound| (layout.clone(), bound));
-        let ours = |idle: &Idle, key: &GroupKey| key.1.iter().all(|(_, b, _, _)| idle.ours.contains(b));
+        let ours =
+            |idle: &Idle, key: &GroupKey| key.1.iter().all(|(_, b, _, _)| idle.ours.contains(b));
         if let Some(key) = &key {
             let mut idle = self.idle.lock().expect("pool lock");
             if let Some(group) = idle.groups.get(key).cloned() {

@@ -209,7 +209,11 @@ pub fn chunk_steps(
     let out_usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
     let staging_usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
     let mut sizes = vec![((header.len() * 4) as u64, uniform_usage)];
-    sizes.extend(inputs.iter().map(|d| ((d.len().max(1) * 4) as u64, storage_in)));
+    sizes.extend(
+        inputs
+            .iter()
+            .map(|d| ((d.len().max(1) * 4) as u64, storage_in)),
+    );
     sizes.extend([(out_bytes, out_usage), (out_bytes, staging_usage)]);
     lap(0);
     gpu_io::Scopes::open(dev).close(dev.id)?;
@@ -228,12 +232,16 @@ pub fn chunk_steps(
     gpu.queue
         .write_buffer(&pooled[0], 0, bytemuck::cast_slice(&header));
     for (data, buffer) in inputs.iter().zip(&pooled[1..]) {
-        gpu.queue.write_buffer(buffer, 0, bytemuck::cast_slice(data));
+        gpu.queue
+            .write_buffer(buffer, 0, bytemuck::cast_slice(data));
     }
     lap(3);
     let packed: Vec<f32> = inputs.iter().flat_map(|d| d.iter().copied()).collect();
-    gpu.queue
-        .write_buffer(&pooled[1], 0, bytemuck::cast_slice(&packed[..inputs[0].len()]));
+    gpu.queue.write_buffer(
+        &pooled[1],
+        0,
+        bytemuck::cast_slice(&packed[..inputs[0].len()]),
+    );
     lap(4);
     let n = pooled.len();
     let entries: Vec<wgpu::BindGroupEntry<'_>> = pooled[..n - 1]
@@ -295,7 +303,15 @@ pub fn engine_chunk(
     use crate::runner::executor;
     let pipeline = dev.pipeline(kernel)?;
     let mut resident = executor::Resident::new();
-    let chunk = executor::submit(dev, kernel, &pipeline, inputs, 0..items, &mut resident, false)?;
+    let chunk = executor::submit(
+        dev,
+        kernel,
+        &pipeline,
+        inputs,
+        0..items,
+        &mut resident,
+        false,
+    )?;
     let inline = chunk.inline();
     executor::finish(dev, chunk, out, None, None)?;
     Ok(inline)

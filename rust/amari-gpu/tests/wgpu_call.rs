@@ -28,7 +28,10 @@ fn a_chunk_on_an_idle_device_is_submitted_on_the_calling_thread() {
         let mut out = vec![0.0f32; 8];
         for round in 0..3 {
             let inline = raw::engine_chunk(dev, &k, &[&a, &b], 1, &mut out).expect("chunk runs");
-            assert!(inline, "{name}: round {round} handed its submit to a thread");
+            assert!(
+                inline,
+                "{name}: round {round} handed its submit to a thread"
+            );
         }
         let mut whole = vec![0.0f32; 8];
         ctx.run_map(&k, &[&a, &b], &mut whole, 1, None)
@@ -104,6 +107,14 @@ fn a_failed_device_keeps_no_buffers_or_bind_groups_to_hand_out() {
         .expect("the other device takes the work");
     same_bits("after a device failed", &got, &want);
     assert!(!dev.health.is_healthy(), "the injected fault never fired");
-    assert_eq!(dev.pool.idle_buffers(), 0, "a failed device's pool kept buffers");
-    assert_eq!(dev.pool.bind_groups().0, 0, "a failed device's pool kept bind groups");
+    assert_eq!(
+        dev.pool.idle_buffers(),
+        0,
+        "a failed device's pool kept buffers"
+    );
+    assert_eq!(
+        dev.pool.bind_groups().0,
+        0,
+        "a failed device's pool kept bind groups"
+    );
 }

@@ -171,14 +171,16 @@ impl Handed {
             Handed::Taken(index) => return check_alive(dev).map(|()| index.clone()),
             Handed::Pending(receiver) => receiver,
         };
-        in_slices(dev, limit, stop, |slice| match receiver.recv_timeout(slice) {
-            Ok(index) => Some(check_alive(dev).map(|()| index)),
-            Err(mpsc::RecvTimeoutError::Timeout) => None,
-            Err(mpsc::RecvTimeoutError::Disconnected) => Some(Err(lost(
-                dev.id,
-                dev.lost_reason()
-                    .unwrap_or_else(|| "the submit never returned".into()),
-            ))),
+        in_slices(dev, limit, stop, |slice| {
+            match receiver.recv_timeout(slice) {
+                Ok(index) => Some(check_alive(dev).map(|()| index)),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => Some(Err(lost(
+                    dev.id,
+                    dev.lost_reason()
+                        .unwrap_or_else(|| "the submit never returned".into()),
+                ))),
+            }
         })
     }
 }

@@ -207,7 +207,6 @@ pub fn submit(
     let uniforms = passes::encode(
         dev,
         &mut encoder,
-        kernel,
         pipeline,
         &launch,
         &entries,
