@@ -31,9 +31,9 @@ fn main() {
         let ctx = adapter_context(info.index);
         let dev = &ctx.devices()[0];
         let mut steps: Vec<Vec<f64>> = vec![Vec::new(); raw::CHUNK_STEPS.len()];
-        for round in 0..2 * ROUNDS + 20 {
-            let inline = round % 2 == 0;
-            let t = raw::chunk_steps(dev, &k, &inputs, 1, inline).expect("steps run");
+        for round in 0..3 * ROUNDS + 20 {
+            let (inline, spin) = (round % 3 != 1, round % 3 == 2);
+            let t = raw::chunk_steps(dev, &k, &inputs, 1, inline, spin).expect("steps run");
             if round >= 20 {
                 for (s, v) in steps.iter_mut().zip(t) {
                     if v > 0.0 {

@@ -165,7 +165,7 @@ impl Resident {
 /// `benches/wgpucall.rs` prints to show where a small call's time goes on a device and which
 /// of it is the driver's (submit, wait, map) rather than ours.
 #[cfg(feature = "bench-support")]
-pub const CHUNK_STEPS: [&str; 11] = [
+pub const CHUNK_STEPS: [&str; 12] = [
     "error scopes (push + pop)",
     "create + drop buffers (unpooled)",
     "pool take",
@@ -175,14 +175,17 @@ pub const CHUNK_STEPS: [&str; 11] = [
     "encode (pass + copy + finish)",
     "submit inline",
     "submit (gpu_io::submit_handed)",
-    "map + poll until mapped",
+    "map + poll (Wait) until mapped",
     "copy out + unmap",
+    "map + poll (Poll) spinning, instead",
 ];
 
 /// One round of [`CHUNK_STEPS`] over `items` items of `kernel` (a single-pass kernel of
-/// per-item inputs), the seconds of each; `inline` picks which of the two submits really
-/// runs the chunk (the other step is 0). Results are read back, so every step does its
-/// real work.
+/// per-item inputs), the seconds of each; the steps a round does not take are 0: `inline`
+/// picks which of the two submits runs the chunk and `spin` whether the wait for its
+/// mapping blocks in the driver (as the engine's does) or polls without blocking until the
+/// mapping is there (for comparison: what of the wait is the thread's wake-up). Results are
+/// read back, so every step does its real work.
 #[cfg(feature = "bench-support")]
 pub fn chunk_steps(
     dev: &GpuDevice,
@@ -190,9 +193,10 @@ pub fn chunk_steps(
     inputs: &[&[f32]],
     items: usize,
     inline: bool,
-) -> Result<[f64; 11]> {
+    spin: bool,
+) -> Result<[f64; 12]> {
     use std::time::Instant;
-    let mut t = [0.0; 11];
+    let mut t = [0.0; 12];
     let mut clock = Instant::now();
     let mut lap = |step: usize| {
         let now = Instant::now();
@@ -272,8 +276,24 @@ pub fn chunk_steps(
         s
     };
     let mapped = gpu_io::map_for_reading(&pooled[n - 1], out_bytes);
-    gpu_io::wait_mapped(dev, submission, &mapped, Limit::Fixed(RAW_LIMIT))?;
-    lap(9);
+    if spin {
+        let deadline = Instant::now() + RAW_LIMIT;
+        loop {
+            match mapped.try_recv() {
+                Ok(Ok(())) => break,
+                Ok(Err(e)) => return Err(gpu_io::lost(dev.id, format!("readback failed: {e}"))),
+                Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() < deadline => {}
+                Err(_) => return Err(gpu_io::lost(dev.id, "readback never completed")),
+            }
+            gpu.device
+                .poll(wgpu::PollType::Poll)
+                .map_err(|e| gpu_io::lost(dev.id, e.to_string()))?;
+        }
+        lap(11);
+    } else {
+        gpu_io::wait_mapped(dev, submission, &mapped, Limit::Fixed(RAW_LIMIT))?;
+        lap(9);
+    }
     let mut out = vec![0.0f32; kernel.output_words(items)];
     {
         let view = pooled[n - 1]
