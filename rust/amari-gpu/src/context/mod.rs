@@ -106,7 +106,7 @@ pub struct MultiGpuContext {
     pub(crate) devices: Vec<Arc<GpuDevice>>,
     pub(crate) options: ContextOptions,
     pub(super) measured: Mutex<Vec<Option<(Measurements, bool)>>>,
-    pub(super) calibration: Mutex<()>,
+    pub(super) calibration: crate::calibration::Calibrating,
     pub(crate) history: History,
     /// (device, kernel id) pairs that have run in a call: a device's first chunk of a kernel
     /// pays one-time costs (the driver compiling the pipeline at its first dispatch, the host
@@ -130,7 +130,7 @@ impl MultiGpuContext {
             devices,
             options,
             measured,
-            calibration: Mutex::new(()),
+            calibration: Default::default(),
             history: History::default(),
             warmed: Mutex::new(HashSet::new()),
             group_speedups: Mutex::new(BTreeMap::new()),
