@@ -1,10 +1,10 @@
-//! Calibration of a context: measuring (or loading) every device's figures, the
-//! capabilities users see, and the per-workload device models the partitioners plan with,
-//! refined by the history of completed calls.
+//! Calibration of a context: measuring (or loading) the figures of its devices, as many of
+//! the families' rates as asked (all for `calibrate` and the capabilities users see, a
+//! call's own family for a plan, see `demand`), the speedup of devices sharing hardware,
+//! and the per-workload device models the partitioners plan with, refined by the history of
+//! completed calls.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use super::cache;
@@ -52,6 +52,11 @@ fn device_key(dev: &GpuDevice) -> String {
     key
 }
 
+/// Transfer rate (each way) of a wgpu device's model before anything is measured on it: a
+/// nominal figure, like `flops_per_s`'s fallback rate, for a plan with nothing to split
+/// (only its estimate uses it).
+const NOMINAL_BYTES_PER_S: f64 = 1e9;
+
 /// What measuring added to `have` to make `m`, in words.
 fn what(have: Option<&Measurements>, m: &Measurements) -> String {
     let mut parts = Vec::new();
@@ -66,27 +71,13 @@ fn what(have: Option<&Measurements>, m: &Measurements) -> String {
     parts.join(", ")
 }
 
-/// A context's calibration state: the lock that measures one thing at a time, and whether
-/// its first plan's calibration was reported yet (see `demand`).
-#[derive(Default)]
-pub(crate) struct Calibrating {
-    pub(super) lock: Mutex<()>,
-    pub(super) reported: AtomicBool,
-}
-
-impl Calibrating {
-    pub(super) fn lock(&self) -> MutexGuard<'_, ()> {
-        self.lock.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 impl MultiGpuContext {
     /// Measures every device (or loads its figures from the disk cache unless `force`), one
     /// device at a time so that devices sharing hardware do not disturb each other, and
     /// every group of devices sharing hardware. Logical devices on one adapter share one
     /// measurement.
     pub fn calibrate(&self, force: bool) -> Result<Vec<Capabilities>> {
-        let _one_at_a_time = self.calibration.lock();
+        let _one_at_a_time = self.calibration.lock().expect("calibration lock");
         let started = Instant::now();
         let ids: Vec<usize> = (0..self.devices.len()).collect();
         let pending = self.lacking(&ids, families(), force).len();
@@ -342,7 +333,8 @@ impl MultiGpuContext {
 
     /// The cost model of `dev` for `workload` from its figures `m`. Without figures (a
     /// device that runs a call alone, where there is nothing to split) the model is nominal:
-    /// no launch or transfer cost, the fallback arithmetic rate of [`flops_per_s`].
+    /// no launch cost, [`NOMINAL_BYTES_PER_S`] each way (none on the host device, as when
+    /// measured), the fallback arithmetic rate of [`flops_per_s`].
     pub(super) fn model(
         &self,
         dev: &GpuDevice,
@@ -360,9 +352,10 @@ impl MultiGpuContext {
         // whose rates calibration measured on arrays in main memory: its memory traffic is
         // in those rates already, and a transfer term would count it twice (it made the
         // host look 2.4x slower than it ran here).
-        let (h2d, d2h) = match m {
-            Some(m) if dev.as_host().is_none() => (m.h2d_bytes_per_s, m.d2h_bytes_per_s),
-            _ => (f64::INFINITY, f64::INFINITY),
+        let (h2d, d2h) = match (dev.as_host(), m) {
+            (Some(_), _) => (f64::INFINITY, f64::INFINITY),
+            (None, Some(m)) => (m.h2d_bytes_per_s, m.d2h_bytes_per_s),
+            (None, None) => (NOMINAL_BYTES_PER_S, NOMINAL_BYTES_PER_S),
         };
         let no_rates = BTreeMap::new();
         DeviceModel {

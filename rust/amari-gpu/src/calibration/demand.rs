@@ -68,7 +68,7 @@ impl MultiGpuContext {
             self.report_first(|| "nothing measured: every figure the plan needs is known".into());
             return Ok(());
         }
-        let _one_at_a_time = self.calibration.lock();
+        let _one_at_a_time = self.calibration.lock().expect("calibration lock");
         let started = Instant::now();
         // Per-device lines are details here; the summary below is the INFO line.
         let mut done = self.measure_devices(&ids, wanted, false, log::Level::Debug)?;
@@ -84,7 +84,7 @@ impl MultiGpuContext {
         } else {
             format!("measured {}", done.join("; "))
         };
-        self.calibration.reported.store(true, Ordering::Relaxed);
+        self.calibration_reported.store(true, Ordering::Relaxed);
         log::info!(
             "calibration for a call of {family} split across devices {ids:?}: {what} ({:.2} s)",
             started.elapsed().as_secs_f64()
@@ -94,7 +94,10 @@ impl MultiGpuContext {
 
     /// Logs `line` at INFO if no plan of this context has reported its calibration yet.
     fn report_first(&self, line: impl FnOnce() -> String) {
-        if !self.calibration.reported.swap(true, Ordering::Relaxed) {
+        // A load first: every call passes here, and only the first need write.
+        if !self.calibration_reported.load(Ordering::Relaxed)
+            && !self.calibration_reported.swap(true, Ordering::Relaxed)
+        {
             log::info!("calibration for the context's first call: {}", line());
         }
     }

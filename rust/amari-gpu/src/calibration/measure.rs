@@ -223,6 +223,45 @@ mod tests {
         assert_eq!(unusable_figure(&sane()), None);
     }
 
+    /// Figures already held are kept: the device figures are measured only when there are
+    /// none, and only the families missing are measured, once each.
+    #[test]
+    fn extending_measures_only_what_is_missing() {
+        let all = super::super::families::families();
+        let mut asked = Vec::new();
+        let mut fresh = sane();
+        fresh.family_items_per_s.clear();
+        let first = extend(
+            None,
+            &all[..1],
+            || Ok(fresh.clone()),
+            |f| {
+                asked.push(f.name());
+                Ok(5.0)
+            },
+        )
+        .unwrap();
+        assert_eq!(asked, [all[0].name()]);
+        assert_eq!(first.launch_latency_s, fresh.launch_latency_s);
+        assert_eq!(first.family_items_per_s.len(), 1);
+        asked.clear();
+        let whole = extend(
+            Some(&first),
+            all,
+            || panic!("device figures measured again"),
+            |f| {
+                asked.push(f.name());
+                Ok(7.0)
+            },
+        )
+        .unwrap();
+        let rest: Vec<&str> = all[1..].iter().map(|f| f.name()).collect();
+        assert_eq!(asked, rest);
+        assert!(covers(&whole, all));
+        assert_eq!(whole.family_items_per_s[all[0].name()], 5.0);
+        assert!(whole.calibration_s >= first.calibration_s);
+    }
+
     type Spoil = fn(&mut Measurements);
 
     #[test]

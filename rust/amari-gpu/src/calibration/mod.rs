@@ -13,6 +13,5 @@ mod demand;
 pub(crate) mod families;
 mod host;
 pub(crate) mod measure;
-pub(crate) use context::Calibrating;
 mod rates;
 mod transfers;
