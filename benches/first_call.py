@@ -2,11 +2,13 @@
 
 Each sample is a new Python process with an empty ``AMARI_GPU_CACHE_DIR``, timing the
 import of the package, opening the context, the first 1-row Cl(3,0) geometric product (what
-calibration it needs included) and the second one, then ``calibrate()`` (every figure of every device: what the first
-call measured before calibration was on demand), for the host device alone, lavapipe
-alone (``backends=["vulkan"]``) and the default context. Prints the medians over the
-samples (and their spread), the adapters each context opened (name, backend, driver) and
-the calibration line the first call logged. The machine may be shared: read the medians.
+calibration it needs included) and the second one, then ``calibrate()`` (every figure of
+every device: what the first call measured before calibration was on demand), for the host
+device alone, lavapipe alone (``backends=["vulkan"]``) and the default context. Prints the
+medians over the samples (and their spread), the adapters each context opened (name,
+backend, driver) and the calibration line the first call logged. ``open_and_first_call_s``
+is what a user waits from ``MultiGpuContext(...)`` to the first result. The machine may be
+shared: read the medians.
 
     python benches/first_call.py [--samples N] [--json]
 """

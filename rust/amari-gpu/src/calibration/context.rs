@@ -192,7 +192,13 @@ impl MultiGpuContext {
                     (m, false)
                 }
             };
-            self.measured.lock().expect("measured lock")[id] = Some(entry);
+            let mut measured = self.measured.lock().expect("measured lock");
+            if !(measured[id].as_ref()).is_some_and(|(m, _)| calibrate::covers(m, wanted)) {
+                // The device's model was nominal (or a fallback rate) for these families:
+                // what its history learned were ratios to that, not to these figures.
+                self.history.forget(id);
+            }
+            measured[id] = Some(entry);
         }
         Ok(done)
     }
@@ -314,19 +320,17 @@ impl MultiGpuContext {
     }
 
     /// The cost models of the healthy devices for `workload`, without history corrections
-    /// when `corrected` is false. A device is modelled once its figures hold the rates the
-    /// workload needs ([`needed`]); the others have no model (yet).
+    /// when `corrected` is false: from each device's figures, nominal where it has none
+    /// (see [`model`](Self::model)); `demand` decides when a plan needs measured ones.
     pub(crate) fn models_for(&self, workload: &Workload, corrected: bool) -> Vec<DeviceModel> {
-        let wanted = needed(workload);
         let groups = self.group_speedups.lock().expect("group lock").clone();
         let measured = self.measured.lock().expect("measured lock");
         self.devices
             .iter()
             .filter(|d| d.health.is_healthy())
-            .filter_map(|dev| {
-                let (m, _) = measured[dev.id].as_ref()?;
-                calibrate::covers(m, wanted)
-                    .then(|| self.model(dev, Some(m), workload, corrected, &groups))
+            .map(|dev| {
+                let m = measured[dev.id].as_ref().map(|(m, _)| m);
+                self.model(dev, m, workload, corrected, &groups)
             })
             .collect()
     }
@@ -335,7 +339,7 @@ impl MultiGpuContext {
     /// device that runs a call alone, where there is nothing to split) the model is nominal:
     /// no launch cost, [`NOMINAL_BYTES_PER_S`] each way (none on the host device, as when
     /// measured), the fallback arithmetic rate of [`flops_per_s`].
-    pub(super) fn model(
+    fn model(
         &self,
         dev: &GpuDevice,
         m: Option<&Measurements>,

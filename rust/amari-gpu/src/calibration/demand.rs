@@ -18,9 +18,9 @@ use crate::workload::Workload;
 impl MultiGpuContext {
     /// The cost models a plan of `workload` on `workers`, cut into chunks of `chunk_items`,
     /// is made with (history-corrected), after measuring what the plan needs and the
-    /// context does not hold yet. A call that cannot be split goes to the workers that are
-    /// modelled; when some are not, to one worker alone (the host device if it is one: it
-    /// has nothing to upload) with a nominal model, as there is nothing to split.
+    /// context does not hold yet. A call that cannot be split is planned on its workers when
+    /// they are all measured for it, else on one of them alone (the host device if it is
+    /// one: it has nothing to upload), whose model may be nominal: there is nothing to split.
     pub(crate) fn models_to_plan(
         &self,
         workload: &Workload,
@@ -35,25 +35,17 @@ impl MultiGpuContext {
         }
         let mut models = self.models_for(workload, true);
         models.retain(|m| workers.iter().any(|w| w.id == m.device));
-        if splits || models.len() == workers.len() {
+        let ids: Vec<usize> = workers.iter().map(|w| w.id).collect();
+        if splits || self.lacking(&ids, needed(workload), false).is_empty() {
             return Ok(models);
         }
-        let Some(alone) = workers
-            .iter()
+        // Nothing to split and not every worker measured: one worker alone.
+        let alone = (workers.iter())
             .find(|w| w.as_host().is_some())
             .or_else(|| workers.first())
-        else {
-            return Ok(models);
-        };
-        let figures = self.measurements(alone.id);
-        let groups = self.group_speedups();
-        Ok(vec![self.model(
-            alone,
-            figures.as_ref(),
-            workload,
-            true,
-            &groups,
-        )])
+            .map(|w| w.id);
+        models.retain(|m| Some(m.device) == alone);
+        Ok(models)
     }
 
     /// Measures what a plan splitting `workload` across `workers` lacks: device figures
