@@ -39,29 +39,39 @@ fn check_product(
     run_detached(py, move || check(operands))
 }
 
-/// Checks the operands of `tropical_matmul(ctx, a, b, semiring)` as its core entry does,
-/// without a context: raises its error, or returns None.
-#[pyfunction]
-fn check_tropical_matmul(
-    py: Python<'_>,
-    a: PyReadonlyArrayDyn<'_, f32>,
-    b: PyReadonlyArrayDyn<'_, f32>,
-    semiring: &str,
-) -> PyResult<()> {
-    check_product(py, (&a, &b, semiring), "b", tropical::check_matmul_operands)
+/// A check-only entry of the tropical product `$op`: `$name(a, $right, semiring)` runs `$check`,
+/// the core's checks of the product's operands, without a context: it raises their error,
+/// or returns None. One definition for both products (they differ only in these).
+macro_rules! product_check {
+    ($name:ident, $op:literal, $right:ident, $check:path) => {
+        #[doc = concat!(
+            "Checks the operands of `", $op, "(ctx, a, ", stringify!($right), ", semiring)` ",
+            "as its core entry does, without a context: raises its error, or returns None."
+        )]
+        #[pyfunction]
+        fn $name(
+            py: Python<'_>,
+            a: PyReadonlyArrayDyn<'_, f32>,
+            $right: PyReadonlyArrayDyn<'_, f32>,
+            semiring: &str,
+        ) -> PyResult<()> {
+            check_product(py, (&a, &$right, semiring), stringify!($right), $check)
+        }
+    };
 }
 
-/// Checks the operands of `tropical_matvec(ctx, a, x, semiring)` as its core entry does,
-/// without a context: raises its error, or returns None.
-#[pyfunction]
-fn check_tropical_matvec(
-    py: Python<'_>,
-    a: PyReadonlyArrayDyn<'_, f32>,
-    x: PyReadonlyArrayDyn<'_, f32>,
-    semiring: &str,
-) -> PyResult<()> {
-    check_product(py, (&a, &x, semiring), "x", tropical::check_matvec_operands)
-}
+product_check!(
+    check_tropical_matmul,
+    "tropical_matmul",
+    b,
+    tropical::check_matmul_operands
+);
+product_check!(
+    check_tropical_matvec,
+    "tropical_matvec",
+    x,
+    tropical::check_matvec_operands
+);
 
 /// Checks the operands of `ga_apply(ctx, operation, signature, operands, grades)` as its
 /// core entry does (`ga::check` needs no context): raises its error, or returns None.
