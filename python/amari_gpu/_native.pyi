@@ -263,6 +263,7 @@ def ga_apply(
     grades: int = 0,
     strategy: str | None = None,
     out: DeviceArray | npt.NDArray[np.float32] | None = None,
+    shapes: list[tuple[int, ...]] | None = None,
 ) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
 
 # --- resident arrays ---
@@ -363,6 +364,7 @@ def check_ga_apply(
     signature: tuple[int, int, int],
     operands: list[npt.NDArray[np.float32]],
     grades: int = 0,
+    shapes: list[tuple[int, ...]] | None = None,
 ) -> None: ...
 def check_tropical_matmul(
     a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], semiring: str

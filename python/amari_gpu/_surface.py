@@ -45,8 +45,9 @@ def ga_apply(
     ctx, operation: str, signature: tuple[int, int, int],
     operands: list[either[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
     strategy: str | None = None, out: either[f32, "(N, output words)"] | None = None,
+    shapes: list[tuple[int, ...]] | None = None,
 ) -> tuple[either[f32], Plan | None]:
-    "One geometric-algebra operation over rows; the result and the plan (None if resident)."
+    "One geometric-algebra operation over rows; shapes: the caller's shapes of the operands."
 
 # --- resident arrays [resident] ---
 def resident_upload(ctx, x: host[f32, "(N, W)"], strategy: str | None = None) -> resident[f32]:
@@ -124,6 +125,7 @@ def fisher_finish(
 def check_ga_apply(
     operation: str, signature: tuple[int, int, int],
     operands: list[host[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+    shapes: list[tuple[int, ...]] | None = None,
 ) -> None:
     "The checks of ga_apply on host operands, without a context or a run."
 

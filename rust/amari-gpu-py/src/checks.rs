@@ -10,7 +10,7 @@ use amari_gpu::ResidentOperand as Operand;
 use numpy::{PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-use crate::arrays::{check_batches, contiguous};
+use crate::arrays::contiguous;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
 
@@ -73,30 +73,29 @@ product_check!(
     tropical::check_matvec_operands
 );
 
-/// Checks the operands of `ga_apply(ctx, operation, signature, operands, grades)` as its
-/// core entry does (`ga::check` needs no context): raises its error, or returns None.
+/// Checks the operands of `ga_apply(ctx, operation, signature, operands, grades, shapes)` as
+/// its core entry does (`ga::check` needs no context): raises its error, or returns None.
 #[pyfunction]
-#[pyo3(signature = (operation, signature, operands, grades=0))]
+#[pyo3(signature = (operation, signature, operands, grades=0, shapes=None))]
 fn check_ga_apply(
     py: Python<'_>,
     operation: &str,
     signature: (u32, u32, u32),
     operands: Vec<PyReadonlyArray2<'_, f32>>,
     grades: u32,
+    shapes: Option<Vec<Vec<usize>>>,
 ) -> PyResult<()> {
     let (p, q, r) = signature;
     let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
     let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
     let names = op.operands();
-    let mut ops = Vec::with_capacity(operands.len());
-    for (array, name) in operands
+    let ops = operands
         .iter()
         .zip(names.iter().chain(std::iter::repeat(&"operand")))
-    {
-        check_batches(py, &[(name, array)], algebra.blades())?;
-        ops.push(Operand::Host(contiguous(array, name)?));
-    }
-    ga::check(&algebra, op, &ops)
+        .map(|(array, name)| Ok(Operand::Host(contiguous(array, name)?)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let shapes = shapes.unwrap_or_else(|| operands.iter().map(|a| a.shape().to_vec()).collect());
+    ga::check(&algebra, op, &ops, &shapes)
         .map(drop)
         .map_err(|e| to_pyerr(py, e))
 }

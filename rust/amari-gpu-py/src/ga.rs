@@ -5,21 +5,24 @@
 use amari_gpu::ga::{self, Algebra, Operation};
 use amari_gpu::ResidentOperand as Operand;
 use numpy::ndarray::Ix2;
+use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 
-use crate::arrays::{check_batches, contiguous};
+use crate::arrays::contiguous;
 use crate::context::PyContext;
 use crate::errors::to_pyerr;
 use crate::resident::{run_to, PyDeviceArray, PyOperand, PyOut, Returned};
 
 /// Runs `operation` (a method name of the Python API) of Cl(p, q, r) on operands of 2ⁿ
 /// words per row, each a DeviceArray or a C-contiguous float32 (N, 2ⁿ) array; one of a
-/// product's two may be a single row, applied to every row of the other. `grades` is the
-/// grade mask of a projection. The (N, output words) result is a numpy array, a new
+/// product's two may be a single row, applied to every row of the other. `shapes` are the
+/// operands' shapes as the caller gave them (the core checks them and names them in its
+/// errors; default: each operand's rows and width). `grades` is the grade mask of a
+/// projection. The (N, output words) result is a numpy array, a new
 /// DeviceArray when an operand is one, or written into `out`; returned with the plan (None
 /// when the call ran where resident rows live).
 #[pyfunction]
-#[pyo3(signature = (ctx, operation, signature, operands, grades=0, strategy=None, out=None))]
+#[pyo3(signature = (ctx, operation, signature, operands, grades=0, strategy=None, out=None, shapes=None))]
 fn ga_apply<'py>(
     // The context as a bound object: the GIL token comes from it, one argument fewer.
     ctx: &Bound<'py, PyContext>,
@@ -29,6 +32,7 @@ fn ga_apply<'py>(
     grades: u32,
     strategy: Option<&str>,
     out: Option<PyOut<'py>>,
+    shapes: Option<Vec<Vec<usize>>>,
 ) -> Returned<'py> {
     let py = ctx.py();
     let ctx = ctx.borrow();
@@ -51,12 +55,7 @@ fn ga_apply<'py>(
         .zip(names.iter().chain(std::iter::repeat(&"operand")))
     {
         ops.push(match (operand, held) {
-            (PyOperand::Host(array), _) => {
-                // A host batch's rows are the core's business (broadcast); its width must
-                // be the algebra's before it is read as flat rows.
-                check_batches(py, &[(name, array)], algebra.blades())?;
-                Operand::Host(contiguous(array, name)?)
-            }
+            (PyOperand::Host(array), _) => Operand::Host(contiguous(array, name)?),
             (PyOperand::Resident(_), Some(r)) => Operand::Resident(&r.inner),
             (PyOperand::Resident(_), None) => {
                 let error = amari_gpu::Error::Internal("a DeviceArray not borrowed".into());
@@ -76,11 +75,27 @@ fn ga_apply<'py>(
     let items = rows.iter().copied().find(|&n| n != 1).unwrap_or(1);
     let resident = refs.iter().any(Option::is_some);
     let dim = Ix2(items, op.output_words(&algebra));
+    let shapes = shapes.unwrap_or_else(|| own_shapes(&operands));
     // Checked before `out` is taken: an argument error is not a call that began writing.
-    let ready = ga::check(&algebra, op, &ops).map_err(|e| to_pyerr(py, e))?;
+    let ready = ga::check(&algebra, op, &ops, &shapes).map_err(|e| to_pyerr(py, e))?;
     run_to(py, &ctx, resident, (dim, out), move |inner, out| {
         ready.run(inner, out, strategy)
     })
+}
+
+/// The operands' own shapes (a numpy array's, a DeviceArray's rows and width): the caller's
+/// when the caller gave none.
+fn own_shapes(operands: &[PyOperand<'_>]) -> Vec<Vec<usize>> {
+    operands
+        .iter()
+        .map(|operand| match operand {
+            PyOperand::Host(array) => array.shape().to_vec(),
+            PyOperand::Resident(r) => {
+                let r = r.borrow();
+                vec![r.inner.rows(), r.inner.cols()]
+            }
+        })
+        .collect()
 }
 
 /// Adds this module's functions to `_native`.
