@@ -201,3 +201,47 @@ pub fn geometric_product_cl3(
     }
     ctx.run_map(&geometric_cl3_kernel(), &[a, b], out, n, strategy)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(shapes: &[Vec<usize>], data: &[&[f32]]) -> String {
+        let pga = Algebra::new(3, 0, 1).unwrap();
+        let op = Operation::parse("geometric_product", 0).unwrap();
+        let operands: Vec<Operand<'_>> = data.iter().map(|d| Operand::Host(d)).collect();
+        let checked = check(&pga, op, &operands, shapes).map(drop);
+        checked.map_or_else(|error| error.to_string(), |()| "accepted".into())
+    }
+
+    #[test]
+    fn operands_are_checked_in_the_callers_shapes() {
+        let (row, two, three) = ([0.0f32; 16], [0.0f32; 32], [0.0f32; 48]);
+        // 2 x 16 x 1 words are two whole rows of 16: the caller's shape is what is refused.
+        assert_eq!(
+            text(&[vec![2, 16, 1], vec![16]], &[&two, &row]),
+            "a: expected shape (..., 16), got (2, 16, 1)"
+        );
+        assert_eq!(
+            text(&[vec![], vec![16]], &[&row[..1], &row]),
+            "a: expected shape (..., 16), got ()"
+        );
+        // A wrong width is named before leading dimensions that do not broadcast.
+        assert_eq!(
+            text(&[vec![2, 16], vec![3, 15]], &[&two, &three[..45]]),
+            "b: expected shape (..., 16), got (3, 15)"
+        );
+        assert_eq!(
+            text(&[vec![2, 16], vec![3, 16]], &[&two, &three]),
+            "b: expected leading dimensions that broadcast with a's (2,), got shape (3, 16)"
+        );
+        assert_eq!(
+            text(&[vec![2, 1, 16], vec![3, 16]], &[&two, &three]),
+            "b: expected shape (2, 16) or (16,), got (3, 16)"
+        );
+        assert_eq!(
+            text(&[vec![3, 16], vec![1, 1, 16]], &[&three, &row]),
+            "accepted"
+        );
+    }
+}
