@@ -76,7 +76,7 @@ def test_a_device_array_whose_rows_are_not_its_shape_is_refused(
         match=r"^x: expected shape \(5, 8\) \(the DeviceArray's rows and row width\), "
         r"got 6 rows of 8$",
     ):
-        _native.ga_apply(ctx3._native, "reverse", (3, 0, 0), [x._handle], shapes=[(5, 8)])
+        _native.check_ga_apply("reverse", (3, 0, 0), [x._handle], 0, [(5, 8)])
 
 
 def test_native_callers_without_shapes_are_checked_on_their_arrays(
@@ -89,7 +89,7 @@ def test_native_callers_without_shapes_are_checked_on_their_arrays(
     with pytest.raises(ag.ShapeError, match=r"^x: expected shape \(\.\.\., 16\), got \(4, 32\)$"):
         _native.check_ga_apply("reverse", (4, 0, 0), [x])
     with pytest.raises(ag.InvalidArgumentError, match=r"^shapes: expected one shape per operand"):
-        _native.ga_apply(default_ctx._native, "reverse", (4, 0, 0), [x], shapes=[])
+        _native.check_ga_apply("reverse", (4, 0, 0), [x], 0, [])
 
 
 def test_the_check_without_a_context_speaks_the_callers_shape() -> None:

@@ -67,27 +67,31 @@ def _grade_mask(k: Any, algebra: Algebra) -> int:
 
 def _numpy_rows(
     call: tuple[str, Algebra, int], named: list[tuple[str, Any]]
-) -> tuple[list[Any], tuple[int, ...], list[tuple[int, ...]]]:
+) -> tuple[list[Any], tuple[int, ...]]:
     """Numpy operands of ``call`` (operation, algebra, grades) as the core's rows (see
-    :func:`_rows`), the result's shape (the leading shapes broadcast against each other,
-    numpy rules) and the operands' shapes as the caller gave them (the core checks them and
-    names them)."""
+    :func:`_rows`), checked by the core in the shapes the caller gave them, and the
+    result's shape (the leading shapes broadcast against each other, numpy rules)."""
     operation, algebra, grades = call
     arrays = [real_array(name, value) for name, value in named]
     shapes = [a.shape for a in arrays]
     try:
-        lead = np.broadcast_shapes(*(a.shape[:-1] for a in arrays))
+        lead: tuple[int, ...] | None = np.broadcast_shapes(*(a.shape[:-1] for a in arrays))
     except ValueError:
-        # Nothing to broadcast the rows to: the core refuses the call in the caller's terms
-        # (a wrong width first, as on every call, else the leading dimensions).
-        own = [_rows(name, a, a.shape[:-1]) for (name, _), a in zip(named, arrays, strict=True)]
-        _native.check_ga_apply(operation, algebra.signature, own, grades, shapes)
+        lead = None
+    # Rows broadcast to the result's leading shape; when there is none (leading dimensions
+    # that do not broadcast), their own, which the core refuses in the caller's terms (a
+    # wrong width first, as on every call).
+    rows: list[Any] = [
+        _rows(name, a, a.shape[:-1] if lead is None else lead)
+        for (name, _), a in zip(named, arrays, strict=True)
+    ]
+    _native.check_ga_apply(operation, algebra.signature, rows, grades, shapes)
+    if lead is None:
         raise AmariGpuError(
             f"{operation}: the core took leading shapes {shapes} that do not broadcast"
-        ) from None
-    rows = [_rows(name, a, lead) for (name, _), a in zip(named, arrays, strict=True)]
+        )
     width = algebra.n_blades
-    return rows, (lead if operation == "scalar_product" else (*lead, width)), shapes
+    return rows, (lead if operation == "scalar_product" else (*lead, width))
 
 
 def _resident_operand(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...]]:
@@ -101,13 +105,13 @@ def _resident_operand(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, 
 
 def _resident_rows(
     ctx: Any, call: tuple[str, Algebra, int], named: list[tuple[str, Any]]
-) -> tuple[list[Any], tuple[int, ...], bool, list[tuple[int, ...]]]:
+) -> tuple[list[Any], tuple[int, ...], bool]:
     """Operands of ``call`` (operation, algebra, grades) with a DeviceArray among them as
-    the core's rows: DeviceArray handles and float32 rows, a single multivector gathered
-    (one row: the core applies it to every row); leading shapes equal (DeviceArrays do not
-    broadcast). Returns them, the result's shape, whether every operand is a single
-    multivector gathered (then nothing is resident), and the operands' shapes as the caller
-    gave them."""
+    the core's rows, checked by the core in the shapes the caller gave them: DeviceArray
+    handles and float32 rows, a single multivector gathered (one row: the core applies it
+    to every row); leading shapes equal (DeviceArrays do not broadcast). Returns them, the
+    result's shape, and whether every operand is a single multivector gathered (then
+    nothing is resident)."""
     operation, algebra, grades = call
     converted = [_resident_operand(ctx, name, value) for name, value in named]
     shapes = [shape for _, shape in converted]
@@ -136,16 +140,16 @@ def _resident_rows(
     lead = np.broadcast_shapes(*leads)
     width = algebra.n_blades
     shape = tuple(lead) if operation == "scalar_product" else (*lead, width)
+    # The core's checks in the caller's shapes, before anything is uploaded or run.
+    _native.check_ga_apply(operation, algebra.signature, native, grades, shapes)
     gathered = not any(isinstance(op, _native.DeviceArray) for op in native)
     if gathered and batch:
         # A numpy batch beside gathered single DeviceArrays: uploaded (placed by the
-        # context's strategy, there being no sharding to follow), then run where it lives;
-        # the core's checks first, so that nothing is uploaded for a call it refuses.
-        _native.check_ga_apply(operation, algebra.signature, native, grades, shapes)
+        # context's strategy, there being no sharding to follow), then run where it lives.
         native = [
             _native.resident_upload(ctx._native, op) if op.shape[0] != 1 else op for op in native
         ]
-    return native, shape, gathered and not batch, shapes
+    return native, shape, gathered and not batch
 
 
 class GaBase(KernelHost):
@@ -162,34 +166,33 @@ class GaBase(KernelHost):
         out: Any,
     ) -> npt.NDArray[np.float32] | DeviceArray:
         """Every GA method: the operands converted (numpy rows broadcast to the result's
-        leading shape; DeviceArrays as handles), then the one native call, which checks
-        them in the caller's shapes. A DeviceArray operand gives a DeviceArray result (or
-        the ``out`` given)."""
+        leading shape; DeviceArrays as handles) and checked by the core in the caller's
+        shapes, then the one native call. A DeviceArray operand gives a DeviceArray result
+        (or the ``out`` given)."""
         call = (operation, alg, grades)
         resident = any(isinstance(value, DeviceArray) for _, value in named)
         single = False
         if resident:
-            rows, shape, single, shapes = _resident_rows(self, call, named)
+            rows, shape, single = _resident_rows(self, call, named)
         else:
-            rows, shape, shapes = _numpy_rows(call, named)
+            rows, shape = _numpy_rows(call, named)
         target = output(out, shape, np.float32, dict(named), resident=self if resident else None)
         if single:
-            return self._single_result(call, (rows, shapes), shape, target)
-        result = self._run(call, (rows, shapes), strategy, target)
+            return self._single_result(call, rows, shape, target)
+        result = self._run(call, rows, strategy, target)
         return returned(self, result, target, shape)
 
     def _run(
         self,
         call: tuple[str, Algebra, int],
-        operands: tuple[list[Any], list[tuple[int, ...]]],
+        rows: list[Any],
         strategy: Any,
         target: Any,
     ) -> Any:
         """The one native call of every GA operation (``call``: operation, algebra,
-        grades): numpy rows or DeviceArray handles with the caller's shapes of them
-        (``operands``) into ``target`` (None, a numpy array or a DeviceArray)."""
+        grades): numpy rows or DeviceArray handles into ``target`` (None, a numpy array or
+        a DeviceArray)."""
         operation, algebra, grades = call
-        rows, shapes = operands
         words = 1 if operation == "scalar_product" else algebra.n_blades
         # A C-contiguous array reshapes to the core's (rows, words) as a view of itself.
         native_out: Any = target
@@ -205,7 +208,6 @@ class GaBase(KernelHost):
             grades,
             optional_strategy(strategy),
             native_out,
-            shapes,
         )
         self._record(plan)
         return result
@@ -213,7 +215,7 @@ class GaBase(KernelHost):
     def _single_result(
         self,
         call: tuple[str, Algebra, int],
-        operands: tuple[list[Any], list[tuple[int, ...]]],
+        rows: list[Any],
         shape: tuple[int, ...],
         target: Any,
     ) -> npt.NDArray[np.float32] | DeviceArray:
@@ -223,7 +225,7 @@ class GaBase(KernelHost):
         writes (a 1-D array is 2^n rows of one word). A DeviceArray ``out`` takes the
         upload's shards in place of its own; a numpy ``out`` gets the result."""
         numpy_out = target if isinstance(target, np.ndarray) else None
-        result = self._run(call, operands, None, numpy_out)
+        result = self._run(call, rows, None, numpy_out)
         if numpy_out is not None:
             return numpy_out
         handle = _native.resident_upload(self._native, result.reshape(_rows_of(shape)))

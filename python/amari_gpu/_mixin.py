@@ -32,7 +32,6 @@ class Kernels(Protocol):
         grades: int = 0,
         strategy: str | None = None,
         out: _native.DeviceArray | F32 | None = None,
-        shapes: list[tuple[int, ...]] | None = None,
     ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
     def tropical_matmul(
         self,

@@ -263,7 +263,6 @@ def ga_apply(
     grades: int = 0,
     strategy: str | None = None,
     out: DeviceArray | npt.NDArray[np.float32] | None = None,
-    shapes: list[tuple[int, ...]] | None = None,
 ) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
 
 # --- resident arrays ---
@@ -362,7 +361,7 @@ __all__ += [
 def check_ga_apply(
     operation: str,
     signature: tuple[int, int, int],
-    operands: list[npt.NDArray[np.float32]],
+    operands: list[DeviceArray | npt.NDArray[np.float32]],
     grades: int = 0,
     shapes: list[tuple[int, ...]] | None = None,
 ) -> None: ...

@@ -100,12 +100,11 @@ def ga_apply(
     grades: int = 0,
     strategy: str | None = None,
     out: Any = None,
-    shapes: list[tuple[int, ...]] | None = None,
 ) -> tuple[Any, Plan | None]:
     """``_native.ga_apply`` on the cluster: rows split, a one-row operand (applied to every
     row of the other) bound whole to every chunk."""
     _host_only(*operands, out)
-    _native.check_ga_apply(operation, signature, operands, grades, shapes)
+    _native.check_ga_apply(operation, signature, operands, grades)
     items = max(len(o) for o in operands)
     broadcast = [len(o) == 1 and items != 1 for o in operands]
 

@@ -4,7 +4,7 @@
 //! shapes (not a chunk's) and nothing has been written or dispatched.
 
 use amari_gpu::fisher;
-use amari_gpu::ga::{self, Algebra, Operation};
+use amari_gpu::ga;
 use amari_gpu::tropical::{self, Operands, Semiring};
 use amari_gpu::ResidentOperand as Operand;
 use numpy::{PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
@@ -13,6 +13,8 @@ use pyo3::prelude::*;
 use crate::arrays::contiguous;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
+use crate::ga::{borrows, core_operands, own_shapes, parse};
+use crate::resident::PyOperand;
 
 /// The context-free checks of a tropical product (`check`, the core's for the operation)
 /// on host operands, `right` naming the right operand.
@@ -73,28 +75,24 @@ product_check!(
     tropical::check_matvec_operands
 );
 
-/// Checks the operands of `ga_apply(ctx, operation, signature, operands, grades, shapes)` as
-/// its core entry does (`ga::check` needs no context): raises its error, or returns None.
+/// Checks the operands of `ga_apply(ctx, operation, signature, operands, grades)` as its
+/// core entry does (`ga::check` needs no context), in `shapes`, the operands' shapes as the
+/// caller gave them (default: their own): raises its error, or returns None. The Python
+/// package runs it on the operands it converted, before it runs or uploads anything.
 #[pyfunction]
 #[pyo3(signature = (operation, signature, operands, grades=0, shapes=None))]
 fn check_ga_apply(
     py: Python<'_>,
     operation: &str,
     signature: (u32, u32, u32),
-    operands: Vec<PyReadonlyArray2<'_, f32>>,
+    operands: Vec<PyOperand<'_>>,
     grades: u32,
     shapes: Option<Vec<Vec<usize>>>,
 ) -> PyResult<()> {
-    let (p, q, r) = signature;
-    let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
-    let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
-    let names = op.operands();
-    let ops = operands
-        .iter()
-        .zip(names.iter().chain(std::iter::repeat(&"operand")))
-        .map(|(array, name)| Ok(Operand::Host(contiguous(array, name)?)))
-        .collect::<PyResult<Vec<_>>>()?;
-    let shapes = shapes.unwrap_or_else(|| operands.iter().map(|a| a.shape().to_vec()).collect());
+    let (algebra, op) = parse(py, operation, signature, grades)?;
+    let held = borrows(&operands);
+    let ops = core_operands(py, op, &operands, &held)?;
+    let shapes = shapes.unwrap_or_else(|| own_shapes(&operands));
     ga::check(&algebra, op, &ops, &shapes)
         .map(drop)
         .map_err(|e| to_pyerr(py, e))
