@@ -72,6 +72,7 @@ bench: dev ## every figure of README and docs/benchmarks.md: host vs CPU peers, 
 	$(PY) benches/profiler.py
 	$(PY) benches/model.py
 	$(PY) benches/stencil.py
+	$(PY) benches/stencil.py --size 256 --steps 64
 	$(PY) benches/chain.py
 	$(PY) benches/resident_tropical.py
 	$(PY) benches/resident_fisher.py
