@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::adapters::adapter_record;
-use crate::detach::run_detached;
+use crate::detach::{run_detached, ShortCalls};
 use crate::errors::to_pyerr;
 use crate::plans::{capabilities_record, plan_record, stats_dict};
 
@@ -68,6 +68,9 @@ pub struct PyContext {
     inner: RwLock<Option<Arc<MultiGpuContext>>>,
     /// Default strategy of calls that name none; `set_strategy` changes it.
     strategy: Mutex<Strategy>,
+    /// Which call sites and sizes took only the fast path last time (run on the calling
+    /// thread next time).
+    pub(crate) short: ShortCalls,
 }
 
 impl PyContext {
@@ -117,6 +120,7 @@ impl PyContext {
         Ok(PyContext {
             inner: RwLock::new(Some(Arc::new(inner))),
             strategy: Mutex::new(strategy),
+            short: ShortCalls::default(),
         })
     }
 

@@ -34,7 +34,7 @@ pub fn plan_record<'py>(py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, PyA
             record(py, PLANNING, "DeviceWorkload", fields)
         })
         .collect::<PyResult<Vec<_>>>()?;
-    let fields = fields!(py, plan; items, chunk_items, n_chunks, estimated_makespan_s, lower_bound_s, efficiency;
+    let fields = fields!(py, plan; items, chunk_items, n_chunks, estimated_makespan_s, lower_bound_s, efficiency, fast_path;
         "strategy" => plan.strategy.name(),
         "requested_strategy" => plan.requested.name(),
         "assignments" => PyTuple::new(py, assignments)?);

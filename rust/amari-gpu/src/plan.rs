@@ -108,4 +108,7 @@ pub struct Plan {
     pub lower_bound_s: f64,
     /// `lower_bound_s / estimated_makespan_s` (1 for an empty workload).
     pub efficiency: f64,
+    /// Whether the call took the fast path: too small for a split to pay (by the cost
+    /// model), it ran on one device, on the calling thread, from a cached decision.
+    pub fast_path: bool,
 }

@@ -121,6 +121,8 @@ impl MultiGpuContext {
                 }
             };
             self.measured.lock().expect("measured lock")[dev.id] = Some(entry);
+            // Fast-path decisions were made from the figures replaced.
+            self.fast.clear();
         }
         let needs_groups = force || self.group_speedups.lock().expect("group lock").is_empty();
         if needs_groups {

@@ -48,6 +48,7 @@ impl Problem<'_> {
             estimated_makespan_s: makespan,
             lower_bound_s,
             efficiency: bounds::efficiency(lower_bound_s, makespan),
+            fast_path: false,
         }
     }
 }
@@ -69,5 +70,6 @@ pub(crate) fn empty(chunk_items: u64, requested: Strategy) -> Plan {
         estimated_makespan_s: 0.0,
         lower_bound_s: 0.0,
         efficiency: 1.0,
+        fast_path: false,
     }
 }

@@ -96,7 +96,7 @@ impl Shards for HostDevice {
             }
         }
         let mut out = alloc::zeroed("resident output", items * kernel.output_words_per_item())?;
-        self.run(dev.id, kernel_here.as_ref(), &slices, 0..items, &mut out)?;
+        self.run(dev.id, kernel_here.as_ref(), &slices, (0..items, &mut out), false)?;
         Ok((Storage::Host(out), None))
     }
 
@@ -123,8 +123,8 @@ impl Shards for HostDevice {
                 dev.id,
                 kernel_here.as_ref(),
                 &inputs,
-                span.local(c),
-                partial,
+                (span.local(c), partial),
+                false,
             )?;
         }
         Ok(Some(Box::new(Ready(partials))))
@@ -180,7 +180,8 @@ impl Runner for HostDevice {
         output: &mut [f32],
     ) -> Result<Finished> {
         let start = Instant::now();
-        self.run(dev.id, prepared.as_ref(), job.inputs, range, output)?;
+        let here = job.inline;
+        self.run(dev.id, prepared.as_ref(), job.inputs, (range, output), here)?;
         let done = Instant::now();
         Ok(Finished {
             wait_start: start,
