@@ -72,11 +72,36 @@ def _grade_mask(k: Any, algebra: Algebra) -> int:
     return mask
 
 
+def _ready_rows(named: list[tuple[str, Any]], width: int) -> list[Any] | None:
+    """The operands when they are already what the core reads — plain, aligned, C-contiguous
+    float32 ndarrays of one shape (..., ``width``), so nothing is converted or broadcast —
+    else None (the general conversion applies). A small call's Python work is this check."""
+    values = [value for _, value in named]
+    shape = getattr(values[0], "shape", None)
+    for value in values:
+        if not (
+            type(value) is np.ndarray
+            and value.dtype == np.float32
+            and value.shape == shape
+            and value.ndim >= 1
+            and value.shape[-1] == width
+            and value.flags.c_contiguous
+            and value.flags.aligned
+        ):
+            return None
+    return values
+
+
 def _numpy_rows(
     operation: str, named: list[tuple[str, Any]], width: int
 ) -> tuple[list[Any], tuple[int, ...]]:
     """Numpy operands as the core's rows (see :func:`_rows`) and the result's shape: the
     leading shapes broadcast against each other (numpy rules)."""
+    ready = _ready_rows(named, width)
+    if ready is not None:
+        lead = ready[0].shape[:-1]
+        rows = [value.reshape(-1, width) for value in ready]
+        return rows, (lead if operation == "scalar_product" else (*lead, width))
     arrays = [_operand(name, value, width) for name, value in named]
     try:
         lead = np.broadcast_shapes(*(a.shape[:-1] for a in arrays))
@@ -169,7 +194,11 @@ class GaBase(KernelHost):
             rows, shape, single = _resident_rows(self, operation, named, width)
         else:
             rows, shape = _numpy_rows(operation, named, width)
-        target = output(out, shape, np.float32, dict(named), resident=self if resident else None)
+        target = (
+            None
+            if out is None
+            else output(out, shape, np.float32, dict(named), resident=self if resident else None)
+        )
         if single:
             return self._single_result(operation, alg, rows, grades, shape, target)
         result = self._run(operation, alg, rows, grades, strategy, target)

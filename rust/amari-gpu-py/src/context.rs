@@ -10,7 +10,7 @@ use pyo3::types::PyDict;
 use crate::adapters::adapter_record;
 use crate::detach::{run_detached, ShortCalls};
 use crate::errors::to_pyerr;
-use crate::plans::{capabilities_record, plan_record, stats_dict};
+use crate::plans::{capabilities_record, plan_record, stats_dict, LastPlan};
 
 /// The context's options, read from a dict with one key per field (the Python package
 /// checks their types and builds it).
@@ -71,6 +71,8 @@ pub struct PyContext {
     /// Which call sites and sizes took only the fast path last time (run on the calling
     /// thread next time).
     pub(crate) short: ShortCalls,
+    /// The last plan record of its calls, reused while they follow the same plan.
+    pub(crate) plans: LastPlan,
 }
 
 impl PyContext {
@@ -121,6 +123,7 @@ impl PyContext {
             inner: RwLock::new(Some(Arc::new(inner))),
             strategy: Mutex::new(strategy),
             short: ShortCalls::default(),
+            plans: LastPlan::default(),
         })
     }
 

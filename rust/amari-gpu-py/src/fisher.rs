@@ -11,7 +11,6 @@ use crate::arrays::{claim, contiguous, returned_into};
 use crate::context::PyContext;
 use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
-use crate::plans::plan_record;
 use crate::resident::{run_to, PyDeviceArray, PyOperand, PyOut, Returned};
 
 /// The plan a call followed, as a dict (None when it ran where resident rows live).
@@ -81,7 +80,7 @@ fn fisher_information<'py>(
         amari_gpu::fisher::fisher_information_of(&inner, scores, p, weights_slice, strategy)
     })?;
     let matrix = returned_into(py, Ix2(p, p), claimed, matrix)?;
-    let plan = plan.map(|p| plan_record(py, &p)).transpose()?;
+    let plan = plan.map(|p| ctx.plans.record(py, &p)).transpose()?;
     Ok((matrix, plan))
 }
 

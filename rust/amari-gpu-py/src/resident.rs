@@ -12,7 +12,6 @@ use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
 use crate::detach::{run_detached, Sized};
 use crate::errors::to_pyerr;
-use crate::plans::plan_record;
 
 /// Rows of f32 words held on a context's devices (`amari_gpu.DeviceArray` wraps it).
 #[pyclass(module = "amari_gpu._native", name = "DeviceArray", frozen)]
@@ -175,7 +174,7 @@ where
             let (array, ran) = run_into(py, (dim, Some(sized)), host_out, move |out| {
                 work(&inner, Destination::Host(out))
             })?;
-            let plan = ran.plan.map(|p| plan_record(py, &p)).transpose()?;
+            let plan = ran.plan.map(|p| ctx.plans.record(py, &p)).transpose()?;
             Ok((array.into_any(), plan))
         }
     }

@@ -13,7 +13,6 @@ use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
 use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
-use crate::plans::plan_record;
 use crate::resident::{run_to, PyOperand, PyOut, Returned};
 
 type Paths<'py> = PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyAny>)>;
@@ -176,7 +175,7 @@ fn shortest_paths<'py>(
     let (array, plan) = run_into(py, (Ix2(n, n), Some(sized)), out, move |out| {
         tropical::shortest_paths(&inner, w_slice, n, out, strategy)
     })?;
-    Ok((array, plan_record(py, &plan)?))
+    Ok((array, ctx.plans.record(py, &plan)?))
 }
 
 /// Adds this module's functions to `_native`.
