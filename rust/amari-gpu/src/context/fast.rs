@@ -152,7 +152,7 @@ impl MultiGpuContext {
     /// Whether a call of `workload`'s kernel over `class_items` items cannot gain from a
     /// split, by the cost model: its work on the best device alone (launch latencies
     /// aside) is no longer than the least fixed cost a split adds. A strategy other than
-    /// `auto` or `latency` asked for on several devices is the caller's choice of split.
+    /// `auto` or `latency` is the caller's choice of plan, which the planner makes.
     fn decide(
         &self,
         workload: &Workload,
@@ -161,7 +161,7 @@ impl MultiGpuContext {
         requested: Strategy,
         workers: &[&GpuDevice],
     ) -> Result<Option<Decision>> {
-        if workers.len() > 1 && !matches!(requested, Strategy::Auto | Strategy::Latency) {
+        if !matches!(requested, Strategy::Auto | Strategy::Latency) {
             return Ok(None);
         }
         self.ensure_calibrated()?;
