@@ -9,6 +9,7 @@ calibrate  measure (or show cached) capabilities of every selected device (defau
            default selection, the host device included)
 bench      the scaling study: device sets x strategies x kernel families vs numpy;
            --family host: the host device alone against kingdon, numba, scipy, numpy
+           --family latency: tiny calls per family and device kind, where the time goes
 demo       list the adapters, run and check every kernel family on each device
 cluster-info  the nodes of a Ray cluster with the amari_gpu resource, their adapters and
            calibrated figures (needs amari-gpu[ray])
@@ -176,6 +177,12 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.family == "latency":
+        from . import bench_latency
+
+        result = bench_latency.run(args.rounds or (100 if args.quick else 300), args.backends)
+        print(json.dumps(result, indent=1) if args.json else "\n".join(bench_latency.lines(result)))
+        return 0
     if args.family == "host":
         from . import bench_host
 
@@ -236,9 +243,10 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="small sizes, 3 rounds")
     bench.add_argument(
         "--family",
-        choices=("scaling", "host"),
+        choices=("scaling", "host", "latency"),
         default="scaling",
-        help="scaling: the study; host: the host device alone against CPU libraries",
+        help="scaling: the study; host: the host device alone against CPU libraries; "
+        "latency: a tiny call of every family per device kind, its breakdown, kingdon/numpy",
     )
     bench.add_argument("--out", default="amari-gpu-bench", help="output directory")
     bench.add_argument("--rounds", type=_positive, help="timed rounds per configuration")
