@@ -202,3 +202,67 @@ impl MultiGpuContext {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ga::cl3::geometric_cl3_kernel;
+
+    fn product(ctx: &MultiGpuContext, n: usize, strategy: Option<Strategy>) -> (Plan, Vec<f32>) {
+        let a: Vec<f32> = (0..n * 8).map(|i| (i % 13) as f32 * 0.25 - 1.5).collect();
+        let b: Vec<f32> = (0..n * 8).map(|i| (i % 7) as f32 * 0.5 - 1.0).collect();
+        let mut out = vec![0.0; n * 8];
+        let plan = ctx
+            .run_map(&geometric_cl3_kernel(), &[&a, &b], &mut out, n, strategy)
+            .expect("runs");
+        (plan, out)
+    }
+
+    fn decisions(ctx: &MultiGpuContext) -> usize {
+        let decisions = ctx.fast.decisions.lock().unwrap();
+        decisions.values().map(HashMap::len).sum()
+    }
+
+    #[test]
+    fn small_calls_take_the_fast_path_from_a_cached_decision_and_large_ones_split() {
+        let ctx = MultiGpuContext::on(&["host"]);
+        let (plan, fast) = product(&ctx, 3, None);
+        assert!(plan.fast_path, "{plan:?}");
+        assert_eq!(plan.assignments.len(), 1);
+        assert_eq!(plan.requested, Strategy::Auto);
+        assert_eq!(decisions(&ctx), 1);
+        // Same size class: the cached decision, no new one.
+        let (again, _) = product(&ctx, 4, None);
+        assert!(again.fast_path);
+        assert_eq!(decisions(&ctx), 1);
+        // The planner's path gives the same bits.
+        let (split, planned) = product(&ctx, 3, Some(Strategy::Balanced));
+        assert!(!split.fast_path);
+        assert_eq!(
+            fast.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            planned.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+        let (large, _) = product(&ctx, 1 << 21, None);
+        assert!(!large.fast_path, "{large:?}");
+        // Calibrating again replaces the figures the decisions were made from.
+        ctx.calibrate(true).expect("calibrates");
+        assert_eq!(decisions(&ctx), 0);
+    }
+
+    #[test]
+    fn a_failed_device_changes_the_key() {
+        let ctx = MultiGpuContext::on(&["vulkan", "host"]);
+        assert_eq!(ctx.devices().len(), 2, "lavapipe and the host device");
+        let (plan, expected) = product(&ctx, 2, None);
+        assert!(plan.fast_path);
+        let chosen = plan.assignments[0].device;
+        ctx.inject_fault(chosen, 0).expect("device exists");
+        let (failed_over, got) = product(&ctx, 2, None);
+        assert!(!failed_over.fast_path);
+        assert!(failed_over.assignments.iter().all(|a| a.device != chosen));
+        assert_eq!(got, expected);
+        let (next, _) = product(&ctx, 2, None);
+        assert!(next.fast_path);
+        assert_ne!(next.assignments[0].device, chosen);
+    }
+}

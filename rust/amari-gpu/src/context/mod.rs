@@ -6,6 +6,7 @@
 
 mod execution;
 mod fast;
+mod profiled;
 pub(crate) mod ledger;
 pub(crate) mod lineage;
 pub(crate) mod shard;
