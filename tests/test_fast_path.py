@@ -10,10 +10,9 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import amari_gpu as ag
 import numpy as np
 import pytest
-
-import amari_gpu as ag
 
 RNG = np.random.default_rng(25)
 A = RNG.standard_normal((5, 8), dtype=np.float32)

@@ -14,6 +14,7 @@ Whether each call took the fast path is read from its plan (``last_plan.fast_pat
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import io
 import platform
@@ -154,7 +155,7 @@ def _steps(ctx: MultiGpuContext, call: Call, repeats: int) -> dict[str, float]:
 
 def _device_kinds() -> list[tuple[str, dict[str, Any], AdapterInfo]]:
     """(label, context options, adapter) for the host device and each wgpu adapter."""
-    kinds = []
+    kinds: list[tuple[str, dict[str, Any], AdapterInfo]] = []
     for info in adapters():
         if info.is_host:
             kinds.append(("host", {"backends": ["host"]}, info))
@@ -191,7 +192,10 @@ def run(repeats: int = 300, only: list[str] | None = None) -> dict[str, Any]:
         with MultiGpuContext(**options) as ctx:
             for call in calls():
                 call.method(ctx)  # calibration and first-use costs, not timed
-                fs = [lambda c=call: c.method(ctx), lambda c=call: c.native(ctx)]
+                fs: list[Callable[[], Any]] = [
+                    functools.partial(call.method, ctx),
+                    functools.partial(call.native, ctx),
+                ]
                 if call.peer is not None:
                     fs.append(call.peer)
                 times = _interleaved(fs, repeats)

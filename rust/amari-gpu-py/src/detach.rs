@@ -72,8 +72,9 @@ where
     let interrupt = Interrupt::new();
     let outcome = if short(sized.calls) == Some(true) {
         let outcome = py.detach(|| {
-            catch_unwind(AssertUnwindSafe(|| Interrupt::scope(&interrupt, work)))
-                .unwrap_or_else(|panic| Err(amari_gpu::Error::from_panic("the call", panic.as_ref())))
+            catch_unwind(AssertUnwindSafe(|| Interrupt::scope(&interrupt, work))).unwrap_or_else(
+                |panic| Err(amari_gpu::Error::from_panic("the call", panic.as_ref())),
+            )
         });
         py.check_signals()?;
         outcome.map_err(|e| to_pyerr(py, e))

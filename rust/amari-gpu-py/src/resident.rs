@@ -79,9 +79,12 @@ fn resident_gather<'py>(
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
     let inner = ctx.context(py)?;
     let array = &x.inner;
-    let (out, ()) = run_into(py, (Ix2(array.rows(), array.cols()), None), out, move |out| {
-        inner.gather(array, out)
-    })?;
+    let (out, ()) = run_into(
+        py,
+        (Ix2(array.rows(), array.cols()), None),
+        out,
+        move |out| inner.gather(array, out),
+    )?;
     Ok(out)
 }
 

@@ -81,7 +81,10 @@ fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Returned<'
     let (check, inner) = (op.check, ctx.context(py)?);
     let sized = Sized {
         calls: &ctx.short,
-        size: a_shape.iter().product::<usize>().max(b_shape.iter().product()),
+        size: a_shape
+            .iter()
+            .product::<usize>()
+            .max(b_shape.iter().product()),
     };
     let checked = run_sized(py, Some(sized), move || check(&inner, operands))?;
     run_to(

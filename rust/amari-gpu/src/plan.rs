@@ -46,6 +46,15 @@ impl Strategy {
         }
     }
 
+    /// The strategy that makes a plan asked for as `self` when there is nothing to choose
+    /// (an empty call, a call too small to split): `Auto` resolves as on a tie, to latency.
+    pub fn resolved(self) -> Strategy {
+        match self {
+            Strategy::Auto => Strategy::Latency,
+            other => other,
+        }
+    }
+
     /// Parses a public name.
     pub fn parse(name: &str) -> Result<Strategy> {
         Strategy::ALL

@@ -220,7 +220,12 @@ impl MultiGpuContext {
     }
 
     /// The error of a call whose chunks did not all complete on `workers`.
-    fn call_failed(&self, kernel: &Kernel, workers: &[&GpuDevice], reports: &[WorkerReport]) -> Error {
+    fn call_failed(
+        &self,
+        kernel: &Kernel,
+        workers: &[&GpuDevice],
+        reports: &[WorkerReport],
+    ) -> Error {
         if let Some(e) = reports.iter().find_map(|r| match &r.failure {
             Some(e @ (Error::Internal(_) | Error::KernelCompile(_))) => Some(e.clone()),
             _ => None,
@@ -366,7 +371,6 @@ impl MultiGpuContext {
             self.history.record(dev.id, family, predicted, observed);
         }
     }
-
 }
 
 fn check_lengths(

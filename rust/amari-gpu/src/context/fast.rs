@@ -46,12 +46,18 @@ pub(crate) struct FastCache {
 
 impl FastCache {
     fn get(&self, kernel: &str, key: &Key) -> Option<Option<Decision>> {
-        let decisions = self.decisions.lock().unwrap_or_else(PoisonError::into_inner);
+        let decisions = self
+            .decisions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         decisions.get(kernel)?.get(key).copied()
     }
 
     fn put(&self, kernel: &str, key: Key, decision: Option<Decision>) {
-        let mut decisions = self.decisions.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut decisions = self
+            .decisions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         match decisions.get_mut(kernel) {
             Some(by_key) => {
                 by_key.insert(key, decision);
@@ -72,21 +78,11 @@ impl FastCache {
 }
 
 /// The one-device plan of a fast-path call: every chunk of the grid on `device`.
-fn one_device_plan(
-    requested: Strategy,
-    items: u64,
-    chunk_items: u64,
-    decision: Decision,
-) -> Plan {
+fn one_device_plan(requested: Strategy, items: u64, chunk_items: u64, decision: Decision) -> Plan {
     let n_chunks = items.div_ceil(chunk_items.max(1));
-    // One device is what the latency strategy gives a call too small to split.
-    let strategy = if requested == Strategy::Auto {
-        Strategy::Latency
-    } else {
-        requested
-    };
     Plan {
-        strategy,
+        // One device is what the latency strategy gives a call too small to split.
+        strategy: requested.resolved(),
         requested,
         items,
         chunk_items,

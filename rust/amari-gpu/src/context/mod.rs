@@ -6,9 +6,9 @@
 
 mod execution;
 mod fast;
-mod profiled;
 pub(crate) mod ledger;
 pub(crate) mod lineage;
+mod profiled;
 pub(crate) mod shard;
 
 use std::collections::{BTreeMap, HashSet};

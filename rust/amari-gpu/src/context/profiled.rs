@@ -13,7 +13,12 @@ use crate::workload::Workload;
 impl MultiGpuContext {
     /// The profile record of a call about to run `plan` (planned since `planning`), when a
     /// profile is active.
-    pub(super) fn recording(&self, workload: &Workload, plan: &Plan, planning: Instant) -> Option<Recording> {
+    pub(super) fn recording(
+        &self,
+        workload: &Workload,
+        plan: &Plan,
+        planning: Instant,
+    ) -> Option<Recording> {
         let profiler = self.active_profile()?;
         let call = profiler.call(CallRecord {
             kernel: workload.kernel.clone(),

@@ -55,13 +55,8 @@ impl Problem<'_> {
 
 /// The plan of an empty workload; Auto resolves as it would on a tie, to latency.
 pub(crate) fn empty(chunk_items: u64, requested: Strategy) -> Plan {
-    let strategy = if requested == Strategy::Auto {
-        Strategy::Latency
-    } else {
-        requested
-    };
     Plan {
-        strategy,
+        strategy: requested.resolved(),
         requested,
         items: 0,
         chunk_items,

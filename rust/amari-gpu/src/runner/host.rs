@@ -96,7 +96,13 @@ impl Shards for HostDevice {
             }
         }
         let mut out = alloc::zeroed("resident output", items * kernel.output_words_per_item())?;
-        self.run(dev.id, kernel_here.as_ref(), &slices, (0..items, &mut out), false)?;
+        self.run(
+            dev.id,
+            kernel_here.as_ref(),
+            &slices,
+            (0..items, &mut out),
+            false,
+        )?;
         Ok((Storage::Host(out), None))
     }
 
