@@ -13,10 +13,8 @@ Whether each call took the fast path is read from its plan (``last_plan.fast_pat
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
-import io
 import platform
 import statistics
 import time
@@ -45,17 +43,19 @@ class Call:
     peer: Callable[[], Any] | None
 
 
-def _kingdon(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> Callable[[], Any] | None:
+def _kingdon(
+    a: np.ndarray[Any, Any], b: np.ndarray[Any, Any], arrays: bool = True
+) -> Callable[[], Any] | None:
     """kingdon's Cl(3,0) product as its users write it for speed: multivectors made once
-    (the coefficient arrays of a batch, (8, N) in kingdon's blade order; plain coefficients
-    for one row), then ``x * y`` (kingdon's generated, cached product)."""
+    (coefficient arrays, (8, N) in kingdon's blade order, when ``arrays``; else the plain
+    coefficients of one multivector), then ``x * y`` (kingdon's generated, cached product)."""
     try:
         kingdon = importlib.import_module("kingdon")
     except ImportError:
         return None
     alg = kingdon.Algebra(3, 0, 0)
     keys = list(alg.multivector(np.zeros((8, 1), dtype=np.float32)).keys())
-    if len(a) == 1:
+    if not arrays:
         x = alg.multivector(a[0][keys].tolist())
         y = alg.multivector(b[0][keys].tolist())
     else:
@@ -85,6 +85,13 @@ def calls() -> list[Call]:
             lambda ctx: ctx.geometric_product(a1, b1),
             ga(a1, b1),
             "kingdon x*y, one multivector",
+            _kingdon(a1, b1, arrays=False),
+        ),
+        Call(
+            "Cl(3,0) product, 1 row",
+            lambda ctx: ctx.geometric_product(a1, b1),
+            ga(a1, b1),
+            "kingdon x*y, (8, 1) arrays",
             _kingdon(a1, b1),
         ),
         Call(
@@ -165,18 +172,19 @@ def _device_kinds() -> list[tuple[str, dict[str, Any], AdapterInfo]]:
 
 
 def _blas() -> str:
-    """Which BLAS kernel numpy runs (``numpy.show_runtime``), in one line."""
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        np.show_runtime()
-    text = buffer.getvalue()
-    found = [
-        f"{key.strip()}={value.strip().strip(chr(39))}"
-        for line in text.splitlines()
-        for key, _, value in [line.partition(":")]
-        if key.strip().strip("'") in ("internal_api", "architecture", "num_threads", "version")
+    """Which BLAS kernel numpy runs (threadpoolctl, which ``numpy.show_runtime`` also reads),
+    in one line."""
+    try:
+        threadpoolctl = importlib.import_module("threadpoolctl")
+    except ImportError:
+        return "unknown (threadpoolctl not installed)"
+    pools = [
+        f"{p.get('internal_api')} {p.get('version')} kernel {p.get('architecture')}, "
+        f"{p.get('num_threads')} threads"
+        for p in threadpoolctl.threadpool_info()
+        if p.get("user_api") == "blas"
     ]
-    return ", ".join(found) or "unknown"
+    return "; ".join(pools) or "none loaded"
 
 
 def run(repeats: int = 300, only: list[str] | None = None) -> dict[str, Any]:
