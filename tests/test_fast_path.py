@@ -63,8 +63,8 @@ def test_a_tiny_call_takes_the_fast_path_with_the_split_paths_bits(
     again = call(single)
     assert single.last_plan is not None and single.last_plan.fast_path
     assert _bits(again) == _bits(fast)
-    # A strategy other than auto/latency is the caller's choice of plan: planned, on the
-    # device's pool (the host) or worker loop, never the fast path.
+    # A strategy other than auto is the caller's choice of plan: planned, on the device's
+    # pool (the host) or worker loop, never the fast path.
     reference = call(single, strategy="balanced")
     split_plan = single.last_plan
     assert split_plan is not None and not split_plan.fast_path, split_plan
@@ -155,3 +155,28 @@ def test_a_repeated_tiny_call_runs_on_the_calling_thread(
     done = [r for r in caplog.records if "chunk 0" in r.getMessage() and "done" in r.getMessage()]
     assert done, [r.getMessage() for r in caplog.records]
     assert {r.threadName for r in done} == {"MainThread"}
+
+
+def test_the_latency_bench_reports_every_family_with_the_engines_breakdown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``amari-gpu bench --family latency``: a row per family on the host device, each with
+    its median, the engine's recorded steps and its fast-path record; the machine named."""
+    import json
+
+    from amari_gpu.tools.bench_latency import STEPS, calls
+    from amari_gpu.tools.cli import main
+
+    assert (
+        main(["bench", "--family", "latency", "--backends", "host", "--rounds", "3", "--json"]) == 0
+    )
+    result = json.loads(capsys.readouterr().out)
+    assert result["cpu"] and result["blas"]
+    assert [d["label"] for d in result["devices"]] == ["host"]
+    rows = result["rows"]
+    assert [r["work"] for r in rows] == [c.work for c in calls()]
+    for row in rows:
+        assert row["median_us"] > 0 and row["native_us"] > 0
+        assert set(row["steps_us"]) == set(STEPS)
+        assert row["steps_us"]["kernel"] > 0
+        assert row["fast_path"] is True

@@ -1,7 +1,7 @@
-//! The fast path of small calls. A call whose whole work on its best device is predicted
-//! (by the cost model) to take no longer than the fixed cost any split adds — the least
-//! launch latency among its devices: a second device's submission, or on the host device
-//! the hand-off to its pool — cannot gain from splitting. It runs on that one device, on
+//! The fast path of small calls. A call whose time on its best device, less the one launch
+//! no split avoids, is predicted (by the cost model) to be no longer than the fixed cost any
+//! split adds — the least launch latency among its devices: a second device's submission,
+//! or on the host device the hand-off to its pool — cannot gain from splitting. It runs on that one device, on
 //! the calling thread (the host device runs its kernel there too), on the same chunk grid
 //! as a split would use, so its results are the split path's bit for bit. The decision is
 //! made once per kernel, size class (items rounded up to a power of two), set of healthy
@@ -146,9 +146,9 @@ impl MultiGpuContext {
     }
 
     /// Whether a call of `workload`'s kernel over `class_items` items cannot gain from a
-    /// split, by the cost model: its work on the best device alone (launch latencies
-    /// aside) is no longer than the least fixed cost a split adds. A strategy other than
-    /// `auto` or `latency` is the caller's choice of plan, which the planner makes.
+    /// split, by the cost model: its time on the best device alone, less the one launch no
+    /// split avoids, is no longer than the least fixed cost a split adds. The fast path is
+    /// one of `auto`'s choices: any other strategy is the caller's choice of plan.
     fn decide(
         &self,
         workload: &Workload,
@@ -157,7 +157,7 @@ impl MultiGpuContext {
         requested: Strategy,
         workers: &[&GpuDevice],
     ) -> Result<Option<Decision>> {
-        if !matches!(requested, Strategy::Auto | Strategy::Latency) {
+        if requested != Strategy::Auto {
             return Ok(None);
         }
         self.ensure_calibrated()?;
@@ -181,7 +181,10 @@ impl MultiGpuContext {
             .iter()
             .map(|m| m.launch_latency_s)
             .fold(f64::INFINITY, f64::min);
-        let work_s = alone_s - chunks as f64 * best.launch_latency_s;
+        // A split divides everything but the first chunk's launch: the rest of the call
+        // (its work and its other chunks' launches) is all a split could share out, and
+        // sharing it pays only when it is longer than the least a second device adds.
+        let work_s = alone_s - best.launch_latency_s;
         let fast = alone_s.is_finite() && work_s <= split_cost;
         log::debug!(
             "{}: {class_items}-item class {} the fast path (device {}: {:.1} µs of work \
