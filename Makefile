@@ -72,4 +72,4 @@ bench: dev ## host device vs CPU peers; strategies, profiler cost, grids; API be
 	$(PY) benches/stencil.py
 	$(PY) -m pytest benches/ --benchmark-only
 	$(PY) -m amari_gpu bench --quick
-	cargo bench -p amari-gpu --features bench-support --bench partition --bench families
+	cargo bench -p amari-gpu --features bench-support --bench partition --bench families --bench wgpucall

@@ -65,7 +65,8 @@ fn bench_adapter(index: usize, scores: &[f32], want: &[f64]) {
     let rows = 4096;
     let slice: [&[f32]; 2] = [&scores[..rows * P], &ones[..rows]];
     let naive_check =
-        fisher::fisher_information_naive(&ctx, slice[0], P, None, None).expect("naive engine run");
+        fisher::fisher_information_by(&ctx, fisher::SyrkVariant::Naive, slice[0], P, None, None)
+            .expect("naive engine run");
     let naive_want = reference::fisher_information(slice[0], P, None);
     let naive = fisher::naive_kernel(P);
     let naive_s = raw::run_once(dev, &naive, &inputs, N)

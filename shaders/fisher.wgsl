@@ -73,28 +73,47 @@ fn slice_rows(slice: u32) -> vec2<u32> {
     return vec2<u32>(start, start + base + select(0u, 1u, slice < extra));
 }
 
-// One output row of a thread's block: 16 columns. Named fields, not an array, so that the
-// accumulators stay in registers (drivers spill dynamically indexed arrays to memory).
-struct Row16 {
-    a: vec4<f32>,
-    b: vec4<f32>,
-    c: vec4<f32>,
-    d: vec4<f32>,
+// A thread's register block of both SYRK kernels is made of blocks of 8 x 8 accumulators:
+// eight rows of 8 columns (two vec4). Named fields, not arrays, so that the accumulators stay
+// in registers (drivers spill dynamically indexed arrays to memory).
+struct Row8 {
+    lo: vec4<f32>,
+    hi: vec4<f32>,
 }
 
-fn rank1(row: Row16, x: f32, y: Row16) -> Row16 {
+struct Block8 {
+    r0: Row8,
+    r1: Row8,
+    r2: Row8,
+    r3: Row8,
+    r4: Row8,
+    r5: Row8,
+    r6: Row8,
+    r7: Row8,
+}
+
+fn rank1_8(row: Row8, x: f32, y: Row8) -> Row8 {
     let v = vec4<f32>(x);
-    return Row16(fma(v, y.a, row.a), fma(v, y.b, row.b), fma(v, y.c, row.c), fma(v, y.d, row.d));
+    return Row8(fma(v, y.lo, row.lo), fma(v, y.hi, row.hi));
 }
 
-fn store_row(at: u32, row: Row16) {
-    partial4[at] = row.a;
-    partial4[at + 1u] = row.b;
-    partial4[at + 2u] = row.c;
-    partial4[at + 3u] = row.d;
+// One step of a block: row i gains x_i y, x = (x0, x1) the block's 8 left values.
+fn rank8(b: Block8, x0: vec4<f32>, x1: vec4<f32>, y: Row8) -> Block8 {
+    return Block8(rank1_8(b.r0, x0.x, y), rank1_8(b.r1, x0.y, y), rank1_8(b.r2, x0.z, y),
+                  rank1_8(b.r3, x0.w, y), rank1_8(b.r4, x1.x, y), rank1_8(b.r5, x1.y, y),
+                  rank1_8(b.r6, x1.z, y), rank1_8(b.r7, x1.w, y));
 }
 
-// Thread (x, y) owns tile rows 8y..8y+7 and columns 16x..16x+15.
+// One 16-column output row of the tiled kernel: its left and right 8 columns.
+fn store_row(at: u32, left: Row8, right: Row8) {
+    partial4[at] = left.lo;
+    partial4[at + 1u] = left.hi;
+    partial4[at + 2u] = right.lo;
+    partial4[at + 3u] = right.hi;
+}
+
+// Thread (x, y) owns tile rows 8y..8y+7 and columns 16x..16x+15: two blocks, `left` holding
+// columns 16x..16x+7 and `right` the next 8.
 @compute @workgroup_size(4, 8)
 fn fisher_tiled(
     @builtin(workgroup_id) wg: vec3<u32>,
@@ -110,15 +129,8 @@ fn fisher_tiled(
     let col_j = tile.y * TILE4 + stage_col;
     let in_i = col_i < width4;
     let in_j = col_j < width4;
-    let zero = Row16(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
-    var r0 = zero;
-    var r1 = zero;
-    var r2 = zero;
-    var r3 = zero;
-    var r4 = zero;
-    var r5 = zero;
-    var r6 = zero;
-    var r7 = zero;
+    var left = Block8();
+    var right = Block8();
     for (var k0 = rows.x; k0 < rows.y; k0 = k0 + KT) {
         for (var s = 0u; s < KT * TILE4 / THREADS; s = s + 1u) {
             let e = li + THREADS * s;
@@ -138,27 +150,20 @@ fn fisher_tiled(
             let x0 = lhs[k * TILE4 + lid.y * 2u];
             let x1 = lhs[k * TILE4 + lid.y * 2u + 1u];
             let yb = k * TILE4 + lid.x * 4u;
-            let y = Row16(rhs[yb], rhs[yb + 1u], rhs[yb + 2u], rhs[yb + 3u]);
-            r0 = rank1(r0, x0.x, y);
-            r1 = rank1(r1, x0.y, y);
-            r2 = rank1(r2, x0.z, y);
-            r3 = rank1(r3, x0.w, y);
-            r4 = rank1(r4, x1.x, y);
-            r5 = rank1(r5, x1.y, y);
-            r6 = rank1(r6, x1.z, y);
-            r7 = rank1(r7, x1.w, y);
+            left = rank8(left, x0, x1, Row8(rhs[yb], rhs[yb + 1u]));
+            right = rank8(right, x0, x1, Row8(rhs[yb + 2u], rhs[yb + 3u]));
         }
         workgroupBarrier();
     }
     let at = (wg.y * params.pairs + wg.x) * TILE * TILE4 + lid.y * 8u * TILE4 + lid.x * 4u;
-    store_row(at, r0);
-    store_row(at + TILE4, r1);
-    store_row(at + 2u * TILE4, r2);
-    store_row(at + 3u * TILE4, r3);
-    store_row(at + 4u * TILE4, r4);
-    store_row(at + 5u * TILE4, r5);
-    store_row(at + 6u * TILE4, r6);
-    store_row(at + 7u * TILE4, r7);
+    store_row(at, left.r0, right.r0);
+    store_row(at + TILE4, left.r1, right.r1);
+    store_row(at + 2u * TILE4, left.r2, right.r2);
+    store_row(at + 3u * TILE4, left.r3, right.r3);
+    store_row(at + 4u * TILE4, left.r4, right.r4);
+    store_row(at + 5u * TILE4, left.r5, right.r5);
+    store_row(at + 6u * TILE4, left.r6, right.r6);
+    store_row(at + 7u * TILE4, left.r7, right.r7);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -173,16 +178,6 @@ const BLOCK4: u32 = 2u; // vec4 per block row
 const ROW_THREADS: u32 = 64u;
 
 var<workgroup> blocks: array<vec4<f32>, 1024>; // ROW_THREADS x 16 vec4
-
-struct Row8 {
-    lo: vec4<f32>,
-    hi: vec4<f32>,
-}
-
-fn rank1_8(row: Row8, x: f32, y: Row8) -> Row8 {
-    let v = vec4<f32>(x);
-    return Row8(fma(v, y.lo, row.lo), fma(v, y.hi, row.hi));
-}
 
 fn spill_row(at: u32, row: Row8) {
     blocks[at] = row.lo;
@@ -199,15 +194,7 @@ fn fisher_rows(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
     // Blocks may stick out past the last column; those lanes read zeros.
     let in_i = vec2<bool>(col_i < width4, col_i + 1u < width4);
     let in_j = vec2<bool>(col_j < width4, col_j + 1u < width4);
-    let zero = Row8(vec4<f32>(0.0), vec4<f32>(0.0));
-    var r0 = zero;
-    var r1 = zero;
-    var r2 = zero;
-    var r3 = zero;
-    var r4 = zero;
-    var r5 = zero;
-    var r6 = zero;
-    var r7 = zero;
+    var block = Block8();
     for (var row = rows.x + li; row < rows.y; row = row + ROW_THREADS) {
         let at = (params.first + row) * width4;
         let w = weights[params.first + row];
@@ -215,24 +202,17 @@ fn fisher_rows(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
         let x1 = select(vec4<f32>(0.0), src4[at + col_i + 1u], in_i.y) * w;
         let y = Row8(select(vec4<f32>(0.0), src4[at + col_j], in_j.x),
                      select(vec4<f32>(0.0), src4[at + col_j + 1u], in_j.y));
-        r0 = rank1_8(r0, x0.x, y);
-        r1 = rank1_8(r1, x0.y, y);
-        r2 = rank1_8(r2, x0.z, y);
-        r3 = rank1_8(r3, x0.w, y);
-        r4 = rank1_8(r4, x1.x, y);
-        r5 = rank1_8(r5, x1.y, y);
-        r6 = rank1_8(r6, x1.z, y);
-        r7 = rank1_8(r7, x1.w, y);
+        block = rank8(block, x0, x1, y);
     }
     let mine = li * 16u;
-    spill_row(mine, r0);
-    spill_row(mine + 2u, r1);
-    spill_row(mine + 4u, r2);
-    spill_row(mine + 6u, r3);
-    spill_row(mine + 8u, r4);
-    spill_row(mine + 10u, r5);
-    spill_row(mine + 12u, r6);
-    spill_row(mine + 14u, r7);
+    spill_row(mine, block.r0);
+    spill_row(mine + 2u, block.r1);
+    spill_row(mine + 4u, block.r2);
+    spill_row(mine + 6u, block.r3);
+    spill_row(mine + 8u, block.r4);
+    spill_row(mine + 10u, block.r5);
+    spill_row(mine + 12u, block.r6);
+    spill_row(mine + 14u, block.r7);
     workgroupBarrier();
     // 16 threads each sum one vec4 of the block over all threads, in thread order.
     if (li < 16u) {

@@ -4,27 +4,13 @@
 // read as two vec4 so that loads and stores are 16-byte wide. The product below is the
 // Cayley table of Cl(3,0) expanded term by term (generated from the blade bitmasks).
 //
-// ABI shared by every map kernel: binding 0 holds the item count and the number of threads
-// per row of the two-dimensional dispatch grid; inputs follow, the output comes last.
+// A map kernel (`map.wgsl`).
 
-struct Params {
-    n: u32,
-    row_threads: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> lhs: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> rhs: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.y * params.row_threads + gid.x;
-    if (i >= params.n) {
-        return;
-    }
+fn item(i: u32) {
     let a0 = lhs[2u * i];
     let a1 = lhs[2u * i + 1u];
     let b0 = rhs[2u * i];

@@ -2,25 +2,14 @@
 // enough of them per thread to hide latency. The result is written so that no compiler can
 // drop the work. Each thread does ITERATIONS * 8 vec4 FMAs = ITERATIONS * 64 flops.
 
-struct Params {
-    n: u32,
-    row_threads: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
+// A map kernel (`map.wgsl`).
 
 const ITERATIONS: u32 = 256u;
 
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> seed: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
 
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.y * params.row_threads + gid.x;
-    if (i >= params.n) {
-        return;
-    }
+fn item(i: u32) {
     let s = seed[i];
     let m = vec4<f32>(0.999, 0.998, 0.997, 0.996);
     var a = s;

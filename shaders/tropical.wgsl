@@ -26,7 +26,10 @@
 // one walk over every index would, so the bits do not depend on the pass length.
 //
 // ABI shared by every kernel: binding 0 holds the chunk's item count, grid row width and pass
-// index, then this family's parameters; inputs follow in order, the output comes last.
+// index, then this family's parameters; inputs follow in order, the output comes last. The
+// row statistics (last in this file) read `a` as bits and write their own output, through
+// second declarations of bindings 1 and 2: no entry point uses both declarations of a binding,
+// and each pipeline's layout only holds what its entry point uses.
 
 struct Params {
     n: u32,
@@ -36,7 +39,7 @@ struct Params {
     pass_index: u32,
     // +1 (max-plus) or -1 (min-plus).
     sign: f32,
-    // Inner dimension K.
+    // Inner dimension K (row statistics: words per row).
     k: u32,
     // Columns of the right operand and of the result.
     cols: u32,
@@ -46,7 +49,7 @@ struct Params {
     neg_inf: f32,
     // Batches held in `b` (a row's batch index is clamped to it before addressing `b`).
     batches: u32,
-    // Inner indices one pass walks at most.
+    // Inner indices one pass walks at most (row statistics: words of a row one pass reads).
     k_pass: u32,
     _pad3: u32,
 }
@@ -384,4 +387,47 @@ fn matvec(
     if (lane == 0u && row < params.n) {
         out[row] = finish(row, partial[0]);
     }
+}
+
+// --- row statistics ------------------------------------------------------------------------
+//
+// Per-row statistics of tropical operands, for the checks of resident products: for each row
+// of `k` words, the first column holding NaN (-1 without one) and the largest finite
+// magnitude (0 without one). NaN is found from the bits (WGSL does not promise IEEE
+// comparisons with NaN), and so are the infinities, which are left out of the magnitude.
+// Long rows are read in passes, as products walk K: pass p reads the words `pass_range()`
+// gives of each row and folds in what pass p - 1 stored. Both statistics are exact in any
+// order. Only `k` and `k_pass` of the parameters are read.
+
+@group(0) @binding(1) var<storage, read> a_bits: array<u32>;
+@group(0) @binding(2) var<storage, read_write> stats: array<f32>;
+
+// One thread per row (linear dispatch). Magnitudes compare as their bit patterns, which
+// order finite non-negative floats exactly, so the largest is found without float compares.
+@compute @workgroup_size(64)
+fn row_stats(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let row = gid.y * params.row_threads + gid.x;
+    if (row >= params.n) {
+        return;
+    }
+    let base = row * params.k;
+    let range = pass_range();
+    var first = -1;
+    var top = 0u;
+    if (params.pass_index != 0u) {
+        first = i32(stats[row * 2u]);
+        top = bitcast<u32>(stats[row * 2u + 1u]);
+    }
+    for (var j = range.x; j < range.y; j++) {
+        let bits = a_bits[base + j] & 0x7fffffffu;
+        if (bits > 0x7f800000u) {
+            if (first < 0) {
+                first = i32(j);
+            }
+        } else if (bits < 0x7f800000u) {
+            top = max(top, bits);
+        }
+    }
+    stats[row * 2u] = f32(first);
+    stats[row * 2u + 1u] = bitcast<f32>(top);
 }

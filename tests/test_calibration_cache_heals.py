@@ -25,7 +25,8 @@ CALL = """
 import logging
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 import numpy as np, amari_gpu
-ctx = amari_gpu.MultiGpuContext(adapters=[0], devices_per_adapter=2)
+# Chunks of 16 rows: the call is split, so its plan measures (and caches).
+ctx = amari_gpu.MultiGpuContext(adapters=[0], devices_per_adapter=2, chunk_items=16)
 a = np.ones((64, 8), np.float32)
 out = ctx.geometric_product(a, a)
 assert np.isfinite(out).all()

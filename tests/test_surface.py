@@ -23,6 +23,8 @@ FILES = [
             "_surface.py",
             "_native.pyi",
             "_mixin.py",
+            "_shapes.py",
+            "context.py",
             "ga.py",
             "ga_unary.py",
             "tropical.py",
@@ -30,6 +32,10 @@ FILES = [
             "cluster/kernels.py",
             "cluster/grids.py",
         )
+    ),
+    *(
+        f"rust/amari-gpu-py/src/{path.name}"
+        for path in (ROOT / "rust/amari-gpu-py/src").glob("*.rs")
     ),
 ]
 
@@ -75,11 +81,95 @@ def test_a_registry_edit_fails_the_check_with_a_diff(copy: Path) -> None:
     assert "docs/api.md" in result.stderr
 
 
-def test_a_hand_edited_overload_fails_the_check(copy: Path) -> None:
-    _edit(copy / "python/amari_gpu/ga_unary.py", "x: DeviceArray,", "x: Any,")
+# Edits of a copy of the tree, each failing the check: the file, the text replaced, its
+# replacement, and what the diff (stdout) and the message (stderr) then say.
+EDITS = {
+    "a hand-edited overload": (
+        "python/amari_gpu/_shapes.py",
+        "x: DeviceArray,",
+        "x: Any,",
+        [],
+        ["python/amari_gpu/_shapes.py"],
+    ),
+    "a method typed as another shape": (
+        "python/amari_gpu/ga.py",
+        "    @_shapes.shaped[_shapes.GaSandwich]\n",
+        "    @_shapes.shaped[_shapes.GaBinary]\n",
+        ["+    @_shapes.shaped[_shapes.GaSandwich]"],
+        ["python/amari_gpu/ga.py"],
+    ),
+    "a shape line on a method whose result is always numpy": (
+        "python/amari_gpu/tropical.py",
+        "    def shortest_paths(",
+        "    @_shapes.shaped[_shapes.TropicalProduct]\n    def shortest_paths(",
+        ["-    @_shapes.shaped[_shapes.TropicalProduct]"],
+        ["python/amari_gpu/tropical.py"],
+    ),
+    "a family mixin missing from the context": (
+        "python/amari_gpu/context.py",
+        "    TropicalMixin,\n",
+        "",
+        ["+    TropicalMixin,"],
+        ["python/amari_gpu/context.py"],
+    ),
+    "a new family entry": (
+        "python/amari_gpu/_surface.py",
+        '    Family("rows", "RowsMixin"),\n',
+        '    Family("rows", "RowsMixin"),\n    Family("sparse", "SparseMixin"),\n',
+        ["+from .sparse import SparseMixin", "+    SparseMixin,"],
+        ["python/amari_gpu/context.py"],
+    ),
+    "a bindings module missing from lib.rs": (
+        "rust/amari-gpu-py/src/lib.rs",
+        "    tropical::register(m)?;\n",
+        "",
+        ["+    tropical::register(m)?;"],
+        ["rust/amari-gpu-py/src/lib.rs"],
+    ),
+    "a section of a new bindings module": (
+        "python/amari_gpu/_surface.py",
+        "# --- users' row kernels [rows] ---",
+        "# --- users' row kernels [user_rows] ---",
+        ["+mod user_rows;", "+    user_rows::register(m)?;"],
+        ["rust/amari-gpu-py/src/lib.rs", "bindings user_rows.rs: no such module"],
+    ),
+    "a bindings module registering other functions": (
+        "rust/amari-gpu-py/src/tropical.rs",
+        "    m.add_function(wrap_pyfunction!(shortest_paths, m)?)?;\n",
+        "",
+        [],
+        [
+            "bindings tropical.rs: register adds (tropical_matmul, tropical_matvec); the "
+            "registry says (shortest_paths, tropical_matmul, tropical_matvec)"
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_an_edit_that_differs_from_the_registry_fails_the_check(copy: Path, edit: str) -> None:
+    path, old, new, diff, message = EDITS[edit]
+    _edit(copy / path, old, new)
     result = _check(copy)
     assert result.returncode == 1
-    assert "python/amari_gpu/ga_unary.py" in result.stderr
+    for line in diff:
+        assert line in result.stdout.splitlines()
+    for text in message:
+        assert text in result.stderr
+
+
+def test_the_overloads_are_written_once_per_shape() -> None:
+    """One Protocol per shape, not one overload block per method: the four GA products
+    share ``GaBinary``, and no family module declares overloads of its own."""
+    shapes = (ROOT / "python/amari_gpu/_shapes.py").read_text()
+    assert shapes.count("class GaBinary(Protocol):") == 1
+    # 8 shapes for the 14 methods whose resident operands give a DeviceArray.
+    assert shapes.count("(Protocol):") == 8
+    for name in ("ga", "ga_unary", "tropical", "information"):
+        text = (ROOT / f"python/amari_gpu/{name}.py").read_text()
+        assert "@overload" not in text, name
+    ga = (ROOT / "python/amari_gpu/ga.py").read_text()
+    assert ga.count("@_shapes.shaped[_shapes.GaBinary]") == 4
 
 
 def test_a_cluster_kernel_that_differs_from_the_registry_fails_the_check(copy: Path) -> None:

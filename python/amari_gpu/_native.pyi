@@ -328,7 +328,7 @@ def fisher_gaussian(
     out: DeviceArray | npt.NDArray[np.float32] | None = None,
 ) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
 
-# --- the empirical Fisher call in three steps (a cluster's driver and nodes) ---
+# --- the empirical Fisher call in three steps (a cluster's nodes) ---
 __all__ += ["fisher_finish", "fisher_partials", "fisher_prepare"]
 
 def fisher_prepare(
@@ -349,7 +349,7 @@ def fisher_finish(
     weight_exponent: int,
 ) -> npt.NDArray[np.float64]: ...
 
-# --- check-only entries (a cluster's driver checks the whole call before splitting it) ---
+# --- check-only entries (a cluster's driver checks a call before splitting it) ---
 __all__ += [
     "check_fisher_categorical",
     "check_fisher_gaussian",
@@ -361,8 +361,9 @@ __all__ += [
 def check_ga_apply(
     operation: str,
     signature: tuple[int, int, int],
-    operands: list[npt.NDArray[np.float32]],
+    operands: list[DeviceArray | npt.NDArray[np.float32]],
     grades: int = 0,
+    shapes: list[tuple[int, ...]] | None = None,
 ) -> None: ...
 def check_tropical_matmul(
     a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], semiring: str

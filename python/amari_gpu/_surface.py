@@ -1,9 +1,12 @@
 """The registry of operations: every native entry point and every public kernel method,
 written once. ``scripts/gen-surface.py`` (``make surface``) generates from it the operation
-section of ``_native.pyi``, the ``_mixin.Kernels`` Protocol, the ``@overload`` blocks of the
-family mixins and the signature list of docs/api.md; ``make lint`` runs it in check mode,
-which also checks that ``cluster/kernels.py`` and the methods' implementations have the
-registry's signatures.
+section of ``_native.pyi``, the ``_mixin.Kernels`` Protocol, the typed call of each method
+shape (``_shapes.py``, one Protocol per shape, and the ``@shaped[...]`` line above each
+method), the bindings modules ``rust/amari-gpu-py/src/lib.rs`` declares and registers, the
+family mixins ``MultiGpuContext`` derives from (``context.py``, from ``FAMILIES``) and the
+signature list of docs/api.md; ``make lint`` runs it in check mode, which also checks that
+``cluster/kernels.py``, the methods' implementations and each bindings module's
+``register`` agree with the registry.
 
 Why a Python module, not a table in the bindings: what it holds is Python type text
 (annotations, defaults, overload variants) that only Python tooling reads, and the
@@ -17,13 +20,16 @@ The native entry points are written as the signatures they have, in stub syntax,
 array operand's kind, dtype and shape: ``host[f32, "(N, P)"]`` (a numpy array),
 ``resident[f32, "(N, P)"]`` (a DeviceArray handle) or ``either[...]`` (one or the other);
 ``@kernel`` marks the entry points the family methods call through ``Kernels`` (which a
-RayContext's ``cluster.kernels`` implements with the same signatures). Making an entry point
-take resident operands is an edit of kinds here, then ``make surface``.
+RayContext's ``cluster.kernels`` implements with the same signatures). A ``# --- section
+[module] ---`` line starts a section whose entry points the bindings module
+``rust/amari-gpu-py/src/<module>.rs`` adds to ``_native`` in its ``register``. Making an entry
+point take resident operands is an edit of kinds here, then ``make surface``.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 HOST = "host"
@@ -33,7 +39,7 @@ EITHER = "either"
 _DTYPES = {"f32": "np.float32", "f64": "np.float64", "u8": "np.uint8"}
 
 NATIVE_SIGNATURES = """
-# --- geometric algebra ---
+# --- geometric algebra [ga] ---
 @kernel
 def ga_apply(
     ctx, operation: str, signature: tuple[int, int, int],
@@ -42,7 +48,7 @@ def ga_apply(
 ) -> tuple[either[f32], Plan | None]:
     "One geometric-algebra operation over rows; the result and the plan (None if resident)."
 
-# --- resident arrays ---
+# --- resident arrays [resident] ---
 def resident_upload(ctx, x: host[f32, "(N, W)"], strategy: str | None = None) -> resident[f32]:
     "Uploads the rows of x into shards over the context's devices."
 
@@ -50,7 +56,7 @@ def resident_gather(ctx, x: resident[f32, "(N, W)"], out: host[f32, "(N, W)"] | 
 ) -> host[f32]:
     "The rows of x, gathered from their devices."
 
-# --- tropical ---
+# --- tropical [tropical] ---
 @kernel
 def tropical_matmul(
     ctx, a: either[f32, "(batch, m, k)"], b: host[f32, "(batch, k, n)"], semiring: str,
@@ -74,7 +80,7 @@ def shortest_paths(
 ) -> tuple[host[f32], Plan]:
     "All-pairs shortest path lengths (blocked Floyd-Warshall in min-plus)."
 
-# --- information geometry ---
+# --- information geometry [fisher] ---
 @kernel
 def fisher_information(
     ctx, scores: either[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None,
@@ -96,7 +102,7 @@ def fisher_gaussian(
 ) -> tuple[either[f32], Plan | None]:
     "Fisher information of N diagonal Gaussians."
 
-# --- the empirical Fisher call in three steps (a cluster's driver and nodes) ---
+# --- the empirical Fisher call in three steps (a cluster's nodes) [fisher_split] ---
 def fisher_prepare(
     scores: host[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None
 ) -> FisherPreparedDict:
@@ -114,12 +120,13 @@ def fisher_finish(
 ) -> host[f64]:
     "The partials summed in chunk order in float64, and unscaled."
 
-# --- check-only entries (a cluster's driver checks the whole call before splitting it) ---
+# --- check-only entries (a cluster's driver checks a call before splitting it) [checks] ---
 def check_ga_apply(
     operation: str, signature: tuple[int, int, int],
-    operands: list[host[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+    operands: list[either[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+    shapes: list[tuple[int, ...]] | None = None,
 ) -> None:
-    "The checks of ga_apply on host operands, without a context or a run."
+    "The checks of ga_apply, in the caller's shapes of the operands, without a context or a run."
 
 def check_tropical_matmul(
     a: host[f32, "(batch, m, k)"], b: host[f32, "(batch, k, n)"], semiring: str
@@ -137,7 +144,7 @@ def check_fisher_categorical(values: host[f32, "(N, K)"], logits: bool) -> None:
 def check_fisher_gaussian(mean: host[f32, "(N, D)"], var: host[f32, "(N, D)"]) -> None:
     "The checks of fisher_gaussian on host rows, without a context or a run."
 
-# --- domain decomposition ---
+# --- domain decomposition [domain] ---
 @kernel
 def stencil(
     ctx, grid: host[f32, "(H, W)"], alpha: float, boundary: str, options: RunOptions,
@@ -152,7 +159,7 @@ def life(
 ) -> tuple[host[u8], DomainReportDict]:
     "Generations of Conway's game of life, the grid split in bands over the devices."
 
-# --- users' row kernels ---
+# --- users' row kernels [rows] ---
 def map_rows(
     ctx, spec: RowsSpec, arrays: list[tuple[either[f32, "(N, W) each"], tuple[int, ...]]],
     strategy: str | None = None, out: either[f32, "(N, out_cols)"] | None = None,
@@ -187,10 +194,12 @@ class Param:
 @dataclass(frozen=True)
 class Native:
     """A function of ``_native``: ``ctx: Context`` first when ``context``; ``kernel``: one
-    of the entry points the family methods call through ``Kernels``."""
+    of the entry points the family methods call through ``Kernels``; ``bindings``: the
+    bindings module that registers it."""
 
     name: str
     section: str
+    bindings: str
     params: tuple[Param, ...]
     returns: str
     doc: str
@@ -225,16 +234,18 @@ def _annotation(node: ast.expr) -> tuple[str, tuple[Operand, ...]]:
 
 
 def _natives(text: str) -> tuple[Native, ...]:
-    """The entry points of ``text`` (stub syntax; a ``# --- section ---`` line starts a
-    section)."""
+    """The entry points of ``text`` (stub syntax; a ``# --- section [module] ---`` line
+    starts a section)."""
     sections = {}
     for number, line in enumerate(text.splitlines(), 1):
         if line.startswith("# --- "):
-            sections[number] = line.strip("# -")
+            found = re.fullmatch(r"# --- (.+) \[(\w+)\] ---", line)
+            assert found is not None, f"section line {number}: {line!r} names no bindings module"
+            sections[number] = found.group(1), found.group(2)
     out = []
     for node in ast.parse(text).body:
         assert isinstance(node, ast.FunctionDef) and node.returns is not None
-        section = sections[max(n for n in sections if n < node.lineno)]
+        section, bindings = sections[max(n for n in sections if n < node.lineno)]
         args = node.args.args
         context = args[0].arg == "ctx" and args[0].annotation is None
         defaults = [None] * (len(args) - len(node.args.defaults)) + list(node.args.defaults)
@@ -247,7 +258,9 @@ def _natives(text: str) -> tuple[Native, ...]:
         doc = ast.get_docstring(node) or ""
         kernel = any(ast.unparse(d) == "kernel" for d in node.decorator_list)
         returns = _annotation(node.returns)[0]
-        out.append(Native(node.name, section, tuple(params), returns, doc, context, kernel))
+        out.append(
+            Native(node.name, section, bindings, tuple(params), returns, doc, context, kernel)
+        )
     return tuple(out)
 
 
@@ -269,20 +282,38 @@ class Arg:
 
 
 @dataclass(frozen=True)
-class Method:
-    """A public kernel method of ``MultiGpuContext``, defined in ``module``'s mixin. Every
-    method also takes keyword-only ``strategy`` and ``out``. ``result``: the host result's
-    type; ``resident_result``: a resident operand gives a DeviceArray (overloads say which);
-    ``resident_out``: a DeviceArray ``out`` is then taken."""
+class Shape:
+    """What methods share but their name: the arguments, the host result's type and how
+    resident operands type the result. Every method also takes keyword-only ``strategy``
+    and ``out``. ``resident_result``: a resident operand gives a DeviceArray, so the shape
+    is a Protocol of ``_shapes.py`` whose overloaded ``__call__`` says which operands and
+    ``out`` give which result; ``resident_out``: a DeviceArray ``out`` is then taken."""
 
     name: str
-    module: str
     args: tuple[Arg, ...]
     result: str
-    doc: str
     resident_result: bool = True
     resident_out: bool = True
     keywords: tuple[Arg, ...] = ()
+
+
+@dataclass(frozen=True)
+class Method:
+    """A public kernel method of ``MultiGpuContext``, defined in ``module``'s mixin."""
+
+    name: str
+    module: str
+    shape: Shape
+    doc: str
+
+
+@dataclass(frozen=True)
+class Family:
+    """A mixin of ``MultiGpuContext``: class ``mixin`` of module ``module``. Its methods
+    are the ``METHODS`` of that module (or of modules its mixin derives from)."""
+
+    module: str
+    mixin: str
 
 
 _F32 = "npt.NDArray[np.float32]"
@@ -290,82 +321,106 @@ _F64 = "npt.NDArray[np.float64]"
 _ALGEBRA = Arg("algebra", "Algebra | None", "None")
 _SEMIRING = Arg("semiring", "str", '"max_plus"')
 
-
-def _binary(name: str, left: str, right: str, doc: str) -> Method:
-    args = (Arg(left, resident=True), Arg(right, resident=True), _ALGEBRA)
-    return Method(name, "ga", args, _F32, doc)
-
-
-def _unary(name: str, doc: str, *extra: Arg) -> Method:
-    return Method(name, "ga_unary", (Arg("x", resident=True), *extra, _ALGEBRA), _F32, doc)
-
+GA_BINARY = Shape("GaBinary", (Arg("a", resident=True), Arg("b", resident=True), _ALGEBRA), _F32)
+GA_SANDWICH = Shape(
+    "GaSandwich", (Arg("r", resident=True), Arg("x", resident=True), _ALGEBRA), _F32
+)
+GA_UNARY = Shape("GaUnary", (Arg("x", resident=True), _ALGEBRA), _F32)
+GA_GRADES = Shape("GaGrades", (Arg("x", resident=True), Arg("k"), _ALGEBRA), _F32)
+TROPICAL_PRODUCT = Shape("TropicalProduct", (Arg("a", resident=True), Arg("b"), _SEMIRING), _F32)
+TROPICAL_MATVEC = Shape(
+    "TropicalMatvec", (Arg("a", resident=True), Arg("x"), _SEMIRING), _F32, resident_out=False
+)
+PATHS = Shape("Paths", (Arg("w"),), _F32, resident_result=False)
+FISHER_MATRIX = Shape(
+    "FisherMatrix",
+    (Arg("scores", resident=True), Arg("weights", default="None")),
+    _F64,
+    resident_result=False,
+)
+FISHER_CATEGORICAL = Shape(
+    "FisherCategorical",
+    (
+        Arg("probs", default="None", resident=True, one_of=True),
+        Arg("logits", default="None", resident=True, one_of=True),
+    ),
+    _F32,
+)
+FISHER_GAUSSIAN = Shape(
+    "FisherGaussian", (Arg("mean", resident=True), Arg("var", resident=True)), _F32
+)
+NATURAL_GRADIENT = Shape(
+    "NaturalGradient",
+    (Arg("scores", resident=True), Arg("grad"), Arg("damping", "float")),
+    _F64,
+    resident_result=False,
+    keywords=(Arg("weights", default="None"),),
+)
 
 METHODS: tuple[Method, ...] = (
-    _binary("geometric_product", "a", "b", "Geometric product ``a b`` row by row."),
-    _binary("outer_product", "a", "b", "Outer (wedge) product ``a ∧ b``."),
-    _binary("inner_product", "a", "b", "Inner product as the left contraction ``a ⌋ b``."),
-    _binary("scalar_product", "a", "b", "Scalar product ``⟨a b⟩₀``."),
-    _binary("sandwich", "r", "x", "``r x r̃``: the rotor (or versor) r applied to x."),
-    _unary("reverse", "Reverse ``x̃``."),
-    _unary("grade_involution", "Grade involution ``x̂``."),
-    _unary("grade_projection", "``⟨x⟩_k``: the grade-k part(s) of x.", Arg("k")),
-    _unary("normalize", "``x / sqrt(abs(⟨x x̃⟩₀))`` row by row."),
-    _unary("dual", "Dual of x (the right complement in degenerate algebras)."),
+    Method("geometric_product", "ga", GA_BINARY, "Geometric product ``a b`` row by row."),
+    Method("outer_product", "ga", GA_BINARY, "Outer (wedge) product ``a ∧ b``."),
+    Method("inner_product", "ga", GA_BINARY, "Inner product as the left contraction ``a ⌋ b``."),
+    Method("scalar_product", "ga", GA_BINARY, "Scalar product ``⟨a b⟩₀``."),
+    Method("sandwich", "ga", GA_SANDWICH, "``r x r̃``: the rotor (or versor) r applied to x."),
+    Method("reverse", "ga_unary", GA_UNARY, "Reverse ``x̃``."),
+    Method("grade_involution", "ga_unary", GA_UNARY, "Grade involution ``x̂``."),
+    Method("grade_projection", "ga_unary", GA_GRADES, "``⟨x⟩_k``: the grade-k part(s) of x."),
+    Method("normalize", "ga_unary", GA_UNARY, "``x / sqrt(abs(⟨x x̃⟩₀))`` row by row."),
+    Method(
+        "dual", "ga_unary", GA_UNARY, "Dual of x (the right complement in degenerate algebras)."
+    ),
     Method(
         "tropical_matmul",
         "tropical",
-        (Arg("a", resident=True), Arg("b"), _SEMIRING),
-        _F32,
+        TROPICAL_PRODUCT,
         "Tropical matrix product ``a ⊗ b``, batched or not.",
     ),
     Method(
         "tropical_matvec",
         "tropical",
-        (Arg("a", resident=True), Arg("x"), _SEMIRING),
-        _F32,
+        TROPICAL_MATVEC,
         "Tropical matrix-vector product ``a ⊗ x``, batched or not.",
-        resident_out=False,
     ),
     Method(
         "shortest_paths",
         "tropical",
-        (Arg("w"),),
-        _F32,
+        PATHS,
         "All-pairs shortest path lengths of a weighted digraph.",
-        resident_result=False,
     ),
     Method(
         "fisher_information",
         "information",
-        (Arg("scores", resident=True), Arg("weights", default="None")),
-        _F64,
+        FISHER_MATRIX,
         "Empirical Fisher matrix of per-sample scores (float64).",
-        resident_result=False,
     ),
     Method(
         "fisher_categorical",
         "information",
-        (
-            Arg("probs", default="None", resident=True, one_of=True),
-            Arg("logits", default="None", resident=True, one_of=True),
-        ),
-        _F32,
+        FISHER_CATEGORICAL,
         "Fisher information of N categorical distributions (probs or logits).",
     ),
     Method(
         "fisher_gaussian",
         "information",
-        (Arg("mean", resident=True), Arg("var", resident=True)),
-        _F32,
+        FISHER_GAUSSIAN,
         "Fisher information of N diagonal Gaussians.",
     ),
     Method(
         "natural_gradient",
         "information",
-        (Arg("scores", resident=True), Arg("grad"), Arg("damping", "float")),
-        _F64,
+        NATURAL_GRADIENT,
         "Solution x of (F + damping I) x = grad, F the Fisher matrix of scores.",
-        resident_result=False,
-        keywords=(Arg("weights", default="None"),),
     ),
 )
+"""What every kernel-family mixin of ``MultiGpuContext`` may rely on."""
+
+FAMILIES: tuple[Family, ...] = (
+    Family("ga", "GeometricAlgebraMixin"),
+    Family("tropical", "TropicalMixin"),
+    Family("information", "InformationGeometryMixin"),
+    Family("domain", "DomainMixin"),
+    Family("rows", "RowsMixin"),
+    Family("array", "ResidentMixin"),
+)
+"""The bases of ``MultiGpuContext``, in its method resolution order."""

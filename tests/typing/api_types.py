@@ -1,12 +1,16 @@
 """Static checks of the public API's result types: mypy (``make lint``) checks this file; it
 is never run. A DeviceArray operand gives a DeviceArray, unless a numpy ``out=`` receives
-the gathered result."""
+the gathered result. Each method is typed through its shape's Protocol (``_shapes``): a
+method read from a context is bound to it, and every shape's overloads are checked here
+through at least one method."""
 
 from __future__ import annotations
 
 import amari_gpu as ag
 import numpy as np
 import numpy.typing as npt
+from amari_gpu import _shapes
+from amari_gpu.cluster import RayContext
 from typing_extensions import assert_type
 
 F32 = npt.NDArray[np.float32]
@@ -42,3 +46,43 @@ def information_results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> N
     assert_type(ctx.fisher_gaussian(d, x, out=d), ag.DeviceArray)
     assert_type(ctx.fisher_gaussian(d, d, out=x), F32)
     assert_type(ctx.fisher_information(d), npt.NDArray[np.float64])
+
+
+def tropical_results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> None:
+    """The tropical products: a DeviceArray ``a`` gives a DeviceArray; ``tropical_matvec``
+    takes no DeviceArray ``out``; shortest paths are always numpy."""
+    assert_type(ctx.tropical_matmul(x, x), F32)
+    assert_type(ctx.tropical_matmul(d, x), ag.DeviceArray)
+    assert_type(ctx.tropical_matmul(d, x, "min_plus", out=d), ag.DeviceArray)
+    assert_type(ctx.tropical_matmul(d, x, out=x), F32)
+    assert_type(ctx.tropical_matmul(a=d, b=x, semiring="max_plus"), ag.DeviceArray)
+    assert_type(ctx.tropical_matvec(x, x), F32)
+    assert_type(ctx.tropical_matvec(d, x), ag.DeviceArray)
+    assert_type(ctx.tropical_matvec(x, x, out=x), F32)
+    assert_type(ctx.shortest_paths(x), F32)
+
+
+def keyword_results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> None:
+    """Operands passed by name, as the methods name them."""
+    assert_type(ctx.geometric_product(a=x, b=d), ag.DeviceArray)
+    assert_type(ctx.sandwich(r=x, x=x), F32)
+    assert_type(ctx.sandwich(r=d, x=x, out=d), ag.DeviceArray)
+    assert_type(ctx.grade_projection(x=d, k=[1, 2]), ag.DeviceArray)
+    assert_type(ctx.fisher_gaussian(mean=x, var=d), ag.DeviceArray)
+    assert_type(ctx.fisher_categorical(probs=x), F32)
+
+
+def bound_shapes(ctx: ag.MultiGpuContext, ray: RayContext) -> None:
+    """A method read from a context (or a RayContext, which shares the mixins) is its
+    shape's Protocol, the binding a type checker gives the descriptor."""
+    assert_type(ctx.geometric_product, _shapes.GaBinary)
+    assert_type(ctx.inner_product, _shapes.GaBinary)
+    assert_type(ctx.sandwich, _shapes.GaSandwich)
+    assert_type(ctx.reverse, _shapes.GaUnary)
+    assert_type(ctx.grade_projection, _shapes.GaGrades)
+    assert_type(ctx.tropical_matmul, _shapes.TropicalProduct)
+    assert_type(ctx.tropical_matvec, _shapes.TropicalMatvec)
+    assert_type(ctx.fisher_categorical, _shapes.FisherCategorical)
+    assert_type(ctx.fisher_gaussian, _shapes.FisherGaussian)
+    assert_type(ray.geometric_product, _shapes.GaBinary)
+    assert_type(ray.fisher_gaussian, _shapes.FisherGaussian)

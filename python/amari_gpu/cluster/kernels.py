@@ -17,6 +17,7 @@ in float64 (``fisher_finish``): the steps and the order of one context's call.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -77,7 +78,7 @@ def _run_rows(
     out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[Any, Plan]:
     assembly = _Assembly(items, axis, out)
-    plan = ctx.run(Job(family, items, bytes_per_item, call, assembly.take), strategy)
+    plan = ctx.run(Job(family, items, bytes_per_item, call, assembly.take, axis=axis), strategy)
     return assembly.out, plan
 
 
@@ -135,6 +136,32 @@ def _batch_view(a: Any, other: Any, out: Any) -> tuple[Any, Any, Any]:
     return a[None], other[None], None if out is None else out[None]
 
 
+def _tropical(
+    ctx: Dispatcher,
+    kernel: str,
+    a: Any,
+    other: npt.NDArray[np.float32],
+    semiring: str,
+    strategy: str | None,
+    out: Any,
+    out_bytes: Callable[[npt.NDArray[np.float32], npt.NDArray[np.float32]], float],
+) -> tuple[Any, Plan | None]:
+    """A tropical product ``kernel`` of ``a`` and ``other`` (``b`` or ``x``) on the cluster,
+    checked whole by the core's ``check_<kernel>``; ``out_bytes``: the bytes of its result,
+    from the batched operands (the plan's cost per item)."""
+    _host_only(a, out)
+    getattr(_native, f"check_{kernel}")(a, other, semiring)
+    a3, other3, out3 = _batch_view(a, other, out)
+    items, axis, parts = _batched_rows(a3, other3)
+
+    def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
+        return kernel, (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
+
+    per_item = (a3.nbytes + out_bytes(a3, other3)) / max(items, 1)
+    result, plan = _run_rows(ctx, TROPICAL, items, call, per_item, strategy, axis, out3)
+    return (result if a.ndim == 3 else result[0]), plan
+
+
 def tropical_matmul(
     ctx: Dispatcher,
     a: Any,
@@ -144,20 +171,18 @@ def tropical_matmul(
     out: Any = None,
     a_shape: tuple[int, ...] | None = None,
 ) -> tuple[Any, Plan | None]:
-    """``_native.tropical_matmul`` on the cluster."""
-    _host_only(a, out)
-    _native.check_tropical_matmul(a, b, semiring)
-    a3, b3, out3 = _batch_view(a, b, out)
-    items, axis, parts = _batched_rows(a3, b3)
-
-    def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
-        return "tropical_matmul", (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
-
-    # Rows of a in, rows of the (batch, m, n) result out, per item.
-    out_bytes = 4.0 * a3.shape[0] * a3.shape[1] * b3.shape[-1]
-    per_item = (a3.nbytes + out_bytes) / max(items, 1)
-    result, plan = _run_rows(ctx, TROPICAL, items, call, per_item, strategy, axis, out3)
-    return (result if a.ndim == 3 else result[0]), plan
+    """``_native.tropical_matmul`` on the cluster: rows of ``a`` in, rows of the
+    (batch, m, n) result out, per item."""
+    return _tropical(
+        ctx,
+        "tropical_matmul",
+        a,
+        b,
+        semiring,
+        strategy,
+        out,
+        lambda a3, b3: 4.0 * a3.shape[0] * a3.shape[1] * b3.shape[-1],
+    )
 
 
 def tropical_matvec(
@@ -169,19 +194,9 @@ def tropical_matvec(
     out: Any = None,
     a_shape: tuple[int, ...] | None = None,
 ) -> tuple[Any, Plan | None]:
-    """``_native.tropical_matvec`` on the cluster."""
-    _host_only(a, out)
-    _native.check_tropical_matvec(a, x, semiring)
-    a3, x2, out2 = _batch_view(a, x, out)
-    items, axis, parts = _batched_rows(a3, x2)
-
-    def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
-        return "tropical_matvec", (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
-
-    result, plan = _run_rows(
-        ctx, TROPICAL, items, call, a3.nbytes / max(items, 1), strategy, axis, out2
-    )
-    return (result if a.ndim == 3 else result[0]), plan
+    """``_native.tropical_matvec`` on the cluster: rows of ``a`` in, per item (the result,
+    k times smaller, is not counted)."""
+    return _tropical(ctx, "tropical_matvec", a, x, semiring, strategy, out, lambda _a, _x: 0.0)
 
 
 def shortest_paths(

@@ -198,6 +198,9 @@ def run(repeats: int = 300, only: list[str] | None = None) -> dict[str, Any]:
             {"label": label, "name": info.name, "backend": info.backend, "driver": info.driver}
         )
         with MultiGpuContext(**options) as ctx:
+            # Measured figures, so that every device kind's fast-path decision has its
+            # launch latency to weigh (a lone host device times its pool hand-off itself).
+            ctx.calibrate()
             for call in calls():
                 call.method(ctx)  # calibration and first-use costs, not timed
                 fs: list[Callable[[], Any]] = [

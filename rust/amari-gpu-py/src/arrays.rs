@@ -2,7 +2,7 @@
 //! that name the argument.
 
 use numpy::ndarray::Dimension;
-use numpy::{Element, PyArray, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{Element, PyArray, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 
@@ -17,27 +17,6 @@ pub fn contiguous<'a, T: Element, D: Dimension>(
     array
         .as_slice()
         .map_err(|_| PyValueError::new_err(format!("{name}: expected a C-contiguous array")))
-}
-
-/// Checks that every array is (rows, width) with the rows of the first, naming the first
-/// that is not; returns the rows.
-pub fn check_batches(
-    py: Python<'_>,
-    arrays: &[(&str, &PyReadonlyArray2<'_, f32>)],
-    width: usize,
-) -> PyResult<usize> {
-    let rows = arrays[0].1.as_array().nrows();
-    for (name, array) in arrays {
-        if array.as_array().dim() != (rows, width) {
-            let error = amari_gpu::Error::Shape {
-                argument: name.to_string(),
-                expected: format!("({rows}, {width})"),
-                actual: format!("{:?}", array.as_array().dim()),
-            };
-            return Err(to_pyerr(py, error));
-        }
-    }
-    Ok(rows)
 }
 
 /// A zeroed numpy array of shape `dim`, allocated by numpy (lazily backed by the OS);

@@ -1,13 +1,14 @@
 //! Domain decomposition on numpy grids: heat-equation steps and Game of Life; the final grid
 //! is copied into the caller's `out` when given (the core assembles it from the bands).
 
+use amari_gpu::context::MultiGpuContext;
 use amari_gpu::domain::{self, Boundary, Options, Report};
 use numpy::ndarray::Ix2;
 use numpy::{Element, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::arrays::{claim, contiguous, returned_into, Claimed};
+use crate::arrays::{claim, contiguous, returned_into};
 use crate::context::PyContext;
 use crate::detach::run_watched;
 use crate::errors::to_pyerr;
@@ -64,13 +65,41 @@ fn report_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, PyD
         "layouts" => layouts)
 }
 
-/// The (H, W) grid `cells` in the claimed `out` or a new array, with the run's report.
-fn returned<'py, T: Element + Copy>(
+/// A grid call's arguments as Python passed them, for [`run_grid`].
+struct Grid<'py, T: Element> {
+    cells: PyReadonlyArray2<'py, T>,
+    options: RunOptions,
+    progress: Option<Bound<'py, PyAny>>,
+    out: Option<Bound<'py, PyArray2<T>>>,
+}
+
+/// Runs `steps` (the core's heat or Life run) on `grid`: checks the grid, claims `out`
+/// before any work, runs detached with `progress` watched, and returns the (H, W) grid in
+/// `out` or a new array with the run's report.
+fn run_grid<'py, T, F>(
     py: Python<'py>,
-    (height, width): (usize, usize),
-    claimed: Claimed<'py, T, Ix2>,
-    (cells, report): (Vec<T>, Report),
-) -> Returned<'py, T> {
+    ctx: &PyContext,
+    grid: Grid<'py, T>,
+    steps: F,
+) -> Returned<'py, T>
+where
+    T: Element + Copy + Send + Sync,
+    F: FnOnce(
+            &MultiGpuContext,
+            &[T],
+            (usize, usize),
+            &Options,
+        ) -> amari_gpu::Result<(Vec<T>, Report)>
+        + Send,
+{
+    let (height, width) = grid.cells.as_array().dim();
+    let cells = contiguous(&grid.cells, "grid")?;
+    let opts = Options::from(grid.options);
+    let claimed = claim(py, Ix2(height, width), grid.out)?;
+    let inner = ctx.context(py)?;
+    let (cells, report) = run_watched(py, grid.progress.as_ref(), move || {
+        steps(&inner, cells, (height, width), &opts)
+    })?;
     let array = returned_into(py, Ix2(height, width), claimed, cells)?;
     Ok((array, report_dict(py, &report)?))
 }
@@ -91,17 +120,16 @@ fn stencil<'py>(
     out: Option<Bound<'py, PyArray2<f32>>>,
 ) -> Returned<'py, f32> {
     let py = ctx.py();
-    let ctx = ctx.borrow();
     let boundary = Boundary::parse(boundary).map_err(|e| to_pyerr(py, e))?;
-    let (height, width) = grid.as_array().dim();
-    let cells = contiguous(&grid, "grid")?;
-    let opts = Options::from(options);
-    let claimed = claim(py, Ix2(height, width), out)?;
-    let inner = ctx.context(py)?;
-    let result = run_watched(py, progress.as_ref(), move || {
-        domain::heat(&inner, cells, height, width, alpha, boundary, &opts)
-    })?;
-    returned(py, (height, width), claimed, result)
+    let grid = Grid {
+        cells: grid,
+        options,
+        progress,
+        out,
+    };
+    run_grid(py, &ctx.borrow(), grid, move |inner, cells, shape, opts| {
+        domain::heat(inner, cells, shape.0, shape.1, alpha, boundary, opts)
+    })
 }
 
 /// Game of Life steps on a C-contiguous uint8 (H, W) torus of 0/1 cells; `options` as for
@@ -116,15 +144,15 @@ fn life<'py>(
     progress: Option<Bound<'py, PyAny>>,
     out: Option<Bound<'py, PyArray2<u8>>>,
 ) -> Returned<'py, u8> {
-    let (height, width) = grid.as_array().dim();
-    let cells = contiguous(&grid, "grid")?;
-    let opts = Options::from(options);
-    let claimed = claim(py, Ix2(height, width), out)?;
-    let inner = ctx.context(py)?;
-    let result = run_watched(py, progress.as_ref(), move || {
-        domain::life(&inner, cells, height, width, &opts)
-    })?;
-    returned(py, (height, width), claimed, result)
+    let grid = Grid {
+        cells: grid,
+        options,
+        progress,
+        out,
+    };
+    run_grid(py, ctx, grid, |inner, cells, shape, opts| {
+        domain::life(inner, cells, shape.0, shape.1, opts)
+    })
 }
 
 /// Adds the domain-decomposition functions to the module.

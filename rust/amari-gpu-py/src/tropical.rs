@@ -96,65 +96,60 @@ fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Returned<'
     )
 }
 
-/// Tropical product `a ⊗ b` in `semiring`: `a` a float32 (m, k) / (batch, m, k) array or a
-/// DeviceArray of that shape (`a_shape`: a handle knows only its rows and width), `b` a
-/// float32 (k, n) / (batch, k, n) array. Returns the result and the plan (see `Returned`).
-#[pyfunction]
-#[pyo3(signature = (ctx, a, b, semiring, strategy=None, out=None, a_shape=None))]
-fn tropical_matmul<'py>(
-    ctx: &PyContext,
-    a: PyOperand<'py, IxDyn>,
-    b: PyReadonlyArrayDyn<'py, f32>,
-    semiring: &str,
-    strategy: Option<&str>,
-    out: Option<PyOut<'py, IxDyn>>,
-    a_shape: Option<Vec<usize>>,
-) -> Returned<'py> {
-    let op = Op {
-        check: tropical::tropical_matmul,
-        right: "b",
-        keeps_n: true,
+/// Defines the binding of one tropical product: `$name(ctx, a, $right, semiring, strategy=None,
+/// out=None, a_shape=None)` running `$check` through [`run_product`]. The two products differ
+/// only in the right operand's name (a Python keyword) and what the result keeps of it.
+macro_rules! product_binding {
+    ($(#[$doc:meta])* $name:ident, $right:ident, $check:path, keeps_n: $keeps_n:expr) => {
+        $(#[$doc])*
+        #[pyfunction]
+        #[pyo3(signature = (ctx, a, $right, semiring, strategy=None, out=None, a_shape=None))]
+        fn $name<'py>(
+            ctx: &PyContext,
+            a: PyOperand<'py, IxDyn>,
+            $right: PyReadonlyArrayDyn<'py, f32>,
+            semiring: &str,
+            strategy: Option<&str>,
+            out: Option<PyOut<'py, IxDyn>>,
+            a_shape: Option<Vec<usize>>,
+        ) -> Returned<'py> {
+            let op = Op {
+                check: $check,
+                right: stringify!($right),
+                keeps_n: $keeps_n,
+            };
+            let call = Call {
+                a,
+                a_shape,
+                b: $right,
+                semiring,
+                strategy,
+                out,
+            };
+            run_product(ctx, &op, call)
+        }
     };
-    let call = Call {
-        a,
-        a_shape,
-        b,
-        semiring,
-        strategy,
-        out,
-    };
-    run_product(ctx, &op, call)
 }
 
-/// Tropical matrix-vector product `a ⊗ x` in `semiring`: `a` as for `tropical_matmul`, `x`
-/// a float32 (k,) / (batch, k) array; the result of shape (m,) / (batch, m), never written
-/// into a DeviceArray.
-#[pyfunction]
-#[pyo3(signature = (ctx, a, x, semiring, strategy=None, out=None, a_shape=None))]
-fn tropical_matvec<'py>(
-    ctx: &PyContext,
-    a: PyOperand<'py, IxDyn>,
-    x: PyReadonlyArrayDyn<'py, f32>,
-    semiring: &str,
-    strategy: Option<&str>,
-    out: Option<PyOut<'py, IxDyn>>,
-    a_shape: Option<Vec<usize>>,
-) -> Returned<'py> {
-    let op = Op {
-        check: tropical::tropical_matvec,
-        right: "x",
-        keeps_n: false,
-    };
-    let call = Call {
-        a,
-        a_shape,
-        b: x,
-        semiring,
-        strategy,
-        out,
-    };
-    run_product(ctx, &op, call)
-}
+product_binding!(
+    /// Tropical product `a ⊗ b` in `semiring`: `a` a float32 (m, k) / (batch, m, k) array or a
+    /// DeviceArray of that shape (`a_shape`: a handle knows only its rows and width), `b` a
+    /// float32 (k, n) / (batch, k, n) array. Returns the result and the plan (see `Returned`).
+    tropical_matmul,
+    b,
+    tropical::tropical_matmul,
+    keeps_n: true
+);
+
+product_binding!(
+    /// Tropical matrix-vector product `a ⊗ x` in `semiring`: `a` as for `tropical_matmul`, `x`
+    /// a float32 (k,) / (batch, k) array; the result of shape (m,) / (batch, m), never written
+    /// into a DeviceArray.
+    tropical_matvec,
+    x,
+    tropical::tropical_matvec,
+    keeps_n: false
+);
 
 /// All-pairs shortest paths of the digraph with C-contiguous float32 (n, n) weights;
 /// returns the (n, n) distances and the plan of the last product run.

@@ -32,6 +32,12 @@ impl History {
             .map_or((1.0, 0.0), |e| (e.correction, e.uncertainty))
     }
 
+    /// Forgets every observation of `device`: they were ratios to figures it no longer has.
+    pub fn forget(&self, device: usize) {
+        let mut entries = self.entries.lock().expect("history lock");
+        entries.retain(|(d, _), _| *d != device);
+    }
+
     /// Records work that took `observed_s` where the uncorrected model said `predicted_s`.
     pub fn record(&self, device: usize, family: &str, predicted_s: f64, observed_s: f64) {
         if !(predicted_s > 0.0

@@ -22,32 +22,36 @@ pub(crate) fn uniform_buffer(dev: &GpuDevice, words: &[u32]) -> Pooled {
     uniform
 }
 
-/// How one chunk of a kernel is launched: its pass-0 uniform block and its workgroup grid.
-pub(crate) struct Launch {
+/// How one chunk of a kernel is launched: the kernel, its pass-0 uniform block and its
+/// workgroup grid.
+pub(crate) struct Launch<'k> {
+    /// The kernel launched.
+    pub kernel: &'k Kernel,
     /// The uniform block of pass 0 (the item count, grid row width, kernel parameters).
     pub header: Vec<u32>,
     /// Workgroups along x, y and z.
     pub grid: [u32; 3],
 }
 
-impl Launch {
+impl<'k> Launch<'k> {
     /// The launch of `items` items of `kernel` on `dev`, or an error naming `argument`
     /// when they do not fit one dispatch.
     pub(crate) fn new(
         dev: &GpuDevice,
-        kernel: &Kernel,
+        kernel: &'k Kernel,
         items: usize,
         argument: &str,
-    ) -> Result<Launch> {
+    ) -> Result<Launch<'k>> {
         let (grid, row_threads) = crate::gpu_io::grid(dev, kernel, items, argument)?;
         Ok(Launch {
+            kernel,
             header: kernel.uniform(items as u32, row_threads),
             grid,
         })
     }
 }
 
-/// Records `kernel`'s passes over one chunk launched as `launch`: `storage` are the
+/// Records the passes of the kernel over one chunk launched as `launch`: `storage` are the
 /// bindings after the uniform (binding 1 on). The passes share one compute pass (wgpu
 /// orders a dispatch after the writes of the ones before it), whose begin and end go to
 /// `timestamps` when given. Returns the uniform buffers, which must live until the
@@ -55,12 +59,12 @@ impl Launch {
 pub(crate) fn encode(
     dev: &GpuDevice,
     encoder: &mut wgpu::CommandEncoder,
-    kernel: &Kernel,
     pipeline: &Compiled,
-    launch: &Launch,
+    launch: &Launch<'_>,
     storage: &[wgpu::BindGroupEntry<'_>],
     timestamps: Option<&wgpu::QuerySet>,
 ) -> Vec<Pooled> {
+    let kernel = launch.kernel;
     let bytes = (launch.header.len() * 4) as u64;
     let uniforms: Vec<Pooled> = kernel
         .pass_uniforms(&launch.header)
@@ -72,13 +76,9 @@ pub(crate) fn encode(
         .map(|uniform| {
             let mut entries = vec![crate::gpu_io::binding(0, uniform, bytes)];
             entries.extend(storage.iter().cloned());
-            dev.gpu()
-                .device
-                .create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some(&kernel.id),
-                    layout: &pipeline.layout,
-                    entries: &entries,
-                })
+            // Pooled buffers come back to the next chunk, and so does their bind group.
+            dev.pool
+                .bind_group(&dev.gpu().device, &kernel.id, &pipeline.layout, &entries)
         })
         .collect();
     let mut pass = crate::gpu_io::begin_pass(encoder, Some(&kernel.id), timestamps);

@@ -1,11 +1,24 @@
 //! Per-device buffer pool: buffers are looked up by usage and size class and handed back
-//! after use, so repeated calls allocate nothing (the pattern of wgpu's `repeated_compute`).
+//! after use, so repeated calls allocate nothing (the pattern of wgpu's `repeated_compute`);
+//! and the bind groups made over its buffers, kept for as long as the pool keeps every
+//! buffer they bind, so that a call repeated on the same buffers makes no bind group.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 /// Bytes a pool keeps idle at most; beyond that returned buffers are dropped.
 const MAX_IDLE_BYTES: u64 = 512 << 20;
+
+/// Bind groups a pool keeps at most. A loop of calls binds a handful of buffer sets; past
+/// the bound the cache starts over (a bind group holds its buffers alive, so the cache
+/// never keeps one the pool has let go of, and the bound keeps its own size small).
+const MAX_BIND_GROUPS: usize = 256;
+
+/// A bind group's layout and, per entry, its binding, buffer, offset and size.
+type GroupKey = (
+    wgpu::BindGroupLayout,
+    Vec<(u32, wgpu::Buffer, u64, Option<u64>)>,
+);
 
 /// Sizes are rounded up to a power of two (at least 4 KiB) so that chunks of slightly
 /// different lengths share buffers; a size whose class would pass the device's buffer limit
@@ -25,6 +38,24 @@ struct Idle {
     bytes: u64,
     /// Bytes of every buffer the pool created that still exists (idle or on loan).
     live: u64,
+    /// The buffers `live` counts (the pool's own, idle or on loan), and how many are idle.
+    ours: HashSet<wgpu::Buffer>,
+    idle_count: usize,
+    /// Bind groups over the pool's own buffers only, forgotten when one of them goes.
+    groups: HashMap<GroupKey, wgpu::BindGroup>,
+    /// Bind groups looked up in `groups` and found there.
+    group_hits: u64,
+}
+
+impl Idle {
+    /// Stops counting `buffer` as the pool's: it is dropped (or discarded) now, and so is
+    /// every bind group over it.
+    fn let_go(&mut self, buffer: &wgpu::Buffer) {
+        self.live -= buffer.size();
+        self.ours.remove(buffer);
+        self.groups
+            .retain(|(_, entries), _| entries.iter().all(|(_, b, _, _)| b != buffer));
+    }
 }
 
 /// A pool of idle buffers for one device.
@@ -53,7 +84,7 @@ impl Pooled {
     /// buffer possibly still in use.
     pub fn discard(mut self) {
         if let Some(buffer) = self.buffer.take() {
-            self.pool.idle.lock().expect("pool lock").live -= buffer.size();
+            self.pool.idle.lock().expect("pool lock").let_go(&buffer);
         }
     }
 }
@@ -86,17 +117,21 @@ impl BufferPool {
                 .and_then(Vec::pop);
             if found.is_some() {
                 idle.bytes -= class;
+                idle.idle_count -= 1;
             }
             found
         };
         let buffer = reused.unwrap_or_else(|| {
-            self.idle.lock().expect("pool lock").live += class;
-            device.create_buffer(&wgpu::BufferDescriptor {
+            let buffer = device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("amari-gpu pooled"),
                 size: class,
                 usage,
                 mapped_at_creation: false,
-            })
+            });
+            let mut idle = self.idle.lock().expect("pool lock");
+            idle.live += class;
+            idle.ours.insert(buffer.clone());
+            buffer
         });
         Pooled {
             buffer: Some(buffer),
@@ -108,10 +143,11 @@ impl BufferPool {
         let class = buffer.size();
         let mut idle = self.idle.lock().expect("pool lock");
         if idle.bytes + class > MAX_IDLE_BYTES {
-            idle.live -= class;
+            idle.let_go(&buffer);
             return;
         }
         idle.bytes += class;
+        idle.idle_count += 1;
         idle.buffers
             .entry((buffer.usage().bits(), class))
             .or_default()
@@ -128,13 +164,83 @@ impl BufferPool {
         self.idle.lock().expect("pool lock").live
     }
 
+    /// Buffers the pool created that still exist (idle or on loan).
+    pub fn live_buffers(&self) -> usize {
+        self.idle.lock().expect("pool lock").ours.len()
+    }
+
+    /// Bind groups the pool keeps, and how many lookups found theirs there.
+    pub fn bind_groups(&self) -> (usize, u64) {
+        let idle = self.idle.lock().expect("pool lock");
+        (idle.groups.len(), idle.group_hits)
+    }
+
+    /// A bind group of `entries` against `layout`: the one made before when every entry
+    /// binds a buffer of this pool's (same buffers, offsets and sizes), else a new one,
+    /// kept for next time when its buffers are all the pool's.
+    pub fn bind_group(
+        &self,
+        device: &wgpu::Device,
+        label: &str,
+        layout: &wgpu::BindGroupLayout,
+        entries: &[wgpu::BindGroupEntry<'_>],
+    ) -> wgpu::BindGroup {
+        let key: Option<GroupKey> = entries
+            .iter()
+            .map(|e| match &e.resource {
+                wgpu::BindingResource::Buffer(b) => Some((
+                    e.binding,
+                    b.buffer.clone(),
+                    b.offset,
+                    b.size.map(std::num::NonZeroU64::get),
+                )),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(|bound| (layout.clone(), bound));
+        let ours =
+            |idle: &Idle, key: &GroupKey| key.1.iter().all(|(_, b, _, _)| idle.ours.contains(b));
+        if let Some(key) = &key {
+            let mut idle = self.idle.lock().expect("pool lock");
+            if let Some(group) = idle.groups.get(key).cloned() {
+                idle.group_hits += 1;
+                return group;
+            }
+        }
+        let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout,
+            entries,
+        });
+        if let Some(key) = key {
+            let mut idle = self.idle.lock().expect("pool lock");
+            if ours(&idle, &key) {
+                if idle.groups.len() >= MAX_BIND_GROUPS {
+                    idle.groups.clear();
+                }
+                idle.groups.insert(key, group.clone());
+            }
+        }
+        group
+    }
+
+    /// Buffers currently held idle.
+    pub fn idle_buffers(&self) -> usize {
+        self.idle.lock().expect("pool lock").idle_count
+    }
+
     /// Drops every idle buffer (after a failure nothing from the device is reused).
     pub fn clear(&self) {
         let mut idle = self.idle.lock().expect("pool lock");
         let dropped = idle.bytes;
-        idle.buffers.clear();
         idle.bytes = 0;
         idle.live -= dropped;
+        let gone: Vec<wgpu::Buffer> = idle.buffers.drain().flat_map(|(_, b)| b).collect();
+        for buffer in &gone {
+            idle.ours.remove(buffer);
+        }
+        idle.idle_count = 0;
+        idle.groups.clear();
     }
 }
 

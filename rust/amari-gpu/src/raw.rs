@@ -160,3 +160,179 @@ impl Resident {
         gpu_io::wait(dev, Some(submission), Limit::Fixed(DISPATCH_LIMIT))
     }
 }
+
+/// The steps of one tiny chunk on a wgpu device, each timed on its own (seconds): what
+/// `benches/wgpucall.rs` prints to show where a small call's time goes on a device and which
+/// of it is the driver's (submit, wait, map) rather than ours.
+#[cfg(feature = "bench-support")]
+pub const CHUNK_STEPS: [&str; 12] = [
+    "error scopes (push + pop)",
+    "create + drop buffers (unpooled)",
+    "pool take",
+    "write_buffer per binding",
+    "write_buffer packed once",
+    "bind group (pool)",
+    "encode (pass + copy + finish)",
+    "submit inline",
+    "submit (gpu_io::submit_handed)",
+    "map + poll (Wait) until mapped",
+    "copy out + unmap",
+    "map + poll (Poll) spinning, instead",
+];
+
+/// One round of [`CHUNK_STEPS`] over `items` items of `kernel` (a single-pass kernel of
+/// per-item inputs), the seconds of each; the steps a round does not take are 0: `inline`
+/// picks which of the two submits runs the chunk and `spin` whether the wait for its
+/// mapping blocks in the driver (as the engine's does) or polls without blocking until the
+/// mapping is there (for comparison: what of the wait is the thread's wake-up). Results are
+/// read back, so every step does its real work.
+#[cfg(feature = "bench-support")]
+pub fn chunk_steps(
+    dev: &GpuDevice,
+    kernel: &Kernel,
+    inputs: &[&[f32]],
+    items: usize,
+    inline: bool,
+    spin: bool,
+) -> Result<[f64; 12]> {
+    use std::time::Instant;
+    let mut t = [0.0; 12];
+    let mut clock = Instant::now();
+    let mut lap = |step: usize| {
+        let now = Instant::now();
+        t[step] += (now - clock).as_secs_f64();
+        clock = now;
+    };
+    let pipeline = dev.pipeline(kernel)?;
+    let gpu = dev.gpu();
+    let (grid, row_threads) = gpu_io::grid(dev, kernel, items, "items")?;
+    let header = kernel.uniform(items as u32, row_threads);
+    let out_bytes = (kernel.output_words(items).max(1) * 4) as u64;
+    let storage_in = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+    let uniform_usage = wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST;
+    let out_usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+    let staging_usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
+    let mut sizes = vec![((header.len() * 4) as u64, uniform_usage)];
+    sizes.extend(
+        inputs
+            .iter()
+            .map(|d| ((d.len().max(1) * 4) as u64, storage_in)),
+    );
+    sizes.extend([(out_bytes, out_usage), (out_bytes, staging_usage)]);
+    lap(0);
+    gpu_io::Scopes::open(dev).close(dev.id)?;
+    lap(0);
+    let fresh: Vec<wgpu::Buffer> = sizes
+        .iter()
+        .map(|&(bytes, usage)| gpu_io::buffer(dev, "amari-gpu steps", bytes, usage))
+        .collect();
+    drop(fresh);
+    lap(1);
+    let pooled: Vec<crate::pool::Pooled> = sizes
+        .iter()
+        .map(|&(bytes, usage)| dev.pool.take(&gpu.device, bytes, usage))
+        .collect();
+    lap(2);
+    gpu.queue
+        .write_buffer(&pooled[0], 0, bytemuck::cast_slice(&header));
+    for (data, buffer) in inputs.iter().zip(&pooled[1..]) {
+        gpu.queue
+            .write_buffer(buffer, 0, bytemuck::cast_slice(data));
+    }
+    lap(3);
+    let packed: Vec<f32> = inputs.iter().flat_map(|d| d.iter().copied()).collect();
+    gpu.queue.write_buffer(
+        &pooled[1],
+        0,
+        bytemuck::cast_slice(&packed[..inputs[0].len()]),
+    );
+    lap(4);
+    let n = pooled.len();
+    let entries: Vec<wgpu::BindGroupEntry<'_>> = pooled[..n - 1]
+        .iter()
+        .zip(&sizes)
+        .enumerate()
+        .map(|(i, (b, &(bytes, _)))| gpu_io::binding(i as u32, b, bytes))
+        .collect();
+    let bind_group =
+        dev.pool
+            .bind_group(&gpu.device, "amari-gpu steps", &pipeline.layout, &entries);
+    lap(5);
+    let mut encoder = gpu
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+    gpu_io::dispatch(&mut encoder, None, &pipeline, &bind_group, grid, None);
+    encoder.copy_buffer_to_buffer(&pooled[n - 2], 0, &pooled[n - 1], 0, out_bytes);
+    let commands = encoder.finish();
+    lap(6);
+    let submission = if inline {
+        let s = gpu.queue.submit(Some(commands));
+        lap(7);
+        s
+    } else {
+        let handed = gpu_io::submit_handed(dev, commands)?;
+        let s = handed.submitted(dev, Limit::Fixed(RAW_LIMIT), None)?;
+        lap(8);
+        s
+    };
+    let mapped = gpu_io::map_for_reading(&pooled[n - 1], out_bytes);
+    if spin {
+        let deadline = Instant::now() + RAW_LIMIT;
+        loop {
+            match mapped.try_recv() {
+                Ok(Ok(())) => break,
+                Ok(Err(e)) => return Err(gpu_io::lost(dev.id, format!("readback failed: {e}"))),
+                Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() < deadline => {}
+                Err(_) => return Err(gpu_io::lost(dev.id, "readback never completed")),
+            }
+            gpu.device
+                .poll(wgpu::PollType::Poll)
+                .map_err(|e| gpu_io::lost(dev.id, e.to_string()))?;
+        }
+        lap(11);
+    } else {
+        gpu_io::wait_mapped(dev, submission, &mapped, Limit::Fixed(RAW_LIMIT))?;
+        lap(9);
+    }
+    let mut out = vec![0.0f32; kernel.output_words(items)];
+    {
+        let view = pooled[n - 1]
+            .slice(..out_bytes)
+            .get_mapped_range()
+            .map_err(|e| gpu_io::lost(dev.id, format!("readback mapping failed: {e}")))?;
+        let words = out.len();
+        out.copy_from_slice(&bytemuck::cast_slice(&view)[..words]);
+    }
+    pooled[n - 1].unmap();
+    lap(10);
+    drop(pooled);
+    Ok(t)
+}
+
+/// One chunk of `items` items through the engine's own wgpu chunk path (upload, dispatch,
+/// readback into `out`), as a worker runs it, without planning or a worker thread. Returns
+/// whether its submit ran on the calling thread (see `gpu_io::submit_handed`).
+#[cfg(feature = "bench-support")]
+pub fn engine_chunk(
+    dev: &GpuDevice,
+    kernel: &Kernel,
+    inputs: &[&[f32]],
+    items: usize,
+    out: &mut [f32],
+) -> Result<bool> {
+    use crate::runner::executor;
+    let pipeline = dev.pipeline(kernel)?;
+    let mut resident = executor::Resident::new();
+    let chunk = executor::submit(
+        dev,
+        kernel,
+        &pipeline,
+        inputs,
+        0..items,
+        &mut resident,
+        false,
+    )?;
+    let inline = chunk.inline();
+    executor::finish(dev, chunk, out, None, None)?;
+    Ok(inline)
+}

@@ -42,7 +42,15 @@ fn tiled_and_naive_match_the_reference_across_tile_edges() {
         for w in [None, Some(weights.as_slice())] {
             let want = reference::fisher_information(&scores, p, w);
             let tiled = fisher::fisher_information(&ctx, &scores, p, w, None).expect("tiled");
-            let naive = fisher::fisher_information_naive(&ctx, &scores, p, w, None).expect("naive");
+            let naive = fisher::fisher_information_by(
+                &ctx,
+                fisher::SyrkVariant::Naive,
+                &scores,
+                p,
+                w,
+                None,
+            )
+            .expect("naive");
             assert_eq!(tiled.plan.n_chunks as usize, n.div_ceil(97));
             for (name, got) in [("tiled", &tiled.matrix), ("naive", &naive.matrix)] {
                 let err = relative_error(got, &want);

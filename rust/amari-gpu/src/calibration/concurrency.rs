@@ -3,7 +3,7 @@
 //! end to end (uploads, dispatches, readbacks), because that is where it comes from: while
 //! one device computes, another's transfers proceed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use super::cache;
@@ -216,12 +216,19 @@ impl MultiGpuContext {
         }
     }
 
-    /// For every group with several healthy members: aggregate speed of all members together
-    /// over the speed of one alone (1 = sharing gains nothing, k = k independent devices).
-    pub(crate) fn measure_group_speedups(&self, force: bool) -> Result<BTreeMap<usize, f64>> {
+    /// For each of `wanted` with several healthy members: aggregate speed of all members
+    /// together over the speed of one alone (1 = sharing gains nothing, k = k independent
+    /// devices), and whether it came from the disk cache.
+    pub(crate) fn measure_group_speedups(
+        &self,
+        wanted: &BTreeSet<usize>,
+        force: bool,
+    ) -> Result<BTreeMap<usize, (f64, bool)>> {
         let mut groups: BTreeMap<usize, Vec<&GpuDevice>> = BTreeMap::new();
         for dev in self.devices().iter().filter(|d| d.health.is_healthy()) {
-            groups.entry(dev.group).or_default().push(dev.as_ref());
+            if wanted.contains(&dev.group) {
+                groups.entry(dev.group).or_default().push(dev.as_ref());
+            }
         }
         let mut speedups = BTreeMap::new();
         for (group, members) in groups.into_iter().filter(|(_, m)| m.len() > 1) {
@@ -253,6 +260,7 @@ impl MultiGpuContext {
                     .collect();
                 load(&key, speedup_bounds(members.len())).zip(alone)
             };
+            let from_cache = cached.is_some();
             let (speedup, alone) = match cached {
                 Some(figures) => figures,
                 None => {
@@ -279,7 +287,7 @@ impl MultiGpuContext {
                 }
             };
             self.seed_history(&members, &alone);
-            speedups.insert(group, speedup);
+            speedups.insert(group, (speedup, from_cache));
         }
         Ok(speedups)
     }

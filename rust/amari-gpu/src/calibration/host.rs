@@ -16,7 +16,7 @@ use crate::ga::algebra::Algebra;
 use crate::ga::codegen::Broadcast;
 use crate::ga::operation::Operation;
 use crate::host::device::HostDevice;
-use crate::kernel::Kernel;
+use crate::kernel::{FamilyDefinition, Kernel};
 
 /// Seconds a timed host run is sized to take.
 const TARGET_S: f64 = 0.02;
@@ -101,33 +101,48 @@ fn memcpy_bytes_per_s(host: &HostDevice) -> f64 {
     2.0 * COPY_BYTES as f64 / median(samples).max(1e-9)
 }
 
-/// Runs every measurement on the host device.
-pub fn measure(host: &HostDevice) -> Result<Measurements> {
-    let start = Instant::now();
-    let mut family_items_per_s = BTreeMap::new();
-    let mut peak_flops_per_s: f64 = 0.0;
-    for family in families() {
-        let kernel = host_reference(&(family.reference)())?;
-        let rate = items_per_s(host, &kernel, family.calibration_min_items)?;
-        peak_flops_per_s = peak_flops_per_s.max(rate * family.reference_flops_per_item);
-        family_items_per_s.insert(family.name().to_string(), rate);
-    }
-    let first = host_reference(&(families()[0].reference)())?;
-    let launch_latency_s = seconds(host, &first, 1)?;
-    let copy = memcpy_bytes_per_s(host);
-    Ok(Measurements {
-        launch_latency_s,
-        // One direction of a copy moves half the bytes it touches.
-        h2d_bytes_per_s: copy / 2.0,
-        d2h_bytes_per_s: copy / 2.0,
-        copy_bytes_per_s: copy,
-        family_items_per_s,
-        peak_flops_per_s,
-        kernel_copy_bytes_per_s: copy,
-        timestamp_cost_s: 0.0,
-        measured_unix_s: super::measure::now_unix_s(),
-        calibration_s: start.elapsed().as_secs_f64(),
-    })
+/// Measures on the host device what `have` lacks of its device figures and the rates of the
+/// `wanted` families. The arithmetic peak is the fastest measured family's.
+pub fn measure(
+    host: &HostDevice,
+    have: Option<&Measurements>,
+    wanted: &[&FamilyDefinition],
+) -> Result<Measurements> {
+    let mut m = super::measure::extend(
+        have,
+        wanted,
+        || {
+            let first = host_reference(&(families()[0].reference)())?;
+            let launch_latency_s = seconds(host, &first, 1)?;
+            let copy = memcpy_bytes_per_s(host);
+            Ok(Measurements {
+                launch_latency_s,
+                // One direction of a copy moves half the bytes it touches.
+                h2d_bytes_per_s: copy / 2.0,
+                d2h_bytes_per_s: copy / 2.0,
+                copy_bytes_per_s: copy,
+                family_items_per_s: BTreeMap::new(),
+                peak_flops_per_s: 0.0,
+                kernel_copy_bytes_per_s: copy,
+                timestamp_cost_s: 0.0,
+                measured_unix_s: 0,
+                calibration_s: 0.0,
+            })
+        },
+        |family| {
+            let kernel = host_reference(&(family.reference)())?;
+            items_per_s(host, &kernel, family.calibration_min_items)
+        },
+    )?;
+    m.peak_flops_per_s = families()
+        .iter()
+        .filter_map(|f| {
+            m.family_items_per_s
+                .get(f.name())
+                .map(|rate| rate * f.reference_flops_per_item)
+        })
+        .fold(0.0, f64::max);
+    Ok(m)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use crate::capabilities::Measurements;
 use crate::device::GpuDevice;
 use crate::error::Result;
 use crate::gpu_io::{self, Limit};
+use crate::kernel::FamilyDefinition;
 
 /// Timed repetitions per figure (the median is kept).
 pub(super) const REPEATS: usize = 3;
@@ -43,14 +44,18 @@ pub(super) fn timed(repeats: usize, mut step: impl FnMut() -> Result<()>) -> Res
     Ok(median(samples))
 }
 
-/// Whether cached measurements have every figure this version measures.
-pub fn is_complete(m: &Measurements) -> bool {
-    m.peak_flops_per_s > 0.0
-        && m.kernel_copy_bytes_per_s > 0.0
-        && m.timestamp_cost_s >= 0.0
-        && super::families::families()
-            .iter()
-            .all(|f| m.family_items_per_s.contains_key(f.name()))
+/// Whether measurements hold the device figures this version measures (caches written
+/// before a figure existed lack it). Family rates are measured one family at a time, when a
+/// plan first needs them: any subset of them is complete.
+pub fn has_device_figures(m: &Measurements) -> bool {
+    m.peak_flops_per_s > 0.0 && m.kernel_copy_bytes_per_s > 0.0 && m.timestamp_cost_s >= 0.0
+}
+
+/// Whether `m` holds the rate of every family in `wanted`.
+pub fn covers(m: &Measurements, wanted: &[&FamilyDefinition]) -> bool {
+    wanted
+        .iter()
+        .all(|f| m.family_items_per_s.contains_key(f.name()))
 }
 
 /// Largest believable transfer or copy rate, bytes per second: 100 TB/s, ten times the
@@ -135,30 +140,59 @@ pub(crate) fn now_unix_s() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Runs every micro-benchmark on the wgpu device `dev` (the host device is measured by
-/// `calibration::host`).
-pub fn measure(dev: &GpuDevice) -> Result<Measurements> {
+/// `have` (or, when there is nothing yet, the device figures `device` measures) with the
+/// rates of the `wanted` families it lacks, measured by `rate`; the time spent is added to
+/// `calibration_s`. Shared by the wgpu devices and the host device.
+pub(super) fn extend(
+    have: Option<&Measurements>,
+    wanted: &[&FamilyDefinition],
+    device: impl FnOnce() -> Result<Measurements>,
+    mut rate: impl FnMut(&FamilyDefinition) -> Result<f64>,
+) -> Result<Measurements> {
     let start = Instant::now();
-    let launch_latency_s = transfers::measure_latency(dev)?;
-    let h2d_bytes_per_s = transfers::measure_h2d(dev)?;
-    let d2h_bytes_per_s = transfers::measure_d2h(dev)?;
-    let copy_bytes_per_s = transfers::measure_copy(dev)?;
-    let family_items_per_s = rates::measure_families(dev)?;
-    let peak_flops_per_s = rates::measure_peak(dev)?;
-    let kernel_copy_bytes_per_s = rates::measure_kernel_copy(dev)?;
-    let timestamp_cost_s = transfers::measure_timestamp_cost(dev)?;
-    Ok(Measurements {
-        launch_latency_s,
-        h2d_bytes_per_s,
-        d2h_bytes_per_s,
-        copy_bytes_per_s,
-        family_items_per_s,
-        peak_flops_per_s,
-        kernel_copy_bytes_per_s,
-        timestamp_cost_s,
-        measured_unix_s: now_unix_s(),
-        calibration_s: start.elapsed().as_secs_f64(),
-    })
+    let mut m = match have {
+        Some(m) => m.clone(),
+        None => device()?,
+    };
+    let before = if have.is_some() { m.calibration_s } else { 0.0 };
+    for family in wanted {
+        if !m.family_items_per_s.contains_key(family.name()) {
+            let items_per_s = rate(family)?;
+            m.family_items_per_s
+                .insert(family.name().to_string(), items_per_s);
+        }
+    }
+    m.measured_unix_s = now_unix_s();
+    m.calibration_s = before + start.elapsed().as_secs_f64();
+    Ok(m)
+}
+
+/// Measures on the wgpu device `dev` what `have` lacks of its device figures and the rates
+/// of the `wanted` families (the host device is measured by `calibration::host`).
+pub fn measure(
+    dev: &GpuDevice,
+    have: Option<&Measurements>,
+    wanted: &[&FamilyDefinition],
+) -> Result<Measurements> {
+    extend(
+        have,
+        wanted,
+        || {
+            Ok(Measurements {
+                launch_latency_s: transfers::measure_latency(dev)?,
+                h2d_bytes_per_s: transfers::measure_h2d(dev)?,
+                d2h_bytes_per_s: transfers::measure_d2h(dev)?,
+                copy_bytes_per_s: transfers::measure_copy(dev)?,
+                family_items_per_s: Default::default(),
+                peak_flops_per_s: rates::measure_peak(dev)?,
+                kernel_copy_bytes_per_s: rates::measure_kernel_copy(dev)?,
+                timestamp_cost_s: transfers::measure_timestamp_cost(dev)?,
+                measured_unix_s: now_unix_s(),
+                calibration_s: 0.0,
+            })
+        },
+        |family| rates::items_per_s(dev, &(family.reference)(), family.calibration_min_items),
+    )
 }
 
 #[cfg(test)]
@@ -185,8 +219,47 @@ mod tests {
 
     #[test]
     fn sane_figures_are_usable() {
-        assert!(is_complete(&sane()));
+        assert!(has_device_figures(&sane()));
         assert_eq!(unusable_figure(&sane()), None);
+    }
+
+    /// Figures already held are kept: the device figures are measured only when there are
+    /// none, and only the families missing are measured, once each.
+    #[test]
+    fn extending_measures_only_what_is_missing() {
+        let all = super::super::families::families();
+        let mut asked = Vec::new();
+        let mut fresh = sane();
+        fresh.family_items_per_s.clear();
+        let first = extend(
+            None,
+            &all[..1],
+            || Ok(fresh.clone()),
+            |f| {
+                asked.push(f.name());
+                Ok(5.0)
+            },
+        )
+        .unwrap();
+        assert_eq!(asked, [all[0].name()]);
+        assert_eq!(first.launch_latency_s, fresh.launch_latency_s);
+        assert_eq!(first.family_items_per_s.len(), 1);
+        asked.clear();
+        let whole = extend(
+            Some(&first),
+            all,
+            || panic!("device figures measured again"),
+            |f| {
+                asked.push(f.name());
+                Ok(7.0)
+            },
+        )
+        .unwrap();
+        let rest: Vec<&str> = all[1..].iter().map(|f| f.name()).collect();
+        assert_eq!(asked, rest);
+        assert!(covers(&whole, all));
+        assert_eq!(whole.family_items_per_s[all[0].name()], 5.0);
+        assert!(whole.calibration_s >= first.calibration_s);
     }
 
     type Spoil = fn(&mut Measurements);

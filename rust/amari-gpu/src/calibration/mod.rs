@@ -3,11 +3,13 @@
 //! latency, timestamp cost; [`rates`]: each family's kernel rate, arithmetic peak, streaming
 //! bandwidth); [`families`] names the reference kernel of each family, [`concurrency`]
 //! measures the gain of devices that share hardware, [`cache`] keeps the figures on disk,
-//! and [`context`] drives it all for a context and turns the figures into device models.
+//! [`context`] drives it all for a context and turns the figures into device models, and
+//! [`demand`] measures only what a call's plan needs, when it first needs it.
 
 pub(crate) mod cache;
 pub(crate) mod concurrency;
 mod context;
+mod demand;
 pub(crate) mod families;
 mod host;
 pub(crate) mod measure;

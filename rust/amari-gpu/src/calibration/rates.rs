@@ -4,10 +4,8 @@
 //! [`TARGET_DISPATCH_S`]), so a slow software adapter calibrates quickly and a fast GPU is
 //! not timed on a dispatch too small to fill it.
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
-use super::families::families;
 use super::measure::{median, REPEATS};
 use crate::device::GpuDevice;
 use crate::error::Result;
@@ -91,16 +89,6 @@ pub(super) fn largest_size(
         items /= 2;
     }
     items
-}
-
-/// Items/s of each family's reference kernel with its data already on the device.
-pub(super) fn measure_families(dev: &GpuDevice) -> Result<BTreeMap<String, f64>> {
-    let mut rates = BTreeMap::new();
-    for family in families() {
-        let rate = items_per_s(dev, &(family.reference)(), family.calibration_min_items)?;
-        rates.insert(family.name().to_string(), rate);
-    }
-    Ok(rates)
 }
 
 /// Flops per second of the FMA-chain kernel on resident data.

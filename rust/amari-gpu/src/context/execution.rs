@@ -70,14 +70,12 @@ impl MultiGpuContext {
         workers: &[&GpuDevice],
     ) -> Result<Plan> {
         workload.validate()?;
-        self.ensure_calibrated()?;
-        let mut models = self.models_for(workload, true);
-        models.retain(|m| workers.iter().any(|w| w.id == m.device));
+        let chunk_items = grid.map_or_else(|| self.chunk_items(workload), |c| c as u64);
+        let models = self.models_to_plan(workload, chunk_items, workers)?;
         if models.is_empty() {
             return Err(self.no_healthy_device());
         }
         let strategy = strategy.unwrap_or(self.options.strategy);
-        let chunk_items = grid.map_or_else(|| self.chunk_items(workload), |c| c as u64);
         crate::partition::plan(workload, chunk_items, &models, strategy)
     }
 

@@ -10,10 +10,12 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
 
 use super::MultiGpuContext;
 use crate::device::GpuDevice;
 use crate::error::Result;
+use crate::host::device::HostPool;
 use crate::kernel::Kernel;
 use crate::plan::{DeviceWorkload, Plan, Strategy};
 use crate::workload::Workload;
@@ -75,6 +77,15 @@ impl FastCache {
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
     }
+}
+
+/// An empty hand-off to the host device's pool, timed: what running a kernel there adds to
+/// running it on the calling thread. The pool's threads are asleep between a user's small
+/// calls, as here (right after a hand-off they spin, and one costs a tenth as much).
+fn handoff_s(pool: &HostPool) -> f64 {
+    let started = Instant::now();
+    pool.run_with(|| ());
+    started.elapsed().as_secs_f64()
 }
 
 /// The one-device plan of a fast-path call: every chunk of the grid on `device`.
@@ -160,14 +171,14 @@ impl MultiGpuContext {
         if requested != Strategy::Auto {
             return Ok(None);
         }
-        self.ensure_calibrated()?;
         let class = Workload {
             items: class_items,
             ..workload.clone()
         };
-        let mut models = self.models_for(&class, true);
-        models.retain(|m| workers.iter().any(|w| w.id == m.device));
         let chunk_items = grid.map_or_else(|| self.chunk_items(&class), |c| c as u64);
+        // The models a plan of the size class would be made from (measured as it would
+        // measure them).
+        let models = self.models_to_plan(&class, chunk_items, workers)?;
         let chunks = class_items.div_ceil(chunk_items.max(1));
         let Some((best, alone_s)) = models
             .iter()
@@ -179,7 +190,14 @@ impl MultiGpuContext {
         };
         let split_cost = models
             .iter()
-            .map(|m| m.launch_latency_s)
+            .map(|m| match workers.iter().find(|w| w.id == m.device) {
+                // Unmeasured (a lone host device needs no calibration to run): what the
+                // host device's split costs, a hand-off to its pool, timed here.
+                Some(dev) if m.launch_latency_s == 0.0 => {
+                    dev.as_host().map_or(0.0, |host| handoff_s(&host.pool))
+                }
+                _ => m.launch_latency_s,
+            })
             .fold(f64::INFINITY, f64::min);
         // A split divides everything but the first chunk's launch: the rest of the call
         // (its work and its other chunks' launches) is all a split could share out, and
@@ -252,6 +270,8 @@ mod tests {
     fn a_failed_device_changes_the_key() {
         let ctx = MultiGpuContext::on(&["vulkan", "host"]);
         assert_eq!(ctx.devices().len(), 2, "lavapipe and the host device");
+        // Measured: a nominal model knows no launch latency, so no split cost to weigh.
+        ctx.calibrate(false).expect("calibrates");
         let (plan, expected) = product(&ctx, 2, None);
         assert!(plan.fast_path);
         let chosen = plan.assignments[0].device;

@@ -12,6 +12,7 @@ mod profiled;
 pub(crate) mod shard;
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::adapter::{self, AdapterInfo};
@@ -109,6 +110,9 @@ pub struct MultiGpuContext {
     pub(crate) options: ContextOptions,
     pub(super) measured: Mutex<Vec<Option<(Measurements, bool)>>>,
     pub(super) calibration: Mutex<()>,
+    /// Whether a plan of the context has said what its calibration measured (the first
+    /// call's INFO line).
+    pub(super) calibration_reported: AtomicBool,
     pub(crate) history: History,
     /// (device, kernel id) pairs that have run in a call: a device's first chunk of a kernel
     /// pays one-time costs (the driver compiling the pipeline at its first dispatch, the host
@@ -135,6 +139,7 @@ impl MultiGpuContext {
             options,
             measured,
             calibration: Mutex::new(()),
+            calibration_reported: AtomicBool::new(false),
             history: History::default(),
             warmed: Mutex::new(HashSet::new()),
             group_speedups: Mutex::new(BTreeMap::new()),

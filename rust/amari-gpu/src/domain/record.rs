@@ -7,7 +7,6 @@ use std::time::Instant;
 use super::round::DeviceRound;
 use crate::device::GpuDevice;
 use crate::profile::{Clock, Event, HostStep, Kind, Profiler};
-use crate::worker::GpuClock;
 
 /// Where a run's events go, if a profile is active.
 pub(super) struct Recorder<'a> {
@@ -40,7 +39,7 @@ impl Recorder<'_> {
         self.host(self.step(device, kind, None), now, now);
     }
 
-    pub(super) fn round(&self, dev: &GpuDevice, round: u64, r: &DeviceRound, clock: &mut GpuClock) {
+    pub(super) fn round(&self, dev: &GpuDevice, round: u64, r: &DeviceRound) {
         let Some(p) = self.profiler else { return };
         let id = Some(dev.id);
         let upload = HostStep {
@@ -50,12 +49,12 @@ impl Recorder<'_> {
         self.host(upload, r.started, r.submitted);
         let (start_s, duration_s, clock_name) = match (r.ticks, dev.timestamp_period_ns) {
             (Some(ticks), Some(period)) => {
-                let (s, d) = clock.kernel(p, r.finished, ticks, period);
+                let (s, d) = p.gpu_kernel(dev.id, r.finished, ticks, period);
                 (s, d, Clock::Gpu)
             }
             _ => (
                 p.at(r.submitted),
-                (r.finished - r.submitted).as_secs_f64(),
+                p.between(r.submitted, r.finished),
                 Clock::Host,
             ),
         };

@@ -21,7 +21,6 @@ use crate::error::{Error, Result};
 use crate::gpu_io;
 use crate::interrupt;
 use crate::profile::{CallRecord, HostStep, Kind, Profiler};
-use crate::worker::GpuClock;
 
 /// Runs the grid on the healthy devices, starting again without a device that fails.
 pub(super) fn evolve(
@@ -190,7 +189,6 @@ fn attempt(
         .layouts
         .push(layout_record(0, &split, &states, t.elapsed()));
     let mut balancer = Balancer::default();
-    let mut clocks: BTreeMap<usize, GpuClock> = BTreeMap::new();
     // Until a device's round has been measured only a forced setting can say to time it
     // with GPU timestamps; after, the measured round time decides.
     let forced = recorder.profiler.is_some() && ctx.options().gpu_timestamps == Some(true);
@@ -278,7 +276,7 @@ fn attempt(
             let measured = ctx.measurements(r.device);
             let overhead = measured.as_ref().map_or(0.0, |m| m.launch_latency_s);
             balancer.observe(r.device, r.work, busy, overhead);
-            recorder.round(dev, round_index, r, clocks.entry(r.device).or_default());
+            recorder.round(dev, round_index, r);
             devices_report.push(device_report(r, &states[&r.device]));
             // Profiled rounds are timed with GPU timestamps where one is worth it against
             // the device's last round (or wherever available when forced).

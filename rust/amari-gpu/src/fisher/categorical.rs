@@ -44,20 +44,35 @@ pub fn softmax_kernel(k: usize) -> Kernel {
 
 /// `diag(p) - p p^T` of rows of `k` probabilities, one thread per output entry.
 pub fn categorical_outer_kernel(k: usize) -> Kernel {
+    let host = FisherMap::CategoricalOuter {
+        k,
+        fma: FmaMode::default(),
+    };
     Kernel {
-        entry: "categorical_outer",
-        inputs: vec![Input::PerItem(k)],
-        output: Output::PerItem(k * k),
-        params: vec![k as u32, 0, 0, 0],
-        dispatch: Dispatch::Linear {
-            threads_per_item: (k * k) as u32,
-        },
         flops_per_item: 2.0 * (k * k) as f64,
-        host: Some(Arc::new(FisherMap::CategoricalOuter {
-            k,
-            fma: FmaMode::default(),
-        })),
-        ..Kernel::map("categorical_outer", Family::InformationGeometry, SHADER)
+        ..matrix_map("categorical_outer", k, k, host)
+    }
+}
+
+/// A per-sample map of the family's shader from rows of `width` words (the first parameter)
+/// to one (`edge`, `edge`) matrix each, one thread per output entry (the shader's
+/// `matrix_entry`), with its host twin; the caller sets its cost.
+pub(super) fn matrix_map(
+    entry: &'static str,
+    width: usize,
+    edge: usize,
+    host: FisherMap,
+) -> Kernel {
+    Kernel {
+        entry,
+        inputs: vec![Input::PerItem(width)],
+        output: Output::PerItem(edge * edge),
+        params: vec![width as u32, 0, 0, 0],
+        dispatch: Dispatch::Linear {
+            threads_per_item: (edge * edge) as u32,
+        },
+        host: Some(Arc::new(host)),
+        ..Kernel::map(entry, Family::InformationGeometry, SHADER)
     }
 }
 

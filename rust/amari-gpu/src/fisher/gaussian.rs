@@ -4,15 +4,13 @@
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
-use crate::family::Family;
-use std::sync::Arc;
 
 use crate::fisher::host_maps::FisherMap;
-use crate::kernel::{Dispatch, Input, Kernel, Output};
+use crate::kernel::Kernel;
 use crate::plan::{Plan, Strategy};
 
+use super::categorical::matrix_map;
 use super::checks;
-use super::syrk::SHADER;
 
 /// Largest D: one sample's (2D, 2D) output must fit the 128 MiB storage binding every
 /// WebGPU device grants.
@@ -22,17 +20,9 @@ pub const MAX_GAUSSIAN_DIMENSIONS: usize = 2896;
 pub fn gaussian_diag_kernel(d: usize) -> Kernel {
     let edge = 2 * d;
     Kernel {
-        entry: "gaussian_diag",
-        inputs: vec![Input::PerItem(d)],
-        output: Output::PerItem(edge * edge),
-        params: vec![d as u32, 0, 0, 0],
-        dispatch: Dispatch::Linear {
-            threads_per_item: (edge * edge) as u32,
-        },
         // Two divisions per variance.
         flops_per_item: 2.0 * edge as f64,
-        host: Some(Arc::new(FisherMap::GaussianDiag { d })),
-        ..Kernel::map("gaussian_diag", Family::InformationGeometry, SHADER)
+        ..matrix_map("gaussian_diag", d, edge, FisherMap::GaussianDiag { d })
     }
 }
 

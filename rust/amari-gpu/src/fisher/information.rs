@@ -21,15 +21,20 @@ pub struct FisherMatrix {
 }
 
 /// Which SYRK kernel computes the partials.
-#[derive(Clone, Copy)]
-enum Variant {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyrkVariant {
+    /// The tiled kernels (`fisher_tiled`, `fisher_rows` for narrow scores): what
+    /// [`fisher_information`] runs.
     Tiled,
+    /// One thread per output entry and no data reuse: the benchmark's baseline, kept tested
+    /// so that the comparison is between two correct kernels.
     Naive,
 }
 
-fn run(
+/// [`fisher_information`] with the partials computed by `variant`'s kernel.
+pub fn fisher_information_by(
     ctx: &MultiGpuContext,
-    variant: Variant,
+    variant: SyrkVariant,
     scores: &[f32],
     p: usize,
     weights: Option<&[f32]>,
@@ -39,8 +44,8 @@ fn run(
     // chunk is cut: the steps a cluster runs on its driver (`split`).
     let prepared = prepare(scores, p, weights)?;
     let kernel = match variant {
-        Variant::Tiled => tiled_kernel(p),
-        Variant::Naive => naive_kernel(p),
+        SyrkVariant::Tiled => tiled_kernel(p),
+        SyrkVariant::Naive => naive_kernel(p),
     };
     let shape = SyrkShape::new(p);
     let rows = shape.padded(&prepared.scores)?;
@@ -53,8 +58,8 @@ fn run(
     )?;
     drop(rows);
     let matrix = match variant {
-        Variant::Tiled => reduce_tiled(&shape, &ran.partials)?,
-        Variant::Naive => reduce_naive(&shape, &ran.partials)?,
+        SyrkVariant::Tiled => reduce_tiled(&shape, &ran.partials)?,
+        SyrkVariant::Naive => reduce_naive(&shape, &ran.partials)?,
     };
     let matrix = finish_matrix(&prepared.finish, matrix)?;
     Ok(FisherMatrix {
@@ -87,17 +92,5 @@ pub fn fisher_information(
     weights: Option<&[f32]>,
     strategy: Option<Strategy>,
 ) -> Result<FisherMatrix> {
-    run(ctx, Variant::Tiled, scores, p, weights, strategy)
-}
-
-/// [`fisher_information`] computed by the one-thread-per-output kernel: the baseline of the
-/// benchmark, kept tested so that the comparison is between two correct kernels.
-pub fn fisher_information_naive(
-    ctx: &MultiGpuContext,
-    scores: &[f32],
-    p: usize,
-    weights: Option<&[f32]>,
-    strategy: Option<Strategy>,
-) -> Result<FisherMatrix> {
-    run(ctx, Variant::Naive, scores, p, weights, strategy)
+    fisher_information_by(ctx, SyrkVariant::Tiled, scores, p, weights, strategy)
 }

@@ -34,7 +34,7 @@ pub use entry::{check_gaussian, fisher_categorical, fisher_gaussian, fisher_info
 pub use gaussian::{
     check_gaussian_operands, fisher_gaussian_diag, gaussian_diag_kernel, MAX_GAUSSIAN_DIMENSIONS,
 };
-pub use information::{fisher_information, fisher_information_naive, FisherMatrix};
+pub use information::{fisher_information, fisher_information_by, FisherMatrix, SyrkVariant};
 pub use resident::{
     column_max_kernel, fisher_information_resident, prepare_kernel, SOURCE as RESIDENT_SOURCE,
 };

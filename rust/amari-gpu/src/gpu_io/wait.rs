@@ -117,20 +117,32 @@ fn in_slices<T>(
     }
 }
 
-/// Work handed to a thread of its own for submitting (see [`submit_handed`]); its
-/// submission index once the queue has taken it.
-pub(crate) struct Handed(mpsc::Receiver<wgpu::SubmissionIndex>);
+/// Work given to a device's queue (see [`submit_handed`]): taken already, or handed to a
+/// thread of its own that submits it, with its submission index once the queue took it.
+pub(crate) enum Handed {
+    /// Submitted on the caller's thread.
+    Taken(wgpu::SubmissionIndex),
+    /// On its way on a submitting thread.
+    Pending(mpsc::Receiver<wgpu::SubmissionIndex>),
+}
 
-/// Submits `commands` to `dev`'s queue on a thread of its own and returns at once. Some
-/// drivers block in the submit itself until earlier work is done (lavapipe, for as long
-/// as a chunk runs), and wgpu holds the device's locks meanwhile: the caller, instead of
-/// being stuck there, waits for [`Handed::submitted`], which gives up on an interrupt.
-/// Until it returns the caller must make no other call on the device (it would block on
-/// those locks). An error of the submit itself reaches the device's uncaptured-error
-/// handler, which marks it lost.
+/// Submits `commands` to `dev`'s queue and returns at once. Some drivers block in the
+/// submit itself until earlier work is done (lavapipe, for as long as a chunk runs), and
+/// wgpu holds the device's locks meanwhile: with earlier work still on the queue the
+/// submit runs on a thread of its own, and the caller, instead of being stuck there, waits
+/// for [`Handed::submitted`], which gives up on an interrupt. With the queue empty nothing
+/// can hold the submit, so it runs here: a thread per submit costs more than a tiny
+/// chunk's whole kernel. Until [`Handed::submitted`] returns the caller must make no
+/// other call on the device (it would block on those locks). An error of the submit
+/// itself reaches the device's uncaptured-error handler, which marks it lost.
 pub(crate) fn submit_handed(dev: &GpuDevice, commands: wgpu::CommandBuffer) -> Result<Handed> {
+    let gpu = dev.gpu();
+    // `Poll` only reads the fence (and completes finished work): it never waits.
+    if let Ok(wgpu::PollStatus::QueueEmpty) = gpu.device.poll(wgpu::PollType::Poll) {
+        return Ok(Handed::Taken(gpu.queue.submit(Some(commands))));
+    }
     let (sender, submitted) = mpsc::sync_channel(1);
-    let queue = dev.gpu().queue.clone();
+    let queue = gpu.queue.clone();
     std::thread::Builder::new()
         .name(format!("amari-gpu submit {}", dev.id))
         .spawn(move || {
@@ -138,10 +150,15 @@ pub(crate) fn submit_handed(dev: &GpuDevice, commands: wgpu::CommandBuffer) -> R
             let _ = sender.send(queue.submit(Some(commands)));
         })
         .map_err(|e| Error::Internal(format!("could not start a submitting thread: {e}")))?;
-    Ok(Handed(submitted))
+    Ok(Handed::Pending(submitted))
 }
 
 impl Handed {
+    /// Whether the queue took the work on the caller's thread (no submitting thread).
+    pub(crate) fn inline(&self) -> bool {
+        matches!(self, Handed::Taken(_))
+    }
+
     /// Waits until the queue has taken the work, within `limit`; gives up with
     /// [`Error::Cancelled`] within one slice of `stop` being set (the submit goes ahead).
     pub(crate) fn submitted(
@@ -150,14 +167,20 @@ impl Handed {
         limit: Limit,
         stop: Option<&Interrupt>,
     ) -> Result<wgpu::SubmissionIndex> {
-        in_slices(dev, limit, stop, |slice| match self.0.recv_timeout(slice) {
-            Ok(index) => Some(check_alive(dev).map(|()| index)),
-            Err(mpsc::RecvTimeoutError::Timeout) => None,
-            Err(mpsc::RecvTimeoutError::Disconnected) => Some(Err(lost(
-                dev.id,
-                dev.lost_reason()
-                    .unwrap_or_else(|| "the submit never returned".into()),
-            ))),
+        let receiver = match self {
+            Handed::Taken(index) => return check_alive(dev).map(|()| index.clone()),
+            Handed::Pending(receiver) => receiver,
+        };
+        in_slices(dev, limit, stop, |slice| {
+            match receiver.recv_timeout(slice) {
+                Ok(index) => Some(check_alive(dev).map(|()| index)),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => Some(Err(lost(
+                    dev.id,
+                    dev.lost_reason()
+                        .unwrap_or_else(|| "the submit never returned".into()),
+                ))),
+            }
         })
     }
 }

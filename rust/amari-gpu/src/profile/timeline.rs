@@ -1,7 +1,8 @@
 //! The timeline itself: the kinds of step, the clock that timed each, the events and call
 //! records, and the [`Profiler`] that collects them while a profile is active.
 
-use std::sync::Mutex;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 /// What a step was.
@@ -112,12 +113,35 @@ pub struct CallRecord {
     pub strategy: String,
 }
 
+/// Steps of the profile's clock per second: 2^30 (a step is about 0.93 ns). Every time on
+/// the timeline is a whole number of steps, which an `f64` holds exactly (below 2^23 s), as
+/// it does their sums and differences: a slice's start plus its duration is exactly its end,
+/// so a slice that begins when another ends (a readback after its wait) touches it and
+/// never overlaps it by a rounding error, which Perfetto would refuse.
+const STEPS_PER_S: f64 = (1u64 << 30) as f64;
+
+/// `seconds` on the profile clock's grid (the nearest step).
+fn on_grid(seconds: f64) -> f64 {
+    (seconds * STEPS_PER_S).round() / STEPS_PER_S
+}
+
+/// How one device's GPU timestamps map onto the profile's clock.
+#[derive(Debug, Default)]
+struct GpuAlignment {
+    /// Profile seconds minus GPU seconds: the smallest gap seen between a kernel's GPU end
+    /// and the host seeing it done, the tightest alignment the host can know.
+    offset_s: Option<f64>,
+    /// Where the last kernel mapped for the device ends on the profile's clock.
+    queue_end_s: f64,
+}
+
 /// An active profile.
 #[derive(Debug)]
 pub struct Profiler {
     origin: Instant,
     events: Mutex<Vec<Event>>,
     calls: Mutex<Vec<CallRecord>>,
+    gpu: Mutex<BTreeMap<usize, GpuAlignment>>,
 }
 
 impl Default for Profiler {
@@ -126,14 +150,21 @@ impl Default for Profiler {
             origin: Instant::now(),
             events: Mutex::new(Vec::new()),
             calls: Mutex::new(Vec::new()),
+            gpu: Mutex::new(BTreeMap::new()),
         }
     }
 }
 
 impl Profiler {
-    /// Seconds of `t` on the profile's clock.
+    /// Seconds of `t` on the profile's clock (on its grid of [`STEPS_PER_S`]).
     pub fn at(&self, t: Instant) -> f64 {
-        t.saturating_duration_since(self.origin).as_secs_f64()
+        on_grid(t.saturating_duration_since(self.origin).as_secs_f64())
+    }
+
+    /// Seconds from `start` to `end` on the profile's clock: `at(start)` plus this is
+    /// exactly `at(end)` (0 when `end` is not after `start`).
+    pub fn between(&self, start: Instant, end: Instant) -> f64 {
+        (self.at(end) - self.at(start)).max(0.0)
     }
 
     /// Records `step`, measured on the host between `start` and `end`.
@@ -144,15 +175,47 @@ impl Profiler {
             chunk: step.chunk,
             call: step.call,
             start_s: self.at(start),
-            duration_s: end.saturating_duration_since(start).as_secs_f64(),
+            duration_s: self.between(start, end),
             bytes: step.bytes,
             items: step.items,
             clock: Clock::Host,
         });
     }
 
-    /// Records an event as given.
-    pub fn push(&self, event: Event) {
+    /// The start and duration on the profile's clock of a kernel that device `device`
+    /// timed from `ticks.0` to `ticks.1` (GPU ticks of `period_ns`), seen done by the host
+    /// at `seen`. One alignment per device for the whole profile, tightened by every
+    /// kernel: a tighter one maps a kernel earlier than the ones before it were, so a
+    /// kernel starts no earlier than the device's previous kernel ended (its queue runs
+    /// them one after another) and slices on the queue never overlap.
+    pub fn gpu_kernel(
+        &self,
+        device: usize,
+        seen: Instant,
+        ticks: (u64, u64),
+        period_ns: f64,
+    ) -> (f64, f64) {
+        let begin_s = ticks.0 as f64 * period_ns * 1e-9;
+        let end_s = ticks.1.max(ticks.0) as f64 * period_ns * 1e-9;
+        let gap = self.at(seen) - end_s;
+        let mut gpu = self.gpu.lock().unwrap_or_else(PoisonError::into_inner);
+        let alignment = gpu.entry(device).or_default();
+        let offset = alignment.offset_s.map_or(gap, |o| o.min(gap));
+        alignment.offset_s = Some(offset);
+        let start = on_grid(begin_s + offset)
+            .max(alignment.queue_end_s)
+            .max(0.0);
+        let duration = on_grid(end_s - begin_s);
+        alignment.queue_end_s = start + duration;
+        (start, duration)
+    }
+
+    /// Records an event, its times put on the profile clock's grid.
+    pub fn push(&self, mut event: Event) {
+        let start = on_grid(event.start_s);
+        let end = on_grid(event.start_s + event.duration_s.max(0.0)).max(start);
+        event.start_s = start;
+        event.duration_s = end - start;
         self.events.lock().expect("profile lock").push(event);
     }
 
@@ -173,5 +236,100 @@ impl Profiler {
     /// Every call so far.
     pub fn calls(&self) -> Vec<CallRecord> {
         self.calls.lock().expect("profile lock").clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn step(kind: Kind) -> HostStep {
+        HostStep {
+            device: Some(0),
+            kind,
+            chunk: Some(0),
+            call: 0,
+            bytes: 0,
+            items: 1,
+        }
+    }
+
+    /// A slice that begins when another ends touches it exactly: start plus duration, added
+    /// as any reader adds them, is the next slice's start, for times all over the range.
+    #[test]
+    fn adjacent_host_slices_touch_exactly() {
+        let p = Profiler::default();
+        let mut t = p.origin;
+        for i in 0..2000u64 {
+            // Odd nanosecond lengths, growing: rounding would show within a few.
+            let wait_end = t + Duration::from_nanos(1_234_567 * i + 4_321);
+            let copied = wait_end + Duration::from_nanos(987_654 + 7 * i);
+            p.host(step(Kind::Wait), t, wait_end);
+            p.host(step(Kind::Readback), wait_end, copied);
+            t = copied + Duration::from_nanos(i % 3);
+        }
+        let events = p.events();
+        for pair in events.windows(2) {
+            let end = pair[0].start_s + pair[0].duration_s;
+            assert!(
+                end <= pair[1].start_s,
+                "{:?} overlaps {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+        for e in &events {
+            assert_eq!(on_grid(e.start_s), e.start_s);
+            assert_eq!(on_grid(e.duration_s), e.duration_s);
+        }
+    }
+
+    /// Events pushed with times off the grid are put on it, their end kept within a step.
+    #[test]
+    fn pushed_events_are_put_on_the_grid() {
+        let p = Profiler::default();
+        p.push(Event {
+            device: Some(0),
+            kind: Kind::Kernel,
+            chunk: None,
+            call: 0,
+            start_s: 0.1,
+            duration_s: 0.2,
+            bytes: 0,
+            items: 0,
+            clock: Clock::Host,
+        });
+        let e = &p.events()[0];
+        assert_eq!(on_grid(e.start_s), e.start_s);
+        assert!((e.start_s - 0.1).abs() <= 0.5 / STEPS_PER_S);
+        assert!((e.start_s + e.duration_s - 0.3).abs() <= 0.5 / STEPS_PER_S);
+    }
+
+    /// A later, tighter estimate of the GPU clock's offset never maps a kernel before the
+    /// end of the device's previous one; other devices are aligned on their own.
+    #[test]
+    fn gpu_kernels_on_one_queue_never_overlap() {
+        let p = Profiler::default();
+        let origin = p.origin;
+        let at = |ms: u64| origin + Duration::from_millis(ms);
+        // 1 ns ticks. Kernel 1: GPU 100–110 ms, seen at 130 ms (offset 20 ms).
+        let (s1, d1) = p.gpu_kernel(0, at(130), (100_000_000, 110_000_000), 1.0);
+        assert!(
+            (s1 - 0.120).abs() < 1e-6 && (d1 - 0.010).abs() < 1e-6,
+            "{s1} {d1}"
+        );
+        // Kernel 2: GPU 111–121 ms, seen at 122 ms: the offset shrinks to 1 ms, which would
+        // map it to 112 ms, inside kernel 1 (120–130 ms). It starts when kernel 1 ended.
+        let (s2, d2) = p.gpu_kernel(0, at(122), (111_000_000, 121_000_000), 1.0);
+        assert_eq!(s2, s1 + d1);
+        assert!((d2 - 0.010).abs() < 1e-6);
+        // Kernel 3, well after: mapped with the tight offset.
+        let (s3, _) = p.gpu_kernel(0, at(300), (290_000_000, 295_000_000), 1.0);
+        assert!((s3 - 0.291).abs() < 1e-6, "{s3}");
+        // Another device has its own alignment.
+        let (s4, _) = p.gpu_kernel(1, at(130), (100_000_000, 110_000_000), 1.0);
+        assert!((s4 - 0.120).abs() < 1e-6, "{s4}");
     }
 }

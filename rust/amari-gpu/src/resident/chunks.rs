@@ -259,6 +259,7 @@ impl Pieces for ChunkPieces<'_> {
             storage: std::sync::Arc::clone(&storage),
         });
         let window = ShardChunks {
+            storage: &storage,
             shard_start: base.start,
             chunks: span.chunks.clone(),
             per_row: self.per_row.map(|w| &w[base.clone()]),
@@ -268,7 +269,7 @@ impl Pieces for ChunkPieces<'_> {
             words: self.words,
         };
         let submitted = Instant::now();
-        let landed = match shards_of(dev).reduce_shard(dev, self.kernel, &storage, &window)? {
+        let landed = match shards_of(dev).reduce_shard(dev, self.kernel, &window)? {
             Some(partials) => Landed::Device(self, piece, partials, repair),
             None => Landed::Ready(self, piece, self.through_engine(span)?),
         };

@@ -234,7 +234,7 @@ impl MultiGpuContext {
             let dev = self.device(*device)?;
             let started = Instant::now();
             let read = if dev.health.is_healthy() {
-                shards_of(dev).read(dev, storage, 0..head.len(), head, timeout)
+                storage.read(dev, 0, head, timeout)
             } else {
                 Err(Error::DeviceLost {
                     device: dev.id,

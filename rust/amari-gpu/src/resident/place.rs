@@ -138,9 +138,8 @@ impl MultiGpuContext {
     ) -> Result<()> {
         let (device, have, storage) = shard;
         let src = self.device(*device)?;
-        let local = (overlap.start - have.start) * cols..(overlap.end - have.start) * cols;
         let read = if src.health.is_healthy() {
-            shards_of(src).read(src, storage, local, out, timeout)
+            storage.read(src, (overlap.start - have.start) * cols, out, timeout)
         } else {
             Err(Error::DeviceLost {
                 device: src.id,
@@ -202,7 +201,7 @@ mod tests {
             let pieces = [(a, 1..4, 0..3), (b, 0..2, 4..6)];
             kind.copy_within(dev, &mut target, &pieces).expect("copied");
             let mut out = [9.0f32; 6];
-            kind.read(dev, &target, 0..6, &mut out, None).expect("read");
+            target.read(dev, 0, &mut out, None).expect("read");
             assert_eq!(out, [2.0, 3.0, 4.0, 0.0, 5.0, 6.0], "device {}", dev.id);
         }
     }

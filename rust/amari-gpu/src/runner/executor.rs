@@ -64,6 +64,11 @@ impl InFlight {
         Ok(index)
     }
 
+    /// Whether the queue took the chunk on the thread that submitted it.
+    pub(crate) fn inline(&self) -> bool {
+        self.handed.inline()
+    }
+
     /// Destroys the chunk's buffers: after a failure they may still be in use.
     pub fn discard(self) {
         self.staging.discard();
@@ -202,7 +207,6 @@ pub fn submit(
     let uniforms = passes::encode(
         dev,
         &mut encoder,
-        kernel,
         pipeline,
         &launch,
         &entries,

@@ -7,10 +7,9 @@
 //! loops a driver cut short is refused as the engine's chunks are.
 
 use std::ops::Range;
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Partials, Piece, ShardChunks, Shards, Storage, Unfinished};
+use super::{Partials, Piece, Reduced, Run, Shard, ShardChunks, Shards, Storage, Unfinished};
 use crate::device::{GpuDevice, WgpuDevice};
 use crate::error::{Error, Result};
 use crate::gpu_io::{self, Limit, Mapped, Scopes, Staging};
@@ -32,11 +31,7 @@ impl Shards for WgpuDevice {
     }
 
     fn copy_within(&self, _dev: &GpuDevice, target: &mut Storage, pieces: &[Piece]) -> Result<()> {
-        let Storage::Wgpu(target) = target else {
-            return Err(Error::Internal(
-                "a host shard as a wgpu copy's target".into(),
-            ));
-        };
+        let target = target.buffer()?;
         if pieces.is_empty() {
             return Ok(());
         }
@@ -46,11 +41,7 @@ impl Shards for WgpuDevice {
                 label: Some("resident reshard"),
             });
         for (source, from, into) in pieces {
-            let Storage::Wgpu(source) = source.as_ref() else {
-                return Err(Error::Internal(
-                    "a host shard copied on a wgpu device".into(),
-                ));
-            };
+            let source = source.buffer()?;
             encoder.copy_buffer_to_buffer(
                 source,
                 (from.start * 4) as u64,
@@ -82,51 +73,7 @@ impl Shards for WgpuDevice {
         Ok(storage)
     }
 
-    fn read(
-        &self,
-        dev: &GpuDevice,
-        storage: &Storage,
-        words: Range<usize>,
-        out: &mut [f32],
-        timeout: Option<Duration>,
-    ) -> Result<()> {
-        let Storage::Wgpu(buffer) = storage else {
-            return Err(Error::Internal(
-                "a host shard read from a wgpu device".into(),
-            ));
-        };
-        gpu_io::check_alive(dev)?;
-        if words.is_empty() {
-            return Ok(());
-        }
-        let bytes = (words.len() * 4) as u64;
-        let mut staging = Staging::new(dev, bytes, false);
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("resident gather"),
-            });
-        encoder.copy_buffer_to_buffer(buffer, (words.start * 4) as u64, staging.buffer(), 0, bytes);
-        let submission = self.queue.submit(Some(encoder.finish()));
-        staging.map();
-        if let Err(error) = staging.wait(dev, submission, timeout) {
-            staging.discard();
-            return Err(error);
-        }
-        staging.read(dev, |view| {
-            out.copy_from_slice(bytemuck::cast_slice(view));
-        })?;
-        dev.counters.moved(0, bytes);
-        Ok(())
-    }
-
-    fn run_shard(
-        &self,
-        dev: &GpuDevice,
-        kernel: &Kernel,
-        inputs: &[Arc<Storage>],
-        items: usize,
-    ) -> Result<(Storage, Option<Box<dyn Unfinished>>)> {
+    fn run_shard(&self, dev: &GpuDevice, kernel: &Kernel, inputs: &[Shard], items: usize) -> Run {
         // A loop check's word follows the rows (see `submit`).
         let words = items * kernel.output_words_per_item();
         let out = self.allocate(dev, words + usize::from(kernel.loop_check))?;
@@ -134,16 +81,8 @@ impl Shards for WgpuDevice {
         Ok((out, Some(Box::new(Submitted { submission, checks }))))
     }
 
-    fn reduce_shard(
-        &self,
-        dev: &GpuDevice,
-        kernel: &Kernel,
-        storage: &Storage,
-        span: &ShardChunks<'_>,
-    ) -> Result<Option<Box<dyn Partials>>> {
-        let Storage::Wgpu(buffer) = storage else {
-            return Err(Error::Internal("a host shard on a wgpu device".into()));
-        };
+    fn reduce_shard(&self, dev: &GpuDevice, kernel: &Kernel, span: &ShardChunks<'_>) -> Reduced {
+        let buffer = span.storage.buffer()?;
         let (cols, words) = (span.cols, span.words);
         // Windows start at rows whose byte offsets (rows and per-row words alike) are
         // multiples of the device's offset alignment.
@@ -157,9 +96,7 @@ impl Shards for WgpuDevice {
         let stride = words.div_ceil(step) * step;
         let per_row = span.per_row.map(|w| self.put(dev, w)).transpose()?;
         let results = self.allocate(dev, span.chunks.len() * stride)?;
-        let Storage::Wgpu(results_buffer) = &results else {
-            return Err(Error::Internal("a host buffer on a wgpu device".into()));
-        };
+        let results_buffer = results.buffer()?;
         let scopes = Scopes::open(dev);
         let mut encoder = self
             .device
@@ -192,15 +129,8 @@ impl Shards for WgpuDevice {
                 bytes(i * stride),
                 bytes(words),
             ));
-            uniforms.extend(passes::encode(
-                dev,
-                &mut encoder,
-                kernel,
-                &pipeline,
-                &launch,
-                &entries,
-                None,
-            ));
+            let recorded = passes::encode(dev, &mut encoder, &pipeline, &launch, &entries, None);
+            uniforms.extend(recorded);
         }
         self.queue.submit(Some(encoder.finish()));
         scopes.close(dev.id)?;
@@ -211,6 +141,41 @@ impl Shards for WgpuDevice {
             stride,
         })))
     }
+}
+
+/// Copies `out.len()` words of `buffer` (a shard on `dev`) from word `at` into `out`
+/// through a staging buffer, waiting for the device within `timeout`.
+pub(super) fn read(
+    dev: &GpuDevice,
+    buffer: &wgpu::Buffer,
+    at: usize,
+    out: &mut [f32],
+    timeout: Option<Duration>,
+) -> Result<()> {
+    gpu_io::check_alive(dev)?;
+    if out.is_empty() {
+        return Ok(());
+    }
+    let bytes = (out.len() * 4) as u64;
+    let mut staging = Staging::new(dev, bytes, false);
+    let mut encoder = dev
+        .gpu()
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("resident gather"),
+        });
+    encoder.copy_buffer_to_buffer(buffer, (at * 4) as u64, staging.buffer(), 0, bytes);
+    let submission = dev.gpu().queue.submit(Some(encoder.finish()));
+    staging.map();
+    if let Err(error) = staging.wait(dev, submission, timeout) {
+        staging.discard();
+        return Err(error);
+    }
+    staging.read(dev, |view| {
+        out.copy_from_slice(bytemuck::cast_slice(view));
+    })?;
+    dev.counters.moved(0, bytes);
+    Ok(())
 }
 
 /// A shard's partials on their way from a wgpu device: each chunk's at a multiple of
@@ -230,8 +195,7 @@ impl Partials for Strided {
         timeout: Option<Duration>,
     ) -> Result<()> {
         let mut strided = crate::alloc::zeroed("partials", self.chunks * self.stride)?;
-        dev.gpu()
-            .read(dev, &self.storage, 0..strided.len(), &mut strided, timeout)?;
+        self.storage.read(dev, 0, &mut strided, timeout)?;
         for (partial, got) in out
             .chunks_exact_mut(self.words)
             .zip(strided.chunks_exact(self.stride))
@@ -339,7 +303,7 @@ impl LoopChecks {
 fn submit(
     dev: &GpuDevice,
     kernel: &Kernel,
-    inputs: &[Arc<Storage>],
+    inputs: &[Shard],
     out: &Storage,
     items: usize,
 ) -> Result<(wgpu::SubmissionIndex, Option<LoopChecks>)> {
@@ -371,12 +335,7 @@ fn submit(
     while start < items {
         let n = step.min(items - start);
         let launch = Launch::new(dev, kernel, n, "rows")?;
-        let buffer = |s: &Storage| match s {
-            Storage::Wgpu(b) => Ok(wgpu::Buffer::clone(b)),
-            Storage::Host(_) => Err(Error::Internal(
-                "a host shard bound on a wgpu device".into(),
-            )),
-        };
+        let buffer = |s: &Storage| s.buffer().map(|b| wgpu::Buffer::clone(b));
         let mut entries = Vec::with_capacity(inputs.len() + 1);
         let mut bound = Vec::with_capacity(inputs.len() + 1);
         for storage in inputs {
@@ -412,15 +371,8 @@ fn submit(
             }
             encoder.clear_buffer(&bound[bound.len() - 1], check_at, Some(4));
         }
-        uniforms.extend(passes::encode(
-            dev,
-            &mut encoder,
-            kernel,
-            &pipeline,
-            &launch,
-            &entries,
-            None,
-        ));
+        let recorded = passes::encode(dev, &mut encoder, &pipeline, &launch, &entries, None);
+        uniforms.extend(recorded);
         if let Some(checks) = checks.as_mut() {
             let at = (checks.pieces.len() * 4) as u64;
             encoder.copy_buffer_to_buffer(

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{
-    Begun, Finished, Job, Partials, Piece, Runner, ShardChunks, Shards, Storage, Unfinished,
+    Begun, Finished, Job, Partials, Piece, Reduced, Run, Runner, Shard, ShardChunks, Shards,
+    Storage,
 };
 use crate::alloc;
 use crate::device::GpuDevice;
@@ -43,9 +44,7 @@ impl Shards for HostDevice {
             return Err(Error::Internal("a wgpu shard on the host device".into()));
         };
         for (source, from, into) in pieces {
-            let Storage::Host(source) = source.as_ref() else {
-                return Err(Error::Internal("a wgpu shard on the host device".into()));
-            };
+            let source = source.words()?;
             target[into.clone()].copy_from_slice(&source[from.clone()]);
         }
         Ok(())
@@ -61,40 +60,12 @@ impl Shards for HostDevice {
         Ok(Storage::Host(copy))
     }
 
-    fn read(
-        &self,
-        _dev: &GpuDevice,
-        storage: &Storage,
-        words: Range<usize>,
-        out: &mut [f32],
-        _timeout: Option<Duration>,
-    ) -> Result<()> {
-        match storage {
-            Storage::Host(data) => {
-                out.copy_from_slice(&data[words]);
-                Ok(())
-            }
-            Storage::Wgpu(_) => Err(Error::Internal("a wgpu shard on the host device".into())),
-        }
-    }
-
-    fn run_shard(
-        &self,
-        dev: &GpuDevice,
-        kernel: &Kernel,
-        inputs: &[Arc<Storage>],
-        items: usize,
-    ) -> Result<(Storage, Option<Box<dyn Unfinished>>)> {
+    fn run_shard(&self, dev: &GpuDevice, kernel: &Kernel, inputs: &[Shard], items: usize) -> Run {
         let kernel_here = prepared(self, kernel)?;
-        let mut slices = Vec::with_capacity(inputs.len());
-        for storage in inputs {
-            match storage.as_ref() {
-                Storage::Host(words) => slices.push(words.as_slice()),
-                Storage::Wgpu(_) => {
-                    return Err(Error::Internal("a wgpu shard on the host device".into()))
-                }
-            }
-        }
+        let slices = inputs
+            .iter()
+            .map(|storage| storage.words())
+            .collect::<Result<Vec<_>>>()?;
         let mut out = alloc::zeroed("resident output", items * kernel.output_words_per_item())?;
         self.run(
             dev.id,
@@ -106,16 +77,8 @@ impl Shards for HostDevice {
         Ok((Storage::Host(out), None))
     }
 
-    fn reduce_shard(
-        &self,
-        dev: &GpuDevice,
-        kernel: &Kernel,
-        storage: &Storage,
-        span: &ShardChunks<'_>,
-    ) -> Result<Option<Box<dyn Partials>>> {
-        let Storage::Host(rows) = storage else {
-            return Err(Error::Internal("a wgpu shard on the host device".into()));
-        };
+    fn reduce_shard(&self, dev: &GpuDevice, kernel: &Kernel, span: &ShardChunks<'_>) -> Reduced {
+        let rows = span.storage.words()?;
         let kernel_here = prepared(self, kernel)?;
         let mut inputs: Vec<&[f32]> = vec![rows];
         inputs.extend(span.per_row);

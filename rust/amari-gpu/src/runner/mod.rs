@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::device::{DeviceKind, GpuDevice};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
 use crate::kernel::Kernel;
 use crate::pool::Pooled;
@@ -82,8 +82,58 @@ pub(crate) enum Storage {
     Host(Vec<f32>),
 }
 
+impl Storage {
+    /// The buffer of a shard on a wgpu device.
+    pub(crate) fn buffer(&self) -> Result<&Pooled> {
+        match self {
+            Storage::Wgpu(buffer) => Ok(buffer),
+            Storage::Host(_) => Err(Error::Internal("a host shard on a wgpu device".into())),
+        }
+    }
+
+    /// The words of a shard on the host device.
+    pub(crate) fn words(&self) -> Result<&[f32]> {
+        match self {
+            Storage::Host(words) => Ok(words),
+            Storage::Wgpu(_) => Err(Error::Internal("a wgpu shard on the host device".into())),
+        }
+    }
+
+    /// Copies `out.len()` words of the shard (on `dev`) from word `at` into `out`, waiting
+    /// for the device within `timeout`.
+    pub(crate) fn read(
+        &self,
+        dev: &GpuDevice,
+        at: usize,
+        out: &mut [f32],
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        match self {
+            Storage::Wgpu(buffer) => gpu::read(dev, buffer, at, out, timeout),
+            Storage::Host(words) => {
+                let words = words.get(at..at + out.len()).ok_or_else(|| {
+                    Error::Internal(format!("words {at}.. read past a shard's end"))
+                })?;
+                out.copy_from_slice(words);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A shard's storage, shared by the arrays and pieces that hold it.
+pub(crate) type Shard = Arc<Storage>;
+
 /// Words `from` of a shard to copy to words `into` of another on the same device.
-pub(crate) type Piece = (Arc<Storage>, Range<usize>, Range<usize>);
+pub(crate) type Piece = (Shard, Range<usize>, Range<usize>);
+
+/// A shard run on a device: the new shard and, when the device runs it asynchronously,
+/// what is left to wait for.
+pub(crate) type Run = Result<(Storage, Option<Box<dyn Unfinished>>)>;
+
+/// A reduction over a shard's chunks: its partials, or `None` when a chunk cannot be bound
+/// on the device.
+pub(crate) type Reduced = Result<Option<Box<dyn Partials>>>;
 
 /// What a shard run on a device still has to do before its rows are there (a wgpu device's
 /// submission to wait for, its loop checks to verify).
@@ -101,6 +151,8 @@ pub(crate) trait Unfinished {
 /// rows each, counted from row 0 of the array) that lie wholly inside the shard, and the
 /// widths.
 pub(crate) struct ShardChunks<'a> {
+    /// The shard's rows.
+    pub(crate) storage: &'a Storage,
     /// The shard's first row in the array.
     pub(crate) shard_start: usize,
     /// The chunks to run (indices in the whole grid).
@@ -159,38 +211,14 @@ pub(crate) trait Shards {
     /// A shard on `dev` holding `data` (whole rows).
     fn put(&self, dev: &GpuDevice, data: &[f32]) -> Result<Storage>;
 
-    /// Copies words `words` of `storage` (on `dev`) into `out`, waiting for the device
-    /// within `timeout`.
-    fn read(
-        &self,
-        dev: &GpuDevice,
-        storage: &Storage,
-        words: Range<usize>,
-        out: &mut [f32],
-        timeout: Option<Duration>,
-    ) -> Result<()>;
-
     /// Runs `kernel` over the `items` rows of one shard on `dev`: `inputs[i]` is the
-    /// shard's rows of input i (or the whole input). Returns the new shard and, when the
-    /// device runs it asynchronously, what is left to wait for.
-    fn run_shard(
-        &self,
-        dev: &GpuDevice,
-        kernel: &Kernel,
-        inputs: &[Arc<Storage>],
-        items: usize,
-    ) -> Result<(Storage, Option<Box<dyn Unfinished>>)>;
+    /// shard's rows of input i (or the whole input).
+    fn run_shard(&self, dev: &GpuDevice, kernel: &Kernel, inputs: &[Shard], items: usize) -> Run;
 
-    /// Runs `kernel` (one partial per chunk) over the chunks of `span` of one shard,
-    /// `storage` on `dev`: the kernel's inputs are the shard's rows, then `span.per_row`
-    /// when given. `None`, having done nothing, when a chunk cannot be bound on the device.
-    fn reduce_shard(
-        &self,
-        dev: &GpuDevice,
-        kernel: &Kernel,
-        storage: &Storage,
-        span: &ShardChunks<'_>,
-    ) -> Result<Option<Box<dyn Partials>>>;
+    /// Runs `kernel` (one partial per chunk) over the chunks of `span` of one shard on
+    /// `dev`: the kernel's inputs are the shard's rows, then `span.per_row` when given.
+    /// `None`, having done nothing, when a chunk cannot be bound on the device.
+    fn reduce_shard(&self, dev: &GpuDevice, kernel: &Kernel, span: &ShardChunks<'_>) -> Reduced;
 }
 
 /// The device's kind as a [`Shards`] holder.

@@ -8,8 +8,8 @@
 //! multiple of it), so a workgroup's tile never straddles a chunk or a batch; for
 //! matrix-vector products, and for the resident product ([`rows`]), an item is one row.
 //!
-//! The row statistics the resident checks read ([`row_stats`]) are a kernel of their own
-//! file, `shaders/tropical_stats.wgsl`, binding only the rows and the output.
+//! The row statistics the resident checks read ([`row_stats`]) bind only the rows and the
+//! output, and read only `k` and `k_pass` of the parameters.
 
 use std::sync::Arc;
 
@@ -22,9 +22,6 @@ use crate::tropical::host_rows::{RowProduct, RowStats};
 
 /// The WGSL source of the family.
 pub const SOURCE: &str = include_str!("../../../../shaders/tropical.wgsl");
-
-/// The WGSL source of the row statistics kernel.
-pub const STATS_SOURCE: &str = include_str!("../../../../shaders/tropical_stats.wgsl");
 
 /// Columns of a tiled workgroup's tile (`TILE` in the shader).
 pub const TILE_COLS: u32 = 64;
@@ -173,23 +170,22 @@ pub fn rows(semiring: Semiring, shape: &ProductShape) -> Kernel {
 }
 
 /// Per row of `k` words: the first NaN column (-1 without one) and the largest finite
-/// magnitude (0 without one), two words per row (`shaders/tropical_stats.wgsl`).
+/// magnitude (0 without one), two words per row; a row's words read `STATS_PASS_K` at a
+/// time, in the parameters' places of a product's `k` and `k_pass`.
 pub fn row_stats(k: usize) -> Kernel {
+    let mut params = vec![0; K_PASS + 1];
+    params[1] = k as u32;
+    params[K_PASS] = STATS_PASS_K as u32;
     Kernel {
         entry: "row_stats",
         inputs: vec![Input::PerItem(k)],
         output: Output::PerItem(2),
-        params: vec![k as u32, STATS_PASS_K as u32],
-        passes: Some(stats_passes),
+        params,
+        passes: Some(k_passes),
         flops_per_item: k as f64,
         host: Some(Arc::new(RowStats { k })),
-        ..Kernel::map("tropical_row_stats", Family::Tropical, STATS_SOURCE)
+        ..Kernel::map("tropical_row_stats", Family::Tropical, SOURCE)
     }
-}
-
-/// Passes of the row statistics: a row's words read `STATS_PASS_K` at a time.
-fn stats_passes(_items: u32, params: &[u32]) -> u32 {
-    params[0].div_ceil(params[1].max(1))
 }
 
 /// Rows, inner dimension and columns of the calibration reference product.

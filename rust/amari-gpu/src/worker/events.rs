@@ -1,5 +1,5 @@
-//! The profile events of a completed chunk, and the alignment of GPU timestamps with the
-//! host clock they need.
+//! The profile events of a completed chunk (GPU timestamps are aligned with the host clock
+//! by the profiler).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,44 +30,9 @@ pub(super) struct Meta {
     pub(super) begun: Begun,
 }
 
-/// Aligns GPU timestamps with the host clock: the offset is the smallest observed gap between
-/// a kernel's GPU end and the host seeing it done, the tightest alignment the host can know.
-#[derive(Default)]
-pub(crate) struct GpuClock {
-    offset_s: Option<f64>,
-}
-
-impl GpuClock {
-    /// The kernel's start and duration on the profile's clock, given when the host saw it
-    /// done (`seen`).
-    pub(crate) fn kernel(
-        &mut self,
-        profiler: &Profiler,
-        seen: Instant,
-        ticks: (u64, u64),
-        period_ns: f64,
-    ) -> (f64, f64) {
-        let begin_s = ticks.0 as f64 * period_ns * 1e-9;
-        let end_s = ticks.1.max(ticks.0) as f64 * period_ns * 1e-9;
-        let seen_s = profiler.at(seen);
-        let offset = self
-            .offset_s
-            .map_or(seen_s - end_s, |o| o.min(seen_s - end_s));
-        self.offset_s = Some(offset);
-        (begin_s + offset, end_s - begin_s)
-    }
-}
-
 impl Recording {
     /// Records the steps of a completed chunk.
-    pub(super) fn chunk(
-        &self,
-        dev: &GpuDevice,
-        m: &Meta,
-        done: &Finished,
-        previous_done: Instant,
-        clock: &mut GpuClock,
-    ) {
+    pub(super) fn chunk(&self, dev: &GpuDevice, m: &Meta, done: &Finished, previous_done: Instant) {
         let r = self;
         let p = &r.profiler;
         // Every step of the chunk: its kind, start and duration on the profile's clock,
@@ -86,20 +51,14 @@ impl Recording {
             });
         };
         let host = |kind, start: Instant, end: Instant, bytes| {
-            record(
-                kind,
-                p.at(start),
-                (end - start).as_secs_f64(),
-                bytes,
-                Clock::Host,
-            );
+            record(kind, p.at(start), p.between(start, end), bytes, Clock::Host);
         };
         if done.staged {
             host(Kind::Upload, m.taken, m.begun.submitted, m.begun.bytes_up);
         }
         match (done.ticks, dev.timestamp_period_ns) {
             (Some(ticks), Some(period)) => {
-                let (start_s, duration_s) = clock.kernel(p, done.wait_end, ticks, period);
+                let (start_s, duration_s) = p.gpu_kernel(dev.id, done.wait_end, ticks, period);
                 record(Kind::Kernel, start_s, duration_s, 0, Clock::Gpu);
             }
             // Without timestamps the kernel is bounded by its submit (or the previous

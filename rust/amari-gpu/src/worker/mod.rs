@@ -26,7 +26,7 @@ use crate::scheduler::Scheduler;
 mod events;
 
 use events::Meta;
-pub(crate) use events::{GpuClock, Recording};
+pub(crate) use events::Recording;
 
 /// What a worker reports about one completed chunk, for the model's history.
 #[derive(Debug, Clone, Copy)]
@@ -153,7 +153,6 @@ impl Run<'_> {
         let mut held: Option<usize> = None;
         let mut kept = R::Held::default();
         let mut last_done = started;
-        let mut clock = GpuClock::default();
         // A resident piece that could not begin for a reason of the call's (its rows do not
         // fit, an operand was freed): every device would fail alike.
         let mut call_error = false;
@@ -281,7 +280,7 @@ impl Run<'_> {
                     }
                 );
                 if let Some(r) = &self.recording {
-                    r.chunk(dev, &meta, &done, last_done, &mut clock);
+                    r.chunk(dev, &meta, &done, last_done);
                 }
                 last_done = done.copied;
                 self.scheduler.done();
