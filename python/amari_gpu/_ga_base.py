@@ -97,9 +97,9 @@ def _numpy_rows(
     if ready is not None:
         # Already the core's rows, of the algebra's width and one shape (nothing to
         # broadcast): the native call's own checks are the caller's terms.
-        lead = ready[0].shape[:-1]
-        rows = [value.reshape(-1, width) for value in ready]
-        return rows, (lead if operation == "scalar_product" else (*lead, width))
+        same = ready[0].shape[:-1]
+        flat = [value.reshape(-1, width) for value in ready]
+        return flat, (same if operation == "scalar_product" else (*same, width))
     arrays = [real_array(name, value) for name, value in named]
     shapes = [a.shape for a in arrays]
     try:
