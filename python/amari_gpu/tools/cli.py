@@ -53,11 +53,12 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "included.",
     ),
     "bench": (
-        "scaling study, or the host device against CPU libraries",
+        "scaling study, the host device against CPU libraries, or small-call latency",
         "--family scaling (the default): device sets x strategies x kernel families against "
         "numpy, written to --out as results.json, report.md and PNGs. --family host: the "
         "host device alone against kingdon, numba, scipy and numpy, printed (the same rows as "
-        "benches/host.py).",
+        "benches/host.py). --family latency: a tiny call of every family per device kind, "
+        "where its time goes, beside kingdon and numpy (the same rows as benches/latency.py).",
     ),
     "demo": (
         "run and check every kernel family on every device",
@@ -212,6 +213,12 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.family == "latency":
+        from . import bench_latency
+
+        result = bench_latency.run(args.rounds or (100 if args.quick else 300), args.backends)
+        print(json.dumps(result, indent=1) if args.json else "\n".join(bench_latency.lines(result)))
+        return 0
     if args.family == "host":
         from . import bench_host
 
@@ -280,9 +287,10 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="small sizes, 3 rounds")
     bench.add_argument(
         "--family",
-        choices=("scaling", "host"),
+        choices=("scaling", "host", "latency"),
         default="scaling",
-        help="scaling: the study; host: the host device alone against CPU libraries",
+        help="scaling: the study; host: the host device alone against CPU libraries; "
+        "latency: a tiny call of every family per device kind, its breakdown, kingdon/numpy",
     )
     bench.add_argument("--out", default="amari-gpu-bench", help="output directory")
     bench.add_argument("--rounds", type=_positive, help="timed rounds per configuration")

@@ -199,6 +199,8 @@ impl MultiGpuContext {
                 self.history.forget(id);
             }
             measured[id] = Some(entry);
+            // Fast-path decisions were made from the figures replaced.
+            self.fast.clear();
         }
         Ok(done)
     }
