@@ -113,6 +113,9 @@ pub(crate) trait Bands: Send {
     fn stored(&self) -> &dyn Any;
 }
 
+/// The row width in bytes of the grid whose next host band step panics (0: none), for the
+/// test of a panicking step. Keyed by the grid's width rather than a plain switch, so that
+/// tests stepping other grids on host bands at the same time never take the panic.
 #[cfg(test)]
-pub(crate) static PANIC_IN_STEP: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
+pub(crate) static PANIC_IN_STEP: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);

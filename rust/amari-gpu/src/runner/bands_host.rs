@@ -98,9 +98,12 @@ impl Bands for HostBands<'_> {
                         return Err(Error::Cancelled);
                     }
                     #[cfg(test)]
-                    if super::bands::PANIC_IN_STEP.swap(false, std::sync::atomic::Ordering::SeqCst)
-                    {
-                        panic!("a host band step failed (test)");
+                    if let Some(b) = list.first() {
+                        let armed = &super::bands::PANIC_IN_STEP;
+                        let order = std::sync::atomic::Ordering::SeqCst;
+                        if armed.compare_exchange(b.row_bytes, 0, order, order).is_ok() {
+                            panic!("a host band step failed (test)");
+                        }
                     }
                     for b in list.iter_mut() {
                         let from = (round.current + k - 1) % 2;
