@@ -89,7 +89,7 @@ class Kernels(Protocol):
         options: _native.RunOptions,
         progress: Callable[[int, int], object] | None = None,
         out: F32 | None = None,
-    ) -> tuple[F32, _native.DomainReportDict]: ...
+    ) -> tuple[F32, DomainReport]: ...
     def life(
         self,
         ctx: Any,
@@ -97,7 +97,7 @@ class Kernels(Protocol):
         options: _native.RunOptions,
         progress: Callable[[int, int], object] | None = None,
         out: npt.NDArray[np.uint8] | None = None,
-    ) -> tuple[npt.NDArray[np.uint8], _native.DomainReportDict]: ...
+    ) -> tuple[npt.NDArray[np.uint8], DomainReport]: ...
 
 
 # end of generated Kernels

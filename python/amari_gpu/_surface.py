@@ -149,14 +149,14 @@ def check_fisher_gaussian(mean: host[f32, "(N, D)"], var: host[f32, "(N, D)"]) -
 def stencil(
     ctx, grid: host[f32, "(H, W)"], alpha: float, boundary: str, options: RunOptions,
     progress: Callable[[int, int], object] | None = None, out: host[f32, "(H, W)"] | None = None,
-) -> tuple[host[f32], DomainReportDict]:
+) -> tuple[host[f32], DomainReport]:
     "Steps of the 5-point diffusion stencil, the grid split in bands over the devices."
 
 @kernel
 def life(
     ctx, grid: host[u8, "(H, W)"], options: RunOptions,
     progress: Callable[[int, int], object] | None = None, out: host[u8, "(H, W)"] | None = None,
-) -> tuple[host[u8], DomainReportDict]:
+) -> tuple[host[u8], DomainReport]:
     "Generations of Conway's game of life, the grid split in bands over the devices."
 
 # --- users' row kernels [rows] ---
