@@ -299,6 +299,7 @@ def fisher_information(
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
     out: npt.NDArray[np.float64] | None = None,
+    scores_shape: tuple[int, ...] | None = None,
 ) -> tuple[npt.NDArray[np.float64], Plan | None]: ...
 def fisher_categorical(
     ctx: Context,
@@ -306,6 +307,7 @@ def fisher_categorical(
     logits: bool,
     strategy: str | None = None,
     out: DeviceArray | npt.NDArray[np.float32] | None = None,
+    values_shape: tuple[int, ...] | None = None,
 ) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
 def fisher_gaussian(
     ctx: Context,
@@ -313,6 +315,8 @@ def fisher_gaussian(
     var: DeviceArray | npt.NDArray[np.float32],
     strategy: str | None = None,
     out: DeviceArray | npt.NDArray[np.float32] | None = None,
+    mean_shape: tuple[int, ...] | None = None,
+    var_shape: tuple[int, ...] | None = None,
 ) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
 
 # --- the empirical Fisher call in three steps (a cluster's nodes) ---
