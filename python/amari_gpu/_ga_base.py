@@ -65,6 +65,26 @@ def _grade_mask(k: Any, algebra: Algebra) -> int:
     return mask
 
 
+def _ready_rows(named: list[tuple[str, Any]], width: int) -> list[Any] | None:
+    """The operands when they are already what the core reads — plain, aligned, C-contiguous
+    float32 ndarrays of one shape (..., ``width``), so nothing is converted or broadcast —
+    else None (the general conversion applies). A small call's Python work is this check."""
+    values = [value for _, value in named]
+    shape = getattr(values[0], "shape", None)
+    for value in values:
+        if not (
+            type(value) is np.ndarray
+            and value.dtype == np.float32
+            and value.shape == shape
+            and value.ndim >= 1
+            and value.shape[-1] == width
+            and value.flags.c_contiguous
+            and value.flags.aligned
+        ):
+            return None
+    return values
+
+
 def _numpy_rows(
     call: tuple[str, Algebra, int], named: list[tuple[str, Any]]
 ) -> tuple[list[Any], tuple[int, ...]]:
@@ -72,6 +92,14 @@ def _numpy_rows(
     :func:`_rows`), checked by the core in the shapes the caller gave them, and the
     result's shape (the leading shapes broadcast against each other, numpy rules)."""
     operation, algebra, grades = call
+    width = algebra.n_blades
+    ready = _ready_rows(named, width)
+    if ready is not None:
+        # Already the core's rows, of the algebra's width and one shape (nothing to
+        # broadcast): the native call's own checks are the caller's terms.
+        same = ready[0].shape[:-1]
+        flat = [value.reshape(-1, width) for value in ready]
+        return flat, (same if operation == "scalar_product" else (*same, width))
     arrays = [real_array(name, value) for name, value in named]
     shapes = [a.shape for a in arrays]
     try:
@@ -176,7 +204,11 @@ class GaBase(KernelHost):
             rows, shape, single = _resident_rows(self, call, named)
         else:
             rows, shape = _numpy_rows(call, named)
-        target = output(out, shape, np.float32, dict(named), resident=self if resident else None)
+        target = (
+            None
+            if out is None
+            else output(out, shape, np.float32, dict(named), resident=self if resident else None)
+        )
         if single:
             return self._single_result(call, rows, shape, target)
         result = self._run(call, rows, strategy, target)

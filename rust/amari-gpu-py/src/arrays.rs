@@ -6,7 +6,7 @@ use numpy::{Element, PyArray, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::detach::run_detached;
+use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
 
 /// A contiguous view of an array, or a ValueError naming the argument.
@@ -119,10 +119,11 @@ fn partly_written(py: Python<'_>, error: PyErr) -> PyErr {
 }
 
 /// Runs `work` without the GIL on the output — the caller's `out`, or a new zeroed array of
-/// shape `dim` — and returns that array with what `work` returned (usually the plan).
+/// shape `dim` — and returns that array with what `work` returned (usually the plan); on
+/// the calling thread when `sized` says the call is short (see [`run_sized`]).
 pub fn run_into<'py, T, D, R, F>(
     py: Python<'py>,
-    dim: D,
+    (dim, sized): (D, Option<Sized<'_>>),
     out: Option<Bound<'py, PyArray<T, D>>>,
     work: F,
 ) -> PyResult<(Bound<'py, PyArray<T, D>>, R)>
@@ -139,7 +140,7 @@ where
         let out = view
             .as_slice_mut()
             .map_err(|e| PyValueError::new_err(format!("out: {e}")))?;
-        run_detached(py, move || work(out))
+        run_sized(py, sized, move || work(out))
     };
     match result {
         Ok(result) => Ok((array, result)),

@@ -11,9 +11,8 @@ use pyo3::prelude::*;
 
 use crate::arrays::{claim, contiguous, returned_into};
 use crate::context::PyContext;
-use crate::detach::run_detached;
+use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
-use crate::plans::plan_record;
 use crate::resident::{run_to, PyDeviceArray, PyOperand, PyOut, Returned};
 
 /// The plan a call followed, as a dict (None when it ran where resident rows live).
@@ -76,7 +75,7 @@ fn fisher_information<'py>(
     let borrowed = held(&scores);
     let (scores, dims) = operand(&scores, &borrowed, "scores")?;
     let weights_dims = weights.as_ref().map(|w| w.shape().to_vec());
-    let (_, p) = fisher::information_shapes(scores, &dims, weights_dims.as_deref())
+    let (n, p) = fisher::information_shapes(scores, &dims, weights_dims.as_deref())
         .map_err(|e| to_pyerr(py, e))?;
     let weights_slice = weights
         .as_ref()
@@ -84,11 +83,15 @@ fn fisher_information<'py>(
         .transpose()?;
     let claimed = claim(py, IxDyn(&[p, p]), out)?;
     let inner = ctx.context(py)?;
-    let (matrix, plan) = run_detached(py, move || {
+    let sized = Sized {
+        calls: &ctx.short,
+        size: n * p,
+    };
+    let (matrix, plan) = run_sized(py, Some(sized), move || {
         fisher::fisher_information_of(&inner, scores, p, weights_slice, strategy)
     })?;
     let matrix = returned_into(py, IxDyn(&[p, p]), claimed, matrix)?;
-    let plan = plan.map(|p| plan_record(py, &p)).transpose()?;
+    let plan = plan.map(|p| ctx.plans.record(py, &p)).transpose()?;
     Ok((matrix, plan))
 }
 

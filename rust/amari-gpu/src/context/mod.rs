@@ -5,8 +5,10 @@
 //! running kernels are in `execution`; calibration and the cost model in `calibration`.
 
 mod execution;
+mod fast;
 pub(crate) mod ledger;
 pub(crate) mod lineage;
+mod profiled;
 pub(crate) mod shard;
 
 use std::collections::{BTreeMap, HashSet};
@@ -123,6 +125,8 @@ pub struct MultiGpuContext {
     pub(super) profiler: Mutex<Option<Arc<Profiler>>>,
     /// The live resident arrays (their shards and lineage).
     pub(crate) resident: Arc<Ledger>,
+    /// The fast-path decisions of small calls (see `fast`).
+    pub(crate) fast: fast::FastCache,
 }
 
 impl MultiGpuContext {
@@ -141,6 +145,7 @@ impl MultiGpuContext {
             group_speedups: Mutex::new(BTreeMap::new()),
             profiler: Mutex::new(None),
             resident: Arc::default(),
+            fast: fast::FastCache::default(),
         }
     }
     /// Releases the devices: when this is the context's last reference (no call is
