@@ -69,7 +69,7 @@ def native_params(fn: Any, ctx_type: str) -> list[str]:
     return params
 
 
-_NATIVE_NAMES = ("DomainReportDict", "RunOptions", "RowsSpec", "DeviceArray")
+_NATIVE_NAMES = ("RunOptions", "RowsSpec", "DeviceArray")
 
 
 def qualified(text: str) -> str:

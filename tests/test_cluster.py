@@ -245,12 +245,28 @@ def test_stencil_bands_on_nodes_are_bit_identical(
     got = rc.stencil(grid, 10, 0.2, boundary, halo)
     assert np.array_equal(got, local.stencil(grid, 10, 0.2, boundary))
     report = rc.last_run
-    assert report is not None and rc.last_plan is None
+    assert type(report) is ag.DomainReport and rc.last_plan is None
+    assert report.failures == []
     assert [n for n, _ in report.final_split] == [0, 1, 2]
     assert sum(r for _, r in report.final_split) == 301
     assert sum(r["steps"] for r in report.rounds) == 10
     got = rc.stencil(grid, 4, 0.1, boundary, halo, split=[0, 150, 151])
     assert np.array_equal(got, local.stencil(grid, 4, 0.1, boundary))
+
+
+def test_a_grid_run_whole_brings_its_nodes_report(
+    rc: ag.RayContext, local: ag.MultiGpuContext
+) -> None:
+    # Above 2^123 the core scales the grid, so one node runs it whole: the DomainReport its
+    # bindings built crosses the object store (pickled) to the driver.
+    grid = np.full((40, 8), 2.0**124, np.float32)
+    grid[::3] = -(2.0**125)
+    got = rc.stencil(grid, 3, 0.2, "periodic")
+    assert np.array_equal(got, local.stencil(grid, 3, 0.2, "periodic"))
+    report = rc.last_run
+    assert type(report) is ag.DomainReport
+    assert (report.steps, report.halo, report.failures) == (3, 1, [])
+    assert sum(rows for _, rows in report.final_split) == 40
 
 
 def test_life_bands_on_nodes_are_bit_identical(

@@ -63,6 +63,7 @@ class Kernels(Protocol):
         weights: F32 | None = None,
         strategy: str | None = None,
         out: npt.NDArray[np.float64] | None = None,
+        scores_shape: tuple[int, ...] | None = None,
     ) -> tuple[npt.NDArray[np.float64], Plan | None]: ...
     def fisher_categorical(
         self,
@@ -71,6 +72,7 @@ class Kernels(Protocol):
         logits: bool,
         strategy: str | None = None,
         out: _native.DeviceArray | F32 | None = None,
+        values_shape: tuple[int, ...] | None = None,
     ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
     def fisher_gaussian(
         self,
@@ -79,6 +81,8 @@ class Kernels(Protocol):
         var: _native.DeviceArray | F32,
         strategy: str | None = None,
         out: _native.DeviceArray | F32 | None = None,
+        mean_shape: tuple[int, ...] | None = None,
+        var_shape: tuple[int, ...] | None = None,
     ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
     def stencil(
         self,
@@ -89,7 +93,7 @@ class Kernels(Protocol):
         options: _native.RunOptions,
         progress: Callable[[int, int], object] | None = None,
         out: F32 | None = None,
-    ) -> tuple[F32, _native.DomainReportDict]: ...
+    ) -> tuple[F32, DomainReport]: ...
     def life(
         self,
         ctx: Any,
@@ -97,7 +101,7 @@ class Kernels(Protocol):
         options: _native.RunOptions,
         progress: Callable[[int, int], object] | None = None,
         out: npt.NDArray[np.uint8] | None = None,
-    ) -> tuple[npt.NDArray[np.uint8], _native.DomainReportDict]: ...
+    ) -> tuple[npt.NDArray[np.uint8], DomainReport]: ...
 
 
 # end of generated Kernels

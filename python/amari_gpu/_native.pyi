@@ -7,6 +7,8 @@ import numpy as np
 import numpy.typing as npt
 
 from amari_gpu._adapters import AdapterInfo
+from amari_gpu.context import Device
+from amari_gpu.domain import DomainReport
 from amari_gpu.planning import Capabilities, Plan
 
 __all__ = [
@@ -35,16 +37,11 @@ BOUNDARIES: tuple[str, ...]
 BACKENDS: tuple[str, ...]
 DEVICE_TYPES: tuple[str, ...]
 
-# The records that cross the boundary, each described once. Plans, capabilities and adapter
-# descriptions are built by the bindings as the package's frozen dataclasses (``Plan``,
-# ``Capabilities``, ``AdapterInfo``); the others are plain dicts, described here as
-# TypedDicts for type checkers only (``type_check_only``).
-
-@type_check_only
-class DeviceDict(TypedDict):
-    id: int
-    adapter: AdapterInfo
-    gpu_timestamps: bool
+# The records that cross the boundary, each described once. Plans, capabilities, adapter
+# descriptions, devices and grid reports are built by the bindings as the package's frozen
+# dataclasses (``Plan``, ``Capabilities``, ``AdapterInfo``, ``Device``, ``DomainReport``); the
+# others are plain dicts, described here as TypedDicts for type checkers only
+# (``type_check_only``).
 
 @type_check_only
 class HealthDict(TypedDict):
@@ -139,16 +136,6 @@ class LayoutDict(TypedDict):
     bands: int
     seconds: float
 
-@type_check_only
-class DomainReportDict(TypedDict):
-    steps: int
-    halo: int
-    wall_s: float
-    rounds: list[RoundDict]
-    layouts: list[LayoutDict]
-    failures: list[tuple[int, str]]
-    download_s: float
-
 # What the package passes in.
 
 @type_check_only
@@ -201,7 +188,7 @@ class Context:
     @property
     def strategy(self) -> str: ...
     def set_strategy(self, name: str) -> None: ...
-    def devices(self) -> list[DeviceDict]: ...
+    def devices(self) -> list[Device]: ...
     def calibrate(self, force: bool = False) -> list[Capabilities]: ...
     def capabilities(self, device_id: int) -> Capabilities: ...
     def distribute_workload(
@@ -312,6 +299,7 @@ def fisher_information(
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
     out: npt.NDArray[np.float64] | None = None,
+    scores_shape: tuple[int, ...] | None = None,
 ) -> tuple[npt.NDArray[np.float64], Plan | None]: ...
 def fisher_categorical(
     ctx: Context,
@@ -319,6 +307,7 @@ def fisher_categorical(
     logits: bool,
     strategy: str | None = None,
     out: DeviceArray | npt.NDArray[np.float32] | None = None,
+    values_shape: tuple[int, ...] | None = None,
 ) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
 def fisher_gaussian(
     ctx: Context,
@@ -326,6 +315,8 @@ def fisher_gaussian(
     var: DeviceArray | npt.NDArray[np.float32],
     strategy: str | None = None,
     out: DeviceArray | npt.NDArray[np.float32] | None = None,
+    mean_shape: tuple[int, ...] | None = None,
+    var_shape: tuple[int, ...] | None = None,
 ) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
 
 # --- the empirical Fisher call in three steps (a cluster's nodes) ---
@@ -385,14 +376,14 @@ def stencil(
     options: RunOptions,
     progress: Callable[[int, int], object] | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], DomainReportDict]: ...
+) -> tuple[npt.NDArray[np.float32], DomainReport]: ...
 def life(
     ctx: Context,
     grid: npt.NDArray[np.uint8],
     options: RunOptions,
     progress: Callable[[int, int], object] | None = None,
     out: npt.NDArray[np.uint8] | None = None,
-) -> tuple[npt.NDArray[np.uint8], DomainReportDict]: ...
+) -> tuple[npt.NDArray[np.uint8], DomainReport]: ...
 
 # --- users' row kernels ---
 __all__ += ["map_rows"]

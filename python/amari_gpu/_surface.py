@@ -85,22 +85,24 @@ def shortest_paths(
 def fisher_information(
     ctx, scores: either[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None,
     strategy: str | None = None, out: host[f64, "(P, P)"] | None = None,
+    scores_shape: tuple[int, ...] | None = None,
 ) -> tuple[host[f64], Plan | None]:
-    "The empirical Fisher matrix of per-sample scores, summed in float64."
+    "The empirical Fisher matrix of scores, in float64; scores_shape: the caller's shape."
 
 @kernel
 def fisher_categorical(
     ctx, values: either[f32, "(N, K)"], logits: bool, strategy: str | None = None,
-    out: either[f32, "(N, K, K)"] | None = None,
+    out: either[f32, "(N, K, K)"] | None = None, values_shape: tuple[int, ...] | None = None,
 ) -> tuple[either[f32], Plan | None]:
-    "Fisher information of N categorical distributions (probabilities or logits)."
+    "Fisher information of N categorical distributions; values_shape: the caller's shape."
 
 @kernel
 def fisher_gaussian(
     ctx, mean: either[f32, "(N, D)"], var: either[f32, "(N, D)"], strategy: str | None = None,
-    out: either[f32, "(N, 2D, 2D)"] | None = None,
+    out: either[f32, "(N, 2D, 2D)"] | None = None, mean_shape: tuple[int, ...] | None = None,
+    var_shape: tuple[int, ...] | None = None,
 ) -> tuple[either[f32], Plan | None]:
-    "Fisher information of N diagonal Gaussians."
+    "Fisher information of N diagonal Gaussians; *_shape: the caller's shapes."
 
 # --- the empirical Fisher call in three steps (a cluster's nodes) [fisher_split] ---
 def fisher_prepare(
@@ -149,14 +151,14 @@ def check_fisher_gaussian(mean: host[f32, "(N, D)"], var: host[f32, "(N, D)"]) -
 def stencil(
     ctx, grid: host[f32, "(H, W)"], alpha: float, boundary: str, options: RunOptions,
     progress: Callable[[int, int], object] | None = None, out: host[f32, "(H, W)"] | None = None,
-) -> tuple[host[f32], DomainReportDict]:
+) -> tuple[host[f32], DomainReport]:
     "Steps of the 5-point diffusion stencil, the grid split in bands over the devices."
 
 @kernel
 def life(
     ctx, grid: host[u8, "(H, W)"], options: RunOptions,
     progress: Callable[[int, int], object] | None = None, out: host[u8, "(H, W)"] | None = None,
-) -> tuple[host[u8], DomainReportDict]:
+) -> tuple[host[u8], DomainReport]:
     "Generations of Conway's game of life, the grid split in bands over the devices."
 
 # --- users' row kernels [rows] ---

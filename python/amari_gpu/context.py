@@ -36,7 +36,8 @@ milliseconds."""
 @dataclass(frozen=True)
 class Device:
     """A device opened by a context: a wgpu device + queue on one adapter, or the host CPU
-    device (``adapter.backend == "host"``)."""
+    device (``adapter.backend == "host"``). The bindings build it (``_native.Context.devices``),
+    ``_native`` being the native context that answers ``capabilities``."""
 
     id: int
     adapter: AdapterInfo
@@ -133,15 +134,7 @@ class MultiGpuContext(
                 "host_threads": optional_positive_int("host_threads", host_threads),
             }
         )
-        self.devices: list[Device] = [
-            Device(
-                id=d["id"],
-                adapter=d["adapter"],
-                _native=self._native,
-                gpu_timestamps=d["gpu_timestamps"],
-            )
-            for d in self._native.devices()
-        ]
+        self.devices: list[Device] = self._native.devices()
         self.last_plan: Plan | None = None
 
     def close(self) -> None:

@@ -54,6 +54,8 @@ class DomainReport:
     ``failures`` lists devices that failed, after which the run started again without them;
     ``download_s`` is the time taken to read the final grid back. The keys of ``rounds`` and
     ``layouts`` entries are named by ``_native.RoundDict`` and ``_native.LayoutDict``.
+    The bindings build it (``_native.stencil`` and ``_native.life`` return it with the grid),
+    and a RayContext's driver builds its own; it pickles, so a node's report crosses Ray.
     """
 
     steps: int
@@ -63,12 +65,6 @@ class DomainReport:
     layouts: list[dict[str, Any]] = field(default_factory=list)
     failures: list[tuple[int, str]] = field(default_factory=list)
     download_s: float = 0.0
-
-    @classmethod
-    def from_dict(cls, d: _native.DomainReportDict) -> DomainReport:
-        """Builds the report from the native dict (keys: ``_native.DomainReportDict``)."""
-        fields: dict[str, Any] = {**d}
-        return cls(**fields)
 
     @property
     def rounds_s(self) -> float:
@@ -161,9 +157,9 @@ class DomainMixin:
     last_run: DomainReport | None = None
     last_plan: Plan | None
 
-    def _record_run(self, report: _native.DomainReportDict) -> None:
+    def _record_run(self, report: DomainReport) -> None:
         # A grid call follows no Plan: last_plan says so rather than keep an older call's.
-        self.last_run = DomainReport.from_dict(report)
+        self.last_run = report
         self.last_plan = None
 
     def _run_options(self, steps: Any, halo: Any, rebalance: Any, split: Any) -> _native.RunOptions:

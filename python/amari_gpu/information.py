@@ -38,18 +38,15 @@ MAX_SCORE_COLUMNS = 4096
 """Largest P of ``fisher_information`` (one chunk's partial must fit a storage binding)."""
 
 
-def _rows(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...]]:
-    """``value`` as the (N, W) rows the native functions take, and its shape: a live
-    DeviceArray's handle, else a float32 array (the core checks the rows and widths)."""
+def _rows(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...], Any]:
+    """``value`` as the native functions take it, its shape as the caller gave it, and that
+    shape for the native call when the handle cannot tell it: a live DeviceArray's handle
+    (which knows its rows and row width, not an (N, K, K) shape), else a float32 array. The
+    core checks the shape is (N, W), naming ``name``, before any work."""
     if isinstance(value, DeviceArray):
-        native: Any = value._live(name, ctx)
-        shape = value.shape
-    else:
-        native = as_float32(name, value)
-        shape = native.shape
-    if len(shape) != 2:
-        raise ShapeError(f"{name}: expected shape (N, W), got {shape_text(shape)}")
-    return native, shape
+        return value._live(name, ctx), value.shape, value.shape
+    native = as_float32(name, value)
+    return native, native.shape, None
 
 
 class InformationGeometryMixin(KernelHost):
@@ -99,17 +96,16 @@ class InformationGeometryMixin(KernelHost):
         and are uploaded to each device. Scores holding NaN or infinities are gathered to
         name the first one. ``ctx.last_plan`` is left as it was.
         """
-        native, (n, p) = _rows(self, "scores", scores)
+        native, shape, native_shape = _rows(self, "scores", scores)
         w32 = None
         if weights is not None:
             if isinstance(weights, DeviceArray):
                 weights._live("weights", self)
             w32 = as_float32("weights", weights)
-            if w32.shape != (n,):
-                raise ShapeError(f"weights: expected shape ({n},), got {shape_text(w32.shape)}")
-        target = output(out, (p, p), np.float64, {"scores": scores, "weights": weights})
+        # (P, P) from the last axis: the core checks the shapes of scores and weights.
+        target = output(out, shape[-1:] * 2, np.float64, {"scores": scores, "weights": weights})
         result, plan = self._kernels.fisher_information(
-            self._native, native, w32, optional_strategy(strategy), target
+            self._native, native, w32, optional_strategy(strategy), target, native_shape
         )
         self._record(plan)
         return result
@@ -151,10 +147,11 @@ class InformationGeometryMixin(KernelHost):
                 f"probs: expected exactly one of probs and logits, got {got}"
             )
         name, value = ("probs", probs) if logits is None else ("logits", logits)
-        native, (n, k) = _rows(self, name, value)
+        native, given, native_shape = _rows(self, name, value)
         resident = isinstance(value, DeviceArray)
         inputs = {"probs": probs, "logits": logits}
-        shape = (n, k, k)
+        # (N, K, K) from (N, K): the core checks the shape.
+        shape = (*given, *given[-1:])
         target = output(out, shape, np.float32, inputs, resident=self if resident else None)
         result, plan = self._kernels.fisher_categorical(
             self._native,
@@ -162,6 +159,7 @@ class InformationGeometryMixin(KernelHost):
             logits is not None,
             optional_strategy(strategy),
             target._handle if isinstance(target, DeviceArray) else target,
+            native_shape,
         )
         self._record(plan)
         return returned(self, result, target, shape)
@@ -190,10 +188,12 @@ class InformationGeometryMixin(KernelHost):
         flags bad rows); only when one is flagged are the rows gathered, for the numpy
         path's error. ``out=`` as in :meth:`fisher_categorical`.
         """
-        m_native, (n, d) = _rows(self, "mean", mean)
-        v_native, _ = _rows(self, "var", var)
+        m_native, m_shape, m_native_shape = _rows(self, "mean", mean)
+        v_native, _, v_native_shape = _rows(self, "var", var)
         resident = isinstance(mean, DeviceArray) or isinstance(var, DeviceArray)
-        shape = (n, 2 * d, 2 * d)
+        # (N, 2D, 2D) from (N, D): the core checks the shapes.
+        edge = tuple(2 * d for d in m_shape[-1:])
+        shape = (*m_shape[:-1], *edge, *edge)
         inputs = {"mean": mean, "var": var}
         target = output(out, shape, np.float32, inputs, resident=self if resident else None)
         result, plan = self._kernels.fisher_gaussian(
@@ -202,6 +202,8 @@ class InformationGeometryMixin(KernelHost):
             v_native,
             optional_strategy(strategy),
             target._handle if isinstance(target, DeviceArray) else target,
+            m_native_shape,
+            v_native_shape,
         )
         self._record(plan)
         return returned(self, result, target, shape)

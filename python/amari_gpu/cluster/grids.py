@@ -15,6 +15,7 @@ without it, as a single context does with a device."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -26,6 +27,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from .. import _native
+from ..domain import DomainReport
 from ..errors import AmariGpuError, InvalidArgumentError
 from .dispatch import ARGUMENT_ERRORS, Dispatcher, Job, Node
 from .node import ArraySlot
@@ -38,8 +40,8 @@ STENCIL = "stencil"
 
 
 def _into(
-    out: np.ndarray[Any, Any] | None, result: Any, report: _native.DomainReportDict
-) -> tuple[Any, _native.DomainReportDict]:
+    out: np.ndarray[Any, Any] | None, result: Any, report: DomainReport
+) -> tuple[Any, DomainReport]:
     """The grid gathered on the driver, copied into the caller's ``out`` when given."""
     if out is None:
         return result, report
@@ -49,8 +51,9 @@ def _into(
 
 def _whole(
     ctx: Dispatcher, method: str, template: tuple[Any, ...], grid: Any
-) -> tuple[Any, _native.DomainReportDict]:
-    """The call run as it is by one node (its context's own bands and report)."""
+) -> tuple[Any, DomainReport]:
+    """The call run as it is by one node (its context's own bands and report, the
+    ``DomainReport`` its bindings built, pickled through the object store)."""
     results: list[Any] = []
 
     def call(_s: int, _e: int) -> tuple[str, Any, list[Any]]:
@@ -99,7 +102,7 @@ def _run_bands(
     halo: int,
     split: list[int] | None,
     progress: Callable[[int, int], object] | None,
-) -> tuple[np.ndarray[Any, Any], _native.DomainReportDict]:
+) -> tuple[np.ndarray[Any, Any], DomainReport]:
     """One attempt of the run on the healthy nodes; raises ``_NodeLost`` if one fails."""
     height = grid.shape[0]
     periodic = method == "life" or params[1] == "periodic"
@@ -159,12 +162,12 @@ def _run_bands(
         bands, _call(ctx, [n.actor.band_close.remote(key) for n, _, _ in bands], bands)
     ):
         out[s:e] = band
-    report = {
-        "steps": steps,
-        "halo": halo,
-        "wall_s": time.perf_counter() - t0,
-        "rounds": rounds,
-        "layouts": [
+    report = DomainReport(
+        steps=steps,
+        halo=halo,
+        wall_s=time.perf_counter() - t0,
+        rounds=rounds,
+        layouts=[
             {
                 "at_step": 0,
                 "split": [(n.index, e - s) for n, s, e in bands],
@@ -172,10 +175,9 @@ def _run_bands(
                 "seconds": 0.0,
             }
         ],
-        "failures": [],
-        "download_s": time.perf_counter() - t1,
-    }
-    return out, report  # type: ignore[return-value]
+        download_s=time.perf_counter() - t1,
+    )
+    return out, report
 
 
 class _NodeLost(Exception):
@@ -217,7 +219,7 @@ def _grid_run(
     grid: np.ndarray[Any, Any],
     options: _native.RunOptions,
     progress: Callable[[int, int], object] | None,
-) -> tuple[Any, _native.DomainReportDict]:
+) -> tuple[Any, DomainReport]:
     if ctx.closed:
         raise AmariGpuError("the context is closed")
     failures: list[tuple[int, str]] = []
@@ -240,8 +242,7 @@ def _grid_run(
             lost.node.reason = lost.reason
             failures.append((lost.node.index, lost.reason))
             continue
-        report["failures"] = failures
-        return out, report
+        return out, dataclasses.replace(report, failures=failures)
 
 
 def stencil(
@@ -252,7 +253,7 @@ def stencil(
     options: _native.RunOptions,
     progress: Callable[[int, int], object] | None = None,
     out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], _native.DomainReportDict]:
+) -> tuple[npt.NDArray[np.float32], DomainReport]:
     """``_native.stencil`` on the cluster: one band per node, halos through the store."""
     if not np.isfinite(grid).all() or (grid.size and float(np.abs(grid).max()) > HEAT_LIMIT):
         template = (ArraySlot(0), alpha, boundary, {**options, "split": None})
@@ -266,7 +267,7 @@ def life(
     options: _native.RunOptions,
     progress: Callable[[int, int], object] | None = None,
     out: npt.NDArray[np.uint8] | None = None,
-) -> tuple[npt.NDArray[np.uint8], _native.DomainReportDict]:
+) -> tuple[npt.NDArray[np.uint8], DomainReport]:
     """``_native.life`` on the cluster: one band per node, halos through the store."""
     if grid.size and int(grid.max()) > 1:
         return _into(out, *_whole(ctx, "life", (ArraySlot(0), {**options, "split": None}), grid))

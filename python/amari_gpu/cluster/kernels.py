@@ -226,6 +226,7 @@ def fisher_information(
     weights: npt.NDArray[np.float32] | None = None,
     strategy: str | None = None,
     out: np.ndarray[Any, Any] | None = None,
+    scores_shape: tuple[int, ...] | None = None,
 ) -> tuple[npt.NDArray[np.float64], Plan | None]:
     """``_native.fisher_information`` on the cluster, bit-identical to one context."""
     _host_only(scores)
@@ -263,6 +264,7 @@ def fisher_categorical(
     logits: bool,
     strategy: str | None = None,
     out: Any = None,
+    values_shape: tuple[int, ...] | None = None,
 ) -> tuple[Any, Plan | None]:
     """``_native.fisher_categorical`` on the cluster."""
     _host_only(values, out)
@@ -282,6 +284,8 @@ def fisher_gaussian(
     var: Any,
     strategy: str | None = None,
     out: Any = None,
+    mean_shape: tuple[int, ...] | None = None,
+    var_shape: tuple[int, ...] | None = None,
 ) -> tuple[Any, Plan | None]:
     """``_native.fisher_gaussian`` on the cluster."""
     _host_only(mean, var, out)

@@ -7,7 +7,7 @@ use amari_gpu::fisher;
 use amari_gpu::ga;
 use amari_gpu::tropical::{self, Operands, Semiring};
 use amari_gpu::ResidentOperand as Operand;
-use numpy::{PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use numpy::{PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use crate::arrays::contiguous;
@@ -98,33 +98,39 @@ fn check_ga_apply(
         .map_err(|e| to_pyerr(py, e))
 }
 
-/// Checks the values of `fisher_categorical(ctx, values, logits)` as its core entry does
-/// on host rows, without a context: raises its error, or returns None.
+/// Checks `fisher_categorical(ctx, values, logits)` as its core entry does on host rows
+/// (their shape, then their values), without a context: raises its error, or returns None.
 #[pyfunction]
 fn check_fisher_categorical(
     py: Python<'_>,
-    values: PyReadonlyArray2<'_, f32>,
+    values: PyReadonlyArrayDyn<'_, f32>,
     logits: bool,
 ) -> PyResult<()> {
     let name = if logits { "logits" } else { "probs" };
-    let k = values.as_array().ncols();
     let data = contiguous(&values, name)?;
+    let (_, k) = fisher::categorical_shapes(Operand::Host(data), values.shape(), logits)
+        .map_err(|e| to_pyerr(py, e))?;
     run_detached(py, move || {
         fisher::check_categorical_operands(data, k, logits)
     })
 }
 
 /// Checks `mean` and `var` of `fisher_gaussian(ctx, mean, var)` as its core entry does on
-/// host rows, without a context: raises its error, or returns None.
+/// host rows (their shapes, then their values), without a context: raises its error, or
+/// returns None.
 #[pyfunction]
 fn check_fisher_gaussian(
     py: Python<'_>,
-    mean: PyReadonlyArray2<'_, f32>,
-    var: PyReadonlyArray2<'_, f32>,
+    mean: PyReadonlyArrayDyn<'_, f32>,
+    var: PyReadonlyArrayDyn<'_, f32>,
 ) -> PyResult<()> {
-    let shapes = [mean.as_array().dim(), var.as_array().dim()];
-    let (mean, var) = (contiguous(&mean, "mean")?, contiguous(&var, "var")?);
-    run_detached(py, move || fisher::check_gaussian(mean, var, shapes))
+    let (mean_data, var_data) = (contiguous(&mean, "mean")?, contiguous(&var, "var")?);
+    let operands = (Operand::Host(mean_data), Operand::Host(var_data));
+    let shapes = fisher::gaussian_shapes(operands, [mean.shape(), var.shape()])
+        .map_err(|e| to_pyerr(py, e))?;
+    run_detached(py, move || {
+        fisher::check_gaussian(mean_data, var_data, shapes)
+    })
 }
 
 /// Adds this module's functions to `_native`.

@@ -10,7 +10,8 @@ use pyo3::types::PyDict;
 use crate::adapters::adapter_record;
 use crate::detach::{run_detached, ShortCalls};
 use crate::errors::to_pyerr;
-use crate::plans::{capabilities_record, plan_record, stats_dict, LastPlan};
+use crate::fields::fields;
+use crate::plans::{capabilities_record, plan_record, record, stats_dict, LastPlan};
 
 /// The context's options, read from a dict with one key per field (the Python package
 /// checks their types and builds it).
@@ -169,17 +170,21 @@ impl PyContext {
         Ok(())
     }
 
-    /// The open devices as dicts: `id` and `adapter` (the adapter's description).
-    fn devices<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        self.context(py)?
+    /// The open devices as the package's `amari_gpu.context.Device` (its one description in
+    /// Python): `id`, `adapter` (an `AdapterInfo`), `gpu_timestamps`, and this context (which
+    /// answers the device's `capabilities`).
+    fn devices<'py>(slf: &Bound<'py, Self>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let py = slf.py();
+        slf.get()
+            .context(py)?
             .devices()
             .iter()
             .map(|dev| {
-                let d = PyDict::new(py);
-                d.set_item("id", dev.id)?;
-                d.set_item("adapter", adapter_record(py, &dev.adapter)?)?;
-                d.set_item("gpu_timestamps", dev.timestamp_period_ns.is_some())?;
-                Ok(d)
+                let fields = fields!(py, dev; id;
+                    "adapter" => adapter_record(py, &dev.adapter)?,
+                    "gpu_timestamps" => dev.timestamp_period_ns.is_some(),
+                    "_native" => slf);
+                record(py, "amari_gpu.context", "Device", fields)
             })
             .collect()
     }

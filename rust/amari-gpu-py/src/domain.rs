@@ -1,20 +1,21 @@
 //! Domain decomposition on numpy grids: heat-equation steps and Game of Life; the final grid
-//! is copied into the caller's `out` when given (the core assembles it from the bands).
+//! is copied into the caller's `out` when given (the core assembles it from the bands), and
+//! the run's report is the package's `amari_gpu.domain.DomainReport`.
 
 use amari_gpu::context::MultiGpuContext;
 use amari_gpu::domain::{self, Boundary, Options, Report};
 use numpy::ndarray::Ix2;
 use numpy::{Element, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::arrays::{claim, contiguous, returned_into};
 use crate::context::PyContext;
 use crate::detach::run_watched;
 use crate::errors::to_pyerr;
 use crate::fields::fields;
+use crate::plans::record;
 
-type Returned<'py, T> = PyResult<(Bound<'py, PyArray2<T>>, Bound<'py, PyDict>)>;
+type Returned<'py, T> = PyResult<(Bound<'py, PyArray2<T>>, Bound<'py, PyAny>)>;
 
 /// How to run a grid, read from a dict with one key per field of the core's `Options`.
 #[derive(FromPyObject)]
@@ -37,7 +38,9 @@ impl From<RunOptions> for Options {
     }
 }
 
-fn report_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, PyDict>> {
+/// A run's report as `amari_gpu.domain.DomainReport` (its one description in Python); its
+/// rounds and layouts are dicts (the stub's `RoundDict` and `LayoutDict`).
+fn report_record<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, PyAny>> {
     let rounds = report
         .rounds
         .iter()
@@ -60,9 +63,10 @@ fn report_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, PyD
         .iter()
         .map(|l| fields!(py, l; at_step, split, bands, seconds))
         .collect::<PyResult<Vec<_>>>()?;
-    fields!(py, report; steps, halo, wall_s, download_s, failures;
+    let fields = fields!(py, report; steps, halo, wall_s, download_s, failures;
         "rounds" => rounds,
-        "layouts" => layouts)
+        "layouts" => layouts);
+    record(py, "amari_gpu.domain", "DomainReport", fields)
 }
 
 /// A grid call's arguments as Python passed them, for [`run_grid`].
@@ -101,7 +105,7 @@ where
         steps(&inner, cells, (height, width), &opts)
     })?;
     let array = returned_into(py, Ix2(height, width), claimed, cells)?;
-    Ok((array, report_dict(py, &report)?))
+    Ok((array, report_record(py, &report)?))
 }
 
 /// Explicit heat-equation steps on a C-contiguous float32 (H, W) grid; `options` holds

@@ -1,10 +1,12 @@
 //! Information-geometry kernels (Fisher information), one function per operation for
-//! numpy arrays and DeviceArrays alike; every result is written into the caller's `out`
+//! numpy arrays and DeviceArrays alike; the core checks the operands' shapes as the caller
+//! gave them before `out` is taken, and every result is written into the caller's `out`
 //! when given.
 
+use amari_gpu::fisher;
 use amari_gpu::ResidentOperand as Operand;
-use numpy::ndarray::{Ix2, Ix3};
-use numpy::{PyArray2, PyReadonlyArray1};
+use numpy::ndarray::IxDyn;
+use numpy::{PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use crate::arrays::{claim, contiguous, returned_into};
@@ -16,16 +18,28 @@ use crate::resident::{run_to, PyDeviceArray, PyOperand, PyOut, Returned};
 /// The plan a call followed, as a dict (None when it ran where resident rows live).
 type Plan<'py> = Option<Bound<'py, PyAny>>;
 
-/// The core's view of an operand: a DeviceArray's rows, or host rows (C-contiguous), and
-/// its width.
+/// An operand as Python passes it: a DeviceArray or host rows of any shape (the core checks
+/// the shape), with the DeviceArray's shape as the caller sees it (`None`: its rows and
+/// width).
+type Shaped<'py> = (PyOperand<'py, IxDyn>, Option<Vec<usize>>);
+
+/// The core's view of an operand (a DeviceArray's rows, or C-contiguous host rows) and its
+/// shape as the caller gave it: a numpy array's own, a DeviceArray's `shape` (its rows and
+/// width when not given).
 fn operand<'a>(
-    o: &'a PyOperand<'_>,
+    (o, shape): &'a Shaped<'_>,
     held: &'a Option<PyRef<'_, PyDeviceArray>>,
     name: &str,
-) -> PyResult<(Operand<'a>, usize)> {
+) -> PyResult<(Operand<'a>, Vec<usize>)> {
     Ok(match (o, held) {
-        (PyOperand::Host(h), _) => (Operand::Host(contiguous(h, name)?), h.as_array().ncols()),
-        (PyOperand::Resident(_), Some(r)) => (Operand::Resident(&r.inner), r.inner.cols()),
+        (PyOperand::Host(h), _) => (Operand::Host(contiguous(h, name)?), h.shape().to_vec()),
+        (PyOperand::Resident(_), Some(r)) => {
+            let own = || vec![r.inner.rows(), r.inner.cols()];
+            (
+                Operand::Resident(&r.inner),
+                shape.clone().unwrap_or_else(own),
+            )
+        }
         (PyOperand::Resident(r), None) => {
             let error = amari_gpu::Error::Internal(format!("{name}: DeviceArray not borrowed"));
             return Err(to_pyerr(r.py(), error));
@@ -34,104 +48,116 @@ fn operand<'a>(
 }
 
 /// The borrow of a DeviceArray operand (None for host rows).
-fn held<'py>(o: &PyOperand<'py>) -> Option<PyRef<'py, PyDeviceArray>> {
+fn held<'py>((o, _): &Shaped<'py>) -> Option<PyRef<'py, PyDeviceArray>> {
     match o {
         PyOperand::Resident(r) => Some(r.borrow()),
         PyOperand::Host(_) => None,
     }
 }
 
-/// The rows of an operand.
-fn rows(o: &PyOperand<'_>) -> usize {
-    match o {
-        PyOperand::Resident(r) => r.get().inner.rows(),
-        PyOperand::Host(h) => h.as_array().nrows(),
-    }
-}
-
 /// Empirical Fisher matrix of (N, P) `scores` (a DeviceArray, reduced where its rows live,
-/// or C-contiguous float32 rows) with optional (N,) weights; returns the float64 (P, P)
-/// matrix and the plan (None for a DeviceArray).
+/// of shape `scores_shape` as the caller sees it, or C-contiguous float32 rows) with optional
+/// (N,) weights; returns the float64 (P, P) matrix and the plan (None for a DeviceArray).
+/// The core checks the shapes before `out` is taken.
 #[pyfunction]
-#[pyo3(signature = (ctx, scores, weights=None, strategy=None, out=None))]
+#[pyo3(signature = (ctx, scores, weights=None, strategy=None, out=None, scores_shape=None))]
 fn fisher_information<'py>(
     py: Python<'py>,
     ctx: &PyContext,
-    scores: PyOperand<'py>,
-    weights: Option<PyReadonlyArray1<'py, f32>>,
+    scores: PyOperand<'py, IxDyn>,
+    weights: Option<PyReadonlyArrayDyn<'py, f32>>,
     strategy: Option<&str>,
-    out: Option<Bound<'py, PyArray2<f64>>>,
-) -> PyResult<(Bound<'py, PyArray2<f64>>, Plan<'py>)> {
+    out: Option<Bound<'py, PyArrayDyn<f64>>>,
+    scores_shape: Option<Vec<usize>>,
+) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Plan<'py>)> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
-    let scores_operand = scores;
-    let borrowed = held(&scores_operand);
-    let (scores, p) = operand(&scores_operand, &borrowed, "scores")?;
+    let scores = (scores, scores_shape);
+    let borrowed = held(&scores);
+    let (scores, dims) = operand(&scores, &borrowed, "scores")?;
+    let weights_dims = weights.as_ref().map(|w| w.shape().to_vec());
+    let (n, p) = fisher::information_shapes(scores, &dims, weights_dims.as_deref())
+        .map_err(|e| to_pyerr(py, e))?;
     let weights_slice = weights
         .as_ref()
         .map(|w| contiguous(w, "weights"))
         .transpose()?;
-    let claimed = claim(py, Ix2(p, p), out)?;
+    let claimed = claim(py, IxDyn(&[p, p]), out)?;
     let inner = ctx.context(py)?;
     let sized = Sized {
         calls: &ctx.short,
-        size: rows(&scores_operand) * p,
+        size: n * p,
     };
     let (matrix, plan) = run_sized(py, Some(sized), move || {
-        amari_gpu::fisher::fisher_information_of(&inner, scores, p, weights_slice, strategy)
+        fisher::fisher_information_of(&inner, scores, p, weights_slice, strategy)
     })?;
-    let matrix = returned_into(py, Ix2(p, p), claimed, matrix)?;
+    let matrix = returned_into(py, IxDyn(&[p, p]), claimed, matrix)?;
     let plan = plan.map(|p| ctx.plans.record(py, &p)).transpose()?;
     Ok((matrix, plan))
 }
 
-/// Per-sample categorical Fisher `diag(p) - p p^T` of (N, K) `values` (a DeviceArray or
-/// C-contiguous float32 rows): probabilities, or logits when `logits` is true (the Python
-/// package says which). The (N, K, K) float32 result is a numpy array, a new DeviceArray
-/// (K rows per sample) for DeviceArray `values`, or written into `out`; with the plan.
+/// Per-sample categorical Fisher `diag(p) - p p^T` of (N, K) `values` (a DeviceArray of
+/// shape `values_shape` as the caller sees it, or C-contiguous float32 rows):
+/// probabilities, or logits when `logits` is true (the Python package says which). The
+/// (N, K, K) float32 result is a numpy array, a new DeviceArray (K rows per sample) for
+/// DeviceArray `values`, or written into `out`; with the plan. The core checks the shape
+/// before `out` is taken.
 #[pyfunction]
-#[pyo3(signature = (ctx, values, logits, strategy=None, out=None))]
+#[pyo3(signature = (ctx, values, logits, strategy=None, out=None, values_shape=None))]
 fn fisher_categorical<'py>(
     py: Python<'py>,
     ctx: &PyContext,
-    values: PyOperand<'py>,
+    values: PyOperand<'py, IxDyn>,
     logits: bool,
     strategy: Option<&str>,
-    out: Option<PyOut<'py, Ix3>>,
+    out: Option<PyOut<'py, IxDyn>>,
+    values_shape: Option<Vec<usize>>,
 ) -> Returned<'py> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
-    let n = rows(&values);
+    let values = (values, values_shape);
     let borrowed = held(&values);
-    let (data, k) = operand(&values, &borrowed, if logits { "logits" } else { "probs" })?;
+    let (data, dims) = operand(&values, &borrowed, if logits { "logits" } else { "probs" })?;
+    let (n, k) = fisher::categorical_shapes(data, &dims, logits).map_err(|e| to_pyerr(py, e))?;
     let resident = borrowed.is_some();
-    run_to(py, ctx, resident, (Ix3(n, k, k), out), move |inner, out| {
-        amari_gpu::fisher::fisher_categorical(inner, data, (k, logits), out, strategy)
-    })
+    run_to(
+        py,
+        ctx,
+        resident,
+        (IxDyn(&[n, k, k]), out),
+        move |inner, out| fisher::fisher_categorical(inner, data, (k, logits), out, strategy),
+    )
 }
 
 /// Per-sample Fisher matrix of diagonal Gaussians from (N, D) `mean` and `var`, each a
-/// DeviceArray or C-contiguous float32 rows (the core checks `var` has the shape of
-/// `mean`). The (N, 2D, 2D) float32 result is a numpy array, a new DeviceArray (2D rows
-/// per sample) when an operand is one, or written into `out`; with the plan.
+/// DeviceArray (of shape `mean_shape` / `var_shape` as the caller sees it) or C-contiguous
+/// float32 rows. The (N, 2D, 2D) float32 result is a numpy array, a new DeviceArray (2D rows
+/// per sample) when an operand is one, or written into `out`; with the plan. The core checks
+/// the shapes (`var` of `mean`'s) before `out` is taken.
 #[pyfunction]
-#[pyo3(signature = (ctx, mean, var, strategy=None, out=None))]
+#[pyo3(signature = (ctx, mean, var, strategy=None, out=None, mean_shape=None, var_shape=None))]
 fn fisher_gaussian<'py>(
-    py: Python<'py>,
-    ctx: &PyContext,
-    mean: PyOperand<'py>,
-    var: PyOperand<'py>,
+    // The context as a bound object: the GIL token comes from it, one argument fewer.
+    ctx: &Bound<'py, PyContext>,
+    mean: PyOperand<'py, IxDyn>,
+    var: PyOperand<'py, IxDyn>,
     strategy: Option<&str>,
-    out: Option<PyOut<'py, Ix3>>,
+    out: Option<PyOut<'py, IxDyn>>,
+    mean_shape: Option<Vec<usize>>,
+    var_shape: Option<Vec<usize>>,
 ) -> Returned<'py> {
+    let (py, ctx) = (ctx.py(), ctx.get());
     let strategy = ctx.strategy_or_default(py, strategy)?;
-    let (n, var_n) = (rows(&mean), rows(&var));
+    let (mean, var) = ((mean, mean_shape), (var, var_shape));
     let (mean_held, var_held) = (held(&mean), held(&var));
-    let (mean_rows, d) = operand(&mean, &mean_held, "mean")?;
-    let (var_rows, var_d) = operand(&var, &var_held, "var")?;
+    let (mean_rows, mean_dims) = operand(&mean, &mean_held, "mean")?;
+    let (var_rows, var_dims) = operand(&var, &var_held, "var")?;
+    let operands = (mean_rows, var_rows);
+    let shapes =
+        fisher::gaussian_shapes(operands, [&mean_dims, &var_dims]).map_err(|e| to_pyerr(py, e))?;
     let resident = mean_held.is_some() || var_held.is_some();
-    let (operands, shapes) = ((mean_rows, var_rows), [(n, d), (var_n, var_d)]);
-    let dim = Ix3(n, 2 * d, 2 * d);
+    let (n, d) = shapes[0];
+    let dim = IxDyn(&[n, 2 * d, 2 * d]);
     run_to(py, ctx, resident, (dim, out), move |inner, out| {
-        amari_gpu::fisher::fisher_gaussian(inner, operands, shapes, out, strategy)
+        fisher::fisher_gaussian(inner, operands, shapes, out, strategy)
     })
 }
 

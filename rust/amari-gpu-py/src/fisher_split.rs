@@ -5,16 +5,22 @@
 use std::borrow::Cow;
 
 use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArrayDyn,
+    PyUntypedArrayMethods,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use amari_gpu::fisher::information_shapes;
 use amari_gpu::fisher::split::{self, Finish};
+use amari_gpu::ResidentOperand as Operand;
 
 use crate::arrays::contiguous;
 use crate::context::PyContext;
 use crate::detach::run_detached;
+use crate::errors::to_pyerr;
 use crate::plans::plan_record;
 
 /// The data of an owned (made-here) array; None for a view of the caller's.
@@ -25,8 +31,8 @@ fn owned(data: Cow<'_, [f32]>) -> Option<Vec<f32>> {
     }
 }
 
-/// Checks C-contiguous float32 (N, P) `scores` and optional (N,) `weights` as
-/// `fisher_information` does and returns what the devices see: `scores` and `weights`
+/// Checks C-contiguous float32 (N, P) `scores` and optional (N,) `weights` (their shapes,
+/// then their values) as `fisher_information` does and returns what the devices see: `scores` and `weights`
 /// (None when the input is used as given; weights are ones when none were given), `n`,
 /// `p`, `chunk_items` of the whole problem's grid, and `total`, `column_exponents`,
 /// `weight_exponent` for `fisher_finish`.
@@ -34,11 +40,17 @@ fn owned(data: Cow<'_, [f32]>) -> Option<Vec<f32>> {
 #[pyo3(signature = (scores, weights=None))]
 fn fisher_prepare<'py>(
     py: Python<'py>,
-    scores: PyReadonlyArray2<'py, f32>,
-    weights: Option<PyReadonlyArray1<'py, f32>>,
+    scores: PyReadonlyArrayDyn<'py, f32>,
+    weights: Option<PyReadonlyArrayDyn<'py, f32>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let p = scores.as_array().ncols();
     let scores_slice = contiguous(&scores, "scores")?;
+    let weights_dims = weights.as_ref().map(|w| w.shape().to_vec());
+    let (_, p) = information_shapes(
+        Operand::Host(scores_slice),
+        scores.shape(),
+        weights_dims.as_deref(),
+    )
+    .map_err(|e| to_pyerr(py, e))?;
     let weights_slice = weights
         .as_ref()
         .map(|w| contiguous(w, "weights"))

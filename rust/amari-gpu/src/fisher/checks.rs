@@ -1,7 +1,52 @@
 //! Argument checks of the family's entry points: errors that name the argument, say what
 //! was expected and what came, and point at the first offending entry.
 
-use crate::error::{Error, Result};
+use crate::error::{shape_text, Error, Result};
+use crate::resident::Operand;
+
+/// (N, W) from `dims`, the shape of the operand named `argument` as the caller gave it (a
+/// numpy array's own; a DeviceArray's logical shape, since its rows and row width alone
+/// would take an (N, K, K) array for (N·K, K) rows): two axes, whose words the operand
+/// holds. Shape only: the values are the run's to read.
+pub(crate) fn matrix(
+    argument: &str,
+    operand: Operand<'_>,
+    dims: &[usize],
+) -> Result<(usize, usize)> {
+    let &[n, w] = dims else {
+        return Err(Error::Shape {
+            argument: argument.into(),
+            expected: "(N, W)".into(),
+            actual: shape_text(dims),
+        });
+    };
+    let (expected, actual) = match operand {
+        Operand::Resident(array) if (array.rows(), array.cols()) == (n, w) => return Ok((n, w)),
+        Operand::Resident(array) => (
+            "the DeviceArray's rows and row width",
+            format!("{} rows of {}", array.rows(), array.cols()),
+        ),
+        Operand::Host(data) if n.checked_mul(w) == Some(data.len()) => return Ok((n, w)),
+        Operand::Host(data) => ("the array's words", format!("{} floats", data.len())),
+    };
+    Err(Error::Shape {
+        argument: argument.into(),
+        expected: format!("{} ({expected})", shape_text(dims)),
+        actual,
+    })
+}
+
+/// `dims`, the shape of the vector named `argument` as the caller gave it, is (`n`,).
+pub(crate) fn vector(argument: &str, dims: &[usize], n: usize) -> Result<()> {
+    if dims == [n] {
+        return Ok(());
+    }
+    Err(Error::Shape {
+        argument: argument.into(),
+        expected: shape_text(&[n]),
+        actual: shape_text(dims),
+    })
+}
 
 /// Rows of a flat row-major (N, `width`) array named `argument`, for `width` within
 /// `1..=max_width`.
@@ -75,4 +120,31 @@ pub(crate) fn all_values(
 /// Every value is finite.
 pub(crate) fn finite(argument: &str, data: &[f32], width: usize) -> Result<()> {
     all_values(argument, data, width, "finite values", f32::is_finite)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_are_checked_as_the_caller_gave_them() {
+        let data = [0.0f32; 6];
+        assert_eq!(matrix("scores", Operand::Host(&data), &[2, 3]), Ok((2, 3)));
+        let text = |e: Error| e.to_string();
+        let three = matrix("probs", Operand::Host(&data), &[1, 2, 3]).map_err(text);
+        assert_eq!(
+            three,
+            Err("probs: expected shape (N, W), got (1, 2, 3)".into())
+        );
+        let short = matrix("mean", Operand::Host(&data), &[3, 3]).map_err(text);
+        assert_eq!(
+            short,
+            Err("mean: expected shape (3, 3) (the array's words), got 6 floats".into())
+        );
+        assert_eq!(vector("weights", &[2], 2), Ok(()));
+        assert_eq!(
+            vector("weights", &[2, 1], 2).map_err(text),
+            Err("weights: expected shape (2,), got (2, 1)".into())
+        );
+    }
 }

@@ -2,6 +2,8 @@
 //! picks the host implementation (through the engine) or the resident one (where the rows
 //! live, the numpy path's checks and errors read there); the result goes by the rule of
 //! [`Destination`]. Both implementations check their own operands (in the same words).
+//! The `*_shapes` checks take the operands' shapes as the caller gave them (a DeviceArray's
+//! logical shape included); a binding runs them before it takes `out` or runs anything.
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
@@ -9,6 +11,7 @@ use crate::plan::{Plan, Strategy};
 use crate::resident::{Destination, Operand, Outcome, ResidentArray};
 
 use super::categorical::{fisher_categorical_logits, fisher_categorical_probs};
+use super::checks::{matrix, vector};
 use super::gaussian::{check_gaussian_operands, fisher_gaussian_diag};
 use super::information::fisher_information as host_information;
 use super::resident::fisher_information_resident;
@@ -33,6 +36,45 @@ pub fn fisher_information_of(
             Ok((fisher_information_resident(ctx, array, weights)?, None))
         }
     }
+}
+
+/// The shapes of a `fisher_information` call as the caller gave them: (N, P) `scores`
+/// (`dims`) and, when given, (N,) weights (`weights`). Returns (N, P).
+pub fn information_shapes(
+    scores: Operand<'_>,
+    dims: &[usize],
+    weights: Option<&[usize]>,
+) -> Result<(usize, usize)> {
+    let (n, p) = matrix("scores", scores, dims)?;
+    if let Some(weights) = weights {
+        vector("weights", weights, n)?;
+    }
+    Ok((n, p))
+}
+
+/// The shape of a `fisher_categorical` call's (N, K) `values` (`dims`, as the caller gave
+/// them), probabilities or (when `logits`) logits. Returns (N, K).
+pub fn categorical_shapes(
+    values: Operand<'_>,
+    dims: &[usize],
+    logits: bool,
+) -> Result<(usize, usize)> {
+    matrix(if logits { "logits" } else { "probs" }, values, dims)
+}
+
+/// The shapes of a `fisher_gaussian` call's `mean` and `var` as the caller gave them
+/// (`dims`): each (N, D), `var` of `mean`'s shape. Returns both, as [`fisher_gaussian`]
+/// takes them.
+pub fn gaussian_shapes(
+    (mean, var): (Operand<'_>, Operand<'_>),
+    [mean_dims, var_dims]: [&[usize]; 2],
+) -> Result<[(usize, usize); 2]> {
+    let shapes = [
+        matrix("mean", mean, mean_dims)?,
+        matrix("var", var, var_dims)?,
+    ];
+    same_shapes(shapes)?;
+    Ok(shapes)
 }
 
 /// `diag(p) - p p^T` of (N, `k`) `values`, probabilities or (when `logits`) logits, host

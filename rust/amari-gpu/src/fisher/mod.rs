@@ -29,7 +29,10 @@ pub use categorical::{
     categorical_outer_kernel, check_categorical_operands, fisher_categorical_logits,
     fisher_categorical_probs, softmax_kernel, MAX_CATEGORIES, PROBS_SUM_TOLERANCE,
 };
-pub use entry::{check_gaussian, fisher_categorical, fisher_gaussian, fisher_information_of};
+pub use entry::{
+    categorical_shapes, check_gaussian, fisher_categorical, fisher_gaussian, fisher_information_of,
+    gaussian_shapes, information_shapes,
+};
 pub use gaussian::{
     check_gaussian_operands, fisher_gaussian_diag, gaussian_diag_kernel, MAX_GAUSSIAN_DIMENSIONS,
 };
