@@ -177,6 +177,32 @@ impl PyContext {
             .collect()
     }
 
+    /// What the selection chose when the context opened: `left_out` (one dict per adapter,
+    /// or named backend without adapter, left out: `adapter` (index or `None`), `name`,
+    /// `backend`, `reason`), `notes` (options that could not apply) and `summary` (the INFO
+    /// line logged at open).
+    fn selection<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let ctx = self.context(py)?;
+        let chosen = ctx.selection();
+        let left_out = chosen
+            .left_out
+            .iter()
+            .map(|l| {
+                let d = PyDict::new(py);
+                d.set_item("adapter", l.adapter)?;
+                d.set_item("name", &l.name)?;
+                d.set_item("backend", &l.backend)?;
+                d.set_item("reason", &l.reason)?;
+                Ok(d)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let d = PyDict::new(py);
+        d.set_item("left_out", left_out)?;
+        d.set_item("notes", &chosen.notes)?;
+        d.set_item("summary", &chosen.summary)?;
+        Ok(d)
+    }
+
     /// Measures (or loads) every device's capabilities.
     #[pyo3(signature = (force=false))]
     fn calibrate<'py>(&self, py: Python<'py>, force: bool) -> PyResult<Vec<Bound<'py, PyAny>>> {

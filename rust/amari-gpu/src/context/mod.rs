@@ -22,7 +22,7 @@ use crate::history::History;
 use crate::options::ContextOptions;
 use crate::plan::Plan;
 use crate::profile::Profiler;
-use crate::selection::explain;
+use crate::selection::{explain, Selection};
 use ledger::Ledger;
 
 /// The one wgpu instance of the process, over every native backend.
@@ -123,6 +123,8 @@ pub struct MultiGpuContext {
     pub(super) profiler: Mutex<Option<Arc<Profiler>>>,
     /// The live resident arrays (their shards and lineage).
     pub(crate) resident: Arc<Ledger>,
+    /// What the selection chose and left out, and why (set by `open`).
+    pub(crate) selection: Selection,
 }
 
 impl MultiGpuContext {
@@ -141,6 +143,7 @@ impl MultiGpuContext {
             group_speedups: Mutex::new(BTreeMap::new()),
             profiler: Mutex::new(None),
             resident: Arc::default(),
+            selection: Selection::default(),
         }
     }
     /// Releases the devices: when this is the context's last reference (no call is
@@ -167,6 +170,11 @@ impl MultiGpuContext {
     /// The open devices, by id.
     pub fn devices(&self) -> &[Arc<GpuDevice>] {
         &self.devices
+    }
+    /// What the selection chose when the context opened: the adapters left out and why,
+    /// and the options that could not apply.
+    pub fn selection(&self) -> &Selection {
+        &self.selection
     }
     /// The options the context was opened with.
     pub fn options(&self) -> &ContextOptions {
