@@ -20,6 +20,7 @@ __all__ = [
     "Profile",
     "__version__",
     "adapters",
+    "backend_unavailable_reason",
     "check_workload",
     "default_selection",
     "family_of",

@@ -139,9 +139,9 @@ def fixes(
     out: list[str] = []
     by_name = {c.name: c for c in checks}
     present = {a.backend for a in found}
-    for missing in unavailable_backends(backends, found):
-        if missing["backend"] != "host":
-            out.append(f"Backend {missing['backend']}: {missing['reason']}.")
+    for absent in unavailable_backends(backends, found):
+        if absent["backend"] != "host":
+            out.append(f"Backend {absent['backend']}: {absent['reason']}.")
     mesa = backends is None or bool({"vulkan", "gl"} & set(backends))
     if not found and backends is None:
         if sys.platform == "darwin":

@@ -358,10 +358,14 @@ fn nothing_selected_is_no_adapter_with_a_hint() {
     };
     match select(&machine(), &options) {
         Err(Error::NoAdapter(message)) => {
+            // The missing backend says why it is missing, then what is there.
             assert!(
-                message.starts_with("No adapter on backends metal, of types cpu; available: [0]"),
+                message.starts_with(
+                    "No adapter on backends metal, of types cpu (backend metal: no adapter"
+                ),
                 "{message}"
             );
+            assert!(message.contains("); available: [0]"), "{message}");
             assert!(!message.contains("Some("), "{message}");
         }
         other => panic!("expected NoAdapter, got {other:?}"),
