@@ -275,11 +275,14 @@ class MultiGpuContext(
         context holds (``resident_bytes`` of it held by live DeviceArrays), health."""
         return list(self._native.stats())
 
-    def inject_fault(self, device_id: int, after_chunks: int = 0) -> None:
+    def inject_fault(self, device_id: int, after_chunks: int = 0, *, hold: bool = False) -> None:
         """Makes ``device_id`` fail when it starts a chunk after completing ``after_chunks``
-        more (for testing recovery): its unfinished chunks go to the healthy devices."""
+        more (for testing recovery): its unfinished chunks go to the healthy devices. With
+        ``hold=True`` the wgpu device stops answering instead: from then on, waits for its
+        work do not end (``sync_timeout_ms`` and interrupts still end them) until
+        :meth:`reset_health`, so tests of timeouts do not depend on how fast it is."""
         after = integer("after_chunks", after_chunks, 0)
-        self._native.inject_fault(self._device_id(device_id), after)
+        self._native.inject_fault(self._device_id(device_id), after, bool(hold))
 
     def reset_health(self, device_id: int | None = None) -> None:
         """Marks ``device_id`` (or every device) healthy again."""

@@ -257,11 +257,23 @@ impl PyContext {
             .collect()
     }
 
-    /// Makes a device fail when it starts its next chunk after `after_chunks` more.
-    fn inject_fault(&self, py: Python<'_>, device_id: usize, after_chunks: u64) -> PyResult<()> {
-        self.context(py)?
-            .inject_fault(device_id, after_chunks)
-            .map_err(|e| to_pyerr(py, e))
+    /// Makes a device fail when it starts its next chunk after `after_chunks` more; with
+    /// `hold`, its waits for its wgpu work stop ending instead, until `reset_health`.
+    #[pyo3(signature = (device_id, after_chunks, hold=false))]
+    fn inject_fault(
+        &self,
+        py: Python<'_>,
+        device_id: usize,
+        after_chunks: u64,
+        hold: bool,
+    ) -> PyResult<()> {
+        let ctx = self.context(py)?;
+        let done = if hold {
+            ctx.inject_hold(device_id, after_chunks)
+        } else {
+            ctx.inject_fault(device_id, after_chunks)
+        };
+        done.map_err(|e| to_pyerr(py, e))
     }
 
     /// Marks a device (or all) healthy again.

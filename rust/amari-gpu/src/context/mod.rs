@@ -360,6 +360,13 @@ impl MultiGpuContext {
         self.device(id)?.health.inject_fault(after_chunks);
         Ok(())
     }
+    /// Makes device `id`'s waits for its wgpu work not end after it completes
+    /// `after_chunks` more chunks, until `reset_health` (for tests of timeouts and
+    /// interrupts that must not depend on how fast the device is).
+    pub fn inject_hold(&self, id: usize, after_chunks: u64) -> Result<()> {
+        self.device(id)?.health.inject_hold(after_chunks);
+        Ok(())
+    }
     /// Marks device `id` (or every device) healthy again.
     pub fn reset_health(&self, id: Option<usize>) -> Result<()> {
         match id {
