@@ -63,13 +63,20 @@ clean: ## remove the virtual environment and build outputs
 	rm -rf $(VENV) dist
 	cargo clean
 
-bench: dev ## host device vs CPU peers; strategies, profiler cost, grids; API benchmarks; scaling study; criterion benches
+# Every figure in README.md and docs/benchmarks.md is printed by one of these. host.py runs
+# without the OpenBLAS variables that pin a kernel (it prints the one numpy's BLAS chose).
+bench: dev ## every figure of README and docs/benchmarks.md: host vs CPU peers, strategies, grids, resident arrays, profiler, Ray, criterion benches
 	$(PY) -m pip install -q -r requirements-bench.txt
-	$(PY) benches/host.py
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benches/host.py
 	$(PY) benches/strategies.py
 	$(PY) benches/profiler.py
 	$(PY) benches/model.py
 	$(PY) benches/stencil.py
+	$(PY) benches/stencil.py --size 256 --steps 64
+	$(PY) benches/chain.py
+	$(PY) benches/resident_tropical.py
+	$(PY) benches/resident_fisher.py
+	$(PY) benches/cluster.py
 	$(PY) -m pytest benches/ --benchmark-only
 	$(PY) -m amari_gpu bench --quick
-	cargo bench -p amari-gpu --features bench-support --bench partition --bench families --bench wgpucall
+	cargo bench -p amari-gpu --features bench-support --bench partition --bench families --bench wgpucall --bench ga --bench tropical --bench fisher

@@ -2,12 +2,18 @@
 
 One run, interleaved repetitions, medians with their spread: Cl(3,0) geometric product
 against kingdon (and against the memory bandwidth the host calibration measures), max-plus
-against a numba parallel triple loop, shortest paths against scipy's floyd_warshall, the
-empirical Fisher matrix against numpy/BLAS, heat steps against numpy np.roll steps, and the
-default context against the best single device. Prints the CPU, its SIMD level, the thread
-count and every peer's version; peers come from requirements-bench.txt and are optional.
+against a parallel numba kernel with a row accumulator, shortest paths against scipy's
+floyd_warshall, the empirical Fisher matrix against numpy/BLAS, heat steps against numpy
+np.roll steps, and the default context against the best single device that is a different
+choice. Prints the CPU, its SIMD level, the thread count, every peer's version and the BLAS
+numpy runs (library and kernel); peers come from requirements-bench.txt and are optional.
 
-    python benches/host.py [--quick] [--repeats R] [--json]
+OpenBLAS reads OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE when numpy loads: set, they can pin a
+slower kernel than the CPU's. For the Fisher row's peer, run with both unset (`make bench`
+does) and check the BLAS line:
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \
+        python benches/host.py [--quick] [--repeats R] [--json]
 """
 
 from __future__ import annotations

@@ -112,3 +112,22 @@ def test_out_is_untouched_on_an_argument_error(rc: ag.RayContext) -> None:
         rc.fisher_gaussian(mean, var, out=out3)
     assert (out3 == 7.0).all()
     assert np.array_equal(mean, before[0]) and np.array_equal(var, before[1])
+
+
+def test_an_overflow_deep_in_a_names_the_callers_row(
+    rc: ag.RayContext, local: ag.MultiGpuContext
+) -> None:
+    # Found only by running the product (a node's chunk), never by the driver's checks: the
+    # entry the node names in its chunk's result is the caller's, as one context names it.
+    a, b = _operand(ROWS, 8), _operand(8, 3)
+    a[DEEP, 5], b[5, 2] = 3e38, 3e38
+    out = np.full((ROWS, 3), 7.0, dtype=np.float32)
+    got = _message(ag.InvalidArgumentError, rc.tropical_matmul, a, b, out=out)
+    assert f"out[0, {DEEP}, 2]" in got
+    assert got == _message(ag.InvalidArgumentError, local.tropical_matmul, a, b)
+    batched = np.stack([_operand(8, 8)] * (2 * CHUNK))
+    x = np.zeros((2 * CHUNK, 8), dtype=np.float32)
+    batched[CHUNK + 37, 4, 1], x[CHUNK + 37, 1] = -3e38, -3e38
+    got = _message(ag.InvalidArgumentError, rc.tropical_matvec, batched, x, "min_plus")
+    assert f"out[{CHUNK + 37}, 4, 0]" in got
+    assert got == _message(ag.InvalidArgumentError, local.tropical_matvec, batched, x, "min_plus")

@@ -19,6 +19,7 @@ from pathlib import Path
 import amari_gpu
 import pytest
 from amari_gpu import Capabilities, MultiGpuContext
+from amari_gpu._native import family_of
 
 CACHE_FILE = "calibration-v2.json"
 MEASURED = ("memory_bandwidth_gb_s", "transfer_gb_s", "h2d_gb_s", "d2h_gb_s", "launch_latency_s")
@@ -251,3 +252,26 @@ def test_devices_sharing_hardware_know_each_other(engine_ctx, default_ctx):
     alone = default_ctx.calibrate()
     assert len(alone) == 1
     assert (alone[0].shares_hardware_with, alone[0].group_speedup) == ([], None)
+
+
+def test_families_keep_the_names_caches_and_histories_are_keyed_by(engine_ctx):
+    # Calibration caches and cost-model histories written by earlier builds key their
+    # figures by these names, and a cluster plans by them (``family_of``).
+    measured = {"geometric_algebra", "information_geometry", "tropical"}
+    for c in engine_ctx.calibrate():
+        assert set(c.throughput) == measured, c.throughput
+    names = {
+        "geometric_product": "geometric_algebra",
+        "sandwich": "geometric_algebra",
+        "tropical_matmul": "tropical",
+        "shortest_paths": "tropical",
+        "fisher_information": "information_geometry",
+        "fisher_gaussian": "information_geometry",
+        "information_geometry": "information_geometry",
+        "stencil/heat": "stencil",
+        "calibration/peak": "calibration",
+        "map_rows/user": "map_rows",
+        "map_rows": "map_rows",
+        "not_a_kernel": None,
+    }
+    assert {name: family_of(name) for name in names} == names

@@ -143,4 +143,18 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
         assert (row["peer_s"] or 0) > 0 or "not installed" in row["note"], row
         assert "disagree" not in row["note"], row
     assert result["bandwidth"]["calibrated_gb_s"] > 0 and result["bandwidth"]["out_gb_s"] > 0
-    assert result["default_context"]["best_single"] in result["default_context"]["medians_s"]
+    # The default context is compared with single devices that are other choices, never with
+    # a context of the very devices it opened (on a machine without a GPU: the host alone).
+    default = result["default_context"]
+    default_devices = {d.adapter.describe() for d in ag.MultiGpuContext().devices}
+    assert set(default["default_devices"]) == default_devices
+    singles = [a for a in ag.adapters() if {a.describe()} != default_devices]
+    if singles:
+        assert default["best_single"] in default["medians_s"]
+        assert default["best_single"] in {f"{a.name} ({a.backend})" for a in singles}
+        assert default["ratio"] > 0
+    else:
+        assert default["best_single"] is None and default["ratio"] is None
+    # Which BLAS numpy ran, and the OpenBLAS variables that would pin its kernel.
+    assert set(result["blas"]["env"]) == {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"}
+    assert result["blas"]["name"]

@@ -150,7 +150,7 @@ def test_without_matplotlib_json_and_markdown_still_written(study, monkeypatch, 
     data, _, _ = study
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
     written = scaling.write_report(dict(data), tmp_path)
-    assert "pip install 'amari-gpu[plot]'" in written["plots_skipped"]
+    assert "pip install '.[plot]' (in a clone)" in written["plots_skipped"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md", "results.json"]
     assert "Skipped: matplotlib is not installed" in (tmp_path / "report.md").read_text()
     assert json.loads((tmp_path / "results.json").read_text())["plots"] == []

@@ -16,7 +16,7 @@ from ._mixin import KernelHost
 from ._validate import as_float32, output, real_array, shape_text
 from .algebra import CL3, Algebra
 from .array import DeviceArray, _rows_of, returned
-from .errors import InvalidArgumentError, ShapeError
+from .errors import AmariGpuError, InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
 
@@ -30,21 +30,14 @@ def _algebra(value: Any) -> Algebra:
     return value
 
 
-def _operand(name: str, value: Any, width: int) -> np.ndarray[Any, Any]:
-    """``value`` as a real array of shape (..., ``width``): any leading batch dimensions,
-    like the core dimension of a numpy gufunc."""
-    array = real_array(name, value)
-    if array.ndim == 0 or array.shape[-1] != width:
-        raise ShapeError(f"{name}: expected shape (..., {width}), got {shape_text(array.shape)}")
-    return array
-
-
 def _rows(name: str, array: np.ndarray[Any, Any], lead: tuple[int, ...]) -> npt.NDArray[np.float32]:
-    """``array`` as float32 rows for the core: one row when its batch has one multivector
-    (the core applies it to every row of the other operand, uploaded once), else its rows
-    broadcast to the leading shape ``lead`` (a copy only when broadcasting repeats rows).
-    Converted to float32 before broadcasting, so a repeated copy is of float32 rows."""
-    width = array.shape[-1]
+    """``array`` as float32 rows of its own width for the core (which checks that width
+    against the algebra's, in the caller's shape): one row when its batch has one
+    multivector (the core applies it to every row of the other operand, uploaded once),
+    else its rows broadcast to the leading shape ``lead`` (a copy only when broadcasting
+    repeats rows). Converted to float32 before broadcasting, so a repeated copy is of
+    float32 rows."""
+    width = array.shape[-1] if array.ndim else 1
     array32 = as_float32(name, array)
     if math.prod(array.shape[:-1]) == 1:
         return array32.reshape(1, width)
@@ -72,60 +65,99 @@ def _grade_mask(k: Any, algebra: Algebra) -> int:
     return mask
 
 
+def _ready_rows(named: list[tuple[str, Any]], width: int) -> list[Any] | None:
+    """The operands when they are already what the core reads — plain, aligned, C-contiguous
+    float32 ndarrays of one shape (..., ``width``), so nothing is converted or broadcast —
+    else None (the general conversion applies). A small call's Python work is this check."""
+    values = [value for _, value in named]
+    shape = getattr(values[0], "shape", None)
+    for value in values:
+        if not (
+            type(value) is np.ndarray
+            and value.dtype == np.float32
+            and value.shape == shape
+            and value.ndim >= 1
+            and value.shape[-1] == width
+            and value.flags.c_contiguous
+            and value.flags.aligned
+        ):
+            return None
+    return values
+
+
 def _numpy_rows(
-    operation: str, named: list[tuple[str, Any]], width: int
+    call: tuple[str, Algebra, int], named: list[tuple[str, Any]]
 ) -> tuple[list[Any], tuple[int, ...]]:
-    """Numpy operands as the core's rows (see :func:`_rows`) and the result's shape: the
-    leading shapes broadcast against each other (numpy rules)."""
-    arrays = [_operand(name, value, width) for name, value in named]
+    """Numpy operands of ``call`` (operation, algebra, grades) as the core's rows (see
+    :func:`_rows`), checked by the core in the shapes the caller gave them, and the
+    result's shape (the leading shapes broadcast against each other, numpy rules)."""
+    operation, algebra, grades = call
+    width = algebra.n_blades
+    ready = _ready_rows(named, width)
+    if ready is not None:
+        # Already the core's rows, of the algebra's width and one shape (nothing to
+        # broadcast): the native call's own checks are the caller's terms.
+        same = ready[0].shape[:-1]
+        flat = [value.reshape(-1, width) for value in ready]
+        return flat, (same if operation == "scalar_product" else (*same, width))
+    arrays = [real_array(name, value) for name, value in named]
+    shapes = [a.shape for a in arrays]
     try:
-        lead = np.broadcast_shapes(*(a.shape[:-1] for a in arrays))
+        lead: tuple[int, ...] | None = np.broadcast_shapes(*(a.shape[:-1] for a in arrays))
     except ValueError:
-        first, second = arrays[0], arrays[1]
-        raise ShapeError(
-            f"{named[1][0]}: expected leading dimensions that broadcast with {named[0][0]}'s "
-            f"{shape_text(first.shape[:-1])}, got shape {shape_text(second.shape)}"
-        ) from None
-    rows = [_rows(name, a, lead) for (name, _), a in zip(named, arrays, strict=True)]
+        lead = None
+    # Rows broadcast to the result's leading shape; when there is none (leading dimensions
+    # that do not broadcast), their own, which the core refuses in the caller's terms (a
+    # wrong width first, as on every call).
+    rows: list[Any] = [
+        _rows(name, a, a.shape[:-1] if lead is None else lead)
+        for (name, _), a in zip(named, arrays, strict=True)
+    ]
+    _native.check_ga_apply(operation, algebra.signature, rows, grades, shapes)
+    if lead is None:
+        raise AmariGpuError(
+            f"{operation}: the core took leading shapes {shapes} that do not broadcast"
+        )
+    width = algebra.n_blades
     return rows, (lead if operation == "scalar_product" else (*lead, width))
 
 
-def _resident_operand(ctx: Any, name: str, value: Any, width: int) -> tuple[Any, tuple[int, ...]]:
-    """The native operand of ``value`` (width ``width``) and its leading shape: a live
-    DeviceArray's handle, or float32 rows; a single row is passed as host data."""
+def _resident_operand(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...]]:
+    """The native operand of ``value`` and its shape: a live DeviceArray's handle, or
+    float32 rows of the array's own width (the core checks the widths)."""
     if isinstance(value, DeviceArray):
-        handle = value._live(name, ctx)
-        single = value.shape == (width,)
-        if not single and (value.ndim < 2 or value.shape[-1] != width):
-            raise ShapeError(
-                f"{name}: expected shape (..., {width}), got {shape_text(value.shape)}"
-            )
-        return handle, value.shape[:-1]
-    array = _operand(name, value, width)
-    return as_float32(name, array.reshape(-1, width)), array.shape[:-1]
+        return value._live(name, ctx), value.shape
+    array = real_array(name, value)
+    return _rows(name, array, array.shape[:-1]), array.shape
 
 
 def _resident_rows(
-    ctx: Any, operation: str, named: list[tuple[str, Any]], width: int
+    ctx: Any, call: tuple[str, Algebra, int], named: list[tuple[str, Any]]
 ) -> tuple[list[Any], tuple[int, ...], bool]:
-    """Operands with a DeviceArray among them as the core's rows: DeviceArray handles and
-    float32 rows, a single multivector gathered (2^n words: the core applies it to every
-    row); leading shapes equal (DeviceArrays do not broadcast). Returns them, the result's
-    shape, and whether every operand is a single multivector gathered (then nothing is
-    resident)."""
-    operands = [_resident_operand(ctx, name, value, width) for name, value in named]
-    batch = any(math.prod(lead) != 1 for _, lead in operands)
+    """Operands of ``call`` (operation, algebra, grades) with a DeviceArray among them as
+    the core's rows, checked by the core in the shapes the caller gave them: DeviceArray
+    handles and float32 rows, a single multivector gathered (one row: the core applies it
+    to every row); leading shapes equal (DeviceArrays do not broadcast). Returns them, the
+    result's shape, and whether every operand is a single multivector gathered (then
+    nothing is resident)."""
+    operation, algebra, grades = call
+    converted = [_resident_operand(ctx, name, value) for name, value in named]
+    shapes = [shape for _, shape in converted]
+    batch = any(math.prod(shape[:-1]) != 1 for shape in shapes)
     # A 1-D DeviceArray is always gathered: asarray keeps it as 2^n rows of one word, a
     # layout no GA kernel reads.
-    operands = [
-        (np.asarray(value, dtype=np.float32).reshape(1, width), lead)
-        if math.prod(lead) == 1 and isinstance(value, DeviceArray) and (batch or value.ndim == 1)
-        else (op, lead)
-        for (op, lead), (_, value) in zip(operands, named, strict=True)
+    native = [
+        _rows(name, np.asarray(value, dtype=np.float32), ())
+        if math.prod(shape[:-1]) == 1
+        and isinstance(value, DeviceArray)
+        and (batch or value.ndim == 1)
+        else op
+        for (op, shape), (name, value) in zip(converted, named, strict=True)
     ]
-    batches = [lead for _, lead in operands if math.prod(lead) != 1]
-    lead = batches[0] if batches else operands[0][1]
-    for (name, _), (_, other) in zip(named, operands, strict=True):
+    leads = [shape[:-1] for shape in shapes]
+    batches = [lead for lead in leads if math.prod(lead) != 1]
+    lead = batches[0] if batches else leads[0]
+    for (name, _), other in zip(named, leads, strict=True):
         if math.prod(other) != 1 and other != lead:
             raise ShapeError(
                 f"{name}: expected leading shape {shape_text(lead)} like the other "
@@ -133,9 +165,11 @@ def _resident_rows(
             )
     # The result's leading shape is numpy's broadcast of the operands' (as on the numpy
     # path): a single multivector of shape (1, 1, 2^n) adds its axes.
-    lead = np.broadcast_shapes(*(other for _, other in operands))
+    lead = np.broadcast_shapes(*leads)
+    width = algebra.n_blades
     shape = tuple(lead) if operation == "scalar_product" else (*lead, width)
-    native = [op for op, _ in operands]
+    # The core's checks in the caller's shapes, before anything is uploaded or run.
+    _native.check_ga_apply(operation, algebra.signature, native, grades, shapes)
     gathered = not any(isinstance(op, _native.DeviceArray) for op in native)
     if gathered and batch:
         # A numpy batch beside gathered single DeviceArrays: uploaded (placed by the
@@ -160,32 +194,37 @@ class GaBase(KernelHost):
         out: Any,
     ) -> npt.NDArray[np.float32] | DeviceArray:
         """Every GA method: the operands converted (numpy rows broadcast to the result's
-        leading shape; DeviceArrays as handles), then the one native call. A DeviceArray
-        operand gives a DeviceArray result (or the ``out`` given)."""
-        width = alg.n_blades
+        leading shape; DeviceArrays as handles) and checked by the core in the caller's
+        shapes, then the one native call. A DeviceArray operand gives a DeviceArray result
+        (or the ``out`` given)."""
+        call = (operation, alg, grades)
         resident = any(isinstance(value, DeviceArray) for _, value in named)
         single = False
         if resident:
-            rows, shape, single = _resident_rows(self, operation, named, width)
+            rows, shape, single = _resident_rows(self, call, named)
         else:
-            rows, shape = _numpy_rows(operation, named, width)
-        target = output(out, shape, np.float32, dict(named), resident=self if resident else None)
+            rows, shape = _numpy_rows(call, named)
+        target = (
+            None
+            if out is None
+            else output(out, shape, np.float32, dict(named), resident=self if resident else None)
+        )
         if single:
-            return self._single_result(operation, alg, rows, grades, shape, target)
-        result = self._run(operation, alg, rows, grades, strategy, target)
+            return self._single_result(call, rows, shape, target)
+        result = self._run(call, rows, strategy, target)
         return returned(self, result, target, shape)
 
     def _run(
         self,
-        operation: str,
-        algebra: Algebra,
-        operands: list[Any],
-        grades: int,
+        call: tuple[str, Algebra, int],
+        rows: list[Any],
         strategy: Any,
         target: Any,
     ) -> Any:
-        """The one native call of every GA operation: numpy rows or DeviceArray handles
-        into ``target`` (None, a numpy array or a DeviceArray)."""
+        """The one native call of every GA operation (``call``: operation, algebra,
+        grades): numpy rows or DeviceArray handles into ``target`` (None, a numpy array or
+        a DeviceArray)."""
+        operation, algebra, grades = call
         words = 1 if operation == "scalar_product" else algebra.n_blades
         # A C-contiguous array reshapes to the core's (rows, words) as a view of itself.
         native_out: Any = target
@@ -197,7 +236,7 @@ class GaBase(KernelHost):
             self._native,
             operation,
             algebra.signature,
-            operands,
+            rows,
             grades,
             optional_strategy(strategy),
             native_out,
@@ -207,10 +246,8 @@ class GaBase(KernelHost):
 
     def _single_result(
         self,
-        operation: str,
-        algebra: Algebra,
+        call: tuple[str, Algebra, int],
         rows: list[Any],
-        grades: int,
         shape: tuple[int, ...],
         target: Any,
     ) -> npt.NDArray[np.float32] | DeviceArray:
@@ -220,7 +257,7 @@ class GaBase(KernelHost):
         writes (a 1-D array is 2^n rows of one word). A DeviceArray ``out`` takes the
         upload's shards in place of its own; a numpy ``out`` gets the result."""
         numpy_out = target if isinstance(target, np.ndarray) else None
-        result = self._run(operation, algebra, rows, grades, None, numpy_out)
+        result = self._run(call, rows, None, numpy_out)
         if numpy_out is not None:
             return numpy_out
         handle = _native.resident_upload(self._native, result.reshape(_rows_of(shape)))

@@ -377,8 +377,9 @@ __all__ += [
 def check_ga_apply(
     operation: str,
     signature: tuple[int, int, int],
-    operands: list[npt.NDArray[np.float32]],
+    operands: list[DeviceArray | npt.NDArray[np.float32]],
     grades: int = 0,
+    shapes: list[tuple[int, ...]] | None = None,
 ) -> None: ...
 def check_tropical_matmul(
     a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], semiring: str

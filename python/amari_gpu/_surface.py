@@ -123,9 +123,10 @@ def fisher_finish(
 # --- check-only entries (a cluster's driver checks a call before splitting it) [checks] ---
 def check_ga_apply(
     operation: str, signature: tuple[int, int, int],
-    operands: list[host[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+    operands: list[either[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+    shapes: list[tuple[int, ...]] | None = None,
 ) -> None:
-    "The checks of ga_apply on host operands, without a context or a run."
+    "The checks of ga_apply, in the caller's shapes of the operands, without a context or a run."
 
 def check_tropical_matmul(
     a: host[f32, "(batch, m, k)"], b: host[f32, "(batch, k, n)"], semiring: str

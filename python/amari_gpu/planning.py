@@ -96,7 +96,9 @@ class Plan:
     ``strategy`` is the strategy that made the split; ``requested_strategy`` is what was
     asked for (``"auto"`` chooses and says which here). ``lower_bound_s`` is
     max(total work / sum of throughputs, one chunk on the fastest device), and
-    ``efficiency = lower_bound_s / estimated_makespan_s``.
+    ``efficiency = lower_bound_s / estimated_makespan_s``. ``fast_path`` says the call was
+    too small for a split to pay (by the cost model): it ran on its one device, on the
+    calling thread, from a cached decision (estimates are those of its size class).
     """
 
     strategy: str
@@ -108,6 +110,7 @@ class Plan:
     estimated_makespan_s: float
     lower_bound_s: float
     efficiency: float
+    fast_path: bool = False
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Plan:

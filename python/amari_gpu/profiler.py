@@ -69,7 +69,7 @@ class Profile:
             f.write(text)
 
     def plot(self, path: str | os.PathLike[str] | None = None) -> Any:
-        """A Gantt chart per device (needs matplotlib: ``pip install amari-gpu[plot]``).
+        """A Gantt chart per device (needs matplotlib: ``pip install '.[plot]'``).
         Returns the figure; saves a PNG when given a path."""
         try:
             import matplotlib
@@ -78,7 +78,9 @@ class Profile:
                 matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError as e:  # pragma: no cover - depends on the environment
-            raise ImportError("Profile.plot needs matplotlib: pip install 'amari-gpu[plot]'") from e
+            raise ImportError(
+                "Profile.plot needs matplotlib: pip install '.[plot]' (in a clone)"
+            ) from e
         events = self.events
         names = self._native.device_names()
         devices = sorted({e["device"] for e in events if e["device"] is not None})

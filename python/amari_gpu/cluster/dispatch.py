@@ -5,6 +5,7 @@ past ``node_timeout_s`` or reports a device error re-run on the healthy nodes.""
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -30,6 +31,10 @@ POLL_S = 0.05
 
 ARGUMENT_ERRORS = (InvalidArgumentError, ShapeError, TypeError)
 """Errors that say the input is wrong (raised to the caller), not the node."""
+
+RESULT_ENTRY = re.compile(r"\bout\[(\d+(?:, \d+)*)\]")
+"""An entry of a call's result as the core's errors name it (``out[p, i, j]``): found in a
+chunk's result by the one check that needs the result (a tropical product's overflow)."""
 
 
 @dataclass
@@ -73,6 +78,9 @@ class Job:
     unit: int = 1
     min_rows: int = planner.MIN_CHUNK_ROWS
     whole: bool = False
+    axis: int = 0
+    """The axis of the call's result its items lie on: a chunk's result starts there at the
+    chunk's first item."""
 
 
 @dataclass
@@ -238,6 +246,9 @@ class _Call:
                 if start == 0:
                     # Positions in the message are the call's: the caller's own error.
                     raise cause from None
+                entry = _callers_entry(str(cause), self.job.axis, start)
+                if entry is not None:
+                    raise type(cause)(entry) from None
                 raise type(cause)(
                     f"{cause} (found by node {node.index} in items {start}..{stop} of the call)"
                 ) from None
@@ -309,6 +320,23 @@ class _Call:
         node.items_done += stop - start
         node.bytes_sent += flight.nbytes
         node.bytes_received += _nbytes(result)
+
+
+def _callers_entry(message: str, axis: int, start: int) -> str | None:
+    """``message`` with the result entry it names in a chunk's result (see
+    :data:`RESULT_ENTRY`) named as the caller's: its index along ``axis`` moved by the
+    chunk's first item ``start``; None when it names none. The chunk's result has the
+    call's axes (a chunk is a slice of the call along ``axis``), so the rest of the index is
+    the caller's already: the message is then the one a single context gives."""
+    found = RESULT_ENTRY.search(message)
+    if found is None:
+        return None
+    index = [int(i) for i in found.group(1).split(", ")]
+    if axis >= len(index):
+        return None
+    index[axis] += start
+    entry = "out[" + ", ".join(map(str, index)) + "]"
+    return message[: found.start()] + entry + message[found.end() :]
 
 
 def _nbytes(result: Any) -> int:

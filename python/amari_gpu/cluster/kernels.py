@@ -78,7 +78,7 @@ def _run_rows(
     out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[Any, Plan]:
     assembly = _Assembly(items, axis, out)
-    plan = ctx.run(Job(family, items, bytes_per_item, call, assembly.take), strategy)
+    plan = ctx.run(Job(family, items, bytes_per_item, call, assembly.take, axis=axis), strategy)
     return assembly.out, plan
 
 

@@ -1,17 +1,8 @@
-"""Command line ``amari-gpu`` (also ``python -m amari_gpu``):
+"""Command line ``amari-gpu`` (also ``python -m amari_gpu``).
 
-info       every adapter wgpu reports, then the host CPU device: backend, type, driver,
-           limits, features (the host: threads, SIMD level); which ones the default
-           selection uses and why
-doctor     is anything usable; smoke-test each adapter and the host device alone; what to
-           install
-calibrate  measure (or show cached) capabilities of every selected device (default: the
-           default selection, the host device included)
-bench      the scaling study: device sets x strategies x kernel families vs numpy;
-           --family host: the host device alone against kingdon, numba, scipy, numpy
-demo       list the adapters, run and check every kernel family on each device
-cluster-info  the nodes of a Ray cluster with the amari_gpu resource, their adapters and
-           calibrated figures (needs amari-gpu[ray])
+What ``--help`` prints is plain text, kept in ``_DESCRIPTION`` and ``_COMMANDS`` (the one
+line the command list shows, and the paragraph atop the command's own ``--help``); this
+docstring is for readers of the code, so its markup never reaches a terminal.
 """
 
 from __future__ import annotations
@@ -35,6 +26,52 @@ _LIMITS = (
     "max_compute_invocations_per_workgroup",
     "max_compute_workgroup_storage_size",
 )
+_DESCRIPTION = (
+    "Use every GPU in the machine, of any vendor, and the host CPU for geometric-algebra, "
+    "tropical and information-geometry batch work. These commands show what is there, "
+    "check it, measure it and run it."
+)
+_EPILOG = "Run 'amari-gpu COMMAND --help' for what a command does and its options."
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "info": (
+        "list every adapter and the host CPU device",
+        "Every adapter wgpu reports, then the host CPU device: backend, type, driver, limits "
+        "and features (for the host: threads and SIMD level), and which of them the default "
+        "selection uses and why.",
+    ),
+    "doctor": (
+        "check every adapter; say what to install",
+        "Is anything usable? Smoke-tests each adapter and the host device alone, and for what "
+        "is missing or broken prints the exact command that installs or fixes it. Exit status "
+        "0 when at least one device works.",
+    ),
+    "calibrate": (
+        "measure every selected device",
+        "Measures (or, without --force, shows the cached) capabilities of every selected "
+        "device: launch latency, transfer and memory bandwidth, throughput per kernel "
+        "family, memory budget. Without --backends: the default selection, the host device "
+        "included.",
+    ),
+    "bench": (
+        "scaling study, the host device against CPU libraries, or small-call latency",
+        "--family scaling (the default): device sets x strategies x kernel families against "
+        "numpy, written to --out as results.json, report.md and PNGs. --family host: the "
+        "host device alone against kingdon, numba, scipy and numpy, printed (the same rows as "
+        "benches/host.py). --family latency: a tiny call of every family per device kind, "
+        "where its time goes, beside kingdon and numpy (the same rows as benches/latency.py).",
+    ),
+    "demo": (
+        "run and check every kernel family on every device",
+        "Lists every adapter and the host CPU device, runs every kernel family (geometric "
+        "product, tropical product, Fisher matrix, heat and Life grids) on each device, checks "
+        "each result, then does the same on the default selection.",
+    ),
+    "cluster-info": (
+        "nodes of a Ray cluster, their adapters and calibrated figures",
+        "The nodes of a Ray cluster that offer the amari_gpu resource, their adapters and "
+        "calibrated figures. Needs Ray: pip install '.[ray]' in a clone.",
+    ),
+}
 _NO_ADAPTER = "No adapter found: run `amari-gpu doctor` for what to install."
 
 
@@ -187,6 +224,12 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.family == "latency":
+        from . import bench_latency
+
+        result = bench_latency.run(args.rounds or (100 if args.quick else 300), args.backends)
+        print(json.dumps(result, indent=1) if args.json else "\n".join(bench_latency.lines(result)))
+        return 0
     if args.family == "host":
         from . import bench_host
 
@@ -219,12 +262,20 @@ def _bench(args: argparse.Namespace) -> int:
     return 0 if all(r["correct"] for r in study["rows"]) else 1
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="amari-gpu", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+def _command(
+    commands: Any, name: str, parents: Sequence[argparse.ArgumentParser] = ()
+) -> argparse.ArgumentParser:
+    """The subparser ``name``, with its line in the command list and its own description."""
+    summary, description = _COMMANDS[name]
+    return commands.add_parser(  # type: ignore[no-any-return]
+        name, parents=list(parents), help=summary, description=description
     )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="amari-gpu", description=_DESCRIPTION, epilog=_EPILOG)
     parser.add_argument("--version", action="version", version=f"amari-gpu {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     backends = argparse.ArgumentParser(add_help=False)
     backends.add_argument(
         "--backends", type=_backends, help=f"comma list of {', '.join(BACKENDS)} (default: all)"
@@ -232,24 +283,25 @@ def _parser() -> argparse.ArgumentParser:
     as_json = argparse.ArgumentParser(add_help=False)
     as_json.add_argument("--json", action="store_true", help="machine-readable output")
 
-    commands.add_parser("info", parents=[backends, as_json], help="list every adapter")
-    commands.add_parser(
-        "doctor", parents=[backends, as_json], help="check every adapter; say what to install"
-    )
-    cal = commands.add_parser(
-        "calibrate", parents=[backends, as_json], help="measure every selected device"
-    )
+    _command(commands, "info", [backends, as_json])
+    _command(commands, "doctor", [backends, as_json])
+    cal = _command(commands, "calibrate", [backends, as_json])
     cal.add_argument("--force", action="store_true", help="measure again, ignoring the cache")
-    cal.add_argument("--devices-per-adapter", type=_positive, default=1, metavar="N")
-    bench = commands.add_parser(
-        "bench", parents=[backends, as_json], help="scaling study (results.json, report.md, PNGs)"
+    cal.add_argument(
+        "--devices-per-adapter",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="logical devices per adapter (default 1)",
     )
+    bench = _command(commands, "bench", [backends, as_json])
     bench.add_argument("--quick", action="store_true", help="small sizes, 3 rounds")
     bench.add_argument(
         "--family",
-        choices=("scaling", "host"),
+        choices=("scaling", "host", "latency"),
         default="scaling",
-        help="scaling: the study; host: the host device alone against CPU libraries",
+        help="scaling: the study; host: the host device alone against CPU libraries; "
+        "latency: a tiny call of every family per device kind, its breakdown, kingdon/numpy",
     )
     bench.add_argument("--out", default="amari-gpu-bench", help="output directory")
     bench.add_argument("--rounds", type=_positive, help="timed rounds per configuration")
@@ -259,13 +311,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N,N,...",
         help="logical devices per distinct wgpu adapter (default 1,2,4)",
     )
-    demo = commands.add_parser("demo", help="run and check every kernel family on every adapter")
+    demo = _command(commands, "demo")
     demo.add_argument("--items", type=_positive, default=1_000_000, help="multivectors per call")
-    cluster = commands.add_parser(
-        "cluster-info",
-        parents=[backends, as_json],
-        help="nodes of a Ray cluster, their adapters and calibrated figures",
-    )
+    cluster = _command(commands, "cluster-info", [backends, as_json])
     cluster.add_argument("--address", help="Ray cluster address (default: as ray.init finds)")
     return parser
 

@@ -199,7 +199,7 @@ def _plot(study: dict[str, Any], out: Path) -> str | None:
 
         matplotlib.use("Agg")
     except ImportError as e:
-        return f"matplotlib is not installed ({e}); pip install 'amari-gpu[plot]'"
+        return f"matplotlib is not installed ({e}); pip install '.[plot]' (in a clone)"
     _bars(
         study, "speedup_vs_best_single", "Speedup over the best single device", out / PLOTS[0], 1.0
     )

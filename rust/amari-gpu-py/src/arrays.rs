@@ -2,11 +2,11 @@
 //! that name the argument.
 
 use numpy::ndarray::Dimension;
-use numpy::{Element, PyArray, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{Element, PyArray, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::detach::run_detached;
+use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
 
 /// A contiguous view of an array, or a ValueError naming the argument.
@@ -17,27 +17,6 @@ pub fn contiguous<'a, T: Element, D: Dimension>(
     array
         .as_slice()
         .map_err(|_| PyValueError::new_err(format!("{name}: expected a C-contiguous array")))
-}
-
-/// Checks that every array is (rows, width) with the rows of the first, naming the first
-/// that is not; returns the rows.
-pub fn check_batches(
-    py: Python<'_>,
-    arrays: &[(&str, &PyReadonlyArray2<'_, f32>)],
-    width: usize,
-) -> PyResult<usize> {
-    let rows = arrays[0].1.as_array().nrows();
-    for (name, array) in arrays {
-        if array.as_array().dim() != (rows, width) {
-            let error = amari_gpu::Error::Shape {
-                argument: name.to_string(),
-                expected: format!("({rows}, {width})"),
-                actual: format!("{:?}", array.as_array().dim()),
-            };
-            return Err(to_pyerr(py, error));
-        }
-    }
-    Ok(rows)
 }
 
 /// A zeroed numpy array of shape `dim`, allocated by numpy (lazily backed by the OS);
@@ -140,10 +119,11 @@ fn partly_written(py: Python<'_>, error: PyErr) -> PyErr {
 }
 
 /// Runs `work` without the GIL on the output — the caller's `out`, or a new zeroed array of
-/// shape `dim` — and returns that array with what `work` returned (usually the plan).
+/// shape `dim` — and returns that array with what `work` returned (usually the plan); on
+/// the calling thread when `sized` says the call is short (see [`run_sized`]).
 pub fn run_into<'py, T, D, R, F>(
     py: Python<'py>,
-    dim: D,
+    (dim, sized): (D, Option<Sized<'_>>),
     out: Option<Bound<'py, PyArray<T, D>>>,
     work: F,
 ) -> PyResult<(Bound<'py, PyArray<T, D>>, R)>
@@ -160,7 +140,7 @@ where
         let out = view
             .as_slice_mut()
             .map_err(|e| PyValueError::new_err(format!("out: {e}")))?;
-        run_detached(py, move || work(out))
+        run_sized(py, sized, move || work(out))
     };
     match result {
         Ok(result) => Ok((array, result)),

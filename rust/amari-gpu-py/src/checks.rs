@@ -4,15 +4,17 @@
 //! shapes (not a chunk's) and nothing has been written or dispatched.
 
 use amari_gpu::fisher;
-use amari_gpu::ga::{self, Algebra, Operation};
+use amari_gpu::ga;
 use amari_gpu::tropical::{self, Operands, Semiring};
 use amari_gpu::ResidentOperand as Operand;
 use numpy::{PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-use crate::arrays::{check_batches, contiguous};
+use crate::arrays::contiguous;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
+use crate::ga::{borrows, core_operands, own_shapes, parse};
+use crate::resident::PyOperand;
 
 /// The context-free checks of a tropical product (`check`, the core's for the operation)
 /// on host operands, `right` naming the right operand.
@@ -39,54 +41,59 @@ fn check_product(
     run_detached(py, move || check(operands))
 }
 
-/// Checks the operands of `tropical_matmul(ctx, a, b, semiring)` as its core entry does,
-/// without a context: raises its error, or returns None.
-#[pyfunction]
-fn check_tropical_matmul(
-    py: Python<'_>,
-    a: PyReadonlyArrayDyn<'_, f32>,
-    b: PyReadonlyArrayDyn<'_, f32>,
-    semiring: &str,
-) -> PyResult<()> {
-    check_product(py, (&a, &b, semiring), "b", tropical::check_matmul_operands)
+/// A check-only entry of the tropical product `$op`: `$name(a, $right, semiring)` runs `$check`,
+/// the core's checks of the product's operands, without a context: it raises their error,
+/// or returns None. One definition for both products (they differ only in these).
+macro_rules! product_check {
+    ($name:ident, $op:literal, $right:ident, $check:path) => {
+        #[doc = concat!(
+            "Checks the operands of `", $op, "(ctx, a, ", stringify!($right), ", semiring)` ",
+            "as its core entry does, without a context: raises its error, or returns None."
+        )]
+        #[pyfunction]
+        fn $name(
+            py: Python<'_>,
+            a: PyReadonlyArrayDyn<'_, f32>,
+            $right: PyReadonlyArrayDyn<'_, f32>,
+            semiring: &str,
+        ) -> PyResult<()> {
+            check_product(py, (&a, &$right, semiring), stringify!($right), $check)
+        }
+    };
 }
 
-/// Checks the operands of `tropical_matvec(ctx, a, x, semiring)` as its core entry does,
-/// without a context: raises its error, or returns None.
-#[pyfunction]
-fn check_tropical_matvec(
-    py: Python<'_>,
-    a: PyReadonlyArrayDyn<'_, f32>,
-    x: PyReadonlyArrayDyn<'_, f32>,
-    semiring: &str,
-) -> PyResult<()> {
-    check_product(py, (&a, &x, semiring), "x", tropical::check_matvec_operands)
-}
+product_check!(
+    check_tropical_matmul,
+    "tropical_matmul",
+    b,
+    tropical::check_matmul_operands
+);
+product_check!(
+    check_tropical_matvec,
+    "tropical_matvec",
+    x,
+    tropical::check_matvec_operands
+);
 
 /// Checks the operands of `ga_apply(ctx, operation, signature, operands, grades)` as its
-/// core entry does (`ga::check` needs no context): raises its error, or returns None.
+/// core entry does (`ga::check` needs no context), in `shapes`, the operands' shapes as the
+/// caller gave them (default: their own): raises its error, or returns None. The Python
+/// package runs it on the operands it converted, before it runs or uploads anything.
 #[pyfunction]
-#[pyo3(signature = (operation, signature, operands, grades=0))]
+#[pyo3(signature = (operation, signature, operands, grades=0, shapes=None))]
 fn check_ga_apply(
     py: Python<'_>,
     operation: &str,
     signature: (u32, u32, u32),
-    operands: Vec<PyReadonlyArray2<'_, f32>>,
+    operands: Vec<PyOperand<'_>>,
     grades: u32,
+    shapes: Option<Vec<Vec<usize>>>,
 ) -> PyResult<()> {
-    let (p, q, r) = signature;
-    let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
-    let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
-    let names = op.operands();
-    let mut ops = Vec::with_capacity(operands.len());
-    for (array, name) in operands
-        .iter()
-        .zip(names.iter().chain(std::iter::repeat(&"operand")))
-    {
-        check_batches(py, &[(name, array)], algebra.blades())?;
-        ops.push(Operand::Host(contiguous(array, name)?));
-    }
-    ga::check(&algebra, op, &ops)
+    let (algebra, op) = parse(py, operation, signature, grades)?;
+    let held = borrows(&operands);
+    let ops = core_operands(py, op, &operands, &held)?;
+    let shapes = shapes.unwrap_or_else(|| own_shapes(&operands));
+    ga::check(&algebra, op, &ops, &shapes)
         .map(drop)
         .map_err(|e| to_pyerr(py, e))
 }

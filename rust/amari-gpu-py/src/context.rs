@@ -8,9 +8,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::adapters::adapter_record;
-use crate::detach::run_detached;
+use crate::detach::{run_detached, ShortCalls};
 use crate::errors::to_pyerr;
-use crate::plans::{capabilities_record, plan_record, stats_dict};
+use crate::plans::{capabilities_record, plan_record, stats_dict, LastPlan};
 
 /// The context's options, read from a dict with one key per field (the Python package
 /// checks their types and builds it).
@@ -68,6 +68,11 @@ pub struct PyContext {
     inner: RwLock<Option<Arc<MultiGpuContext>>>,
     /// Default strategy of calls that name none; `set_strategy` changes it.
     strategy: Mutex<Strategy>,
+    /// Which call sites and sizes took only the fast path last time (run on the calling
+    /// thread next time).
+    pub(crate) short: ShortCalls,
+    /// The last plan record of its calls, reused while they follow the same plan.
+    pub(crate) plans: LastPlan,
 }
 
 impl PyContext {
@@ -117,6 +122,8 @@ impl PyContext {
         Ok(PyContext {
             inner: RwLock::new(Some(Arc::new(inner))),
             strategy: Mutex::new(strategy),
+            short: ShortCalls::default(),
+            plans: LastPlan::default(),
         })
     }
 

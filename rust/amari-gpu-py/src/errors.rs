@@ -20,7 +20,7 @@ pub fn to_pyerr(py: Python<'_>, error: Error) -> PyErr {
         Error::DeviceLost { .. } | Error::NoHealthyDevice(_) => "DeviceLostError",
         Error::OutOfMemory { .. } | Error::HostOutOfMemory { .. } => "OutOfMemoryError",
         Error::Cancelled | Error::Closed | Error::Internal(_) => "AmariGpuError",
-        Error::Shape { .. } => "ShapeError",
+        Error::Shape { .. } | Error::Broadcast { .. } => "ShapeError",
         Error::InvalidArgument { .. } => "InvalidArgumentError",
         Error::KernelCompile(_) => "KernelCompileError",
     };

@@ -9,9 +9,8 @@ use pyo3::prelude::*;
 
 use crate::arrays::{claim, contiguous, returned_into};
 use crate::context::PyContext;
-use crate::detach::run_detached;
+use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
-use crate::plans::plan_record;
 use crate::resident::{run_to, PyDeviceArray, PyOperand, PyOut, Returned};
 
 /// The plan a call followed, as a dict (None when it ran where resident rows live).
@@ -64,19 +63,24 @@ fn fisher_information<'py>(
     out: Option<Bound<'py, PyArray2<f64>>>,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, Plan<'py>)> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
-    let borrowed = held(&scores);
-    let (scores, p) = operand(&scores, &borrowed, "scores")?;
+    let scores_operand = scores;
+    let borrowed = held(&scores_operand);
+    let (scores, p) = operand(&scores_operand, &borrowed, "scores")?;
     let weights_slice = weights
         .as_ref()
         .map(|w| contiguous(w, "weights"))
         .transpose()?;
     let claimed = claim(py, Ix2(p, p), out)?;
     let inner = ctx.context(py)?;
-    let (matrix, plan) = run_detached(py, move || {
+    let sized = Sized {
+        calls: &ctx.short,
+        size: rows(&scores_operand) * p,
+    };
+    let (matrix, plan) = run_sized(py, Some(sized), move || {
         amari_gpu::fisher::fisher_information_of(&inner, scores, p, weights_slice, strategy)
     })?;
     let matrix = returned_into(py, Ix2(p, p), claimed, matrix)?;
-    let plan = plan.map(|p| plan_record(py, &p)).transpose()?;
+    let plan = plan.map(|p| ctx.plans.record(py, &p)).transpose()?;
     Ok((matrix, plan))
 }
 

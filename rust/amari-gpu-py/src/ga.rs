@@ -5,9 +5,10 @@
 use amari_gpu::ga::{self, Algebra, Operation};
 use amari_gpu::ResidentOperand as Operand;
 use numpy::ndarray::Ix2;
+use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 
-use crate::arrays::{check_batches, contiguous};
+use crate::arrays::contiguous;
 use crate::context::PyContext;
 use crate::errors::to_pyerr;
 use crate::resident::{run_to, PyDeviceArray, PyOperand, PyOut, Returned};
@@ -15,9 +16,11 @@ use crate::resident::{run_to, PyDeviceArray, PyOperand, PyOut, Returned};
 /// Runs `operation` (a method name of the Python API) of Cl(p, q, r) on operands of 2ⁿ
 /// words per row, each a DeviceArray or a C-contiguous float32 (N, 2ⁿ) array; one of a
 /// product's two may be a single row, applied to every row of the other. `grades` is the
-/// grade mask of a projection. The (N, output words) result is a numpy array, a new
-/// DeviceArray when an operand is one, or written into `out`; returned with the plan (None
-/// when the call ran where resident rows live).
+/// grade mask of a projection. The core checks the operands in their own shapes (the Python
+/// package has it check them in the caller's first, with `check_ga_apply`). The
+/// (N, output words) result is a numpy array, a new DeviceArray when an operand is one, or
+/// written into `out`; returned with the plan (None when the call ran where resident rows
+/// live).
 #[pyfunction]
 #[pyo3(signature = (ctx, operation, signature, operands, grades=0, strategy=None, out=None))]
 fn ga_apply<'py>(
@@ -33,37 +36,9 @@ fn ga_apply<'py>(
     let py = ctx.py();
     let ctx = ctx.borrow();
     let strategy = ctx.strategy_or_default(py, strategy)?;
-    let (p, q, r) = signature;
-    let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
-    let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
-    let names = op.operands();
-    let refs: Vec<Option<PyRef<'_, PyDeviceArray>>> = operands
-        .iter()
-        .map(|o| match o {
-            PyOperand::Resident(r) => Some(r.borrow()),
-            PyOperand::Host(_) => None,
-        })
-        .collect();
-    let mut ops = Vec::with_capacity(operands.len());
-    for ((operand, held), name) in operands
-        .iter()
-        .zip(&refs)
-        .zip(names.iter().chain(std::iter::repeat(&"operand")))
-    {
-        ops.push(match (operand, held) {
-            (PyOperand::Host(array), _) => {
-                // A host batch's rows are the core's business (broadcast); its width must
-                // be the algebra's before it is read as flat rows.
-                check_batches(py, &[(name, array)], algebra.blades())?;
-                Operand::Host(contiguous(array, name)?)
-            }
-            (PyOperand::Resident(_), Some(r)) => Operand::Resident(&r.inner),
-            (PyOperand::Resident(_), None) => {
-                let error = amari_gpu::Error::Internal("a DeviceArray not borrowed".into());
-                return Err(to_pyerr(py, error));
-            }
-        });
-    }
+    let (algebra, op) = parse(py, operation, signature, grades)?;
+    let held = borrows(&operands);
+    let ops = core_operands(py, op, &operands, &held)?;
     let rows: Vec<usize> = ops
         .iter()
         .map(|o| match o {
@@ -74,13 +49,75 @@ fn ga_apply<'py>(
     // A single multivector is applied to every row of the other operand (the core checks
     // that the rest agree).
     let items = rows.iter().copied().find(|&n| n != 1).unwrap_or(1);
-    let resident = refs.iter().any(Option::is_some);
+    let resident = held.iter().any(Option::is_some);
     let dim = Ix2(items, op.output_words(&algebra));
+    let shapes = own_shapes(&operands);
     // Checked before `out` is taken: an argument error is not a call that began writing.
-    let ready = ga::check(&algebra, op, &ops).map_err(|e| to_pyerr(py, e))?;
+    let ready = ga::check(&algebra, op, &ops, &shapes).map_err(|e| to_pyerr(py, e))?;
     run_to(py, &ctx, resident, (dim, out), move |inner, out| {
         ready.run(inner, out, strategy)
     })
+}
+
+/// The algebra Cl(p, q, r) of `signature` and the operation `operation` (with the grade
+/// mask `grades` of a projection).
+pub(crate) fn parse(
+    py: Python<'_>,
+    operation: &str,
+    (p, q, r): (u32, u32, u32),
+    grades: u32,
+) -> PyResult<(Algebra, Operation)> {
+    let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
+    let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
+    Ok((algebra, op))
+}
+
+/// The borrows of the DeviceArray operands for the call (None for host rows).
+pub(crate) fn borrows<'py>(operands: &[PyOperand<'py>]) -> Vec<Option<PyRef<'py, PyDeviceArray>>> {
+    operands
+        .iter()
+        .map(|o| match o {
+            PyOperand::Resident(r) => Some(r.borrow()),
+            PyOperand::Host(_) => None,
+        })
+        .collect()
+}
+
+/// The core's view of the operands (`held`: their [`borrows`]), named as `op` names them.
+pub(crate) fn core_operands<'a>(
+    py: Python<'_>,
+    op: Operation,
+    operands: &'a [PyOperand<'_>],
+    held: &'a [Option<PyRef<'_, PyDeviceArray>>],
+) -> PyResult<Vec<Operand<'a>>> {
+    let names = op.operands();
+    operands
+        .iter()
+        .zip(held)
+        .zip(names.iter().chain(std::iter::repeat(&"operand")))
+        .map(|((operand, held), name)| match (operand, held) {
+            (PyOperand::Host(array), _) => Ok(Operand::Host(contiguous(array, name)?)),
+            (PyOperand::Resident(_), Some(r)) => Ok(Operand::Resident(&r.inner)),
+            (PyOperand::Resident(_), None) => {
+                let error = amari_gpu::Error::Internal("a DeviceArray not borrowed".into());
+                Err(to_pyerr(py, error))
+            }
+        })
+        .collect()
+}
+
+/// The operands' own shapes: a numpy array's, a DeviceArray's rows and width.
+pub(crate) fn own_shapes(operands: &[PyOperand<'_>]) -> Vec<Vec<usize>> {
+    operands
+        .iter()
+        .map(|operand| match operand {
+            PyOperand::Host(array) => array.shape().to_vec(),
+            PyOperand::Resident(r) => {
+                let r = r.get();
+                vec![r.inner.rows(), r.inner.cols()]
+            }
+        })
+        .collect()
 }
 
 /// Adds this module's functions to `_native`.

@@ -6,6 +6,8 @@
 use amari_gpu::capabilities::Capabilities;
 use amari_gpu::context::DeviceStats;
 use amari_gpu::Plan;
+use std::sync::{Mutex, PoisonError};
+
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
@@ -34,11 +36,31 @@ pub fn plan_record<'py>(py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, PyA
             record(py, PLANNING, "DeviceWorkload", fields)
         })
         .collect::<PyResult<Vec<_>>>()?;
-    let fields = fields!(py, plan; items, chunk_items, n_chunks, estimated_makespan_s, lower_bound_s, efficiency;
+    let fields = fields!(py, plan; items, chunk_items, n_chunks, estimated_makespan_s, lower_bound_s, efficiency, fast_path;
         "strategy" => plan.strategy.name(),
         "requested_strategy" => plan.requested.name(),
         "assignments" => PyTuple::new(py, assignments)?);
     record(py, PLANNING, "Plan", fields)
+}
+
+/// The last plan record a context made, reused while its calls follow the same plan (a
+/// record is a frozen dataclass: building one is most of a small call's native time).
+#[derive(Default)]
+pub struct LastPlan(Mutex<Option<(Plan, Py<PyAny>)>>);
+
+impl LastPlan {
+    /// `plan` as a record: the last one when equal, else a new one (kept).
+    pub fn record<'py>(&self, py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, PyAny>> {
+        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((kept, record)) = last.as_ref() {
+            if kept == plan {
+                return Ok(record.bind(py).clone());
+            }
+        }
+        let record = plan_record(py, plan)?;
+        *last = Some((plan.clone(), record.clone().unbind()));
+        Ok(record)
+    }
 }
 
 /// Capabilities as `amari_gpu.planning.Capabilities`.

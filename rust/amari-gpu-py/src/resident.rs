@@ -10,9 +10,8 @@ use pyo3::prelude::*;
 
 use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
-use crate::detach::run_detached;
+use crate::detach::{run_detached, Sized};
 use crate::errors::to_pyerr;
-use crate::plans::plan_record;
 
 /// Rows of f32 words held on a context's devices (`amari_gpu.DeviceArray` wraps it).
 #[pyclass(module = "amari_gpu._native", name = "DeviceArray", frozen)]
@@ -80,9 +79,12 @@ fn resident_gather<'py>(
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
     let inner = ctx.context(py)?;
     let array = &x.inner;
-    let (out, ()) = run_into(py, Ix2(array.rows(), array.cols()), out, move |out| {
-        inner.gather(array, out)
-    })?;
+    let (out, ()) = run_into(
+        py,
+        (Ix2(array.rows(), array.cols()), None),
+        out,
+        move |out| inner.gather(array, out),
+    )?;
     Ok(out)
 }
 
@@ -157,7 +159,7 @@ where
                 to_pyerr(py, amari_gpu::Error::Internal("no resident result".into()))
             })?;
             if let Some(PyOut::Host(out)) = out {
-                let (out, ()) = run_into(py, dim, Some(out), |o| inner.gather(&array, o))?;
+                let (out, ()) = run_into(py, (dim, None), Some(out), |o| inner.gather(&array, o))?;
                 return Ok((out.into_any(), None));
             }
             let handle = Bound::new(py, PyDeviceArray { inner: array })?;
@@ -168,10 +170,14 @@ where
                 Some(PyOut::Host(out)) => Some(out),
                 _ => None,
             };
-            let (array, ran) = run_into(py, dim, host_out, move |out| {
+            let sized = Sized {
+                calls: &ctx.short,
+                size: dim.size(),
+            };
+            let (array, ran) = run_into(py, (dim, Some(sized)), host_out, move |out| {
                 work(&inner, Destination::Host(out))
             })?;
-            let plan = ran.plan.map(|p| plan_record(py, &p)).transpose()?;
+            let plan = ran.plan.map(|p| ctx.plans.record(py, &p)).transpose()?;
             Ok((array.into_any(), plan))
         }
     }

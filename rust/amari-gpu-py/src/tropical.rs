@@ -11,9 +11,8 @@ use pyo3::prelude::*;
 
 use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
-use crate::detach::run_detached;
+use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
-use crate::plans::plan_record;
 use crate::resident::{run_to, PyOperand, PyOut, Returned};
 
 type Paths<'py> = PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyAny>)>;
@@ -80,7 +79,14 @@ fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Returned<'
     }
     // Checked before `out` is taken: an argument error is not a call that began writing.
     let (check, inner) = (op.check, ctx.context(py)?);
-    let checked = run_detached(py, move || check(&inner, operands))?;
+    let sized = Sized {
+        calls: &ctx.short,
+        size: a_shape
+            .iter()
+            .product::<usize>()
+            .max(b_shape.iter().product()),
+    };
+    let checked = run_sized(py, Some(sized), move || check(&inner, operands))?;
     run_to(
         py,
         ctx,
@@ -160,10 +166,14 @@ fn shortest_paths<'py>(
     let n = w.as_array().nrows();
     let w_slice = contiguous(&w, "w")?;
     let inner = ctx.context(py)?;
-    let (array, plan) = run_into(py, Ix2(n, n), out, move |out| {
+    let sized = Sized {
+        calls: &ctx.short,
+        size: n * n,
+    };
+    let (array, plan) = run_into(py, (Ix2(n, n), Some(sized)), out, move |out| {
         tropical::shortest_paths(&inner, w_slice, n, out, strategy)
     })?;
-    Ok((array, plan_record(py, &plan)?))
+    Ok((array, ctx.plans.record(py, &plan)?))
 }
 
 /// Adds this module's functions to `_native`.

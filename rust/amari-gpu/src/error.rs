@@ -38,6 +38,19 @@ pub enum Error {
         /// The shape that was passed.
         actual: String,
     },
+    /// Two operands whose leading dimensions (all but the last) do not broadcast together by
+    /// numpy's rules.
+    #[error("{argument}: expected leading dimensions that broadcast with {other}'s {lead}, got shape {actual}")]
+    Broadcast {
+        /// Name of the offending argument.
+        argument: String,
+        /// Name of the operand it must broadcast with.
+        other: String,
+        /// That operand's leading dimensions, e.g. `(5,)`.
+        lead: String,
+        /// The offending argument's shape.
+        actual: String,
+    },
     /// The host could not allocate an array whose size comes from the call's arguments.
     #[error("{argument}: cannot allocate {bytes} bytes of host memory")]
     HostOutOfMemory {

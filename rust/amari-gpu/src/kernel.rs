@@ -75,12 +75,12 @@ pub trait HostImpl: std::fmt::Debug + Send + Sync {
     fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl>;
 }
 
-/// What a kernel family is, in one place. Each family writes its own in its folder
-/// (`ga::family`, `tropical::family`, `fisher::family`), above its kernel builders (it names
-/// the reference builder; the builders name only the [`Family`] it is about);
-/// `calibration::families` lists them. Calibration measures its reference kernel, the cost
-/// model turns that rate into flop/s for every kernel of the family, and `Family::of` finds
-/// the family of a public operation's name in it.
+/// What a kernel family is, in one place. Each family writes its own in its folder's
+/// `mod.rs` (`ga::DEFINITION`, `tropical::DEFINITION`, `fisher::DEFINITION`) beside the
+/// [`Family`] constant it is about (its builders name only that constant), and the crate
+/// root's `families!` lists them. Calibration measures its reference kernel, the cost model
+/// turns that rate into flop/s for every kernel of the family, and `Family::of` finds the
+/// family of a public operation's name in it.
 #[derive(Debug)]
 pub struct FamilyDefinition {
     /// Which family: its name is the key of its measured rate in capabilities, the

@@ -4,6 +4,37 @@
 //! The crate knows nothing of Python; `amari-gpu-py` wraps it. Start with [`adapters`] to
 //! see what the machine has and [`MultiGpuContext`] to open devices on it.
 
+/// Declares the kernel families' folders, one line each, in measuring order (the first one
+/// also sizes calibration's transfer and group-speedup runs), and lists them: each folder's
+/// `DEFINITION` for calibration and `Family::of`, and with the engine's own families
+/// [`Family::ALL`].
+macro_rules! families {
+    ($(pub mod $family:ident;)+) => {
+        $(pub mod $family;)+
+
+        impl Family {
+            /// Every family: the kernel families in measuring order, then the engine's own.
+            pub const ALL: [Family; [$(stringify!($family)),+].len() + 3] = [
+                $($family::DEFINITION.family,)+
+                Family::Stencil,
+                Family::Probe,
+                Family::Rows,
+            ];
+
+            /// The kernel families' definitions, in measuring order.
+            pub(crate) const DEFINITIONS: [&'static kernel::FamilyDefinition;
+                [$(stringify!($family)),+].len()] = [$(&$family::DEFINITION),+];
+        }
+    };
+}
+
+// The kernel families: a new family is its folder and one line here.
+families! {
+    pub mod ga;
+    pub mod fisher;
+    pub mod tropical;
+}
+
 // The public modules: what users of the crate call. The rest are the engine's internals;
 // the benches reach the raw-wgpu baseline through the `bench-support` feature.
 pub mod adapter;
@@ -17,8 +48,6 @@ mod dispatch;
 pub mod domain;
 mod error;
 mod family;
-pub mod fisher;
-pub mod ga;
 mod gpu_io;
 mod health;
 mod history;
@@ -45,7 +74,6 @@ pub mod sample;
 mod scheduler;
 mod selection;
 pub mod shaders;
-pub mod tropical;
 mod worker;
 mod workload;
 

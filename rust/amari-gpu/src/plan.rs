@@ -46,6 +46,15 @@ impl Strategy {
         }
     }
 
+    /// The strategy that makes a plan asked for as `self` when there is nothing to choose
+    /// (an empty call, a call too small to split): `Auto` resolves as on a tie, to latency.
+    pub fn resolved(self) -> Strategy {
+        match self {
+            Strategy::Auto => Strategy::Latency,
+            other => other,
+        }
+    }
+
     /// Parses a public name.
     pub fn parse(name: &str) -> Result<Strategy> {
         Strategy::ALL
@@ -108,4 +117,7 @@ pub struct Plan {
     pub lower_bound_s: f64,
     /// `lower_bound_s / estimated_makespan_s` (1 for an empty workload).
     pub efficiency: f64,
+    /// Whether the call took the fast path: too small for a split to pay (by the cost
+    /// model), it ran on one device, on the calling thread, from a cached decision.
+    pub fast_path: bool,
 }

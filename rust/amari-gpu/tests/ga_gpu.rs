@@ -138,7 +138,11 @@ fn bad_operands_are_named() {
     for (op, operands, name) in cases {
         let slices: Vec<&[f32]> = operands.iter().map(Vec::as_slice).collect();
         match apply(&ctx, &cl3, op, &slices, &mut out, None) {
-            Err(Error::Shape { argument, .. } | Error::InvalidArgument { argument, .. }) => {
+            Err(
+                Error::Shape { argument, .. }
+                | Error::Broadcast { argument, .. }
+                | Error::InvalidArgument { argument, .. },
+            ) => {
                 assert_eq!(argument, name, "{op:?}")
             }
             other => panic!("{op:?}: expected an error naming {name}, got {other:?}"),

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use super::cache;
-use super::families::{definition, families, flops_per_s};
+use super::families::{families, flops_per_s};
 use crate::calibration::measure as calibrate;
 use crate::capabilities::Measurements;
 use crate::capabilities::{memory_budget_bytes, Capabilities};
@@ -199,6 +199,8 @@ impl MultiGpuContext {
                 self.history.forget(id);
             }
             measured[id] = Some(entry);
+            // Fast-path decisions were made from the figures replaced.
+            self.fast.clear();
         }
         Ok(done)
     }
@@ -386,10 +388,9 @@ impl MultiGpuContext {
 /// workload of a family without a reference kernel every family's (the model takes their
 /// mean).
 pub(super) fn needed(workload: &Workload) -> &'static [&'static FamilyDefinition] {
+    // Found by family, not by address: a definition is a constant, so two references to
+    // it need not be the same pointer.
     let all = families();
-    let own = workload
-        .family
-        .and_then(definition)
-        .and_then(|d| all.iter().position(|f| std::ptr::eq(*f, d)));
+    let own = (workload.family).and_then(|family| all.iter().position(|f| f.family == family));
     own.map_or(all, |i| &all[i..=i])
 }

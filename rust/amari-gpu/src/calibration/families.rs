@@ -1,8 +1,9 @@
 //! Every kernel family with a definition (`kernel::FamilyDefinition`, written in the
-//! family's folder), in measuring order: calibration measures each one's reference kernel,
-//! and a family's measured items/s on it, times the reference kernel's arithmetic per item,
-//! gives the device's arithmetic rate for every kernel of that family. The names of the
-//! public operations map back to their family here too ([`Family::of`]).
+//! family's folder and listed by the crate root's `families!`), in measuring order:
+//! calibration measures each one's reference kernel, and a family's measured items/s on it,
+//! times the reference kernel's arithmetic per item, gives the device's arithmetic rate for
+//! every kernel of that family. The names of the public operations map back to their
+//! family here too ([`Family::of`]).
 
 use std::collections::BTreeMap;
 
@@ -12,14 +13,8 @@ use crate::kernel::FamilyDefinition;
 /// Every family that has a definition, in measuring order; the first one also sizes the
 /// transfer and group-speedup runs.
 pub fn families() -> &'static [&'static FamilyDefinition] {
-    &FAMILIES
+    &Family::DEFINITIONS
 }
-
-static FAMILIES: [&FamilyDefinition; 3] = [
-    &crate::ga::family::DEFINITION,
-    &crate::fisher::family::DEFINITION,
-    &crate::tropical::family::DEFINITION,
-];
 
 /// The definition of `family`, if it has one.
 pub fn definition(family: Family) -> Option<&'static FamilyDefinition> {
@@ -75,6 +70,47 @@ fn mean_flops_per_s(m: &BTreeMap<String, f64>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The names are the keys of calibration caches and histories already on disk: every
+    // family keeps its name, and no two share one.
+    #[test]
+    fn families_keep_their_names() {
+        let named = [
+            (Family::GeometricAlgebra, "geometric_algebra"),
+            (Family::Tropical, "tropical"),
+            (Family::InformationGeometry, "information_geometry"),
+            (Family::Stencil, "stencil"),
+            (Family::Probe, "calibration"),
+            (Family::Rows, "map_rows"),
+        ];
+        for (family, name) in named {
+            assert_eq!(family.name(), name);
+            assert_eq!(family.to_string(), name);
+            assert!(
+                Family::ALL.contains(&family),
+                "{name} is not in Family::ALL"
+            );
+        }
+        let mut names: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Family::ALL.len(), "two families share a name");
+    }
+
+    // Each definition is its own family's, and the measuring order starts as it did (the
+    // first family sizes the transfer and group-speedup runs).
+    #[test]
+    fn definitions_are_listed_once() {
+        for d in families() {
+            assert_eq!(definition(d.family).map(|r| r.name()), Some(d.name()));
+            assert!(Family::ALL.contains(&d.family));
+        }
+        let measured: Vec<&str> = families().iter().map(|d| d.name()).collect();
+        assert!(
+            measured.starts_with(&["geometric_algebra", "information_geometry", "tropical"]),
+            "{measured:?}"
+        );
+    }
 
     #[test]
     fn names_map_back_to_their_family() {

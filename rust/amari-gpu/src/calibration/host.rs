@@ -57,7 +57,7 @@ fn seconds(host: &HostDevice, kernel: &Kernel, items: usize) -> Result<f64> {
     let mut output = vec![0.0; kernel.output_words(items)];
     let run = |output: &mut [f32]| -> Result<f64> {
         let start = Instant::now();
-        host.run(usize::MAX, twin.as_ref(), &views, 0..items, output)?;
+        host.run(usize::MAX, twin.as_ref(), &views, (0..items, output), false)?;
         Ok(start.elapsed().as_secs_f64())
     };
     run(&mut output)?;

@@ -10,13 +10,11 @@ use crate::alloc;
 use crate::chunks::{check_chunk_items, chunk_items_for, chunk_ranges};
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
-use crate::gpu_io;
 use crate::interrupt;
 use crate::kernel::{Kernel, Output};
 use crate::plan::{Plan, Strategy};
-use crate::profile::{CallRecord, HostStep, Kind};
 use crate::scheduler::Scheduler;
-use crate::worker::{Execution, Recording, Run, Work, WorkerReport};
+use crate::worker::{Execution, Run, Work, WorkerReport};
 use crate::workload::Workload;
 
 impl MultiGpuContext {
@@ -130,14 +128,12 @@ impl MultiGpuContext {
                 .map(|_| self.kernel_chunk_items(kernel, items))
         });
         let workload = kernel.workload(items);
-        let profiler = self.active_profile();
-        let planning = Instant::now();
         // One snapshot of the healthy devices: the plan is made on exactly these, and they
         // are the call's workers, whatever other calls do to the devices' health meanwhile.
         // A device that cannot run the kernel (the host device, for a kernel without a
         // host implementation) is not among them.
         let healthy = self.healthy_devices();
-        let workers: Vec<&GpuDevice> = healthy
+        let mut workers: Vec<&GpuDevice> = healthy
             .iter()
             .copied()
             .filter(|d| d.can_run(kernel))
@@ -145,85 +141,112 @@ impl MultiGpuContext {
         if workers.is_empty() && !healthy.is_empty() {
             return Err(self.no_device_runs(kernel));
         }
-        let plan = self.plan_on(&workload, grid, strategy, &workers)?;
-        let recording = profiler.map(|profiler| {
-            let call = profiler.call(CallRecord {
-                kernel: workload.kernel.clone(),
-                items: workload.items,
-                lower_bound_s: plan.lower_bound_s,
-                estimated_makespan_s: plan.estimated_makespan_s,
-                strategy: plan.strategy.name().to_string(),
-            });
-            let plan_step = HostStep {
-                device: None,
-                kind: Kind::Plan,
-                chunk: None,
-                call,
-                bytes: 0,
-                items: workload.items,
-            };
-            profiler.host(plan_step, planning, Instant::now());
-            Recording {
-                profiler,
-                call,
-                gpu_timed: self.gpu_timed(&plan),
-            }
-        });
         let mut partials = Vec::new();
-        if items == 0 {
-            return Ok(Ran { plan, partials });
-        }
-        let output = match target {
-            Target::Items(out) => out,
-            Target::Chunks => {
-                let words = alloc::product(
+        let mut output = match target {
+            Target::Items(out) => Some(out),
+            Target::Chunks => None,
+        };
+        let mut fast = true;
+        loop {
+            let planning = Instant::now();
+            let fast_plan = match fast {
+                true => self.fast_plan(kernel, &workload, grid, strategy, &workers)?,
+                false => None,
+            };
+            interrupt::note_path(fast_plan.is_some());
+            let plan = match fast_plan {
+                Some(plan) => plan,
+                None => self.plan_on(&workload, grid, strategy, &workers)?,
+            };
+            let recording = self.recording(&workload, &plan, planning);
+            if items == 0 {
+                return Ok(Ran { plan, partials });
+            }
+            let words = match &output {
+                Some(_) => None,
+                None => Some(alloc::product(
                     "partials",
                     &[plan.n_chunks as usize, kernel.output_words(0)],
                     4,
-                )?;
+                )?),
+            };
+            if let Some(words) = words {
                 partials = alloc::zeroed("partials", words)?;
-                &mut partials[..]
             }
-        };
-        let timeout = self.options.sync_timeout_ms.map(Duration::from_millis);
-        let (reports, remaining) = self.execute(Execution {
-            kernel,
-            inputs,
-            output,
-            plan: &plan,
-            workers: &workers,
-            timeout,
-            counted: true,
-            recording,
-        })?;
-        self.learn(&workload, &workers, &reports);
-        if remaining > 0 {
-            interrupt::check()?;
-            if let Some(e) = reports.iter().find_map(|r| match &r.failure {
-                Some(e @ (Error::Internal(_) | Error::KernelCompile(_))) => Some(e.clone()),
-                _ => None,
-            }) {
-                return Err(e);
-            }
-            let failures: Vec<&Error> = reports.iter().filter_map(|r| r.failure.as_ref()).collect();
-            if !failures.is_empty()
-                && failures
+            // A fast-path call runs on its one device, on this thread.
+            let runs_on = match plan.fast_path {
+                true => workers
                     .iter()
-                    .all(|e| matches!(e, Error::OutOfMemory { .. }))
-            {
-                return Err(failures[0].clone());
-            }
-            let failed = (workers.iter().zip(&reports))
-                .filter_map(|(d, r)| r.failure.as_ref().map(|e| (d.id, e.to_string())))
-                .collect();
-            return Err(match self.no_healthy_device_after(failed) {
-                Error::NoHealthyDevice(text) => {
-                    Error::NoHealthyDevice(text + &self.cannot_run_note(kernel))
+                    .position(|d| Some(d.id) == plan.assignments.first().map(|a| a.device))
+                    .map_or(&workers[..], |i| &workers[i..=i]),
+                false => &workers[..],
+            };
+            let (reports, remaining) = self.execute(Execution {
+                kernel,
+                inputs,
+                output: match output.as_deref_mut() {
+                    Some(out) => out,
+                    None => &mut partials[..],
+                },
+                plan: &plan,
+                workers: runs_on,
+                timeout: self.options.sync_timeout_ms.map(Duration::from_millis),
+                counted: true,
+                recording,
+            })?;
+            if plan.fast_path {
+                for (dev, report) in runs_on.iter().zip(&reports) {
+                    dev.counters.add_busy(report.busy_s);
                 }
-                other => other,
-            });
+            } else {
+                self.learn(&workload, runs_on, &reports);
+            }
+            if remaining == 0 {
+                return Ok(Ran { plan, partials });
+            }
+            interrupt::check()?;
+            let error = self.call_failed(kernel, runs_on, &reports);
+            // The fast path's device failed: the call fails over to the split path on the
+            // devices left (the failed one is unhealthy now), like a split call's chunks.
+            if plan.fast_path && matches!(error, Error::NoHealthyDevice(_)) && workers.len() > 1 {
+                fast = false;
+                workers.retain(|d| d.health.is_healthy());
+                continue;
+            }
+            return Err(error);
         }
-        Ok(Ran { plan, partials })
+    }
+
+    /// The error of a call whose chunks did not all complete on `workers`.
+    fn call_failed(
+        &self,
+        kernel: &Kernel,
+        workers: &[&GpuDevice],
+        reports: &[WorkerReport],
+    ) -> Error {
+        if let Some(e) = reports.iter().find_map(|r| match &r.failure {
+            Some(e @ (Error::Internal(_) | Error::KernelCompile(_))) => Some(e.clone()),
+            _ => None,
+        }) {
+            return e;
+        }
+        let failures: Vec<&Error> = reports.iter().filter_map(|r| r.failure.as_ref()).collect();
+        if !failures.is_empty()
+            && failures
+                .iter()
+                .all(|e| matches!(e, Error::OutOfMemory { .. }))
+        {
+            return failures[0].clone();
+        }
+        let failed = (workers.iter().zip(reports))
+            .filter_map(|(d, r)| r.failure.as_ref().map(|e| (d.id, e.to_string())))
+            .collect();
+        match self.no_healthy_device_after(failed) {
+            Error::NoHealthyDevice(text) => {
+                Error::NoHealthyDevice(text + &self.cannot_run_note(kernel))
+            }
+            other => other,
+        }
     }
 
     /// Runs `job.plan` on `job.workers`. Returns each worker's report and the chunks left
@@ -298,6 +321,7 @@ impl MultiGpuContext {
             recording,
             // Calibration (not counted) runs to its end: its figures would be wrong.
             interrupt: interrupt::current().filter(|_| counted),
+            inline: plan.fast_path,
         };
         run.scheduler.adopt(unplaced);
         let reports = run.on(workers);
@@ -344,32 +368,6 @@ impl MultiGpuContext {
             let observed: f64 = completed.iter().map(|done| done.seconds).sum();
             self.history.record(dev.id, family, predicted, observed);
         }
-    }
-
-    /// By device id: whether profiled kernels of `plan` are timed with GPU timestamps (see
-    /// [`gpu_io::timestamps_worth`]; a kernel here is one chunk of the plan).
-    fn gpu_timed(&self, plan: &Plan) -> Vec<bool> {
-        let measured = self
-            .measured
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.devices
-            .iter()
-            .map(|dev| {
-                let cost = measured[dev.id].as_ref().map(|(m, _)| m.timestamp_cost_s);
-                let chunk_s = plan
-                    .assignments
-                    .iter()
-                    .find(|a| a.device == dev.id && a.chunks > 0)
-                    .map_or(0.0, |a| a.estimated_seconds / a.chunks as f64);
-                gpu_io::timestamps_worth(
-                    dev.timestamp_period_ns.is_some(),
-                    self.options.gpu_timestamps,
-                    cost,
-                    chunk_s,
-                )
-            })
-            .collect()
     }
 }
 

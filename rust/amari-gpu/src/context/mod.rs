@@ -5,8 +5,10 @@
 //! running kernels are in `execution`; calibration and the cost model in `calibration`.
 
 mod execution;
+mod fast;
 pub(crate) mod ledger;
 pub(crate) mod lineage;
+mod profiled;
 pub(crate) mod shard;
 
 use std::collections::{BTreeMap, HashSet};
@@ -125,6 +127,8 @@ pub struct MultiGpuContext {
     pub(crate) resident: Arc<Ledger>,
     /// What the selection chose and left out, and why (set by `open`).
     pub(crate) selection: Selection,
+    /// The fast-path decisions of small calls (see `fast`).
+    pub(crate) fast: fast::FastCache,
 }
 
 impl MultiGpuContext {
@@ -144,6 +148,7 @@ impl MultiGpuContext {
             profiler: Mutex::new(None),
             resident: Arc::default(),
             selection: Selection::default(),
+            fast: fast::FastCache::default(),
         }
     }
     /// Releases the devices: when this is the context's last reference (no call is

@@ -40,6 +40,9 @@ fn slice_rows(n: usize, slices: usize, slice: usize) -> std::ops::Range<usize> {
     start..start + base + usize::from(slice < extra)
 }
 
+/// Multiply-adds below which tiles are not split into tasks of their own.
+const MIN_TASK_MACS: usize = 1 << 16;
+
 /// Tile pairs (ti, tj), ti ≤ tj, row by row through the upper triangle.
 fn tile_pairs(tiles: usize) -> Vec<(usize, usize)> {
     (0..tiles)
@@ -58,8 +61,13 @@ impl HostImpl for FisherSyrk {
         let pairs = tile_pairs(s.tiles);
         let edge = s.tile;
         let fused = self.fma == FmaMode::Fused;
+        // Tiles of a small chunk together: a task of a few hundred multiply-adds costs less
+        // than handing it to another thread (the tiles are independent, so the bits are
+        // the same however they are grouped).
+        let per_tile = (n * edge * edge).max(1);
         output
             .par_chunks_mut(edge * edge)
+            .with_min_len(MIN_TASK_MACS.div_ceil(per_tile))
             .enumerate()
             .for_each(|(t, out)| {
                 let (slice, pair) = (t / s.pairs, t % s.pairs);

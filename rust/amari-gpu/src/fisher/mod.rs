@@ -10,7 +10,6 @@
 mod categorical;
 mod checks;
 mod entry;
-pub mod family;
 mod gaussian;
 pub mod host_checks;
 pub mod host_maps;
@@ -45,3 +44,28 @@ pub use syrk::{
     naive_kernel, reference_kernel, shaped_kernel, tiled_kernel, SyrkShape, BLOCK,
     MAX_SCORE_COLUMNS, NARROW_COLUMNS, REFERENCE_COLUMNS, REFERENCE_FLOPS_PER_ITEM, SHADER, TILE,
 };
+
+use crate::family::Family;
+use crate::kernel::FamilyDefinition;
+
+/// The family's definition: its operations, and the tiled empirical-Fisher SYRK it is
+/// calibrated with.
+pub const DEFINITION: FamilyDefinition = FamilyDefinition {
+    family: Family::InformationGeometry,
+    is_operation: |name| {
+        matches!(
+            name,
+            "fisher_information" | "fisher_categorical" | "fisher_gaussian"
+        )
+    },
+    // Tiled empirical-Fisher SYRK, 128 score columns: one multiply-add (2 flops) per
+    // upper-triangle entry and row.
+    reference: syrk::reference_kernel,
+    reference_flops_per_item: syrk::REFERENCE_FLOPS_PER_ITEM,
+    calibration_min_items: 1 << 10,
+};
+
+crate::family::declare_family! {
+    /// Fisher information matrices.
+    InformationGeometry = "information_geometry";
+}

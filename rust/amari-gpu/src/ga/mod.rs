@@ -7,7 +7,6 @@
 pub mod algebra;
 pub(crate) mod cl3;
 pub mod codegen;
-pub mod family;
 pub mod host;
 pub mod host_apply;
 mod host_cl3;
@@ -23,3 +22,23 @@ pub use codegen::{generate, Broadcast};
 pub use kernels::kernel;
 pub use operation::Operation;
 pub use run::{apply, check, geometric_product_cl3, shape};
+
+use crate::family::Family;
+use crate::kernel::FamilyDefinition;
+
+/// The family's definition: its operations, and the static Cl(3,0) product it is
+/// calibrated with.
+pub const DEFINITION: FamilyDefinition = FamilyDefinition {
+    family: Family::GeometricAlgebra,
+    // The operations' names have one owner: the parser of the Python method names.
+    is_operation: |name| Operation::parse(name, 0).is_ok(),
+    reference: cl3::geometric_cl3_kernel,
+    // 64 products and 56 sums per Cl(3,0) geometric product.
+    reference_flops_per_item: 120.0,
+    calibration_min_items: 1 << 14,
+};
+
+crate::family::declare_family! {
+    /// Geometric-algebra products and maps over batches of multivectors.
+    GeometricAlgebra = "geometric_algebra";
+}

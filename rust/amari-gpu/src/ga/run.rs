@@ -8,23 +8,53 @@ use super::codegen::Broadcast;
 use super::kernels::kernel;
 use super::operation::Operation;
 use crate::context::MultiGpuContext;
-use crate::error::{Error, Result};
+use crate::error::{shape_text, Error, Result};
 use crate::plan::{Plan, Strategy};
 use crate::resident::{Destination, Operand, Ready};
 
-/// The multivectors of an operand of `words` words each: host rows, or a resident
-/// array's rows (of `words` words).
-fn rows(name: &str, operand: Operand<'_>, words: usize) -> Result<usize> {
-    let expected = format!("(N, {words}) or ({words},)");
+/// The multivectors of operand `name`, of `words` words each, whose shape as the caller gave
+/// it is `shape` (a host array's before it became rows, a DeviceArray's logical shape): the
+/// one width check of every geometric-algebra entry point, in the caller's shape. Host rows
+/// may be more than the caller's (a broadcast copy), never of another width; a resident
+/// array holds exactly the rows and width its shape says.
+fn rows(name: &str, operand: Operand<'_>, shape: &[usize], words: usize) -> Result<usize> {
+    let Some((&last, lead)) = shape.split_last().filter(|&(&last, _)| last == words) else {
+        return Err(Error::Shape {
+            argument: name.into(),
+            expected: format!("(..., {words})"),
+            actual: shape_text(shape),
+        });
+    };
     match operand {
-        Operand::Host(data) => Error::rows(name, data, words, &expected),
-        Operand::Resident(array) if array.cols() == words => Ok(array.rows()),
+        Operand::Host(data) => Error::rows(name, data, last, &shape_text(shape)),
+        Operand::Resident(array)
+            if (array.rows(), array.cols()) == (lead.iter().product(), last) =>
+        {
+            Ok(array.rows())
+        }
         Operand::Resident(array) => Err(Error::Shape {
             argument: name.into(),
-            expected,
-            actual: format!("({}, {})", array.rows(), array.cols()),
+            expected: format!(
+                "{} (the DeviceArray's rows and row width)",
+                shape_text(shape)
+            ),
+            actual: format!("{} rows of {}", array.rows(), array.cols()),
         }),
     }
+}
+
+/// The shapes of operands as a caller of the Rust API passes them: flat host rows are
+/// (N, `words`), or `(len,)` (refused by [`rows`]) when not a whole number of rows; a
+/// resident array is (rows, cols).
+fn own_shapes(operands: &[Operand<'_>], words: usize) -> Vec<Vec<usize>> {
+    let own = |operand: &Operand<'_>| match *operand {
+        Operand::Host(data) => match data.len().checked_div(words) {
+            Some(n) if n * words == data.len() => vec![n, words],
+            _ => vec![data.len()],
+        },
+        Operand::Resident(array) => vec![array.rows(), array.cols()],
+    };
+    operands.iter().map(own).collect()
 }
 
 /// The items of a call of `op` on `operands` and which operand, if any, is broadcast:
@@ -32,14 +62,16 @@ fn rows(name: &str, operand: Operand<'_>, words: usize) -> Result<usize> {
 /// multivector applied to every row of the other.
 pub fn shape(algebra: &Algebra, op: Operation, operands: &[&[f32]]) -> Result<(usize, Broadcast)> {
     let operands: Vec<Operand<'_>> = operands.iter().map(|d| Operand::Host(d)).collect();
-    shape_of(algebra, op, &operands)
+    let shapes = own_shapes(&operands, algebra.blades());
+    shape_of(algebra, op, &operands, &shapes)
 }
 
-/// [`shape`] of host or resident operands.
+/// [`shape`] of host or resident operands whose shapes as the caller gave them are `shapes`.
 fn shape_of(
     algebra: &Algebra,
     op: Operation,
     operands: &[Operand<'_>],
+    shapes: &[Vec<usize>],
 ) -> Result<(usize, Broadcast)> {
     op.check(algebra)?;
     let names = op.operands();
@@ -54,12 +86,36 @@ fn shape_of(
             ),
         ));
     }
+    if shapes.len() != operands.len() {
+        return Err(Error::invalid(
+            "shapes",
+            format!(
+                "expected one shape per operand ({}), got {}",
+                operands.len(),
+                shapes.len()
+            ),
+        ));
+    }
     let words = algebra.blades();
     let counts = names
         .iter()
-        .zip(operands)
-        .map(|(name, data)| rows(name, *data, words))
+        .zip(operands.iter().zip(shapes))
+        .map(|(name, (data, shape))| rows(name, *data, shape, words))
         .collect::<Result<Vec<_>>>()?;
+    // The caller's leading dimensions (all but the words) broadcast by numpy's rules; the
+    // rows are then the broadcast's, or one multivector (the count rule below).
+    if let [a, b] = shapes {
+        let (lead, other) = (&a[..a.len() - 1], &b[..b.len() - 1]);
+        let mut pairs = lead.iter().rev().zip(other.iter().rev());
+        if !pairs.all(|(&x, &y)| x == y || x == 1 || y == 1) {
+            return Err(Error::Broadcast {
+                argument: names[1].into(),
+                other: names[0].into(),
+                lead: shape_text(lead),
+                actual: shape_text(b),
+            });
+        }
+    }
     match counts[..] {
         [n] => Ok((n, Broadcast::None)),
         [n, m] if n == m => Ok((n, Broadcast::None)),
@@ -77,7 +133,8 @@ fn shape_of(
 }
 
 /// `op` in `algebra` on operands of 2ⁿ words per multivector (see [`shape`] for
-/// broadcasting), host rows or resident arrays: the operands checked, and what runs it into
+/// broadcasting), host rows or resident arrays whose shapes as the caller gave them are
+/// `shapes` (errors speak of those): the operands checked, and what runs it into
 /// `out` (items × `op.output_words(algebra)` words) by the rule of every map operation:
 /// over host operands through the planner, or, when an operand is resident, where its rows
 /// live (host operands uploaded to match).
@@ -85,8 +142,9 @@ pub fn check<'a>(
     algebra: &Algebra,
     op: Operation,
     operands: &'a [Operand<'a>],
+    shapes: &[Vec<usize>],
 ) -> Result<Ready<'a>> {
-    let (items, broadcast) = shape_of(algebra, op, operands)?;
+    let (items, broadcast) = shape_of(algebra, op, operands, shapes)?;
     let kernel = kernel(algebra, op, broadcast);
     Ok(Ready::new(move |ctx, out, strategy| {
         let named: Vec<(&str, Operand<'_>)> = op
@@ -109,13 +167,10 @@ pub fn apply(
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
     let operands: Vec<Operand<'_>> = operands.iter().map(|d| Operand::Host(d)).collect();
-    let ran = check(algebra, op, &operands)?.run(ctx, Destination::Host(out), strategy)?;
+    let shapes = own_shapes(&operands, algebra.blades());
+    let ran = check(algebra, op, &operands, &shapes)?.run(ctx, Destination::Host(out), strategy)?;
     ran.plan
         .ok_or_else(|| Error::Internal("a run over host operands has a plan".into()))
-}
-
-fn check_batch(argument: &str, data: &[f32]) -> Result<usize> {
-    Error::rows(argument, data, CL3_BLADES, &format!("(N, {CL3_BLADES})"))
 }
 
 /// `out[i] = a[i] b[i]` in Cl(3,0) for flat row-major batches of shape (N, 8).
@@ -126,8 +181,10 @@ pub fn geometric_product_cl3(
     out: &mut [f32],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
-    let n = check_batch("a", a)?;
-    let nb = check_batch("b", b)?;
+    let operands = [Operand::Host(a), Operand::Host(b)];
+    let shapes = own_shapes(&operands, CL3_BLADES);
+    let n = rows("a", operands[0], &shapes[0], CL3_BLADES)?;
+    let nb = rows("b", operands[1], &shapes[1], CL3_BLADES)?;
     if nb != n {
         return Err(Error::Shape {
             argument: "b".into(),
@@ -143,4 +200,48 @@ pub fn geometric_product_cl3(
         });
     }
     ctx.run_map(&geometric_cl3_kernel(), &[a, b], out, n, strategy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(shapes: &[Vec<usize>], data: &[&[f32]]) -> String {
+        let pga = Algebra::new(3, 0, 1).unwrap();
+        let op = Operation::parse("geometric_product", 0).unwrap();
+        let operands: Vec<Operand<'_>> = data.iter().map(|d| Operand::Host(d)).collect();
+        let checked = check(&pga, op, &operands, shapes).map(drop);
+        checked.map_or_else(|error| error.to_string(), |()| "accepted".into())
+    }
+
+    #[test]
+    fn operands_are_checked_in_the_callers_shapes() {
+        let (row, two, three) = ([0.0f32; 16], [0.0f32; 32], [0.0f32; 48]);
+        // 2 x 16 x 1 words are two whole rows of 16: the caller's shape is what is refused.
+        assert_eq!(
+            text(&[vec![2, 16, 1], vec![16]], &[&two, &row]),
+            "a: expected shape (..., 16), got (2, 16, 1)"
+        );
+        assert_eq!(
+            text(&[vec![], vec![16]], &[&row[..1], &row]),
+            "a: expected shape (..., 16), got ()"
+        );
+        // A wrong width is named before leading dimensions that do not broadcast.
+        assert_eq!(
+            text(&[vec![2, 16], vec![3, 15]], &[&two, &three[..45]]),
+            "b: expected shape (..., 16), got (3, 15)"
+        );
+        assert_eq!(
+            text(&[vec![2, 16], vec![3, 16]], &[&two, &three]),
+            "b: expected leading dimensions that broadcast with a's (2,), got shape (3, 16)"
+        );
+        assert_eq!(
+            text(&[vec![2, 1, 16], vec![3, 16]], &[&two, &three]),
+            "b: expected shape (2, 16) or (16,), got (3, 16)"
+        );
+        assert_eq!(
+            text(&[vec![3, 16], vec![1, 1, 16]], &[&three, &row]),
+            "accepted"
+        );
+    }
 }

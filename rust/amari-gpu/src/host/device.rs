@@ -80,17 +80,20 @@ impl HostDevice {
     }
 
     /// Runs items `range` of `kernel` (prepared with [`HostDevice::prepare`]) into
-    /// `output` on the pool. A panic in the kernel is returned as a failure of device `id`.
+    /// `output` on the pool, or on the calling thread when `here` (a fast-path call, whose
+    /// work is shorter than the hand-off to the pool). A panic in the kernel is returned as
+    /// a failure of device `id`.
     pub fn run(
         &self,
         id: usize,
         kernel: &dyn HostImpl,
         inputs: &[&[f32]],
-        range: Range<usize>,
-        output: &mut [f32],
+        (range, output): (Range<usize>, &mut [f32]),
+        here: bool,
     ) -> Result<()> {
-        catch_unwind(AssertUnwindSafe(|| {
-            self.pool.run(kernel, inputs, range, output);
+        catch_unwind(AssertUnwindSafe(|| match here {
+            true => kernel.run(inputs, range, output),
+            false => self.pool.run(kernel, inputs, range, output),
         }))
         .map_err(|panic| {
             let what = Error::from_panic("a host kernel", panic.as_ref());

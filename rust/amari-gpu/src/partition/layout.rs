@@ -48,19 +48,15 @@ impl Problem<'_> {
             estimated_makespan_s: makespan,
             lower_bound_s,
             efficiency: bounds::efficiency(lower_bound_s, makespan),
+            fast_path: false,
         }
     }
 }
 
 /// The plan of an empty workload; Auto resolves as it would on a tie, to latency.
 pub(crate) fn empty(chunk_items: u64, requested: Strategy) -> Plan {
-    let strategy = if requested == Strategy::Auto {
-        Strategy::Latency
-    } else {
-        requested
-    };
     Plan {
-        strategy,
+        strategy: requested.resolved(),
         requested,
         items: 0,
         chunk_items,
@@ -69,5 +65,6 @@ pub(crate) fn empty(chunk_items: u64, requested: Strategy) -> Plan {
         estimated_makespan_s: 0.0,
         lower_bound_s: 0.0,
         efficiency: 1.0,
+        fast_path: false,
     }
 }

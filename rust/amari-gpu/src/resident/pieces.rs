@@ -262,6 +262,7 @@ impl MultiGpuContext {
             own[slot].push_back(piece);
         }
         let run = Run {
+            inline: false,
             kernel,
             work: Work::Resident(pieces),
             scheduler: Scheduler::new(own, VecDeque::new(), vec![false; workers.len()]),

@@ -67,7 +67,13 @@ impl Shards for HostDevice {
             .map(|storage| storage.words())
             .collect::<Result<Vec<_>>>()?;
         let mut out = alloc::zeroed("resident output", items * kernel.output_words_per_item())?;
-        self.run(dev.id, kernel_here.as_ref(), &slices, 0..items, &mut out)?;
+        self.run(
+            dev.id,
+            kernel_here.as_ref(),
+            &slices,
+            (0..items, &mut out),
+            false,
+        )?;
         Ok((Storage::Host(out), None))
     }
 
@@ -86,8 +92,8 @@ impl Shards for HostDevice {
                 dev.id,
                 kernel_here.as_ref(),
                 &inputs,
-                span.local(c),
-                partial,
+                (span.local(c), partial),
+                false,
             )?;
         }
         Ok(Some(Box::new(Ready(partials))))
@@ -143,7 +149,8 @@ impl Runner for HostDevice {
         output: &mut [f32],
     ) -> Result<Finished> {
         let start = Instant::now();
-        self.run(dev.id, prepared.as_ref(), job.inputs, range, output)?;
+        let here = job.inline;
+        self.run(dev.id, prepared.as_ref(), job.inputs, (range, output), here)?;
         let done = Instant::now();
         Ok(Finished {
             wait_start: start,

@@ -43,6 +43,8 @@ pub(crate) struct Job<'a> {
     pub(crate) timeout: Option<Duration>,
     /// The call's interrupt: a wait gives up once it is set.
     pub(crate) stop: Option<&'a Interrupt>,
+    /// Whether the call took the fast path (the host device runs it on the calling thread).
+    pub(crate) inline: bool,
 }
 
 /// What beginning a chunk measured.

@@ -14,7 +14,6 @@
 
 pub mod blocks;
 pub mod checks;
-pub mod family;
 pub mod host;
 pub mod host_paths;
 pub mod host_rows;
@@ -31,3 +30,28 @@ pub use product::{
     check_matmul_operands, check_matvec_operands, tropical_matmul, tropical_matvec, Operands,
 };
 pub use semiring::Semiring;
+
+use crate::family::Family;
+use crate::kernel::FamilyDefinition;
+
+/// The family's definition: its operations, and the tiled max-plus product it is
+/// calibrated with.
+pub const DEFINITION: FamilyDefinition = FamilyDefinition {
+    family: Family::Tropical,
+    is_operation: |name| {
+        matches!(
+            name,
+            "tropical_matmul" | "tropical_matvec" | "shortest_paths"
+        )
+    },
+    // Tiled max-plus product of 64-row blocks of 256-wide rows by a 256 x 256 matrix: one
+    // add and one max per step.
+    reference: kernels::reference,
+    reference_flops_per_item: kernels::REFERENCE_FLOPS_PER_ITEM,
+    calibration_min_items: 1,
+};
+
+crate::family::declare_family! {
+    /// Max-plus and min-plus products and shortest paths.
+    Tropical = "tropical";
+}

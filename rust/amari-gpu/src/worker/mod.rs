@@ -121,6 +121,9 @@ pub(crate) struct Run<'a> {
     pub(crate) recording: Option<Recording>,
     /// The call's interrupt: once set, no more chunks are started.
     pub(crate) interrupt: Option<Arc<Interrupt>>,
+    /// Whether the call took the fast path: a host device then runs its kernel on the
+    /// calling thread, not on its pool (see `context::fast`).
+    pub(crate) inline: bool,
 }
 
 /// A chunk in flight: one of host inputs on a device of kind `F`'s, or a resident piece.
@@ -165,6 +168,7 @@ impl Run<'_> {
                 .is_some_and(|r| r.gpu_timed.get(dev.id).copied().unwrap_or(false)),
             timeout: self.timeout,
             stop: self.interrupt.as_deref(),
+            inline: self.inline,
         };
         let cancelled = || self.interrupt.as_ref().is_some_and(|i| i.is_cancelled());
         // Before any call on the device, it must have taken the latest chunk (see
@@ -349,8 +353,12 @@ impl Run<'_> {
 
 impl Run<'_> {
     /// Runs the call on `workers`, one thread each (worker slot = index); returns each
-    /// worker's report.
+    /// worker's report. A lone worker runs on the calling thread: a thread of its own
+    /// would only add a hand-off (tens of µs, more than a small call's kernel).
     pub(crate) fn on(&self, workers: &[&GpuDevice]) -> Vec<WorkerReport> {
+        if let [dev] = workers {
+            return vec![self.work(0, dev)];
+        }
         std::thread::scope(|scope| {
             let handles: Vec<_> = workers
                 .iter()

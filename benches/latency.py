@@ -1,0 +1,40 @@
+"""Small-call latency per kernel family and device kind, beside kingdon and numpy.
+
+The median time of a tiny call from Python on the host device and on each wgpu adapter
+present, its breakdown from the engine's own records (Python checks and conversion, the
+native call, and the profiled steps: plan, upload, kernel, wait, readback), whether it took
+the fast path (its plan says), and the peer on the same inputs in the same run (kingdon for
+the Cl(3,0) product, numpy ``g.T @ g / n`` and broadcast max-plus). Prints the CPU, each
+adapter's name, backend and driver, and which BLAS kernel numpy ran. Time numpy with
+``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` unset (``env -u ... python ...``).
+
+    python benches/latency.py [--repeats R] [--device host|vulkan|gl ...] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+
+os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="amari-gpu-xdg-"))
+
+from amari_gpu.tools import bench_latency
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=300, help="calls per median")
+    parser.add_argument(
+        "--device", action="append", help="device kinds to measure (default: every one)"
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    args = parser.parse_args()
+    result = bench_latency.run(args.repeats, args.device)
+    print(json.dumps(result, indent=1) if args.json else "\n".join(bench_latency.lines(result)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

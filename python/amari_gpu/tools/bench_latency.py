@@ -1,0 +1,271 @@
+"""Small-call latency: the rows of ``benches/latency.py`` and of ``amari-gpu bench --family
+latency``.
+
+Per kernel family and per device kind (the host device, each wgpu adapter present), the
+median time of a tiny call from Python, beside its peer on the same inputs in the same run
+(kingdon for the Cl(3,0) product, numpy for Fisher and max-plus), interleaved call by call
+so that drift on a busy machine hits both alike. The breakdown comes from the engine's own
+records: the native call timed alone (the rest of the median is the Python method's checks
+and conversion), and a profiled run of the same calls (``ctx.profile()``), whose steps
+(plan, upload, kernel, wait, readback) are summed per call and their medians reported.
+Whether each call took the fast path is read from its plan (``last_plan.fast_path``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import _native
+from .._adapters import AdapterInfo, adapters
+from ..context import MultiGpuContext
+from .bench_host import cpu_model
+
+STEPS = ("plan", "upload", "kernel", "wait", "readback")
+
+
+@dataclass
+class Call:
+    """One tiny call: the method, the native entry alone, and the peer on the same inputs."""
+
+    work: str
+    method: Callable[[MultiGpuContext], Any]
+    native: Callable[[MultiGpuContext], Any]
+    peer_name: str
+    peer: Callable[[], Any] | None
+
+
+def _kingdon(
+    a: np.ndarray[Any, Any], b: np.ndarray[Any, Any], arrays: bool = True
+) -> Callable[[], Any] | None:
+    """kingdon's Cl(3,0) product as its users write it for speed: multivectors made once
+    (coefficient arrays, (8, N) in kingdon's blade order, when ``arrays``; else the plain
+    coefficients of one multivector), then ``x * y`` (kingdon's generated, cached product)."""
+    try:
+        kingdon = importlib.import_module("kingdon")
+    except ImportError:
+        return None
+    alg = kingdon.Algebra(3, 0, 0)
+    keys = list(alg.multivector(np.zeros((8, 1), dtype=np.float32)).keys())
+    if not arrays:
+        x = alg.multivector(a[0][keys].tolist())
+        y = alg.multivector(b[0][keys].tolist())
+    else:
+        x = alg.multivector(np.ascontiguousarray(a.T[keys]))
+        y = alg.multivector(np.ascontiguousarray(b.T[keys]))
+    return lambda: x * y
+
+
+def calls() -> list[Call]:
+    """The tiny call of every family, with its peer."""
+    rng = np.random.default_rng(25)
+    a1, b1 = (rng.standard_normal((1, 8), dtype=np.float32) for _ in range(2))
+    a64, b64 = (rng.standard_normal((64, 8), dtype=np.float32) for _ in range(2))
+    g = rng.standard_normal((10, 4), dtype=np.float32)
+    m = rng.standard_normal((4, 4), dtype=np.float32)
+    p = rng.dirichlet(np.ones(4), size=8).astype(np.float32)
+    n = len(g)
+
+    def ga(a: Any, b: Any) -> Callable[[MultiGpuContext], Any]:
+        return lambda ctx: _native.ga_apply(
+            ctx._native, "geometric_product", (3, 0, 0), [a, b], 0, None, None
+        )
+
+    return [
+        Call(
+            "Cl(3,0) product, 1 row",
+            lambda ctx: ctx.geometric_product(a1, b1),
+            ga(a1, b1),
+            "kingdon x*y, one multivector",
+            _kingdon(a1, b1, arrays=False),
+        ),
+        Call(
+            "Cl(3,0) product, 1 row",
+            lambda ctx: ctx.geometric_product(a1, b1),
+            ga(a1, b1),
+            "kingdon x*y, (8, 1) arrays",
+            _kingdon(a1, b1),
+        ),
+        Call(
+            "Cl(3,0) product, 64 rows",
+            lambda ctx: ctx.geometric_product(a64, b64),
+            ga(a64, b64),
+            "kingdon x*y, (8, 64) arrays",
+            _kingdon(a64, b64),
+        ),
+        Call(
+            "fisher_information 10 x 4",
+            lambda ctx: ctx.fisher_information(g),
+            lambda ctx: _native.fisher_information(ctx._native, g, None, None, None),
+            "numpy g.T @ g / n",
+            lambda: g.T @ g / n,
+        ),
+        Call(
+            "fisher_categorical 8 x 4",
+            lambda ctx: ctx.fisher_categorical(p),
+            lambda ctx: _native.fisher_categorical(ctx._native, p, False, None, None),
+            "numpy diag(p) - p p^T",
+            lambda: (p[:, :, None] * np.eye(4, dtype=np.float32)) - p[:, :, None] * p[:, None, :],
+        ),
+        Call(
+            "tropical_matmul max-plus 4 x 4",
+            lambda ctx: ctx.tropical_matmul(m, m),
+            lambda ctx: _native.tropical_matmul(ctx._native, m, m, "max_plus", None, None, None),
+            "numpy broadcast max-plus",
+            lambda: (m[:, :, None] + m[None, :, :]).max(axis=1),
+        ),
+    ]
+
+
+def _median_us(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e6
+
+
+def _interleaved(fs: list[Callable[[], Any]], repeats: int) -> list[list[float]]:
+    """Times each of ``fs`` ``repeats`` times, one of each per round."""
+    for f in fs:
+        for _ in range(max(repeats // 10, 5)):
+            f()
+    times: list[list[float]] = [[] for _ in fs]
+    clock = time.perf_counter
+    for _ in range(repeats):
+        for f, t in zip(fs, times, strict=True):
+            start = clock()
+            f()
+            t.append(clock() - start)
+    return times
+
+
+def _steps(ctx: MultiGpuContext, call: Call, repeats: int) -> dict[str, float]:
+    """Median per call of the engine's recorded time in each step (µs), from a profile."""
+    with ctx.profile() as prof:
+        for _ in range(repeats):
+            call.method(ctx)
+    per_call: dict[int, dict[str, float]] = {}
+    for e in prof.events:
+        kinds = per_call.setdefault(e["call"], dict.fromkeys(STEPS, 0.0))
+        if e["kind"] in kinds:
+            kinds[e["kind"]] += e["duration_s"]
+    return {
+        kind: statistics.median(c[kind] for c in per_call.values()) * 1e6 if per_call else 0.0
+        for kind in STEPS
+    }
+
+
+def _device_kinds() -> list[tuple[str, dict[str, Any], AdapterInfo]]:
+    """(label, context options, adapter) for the host device and each wgpu adapter."""
+    kinds: list[tuple[str, dict[str, Any], AdapterInfo]] = []
+    for info in adapters():
+        if info.is_host:
+            kinds.append(("host", {"backends": ["host"]}, info))
+        else:
+            kinds.append((f"{info.backend} {info.index}", {"adapters": [info.index]}, info))
+    return kinds
+
+
+def _blas() -> str:
+    """Which BLAS kernel numpy runs (threadpoolctl, which ``numpy.show_runtime`` also reads),
+    in one line."""
+    try:
+        threadpoolctl = importlib.import_module("threadpoolctl")
+    except ImportError:
+        return "unknown (threadpoolctl not installed)"
+    pools = [
+        f"{p.get('internal_api')} {p.get('version')} kernel {p.get('architecture')}, "
+        f"{p.get('num_threads')} threads"
+        for p in threadpoolctl.threadpool_info()
+        if p.get("user_api") == "blas"
+    ]
+    return "; ".join(pools) or "none loaded"
+
+
+def run(repeats: int = 300, only: list[str] | None = None) -> dict[str, Any]:
+    """Measures every tiny call on every device kind (``only``: labels to keep)."""
+    rows = []
+    devices = []
+    for label, options, info in _device_kinds():
+        if only and label.split()[0] not in only:
+            continue
+        devices.append(
+            {"label": label, "name": info.name, "backend": info.backend, "driver": info.driver}
+        )
+        with MultiGpuContext(**options) as ctx:
+            # Measured figures, so that every device kind's fast-path decision has its
+            # launch latency to weigh (a lone host device times its pool hand-off itself).
+            ctx.calibrate()
+            for call in calls():
+                call.method(ctx)  # calibration and first-use costs, not timed
+                fs: list[Callable[[], Any]] = [
+                    functools.partial(call.method, ctx),
+                    functools.partial(call.native, ctx),
+                ]
+                if call.peer is not None:
+                    fs.append(call.peer)
+                times = _interleaved(fs, repeats)
+                call.method(ctx)
+                plan = ctx.last_plan
+                ours, native = _median_us(times[0]), _median_us(times[1])
+                peer = _median_us(times[2]) if call.peer is not None else None
+                rows.append(
+                    {
+                        "device": label,
+                        "work": call.work,
+                        "median_us": ours,
+                        "native_us": native,
+                        "python_us": ours - native,
+                        "steps_us": _steps(ctx, call, max(repeats // 3, 20)),
+                        "fast_path": bool(plan is not None and plan.fast_path),
+                        "peer": call.peer_name if call.peer is not None else "not installed",
+                        "peer_us": peer,
+                        "ratio": ours / peer if peer else None,
+                    }
+                )
+    return {
+        "cpu": cpu_model(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "blas": _blas(),
+        "repeats": repeats,
+        "devices": devices,
+        "rows": rows,
+    }
+
+
+def lines(result: dict[str, Any]) -> list[str]:
+    """The report: machine, devices, one line per call and device."""
+    out = [
+        f"CPU: {result['cpu']}; python {result['python']}, numpy {result['numpy']}; "
+        f"BLAS: {result['blas']}",
+    ]
+    out += [
+        f"device {d['label']}: {d['name']} ({d['backend']}, driver {d['driver'] or '?'})"
+        for d in result["devices"]
+    ]
+    out += [
+        f"Median of {result['repeats']} calls from Python, interleaved with the peer's, one "
+        "run; native = the binding's entry alone (python = the rest); engine steps: medians "
+        "per call from a profiled run of the same calls (profiling adds its own cost).",
+        "",
+        f"{'device':10} {'work':32} {'ours':>8} {'python':>7} {'native':>7} "
+        + " ".join(f"{s:>8}" for s in STEPS)
+        + f" {'fast':>5} {'peer':>8} {'ratio':>6}  peer",
+    ]
+    for r in result["rows"]:
+        peer = f"{r['peer_us']:8.1f}" if r["peer_us"] is not None else f"{'-':>8}"
+        ratio = f"{r['ratio']:6.2f}" if r["ratio"] is not None else f"{'-':>6}"
+        steps = " ".join(f"{r['steps_us'][s]:8.1f}" for s in STEPS)
+        out.append(
+            f"{r['device']:10} {r['work']:32} {r['median_us']:8.1f} {r['python_us']:7.1f} "
+            f"{r['native_us']:7.1f} {steps} {'yes' if r['fast_path'] else 'no':>5} "
+            f"{peer} {ratio}  {r['peer']}"
+        )
+    out.append("(times in µs)")
+    return out
