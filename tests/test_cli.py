@@ -213,7 +213,8 @@ def test_doctor_text_reports_each_adapter_and_the_host(capsys):
     assert main(["doctor"]) == 0
     captured = capsys.readouterr()
     found = ag.adapters()
-    assert f"Result: {len(found)} of {len(found)} devices usable" in captured.out
+    assert f"Result: {len(found)} of {len(found)} devices usable.\n" in captured.out
+    assert "(usable)" not in captured.out
     for a in found:
         assert f"ok    {a.describe()}" in captured.out
     host = found[-1]
@@ -238,6 +239,34 @@ def test_doctor_says_what_to_install_when_nothing_is_there():
     assert MESA_VULKAN in hints and MESA_GL in hints
     assert "apt-get install mesa-vulkan-drivers libvulkan1" in MESA_VULKAN
     assert "libegl1 libegl-mesa0 libgl1-mesa-dri" in MESA_GL
+
+
+def test_doctor_on_a_backend_of_another_platform_says_so(tmp_path):
+    # Metal exists only on Apple systems, DX12 only on Windows: on Linux, doctor says that,
+    # and none of the Mesa hints (the XDG_RUNTIME_DIR one included) that concern Vulkan/GL.
+    if sys.platform == "darwin":
+        backend, words = "dx12", "DX12 exists only on Windows"
+    else:
+        backend, words = "metal", "Metal exists only on macOS and iOS"
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["TMPDIR"] = str(tmp_path)
+    done = python("-m", "amari_gpu", "doctor", "--backends", backend, env=env)
+    assert done.returncode == 1, done.stderr
+    assert f"none  backend {backend}: no adapter: {words}" in done.stdout
+    assert f"  - Backend {backend}: no adapter: {words}." in done.stdout
+    assert "Result: no device to test on the backends named." in done.stdout
+    hints = done.stdout.split("To fix:")[1]
+    assert "XDG_RUNTIME_DIR" not in hints and "Vulkan" not in hints
+
+
+def test_calibrate_says_which_figures_do_not_apply_to_the_host(capsys):
+    assert main(["calibrate", "--backends", "vulkan,host"]) == 0
+    out = capsys.readouterr().out
+    host, gpu = out.split("device 1:")[1], out.split("device 1:")[0]
+    assert "GPU timestamp cost n/a (host device)" in host
+    assert "max buffer n/a (host device)" in host
+    assert "n/a (host device)" not in gpu
+    assert "max buffer " in gpu and " GB; max storage binding" in gpu
 
 
 def test_calibrate_json_has_measured_figures(capsys):

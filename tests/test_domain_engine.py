@@ -207,8 +207,12 @@ def test_a_band_taller_than_one_dispatch_dimension(ctx):
 
 
 def test_rounds_slower_than_sync_timeout_fail_their_devices():
-    # A 2048 x 2048 round takes tens of milliseconds on lavapipe: far beyond 1 ms.
+    # Devices that never answer (an injected hold), however fast: every round passes 1 ms.
+    # Calibration first, whose own waits a hold would stop too.
     ctx = ag.MultiGpuContext(adapters=[0], devices_per_adapter=2, sync_timeout_ms=1)
+    ctx.calibrate()
+    for device in range(2):
+        ctx.inject_fault(device, hold=True)
     grid = np.random.default_rng(11).random((2048, 2048), dtype=np.float32)
     with pytest.raises(ag.DeviceLostError, match="sync_timeout_ms=1"):
         ctx.stencil(grid, 4, 0.1)

@@ -319,6 +319,11 @@ def test_chunks_slower_than_sync_timeout_fail_every_device(timeout_batch, strate
     ctx = MultiGpuContext(
         backends=["vulkan"], devices_per_adapter=2, sync_timeout_ms=1, chunk_items=TIMEOUT_CHUNK
     )
+    # Devices that never answer, whatever their speed: the timeout is certain to pass.
+    # Calibration first, whose own waits a hold would stop too.
+    ctx.calibrate()
+    for device in range(len(ctx.devices)):
+        ctx.inject_fault(device, hold=True)
     with pytest.raises(DeviceLostError, match=r"no healthy device.*sync_timeout_ms=1"):
         _run(ctx, timeout_batch, strategy)
     assert ctx.last_plan is None
@@ -413,3 +418,17 @@ def test_no_healthy_device_error_names_only_real_devices(batches):
     if sorted(set(named) & set(range(DEVICES))) != list(range(DEVICES)):
         pytest.fail(f"precondition: the message should list every device: {info.value}")
     assert max(named) < DEVICES, str(info.value)
+
+
+def test_a_held_device_times_out_however_little_it_has_to_do():
+    # inject_fault(hold=True): the device stops answering, so a call on it passes any
+    # sync_timeout_ms, however fast the device; reset_health releases it.
+    ctx = MultiGpuContext(backends=["vulkan"], sync_timeout_ms=5000)
+    a, b = random_batch(64, seed=9_002)
+    want = ctx.geometric_product(a, b)  # calibrated and compiled before the hold
+    ctx.inject_fault(0, hold=True)
+    with pytest.raises(DeviceLostError, match="sync_timeout_ms=5000"):
+        ctx.geometric_product(a, b)
+    assert "sync_timeout_ms=5000" in ctx.health()[0]["reason"]
+    ctx.reset_health()
+    assert np.array_equal(ctx.geometric_product(a, b), want)

@@ -140,7 +140,7 @@ def test_logging_configured_after_the_first_call_shows_the_next_records(tmp_path
         "disable",
         "enable",
     ], run.stderr
-    opening = "INFO:amari_gpu.selection:opening 1 devices"
+    opening = "INFO:amari_gpu.selection:opening 1 device on"
     # Nothing configured: nothing printed.
     assert parts[0] == "", run.stderr
     # Configured after the first call: shown.

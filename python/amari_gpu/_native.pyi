@@ -7,7 +7,7 @@ import numpy as np
 import numpy.typing as npt
 
 from amari_gpu._adapters import AdapterInfo
-from amari_gpu.context import Device
+from amari_gpu.context import Device, LeftOut
 from amari_gpu.domain import DomainReport
 from amari_gpu.planning import Capabilities, Plan
 
@@ -22,6 +22,7 @@ __all__ = [
     "Profile",
     "__version__",
     "adapters",
+    "backend_unavailable_reason",
     "check_workload",
     "default_selection",
     "family_of",
@@ -38,10 +39,16 @@ BACKENDS: tuple[str, ...]
 DEVICE_TYPES: tuple[str, ...]
 
 # The records that cross the boundary, each described once. Plans, capabilities, adapter
-# descriptions, devices and grid reports are built by the bindings as the package's frozen
-# dataclasses (``Plan``, ``Capabilities``, ``AdapterInfo``, ``Device``, ``DomainReport``); the
-# others are plain dicts, described here as TypedDicts for type checkers only
-# (``type_check_only``).
+# descriptions, devices, what a selection left out and grid reports are built by the
+# bindings as the package's frozen dataclasses (``Plan``, ``Capabilities``, ``AdapterInfo``,
+# ``Device``, ``LeftOut``, ``DomainReport``); the others are plain dicts, described here as
+# TypedDicts for type checkers only (``type_check_only``).
+
+@type_check_only
+class SelectionDict(TypedDict):
+    left_out: list[LeftOut]
+    notes: list[str]
+    summary: str
 
 @type_check_only
 class HealthDict(TypedDict):
@@ -179,6 +186,7 @@ class WorkloadFields(Protocol):
 
 def adapters() -> list[AdapterInfo]: ...
 def default_selection() -> list[tuple[bool, str]]: ...
+def backend_unavailable_reason(backend: str) -> str: ...
 def check_workload(workload: WorkloadFields) -> None: ...
 def family_of(kernel: str) -> str | None: ...
 
@@ -189,6 +197,7 @@ class Context:
     def strategy(self) -> str: ...
     def set_strategy(self, name: str) -> None: ...
     def devices(self) -> list[Device]: ...
+    def selection(self) -> SelectionDict: ...
     def calibrate(self, force: bool = False) -> list[Capabilities]: ...
     def capabilities(self, device_id: int) -> Capabilities: ...
     def distribute_workload(
@@ -196,7 +205,7 @@ class Context:
     ) -> Plan: ...
     def health(self) -> dict[int, HealthDict]: ...
     def stats(self) -> list[StatsDict]: ...
-    def inject_fault(self, device_id: int, after_chunks: int) -> None: ...
+    def inject_fault(self, device_id: int, after_chunks: int, hold: bool = False) -> None: ...
     def reset_health(self, device_id: int | None = None) -> None: ...
     def close(self) -> None: ...
     @property

@@ -157,22 +157,33 @@ def _gb(value: float | None) -> str:
     return "?" if value is None else f"{value:.2f}"
 
 
-def _capability_lines(cap: dict[str, Any]) -> list[str]:
+HOST_NA = "n/a (host device)"
+"""What ``calibrate`` prints for a GPU-only figure of the host device (it has no GPU
+timestamps and no buffer size limit: its buffers are the process's memory)."""
+
+
+def _capability_lines(cap: dict[str, Any], host: bool = False) -> list[str]:
     latency = cap["launch_latency_s"]
     stamp = cap["timestamp_cost_s"]
     budget = cap["memory_budget_bytes"]
+    if host:
+        stamp_text = HOST_NA
+        max_buffer = HOST_NA
+    else:
+        stamp_text = "none" if stamp is None else f"{stamp * 1e6:.0f} us"
+        max_buffer = f"{cap['max_buffer_bytes'] / 1e9:.2f} GB"
     lines = [
         f"device {cap['device_id']}: {cap['adapter']}",
         f"    {'from the cache' if cap['from_cache'] else 'measured now'}; launch latency "
         f"{'?' if latency is None else f'{latency * 1e3:.3f} ms'}; GPU timestamp cost "
-        f"{'none' if stamp is None else f'{stamp * 1e6:.0f} us'}",
+        f"{stamp_text}",
         f"    transfer {_gb(cap['transfer_gb_s'])} GB/s (host->device {_gb(cap['h2d_gb_s'])}, "
         f"device->host {_gb(cap['d2h_gb_s'])}); on-device copy {_gb(cap['memory_bandwidth_gb_s'])} "
         f"GB/s, streaming kernel {_gb(cap['kernel_bandwidth_gb_s'])} GB/s; peak "
         f"{_gb(cap['peak_gflops'])} GFLOP/s",
         "    items/s: " + ", ".join(f"{k} {v:.3g}" for k, v in sorted(cap["throughput"].items())),
         f"    memory budget {'?' if budget is None else f'{budget / 1e9:.2f} GB'}; max buffer "
-        f"{cap['max_buffer_bytes'] / 1e9:.2f} GB; max storage binding "
+        f"{max_buffer}; max storage binding "
         f"{cap['max_storage_binding_bytes'] / 2**20:.0f} MiB",
     ]
     if cap["shares_hardware_with"]:
@@ -207,8 +218,8 @@ def _calibrate(args: argparse.Namespace) -> int:
         print(json.dumps({"seconds": seconds, "devices": rows}, indent=2))
         return 0
     print(f"{len(rows)} device(s) calibrated in {seconds:.2f} s")
-    for row in rows:
-        print("\n".join(_capability_lines(row)))
+    for row, device in zip(rows, ctx.devices):
+        print("\n".join(_capability_lines(row, host=device.adapter.is_host)))
     return 0
 
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, _native
 from .._adapters import AdapterInfo, adapters, default_selection
 from .._system import Check, given_runtime_dir, platform_checks
 from ..context import MultiGpuContext
@@ -114,14 +114,36 @@ def smoke(info: AdapterInfo, progress: Progress) -> dict[str, Any]:
     return result
 
 
+def unavailable_backends(
+    backends: list[str] | None, found: list[AdapterInfo]
+) -> list[dict[str, str]]:
+    """The backends named with ``--backends`` that have no adapter here, each with the core's
+    reason (Metal and DX12 exist only on their platforms; else which driver is missing)."""
+    present = {a.backend for a in found}
+    return [
+        {"backend": b, "reason": _native.backend_unavailable_reason(b)}
+        for b in dict.fromkeys(backends or [])
+        if b not in present
+    ]
+
+
 def fixes(
-    checks: list[Check], found: list[AdapterInfo], results: list[dict[str, Any]]
+    checks: list[Check],
+    found: list[AdapterInfo],
+    results: list[dict[str, Any]],
+    backends: list[str] | None = None,
 ) -> list[str]:
-    """What to do about each missing piece, most useful first."""
+    """What to do about each missing piece, most useful first. With ``backends`` named, only
+    the hints about those backends: Mesa's Vulkan and GL loaders (and the XDG_RUNTIME_DIR
+    they want) say nothing about Metal or DX12."""
     out: list[str] = []
     by_name = {c.name: c for c in checks}
-    backends = {a.backend for a in found}
-    if not found:
+    present = {a.backend for a in found}
+    for absent in unavailable_backends(backends, found):
+        if absent["backend"] != "host":
+            out.append(f"Backend {absent['backend']}: {absent['reason']}.")
+    mesa = backends is None or bool({"vulkan", "gl"} & set(backends))
+    if not found and backends is None:
         if sys.platform == "darwin":
             out.append("Metal is built into macOS 10.13+; wgpu found no Metal GPU on this Mac.")
         elif sys.platform == "win32":
@@ -134,7 +156,7 @@ def fixes(
                 "No adapter: install your GPU vendor's driver, or on Debian/Ubuntu Mesa's "
                 f"software Vulkan adapter (lavapipe): {MESA_VULKAN}"
             )
-    if sys.platform.startswith("linux"):
+    if sys.platform.startswith("linux") and mesa:
         loader, icds = by_name["Vulkan loader"], by_name["Vulkan drivers (ICD manifests)"]
         if not loader.ok:
             out.append(f"Vulkan loader missing (libvulkan.so.1): {MESA_VULKAN}")
@@ -143,7 +165,7 @@ def fixes(
                 "No Vulkan driver manifest: install your GPU vendor's Vulkan driver, or "
                 f"lavapipe: {MESA_VULKAN}"
             )
-        if loader.ok and icds.ok and "vulkan" not in backends:
+        if loader.ok and icds.ok and "vulkan" not in present:
             out.append(
                 "Vulkan loader and drivers are installed but wgpu found no Vulkan adapter: "
                 "run `vulkaninfo --summary` (sudo apt-get install vulkan-tools) to see why."
@@ -158,7 +180,7 @@ def fixes(
         missing = [name for name in gl if not by_name[name].ok]
         if missing:
             out.append(f"GL/EGL missing ({', '.join(missing)}): {MESA_GL}")
-        elif "gl" not in backends:
+        elif "gl" not in present:
             out.append(
                 "EGL and Mesa are installed but wgpu found no GL adapter: run `eglinfo` "
                 "(sudo apt-get install mesa-utils) to see why."
@@ -196,7 +218,8 @@ def diagnose(backends: list[str] | None, show_progress: bool) -> dict[str, Any]:
             {"index": info.index, "used": used, "reason": why}
             for info, used, why in default_selection()
         ],
-        "fixes": fixes(checks, [a for a in every if not a.is_host], results),
+        "unavailable_backends": unavailable_backends(backends, every),
+        "fixes": fixes(checks, [a for a in every if not a.is_host], results, backends),
     }
 
 
@@ -217,14 +240,21 @@ def render(report: dict[str, Any], say: Callable[[str], None] = print) -> None:
         for k in r["kernels"]:
             mark = "ok  " if k["ok"] else "FAIL"
             say(f"        {mark} {k['detail']} ({k['s'] * 1e3:.0f} ms)")
+    for missing in report["unavailable_backends"]:
+        say(f"  none  backend {missing['backend']}: {missing['reason']}")
     used = [d for d in report["default_selection"] if d["used"]]
     say("Default selection (MultiGpuContext()):")
     for d in report["default_selection"]:
         say(f"  {'used' if d['used'] else 'left out':<8}  [{d['index']}] {d['reason']}")
     if not used:
         say("  nothing: name adapters with backends= or adapters=")
-    verdict = "usable" if report["ok"] else "NOTHING USABLE"
-    say(f"Result: {report['usable']} of {len(report['adapters'])} devices usable ({verdict}).")
+    tested = len(report["adapters"])
+    if report["ok"]:
+        say(f"Result: {report['usable']} of {tested} devices usable.")
+    elif tested:
+        say(f"Result: none of the {tested} devices is usable.")
+    else:
+        say("Result: no device to test on the backends named.")
     if report["fixes"]:
         say("To fix:" if not report["ok"] else "Optional fixes:")
         for line in report["fixes"]:

@@ -1,5 +1,6 @@
 //! `adapters()`: every adapter as the package's `AdapterInfo` (its one description in
-//! Python); `default_selection()`: which of them a default context uses, and why.
+//! Python); `default_selection()`: which of them a default context uses, and why;
+//! `backend_unavailable_reason()`: why a backend has no adapter here.
 
 use amari_gpu::AdapterInfo;
 use pyo3::prelude::*;
@@ -27,4 +28,11 @@ pub fn adapters(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyAny>>> {
 pub fn default_selection(py: Python<'_>) -> PyResult<Vec<(bool, String)>> {
     py.detach(|| amari_gpu::context::explain_selection(&amari_gpu::ContextOptions::default()))
         .map_err(|e| crate::errors::to_pyerr(py, e))
+}
+
+/// Why `backend` has no adapter on this machine (the core's words: a platform-only backend
+/// says so, else which driver is missing); empty for the host device's backend.
+#[pyfunction]
+pub fn backend_unavailable_reason(backend: &str) -> String {
+    amari_gpu::adapter::backend_unavailable_reason(backend)
 }

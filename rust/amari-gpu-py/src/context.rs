@@ -189,6 +189,27 @@ impl PyContext {
             .collect()
     }
 
+    /// What the selection chose when the context opened: `left_out` (one
+    /// `amari_gpu.context.LeftOut` per adapter, or named backend without adapter, left out),
+    /// `notes` (options that could not apply) and `summary` (the INFO line logged at open).
+    fn selection<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let ctx = self.context(py)?;
+        let chosen = ctx.selection();
+        let left_out = chosen
+            .left_out
+            .iter()
+            .map(|l| {
+                let fields = fields!(py, l; adapter, name, backend, reason);
+                record(py, "amari_gpu.context", "LeftOut", fields)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let d = PyDict::new(py);
+        d.set_item("left_out", left_out)?;
+        d.set_item("notes", &chosen.notes)?;
+        d.set_item("summary", &chosen.summary)?;
+        Ok(d)
+    }
+
     /// Measures (or loads) every device's capabilities.
     #[pyo3(signature = (force=false))]
     fn calibrate<'py>(&self, py: Python<'py>, force: bool) -> PyResult<Vec<Bound<'py, PyAny>>> {
@@ -243,11 +264,23 @@ impl PyContext {
             .collect()
     }
 
-    /// Makes a device fail when it starts its next chunk after `after_chunks` more.
-    fn inject_fault(&self, py: Python<'_>, device_id: usize, after_chunks: u64) -> PyResult<()> {
-        self.context(py)?
-            .inject_fault(device_id, after_chunks)
-            .map_err(|e| to_pyerr(py, e))
+    /// Makes a device fail when it starts its next chunk after `after_chunks` more; with
+    /// `hold`, its waits for its wgpu work stop ending instead, until `reset_health`.
+    #[pyo3(signature = (device_id, after_chunks, hold=false))]
+    fn inject_fault(
+        &self,
+        py: Python<'_>,
+        device_id: usize,
+        after_chunks: u64,
+        hold: bool,
+    ) -> PyResult<()> {
+        let ctx = self.context(py)?;
+        let done = if hold {
+            ctx.inject_hold(device_id, after_chunks)
+        } else {
+            ctx.inject_fault(device_id, after_chunks)
+        };
+        done.map_err(|e| to_pyerr(py, e))
     }
 
     /// Marks a device (or all) healthy again.

@@ -78,6 +78,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     add_names(m)?;
     m.add_function(wrap_pyfunction!(adapters::adapters, m)?)?;
     m.add_function(wrap_pyfunction!(adapters::default_selection, m)?)?;
+    m.add_function(wrap_pyfunction!(adapters::backend_unavailable_reason, m)?)?;
     m.add_class::<context::PyContext>()?;
     m.add_function(wrap_pyfunction!(context::check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(family_of, m)?)?;

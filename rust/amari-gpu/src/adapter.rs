@@ -42,6 +42,33 @@ pub fn parse_backend(name: &str) -> Option<wgpu::Backend> {
     }
 }
 
+/// Why a backend has no adapter on this machine, in a few words: the platforms a backend
+/// exists on first (Metal and DX12 are not a missing driver on Linux), else the drivers it
+/// needs. For the host device's backend, which always exists, an empty string.
+pub fn backend_unavailable_reason(backend: &str) -> String {
+    let platform_only = match canonical_backend(backend) {
+        Some("metal") if !cfg!(any(target_os = "macos", target_os = "ios")) => {
+            Some("Metal exists only on macOS and iOS")
+        }
+        Some("dx12") if !cfg!(windows) => Some("DX12 exists only on Windows"),
+        _ => None,
+    };
+    if let Some(why) = platform_only {
+        return format!("no adapter: {why}");
+    }
+    match canonical_backend(backend) {
+        Some("vulkan") => {
+            "no adapter: no Vulkan driver (ICD) was found or it failed to load".to_string()
+        }
+        Some("gl") => {
+            "no adapter: no OpenGL ES 3.1 driver (EGL) was found or it failed to load".to_string()
+        }
+        Some(HOST_BACKEND) => String::new(),
+        Some(other) => format!("no adapter: the {other} driver was not found or failed to load"),
+        None => format!("unknown backend {backend:?}"),
+    }
+}
+
 /// The device kind names used by the public API.
 pub const DEVICE_TYPE_NAMES: [&str; 5] = [
     "discrete_gpu",

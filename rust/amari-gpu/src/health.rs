@@ -8,6 +8,7 @@ use std::sync::Mutex;
 struct State {
     failed: Option<String>,
     fault_after_chunks: Option<u64>,
+    hold_after_chunks: Option<u64>,
 }
 
 /// Whether a device is usable, and the fault injected into it, if any.
@@ -51,10 +52,25 @@ impl Health {
         (state.fault_after_chunks == Some(0)).then(|| "injected fault (inject_fault)".to_string())
     }
 
-    /// Called when a chunk completes: counts down an injected fault.
+    /// After completing `chunks` more, the device's waits for its work do not end until
+    /// [`Health::reset`]: a device that never answers, for tests of what depends on one
+    /// being slow (`sync_timeout_ms`, interrupts) that no machine is too fast for.
+    pub fn inject_hold(&self, chunks: u64) {
+        self.state.lock().expect("health lock").hold_after_chunks = Some(chunks);
+    }
+
+    /// Whether an injected hold is due: the device's waits see no answer while it is.
+    pub fn hold_due(&self) -> bool {
+        self.state.lock().expect("health lock").hold_after_chunks == Some(0)
+    }
+
+    /// Called when a chunk completes: counts down an injected fault or hold.
     pub fn chunk_completed(&self) {
         let mut state = self.state.lock().expect("health lock");
         if let Some(n) = state.fault_after_chunks.as_mut() {
+            *n = n.saturating_sub(1);
+        }
+        if let Some(n) = state.hold_after_chunks.as_mut() {
             *n = n.saturating_sub(1);
         }
     }
@@ -144,5 +160,16 @@ mod tests {
         assert!(!health.is_healthy());
         health.reset();
         assert!(health.is_healthy() && health.injected_fault_due().is_none());
+    }
+
+    #[test]
+    fn an_injected_hold_is_due_after_the_given_number_of_chunks_until_reset() {
+        let health = Health::default();
+        health.inject_hold(1);
+        assert!(!health.hold_due());
+        health.chunk_completed();
+        assert!(health.hold_due() && health.injected_fault_due().is_none());
+        health.reset();
+        assert!(!health.hold_due());
     }
 }

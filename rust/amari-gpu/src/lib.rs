@@ -88,6 +88,7 @@ pub use model::DeviceModel;
 pub use options::ContextOptions;
 pub use plan::{DeviceWorkload, Plan, Strategy};
 pub use resident::{Destination, Operand as ResidentOperand, Outcome, Ready, ResidentArray};
+pub use selection::{LeftOut, Selection};
 pub use workload::Workload;
 
 /// Version of the crate (and of the Python package built from it).

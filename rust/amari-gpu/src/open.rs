@@ -26,7 +26,7 @@ use crate::host::device::HostDevice;
 use crate::kernel::FmaMode;
 use crate::options::ContextOptions;
 use crate::runner::executor::{run_chunk, ChunkJob};
-use crate::selection::select;
+use crate::selection::selection;
 
 /// The logger these messages go to: the name Python users filter on (`amari_gpu.context.open`),
 /// kept from when opening was a module of the context.
@@ -182,10 +182,12 @@ impl MultiGpuContext {
     /// Opens the devices `options` select.
     pub fn new(options: ContextOptions) -> Result<Self> {
         let infos = adapters();
-        let chosen = select(&infos, &options)?;
+        let chosen = selection(&infos, &options)?;
         // Devices on one adapter, or on one device seen through two backends, share
         // hardware: they form one group, named by the original adapter's index.
-        let devices = open_devices(enumerated(), host_adapter(), &chosen, &options)?;
-        Ok(MultiGpuContext::with_devices(devices, options))
+        let devices = open_devices(enumerated(), host_adapter(), &chosen.devices, &options)?;
+        let mut ctx = MultiGpuContext::with_devices(devices, options);
+        ctx.selection = chosen;
+        Ok(ctx)
     }
 }

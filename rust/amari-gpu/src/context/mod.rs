@@ -24,7 +24,7 @@ use crate::history::History;
 use crate::options::ContextOptions;
 use crate::plan::Plan;
 use crate::profile::Profiler;
-use crate::selection::explain;
+use crate::selection::{explain, Selection};
 use ledger::Ledger;
 
 /// The one wgpu instance of the process, over every native backend.
@@ -125,6 +125,8 @@ pub struct MultiGpuContext {
     pub(super) profiler: Mutex<Option<Arc<Profiler>>>,
     /// The live resident arrays (their shards and lineage).
     pub(crate) resident: Arc<Ledger>,
+    /// What the selection chose and left out, and why (set by `open`).
+    pub(crate) selection: Selection,
     /// The fast-path decisions of small calls (see `fast`).
     pub(crate) fast: fast::FastCache,
 }
@@ -145,6 +147,7 @@ impl MultiGpuContext {
             group_speedups: Mutex::new(BTreeMap::new()),
             profiler: Mutex::new(None),
             resident: Arc::default(),
+            selection: Selection::default(),
             fast: fast::FastCache::default(),
         }
     }
@@ -172,6 +175,11 @@ impl MultiGpuContext {
     /// The open devices, by id.
     pub fn devices(&self) -> &[Arc<GpuDevice>] {
         &self.devices
+    }
+    /// What the selection chose when the context opened: the adapters left out and why,
+    /// and the options that could not apply.
+    pub fn selection(&self) -> &Selection {
+        &self.selection
     }
     /// The options the context was opened with.
     pub fn options(&self) -> &ContextOptions {
@@ -355,6 +363,13 @@ impl MultiGpuContext {
     /// Makes device `id` fail when it starts its next chunk after `after_chunks` more.
     pub fn inject_fault(&self, id: usize, after_chunks: u64) -> Result<()> {
         self.device(id)?.health.inject_fault(after_chunks);
+        Ok(())
+    }
+    /// Makes device `id`'s waits for its wgpu work not end after it completes
+    /// `after_chunks` more chunks, until `reset_health` (for tests of timeouts and
+    /// interrupts that must not depend on how fast the device is).
+    pub fn inject_hold(&self, id: usize, after_chunks: u64) -> Result<()> {
+        self.device(id)?.health.inject_hold(after_chunks);
         Ok(())
     }
     /// Marks device `id` (or every device) healthy again.

@@ -108,7 +108,10 @@ fn in_slices<T>(
         let slice = deadline.map_or(WAIT_SLICE, |d| {
             d.saturating_duration_since(Instant::now()).min(WAIT_SLICE)
         });
-        if let Some(outcome) = attempt(slice) {
+        // An injected hold (`inject_fault(hold=True)`): the device does not answer.
+        if dev.health.hold_due() {
+            std::thread::sleep(slice);
+        } else if let Some(outcome) = attempt(slice) {
             return outcome;
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {

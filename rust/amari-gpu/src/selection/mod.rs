@@ -1,7 +1,11 @@
 //! Which adapters a context opens, and how many logical devices on each: a pure function of
-//! the enumeration and the caller's options, so it is tested without a GPU.
+//! the enumeration and the caller's options, so it is tested without a GPU. The same rule
+//! says why every other adapter (and every named backend without one) was left out, and
+//! which options could not apply: what the context reports to its user (`Selection`).
 
-use crate::adapter::{canonical_backend, AdapterInfo, BACKEND_NAMES, DEVICE_TYPE_NAMES};
+use crate::adapter::{
+    backend_unavailable_reason, canonical_backend, AdapterInfo, BACKEND_NAMES, DEVICE_TYPE_NAMES,
+};
 use crate::error::{Error, Result};
 use crate::options::{check_names, describe_request, ContextOptions};
 
@@ -111,8 +115,17 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
         let what = if infos.is_empty() {
             "No GPU adapter found".to_string()
         } else {
+            let missing: Vec<String> = unavailable_backends(infos, options)
+                .iter()
+                .map(|l| format!("backend {}: {}", l.backend, l.reason))
+                .collect();
+            let missing = if missing.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", missing.join("; "))
+            };
             format!(
-                "No adapter {}; {}",
+                "No adapter {}{missing}; {}",
                 describe_request(options),
                 describe_available(infos)
             )
@@ -135,10 +148,126 @@ pub fn select(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<usi
     if let Some(max) = options.max_devices {
         devices.truncate(max);
     }
-    if log::log_enabled!(log::Level::Info) {
-        log::info!("{}", describe_selection(infos, options, &devices));
-    }
     Ok(devices)
+}
+
+/// An adapter, or a backend named in `backends=` without any adapter, that a context left
+/// out, and why in a few words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    /// The adapter's index; `None` for a backend that has no adapter on this machine.
+    pub adapter: Option<usize>,
+    /// The adapter's name (empty for a backend without adapter).
+    pub name: String,
+    /// The adapter's backend, or the backend named without adapter.
+    pub backend: String,
+    /// Why it was left out.
+    pub reason: String,
+}
+
+/// What a context chose and why: the adapter of each logical device, what was left out, and
+/// the options that could not apply as asked. Computed once, when the context opens.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// The adapter index of each logical device, in device-id order.
+    pub devices: Vec<usize>,
+    /// Every adapter not opened, in enumeration order, then every named backend that has
+    /// no adapter.
+    pub left_out: Vec<LeftOut>,
+    /// Options that could not apply as given (`devices_per_adapter` on the host device,
+    /// devices cut by `max_devices`), one sentence each.
+    pub notes: Vec<String>,
+    /// The one line the context logs at INFO when it opens.
+    pub summary: String,
+}
+
+/// The backends named in `backends=` (other than the host's) for which `infos` has no
+/// adapter, each with the reason.
+fn unavailable_backends(infos: &[AdapterInfo], options: &ContextOptions) -> Vec<LeftOut> {
+    let mut missing: Vec<LeftOut> = Vec::new();
+    for name in options.backends.iter().flatten() {
+        let Some(backend) = canonical_backend(name) else {
+            continue;
+        };
+        if infos.iter().any(|i| i.backend == backend)
+            || missing.iter().any(|m| m.backend == backend)
+        {
+            continue;
+        }
+        missing.push(LeftOut {
+            adapter: None,
+            name: String::new(),
+            backend: backend.to_string(),
+            reason: backend_unavailable_reason(backend),
+        });
+    }
+    missing
+}
+
+/// The options that could not apply as given to the devices `devices` opened.
+fn selection_notes(
+    infos: &[AdapterInfo],
+    options: &ContextOptions,
+    devices: &[usize],
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let per = options.devices_per_adapter;
+    if per > 1 && devices.iter().any(|&i| infos[i].is_host()) {
+        let only = if devices.iter().all(|&i| infos[i].is_host()) {
+            " and no wgpu adapter was selected, so the context has 1 device"
+        } else {
+            ""
+        };
+        notes.push(format!(
+            "devices_per_adapter={per} does not apply to the host device (it is one device: \
+             its threads are its parallelism){only}"
+        ));
+    }
+    if let Some(max) = options.max_devices {
+        if let Some(all) = wanted_devices(infos, options).filter(|&all| all > max) {
+            notes.push(format!(
+                "max_devices={max} opened {max} of the {all} devices the selection has"
+            ));
+        }
+    }
+    notes
+}
+
+/// How many logical devices the selection would have without `max_devices`.
+fn wanted_devices(infos: &[AdapterInfo], options: &ContextOptions) -> Option<usize> {
+    let unbounded = ContextOptions {
+        max_devices: None,
+        ..options.clone()
+    };
+    select(infos, &unbounded).ok().map(|d| d.len())
+}
+
+/// The selection `options` make of `infos`, with what was left out and why; logs its
+/// summary at INFO (once per context: the context opens through this).
+pub fn selection(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Selection> {
+    let devices = select(infos, options)?;
+    let mut left_out: Vec<LeftOut> = infos
+        .iter()
+        .filter_map(|i| match reason(i, options, &devices) {
+            (true, _) => None,
+            (false, why) => Some(LeftOut {
+                adapter: Some(i.index),
+                name: i.name.clone(),
+                backend: i.backend.clone(),
+                reason: why,
+            }),
+        })
+        .collect();
+    left_out.extend(unavailable_backends(infos, options));
+    let notes = selection_notes(infos, options, &devices);
+    let summary = describe_selection(infos, &devices, &left_out, &notes);
+    log::info!("{summary}");
+    Ok(Selection {
+        devices,
+        left_out,
+        notes,
+        summary,
+    })
 }
 
 /// Why the selection took `info` (`true`) or left it out (`false`), in a few words.
@@ -208,12 +337,13 @@ pub fn explain(infos: &[AdapterInfo], options: &ContextOptions) -> Result<Vec<(b
         .collect())
 }
 
-/// One line saying which adapters a context opens, how many devices on each, and why the
-/// others were left out.
+/// One line saying which adapters a context opens, how many devices on each, why the
+/// others were left out, and which options could not apply.
 fn describe_selection(
     infos: &[AdapterInfo],
-    options: &ContextOptions,
     devices: &[usize],
+    left_out: &[LeftOut],
+    notes: &[String],
 ) -> String {
     let mut opened: Vec<String> = Vec::new();
     for &index in devices {
@@ -224,16 +354,24 @@ fn describe_selection(
             opened.push(entry);
         }
     }
-    let skipped: Vec<String> = infos
+    let skipped: Vec<String> = left_out
         .iter()
-        .filter_map(|i| match reason(i, options, devices) {
-            (true, _) => None,
-            (false, why) => Some(format!("[{}] {} ({}): {why}", i.index, i.name, i.backend)),
+        .map(|l| match l.adapter {
+            Some(index) => format!("[{index}] {} ({}): {}", l.name, l.backend, l.reason),
+            None => format!("backend {}: {}", l.backend, l.reason),
         })
         .collect();
-    let mut line = format!("opening {} devices on {}", devices.len(), opened.join(", "));
+    let plural = if devices.len() == 1 { "" } else { "s" };
+    let mut line = format!(
+        "opening {} device{plural} on {}",
+        devices.len(),
+        opened.join(", ")
+    );
     if !skipped.is_empty() {
         line.push_str(&format!("; left out {}", skipped.join(", ")));
+    }
+    for note in notes {
+        line.push_str(&format!("; note: {note}"));
     }
     line
 }

@@ -16,10 +16,104 @@ fn the_selection_line_names_what_was_opened_and_why_others_were_not() {
         devices_per_adapter: 2,
         ..Default::default()
     };
-    let devices = select(&infos, &options).unwrap();
     assert_eq!(
-        describe_selection(&infos, &options, &devices),
+        selection(&infos, &options).unwrap().summary,
         "opening 2 devices on [0] lavapipe (vulkan) x2; left out [1] llvmpipe (gl): backend not in backends="
+    );
+}
+
+#[test]
+fn devices_per_adapter_on_the_host_alone_is_a_note_with_every_left_out_adapter() {
+    // No hardware GPU: the host device alone, whatever devices_per_adapter asked for.
+    let options = ContextOptions {
+        devices_per_adapter: 2,
+        ..Default::default()
+    };
+    let chosen = selection(&software_only(), &options).unwrap();
+    assert_eq!(chosen.devices, vec![2]);
+    let left: Vec<(Option<usize>, &str)> = chosen
+        .left_out
+        .iter()
+        .map(|l| (l.adapter, l.reason.as_str()))
+        .collect();
+    assert_eq!(
+        left,
+        vec![
+            (
+                Some(0),
+                "software adapter on the host's cores (name it with backends= or adapters=)"
+            ),
+            (
+                Some(1),
+                "software adapter on the host's cores (name it with backends= or adapters=)"
+            ),
+        ]
+    );
+    assert_eq!(chosen.notes.len(), 1);
+    assert!(chosen.notes[0].starts_with("devices_per_adapter=2 does not apply to the host device"));
+    assert!(chosen.notes[0].ends_with("so the context has 1 device"));
+    assert!(chosen
+        .summary
+        .starts_with("opening 1 device on [2] cpu model (host) x1; left out [0] lavapipe"));
+    assert!(chosen.summary.contains("; note: devices_per_adapter=2"));
+    // Beside a wgpu adapter the note stays, without the "1 device" clause.
+    let beside = ContextOptions {
+        devices_per_adapter: 2,
+        ..named(&["vulkan", "host"])
+    };
+    let chosen = selection(&software_only(), &beside).unwrap();
+    assert_eq!(chosen.devices, vec![0, 0, 2]);
+    assert_eq!(chosen.notes.len(), 1);
+    assert!(!chosen.notes[0].contains("1 device"));
+    // With devices_per_adapter=1 there is nothing to say.
+    assert!(selection(&software_only(), &ContextOptions::default())
+        .unwrap()
+        .notes
+        .is_empty());
+}
+
+#[test]
+fn a_named_backend_without_adapter_is_left_out_with_its_reason() {
+    let chosen = selection(&software_only(), &named(&["vulkan", "metal", "dx12"])).unwrap();
+    let missing: Vec<&LeftOut> = chosen
+        .left_out
+        .iter()
+        .filter(|l| l.adapter.is_none())
+        .collect();
+    assert_eq!(missing.len(), 2);
+    assert_eq!(missing[0].backend, "metal");
+    assert_eq!(missing[1].backend, "dx12");
+    if !cfg!(any(target_os = "macos", target_os = "ios")) {
+        assert_eq!(
+            missing[0].reason,
+            "no adapter: Metal exists only on macOS and iOS"
+        );
+    }
+    if !cfg!(windows) {
+        assert_eq!(missing[1].reason, "no adapter: DX12 exists only on Windows");
+    }
+    assert!(chosen.summary.contains("backend metal: no adapter"));
+    // Nothing selected: the error says why the backend has no adapter.
+    match select(&software_only(), &named(&["metal"])) {
+        Err(Error::NoAdapter(message)) => {
+            assert!(message.contains("backend metal: no adapter"), "{message}")
+        }
+        other => panic!("expected NoAdapter, got {other:?}"),
+    }
+}
+
+#[test]
+fn devices_cut_by_max_devices_are_a_note() {
+    let options = ContextOptions {
+        devices_per_adapter: 3,
+        max_devices: Some(2),
+        ..named(&["vulkan"])
+    };
+    let chosen = selection(&software_only(), &options).unwrap();
+    assert_eq!(chosen.devices, vec![0, 0]);
+    assert_eq!(
+        chosen.notes,
+        vec!["max_devices=2 opened 2 of the 3 devices the selection has".to_string()]
     );
 }
 
@@ -264,10 +358,14 @@ fn nothing_selected_is_no_adapter_with_a_hint() {
     };
     match select(&machine(), &options) {
         Err(Error::NoAdapter(message)) => {
+            // The missing backend says why it is missing, then what is there.
             assert!(
-                message.starts_with("No adapter on backends metal, of types cpu; available: [0]"),
+                message.starts_with(
+                    "No adapter on backends metal, of types cpu (backend metal: no adapter"
+                ),
                 "{message}"
             );
+            assert!(message.contains("); available: [0]"), "{message}");
             assert!(!message.contains("Some("), "{message}");
         }
         other => panic!("expected NoAdapter, got {other:?}"),
