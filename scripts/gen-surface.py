@@ -267,6 +267,18 @@ def with_shapes(text: str, methods: list[Any], path: Path) -> str:
     return text
 
 
+def module_path(module: str, named_by: str) -> Path:
+    """The package module ``module`` that METHODS place methods in, which must be written
+    first: the generator writes the typing line above each of its methods."""
+    path = PACKAGE / f"{module}.py"
+    if not path.is_file():
+        sys.exit(
+            f"{TOOL}: {path.relative_to(ROOT)}: no such module ({named_by}); "
+            "write it, then run `make surface`"
+        )
+    return path
+
+
 def generated(reg: Any) -> dict[Path, str]:
     """Every generated file's new text."""
     files: dict[Path, str] = {}
@@ -285,7 +297,7 @@ def generated(reg: Any) -> dict[Path, str]:
     for m in reg.METHODS:
         modules.setdefault(m.module, []).append(m)
     for module, methods in modules.items():
-        path = PACKAGE / f"{module}.py"
+        path = module_path(module, f"METHODS' {', '.join(m.name for m in methods)} are in it")
         files[path] = ruff_format(path, with_shapes(path.read_text(), methods, path))
     context = PACKAGE / "context.py"
     text = replace_between(context.read_text(), "family imports", family_imports(reg), context)

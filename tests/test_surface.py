@@ -17,21 +17,13 @@ RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 FILES = [
     "scripts/gen-surface.py",
     "docs/api.md",
+    "python/amari_gpu/_native.pyi",
+    # Every module of the package: the registry's METHODS and FAMILIES name the modules the
+    # generator reads, and a new family adds one.
     *(
-        f"python/amari_gpu/{name}"
-        for name in (
-            "_surface.py",
-            "_native.pyi",
-            "_mixin.py",
-            "_shapes.py",
-            "context.py",
-            "ga.py",
-            "ga_unary.py",
-            "tropical.py",
-            "information.py",
-            "cluster/kernels.py",
-            "cluster/grids.py",
-        )
+        str(path.relative_to(ROOT))
+        for pattern in ("*.py", "cluster/*.py")
+        for path in (ROOT / "python/amari_gpu").glob(pattern)
     ),
     *(
         f"rust/amari-gpu-py/src/{path.name}"
@@ -170,6 +162,29 @@ def test_the_overloads_are_written_once_per_shape() -> None:
         assert "@overload" not in text, name
     ga = (ROOT / "python/amari_gpu/ga.py").read_text()
     assert ga.count("@_shapes.shaped[_shapes.GaBinary]") == 4
+
+
+def test_a_method_in_a_module_not_written_yet_is_named(copy: Path) -> None:
+    # A contributor who adds a method to the registry before writing its module gets the
+    # module named, not a traceback, and nothing is written.
+    reverse = 'Method("reverse", "ga_unary", GA_UNARY, "Reverse ``x̃``."),'
+    _edit(
+        copy / "python/amari_gpu/_surface.py",
+        reverse,
+        f'{reverse}\n    Method("scale", "nowhere", GA_UNARY, "Nowhere."),',
+    )
+    before = {name: (copy / name).read_text() for name in FILES}
+    result = subprocess.run(
+        [sys.executable, str(copy / "scripts" / "gen-surface.py")],
+        capture_output=True,
+        text=True,
+        env={"RUFF": RUFF, "PATH": ""},
+        cwd=copy,
+    )
+    assert result.returncode == 1
+    assert "python/amari_gpu/nowhere.py: no such module (METHODS' scale are in it)" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert {name: (copy / name).read_text() for name in FILES} == before
 
 
 def test_a_cluster_kernel_that_differs_from_the_registry_fails_the_check(copy: Path) -> None:
