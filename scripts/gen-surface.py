@@ -213,14 +213,14 @@ def registrations(reg: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def family_imports(reg: Any) -> str:
-    imports = sorted(f"from .{f.module} import {f.mixin}" for f in reg.FAMILIES)
+def family_imports(families: Any, package: str) -> str:
+    imports = sorted(f"from {package}{f.module} import {f.mixin}" for f in families)
     # The blank line: ruff wants one between the imports and the end marker.
     return "\n".join(imports) + "\n\n"
 
 
-def family_bases(reg: Any) -> str:
-    return "".join(f"    {f.mixin},\n" for f in reg.FAMILIES)
+def family_bases(families: Any) -> str:
+    return "".join(f"    {f.mixin},\n" for f in families)
 
 
 # --- files --------------------------------------------------------------------------------
@@ -300,9 +300,16 @@ def generated(reg: Any) -> dict[Path, str]:
         path = module_path(module, f"METHODS' {', '.join(m.name for m in methods)} are in it")
         files[path] = ruff_format(path, with_shapes(path.read_text(), methods, path))
     context = PACKAGE / "context.py"
-    text = replace_between(context.read_text(), "family imports", family_imports(reg), context)
-    text = replace_between(text, "family mixins", family_bases(reg), context)
+    text = replace_between(
+        context.read_text(), "family imports", family_imports(reg.FAMILIES, "."), context
+    )
+    text = replace_between(text, "family mixins", family_bases(reg.FAMILIES), context)
     files[context] = ruff_format(context, text)
+    cluster = [f for f in reg.FAMILIES if f.cluster]
+    ray = PACKAGE / "cluster" / "context.py"
+    text = replace_between(ray.read_text(), "family imports", family_imports(cluster, ".."), ray)
+    text = replace_between(text, "family mixins", family_bases(cluster), ray)
+    files[ray] = ruff_format(ray, text)
     lib = BINDINGS / "lib.rs"
     files[lib] = replace_between(lib.read_text(), "bindings modules", registrations(reg), lib, "//")
     doc = ROOT / "docs" / "api.md"

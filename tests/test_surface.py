@@ -111,6 +111,20 @@ EDITS = {
         ["+from .sparse import SparseMixin", "+    SparseMixin,"],
         ["python/amari_gpu/context.py"],
     ),
+    "a family mixin missing from RayContext": (
+        "python/amari_gpu/cluster/context.py",
+        "    InformationGeometryMixin,\n",
+        "",
+        ["+    InformationGeometryMixin,"],
+        ["python/amari_gpu/cluster/context.py"],
+    ),
+    "a new family the cluster runs": (
+        "python/amari_gpu/_surface.py",
+        '    Family("rows", "RowsMixin"),\n',
+        '    Family("rows", "RowsMixin"),\n    Family("sparse", "SparseMixin", cluster=True),\n',
+        ["+from ..sparse import SparseMixin", "+from .sparse import SparseMixin"],
+        ["python/amari_gpu/cluster/context.py", "python/amari_gpu/context.py"],
+    ),
     "a bindings module missing from lib.rs": (
         "rust/amari-gpu-py/src/lib.rs",
         "    tropical::register(m)?;\n",

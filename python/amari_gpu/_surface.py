@@ -312,10 +312,13 @@ class Method:
 @dataclass(frozen=True)
 class Family:
     """A mixin of ``MultiGpuContext``: class ``mixin`` of module ``module``. Its methods
-    are the ``METHODS`` of that module (or of modules its mixin derives from)."""
+    are the ``METHODS`` of that module (or of modules its mixin derives from). ``cluster``:
+    ``RayContext`` derives from it too (its methods' ``@kernel`` entries are in
+    ``cluster/kernels.py``)."""
 
     module: str
     mixin: str
+    cluster: bool = False
 
 
 _F32 = "npt.NDArray[np.float32]"
@@ -418,11 +421,12 @@ METHODS: tuple[Method, ...] = (
 """What every kernel-family mixin of ``MultiGpuContext`` may rely on."""
 
 FAMILIES: tuple[Family, ...] = (
-    Family("ga", "GeometricAlgebraMixin"),
-    Family("tropical", "TropicalMixin"),
-    Family("information", "InformationGeometryMixin"),
-    Family("domain", "DomainMixin"),
+    Family("ga", "GeometricAlgebraMixin", cluster=True),
+    Family("tropical", "TropicalMixin", cluster=True),
+    Family("information", "InformationGeometryMixin", cluster=True),
+    Family("domain", "DomainMixin", cluster=True),
     Family("rows", "RowsMixin"),
     Family("array", "ResidentMixin"),
 )
-"""The bases of ``MultiGpuContext``, in its method resolution order."""
+"""The bases of ``MultiGpuContext``, in its method resolution order; those marked
+``cluster`` are ``RayContext``'s bases too, in the same order."""
