@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::{Partials, Piece, Reduced, Run, Shard, ShardChunks, Shards, Storage, Unfinished};
 use crate::device::{GpuDevice, WgpuDevice};
 use crate::error::{Error, Result};
-use crate::gpu_io::{self, Limit, Mapped, Scopes, Staging};
+use crate::gpu_io::{self, Limit, Mapped, Scopes, Staging, Uploads};
 use crate::kernel::{Input, Kernel};
 use crate::passes::{self, Launch};
 
@@ -129,7 +129,16 @@ impl Shards for WgpuDevice {
                 bytes(i * stride),
                 bytes(words),
             ));
-            let recorded = passes::encode(dev, &mut encoder, &pipeline, &launch, &entries, None);
+            let mut uploads = Uploads::default();
+            let recorded = passes::encode(
+                dev,
+                &mut encoder,
+                &mut uploads,
+                &pipeline,
+                &launch,
+                &entries,
+                None,
+            )?;
             uniforms.extend(recorded);
         }
         self.queue.submit(Some(encoder.finish()));
@@ -371,7 +380,16 @@ fn submit(
             }
             encoder.clear_buffer(&bound[bound.len() - 1], check_at, Some(4));
         }
-        let recorded = passes::encode(dev, &mut encoder, &pipeline, &launch, &entries, None);
+        let mut uploads = Uploads::default();
+        let recorded = passes::encode(
+            dev,
+            &mut encoder,
+            &mut uploads,
+            &pipeline,
+            &launch,
+            &entries,
+            None,
+        )?;
         uniforms.extend(recorded);
         if let Some(checks) = checks.as_mut() {
             let at = (checks.pieces.len() * 4) as u64;
