@@ -52,6 +52,8 @@ struct Idle {
     /// Upload staging buffers handed out, and how many of those were reused mapped.
     staged: u64,
     staged_reused: u64,
+    /// How many times the pool was cleared: staging recalled across a clear is let go.
+    clears: u64,
 }
 
 impl Idle {
@@ -97,19 +99,22 @@ impl Pooled {
 
     /// Hands an upload staging buffer, unmapped after its writes, back to the pool once the
     /// submission of `encoder` has run and it is mapped again; a buffer whose mapping fails
-    /// (a lost device) or whose encoder is never submitted is let go instead, so the pool
-    /// never hands out dead staging.
+    /// (a lost device), whose encoder is never submitted or whose pool was cleared since
+    /// (a failed device) is let go instead, so the pool never hands out dead staging.
     pub fn recall_on_submit(mut self, encoder: &wgpu::CommandEncoder) {
         let Some(buffer) = self.buffer.take() else {
             return;
         };
+        let clears = self.pool.idle.lock().expect("pool lock").clears;
         let recall = Recall {
             buffer: Some(buffer.clone()),
             pool: self.pool.clone(),
         };
         encoder.map_buffer_on_submit(&buffer, wgpu::MapMode::Write, .., move |mapped| {
             let mut recall = recall;
-            if mapped.is_ok() {
+            // After a failure (a clear) nothing from before it is reused.
+            let cleared = recall.pool.idle.lock().expect("pool lock").clears != clears;
+            if mapped.is_ok() && !cleared {
                 if let Some(buffer) = recall.buffer.take() {
                     recall.pool.give_back(buffer);
                 }
@@ -307,6 +312,7 @@ impl BufferPool {
         }
         idle.idle_count = 0;
         idle.groups.clear();
+        idle.clears += 1;
     }
 }
 
