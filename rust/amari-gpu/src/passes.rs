@@ -6,21 +6,9 @@
 
 use crate::device::{Compiled, GpuDevice};
 use crate::error::Result;
+use crate::gpu_io::Uploads;
 use crate::kernel::Kernel;
 use crate::pool::Pooled;
-
-/// A pooled uniform buffer holding `words` (written before the next submission).
-pub(crate) fn uniform_buffer(dev: &GpuDevice, words: &[u32]) -> Pooled {
-    let gpu = dev.gpu();
-    let uniform = dev.pool.take(
-        &gpu.device,
-        (words.len() * 4) as u64,
-        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-    );
-    gpu.queue
-        .write_buffer(&uniform, 0, bytemuck::cast_slice(words));
-    uniform
-}
 
 /// How one chunk of a kernel is launched: the kernel, its pass-0 uniform block and its
 /// workgroup grid.
@@ -54,23 +42,26 @@ impl<'k> Launch<'k> {
 /// Records the passes of the kernel over one chunk launched as `launch`: `storage` are the
 /// bindings after the uniform (binding 1 on). The passes share one compute pass (wgpu
 /// orders a dispatch after the writes of the ones before it), whose begin and end go to
-/// `timestamps` when given. Returns the uniform buffers, which must live until the
+/// `timestamps` when given. The uniform blocks join `uploads`, which are all recorded
+/// into `encoder` before the pass. Returns the uniform buffers, which must live until the
 /// submission has run.
 pub(crate) fn encode(
     dev: &GpuDevice,
     encoder: &mut wgpu::CommandEncoder,
+    uploads: &mut Uploads,
     pipeline: &Compiled,
     launch: &Launch<'_>,
     storage: &[wgpu::BindGroupEntry<'_>],
     timestamps: Option<&wgpu::QuerySet>,
-) -> Vec<Pooled> {
+) -> Result<Vec<Pooled>> {
     let kernel = launch.kernel;
     let bytes = (launch.header.len() * 4) as u64;
     let uniforms: Vec<Pooled> = kernel
         .pass_uniforms(&launch.header)
         .iter()
-        .map(|words| uniform_buffer(dev, words))
+        .map(|words| uploads.buffer(dev, words, wgpu::BufferUsages::UNIFORM))
         .collect();
+    uploads.record(dev, encoder)?;
     let bind_groups: Vec<wgpu::BindGroup> = uniforms
         .iter()
         .map(|uniform| {
@@ -88,5 +79,6 @@ pub(crate) fn encode(
         pass.set_bind_group(0, bind_group, &[]);
         pass.dispatch_workgroups(x, y, z);
     }
-    uniforms
+    drop(pass);
+    Ok(uniforms)
 }

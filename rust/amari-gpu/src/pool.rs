@@ -2,6 +2,10 @@
 //! after use, so repeated calls allocate nothing (the pattern of wgpu's `repeated_compute`);
 //! and the bind groups made over its buffers, kept for as long as the pool keeps every
 //! buffer they bind, so that a call repeated on the same buffers makes no bind group.
+//! Upload staging (`MAP_WRITE | COPY_SRC`) is pooled too, mapped while idle: a submission
+//! takes one, writes its uploads into it and hands it back mapped again once the submission
+//! has run ([`Pooled::recall_on_submit`], the pattern of wgpu's `StagingBelt`), so no upload
+//! creates a buffer (as `Queue::write_buffer` does on every call).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -45,6 +49,11 @@ struct Idle {
     groups: HashMap<GroupKey, wgpu::BindGroup>,
     /// Bind groups looked up in `groups` and found there.
     group_hits: u64,
+    /// Upload staging buffers handed out, and how many of those were reused mapped.
+    staged: u64,
+    staged_reused: u64,
+    /// How many times the pool was cleared: staging recalled across a clear is let go.
+    clears: u64,
 }
 
 impl Idle {
@@ -84,7 +93,46 @@ impl Pooled {
     /// buffer possibly still in use.
     pub fn discard(mut self) {
         if let Some(buffer) = self.buffer.take() {
-            self.pool.idle.lock().expect("pool lock").let_go(&buffer);
+            self.pool.let_go(&buffer);
+        }
+    }
+
+    /// Hands an upload staging buffer, unmapped after its writes, back to the pool once the
+    /// submission of `encoder` has run and it is mapped again; a buffer whose mapping fails
+    /// (a lost device), whose encoder is never submitted or whose pool was cleared since
+    /// (a failed device) is let go instead, so the pool never hands out dead staging.
+    pub fn recall_on_submit(mut self, encoder: &wgpu::CommandEncoder) {
+        let Some(buffer) = self.buffer.take() else {
+            return;
+        };
+        let clears = self.pool.idle.lock().expect("pool lock").clears;
+        let recall = Recall {
+            buffer: Some(buffer.clone()),
+            pool: self.pool.clone(),
+        };
+        encoder.map_buffer_on_submit(&buffer, wgpu::MapMode::Write, .., move |mapped| {
+            let mut recall = recall;
+            // After a failure (a clear) nothing from before it is reused.
+            let cleared = recall.pool.idle.lock().expect("pool lock").clears != clears;
+            if mapped.is_ok() && !cleared {
+                if let Some(buffer) = recall.buffer.take() {
+                    recall.pool.give_back(buffer);
+                }
+            }
+        });
+    }
+}
+
+/// An upload staging buffer on its way back to the pool; let go if dropped on the way.
+struct Recall {
+    buffer: Option<wgpu::Buffer>,
+    pool: BufferPool,
+}
+
+impl Drop for Recall {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            self.pool.let_go(&buffer);
         }
     }
 }
@@ -92,7 +140,12 @@ impl Pooled {
 impl Drop for Pooled {
     fn drop(&mut self) {
         if let Some(buffer) = self.buffer.take() {
-            self.pool.give_back(buffer);
+            // Upload staging comes back mapped, by `recall_on_submit`, or not at all.
+            if buffer.usage().contains(wgpu::BufferUsages::MAP_WRITE) {
+                self.pool.let_go(&buffer);
+            } else {
+                self.pool.give_back(buffer);
+            }
         }
     }
 }
@@ -106,8 +159,10 @@ impl BufferPool {
         }
     }
 
-    /// A buffer of at least `bytes` with exactly `usage`.
+    /// A buffer of at least `bytes` with exactly `usage`. A `MAP_WRITE` buffer comes mapped
+    /// (created so, or recalled so by [`Pooled::recall_on_submit`]).
     pub fn take(&self, device: &wgpu::Device, bytes: u64, usage: wgpu::BufferUsages) -> Pooled {
+        let upload = usage.contains(wgpu::BufferUsages::MAP_WRITE);
         let class = size_class(bytes, self.max_buffer);
         let reused = {
             let mut idle = self.idle.lock().expect("pool lock");
@@ -119,6 +174,10 @@ impl BufferPool {
                 idle.bytes -= class;
                 idle.idle_count -= 1;
             }
+            if upload {
+                idle.staged += 1;
+                idle.staged_reused += u64::from(found.is_some());
+            }
             found
         };
         let buffer = reused.unwrap_or_else(|| {
@@ -126,7 +185,7 @@ impl BufferPool {
                 label: Some("amari-gpu pooled"),
                 size: class,
                 usage,
-                mapped_at_creation: false,
+                mapped_at_creation: upload,
             });
             let mut idle = self.idle.lock().expect("pool lock");
             idle.live += class;
@@ -137,6 +196,11 @@ impl BufferPool {
             buffer: Some(buffer),
             pool: self.clone(),
         }
+    }
+
+    /// Forgets `buffer` (dropped now, with every bind group over it).
+    fn let_go(&self, buffer: &wgpu::Buffer) {
+        self.idle.lock().expect("pool lock").let_go(buffer);
     }
 
     fn give_back(&self, buffer: wgpu::Buffer) {
@@ -167,6 +231,13 @@ impl BufferPool {
     /// Buffers the pool created that still exist (idle or on loan).
     pub fn live_buffers(&self) -> usize {
         self.idle.lock().expect("pool lock").ours.len()
+    }
+
+    /// Upload staging buffers handed out, and how many of them were reused (mapped again
+    /// after an earlier submission) rather than created.
+    pub fn staged(&self) -> (u64, u64) {
+        let idle = self.idle.lock().expect("pool lock");
+        (idle.staged, idle.staged_reused)
     }
 
     /// Bind groups the pool keeps, and how many lookups found theirs there.
@@ -241,6 +312,7 @@ impl BufferPool {
         }
         idle.idle_count = 0;
         idle.groups.clear();
+        idle.clears += 1;
     }
 }
 

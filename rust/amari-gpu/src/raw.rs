@@ -165,12 +165,13 @@ impl Resident {
 /// `benches/wgpucall.rs` prints to show where a small call's time goes on a device and which
 /// of it is the driver's (submit, wait, map) rather than ours.
 #[cfg(feature = "bench-support")]
-pub const CHUNK_STEPS: [&str; 12] = [
+pub const CHUNK_STEPS: [&str; 13] = [
     "error scopes (push + pop)",
     "create + drop buffers (unpooled)",
     "pool take",
     "write_buffer per binding",
     "write_buffer packed once",
+    "encoder + uploads staged (pool)",
     "bind group (pool)",
     "encode (pass + copy + finish)",
     "submit inline",
@@ -194,9 +195,9 @@ pub fn chunk_steps(
     items: usize,
     inline: bool,
     spin: bool,
-) -> Result<[f64; 12]> {
+) -> Result<[f64; 13]> {
     use std::time::Instant;
-    let mut t = [0.0; 12];
+    let mut t = [0.0; 13];
     let mut clock = Instant::now();
     let mut lap = |step: usize| {
         let now = Instant::now();
@@ -247,6 +248,18 @@ pub fn chunk_steps(
         bytemuck::cast_slice(&packed[..inputs[0].len()]),
     );
     lap(4);
+    // What the engine does instead of the writes above: every upload through one pooled
+    // mapped staging buffer, copied in the chunk's encoder.
+    let mut encoder = gpu
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+    let mut uploads = gpu_io::Uploads::default();
+    uploads.write(&pooled[0], &header);
+    for (data, buffer) in inputs.iter().zip(&pooled[1..]) {
+        uploads.write(buffer, data);
+    }
+    uploads.record(dev, &mut encoder)?;
+    lap(5);
     let n = pooled.len();
     let entries: Vec<wgpu::BindGroupEntry<'_>> = pooled[..n - 1]
         .iter()
@@ -257,22 +270,19 @@ pub fn chunk_steps(
     let bind_group =
         dev.pool
             .bind_group(&gpu.device, "amari-gpu steps", &pipeline.layout, &entries);
-    lap(5);
-    let mut encoder = gpu
-        .device
-        .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+    lap(6);
     gpu_io::dispatch(&mut encoder, None, &pipeline, &bind_group, grid, None);
     encoder.copy_buffer_to_buffer(&pooled[n - 2], 0, &pooled[n - 1], 0, out_bytes);
     let commands = encoder.finish();
-    lap(6);
+    lap(7);
     let submission = if inline {
         let s = gpu.queue.submit(Some(commands));
-        lap(7);
+        lap(8);
         s
     } else {
         let handed = gpu_io::submit_handed(dev, commands)?;
         let s = handed.submitted(dev, Limit::Fixed(RAW_LIMIT), None)?;
-        lap(8);
+        lap(9);
         s
     };
     let mapped = gpu_io::map_for_reading(&pooled[n - 1], out_bytes);
@@ -289,10 +299,10 @@ pub fn chunk_steps(
                 .poll(wgpu::PollType::Poll)
                 .map_err(|e| gpu_io::lost(dev.id, e.to_string()))?;
         }
-        lap(11);
+        lap(12);
     } else {
         gpu_io::wait_mapped(dev, submission, &mapped, Limit::Fixed(RAW_LIMIT))?;
-        lap(9);
+        lap(10);
     }
     let mut out = vec![0.0f32; kernel.output_words(items)];
     {
@@ -304,7 +314,7 @@ pub fn chunk_steps(
         out.copy_from_slice(&bytemuck::cast_slice(&view)[..words]);
     }
     pooled[n - 1].unmap();
-    lap(10);
+    lap(11);
     drop(pooled);
     Ok(t)
 }

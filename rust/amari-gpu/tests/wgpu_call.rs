@@ -1,7 +1,8 @@
 //! The fixed cost of a small call on a wgpu device, checked by what the device does rather
 //! than by time: a chunk on an idle device is submitted on the calling thread, a loop of
-//! tiny calls reuses the pool's buffers and bind groups (so it allocates nothing once warm
-//! and its memory is bounded), and a failed device's pool keeps nothing to hand out.
+//! tiny calls reuses the pool's buffers, bind groups and upload staging (so it allocates
+//! nothing once warm, no upload creates a staging buffer, and its memory is bounded), and a
+//! failed device's pool keeps nothing to hand out.
 #![cfg(feature = "bench-support")]
 
 mod common;
@@ -67,10 +68,25 @@ fn ten_thousand_tiny_calls_reuse_the_pool_and_keep_it_bounded() {
             call(i);
         }
         let (live, (_, hits)) = (dev.pool.live_buffers(), dev.pool.bind_groups());
+        let (staged, reused) = dev.pool.staged();
         for i in 20..10_000 {
             call(i);
         }
         let (groups, hits_after) = dev.pool.bind_groups();
+        let (staged_after, reused_after) = dev.pool.staged();
+        // Each call's inputs and uniform block go up through one pooled staging buffer,
+        // mapped again after its submission and reused by the next call.
+        assert_eq!(
+            staged_after - staged,
+            9_980,
+            "{name}: tiny calls did not stage their uploads once each"
+        );
+        assert_eq!(
+            reused_after - reused,
+            9_980,
+            "{name}: {} of 9,980 tiny calls created an upload staging buffer",
+            9_980 - (reused_after - reused)
+        );
         assert_eq!(
             dev.pool.live_buffers(),
             live,
@@ -101,6 +117,7 @@ fn a_failed_device_keeps_no_buffers_or_bind_groups_to_hand_out() {
         .expect("call runs");
     let dev = &ctx.devices()[0];
     assert!(dev.pool.idle_buffers() > 0 && dev.pool.bind_groups().0 > 0);
+    assert!(dev.pool.staged().0 > 0, "the call staged no uploads");
     ctx.inject_fault(0, 0).expect("device 0 exists");
     let mut got = vec![0.0f32; 8 * rows];
     ctx.run_map(&k, &[&a, &b], &mut got, rows, Some(Strategy::Balanced))

@@ -1,22 +1,23 @@
 //! The wgpu calls every path to a device shares — the engine's chunks, a domain's rounds,
-//! calibration and the raw baseline: bindings and bind groups, encoding a dispatch and
-//! uploads here; how a device fault becomes this crate's error and the error scopes
+//! calibration and the raw baseline: bindings and bind groups and encoding a dispatch
+//! here; the uploads of a submission, staged through one pooled buffer (`uploads`); how a device fault becomes this crate's error and the error scopes
 //! (`faults`), waiting for a submission under the timeout rule (`wait`) and the staging
 //! buffer a submission is read back through (`staging`). Timeout and fault handling are
 //! defined in this folder and nowhere else.
 
 mod faults;
 mod staging;
+mod uploads;
 mod wait;
 
 pub(crate) use faults::{check_alive, lost, Scopes};
 pub(crate) use staging::{timestamps_worth, Staging};
+pub(crate) use uploads::Uploads;
 pub(crate) use wait::{map_for_reading, submit_handed, wait, wait_mapped, Handed, Limit, Mapped};
 
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
-use crate::pool::Pooled;
 
 /// A whole-buffer-prefix binding of exactly `bytes`.
 pub(crate) fn binding(index: u32, buffer: &wgpu::Buffer, bytes: u64) -> wgpu::BindGroupEntry<'_> {
@@ -102,19 +103,6 @@ pub(crate) fn readback_buffers(
         wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
     );
     (source, staging)
-}
-
-/// A pooled storage buffer holding `data` (at least one word), and its bytes.
-pub(crate) fn upload(dev: &GpuDevice, data: &[f32]) -> (Pooled, u64) {
-    let bytes = (data.len().max(1) * 4) as u64;
-    let buffer = dev.pool.take(
-        &dev.gpu().device,
-        bytes,
-        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-    );
-    let queue = &dev.gpu().queue;
-    queue.write_buffer(&buffer, 0, bytemuck::cast_slice(data));
-    (buffer, bytes)
 }
 
 /// The workgroup grid of `items` items of `kernel` on `dev` and the threads per row, or an

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::{Begun, Finished, Job, Runner};
 use crate::device::{Compiled, GpuDevice, WgpuDevice};
 use crate::error::{Error, Result};
-use crate::gpu_io::{self, binding, Handed, Limit, Scopes, Staging};
+use crate::gpu_io::{self, binding, Handed, Limit, Scopes, Staging, Uploads};
 use crate::interrupt::Interrupt;
 use crate::kernel::{Input, Kernel};
 use crate::passes::{self, Launch};
@@ -150,23 +150,25 @@ pub fn submit(
     // Index into `buffers` of every binding after the uniform, or None for a resident one.
     let mut slots: Vec<Option<usize>> = Vec::with_capacity(inputs.len());
     let mut bytes_up = 0;
+    // Every upload of the chunk, the uniform blocks too, goes through one pooled staging.
+    let mut uploads = Uploads::default();
     resident.resize_with(inputs.len(), || None);
     for (i, (data, spec)) in inputs.iter().zip(&kernel.inputs).enumerate() {
         let slice = match *spec {
             Input::PerItem(words) => &data[range.start * words..range.end * words],
             Input::Whole(_) => {
                 if resident[i].is_none() {
-                    resident[i] = Some(gpu_io::upload(dev, data));
+                    let buffer = uploads.buffer(dev, data, wgpu::BufferUsages::STORAGE);
+                    resident[i] = Some((buffer, (data.len().max(1) * 4) as u64));
                     bytes_up += (data.len() * 4) as u64;
                 }
                 slots.push(None);
                 continue;
             }
         };
-        let (buffer, bytes) = gpu_io::upload(dev, slice);
         slots.push(Some(buffers.len()));
-        buffers.push(buffer);
-        sizes.push(bytes);
+        buffers.push(uploads.buffer(dev, slice, wgpu::BufferUsages::STORAGE));
+        sizes.push((slice.len().max(1) * 4) as u64);
         bytes_up += (slice.len() * 4) as u64;
     }
     let output_index = buffers.len();
@@ -207,11 +209,12 @@ pub fn submit(
     let uniforms = passes::encode(
         dev,
         &mut encoder,
+        &mut uploads,
         pipeline,
         &launch,
         &entries,
         staging.queries(),
-    );
+    )?;
     drop(entries);
     buffers.extend(uniforms);
     encoder.copy_buffer_to_buffer(&buffers[output_index], 0, staging.buffer(), 0, bound_bytes);

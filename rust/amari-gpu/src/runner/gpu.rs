@@ -10,11 +10,12 @@ use std::ops::Range;
 use std::time::Duration;
 
 use super::{Partials, Piece, Reduced, Run, Shard, ShardChunks, Shards, Storage, Unfinished};
-use crate::device::{GpuDevice, WgpuDevice};
+use crate::device::{Compiled, GpuDevice, WgpuDevice};
 use crate::error::{Error, Result};
-use crate::gpu_io::{self, Limit, Mapped, Scopes, Staging};
+use crate::gpu_io::{self, Limit, Mapped, Scopes, Staging, Uploads};
 use crate::kernel::{Input, Kernel};
 use crate::passes::{self, Launch};
+use crate::pool::Pooled;
 
 /// Usage of every shard buffer: kernels read and write it, copies go both ways.
 const SHARD_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
@@ -129,7 +130,7 @@ impl Shards for WgpuDevice {
                 bytes(i * stride),
                 bytes(words),
             ));
-            let recorded = passes::encode(dev, &mut encoder, &pipeline, &launch, &entries, None);
+            let recorded = encode_piece(dev, &mut encoder, &pipeline, &launch, &entries)?;
             uniforms.extend(recorded);
         }
         self.queue.submit(Some(encoder.finish()));
@@ -227,6 +228,19 @@ impl Unfinished for Submitted {
             None => Ok(()),
         }
     }
+}
+
+/// Records the passes of one piece over shard buffers, its uniform blocks its only uploads
+/// (see [`passes::encode`]); returns them, to keep until the submission has run.
+fn encode_piece(
+    dev: &GpuDevice,
+    encoder: &mut wgpu::CommandEncoder,
+    pipeline: &Compiled,
+    launch: &Launch<'_>,
+    entries: &[wgpu::BindGroupEntry<'_>],
+) -> Result<Vec<Pooled>> {
+    let mut uploads = Uploads::default();
+    passes::encode(dev, encoder, &mut uploads, pipeline, launch, entries, None)
 }
 
 /// An out-of-memory error that says how many bytes were asked.
@@ -371,7 +385,7 @@ fn submit(
             }
             encoder.clear_buffer(&bound[bound.len() - 1], check_at, Some(4));
         }
-        let recorded = passes::encode(dev, &mut encoder, &pipeline, &launch, &entries, None);
+        let recorded = encode_piece(dev, &mut encoder, &pipeline, &launch, &entries)?;
         uniforms.extend(recorded);
         if let Some(checks) = checks.as_mut() {
             let at = (checks.pieces.len() * 4) as u64;
