@@ -203,7 +203,15 @@ impl MultiGpuContext {
         // (its work and its other chunks' launches) is all a split could share out, and
         // sharing it pays only when it is longer than the least a second device adds.
         let work_s = alone_s - best.launch_latency_s;
-        let fast = alone_s.is_finite() && work_s <= split_cost;
+        // A call of one chunk whose best device is a wgpu device cannot be split, and its
+        // kernel runs on the device whichever thread submits it: there is nothing for the
+        // planner to choose, measured or not, so an unmeasured wgpu device (no launch latency
+        // to weigh) takes the fast path too rather than paying for a plan and a hand-off to
+        // its worker thread. (On the host device the fast path also gives up the pool's
+        // threads within the chunk, so there the measured comparison stays the rule.)
+        let on_wgpu = (workers.iter()).any(|w| w.id == best.device && w.as_host().is_none());
+        let unsplittable = chunks == 1 && on_wgpu;
+        let fast = alone_s.is_finite() && (unsplittable || work_s <= split_cost);
         log::debug!(
             "{}: {class_items}-item class {} the fast path (device {}: {:.1} µs of work \
              against a split's {:.1} µs)",
@@ -264,6 +272,23 @@ mod tests {
         // Calibrating again replaces the figures the decisions were made from.
         ctx.calibrate(true).expect("calibrates");
         assert_eq!(decisions(&ctx), 0);
+    }
+
+    #[test]
+    fn a_one_chunk_call_on_an_unmeasured_wgpu_device_takes_the_fast_path() {
+        let ctx = MultiGpuContext::on(&["vulkan"]);
+        let (plan, fast) = product(&ctx, 3, None);
+        assert!(plan.fast_path, "{plan:?}");
+        let (split, planned) = product(&ctx, 3, Some(Strategy::Balanced));
+        assert!(!split.fast_path);
+        assert_eq!(
+            fast.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            planned.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+        // A call of many chunks is still planned until the device is measured.
+        let (large, _) = product(&ctx, 1 << 21, None);
+        assert!(large.n_chunks > 1, "{large:?}");
+        assert!(!large.fast_path, "{large:?}");
     }
 
     #[test]
