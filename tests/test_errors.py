@@ -190,7 +190,12 @@ def test_no_adapter_error_speaks_in_words(all_adapters):
     with pytest.raises(ag.NoAdapterError) as info:
         ag.MultiGpuContext(backends=missing[0])
     message = str(info.value)
-    assert message.startswith(f"No adapter on backends {missing[0]}; available: [0] "), message
+    # The backend, why it has no adapter here (from the core's selection), then what is there.
+    assert re.match(
+        rf"No adapter on backends {missing[0]} \(backend {missing[0]}: no adapter: [^)]+\); "
+        r"available: \[0\] ",
+        message,
+    ), message
     assert "Some(" not in message and "None" not in message
 
 
