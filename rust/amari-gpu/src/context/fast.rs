@@ -243,6 +243,14 @@ mod tests {
         (plan, out)
     }
 
+    /// The planner's path of the same 3-row call: not the fast path, and the same bits.
+    fn assert_the_planned_path_gives(ctx: &MultiGpuContext, fast: &[f32]) {
+        let (split, planned) = product(ctx, 3, Some(Strategy::Balanced));
+        assert!(!split.fast_path);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(fast), bits(&planned));
+    }
+
     fn decisions(ctx: &MultiGpuContext) -> usize {
         let decisions = ctx.fast.decisions.lock().unwrap();
         decisions.values().map(HashMap::len).sum()
@@ -260,13 +268,7 @@ mod tests {
         let (again, _) = product(&ctx, 4, None);
         assert!(again.fast_path);
         assert_eq!(decisions(&ctx), 1);
-        // The planner's path gives the same bits.
-        let (split, planned) = product(&ctx, 3, Some(Strategy::Balanced));
-        assert!(!split.fast_path);
-        assert_eq!(
-            fast.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-            planned.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
-        );
+        assert_the_planned_path_gives(&ctx, &fast);
         let (large, _) = product(&ctx, 1 << 21, None);
         assert!(!large.fast_path, "{large:?}");
         // Calibrating again replaces the figures the decisions were made from.
@@ -279,12 +281,7 @@ mod tests {
         let ctx = MultiGpuContext::on(&["vulkan"]);
         let (plan, fast) = product(&ctx, 3, None);
         assert!(plan.fast_path, "{plan:?}");
-        let (split, planned) = product(&ctx, 3, Some(Strategy::Balanced));
-        assert!(!split.fast_path);
-        assert_eq!(
-            fast.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-            planned.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
-        );
+        assert_the_planned_path_gives(&ctx, &fast);
         // A call of many chunks is still planned until the device is measured.
         let (large, _) = product(&ctx, 1 << 21, None);
         assert!(large.n_chunks > 1, "{large:?}");
