@@ -168,8 +168,8 @@ def test_multivector_batches_broadcast_and_leave_inputs_alone():
     [
         ({"e12": 1.0, "e21": 2.0}, InvalidArgumentError,
          r"^e21: blade e12 is named twice \('e12' and 'e21'\); give each blade one coefficient$"),
-        ({"e4": 1.0}, InvalidArgumentError, r"^components: no blade 'e4' in Cl\(3,0,0\)"),
-        ({"e11": 1.0}, InvalidArgumentError, r"^components: 'e11' names e1 twice"),
+        ({"e4": 1.0}, InvalidArgumentError, r"^e4: no blade 'e4' in Cl\(3,0,0\)"),
+        ({"e11": 1.0}, InvalidArgumentError, r"^e11: 'e11' names e1 twice"),
         ({"e1": np.ones(3), "e2": np.ones(4)}, ShapeError,
          r"^components: expected coefficient shapes that broadcast together, got e1 \(3,\), "
          r"e2 \(4,\)$"),
@@ -182,6 +182,13 @@ def test_multivector_batches_broadcast_and_leave_inputs_alone():
 def test_multivector_errors(kwargs, error, pattern):
     with pytest.raises(error, match=pattern):
         Algebra(3).multivector(**kwargs)
+
+
+def test_multivector_mapping_errors_name_the_mapping():
+    with pytest.raises(InvalidArgumentError, match=r"^components: no blade 'e7' in Cl\(3,0,0\)"):
+        Algebra(3).multivector({"e7": 1.0})
+    with pytest.raises(InvalidArgumentError, match=r"^components: expected a blade name .*int 3"):
+        Algebra(3).multivector({3: 1.0})  # type: ignore[dict-item]
 
 
 def test_multivector_refuses_what_is_not_a_mapping():

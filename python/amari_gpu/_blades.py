@@ -137,10 +137,14 @@ def from_names(
             "components: expected a mapping of blade names to coefficients, got "
             f"{type(components).__name__}"
         )
-    given = [*(components or {}).items(), *named.items()]
+    # Each coefficient with the argument its errors name: the mapping, or the keyword.
+    given = [
+        *(("components", name, value) for name, value in (components or {}).items()),
+        *((name, name, value) for name, value in named.items()),
+    ]
     columns: dict[int, tuple[str, int, np.ndarray[Any, Any]]] = {}
-    for name, value in given:
-        index, sign = parse(alg, "components" if argument is None else argument, name)
+    for source, name, value in given:
+        index, sign = parse(alg, argument or source, name)
         what = argument or name
         if index in columns:
             raise InvalidArgumentError(
