@@ -156,6 +156,19 @@ def test_fisher_information_is_bit_identical(
     )
 
 
+def test_natural_gradient_takes_a_computed_fisher(
+    rc: ag.RayContext, local: ag.MultiGpuContext
+) -> None:
+    # The method RayContext shares with MultiGpuContext: F from the cluster, then the solve
+    # alone, the same bits as the call that computes F itself.
+    scores = random_scores(5000, 9, seed=9)
+    g = np.random.default_rng(9).standard_normal((9, 2))
+    f = rc.fisher_information(scores)
+    got = rc.natural_gradient(None, g, 0.1, fisher=f)
+    assert np.array_equal(got, rc.natural_gradient(scores, g, 0.1))
+    assert np.array_equal(got, local.natural_gradient(scores, g, 0.1))
+
+
 def test_fisher_families_are_bit_identical(rc: ag.RayContext, local: ag.MultiGpuContext) -> None:
     probs = random_probs(3000, 6, seed=4)
     assert np.array_equal(rc.fisher_categorical(probs), local.fisher_categorical(probs))

@@ -359,7 +359,7 @@ NATURAL_GRADIENT = Shape(
     (Arg("scores", resident=True), Arg("grad"), Arg("damping", "float")),
     _F64,
     resident_result=False,
-    keywords=(Arg("weights", default="None"),),
+    keywords=(Arg("weights", default="None"), Arg("fisher", default="None")),
 )
 
 METHODS: tuple[Method, ...] = (
@@ -415,7 +415,7 @@ METHODS: tuple[Method, ...] = (
         "natural_gradient",
         "information",
         NATURAL_GRADIENT,
-        "Solution x of (F + damping I) x = grad, F the Fisher matrix of scores.",
+        "Solution x of (F + damping I) x = grad, F the Fisher matrix of scores (or fisher=).",
     ),
 )
 """What every kernel-family mixin of ``MultiGpuContext`` may rely on."""
