@@ -16,6 +16,7 @@ import pytest
 from _fisher_helpers import random_probs, random_scores, reference_fisher, relative_error
 from _process import python
 from _tropical_helpers import floyd_warshall, graph_without_negative_cycles, random_operand
+from amari_gpu.profiler import TIMES as X
 from cl3 import random_batch, reference_product
 
 BACKENDS = ["vulkan"]
@@ -235,6 +236,10 @@ def test_profile_merges_every_nodes_timeline(rc: ag.RayContext, tmp_path: Any) -
     assert all(helpers.LOOPBACK in name for name in processes.values())
     assert any(e["name"] == "thread_name" and "device 0" in e["args"]["name"] for e in trace)
     assert "makespan" in str(prof)
+    # The user's one call, counted in the local summary's words.
+    assert [c["name"] for c in prof.calls] == [f"geometric_product(6000{X}8, 6000{X}8)"]
+    assert str(prof).startswith(f"calls 1 (kernel calls {len(prof.kernel_calls)} on the nodes)")
+    assert any(e["name"] == f"geometric_product(6000{X}8, 6000{X}8)" for e in trace)
 
 
 @pytest.mark.parametrize(("boundary", "halo"), [("dirichlet", 1), ("periodic", 3)])
