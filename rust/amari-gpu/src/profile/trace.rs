@@ -52,6 +52,9 @@ fn role(event: &Event) -> Role {
 /// A track: device (host first), role, lane (0, or more when slices had to move aside).
 type Track = (Option<usize>, Role, usize);
 
+/// A slice to place: its track's device and role, and its span in whole nanoseconds.
+type Placed = ((Option<usize>, Role), (i64, i64));
+
 /// Start and end in whole nanoseconds, the resolution the trace is written at, so that the
 /// nesting decided here is the nesting the file holds.
 fn span_ns(event: &Event) -> (i64, i64) {
@@ -83,7 +86,7 @@ impl Lanes {
 
 /// The track of every slice (by index), given its track's key and its span in
 /// nanoseconds, with slices on each track nesting or disjoint.
-fn place(slices: &[((Option<usize>, Role), (i64, i64))]) -> Vec<Track> {
+fn place(slices: &[Placed]) -> Vec<Track> {
     let mut order: Vec<usize> = (0..slices.len()).collect();
     // Outer slices before the ones they contain: by start, then longest first.
     order.sort_by_key(|&i| {
