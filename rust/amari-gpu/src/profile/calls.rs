@@ -74,34 +74,24 @@ mod tests {
     use super::*;
     use crate::profile::{CallRecord, Profiler};
 
-    fn record(kernel: &str) -> CallRecord {
-        CallRecord {
-            kernel: kernel.into(),
-            items: 1,
-            lower_bound_s: 0.25,
-            estimated_makespan_s: 0.5,
-            strategy: "auto".into(),
-        }
-    }
-
     /// Kernel calls registered inside a user call belong to it, on the thread that opened
     /// it and on a thread that entered its scope; one opened inside another is not a call
     /// of its own; calls outside belong to none.
     #[test]
     fn kernel_calls_belong_to_the_user_call_their_thread_works_for() {
         let p = Profiler::default();
-        let outside = p.call(record("before"));
+        let outside = p.call(CallRecord::named("before"));
         let user = p.begin_call("shortest_paths", "4×4").expect("a new call");
         assert_eq!(p.begin_call("inner", ""), None);
-        let first = p.call(record("tropical/a"));
+        let first = p.call(CallRecord::named("tropical/a"));
         let scope = CallScope::current();
         let second = std::thread::scope(|s| {
-            s.spawn(|| scope.enter(|| p.call(record("tropical/b"))))
+            s.spawn(|| scope.enter(|| p.call(CallRecord::named("tropical/b"))))
                 .join()
                 .unwrap()
         });
         p.end_call(user);
-        let after = p.call(record("after"));
+        let after = p.call(CallRecord::named("after"));
         let users = p.user_calls();
         assert_eq!(users.len(), 1);
         assert_eq!(users[0].name(), "shortest_paths(4×4)");

@@ -366,16 +366,6 @@ mod tests {
         assert!((s.overhead_fraction - 0.8).abs() < 1e-12);
     }
 
-    fn record(kernel: &str) -> CallRecord {
-        CallRecord {
-            kernel: kernel.into(),
-            items: 1,
-            lower_bound_s: 0.25,
-            estimated_makespan_s: 0.5,
-            strategy: "auto".into(),
-        }
-    }
-
     /// A call's span covers its kernel calls' steps; its device time is their kernels'.
     #[test]
     fn a_summary_spans_its_kernel_calls_steps() {
@@ -402,12 +392,20 @@ mod tests {
             end_s: Some(2.5),
             kernel_calls: vec![0, 1],
         }];
-        let s = &summarize_calls(&events, &[record("a"), record("b")], &users)[0];
+        let s = &summarize_calls(
+            &events,
+            &[CallRecord::named("a"), CallRecord::named("b")],
+            &users,
+        )[0];
         assert_eq!((s.start_s, s.end_s), (0.5, 2.75));
         assert_eq!(s.device_s, 1.25);
         assert_eq!((s.lower_bound_s, s.estimated_makespan_s), (0.5, 1.0));
         assert_eq!(s.strategies, ["auto"]);
-        let whole = summarize(&events, &[record("a"), record("b")], &users);
+        let whole = summarize(
+            &events,
+            &[CallRecord::named("a"), CallRecord::named("b")],
+            &users,
+        );
         assert_eq!((whole.calls, whole.kernel_calls), (1, 2));
     }
 }

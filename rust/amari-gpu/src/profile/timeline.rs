@@ -115,6 +115,21 @@ pub struct CallRecord {
     pub strategy: String,
 }
 
+#[cfg(test)]
+impl CallRecord {
+    /// A call of `kernel` over one item, its plan "auto" with a bound of 0.25 s and an
+    /// estimate of 0.5 s.
+    pub(crate) fn named(kernel: &str) -> Self {
+        CallRecord {
+            kernel: kernel.into(),
+            items: 1,
+            lower_bound_s: 0.25,
+            estimated_makespan_s: 0.5,
+            strategy: "auto".into(),
+        }
+    }
+}
+
 /// Steps of the profile's clock per second: 2^30 (a step is about 0.93 ns). Every time on
 /// the timeline is a whole number of steps, which an `f64` holds exactly (below 2^23 s), as
 /// it does their sums and differences: a slice's start plus its duration is exactly its end,

@@ -359,13 +359,7 @@ mod tests {
             ev(Some(0), Kind::Kernel, 0.1, 0.2),
             second,
         ];
-        let record = CallRecord {
-            kernel: "tropical/tiled".into(),
-            items: 1,
-            lower_bound_s: 0.0,
-            estimated_makespan_s: 0.0,
-            strategy: "auto".into(),
-        };
+        let record = CallRecord::named("tropical/tiled");
         let users = [UserCall {
             method: "shortest_paths".into(),
             args: "4×4".into(),
