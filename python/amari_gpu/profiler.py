@@ -174,7 +174,15 @@ def _plot_calls(ax: Any, calls: list[_native.CallDict], row: int) -> None:
     for i, call in enumerate(calls):
         start = call["start_s"] * 1e3
         width = max((call["end_s"] - call["start_s"]) * 1e3, 1e-6)
-        ax.broken_barh([(start, width)], (row - 0.4, 0.8), color="#c6dbef", label="call")
+        # Outlined, so calls that follow one another without a gap stay apart.
+        ax.broken_barh(
+            [(start, width)],
+            (row - 0.4, 0.8),
+            facecolor="#c6dbef",
+            edgecolor="#4a6fa5",
+            linewidth=0.8,
+            label="call",
+        )
         ax.text(
             start + width / 2,
             row + (0.15 if i % 2 == 0 else -0.15),
