@@ -154,7 +154,7 @@ def test_the_profiler_shows_compute_and_exchange_for_every_round(ctx):
     assert any(e["kind"] == "readback" and e["device"] is None for e in events)
     summary = prof.summary()
     assert summary["makespan_s"] > 0
-    assert prof.calls[0]["kernel"] == "domain/heat"
+    assert prof.kernel_calls[0]["kernel"] == "domain/heat"
 
 
 def test_grid_kernels_are_timed_with_gpu_timestamps_when_asked():

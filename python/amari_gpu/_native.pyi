@@ -84,12 +84,30 @@ class EventDict(TypedDict):
     clock: str
 
 @type_check_only
-class CallDict(TypedDict):
+class KernelCallDict(TypedDict):
+    call: int
     kernel: str
     items: int
     strategy: str
     lower_bound_s: float
     estimated_makespan_s: float
+
+@type_check_only
+class CallPlanDict(TypedDict):
+    strategy: str
+    lower_bound_s: float
+    estimated_makespan_s: float
+
+@type_check_only
+class CallDict(TypedDict):
+    name: str
+    method: str
+    args: str
+    start_s: float
+    end_s: float
+    device_s: float
+    kernel_calls: list[KernelCallDict]
+    plan: CallPlanDict
 
 @type_check_only
 class DeviceSummaryDict(TypedDict):
@@ -108,6 +126,7 @@ class DeviceSummaryDict(TypedDict):
 @type_check_only
 class SummaryDict(TypedDict):
     calls: int
+    kernel_calls: int
     makespan_s: float
     predicted_lower_bound_s: float
     efficiency: float
@@ -215,6 +234,9 @@ class Context:
 class Profile:
     def events(self) -> list[EventDict]: ...
     def calls(self) -> list[CallDict]: ...
+    def kernel_calls(self) -> list[KernelCallDict]: ...
+    def begin_call(self, method: str, args: str) -> int | None: ...
+    def end_call(self, index: int) -> None: ...
     def summary(self) -> SummaryDict: ...
     def chrome_trace(self) -> str: ...
     def device_names(self) -> dict[int, str]: ...

@@ -256,7 +256,7 @@ class MultiGpuContext(
         (``device.gpu_timestamps``) and, by default, where one costs under 3% of a chunk
         (``device.capabilities.timestamp_cost_s``); else on the host. Each event says which
         clock timed it. One profile per context at a time."""
-        return _Recording(self._native)
+        return _Recording(self)
 
     def health(self) -> dict[int, dict[str, Any]]:
         """``{device_id: {"healthy": bool, "reason": str | None}}``. A device that failed is

@@ -352,4 +352,4 @@ class RayContext(
         prof.save_chrome_trace("cluster.json")   # one process per node
         """
         self._check_open()
-        return ClusterRecording(self._native)
+        return ClusterRecording(self._native, self)
