@@ -264,8 +264,32 @@ class MultiGpuContext(
         return dict(self._native.health())
 
     def stats(self) -> list[dict[str, Any]]:
-        """Per device: bytes moved, items and chunks done, busy seconds, device memory the
-        context holds (``resident_bytes`` of it held by live DeviceArrays), health."""
+        """What each device did since the context opened, what it holds, and its health.
+
+        Returns:
+            One dict per device, by id, with these keys:
+
+            - ``device_id``.
+            - ``bytes_up``, ``bytes_down`` and ``bytes_moved`` (their sum): bytes sent to
+              and read back from the device, by calls and by DeviceArrays (uploads, gathers,
+              rows moved between layouts); the host device moves none.
+            - ``items_done``, ``chunks_done``, ``failed_chunks``: the items and chunks it
+              completed, and the chunks it failed (re-run elsewhere), for every kind of
+              call: split, fast path, DeviceArray operations, grid rounds.
+            - ``busy_s``: seconds it had a call's work in flight, on every one of those paths
+              and every device kind (per call, from its first chunk taken to its last done;
+              a grid round from upload to readback), so it is above 0 whenever
+              ``items_done`` is; transfers outside a call (``asarray``, ``numpy()``) count
+              in bytes only.
+            - ``memory_in_use_bytes``: device memory the context holds: its buffers on a
+              wgpu device (pooled and in use), the resident shards on the host device (in
+              host memory); never below ``resident_bytes``.
+            - ``resident_bytes``: the part of it held by live DeviceArrays' shards (their
+              rows' bytes; a pooled buffer may be larger).
+            - ``user_pipelines``: ``map_rows`` kernels the device keeps compiled (at most
+              64, the least recently used dropped first).
+            - ``healthy``, ``reason``: as :meth:`health` gives them.
+        """
         return list(self._native.stats())
 
     def inject_fault(self, device_id: int, after_chunks: int = 0, *, hold: bool = False) -> None:

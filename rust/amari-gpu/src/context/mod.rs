@@ -91,7 +91,8 @@ pub struct DeviceStats {
     pub device: usize,
     /// Totals since the context opened.
     pub counters: CounterSnapshot,
-    /// Bytes of device buffers the context holds (pooled and in use).
+    /// Bytes of device memory the context holds: its wgpu buffers (pooled and in use) and
+    /// the resident shards it keeps in host memory (the host device's).
     pub memory_in_use_bytes: u64,
     /// Bytes of it held by live resident arrays.
     pub resident_bytes: u64,
@@ -352,7 +353,8 @@ impl MultiGpuContext {
             .map(|d| DeviceStats {
                 device: d.id,
                 counters: d.counters.snapshot(),
-                memory_in_use_bytes: d.pool.live_bytes(),
+                // Shards in host memory (the host device's) are no pool buffers.
+                memory_in_use_bytes: d.pool.live_bytes() + self.resident.host_held_bytes(d.id),
                 resident_bytes: self.resident.held_bytes(d.id),
                 user_pipelines: d.user_pipelines(),
                 healthy: d.health.is_healthy(),
