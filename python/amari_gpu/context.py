@@ -301,6 +301,38 @@ class MultiGpuContext(
         after = integer("after_chunks", after_chunks, 0)
         self._native.inject_fault(self._device_id(device_id), after, bool(hold))
 
+    def inject_grid_rate(self, device_id: int, cells_per_s: float | None) -> None:
+        """For testing only: the grid rebalancer judges ``device_id``'s rounds as if it
+        computed ``cells_per_s`` cells per second, with no fixed cost per round, instead of by
+        their measured time. The rounds still run at the device's own speed and the results
+        are the same bits; only where ``stencil``/``life`` rows go follows the given rates,
+        whatever the machine's load. Cleared by :meth:`reset_health`.
+
+        Args:
+            device_id: the device, an index of ``devices``.
+            cells_per_s: a finite rate above 0, or None to measure the rounds again.
+
+        Raises:
+            InvalidArgumentError: ``device_id`` is not a device of the context, or
+                ``cells_per_s`` is not a finite number above 0 (nor None).
+        """
+        rate = None
+        if cells_per_s is not None:
+            if isinstance(cells_per_s, bool) or not isinstance(
+                cells_per_s, (int, float, np.integer, np.floating)
+            ):
+                raise InvalidArgumentError(
+                    "cells_per_s: expected a finite number of cells per second > 0 or None, "
+                    f"got {cells_per_s!r}"
+                )
+            rate = float(cells_per_s)
+        self._native.inject_grid_rate(self._device_id(device_id), rate)
+
     def reset_health(self, device_id: int | None = None) -> None:
-        """Marks ``device_id`` (or every device) healthy again."""
+        """Marks ``device_id`` (or every device, for None) healthy again, and drops what
+        :meth:`inject_fault` and :meth:`inject_grid_rate` injected into it.
+
+        Raises:
+            InvalidArgumentError: ``device_id`` is not a device of the context.
+        """
         self._native.reset_health(None if device_id is None else self._device_id(device_id))

@@ -374,6 +374,21 @@ impl MultiGpuContext {
         self.device(id)?.health.inject_hold(after_chunks);
         Ok(())
     }
+    /// For tests of the grid rebalancer: judges device `id`'s grid rounds as if it computed
+    /// `cells_per_s` cells per second (see [`crate::health::Health::inject_grid_rate`]);
+    /// `None` measures them again.
+    pub fn inject_grid_rate(&self, id: usize, cells_per_s: Option<f64>) -> Result<()> {
+        if let Some(rate) = cells_per_s {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(Error::invalid(
+                    "cells_per_s",
+                    format!("expected a finite number of cells per second > 0 or None, got {rate}"),
+                ));
+            }
+        }
+        self.device(id)?.health.inject_grid_rate(cells_per_s);
+        Ok(())
+    }
     /// Marks device `id` (or every device) healthy again.
     pub fn reset_health(&self, id: Option<usize>) -> Result<()> {
         match id {
