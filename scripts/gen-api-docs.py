@@ -57,9 +57,11 @@ def markdown(text: str) -> str:
     return re.sub(r"``([^`]+)``", r"`\1`", text)
 
 
-def split_sections(doc: str) -> tuple[str, dict[str, list[str]]]:
-    """The prose before the first section, and each section's lines (dedented)."""
+def split_sections(doc: str) -> tuple[str, dict[str, list[str]], str]:
+    """The prose before the first section, each section's lines (dedented), and the prose
+    after the sections: a section holds the indented lines under its title."""
     prose: list[str] = []
+    after: list[str] = []
     sections: dict[str, list[str]] = {}
     current: list[str] = prose
     for line in doc.splitlines():
@@ -67,8 +69,12 @@ def split_sections(doc: str) -> tuple[str, dict[str, list[str]]]:
         if line.strip().endswith(":") and not line.startswith(" ") and head in SECTIONS:
             current = sections.setdefault("Example" if head == "Examples" else head, [])
             continue
+        if current is not prose and current is not after and line.strip():
+            if not line.startswith(" "):
+                current = after
         current.append(line)
-    return "\n".join(prose).strip(), {k: dedent(v) for k, v in sections.items()}
+    body = {k: dedent(v) for k, v in sections.items()}
+    return "\n".join(prose).strip(), body, "\n".join(after).strip()
 
 
 def dedent(lines: list[str]) -> list[str]:
@@ -111,7 +117,7 @@ def render_doc(doc: str | None) -> list[str]:
     """A docstring as Markdown: prose, then a list per section, an example as code."""
     if not doc:
         return []
-    prose, sections = split_sections(inspect.cleandoc(doc))
+    prose, sections, after = split_sections(inspect.cleandoc(doc))
     out: list[str] = [markdown(prose), ""] if prose else []
     for title, label in (("Args", "Arguments"), ("Attributes", "Attributes")):
         if title in sections:
@@ -131,6 +137,8 @@ def render_doc(doc: str | None) -> list[str]:
     if "Example" in sections:
         code = "\n".join(sections["Example"]).strip("\n")
         out += ["Example:", "", "```python", code, "```", ""]
+    if after:
+        out += [markdown(after), ""]
     return out
 
 
