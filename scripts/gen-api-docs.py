@@ -196,13 +196,17 @@ def signature(name: str, obj: Callable[..., Any], drop_self: bool) -> str:
 
 def own_members(cls: type) -> Iterator[tuple[str, Any]]:
     """Public methods and properties of ``cls``, each once, in the order of the class that
-    defines it (the class itself first, then its amari_gpu bases)."""
+    defines it (the class itself first, then its amari_gpu bases). A special method
+    (``__getitem__``, ``__array_ufunc__``...) is public when it has a docstring of its own;
+    the constructor is shown with the class."""
     seen: set[str] = set()
     for klass in cls.__mro__:
         if klass.__module__.split(".")[0] != "amari_gpu":
             continue
         for name, attr in vars(klass).items():
-            if name.startswith("_") or name in seen:
+            special = name.startswith("__") and name.endswith("__") and name != "__init__"
+            documented = special and inspect.isfunction(attr) and bool(attr.__doc__)
+            if name in seen or (name.startswith("_") and not documented):
                 continue
             if isinstance(attr, (staticmethod, classmethod)):
                 attr = attr.__func__

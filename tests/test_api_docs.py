@@ -88,6 +88,19 @@ def test_a_new_method_appears_on_regeneration(monkeypatch: pytest.MonkeyPatch) -
     assert "```python\nctx.blade_count(2)\n```" in section
 
 
+def test_an_operator_with_a_docstring_is_documented(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Special methods are public behaviour when they say what they do (DeviceArray's
+    # operators); the undocumented ones (__repr__, __enter__...) are not listed.
+    def __neg__(self: Any) -> Any:
+        """``-x``: every element negated, where the rows live."""
+
+    monkeypatch.setattr(ag.DeviceArray, "__neg__", __neg__, raising=False)
+    out = _generator().generate(DOC.read_text(encoding="utf-8"))
+    assert "### `DeviceArray.__neg__`\n\n```python\nx.__neg__() -> Any\n```" in out
+    assert "`-x`: every element negated, where the rows live." in out
+    assert "DeviceArray.__repr__" not in out and "MultiGpuContext.__enter__" not in out
+
+
 def test_a_public_name_without_a_region_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     def helper() -> None:
         """A new public function."""
