@@ -54,7 +54,8 @@ def end(name: str) -> str:
 
 
 def markdown(text: str) -> str:
-    """reST inline markup as Markdown: ``x`` and :role:`x` become `x`."""
+    """reST inline markup as Markdown: ``x`` and :role:`x` become `x`; a paragraph ending in
+    ``::`` ends in ``:`` (its indented block is Markdown's code block as it stands)."""
     text = re.sub(r":[a-z]+:`~?(?:amari_gpu\.)?([^`]+)`", r"`\1`", text)
     text = re.sub(r"::$", ":", text, flags=re.M)
     return re.sub(r"``([^`]+)``", r"`\1`", text)
