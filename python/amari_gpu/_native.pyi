@@ -224,6 +224,15 @@ def reset_log_levels() -> None: ...
 def profile_stop(ctx: Context) -> None: ...
 
 @type_check_only
+class DeviceLimitsDict(TypedDict):
+    device: int
+    stream_bytes_per_s: float
+    fma_flops_per_s: float
+    add_ops_per_s: float
+    max_ops_per_s: float
+    measured_with: str
+
+@type_check_only
 class FisherPreparedDict(TypedDict):
     scores: npt.NDArray[np.float32] | None
     weights: npt.NDArray[np.float32] | None
@@ -393,6 +402,11 @@ def life(
     progress: Callable[[int, int], object] | None = None,
     out: npt.NDArray[np.uint8] | None = None,
 ) -> tuple[npt.NDArray[np.uint8], DomainReport]: ...
+
+# --- roofline limits (amari-gpu bench --roofline) ---
+__all__ += ["device_limits"]
+
+def device_limits(ctx: Context) -> list[DeviceLimitsDict]: ...
 
 # --- users' row kernels ---
 __all__ += ["map_rows"]
