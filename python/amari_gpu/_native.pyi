@@ -87,6 +87,8 @@ class EventDict(TypedDict):
 class CallDict(TypedDict):
     kernel: str
     items: int
+    flops_per_item: float
+    bytes_per_item: float
     strategy: str
     lower_bound_s: float
     estimated_makespan_s: float

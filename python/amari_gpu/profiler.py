@@ -44,7 +44,9 @@ class Profile:
 
     @property
     def calls(self) -> list[_native.CallDict]:
-        """Every recorded call: kernel, items, strategy, the plan's bound and estimate."""
+        """Every recorded call: kernel, items, the cost model's ``flops_per_item`` and
+        ``bytes_per_item`` (per-item inputs and outputs), strategy, the plan's bound and
+        estimate."""
         return self._native.calls()
 
     def summary(self) -> _native.SummaryDict:
