@@ -162,20 +162,14 @@ def run(
                     row = measure_case(ctx, case, device["limits"], rounds, quick)
                 row["device"] = len(devices) - 1
                 rows.append(row)
-    return {
-        "cpu": cpu_model(),
-        "python": platform.python_version(),
-        "rounds": rounds,
-        "quick": quick,
-        "devices": devices,
-        "rows": rows,
-    }
+    machine = {"cpu": cpu_model(), "python": platform.python_version()}
+    return {**machine, "rounds": rounds, "quick": quick, "devices": devices, "rows": rows}
 
 
 def lines(result: dict[str, Any]) -> list[str]:
     """The report: per device its description and limits, then one line per kernel."""
     out = [
-        f"CPU: {result['cpu']}; python {result['python']}; median of {result['rounds']} "
+        f"CPU: {result['cpu']}; python {result['python']}; the median of {result['rounds']} "
         "profiled calls per kernel (the engine's kernel time: GPU timestamps where the adapter "
         "has them, else the host clock, with the waits for a wgpu kernel); one run on a "
         "shared machine: compare within a device.",

@@ -60,8 +60,10 @@ impl PyProfile {
         self.profiler
             .calls()
             .iter()
-            .map(|c| fields!(py, c; kernel, items, flops_per_item, bytes_per_item, strategy,
-                lower_bound_s, estimated_makespan_s))
+            .map(|c| {
+                fields!(py, c; kernel, items, flops_per_item, bytes_per_item, strategy,
+                lower_bound_s, estimated_makespan_s)
+            })
             .collect()
     }
 

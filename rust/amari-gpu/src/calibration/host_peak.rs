@@ -138,9 +138,9 @@ fn chains(op: Op, level: Level, steps: usize, seed: f32) -> f32 {
 /// Seconds for every thread of the pool to run `steps` steps of `op` at once.
 fn seconds(host: &HostDevice, op: Op, steps: usize) -> f64 {
     let start = Instant::now();
-    let sums = host.pool.run_with(|| {
-        rayon::broadcast(|b| chains(op, host.simd, steps, b.index() as f32))
-    });
+    let sums = host
+        .pool
+        .run_with(|| rayon::broadcast(|b| chains(op, host.simd, steps, b.index() as f32)));
     let elapsed = start.elapsed().as_secs_f64();
     black_box(sums);
     elapsed
@@ -162,7 +162,9 @@ pub fn ops_per_s(host: &HostDevice, op: Op) -> Result<f64> {
     if rate.is_finite() && rate > 0.0 {
         Ok(rate)
     } else {
-        Err(Error::Internal(format!("host {op:?} loop measured {rate} op/s")))
+        Err(Error::Internal(format!(
+            "host {op:?} loop measured {rate} op/s"
+        )))
     }
 }
 
@@ -207,7 +209,11 @@ mod tests {
             for op in [Op::Fma, Op::Add, Op::Max] {
                 // `chains` dispatches to the CPU's own level; `level` only sets the width.
                 let got = chains(op, level, steps, seed);
-                assert_eq!(got, expected(op, lanes(level), steps, seed), "{op:?} {level:?}");
+                assert_eq!(
+                    got,
+                    expected(op, lanes(level), steps, seed),
+                    "{op:?} {level:?}"
+                );
             }
         }
     }

@@ -65,5 +65,8 @@ pub fn measure_device(dev: &GpuDevice) -> Result<DeviceLimits> {
 
 /// The limits of every device of `ctx`, in device order.
 pub fn measure(ctx: &MultiGpuContext) -> Result<Vec<DeviceLimits>> {
-    ctx.devices().iter().map(|dev| measure_device(dev)).collect()
+    ctx.devices()
+        .iter()
+        .map(|dev| measure_device(dev))
+        .collect()
 }
