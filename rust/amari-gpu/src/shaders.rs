@@ -52,6 +52,13 @@ pub const PEAK_MAX: &str = peak_kernel!("max(x + m, s)");
 /// Streaming-copy micro-benchmark used by calibration.
 pub const COPY: &str = map_kernel!("copy.wgsl");
 
+/// Streaming-triad micro-benchmark: the roofline's bandwidth limit on a wgpu device.
+pub const TRIAD: &str = map_kernel!("triad.wgsl");
+
+/// Bytes one thread of [`TRIAD`] moves: eight vec4 read from each of two arrays, eight
+/// written.
+pub const TRIAD_BYTES_PER_THREAD: f64 = 8.0 * 16.0 * 3.0;
+
 /// One Jacobi step of the 2-D heat equation on a band of rows.
 pub const HEAT: &str = include_str!("../../../shaders/heat.wgsl");
 
@@ -65,6 +72,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("peak.wgsl (add)", PEAK_ADD),
     ("peak.wgsl (max)", PEAK_MAX),
     ("copy.wgsl", COPY),
+    ("triad.wgsl", TRIAD),
     ("heat.wgsl", HEAT),
     ("life.wgsl", LIFE),
 ];

@@ -1,6 +1,6 @@
 //! The roofline limits of each device of a context, measured on the device: streaming
-//! bandwidth (calibration's streaming-copy kernel on a wgpu device, its parallel memcpy on
-//! the host), and the issue rates of three dependent-free loops: fused multiply-add, add, and
+//! bandwidth (calibration's streaming-copy kernel or `shaders/triad.wgsl`, whichever is
+//! faster, on a wgpu device; its parallel memcpy on the host), and the issue rates of three dependent-free loops: fused multiply-add, add, and
 //! the max-plus step (`shaders/peak.wgsl` on a wgpu device, its SIMD twin `host_peak` on the
 //! host, on every thread of the device). A kernel's achieved rates over these are its
 //! fractions of the device's limits (`amari-gpu bench --roofline`). Measured fresh on each
@@ -18,7 +18,7 @@ use crate::shaders;
 pub struct DeviceLimits {
     /// Context-wide device id.
     pub device: usize,
-    /// Bytes read plus written per second by a streaming copy.
+    /// Bytes read plus written per second by a streaming copy or triad.
     pub stream_bytes_per_s: f64,
     /// Flops per second of independent fused multiply-add chains (one counts two flops).
     pub fma_flops_per_s: f64,
@@ -44,7 +44,10 @@ pub fn measure_device(dev: &GpuDevice) -> Result<DeviceLimits> {
         }),
         DeviceKind::Wgpu(_) => Ok(DeviceLimits {
             device: dev.id,
-            stream_bytes_per_s: rates::measure_kernel_copy(dev)?,
+            // The better of calibration's copy (a vec4 a thread) and the triad (eight of
+            // each array a thread): on a GPU they agree, on a CPU driver the copy is bound
+            // by its invocations.
+            stream_bytes_per_s: rates::measure_kernel_copy(dev)?.max(rates::measure_triad(dev)?),
             fma_flops_per_s: rates::measure_peak(dev)?,
             add_ops_per_s: rates::loop_ops_per_s(
                 dev,

@@ -127,6 +127,18 @@ pub(super) fn measure_kernel_copy(dev: &GpuDevice) -> Result<f64> {
     Ok(32.0 * threads_per_s)
 }
 
+/// Bytes read plus written per second by the streaming-triad kernel on resident data (each
+/// thread eight vec4 of each of its three arrays).
+pub(super) fn measure_triad(dev: &GpuDevice) -> Result<f64> {
+    let kernel = crate::kernel::Kernel {
+        inputs: vec![crate::kernel::Input::PerItem(32); 2],
+        output: crate::kernel::Output::PerItem(32),
+        ..crate::kernel::Kernel::map("triad", Family::Probe, crate::shaders::TRIAD)
+    };
+    let threads_per_s = items_per_s(dev, &kernel, 1 << 13)?;
+    Ok(crate::shaders::TRIAD_BYTES_PER_THREAD * threads_per_s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
