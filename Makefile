@@ -69,7 +69,7 @@ clean: ## remove the virtual environment and build outputs
 
 # Every figure in README.md and docs/benchmarks.md is printed by one of these. host.py runs
 # without the OpenBLAS variables that pin a kernel (it prints the one numpy's BLAS chose).
-bench: dev ## every figure of README and docs/benchmarks.md: host vs CPU peers, strategies, grids, resident arrays, profiler, Ray, criterion benches
+bench: dev ## every figure of README and docs/benchmarks.md: host vs CPU peers, strategies, grids, resident arrays, profiler, Ray, roofline, criterion benches
 	$(PY) -m pip install -q -r requirements-bench.txt
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benches/host.py
 	$(PY) benches/strategies.py
@@ -81,6 +81,7 @@ bench: dev ## every figure of README and docs/benchmarks.md: host vs CPU peers, 
 	$(PY) benches/resident_tropical.py
 	$(PY) benches/resident_fisher.py
 	$(PY) benches/cluster.py
+	$(PY) benches/roofline.py
 	$(PY) -m pytest benches/ --benchmark-only
 	$(PY) -m amari_gpu bench --quick
 	cargo bench -p amari-gpu --features bench-support --bench partition --bench families --bench wgpucall --bench ga --bench tropical --bench fisher

@@ -88,6 +88,8 @@ class KernelCallDict(TypedDict):
     call: int
     kernel: str
     items: int
+    flops_per_item: float
+    bytes_per_item: float
     strategy: str
     lower_bound_s: float
     estimated_makespan_s: float
@@ -245,6 +247,15 @@ class Profile:
 def profile_start(ctx: Context) -> Profile: ...
 def reset_log_levels() -> None: ...
 def profile_stop(ctx: Context) -> None: ...
+
+@type_check_only
+class DeviceLimitsDict(TypedDict):
+    device: int
+    stream_bytes_per_s: float
+    fma_flops_per_s: float
+    add_ops_per_s: float
+    max_ops_per_s: float
+    measured_with: str
 
 @type_check_only
 class FisherPreparedDict(TypedDict):
@@ -416,6 +427,11 @@ def life(
     progress: Callable[[int, int], object] | None = None,
     out: npt.NDArray[np.uint8] | None = None,
 ) -> tuple[npt.NDArray[np.uint8], DomainReport]: ...
+
+# --- roofline limits (amari-gpu bench --roofline) ---
+__all__ += ["device_limits"]
+
+def device_limits(ctx: Context) -> list[DeviceLimitsDict]: ...
 
 # --- users' row kernels ---
 __all__ += ["map_rows"]

@@ -161,6 +161,10 @@ def life(
 ) -> tuple[host[u8], DomainReport]:
     "Generations of Conway's game of life, the grid split in bands over the devices."
 
+# --- roofline limits (amari-gpu bench --roofline) [roofline] ---
+def device_limits(ctx) -> list[DeviceLimitsDict]:
+    "Each device's measured stream bandwidth and FMA, add and max-plus issue rates."
+
 # --- users' row kernels [rows] ---
 def map_rows(
     ctx, spec: RowsSpec, arrays: list[tuple[either[f32, "(N, W) each"], tuple[int, ...]]],

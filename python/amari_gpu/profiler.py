@@ -68,7 +68,8 @@ class Profile:
     @property
     def kernel_calls(self) -> list[_native.KernelCallDict]:
         """Every kernel call the engine made (``call`` is its index, as in events):
-        kernel, items, strategy, the plan's bound and estimate. A call the engine makes
+        kernel, items, the cost model's ``flops_per_item`` and ``bytes_per_item`` (per-item
+        inputs and outputs), strategy, the plan's bound and estimate. A call the engine makes
         outside a user call (a DeviceArray's upload or gather, a check that reads rows on
         the devices) is listed here and belongs to no user call."""
         return self._native.kernel_calls()

@@ -25,6 +25,7 @@ mod fisher;
 mod fisher_split;
 mod ga;
 mod resident;
+mod roofline;
 mod rows;
 mod tropical;
 
@@ -37,6 +38,7 @@ fn register_operations(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fisher_split::register(m)?;
     checks::register(m)?;
     domain::register(m)?;
+    roofline::register(m)?;
     rows::register(m)?;
     Ok(())
 }

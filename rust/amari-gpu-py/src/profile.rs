@@ -38,7 +38,8 @@ fn kernel_call_dict<'py>(
     index: u64,
     c: &CallRecord,
 ) -> PyResult<Bound<'py, PyDict>> {
-    fields!(py, c; kernel, items, strategy, lower_bound_s, estimated_makespan_s; "call" => index)
+    fields!(py, c; kernel, items, flops_per_item, bytes_per_item, strategy, lower_bound_s,
+        estimated_makespan_s; "call" => index)
 }
 
 impl PyProfile {

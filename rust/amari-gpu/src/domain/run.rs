@@ -149,6 +149,8 @@ fn register_call(
     profiler.call(CallRecord {
         kernel: spec.rule.name().to_string(),
         items: (spec.geometry.height * spec.width) as u64 * opts.steps,
+        flops_per_item: spec.rule.ops_per_cell(),
+        bytes_per_item: spec.rule.bytes_per_cell(),
         lower_bound_s: spec.geometry.height as f64 * bytes_per_row / total_bandwidth,
         estimated_makespan_s: estimate,
         strategy: if opts.rebalance {

@@ -339,6 +339,8 @@ mod tests {
         let calls = vec![CallRecord {
             kernel: "k".into(),
             items: 10,
+            flops_per_item: 1.0,
+            bytes_per_item: 8.0,
             lower_bound_s: 0.5,
             estimated_makespan_s: 0.6,
             strategy: "balanced".into(),

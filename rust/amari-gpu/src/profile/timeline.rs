@@ -107,6 +107,11 @@ pub struct CallRecord {
     pub kernel: String,
     /// Items of the call.
     pub items: u64,
+    /// Arithmetic operations per item, as the kernel's cost model counts them (0 for a call
+    /// that runs no kernel: a resident array's upload or gather).
+    pub flops_per_item: f64,
+    /// Bytes per item the call moves at the least: its per-item inputs and outputs.
+    pub bytes_per_item: f64,
     /// The plan's lower bound.
     pub lower_bound_s: f64,
     /// The plan's estimated makespan.
