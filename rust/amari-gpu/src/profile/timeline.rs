@@ -128,6 +128,8 @@ impl CallRecord {
         CallRecord {
             kernel: kernel.into(),
             items: 1,
+            flops_per_item: 1.0,
+            bytes_per_item: 4.0,
             lower_bound_s: 0.25,
             estimated_makespan_s: 0.5,
             strategy: "auto".into(),
