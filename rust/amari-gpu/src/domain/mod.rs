@@ -13,6 +13,7 @@
 mod attempt;
 mod balance;
 mod bands;
+mod host_blocked;
 pub mod host_grid;
 mod parallel;
 mod record;

@@ -28,9 +28,15 @@ pub(crate) trait Program: Send + Sync {
     /// Cells (or packed words) step `k` computes.
     fn work(&self, k: usize) -> u64;
 
-    /// Step `k` on the host: buffer rows of `dst` computed from `src` (both whole band
-    /// buffers as 32-bit words), rounding `fma` as `fma` says.
-    fn run(&self, k: usize, src: &[u32], dst: &mut [u32], fma: FmaMode);
+    /// Steps a host pass runs together (at least 1): a host round runs its steps in passes
+    /// of at most this many, and checks for cancellation between them.
+    fn depth(&self) -> usize;
+
+    /// Steps `steps` (1-based, consecutive) on the host, rounding `fma` as `fma` says: from
+    /// the band buffer `src`, holding the step before them, to `src` again after an even
+    /// number of steps, to `other` after an odd one (both whole band buffers as 32-bit
+    /// words), as stepping from one buffer to the other leaves the rows each step computes.
+    fn run(&self, steps: Range<usize>, src: &mut [u32], other: &mut [u32], fma: FmaMode);
 }
 
 /// Rows that stay on their device when the layout changes: `rows` rows from buffer row
