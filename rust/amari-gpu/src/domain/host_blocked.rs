@@ -93,23 +93,35 @@ pub(crate) fn run<S: Stencil>(s: &S, pass: &Pass<'_>, src: &mut [S::Cell], other
     }
     // In place: a chunk's last step overwrites rows its neighbours' first step reads, so
     // each chunk reads the rows beyond its edges from a copy taken before any is written.
-    let halos: Vec<(Vec<S::Cell>, Vec<S::Cell>)> = spans
+    let halos: Vec<Halo<S::Cell>> = spans
         .iter()
         .map(|span| {
             let above = span.start.saturating_sub(d)..span.start;
             let below = span.end..(span.end + d).min(n);
-            (
-                src[above.start * rl..above.end * rl].to_vec(),
-                src[below.start * rl..below.end * rl].to_vec(),
-            )
+            Halo {
+                above: src[above.start * rl..above.end * rl].to_vec(),
+                below: src[below.start * rl..below.end * rl].to_vec(),
+            }
         })
         .collect();
     let outs = split_rows(src, &spans, rl);
     outs.into_par_iter()
         .zip(spans.par_iter().zip(&halos))
-        .for_each(|(out, (span, (above, below)))| {
-            wavefront(s, pass, span.clone(), Source::InPlace { above, below }, out)
+        .for_each(|(out, (span, halo))| {
+            let source = Source::InPlace {
+                above: &halo.above,
+                below: &halo.below,
+            };
+            wavefront(s, pass, span.clone(), source, out)
         });
+}
+
+/// Copies of the rows a chunk of an in-place pass reads beyond its edges.
+struct Halo<T> {
+    /// Up to the pass's depth rows above the chunk.
+    above: Vec<T>,
+    /// Up to the pass's depth rows below it.
+    below: Vec<T>,
 }
 
 /// One step: rows `rows` of `dst` from `src`, a row per task.
