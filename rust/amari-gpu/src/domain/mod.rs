@@ -14,6 +14,8 @@ mod attempt;
 mod balance;
 mod bands;
 mod host_blocked;
+#[cfg(test)]
+mod host_blocked_tests;
 pub mod host_grid;
 mod parallel;
 mod record;

@@ -12,7 +12,7 @@ use super::host_grid::{HeatStep, LifeStep};
 use super::rule::Rule;
 use crate::error::{Error, Result};
 use crate::kernel::FmaMode;
-use crate::runner::bands::Program;
+use crate::runner::bands::{Program, Stop};
 
 /// Workgroup shape of `shaders/heat.wgsl` and `shaders/life.wgsl`: 64 threads along a row
 /// by 4 rows, so that narrow grids fill their workgroups too (software adapters pay per
@@ -120,11 +120,21 @@ impl Program for BandProgram {
         depth(self.spec.row_bytes)
     }
 
-    fn run(&self, steps: Range<usize>, src: &mut [u32], other: &mut [u32], fma: FmaMode) {
+    fn run(
+        &self,
+        steps: Range<usize>,
+        [src, other]: [&mut [u32]; 2],
+        fma: FmaMode,
+        stop: &Stop<'_>,
+    ) {
         let spec = &self.spec;
         let g = spec.geometry;
         let rows = |k: usize| self.band.step_rows(k, g);
-        let pass = Pass { steps, rows: &rows };
+        let pass = Pass {
+            steps,
+            rows: &rows,
+            stop,
+        };
         match spec.rule {
             Rule::Heat { alpha } => {
                 let step = HeatStep {

@@ -114,7 +114,7 @@ impl Bands for HostBands<'_> {
                         let from = (round.current + k - 1) % 2;
                         let [x, y] = &mut b.buffers;
                         let (src, other) = if from == 0 { (x, y) } else { (y, x) };
-                        b.program.run(k..end, src, other, host.fma);
+                        b.program.run(k..end, [src, other], host.fma, &cancelled);
                         work += (k..end).map(|j| b.program.work(j)).sum::<u64>();
                     }
                     k = end;
