@@ -3,8 +3,8 @@
 One run, interleaved repetitions, medians with their spread: Cl(3,0) geometric product
 against kingdon (and against the memory bandwidth the host calibration measures), max-plus
 against a parallel numba kernel with a row accumulator, shortest paths against scipy's
-floyd_warshall, the empirical Fisher matrix against numpy/BLAS, heat steps against numpy
-np.roll steps, and the default context against the best single device that is a different
+floyd_warshall, the empirical Fisher matrix against numpy/BLAS, heat steps against a numba
+prange stencil, and the default context against the best single device that is a different
 choice. Prints the CPU, its SIMD level, the thread count, every peer's version and the BLAS
 numpy runs (library and kernel); peers come from requirements-bench.txt and are optional.
 

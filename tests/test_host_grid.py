@@ -173,6 +173,35 @@ def test_heat_on_the_host_alone_gives_fused_bits_for_any_halo(
     assert _host_rows(host_alone) == h
 
 
+# (H, W, halo, steps) deep enough for the host's blocked passes (up to 16 steps over a tile of
+# rows, cut into a chunk per thread): 16-step rounds (even passes, in place) on 300 rows; 7-step
+# rounds (odd passes) ending in a 2-step round; a one-cell-wide grid; a single row.
+BLOCKED = [(300, 67, 16, 16), (261, 130, 7, 23), (97, 1, 16, 16), (1, 9, 16, 17)]
+
+
+@pytest.mark.parametrize(("h", "w", "halo", "steps"), BLOCKED)
+def test_blocked_host_rounds_give_the_bits_of_lavapipe_and_of_the_fused_steps(
+    lavapipe, lavapipe_host, host_alone, h, w, halo, steps
+):
+    grid = _heat_grid(h, w)
+    for b in BOUNDARIES:
+        fused = heat_bits(grid, steps, ALPHA, b, fused=True)
+        assert np.array_equal(host_alone.stencil(grid, steps, ALPHA, b, halo), fused), b
+        separate = heat_bits(grid, steps, ALPHA, b, fused=False)
+        assert np.array_equal(lavapipe.stencil(grid, steps, ALPHA, b, halo), separate), b
+        for run in _runs(lavapipe_host, h):
+            got = lavapipe_host.stencil(grid, steps, ALPHA, b, halo, **run)
+            assert np.array_equal(got, separate), (b, run)
+            if "split" in run:
+                assert _host_rows(lavapipe_host) == (h + 1) // 2
+    cells = _life_grid(h, w)
+    want = life_reference(cells, steps)
+    assert np.array_equal(host_alone.life(cells, steps, halo=halo), want)
+    assert np.array_equal(
+        lavapipe_host.life(cells, steps, halo=halo, **_runs(lavapipe_host, h)[0]), want
+    )
+
+
 def test_rebalancing_moves_rows_to_and_from_the_host(lavapipe, lavapipe_host):
     h, w, steps = 256, 256, 40
     grid = _heat_grid(h, w)

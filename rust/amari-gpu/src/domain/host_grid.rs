@@ -5,13 +5,14 @@
 //! Heat: `u + α((up + down) + (left + right) − 4u)` bracketed as written, the update one
 //! `fma(α, s − 4u, u)` rounded as the devices round it ([`FmaMode`]; `4u` is exact, so a
 //! driver contracting `s − 4u` changes nothing); Dirichlet frame cells, and padding cells,
-//! keep their value. Life: the shader's word-wise counts (integers, exact). Rows are split
-//! across rayon threads; cells of a row vectorise.
+//! keep their value. Life: the shader's word-wise counts (integers, exact). Cells of a row
+//! vectorise. One step ([`heat_step`], [`life_step`]) splits its rows across rayon threads;
+//! the steps of a host round run several at a time per pass over the rows
+//! (`domain::host_blocked`), each row computed by the same row kernel.
 
 use std::ops::Range;
 
-use rayon::prelude::*;
-
+use super::host_blocked::{single, Stencil};
 use crate::host::arith::madd;
 use crate::host::simd::{dispatch, Task};
 use crate::kernel::FmaMode;
@@ -25,7 +26,8 @@ pub struct HeatStep {
     pub height: usize,
     /// Global row of buffer row 0 (Dirichlet only).
     pub row0: usize,
-    /// Buffer rows this step computes.
+    /// Buffer rows this step computes ([`heat_step`]; a blocked pass takes each step's rows
+    /// from the band).
     pub rows: Range<usize>,
     /// Whether the grid wraps (else a Dirichlet frame).
     pub periodic: bool,
@@ -45,39 +47,37 @@ impl HeatStep {
 /// Writes buffer rows `step.rows` of `dst` from `src` (both whole band buffers, ghosts
 /// included); other rows of `dst` are left as they are.
 pub fn heat_step(src: &[f32], dst: &mut [f32], step: &HeatStep) {
-    let rc = step.row_cells();
-    let Range { start, end } = step.rows.clone();
-    dst[start * rc..end * rc]
-        .par_chunks_mut(rc)
-        .enumerate()
-        .for_each(|(i, out)| {
-            let r = start + i;
-            let frame = !step.periodic && {
-                let g = step.row0 + r;
-                g == 0 || g + 1 == step.height
-            };
-            if frame {
-                out.copy_from_slice(&src[r * rc..(r + 1) * rc]);
-                return;
-            }
-            let (up, at, down) = (
-                &src[(r - 1) * rc..r * rc],
-                &src[r * rc..(r + 1) * rc],
-                &src[(r + 1) * rc..(r + 2) * rc],
-            );
-            let row = HeatRow {
-                step,
-                up,
-                at,
-                down,
-                out,
-            };
-            if step.fma == FmaMode::Fused {
-                dispatch(Fused(row));
-            } else {
-                dispatch(Separate(row));
-            }
-        });
+    single(step, step.rows.clone(), src, dst);
+}
+
+impl Stencil for HeatStep {
+    type Cell = f32;
+
+    fn row_len(&self) -> usize {
+        self.row_cells()
+    }
+
+    fn fixed(&self, r: usize) -> bool {
+        !self.periodic && {
+            let g = self.row0 + r;
+            g == 0 || g + 1 == self.height
+        }
+    }
+
+    fn row(&self, up: &[f32], at: &[f32], down: &[f32], out: &mut [f32]) {
+        let row = HeatRow {
+            step: self,
+            up,
+            at,
+            down,
+            out,
+        };
+        if self.fma == FmaMode::Fused {
+            dispatch(Fused(row));
+        } else {
+            dispatch(Separate(row));
+        }
+    }
 }
 
 struct HeatRow<'a> {
@@ -108,10 +108,13 @@ fn heat_row<const F: bool>(row: HeatRow<'_>) {
     // Padding cells keep their value.
     out[w..].copy_from_slice(&at[w..]);
     if w >= 3 {
-        let inner = &mut out[1..last];
+        // Slices of one length, so the loop has no bounds checks and vectorises.
+        let n = w - 2;
+        let (up, down, mid) = (&up[1..=n], &down[1..=n], &at[1..=n]);
+        let (left, right) = (&at[..n], &at[2..n + 2]);
+        let inner = &mut out[1..=n];
         for (c, o) in inner.iter_mut().enumerate() {
-            let c = c + 1;
-            *o = cell::<F>(a, up[c], down[c], at[c - 1], at[c + 1], at[c]);
+            *o = cell::<F>(a, up[c], down[c], left[c], right[c], mid[c]);
         }
     }
     for c in [0, last] {
@@ -156,45 +159,52 @@ pub struct LifeStep {
 
 /// Writes buffer rows `step.rows` of `dst` from `src` (words of four cells).
 pub fn life_step(src: &[u32], dst: &mut [u32], step: &LifeStep) {
-    let words = step.width.div_ceil(4);
-    let Range { start, end } = step.rows.clone();
-    let width = step.width;
-    // Words whose neighbour cells on both sides lie in whole neighbouring words of the row
-    // (not the row's first word, nor one holding or next to its last cell).
-    let inner = 1..(width.saturating_sub(1) / 4).max(1);
-    dst[start * words..end * words]
-        .par_chunks_mut(words)
-        .enumerate()
-        .for_each(|(i, out)| {
-            let r = start + i;
-            let row = |r: usize| &src[r * words..(r + 1) * words];
-            let (up, at, down) = (row(r - 1), row(r), row(r + 1));
-            for wi in inner.clone() {
-                out[wi] = inner_word(up, at, down, wi);
-            }
-            let edges = (0..inner.start).chain(inner.end.max(inner.start)..words);
-            for wi in edges {
-                let (su, sa, sd) = (
-                    sides(up, wi, width),
-                    sides(at, wi, width),
-                    sides(down, wi, width),
-                );
-                let n = (su.0.wrapping_add(up[wi]).wrapping_add(su.1))
-                    .wrapping_add(sa.0.wrapping_add(sa.1))
-                    .wrapping_add(sd.0.wrapping_add(down[wi]).wrapping_add(sd.1));
-                let mut next = 0u32;
-                for b in 0..4 {
-                    if wi * 4 + b >= width {
-                        break;
-                    }
-                    let count = (n >> (b * 8)) & 0xff;
-                    let alive = (at[wi] >> (b * 8)) & 1;
-                    let live = count == 3 || (count == 2 && alive == 1);
-                    next |= u32::from(live) << (b * 8);
+    single(step, step.rows.clone(), src, dst);
+}
+
+impl Stencil for LifeStep {
+    type Cell = u32;
+
+    fn row_len(&self) -> usize {
+        self.width.div_ceil(4)
+    }
+
+    fn fixed(&self, _: usize) -> bool {
+        false
+    }
+
+    fn row(&self, up: &[u32], at: &[u32], down: &[u32], out: &mut [u32]) {
+        let width = self.width;
+        let words = self.row_len();
+        // Words whose neighbour cells on both sides lie in whole neighbouring words of the
+        // row (not the row's first word, nor one holding or next to its last cell).
+        let inner = 1..(width.saturating_sub(1) / 4).max(1);
+        for wi in inner.clone() {
+            out[wi] = inner_word(up, at, down, wi);
+        }
+        let edges = (0..inner.start).chain(inner.end.max(inner.start)..words);
+        for wi in edges {
+            let (su, sa, sd) = (
+                sides(up, wi, width),
+                sides(at, wi, width),
+                sides(down, wi, width),
+            );
+            let n = (su.0.wrapping_add(up[wi]).wrapping_add(su.1))
+                .wrapping_add(sa.0.wrapping_add(sa.1))
+                .wrapping_add(sd.0.wrapping_add(down[wi]).wrapping_add(sd.1));
+            let mut next = 0u32;
+            for b in 0..4 {
+                if wi * 4 + b >= width {
+                    break;
                 }
-                out[wi] = next;
+                let count = (n >> (b * 8)) & 0xff;
+                let alive = (at[wi] >> (b * 8)) & 1;
+                let live = count == 3 || (count == 2 && alive == 1);
+                next |= u32::from(live) << (b * 8);
             }
-        });
+            out[wi] = next;
+        }
+    }
 }
 
 /// Word `w` of a row whose four cells and both neighbours are cells of the row (`w >= 1`,

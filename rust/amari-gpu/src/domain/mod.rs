@@ -13,6 +13,9 @@
 mod attempt;
 mod balance;
 mod bands;
+mod host_blocked;
+#[cfg(test)]
+mod host_blocked_tests;
 pub mod host_grid;
 mod parallel;
 mod record;

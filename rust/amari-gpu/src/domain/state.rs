@@ -1,16 +1,18 @@
 //! What a band runs, as the device interface's band storage asks for it ([`Program`]): the
 //! uniform and workgroups of each step on a wgpu device (`shaders/heat.wgsl`,
-//! `shaders/life.wgsl`), and the same step on the host device (`domain::host_grid`). Also
+//! `shaders/life.wgsl`), and the same steps on the host device (`domain::host_grid`, several
+//! per pass: `domain::host_blocked`). Also
 //! the run's shared [`Spec`] and where a band's buffer rows are on the host board.
 
 use std::ops::Range;
 
 use super::bands::{Band, Geometry};
-use super::host_grid::{heat_step, life_step, HeatStep, LifeStep};
+use super::host_blocked::{depth, run, Pass};
+use super::host_grid::{HeatStep, LifeStep};
 use super::rule::Rule;
 use crate::error::{Error, Result};
 use crate::kernel::FmaMode;
-use crate::runner::bands::Program;
+use crate::runner::bands::{Program, Stop};
 
 /// Workgroup shape of `shaders/heat.wgsl` and `shaders/life.wgsl`: 64 threads along a row
 /// by 4 rows, so that narrow grids fill their workgroups too (software adapters pay per
@@ -114,10 +116,25 @@ impl Program for BandProgram {
         (self.band.step_rows(k, self.spec.geometry).len() * self.spec.width) as u64
     }
 
-    fn run(&self, k: usize, src: &[u32], dst: &mut [u32], fma: FmaMode) {
+    fn depth(&self) -> usize {
+        depth(self.spec.row_bytes)
+    }
+
+    fn run(
+        &self,
+        steps: Range<usize>,
+        [src, other]: [&mut [u32]; 2],
+        fma: FmaMode,
+        stop: &Stop<'_>,
+    ) {
         let spec = &self.spec;
         let g = spec.geometry;
-        let rows = self.band.step_rows(k, g);
+        let rows = |k: usize| self.band.step_rows(k, g);
+        let pass = Pass {
+            steps,
+            rows: &rows,
+            stop,
+        };
         match spec.rule {
             Rule::Heat { alpha } => {
                 let step = HeatStep {
@@ -125,23 +142,24 @@ impl Program for BandProgram {
                     height: g.height,
                     // As the shader's uniform: the frame test needs it on Dirichlet grids only.
                     row0: if g.periodic { 0 } else { self.band.first_row() },
-                    rows,
+                    rows: rows(pass.steps.start),
                     periodic: g.periodic,
                     alpha,
                     fma,
                 };
-                heat_step(
-                    bytemuck::cast_slice(src),
-                    bytemuck::cast_slice_mut(dst),
+                run(
                     &step,
+                    &pass,
+                    bytemuck::cast_slice_mut(src),
+                    bytemuck::cast_slice_mut(other),
                 );
             }
             Rule::Life => {
                 let step = LifeStep {
                     width: spec.width,
-                    rows,
+                    rows: rows(pass.steps.start),
                 };
-                life_step(src, dst, &step);
+                run(&step, &pass, src, other);
             }
         }
     }

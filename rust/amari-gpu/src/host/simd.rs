@@ -89,14 +89,46 @@ fn on_avx512<T: Task>(task: T) -> T::Output {
     task.run()
 }
 
+/// A narrower level than the CPU's that [`dispatch`] runs at, for tests: 0 none, else 1 +
+/// the rank of the level (portable 0, AVX2 1). Only ever lowers the level, so it never runs
+/// code the CPU lacks.
+#[cfg(test)]
+static FORCED: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Makes [`dispatch`] run at `level` (`Portable` or `Avx2`) where the CPU has a wider one,
+/// or at the detected level again (`None`): tests compare the levels' bits on one CPU.
+#[cfg(test)]
+pub(crate) fn force_level(level: Option<Level>) {
+    let code = match level {
+        None => 0,
+        Some(Level::Portable) => 1,
+        Some(_) => 2,
+    };
+    FORCED.store(code, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The level [`dispatch`] runs at: the detected one, lowered by a test's [`force_level`].
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn dispatched_level() -> Level {
+    let level = Level::detect();
+    #[cfg(test)]
+    match FORCED.load(std::sync::atomic::Ordering::SeqCst) {
+        1 => return Level::Portable,
+        2 if level == Level::Avx512 => return Level::Avx2,
+        _ => {}
+    }
+    level
+}
+
 /// Runs `task` compiled for the widest instruction set this CPU has.
 #[inline]
 pub fn dispatch<T: Task>(task: T) -> T::Output {
     #[cfg(target_arch = "x86_64")]
-    match Level::detect() {
+    match dispatched_level() {
         // SAFETY: `on_avx512` only needs the CPU to have AVX-512F, AVX2 and FMA, which
         // `Level::detect` established with `is_x86_feature_detected!` before returning
-        // `Avx512`; the task itself is safe code.
+        // `Avx512` (`dispatched_level` only ever lowers it); the task itself is safe code.
         #[allow(unsafe_code)]
         Level::Avx512 => return unsafe { on_avx512(task) },
         // SAFETY: as above, `Avx2` is only returned when AVX2 and FMA were detected.

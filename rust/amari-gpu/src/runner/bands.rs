@@ -28,10 +28,21 @@ pub(crate) trait Program: Send + Sync {
     /// Cells (or packed words) step `k` computes.
     fn work(&self, k: usize) -> u64;
 
-    /// Step `k` on the host: buffer rows of `dst` computed from `src` (both whole band
-    /// buffers as 32-bit words), rounding `fma` as `fma` says.
-    fn run(&self, k: usize, src: &[u32], dst: &mut [u32], fma: FmaMode);
+    /// Steps a host pass runs together (at least 1): a host round runs its steps in passes
+    /// of at most this many, and checks for cancellation between them.
+    fn depth(&self) -> usize;
+
+    /// Steps `steps` (1-based, consecutive) on the host, rounding `fma` as `fma` says: from
+    /// band buffer `src` of `buffers = [src, other]`, holding the step before them, to `src`
+    /// again after an even number of steps, to `other` after an odd one (both whole band
+    /// buffers as 32-bit words), as stepping from one buffer to the other leaves the rows
+    /// each step computes. Once `stop` says so, a pass may end early with its rows partly
+    /// computed (its round then fails as cancelled).
+    fn run(&self, steps: Range<usize>, buffers: [&mut [u32]; 2], fma: FmaMode, stop: &Stop<'_>);
 }
+
+/// Whether a call was cancelled, asked while a host pass runs.
+pub(crate) type Stop<'a> = dyn Fn() -> bool + Sync + 'a;
 
 /// Rows that stay on their device when the layout changes: `rows` rows from buffer row
 /// `from_row` of band `from_band` of the old bands to buffer row `to_row` of new band `band`.

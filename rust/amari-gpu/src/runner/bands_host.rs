@@ -1,7 +1,8 @@
 //! The host device's bands: host vectors of 32-bit words (rows padded as on a wgpu device)
 //! that the bands' host steps update in place on the device's thread pool, with the fma
-//! rounding of the wgpu devices beside it. A panic in a step fails the device; a cancelled
-//! call stops between steps (a host round can be long).
+//! rounding of the wgpu devices beside it, several steps per pass over a band's rows
+//! (`Program::depth`). A panic in a step fails the device; a cancelled call stops between
+//! passes (a host round can be long).
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -92,8 +93,11 @@ impl Bands for HostBands<'_> {
         let stepped = catch_unwind(AssertUnwindSafe(|| {
             host.pool.run_with(|| {
                 let mut work = 0;
-                // Step by step across the bands, as a wgpu round orders its dispatches.
-                for k in 1..=round.steps {
+                // Passes of several steps each, every band's pass before the next pass: the
+                // bands are independent within a round, so the order changes no bits.
+                let depth = list.iter().map(|b| b.program.depth()).min().unwrap_or(1);
+                let mut k = 1;
+                while k <= round.steps {
                     if cancelled() {
                         return Err(Error::Cancelled);
                     }
@@ -105,13 +109,15 @@ impl Bands for HostBands<'_> {
                             panic!("a host band step failed (test)");
                         }
                     }
+                    let end = (k + depth.max(1)).min(round.steps + 1);
                     for b in list.iter_mut() {
                         let from = (round.current + k - 1) % 2;
                         let [x, y] = &mut b.buffers;
-                        let (src, dst) = if from == 0 { (&*x, y) } else { (&*y, x) };
-                        b.program.run(k, src, dst, host.fma);
-                        work += b.program.work(k);
+                        let (src, other) = if from == 0 { (x, y) } else { (y, x) };
+                        b.program.run(k..end, [src, other], host.fma, &cancelled);
+                        work += (k..end).map(|j| b.program.work(j)).sum::<u64>();
                     }
+                    k = end;
                 }
                 Ok(work)
             })

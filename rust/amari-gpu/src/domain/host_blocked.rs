@@ -1,0 +1,272 @@
+//! Temporal blocking of a band's grid steps on the host: a pass runs several steps of a
+//! round over the band's rows as a wavefront, so that each step reads the rows of the step
+//! before from a small ring that stays in the core's cache instead of from the whole band
+//! buffer in memory. The cells and their arithmetic are those of one step at a time (the
+//! row kernel is the same); only the order the rows are visited changes, and no cell's
+//! value depends on it.
+//!
+//! The wavefront: at iteration `t`, step `j` of the pass computes row `t - (j - 1)`, from
+//! rows `t - j .. t - j + 2` of step `j - 1`, which steps `j - 1` computed at iterations
+//! `t - 2 ..= t`; a ring of three rows per step holds them. The first step reads the
+//! band buffer, the last writes it. The rows are cut into one chunk per thread; a chunk
+//! also computes, for step `j`, the `d - j` rows beyond each of its edges that its last
+//! step needs (overlapped tiles: a triangle recomputed at each cut, none between rows).
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use crate::runner::bands::Stop;
+
+/// What a pass computes: one row of a step from the three rows around it in the step
+/// before, on a band buffer of whole rows.
+pub(crate) trait Stencil: Sync {
+    /// A buffer word: a cell (heat) or a word of packed cells (Life).
+    type Cell: Copy + Default + Send + Sync;
+
+    /// Words per buffer row.
+    fn row_len(&self) -> usize;
+
+    /// Whether buffer row `r` keeps its value at every step (a Dirichlet frame row): it is
+    /// copied, and the rows around it are not read.
+    fn fixed(&self, r: usize) -> bool;
+
+    /// Row `out` of a step from rows `up`, `at` and `down` of the step before.
+    fn row(
+        &self,
+        up: &[Self::Cell],
+        at: &[Self::Cell],
+        down: &[Self::Cell],
+        out: &mut [Self::Cell],
+    );
+}
+
+/// Bytes of ring rows one thread keeps during a pass: under the 1-2 MiB of L2 per core
+/// of current x86-64 and arm64 server and desktop cores, with room for the rows of the
+/// band buffer the first step reads and the last writes.
+const RING_BYTES: usize = 768 << 10;
+
+/// Most steps one pass runs: a host round checks for cancellation between passes, so this
+/// bounds the wait for a cancelled call; past 16 steps the ring's reuse gains little more.
+const MAX_DEPTH: usize = 16;
+
+/// Steps a pass runs on rows of `row_bytes` bytes (at least 1): as many as keep three
+/// rows per step within [`RING_BYTES`], at most [`MAX_DEPTH`].
+pub(crate) fn depth(row_bytes: usize) -> usize {
+    (RING_BYTES / (3 * row_bytes.max(1))).clamp(1, MAX_DEPTH)
+}
+
+/// One pass: steps `steps` (1-based, consecutive, counted from the band's last exchange)
+/// with the buffer rows `rows(k)` that step `k` computes.
+pub(crate) struct Pass<'a> {
+    /// The steps.
+    pub(crate) steps: Range<usize>,
+    /// Buffer rows each step computes: rows of step `k` lie one row inside those of step
+    /// `k - 1` at an edge whose rows are not fixed, as `domain::bands` shrinks them.
+    pub(crate) rows: &'a (dyn Fn(usize) -> Range<usize> + Sync),
+    /// Whether the call was cancelled: a pass of several steps then stops where it is,
+    /// leaving its rows partly computed (the round it belongs to fails as cancelled, and
+    /// its buffers are not read again).
+    pub(crate) stop: &'a Stop<'a>,
+}
+
+/// Runs `pass` on a band whose buffer `src` holds the step before it: the result is in
+/// `src` after an even number of steps, in `other` after an odd one (as stepping from one
+/// buffer to the other would leave it). Rows a step does not compute keep their words.
+pub(crate) fn run<S: Stencil>(s: &S, pass: &Pass<'_>, src: &mut [S::Cell], other: &mut [S::Cell]) {
+    let d = pass.steps.len();
+    if d == 1 {
+        single(s, (pass.rows)(pass.steps.start), src, other);
+        return;
+    }
+    if d == 0 {
+        return;
+    }
+    let rl = s.row_len();
+    let n = src.len() / rl;
+    // One chunk per thread, each tall enough that its recomputed triangles (about d² rows
+    // per cut) stay small beside its d steps of its rows.
+    let chunks = (n / (8 * d)).clamp(1, rayon::current_num_threads().max(1));
+    let cuts: Vec<usize> = (0..=chunks).map(|i| i * n / chunks).collect();
+    let spans: Vec<Range<usize>> = cuts.windows(2).map(|w| w[0]..w[1]).collect();
+    if d % 2 == 1 {
+        let src: &[S::Cell] = src;
+        let outs = split_rows(other, &spans, rl);
+        outs.into_par_iter()
+            .zip(spans.par_iter())
+            .for_each(|(out, span)| wavefront(s, pass, span.clone(), Source::Apart(src), out));
+        return;
+    }
+    // In place: a chunk's last step overwrites rows its neighbours' first step reads, so
+    // each chunk reads the rows beyond its edges from a copy taken before any is written.
+    let halos: Vec<Halo<S::Cell>> = spans
+        .iter()
+        .map(|span| {
+            let above = span.start.saturating_sub(d)..span.start;
+            let below = span.end..(span.end + d).min(n);
+            Halo {
+                above: src[above.start * rl..above.end * rl].to_vec(),
+                below: src[below.start * rl..below.end * rl].to_vec(),
+            }
+        })
+        .collect();
+    let outs = split_rows(src, &spans, rl);
+    outs.into_par_iter()
+        .zip(spans.par_iter().zip(&halos))
+        .for_each(|(out, (span, halo))| {
+            let source = Source::InPlace {
+                above: &halo.above,
+                below: &halo.below,
+            };
+            wavefront(s, pass, span.clone(), source, out)
+        });
+}
+
+/// Copies of the rows a chunk of an in-place pass reads beyond its edges.
+struct Halo<T> {
+    /// Up to the pass's depth rows above the chunk.
+    above: Vec<T>,
+    /// Up to the pass's depth rows below it.
+    below: Vec<T>,
+}
+
+/// One step: rows `rows` of `dst` from `src`, a row per task.
+pub(crate) fn single<S: Stencil>(s: &S, rows: Range<usize>, src: &[S::Cell], dst: &mut [S::Cell]) {
+    let rl = s.row_len();
+    let start = rows.start;
+    dst[rows.start * rl..rows.end * rl]
+        .par_chunks_mut(rl)
+        .enumerate()
+        .for_each(|(i, out)| {
+            let r = start + i;
+            let at = &src[r * rl..(r + 1) * rl];
+            if s.fixed(r) {
+                out.copy_from_slice(at);
+            } else {
+                let up = &src[(r - 1) * rl..r * rl];
+                let down = &src[(r + 1) * rl..(r + 2) * rl];
+                s.row(up, at, down, out);
+            }
+        });
+}
+
+/// `buffer` cut into the rows of each span (the spans tile its rows in order).
+fn split_rows<'b, T>(buffer: &'b mut [T], spans: &[Range<usize>], rl: usize) -> Vec<&'b mut [T]> {
+    let mut rest = buffer;
+    let mut outs = Vec::with_capacity(spans.len());
+    for span in spans {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(span.len() * rl);
+        outs.push(head);
+        rest = tail;
+    }
+    outs
+}
+
+/// Where a chunk's first step reads the rows of the step before the pass.
+enum Source<'a, T> {
+    /// The whole other buffer (an odd pass writes into the buffer it does not read).
+    Apart(&'a [T]),
+    /// The chunk's own rows in place, and copies of the rows up to the pass's depth
+    /// beyond its edges.
+    InPlace { above: &'a [T], below: &'a [T] },
+}
+
+/// Row `r` of the step before the pass, for a chunk of rows `span` whose own rows are `own`.
+fn input<'x, T>(
+    source: &Source<'x, T>,
+    own: &'x [T],
+    span: &Range<usize>,
+    rl: usize,
+    r: usize,
+) -> &'x [T] {
+    match *source {
+        Source::Apart(src) => &src[r * rl..(r + 1) * rl],
+        Source::InPlace { above, below } => {
+            if r < span.start {
+                let first = span.start - above.len() / rl;
+                &above[(r - first) * rl..(r - first + 1) * rl]
+            } else if r >= span.end {
+                &below[(r - span.end) * rl..(r - span.end + 1) * rl]
+            } else {
+                &own[(r - span.start) * rl..(r - span.start + 1) * rl]
+            }
+        }
+    }
+}
+
+/// A pass of two or more steps over the chunk `span`, writing its last step's rows into
+/// `out` (the chunk's rows of the result buffer).
+fn wavefront<S: Stencil>(
+    s: &S,
+    pass: &Pass<'_>,
+    span: Range<usize>,
+    source: Source<'_, S::Cell>,
+    out: &mut [S::Cell],
+) {
+    let rl = s.row_len();
+    let d = pass.steps.len();
+    let rows: Vec<Range<usize>> = pass.steps.clone().map(|k| (pass.rows)(k)).collect();
+    // Three rows for each step but the last, which writes `out`.
+    let mut ring = vec![S::Cell::default(); (d - 1) * 3 * rl];
+    let slot = |r: usize| (r % 3) * rl..(r % 3 + 1) * rl;
+    let first = span.start.saturating_sub(d);
+    let end = span.end + 2 * d;
+    for t in first..end {
+        // A few microseconds of rows between two looks at the call's cancellation.
+        if t % 16 == 0 && (pass.stop)() {
+            return;
+        }
+        for j in 1..=d {
+            // Row `t - (j - 1)` of step `j`; later steps' rows are further up.
+            let Some(r) = (t + 1).checked_sub(j) else {
+                break;
+            };
+            let reach = d - j;
+            if r + reach < span.start || r >= span.end + reach || !rows[j - 1].contains(&r) {
+                continue;
+            }
+            let fixed = s.fixed(r);
+            if j == 1 {
+                let (steps, _) = ring.split_at_mut(3 * rl);
+                let own: &[S::Cell] = out;
+                let at = input(&source, own, &span, rl, r);
+                let dst = &mut steps[slot(r)];
+                if fixed {
+                    dst.copy_from_slice(at);
+                } else {
+                    let up = input(&source, own, &span, rl, r - 1);
+                    let down = input(&source, own, &span, rl, r + 1);
+                    s.row(up, at, down, dst);
+                }
+                continue;
+            }
+            let (before, after) = ring.split_at_mut((j - 1) * 3 * rl);
+            let prev = &before[(j - 2) * 3 * rl..];
+            let dst = if j == d {
+                &mut out[(r - span.start) * rl..(r - span.start + 1) * rl]
+            } else {
+                &mut after[slot(r)]
+            };
+            let at = &prev[slot(r)];
+            if fixed {
+                dst.copy_from_slice(at);
+            } else {
+                s.row(&prev[slot(r - 1)], at, &prev[slot(r + 1)], dst);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_keep_three_rows_per_step_in_the_ring_budget() {
+        assert_eq!(depth(1024 * 4), MAX_DEPTH);
+        assert_eq!(depth(RING_BYTES), 1);
+        assert_eq!(depth(0), MAX_DEPTH);
+        let d = depth(64 << 10);
+        assert!(d >= 1 && 3 * d * (64 << 10) <= RING_BYTES, "{d}");
+    }
+}
