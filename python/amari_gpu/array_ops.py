@@ -79,7 +79,7 @@ def take(x: DeviceArray, key: Any) -> DeviceArray:
             )
         stop = max(start, stop)
         shape = (stop - start, *x.shape[1:])
-    elif isinstance(key, (bool, np.bool_)) or not hasattr(key, "__index__"):
+    elif isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer)):
         raise InvalidArgumentError(
             f"key: expected an integer or a slice of the first axis (rows only), got "
             f"{type(key).__name__}; gather with np.asarray(x) for other indexing"
