@@ -16,7 +16,6 @@ from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
-
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from . import _native, array_ops

@@ -26,9 +26,7 @@ if TYPE_CHECKING:
     from .array import DeviceArray
 
 ARITHMETIC = frozenset({"add", "subtract", "multiply", "divide"})
-COMPARISONS = frozenset(
-    {"less", "less_equal", "greater", "greater_equal", "equal", "not_equal"}
-)
+COMPARISONS = frozenset({"less", "less_equal", "greater", "greater_equal", "equal", "not_equal"})
 UNARY = frozenset({"negative", "absolute", "sqrt"})
 
 # numpy functions answered from the shape alone (nothing gathered).
@@ -113,8 +111,7 @@ def ufunc(x: DeviceArray, func: np.ufunc, method: str, inputs: Any, kwargs: Any)
     out = kwargs.pop("out", None)
     if kwargs:
         raise InvalidArgumentError(
-            f"np.{name}: {', '.join(sorted(kwargs))} is not supported on a DeviceArray "
-            "(only out=)"
+            f"np.{name}: {', '.join(sorted(kwargs))} is not supported on a DeviceArray (only out=)"
         )
     devices = [v for v in inputs if isinstance(v, type(x))]
     if not devices:
@@ -187,7 +184,7 @@ def _operand(name: str, shape: tuple[int, ...], value: Any) -> npt.NDArray[np.fl
     return np.ascontiguousarray(np.broadcast_to(words, shape)).reshape(rows, -1)
 
 
-def _out(name: str, cls: type, ctx: Any, shape: tuple[int, ...], out: Any) -> Any:
+def _out(name: str, cls: type[DeviceArray], ctx: Any, shape: tuple[int, ...], out: Any) -> Any:
     """The native handle of a ufunc's ``out=`` (numpy passes it as a tuple), or None."""
     if out is None:
         return None
@@ -204,7 +201,6 @@ def _out(name: str, cls: type, ctx: Any, shape: tuple[int, ...], out: Any) -> An
         )
     if given.shape != shape:
         raise ShapeError(
-            f"out: expected shape {shape_text(shape)} (the result's), got "
-            f"{shape_text(given.shape)}"
+            f"out: expected shape {shape_text(shape)} (the result's), got {shape_text(given.shape)}"
         )
     return given._live("out", ctx)

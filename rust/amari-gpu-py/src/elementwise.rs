@@ -38,7 +38,9 @@ fn elementwise<'py>(
     };
     let second = match (&b, &held_b) {
         (None, _) => None,
-        (Some(PyOperand::Resident(_)), Some(r)) => Some((Operand::Resident(&r.inner), Layout::Rows)),
+        (Some(PyOperand::Resident(_)), Some(r)) => {
+            Some((Operand::Resident(&r.inner), Layout::Rows))
+        }
         (Some(PyOperand::Host(array)), _) => {
             let layout = match array.shape() {
                 [n, w] if (*n, *w) == (rows, cols) => Layout::Rows,
@@ -54,8 +56,7 @@ fn elementwise<'py>(
     };
     let first = Operand::Resident(&held_a.inner);
     // Checked before `out` is taken: an argument error is not a call that began writing.
-    let ready =
-        checked(op, first, cols, second, swap).map_err(|e| to_pyerr(py, e))?;
+    let ready = checked(op, first, cols, second, swap).map_err(|e| to_pyerr(py, e))?;
     let (result, _) = run_to(py, &ctx, true, (Ix2(rows, cols), out), move |inner, out| {
         ready.run(inner, out, None)
     })?;

@@ -106,7 +106,7 @@ fn resident_rows(
     let taken = run_detached(py, move || {
         let mut taken = inner.take_rows(array, start..stop)?;
         if let Some(cols) = cols {
-            let factor = if cols == 0 { 0 } else { taken.cols() / cols };
+            let factor = taken.cols().checked_div(cols).unwrap_or(0);
             if factor * cols != taken.cols() {
                 return Err(amari_gpu::Error::invalid(
                     "cols",

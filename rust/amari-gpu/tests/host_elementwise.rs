@@ -41,7 +41,12 @@ fn same(what: &str, got: &[f32], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let agree = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
-        assert!(agree, "{what}: word {i}: device {g:e} ({:#010x}), host {w:e} ({:#010x})", g.to_bits(), w.to_bits());
+        assert!(
+            agree,
+            "{what}: word {i}: device {g:e} ({:#010x}), host {w:e} ({:#010x})",
+            g.to_bits(),
+            w.to_bits()
+        );
     }
 }
 
@@ -67,11 +72,19 @@ fn check(ctx: &amari_gpu::MultiGpuContext, name: &str, rows: usize, cols: usize)
                             Layout::Row => b[k],
                             Layout::Scalar => b[0],
                         };
-                        let (x, y) = if swap { (other, a[i * cols + k]) } else { (a[w], other) };
+                        let (x, y) = if swap {
+                            (other, a[i * cols + k])
+                        } else {
+                            (a[w], other)
+                        };
                         host::apply(op, x, y)
                     })
                     .collect();
-                same(&format!("{name} {op:?} {layout:?} swap={swap}"), &got, &want);
+                same(
+                    &format!("{name} {op:?} {layout:?} swap={swap}"),
+                    &got,
+                    &want,
+                );
             }
         }
     }
