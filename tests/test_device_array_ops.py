@@ -262,6 +262,36 @@ def test_a_fault_during_an_elementwise_call_loses_nothing(ctx3: ag.MultiGpuConte
     assert_faults_change_nothing(ctx3, upload, same, attempts=3)
 
 
+def test_a_row_copy_lost_with_a_device_is_rebuilt_after_its_parent_is_freed(
+    ctx3: ag.MultiGpuContext,
+) -> None:
+    # The copy's lineage is its parent's rows, offset: freeing the parent keeps it.
+    a = _data(300, 2, 17)
+    for device in range(len(ctx3.devices)):
+        ctx3.reset_health()
+        x = ctx3.asarray(a, strategy="balanced")
+        part = x[70:260]
+        x.free()
+        ctx3.inject_fault(device, after_chunks=0)
+        try:
+            assert _same((part + 1).numpy(), a[70:260] + 1), device
+            assert not ctx3.health()[device]["healthy"], device
+            assert _same(part.numpy(), a[70:260]), device
+        finally:
+            ctx3.reset_health()
+
+
+def test_empty_arrays_and_rows_wider_than_a_pass(ctx: ag.MultiGpuContext) -> None:
+    x = ctx.asarray(np.ones((10, 3)))
+    empty = x[5:5]
+    assert empty.shape == (0, 3) and empty.sharding == []
+    for got in (empty + 1, empty * empty, np.sqrt(empty), empty - np.ones(3, np.float32)):
+        assert got.shape == (0, 3) and got.numpy().shape == (0, 3)
+    assert (empty < 1).shape == (0, 3)
+    wide = _data(3, 40_000, 18)
+    assert _same(np.asarray(ctx.asarray(wide) * wide[0]), wide * wide[0])
+
+
 def test_operators_are_numpys(ctx2: ag.MultiGpuContext) -> None:
     a, b = _data(20, 3, 15), _data(20, 3, 16)
     x, y = ctx2.asarray(a), ctx2.asarray(b)
