@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::{Layout, Op};
+use super::op::{Layout, Op};
 use crate::kernel::{FmaMode, HostImpl};
 
 /// Rows per rayon task.
