@@ -166,7 +166,9 @@ crate::family::declare_family! {
 
 #[cfg(test)]
 mod tests {
+    use super::host::apply;
     use super::*;
+    use crate::kernel::HostImpl;
 
     #[test]
     fn every_op_parses_from_its_name() {
@@ -192,5 +194,27 @@ mod tests {
         assert!(matches!(err, Error::Shape { ref argument, .. } if argument == "b"));
         let err = check(Operand::Host(&a), 4, Operand::Host(&row), Layout::Scalar).unwrap_err();
         assert!(matches!(err, Error::Shape { ref argument, .. } if argument == "a"));
+    }
+
+    #[test]
+    fn negative_and_absolute_work_on_the_sign_bit_nan_too() {
+        let nan = f32::from_bits(0x7fc0_0001);
+        assert_eq!(apply(Op::Negative, nan, 0.0).to_bits(), 0xffc0_0001);
+        assert_eq!(apply(Op::Absolute, -nan, 0.0).to_bits(), 0x7fc0_0001);
+        assert_eq!(apply(Op::Negative, 0.0, 0.0).to_bits(), (-0.0f32).to_bits());
+    }
+
+    #[test]
+    fn a_row_operand_and_a_swap_line_up_as_the_shader_reads_them() {
+        let kernel = Elementwise {
+            op: Op::Subtract,
+            cols: 2,
+            layout: Layout::Row,
+            swap: true,
+        };
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let mut out = [0.0; 4];
+        kernel.run(&[&a, &[10.0, 20.0]], 1..3, &mut out);
+        assert_eq!(out, [7.0, 16.0, 5.0, 14.0]);
     }
 }
