@@ -22,7 +22,7 @@ import pytest
 
 CACHE_FILE = "calibration-v2.json"
 GA, FISHER = "geometric_algebra", "information_geometry"
-ALL_FAMILIES = {GA, "tropical", FISHER}
+ALL_FAMILIES = {GA, "tropical", FISHER, "elementwise"}
 
 
 @pytest.fixture

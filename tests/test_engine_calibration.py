@@ -257,7 +257,7 @@ def test_devices_sharing_hardware_know_each_other(engine_ctx, default_ctx):
 def test_families_keep_the_names_caches_and_histories_are_keyed_by(engine_ctx):
     # Calibration caches and cost-model histories written by earlier builds key their
     # figures by these names, and a cluster plans by them (``family_of``).
-    measured = {"geometric_algebra", "information_geometry", "tropical"}
+    measured = {"geometric_algebra", "information_geometry", "tropical", "elementwise"}
     for c in engine_ctx.calibrate():
         assert set(c.throughput) == measured, c.throughput
     names = {
@@ -268,6 +268,8 @@ def test_families_keep_the_names_caches_and_histories_are_keyed_by(engine_ctx):
         "fisher_information": "information_geometry",
         "fisher_gaussian": "information_geometry",
         "information_geometry": "information_geometry",
+        "add": "elementwise",
+        "sqrt": "elementwise",
         "stencil/heat": "stencil",
         "calibration/peak": "calibration",
         "map_rows/user": "map_rows",

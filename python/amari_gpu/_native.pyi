@@ -296,7 +296,7 @@ def ga_apply(
 ) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
 
 # --- resident arrays ---
-__all__ += ["resident_gather", "resident_upload"]
+__all__ += ["resident_gather", "resident_rows", "resident_upload"]
 
 def resident_upload(
     ctx: Context, x: npt.NDArray[np.float32], strategy: str | None = None
@@ -304,6 +304,21 @@ def resident_upload(
 def resident_gather(
     ctx: Context, x: DeviceArray, out: npt.NDArray[np.float32] | None = None
 ) -> npt.NDArray[np.float32]: ...
+def resident_rows(
+    ctx: Context, x: DeviceArray, start: int, stop: int, cols: int | None = None
+) -> DeviceArray: ...
+
+# --- elementwise arithmetic on DeviceArrays ---
+__all__ += ["elementwise"]
+
+def elementwise(
+    ctx: Context,
+    op: str,
+    a: DeviceArray,
+    b: DeviceArray | npt.NDArray[np.float32] | None = None,
+    swap: bool = False,
+    out: DeviceArray | None = None,
+) -> DeviceArray: ...
 
 # --- tropical ---
 __all__ += ["shortest_paths", "tropical_matmul", "tropical_matvec"]

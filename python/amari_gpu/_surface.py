@@ -56,6 +56,19 @@ def resident_gather(ctx, x: resident[f32, "(N, W)"], out: host[f32, "(N, W)"] | 
 ) -> host[f32]:
     "The rows of x, gathered from their devices."
 
+def resident_rows(
+    ctx, x: resident[f32, "(N, W)"], start: int, stop: int, cols: int | None = None
+) -> resident[f32]:
+    "Rows start..stop of x as a new DeviceArray on the devices holding them (cols: re-rowed)."
+
+# --- elementwise arithmetic on DeviceArrays [elementwise] ---
+def elementwise(
+    ctx, op: str, a: resident[f32, "(N, W)"],
+    b: either[f32, "(N, W), (1, W) or (1, 1)"] | None = None, swap: bool = False,
+    out: resident[f32, "(N, W)"] | None = None,
+) -> resident[f32]:
+    "The ufunc op (numpy's name) on the rows of a and b (swap: b on the left), where a lives."
+
 # --- tropical [tropical] ---
 @kernel
 def tropical_matmul(

@@ -16,18 +16,25 @@ from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
+from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from . import _native
+from . import _native, array_ops
 from ._mixin import KernelHost
 from ._validate import as_float32, real_array, shape_text
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
 
-class DeviceArray:
+class DeviceArray(NDArrayOperatorsMixin):
     """Float32 rows held on a context's devices. Create with ``ctx.asarray(x)``; GA methods
     of the context take and return them. Released by :meth:`free`, when garbage-collected
-    and when the context closes."""
+    and when the context closes.
+
+    Acts like an array where that keeps the rows on the devices (``array_ops``): ``x[i]``
+    and ``x[a:b]`` are new DeviceArrays holding a copy of those rows; ``+ - * /``, the
+    comparisons and ``np.negative``/``np.abs``/``np.sqrt`` run where the rows live (a
+    comparison gives numpy's bool array); other numpy functions (``np.sum``...) are refused,
+    ``np.asarray(x)`` being the explicit way home."""
 
     __slots__ = ("__weakref__", "_ctx", "_handle", "_shape")
 
@@ -98,6 +105,15 @@ class DeviceArray:
         handle = self._live("x", self._ctx)
         out = _native.resident_gather(self._ctx._native, handle)
         return out.reshape(self._shape)
+
+    def __getitem__(self, key: Any) -> DeviceArray:
+        return array_ops.take(self, key)
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return array_ops.ufunc(self, ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        return array_ops.refuse_function(func, args, kwargs)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
         # numpy 2 protocol: the data is on the devices, so any array is a copy.

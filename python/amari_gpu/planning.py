@@ -41,9 +41,9 @@ class Workload:
 
     Attributes:
         kernel: a kernel name (e.g. "geometric_product") or a family name
-            ("geometric_algebra", "tropical", "information_geometry"); the family selects
-            which measured throughput applies (an unknown name uses the mean of the
-            measured families).
+            ("geometric_algebra", "tropical", "information_geometry", "elementwise"); the
+            family selects which measured throughput applies (an unknown name uses the mean
+            of the measured families).
         items: an integer in [0, 2**64 - 1].
         bytes_in_per_item: a finite number >= 0.
         bytes_out_per_item: a finite number >= 0.
@@ -176,7 +176,8 @@ class Capabilities:
         d2h_gb_s: device to host.
         launch_latency_s: the smallest complete chunk (upload, dispatch, readback).
         throughput: kernel family ("geometric_algebra", "tropical",
-            "information_geometry") → items/s of its reference kernel on resident data.
+            "information_geometry", "elementwise") → items/s of its reference kernel on
+            resident data.
         peak_gflops: measured arithmetic peak (chains of fused multiply-adds).
         timestamp_cost_s: what timing a chunk's kernel with GPU timestamps adds to it.
         max_buffer_bytes: the device's largest buffer.

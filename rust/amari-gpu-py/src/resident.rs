@@ -88,6 +88,38 @@ fn resident_gather<'py>(
     Ok(out)
 }
 
+/// Rows `start..stop` of `x` as a new DeviceArray, each shard's part on its device (a
+/// copy: it outlives `x`); with `cols`, its rows viewed as rows of `cols` words (`cols`
+/// dividing `x`'s width: a row of a 2-D array taken as a 1-D one).
+#[pyfunction]
+#[pyo3(signature = (ctx, x, start, stop, cols=None))]
+fn resident_rows(
+    py: Python<'_>,
+    ctx: &PyContext,
+    x: &PyDeviceArray,
+    start: usize,
+    stop: usize,
+    cols: Option<usize>,
+) -> PyResult<PyDeviceArray> {
+    let inner = ctx.context(py)?;
+    let array = &x.inner;
+    let taken = run_detached(py, move || {
+        let mut taken = inner.take_rows(array, start..stop)?;
+        if let Some(cols) = cols {
+            let factor = taken.cols().checked_div(cols).unwrap_or(0);
+            if factor * cols != taken.cols() {
+                return Err(amari_gpu::Error::invalid(
+                    "cols",
+                    format!("expected a divisor of {}, got {cols}", taken.cols()),
+                ));
+            }
+            inner.split_rows(&mut taken, factor)?;
+        }
+        Ok(taken)
+    })?;
+    Ok(PyDeviceArray { inner: taken })
+}
+
 /// One operand as Python passes it: a resident array or a float32 array (of dimension `D`:
 /// (N, C) rows unless an operation takes its operands as the caller shaped them).
 pub(crate) enum PyOperand<'py, D: Dimension = Ix2> {
@@ -188,5 +220,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDeviceArray>()?;
     m.add_function(wrap_pyfunction!(resident_upload, m)?)?;
     m.add_function(wrap_pyfunction!(resident_gather, m)?)?;
+    m.add_function(wrap_pyfunction!(resident_rows, m)?)?;
     Ok(())
 }

@@ -33,6 +33,7 @@ families! {
     pub mod ga;
     pub mod fisher;
     pub mod tropical;
+    pub mod elementwise;
 }
 
 // The public modules: what users of the crate call. The rest are the engine's internals;

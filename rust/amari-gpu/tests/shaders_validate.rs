@@ -18,6 +18,12 @@ fn embedded() -> Vec<(&'static str, &'static str)> {
         ("fisher_resident.wgsl", amari_gpu::fisher::RESIDENT_SOURCE),
         ("fisher_checks.wgsl", amari_gpu::fisher::CHECKS_SOURCE),
     ]);
+    // The elementwise kernels are the file specialised by constants: every operation.
+    use amari_gpu::elementwise::{source, Layout, OPS};
+    for op in OPS {
+        let text = source(op, 3, Layout::Row, true);
+        all.push(("elementwise.wgsl", Box::leak(text.into_boxed_str())));
+    }
     all
 }
 

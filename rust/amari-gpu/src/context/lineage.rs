@@ -24,6 +24,8 @@ pub(crate) enum Lineage {
     },
     /// Another array's items, each `factor` rows of a `factor`-th of its words.
     Split { inner: Arc<Lineage>, factor: usize },
+    /// Another array's rows from `start` on (a run of its rows taken as a new array).
+    Offset { inner: Arc<Lineage>, start: usize },
 }
 
 /// Where one input of a kernel came from.
@@ -41,6 +43,7 @@ impl Lineage {
             Lineage::Source { cols, .. } => *cols,
             Lineage::Op { kernel, .. } => kernel.output_words_per_item(),
             Lineage::Split { inner, factor } => inner.cols() / factor,
+            Lineage::Offset { inner, .. } => inner.cols(),
         }
     }
 
@@ -49,6 +52,9 @@ impl Lineage {
     pub(crate) fn replay(&self, run: &Runner<'_>, rows: Range<usize>) -> Result<Vec<f32>> {
         match self {
             Lineage::Source { data, cols } => Ok(data[rows.start * cols..rows.end * cols].to_vec()),
+            Lineage::Offset { inner, start } => {
+                inner.replay(run, start + rows.start..start + rows.end)
+            }
             Lineage::Split { inner, factor } => {
                 // The whole items holding the rows, then the rows.
                 let items = rows.start / factor..rows.end.div_ceil(*factor);
@@ -81,7 +87,7 @@ impl Lineage {
     pub(crate) fn host_bytes(&self) -> u64 {
         match self {
             Lineage::Source { data, .. } => (data.len() * 4) as u64,
-            Lineage::Split { inner, .. } => inner.host_bytes(),
+            Lineage::Split { inner, .. } | Lineage::Offset { inner, .. } => inner.host_bytes(),
             Lineage::Op { inputs, .. } => inputs
                 .iter()
                 .map(|o| match o {

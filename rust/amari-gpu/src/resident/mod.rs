@@ -14,6 +14,7 @@ mod pieces;
 mod place;
 mod run;
 mod split;
+mod take;
 
 use std::ops::Range;
 use std::sync::Arc;
