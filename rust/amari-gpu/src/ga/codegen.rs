@@ -10,6 +10,7 @@
 use std::fmt::Write;
 
 use super::algebra::Algebra;
+use super::codegen_map::generate_map;
 use super::operation::{linear_terms, norm_signs, product_terms, sandwich_terms, Operation, Term};
 
 /// Which operand of a product is one multivector bound whole for every item.
@@ -39,7 +40,7 @@ const LANES: [char; 4] = ['x', 'y', 'z', 'w'];
 const TERMS_PER_LINE: usize = 8;
 
 /// The WGSL name of component `k` of the row loaded into `prefix`.
-fn component(prefix: &str, k: usize, vectorized: bool) -> String {
+pub(super) fn component(prefix: &str, k: usize, vectorized: bool) -> String {
     if vectorized {
         format!("{prefix}{}.{}", k / 4, LANES[k % 4])
     } else {
@@ -100,7 +101,11 @@ fn operand(spec: &str, k: usize) -> String {
 }
 
 /// The WGSL source of `op` in `algebra` with the given broadcast.
+/// A sandwich by one rotor (`Broadcast::Left`) is the linear map of `ga::codegen_map`.
 pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> String {
+    if (op, broadcast) == (Operation::Sandwich, Broadcast::Left) {
+        return generate_map(algebra);
+    }
     let blades = algebra.blades();
     let out_words = op.output_words(algebra);
     let vin = blades.is_multiple_of(4);
@@ -120,30 +125,9 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Strin
     if op == Operation::Normalize {
         src.push_str(NORMALIZE_HELPERS);
     }
-    src.push_str(
-        "struct Params {\n    n: u32,\n    row_threads: u32,\n    _pad0: u32,\n    _pad1: u32,\n}\n\n\
-         @group(0) @binding(0) var<uniform> params: Params;\n",
-    );
     let row = if vin { "vec4<f32>" } else { "f32" };
-    for (slot, _) in operands.iter().enumerate() {
-        writeln!(
-            src,
-            "@group(0) @binding({}) var<storage, read> in{slot}: array<{row}>;",
-            slot + 1
-        )
-        .expect("string write");
-    }
-    writeln!(
-        src,
-        "@group(0) @binding({}) var<storage, read_write> out: array<{}>;\n\n\
-         @compute @workgroup_size(64)\n\
-         fn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n    \
-         let i = gid.y * params.row_threads + gid.x;\n    \
-         if (i >= params.n) {{\n        return;\n    }}",
-        operands.len() + 1,
-        if vout { "vec4<f32>" } else { "f32" }
-    )
-    .expect("string write");
+    let inputs = vec![row; operands.len()];
+    entry(&mut src, &inputs, if vout { "vec4<f32>" } else { "f32" });
     let per_row = if vin { blades / 4 } else { blades };
     for (slot, prefix) in ["a", "b"].iter().take(operands.len()).enumerate() {
         let whole = matches!(
@@ -183,6 +167,43 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Strin
             }
         }
     }
+    store(&mut src, out_words);
+    src.push_str("}\n");
+    src
+}
+
+/// The shared bindings and the entry point's opening: the uniform header at binding 0, one
+/// read-only array of element type `inputs[s]` at binding `s + 1`, the result `output` last,
+/// then `main` up to the bounds check of row `i`.
+pub(super) fn entry(src: &mut String, inputs: &[&str], output: &str) {
+    src.push_str(
+        "struct Params {\n    n: u32,\n    row_threads: u32,\n    _pad0: u32,\n    _pad1: u32,\n}\n\n\
+         @group(0) @binding(0) var<uniform> params: Params;\n",
+    );
+    for (slot, element) in inputs.iter().enumerate() {
+        writeln!(
+            src,
+            "@group(0) @binding({}) var<storage, read> in{slot}: array<{element}>;",
+            slot + 1
+        )
+        .expect("string write");
+    }
+    writeln!(
+        src,
+        "@group(0) @binding({}) var<storage, read_write> out: array<{output}>;\n\n\
+         @compute @workgroup_size(64)\n\
+         fn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n    \
+         let i = gid.y * params.row_threads + gid.x;\n    \
+         if (i >= params.n) {{\n        return;\n    }}",
+        inputs.len() + 1,
+    )
+    .expect("string write");
+}
+
+/// Stores `r0 .. r{out_words - 1}` as row `i` of `out` (as `vec4`s when `out_words` is a
+/// multiple of 4).
+pub(super) fn store(src: &mut String, out_words: usize) {
+    let vout = out_words.is_multiple_of(4);
     let out_row = if vout { out_words / 4 } else { out_words };
     for m in 0..out_row {
         let value = if vout {
@@ -198,8 +219,6 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Strin
         };
         writeln!(src, "    out[{out_row}u * i + {m}u] = {value};").expect("string write");
     }
-    src.push_str("}\n");
-    src
 }
 
 /// WGSL helpers of `normalize`, emitted before the entry point (see [`normalize`]). Powers of

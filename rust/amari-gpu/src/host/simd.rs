@@ -92,8 +92,18 @@ fn on_avx512<T: Task>(task: T) -> T::Output {
 /// Runs `task` compiled for the widest instruction set this CPU has.
 #[inline]
 pub fn dispatch<T: Task>(task: T) -> T::Output {
+    dispatch_at(Level::detect(), task)
+}
+
+/// Runs `task` compiled for `level`, or for this CPU's level when `level` is wider than it
+/// has (so tests can compare the levels a CPU has, and no level it lacks ever runs).
+#[inline]
+pub fn dispatch_at<T: Task>(level: Level, task: T) -> T::Output {
+    let detected = Level::detect();
+    let narrower = level == Level::Portable || (level, detected) == (Level::Avx2, Level::Avx512);
+    let level = if narrower { level } else { detected };
     #[cfg(target_arch = "x86_64")]
-    match Level::detect() {
+    match level {
         // SAFETY: `on_avx512` only needs the CPU to have AVX-512F, AVX2 and FMA, which
         // `Level::detect` established with `is_x86_feature_detected!` before returning
         // `Avx512`; the task itself is safe code.

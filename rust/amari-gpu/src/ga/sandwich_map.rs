@@ -1,0 +1,296 @@
+//! The sandwich `r x r̃` by one rotor `r` for every row `x`, as the linear map it is on `x`:
+//! `y_k = Σ_i M[k][i] x_i`. `M` is built once per call on the host from `r` ([`matrix`]),
+//! bound whole to every device in place of `r`, and each output blade is one chain of
+//! `fma(M[k][i], x_i, acc)` over the non-zero `M[k][i]` in increasing `i`, from `acc = −0.0`
+//! (so the first step is the product itself), `+0.0` where no entry is non-zero (the WGSL
+//! kernel of `ga::codegen_map` writes the same chain; the host runs it here).
+//!
+//! `M[k][i] = Σ_{a ≤ b} c · r_a r_b`, the pairs `(a, b)` and `(b, a)` of the two-stage sandwich
+//! folded into one integer coefficient `c` first, so terms that cancel for every rotor (the
+//! off-grade parts of a versor) are absent instead of rounding to noise. Each `r_a r_b` is
+//! exact in float64 (two float32 significands), the sum runs in float64 in `(a, b)` order and
+//! is rounded once to float32.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rayon::prelude::*;
+
+use super::algebra::Algebra;
+use super::operation::sandwich_terms;
+use crate::host::arith::madd;
+use crate::host::simd::{dispatch_at, Level, Task};
+
+/// Items computed together, one per SIMD lane (two AVX2 vectors, one AVX-512 vector).
+const LANES: usize = 16;
+/// Items per rayon task.
+const GRAIN: usize = 2048;
+
+/// One entry `M[k][i]` that some rotor makes non-zero: its terms `(a, b, c)`, `a ≤ b`,
+/// `c · r_a r_b`, in `(a, b)` order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Output blade.
+    pub k: usize,
+    /// Input blade.
+    pub i: usize,
+    /// The terms of the entry.
+    pub terms: Vec<(u8, u8, i8)>,
+}
+
+/// The entries of `M` for `algebra` that are not zero for every rotor, in `(k, i)` order
+/// (made once per algebra and process).
+pub fn entries(algebra: &Algebra) -> Arc<Vec<Entry>> {
+    static MADE: OnceLock<Mutex<HashMap<Algebra, Arc<Vec<Entry>>>>> = OnceLock::new();
+    let mut made = MADE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    made.entry(*algebra)
+        .or_insert_with(|| Arc::new(build(algebra)))
+        .clone()
+}
+
+/// `r x r̃` term by term: `t_m += s1 r_a x_i` (first stage), `y_k += s2 t_m r_b` (second stage,
+/// the reverse's sign folded in), so `r_a x_i r_b` enters `y_k` with sign `s1 s2`.
+fn build(algebra: &Algebra) -> Vec<Entry> {
+    let (first, second) = sandwich_terms(algebra);
+    let mut by_middle: Vec<Vec<(usize, usize, i8)>> = vec![Vec::new(); algebra.blades()];
+    for t in &second {
+        by_middle[t.i].push((t.j, t.k, t.sign));
+    }
+    let mut coef: BTreeMap<(usize, usize, u8, u8), i32> = BTreeMap::new();
+    for t in &first {
+        for &(b, k, s2) in &by_middle[t.k] {
+            let (lo, hi) = (t.i.min(b) as u8, t.i.max(b) as u8);
+            *coef.entry((k, t.j, lo, hi)).or_default() += i32::from(t.sign * s2);
+        }
+    }
+    let mut entries: Vec<Entry> = Vec::new();
+    for ((k, i, a, b), c) in coef {
+        if c == 0 {
+            continue;
+        }
+        let c = i8::try_from(c).expect("at most two paths per pair of rotor blades");
+        match entries.last_mut() {
+            Some(e) if (e.k, e.i) == (k, i) => e.terms.push((a, b, c)),
+            _ => entries.push(Entry {
+                k,
+                i,
+                terms: vec![(a, b, c)],
+            }),
+        }
+    }
+    entries
+}
+
+/// `M` of rotor `r` (`algebra.blades()` words), row-major `blades × blades` (`M[k][i]` at
+/// `k · blades + i`); entries no rotor reaches are 0.
+pub fn matrix(algebra: &Algebra, r: &[f32]) -> Vec<f32> {
+    let w = algebra.blades();
+    let mut m = vec![0.0f32; w * w];
+    for e in entries(algebra).iter() {
+        let sum = e.terms.iter().fold(0.0f64, |acc, &(a, b, c)| {
+            acc + f64::from(c) * (f64::from(r[a as usize]) * f64::from(r[b as usize]))
+        });
+        m[e.k * w + e.i] = sum as f32;
+    }
+    m
+}
+
+/// The non-zero entries of `m` (NaN included, −0.0 not) as `(i, M[k][i])` per output blade
+/// `k`, and where each blade's run starts.
+struct Chains {
+    terms: Vec<(usize, f32)>,
+    starts: Vec<usize>,
+}
+
+fn chains(m: &[f32], w: usize) -> Chains {
+    let mut terms = Vec::new();
+    let mut starts = Vec::with_capacity(w + 1);
+    for row in m.chunks_exact(w) {
+        starts.push(terms.len());
+        terms.extend(row.iter().copied().enumerate().filter(|&(_, v)| v != 0.0 || v.is_nan()));
+    }
+    starts.push(terms.len());
+    Chains { terms, starts }
+}
+
+/// `out[n] = M x[n]` for rows of `w` words, on the current rayon pool at SIMD level `level`
+/// (or the CPU's, if lower): each output blade one chain, `fused` as the devices round `fma`.
+pub fn run(m: &[f32], x: &[f32], out: &mut [f32], w: usize, fused: bool, level: Level) {
+    let chains = chains(m, w);
+    out.par_chunks_mut(GRAIN * w)
+        .zip(x.par_chunks(GRAIN * w))
+        .for_each(|(out, x)| {
+            macro_rules! blades {
+                ($($n:literal)*) => {
+                    match (w, fused) {
+                        $(
+                            ($n, true) => dispatch_at(level, Apply::<$n, true> { chains: &chains, x, out }),
+                            ($n, false) => dispatch_at(level, Apply::<$n, false> { chains: &chains, x, out }),
+                        )*
+                        _ => unreachable!("2 to 64 blades"),
+                    }
+                };
+            }
+            blades!(2 4 8 16 32 64)
+        });
+}
+
+struct Apply<'a, const W: usize, const F: bool> {
+    chains: &'a Chains,
+    x: &'a [f32],
+    out: &'a mut [f32],
+}
+
+impl<const W: usize, const F: bool> Task for Apply<'_, W, F> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let Apply { chains, x, out } = self;
+        let mut sx = [[0.0f32; LANES]; W];
+        let mut sr = [[0.0f32; LANES]; W];
+        for (x, out) in x.chunks(LANES * W).zip(out.chunks_mut(LANES * W)) {
+            // Blade-major lanes: every fma below runs on LANES items at once. The lanes of a
+            // short last block past its items keep the previous block's words and are not
+            // stored.
+            for (l, item) in x.chunks_exact(W).enumerate() {
+                for k in 0..W {
+                    sx[k][l] = item[k];
+                }
+            }
+            for (k, res) in sr.iter_mut().enumerate() {
+                let terms = &chains.terms[chains.starts[k]..chains.starts[k + 1]];
+                // From −0.0, the first fma is the product itself (x + −0.0 = x for every x).
+                let mut acc = [if terms.is_empty() { 0.0 } else { -0.0f32 }; LANES];
+                for &(i, m) in terms {
+                    let xi = &sx[i % W];
+                    (0..LANES).for_each(|l| acc[l] = madd::<F>(m, xi[l], acc[l]));
+                }
+                *res = acc;
+            }
+            for (l, item) in out.chunks_exact_mut(W).enumerate() {
+                for (k, v) in item.iter_mut().enumerate() {
+                    *v = sr[k][l];
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ga::host_apply::apply_host;
+    use crate::ga::operation::Operation;
+    use crate::kernel::FmaMode;
+
+    fn rotor(algebra: &Algebra) -> Vec<f32> {
+        let w = algebra.blades();
+        (0..w)
+            .map(|i| {
+                if super::super::algebra::grade(i) % 2 == 0 {
+                    ((i as f32 + 1.0) * 0.7).sin()
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    }
+
+    /// `M x` in float64 against the two-stage sandwich in float64: the same map.
+    #[test]
+    fn the_matrix_is_the_sandwich() {
+        for (p, q, r) in [(3, 0, 0), (3, 0, 1), (1, 3, 0), (4, 1, 0)] {
+            let alg = Algebra::new(p, q, r).unwrap();
+            let w = alg.blades();
+            let rot: Vec<f32> = (0..w).map(|i| ((i as f32 + 1.0) * 0.37).cos()).collect();
+            let (first, second) = sandwich_terms(&alg);
+            let entries = entries(&alg);
+            for i in 0..w {
+                // Two-stage on the basis blade e_i, in float64.
+                let mut t = vec![0.0f64; w];
+                for s in first.iter().filter(|s| s.j == i) {
+                    t[s.k] += f64::from(s.sign) * f64::from(rot[s.i]);
+                }
+                let mut y = vec![0.0f64; w];
+                for s in &second {
+                    y[s.k] += f64::from(s.sign) * t[s.i] * f64::from(rot[s.j]);
+                }
+                for (k, want) in y.iter().enumerate() {
+                    let got = entries.iter().find(|e| (e.k, e.i) == (k, i)).map_or(0.0, |e| {
+                        e.terms.iter().fold(0.0, |acc, &(a, b, c)| {
+                            acc + f64::from(c) * f64::from(rot[a as usize]) * f64::from(rot[b as usize])
+                        })
+                    });
+                    assert!((got - want).abs() <= 1e-12, "{} M[{k}][{i}]", alg.label());
+                }
+            }
+        }
+    }
+
+    /// A versor keeps grades: the off-grade entries of an even rotor's map are exactly 0.
+    #[test]
+    fn an_even_rotor_keeps_grades_exactly() {
+        let alg = Algebra::CL3;
+        let m = matrix(&alg, &rotor(&alg));
+        for k in 0..8 {
+            for i in 0..8 {
+                if super::super::algebra::grade(k) != super::super::algebra::grade(i) {
+                    assert_eq!(m[k * 8 + i].to_bits(), 0, "M[{k}][{i}]");
+                }
+            }
+        }
+    }
+
+    /// Every SIMD level gives the scalar chains' bits, tails and NaN included.
+    #[test]
+    fn every_level_gives_the_chains_bits() {
+        let alg = Algebra::new(3, 0, 1).unwrap();
+        let w = alg.blades();
+        let mut rot = rotor(&alg);
+        rot[15] = 0.25;
+        let m = matrix(&alg, &rot);
+        let n = 2 * GRAIN + 37;
+        let mut x: Vec<f32> = (0..n * w).map(|v| (v as f32 * 0.913).sin() * 3.0).collect();
+        x[5 * w + 3] = f32::NAN;
+        x[7 * w + 5] = f32::INFINITY;
+        for fused in [false, true] {
+            let mut want = vec![0.0f32; n * w];
+            for (row, res) in x.chunks_exact(w).zip(want.chunks_exact_mut(w)) {
+                for k in 0..w {
+                    let (mut acc, mut any) = (-0.0f32, false);
+                    for i in 0..w {
+                        let v = m[k * w + i];
+                        if v != 0.0 || v.is_nan() {
+                            acc = if fused { v.mul_add(row[i], acc) } else { v * row[i] + acc };
+                            any = true;
+                        }
+                    }
+                    res[k] = if any { acc } else { 0.0 };
+                }
+            }
+            for level in [Level::Portable, Level::Avx2, Level::Avx512] {
+                let mut got = vec![1.0f32; n * w];
+                run(&m, &x, &mut got, w, fused, level);
+                let same = got.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits());
+                assert!(same, "{level:?} fused={fused}");
+            }
+        }
+    }
+
+    /// The host kernel of a broadcast sandwich is this map.
+    #[test]
+    fn the_broadcast_sandwich_kernel_runs_the_map() {
+        let alg = Algebra::new(3, 0, 1).unwrap();
+        let rot = rotor(&alg);
+        let x: Vec<f32> = (0..33 * 16).map(|v| (v as f32 * 0.31).cos()).collect();
+        let mut got = vec![0.0f32; x.len()];
+        let mut want = vec![0.0f32; x.len()];
+        apply_host(&alg, Operation::Sandwich, &[&rot, &x], &mut got, FmaMode::Fused).unwrap();
+        run(&matrix(&alg, &rot), &x, &mut want, 16, true, Level::detect());
+        assert!(got.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits()));
+    }
+}
