@@ -112,14 +112,17 @@ impl HostImpl for GaKernel {
                 &b[1][a],
                 output,
                 self.fma == FmaMode::Fused,
-                streams(b[0].len()),
+                streams(b[0].len().saturating_mul(12)),
             );
             return;
         }
         let program = &*self.program;
         if let Program::SandwichMap = program {
             let (map, x) = (inputs[0], &inputs[1][range.start * w..range.end * w]);
-            sandwich_map::run(map, x, output, w, self.fma == FmaMode::Fused, Level::detect());
+            // Streamed past the caches when the call's rows and result outgrow them.
+            let stream = streams(inputs[1].len().saturating_mul(8));
+            let fused = self.fma == FmaMode::Fused;
+            sandwich_map::run(map, x, output, (w, fused), Level::detect(), stream);
             return;
         }
         let a = operand(0);

@@ -80,7 +80,7 @@ impl HostImpl for Cl3Product {
         assert_eq!(output.len(), range.len() * W, "output of the chunk's items");
         let a = &inputs[0][range.start * W..range.end * W];
         let b = &inputs[1][range.start * W..range.end * W];
-        run_chains(a, b, output, false, streams(inputs[0].len()));
+        run_chains(a, b, output, false, streams(inputs[0].len().saturating_mul(12)));
     }
 
     /// The static shader has no `fma`: unchanged.
@@ -89,12 +89,12 @@ impl HostImpl for Cl3Product {
     }
 }
 
-/// Whether a call whose operands hold `words` words each streams its output past the caches:
-/// when its two operands and its output together outgrow the last-level cache, the output
-/// would not be read from there anyway, and a non-temporal store saves the read of every
-/// output line before it is written (a third of the traffic).
-pub fn streams(words: usize) -> bool {
-    words.saturating_mul(3 * 4) > crate::host::cpu::last_level_cache_bytes()
+/// Whether a call that moves `bytes` (its operands and its output) streams its output past
+/// the caches: when they outgrow the last-level cache, the output would not be read from
+/// there anyway, and a non-temporal store saves the read of every output line before it is
+/// written (a third of a product's traffic).
+pub fn streams(bytes: usize) -> bool {
+    bytes > crate::host::cpu::last_level_cache_bytes()
 }
 
 /// `out[n] = a[n] b[n]` for rows of 8 words on the current rayon pool, each output blade one

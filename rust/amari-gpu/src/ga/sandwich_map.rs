@@ -117,9 +117,34 @@ fn chains(m: &[f32], w: usize) -> Chains {
 }
 
 /// `out[n] = M x[n]` for rows of `w` words, on the current rayon pool at SIMD level `level`
-/// (or the CPU's, if lower): each output blade one chain, `fused` as the devices round `fma`.
-pub fn run(m: &[f32], x: &[f32], out: &mut [f32], w: usize, fused: bool, level: Level) {
+/// (or the CPU's, if lower): each output blade one chain, `fused` as the devices round `fma`;
+/// `stream`: rows of 16 words on AVX-512 are written with non-temporal stores where `out` is
+/// 64-byte aligned (same words; for outputs that would not stay in the caches anyway).
+pub fn run(
+    m: &[f32],
+    x: &[f32],
+    out: &mut [f32],
+    (w, fused): (usize, bool),
+    level: Level,
+    stream: bool,
+) {
     let chains = chains(m, w);
+    #[cfg(target_arch = "x86_64")]
+    if w == 16 && level == Level::Avx512 && Level::detect() == Level::Avx512 {
+        let columns = avx512::Columns::new(m);
+        out.par_chunks_mut(GRAIN * w)
+            .zip(x.par_chunks(GRAIN * w))
+            .for_each(|(out, x)| {
+                // SAFETY: `Level::detect` returned `Avx512` only after
+                // `is_x86_feature_detected!` found AVX-512F on this CPU, all `rows` needs; its
+                // memory accesses are in bounds (see `avx512::rows`).
+                #[allow(unsafe_code)]
+                unsafe {
+                    avx512::rows(&columns, x, out, fused, stream)
+                }
+            });
+        return;
+    }
     out.par_chunks_mut(GRAIN * w)
         .zip(x.par_chunks(GRAIN * w))
         .for_each(|(out, x)| {
@@ -176,6 +201,81 @@ impl<const W: usize, const F: bool> Task for Apply<'_, W, F> {
                     *v = sr[k][l];
                 }
             }
+        }
+    }
+}
+
+/// Rows of 16 words on AVX-512, one row per vector: output blade k is lane k, and step i of
+/// every chain is one masked multiply-add of the broadcast `x_i` with column i of `M`, kept
+/// in the lanes whose `M[k][i]` is non-zero. Each lane runs its own chain, step for step (no
+/// transposes: a row is loaded and stored whole).
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// The columns of `M` with a non-zero entry: `(i, column i, lanes where it is non-zero)`,
+    /// and the chains' start (−0.0, or +0.0 in lanes with no step).
+    pub(super) struct Columns {
+        columns: Vec<(usize, [f32; 16], u16)>,
+        start: [f32; 16],
+    }
+
+    impl Columns {
+        pub(super) fn new(m: &[f32]) -> Columns {
+            let live = |v: f32| v != 0.0 || v.is_nan();
+            let mut any = 0u16;
+            let columns = (0..16)
+                .filter_map(|i| {
+                    let column: [f32; 16] = std::array::from_fn(|k| m[k * 16 + i]);
+                    let mask = (0..16).fold(0u16, |b, k| b | (u16::from(live(column[k])) << k));
+                    any |= mask;
+                    (mask != 0).then_some((i, column, mask))
+                })
+                .collect();
+            let start = std::array::from_fn(|k| if any >> k & 1 == 1 { -0.0 } else { 0.0 });
+            Columns { columns, start }
+        }
+    }
+
+    /// Every row of `x` (16 words each) into `out`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn rows(c: &Columns, x: &[f32], out: &mut [f32], fused: bool, stream: bool) {
+        let stream = stream && out.as_ptr().align_offset(64) == 0;
+        let load = |v: &[f32; 16]| {
+            // SAFETY: `v` holds 16 floats, the unaligned load's width.
+            #[allow(unsafe_code)]
+            unsafe {
+                _mm512_loadu_ps(v.as_ptr())
+            }
+        };
+        let start = load(&c.start);
+        let columns: Vec<(usize, __m512, __mmask16)> =
+            c.columns.iter().map(|(i, m, k)| (*i, load(m), *k)).collect();
+        for (row, res) in x.chunks_exact(16).zip(out.chunks_exact_mut(16)) {
+            let mut acc = start;
+            for &(i, m, k) in &columns {
+                let xi = _mm512_set1_ps(row[i & 15]);
+                acc = if fused {
+                    _mm512_mask3_fmadd_ps(m, xi, acc, k)
+                } else {
+                    _mm512_mask_add_ps(acc, k, acc, _mm512_mul_ps(m, xi))
+                };
+            }
+            // SAFETY: `res` holds 16 floats (`chunks_exact_mut(16)`), the store's width; the
+            // streaming store needs 64-byte alignment, which `out` has (checked above) and
+            // every row keeps (rows are 64 bytes).
+            #[allow(unsafe_code)]
+            unsafe {
+                if stream {
+                    _mm512_stream_ps(res.as_mut_ptr(), acc);
+                } else {
+                    _mm512_storeu_ps(res.as_mut_ptr(), acc);
+                }
+            }
+        }
+        if stream {
+            // Non-temporal stores are weakly ordered: fence them before anyone reads `out`.
+            _mm_sfence();
         }
     }
 }
@@ -274,7 +374,15 @@ mod tests {
             }
             for level in [Level::Portable, Level::Avx2, Level::Avx512] {
                 let mut got = vec![1.0f32; n * w];
-                run(&m, &x, &mut got, w, fused, level);
+                run(&m, &x, &mut got, (w, fused), level, false);
+                let mut streamed = vec![1.0f32; n * w + 16];
+                // At a 64-byte boundary or not (a 4-byte offset), streamed or not: same words.
+                let aligned = streamed.as_ptr().align_offset(64);
+                for offset in [aligned, aligned + 1] {
+                    let dst = &mut streamed[offset..offset + n * w];
+                    run(&m, &x, dst, (w, fused), level, true);
+                    assert!(dst.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits()));
+                }
                 let same = got.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits());
                 assert!(same, "{level:?} fused={fused}");
             }
@@ -290,7 +398,7 @@ mod tests {
         let mut got = vec![0.0f32; x.len()];
         let mut want = vec![0.0f32; x.len()];
         apply_host(&alg, Operation::Sandwich, &[&rot, &x], &mut got, FmaMode::Fused).unwrap();
-        run(&matrix(&alg, &rot), &x, &mut want, 16, true, Level::detect());
+        run(&matrix(&alg, &rot), &x, &mut want, (16, true), Level::detect(), false);
         assert!(got.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits()));
     }
 }

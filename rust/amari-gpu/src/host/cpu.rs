@@ -40,10 +40,18 @@ pub fn last_level_cache_bytes() -> usize {
                     None => (text, 1),
                 },
             };
-            digits.parse::<usize>().ok().map(|d| d.saturating_mul(scale))
+            digits
+                .parse::<usize>()
+                .ok()
+                .map(|d| d.saturating_mul(scale))
         };
         (0..16)
-            .filter_map(|i| Some((read(i, "level")?.trim().parse::<u32>().ok()?, size(read(i, "size")?)?)))
+            .filter_map(|i| {
+                Some((
+                    read(i, "level")?.trim().parse::<u32>().ok()?,
+                    size(read(i, "size")?)?,
+                ))
+            })
             .max()
             .map_or(32 << 20, |(_, bytes)| bytes)
     })
