@@ -1,11 +1,11 @@
 """The sandwich by one rotor is the linear map M of the rotor, built once per call on the host.
 
 Each output blade is the chain ``acc = -0.0; acc = fma(M[k][i], x_i, acc)`` over the non-zero
-``M[k][i]`` in increasing ``i``, +0.0 where there is none (docs/api.md). M is read back from the kernel itself (the map of
-a basis blade e_i is column i, exactly), the chain is replayed in numpy with lavapipe's two
-roundings per ``fma`` and must give lavapipe's bits; the host device beside lavapipe and alone
-on lavapipe's rounding must give the same bits for every size (tails, a lone row), NaN and
-inf rows, and a resident rotor; the error stays within the documented bound of the float64
+``M[k][i]`` in increasing ``i``, +0.0 where there is none (docs/api.md). M is read back from
+the kernel itself (the map of a basis blade e_i is column i, exactly); the chain replayed in
+numpy with lavapipe's two roundings per ``fma`` must give lavapipe's bits; the host device
+beside lavapipe must give the same bits for every size (tails, a lone row), strategy, NaN and
+inf rows and a resident rotor; the error stays within the documented bound of the float64
 sandwich.
 """
 
@@ -126,7 +126,9 @@ def test_a_lone_row_and_a_resident_rotor_give_the_batch_bits(beside: MultiGpuCon
     batch = beside.sandwich(r, x, alg)
     for row in (0, 7, 299):
         assert np.array_equal(_bits(beside.sandwich(r, x[row], alg)), _bits(batch[row]))
-        assert np.array_equal(_bits(beside.sandwich(r[None], x[row : row + 1], alg)), _bits(batch[row : row + 1]))
+        assert np.array_equal(
+            _bits(beside.sandwich(r[None], x[row : row + 1], alg)), _bits(batch[row : row + 1])
+        )
     resident = beside.asarray(r)
     assert np.array_equal(_bits(beside.sandwich(resident, x, alg)), _bits(batch))
 

@@ -10,7 +10,7 @@
 use std::fmt::Write;
 
 use super::algebra::Algebra;
-use super::codegen::{component, entry, store};
+use super::wgsl::{component, entry, store};
 use super::sandwich_map::entries;
 
 /// The WGSL source of the sandwich map in `algebra`.

@@ -214,7 +214,7 @@ mod avx2 {
     pub(super) fn blocks<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32], stream: bool) {
         debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(64));
         let align = out.as_ptr() as usize % 32;
-        let stream = stream && align % 16 == 0;
+        let stream = stream && align.is_multiple_of(16);
         let mut at = 0;
         while at + 64 <= out.len() {
             let (x, y) = (transpose(rows(a, at)), transpose(rows(b, at)));

@@ -17,6 +17,7 @@ pub mod kernels;
 pub mod operation;
 mod run;
 pub mod sandwich_map;
+mod wgsl;
 
 pub use algebra::Algebra;
 pub use cl3::{geometric_cl3_kernel, geometric_product_cl3_reference, CL3_BLADES};

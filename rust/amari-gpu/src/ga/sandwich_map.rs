@@ -283,6 +283,7 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ga::algebra::grade;
     use crate::ga::host_apply::apply_host;
     use crate::ga::operation::Operation;
     use crate::kernel::FmaMode;
@@ -291,7 +292,7 @@ mod tests {
         let w = algebra.blades();
         (0..w)
             .map(|i| {
-                if super::super::algebra::grade(i) % 2 == 0 {
+                if grade(i).is_multiple_of(2) {
                     ((i as f32 + 1.0) * 0.7).sin()
                 } else {
                     0.0
@@ -338,7 +339,7 @@ mod tests {
         let m = matrix(&alg, &rotor(&alg));
         for k in 0..8 {
             for i in 0..8 {
-                if super::super::algebra::grade(k) != super::super::algebra::grade(i) {
+                if grade(k) != grade(i) {
                     assert_eq!(m[k * 8 + i].to_bits(), 0, "M[{k}][{i}]");
                 }
             }
