@@ -157,3 +157,23 @@ def test_error_is_within_the_documented_bound(host_only, lavapipe, sig) -> None:
     for ctx in (host_only, lavapipe):
         got = ctx.sandwich(r, x, alg).astype(np.float64).T
         assert np.all(np.abs(got - m64 @ x64) <= bound), sig
+
+
+def test_large_new_results_in_reused_memory_are_written_whole(host_only) -> None:
+    """A new result of 1 MiB or more takes memory an earlier result released (docs/api.md):
+    every word is the call's, whatever the memory held, and live results never share it."""
+    alg = Algebra(3, 0, 1)
+    r = _rotor((3, 0, 1), 11)
+    x = _points(16, 1 << 15, 12)
+    want = np.empty_like(x)
+    host_only.sandwich(r, x, alg, out=want)
+    for _ in range(3):
+        junk = host_only.sandwich(r, x, alg)
+        junk[...] = np.nan
+        del junk
+        got = host_only.sandwich(r, x, alg)
+        assert got.flags.writeable and got.flags.c_contiguous
+        assert np.array_equal(_bits(got), _bits(want))
+        other = host_only.sandwich(r, x, alg)
+        assert not np.shares_memory(got, other)
+        assert np.array_equal(_bits(other), _bits(want))
