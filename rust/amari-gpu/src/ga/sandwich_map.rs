@@ -237,6 +237,40 @@ mod avx512 {
         }
     }
 
+    /// Rows computed together.
+    const ROWS: usize = 4;
+
+    /// One step of the 16 chains: `acc + M[k][i] x_i` in the lanes of `k`, fused or rounded
+    /// twice.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn step(acc: __m512, m: __m512, xi: f32, k: __mmask16, fused: bool) -> __m512 {
+        let xi = _mm512_set1_ps(xi);
+        if fused {
+            _mm512_mask3_fmadd_ps(m, xi, acc, k)
+        } else {
+            _mm512_mask_add_ps(acc, k, acc, _mm512_mul_ps(m, xi))
+        }
+    }
+
+    /// `acc` into `res` (16 floats; 64-byte aligned when `stream`).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn put(res: &mut [f32], acc: __m512, stream: bool) {
+        let res = &mut res[..16];
+        // SAFETY: `res` holds 16 floats (bounds-checked above), the store's width; the
+        // streaming store needs 64-byte alignment, which `rows` checked `out` has and every
+        // row keeps (rows are 64 bytes).
+        #[allow(unsafe_code)]
+        unsafe {
+            if stream {
+                _mm512_stream_ps(res.as_mut_ptr(), acc);
+            } else {
+                _mm512_storeu_ps(res.as_mut_ptr(), acc);
+            }
+        }
+    }
+
     /// Every row of `x` (16 words each) into `out`.
     #[target_feature(enable = "avx512f")]
     pub(super) fn rows(c: &Columns, x: &[f32], out: &mut [f32], fused: bool, stream: bool) {
@@ -251,27 +285,27 @@ mod avx512 {
         let start = load(&c.start);
         let columns: Vec<(usize, __m512, __mmask16)> =
             c.columns.iter().map(|(i, m, k)| (*i, load(m), *k)).collect();
-        for (row, res) in x.chunks_exact(16).zip(out.chunks_exact_mut(16)) {
-            let mut acc = start;
+        // Four rows at a time: four independent chains hide the multiply-add's latency.
+        let whole = x.len() / (ROWS * 16) * (ROWS * 16);
+        let (x4, x1) = x.split_at(whole);
+        let (out4, out1) = out.split_at_mut(whole);
+        for (rows, res) in x4.chunks_exact(ROWS * 16).zip(out4.chunks_exact_mut(ROWS * 16)) {
+            let mut acc = [start; ROWS];
             for &(i, m, k) in &columns {
-                let xi = _mm512_set1_ps(row[i & 15]);
-                acc = if fused {
-                    _mm512_mask3_fmadd_ps(m, xi, acc, k)
-                } else {
-                    _mm512_mask_add_ps(acc, k, acc, _mm512_mul_ps(m, xi))
-                };
-            }
-            // SAFETY: `res` holds 16 floats (`chunks_exact_mut(16)`), the store's width; the
-            // streaming store needs 64-byte alignment, which `out` has (checked above) and
-            // every row keeps (rows are 64 bytes).
-            #[allow(unsafe_code)]
-            unsafe {
-                if stream {
-                    _mm512_stream_ps(res.as_mut_ptr(), acc);
-                } else {
-                    _mm512_storeu_ps(res.as_mut_ptr(), acc);
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    *acc = step(*acc, m, rows[r * 16 + (i & 15)], k, fused);
                 }
             }
+            for (r, acc) in acc.into_iter().enumerate() {
+                put(&mut res[r * 16..r * 16 + 16], acc, stream);
+            }
+        }
+        for (row, res) in x1.chunks_exact(16).zip(out1.chunks_exact_mut(16)) {
+            let mut acc = start;
+            for &(i, m, k) in &columns {
+                acc = step(acc, m, row[i & 15], k, fused);
+            }
+            put(res, acc, stream);
         }
         if stream {
             // Non-temporal stores are weakly ordered: fence them before anyone reads `out`.
