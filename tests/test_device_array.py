@@ -167,8 +167,9 @@ def test_a_resident_chain_moves_no_rows_between_upload_and_gather(ctx3: ag.Multi
     assert len(ops) == 5
     between = [e for e in prof.events if e["call"] in ops]
     assert {e["call"] for e in between if e["kind"] == "kernel"} == ops
-    # The one rotor of the sandwich is the only thing uploaded in between: 32 bytes per device.
-    assert all(e["bytes"] == 32 for e in between if e["kind"] == "upload")
+    # The one rotor's map of the sandwich (8 x 8 floats) is the only thing uploaded in
+    # between: 256 bytes per device.
+    assert all(e["bytes"] == 8 * 8 * 4 for e in between if e["kind"] == "upload")
     assert not [e for e in between if e["kind"] == "readback"]
     assert {e["kind"] for e in prof.events if e["call"] == len(labels) - 1} == {"readback"}
     assert np.array_equal(out, _chain(ctx3, a, b, _rotor()))

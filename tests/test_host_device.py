@@ -119,7 +119,7 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
     from amari_gpu.tools import bench_host
     from amari_gpu.tools.cli import main
 
-    tiny = bench_host.Sizes(4096, 48, 40, 512, 16, 32)
+    tiny = bench_host.Sizes(4096, 1000, 48, 40, 512, 16, 32)
     monkeypatch.setattr(bench_host, "QUICK", tiny)
     assert main(["bench", "--family", "host", "--quick", "--rounds", "1", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -128,6 +128,7 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
     assert [w.split()[0] for w in works] == [
         "Cl(3,0)",
         "Cl(3,0)",
+        "PGA",
         "max-plus",
         "shortest",
         "Fisher",

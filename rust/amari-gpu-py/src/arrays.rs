@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 
 use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
+use crate::pool::pooled;
 
 /// A contiguous view of an array, or a ValueError naming the argument.
 pub fn contiguous<'a, T: Element, D: Dimension>(
@@ -57,13 +58,17 @@ pub fn zeros<'py, T: Element, D: Dimension>(
 }
 
 /// The array a kernel writes its result into: the caller's `out` (checked again here, for
-/// callers of `_native` that bypass the package's checks) or a new zeroed one.
+/// callers of `_native` that bypass the package's checks) or a new one, which the call
+/// writes whole: a large float one in reused memory (`pool`), else a zeroed one.
 pub fn output<'py, T: Element, D: Dimension>(
     py: Python<'py>,
     dim: D,
     out: Option<Bound<'py, PyArray<T, D>>>,
 ) -> PyResult<Bound<'py, PyArray<T, D>>> {
     let Some(array) = out else {
+        if let Some(array) = pooled::<T, D>(py, &dim)? {
+            return Ok(array);
+        }
         return zeros::<T, D>(py, "output", dim);
     };
     if array.shape() != dim.slice() {
@@ -118,7 +123,7 @@ fn partly_written(py: Python<'_>, error: PyErr) -> PyErr {
     noted
 }
 
-/// Runs `work` without the GIL on the output — the caller's `out`, or a new zeroed array of
+/// Runs `work` without the GIL on the output — the caller's `out`, or a new array of
 /// shape `dim` — and returns that array with what `work` returned (usually the plan); on
 /// the calling thread when `sized` says the call is short (see [`run_sized`]).
 pub fn run_into<'py, T, D, R, F>(

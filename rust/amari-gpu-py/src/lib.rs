@@ -9,6 +9,7 @@ mod errors;
 mod fields;
 mod logs;
 mod plans;
+mod pool;
 mod profile;
 
 use amari_gpu::adapter::{BACKEND_NAMES, DEVICE_TYPE_NAMES};

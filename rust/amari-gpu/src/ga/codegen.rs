@@ -10,6 +10,8 @@
 use std::fmt::Write;
 
 use super::algebra::Algebra;
+use super::codegen_map::generate_map;
+use super::wgsl::{component, entry, store};
 use super::operation::{linear_terms, norm_signs, product_terms, sandwich_terms, Operation, Term};
 
 /// Which operand of a product is one multivector bound whole for every item.
@@ -34,18 +36,8 @@ impl Broadcast {
     }
 }
 
-const LANES: [char; 4] = ['x', 'y', 'z', 'w'];
 /// Terms per source line of a long sum, for a readable generated file.
 const TERMS_PER_LINE: usize = 8;
-
-/// The WGSL name of component `k` of the row loaded into `prefix`.
-fn component(prefix: &str, k: usize, vectorized: bool) -> String {
-    if vectorized {
-        format!("{prefix}{}.{}", k / 4, LANES[k % 4])
-    } else {
-        format!("{prefix}{k}")
-    }
-}
 
 /// `±f0 ± f1 ...` over signed factor pairs, or `0.0` when there is none.
 fn signed_sum(terms: impl Iterator<Item = (i8, String)>) -> String {
@@ -100,7 +92,11 @@ fn operand(spec: &str, k: usize) -> String {
 }
 
 /// The WGSL source of `op` in `algebra` with the given broadcast.
+/// A sandwich by one rotor (`Broadcast::Left`) is the linear map of `ga::codegen_map`.
 pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> String {
+    if (op, broadcast) == (Operation::Sandwich, Broadcast::Left) {
+        return generate_map(algebra);
+    }
     let blades = algebra.blades();
     let out_words = op.output_words(algebra);
     let vin = blades.is_multiple_of(4);
@@ -120,30 +116,9 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Strin
     if op == Operation::Normalize {
         src.push_str(NORMALIZE_HELPERS);
     }
-    src.push_str(
-        "struct Params {\n    n: u32,\n    row_threads: u32,\n    _pad0: u32,\n    _pad1: u32,\n}\n\n\
-         @group(0) @binding(0) var<uniform> params: Params;\n",
-    );
     let row = if vin { "vec4<f32>" } else { "f32" };
-    for (slot, _) in operands.iter().enumerate() {
-        writeln!(
-            src,
-            "@group(0) @binding({}) var<storage, read> in{slot}: array<{row}>;",
-            slot + 1
-        )
-        .expect("string write");
-    }
-    writeln!(
-        src,
-        "@group(0) @binding({}) var<storage, read_write> out: array<{}>;\n\n\
-         @compute @workgroup_size(64)\n\
-         fn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n    \
-         let i = gid.y * params.row_threads + gid.x;\n    \
-         if (i >= params.n) {{\n        return;\n    }}",
-        operands.len() + 1,
-        if vout { "vec4<f32>" } else { "f32" }
-    )
-    .expect("string write");
+    let inputs = vec![row; operands.len()];
+    entry(&mut src, &inputs, if vout { "vec4<f32>" } else { "f32" });
     let per_row = if vin { blades / 4 } else { blades };
     for (slot, prefix) in ["a", "b"].iter().take(operands.len()).enumerate() {
         let whole = matches!(
@@ -183,21 +158,7 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Strin
             }
         }
     }
-    let out_row = if vout { out_words / 4 } else { out_words };
-    for m in 0..out_row {
-        let value = if vout {
-            format!(
-                "vec4<f32>(r{}, r{}, r{}, r{})",
-                4 * m,
-                4 * m + 1,
-                4 * m + 2,
-                4 * m + 3
-            )
-        } else {
-            format!("r{m}")
-        };
-        writeln!(src, "    out[{out_row}u * i + {m}u] = {value};").expect("string write");
-    }
+    store(&mut src, out_words);
     src.push_str("}\n");
     src
 }

@@ -12,12 +12,13 @@ use std::sync::Arc;
 
 use super::algebra::Algebra;
 use super::codegen::Broadcast;
-use super::host_cl3::{is_cl3_chain, run_chains};
+use super::host_cl3::{is_cl3_chain, run_chains, streams};
 use super::host_normalize::normalize_row;
 use super::host_program::{Program, Source, Stage, Step};
 use super::operation::Operation;
 use crate::host::arith::madd;
-use crate::host::simd::{dispatch, Task};
+use super::sandwich_map;
+use crate::host::simd::{dispatch, Level, Task};
 
 /// Items computed together, one per SIMD lane (two AVX2 vectors, one AVX-512 vector).
 pub const LANES: usize = 16;
@@ -57,7 +58,11 @@ impl GaKernel {
     /// The host kernel of `op` in `algebra` (the operation must have passed
     /// [`Operation::check`]).
     pub fn new(algebra: Algebra, op: Operation, broadcast: Broadcast, fma: FmaMode) -> GaKernel {
-        let program = Program::new(&algebra, op);
+        let program = if (op, broadcast) == (Operation::Sandwich, Broadcast::Left) {
+            Program::SandwichMap
+        } else {
+            Program::new(&algebra, op)
+        };
         let cl3_chains = broadcast == Broadcast::None
             && matches!(&program, Program::Products(stages)
                 if stages.len() == 1 && algebra.blades() == 8 && is_cl3_chain(&stages[0].steps));
@@ -107,12 +112,21 @@ impl HostImpl for GaKernel {
                 &b[1][a],
                 output,
                 self.fma == FmaMode::Fused,
+                streams(b[0].len().saturating_mul(12)),
             );
+            return;
+        }
+        let program = &*self.program;
+        if let Program::SandwichMap = program {
+            let (map, x) = (inputs[0], &inputs[1][range.start * w..range.end * w]);
+            // Streamed past the caches when the call's rows and result outgrow them.
+            let stream = streams(inputs[1].len().saturating_mul(8));
+            let fused = self.fma == FmaMode::Fused;
+            sandwich_map::run(map, x, output, (w, fused), Level::detect(), stream);
             return;
         }
         let a = operand(0);
         let b = (self.op.operands().len() > 1).then(|| operand(1));
-        let program = &*self.program;
         let fused = self.fma == FmaMode::Fused;
         output
             .par_chunks_mut(GRAIN * ow)
@@ -124,6 +138,7 @@ impl HostImpl for GaKernel {
                 match program {
                     Program::Products(stages) => run_products(stages, w, a, b, out, fused),
                     Program::Linear(map) => linear(map, a, w, out),
+                    Program::SandwichMap => unreachable!("run above"),
                     Program::Normalize(signs) => {
                         let Rows::Batch(x) = a else {
                             unreachable!("unary operands are batches")

@@ -3,6 +3,9 @@
 //! benchmarks that compare the host with the devices).
 
 use super::algebra::Algebra;
+use super::codegen::Broadcast;
+use super::run::bound_whole;
+use super::sandwich_map::matrix;
 use super::host::GaKernel;
 use super::operation::Operation;
 use crate::kernel::FmaMode;
@@ -18,7 +21,15 @@ pub fn apply_host(
     fma: FmaMode,
 ) -> crate::error::Result<()> {
     let (items, broadcast) = crate::ga::shape(algebra, op, operands)?;
+    let broadcast = bound_whole(op, items, broadcast);
     let kernel = GaKernel::new(*algebra, op, broadcast, fma);
+    // A sandwich by one rotor binds the rotor's map in its place, as `ga::check` does.
+    let map;
+    let mut operands = operands.to_vec();
+    if (op, broadcast) == (Operation::Sandwich, Broadcast::Left) {
+        map = matrix(algebra, &operands[0][..algebra.blades()]);
+        operands[0] = &map;
+    }
     if out.len() != items * kernel.output_words() {
         return Err(crate::error::Error::Shape {
             argument: "out".into(),
@@ -26,6 +37,6 @@ pub fn apply_host(
             actual: format!("{} floats", out.len()),
         });
     }
-    kernel.run(operands, 0..items, out);
+    kernel.run(&operands, 0..items, out);
     Ok(())
 }

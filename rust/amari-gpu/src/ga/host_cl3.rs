@@ -80,7 +80,7 @@ impl HostImpl for Cl3Product {
         assert_eq!(output.len(), range.len() * W, "output of the chunk's items");
         let a = &inputs[0][range.start * W..range.end * W];
         let b = &inputs[1][range.start * W..range.end * W];
-        run_chains(a, b, output, false);
+        run_chains(a, b, output, false, streams(inputs[0].len().saturating_mul(12)));
     }
 
     /// The static shader has no `fma`: unchanged.
@@ -89,10 +89,19 @@ impl HostImpl for Cl3Product {
     }
 }
 
+/// Whether a call that moves `bytes` (its operands and its output) streams its output past
+/// the caches: when they outgrow the last-level cache, the output would not be read from
+/// there anyway, and a non-temporal store saves the read of every output line before it is
+/// written (a third of a product's traffic).
+pub fn streams(bytes: usize) -> bool {
+    bytes > crate::host::cpu::last_level_cache_bytes()
+}
+
 /// `out[n] = a[n] b[n]` for rows of 8 words on the current rayon pool, each output blade one
 /// chain in Cayley order: products and sums rounded apart, or (`fused`) the chain's further
-/// terms as fused multiply-adds.
-pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], fused: bool) {
+/// terms as fused multiply-adds; `stream` writes whole blocks with non-temporal stores (same
+/// words, see [`streams`]).
+pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], fused: bool, stream: bool) {
     out.par_chunks_mut(GRAIN * W)
         .zip(a.par_chunks(GRAIN * W))
         .zip(b.par_chunks(GRAIN * W))
@@ -107,9 +116,9 @@ pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], fused: bool) {
                 #[allow(unsafe_code)]
                 unsafe {
                     if fused {
-                        avx2::blocks::<true>(&a[..whole], &b[..whole], &mut out[..whole]);
+                        avx2::blocks::<true>(&a[..whole], &b[..whole], &mut out[..whole], stream);
                     } else {
-                        avx2::blocks::<false>(&a[..whole], &b[..whole], &mut out[..whole]);
+                        avx2::blocks::<false>(&a[..whole], &b[..whole], &mut out[..whole], stream);
                     }
                 }
                 whole
@@ -199,10 +208,13 @@ mod avx2 {
     }
 
     /// Every whole block of 8 items of `a` and `b` into `out` (all three hold the same
-    /// number of words, a multiple of 64).
+    /// number of words, a multiple of 64); `stream`: with non-temporal stores where `out` is
+    /// 16-byte aligned (every block then is: blocks are 256 bytes).
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn blocks<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32]) {
+    pub(super) fn blocks<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32], stream: bool) {
         debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(64));
+        let align = out.as_ptr() as usize % 32;
+        let stream = stream && align.is_multiple_of(16);
         let mut at = 0;
         while at + 64 <= out.len() {
             let (x, y) = (transpose(rows(a, at)), transpose(rows(b, at)));
@@ -223,6 +235,11 @@ mod avx2 {
             }
             let o = transpose(r);
             let dst = &mut out[at..at + 64];
+            if stream {
+                store_streaming(dst, &o, align == 0);
+                at += 64;
+                continue;
+            }
             for (row, v) in o.iter().enumerate() {
                 // SAFETY: `dst` holds 64 floats (bounds-checked above), so each unaligned
                 // 8-float store at 8·row, row < 8, is inside it.
@@ -232,6 +249,36 @@ mod avx2 {
                 };
             }
             at += 64;
+        }
+        if stream {
+            // Non-temporal stores are weakly ordered: fence them before the caller (or
+            // another thread, once the task joins) reads the output.
+            _mm_sfence();
+        }
+    }
+
+    /// The 8 rows `o` into `dst` (64 floats, 16-byte aligned; 32-byte aligned if `wide`)
+    /// with non-temporal stores.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn store_streaming(dst: &mut [f32], o: &[__m256; 8], wide: bool) {
+        let dst = &mut dst[..64];
+        let p = dst.as_mut_ptr();
+        for (row, &v) in o.iter().enumerate() {
+            // SAFETY: `dst` holds 64 floats (bounds-checked above), so the 8 floats at 8·row,
+            // row < 8, are inside it; `blocks` checked `p` is 16-byte aligned (32 if `wide`)
+            // and 8·row floats are 32·row bytes, so every address keeps that alignment, as
+            // the aligned streaming stores require.
+            #[allow(unsafe_code)]
+            unsafe {
+                let at = p.add(8 * row);
+                if wide {
+                    _mm256_stream_ps(at, v);
+                } else {
+                    _mm_stream_ps(at, _mm256_castps256_ps128(v));
+                    _mm_stream_ps(at.add(4), _mm256_extractf128_ps::<1>(v));
+                }
+            }
         }
     }
 }
@@ -277,7 +324,14 @@ mod tests {
         let mut out = vec![0.0; (n - 5) * W];
         Cl3Product.run(&[&a, &b], 5..n, &mut out);
         let mut fused = vec![0.0; (n - 5) * W];
-        run_chains(&a[5 * W..], &b[5 * W..], &mut fused, true);
+        run_chains(&a[5 * W..], &b[5 * W..], &mut fused, true, false);
+        // Streamed stores write the same words, at either alignment of the output.
+        for offset in [0, 4] {
+            let mut buf = vec![0.0f32; (n - 5) * W + offset];
+            let streamed = &mut buf[offset..];
+            run_chains(&a[5 * W..], &b[5 * W..], streamed, true, true);
+            assert!(streamed.iter().zip(&fused).all(|(s, f)| s.to_bits() == f.to_bits()));
+        }
         for item in 5..n {
             let (x, y) = (&a[item * W..][..W], &b[item * W..][..W]);
             for k in 0..W {

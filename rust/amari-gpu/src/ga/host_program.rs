@@ -59,6 +59,9 @@ pub enum Program {
     Linear(Vec<Option<(u8, bool)>>),
     /// `normalize`, with the signs of ⟨x x̃⟩₀ (0 where a blade does not enter).
     Normalize(Vec<i8>),
+    /// The sandwich by one rotor: `x` times the map bound in the rotor's place
+    /// (`ga::sandwich_map`).
+    SandwichMap,
 }
 
 fn stage(terms: &[Term], outputs: usize, left: Source, right: Source, temps: bool) -> Stage {

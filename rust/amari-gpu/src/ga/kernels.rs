@@ -12,6 +12,7 @@ use std::sync::{Mutex, OnceLock};
 use super::algebra::Algebra;
 use super::codegen::{generate, Broadcast};
 use super::operation::{product_terms, sandwich_terms, Operation};
+use super::sandwich_map::entries;
 use crate::family::Family;
 use crate::kernel::{Input, Kernel, Output};
 
@@ -37,12 +38,16 @@ fn generated(id: &str, make: impl FnOnce() -> (String, f64)) -> (&'static str, f
     })
 }
 
-/// Arithmetic per item, for the cost model: a multiply and an add per product term.
-fn flops_per_item(algebra: &Algebra, op: Operation) -> f64 {
+/// Arithmetic per item, for the cost model: a multiply and an add per product term (per
+/// entry of the map of a sandwich by one rotor).
+fn flops_per_item(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> f64 {
     let blades = algebra.blades() as f64;
     match op {
         Operation::Geometric | Operation::Outer | Operation::Inner | Operation::Scalar => {
             2.0 * product_terms(algebra, op).len() as f64
+        }
+        Operation::Sandwich if broadcast == Broadcast::Left => {
+            2.0 * entries(algebra).len() as f64
         }
         Operation::Sandwich => {
             let (first, second) = sandwich_terms(algebra);
@@ -60,6 +65,8 @@ pub fn kernel(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Kernel 
     let words = algebra.blades();
     let inputs = (0..op.operands().len())
         .map(|slot| match (slot, broadcast) {
+            // A sandwich by one rotor binds its map M in place of the rotor.
+            (0, Broadcast::Left) if op == Operation::Sandwich => Input::Whole(words * words),
             (0, Broadcast::Left) | (1, Broadcast::Right) => Input::Whole(words),
             _ => Input::PerItem(words),
         })
@@ -67,7 +74,7 @@ pub fn kernel(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Kernel 
     let (source, flops) = generated(&id, || {
         (
             generate(algebra, op, broadcast),
-            flops_per_item(algebra, op),
+            flops_per_item(algebra, op, broadcast),
         )
     });
     Kernel {

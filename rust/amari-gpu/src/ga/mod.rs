@@ -7,6 +7,7 @@
 pub mod algebra;
 pub(crate) mod cl3;
 pub mod codegen;
+mod codegen_map;
 pub mod host;
 pub mod host_apply;
 mod host_cl3;
@@ -15,6 +16,8 @@ mod host_program;
 pub mod kernels;
 pub mod operation;
 mod run;
+pub mod sandwich_map;
+mod wgsl;
 
 pub use algebra::Algebra;
 pub use cl3::{geometric_cl3_kernel, geometric_product_cl3_reference, CL3_BLADES};

@@ -7,6 +7,7 @@ use super::cl3::{geometric_cl3_kernel, CL3_BLADES};
 use super::codegen::Broadcast;
 use super::kernels::kernel;
 use super::operation::Operation;
+use super::sandwich_map::matrix;
 use crate::context::MultiGpuContext;
 use crate::error::{shape_text, Error, Result};
 use crate::plan::{Plan, Strategy};
@@ -145,16 +146,49 @@ pub fn check<'a>(
     shapes: &[Vec<usize>],
 ) -> Result<Ready<'a>> {
     let (items, broadcast) = shape_of(algebra, op, operands, shapes)?;
+    let broadcast = bound_whole(op, items, broadcast);
+    let one_rotor = (op, broadcast) == (Operation::Sandwich, Broadcast::Left);
     let kernel = kernel(algebra, op, broadcast);
+    let algebra = *algebra;
     Ok(Ready::new(move |ctx, out, strategy| {
-        let named: Vec<(&str, Operand<'_>)> = op
-            .operands()
-            .iter()
-            .copied()
-            .zip(operands.iter().copied())
-            .collect();
+        let mut bound = operands.to_vec();
+        let map;
+        if one_rotor {
+            map = matrix(&algebra, &rotor(ctx, bound[0], algebra.blades())?);
+            bound[0] = Operand::Host(&map);
+        }
+        let named: Vec<(&str, Operand<'_>)> =
+            op.operands().iter().copied().zip(bound).collect();
         ctx.run_map_to(&kernel, &named, items, out, strategy)
     }))
+}
+
+/// The broadcast the kernel of `op` runs with over `items` items of operands that broadcast
+/// as `broadcast`: one rotor for every row (a lone row beside it included, so a row's bits
+/// never depend on the batch it came in) is the linear map of `sandwich_map`, bound in the
+/// rotor's place.
+pub(crate) fn bound_whole(op: Operation, items: usize, broadcast: Broadcast) -> Broadcast {
+    let lone = items == 1 && broadcast == Broadcast::None;
+    if op == Operation::Sandwich && lone {
+        Broadcast::Left
+    } else {
+        broadcast
+    }
+}
+
+/// The words of a single multivector operand (`words` of them), read back if resident.
+fn rotor(ctx: &MultiGpuContext, operand: Operand<'_>, words: usize) -> Result<Vec<f32>> {
+    match operand {
+        Operand::Host(data) => data
+            .get(..words)
+            .map(<[f32]>::to_vec)
+            .ok_or_else(|| Error::Internal("a single rotor holds one multivector".into())),
+        Operand::Resident(array) => {
+            let mut r = vec![0.0f32; words];
+            ctx.gather(array, &mut r)?;
+            Ok(r)
+        }
+    }
 }
 
 /// [`check`] and run on host operands into host words: returns the plan.

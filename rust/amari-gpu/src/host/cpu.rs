@@ -19,6 +19,44 @@ pub fn hardware_threads() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
+/// Bytes of the CPU's last-level cache: the largest level Linux lists under
+/// `/sys/devices/system/cpu/cpu0/cache`, else 32 MiB (where outputs larger than it are
+/// written past the caches, a guess elsewhere costs speed only).
+pub fn last_level_cache_bytes() -> usize {
+    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let read = |index: usize, file: &str| {
+            std::fs::read_to_string(format!(
+                "/sys/devices/system/cpu/cpu0/cache/index{index}/{file}"
+            ))
+            .ok()
+        };
+        let size = |text: String| {
+            let text = text.trim();
+            let (digits, scale) = match text.strip_suffix('K') {
+                Some(d) => (d, 1 << 10),
+                None => match text.strip_suffix('M') {
+                    Some(d) => (d, 1 << 20),
+                    None => (text, 1),
+                },
+            };
+            digits
+                .parse::<usize>()
+                .ok()
+                .map(|d| d.saturating_mul(scale))
+        };
+        (0..16)
+            .filter_map(|i| {
+                Some((
+                    read(i, "level")?.trim().parse::<u32>().ok()?,
+                    size(read(i, "size")?)?,
+                ))
+            })
+            .max()
+            .map_or(32 << 20, |(_, bytes)| bytes)
+    })
+}
+
 /// The CPU's model name, or the architecture when the platform does not tell.
 pub fn model_name() -> String {
     let from_os = if cfg!(target_os = "linux") {

@@ -125,10 +125,25 @@ fn dispatched_level() -> Level {
 #[inline]
 pub fn dispatch<T: Task>(task: T) -> T::Output {
     #[cfg(target_arch = "x86_64")]
-    match dispatched_level() {
+    let level = dispatched_level();
+    #[cfg(not(target_arch = "x86_64"))]
+    let level = Level::detect();
+    dispatch_at(level, task)
+}
+
+/// Runs `task` compiled for `level`, or for this CPU's level when `level` is wider than it
+/// has (so tests can compare the levels a CPU has, and no level it lacks ever runs).
+#[inline]
+pub fn dispatch_at<T: Task>(level: Level, task: T) -> T::Output {
+    let detected = Level::detect();
+    let narrower = level == Level::Portable || (level, detected) == (Level::Avx2, Level::Avx512);
+    let level = if narrower { level } else { detected };
+    #[cfg(target_arch = "x86_64")]
+    match level {
         // SAFETY: `on_avx512` only needs the CPU to have AVX-512F, AVX2 and FMA, which
         // `Level::detect` established with `is_x86_feature_detected!` before returning
-        // `Avx512` (`dispatched_level` only ever lowers it); the task itself is safe code.
+        // `Avx512` (`dispatched_level` and `dispatch_at` only ever lower it); the task itself is
+        // safe code.
         #[allow(unsafe_code)]
         Level::Avx512 => return unsafe { on_avx512(task) },
         // SAFETY: as above, `Avx2` is only returned when AVX2 and FMA were detected.

@@ -1,0 +1,439 @@
+//! The sandwich `r x r̃` by one rotor `r` for every row `x`, as the linear map it is on `x`:
+//! `y_k = Σ_i M[k][i] x_i`. `M` is built once per call on the host from `r` ([`matrix`]),
+//! bound whole to every device in place of `r`, and each output blade is one chain of
+//! `fma(M[k][i], x_i, acc)` over the non-zero `M[k][i]` in increasing `i`, from `acc = −0.0`
+//! (so the first step is the product itself), `+0.0` where no entry is non-zero (the WGSL
+//! kernel of `ga::codegen_map` writes the same chain; the host runs it here).
+//!
+//! `M[k][i] = Σ_{a ≤ b} c · r_a r_b`, the pairs `(a, b)` and `(b, a)` of the two-stage sandwich
+//! folded into one integer coefficient `c` first, so terms that cancel for every rotor (the
+//! off-grade parts of a versor) are absent instead of rounding to noise. Each `r_a r_b` is
+//! exact in float64 (two float32 significands), the sum runs in float64 in `(a, b)` order and
+//! is rounded once to float32.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rayon::prelude::*;
+
+use super::algebra::Algebra;
+use super::operation::sandwich_terms;
+use crate::host::arith::madd;
+use crate::host::simd::{dispatch_at, Level, Task};
+
+/// Items computed together, one per SIMD lane (two AVX2 vectors, one AVX-512 vector).
+const LANES: usize = 16;
+/// Items per rayon task.
+const GRAIN: usize = 2048;
+
+/// One entry `M[k][i]` that some rotor makes non-zero: its terms `(a, b, c)`, `a ≤ b`,
+/// `c · r_a r_b`, in `(a, b)` order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Output blade.
+    pub k: usize,
+    /// Input blade.
+    pub i: usize,
+    /// The terms of the entry.
+    pub terms: Vec<(u8, u8, i8)>,
+}
+
+/// The entries of `M` for `algebra` that are not zero for every rotor, in `(k, i)` order
+/// (made once per algebra and process).
+pub fn entries(algebra: &Algebra) -> Arc<Vec<Entry>> {
+    static MADE: OnceLock<Mutex<HashMap<Algebra, Arc<Vec<Entry>>>>> = OnceLock::new();
+    let mut made = MADE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    made.entry(*algebra)
+        .or_insert_with(|| Arc::new(build(algebra)))
+        .clone()
+}
+
+/// `r x r̃` term by term: `t_m += s1 r_a x_i` (first stage), `y_k += s2 t_m r_b` (second stage,
+/// the reverse's sign folded in), so `r_a x_i r_b` enters `y_k` with sign `s1 s2`.
+fn build(algebra: &Algebra) -> Vec<Entry> {
+    let (first, second) = sandwich_terms(algebra);
+    let mut by_middle: Vec<Vec<(usize, usize, i8)>> = vec![Vec::new(); algebra.blades()];
+    for t in &second {
+        by_middle[t.i].push((t.j, t.k, t.sign));
+    }
+    let mut coef: BTreeMap<(usize, usize, u8, u8), i32> = BTreeMap::new();
+    for t in &first {
+        for &(b, k, s2) in &by_middle[t.k] {
+            let (lo, hi) = (t.i.min(b) as u8, t.i.max(b) as u8);
+            *coef.entry((k, t.j, lo, hi)).or_default() += i32::from(t.sign * s2);
+        }
+    }
+    let mut entries: Vec<Entry> = Vec::new();
+    for ((k, i, a, b), c) in coef {
+        if c == 0 {
+            continue;
+        }
+        let c = i8::try_from(c).expect("at most two paths per pair of rotor blades");
+        match entries.last_mut() {
+            Some(e) if (e.k, e.i) == (k, i) => e.terms.push((a, b, c)),
+            _ => entries.push(Entry {
+                k,
+                i,
+                terms: vec![(a, b, c)],
+            }),
+        }
+    }
+    entries
+}
+
+/// `M` of rotor `r` (`algebra.blades()` words), row-major `blades × blades` (`M[k][i]` at
+/// `k · blades + i`); entries no rotor reaches are 0.
+pub fn matrix(algebra: &Algebra, r: &[f32]) -> Vec<f32> {
+    let w = algebra.blades();
+    let mut m = vec![0.0f32; w * w];
+    for e in entries(algebra).iter() {
+        let sum = e.terms.iter().fold(0.0f64, |acc, &(a, b, c)| {
+            acc + f64::from(c) * (f64::from(r[a as usize]) * f64::from(r[b as usize]))
+        });
+        m[e.k * w + e.i] = sum as f32;
+    }
+    m
+}
+
+/// The non-zero entries of `m` (NaN included, −0.0 not) as `(i, M[k][i])` per output blade
+/// `k`, and where each blade's run starts.
+struct Chains {
+    terms: Vec<(usize, f32)>,
+    starts: Vec<usize>,
+}
+
+fn chains(m: &[f32], w: usize) -> Chains {
+    let mut terms = Vec::new();
+    let mut starts = Vec::with_capacity(w + 1);
+    for row in m.chunks_exact(w) {
+        starts.push(terms.len());
+        terms.extend(row.iter().copied().enumerate().filter(|&(_, v)| v != 0.0 || v.is_nan()));
+    }
+    starts.push(terms.len());
+    Chains { terms, starts }
+}
+
+/// `out[n] = M x[n]` for rows of `w` words, on the current rayon pool at SIMD level `level`
+/// (or the CPU's, if lower): each output blade one chain, `fused` as the devices round `fma`;
+/// `stream`: rows of 16 words on AVX-512 are written with non-temporal stores where `out` is
+/// 64-byte aligned (same words; for outputs that would not stay in the caches anyway).
+pub fn run(
+    m: &[f32],
+    x: &[f32],
+    out: &mut [f32],
+    (w, fused): (usize, bool),
+    level: Level,
+    stream: bool,
+) {
+    let chains = chains(m, w);
+    #[cfg(target_arch = "x86_64")]
+    if w == 16 && level == Level::Avx512 && Level::detect() == Level::Avx512 {
+        let columns = avx512::Columns::new(m);
+        out.par_chunks_mut(GRAIN * w)
+            .zip(x.par_chunks(GRAIN * w))
+            .for_each(|(out, x)| {
+                // SAFETY: `Level::detect` returned `Avx512` only after
+                // `is_x86_feature_detected!` found AVX-512F on this CPU, all `rows` needs; its
+                // memory accesses are in bounds (see `avx512::rows`).
+                #[allow(unsafe_code)]
+                unsafe {
+                    avx512::rows(&columns, x, out, fused, stream)
+                }
+            });
+        return;
+    }
+    out.par_chunks_mut(GRAIN * w)
+        .zip(x.par_chunks(GRAIN * w))
+        .for_each(|(out, x)| {
+            macro_rules! blades {
+                ($($n:literal)*) => {
+                    match (w, fused) {
+                        $(
+                            ($n, true) => dispatch_at(level, Apply::<$n, true> { chains: &chains, x, out }),
+                            ($n, false) => dispatch_at(level, Apply::<$n, false> { chains: &chains, x, out }),
+                        )*
+                        _ => unreachable!("2 to 64 blades"),
+                    }
+                };
+            }
+            blades!(2 4 8 16 32 64)
+        });
+}
+
+struct Apply<'a, const W: usize, const F: bool> {
+    chains: &'a Chains,
+    x: &'a [f32],
+    out: &'a mut [f32],
+}
+
+impl<const W: usize, const F: bool> Task for Apply<'_, W, F> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let Apply { chains, x, out } = self;
+        let mut sx = [[0.0f32; LANES]; W];
+        let mut sr = [[0.0f32; LANES]; W];
+        for (x, out) in x.chunks(LANES * W).zip(out.chunks_mut(LANES * W)) {
+            // Blade-major lanes: every fma below runs on LANES items at once. The lanes of a
+            // short last block past its items keep the previous block's words and are not
+            // stored.
+            for (l, item) in x.chunks_exact(W).enumerate() {
+                for k in 0..W {
+                    sx[k][l] = item[k];
+                }
+            }
+            for (k, res) in sr.iter_mut().enumerate() {
+                let terms = &chains.terms[chains.starts[k]..chains.starts[k + 1]];
+                // From −0.0, the first fma is the product itself (x + −0.0 = x for every x).
+                let mut acc = [if terms.is_empty() { 0.0 } else { -0.0f32 }; LANES];
+                for &(i, m) in terms {
+                    let xi = &sx[i % W];
+                    (0..LANES).for_each(|l| acc[l] = madd::<F>(m, xi[l], acc[l]));
+                }
+                *res = acc;
+            }
+            for (l, item) in out.chunks_exact_mut(W).enumerate() {
+                for (k, v) in item.iter_mut().enumerate() {
+                    *v = sr[k][l];
+                }
+            }
+        }
+    }
+}
+
+/// Rows of 16 words on AVX-512, one row per vector: output blade k is lane k, and step i of
+/// every chain is one masked multiply-add of the broadcast `x_i` with column i of `M`, kept
+/// in the lanes whose `M[k][i]` is non-zero. Each lane runs its own chain, step for step (no
+/// transposes: a row is loaded and stored whole).
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// The columns of `M` with a non-zero entry: `(i, column i, lanes where it is non-zero)`,
+    /// and the chains' start (−0.0, or +0.0 in lanes with no step).
+    pub(super) struct Columns {
+        columns: Vec<(usize, [f32; 16], u16)>,
+        start: [f32; 16],
+    }
+
+    impl Columns {
+        pub(super) fn new(m: &[f32]) -> Columns {
+            let live = |v: f32| v != 0.0 || v.is_nan();
+            let mut any = 0u16;
+            let columns = (0..16)
+                .filter_map(|i| {
+                    let column: [f32; 16] = std::array::from_fn(|k| m[k * 16 + i]);
+                    let mask = (0..16).fold(0u16, |b, k| b | (u16::from(live(column[k])) << k));
+                    any |= mask;
+                    (mask != 0).then_some((i, column, mask))
+                })
+                .collect();
+            let start = std::array::from_fn(|k| if any >> k & 1 == 1 { -0.0 } else { 0.0 });
+            Columns { columns, start }
+        }
+    }
+
+    /// Rows computed together.
+    const ROWS: usize = 4;
+
+    /// One step of the 16 chains: `acc + M[k][i] x_i` in the lanes of `k`, fused or rounded
+    /// twice.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn step(acc: __m512, m: __m512, xi: f32, k: __mmask16, fused: bool) -> __m512 {
+        let xi = _mm512_set1_ps(xi);
+        if fused {
+            _mm512_mask3_fmadd_ps(m, xi, acc, k)
+        } else {
+            _mm512_mask_add_ps(acc, k, acc, _mm512_mul_ps(m, xi))
+        }
+    }
+
+    /// `acc` into `res` (16 floats; 64-byte aligned when `stream`).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn put(res: &mut [f32], acc: __m512, stream: bool) {
+        let res = &mut res[..16];
+        // SAFETY: `res` holds 16 floats (bounds-checked above), the store's width; the
+        // streaming store needs 64-byte alignment, which `rows` checked `out` has and every
+        // row keeps (rows are 64 bytes).
+        #[allow(unsafe_code)]
+        unsafe {
+            if stream {
+                _mm512_stream_ps(res.as_mut_ptr(), acc);
+            } else {
+                _mm512_storeu_ps(res.as_mut_ptr(), acc);
+            }
+        }
+    }
+
+    /// Every row of `x` (16 words each) into `out`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn rows(c: &Columns, x: &[f32], out: &mut [f32], fused: bool, stream: bool) {
+        let stream = stream && out.as_ptr().align_offset(64) == 0;
+        let load = |v: &[f32; 16]| {
+            // SAFETY: `v` holds 16 floats, the unaligned load's width.
+            #[allow(unsafe_code)]
+            unsafe {
+                _mm512_loadu_ps(v.as_ptr())
+            }
+        };
+        let start = load(&c.start);
+        let columns: Vec<(usize, __m512, __mmask16)> =
+            c.columns.iter().map(|(i, m, k)| (*i, load(m), *k)).collect();
+        // Four rows at a time: four independent chains hide the multiply-add's latency.
+        let whole = x.len() / (ROWS * 16) * (ROWS * 16);
+        let (x4, x1) = x.split_at(whole);
+        let (out4, out1) = out.split_at_mut(whole);
+        for (rows, res) in x4.chunks_exact(ROWS * 16).zip(out4.chunks_exact_mut(ROWS * 16)) {
+            let mut acc = [start; ROWS];
+            for &(i, m, k) in &columns {
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    *acc = step(*acc, m, rows[r * 16 + (i & 15)], k, fused);
+                }
+            }
+            for (r, acc) in acc.into_iter().enumerate() {
+                put(&mut res[r * 16..r * 16 + 16], acc, stream);
+            }
+        }
+        for (row, res) in x1.chunks_exact(16).zip(out1.chunks_exact_mut(16)) {
+            let mut acc = start;
+            for &(i, m, k) in &columns {
+                acc = step(acc, m, row[i & 15], k, fused);
+            }
+            put(res, acc, stream);
+        }
+        if stream {
+            // Non-temporal stores are weakly ordered: fence them before anyone reads `out`.
+            _mm_sfence();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ga::algebra::grade;
+    use crate::ga::host_apply::apply_host;
+    use crate::ga::operation::Operation;
+    use crate::kernel::FmaMode;
+
+    fn rotor(algebra: &Algebra) -> Vec<f32> {
+        let w = algebra.blades();
+        (0..w)
+            .map(|i| {
+                if grade(i).is_multiple_of(2) {
+                    ((i as f32 + 1.0) * 0.7).sin()
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    }
+
+    /// `M x` in float64 against the two-stage sandwich in float64: the same map.
+    #[test]
+    fn the_matrix_is_the_sandwich() {
+        for (p, q, r) in [(3, 0, 0), (3, 0, 1), (1, 3, 0), (4, 1, 0)] {
+            let alg = Algebra::new(p, q, r).unwrap();
+            let w = alg.blades();
+            let rot: Vec<f32> = (0..w).map(|i| ((i as f32 + 1.0) * 0.37).cos()).collect();
+            let (first, second) = sandwich_terms(&alg);
+            let entries = entries(&alg);
+            for i in 0..w {
+                // Two-stage on the basis blade e_i, in float64.
+                let mut t = vec![0.0f64; w];
+                for s in first.iter().filter(|s| s.j == i) {
+                    t[s.k] += f64::from(s.sign) * f64::from(rot[s.i]);
+                }
+                let mut y = vec![0.0f64; w];
+                for s in &second {
+                    y[s.k] += f64::from(s.sign) * t[s.i] * f64::from(rot[s.j]);
+                }
+                for (k, want) in y.iter().enumerate() {
+                    let got = entries.iter().find(|e| (e.k, e.i) == (k, i)).map_or(0.0, |e| {
+                        e.terms.iter().fold(0.0, |acc, &(a, b, c)| {
+                            acc + f64::from(c) * f64::from(rot[a as usize]) * f64::from(rot[b as usize])
+                        })
+                    });
+                    assert!((got - want).abs() <= 1e-12, "{} M[{k}][{i}]", alg.label());
+                }
+            }
+        }
+    }
+
+    /// A versor keeps grades: the off-grade entries of an even rotor's map are exactly 0.
+    #[test]
+    fn an_even_rotor_keeps_grades_exactly() {
+        let alg = Algebra::CL3;
+        let m = matrix(&alg, &rotor(&alg));
+        for k in 0..8 {
+            for i in 0..8 {
+                if grade(k) != grade(i) {
+                    assert_eq!(m[k * 8 + i].to_bits(), 0, "M[{k}][{i}]");
+                }
+            }
+        }
+    }
+
+    /// Every SIMD level gives the scalar chains' bits, tails and NaN included.
+    #[test]
+    fn every_level_gives_the_chains_bits() {
+        let alg = Algebra::new(3, 0, 1).unwrap();
+        let w = alg.blades();
+        let mut rot = rotor(&alg);
+        rot[15] = 0.25;
+        let m = matrix(&alg, &rot);
+        let n = 2 * GRAIN + 37;
+        let mut x: Vec<f32> = (0..n * w).map(|v| (v as f32 * 0.913).sin() * 3.0).collect();
+        x[5 * w + 3] = f32::NAN;
+        x[7 * w + 5] = f32::INFINITY;
+        for fused in [false, true] {
+            let mut want = vec![0.0f32; n * w];
+            for (row, res) in x.chunks_exact(w).zip(want.chunks_exact_mut(w)) {
+                for k in 0..w {
+                    let (mut acc, mut any) = (-0.0f32, false);
+                    for i in 0..w {
+                        let v = m[k * w + i];
+                        if v != 0.0 || v.is_nan() {
+                            acc = if fused { v.mul_add(row[i], acc) } else { v * row[i] + acc };
+                            any = true;
+                        }
+                    }
+                    res[k] = if any { acc } else { 0.0 };
+                }
+            }
+            for level in [Level::Portable, Level::Avx2, Level::Avx512] {
+                let mut got = vec![1.0f32; n * w];
+                run(&m, &x, &mut got, (w, fused), level, false);
+                let mut streamed = vec![1.0f32; n * w + 16];
+                // At a 64-byte boundary or not (a 4-byte offset), streamed or not: same words.
+                let aligned = streamed.as_ptr().align_offset(64);
+                for offset in [aligned, aligned + 1] {
+                    let dst = &mut streamed[offset..offset + n * w];
+                    run(&m, &x, dst, (w, fused), level, true);
+                    assert!(dst.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits()));
+                }
+                let same = got.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits());
+                assert!(same, "{level:?} fused={fused}");
+            }
+        }
+    }
+
+    /// The host kernel of a broadcast sandwich is this map.
+    #[test]
+    fn the_broadcast_sandwich_kernel_runs_the_map() {
+        let alg = Algebra::new(3, 0, 1).unwrap();
+        let rot = rotor(&alg);
+        let x: Vec<f32> = (0..33 * 16).map(|v| (v as f32 * 0.31).cos()).collect();
+        let mut got = vec![0.0f32; x.len()];
+        let mut want = vec![0.0f32; x.len()];
+        apply_host(&alg, Operation::Sandwich, &[&rot, &x], &mut got, FmaMode::Fused).unwrap();
+        run(&matrix(&alg, &rot), &x, &mut want, (16, true), Level::detect(), false);
+        assert!(got.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits()));
+    }
+}

@@ -1,0 +1,65 @@
+//! WGSL pieces the geometric-algebra generators share (`ga::codegen`, `ga::codegen_map`):
+//! component names, the bindings and entry point every kernel of the crate has (see
+//! `kernel.rs`), and the store of a result row.
+
+use std::fmt::Write;
+
+const LANES: [char; 4] = ['x', 'y', 'z', 'w'];
+
+/// The WGSL name of component `k` of the row loaded into `prefix`.
+pub(super) fn component(prefix: &str, k: usize, vectorized: bool) -> String {
+    if vectorized {
+        format!("{prefix}{}.{}", k / 4, LANES[k % 4])
+    } else {
+        format!("{prefix}{k}")
+    }
+}
+
+/// The shared bindings and the entry point's opening: the uniform header at binding 0, one
+/// read-only array of element type `inputs[s]` at binding `s + 1`, the result `output` last,
+/// then `main` up to the bounds check of row `i`.
+pub(super) fn entry(src: &mut String, inputs: &[&str], output: &str) {
+    src.push_str(
+        "struct Params {\n    n: u32,\n    row_threads: u32,\n    _pad0: u32,\n    _pad1: u32,\n}\n\n\
+         @group(0) @binding(0) var<uniform> params: Params;\n",
+    );
+    for (slot, element) in inputs.iter().enumerate() {
+        writeln!(
+            src,
+            "@group(0) @binding({}) var<storage, read> in{slot}: array<{element}>;",
+            slot + 1
+        )
+        .expect("string write");
+    }
+    writeln!(
+        src,
+        "@group(0) @binding({}) var<storage, read_write> out: array<{output}>;\n\n\
+         @compute @workgroup_size(64)\n\
+         fn main(@builtin(global_invocation_id) gid: vec3<u32>) {{\n    \
+         let i = gid.y * params.row_threads + gid.x;\n    \
+         if (i >= params.n) {{\n        return;\n    }}",
+        inputs.len() + 1,
+    )
+    .expect("string write");
+}
+
+/// Stores `r0 .. r{out_words - 1}` as row `i` of `out` (as `vec4`s when `out_words` is a
+/// multiple of 4).
+pub(super) fn store(src: &mut String, out_words: usize) {
+    let vout = out_words.is_multiple_of(4);
+    let out_row = if vout { out_words / 4 } else { out_words };
+    for m in 0..out_row {
+        let value = if vout {
+            format!(
+                "vec4<f32>(r{}, r{}, r{}, r{})",
+                4 * m,
+                4 * m + 1,
+                4 * m + 2,
+                4 * m + 3
+            )
+        } else {
+            format!("r{m}")
+        };
+        writeln!(src, "    out[{out_row}u * i + {m}u] = {value};").expect("string write");
+    }
+}
