@@ -17,9 +17,9 @@ from ..algebra import Algebra
 from ..context import MultiGpuContext
 
 if TYPE_CHECKING:  # the stub's record types exist for type checkers only
-    from .._native import CallDict
+    from .._native import KernelCallDict
 
-    Calls = list[CallDict]
+    Calls = list[KernelCallDict]
 
 
 @dataclass(frozen=True)
