@@ -17,19 +17,33 @@ use crate::kernel::{FmaMode, HostImpl};
 use rayon::prelude::*;
 
 use super::host_kernel::Kernel;
-use super::host_pack::{mx, pack_a, pack_b, store_tile, Place};
+use super::host_pack::{mx, pack_a, pack_b, store_tile, PackCache, Place};
 use super::semiring::Semiring;
 use super::shape::{ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
 use crate::host::simd::Level;
 
 /// The host twin of `kernels::tiled` (and of `kernels::naive` for max-plus): a product over
 /// items of [`BLOCK_ROWS`] rows of one batch, inputs bound as the WGSL kernel binds them.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TropicalProduct {
     /// The semiring.
     pub semiring: Semiring,
     /// The shapes.
     pub shape: ProductShape,
+    /// Each batch's `b`, packed once for all the chunks of the call.
+    packed: Arc<PackCache>,
+}
+
+impl TropicalProduct {
+    /// The product of `semiring` on `shape`.
+    pub fn new(semiring: Semiring, shape: ProductShape) -> TropicalProduct {
+        let packed = Arc::default();
+        TropicalProduct {
+            semiring,
+            shape,
+            packed,
+        }
+    }
 }
 
 /// The host twin of `kernels::matvec`: one row per item, 64 lane partials combined in the
@@ -55,10 +69,21 @@ pub fn product_rows(
     out: &mut [f32],
 ) {
     let operands = RowOperands { a, b, c, k, cols };
-    product_rows_at(Level::detect(), semiring, &operands, out);
+    product_rows_at(Level::detect(), semiring, &operands, None, out);
+}
+
+/// [`product_rows`] with `b` packed once in `cache` for every chunk of a call.
+pub(super) fn product_rows_cached(
+    semiring: Semiring,
+    operands: &RowOperands<'_>,
+    cache: &PackCache,
+    out: &mut [f32],
+) {
+    product_rows_at(Level::detect(), semiring, operands, Some(cache), out);
 }
 
 /// The operands of [`product_rows`].
+#[derive(Clone, Copy)]
 pub(super) struct RowOperands<'a> {
     /// Rows × k.
     pub a: &'a [f32],
@@ -70,6 +95,9 @@ pub(super) struct RowOperands<'a> {
     pub cols: usize,
 }
 
+/// Inner indices of one k block: a strip's block (128 × 32 floats, 16 KiB) stays in L1.
+const K_BLOCK: usize = 128;
+
 /// Left-operand bytes one task packs: its panels stay in L2 beside the strip they meet.
 const TASK_PANEL_BYTES: usize = 192 << 10;
 
@@ -80,6 +108,7 @@ pub(super) fn product_rows_at(
     level: Level,
     semiring: Semiring,
     operands: &RowOperands<'_>,
+    cache: Option<&PackCache>,
     out: &mut [f32],
 ) {
     let RowOperands { a, b, c, k, cols } = *operands;
@@ -89,11 +118,17 @@ pub(super) fn product_rows_at(
     let kernel = Kernel::at(level);
     let (mr, nr) = (kernel.mr, kernel.nr);
     let min = semiring == Semiring::MinPlus;
-    let strips = pack_b(b, k, cols, nr, min);
+    let pack = || pack_b(b, k, cols, nr, min);
+    let strips = match cache {
+        Some(cache) => cache.get(b, pack),
+        None => Arc::new(pack()),
+    };
     let rows = out.len() / cols;
     let panels = rows.div_ceil(mr);
     let by_cache = (TASK_PANEL_BYTES / (mr * k.max(1) * 4)).max(1);
-    let by_threads = panels.div_ceil(4 * rayon::current_num_threads()).max(1);
+    // Few panels (a chunk of 64 rows) go to the threads in equal shares, each share one
+    // task that meets every strip block with all its panels.
+    let by_threads = panels.div_ceil(rayon::current_num_threads()).max(1);
     let task_rows = by_cache.min(by_threads) * mr;
     out.par_chunks_mut(task_rows * cols)
         .enumerate()
@@ -106,18 +141,29 @@ pub(super) fn product_rows_at(
                 let (first, last) = (r0 + p * mr, (r0 + (p + 1) * mr).min(r0 + rows));
                 pack_a(&a[first * k..last * k], k, mr, min, panel);
             }
-            let mut acc = vec![0.0f32; mr * nr];
+            // Each strip meets every panel one k block at a time: the strip's block stays
+            // in L1 while the panels' blocks come from L2. The tiles carry their
+            // accumulators from block to block, so each output is still one walk over k.
+            let panels = rows.div_ceil(mr);
+            let mut acc = vec![0.0f32; panels * mr * nr];
             for s in 0..cols.div_ceil(nr) {
                 let (col, strip) = (s * nr, &strips[s * k * nr..(s + 1) * k * nr]);
-                for p in 0..rows.div_ceil(mr) {
-                    kernel.tile(&packed[p * mr * k..(p + 1) * mr * k], strip, &mut acc);
+                acc.fill(f32::NEG_INFINITY);
+                for k0 in (0..k).step_by(K_BLOCK) {
+                    let k1 = (k0 + K_BLOCK).min(k);
+                    for (p, tile) in acc.chunks_exact_mut(mr * nr).enumerate() {
+                        let panel = &packed[p * mr * k..(p + 1) * mr * k];
+                        kernel.tile(&panel[k0 * mr..k1 * mr], &strip[k0 * nr..k1 * nr], tile);
+                    }
+                }
+                for (p, tile) in acc.chunks_exact(mr * nr).enumerate() {
                     let place = Place {
                         row: p * mr,
                         col,
                         rows: mr.min(rows - p * mr),
                         cols: nr.min(cols - col),
                     };
-                    store_tile(&acc, nr, &place, c, cols, min, out);
+                    store_tile(tile, nr, &place, c, cols, min, out);
                 }
             }
         });
@@ -174,21 +220,21 @@ impl HostImpl for TropicalProduct {
             let rows = (q - range.start) * BLOCK_ROWS..(end - range.start) * BLOCK_ROWS;
             let at = q * BLOCK_ROWS;
             let n = (end - q) * BLOCK_ROWS;
-            product_rows(
-                self.semiring,
-                &a[at * k..(at + n) * k],
-                &b[batch * k * cols..(batch + 1) * k * cols],
-                accumulate.then(|| &c[at * cols..(at + n) * cols]),
+            let operands = RowOperands {
+                a: &a[at * k..(at + n) * k],
+                b: &b[batch * k * cols..(batch + 1) * k * cols],
+                c: accumulate.then(|| &c[at * cols..(at + n) * cols]),
                 k,
                 cols,
-                &mut output[rows.start * cols..rows.end * cols],
-            );
+            };
+            let out = &mut output[rows.start * cols..rows.end * cols];
+            product_rows_cached(self.semiring, &operands, &self.packed, out);
         }
     }
 
-    /// Additions and comparisons only: unchanged.
+    /// Additions and comparisons only: unchanged (and the packed operands shared).
     fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
-        Arc::new(*self)
+        Arc::new(self.clone())
     }
 }
 
@@ -285,7 +331,7 @@ mod tests {
                     for c in [None, Some(&c[..])] {
                         let ops = RowOperands { a: &a, b: &b, c, k, cols };
                         let mut out = vec![f32::NAN; rows * cols];
-                        product_rows_at(level, semiring, &ops, &mut out);
+                        product_rows_at(level, semiring, &ops, None, &mut out);
                         let want = reference(semiring, &ops, rows);
                         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                         let at = format!("{level:?} {semiring:?} {rows}x{k}x{cols}");

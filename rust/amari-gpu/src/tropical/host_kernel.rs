@@ -1,5 +1,6 @@
 //! The host max-plus micro-kernels, one per SIMD level: an `MR` × `NR` tile of
-//! accumulators held in registers, walked over k in order from −inf, on a packed left panel
+//! accumulators held in registers, walked over k in order (from −inf, or continuing a tile
+//! of the k before), on a packed left panel
 //! (`MR` words per k step) and a packed right strip (`NR` words per k step; see
 //! `host_pack`). Each accumulator takes `s = a + b` only when `s > acc`, exactly the
 //! shader's `mx`, so every level computes the same bits: the vector `max(s, acc)`
@@ -36,7 +37,9 @@ impl Kernel {
         Kernel { level, mr, nr }
     }
 
-    /// One tile: `panel` (k × mr) by `strip` (k × nr) into `acc` (mr × nr), from −inf.
+    /// One tile: `panel` (k × mr) by `strip` (k × nr) into `acc` (mr × nr), continuing
+    /// from what `acc` holds (−inf to start a product; the tile of the k before, to walk k
+    /// in blocks, which changes nothing in the order).
     pub fn tile(&self, panel: &[f32], strip: &[f32], acc: &mut [f32]) {
         match self.level {
             #[cfg(target_arch = "x86_64")]
@@ -59,6 +62,9 @@ impl Kernel {
 /// The portable kernel: plain loops the compiler vectorises across the tile's columns.
 fn portable<const MR: usize, const NR: usize>(panel: &[f32], strip: &[f32], acc: &mut [f32]) {
     let mut t = [[f32::NEG_INFINITY; NR]; MR];
+    for (row, src) in t.iter_mut().zip(acc.chunks_exact(NR)) {
+        row.copy_from_slice(src);
+    }
     for (ak, bk) in panel.chunks_exact(MR).zip(strip.chunks_exact(NR)) {
         for (row, &x) in t.iter_mut().zip(ak) {
             for (v, &y) in row.iter_mut().zip(bk) {
@@ -81,8 +87,17 @@ mod avx2 {
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn tile<const MR: usize>(panel: &[f32], strip: &[f32], acc: &mut [f32]) {
-        let mut lo = [_mm256_set1_ps(f32::NEG_INFINITY); MR];
+        let mut lo = [_mm256_setzero_ps(); MR];
         let mut hi = lo;
+        for (r, src) in acc.chunks_exact(NR).take(MR).enumerate() {
+            // SAFETY: `src` is a chunk of exactly 16 floats: the loads at 0 and 8 read 8
+            // floats each inside it.
+            #[allow(unsafe_code)]
+            unsafe {
+                lo[r] = _mm256_loadu_ps(src.as_ptr());
+                hi[r] = _mm256_loadu_ps(src.as_ptr().add(8));
+            }
+        }
         for (ak, bk) in panel.chunks_exact(MR).zip(strip.chunks_exact(NR)) {
             // SAFETY: `bk` is a chunk of exactly NR = 16 floats: the loads at 0 and 8 read
             // 8 floats each inside it.
@@ -135,7 +150,7 @@ mod tests {
                     strip[kk * nr + l] = if l % 3 == 0 { b_col[kk] } else { (l as f32) - 8.0 };
                 }
             }
-            let mut acc = vec![0.0; mr * nr];
+            let mut acc = vec![f32::NEG_INFINITY; mr * nr];
             kernel.tile(&panel, &strip, &mut acc);
             for r in 0..mr {
                 for l in 0..nr {

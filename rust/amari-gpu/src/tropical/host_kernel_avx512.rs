@@ -7,11 +7,21 @@ use std::arch::x86_64::*;
 
 const NR: usize = 32;
 
-/// `panel` (k × MR) by `strip` (k × 32) into `acc` (MR × 32), from −inf, k in order.
+/// `panel` (k × MR) by `strip` (k × 32) into `acc` (MR × 32), continuing from what `acc`
+/// holds, k in order.
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub(super) fn tile<const MR: usize>(panel: &[f32], strip: &[f32], acc: &mut [f32]) {
-    let mut lo = [_mm512_set1_ps(f32::NEG_INFINITY); MR];
+    let mut lo = [_mm512_setzero_ps(); MR];
     let mut hi = lo;
+    for (r, src) in acc.chunks_exact(NR).take(MR).enumerate() {
+        // SAFETY: `src` is a chunk of exactly 32 floats: the loads at 0 and 16 read 16
+        // floats each inside it.
+        #[allow(unsafe_code)]
+        unsafe {
+            lo[r] = _mm512_loadu_ps(src.as_ptr());
+            hi[r] = _mm512_loadu_ps(src.as_ptr().add(16));
+        }
+    }
     for (ak, bk) in panel.chunks_exact(MR).zip(strip.chunks_exact(NR)) {
         // SAFETY: `bk` is a chunk of exactly NR = 32 floats: the loads at 0 and 16 read 16
         // floats each inside it.

@@ -97,3 +97,38 @@ pub(super) fn store_tile(
         }
     }
 }
+
+/// Packed right operands of one kernel, by the address and length of the operand they were
+/// packed from. The engine runs a product as many chunks of rows, each reading all of `b`:
+/// packing it once per call rather than once per chunk keeps the packing from costing as
+/// much as the product. A kernel is built for one call and run on that call's inputs only
+/// (`blocks::run_product`, `resident`; calibration builds its reference per measurement
+/// over inputs it keeps alive), and those inputs are borrowed for the whole call, so an
+/// operand's address and length name its contents for the kernel's life.
+#[derive(Debug, Default)]
+pub(super) struct PackCache {
+    entries: std::sync::Mutex<Vec<(usize, usize, std::sync::Arc<Vec<f32>>)>>,
+}
+
+impl PackCache {
+    /// The packed form of `b`, packed by `pack` the first time `b` is asked for.
+    pub fn get(
+        &self,
+        b: &[f32],
+        pack: impl FnOnce() -> Vec<f32>,
+    ) -> std::sync::Arc<Vec<f32>> {
+        let key = (b.as_ptr() as usize, b.len());
+        // A poisoned lock only means a chunk panicked mid-call (its device is then failed);
+        // the entries themselves are always whole.
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, _, packed)) = entries.iter().find(|(p, l, _)| (*p, *l) == key) {
+            return packed.clone();
+        }
+        let packed = std::sync::Arc::new(pack());
+        entries.push((key.0, key.1, packed.clone()));
+        packed
+    }
+}
