@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import amari_gpu as ag
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from _process import python  # noqa: E402
+from _process import python
 
 # (batch or None, m, k, n): one row, tails of every tile (4, 6, 12 rows; 16, 32 columns),
 # k past a 256-wide block, and a batch.
@@ -125,7 +122,11 @@ def test_every_narrower_simd_level_gives_lavapipes_bits(
     np.savez(tmp_path / "in.npz", **given)
     env = {**os.environ, "AMARI_GPU_SIMD": level}
     run = python(
-        "-c", SCRIPT, str(tmp_path / "in.npz"), str(tmp_path / "out.npz"), str(Path(__file__).parent),
+        "-c",
+        SCRIPT,
+        str(tmp_path / "in.npz"),
+        str(tmp_path / "out.npz"),
+        str(Path(__file__).parent),
         env=env,
     )
     assert run.returncode == 0, run.stderr

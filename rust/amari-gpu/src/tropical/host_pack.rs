@@ -6,6 +6,8 @@
 //! takes, and padded rows and columns are never stored anyway. Then the finished tile's
 //! combination with `c` and its store, as `shaders/tropical.wgsl`'s `finish` does it.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use rayon::prelude::*;
 
 #[inline(always)]
@@ -107,8 +109,11 @@ pub(super) fn store_tile(
 /// operand's address and length name its contents for the kernel's life.
 #[derive(Debug, Default)]
 pub(super) struct PackCache {
-    entries: std::sync::Mutex<Vec<(usize, usize, std::sync::Arc<Vec<f32>>)>>,
+    entries: Mutex<Vec<Packed>>,
 }
+
+/// One packed operand: the address and length of the operand, and its strips.
+type Packed = (usize, usize, Arc<Vec<f32>>);
 
 impl PackCache {
     /// The packed form of `b`, packed by `pack` the first time `b` is asked for.
@@ -116,18 +121,18 @@ impl PackCache {
         &self,
         b: &[f32],
         pack: impl FnOnce() -> Vec<f32>,
-    ) -> std::sync::Arc<Vec<f32>> {
+    ) -> Arc<Vec<f32>> {
         let key = (b.as_ptr() as usize, b.len());
         // A poisoned lock only means a chunk panicked mid-call (its device is then failed);
         // the entries themselves are always whole.
         let mut entries = self
             .entries
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some((_, _, packed)) = entries.iter().find(|(p, l, _)| (*p, *l) == key) {
             return packed.clone();
         }
-        let packed = std::sync::Arc::new(pack());
+        let packed = Arc::new(pack());
         entries.push((key.0, key.1, packed.clone()));
         packed
     }
