@@ -122,35 +122,44 @@ mod x86 {
 
     use super::STEPS;
 
-    /// Chains of 16-lane vectors: 16 of the 32 registers, the rest free for the sums.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) fn chains512(start: f32, step: f32) -> usize {
-        const CHAINS: usize = 16;
-        let d = _mm512_set1_ps(step);
-        let mut acc = [_mm512_set1_ps(start); CHAINS];
-        for _ in 0..STEPS {
-            for v in &mut acc {
-                *v = _mm512_max_ps(_mm512_add_ps(*v, d), *v);
+    /// Chains of `$lanes`-lane vectors, `$chains` of them (of the 32 or 16 registers, the
+    /// rest free for the sums and the step).
+    macro_rules! chains {
+        ($name:ident, $features:literal, $chains:literal, $lanes:literal, $set1:ident,
+         $add:ident, $max:ident) => {
+            #[target_feature(enable = $features)]
+            pub(super) fn $name(start: f32, step: f32) -> usize {
+                let d = $set1(step);
+                let mut acc = [$set1(start); $chains];
+                for _ in 0..STEPS {
+                    for v in &mut acc {
+                        *v = $max($add(*v, d), *v);
+                    }
+                }
+                std::hint::black_box(acc);
+                STEPS * $chains * $lanes
             }
-        }
-        std::hint::black_box(acc);
-        STEPS * CHAINS * 16
+        };
     }
 
-    /// Chains of 8-lane vectors: 14 of the 16 registers, one for the step, one for a sum.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn chains256(start: f32, step: f32) -> usize {
-        const CHAINS: usize = 14;
-        let d = _mm256_set1_ps(step);
-        let mut acc = [_mm256_set1_ps(start); CHAINS];
-        for _ in 0..STEPS {
-            for v in &mut acc {
-                *v = _mm256_max_ps(_mm256_add_ps(*v, d), *v);
-            }
-        }
-        std::hint::black_box(acc);
-        STEPS * CHAINS * 8
-    }
+    chains!(
+        chains512,
+        "avx512f,avx2,fma",
+        16,
+        16,
+        _mm512_set1_ps,
+        _mm512_add_ps,
+        _mm512_max_ps
+    );
+    chains!(
+        chains256,
+        "avx2,fma",
+        14,
+        8,
+        _mm256_set1_ps,
+        _mm256_add_ps,
+        _mm256_max_ps
+    );
 }
 
 #[cfg(test)]

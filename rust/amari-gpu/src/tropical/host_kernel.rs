@@ -48,7 +48,7 @@ impl Kernel {
             // target-feature function needs; it reads and writes through slices only.
             #[allow(unsafe_code)]
             Level::Avx512 => unsafe {
-                super::host_kernel_avx512::tile::<{ AVX512.0 }>(panel, strip, acc)
+                avx512::tile::<{ AVX512.0 }>(panel, strip, acc)
             },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above: `Level::Avx2` or wider means AVX2 and FMA were detected.
@@ -81,53 +81,70 @@ fn portable<const MR: usize, const NR: usize>(panel: &[f32], strip: &[f32], acc:
     }
 }
 
-/// The AVX2 kernel: `MR` rows of two 8-lane accumulators. `_mm256_max_ps(s, acc)` is
-/// `s > acc ? s : acc` lane by lane, which is `mx(acc, s)`.
+/// An x86-64 kernel of `MR` rows of two `$lanes`-lane accumulators (a strip of 2 ×
+/// `$lanes` columns), written once for both vector widths: `$max(s, acc)` is
+/// `s > acc ? s : acc` lane by lane (its second operand when the comparison is false, NaN
+/// included), which is the shader's `mx(acc, s)` exactly.
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_tile {
+    ($name:ident, $features:literal, $lanes:literal, $set1:ident, $load:ident, $store:ident,
+     $add:ident, $max:ident) => {
+        /// `panel` (k × MR) by `strip` (k × 2 lanes) into `acc` (MR × 2 lanes),
+        /// continuing from what `acc` holds, k in order.
+        #[target_feature(enable = $features)]
+        pub(super) fn $name<const MR: usize>(panel: &[f32], strip: &[f32], acc: &mut [f32]) {
+            const NR: usize = 2 * $lanes;
+            let mut lo = [$set1(f32::NEG_INFINITY); MR];
+            let mut hi = lo;
+            for (r, src) in acc.chunks_exact(NR).take(MR).enumerate() {
+                // SAFETY: `src` is a chunk of exactly NR = 2 lanes floats: the loads at 0
+                // and at one lane read a vector each inside it.
+                #[allow(unsafe_code)]
+                unsafe {
+                    lo[r] = $load(src.as_ptr());
+                    hi[r] = $load(src.as_ptr().add($lanes));
+                }
+            }
+            for (ak, bk) in panel.chunks_exact(MR).zip(strip.chunks_exact(NR)) {
+                // SAFETY: as above, `bk` is a chunk of exactly NR floats.
+                #[allow(unsafe_code)]
+                let (b0, b1) = unsafe { ($load(bk.as_ptr()), $load(bk.as_ptr().add($lanes))) };
+                for r in 0..MR {
+                    let x = $set1(ak[r]);
+                    lo[r] = $max($add(x, b0), lo[r]);
+                    hi[r] = $max($add(x, b1), hi[r]);
+                }
+            }
+            for (r, dst) in acc.chunks_exact_mut(NR).take(MR).enumerate() {
+                // SAFETY: `dst` is a chunk of exactly NR floats: the stores at 0 and at one
+                // lane write a vector each inside it.
+                #[allow(unsafe_code)]
+                unsafe {
+                    $store(dst.as_mut_ptr(), lo[r]);
+                    $store(dst.as_mut_ptr().add($lanes), hi[r]);
+                }
+            }
+        }
+    };
+}
+
+/// The AVX2 kernel: 8-lane vectors, a 16-column strip.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use std::arch::x86_64::*;
 
-    const NR: usize = 16;
+    x86_tile!(tile, "avx2,fma", 8, _mm256_set1_ps, _mm256_loadu_ps, _mm256_storeu_ps,
+        _mm256_add_ps, _mm256_max_ps);
+}
 
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn tile<const MR: usize>(panel: &[f32], strip: &[f32], acc: &mut [f32]) {
-        let mut lo = [_mm256_setzero_ps(); MR];
-        let mut hi = lo;
-        for (r, src) in acc.chunks_exact(NR).take(MR).enumerate() {
-            // SAFETY: `src` is a chunk of exactly 16 floats: the loads at 0 and 8 read 8
-            // floats each inside it.
-            #[allow(unsafe_code)]
-            unsafe {
-                lo[r] = _mm256_loadu_ps(src.as_ptr());
-                hi[r] = _mm256_loadu_ps(src.as_ptr().add(8));
-            }
-        }
-        for (ak, bk) in panel.chunks_exact(MR).zip(strip.chunks_exact(NR)) {
-            // SAFETY: `bk` is a chunk of exactly NR = 16 floats: the loads at 0 and 8 read
-            // 8 floats each inside it.
-            #[allow(unsafe_code)]
-            let (b0, b1) = unsafe {
-                (
-                    _mm256_loadu_ps(bk.as_ptr()),
-                    _mm256_loadu_ps(bk.as_ptr().add(8)),
-                )
-            };
-            for r in 0..MR {
-                let x = _mm256_set1_ps(ak[r]);
-                lo[r] = _mm256_max_ps(_mm256_add_ps(x, b0), lo[r]);
-                hi[r] = _mm256_max_ps(_mm256_add_ps(x, b1), hi[r]);
-            }
-        }
-        for (r, dst) in acc.chunks_exact_mut(NR).take(MR).enumerate() {
-            // SAFETY: `dst` is a chunk of exactly 16 floats: the stores at 0 and 8 write 8
-            // floats each inside it.
-            #[allow(unsafe_code)]
-            unsafe {
-                _mm256_storeu_ps(dst.as_mut_ptr(), lo[r]);
-                _mm256_storeu_ps(dst.as_mut_ptr().add(8), hi[r]);
-            }
-        }
-    }
+/// The AVX-512 kernel: 16-lane vectors, a 32-column strip; the strip's two vectors are
+/// loaded once per k step and each panel word broadcast once.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    x86_tile!(tile, "avx512f,avx2,fma", 16, _mm512_set1_ps, _mm512_loadu_ps,
+        _mm512_storeu_ps, _mm512_add_ps, _mm512_max_ps);
 }
 
 #[cfg(test)]

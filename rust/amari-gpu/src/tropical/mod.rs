@@ -16,8 +16,6 @@ pub mod blocks;
 pub mod checks;
 pub mod host;
 mod host_kernel;
-#[cfg(target_arch = "x86_64")]
-mod host_kernel_avx512;
 mod host_pack;
 pub mod host_paths;
 pub mod host_rows;
