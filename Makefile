@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/amari-gpu-target
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: help system venv dev demo test test-rust test-python wheel-test lint fmt surface clean bench
+.PHONY: help system venv dev demo test test-rust test-python wheel-test lint fmt surface api-docs clean bench
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -41,13 +41,14 @@ test: test-rust test-python ## every test
 wheel-test: system venv ## build the wheel and the sdist, install each in a fresh venv, run the CLI
 	bash scripts/wheel-test.sh
 
-lint: venv ## rustfmt, import and folder circles, clippy, ruff, mypy, stub check and the generated surface
+lint: venv ## rustfmt, import and folder circles, clippy, ruff, mypy, stub check, the generated surface and API reference
 	cargo fmt --all --check
 	$(PY) scripts/gen-surface.py --check
+	$(PY) scripts/gen-api-docs.py --check
 	python3 scripts/import-cycles.py rust/amari-gpu/src
 	cargo clippy --release --workspace --all-targets --features amari-gpu/bench-support -- -D warnings
-	$(VENV)/bin/ruff check python tests benches scripts/gen-surface.py
-	$(VENV)/bin/ruff format --check python tests benches scripts/gen-surface.py
+	$(VENV)/bin/ruff check python tests benches scripts/gen-surface.py scripts/gen-api-docs.py
+	$(VENV)/bin/ruff format --check python tests benches scripts/gen-surface.py scripts/gen-api-docs.py
 	$(VENV)/bin/mypy
 	$(PY) -m mypy.stubtest amari_gpu._native
 
@@ -59,13 +60,16 @@ fmt: venv ## format Rust and Python sources
 surface: venv ## regenerate the stubs, overloads, Kernels Protocol and api.md list from _surface.py
 	$(PY) scripts/gen-surface.py
 
+api-docs: ## regenerate docs/api.md's per-name reference from the docstrings (needs the built extension: make dev)
+	$(PY) scripts/gen-api-docs.py
+
 clean: ## remove the virtual environment and build outputs
 	rm -rf $(VENV) dist
 	cargo clean
 
 # Every figure in README.md and docs/benchmarks.md is printed by one of these. host.py runs
 # without the OpenBLAS variables that pin a kernel (it prints the one numpy's BLAS chose).
-bench: dev ## every figure of README and docs/benchmarks.md: host vs CPU peers, strategies, grids, resident arrays, profiler, Ray, criterion benches
+bench: dev ## every figure of README and docs/benchmarks.md: host vs CPU peers, strategies, grids, resident arrays, profiler, Ray, roofline, criterion benches
 	$(PY) -m pip install -q -r requirements-bench.txt
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benches/host.py
 	$(PY) benches/strategies.py
@@ -77,6 +81,7 @@ bench: dev ## every figure of README and docs/benchmarks.md: host vs CPU peers, 
 	$(PY) benches/resident_tropical.py
 	$(PY) benches/resident_fisher.py
 	$(PY) benches/cluster.py
+	$(PY) benches/roofline.py
 	$(PY) -m pytest benches/ --benchmark-only
 	$(PY) -m amari_gpu bench --quick
 	cargo bench -p amari-gpu --features bench-support --bench partition --bench families --bench wgpucall --bench ga --bench tropical --bench fisher

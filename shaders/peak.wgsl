@@ -1,6 +1,9 @@
-// Arithmetic peak micro-benchmark: long independent chains of fused multiply-adds on vec4,
-// enough of them per thread to hide latency. The result is written so that no compiler can
-// drop the work. Each thread does ITERATIONS * 8 vec4 FMAs = ITERATIONS * 64 flops.
+// Arithmetic-peak micro-benchmarks: long independent chains of one operation on vec4, enough
+// of them per thread to hide latency. The operation is `step`, appended after this file by
+// `shaders.rs` (a fused multiply-add for calibration's peak, an add, or the max-plus step: an
+// add then a max). Each thread runs ITERATIONS * 8 vec4 steps, 256 loop trips: far below the
+// 65,535 trips after which Mesa's CPU drivers stop an invocation's loops. The result is
+// written so that no compiler can drop the work.
 
 // A map kernel (`map.wgsl`).
 
@@ -21,14 +24,14 @@ fn item(i: u32) {
     var g = s + 6.0;
     var h = s + 7.0;
     for (var k = 0u; k < ITERATIONS; k = k + 1u) {
-        a = fma(a, m, s);
-        b = fma(b, m, s);
-        c = fma(c, m, s);
-        d = fma(d, m, s);
-        e = fma(e, m, s);
-        f = fma(f, m, s);
-        g = fma(g, m, s);
-        h = fma(h, m, s);
+        a = step(a, m, s);
+        b = step(b, m, s);
+        c = step(c, m, s);
+        d = step(d, m, s);
+        e = step(e, m, s);
+        f = step(f, m, s);
+        g = step(g, m, s);
+        h = step(h, m, s);
     }
     out[i] = a + b + c + d + e + f + g + h;
 }

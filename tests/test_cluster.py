@@ -16,6 +16,7 @@ import pytest
 from _fisher_helpers import random_probs, random_scores, reference_fisher, relative_error
 from _process import python
 from _tropical_helpers import floyd_warshall, graph_without_negative_cycles, random_operand
+from amari_gpu.profiler import TIMES as X
 from cl3 import random_batch, reference_product
 
 BACKENDS = ["vulkan"]
@@ -156,6 +157,19 @@ def test_fisher_information_is_bit_identical(
     )
 
 
+def test_natural_gradient_takes_a_computed_fisher(
+    rc: ag.RayContext, local: ag.MultiGpuContext
+) -> None:
+    # The method RayContext shares with MultiGpuContext: F from the cluster, then the solve
+    # alone, the same bits as the call that computes F itself.
+    scores = random_scores(5000, 9, seed=9)
+    g = np.random.default_rng(9).standard_normal((9, 2))
+    f = rc.fisher_information(scores)
+    got = rc.natural_gradient(None, g, 0.1, fisher=f)
+    assert np.array_equal(got, rc.natural_gradient(scores, g, 0.1))
+    assert np.array_equal(got, local.natural_gradient(scores, g, 0.1))
+
+
 def test_fisher_families_are_bit_identical(rc: ag.RayContext, local: ag.MultiGpuContext) -> None:
     probs = random_probs(3000, 6, seed=4)
     assert np.array_equal(rc.fisher_categorical(probs), local.fisher_categorical(probs))
@@ -231,10 +245,18 @@ def test_profile_merges_every_nodes_timeline(rc: ag.RayContext, tmp_path: Any) -
     prof.save_chrome_trace(path)
     trace = json.loads(path.read_text())["traceEvents"]
     processes = {e["pid"]: e["args"]["name"] for e in trace if e["name"] == "process_name"}
+    # One process per node, and the driver's, whose track holds the user's calls.
+    driver = [pid for pid, name in processes.items() if name == "driver"]
+    assert len(driver) == 1
+    del processes[driver[0]]
     assert set(processes) == {0, 1, 2}
     assert all(helpers.LOOPBACK in name for name in processes.values())
     assert any(e["name"] == "thread_name" and "device 0" in e["args"]["name"] for e in trace)
     assert "makespan" in str(prof)
+    # The user's one call, counted in the local summary's words.
+    assert [c["name"] for c in prof.calls] == [f"geometric_product(6000{X}8, 6000{X}8)"]
+    assert str(prof).startswith(f"calls 1 (kernel calls {len(prof.kernel_calls)} on the nodes)")
+    assert any(e["name"] == f"geometric_product(6000{X}8, 6000{X}8)" for e in trace)
 
 
 @pytest.mark.parametrize(("boundary", "halo"), [("dirichlet", 1), ("periodic", 3)])

@@ -55,12 +55,34 @@ def test_a_node_killed_mid_call(cluster: Any, local: ag.MultiGpuContext) -> None
             rc.inject_fault(1)
 
 
+def test_nodes_that_never_answer_are_marked_hung(cluster: Any) -> None:
+    # Every node is held ("hang": it blocks from its first chunk until the driver ends its
+    # actor), so no node can answer, however fast or loaded the machine: each is marked hung
+    # after node_timeout_s, and with none left the call raises. No healthy node is there to
+    # be misjudged. (The timeout also bounds the measurements when the context opens: ample
+    # for those.)
+    a, b = random_batch(900, seed=6)
+    with ag.RayContext(backends=BACKENDS, node_timeout_s=10.0, chunk_items=300) as rc:
+        for node in range(3):
+            rc.inject_fault(node, after_chunks=0, fault="hang")
+        with pytest.raises(ag.DeviceLostError, match="no healthy node"):
+            rc.geometric_product(a, b)
+        health = rc.health()
+        assert [h["healthy"] for h in health.values()] == [False, False, False]
+        for h in health.values():
+            assert h["reason"] == "hung: no chunk finished within node_timeout_s=10.0", h
+
+
 def test_a_hung_node_and_a_node_whose_devices_fail(cluster: Any, local: ag.MultiGpuContext) -> None:
     scores = random_scores(90_000, 6, seed=8)
     want = local.fisher_information(scores)
+    # Node 0 never answers and node 2 raises a device error at once; node 1 is healthy, and
+    # node_timeout_s is far above what one of its chunks takes on any machine (a chunk of a
+    # few thousand rows), so only the held node runs out of it. That a held node is marked
+    # hung whatever the load: test_nodes_that_never_answer_are_marked_hung.
     # chunk_items=1: cluster chunks of one grid chunk each, so that every node gets some.
     with ag.RayContext(
-        backends=BACKENDS, node_timeout_s=3.0, strategy="balanced", chunk_items=1
+        backends=BACKENDS, node_timeout_s=20.0, strategy="balanced", chunk_items=1
     ) as rc:
         rc.inject_fault(0, after_chunks=0, fault="hang")
         rc.inject_fault(2, after_chunks=0, fault="device_error")

@@ -161,7 +161,7 @@ def test_a_resident_chain_moves_no_rows_between_upload_and_gather(ctx3: ag.Multi
     with ctx3.profile() as prof:
         da, db = ctx3.asarray(a, strategy="balanced"), ctx3.asarray(b, strategy="balanced")
         out = _chain(ctx3, da, db, _rotor()).numpy()
-    labels = [c["kernel"] for c in prof.calls]
+    labels = [c["kernel"] for c in prof.kernel_calls]
     assert labels[:2] == ["resident/upload"] * 2 and labels[-1] == "resident/gather"
     ops = set(range(2, len(labels) - 1))
     assert len(ops) == 5

@@ -10,35 +10,30 @@ family mixins are checked, and what exceptions inherit from ``Exception`` is not
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import amari_gpu
 import pytest
 
-
-def _own_classes(cls: type) -> Iterator[type]:
-    """``cls`` and its bases that amari_gpu defines."""
-    for klass in cls.__mro__:
-        if klass.__module__.split(".")[0] == "amari_gpu":
-            yield klass
+_SPEC = importlib.util.spec_from_file_location(
+    "gen_api_docs", Path(__file__).resolve().parent.parent / "scripts" / "gen-api-docs.py"
+)
+assert _SPEC is not None and _SPEC.loader is not None
+_API_DOCS = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(_API_DOCS)
 
 
 def _members(cls: type) -> Iterator[tuple[str, Any]]:
-    """Public methods and properties of ``cls``, each once, from the class that defines it."""
-    seen: set[str] = set()
-    for klass in _own_classes(cls):
-        for name, attr in vars(klass).items():
-            if name.startswith("_") or name in seen:
-                continue
-            if isinstance(attr, (staticmethod, classmethod)):
-                attr = attr.__func__
-            if inspect.isfunction(attr) or isinstance(attr, property):
-                seen.add(name)
-                yield f"{cls.__name__}.{name}", attr
+    """Public methods and properties of ``cls``, each once, from the class that defines it:
+    the walk scripts/gen-api-docs.py documents."""
+    for name, attr in _API_DOCS.own_members(cls):
+        yield f"{cls.__name__}.{name}", attr
 
 
 def _public_names() -> list[tuple[str, Any]]:

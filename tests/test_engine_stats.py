@@ -123,3 +123,43 @@ def test_an_empty_call_does_no_work():
 def test_health_reports_every_device(engine_ctx):
     health = engine_ctx.health()
     assert health == {d.id: {"healthy": True, "reason": None} for d in engine_ctx.devices}
+
+
+@pytest.mark.parametrize("backends", [["host"], ["vulkan"], ["vulkan", "host"]])
+def test_resident_work_counts_in_busy_time_and_memory_in_use(backends):
+    # DeviceArray operations only (no numpy call first): their chunks count busy time on the
+    # device that ran them, like any call's, and their shards count in the memory the
+    # device holds, on the host device (host memory) as on a wgpu device (pooled buffers).
+    ctx = MultiGpuContext(backends=backends, chunk_items=CHUNK)
+    try:
+        rows = np.random.default_rng(7).random((N, 8), dtype=np.float32)
+        x = ctx.asarray(rows)
+        y = ctx.geometric_product(x, x)
+        stats = ctx.stats()
+        _check_shape(stats, len(ctx.devices))
+        assert sum(s["items_done"] for s in stats) == N
+        for s in stats:
+            assert (s["busy_s"] > 0) is (s["items_done"] > 0), s
+            assert s["memory_in_use_bytes"] >= s["resident_bytes"], s
+        assert sum(s["resident_bytes"] for s in stats) == 2 * N * 8 * 4
+        del x, y
+        assert all(s["resident_bytes"] == 0 for s in ctx.stats())
+    finally:
+        ctx.close()
+
+
+def test_grid_rounds_and_fast_path_calls_count_in_busy_time():
+    ctx = MultiGpuContext(backends=["vulkan", "host"])
+    try:
+        grid = np.random.default_rng(3).random((64, 48), dtype=np.float32)
+        ctx.stencil(grid, 4, 0.2, "periodic")
+        worked = [s for s in ctx.stats() if s["items_done"] > 0]
+        assert worked and all(s["busy_s"] > 0 for s in worked)
+        before = {s["device_id"]: s["busy_s"] for s in ctx.stats()}
+        a = np.ones((1, 8), np.float32)
+        ctx.geometric_product(a, a)
+        assert ctx.last_plan is not None and ctx.last_plan.fast_path
+        device = ctx.last_plan.assignments[0].device_id
+        assert ctx.stats()[device]["busy_s"] > before[device]
+    finally:
+        ctx.close()

@@ -169,7 +169,7 @@ def test_the_profiler_names_the_kernel(
 ) -> None:
     with default_ctx.profile() as prof:
         default_ctx.map_rows(ONE, data["p3"], out_cols=2)
-    kernels = {c["kernel"] for c in prof.calls}
+    kernels = {c["kernel"] for c in prof.kernel_calls}
     assert len(kernels) == 1
     (name,) = kernels
     assert name.startswith("map_rows/")

@@ -1,7 +1,8 @@
 """Slices on a profile track nest or do not overlap, as Perfetto requires.
 
-The tracks are the ones the Chrome-trace export draws: per device its queue (kernels), its
-worker thread (uploads, waits, readbacks) and its re-runs. On a mixed Vulkan+GL context with
+The tracks are the ones the Chrome-trace export draws: the calls track (a slice per user
+call, its kernel calls nested under it), then per device its queue (kernels), its worker
+thread (uploads, waits, readbacks) and its re-runs. On a mixed Vulkan+GL context with
 GPU timestamps, a readback used to begin a rounding error before its wait ended, and a
 kernel aligned with a tighter GPU clock offset began before the previous one ended. The
 check reads the events as a user does, in Python floats: end = start + duration.
@@ -9,11 +10,13 @@ check reads the events as a user does, in Python floats: end = start + duration.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 import amari_gpu as ag
 import numpy as np
 import pytest
+from amari_gpu.profiler import TIMES as X
 
 
 def _track(event: dict) -> tuple[object, str]:
@@ -62,6 +65,49 @@ def test_every_track_of_large_products_nests(mixed_timed):
     assert {e["device"] for e in kernels} == {d.id for d in ctx.devices}
     assert any(e["clock"] == "gpu" for e in kernels)
     bad = _partial_overlaps(events)
+    assert bad == [], f"{len(bad)} partial overlaps, first: {bad[:2]}"
+
+
+def _trace_partial_overlaps(trace: list[dict]) -> list[tuple[dict, dict]]:
+    """Pairs of X slices on one track of a trace that overlap without nesting, in whole
+    nanoseconds (the trace's resolution)."""
+    events = [
+        {
+            "track": e["tid"],
+            "start_s": round(e["ts"] * 1e3),
+            "duration_s": round(e["dur"] * 1e3),
+            "name": e["name"],
+        }
+        for e in trace
+        if e["ph"] == "X"
+    ]
+    tracks: dict[object, list[dict]] = defaultdict(list)
+    for e in events:
+        tracks[e["track"]].append(e)
+    return [pair for spans in tracks.values() for pair in _partial_overlaps_on(spans)]
+
+
+def _partial_overlaps_on(spans: list[dict]) -> list[tuple[dict, dict]]:
+    return _partial_overlaps([{**e, "device": 0, "kind": "kernel"} for e in spans])
+
+
+def test_the_calls_track_nests_user_calls_over_their_kernel_calls(mixed_timed, tmp_path):
+    ctx = mixed_timed
+    w = np.random.default_rng(1).uniform(1.0, 5.0, (200, 200)).astype(np.float32)
+    a = np.random.default_rng(2).standard_normal((200_000, 8), dtype=np.float32)
+    ctx.shortest_paths(w), ctx.geometric_product(a, a, strategy="balanced")
+    with ctx.profile() as prof:
+        ctx.shortest_paths(w)
+        ctx.geometric_product(a, a, strategy="balanced")
+    path = tmp_path / "calls.json"
+    prof.save_chrome_trace(path)
+    trace = json.loads(path.read_text())["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in trace if e["name"] == "thread_name"}
+    calls = [e for e in trace if e["ph"] == "X" and names[e["tid"]].startswith("calls")]
+    user = [e["name"] for e in calls if "kernel_calls" in e["args"]]
+    assert user == [f"shortest_paths(200{X}200)", f"geometric_product(200000{X}8, 200000{X}8)"]
+    assert len(calls) > len(user) + 2, "the kernel calls' slices are on the calls track too"
+    bad = _trace_partial_overlaps(trace)
     assert bad == [], f"{len(bad)} partial overlaps, first: {bad[:2]}"
 
 

@@ -108,7 +108,7 @@ def test_the_summary_agrees_with_the_events(ctx4):
     assert s["makespan_s"] == pytest.approx(last - first, rel=1e-9)
     bound = s["predicted_lower_bound_s"]
     assert s["efficiency"] == pytest.approx(bound / s["makespan_s"], rel=1e-9)
-    assert bound == pytest.approx(prof.calls[0]["lower_bound_s"])
+    assert bound == pytest.approx(prof.kernel_calls[0]["lower_bound_s"])
     busy = [d["busy_s"] for d in s["devices"].values()]
     assert s["imbalance"] == pytest.approx(max(busy) / (sum(busy) / len(busy)) - 1, rel=1e-9)
     assert 0 <= s["overhead_fraction"] <= 1
@@ -130,9 +130,15 @@ def test_chrome_trace_parses_with_the_required_keys(ctx4, tmp_path):
     prof.save_chrome_trace(path)
     trace = json.loads(path.read_text())
     events = trace["traceEvents"]
-    complete = [e for e in events if e["ph"] == "X"]
+    every = [e for e in events if e["ph"] == "X"]
+    # The steps, and on the calls track the user call with its one kernel call.
+    complete = [e for e in every if e["cat"] != "call"]
     assert len(complete) == len(prof.events)
-    for e in complete:
+    assert [e["name"] for e in every if e["cat"] == "call"] == [
+        prof.calls[0]["name"],
+        prof.kernel_calls[0]["kernel"],
+    ]
+    for e in every:
         assert {"name", "cat", "ph", "pid", "tid", "ts", "dur", "args"} <= set(e)
         assert e["dur"] >= 0
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
@@ -165,10 +171,11 @@ def test_gantt_chart_png(ctx4, tmp_path):
     path = tmp_path / "gantt.png"
     fig = prof.plot(path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # One row per device, named by its adapter and backend, and one for the host's planning.
+    # One row per device, named by its adapter and backend, one for the host's planning
+    # and one for the user calls, on top.
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     names = [f"{d.id}: {d.adapter.name} ({d.adapter.backend})" for d in ctx4.devices]
-    assert labels == [*names, "host"]
+    assert labels == [*names, "host", "calls"]
     assert all(label.endswith(("(vulkan)", "(gl)")) for label in labels[:4])
     import matplotlib.pyplot as plt
 

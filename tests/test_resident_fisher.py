@@ -248,7 +248,7 @@ def test_the_profile_shows_the_passes_on_the_devices(mixed: ag.MultiGpuContext) 
     d = mixed.asarray(s, strategy="balanced")
     with mixed.profile() as prof:
         mixed.fisher_information(d, w)
-    kernels = {c["kernel"] for c in prof.calls}
+    kernels = {c["kernel"] for c in prof.kernel_calls}
     assert {"resident/fisher_column_max", "resident/fisher_rows"} <= kernels, kernels
     devices = {e["device"] for e in prof.events if e["kind"] == "kernel"}
     assert devices == {x for x, _, _ in d.sharding}

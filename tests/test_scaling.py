@@ -13,6 +13,8 @@ import sys
 import amari_gpu as ag
 import pytest
 from amari_gpu.tools import scaling
+from amari_gpu.tools.scaling_report import device_label
+from amari_gpu.tools.scaling_report import summary as scaling_summary
 
 SIZES = {
     "geometric_algebra": (256, 4096),
@@ -47,7 +49,7 @@ def test_results_json_names_what_every_row_ran_on(study):
     assert datetime.datetime.fromisoformat(saved["date"]).tzinfo is not None
     assert saved["host"]["cpu"] and saved["host"]["logical_cpus"] >= 1
     assert saved["adapters"] == [a.describe() for a in ag.adapters()]
-    names = {a.name for a in ag.adapters()}
+    labels = {device_label(a) for a in ag.adapters()}
     for row in saved["rows"]:
         assert row["amari_gpu_version"] == ag.__version__ and row["date"] == saved["date"]
         assert row["adapter"] and row["backend"] and row["host_cpu"] == saved["host"]["cpu"]
@@ -55,7 +57,7 @@ def test_results_json_names_what_every_row_ran_on(study):
         assert row["min_s"] <= row["q1_s"] <= row["median_s"] <= row["q3_s"] <= row["max_s"]
         assert row["min_s"] > 0 and row["correct"], row["config"]
         if row["kind"] == "gpu":
-            assert set(row["adapter"].split(" + ")) <= names
+            assert set(row["adapter"].split(" + ")) <= labels
             assert row["driver"] and row["n_devices"] == len(row["devices"])
             assert row["imbalance"] >= 0 and row["bottleneck"]
             # The plan column is this call's own split, and agrees with the device count.
@@ -72,10 +74,10 @@ def test_results_json_names_what_every_row_ran_on(study):
 
 def test_every_device_set_strategy_and_baseline_is_measured(study):
     data, _, _ = study
-    found = [a for a in ag.adapters() if not a.is_host]
+    found = ag.adapters()  # the host device too
     sets = {s["label"] for s in data["device_sets"]}
-    assert {f"[{a.index}] {a.backend} alone" for a in found} <= sets
-    assert any(label.startswith("wgpu x2") for label in sets)
+    assert {f"[{a.index}] {device_label(a)} alone" for a in found} <= sets
+    assert any(label.startswith("x2 per adapter") for label in sets)
     assert (f"all {len(found)} adapters" in sets) == (len(found) > 1)
     for family, sizes in SIZES.items():
         rows = [r for r in data["rows"] if r["family"] == family and r["size"] == max(sizes)]
@@ -126,7 +128,7 @@ def test_ratios_follow_from_the_medians(study):
             gpu = min((r for r in rows if r["kind"] == "gpu"), key=lambda r: r["median_s"])
             assert cross[0]["best_gpu"] == gpu["config"]
             assert math.isclose(cross[0]["gpu_speedup_vs_numpy"], numpy / gpu["median_s"])
-            assert cross[0]["winner"] == ("GPU" if numpy > gpu["median_s"] else "numpy")
+            assert cross[0]["winner"] == ("amari_gpu" if numpy > gpu["median_s"] else "numpy")
 
 
 def test_report_and_plots_are_written(study):
@@ -154,3 +156,45 @@ def test_without_matplotlib_json_and_markdown_still_written(study, monkeypatch, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md", "results.json"]
     assert "Skipped: matplotlib is not installed" in (tmp_path / "report.md").read_text()
     assert json.loads((tmp_path / "results.json").read_text())["plots"] == []
+
+
+def _adapter(**fields) -> ag.AdapterInfo:
+    base = ag.adapters()[0]
+    return ag.AdapterInfo.from_dict({**base.__dict__, **fields})
+
+
+def test_devices_are_labelled_by_backend_name_and_reported_kind():
+    # The kind comes from the adapter's device_type, never from a vendor table: the same
+    # vendor's name is labelled by what the driver reports.
+    lavapipe = _adapter(
+        name="llvmpipe (LLVM 15.0.6, 256 bits)", backend="vulkan", device_type="cpu"
+    )
+    assert device_label(lavapipe) == "Vulkan (llvmpipe, CPU)"
+    gl = _adapter(name="llvmpipe (LLVM 15.0.6, 256 bits)", backend="gl", device_type="cpu")
+    assert device_label(gl) == "GL (llvmpipe, CPU)"
+    gpu = _adapter(name="NVIDIA GeForce RTX 4090", backend="vulkan", device_type="discrete_gpu")
+    assert device_label(gpu) == "Vulkan (NVIDIA GeForce RTX 4090, GPU)"
+    igpu = _adapter(name="Intel(R) UHD Graphics 630", backend="dx12", device_type="integrated_gpu")
+    assert device_label(igpu) == "DX12 (Intel(R) UHD Graphics 630, integrated GPU)"
+    host = next(a for a in ag.adapters() if a.is_host)
+    assert device_label(host) == f"host ({host.name.split(' (', 1)[0]}, CPU)"
+
+
+def test_the_study_includes_the_host_and_calls_no_cpu_device_a_gpu(study):
+    data, out, _ = study
+    host = next(a for a in ag.adapters() if a.is_host)
+    sets = {s["label"]: s for s in data["device_sets"]}
+    assert f"[{host.index}] {device_label(host)} alone" in sets
+    # The sets of k devices per adapter hold the host device beside the wgpu ones.
+    for s in data["device_sets"]:
+        if s["label"].startswith("x"):
+            assert any(d["backend"] == "host" for d in s["devices"]), s
+    host_rows = [r for r in data["rows"] if r["adapter"] == device_label(host)]
+    assert {r["family"] for r in host_rows} == set(SIZES)
+    for a in ag.adapters():
+        if a.device_type == "cpu":
+            assert device_label(a).endswith(", CPU)")
+    if not any(a.device_type.endswith("_gpu") for a in ag.adapters()):
+        report = (out / "report.md").read_text()
+        assert "GPU" not in report
+        assert "GPU" not in "\n".join(scaling_summary(data))

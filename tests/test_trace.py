@@ -69,8 +69,13 @@ def test_a_mixed_backend_trace_nests_on_every_track(mixed, tmp_path):
     path = tmp_path / "trace.json"
     prof.save_chrome_trace(path)
     trace = json.loads(path.read_text())
-    complete = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    every = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    # The steps; the user calls and their kernel calls are the calls track's slices.
+    complete = [e for e in every if e["cat"] != "call"]
     assert len(complete) == len(prof.events)
+    assert [e["name"] for e in every if "kernel_calls" in e["args"]] == [
+        c["name"] for c in prof.calls
+    ]
     assert crossings(trace) == []
 
     # Grouped by kind; what varies is in args.

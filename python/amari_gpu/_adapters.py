@@ -18,12 +18,30 @@ DEVICE_TYPES: tuple[str, ...] = _native.DEVICE_TYPES
 
 @dataclass(frozen=True)
 class AdapterInfo:
-    """One adapter as wgpu reports it, before any device is opened on it; the last entry is
-    the host CPU device (``backend == "host"``, ``name`` the CPU model, ``limits["threads"]``,
-    ``features`` its SIMD level first).
+    """One adapter as wgpu reports it, before any device is opened on it (frozen); the last
+    entry of :func:`adapters` is the host CPU device (``backend == "host"``,
+    ``device_type == "cpu"``, ``name`` the CPU model, ``driver`` "amari-gpu host kernels",
+    ``limits["threads"]``, ``features`` its SIMD level first: "avx512f", "avx2", "neon" or
+    "portable").
 
-    ``same_device_as`` is the index of an earlier entry that is the same physical device
-    seen through another backend (e.g. a GPU through both Vulkan and GL), else ``None``.
+    Attributes:
+        index: position in ``adapters()``; what ``MultiGpuContext(adapters=...)`` takes.
+        name: as the driver reports it.
+        vendor: as the driver reports it (for display only).
+        vendor_id: backend-specific id (the PCI id for hardware adapters).
+        device_id: backend-specific id (the PCI id for hardware adapters).
+        backend: "vulkan", "metal", "dx12", "gl" or "host".
+        device_type: "discrete_gpu", "integrated_gpu", "virtual_gpu", "cpu" or "other", as
+            the adapter reports it.
+        driver: the driver's name.
+        driver_info: the driver's version text.
+        pci_bus_id: where the backend reports one, else "".
+        limits: the adapter's limits by WebGPU name, e.g.
+            ``max_storage_buffer_binding_size``.
+        features: optional features it supports, lower-case names (e.g.
+            ``timestamp_query``).
+        same_device_as: index of an earlier entry that is the same physical device seen
+            through another backend (e.g. a GPU through both Vulkan and GL), else None.
     """
 
     index: int

@@ -85,12 +85,32 @@ class EventDict(TypedDict):
     clock: str
 
 @type_check_only
-class CallDict(TypedDict):
+class KernelCallDict(TypedDict):
+    call: int
     kernel: str
     items: int
+    flops_per_item: float
+    bytes_per_item: float
     strategy: str
     lower_bound_s: float
     estimated_makespan_s: float
+
+@type_check_only
+class CallPlanDict(TypedDict):
+    strategy: str
+    lower_bound_s: float
+    estimated_makespan_s: float
+
+@type_check_only
+class CallDict(TypedDict):
+    name: str
+    method: str
+    args: str
+    start_s: float
+    end_s: float
+    device_s: float
+    kernel_calls: list[KernelCallDict]
+    plan: CallPlanDict
 
 @type_check_only
 class DeviceSummaryDict(TypedDict):
@@ -109,6 +129,7 @@ class DeviceSummaryDict(TypedDict):
 @type_check_only
 class SummaryDict(TypedDict):
     calls: int
+    kernel_calls: int
     makespan_s: float
     predicted_lower_bound_s: float
     efficiency: float
@@ -208,6 +229,7 @@ class Context:
     def health(self) -> dict[int, HealthDict]: ...
     def stats(self) -> list[StatsDict]: ...
     def inject_fault(self, device_id: int, after_chunks: int, hold: bool = False) -> None: ...
+    def inject_grid_rate(self, device_id: int, cells_per_s: float | None) -> None: ...
     def reset_health(self, device_id: int | None = None) -> None: ...
     def close(self) -> None: ...
     @property
@@ -217,6 +239,9 @@ class Context:
 class Profile:
     def events(self) -> list[EventDict]: ...
     def calls(self) -> list[CallDict]: ...
+    def kernel_calls(self) -> list[KernelCallDict]: ...
+    def begin_call(self, method: str, args: str) -> int | None: ...
+    def end_call(self, index: int) -> None: ...
     def summary(self) -> SummaryDict: ...
     def chrome_trace(self) -> str: ...
     def device_names(self) -> dict[int, str]: ...
@@ -224,6 +249,15 @@ class Profile:
 def profile_start(ctx: Context) -> Profile: ...
 def reset_log_levels() -> None: ...
 def profile_stop(ctx: Context) -> None: ...
+
+@type_check_only
+class DeviceLimitsDict(TypedDict):
+    device: int
+    stream_bytes_per_s: float
+    fma_flops_per_s: float
+    add_ops_per_s: float
+    max_ops_per_s: float
+    measured_with: str
 
 @type_check_only
 class FisherPreparedDict(TypedDict):
@@ -395,6 +429,11 @@ def life(
     progress: Callable[[int, int], object] | None = None,
     out: npt.NDArray[np.uint8] | None = None,
 ) -> tuple[npt.NDArray[np.uint8], DomainReport]: ...
+
+# --- roofline limits (amari-gpu bench --roofline) ---
+__all__ += ["device_limits"]
+
+def device_limits(ctx: Context) -> list[DeviceLimitsDict]: ...
 
 # --- users' row kernels ---
 __all__ += ["map_rows"]

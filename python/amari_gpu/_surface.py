@@ -161,6 +161,10 @@ def life(
 ) -> tuple[host[u8], DomainReport]:
     "Generations of Conway's game of life, the grid split in bands over the devices."
 
+# --- roofline limits (amari-gpu bench --roofline) [roofline] ---
+def device_limits(ctx) -> list[DeviceLimitsDict]:
+    "Each device's measured stream bandwidth and FMA, add and max-plus issue rates."
+
 # --- users' row kernels [rows] ---
 def map_rows(
     ctx, spec: RowsSpec, arrays: list[tuple[either[f32, "(N, W) each"], tuple[int, ...]]],
@@ -359,7 +363,7 @@ NATURAL_GRADIENT = Shape(
     (Arg("scores", resident=True), Arg("grad"), Arg("damping", "float")),
     _F64,
     resident_result=False,
-    keywords=(Arg("weights", default="None"),),
+    keywords=(Arg("weights", default="None"), Arg("fisher", default="None")),
 )
 
 METHODS: tuple[Method, ...] = (
@@ -415,7 +419,7 @@ METHODS: tuple[Method, ...] = (
         "natural_gradient",
         "information",
         NATURAL_GRADIENT,
-        "Solution x of (F + damping I) x = grad, F the Fisher matrix of scores.",
+        "Solution x of (F + damping I) x = grad, F the Fisher matrix of scores (or fisher=).",
     ),
 )
 """What every kernel-family mixin of ``MultiGpuContext`` may rely on."""

@@ -35,9 +35,16 @@ milliseconds."""
 
 @dataclass(frozen=True)
 class Device:
-    """A device opened by a context: a wgpu device + queue on one adapter, or the host CPU
-    device (``adapter.backend == "host"``). The bindings build it (``_native.Context.devices``),
-    ``_native`` being the native context that answers ``capabilities``."""
+    """A device opened by a context (frozen): a wgpu device + queue on one adapter, or the
+    host CPU device (``adapter.backend == "host"``). The bindings build it
+    (``_native.Context.devices``), ``_native`` being the native context that answers
+    ``capabilities``.
+
+    Attributes:
+        id: context-wide device id.
+        adapter: the ``AdapterInfo`` it was opened on.
+        gpu_timestamps: whether the device was opened with timestamp queries.
+    """
 
     id: int
     adapter: AdapterInfo
@@ -46,7 +53,8 @@ class Device:
 
     @property
     def capabilities(self) -> Capabilities:
-        """Measured capabilities (the context calibrates on first need)."""
+        """Measured :class:`Capabilities`: reading it measures whatever figures of the device
+        and its group the context's calls have not needed yet."""
         caps: Capabilities = self._native.capabilities(self.id)
         return caps
 
@@ -81,27 +89,12 @@ class MultiGpuContext(
 ):
     """Devices on every selected adapter, used together by every kernel call.
 
-    Selection: by default every distinct hardware GPU adapter (one per physical device,
-    preferring Vulkan/Metal/DX12 over GL) plus the host CPU device; on a machine without a
+    Default selection: every distinct hardware GPU adapter (one per physical device,
+    Vulkan/Metal/DX12 preferred over GL) plus the host CPU device; on a machine without a
     hardware GPU, the host device alone. CPU adapters (lavapipe, llvmpipe, WARP) run on the
-    host's cores and are opened only when named: ``backends=["vulkan"]`` picks lavapipe,
-    ``backends=["vulkan", "host"]`` lavapipe beside the host. ``backends=`` or ``adapters=``
-    select exactly what they name, including an adapter that is another backend's view of the
-    same device. ``device_types=`` filters by kind (``"cpu"`` takes the software adapters and
-    the host), ``max_devices=`` caps the count, and ``devices_per_adapter=N`` opens N logical
-    devices (each with its own queue) per wgpu adapter, 1 <= N <= 64
-    (``MAX_DEVICES_PER_ADAPTER``).
-
-    ``strategy`` is the default split of every call ("balanced", "capability", "memory",
-    "latency", "adaptive" or "auto"); each kernel method also takes ``strategy=``.
-    Assigning ``ctx.strategy`` changes the default of later calls.
-    ``gpu_timestamps`` chooses how profiled kernels are timed: ``None`` (default) with GPU
-    timestamp queries where the adapter has them and one costs under 3% of a chunk
-    (calibration measures the cost: some drivers synchronise around every timestamp),
-    ``True`` with timestamps wherever available, ``False`` on the host. ``chunk_items``
-    overrides the items per chunk, 1 to 2**32 - 1 (default: derived from the problem size
-    only); ``sync_timeout_ms`` (1 to 86_400_000, a day) turns a device that takes longer
-    than that for one chunk into a failure whose chunks are re-run on the other devices.
+    host's cores and are opened only when named (``backends=["vulkan"]``, ``adapters=[...]``)
+    or asked for by kind (``device_types="cpu"``, which also takes the host).
+    ``amari-gpu info`` says for every adapter whether the default selection uses it and why.
 
     The host CPU is a device too: :func:`~amari_gpu.adapters` lists it last with
     ``backend == "host"``; it is opened once, whatever ``devices_per_adapter``. Its kernels
@@ -110,13 +103,8 @@ class MultiGpuContext(
     runs on it (the grid methods as bands beside the wgpu devices' bands; the softmax of
     ``fisher_categorical(logits=...)`` is taken once on the host for every context, so it is
     the same bits for any device mix) except users' WGSL kernels (:meth:`map_rows`), which
-    run on the wgpu devices only.
-    ``host_threads`` sizes its thread pool (default: the machine's hardware threads minus
-    one per hardware-GPU device of the context, at least 1; CPU adapters keep no core; at
-    most 4 per hardware thread). A number out of its range raises
-    :class:`~amari_gpu.InvalidArgumentError` naming it, the range and the value.
-    Beside CPU adapters, ``strategy="auto"`` gives the host every chunk when calibration
-    measured that running both at once gains nothing.
+    run on the wgpu devices only. Beside CPU adapters, ``strategy="auto"`` gives the host
+    every chunk when calibration measured that running both at once gains nothing.
 
     What the selection chose is said once, plainly: ``repr(ctx)`` and ``print(ctx)`` name the
     devices, every adapter left out (and every backend named without adapter) with the
@@ -128,6 +116,25 @@ class MultiGpuContext(
     manager (``with MultiGpuContext() as ctx:``) or call :meth:`close`. Every call on a
     closed context (and assigning ``ctx.strategy``) raises :class:`~amari_gpu.AmariGpuError`
     saying so.
+
+    Attributes:
+        devices: ``list[Device]``, by id.
+        left_out: ``list[LeftOut]``: the adapters not opened (and backends named in
+            ``backends=`` without adapter), each with the reason.
+        selection_notes: ``list[str]``: the options that could not apply as given.
+        last_plan: the ``Plan`` of the last kernel call (None before one, and after a grid
+            call).
+        last_run: the ``DomainReport`` of the last ``stencil``/``life`` call (None after any
+            other kernel call).
+
+    Example:
+        import amari_gpu as ag
+        import numpy as np
+
+        with ag.MultiGpuContext() as ctx:
+            a = np.random.rand(100_000, 8).astype(np.float32)
+            ab = ctx.geometric_product(a, a)
+            print(ctx, ctx.last_plan.strategy)
     """
 
     def __init__(
@@ -144,6 +151,40 @@ class MultiGpuContext(
         gpu_timestamps: bool | None = None,
         host_threads: int | None = None,
     ) -> None:
+        """Opens devices (a wgpu device and queue each) on the selected adapters.
+
+        Args:
+            backends: a name or names from "vulkan", "metal", "dx12", "gl", "host"
+                (case-insensitive): every adapter on them, duplicates included; "host" is the
+                host CPU device.
+            device_types: a kind or kinds from ``AdapterInfo.device_type``: a filter.
+            adapters: an index or indices of ``adapters()``: exactly those (an index listed
+                twice is an error).
+            max_devices: at most this many devices in all (any integer from 1).
+            devices_per_adapter: logical devices (each its own queue) opened per selected
+                wgpu adapter, 1 to 64 (``MAX_DEVICES_PER_ADAPTER``).
+            chunk_items: items per chunk, 1 to 2**32 - 1 (kernels count a chunk's items in a
+                WGSL ``u32``); default derived from the problem size only.
+            sync_timeout_ms: a device that takes longer than this for one chunk is treated as
+                failed and its chunks re-run on the others; 1 to 86 400 000 (a day), ``None``
+                waits as long as it takes.
+            strategy: the default split of every call, one of ``STRATEGIES``.
+            gpu_timestamps: how profiled kernels are timed: ``None`` with GPU timestamps
+                where available and cheaper than 3% of a chunk, ``True`` wherever available,
+                ``False`` on the host.
+            host_threads: threads of the host device's kernels; default the machine's
+                hardware threads minus one per hardware-GPU device of the context (each has
+                a worker thread that feeds it), at least 1 (CPU adapters keep no core); given,
+                1 to 4 per hardware thread of the machine.
+
+        Raises:
+            NoAdapterError: nothing matches the selection; the message lists what is
+                available.
+            InvalidArgumentError: an argument is out of its range or unknown, refused before
+                anything is opened, naming the argument, the range and the value (e.g.
+                ``host_threads: expected an integer from 1 to 8 or None (4 per hardware
+                thread of this machine, which has 2), got 5000``).
+        """
         self._native = _native.Context(
             {
                 "backends": name_list("backends", backends, BACKENDS),
@@ -167,10 +208,10 @@ class MultiGpuContext(
         self.last_plan: Plan | None = None
 
     def close(self) -> None:
-        """Releases the devices: their buffers are freed and the wgpu devices destroyed
-        (a call running on another thread finishes first). Later calls raise
-        :class:`~amari_gpu.AmariGpuError` ("the context is closed"); closing again does
-        nothing."""
+        """Releases the devices: pooled buffers and the bind groups kept over them are
+        freed and the wgpu devices destroyed (a call running on another thread finishes
+        first). Idempotent; leaving ``with MultiGpuContext() as ctx:`` calls it. Every later
+        call raises :class:`~amari_gpu.AmariGpuError` ("the context is closed")."""
         self._native.close()
 
     @property
@@ -228,15 +269,37 @@ class MultiGpuContext(
         return int(device_id)
 
     def calibrate(self, force: bool = False) -> list[Capabilities]:
-        """Measures every device: transfer both ways, on-device copy bandwidth and items/s of
-        each kernel family. Figures are cached on disk per adapter, driver and package
-        version (``AMARI_GPU_CACHE_DIR`` overrides the user cache dir); ``force`` measures
-        again. Contexts calibrate on first need, so calling this is optional."""
+        """Measures every device: transfer both ways, on-device copy bandwidth, launch
+        latency and items/s of each kernel family (and, for devices sharing hardware, their
+        speed together). Optional: contexts measure on first need, and only what is needed.
+
+        Figures are cached on disk per adapter, driver and package version
+        (``AMARI_GPU_CACHE_DIR`` overrides the user cache dir, whose file is
+        ``calibration-v2.json``).
+
+        Args:
+            force: measure again even what the cache holds.
+
+        Returns:
+            ``list[Capabilities]``, one per device, by id.
+        """
         caps: list[Capabilities] = self._native.calibrate(bool(force))
         return caps
 
     def distribute_workload(self, workload: Workload, strategy: str | None = None) -> Plan:
-        """The plan ``workload`` would run with, without running it."""
+        """The plan ``workload`` would run with, without running it.
+
+        Args:
+            workload: a :class:`Workload`.
+            strategy: one of ``STRATEGIES``; default the context's.
+
+        Returns:
+            The :class:`Plan`.
+
+        Raises:
+            InvalidArgumentError: ``workload`` is not a ``Workload``, or ``strategy`` is
+                unknown.
+        """
         if not isinstance(workload, Workload):
             raise InvalidArgumentError(
                 f"workload: expected an amari_gpu.Workload, got {type(workload).__name__}"
@@ -245,38 +308,115 @@ class MultiGpuContext(
         return plan
 
     def profile(self) -> AbstractContextManager[Profile]:
-        """Records every step of every call while active::
-
-            with ctx.profile() as prof:
-                ctx.geometric_product(a, b)
-            print(prof)                     # summary table
-            prof.save_chrome_trace("run.json")
+        """Records every step of every call while active (see docs/profiler.md).
 
         Kernels are timed with GPU timestamp queries where the device has them
         (``device.gpu_timestamps``) and, by default, where one costs under 3% of a chunk
         (``device.capabilities.timestamp_cost_s``); else on the host. Each event says which
-        clock timed it. One profile per context at a time."""
-        return _Recording(self._native)
+        clock timed it. One profile per context at a time.
+
+        Returns:
+            A context manager that yields the :class:`Profile`.
+
+        Example:
+            with ctx.profile() as prof:
+                ctx.geometric_product(a, b)
+            print(prof)                     # summary table
+            prof.save_chrome_trace("run.json")
+        """
+        return _Recording(self)
 
     def health(self) -> dict[int, dict[str, Any]]:
-        """``{device_id: {"healthy": bool, "reason": str | None}}``. A device that failed is
-        left out of later calls until ``reset_health``."""
+        """Whether each device is given work.
+
+        Returns:
+            ``{device_id: {"healthy": bool, "reason": str | None}}``. A device that failed
+            is left out of later calls until :meth:`reset_health`.
+        """
         return dict(self._native.health())
 
     def stats(self) -> list[dict[str, Any]]:
-        """Per device: bytes moved, items and chunks done, busy seconds, device memory the
-        context holds (``resident_bytes`` of it held by live DeviceArrays), health."""
+        """What each device did since the context opened, what it holds, and its health.
+
+        Returns:
+            One dict per device, by id, with these keys:
+
+            - ``device_id``.
+            - ``bytes_up``, ``bytes_down`` and ``bytes_moved`` (their sum): bytes sent to
+              and read back from the device, by calls and by DeviceArrays (uploads, gathers,
+              rows moved between layouts); the host device moves none.
+            - ``items_done``, ``chunks_done``, ``failed_chunks``: the items and chunks it
+              completed, and the chunks it failed (re-run elsewhere), for every kind of
+              call: split, fast path, DeviceArray operations, grid rounds.
+            - ``busy_s``: seconds it had a call's work in flight, on every one of those paths
+              and every device kind (per call, from its first chunk taken to its last done;
+              a grid round from upload to readback), so it is above 0 whenever
+              ``items_done`` is; transfers outside a call (``asarray``, ``numpy()``) count
+              in bytes only.
+            - ``memory_in_use_bytes``: device memory the context holds: its buffers on a
+              wgpu device (pooled and in use), the resident shards on the host device (in
+              host memory); never below ``resident_bytes``.
+            - ``resident_bytes``: the part of it held by live DeviceArrays' shards (their
+              rows' bytes; a pooled buffer may be larger).
+            - ``user_pipelines``: ``map_rows`` kernels the device keeps compiled (at most
+              64, the least recently used dropped first).
+            - ``healthy``, ``reason``: as :meth:`health` gives them.
+        """
         return list(self._native.stats())
 
     def inject_fault(self, device_id: int, after_chunks: int = 0, *, hold: bool = False) -> None:
-        """Makes ``device_id`` fail when it starts a chunk after completing ``after_chunks``
-        more (for testing recovery): its unfinished chunks go to the healthy devices. With
-        ``hold=True`` the wgpu device stops answering instead: from then on, waits for its
-        work do not end (``sync_timeout_ms`` and interrupts still end them) until
-        :meth:`reset_health`, so tests of timeouts do not depend on how fast it is."""
+        """For testing recovery: makes ``device_id`` fail when it starts a chunk after
+        completing ``after_chunks`` more. Its unfinished chunks go to the healthy devices and
+        the call still returns the right result. For grids a round counts as a chunk, for a
+        DeviceArray each shard of each operation.
+
+        Args:
+            device_id: the device, an index of ``devices``.
+            after_chunks: chunks it completes first (an integer >= 0).
+            hold: instead of failing, the wgpu device stops answering: from then on, waits
+                for its work do not end until :meth:`reset_health` (``sync_timeout_ms`` and
+                interrupts still end them), so tests of timeouts need no slow device.
+                Calibrate first: calibration's own waits are held too.
+
+        Raises:
+            InvalidArgumentError: ``device_id`` is not a device of the context, or
+                ``after_chunks`` is not an integer >= 0.
+        """
         after = integer("after_chunks", after_chunks, 0)
         self._native.inject_fault(self._device_id(device_id), after, bool(hold))
 
+    def inject_grid_rate(self, device_id: int, cells_per_s: float | None) -> None:
+        """For testing only: the grid rebalancer judges ``device_id``'s rounds as if it
+        computed ``cells_per_s`` cells per second, with no fixed cost per round, instead of by
+        their measured time. The rounds still run at the device's own speed and the results
+        are the same bits; only where ``stencil``/``life`` rows go follows the given rates,
+        whatever the machine's load. Cleared by :meth:`reset_health`.
+
+        Args:
+            device_id: the device, an index of ``devices``.
+            cells_per_s: a finite rate above 0, or None to measure the rounds again.
+
+        Raises:
+            InvalidArgumentError: ``device_id`` is not a device of the context, or
+                ``cells_per_s`` is not a finite number above 0 (nor None).
+        """
+        rate = None
+        if cells_per_s is not None:
+            if isinstance(cells_per_s, bool) or not isinstance(
+                cells_per_s, (int, float, np.integer, np.floating)
+            ):
+                raise InvalidArgumentError(
+                    "cells_per_s: expected a finite number of cells per second > 0 or None, "
+                    f"got {cells_per_s!r}"
+                )
+            rate = float(cells_per_s)
+        self._native.inject_grid_rate(self._device_id(device_id), rate)
+
     def reset_health(self, device_id: int | None = None) -> None:
-        """Marks ``device_id`` (or every device) healthy again."""
+        """Marks ``device_id`` (or every device, for None) healthy again, and drops what
+        :meth:`inject_fault` and :meth:`inject_grid_rate` injected into it.
+
+        Raises:
+            InvalidArgumentError: ``device_id`` is not a device of the context.
+        """
         self._native.reset_health(None if device_id is None else self._device_id(device_id))

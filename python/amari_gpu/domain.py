@@ -183,45 +183,61 @@ class DomainMixin:
         progress: Callable[[int, int], object] | None = None,
         out: npt.NDArray[np.float32] | None = None,
     ) -> npt.NDArray[np.float32]:
-        """``steps`` explicit Jacobi steps of the 2-D heat equation on a (H, W) grid::
+        """``steps`` explicit Jacobi steps of the 2-D heat equation on a (H, W) grid:
+        ``u <- u + alpha * (u_up + u_down + u_left + u_right - 4 u)``, in float32.
 
-            u <- u + alpha * (u_up + u_down + u_left + u_right - 4 u)
+        The grid is cut into row bands over the devices (one or more per device: a band's
+        buffer must fit one storage binding), each kept on its device with ``halo`` ghost
+        rows on each side; devices run ``halo`` steps between exchanges of border rows
+        through the host. The host device, if the context has it, is one of those devices:
+        its bands stay in host memory and exchange halos with the others through the same
+        host board, with the same bits as the wgpu devices beside it (alone it rounds
+        ``fma`` fused, as hardware GPUs do; see docs/grids.md). Grids take no
+        ``strategy=``: ``split`` and ``rebalance`` place their bands, and ``ctx.last_plan``
+        is set to None (a grid call follows no ``Plan``); what happened, measured, is in
+        ``ctx.last_run`` (a :class:`DomainReport`).
 
-        in float32 (real inputs are converted; the input is never modified). ``boundary``:
-        "dirichlet" keeps the outermost rows and columns at their initial values,
-        "periodic" wraps in both directions. ``alpha`` must be in [0, 0.25] (explicit steps
-        are unstable above 1/4). The grid is cut into row bands over the devices (one or
-        more per device: a band's buffer must fit one storage binding), each kept on its
-        device with ``halo`` ghost rows on each side; devices run ``halo`` steps between
-        exchanges of border rows through the host. ``rebalance`` moves rows between
-        devices when measured round times say a new split saves time; ``split`` gives the
-        first layout's rows per device id (default: by measured streaming bandwidth). The
-        host device, if the context has it, is one of those devices: its bands stay in host
-        memory and exchange halos with the others through the same host board, with the same
-        bits as the wgpu devices beside it (alone it rounds ``fma`` fused, as hardware GPUs
-        do; see docs/grids.md).
-        Grids take no ``strategy=``: ``split`` and ``rebalance`` are how their bands are
-        placed, and ``ctx.last_plan`` is set to None (a grid call follows no ``Plan``).
         A device that fails (lost, out of memory, no answer within ``sync_timeout_ms`` for
         a round, ``inject_fault``, which counts rounds as chunks, or a panic in a host-device
-        step) is marked unhealthy and the run starts again from ``grid`` without it. What
-        happened, measured, is in ``ctx.last_run`` (a :class:`DomainReport`).
+        step) is marked unhealthy and the run starts again from ``grid`` without it. Ctrl-C
+        stops a run within a round (``KeyboardInterrupt``; the host device stops between the
+        steps of its round); the context stays usable. ``steps`` has no upper bound: a huge
+        count runs until it is done or interrupted. A grid with max |u| above 2^123 (about
+        1.06e37), whose neighbour sums would overflow float32, runs scaled down by an exact
+        power of two (2 to 32) and is scaled back at the end, identically on every layout;
+        Dirichlet edges are returned bit for bit, and only cells below about 1e-38 times
+        that factor lose bits (float32's subnormal spacing).
 
-        ``out=``: a float32, C-contiguous, writeable (H, W) array sharing no memory with
-        ``grid`` (steps are not taken in place: a failed device restarts the run from
-        ``grid``); the final grid is copied into it and it is returned.
+        Args:
+            grid: ``(H, W)`` real numbers (converted to float32; never modified), finite.
+            steps: an integer >= 0 (0 returns a copy).
+            alpha: in [0, 0.25] (explicit steps are unstable above 1/4).
+            boundary: "dirichlet" keeps the outermost rows and columns at their initial
+                values, "periodic" wraps in both directions.
+            halo: ghost rows per band side and steps between exchanges, an integer >= 1.
+            rebalance: move rows between devices when measured round times say a new split
+                saves more than moving them costs.
+            split: the first layout's rows per device id, one entry per device, each 0 to H,
+                adding up to H (0 leaves a device out); default by measured streaming
+                bandwidth.
+            progress: called as ``progress(steps_done, steps_total)`` between rounds (at
+                most every 0.1 s, and once at the end); an exception it raises stops the run
+                (nothing returned, the input untouched) and is raised.
+            out: a float32, C-contiguous, writeable (H, W) array sharing no memory with
+                ``grid`` (steps are not taken in place: a failed device restarts the run
+                from ``grid``); the final grid is copied into it and it is returned.
 
-        ``progress``, if given, is called as ``progress(steps_done, steps_total)`` between
-        rounds (at most every 0.1 s, and once at the end); an exception it raises stops the
-        run and is raised. Ctrl-C stops a run within a round (``KeyboardInterrupt``; the host
-        device stops between the steps of its round); the context stays usable. ``steps``
-        has no upper bound: a huge count runs until it is done or interrupted.
+        Returns:
+            float32 ``(H, W)``, bit-identical for any devices, halo and layout.
 
-        A grid with max |u| above 2^123 (about 1.06e37), whose neighbour sums would overflow
-        float32, runs scaled down by an exact power of two (2 to 32) and is scaled back at
-        the end, identically on every layout; Dirichlet edges are returned bit for bit, and
-        only cells below about 1e-38 times that factor lose bits (float32's subnormal
-        spacing). Smaller grids run as given."""
+        Raises:
+            ShapeError: ``grid`` is not 2-D with at least one row and column.
+            InvalidArgumentError: non-finite cells (the first one named), ``alpha`` outside
+                [0, 0.25], an unknown ``boundary``, ``steps`` or ``halo`` out of range, a
+                ``split`` that does not fit the rule, a ``progress`` that is not callable.
+            TypeError: a non-real dtype.
+            DeviceLostError: no healthy device left.
+        """
         array = _grid(grid, "biuf", "an array of real numbers (converted to float32)")
         if not isinstance(alpha, (int, float, np.integer, np.floating)) or isinstance(alpha, bool):
             raise InvalidArgumentError(f"alpha: expected a real number, got {alpha!r}")
@@ -257,10 +273,27 @@ class DomainMixin:
         progress: Callable[[int, int], object] | None = None,
         out: npt.NDArray[np.uint8] | None = None,
     ) -> npt.NDArray[np.uint8]:
-        """``steps`` steps of Conway's Game of Life on a (H, W) torus of cells 0 or 1
-        (bool or integer dtype; any other value raises ``ValueError``). Returns uint8. Bands,
-        ``halo``, ``rebalance``, ``split`` and ``progress`` (and Ctrl-C) as in :meth:`stencil`;
-        results are exact. ``out=``: a uint8 (H, W) array, as in :meth:`stencil`."""
+        """``steps`` steps of Conway's Game of Life on a (H, W) torus. Bands, failures and
+        Ctrl-C as in :meth:`stencil`.
+
+        Args:
+            grid: ``(H, W)`` cells 0 or 1, bool or integer dtype (never modified).
+            steps: an integer >= 0.
+            halo: as in :meth:`stencil`.
+            rebalance: as in :meth:`stencil`.
+            split: as in :meth:`stencil`.
+            progress: as in :meth:`stencil`.
+            out: a uint8, C-contiguous, writeable (H, W) array, as in :meth:`stencil`.
+
+        Returns:
+            uint8 ``(H, W)``, exact.
+
+        Raises:
+            ShapeError: ``grid`` is not 2-D with at least one row and column.
+            InvalidArgumentError: a cell other than 0 or 1 (the first one named), or
+                ``steps``, ``halo``, ``split`` or ``progress`` as for :meth:`stencil`.
+            TypeError: a dtype other than bool or integer.
+        """
         array = _grid(grid, "biu", "an array of 0/1 cells (bool or integer dtype)")
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(f"progress: expected a callable, got {progress!r}")

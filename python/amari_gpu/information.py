@@ -215,16 +215,24 @@ class InformationGeometryMixin(KernelHost):
         damping: float,
         *,
         weights: Any = None,
+        fisher: Any = None,
         strategy: str | None = None,
         out: npt.NDArray[np.float64] | None = None,
     ) -> npt.NDArray[np.float64]:
         """Natural gradient: the solution x of (F + damping I) x = grad.
 
         F is :meth:`fisher_information` of ``scores`` (and ``weights``), computed on the
-        devices; the solve is done on the host in float64 (Cholesky factorisation, then
-        ``numpy.linalg.solve``). ``grad`` is (P,) or (P, M) (several right-hand sides) and is
-        converted to float64; ``damping`` is a finite number >= 0. Returns a new float64 array
-        shaped like ``grad``. With damping 0 and a singular F, raises InvalidArgumentError
+        devices, or ``fisher``: a Fisher matrix computed already (a training loop that
+        needs F anyway pays for it once), then ``scores`` is None, ``weights`` is not
+        given and no device runs (``ctx.last_plan`` is left as it was). ``fisher`` is a
+        (P, P) array of real numbers (converted to float64; ``fisher_information``'s own
+        float64 result gives the same bits as the call that computes it), finite and
+        exactly symmetric (F == F.T, as ``fisher_information`` returns it). The solve is
+        done on the host in float64 (Cholesky factorisation, then ``numpy.linalg.solve``).
+        ``grad`` is (P,) or (P, M) (several right-hand sides) and is converted to float64;
+        ``damping`` is a finite number >= 0. Returns a new float64 array shaped like
+        ``grad``. When F + damping I is not positive definite (damping 0 and a singular F,
+        or a ``fisher`` that is not positive semi-definite), raises InvalidArgumentError
         naming ``damping``. Scores at the float32 extremes are handled as in
         :meth:`fisher_information`. ``out=`` (float64, shaped like ``grad``) receives the
         solution.
@@ -242,7 +250,15 @@ class InformationGeometryMixin(KernelHost):
                 f"grad: expected an array of real numbers (converted to float64), "
                 f"got dtype {g.dtype}"
             )
-        if isinstance(scores, DeviceArray):
+        f = None if fisher is None else _given_fisher(scores, weights, fisher)
+        if f is not None:
+            shape = f.shape
+        elif scores is None:
+            raise InvalidArgumentError(
+                "scores: expected (N, P) per-sample scores, or None with fisher= a Fisher "
+                "matrix computed already; got None and no fisher"
+            )
+        elif isinstance(scores, DeviceArray):
             shape = scores.shape
         else:
             shape = plain_array("scores", scores).shape
@@ -250,26 +266,73 @@ class InformationGeometryMixin(KernelHost):
             # Checked before the Fisher matrix is computed, so a bad grad or out costs no work.
             p = shape[1]
             if g.ndim not in (1, 2) or g.shape[0] != p:
+                source = "" if f is None else f" (fisher is {shape_text(f.shape)})"
                 raise ShapeError(
-                    f"grad: expected shape ({p},) or ({p}, M), got {shape_text(g.shape)}"
+                    f"grad: expected shape ({p},) or ({p}, M), got {shape_text(g.shape)}" + source
                 )
         g64 = np.array(g, dtype=np.float64)
         if not np.isfinite(g64).all():
             raise InvalidArgumentError("grad: expected finite values, got NaN or inf")
-        inputs = {"scores": scores, "grad": grad, "weights": weights}
+        inputs = {"scores": scores, "grad": grad, "weights": weights, "fisher": fisher}
         target = output(out, g.shape, np.float64, inputs)
-        f = self.fisher_information(scores, weights, strategy=strategy)
+        if f is None:
+            f = self.fisher_information(scores, weights, strategy=strategy)
+        else:
+            optional_strategy(strategy)  # checked, though nothing is split
         p = f.shape[0]
         system = f + float(damping) * np.eye(p)
         try:
             np.linalg.cholesky(system)
         except np.linalg.LinAlgError:
+            why = "F is singular" if fisher is None else "F is singular or indefinite"
             raise InvalidArgumentError(
                 f"damping: F + damping I is not positive definite with damping={damping!r} "
-                "(F is singular); use damping > 0"
+                f"({why}); use damping > 0"
             ) from None
         solution = np.asarray(np.linalg.solve(system, g64), dtype=np.float64)
         if target is None:
             return solution
         target[...] = solution
         return target
+
+
+def _given_fisher(scores: Any, weights: Any, fisher: Any) -> npt.NDArray[np.float64]:
+    """``natural_gradient``'s ``fisher=`` as float64, checked: without ``scores`` or
+    ``weights`` (F is theirs already), (P, P), finite and exactly symmetric (the Cholesky
+    check reads one triangle, the solve both: they must agree)."""
+    if scores is not None:
+        raise InvalidArgumentError(
+            "scores: expected None with fisher= (the Fisher matrix of the scores, computed "
+            f"already), got {type(scores).__name__}"
+        )
+    if weights is not None:
+        raise InvalidArgumentError(
+            "weights: expected None with fisher= (weights are part of the Fisher matrix "
+            f"given), got {type(weights).__name__}"
+        )
+    if isinstance(fisher, DeviceArray):
+        raise TypeError(
+            "fisher: expected a numpy array (fisher_information returns one), got a DeviceArray"
+        )
+    f = plain_array("fisher", fisher)
+    if f.dtype.kind not in "biuf":
+        raise TypeError(
+            f"fisher: expected an array of real numbers (converted to float64), got dtype {f.dtype}"
+        )
+    if f.ndim != 2 or f.shape[0] != f.shape[1]:
+        raise ShapeError(f"fisher: expected a square (P, P) matrix, got {shape_text(f.shape)}")
+    f64 = np.array(f, dtype=np.float64)
+    bad = np.argwhere(~np.isfinite(f64))
+    if len(bad):
+        i, j = bad[0]
+        raise InvalidArgumentError(f"fisher: expected finite values, got {f64[i, j]} at [{i}, {j}]")
+    off = np.argwhere(f64 != f64.T)
+    if len(off):
+        i, j = off[0]
+        upper, lower = float(f64[i, j]), float(f64[j, i])
+        raise InvalidArgumentError(
+            f"fisher: expected a symmetric matrix (F == F.T exactly, as fisher_information "
+            f"returns it), got F[{i}, {j}] = {upper!r} and F[{j}, {i}] = {lower!r} "
+            "(symmetrise it with (F + F.T) / 2)"
+        )
+    return f64

@@ -36,10 +36,23 @@ def optional_strategy(strategy: Any) -> str | None:
 
 @dataclass(frozen=True)
 class Workload:
-    """``items`` independent items of ``kernel`` and what one item costs.
+    """``items`` independent items of ``kernel`` and what one item costs (frozen); what
+    :meth:`MultiGpuContext.distribute_workload` plans.
 
-    ``kernel`` is a kernel name (e.g. ``"geometric_product"``) or a kernel family
-    (``"geometric_algebra"``); the family selects which measured throughput applies.
+    Attributes:
+        kernel: a kernel name (e.g. "geometric_product") or a family name
+            ("geometric_algebra", "tropical", "information_geometry"); the family selects
+            which measured throughput applies (an unknown name uses the mean of the
+            measured families).
+        items: an integer in [0, 2**64 - 1].
+        bytes_in_per_item: a finite number >= 0.
+        bytes_out_per_item: a finite number >= 0.
+        flops_per_item: a finite number >= 0 (planning refuses an item that costs
+            nothing).
+
+    Raises:
+        InvalidArgumentError: a field is out of its range (the core's rule, applied when
+            the ``Workload`` is constructed).
     """
 
     kernel: str
@@ -90,15 +103,25 @@ class DeviceWorkload:
 
 @dataclass(frozen=True)
 class Plan:
-    """A split of one workload across devices. Iterating gives the ``DeviceWorkload``s in
-    item order; together they cover ``[0, items)`` exactly once.
+    """A split of one workload across devices (frozen). Iterating (or indexing, ``len()``)
+    gives the ``DeviceWorkload``s in item order; together they cover ``[0, items)`` exactly
+    once.
 
-    ``strategy`` is the strategy that made the split; ``requested_strategy`` is what was
-    asked for (``"auto"`` chooses and says which here). ``lower_bound_s`` is
-    max(total work / sum of throughputs, one chunk on the fastest device), and
-    ``efficiency = lower_bound_s / estimated_makespan_s``. ``fast_path`` says the call was
-    too small for a split to pay (by the cost model): it ran on its one device, on the
-    calling thread, from a cached decision (estimates are those of its size class).
+    Attributes:
+        strategy: the strategy that made the split.
+        requested_strategy: what was asked for ("auto" chooses, and ``strategy`` says what).
+        items: the problem's items.
+        chunk_items: items per chunk of its chunk grid.
+        n_chunks: chunks of the grid.
+        assignments: ``tuple[DeviceWorkload, ...]``.
+        estimated_makespan_s: the model's estimate of the slowest device's time.
+        lower_bound_s: max(total work / the most the groups can stream together under the
+            model, launches left out, one chunk on the fastest device): no plan under the
+            model beats it (see docs/strategies.md).
+        efficiency: ``lower_bound_s / estimated_makespan_s``.
+        fast_path: the call was too small for a split to pay (by the cost model): it ran
+            on its one device, on the calling thread, from a cached decision (estimates are
+            those of its size class).
     """
 
     strategy: str
@@ -139,20 +162,36 @@ class Plan:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a device can do, measured on it (``None`` where unknown).
+    """What a device can do, measured on it (frozen; ``None`` where unknown).
 
-    ``memory_bandwidth_gb_s``: the driver's on-device buffer copy (bytes read + written
-    per second); ``kernel_bandwidth_gb_s``: what a streaming-copy kernel reaches (on CPU
-    adapters the driver copy is a memcpy no shader approaches, so kernels are judged
-    against this one too);
-    ``transfer_gb_s``: host↔device (harmonic mean of both directions); ``throughput``:
-    kernel family → items/s of the family's reference kernel on resident data;
-    ``peak_gflops``: measured arithmetic peak (chains of fused multiply-adds);
-    ``timestamp_cost_s``: what timing a chunk's kernel with GPU timestamps adds to it;
-    ``launch_latency_s``: the smallest complete chunk (upload, dispatch, readback).
-    ``shares_hardware_with`` lists the context's other devices on the same hardware (logical
-    devices of one adapter, or one device through two backends) and ``group_speedup`` is
-    their measured aggregate speed together over one of them alone.
+    Attributes:
+        device_id: the device.
+        memory_bandwidth_gb_s: the driver's on-device buffer copy, bytes read + written per
+            second.
+        kernel_bandwidth_gb_s: what a streaming-copy kernel reaches (on CPU adapters the
+            driver copy is a memcpy no shader approaches, so kernels are judged against this
+            one too).
+        transfer_gb_s: host↔device, the harmonic mean of both directions.
+        h2d_gb_s: host to device.
+        d2h_gb_s: device to host.
+        launch_latency_s: the smallest complete chunk (upload, dispatch, readback).
+        throughput: kernel family ("geometric_algebra", "tropical",
+            "information_geometry") → items/s of its reference kernel on resident data.
+        peak_gflops: measured arithmetic peak (chains of fused multiply-adds).
+        timestamp_cost_s: what timing a chunk's kernel with GPU timestamps adds to it.
+        max_buffer_bytes: the device's largest buffer.
+        max_storage_binding_bytes: the device's largest storage binding.
+        memory_budget_bytes: memory a workload may use: half the host's available memory
+            for CPU adapters, None for GPUs (no portable API reports it).
+        device_type: as in ``AdapterInfo``.
+        backend: as in ``AdapterInfo``.
+        from_cache: figures read from the on-disk cache rather than measured now.
+        shares_hardware_with: the context's other devices on the same hardware (logical
+            devices of one adapter, or one device through two backends).
+        group_speedup: their measured aggregate speed together over one alone (members of
+            different speeds, like the host beside lavapipe: each timed alone, then all
+            together on a capability split; at most 1 when the host device's pool has a
+            thread on every hardware thread).
     """
 
     device_id: int

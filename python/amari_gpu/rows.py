@@ -72,34 +72,46 @@ class RowsMixin(KernelHost):
     ) -> npt.NDArray[np.float32] | DeviceArray:
         """Runs the WGSL function ``row`` of ``source`` on every row of ``arrays``.
 
-        ``source`` defines ``fn row(a: array<f32, Ca>, b: array<f32, Cb>, ...) ->
-        array<f32, out_cols>``, one parameter per array in order (helper functions and
-        constants beside it are fine). Each array is ``(N, C)`` (row i is passed for item i)
-        or ``(C,)`` (the same row for every item); the ``(N, C)`` arrays share N. Any real
-        dtype is converted to float32. ``params`` maps names to numbers, readable in WGSL as
-        ``params.NAME`` (float32). Returns float32 ``(N, out_cols)``, or ``(out_cols,)``
-        when every array is ``(C,)``; ``out=`` as for every kernel.
+        The rows run on the wgpu devices of the driver of the context's first wgpu device
+        only: another driver may round ``length``, ``dot``, ``exp``... differently. The host
+        CPU device cannot run WGSL: it takes no rows. The profiler names the kernel
+        ``map_rows/<hash of the generated shader>``.
 
         A :class:`DeviceArray` ``(N, C)`` operand makes the call run where its rows live
         and return a DeviceArray ``(N, out_cols)`` with its sharding (numpy operands,
-        ``(N, C)`` or ``(C,)``, are uploaded to match). ``out=`` may then be a DeviceArray
-        of the result's shape (the result replaces its shards; it is returned) or a numpy
-        array (the result is gathered into it).
+        ``(N, C)`` or ``(C,)``, are uploaded to match).
 
-        A WGSL error raises :class:`KernelCompileError` with the line and column in
-        ``source`` and naga's text; so does a ``row`` that is missing, takes other
-        parameters than ``array<f32, C>`` per array, or returns other than
-        ``array<f32, out_cols>`` (the message says which), a kernel that declares its own
-        resources, ``var<workgroup>``, ``override``s or entry points, or over 16 KiB of
-        private memory per row, and a call whose loops ran past Mesa's cap of 65,535
-        iterations per invocation (llvmpipe, lavapipe: no result is returned). The profiler
-        names the kernel ``map_rows/<hash of the generated shader>``.
+        Args:
+            source: WGSL defining ``fn row(a: array<f32, Ca>, b: array<f32, Cb>, ...) ->
+                array<f32, out_cols>``, one parameter per array in order (helper functions,
+                constants, structs and ``var<private>``s beside it are fine).
+            arrays: each ``(N, C)`` (row i is passed for item i) or ``(C,)`` (the same row
+                for every item); the ``(N, C)`` arrays share N. Any real dtype (converted to
+                float32), or DeviceArrays ``(N, C)``.
+            out_cols: columns of the result (``row``'s array length).
+            params: names (WGSL identifiers, not starting with ``amari_``) to numbers,
+                readable in WGSL as ``params.NAME`` (float32).
+            strategy: how the rows are split (one of ``STRATEGIES``); default the context's.
+            out: as for every kernel; with DeviceArray operands also a DeviceArray of the
+                result's shape (the result replaces its shards; it is returned), or a numpy
+                array the result is gathered into.
 
-        The rows run on the wgpu devices of the driver of the context's first wgpu device
-        only: another driver may round ``length``, ``dot``, ``exp``... differently.
+        Returns:
+            float32 ``(N, out_cols)``, or ``(out_cols,)`` when every array is ``(C,)``; a
+            DeviceArray with a DeviceArray operand.
 
-        The host CPU device cannot run WGSL: it takes no rows, and a context whose only
-        device is the host raises :class:`InvalidArgumentError` before any work.
+        Raises:
+            KernelCompileError: a WGSL error (line and column in ``source``, naga's text); a
+                ``row`` that is missing, takes other parameters than ``array<f32, C>`` per
+                array, or returns other than ``array<f32, out_cols>``; a kernel that declares
+                its own resources, ``var<workgroup>``, ``override``s or entry points, or over
+                16 KiB of private memory per row; a driver that refuses it; loops that ran
+                past Mesa's cap of 65,535 iterations per invocation (llvmpipe, lavapipe: no
+                result is returned). No device is marked unhealthy.
+            ShapeError: the ``(N, C)`` arrays' rows differ.
+            InvalidArgumentError: bad ``params`` or ``out_cols``, or a context whose only
+                device is the host (before any work).
+            DeviceLostError: none of that driver's devices is healthy.
         """
         if not isinstance(source, str):
             raise TypeError(f"source: expected WGSL text (str), got {type(source).__name__}")

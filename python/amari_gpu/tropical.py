@@ -59,23 +59,35 @@ class TropicalMixin(KernelHost):
     ) -> npt.NDArray[np.float32] | DeviceArray:
         """Tropical matrix product ``a ⊗ b`` in ``semiring`` ("max_plus" or "min_plus").
 
-        ``(m, k) ⊗ (k, n) → (m, n)``: ``out[i, j] = max_k (a[i, k] + b[k, j])`` (``min`` in
-        min-plus), with the tropical zero absorbing (see the module docstring). Batched:
-        ``(batch, m, k) ⊗ (batch, k, n) → (batch, m, n)``, one product per batch entry.
-        Inputs of any real dtype (float64 included) are converted to float32 (inputs are
-        never modified); the result is float32. NaN raises :class:`InvalidArgumentError`
-        naming its position, e.g. ``[batch, row, column]`` for 3-D operands. The rows of
-        ``a`` are split across the devices in blocks of 64 rows of one batch entry (an item
-        of ``ctx.last_plan`` is such a block; each batch entry's last block is padded), and
-        ``b`` is bound whole on each device, so it must fit one storage binding of every
-        device. A batch of products with m much smaller than 64 wastes most of each block.
+        ``out[i, j] = max_k (a[i, k] + b[k, j])`` (``min`` in min-plus), with the tropical
+        zero absorbing (see the module docstring); batched, one product per batch entry.
+        The rows of ``a`` are split across the devices in blocks of 64 rows of one batch
+        entry (an item of ``ctx.last_plan`` is such a block; each batch entry's last block is
+        padded), and ``b`` is bound whole on each device, so it must fit one storage binding
+        of every device. A batch of products with m much smaller than 64 wastes most of
+        each block.
 
-        A finite sum ``a[i, k] + b[k, j]`` beyond the float32 range that would decide an entry
-        raises :class:`InvalidArgumentError` ("tropical products overflow float32"), rather
-        than coming back as a quiet ``inf`` or ``-inf`` (the tropical zero).
+        Args:
+            a: ``(m, k)`` or ``(batch, m, k)``, any real dtype (converted to float32; never
+                modified), or a :class:`DeviceArray`.
+            b: ``(k, n)`` or ``(batch, k, n)``, any real dtype.
+            semiring: "max_plus" or "min_plus".
+            strategy: how the rows are split (one of ``STRATEGIES``); default the context's.
+            out: a float32, C-contiguous, writeable array of the result's shape sharing no
+                memory with ``a`` or ``b``; the product is written into it and it is
+                returned.
 
-        ``out=``: a float32, C-contiguous, writeable array of the result's shape sharing no
-        memory with ``a`` or ``b``; the product is written into it and it is returned.
+        Returns:
+            float32 ``(m, n)`` or ``(batch, m, n)``; a DeviceArray when ``a`` is one.
+
+        Raises:
+            ShapeError: the shapes do not chain (``a``'s k against ``b``'s), or their batches
+                differ.
+            InvalidArgumentError: NaN in an operand (named at its position, e.g.
+                ``[batch, row, column]``), an unknown ``semiring`` or ``strategy``, or a
+                finite sum ``a[i, k] + b[k, j]`` beyond float32 that would decide an entry
+                ("tropical products overflow float32"), never a quiet ``inf``/``-inf``.
+            TypeError: a non-real dtype.
 
         A :class:`DeviceArray` ``a`` runs where its rows live and gives a DeviceArray of
         shape ``(m, n)`` / ``(batch, m, n)`` with its sharding, bit-identical to the numpy
@@ -120,10 +132,24 @@ class TropicalMixin(KernelHost):
     ) -> npt.NDArray[np.float32] | DeviceArray:
         """Tropical matrix-vector product ``a ⊗ x`` in ``semiring``.
 
-        ``(m, k) ⊗ (k,) → (m,)``: ``out[i] = max_k (a[i, k] + x[k])`` (``min`` in min-plus),
-        same semantics as :meth:`tropical_matmul`. Batched: ``(batch, m, k) ⊗ (batch, k) →
-        (batch, m)``. Rows of ``a`` are split across the devices; ``x`` is bound whole.
-        Returns float32 whatever the input dtype; ``out=`` as in :meth:`tropical_matmul`.
+        ``out[i] = max_k (a[i, k] + x[k])`` (``min`` in min-plus), same semantics as
+        :meth:`tropical_matmul`. Rows of ``a`` are split across the devices; ``x`` is bound
+        whole.
+
+        Args:
+            a: ``(m, k)`` or ``(batch, m, k)``, any real dtype, or a :class:`DeviceArray`.
+            x: ``(k,)`` or ``(batch, k)``, any real dtype.
+            semiring: "max_plus" or "min_plus".
+            strategy: how the rows are split (one of ``STRATEGIES``); default the context's.
+            out: as in :meth:`tropical_matmul`, of the result's shape.
+
+        Returns:
+            float32 ``(m,)`` or ``(batch, m)``; a DeviceArray when ``a`` is one.
+
+        Raises:
+            ShapeError: ``x``'s k differs from ``a``'s, or their batches differ.
+            InvalidArgumentError: as for :meth:`tropical_matmul`.
+            TypeError: a non-real dtype.
 
         A :class:`DeviceArray` ``a`` runs where its rows live and gives a DeviceArray of
         shape ``a.shape[:-1]`` with its sharding (bit-identical to the numpy path; ``x``,
@@ -180,8 +206,20 @@ class TropicalMixin(KernelHost):
         raises :class:`InvalidArgumentError` ("path lengths overflow float32") rather than
         reading as ``inf`` (unreachable) or ``-inf``.
 
-        ``out=``: a float32, C-contiguous, writeable (n, n) array sharing no memory with
-        ``w``; the lengths are written into it and it is returned.
+        Args:
+            w: ``(n, n)`` weights, any real dtype.
+            strategy: how each product's rows are split; default the context's.
+            out: a float32, C-contiguous, writeable ``(n, n)`` array sharing no memory with
+                ``w``; the lengths are written into it and it is returned.
+
+        Returns:
+            float32 ``(n, n)`` path lengths (``(0, 0)`` for an empty graph).
+
+        Raises:
+            ShapeError: ``w`` is not square.
+            InvalidArgumentError: NaN or ``-inf`` weights, a negative cycle, or a path
+                length beyond float32 ("path lengths overflow float32").
+            TypeError: a non-real dtype.
         """
         w32 = as_float32("w", w)
         if w32.ndim != 2 or w32.shape[0] != w32.shape[1]:

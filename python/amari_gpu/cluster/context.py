@@ -323,12 +323,23 @@ class RayContext(
         return out
 
     def inject_fault(self, node_id: int, after_chunks: int = 0, *, fault: str = "kill") -> None:
-        """Makes node ``node_id`` fail when it starts a chunk after completing
-        ``after_chunks`` more (for testing recovery): ``fault="kill"`` ends its actor's
-        process, ``"hang"`` blocks it (until ``node_timeout_s`` gives it up and ends it),
-        ``"device_error"`` raises ``DeviceLostError`` there, as a node whose devices all
-        failed does. Its unfinished chunks go to the healthy nodes; it stays out of later
-        calls."""
+        """For testing recovery: makes node ``node_id`` fail when it starts a chunk (or a
+        grid round) after completing ``after_chunks`` more. Its unfinished chunks go to the
+        healthy nodes; it stays out of later calls.
+
+        Args:
+            node_id: the node, an index of ``nodes``.
+            after_chunks: chunks it completes first (an integer >= 0).
+            fault: "kill" ends its actor's process, as a crashed node's ends; "hang" holds
+                it: the node answers nothing from then on, however fast the machine, until
+                the driver gives it up after ``node_timeout_s`` and ends its actor (so a test
+                of the timeout needs no slow node); "device_error" raises
+                ``DeviceLostError`` there, as a node whose devices all failed does.
+
+        Raises:
+            InvalidArgumentError: an unknown node or ``fault``, ``after_chunks`` not an
+                integer >= 0, or a node that has failed already.
+        """
         from .._validate import integer
 
         after = integer("after_chunks", after_chunks, 0)
@@ -344,12 +355,16 @@ class RayContext(
             raise DeviceLostError(f"node {node.index}: {node.reason}")
 
     def profile(self) -> AbstractContextManager[ClusterProfile]:
-        """Records every node's timeline while active and merges them on exit::
+        """Records every node's timeline while active and merges them on exit.
 
-        with rc.profile() as prof:
-            rc.geometric_product(a, b)
-        print(prof)
-        prof.save_chrome_trace("cluster.json")   # one process per node
+        Returns:
+            A context manager that yields the merged ``ClusterProfile``.
+
+        Example:
+            with rc.profile() as prof:
+                rc.geometric_product(a, b)
+            print(prof)
+            prof.save_chrome_trace("cluster.json")   # one process per node
         """
         self._check_open()
-        return ClusterRecording(self._native)
+        return ClusterRecording(self._native, self)

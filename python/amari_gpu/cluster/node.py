@@ -148,21 +148,30 @@ class NodeWorker:
 
     def profile_start(self) -> float:
         """Starts recording; returns the node clock at the start of its timeline."""
-        self._recording = _Recording(self._ctx._native)
+        self._recording = _Recording(self._ctx)
         self._profile_t0 = time.time()
         self._profile = self._recording.__enter__()
         return self._profile_t0
 
     def profile_stop(self) -> dict[str, Any]:
-        """Stops recording; the node's events, calls, summary and device names."""
+        """Stops recording; the node's events, user and kernel calls, summary and device
+        names."""
         if self._recording is None or self._profile is None:
-            return {"t0": 0.0, "events": [], "calls": [], "names": {}, "summary": None}
+            return {
+                "t0": 0.0,
+                "events": [],
+                "calls": [],
+                "kernel_calls": [],
+                "names": {},
+                "summary": None,
+            }
         self._recording.__exit__(None, None, None)
         prof, self._recording, self._profile = self._profile, None, None
         return {
             "t0": self._profile_t0,
             "events": prof.events,
             "calls": prof.calls,
+            "kernel_calls": prof.kernel_calls,
             "names": dict(prof._native.device_names()),
             "summary": prof.summary(),
         }

@@ -58,7 +58,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "numpy, written to --out as results.json, report.md and PNGs. --family host: the "
         "host device alone against kingdon, numba, scipy and numpy, printed (the same rows as "
         "benches/host.py). --family latency: a tiny call of every family per device kind, "
-        "where its time goes, beside kingdon and numpy (the same rows as benches/latency.py).",
+        "where its time goes, beside kingdon and numpy (the same rows as benches/latency.py). "
+        "--roofline: every kernel on every device beside that device's measured limits "
+        "(stream bandwidth, FMA, add and max-plus issue rates) and the fraction reached (the "
+        "same rows as benches/roofline.py).",
     ),
     "demo": (
         "run and check every kernel family on every device",
@@ -224,6 +227,14 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.roofline:
+        from . import bench_roofline
+
+        rounds = args.rounds or (3 if args.quick else 5)
+        result = bench_roofline.run(rounds, args.quick, args.backends)
+        lines = bench_roofline.lines(result)
+        print(json.dumps(result, indent=1) if args.json else "\n".join(lines))
+        return 0
     if args.family == "latency":
         from . import bench_latency
 
@@ -302,6 +313,12 @@ def _parser() -> argparse.ArgumentParser:
         default="scaling",
         help="scaling: the study; host: the host device alone against CPU libraries; "
         "latency: a tiny call of every family per device kind, its breakdown, kingdon/numpy",
+    )
+    bench.add_argument(
+        "--roofline",
+        action="store_true",
+        help="every kernel on every device (one per adapter) against that device's measured "
+        "bandwidth and FMA/add/max-plus limits (--family is then ignored)",
     )
     bench.add_argument("--out", default="amari-gpu-bench", help="output directory")
     bench.add_argument("--rounds", type=_positive, help="timed rounds per configuration")

@@ -3,7 +3,7 @@ every split strategy, next to the CPU libraries a user would otherwise reach for
 
 For each family and problem size it measures, interleaving the configurations round by
 round (a noisy machine then slows them alike): each adapter alone, all adapters together,
-and 1/2/4 logical devices per adapter on the default selection, with each strategy at the
+and 1/2/4 logical devices per wgpu adapter beside the host device, with each strategy at the
 largest size (``auto`` at the smaller ones and on one device, where every strategy gives the
 same split; grids are cut into bands by their own rule), plus the CPU baselines. Rows carry
 medians with min/max and quartiles, the speedup over the best single-device set of the same
@@ -42,7 +42,7 @@ from .bench_families import (
     families,
 )
 from .progress import Progress
-from .scaling_report import host_info, write_report
+from .scaling_report import device_label, host_info, write_report
 
 __all__ = ["FULL", "QUICK", "Settings", "run_study", "write_report"]
 
@@ -105,6 +105,8 @@ class _DeviceSet:
                 "adapter_index": d.adapter.index,
                 "adapter": d.adapter.name,
                 "backend": d.adapter.backend,
+                "device_type": d.adapter.device_type,
+                "label": device_label(d.adapter),
                 "driver": " ".join(s for s in (d.adapter.driver, d.adapter.driver_info) if s),
             }
             for d in self.ctx.devices
@@ -134,29 +136,31 @@ class _Config:
 
 def _device_sets(settings: Settings) -> list[_DeviceSet]:
     backends = None if settings.backends is None else list(settings.backends)
-    # The host device is left out until it has grid kernels (phase B of issue 15).
-    found = [a for a in adapters() if not a.is_host and (backends is None or a.backend in backends)]
+    # The host device included: it runs every family, grids too.
+    found = [a for a in adapters() if backends is None or a.backend in backends]
     if not found:
         raise NoAdapterError("No adapter to benchmark (see `amari-gpu doctor` for what to install)")
     sets = [
         _DeviceSet(
-            f"[{a.index}] {a.backend} alone", "adapter alone", MultiGpuContext(adapters=[a.index])
+            f"[{a.index}] {device_label(a)} alone",
+            "adapter alone",
+            MultiGpuContext(adapters=[a.index]),
         )
         for a in found
     ]
     if len(found) > 1:
         every = MultiGpuContext(adapters=[a.index for a in found])
         sets.append(_DeviceSet(f"all {len(found)} adapters", "all adapters", every))
-    # k logical devices on each distinct wgpu adapter (hardware ones, else the software ones):
-    # the default selection now holds the host device, which has no grid kernels yet and is
-    # one device whatever devices_per_adapter.
+    # k logical devices on each distinct wgpu adapter (hardware ones, else the software ones),
+    # beside the host device (one device whatever devices_per_adapter).
     # With --backends, every adapter on them, duplicates included (as backends= selects).
     distinct = [a for a in found if a.same_device_as is None or backends is not None]
-    hardware = [a.index for a in distinct if not a.is_software]
-    chosen = hardware or [a.index for a in distinct]
+    wgpu = [a for a in distinct if not a.is_host]
+    hardware = [a.index for a in wgpu if not a.is_software]
+    chosen = (hardware or [a.index for a in wgpu]) + [a.index for a in distinct if a.is_host]
     for k in settings.devices_per_adapter:
         ctx = MultiGpuContext(adapters=chosen, devices_per_adapter=k)
-        sets.append(_DeviceSet(f"wgpu x{k} ({len(ctx.devices)} dev)", f"wgpu x{k}", ctx))
+        sets.append(_DeviceSet(f"x{k} per adapter ({len(ctx.devices)} dev)", f"x{k}", ctx))
     return sets
 
 
@@ -303,7 +307,7 @@ def _row(c: _Config, size: int, meta: dict[str, Any]) -> dict[str, Any]:
         n_devices=len(devices),
         devices_used=c.devices_used,
         devices=devices,
-        adapter=" + ".join(dict.fromkeys(d["adapter"] for d in devices)),
+        adapter=" + ".join(dict.fromkeys(d["label"] for d in devices)),
         backend=" + ".join(dict.fromkeys(d["backend"] for d in devices)),
         driver=" + ".join(dict.fromkeys(d["driver"] for d in devices)),
         imbalance=statistics.median(imbalances) if imbalances else None,
@@ -338,7 +342,7 @@ def _ratios(rows: list[dict[str, Any]]) -> None:
 
 def _crossover(rows: list[dict[str, Any]]) -> dict[str, Any]:
     gpu = min((r for r in rows if r["kind"] == "gpu"), key=lambda r: r["median_s"])
-    auto_all = [r for r in rows if r["kind"] == "gpu" and r["device_set_kind"] == "wgpu x1"]
+    auto_all = [r for r in rows if r["kind"] == "gpu" and r["device_set_kind"] == "x1"]
     numpy = [r for r in rows if r["library"] == "numpy"]
     best_numpy = min(numpy, key=lambda r: r["median_s"]) if numpy else None
     clifford = [r for r in rows if r["library"] == "clifford"]
@@ -355,7 +359,7 @@ def _crossover(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "numpy_s": None if best_numpy is None else best_numpy["median_s"],
         "clifford_s": clifford[0]["median_s"] if clifford else None,
         "gpu_speedup_vs_numpy": ratio,
-        "winner": None if ratio is None else ("GPU" if ratio > 1 else "numpy"),
+        "winner": None if ratio is None else ("amari_gpu" if ratio > 1 else "numpy"),
     }
 
 

@@ -10,6 +10,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from .._adapters import AdapterInfo
 from .bench_host import cpu_model
 
 PLOTS = ("speedup.png", "efficiency.png", "imbalance.png", "crossover.png")
@@ -31,6 +32,28 @@ def host_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "libraries": {name: _version(name) for name in ("numpy", "clifford", "matplotlib")},
     }
+
+
+_BACKENDS = {"vulkan": "Vulkan", "metal": "Metal", "dx12": "DX12", "gl": "GL", "host": "host"}
+_KINDS = {
+    "discrete_gpu": "GPU",
+    "integrated_gpu": "integrated GPU",
+    "virtual_gpu": "virtual GPU",
+    "cpu": "CPU",
+    "other": "other",
+}
+
+
+def device_label(adapter: AdapterInfo) -> str:
+    """How the study names a device: its backend, its name as the driver reports it (up to
+    the driver's own parenthesis) and its kind as the adapter reports it (``device_type``,
+    never guessed from the vendor): ``"Vulkan (llvmpipe, CPU)"`` for Mesa's lavapipe,
+    ``"host (AMD EPYC 7B13, CPU)"`` for the host device, ``"Vulkan (NVIDIA GeForce RTX
+    4090, GPU)"`` for a discrete GPU."""
+    backend = _BACKENDS.get(adapter.backend, adapter.backend)
+    name = adapter.name.split(" (", 1)[0].strip() or adapter.name
+    kind = _KINDS.get(adapter.device_type, adapter.device_type)
+    return f"{backend} ({name}, {kind})"
 
 
 def _ms(seconds: float | None) -> str:
@@ -64,7 +87,7 @@ _AXIS = {
 
 def _ran_on(study: dict[str, Any]) -> str:
     """Adapter names and backends of every device set, for plot titles."""
-    seen = {f"{d['adapter']} ({d['backend']})" for s in study["device_sets"] for d in s["devices"]}
+    seen = {d["label"] for s in study["device_sets"] for d in s["devices"]}
     return ", ".join(sorted(seen))
 
 
@@ -94,7 +117,7 @@ def markdown(study: dict[str, Any], plots: str) -> str:
         "",
     ]
     for s in study["device_sets"]:
-        devices = ", ".join(f"{d['id']}: {d['adapter']} ({d['backend']})" for d in s["devices"])
+        devices = ", ".join(f"{d['id']}: {d['label']}" for d in s["devices"])
         lines.append(f"- **{s['label']}**: {devices}")
     lines += ["", *[f"> {n}" for n in study["notes"]], ""]
     for family in _families(study):
@@ -117,13 +140,13 @@ def markdown(study: dict[str, Any], plots: str) -> str:
             )
         lines.append("")
     lines += [
-        "## Crossover: where the GPU path wins over numpy",
+        "## Crossover: where amari_gpu wins over numpy",
         "",
-        "Best GPU configuration at each size against the fastest numpy baseline (medians; "
-        "'GPU / numpy' above 1 means the GPU path is faster).",
+        "Best amari_gpu configuration (any device set) at each size against the fastest numpy "
+        "baseline (medians; 'amari_gpu / numpy' above 1 means amari_gpu is faster).",
         "",
-        "| family | problem | numpy ms | clifford ms | default device, auto ms | best GPU ms "
-        "| best GPU configuration | GPU / numpy | faster |",
+        "| family | problem | numpy ms | clifford ms | x1 per adapter, auto ms | best ms "
+        "| best configuration | amari_gpu / numpy | faster |",
         "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- |",
     ]
     for c in study["crossover"]:
@@ -176,7 +199,7 @@ def _crossover_plot(study: dict[str, Any], path: Path) -> None:
     for ax, family in zip(axes[0], families):
         points = [c for c in study["crossover"] if c["family"] == family]
         sizes = [c["size"] for c in points]
-        ax.loglog(sizes, [c["best_gpu_s"] * 1e3 for c in points], "o-", label="best GPU set")
+        ax.loglog(sizes, [c["best_gpu_s"] * 1e3 for c in points], "o-", label="best device set")
         if all(c["numpy_s"] is not None for c in points):
             ax.loglog(sizes, [c["numpy_s"] * 1e3 for c in points], "s-", label="numpy")
         cliff = [(c["size"], c["clifford_s"]) for c in points if c["clifford_s"] is not None]
@@ -186,7 +209,7 @@ def _crossover_plot(study: dict[str, Any], path: Path) -> None:
         ax.set_ylabel("median ms")
         ax.set_title(family, fontsize=9)
         ax.legend(fontsize=8)
-    fig.suptitle(f"GPU path vs CPU libraries by problem size, on {_ran_on(study)}", fontsize=10)
+    fig.suptitle(f"amari_gpu vs CPU libraries by problem size, on {_ran_on(study)}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -249,10 +272,10 @@ def summary(study: dict[str, Any]) -> list[str]:
                 f"{_x(r['speedup_vs_best_single']):>10} {_f(r['efficiency']):>7} "
                 f"{_f(r.get('imbalance')):>7}  {'ok' if r['correct'] else 'WRONG'}"
             )
-    lines += ["", "Crossover (best GPU set vs fastest numpy, medians):"]
+    lines += ["", "Crossover (best device set vs fastest numpy, medians):"]
     for c in study["crossover"]:
         lines.append(
-            f"  {c['problem']:<52} GPU {_ms(c['best_gpu_s']):>9} ms  numpy "
+            f"  {c['problem']:<52} amari_gpu {_ms(c['best_gpu_s']):>9} ms  numpy "
             f"{_ms(c['numpy_s']):>9} ms  -> {c['winner'] or '—'} ({_x(c['gpu_speedup_vs_numpy'])})"
         )
     return lines

@@ -283,6 +283,19 @@ impl PyContext {
         done.map_err(|e| to_pyerr(py, e))
     }
 
+    /// For tests of the grid rebalancer: judges a device's grid rounds as if it computed
+    /// `cells_per_s` cells per second (`None` measures them again).
+    fn inject_grid_rate(
+        &self,
+        py: Python<'_>,
+        device_id: usize,
+        cells_per_s: Option<f64>,
+    ) -> PyResult<()> {
+        self.context(py)?
+            .inject_grid_rate(device_id, cells_per_s)
+            .map_err(|e| to_pyerr(py, e))
+    }
+
     /// Marks a device (or all) healthy again.
     #[pyo3(signature = (device_id=None))]
     fn reset_health(&self, py: Python<'_>, device_id: Option<usize>) -> PyResult<()> {

@@ -26,6 +26,7 @@ mod fisher;
 mod fisher_split;
 mod ga;
 mod resident;
+mod roofline;
 mod rows;
 mod tropical;
 
@@ -38,6 +39,7 @@ fn register_operations(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fisher_split::register(m)?;
     checks::register(m)?;
     domain::register(m)?;
+    roofline::register(m)?;
     rows::register(m)?;
     Ok(())
 }

@@ -1,10 +1,11 @@
-//! Profiles as Python sees them: the events, the calls, the summary and the Chrome trace of
-//! an active or finished profile, converted to plain Python values.
+//! Profiles as Python sees them: the events, the user calls and the kernel calls they made,
+//! the summary and the Chrome trace of an active or finished profile, converted to plain
+//! Python values; and the opening and closing of a user call.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use amari_gpu::profile::{chrome_trace, summarize, Profiler, Summary};
+use amari_gpu::profile::{chrome_trace, summarize, summarize_calls, CallRecord, Profiler, Summary};
 use amari_gpu::MultiGpuContext;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -27,9 +28,18 @@ fn summary_dict<'py>(py: Python<'py>, s: &Summary) -> PyResult<Bound<'py, PyDict
             items_per_s, bytes, bytes_per_s, chunks, retries)?;
         devices.set_item(dev.device, entry)?;
     }
-    fields!(py, s; calls, makespan_s, predicted_lower_bound_s, efficiency, imbalance, overhead_fraction,
+    fields!(py, s; calls, kernel_calls, makespan_s, predicted_lower_bound_s, efficiency, imbalance, overhead_fraction,
         bottleneck, figures;
         "devices" => devices)
+}
+
+fn kernel_call_dict<'py>(
+    py: Python<'py>,
+    index: u64,
+    c: &CallRecord,
+) -> PyResult<Bound<'py, PyDict>> {
+    fields!(py, c; kernel, items, flops_per_item, bytes_per_item, strategy, lower_bound_s,
+        estimated_makespan_s; "call" => index)
 }
 
 impl PyProfile {
@@ -55,26 +65,59 @@ impl PyProfile {
             .collect()
     }
 
-    /// Every call so far: kernel, items, strategy, the plan's lower bound and estimate.
+    /// Every user call so far (see `CallDict`), in the order they began.
     fn calls<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        self.profiler
-            .calls()
+        let kernel_calls = self.profiler.calls();
+        let users = self.profiler.user_calls();
+        summarize_calls(&self.profiler.events(), &kernel_calls, &users)
             .iter()
-            .map(|c| fields!(py, c; kernel, items, strategy, lower_bound_s, estimated_makespan_s))
+            .map(|c| {
+                let made = (c.call.kernel_calls.iter())
+                    .filter_map(|&k| Some(kernel_call_dict(py, k, kernel_calls.get(k as usize)?)))
+                    .collect::<PyResult<Vec<_>>>()?;
+                let plan = fields!(py, c; lower_bound_s, estimated_makespan_s;
+                    "strategy" => c.strategies.join(", "))?;
+                fields!(py, c; start_s, end_s, device_s;
+                    "name" => c.call.name(),
+                    "method" => &c.call.method,
+                    "args" => &c.call.args,
+                    "kernel_calls" => made,
+                    "plan" => plan)
+            })
             .collect()
+    }
+
+    /// Every kernel call so far: kernel, items, strategy, the plan's lower bound and
+    /// estimate, and its index (`call` in events).
+    fn kernel_calls<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        (0u64..)
+            .zip(self.profiler.calls().iter())
+            .map(|(k, c)| kernel_call_dict(py, k, c))
+            .collect()
+    }
+
+    /// Opens a user call of `method` on `args` on the calling thread; its index, or None
+    /// when the thread is already in one (a call inside another belongs to the outer one).
+    fn begin_call(&self, method: &str, args: &str) -> Option<u64> {
+        self.profiler.begin_call(method, args)
+    }
+
+    /// Closes user call `index` (opened on this thread).
+    fn end_call(&self, index: u64) {
+        self.profiler.end_call(index);
     }
 
     /// The summary of the events so far.
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        summary_dict(
-            py,
-            &summarize(&self.profiler.events(), &self.profiler.calls()),
-        )
+        let p = &self.profiler;
+        summary_dict(py, &summarize(&p.events(), &p.calls(), &p.user_calls()))
     }
 
     /// The Chrome trace (Trace Event Format) as a JSON string.
     fn chrome_trace(&self) -> String {
-        chrome_trace(&self.profiler.events(), &|d| self.device_name(d)).to_string()
+        let p = &self.profiler;
+        let names = |d| self.device_name(d);
+        chrome_trace(&p.events(), &p.calls(), &p.user_calls(), &names).to_string()
     }
 
     /// Each device of the context, by id, as "<adapter name> (<backend>)".

@@ -9,6 +9,7 @@ struct State {
     failed: Option<String>,
     fault_after_chunks: Option<u64>,
     hold_after_chunks: Option<u64>,
+    grid_rate: Option<f64>,
 }
 
 /// Whether a device is usable, and the fault injected into it, if any.
@@ -36,7 +37,8 @@ impl Health {
         }
     }
 
-    /// Makes the device usable again and drops any pending injected fault.
+    /// Makes the device usable again and drops any pending injected fault (and an
+    /// injected grid rate).
     pub fn reset(&self) {
         *self.state.lock().expect("health lock") = State::default();
     }
@@ -62,6 +64,19 @@ impl Health {
     /// Whether an injected hold is due: the device's waits see no answer while it is.
     pub fn hold_due(&self) -> bool {
         self.state.lock().expect("health lock").hold_after_chunks == Some(0)
+    }
+
+    /// For tests of the grid rebalancer: its rounds are judged as if the device computed
+    /// `cells_per_s` cells per second with no fixed cost per round, instead of by their
+    /// measured time (they still run at the device's own speed), so where rows go does not
+    /// depend on how busy the machine is. `None` measures again.
+    pub fn inject_grid_rate(&self, cells_per_s: Option<f64>) {
+        self.state.lock().expect("health lock").grid_rate = cells_per_s;
+    }
+
+    /// The injected grid rate, if any (see [`Health::inject_grid_rate`]).
+    pub fn grid_rate(&self) -> Option<f64> {
+        self.state.lock().expect("health lock").grid_rate
     }
 
     /// Called when a chunk completes: counts down an injected fault or hold.
@@ -146,6 +161,17 @@ impl Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_injected_grid_rate_stays_until_reset() {
+        let health = Health::default();
+        assert_eq!(health.grid_rate(), None);
+        health.inject_grid_rate(Some(5.0));
+        health.chunk_completed();
+        assert_eq!(health.grid_rate(), Some(5.0));
+        health.reset();
+        assert_eq!(health.grid_rate(), None);
+    }
 
     #[test]
     fn injected_fault_fires_after_the_given_number_of_chunks() {

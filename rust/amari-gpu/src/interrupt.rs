@@ -7,13 +7,16 @@
 //! report while it waits.
 //!
 //! A thread-local carries the interrupt so that entry points need no extra argument: the
-//! calling thread reads it once per call and hands it to the call's workers.
+//! calling thread reads it once per call and hands it to the call's workers. The interrupt
+//! also carries the user call its creator works for (see [`CallScope`]), so a profile
+//! counts the work done on the call's own thread as that call's.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, Result};
+use crate::profile::CallScope;
 
 /// The cancellation flag and latest progress of one call.
 #[derive(Debug, Default)]
@@ -22,6 +25,8 @@ pub struct Interrupt {
     progress: Mutex<Option<(u64, u64)>>,
     /// Which paths the call's kernel runs took: `FAST` and/or `SPLIT` bits.
     paths: AtomicU8,
+    /// The user call of the thread that created it.
+    user_call: CallScope,
 }
 
 const FAST: u8 = 1;
@@ -42,9 +47,12 @@ impl Drop for Restore {
 }
 
 impl Interrupt {
-    /// A fresh interrupt, not set.
+    /// A fresh interrupt, not set, for a call of the user call this thread works for.
     pub fn new() -> Arc<Self> {
-        Arc::new(Interrupt::default())
+        Arc::new(Interrupt {
+            user_call: CallScope::current(),
+            ..Interrupt::default()
+        })
     }
 
     /// Asks the call to stop as soon as it can.
@@ -76,11 +84,12 @@ impl Interrupt {
         self.paths.load(Ordering::Relaxed) & FAST != 0
     }
 
-    /// Runs `work` on this thread with `this` as the interrupt of every call it makes.
+    /// Runs `work` on this thread with `this` as the interrupt of every call it makes, for
+    /// the user call of the thread that created `this`.
     pub fn scope<T>(this: &Arc<Self>, work: impl FnOnce() -> T) -> T {
         let previous = CURRENT.with(|c| c.borrow_mut().replace(Arc::clone(this)));
         let _restore = Restore(previous);
-        work()
+        this.user_call.enter(work)
     }
 }
 

@@ -78,6 +78,7 @@ mod worker;
 mod workload;
 
 pub use adapter::AdapterInfo;
+pub use calibration::limits::{measure as measure_limits, DeviceLimits};
 pub use context::{adapters, instance, MultiGpuContext};
 pub use device::{DeviceKind, GpuDevice, WgpuDevice};
 pub use error::{Error, Result};

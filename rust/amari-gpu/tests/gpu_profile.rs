@@ -73,7 +73,7 @@ fn kernel_events_cover_every_item_once_with_gpu_timestamps_where_available() {
     let devices: std::collections::BTreeSet<usize> =
         events.iter().filter_map(|e| e.device).collect();
     assert_eq!(devices.len(), 3, "every device did work");
-    let summary = summarize(&events, &calls);
+    let summary = summarize(&events, &calls, &[]);
     assert_eq!(
         summary.devices.iter().map(|d| d.items).sum::<u64>(),
         n as u64
@@ -148,7 +148,7 @@ fn chrome_trace_has_complete_events_and_named_tracks() {
         20_000,
     );
     let names = |d: usize| ctx.devices()[d].adapter.name.clone();
-    let trace = amari_gpu::profile::chrome_trace(&events, &names);
+    let trace = amari_gpu::profile::chrome_trace(&events, &[], &[], &names);
     let list = trace["traceEvents"].as_array().unwrap();
     let complete: Vec<_> = list.iter().filter(|e| e["ph"] == "X").collect();
     assert_eq!(complete.len(), events.len());

@@ -56,6 +56,7 @@ fn map_kernels_are_the_one_skeleton_and_their_item() {
     let skeleton = include_str!("../../../shaders/map.wgsl");
     let kernels = [
         ("copy.wgsl", amari_gpu::shaders::COPY),
+        ("triad.wgsl", amari_gpu::shaders::TRIAD),
         ("peak.wgsl", amari_gpu::shaders::PEAK),
         ("geometric_cl3.wgsl", amari_gpu::shaders::GEOMETRIC_CL3),
     ];

@@ -81,7 +81,7 @@ fn items_per_s(host: &HostDevice, kernel: &Kernel, smallest: usize) -> Result<f6
 }
 
 /// Bytes read plus written per second of a memcpy of [`COPY_BYTES`].
-fn memcpy_bytes_per_s(host: &HostDevice) -> f64 {
+pub(super) fn memcpy_bytes_per_s(host: &HostDevice) -> f64 {
     let words = COPY_BYTES / 4;
     let src = vec![0.5f32; words];
     let mut dst = vec![0.0f32; words];

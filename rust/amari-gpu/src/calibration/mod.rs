@@ -4,7 +4,9 @@
 //! bandwidth); [`families`] names the reference kernel of each family, [`concurrency`]
 //! measures the gain of devices that share hardware, [`cache`] keeps the figures on disk,
 //! [`context`] drives it all for a context and turns the figures into device models, and
-//! [`demand`] measures only what a call's plan needs, when it first needs it.
+//! [`demand`] measures only what a call's plan needs, when it first needs it. [`limits`]
+//! measures each device's roofline (bandwidth and arithmetic issue rates, [`host_peak`] on
+//! the host).
 
 pub(crate) mod cache;
 pub(crate) mod concurrency;
@@ -12,6 +14,8 @@ mod context;
 mod demand;
 pub(crate) mod families;
 mod host;
+mod host_peak;
+pub mod limits;
 pub(crate) mod measure;
 mod rates;
 mod transfers;

@@ -11,6 +11,7 @@ use crate::device::GpuDevice;
 use crate::error::Result;
 use crate::family::Family;
 use crate::raw::Resident;
+use crate::shaders::PEAK_STEPS_PER_THREAD;
 
 /// Seconds a timed kernel dispatch is sized to take: long enough that launch cost and
 /// timer noise are small parts of it, short enough that calibration stays quick on a
@@ -93,13 +94,25 @@ pub(super) fn largest_size(
 
 /// Flops per second of the FMA-chain kernel on resident data.
 pub(super) fn measure_peak(dev: &GpuDevice) -> Result<f64> {
+    let flops_per_step = crate::shaders::PEAK_FLOPS_PER_THREAD / PEAK_STEPS_PER_THREAD;
+    loop_ops_per_s(dev, "peak", crate::shaders::PEAK, flops_per_step)
+}
+
+/// Operations per second of a loop of `shaders/peak.wgsl` (kernel `id`, its `source` one of
+/// the `shaders::PEAK*` variants, `ops_per_step` operations in each step) on resident data.
+pub(super) fn loop_ops_per_s(
+    dev: &GpuDevice,
+    id: &str,
+    source: &'static str,
+    ops_per_step: f64,
+) -> Result<f64> {
     let kernel = crate::kernel::Kernel {
         inputs: vec![crate::kernel::Input::PerItem(4)],
         output: crate::kernel::Output::PerItem(4),
-        ..crate::kernel::Kernel::map("peak", Family::Probe, crate::shaders::PEAK)
+        ..crate::kernel::Kernel::map(id, Family::Probe, source)
     };
     let threads_per_s = items_per_s(dev, &kernel, 1 << 12)?;
-    Ok(threads_per_s * crate::shaders::PEAK_FLOPS_PER_THREAD)
+    Ok(threads_per_s * PEAK_STEPS_PER_THREAD * ops_per_step)
 }
 
 /// Bytes read plus written per second by the streaming-copy kernel on resident data.
@@ -112,6 +125,18 @@ pub(super) fn measure_kernel_copy(dev: &GpuDevice) -> Result<f64> {
     // Each thread reads one vec4 and writes one: 32 bytes moved.
     let threads_per_s = items_per_s(dev, &kernel, 1 << 16)?;
     Ok(32.0 * threads_per_s)
+}
+
+/// Bytes read plus written per second by the streaming-triad kernel on resident data (each
+/// thread eight vec4 of each of its three arrays).
+pub(super) fn measure_triad(dev: &GpuDevice) -> Result<f64> {
+    let kernel = crate::kernel::Kernel {
+        inputs: vec![crate::kernel::Input::PerItem(32); 2],
+        output: crate::kernel::Output::PerItem(32),
+        ..crate::kernel::Kernel::map("triad", Family::Probe, crate::shaders::TRIAD)
+    };
+    let threads_per_s = items_per_s(dev, &kernel, 1 << 13)?;
+    Ok(crate::shaders::TRIAD_BYTES_PER_THREAD * threads_per_s)
 }
 
 #[cfg(test)]

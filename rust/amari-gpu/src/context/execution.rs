@@ -194,11 +194,7 @@ impl MultiGpuContext {
                 counted: true,
                 recording,
             })?;
-            if plan.fast_path {
-                for (dev, report) in runs_on.iter().zip(&reports) {
-                    dev.counters.add_busy(report.busy_s);
-                }
-            } else {
+            if !plan.fast_path {
                 self.learn(&workload, runs_on, &reports);
             }
             if remaining == 0 {
@@ -328,13 +324,11 @@ impl MultiGpuContext {
         Ok((reports, run.scheduler.remaining()))
     }
 
-    /// Feeds each device's completed chunks of a call into the history (as one observation)
-    /// and the busy-time counters.
+    /// Feeds each device's completed chunks of a call into the history (as one observation).
     fn learn(&self, workload: &Workload, workers: &[&GpuDevice], reports: &[WorkerReport]) {
         let models = self.models_for(workload, false);
         let family = workload.history_key();
         for (dev, report) in workers.iter().zip(reports) {
-            dev.counters.add_busy(report.busy_s);
             let Some(model) = models.iter().find(|m| m.device == dev.id) else {
                 continue;
             };

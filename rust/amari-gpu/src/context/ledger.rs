@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::lineage::Lineage;
-use super::shard::Shard;
+use super::shard::{Shard, Storage};
 use crate::error::Error;
 
 /// What the context holds of one resident array.
@@ -53,10 +53,20 @@ impl Ledger {
 
     /// Bytes held by live resident arrays on device `device`.
     pub fn held_bytes(&self, device: usize) -> u64 {
+        self.held(device, |_| true)
+    }
+
+    /// The part of [`Ledger::held_bytes`] kept in host memory (shards of the host device),
+    /// which no buffer pool counts.
+    pub fn host_held_bytes(&self, device: usize) -> u64 {
+        self.held(device, |s| matches!(*s.storage, Storage::Host(_)))
+    }
+
+    fn held(&self, device: usize, counts: impl Fn(&Shard) -> bool) -> u64 {
         self.lock()
             .values()
             .flat_map(|e| e.shards.iter().map(move |s| (s, e.cols)))
-            .filter(|(s, _)| s.device == device)
+            .filter(|(s, _)| s.device == device && counts(s))
             .map(|(s, cols)| s.bytes(cols))
             .sum()
     }

@@ -91,7 +91,8 @@ pub struct DeviceStats {
     pub device: usize,
     /// Totals since the context opened.
     pub counters: CounterSnapshot,
-    /// Bytes of device buffers the context holds (pooled and in use).
+    /// Bytes of device memory the context holds: its wgpu buffers (pooled and in use) and
+    /// the resident shards it keeps in host memory (the host device's).
     pub memory_in_use_bytes: u64,
     /// Bytes of it held by live resident arrays.
     pub resident_bytes: u64,
@@ -352,7 +353,8 @@ impl MultiGpuContext {
             .map(|d| DeviceStats {
                 device: d.id,
                 counters: d.counters.snapshot(),
-                memory_in_use_bytes: d.pool.live_bytes(),
+                // Shards in host memory (the host device's) are no pool buffers.
+                memory_in_use_bytes: d.pool.live_bytes() + self.resident.host_held_bytes(d.id),
                 resident_bytes: self.resident.held_bytes(d.id),
                 user_pipelines: d.user_pipelines(),
                 healthy: d.health.is_healthy(),
@@ -370,6 +372,21 @@ impl MultiGpuContext {
     /// interrupts that must not depend on how fast the device is).
     pub fn inject_hold(&self, id: usize, after_chunks: u64) -> Result<()> {
         self.device(id)?.health.inject_hold(after_chunks);
+        Ok(())
+    }
+    /// For tests of the grid rebalancer: judges device `id`'s grid rounds as if it computed
+    /// `cells_per_s` cells per second (see [`crate::health::Health::inject_grid_rate`]);
+    /// `None` measures them again.
+    pub fn inject_grid_rate(&self, id: usize, cells_per_s: Option<f64>) -> Result<()> {
+        if let Some(rate) = cells_per_s {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(Error::invalid(
+                    "cells_per_s",
+                    format!("expected a finite number of cells per second > 0 or None, got {rate}"),
+                ));
+            }
+        }
+        self.device(id)?.health.inject_grid_rate(cells_per_s);
         Ok(())
     }
     /// Marks device `id` (or every device) healthy again.

@@ -23,6 +23,8 @@ impl MultiGpuContext {
         let call = profiler.call(CallRecord {
             kernel: workload.kernel.clone(),
             items: workload.items,
+            flops_per_item: workload.flops_per_item,
+            bytes_per_item: workload.bytes_in_per_item + workload.bytes_out_per_item,
             lower_bound_s: plan.lower_bound_s,
             estimated_makespan_s: plan.estimated_makespan_s,
             strategy: plan.strategy.name().to_string(),

@@ -33,6 +33,17 @@ impl Rule {
         Kernel::map(self.name(), Family::Stencil, source)
     }
 
+    /// Operations a step does per cell as the shaders and host kernels write it. Heat: three
+    /// adds of the neighbours, `4u`, the difference and a multiply-add (7). Life: the
+    /// neighbour count adds four packed cells a word at a time (7 word adds per 4 cells),
+    /// then per cell 2 shifts, 2 masks, 3 compares, a select, a shift and an or (about 12).
+    pub(super) fn ops_per_cell(self) -> f64 {
+        match self {
+            Rule::Heat { .. } => 7.0,
+            Rule::Life => 12.0,
+        }
+    }
+
     /// Bytes a step reads and writes per cell at the least (for the plan's estimates).
     pub(super) fn bytes_per_cell(self) -> f64 {
         match self {

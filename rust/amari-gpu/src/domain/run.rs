@@ -149,6 +149,8 @@ fn register_call(
     profiler.call(CallRecord {
         kernel: spec.rule.name().to_string(),
         items: (spec.geometry.height * spec.width) as u64 * opts.steps,
+        flops_per_item: spec.rule.ops_per_cell(),
+        bytes_per_item: spec.rule.bytes_per_cell(),
         lower_bound_s: spec.geometry.height as f64 * bytes_per_row / total_bandwidth,
         estimated_makespan_s: estimate,
         strategy: if opts.rebalance {
@@ -268,14 +270,20 @@ fn attempt(
         };
         recorder.host(exchange, assemble_start, assembled);
         let mut devices_report = Vec::with_capacity(rounds.len());
+        // The round as the balancer judges it: measured, unless a test injected rates.
+        let mut judged_round_s = 0.0f64;
         for r in &rounds {
             let dev = &devices[r.device];
             let busy = (r.read - r.started).as_secs_f64();
             dev.counters.chunk_done(r.work, r.bytes_up, r.bytes_down);
             dev.counters.add_busy(busy);
             let measured = ctx.measurements(r.device);
-            let overhead = measured.as_ref().map_or(0.0, |m| m.launch_latency_s);
-            balancer.observe(r.device, r.work, busy, overhead);
+            let (judged, overhead) = match dev.health.grid_rate() {
+                Some(rate) => (r.work as f64 / rate, 0.0),
+                None => (busy, measured.as_ref().map_or(0.0, |m| m.launch_latency_s)),
+            };
+            judged_round_s = judged_round_s.max(judged);
+            balancer.observe(r.device, r.work, judged, overhead);
             recorder.round(dev, round_index, r);
             devices_report.push(device_report(r, &states[&r.device]));
             // Profiled rounds are timed with GPU timestamps where one is worth it against
@@ -308,7 +316,8 @@ fn attempt(
         let cost = |to: &[(usize, usize)]| {
             2.0 * latency + moved_rows(&split, to, g.halo) as f64 * per_row_s.max(calibrated)
         };
-        let Some(proposal) = balancer.propose(&split, wall, remaining, &cost) else {
+        let round_s = wall.max(judged_round_s);
+        let Some(proposal) = balancer.propose(&split, round_s, remaining, &cost) else {
             continue;
         };
         let t = Instant::now();

@@ -1,13 +1,15 @@
 //! The profiler timeline: every step of every call (plan, upload, kernel, readback, wait,
 //! retry, halo exchange) as an event on the context's clock. Kernel events come from GPU
 //! timestamp queries when the device has them, aligned to the host clock; otherwise from
-//! host timing.
+//! host timing. Kernel calls are grouped by the user call (the API method) that made them.
 //! Nothing is recorded, and nothing costs, while no profile is active.
 
+mod calls;
 mod summary;
 mod timeline;
 mod trace;
 
-pub use summary::{summarize, DeviceSummary, Summary};
+pub use calls::{CallScope, UserCall};
+pub use summary::{summarize, summarize_calls, CallSummary, DeviceSummary, Summary};
 pub use timeline::{CallRecord, Clock, Event, HostStep, Kind, Profiler};
 pub use trace::chrome_trace;

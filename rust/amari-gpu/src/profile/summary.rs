@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use super::calls::UserCall;
 use super::timeline::{CallRecord, Event, Kind};
 
 /// One device's figures over a profile.
@@ -39,9 +40,12 @@ pub struct DeviceSummary {
 /// The whole profile.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
-    /// Calls recorded.
+    /// User calls recorded (the API methods called; see [`UserCall`]).
     pub calls: usize,
-    /// Sum over calls of each call's span (first event start to last event end).
+    /// Kernel calls the engine made for them (a shortest-paths call makes one per round),
+    /// and any made outside a user call.
+    pub kernel_calls: usize,
+    /// Sum over kernel calls of each one's span (first event start to last event end).
     pub makespan_s: f64,
     /// Sum over calls of the lower bound the calibrated model predicted for the call's
     /// plan. A prediction: the measured makespan can be below it when the devices ran
@@ -125,8 +129,8 @@ fn device_summary(device: usize, events: &[&Event], makespan_s: f64) -> DeviceSu
     }
 }
 
-/// Summarises a profile's events and calls.
-pub fn summarize(events: &[Event], calls: &[CallRecord]) -> Summary {
+/// Summarises a profile's events, kernel calls and user calls.
+pub fn summarize(events: &[Event], calls: &[CallRecord], users: &[UserCall]) -> Summary {
     let mut spans: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
     for e in events {
         let span = spans
@@ -195,7 +199,8 @@ pub fn summarize(events: &[Event], calls: &[CallRecord]) -> Summary {
         ("mean_busy_s".to_string(), mean_busy),
     ]);
     Summary {
-        calls: spans.len(),
+        calls: users.len(),
+        kernel_calls: calls.len(),
         makespan_s,
         predicted_lower_bound_s,
         efficiency: if makespan_s > 0.0 {
@@ -209,6 +214,91 @@ pub fn summarize(events: &[Event], calls: &[CallRecord]) -> Summary {
         figures,
         devices,
     }
+}
+
+/// A user call with the figures of the kernel calls it made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallSummary {
+    /// The call as recorded.
+    pub call: UserCall,
+    /// Its span on the profile clock: from its start (or its first step, if earlier) to
+    /// its end (or its last step, if later), so every step of its kernel calls lies within.
+    pub start_s: f64,
+    /// See `start_s`.
+    pub end_s: f64,
+    /// Seconds of kernel work its kernel calls put on the devices (summed over devices).
+    pub device_s: f64,
+    /// Sum of its kernel calls' predicted lower bounds.
+    pub lower_bound_s: f64,
+    /// Sum of its kernel calls' estimated makespans.
+    pub estimated_makespan_s: f64,
+    /// The strategies its kernel calls' plans came from, each once, in order.
+    pub strategies: Vec<String>,
+}
+
+/// First start and last end of each kernel call's steps, by call index.
+pub(crate) fn kernel_spans(events: &[Event], calls: usize) -> Vec<Option<(f64, f64)>> {
+    let mut spans: Vec<Option<(f64, f64)>> = vec![None; calls];
+    for e in events {
+        let Some(span) = spans.get_mut(e.call as usize) else {
+            continue;
+        };
+        let end = e.start_s + e.duration_s;
+        *span = Some(span.map_or((e.start_s, end), |(s, t)| (s.min(e.start_s), t.max(end))));
+    }
+    spans
+}
+
+/// Every user call with its figures, in the order the calls began.
+pub fn summarize_calls(
+    events: &[Event],
+    calls: &[CallRecord],
+    users: &[UserCall],
+) -> Vec<CallSummary> {
+    let spans = kernel_spans(events, calls.len());
+    let mut device_s = vec![0.0; calls.len()];
+    for e in events.iter().filter(|e| e.kind == Kind::Kernel) {
+        if let Some(s) = device_s.get_mut(e.call as usize) {
+            *s += e.duration_s;
+        }
+    }
+    users
+        .iter()
+        .map(|user| {
+            let own = || {
+                user.kernel_calls
+                    .iter()
+                    .filter_map(|&k| calls.get(k as usize))
+            };
+            let mut start_s = user.start_s;
+            let mut end_s = user.end_s.unwrap_or(user.start_s);
+            for &(s, e) in user
+                .kernel_calls
+                .iter()
+                .filter_map(|&k| spans.get(k as usize)?.as_ref())
+            {
+                start_s = start_s.min(s);
+                end_s = end_s.max(e);
+            }
+            let mut strategies: Vec<String> = Vec::new();
+            for c in own() {
+                if !strategies.contains(&c.strategy) {
+                    strategies.push(c.strategy.clone());
+                }
+            }
+            CallSummary {
+                call: user.clone(),
+                start_s,
+                end_s,
+                device_s: (user.kernel_calls.iter())
+                    .filter_map(|&k| device_s.get(k as usize))
+                    .sum(),
+                lower_bound_s: own().map(|c| c.lower_bound_s).sum(),
+                estimated_makespan_s: own().map(|c| c.estimated_makespan_s).sum(),
+                strategies,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -249,11 +339,13 @@ mod tests {
         let calls = vec![CallRecord {
             kernel: "k".into(),
             items: 10,
+            flops_per_item: 1.0,
+            bytes_per_item: 8.0,
             lower_bound_s: 0.5,
             estimated_makespan_s: 0.6,
             strategy: "balanced".into(),
         }];
-        let s = summarize(&events, &calls);
+        let s = summarize(&events, &calls, &[]);
         assert!((s.makespan_s - 1.0).abs() < 1e-12);
         assert!((s.efficiency - 0.5).abs() < 1e-12);
         assert!(
@@ -271,8 +363,51 @@ mod tests {
             ev(0, Kind::Kernel, 0.6, 0.2),
             ev(0, Kind::Readback, 0.8, 0.2),
         ];
-        let s = summarize(&events, &[]);
+        let s = summarize(&events, &[], &[]);
         assert_eq!(s.bottleneck, "transfer-bound");
         assert!((s.overhead_fraction - 0.8).abs() < 1e-12);
+    }
+
+    /// A call's span covers its kernel calls' steps; its device time is their kernels'.
+    #[test]
+    fn a_summary_spans_its_kernel_calls_steps() {
+        let step = |call: u64, kind: Kind, start_s: f64, duration_s: f64| Event {
+            device: Some(0),
+            kind,
+            chunk: Some(0),
+            call,
+            start_s,
+            duration_s,
+            bytes: 0,
+            items: 1,
+            clock: Clock::Host,
+        };
+        let events = [
+            step(0, Kind::Kernel, 1.0, 0.5),
+            step(1, Kind::Upload, 0.5, 0.25),
+            step(1, Kind::Kernel, 2.0, 0.75),
+        ];
+        let users = [UserCall {
+            method: "m".into(),
+            args: String::new(),
+            start_s: 0.75,
+            end_s: Some(2.5),
+            kernel_calls: vec![0, 1],
+        }];
+        let s = &summarize_calls(
+            &events,
+            &[CallRecord::named("a"), CallRecord::named("b")],
+            &users,
+        )[0];
+        assert_eq!((s.start_s, s.end_s), (0.5, 2.75));
+        assert_eq!(s.device_s, 1.25);
+        assert_eq!((s.lower_bound_s, s.estimated_makespan_s), (0.5, 1.0));
+        assert_eq!(s.strategies, ["auto"]);
+        let whole = summarize(
+            &events,
+            &[CallRecord::named("a"), CallRecord::named("b")],
+            &users,
+        );
+        assert_eq!((whole.calls, whole.kernel_calls), (1, 2));
     }
 }

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
+use super::calls::{CallScope, UserCall};
+
 /// What a step was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
@@ -105,12 +107,34 @@ pub struct CallRecord {
     pub kernel: String,
     /// Items of the call.
     pub items: u64,
+    /// Arithmetic operations per item, as the kernel's cost model counts them (0 for a call
+    /// that runs no kernel: a resident array's upload or gather).
+    pub flops_per_item: f64,
+    /// Bytes per item the call moves at the least: its per-item inputs and outputs.
+    pub bytes_per_item: f64,
     /// The plan's lower bound.
     pub lower_bound_s: f64,
     /// The plan's estimated makespan.
     pub estimated_makespan_s: f64,
     /// Strategy that made the plan.
     pub strategy: String,
+}
+
+#[cfg(test)]
+impl CallRecord {
+    /// A call of `kernel` over one item, its plan "auto" with a bound of 0.25 s and an
+    /// estimate of 0.5 s.
+    pub(crate) fn named(kernel: &str) -> Self {
+        CallRecord {
+            kernel: kernel.into(),
+            items: 1,
+            flops_per_item: 1.0,
+            bytes_per_item: 4.0,
+            lower_bound_s: 0.25,
+            estimated_makespan_s: 0.5,
+            strategy: "auto".into(),
+        }
+    }
 }
 
 /// Steps of the profile's clock per second: 2^30 (a step is about 0.93 ns). Every time on
@@ -141,6 +165,7 @@ pub struct Profiler {
     origin: Instant,
     events: Mutex<Vec<Event>>,
     calls: Mutex<Vec<CallRecord>>,
+    users: Mutex<Vec<UserCall>>,
     gpu: Mutex<BTreeMap<usize, GpuAlignment>>,
 }
 
@@ -150,6 +175,7 @@ impl Default for Profiler {
             origin: Instant::now(),
             events: Mutex::new(Vec::new()),
             calls: Mutex::new(Vec::new()),
+            users: Mutex::new(Vec::new()),
             gpu: Mutex::new(BTreeMap::new()),
         }
     }
@@ -219,11 +245,65 @@ impl Profiler {
         self.events.lock().expect("profile lock").push(event);
     }
 
-    /// Registers a call and returns its index.
+    /// Registers a kernel call and returns its index; it belongs to the user call the
+    /// current thread works for, if that is one of this profile's.
     pub fn call(&self, record: CallRecord) -> u64 {
-        let mut calls = self.calls.lock().expect("profile lock");
-        calls.push(record);
-        calls.len() as u64 - 1
+        let index = {
+            let mut calls = self.calls.lock().expect("profile lock");
+            calls.push(record);
+            calls.len() as u64 - 1
+        };
+        if let Some(user) = CallScope::current().call_in(self.address()) {
+            let mut users = self.users.lock().expect("profile lock");
+            if let Some(user) = users.get_mut(user as usize) {
+                user.kernel_calls.push(index);
+            }
+        }
+        index
+    }
+
+    /// This profile's identity in a thread's [`CallScope`].
+    fn address(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Opens a user call of `method` on `args` (a few words) and makes the current thread
+    /// work for it; returns its index, or `None` when the thread already works for one of
+    /// this profile's (a call made inside another belongs to the outer one).
+    pub fn begin_call(&self, method: &str, args: &str) -> Option<u64> {
+        if CallScope::current().call_in(self.address()).is_some() {
+            return None;
+        }
+        let start_s = self.at(Instant::now());
+        let mut users = self.users.lock().expect("profile lock");
+        users.push(UserCall {
+            method: method.to_string(),
+            args: args.to_string(),
+            start_s,
+            end_s: None,
+            kernel_calls: Vec::new(),
+        });
+        let index = users.len() as u64 - 1;
+        CallScope::set(self.address(), Some(index));
+        Some(index)
+    }
+
+    /// Closes user call `index` (from [`begin_call`](Self::begin_call), on the same
+    /// thread): the thread works for no user call any more. Closing again does nothing.
+    pub fn end_call(&self, index: u64) {
+        let end_s = self.at(Instant::now());
+        let mut users = self.users.lock().expect("profile lock");
+        if let Some(user) = users.get_mut(index as usize) {
+            user.end_s.get_or_insert(end_s);
+        }
+        if CallScope::current().call_in(self.address()) == Some(index) {
+            CallScope::set(self.address(), None);
+        }
+    }
+
+    /// Every user call so far, in the order they began.
+    pub fn user_calls(&self) -> Vec<UserCall> {
+        self.users.lock().expect("profile lock").clone()
     }
 
     /// Every event so far, ordered by start time.

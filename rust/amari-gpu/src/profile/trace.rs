@@ -1,6 +1,10 @@
 //! Chrome Trace Event Format export: complete ("X") events with durations on tracks where
 //! they nest, and metadata naming the tracks. Opens in Perfetto and chrome://tracing.
 //!
+//! The first track, "calls", holds one slice per user call, named as it was called
+//! (`shortest_paths(1000×1000)`), and under it a slice per kernel call it made, spanning
+//! that kernel call's steps: a user call's slice spans all of them, so they nest in it.
+//!
 //! Perfetto drops an "X" slice that overlaps another on its track without nesting in it.
 //! Steps that overlap on purpose therefore get tracks of their own: per device one for its
 //! queue (kernels, GPU or host clock), one for its worker thread (uploads, waits,
@@ -15,13 +19,17 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::timeline::{Event, Kind};
+use super::calls::UserCall;
+use super::summary::{kernel_spans, summarize_calls};
+use super::timeline::{CallRecord, Event, Kind};
 
 const PID: u64 = 1;
 
 /// What a track holds, in display order under its device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Role {
+    /// User calls and the kernel calls they made.
+    Calls,
     /// Host-wide steps (device `None`): planning, halo exchange, gathering a grid.
     Host,
     /// A device's kernels.
@@ -43,6 +51,9 @@ fn role(event: &Event) -> Role {
 
 /// A track: device (host first), role, lane (0, or more when slices had to move aside).
 type Track = (Option<usize>, Role, usize);
+
+/// A slice to place: its track's device and role, and its span in whole nanoseconds.
+type Placed = ((Option<usize>, Role), (i64, i64));
 
 /// Start and end in whole nanoseconds, the resolution the trace is written at, so that the
 /// nesting decided here is the nesting the file holds.
@@ -73,19 +84,19 @@ impl Lanes {
     }
 }
 
-/// The track of every event (by index), with slices on each track nesting or disjoint.
-fn tracks(events: &[Event]) -> Vec<Track> {
-    let mut order: Vec<usize> = (0..events.len()).collect();
+/// The track of every slice (by index), given its track's key and its span in
+/// nanoseconds, with slices on each track nesting or disjoint.
+fn place(slices: &[Placed]) -> Vec<Track> {
+    let mut order: Vec<usize> = (0..slices.len()).collect();
     // Outer slices before the ones they contain: by start, then longest first.
     order.sort_by_key(|&i| {
-        let (start, end) = span_ns(&events[i]);
+        let (start, end) = slices[i].1;
         (start, std::cmp::Reverse(end))
     });
     let mut lanes: BTreeMap<(Option<usize>, Role), Lanes> = BTreeMap::new();
-    let mut out = vec![(None, Role::Host, 0); events.len()];
+    let mut out = vec![(None, Role::Host, 0); slices.len()];
     for i in order {
-        let key = (events[i].device, role(&events[i]));
-        let (start, end) = span_ns(&events[i]);
+        let (key, (start, end)) = slices[i];
         out[i] = (
             key.0,
             key.1,
@@ -95,8 +106,68 @@ fn tracks(events: &[Event]) -> Vec<Track> {
     out
 }
 
+/// The track of every event (by index), with slices on each track nesting or disjoint.
+#[cfg(test)]
+fn tracks(events: &[Event]) -> Vec<Track> {
+    let slices: Vec<_> = events
+        .iter()
+        .map(|e| ((e.device, role(e)), span_ns(e)))
+        .collect();
+    place(&slices)
+}
+
+/// Nanoseconds of `seconds`, as [`span_ns`] rounds them.
+fn ns(seconds: f64) -> i64 {
+    (seconds * 1e9).round() as i64
+}
+
+/// The slices of the calls track: each user call, then each kernel call that has steps.
+fn call_slices(events: &[Event], calls: &[CallRecord], users: &[UserCall]) -> Vec<Slice> {
+    let mut user_of = vec![None; calls.len()];
+    let mut slices = Vec::new();
+    for (u, call) in summarize_calls(events, calls, users).iter().enumerate() {
+        for &k in &call.call.kernel_calls {
+            if let Some(slot) = user_of.get_mut(k as usize) {
+                *slot = Some(u);
+            }
+        }
+        slices.push(Slice {
+            name: call.call.name(),
+            span: (ns(call.start_s), ns(call.end_s).max(ns(call.start_s))),
+            args: json!({
+                "user_call": u,
+                "kernel_calls": call.call.kernel_calls.len(),
+                "device_s": call.device_s,
+            }),
+        });
+    }
+    for (k, span) in kernel_spans(events, calls.len()).into_iter().enumerate() {
+        if let Some((start, end)) = span {
+            slices.push(Slice {
+                name: calls[k].kernel.clone(),
+                span: (ns(start), ns(end).max(ns(start))),
+                args: json!({
+                    "call": k,
+                    "user_call": user_of[k],
+                    "items": calls[k].items,
+                    "strategy": calls[k].strategy,
+                }),
+            });
+        }
+    }
+    slices
+}
+
+/// A named slice of the calls track.
+struct Slice {
+    name: String,
+    span: (i64, i64),
+    args: Value,
+}
+
 fn track_name(track: Track, names: &dyn Fn(usize) -> String) -> String {
     let base = match track {
+        (_, Role::Calls, _) => "calls — user calls, kernel calls under them".to_string(),
         (None, _, _) => "host — plan, exchange".to_string(),
         (Some(d), Role::Queue, _) => format!("device {d} queue — {}", names(d)),
         (Some(d), Role::Worker | Role::Host, _) => format!("device {d} worker — {}", names(d)),
@@ -115,11 +186,21 @@ fn micros(ns: i64) -> f64 {
 
 /// The trace as JSON; `names` describes a device (adapter and backend) for track names.
 ///
-/// Events are named by their kind (`kernel`, `upload`, …) so Perfetto groups them; the
+/// Steps are named by their kind (`kernel`, `upload`, …) so Perfetto groups them; the
 /// chunk, call, bytes, items and clock are in `args`. Tracks (threads of one process,
-/// `amari_gpu`) are ordered host first, then per device its queue, worker and retries.
-pub fn chrome_trace(events: &[Event], names: &dyn Fn(usize) -> String) -> Value {
-    let placed = tracks(events);
+/// `amari_gpu`) are ordered: calls, host, then per device its queue, worker and retries.
+pub fn chrome_trace(
+    events: &[Event],
+    calls: &[CallRecord],
+    users: &[UserCall],
+    names: &dyn Fn(usize) -> String,
+) -> Value {
+    let slices = call_slices(events, calls, users);
+    let spans: Vec<_> = (slices.iter())
+        .map(|s| ((None, Role::Calls), s.span))
+        .chain(events.iter().map(|e| ((e.device, role(e)), span_ns(e))))
+        .collect();
+    let placed = place(&spans);
     let mut used: Vec<Track> = placed.clone();
     used.sort();
     used.dedup();
@@ -128,8 +209,20 @@ pub fn chrome_trace(events: &[Event], names: &dyn Fn(usize) -> String) -> Value 
         .enumerate()
         .map(|(tid, &t)| (t, tid as u64))
         .collect();
-    let mut trace = Vec::with_capacity(events.len() + 2 * used.len() + 1);
-    for (e, track) in events.iter().zip(&placed) {
+    let mut trace = Vec::with_capacity(spans.len() + 2 * used.len() + 1);
+    for (s, track) in slices.iter().zip(&placed) {
+        trace.push(json!({
+            "name": s.name,
+            "cat": "call",
+            "ph": "X",
+            "pid": PID,
+            "tid": tid_of[track],
+            "ts": micros(s.span.0),
+            "dur": micros(s.span.1 - s.span.0),
+            "args": s.args,
+        }));
+    }
+    for (e, track) in events.iter().zip(&placed[slices.len()..]) {
         let (start, end) = span_ns(e);
         trace.push(json!({
             "name": e.kind.name(),
@@ -220,7 +313,7 @@ mod tests {
         assert_eq!(placed[3], (Some(0), Role::Worker, 0));
         assert_eq!(placed[4], (Some(0), Role::Worker, 0));
         assert_eq!(placed[6], (Some(0), Role::Retries, 1));
-        let trace = chrome_trace(&events, &|_| "lavapipe (vulkan)".into());
+        let trace = chrome_trace(&events, &[], &[], &|_| "lavapipe (vulkan)".into());
         assert!(nests(&trace));
         let names: Vec<String> = trace["traceEvents"]
             .as_array()
@@ -253,5 +346,59 @@ mod tests {
             ev(Some(1), Kind::Kernel, 1.0, 0.5),
         ];
         assert!(tracks(&events).iter().all(|t| t.2 == 0));
+    }
+
+    /// A user call's slice heads the calls track and spans every step of its kernel calls
+    /// (a step before its recorded start widens it), whose slices nest under it.
+    #[test]
+    fn user_calls_head_the_calls_track_with_their_kernel_calls_nested() {
+        let mut second = ev(Some(0), Kind::Kernel, 0.4, 0.2);
+        second.call = 1;
+        let events = vec![
+            ev(None, Kind::Plan, 0.05, 0.01),
+            ev(Some(0), Kind::Kernel, 0.1, 0.2),
+            second,
+        ];
+        let record = CallRecord::named("tropical/tiled");
+        let users = [UserCall {
+            method: "shortest_paths".into(),
+            args: "4×4".into(),
+            start_s: 0.06,
+            end_s: Some(0.5),
+            kernel_calls: vec![0, 1],
+        }];
+        let calls = [record.clone(), record];
+        let trace = chrome_trace(&events, &calls, &users, &|_| "lavapipe (vulkan)".into());
+        assert!(nests(&trace));
+        let list = trace["traceEvents"].as_array().unwrap();
+        let calls_tid = list
+            .iter()
+            .find(|e| {
+                e["name"] == "thread_name"
+                    && e["args"]["name"].as_str().unwrap().starts_with("calls")
+            })
+            .map(|e| e["tid"].clone())
+            .unwrap();
+        let on_calls: Vec<(&str, f64, f64)> = list
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["tid"] == calls_tid)
+            .map(|e| {
+                let ts = e["ts"].as_f64().unwrap();
+                (
+                    e["name"].as_str().unwrap(),
+                    ts,
+                    ts + e["dur"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            on_calls,
+            [
+                ("shortest_paths(4×4)", 50_000.0, 600_000.0),
+                ("tropical/tiled", 50_000.0, 300_000.0),
+                ("tropical/tiled", 400_000.0, 600_000.0),
+            ]
+        );
+        assert_eq!(calls_tid, 0, "the calls track comes first");
     }
 }

@@ -162,7 +162,7 @@ impl MultiGpuContext {
             outputs[i] = Some(head);
             rest = tail;
         }
-        let recording = self.resident_call(&format!("resident/{}", kernel.id), n);
+        let recording = self.resident_call(&format!("resident/{}", kernel.id), n, Some(kernel));
         let call = ChunkPieces {
             ctx: self,
             kernel,

@@ -188,7 +188,7 @@ impl MultiGpuContext {
         let recording = if layout.is_empty() {
             None
         } else {
-            self.resident_call("resident/upload", rows)
+            self.resident_call("resident/upload", rows, None)
         };
         let mut shards = Vec::with_capacity(layout.len());
         for (device, range) in layout {
@@ -226,7 +226,7 @@ impl MultiGpuContext {
             });
         }
         let timeout = self.options.sync_timeout_ms.map(Duration::from_millis);
-        let recording = self.resident_call("resident/gather", array.rows);
+        let recording = self.resident_call("resident/gather", array.rows, None);
         let mut rest = out;
         for (device, rows, storage) in &snapshot.shards {
             let (head, tail) = std::mem::take(&mut rest).split_at_mut(rows.len() * cols);

@@ -20,12 +20,20 @@ use crate::profile::{CallRecord, Clock, Event, Kind, Profiler};
 pub(crate) type Recording = Option<(Arc<Profiler>, u64)>;
 
 impl MultiGpuContext {
-    /// Opens a call record named `label` in the active profile, if any.
-    pub(crate) fn resident_call(&self, label: &str, rows: usize) -> Recording {
+    /// Opens a call record named `label` in the active profile, if any, with the cost model
+    /// of the `kernel` it runs (none for an upload or a gather).
+    pub(crate) fn resident_call(
+        &self,
+        label: &str,
+        rows: usize,
+        kernel: Option<&Kernel>,
+    ) -> Recording {
         let profiler = self.active_profile()?;
         let call = profiler.call(CallRecord {
             kernel: label.to_string(),
             items: rows as u64,
+            flops_per_item: kernel.map_or(0.0, |k| k.flops_per_item),
+            bytes_per_item: kernel.map_or(0.0, |k| k.bytes_per_item() as f64),
             lower_bound_s: 0.0,
             estimated_makespan_s: 0.0,
             strategy: "resident".into(),

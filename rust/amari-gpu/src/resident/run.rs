@@ -105,7 +105,11 @@ impl MultiGpuContext {
                 Operand::Host(words) => Ok(Origin::Host(Arc::new(words.to_vec()))),
             })
             .collect::<Result<Vec<_>>>()?;
-        let recording = self.resident_call(&format!("{}/{}", kernel.family, kernel.id), rows);
+        let recording = self.resident_call(
+            &format!("{}/{}", kernel.family, kernel.id),
+            rows,
+            Some(kernel),
+        );
         let (shards, repairs) =
             RowPieces::new(self, kernel, operands, layout, &recording)?.run()?;
         self.keep_repairs(operands, repairs);

@@ -297,6 +297,10 @@ impl Run<'_> {
         } else {
             (last_done - started).as_secs_f64()
         };
+        // Counted here, where the chunks of every path (split, fast, resident) finish.
+        if self.counted {
+            dev.counters.add_busy(report.busy_s);
+        }
         let mut unfinished: Vec<usize> = held.into_iter().collect();
         unfinished.extend(in_flight.iter().map(|p| p.meta.chunk));
         // What the device may still be using (after a failure, or chunks left to it when

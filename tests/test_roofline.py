@@ -1,0 +1,82 @@
+"""The roofline (``amari-gpu bench --roofline``, ``benches/roofline.py``): the limit kernels
+run on the host device and on lavapipe and give positive finite rates; the report holds
+every kernel entry point of the registry on every device of a context; the call records
+carry the cost model the report reads. Behaviour only: no figure is compared with a time."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+from typing import Any
+
+import amari_gpu
+import numpy as np
+import pytest
+from amari_gpu import _native, _surface
+from amari_gpu.tools import bench_roofline, cli
+
+_RATES = ("stream_bytes_per_s", "fma_flops_per_s", "add_ops_per_s", "max_ops_per_s")
+
+
+@pytest.mark.parametrize("backend", ["host", "vulkan"])
+def test_limit_kernels_give_positive_finite_rates(backend: str) -> None:
+    with amari_gpu.MultiGpuContext(backends=[backend]) as ctx:
+        limits = _native.device_limits(ctx._native)
+        assert [lim["device"] for lim in limits] == [d.id for d in ctx.devices]
+    for lim in limits:
+        for rate in _RATES:
+            assert math.isfinite(lim[rate]) and lim[rate] > 0, (backend, rate, lim)
+        if backend == "host":
+            # The SIMD level the host kernels dispatch to, and every thread of its pool.
+            assert lim["measured_with"].split(" x ")[0] in ("avx512f", "avx2", "neon", "portable")
+        else:
+            assert lim["measured_with"] == "wgsl"
+
+
+def test_call_records_carry_the_kernels_cost_model(host: amari_gpu.MultiGpuContext) -> None:
+    a = np.ones((64, 8), dtype=np.float32)
+    with host.profile() as prof:
+        host.geometric_product(a, a)
+    (call,) = prof.kernel_calls
+    # Two 8-word rows in, one out: 96 bytes an item; the product's operations are positive.
+    assert call["bytes_per_item"] == 96.0
+    assert call["flops_per_item"] > 0
+
+
+def _registered_entries() -> set[str]:
+    """Every kernel entry point of the registry, and the users' row kernels."""
+    return {n.name for n in _surface.NATIVE if n.kernel} | {"map_rows"}
+
+
+def test_cases_cover_every_registered_kernel_entry() -> None:
+    missing = _registered_entries() - {c.entry for c in bench_roofline.CASES}
+    assert not missing, f"no roofline case runs {sorted(missing)}"
+
+
+def test_quick_report_has_every_kernel_on_every_device() -> None:
+    out = io.StringIO()
+    argv = ["bench", "--roofline", "--quick", "--rounds", "1", "--json"]
+    with contextlib.redirect_stdout(out):
+        assert cli.main([*argv, "--backends", "vulkan,host"]) == 0
+    result: dict[str, Any] = json.loads(out.getvalue())
+    with amari_gpu.MultiGpuContext(backends=["vulkan", "host"], devices_per_adapter=1) as ctx:
+        names = sorted(d.adapter.name for d in ctx.devices)
+    assert sorted(d["name"] for d in result["devices"]) == names
+    for i, device in enumerate(result["devices"]):
+        assert all(v > 0 for v in device["limits"].values()), device
+        rows = [r for r in result["rows"] if r["device"] == i]
+        assert {r["entry"] for r in rows} == _registered_entries()
+        assert [r["case"] for r in rows] == [c.name for c in bench_roofline.CASES]
+        for r in rows:
+            if "not_run" in r:
+                # Only a user's WGSL kernel is left out, and only on the host device.
+                assert device["backend"] == "host" and r["entry"] == "map_rows", r
+                continue
+            assert r["kernels"], r
+            assert r["ops"] > 0 and r["bytes_written"] >= r["bytes_least"] > 0, r
+            assert r["kernel_s"] > 0 and 0 < r["op_fraction"] and 0 < r["bw_fraction"], r
+    text = "\n".join(bench_roofline.lines(result))
+    for device in result["devices"]:
+        assert device["name"] in text and device["backend"] in text
