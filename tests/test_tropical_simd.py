@@ -79,13 +79,6 @@ def _bits(results: dict[str, np.ndarray]) -> dict[str, list[int]]:
     return {k: np.ascontiguousarray(v).view(np.uint32).ravel().tolist() for k, v in results.items()}
 
 
-def test_the_add_max_limit_is_measured_at_the_host_devices_level() -> None:
-    limit = ag._native.host_add_max_limit(1)
-    assert limit["simd"] == _host_level() and limit["threads"] == 1
-    rate = limit["pairs_per_second"]
-    assert isinstance(rate, float) and 0 < rate < float("inf")
-
-
 def _host_level() -> str:
     return next(a for a in ag.adapters() if a.backend == "host").features[0]
 

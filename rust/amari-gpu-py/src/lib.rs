@@ -7,7 +7,6 @@ mod context;
 mod detach;
 mod errors;
 mod fields;
-mod limits;
 mod logs;
 mod plans;
 mod profile;
@@ -85,7 +84,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<context::PyContext>()?;
     m.add_function(wrap_pyfunction!(context::check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(family_of, m)?)?;
-    m.add_function(wrap_pyfunction!(limits::host_add_max_limit, m)?)?;
     profile::register(m)?;
     register_operations(m)?;
     Ok(())

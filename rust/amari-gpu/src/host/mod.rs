@@ -1,7 +1,7 @@
 //! The host CPU as a device: its description ([`cpu`]), its thread pool and chunk runner
 //! ([`device`]), and the vector helpers every family's host kernels are written with
 //! ([`simd`]: AVX-512, AVX2+FMA or NEON, chosen at run time; [`arith`]: `fma` as the wgpu
-//! devices beside the host round it), and its measured compute limits ([`limits`]).
+//! devices beside the host round it).
 //!
 //! The kernels themselves live with their families (`ga::host`, `tropical::host`,
 //! `fisher::host_syrk`, ...): each implements `kernel::HostImpl`, reproducing its WGSL
@@ -13,7 +13,6 @@
 pub mod arith;
 pub mod cpu;
 pub mod device;
-pub mod limits;
 pub mod simd;
 
 pub use device::{HostDevice, HostPool};
