@@ -144,6 +144,10 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
         assert (row["peer_s"] or 0) > 0 or "not installed" in row["note"], row
         assert "disagree" not in row["note"], row
     assert result["bandwidth"]["calibrated_gb_s"] > 0 and result["bandwidth"]["out_gb_s"] > 0
+    # The max-plus row's share of the add/max issue rate measured in the same run.
+    mp = result["max_plus"]
+    assert mp["limit_pairs_per_s"] > 0 and mp["share"] > 0
+    assert mp["limit_measured_with"] == f"{result['simd']} x {result['threads']} threads"
     # The default context is compared with single devices that are other choices, never with
     # a context of the very devices it opened (on a machine without a GPU: the host alone).
     default = result["default_context"]

@@ -44,16 +44,16 @@ fn padded(x: &[f32], batch: usize, rows: usize, width: usize, zero: f32) -> Vec<
 fn host_matmul(pool: &HostPool, s: Semiring, shape: BatchShape, a: &[f32], b: &[f32]) -> Vec<f32> {
     let BatchShape { batch, m, k, n } = shape;
     let blocks = m.div_ceil(BLOCK_ROWS);
-    let kernel = TropicalProduct {
-        semiring: s,
-        shape: ProductShape {
+    let kernel = TropicalProduct::new(
+        s,
+        ProductShape {
             k,
             cols: n,
             b_words: b.len(),
             batches: batch,
             accumulate: false,
         },
-    };
+    );
     let a = padded(a, batch, m, k, s.zero());
     let ib = item_batches(batch, blocks);
     let items = batch * blocks;

@@ -5,6 +5,9 @@
 //! one `vfmadd` and the loops across items vectorise to 8 or 16 lanes. Without FMA hardware
 //! the portable build runs `mul_add` as the correctly rounded libm call: slower, same bits.
 //! On aarch64 NEON (and its fused multiply-add) is baseline, so no dispatch is needed.
+//!
+//! `AMARI_GPU_SIMD` (`avx2` or `portable`) caps the x86-64 level below what the CPU has, so
+//! that the narrower kernels can be run and compared on a wider CPU; it never raises it.
 
 use std::sync::OnceLock;
 
@@ -22,10 +25,25 @@ pub enum Level {
 }
 
 impl Level {
-    /// The level of this CPU (detected once).
+    /// The level of this CPU (detected once), capped by `AMARI_GPU_SIMD` when it names a
+    /// lower x86-64 level.
     pub fn detect() -> Level {
         static LEVEL: OnceLock<Level> = OnceLock::new();
         *LEVEL.get_or_init(|| {
+            let hardware = Level::hardware();
+            match std::env::var(SIMD_ENV) {
+                Ok(name) => hardware.capped(&name).unwrap_or_else(|e| {
+                    log::warn!(target: "amari_gpu", "{e}");
+                    hardware
+                }),
+                Err(_) => hardware,
+            }
+        })
+    }
+
+    /// The widest level the CPU has.
+    fn hardware() -> Level {
+        {
             #[cfg(target_arch = "x86_64")]
             {
                 let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
@@ -42,7 +60,60 @@ impl Level {
             }
             #[allow(unreachable_code)]
             Level::Portable
+        }
+    }
+
+    /// This level lowered to the one called `name` (`avx2` or `portable` on x86-64; the
+    /// level's own name anywhere), never raised above it.
+    fn capped(self, name: &str) -> Result<Level, String> {
+        let asked = match name.trim() {
+            "avx512f" | "avx512" => Level::Avx512,
+            "avx2" => Level::Avx2,
+            "portable" => Level::Portable,
+            "neon" => Level::Neon,
+            other => {
+                return Err(format!(
+                    "{SIMD_ENV}: expected one of 'avx512f', 'avx2', 'portable', 'neon', got \
+                     '{other}'; running at {}",
+                    self.name()
+                ))
+            }
+        };
+        let rank = |l: Level| match l {
+            Level::Portable => 0,
+            Level::Avx2 => 1,
+            Level::Avx512 => 2,
+            Level::Neon => 1,
+        };
+        let same_family = matches!(
+            (self, asked),
+            (Level::Neon, Level::Neon | Level::Portable)
+                | (
+                    Level::Portable | Level::Avx2 | Level::Avx512,
+                    Level::Portable | Level::Avx2 | Level::Avx512
+                )
+        );
+        if !same_family {
+            return Err(format!(
+                "{SIMD_ENV}: '{name}' is not a level of this CPU; running at {}",
+                self.name()
+            ));
+        }
+        Ok(if rank(asked) < rank(self) {
+            asked
+        } else {
+            self
         })
+    }
+
+    /// Every level this CPU can run, narrowest first, up to the detected one: the kernels
+    /// of each are tested against each other.
+    pub fn available() -> Vec<Level> {
+        let top = Level::detect();
+        [Level::Portable, Level::Avx2, Level::Avx512, Level::Neon]
+            .into_iter()
+            .filter(|&l| l == top || top.capped(l.name()) == Ok(l))
+            .collect()
     }
 
     /// Short name: "avx512f", "avx2", "neon" or "portable".
@@ -67,6 +138,9 @@ impl Level {
         self != Level::Portable
     }
 }
+
+/// The environment variable that caps the SIMD level.
+pub const SIMD_ENV: &str = "AMARI_GPU_SIMD";
 
 /// A kernel body to run at the detected SIMD level. Implementations mark `run`
 /// `#[inline(always)]` so it is compiled inside the target-feature function.
@@ -165,6 +239,25 @@ mod tests {
         fn run(self) -> f32 {
             self.0.mul_add(self.1, self.2)
         }
+    }
+
+    #[test]
+    fn the_environment_lowers_the_level_and_never_raises_it() {
+        assert_eq!(Level::Avx512.capped("avx2"), Ok(Level::Avx2));
+        assert_eq!(Level::Avx512.capped("portable"), Ok(Level::Portable));
+        assert_eq!(Level::Avx2.capped("avx512f"), Ok(Level::Avx2));
+        assert_eq!(Level::Neon.capped("portable"), Ok(Level::Portable));
+        let unknown = Level::Avx2.capped("sse9").unwrap_err();
+        assert!(
+            unknown.starts_with("AMARI_GPU_SIMD: expected one of"),
+            "{unknown}"
+        );
+        assert!(
+            unknown.ends_with("got 'sse9'; running at avx2"),
+            "{unknown}"
+        );
+        assert!(Level::Avx2.capped("neon").is_err());
+        assert!(Level::available().contains(&Level::detect()));
     }
 
     #[test]

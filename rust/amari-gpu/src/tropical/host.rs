@@ -5,7 +5,9 @@
 //! taken, which is the tropical zero's absorbing rule; ties keep the earlier value, so even
 //! the sign of a zero result is the device's. All of it is exact (one rounding per sum,
 //! comparisons and negations exact), so the host and every device agree bit for bit
-//! whatever their `fma`. Vectorised across columns, rows in blocks, k sequential.
+//! whatever their `fma`. The product is the packed micro-kernel of the CPU's SIMD level
+//! (`host_kernel`, `host_pack`): a tile of rows × columns of accumulators in registers, each
+//! walked over k in order, so the grouping never changes which term a tie keeps.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -14,23 +16,34 @@ use crate::kernel::{FmaMode, HostImpl};
 
 use rayon::prelude::*;
 
+use super::host_kernel::Kernel;
+use super::host_pack::{mx, pack_a, pack_b, store_tile, PackCache, Place};
 use super::semiring::Semiring;
 use super::shape::{ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
-use crate::host::simd::{dispatch, Task};
-
-/// Columns per register strip.
-const STRIP: usize = 16;
-/// Rows per register block.
-const ROWS: usize = 4;
+use crate::host::simd::Level;
 
 /// The host twin of `kernels::tiled` (and of `kernels::naive` for max-plus): a product over
 /// items of [`BLOCK_ROWS`] rows of one batch, inputs bound as the WGSL kernel binds them.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TropicalProduct {
     /// The semiring.
     pub semiring: Semiring,
     /// The shapes.
     pub shape: ProductShape,
+    /// Each batch's `b`, packed once for all the chunks of the call.
+    packed: Arc<PackCache>,
+}
+
+impl TropicalProduct {
+    /// The product of `semiring` on `shape`.
+    pub fn new(semiring: Semiring, shape: ProductShape) -> TropicalProduct {
+        let packed = Arc::default();
+        TropicalProduct {
+            semiring,
+            shape,
+            packed,
+        }
+    }
 }
 
 /// The host twin of `kernels::matvec`: one row per item, 64 lane partials combined in the
@@ -43,119 +56,9 @@ pub struct TropicalMatvec {
     pub shape: ProductShape,
 }
 
-#[inline(always)]
-fn mx(acc: f32, s: f32) -> f32 {
-    if s > acc {
-        s
-    } else {
-        acc
-    }
-}
-
-#[inline(always)]
-fn signed<const MIN: bool>(x: f32) -> f32 {
-    if MIN {
-        -x
-    } else {
-        x
-    }
-}
-
-/// `rows` rows of a (k wide) times `b` (k × cols) into `out` (rows × cols), combined with
-/// `c` (rows × cols) when given.
-struct Rows<'a, const MIN: bool> {
-    a: &'a [f32],
-    b: &'a [f32],
-    c: Option<&'a [f32]>,
-    k: usize,
-    cols: usize,
-    out: &'a mut [f32],
-}
-
-impl<const MIN: bool> Task for Rows<'_, MIN> {
-    type Output = ();
-
-    #[inline(always)]
-    fn run(self) {
-        let Rows {
-            a,
-            b,
-            c,
-            k,
-            cols,
-            out,
-        } = self;
-        let rows = out.len() / cols;
-        // Each strip of STRIP columns of b is packed once (signed, contiguous): b's rows
-        // are a whole matrix row apart, which would alias in the caches.
-        let mut packed = vec![[f32::NEG_INFINITY; STRIP]; k];
-        let mut j0 = 0;
-        while j0 < cols {
-            let nc = STRIP.min(cols - j0);
-            for (kk, p) in packed.iter_mut().enumerate() {
-                for (l, v) in p.iter_mut().enumerate().take(nc) {
-                    *v = signed::<MIN>(b[kk * cols + j0 + l]);
-                }
-            }
-            let mut r0 = 0;
-            while r0 < rows {
-                let nr = ROWS.min(rows - r0);
-                let mut acc = [[f32::NEG_INFINITY; STRIP]; ROWS];
-                #[cfg(target_arch = "x86_64")]
-                let vector = nr == ROWS && crate::host::simd::Level::detect().has_avx2();
-                #[cfg(not(target_arch = "x86_64"))]
-                let vector = false;
-                if vector {
-                    #[cfg(target_arch = "x86_64")]
-                    {
-                        let a: [&[f32]; ROWS] = std::array::from_fn(|r| &a[(r0 + r) * k..][..k]);
-                        // SAFETY: `Level::has_avx2` is true only after
-                        // `is_x86_feature_detected!` found AVX2 and FMA, all that the
-                        // target-feature function needs; its memory accesses are in bounds.
-                        #[allow(unsafe_code)]
-                        unsafe {
-                            avx2::tile::<MIN>(a, &packed, &mut acc)
-                        };
-                    }
-                } else if nr == ROWS {
-                    let a: [&[f32]; ROWS] = std::array::from_fn(|r| &a[(r0 + r) * k..][..k]);
-                    for (kk, bs) in packed.iter().enumerate() {
-                        for (r, acc) in acc.iter_mut().enumerate() {
-                            let x = signed::<MIN>(a[r][kk]);
-                            for l in 0..STRIP {
-                                acc[l] = mx(acc[l], x + bs[l]);
-                            }
-                        }
-                    }
-                } else {
-                    for (kk, bs) in packed.iter().enumerate() {
-                        for (r, acc) in acc.iter_mut().enumerate().take(nr) {
-                            let x = signed::<MIN>(a[(r0 + r) * k + kk]);
-                            for l in 0..STRIP {
-                                acc[l] = mx(acc[l], x + bs[l]);
-                            }
-                        }
-                    }
-                }
-                for (r, acc) in acc.iter().enumerate().take(nr) {
-                    let at = (r0 + r) * cols + j0;
-                    for l in 0..nc {
-                        let mut v = acc[l];
-                        if let Some(c) = c {
-                            v = mx(signed::<MIN>(c[at + l]), v);
-                        }
-                        out[at + l] = signed::<MIN>(v);
-                    }
-                }
-                r0 += ROWS;
-            }
-            j0 += STRIP;
-        }
-    }
-}
-
 /// Rows of a product on the current rayon pool: `a` (rows × k), `b` (k × cols), `c` and
-/// `out` (rows × cols). Shared by the chunk kernel and the host's shortest paths.
+/// `out` (rows × cols). Shared by the chunk kernel, the resident row product and the host's
+/// shortest paths.
 pub fn product_rows(
     semiring: Semiring,
     a: &[f32],
@@ -165,83 +68,105 @@ pub fn product_rows(
     cols: usize,
     out: &mut [f32],
 ) {
-    if cols == 0 {
-        return;
-    }
-    let grain = ROWS * 16;
-    out.par_chunks_mut(grain * cols)
-        .enumerate()
-        .for_each(|(t, out)| {
-            let r0 = t * grain;
-            let rows = out.len() / cols;
-            let a = &a[r0 * k..(r0 + rows) * k];
-            let c = c.map(|c| &c[r0 * cols..(r0 + rows) * cols]);
-            match semiring {
-                Semiring::MaxPlus => dispatch(Rows::<false> {
-                    a,
-                    b,
-                    c,
-                    k,
-                    cols,
-                    out,
-                }),
-                Semiring::MinPlus => dispatch(Rows::<true> {
-                    a,
-                    b,
-                    c,
-                    k,
-                    cols,
-                    out,
-                }),
-            }
-        });
+    let operands = RowOperands { a, b, c, k, cols };
+    product_rows_at(Level::detect(), semiring, &operands, None, out);
 }
 
-/// The register-blocked micro-kernel on AVX2: [`ROWS`] rows by [`STRIP`] columns of
-/// accumulators held in eight vector registers, k in order. `_mm256_max_ps(s, acc)` is
-/// `s > acc ? s : acc` lane by lane (it returns its second operand when the comparison is
-/// false, NaN included), which is the shader's `mx(acc, s)` exactly.
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use std::arch::x86_64::*;
+/// [`product_rows`] with `b` packed once in `cache` for every chunk of a call.
+pub(super) fn product_rows_cached(
+    semiring: Semiring,
+    operands: &RowOperands<'_>,
+    cache: &PackCache,
+    out: &mut [f32],
+) {
+    product_rows_at(Level::detect(), semiring, operands, Some(cache), out);
+}
 
-    use crate::tropical::host::{ROWS, STRIP};
+/// The operands of [`product_rows`].
+#[derive(Clone, Copy)]
+pub(super) struct RowOperands<'a> {
+    /// Rows × k.
+    pub a: &'a [f32],
+    /// K × cols.
+    pub b: &'a [f32],
+    /// Rows × cols, combined with the product when given.
+    pub c: Option<&'a [f32]>,
+    pub k: usize,
+    pub cols: usize,
+}
 
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn tile<const MIN: bool>(
-        a: [&[f32]; ROWS],
-        packed: &[[f32; STRIP]],
-        acc: &mut [[f32; STRIP]; ROWS],
-    ) {
-        let neg_inf = _mm256_set1_ps(f32::NEG_INFINITY);
-        let mut lo = [neg_inf; ROWS];
-        let mut hi = [neg_inf; ROWS];
-        for (kk, bs) in packed.iter().enumerate() {
-            // SAFETY: `bs` is an array of STRIP = 16 floats: the loads at 0 and 8 read
-            // 8 floats each inside it.
-            #[allow(unsafe_code)]
-            let (b0, b1) = unsafe {
-                (
-                    _mm256_loadu_ps(bs.as_ptr()),
-                    _mm256_loadu_ps(bs.as_ptr().add(8)),
-                )
-            };
-            for r in 0..ROWS {
-                let x = _mm256_set1_ps(if MIN { -a[r][kk] } else { a[r][kk] });
-                lo[r] = _mm256_max_ps(_mm256_add_ps(x, b0), lo[r]);
-                hi[r] = _mm256_max_ps(_mm256_add_ps(x, b1), hi[r]);
-            }
-        }
-        for r in 0..ROWS {
-            // SAFETY: `acc[r]` is an array of 16 floats: the stores at 0 and 8 write 8
-            // floats each inside it.
-            #[allow(unsafe_code)]
-            unsafe {
-                _mm256_storeu_ps(acc[r].as_mut_ptr(), lo[r]);
-                _mm256_storeu_ps(acc[r].as_mut_ptr().add(8), hi[r]);
-            }
-        }
+/// Inner indices of one k block: a strip's block (128 × 32 floats, 16 KiB) stays in L1.
+const K_BLOCK: usize = 128;
+
+/// Left-operand bytes one task packs: its panels stay in L2 beside the strip they meet.
+const TASK_PANEL_BYTES: usize = 192 << 10;
+
+/// [`product_rows`] with the micro-kernel of `level` (which the CPU must have). `b` is
+/// packed once into strips; each task packs a few panels of rows of `a`, then walks the
+/// strips, each strip over all its panels while it is in cache.
+pub(super) fn product_rows_at(
+    level: Level,
+    semiring: Semiring,
+    operands: &RowOperands<'_>,
+    cache: Option<&PackCache>,
+    out: &mut [f32],
+) {
+    let RowOperands { a, b, c, k, cols } = *operands;
+    if cols == 0 || out.is_empty() {
+        return;
     }
+    let kernel = Kernel::at(level);
+    let (mr, nr) = (kernel.mr, kernel.nr);
+    let min = semiring == Semiring::MinPlus;
+    let pack = || pack_b(b, k, cols, nr, min);
+    let strips = match cache {
+        Some(cache) => cache.get(b, pack),
+        None => Arc::new(pack()),
+    };
+    let rows = out.len() / cols;
+    let panels = rows.div_ceil(mr);
+    let by_cache = (TASK_PANEL_BYTES / (mr * k.max(1) * 4)).max(1);
+    // Few panels (a chunk of 64 rows) go to the threads in equal shares, each share one
+    // task that meets every strip block with all its panels.
+    let by_threads = panels.div_ceil(rayon::current_num_threads()).max(1);
+    let task_rows = by_cache.min(by_threads) * mr;
+    out.par_chunks_mut(task_rows * cols)
+        .enumerate()
+        .for_each(|(t, out)| {
+            let r0 = t * task_rows;
+            let rows = out.len() / cols;
+            let c = c.map(|c| &c[r0 * cols..(r0 + rows) * cols]);
+            let mut packed = vec![0.0f32; rows.div_ceil(mr) * mr * k];
+            for (p, panel) in packed.chunks_mut(mr * k.max(1)).enumerate() {
+                let (first, last) = (r0 + p * mr, (r0 + (p + 1) * mr).min(r0 + rows));
+                pack_a(&a[first * k..last * k], k, mr, min, panel);
+            }
+            // Each strip meets every panel one k block at a time: the strip's block stays
+            // in L1 while the panels' blocks come from L2. The tiles carry their
+            // accumulators from block to block, so each output is still one walk over k.
+            let panels = rows.div_ceil(mr);
+            let mut acc = vec![0.0f32; panels * mr * nr];
+            for s in 0..cols.div_ceil(nr) {
+                let (col, strip) = (s * nr, &strips[s * k * nr..(s + 1) * k * nr]);
+                acc.fill(f32::NEG_INFINITY);
+                for k0 in (0..k).step_by(K_BLOCK) {
+                    let k1 = (k0 + K_BLOCK).min(k);
+                    for (p, tile) in acc.chunks_exact_mut(mr * nr).enumerate() {
+                        let panel = &packed[p * mr * k..(p + 1) * mr * k];
+                        kernel.tile(&panel[k0 * mr..k1 * mr], &strip[k0 * nr..k1 * nr], tile);
+                    }
+                }
+                for (p, tile) in acc.chunks_exact(mr * nr).enumerate() {
+                    let place = Place {
+                        row: p * mr,
+                        col,
+                        rows: mr.min(rows - p * mr),
+                        cols: nr.min(cols - col),
+                    };
+                    store_tile(tile, nr, &place, c, cols, min, out);
+                }
+            }
+        });
 }
 
 /// The batch index an item's `item_batch` word holds (u32 bits), clamped as the shader does.
@@ -295,21 +220,21 @@ impl HostImpl for TropicalProduct {
             let rows = (q - range.start) * BLOCK_ROWS..(end - range.start) * BLOCK_ROWS;
             let at = q * BLOCK_ROWS;
             let n = (end - q) * BLOCK_ROWS;
-            product_rows(
-                self.semiring,
-                &a[at * k..(at + n) * k],
-                &b[batch * k * cols..(batch + 1) * k * cols],
-                accumulate.then(|| &c[at * cols..(at + n) * cols]),
+            let operands = RowOperands {
+                a: &a[at * k..(at + n) * k],
+                b: &b[batch * k * cols..(batch + 1) * k * cols],
+                c: accumulate.then(|| &c[at * cols..(at + n) * cols]),
                 k,
                 cols,
-                &mut output[rows.start * cols..rows.end * cols],
-            );
+            };
+            let out = &mut output[rows.start * cols..rows.end * cols];
+            product_rows_cached(self.semiring, &operands, &self.packed, out);
         }
     }
 
-    /// Additions and comparisons only: unchanged.
+    /// Additions and comparisons only: unchanged (and the packed operands shared).
     fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
-        Arc::new(*self)
+        Arc::new(self.clone())
     }
 }
 
@@ -356,5 +281,64 @@ impl HostImpl for TropicalMatvec {
     /// Additions and comparisons only: unchanged.
     fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
         Arc::new(*self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shader's rule, one output at a time, k in order.
+    fn reference(semiring: Semiring, ops: &RowOperands<'_>, rows: usize) -> Vec<f32> {
+        let s = |x: f32| if semiring == Semiring::MinPlus { -x } else { x };
+        let mut out = vec![0.0; rows * ops.cols];
+        for r in 0..rows {
+            for j in 0..ops.cols {
+                let mut acc = f32::NEG_INFINITY;
+                for kk in 0..ops.k {
+                    acc = mx(acc, s(ops.a[r * ops.k + kk]) + s(ops.b[kk * ops.cols + j]));
+                }
+                if let Some(c) = ops.c {
+                    acc = mx(s(c[r * ops.cols + j]), acc);
+                }
+                out[r * ops.cols + j] = s(acc);
+            }
+        }
+        out
+    }
+
+    /// Values with every edge: ±inf, ±0 and small integers (so many sums tie).
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let pool = [f32::NEG_INFINITY, f32::INFINITY, 0.0, -0.0, 1.0, -1.0, 2.0, 0.5];
+        (0..n as u32)
+            .map(|i| {
+                let h = (i ^ seed).wrapping_mul(2_654_435_761).rotate_left(13);
+                pool[(h % pool.len() as u32) as usize]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_level_and_shape_computes_the_shaders_bits() {
+        // Rows, k and cols around every tile size (4, 6, 12 rows; 16, 32 columns), 1 row, k 0.
+        let shapes = [(1, 1, 1), (13, 7, 33), (25, 0, 17), (6, 300, 16), (37, 33, 65)];
+        for level in Level::available() {
+            for semiring in Semiring::ALL {
+                for (rows, k, cols) in shapes {
+                    let a = values(rows * k, 1);
+                    let b = values(k * cols, 2);
+                    let c = values(rows * cols, 3);
+                    for c in [None, Some(&c[..])] {
+                        let ops = RowOperands { a: &a, b: &b, c, k, cols };
+                        let mut out = vec![f32::NAN; rows * cols];
+                        product_rows_at(level, semiring, &ops, None, &mut out);
+                        let want = reference(semiring, &ops, rows);
+                        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                        let at = format!("{level:?} {semiring:?} {rows}x{k}x{cols}");
+                        assert_eq!(bits(&out), bits(&want), "{at}");
+                    }
+                }
+            }
+        }
     }
 }

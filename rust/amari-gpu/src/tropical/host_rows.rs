@@ -1,7 +1,7 @@
 //! Host twins of the row-item tropical kernels: the resident product (`matmul_rows`) and
 //! the row statistics of the resident checks (`row_stats`). The product runs each run of
 //! consecutive rows of one batch through [`product_rows`], the code of the numpy path's
-//! host product, so the bits are that path's (tropical products are exact in any order;
+//! host product (its `b` packed once per call), so the bits are that path's (tropical products are exact in any order;
 //! see `tropical::host`). Neither has an `fma`, so both ignore the device's fma mode.
 
 use std::ops::Range;
@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::host::{batch_runs, product_rows};
+use super::host::{batch_runs, product_rows_cached, RowOperands};
+use super::host_pack::PackCache;
 use super::semiring::Semiring;
 use super::shape::ProductShape;
 use crate::kernel::FmaMode;
@@ -17,12 +18,26 @@ use crate::kernel::HostImpl;
 
 /// The host twin of `kernels::rows`: items are rows of `a` (k words) with their batch index
 /// (u32 bits) in `item_batch`; `b` holds every batch's (k × cols) operand.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RowProduct {
     /// The semiring.
     pub semiring: Semiring,
     /// The shapes (`accumulate` is false).
     pub shape: ProductShape,
+    /// Each batch's `b`, packed once for all the chunks of the call.
+    packed: Arc<PackCache>,
+}
+
+impl RowProduct {
+    /// The row product of `semiring` on `shape`.
+    pub fn new(semiring: Semiring, shape: ProductShape) -> RowProduct {
+        let packed = Arc::default();
+        RowProduct {
+            semiring,
+            shape,
+            packed,
+        }
+    }
 }
 
 /// The host twin of `kernels::row_stats`: per row of `k` words, the first NaN column and
@@ -41,20 +56,19 @@ impl HostImpl for RowProduct {
         let (a, item_batch, b) = (inputs[0], inputs[1], inputs[2]);
         for (Range { start: q, end }, batch) in batch_runs(item_batch, range.clone(), batches) {
             let out = (q - range.start) * cols..(end - range.start) * cols;
-            product_rows(
-                self.semiring,
-                &a[q * k..end * k],
-                &b[batch * k * cols..(batch + 1) * k * cols],
-                None,
+            let operands = RowOperands {
+                a: &a[q * k..end * k],
+                b: &b[batch * k * cols..(batch + 1) * k * cols],
+                c: None,
                 k,
                 cols,
-                &mut output[out],
-            );
+            };
+            product_rows_cached(self.semiring, &operands, &self.packed, &mut output[out]);
         }
     }
 
     fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
-        Arc::new(*self)
+        Arc::new(self.clone())
     }
 }
 
@@ -111,16 +125,14 @@ mod tests {
         let a = [1.0, 2.0, 3.0];
         let item_batch = [0, 0, 1].map(f32::from_bits);
         let b = [10.0, 20.0];
-        let product = RowProduct {
-            semiring: Semiring::MaxPlus,
-            shape: ProductShape {
-                k: 1,
-                cols: 1,
-                b_words: 2,
-                batches: 2,
-                accumulate: false,
-            },
+        let shape = ProductShape {
+            k: 1,
+            cols: 1,
+            b_words: 2,
+            batches: 2,
+            accumulate: false,
         };
+        let product = RowProduct::new(Semiring::MaxPlus, shape);
         let mut out = [0.0; 2];
         product.run(&[&a, &item_batch, &b, &[0.0]], 1..3, &mut out);
         assert_eq!(out, [12.0, 23.0]);

@@ -97,10 +97,7 @@ pub fn tiled(semiring: Semiring, shape: &ProductShape) -> Kernel {
         passes: Some(k_passes),
         // One add and one max per inner step.
         flops_per_item: 2.0 * (BLOCK_ROWS * shape.k * shape.cols) as f64,
-        host: Some(Arc::new(TropicalProduct {
-            semiring,
-            shape: *shape,
-        })),
+        host: Some(Arc::new(TropicalProduct::new(semiring, *shape))),
         ..Kernel::map("tropical_matmul_tiled", Family::Tropical, SOURCE)
     }
 }
@@ -161,10 +158,7 @@ pub fn rows(semiring: Semiring, shape: &ProductShape) -> Kernel {
         dispatch: Dispatch::Custom(rows_grid),
         passes: Some(k_passes),
         flops_per_item: 2.0 * (shape.k * shape.cols) as f64,
-        host: Some(Arc::new(RowProduct {
-            semiring,
-            shape: *shape,
-        })),
+        host: Some(Arc::new(RowProduct::new(semiring, *shape))),
         ..Kernel::map("tropical_matmul_rows", Family::Tropical, SOURCE)
     }
 }

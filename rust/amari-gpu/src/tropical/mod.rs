@@ -15,6 +15,8 @@
 pub mod blocks;
 pub mod checks;
 pub mod host;
+mod host_kernel;
+mod host_pack;
 pub mod host_paths;
 pub mod host_rows;
 pub mod kernels;
