@@ -130,3 +130,17 @@ def test_every_narrower_simd_level_gives_lavapipes_bits(
     want = order[min(order.index(level), order.index(detected))] if level in order else detected
     assert ran == want
     assert _bits(dict(np.load(tmp_path / "out.npz"))) == on_lavapipe
+
+
+def test_a_right_operand_changed_in_place_between_calls_is_packed_again() -> None:
+    # The host kernel packs `b` once per call, keyed by its memory: a second call on the same
+    # array, written in place since, must read the new values (several chunks per call).
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((300, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 50)).astype(np.float32)
+    with ag.MultiGpuContext(backends=["host"], chunk_items=16) as ctx:
+        for _ in range(3):
+            got = ctx.tropical_matmul(a, b)
+            want = (a.astype(np.float64)[:, :, None] + b.astype(np.float64)[None]).max(axis=1)
+            np.testing.assert_array_equal(got, want.astype(np.float32))
+            b += 1.0
