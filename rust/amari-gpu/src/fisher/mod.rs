@@ -24,6 +24,15 @@ mod scale;
 pub(crate) mod shape;
 pub mod split;
 pub(crate) mod syrk;
+#[cfg(target_arch = "x86_64")]
+mod syrk_avx2;
+#[cfg(target_arch = "x86_64")]
+mod syrk_avx512;
+mod syrk_block;
+mod syrk_pack;
+mod syrk_tile;
+#[cfg(test)]
+mod syrk_tests;
 
 pub use categorical::{
     categorical_outer_kernel, check_categorical_operands, fisher_categorical_logits,

@@ -1,0 +1,101 @@
+//! Packing for the host SYRK (`fisher::host_syrk`): a block of a slice's rows copied into
+//! a small contiguous panel the micro-kernels stream from L1/L2, instead of striding through
+//! the whole chunk once per output tile. The left panel is the rows times their weights
+//! (rounded to float32, as the shader stages `s · w`); columns past the padded width are 0.
+
+use std::ops::Range;
+
+/// The rows of one slice of a chunk: padded scores (`width` words a row) and their weights.
+#[derive(Clone, Copy)]
+pub(super) struct Rows<'a> {
+    pub scores: &'a [f32],
+    pub weights: &'a [f32],
+    pub width: usize,
+}
+
+impl Rows<'_> {
+    /// Rows in the slice.
+    pub fn len(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// Row `r`'s columns `c0..c0 + len` that exist (fewer past the padded width).
+    #[inline(always)]
+    fn columns(&self, r: usize, c0: usize, len: usize) -> &[f32] {
+        let cols = self.width.saturating_sub(c0).min(len);
+        &self.scores[r * self.width + c0.min(self.width)..][..cols]
+    }
+}
+
+/// Rows `rows`, columns `c0..c0 + E`, row-major into `to` (`rows.len() × E` words): the
+/// panel of a 64 × 64 tile's micro-kernel, one row of the tile's strip after another.
+pub(super) fn pack_rows<const E: usize>(
+    src: &Rows,
+    rows: Range<usize>,
+    c0: usize,
+    weighted: bool,
+    to: &mut [f32],
+) {
+    for (r, to) in rows.zip(to.chunks_exact_mut(E)) {
+        let from = src.columns(r, c0, E);
+        let w = src.weights[r];
+        let (head, tail) = to.split_at_mut(from.len());
+        if weighted {
+            head.iter_mut().zip(from).for_each(|(v, &x)| *v = x * w);
+        } else {
+            head.copy_from_slice(from);
+        }
+        tail.fill(0.0);
+    }
+}
+
+/// Rows `rows`, columns `c0..c0 + cols`, transposed into `to`: column `c` of row
+/// `rows.start + k` at `to[c · ld + k]` (`ld ≥ rows.len()`). The panel of the 8 × 8 block
+/// kernel, whose vector lanes are the shader's 64 threads, i.e. consecutive rows.
+pub(super) fn pack_columns(
+    src: &Rows,
+    rows: Range<usize>,
+    c0: usize,
+    cols: usize,
+    weighted: bool,
+    ld: usize,
+    to: &mut [f32],
+) {
+    let start = rows.start;
+    for r in rows {
+        let from = src.columns(r, c0, cols);
+        let w = src.weights[r];
+        let k = r - start;
+        for (c, &x) in from.iter().enumerate() {
+            to[c * ld + k] = if weighted { x * w } else { x };
+        }
+        for c in from.len()..cols {
+            to[c * ld + k] = 0.0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panels_hold_the_rows_weighted_and_zero_past_the_width() {
+        // Two rows of width 4, weights 2 and 3.
+        let scores = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+        let src = Rows {
+            scores: &scores,
+            weights: &[2.0, 3.0],
+            width: 4,
+        };
+        let mut to = [f32::NAN; 2 * 8];
+        pack_rows::<8>(&src, 0..2, 2, true, &mut to);
+        assert_eq!(
+            to,
+            [6.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 21.0, 24.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        );
+        let mut to = [f32::NAN; 3 * 3];
+        pack_columns(&src, 1..2, 2, 3, false, 3, &mut to);
+        assert_eq!([to[0], to[3], to[6]], [7.0, 8.0, 0.0]);
+    }
+}
