@@ -26,13 +26,18 @@ fn madd<const F: bool>(x: __m256, y: __m256, acc: __m256) -> __m256 {
 }
 
 /// [`scalar`](super::syrk_tile::scalar) of a 64 × 64 tile over `lhs.len() / 64` packed rows:
-/// four tile rows by 16 columns (eight registers) at a time.
+/// four tile rows by 16 columns (eight registers) at a time, from 0 on the `first` block.
 ///
 /// # Safety
 /// The CPU must have AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 #[allow(unsafe_code)]
-pub(super) unsafe fn tile<const F: bool>(lhs: &[f32], rhs: &[f32], tile: &mut [f32]) {
+pub(super) unsafe fn tile<const F: bool>(
+    first: bool,
+    lhs: &[f32],
+    rhs: &[f32],
+    tile: &mut [f32],
+) {
     let kc = lhs.len() / E;
     assert!(rhs.len() == kc * E && tile.len() == E * E, "packed panels");
     let (lp, rp, tp) = (lhs.as_ptr(), rhs.as_ptr(), tile.as_mut_ptr());
@@ -44,7 +49,11 @@ pub(super) unsafe fn tile<const F: bool>(lhs: &[f32], rhs: &[f32], tile: &mut [f
             // is `k · 64 + 0..64` inside their kc × 64 words (checked above).
             for (rr, a) in acc.iter_mut().enumerate() {
                 for (h, a) in a.iter_mut().enumerate() {
-                    *a = _mm256_loadu_ps(tp.add((r0 + rr) * E + c0 + h * 8));
+                    *a = if first {
+                    _mm256_setzero_ps()
+                } else {
+                    _mm256_loadu_ps(tp.add((r0 + rr) * E + c0 + h * 8))
+                };
                 }
             }
             for k in 0..kc {
@@ -68,6 +77,7 @@ pub(super) unsafe fn tile<const F: bool>(lhs: &[f32], rhs: &[f32], tile: &mut [f
 }
 
 /// [`scalar`](super::syrk_block::scalar) of one 8 × 8 block pair over rounds `0..rounds`
+/// (column c of row k of a slice at `c · ld + k` in `x` and `y`)
 /// of all 64 threads: 8 threads a register, four rows by two columns of the block (eight
 /// registers) at a time.
 ///
@@ -83,7 +93,7 @@ pub(super) unsafe fn block<const F: bool>(
     acc: &mut [f32],
 ) {
     assert!(
-        rounds * THREADS <= ld && x.len() >= BLOCK * ld && y.len() >= BLOCK * ld,
+        rounds * THREADS <= ld && x.len().min(y.len()) >= (BLOCK - 1) * ld + rounds * THREADS,
         "packed panels"
     );
     assert!(acc.len() == STATE, "one block's threads");
@@ -95,8 +105,8 @@ pub(super) unsafe fn block<const F: bool>(
                 let mut a = [[_mm256_setzero_ps(); 2]; 4];
                 // SAFETY (every load and store below): entries (r, c) < (8, 8) and threads
                 // v · 8 + 0..8 < 64 address inside the STATE words of `acc`; column c < 8
-                // of the panels at row m · 64 + v · 8 + 0..8 < rounds · 64 <= ld is inside
-                // their 8 · ld words (checked above).
+                // at row m · 64 + v · 8 + 0..8 < rounds · 64, word c · ld + row <=
+                // 7 · ld + rounds · 64, is inside both panels (checked above).
                 for (rr, a) in a.iter_mut().enumerate() {
                     for (cc, a) in a.iter_mut().enumerate() {
                         *a = _mm256_loadu_ps(ap.add(at(rr, cc)));

@@ -28,13 +28,18 @@ fn madd<const F: bool>(x: __m512, y: __m512, acc: __m512) -> __m512 {
 
 /// [`scalar`](super::syrk_tile::scalar) of a 64 × 64 tile over `lhs.len() / 64` packed rows:
 /// four tile rows by 64 columns (sixteen registers) at a time, loaded from the tile, run
-/// over the block's rows, stored back.
+/// over the block's rows, stored back (from 0 on the `first` block: the tile is not read).
 ///
 /// # Safety
 /// The CPU must have AVX-512F, AVX2 and FMA.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(unsafe_code)]
-pub(super) unsafe fn tile<const F: bool>(lhs: &[f32], rhs: &[f32], tile: &mut [f32]) {
+pub(super) unsafe fn tile<const F: bool>(
+    first: bool,
+    lhs: &[f32],
+    rhs: &[f32],
+    tile: &mut [f32],
+) {
     let kc = lhs.len() / E;
     assert!(rhs.len() == kc * E && tile.len() == E * E, "packed panels");
     let (lp, rp, tp) = (lhs.as_ptr(), rhs.as_ptr(), tile.as_mut_ptr());
@@ -45,7 +50,11 @@ pub(super) unsafe fn tile<const F: bool>(lhs: &[f32], rhs: &[f32], tile: &mut [f
         // `k · 64 + 0..64` inside their kc × 64 words (checked above).
         for (rr, a) in acc.iter_mut().enumerate() {
             for (v, a) in a.iter_mut().enumerate() {
-                *a = _mm512_loadu_ps(tp.add((r0 + rr) * E + v * 16));
+                *a = if first {
+                    _mm512_setzero_ps()
+                } else {
+                    _mm512_loadu_ps(tp.add((r0 + rr) * E + v * 16))
+                };
             }
         }
         for k in 0..kc {
@@ -73,6 +82,7 @@ pub(super) unsafe fn tile<const F: bool>(lhs: &[f32], rhs: &[f32], tile: &mut [f
 }
 
 /// [`scalar`](super::syrk_block::scalar) of one 8 × 8 block pair over rounds `0..rounds`
+/// (column c of row k of a slice at `c · ld + k` in `x` and `y`)
 /// of all 64 threads: 16 threads a register, four rows by four columns of the block
 /// (sixteen registers) at a time.
 ///
@@ -88,7 +98,7 @@ pub(super) unsafe fn block<const F: bool>(
     acc: &mut [f32],
 ) {
     assert!(
-        rounds * THREADS <= ld && x.len() >= BLOCK * ld && y.len() >= BLOCK * ld,
+        rounds * THREADS <= ld && x.len().min(y.len()) >= (BLOCK - 1) * ld + rounds * THREADS,
         "packed panels"
     );
     assert!(acc.len() == STATE, "one block's threads");
@@ -100,8 +110,8 @@ pub(super) unsafe fn block<const F: bool>(
                 let mut a = [[_mm512_setzero_ps(); 4]; 4];
                 // SAFETY (every load and store below): entries (r, c) < (8, 8) and threads
                 // v · 16 + 0..16 < 64 address inside the STATE words of `acc`; column
-                // c < 8 of the panels at row m · 64 + v · 16 + 0..16 < rounds · 64 <= ld
-                // is inside their 8 · ld words (checked above).
+                // c < 8 at row m · 64 + v · 16 + 0..16 < rounds · 64, word
+                // c · ld + row <= 7 · ld + rounds · 64, is inside both panels (checked above).
                 for (rr, a) in a.iter_mut().enumerate() {
                     for (cc, a) in a.iter_mut().enumerate() {
                         *a = _mm512_loadu_ps(ap.add(at(rr, cc)));

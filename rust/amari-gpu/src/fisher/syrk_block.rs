@@ -1,9 +1,11 @@
 //! The 8 × 8 blocks of the host SYRK (`fisher_rows`' twin, P ≤ 64): one row of blocks of
 //! one slice. The shader's 64 threads each take every 64th row and keep their own block;
-//! here the threads are vector lanes: a block of rows is packed transposed (a column's
+//! here the threads are vector lanes: the chunk's rows are transposed once (a column's
 //! values for consecutive rows, i.e. consecutive threads, side by side) and each thread's
-//! accumulators continue their chain across blocks. At the end the 64 thread blocks are
-//! added in thread order from 0, as the shader adds them in workgroup memory.
+//! chain runs over its rows in order. At the end the 64 thread blocks are added in thread
+//! order from 0, as the shader adds them in workgroup memory.
+
+use rayon::prelude::*;
 
 use super::shape::BLOCK;
 use super::syrk_pack::{pack_columns, Rows};
@@ -13,40 +15,65 @@ use crate::host::simd::Level;
 /// Threads of a `fisher_rows` workgroup: row r of a slice belongs to thread r mod 64.
 pub(super) const THREADS: usize = 64;
 
-/// Rounds of 64 rows per packed block.
-const ROUNDS: usize = 4;
-
 /// Words of one block pair's per-thread accumulators: entry (r, c) of thread t at
 /// `(r · 8 + c) · 64 + t`.
 pub(super) const STATE: usize = BLOCK * BLOCK * THREADS;
 
-/// Blocks (bi, bj) for bj = bi, bi + 1, … of the slice `src` into `out` (8 × 8 row-major
-/// each), the left columns starting at `i0 = bi · 8`. `level` is one
-/// [`usable`](super::host_syrk::usable) returned.
-pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, i0: usize, out: &mut [f32]) {
-    let blocks = out.len() / (BLOCK * BLOCK);
-    let n = src.len();
-    let ld = ROUNDS * THREADS;
-    let mut x = vec![0.0f32; BLOCK * ld];
-    let mut y = vec![0.0f32; blocks * BLOCK * ld];
-    let mut acc = vec![0.0f32; blocks * STATE];
-    for k0 in (0..n).step_by(ld) {
-        let rows = k0..(k0 + ld).min(n);
-        let (full, tail) = (rows.len() / THREADS, rows.len() % THREADS);
-        pack_columns(src, rows.clone(), i0, BLOCK, true, ld, &mut x);
-        pack_columns(src, rows, i0, blocks * BLOCK, false, ld, &mut y);
-        for (yj, aj) in y.chunks_exact(BLOCK * ld).zip(acc.chunks_exact_mut(STATE)) {
-            if full > 0 {
-                micro::<F>(level, &x, yj, ld, full, aj);
-            }
-            if tail > 0 {
-                // The slice's last, partial round: threads past its end have no row.
-                scalar::<F>(&x, yj, ld, full..full + 1, tail, aj);
-            }
+/// A chunk's rows transposed, once for all its tasks: column c of row k at `c · ld + k`
+/// (`ld` the chunk's rows), weighted (`x`, the left columns) and as given (`y`), with zero
+/// columns up to whole blocks.
+pub(super) struct Columns {
+    x: Vec<f32>,
+    y: Vec<f32>,
+    ld: usize,
+}
+
+impl Columns {
+    /// The chunk `src` transposed into `columns` columns (a multiple of 8), 8 columns per
+    /// task on the current thread pool.
+    pub fn new(src: &Rows, columns: usize) -> Columns {
+        let ld = src.len();
+        let mut x = vec![0.0f32; columns * ld];
+        let mut y = vec![0.0f32; columns * ld];
+        if ld > 0 {
+            x.par_chunks_mut(BLOCK * ld)
+                .zip(y.par_chunks_mut(BLOCK * ld))
+                .enumerate()
+                .for_each(|(b, (x, y))| {
+                    pack_columns(src, 0..ld, b * BLOCK, BLOCK, true, ld, x);
+                    pack_columns(src, 0..ld, b * BLOCK, BLOCK, false, ld, y);
+                });
         }
+        Columns { x, y, ld }
     }
-    for (o, aj) in out.chunks_exact_mut(BLOCK * BLOCK).zip(acc.chunks_exact(STATE)) {
-        for (v, threads) in o.iter_mut().zip(aj.chunks_exact(THREADS)) {
+}
+
+/// Blocks (bi, bj) for bj = bi, bi + 1, … over the chunk's rows `rows` (one slice) into
+/// `out` (8 × 8 row-major each), the left columns starting at `i0 = bi · 8`. `level` is
+/// one [`usable`](super::host_syrk::usable) returned.
+pub(super) fn run_blocks<const F: bool>(
+    level: Level,
+    cols: &Columns,
+    rows: std::ops::Range<usize>,
+    i0: usize,
+    out: &mut [f32],
+) {
+    let ld = cols.ld;
+    let (full, tail) = (rows.len() / THREADS, rows.len() % THREADS);
+    let x = &cols.x[i0 * ld + rows.start..];
+    let mut acc = vec![0.0f32; STATE];
+    for (j, o) in out.chunks_exact_mut(BLOCK * BLOCK).enumerate() {
+        let y = &cols.y[(i0 + j * BLOCK) * ld + rows.start..];
+        acc.fill(0.0);
+        if full > 0 {
+            micro::<F>(level, x, y, ld, full, &mut acc);
+        }
+        if tail > 0 {
+            // The slice's last, partial round: threads past its end have no row.
+            scalar::<F>(x, y, ld, full..full + 1, tail, &mut acc);
+        }
+        // The 64 thread blocks added in thread order from 0, as in workgroup memory.
+        for (v, threads) in o.iter_mut().zip(acc.chunks_exact(THREADS)) {
             *v = threads.iter().fold(0.0f32, |total, &t| total + t);
         }
     }
@@ -76,8 +103,8 @@ fn micro<const F: bool>(
     scalar::<F>(x, y, ld, 0..rounds, THREADS, acc);
 }
 
-/// Threads `0..lanes` over `rounds` (row `m · 64 + t` of the packed block for thread t in
-/// round m): the portable micro-kernel, and the definition the vector ones reproduce.
+/// Threads `0..lanes` over `rounds` (row `m · 64 + t` of the slice for thread t in round m;
+/// column c of row k at `c · ld + k`): the portable micro-kernel, and the definition the vector ones reproduce.
 pub(super) fn scalar<const F: bool>(
     x: &[f32],
     y: &[f32],

@@ -39,6 +39,16 @@ pub(super) fn pack_rows<const E: usize>(
     for (r, to) in rows.zip(to.chunks_exact_mut(E)) {
         let from = src.columns(r, c0, E);
         let w = src.weights[r];
+        if let (Ok(from), Ok(to)) = (<&[f32; E]>::try_from(from), <&mut [f32; E]>::try_from(&mut *to)) {
+            // A whole strip (all but the last past a width not a multiple of E): a copy
+            // of known length, inlined as vector moves rather than a library call per row.
+            if weighted {
+                to.iter_mut().zip(from).for_each(|(v, &x)| *v = x * w);
+            } else {
+                *to = *from;
+            }
+            continue;
+        }
         let (head, tail) = to.split_at_mut(from.len());
         if weighted {
             head.iter_mut().zip(from).for_each(|(v, &x)| *v = x * w);

@@ -18,8 +18,11 @@ const E: usize = TILE;
 /// another, row-major), the left strip's first column being `i0 = ti · E`. `level` is one
 /// [`usable`](super::host_syrk::usable) returned.
 pub(super) fn run_tiles<const F: bool>(level: Level, src: &Rows, i0: usize, out: &mut [f32]) {
-    out.fill(0.0);
     let n = src.len();
+    if n == 0 {
+        out.fill(0.0);
+        return;
+    }
     let mut lhs = vec![0.0f32; KC * E];
     let mut rhs = vec![0.0f32; KC * E];
     for k0 in (0..n).step_by(KC) {
@@ -28,25 +31,29 @@ pub(super) fn run_tiles<const F: bool>(level: Level, src: &Rows, i0: usize, out:
         pack_rows::<E>(src, rows.clone(), i0, true, &mut lhs);
         for (j, tile) in out.chunks_exact_mut(E * E).enumerate() {
             pack_rows::<E>(src, rows.clone(), i0 + j * E, false, &mut rhs);
-            micro::<F>(level, &lhs[..kc * E], &rhs[..kc * E], tile);
+            micro::<F>(level, k0 == 0, &lhs[..kc * E], &rhs[..kc * E], tile);
         }
     }
 }
 
-/// `tile[r][c] = fma(lhs[k][r], rhs[k][c], tile[r][c])` for k in order, at `level`.
-fn micro<const F: bool>(level: Level, lhs: &[f32], rhs: &[f32], tile: &mut [f32]) {
+/// `tile[r][c] = fma(lhs[k][r], rhs[k][c], tile[r][c])` for k in order, at `level`; on the
+/// `first` block the chains start from 0 instead (what the tile holds is not read).
+fn micro<const F: bool>(level: Level, first: bool, lhs: &[f32], rhs: &[f32], tile: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     match level {
         // SAFETY: `level` came from `usable`, which returns `Avx512` only when the CPU has
         // AVX-512F, AVX2 and FMA (all the function enables); it checks its slices' lengths.
         #[allow(unsafe_code)]
-        Level::Avx512 => return unsafe { super::syrk_avx512::tile::<F>(lhs, rhs, tile) },
+        Level::Avx512 => return unsafe { super::syrk_avx512::tile::<F>(first, lhs, rhs, tile) },
         // SAFETY: as above, `Avx2` only when the CPU has AVX2 and FMA.
         #[allow(unsafe_code)]
-        Level::Avx2 => return unsafe { super::syrk_avx2::tile::<F>(lhs, rhs, tile) },
+        Level::Avx2 => return unsafe { super::syrk_avx2::tile::<F>(first, lhs, rhs, tile) },
         _ => {}
     }
     let _ = level;
+    if first {
+        tile.fill(0.0);
+    }
     scalar::<F>(lhs, rhs, tile);
 }
 
