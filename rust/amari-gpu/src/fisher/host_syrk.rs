@@ -16,9 +16,10 @@
 //! slice are taken a block at a time, packed into small panels (`syrk_pack`), and each
 //! micro-kernel loads its accumulators from the output before a block and stores them
 //! after it, so every entry continues one multiply-add chain over the rows in order,
-//! rounding exactly as one long loop would. The 8 × 8 blocks' lanes are the shader's
-//! threads, over the chunk transposed once. Tasks are (slice, row of tiles): a row of
-//! tiles shares its left panel, and tasks write disjoint runs of the partial.
+//! rounding exactly as one long loop would. The 8 × 8 blocks run one shader thread at a
+//! time, its accumulators in registers across all its rows. Tasks are (slice, row of
+//! tiles): a row of tiles shares its left panel, and tasks write disjoint runs of the
+//! partial.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::shape::{SyrkShape, TILE};
-use super::syrk_block::{run_blocks, Columns};
+use super::syrk_block::run_blocks;
 use super::syrk_pack::Rows;
 use super::syrk_tile::run_tiles;
 use crate::host::simd::Level;
@@ -109,35 +110,21 @@ impl FisherSyrk {
         // than handing it to another thread (the bits are the same however they group).
         let per_task = (n / s.slices * words * tiles.div_ceil(2)).max(1);
         let fused = self.fma == FmaMode::Fused;
-        let chunk = Rows {
-            scores,
-            weights,
-            width,
-        };
-        // The 8 × 8 blocks read the chunk transposed (threads are lanes): once, for all.
-        let columns = (edge != TILE).then(|| Columns::new(&chunk, tiles * edge));
         tasks
             .into_par_iter()
             .with_min_len(MIN_TASK_MACS.div_ceil(per_task))
             .for_each(|(rows, ti, out)| {
-                let i0 = ti * edge;
-                if let Some(cols) = &columns {
-                    if fused {
-                        run_blocks::<true>(level, cols, rows, i0, out);
-                    } else {
-                        run_blocks::<false>(level, cols, rows, i0, out);
-                    }
-                    return;
-                }
                 let src = Rows {
                     scores: &scores[rows.start * width..rows.end * width],
                     weights: &weights[rows],
                     width,
                 };
-                if fused {
-                    run_tiles::<true>(level, &src, i0, out);
-                } else {
-                    run_tiles::<false>(level, &src, i0, out);
+                let i0 = ti * edge;
+                match (edge == TILE, fused) {
+                    (true, true) => run_tiles::<true>(level, &src, i0, out),
+                    (true, false) => run_tiles::<false>(level, &src, i0, out),
+                    (false, true) => run_blocks::<true>(level, &src, i0, out),
+                    (false, false) => run_blocks::<false>(level, &src, i0, out),
                 }
             });
     }

@@ -6,7 +6,7 @@
 use std::arch::x86_64::*;
 
 use super::shape::{BLOCK, TILE};
-use super::syrk_block::{STATE, THREADS};
+use super::syrk_pack::{left, Rows, THREADS};
 
 const E: usize = TILE;
 
@@ -25,7 +25,7 @@ fn madd<const F: bool>(x: __m256, y: __m256, acc: __m256) -> __m256 {
     }
 }
 
-/// [`scalar`](super::syrk_tile::scalar) of a 64 × 64 tile over `lhs.len() / 64` packed rows:
+/// `syrk_tile::scalar` of a 64 × 64 tile over `lhs.len() / 64` packed rows:
 /// four tile rows by 16 columns (eight registers) at a time, from 0 on the `first` block.
 ///
 /// # Safety
@@ -76,60 +76,42 @@ pub(super) unsafe fn tile<const F: bool>(
     }
 }
 
-/// [`scalar`](super::syrk_block::scalar) of one 8 × 8 block pair over rounds `0..rounds`
-/// (column c of row k of a slice at `c · ld + k` in `x` and `y`)
-/// of all 64 threads: 8 threads a register, four rows by two columns of the block (eight
-/// registers) at a time.
+/// `syrk_block::scalar` of thread `t` (its rows `t, t + 64, …` of the
+/// slice): one block's 8 columns a register by its 8 rows (eight accumulators) at a time,
+/// columns read straight from the rows (a block starting past the padded width reads 0).
 ///
 /// # Safety
 /// The CPU must have AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 #[allow(unsafe_code)]
-pub(super) unsafe fn block<const F: bool>(
-    x: &[f32],
-    y: &[f32],
-    ld: usize,
-    rounds: usize,
-    acc: &mut [f32],
-) {
+pub(super) unsafe fn block<const F: bool>(src: &Rows, t: usize, i0: usize, acc: &mut [f32]) {
+    let (width, n) = (src.width, src.len());
+    let cols = acc.len() / BLOCK;
     assert!(
-        rounds * THREADS <= ld && x.len().min(y.len()) >= (BLOCK - 1) * ld + rounds * THREADS,
-        "packed panels"
+        acc.len() == BLOCK * cols && src.scores.len() >= n * width,
+        "one row of blocks"
     );
-    assert!(acc.len() == STATE, "one block's threads");
-    let (xp, yp, ap) = (x.as_ptr(), y.as_ptr(), acc.as_mut_ptr());
-    for v in 0..THREADS / 8 {
-        for rb in (0..BLOCK).step_by(4) {
-            for cb in (0..BLOCK).step_by(2) {
-                let at = |rr: usize, cc: usize| ((rb + rr) * BLOCK + cb + cc) * THREADS + v * 8;
-                let mut a = [[_mm256_setzero_ps(); 2]; 4];
-                // SAFETY (every load and store below): entries (r, c) < (8, 8) and threads
-                // v · 8 + 0..8 < 64 address inside the STATE words of `acc`; column c < 8
-                // at row m · 64 + v · 8 + 0..8 < rounds · 64, word c · ld + row <=
-                // 7 · ld + rounds · 64, is inside both panels (checked above).
-                for (rr, a) in a.iter_mut().enumerate() {
-                    for (cc, a) in a.iter_mut().enumerate() {
-                        *a = _mm256_loadu_ps(ap.add(at(rr, cc)));
-                    }
-                }
-                for m in 0..rounds {
-                    let k = m * THREADS + v * 8;
-                    let xs: [__m256; 4] =
-                        std::array::from_fn(|rr| _mm256_loadu_ps(xp.add((rb + rr) * ld + k)));
-                    let ys: [__m256; 2] =
-                        std::array::from_fn(|cc| _mm256_loadu_ps(yp.add((cb + cc) * ld + k)));
-                    for (a, &xv) in a.iter_mut().zip(&xs) {
-                        for (a, &yv) in a.iter_mut().zip(&ys) {
-                            *a = madd::<F>(xv, yv, *a);
-                        }
-                    }
-                }
-                for (rr, a) in a.iter().enumerate() {
-                    for (cc, &a) in a.iter().enumerate() {
-                        _mm256_storeu_ps(ap.add(at(rr, cc)), a);
-                    }
-                }
+    let ap = acc.as_mut_ptr();
+    for c0 in (0..cols).step_by(BLOCK) {
+        // Columns i0 + c0 + 0..8 that exist: 8, 4 (width is a multiple of 4) or none.
+        let have = width.saturating_sub(i0 + c0).min(BLOCK);
+        let mut a = [_mm256_setzero_ps(); BLOCK];
+        for k in (t..n).step_by(THREADS) {
+            let x = left(src, k, i0);
+            let mut y = [0.0f32; BLOCK];
+            if have > 0 {
+                y[..have].copy_from_slice(&src.scores[k * width + i0 + c0..][..have]);
             }
+            // SAFETY: `y` is 8 floats.
+            let yv = _mm256_loadu_ps(y.as_ptr());
+            for (a, &x) in a.iter_mut().zip(&x) {
+                *a = madd::<F>(_mm256_set1_ps(x), yv, *a);
+            }
+        }
+        for (r, &a) in a.iter().enumerate() {
+            // SAFETY: entries r · cols + c0 + 0..8 < 8 · cols words of `acc` (c0 + 8 <=
+            // cols, a multiple of 8; checked above).
+            _mm256_storeu_ps(ap.add(r * cols + c0), a);
         }
     }
 }

@@ -7,7 +7,7 @@
 use std::arch::x86_64::*;
 
 use super::shape::{BLOCK, TILE};
-use super::syrk_block::{STATE, THREADS};
+use super::syrk_pack::{left, Rows, THREADS};
 
 const E: usize = TILE;
 
@@ -26,7 +26,7 @@ fn madd<const F: bool>(x: __m512, y: __m512, acc: __m512) -> __m512 {
     }
 }
 
-/// [`scalar`](super::syrk_tile::scalar) of a 64 × 64 tile over `lhs.len() / 64` packed rows:
+/// `syrk_tile::scalar` of a 64 × 64 tile over `lhs.len() / 64` packed rows:
 /// four tile rows by 64 columns (sixteen registers) at a time, loaded from the tile, run
 /// over the block's rows, stored back (from 0 on the `first` block: the tile is not read).
 ///
@@ -81,59 +81,62 @@ pub(super) unsafe fn tile<const F: bool>(
     }
 }
 
-/// [`scalar`](super::syrk_block::scalar) of one 8 × 8 block pair over rounds `0..rounds`
-/// (column c of row k of a slice at `c · ld + k` in `x` and `y`)
-/// of all 64 threads: 16 threads a register, four rows by four columns of the block
-/// (sixteen registers) at a time.
+/// Lanes `0..n` of a 16-lane mask.
+#[inline(always)]
+fn lanes(n: usize) -> __mmask16 {
+    if n >= 16 {
+        u16::MAX
+    } else {
+        (1u16 << n) - 1
+    }
+}
+
+/// `syrk_block::scalar` of thread `t` (its rows `t, t + 64, …` of the
+/// slice): 16 columns a register, two registers by the 8 rows of the blocks (sixteen
+/// accumulators) at a time, columns read straight from the rows with masked loads (lanes
+/// past the padded width read as 0 and touch no memory; lanes past the blocks are not
+/// stored).
 ///
 /// # Safety
 /// The CPU must have AVX-512F, AVX2 and FMA.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(unsafe_code)]
-pub(super) unsafe fn block<const F: bool>(
-    x: &[f32],
-    y: &[f32],
-    ld: usize,
-    rounds: usize,
-    acc: &mut [f32],
-) {
+pub(super) unsafe fn block<const F: bool>(src: &Rows, t: usize, i0: usize, acc: &mut [f32]) {
+    let (width, n) = (src.width, src.len());
+    let cols = acc.len() / BLOCK;
     assert!(
-        rounds * THREADS <= ld && x.len().min(y.len()) >= (BLOCK - 1) * ld + rounds * THREADS,
-        "packed panels"
+        acc.len() == BLOCK * cols && src.scores.len() >= n * width,
+        "one row of blocks"
     );
-    assert!(acc.len() == STATE, "one block's threads");
-    let (xp, yp, ap) = (x.as_ptr(), y.as_ptr(), acc.as_mut_ptr());
-    for v in 0..THREADS / 16 {
-        for rb in (0..BLOCK).step_by(4) {
-            for cb in (0..BLOCK).step_by(4) {
-                let at = |rr: usize, cc: usize| ((rb + rr) * BLOCK + cb + cc) * THREADS + v * 16;
-                let mut a = [[_mm512_setzero_ps(); 4]; 4];
-                // SAFETY (every load and store below): entries (r, c) < (8, 8) and threads
-                // v · 16 + 0..16 < 64 address inside the STATE words of `acc`; column
-                // c < 8 at row m · 64 + v · 16 + 0..16 < rounds · 64, word
-                // c · ld + row <= 7 · ld + rounds · 64, is inside both panels (checked above).
-                for (rr, a) in a.iter_mut().enumerate() {
-                    for (cc, a) in a.iter_mut().enumerate() {
-                        *a = _mm512_loadu_ps(ap.add(at(rr, cc)));
-                    }
+    let (sp, ap) = (src.scores.as_ptr(), acc.as_mut_ptr());
+    for c0 in (0..cols).step_by(32) {
+        let load: [__mmask16; 2] =
+            std::array::from_fn(|g| lanes(width.saturating_sub(i0 + c0 + 16 * g)));
+        let store: [__mmask16; 2] = std::array::from_fn(|g| lanes(cols.saturating_sub(c0 + 16 * g)));
+        let mut a = [[_mm512_setzero_ps(); 2]; BLOCK];
+        for k in (t..n).step_by(THREADS) {
+            let x = left(src, k, i0);
+            // SAFETY: the loads read lanes l of columns i0 + c0 + 16 g + l < width of row
+            // k < n only (the masks), inside the slice's n · width words (checked above);
+            // masked-off lanes are not accessed, and `wrapping_add` forms their addresses
+            // without claiming they are in bounds.
+            let row = sp.wrapping_add(k * width + i0 + c0);
+            let ys = [
+                _mm512_maskz_loadu_ps(load[0], row),
+                _mm512_maskz_loadu_ps(load[1], row.wrapping_add(16)),
+            ];
+            for (a, &x) in a.iter_mut().zip(&x) {
+                let xv = _mm512_set1_ps(x);
+                for (a, &y) in a.iter_mut().zip(&ys) {
+                    *a = madd::<F>(xv, y, *a);
                 }
-                for m in 0..rounds {
-                    let k = m * THREADS + v * 16;
-                    let xs: [__m512; 4] =
-                        std::array::from_fn(|rr| _mm512_loadu_ps(xp.add((rb + rr) * ld + k)));
-                    let ys: [__m512; 4] =
-                        std::array::from_fn(|cc| _mm512_loadu_ps(yp.add((cb + cc) * ld + k)));
-                    for (a, &xv) in a.iter_mut().zip(&xs) {
-                        for (a, &yv) in a.iter_mut().zip(&ys) {
-                            *a = madd::<F>(xv, yv, *a);
-                        }
-                    }
-                }
-                for (rr, a) in a.iter().enumerate() {
-                    for (cc, &a) in a.iter().enumerate() {
-                        _mm512_storeu_ps(ap.add(at(rr, cc)), a);
-                    }
-                }
+            }
+        }
+        for (r, a) in a.iter().enumerate() {
+            for (g, &a) in a.iter().enumerate() {
+                // SAFETY: lanes l stored have c0 + 16 g + l < cols (the mask): entry
+                // r · cols + c0 + 16 g + l < 8 · cols words of `acc` (checked above).
+                _mm512_mask_storeu_ps(ap.wrapping_add(r * cols + c0 + 16 * g), store[g], a);
             }
         }
     }

@@ -1,9 +1,15 @@
-//! Packing for the host SYRK (`fisher::host_syrk`): a block of a slice's rows copied into
-//! a small contiguous panel the micro-kernels stream from L1/L2, instead of striding through
-//! the whole chunk once per output tile. The left panel is the rows times their weights
+//! Packing for the host SYRK's 64 × 64 tiles (`fisher::syrk_tile`): a block of a slice's
+//! rows copied into a small contiguous panel the micro-kernels stream from L1/L2, instead of
+//! striding through the whole chunk once per output tile; and the rows as the 8 × 8 blocks
+//! read them (`fisher::syrk_block`). The left panel is the rows times their weights
 //! (rounded to float32, as the shader stages `s · w`); columns past the padded width are 0.
 
 use std::ops::Range;
+
+use super::shape::BLOCK;
+
+/// Threads of a `fisher_rows` workgroup: row r of a slice belongs to thread r mod 64.
+pub(super) const THREADS: usize = 64;
 
 /// The rows of one slice of a chunk: padded scores (`width` words a row) and their weights.
 #[derive(Clone, Copy)]
@@ -59,30 +65,13 @@ pub(super) fn pack_rows<const E: usize>(
     }
 }
 
-/// Rows `rows`, columns `c0..c0 + cols`, transposed into `to`: column `c` of row
-/// `rows.start + k` at `to[c · ld + k]` (`ld ≥ rows.len()`). The panel of the 8 × 8 block
-/// kernel, whose vector lanes are the shader's 64 threads, i.e. consecutive rows.
-pub(super) fn pack_columns(
-    src: &Rows,
-    rows: Range<usize>,
-    c0: usize,
-    cols: usize,
-    weighted: bool,
-    ld: usize,
-    to: &mut [f32],
-) {
-    let start = rows.start;
-    for r in rows {
-        let from = src.columns(r, c0, cols);
-        let w = src.weights[r];
-        let k = r - start;
-        for (c, &x) in from.iter().enumerate() {
-            to[c * ld + k] = if weighted { x * w } else { x };
-        }
-        for c in from.len()..cols {
-            to[c * ld + k] = 0.0;
-        }
-    }
+/// Row `k`'s eight left columns from `i0`, times its weight (0 past the padded width):
+/// what the shader stages.
+#[inline(always)]
+pub(super) fn left(src: &Rows, k: usize, i0: usize) -> [f32; BLOCK] {
+    let row = &src.scores[k * src.width..(k + 1) * src.width];
+    let w = src.weights[k];
+    std::array::from_fn(|r| row.get(i0 + r).map_or(0.0, |&x| x * w))
 }
 
 #[cfg(test)]
@@ -104,8 +93,8 @@ mod tests {
             to,
             [6.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 21.0, 24.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
         );
-        let mut to = [f32::NAN; 3 * 3];
-        pack_columns(&src, 1..2, 2, 3, false, 3, &mut to);
-        assert_eq!([to[0], to[3], to[6]], [7.0, 8.0, 0.0]);
+        let mut to = [f32::NAN; 8];
+        pack_rows::<8>(&src, 1..2, 0, false, &mut to);
+        assert_eq!(to, [5.0, 6.0, 7.0, 8.0, 0.0, 0.0, 0.0, 0.0]);
     }
 }
