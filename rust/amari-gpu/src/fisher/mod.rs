@@ -24,13 +24,13 @@ mod scale;
 pub(crate) mod shape;
 pub mod split;
 pub(crate) mod syrk;
-#[cfg(target_arch = "x86_64")]
-mod syrk_avx2;
-#[cfg(target_arch = "x86_64")]
-mod syrk_avx512;
 mod syrk_block;
 mod syrk_pack;
+#[cfg(target_arch = "x86_64")]
+mod syrk_simd;
 mod syrk_tile;
+#[cfg(target_arch = "x86_64")]
+mod syrk_vector;
 #[cfg(test)]
 mod syrk_tests;
 

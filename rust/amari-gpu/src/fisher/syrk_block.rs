@@ -34,15 +34,12 @@ pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, i0: usize, out
 /// Thread `t`'s blocks into `acc` (from 0), at `level`.
 fn micro<const F: bool>(level: Level, src: &Rows, t: usize, i0: usize, acc: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    match level {
-        // SAFETY: `level` came from `usable`, which returns `Avx512` only when the CPU has
-        // AVX-512F, AVX2 and FMA (all the function enables); it checks its slices' lengths.
-        #[allow(unsafe_code)]
-        Level::Avx512 => return unsafe { super::syrk_avx512::block::<F>(src, t, i0, acc) },
-        // SAFETY: as above, `Avx2` only when the CPU has AVX2 and FMA.
-        #[allow(unsafe_code)]
-        Level::Avx2 => return unsafe { super::syrk_avx2::block::<F>(src, t, i0, acc) },
-        _ => {}
+    {
+        use super::syrk_simd::{run, Call};
+        let acc = &mut *acc;
+        if run::<F>(level, Call::Block { src, t, i0, acc }) {
+            return;
+        }
     }
     let _ = level;
     scalar::<F>(src, t, i0, acc);

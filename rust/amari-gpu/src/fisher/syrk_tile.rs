@@ -40,15 +40,12 @@ pub(super) fn run_tiles<const F: bool>(level: Level, src: &Rows, i0: usize, out:
 /// `first` block the chains start from 0 instead (what the tile holds is not read).
 fn micro<const F: bool>(level: Level, first: bool, lhs: &[f32], rhs: &[f32], tile: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    match level {
-        // SAFETY: `level` came from `usable`, which returns `Avx512` only when the CPU has
-        // AVX-512F, AVX2 and FMA (all the function enables); it checks its slices' lengths.
-        #[allow(unsafe_code)]
-        Level::Avx512 => return unsafe { super::syrk_avx512::tile::<F>(first, lhs, rhs, tile) },
-        // SAFETY: as above, `Avx2` only when the CPU has AVX2 and FMA.
-        #[allow(unsafe_code)]
-        Level::Avx2 => return unsafe { super::syrk_avx2::tile::<F>(first, lhs, rhs, tile) },
-        _ => {}
+    {
+        use super::syrk_simd::{run, Call};
+        let tile = &mut *tile;
+        if run::<F>(level, Call::Tile { first, lhs, rhs, tile }) {
+            return;
+        }
     }
     let _ = level;
     if first {
