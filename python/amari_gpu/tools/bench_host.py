@@ -14,6 +14,7 @@ a figure.
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib
 import importlib.metadata
 import os
@@ -168,6 +169,11 @@ def blas() -> dict[str, Any]:
         "threads": _openblas_threads(),
         "env": {k: os.environ.get(k) for k in OPENBLAS_ENV},
     }
+
+
+def _numpy_fisher(g: npt.NDArray[np.float32]) -> Any:
+    """The Fisher row's peer: numpy's BLAS `g.T @ g` (one SYRK), over N."""
+    return g.T @ g / np.float32(g.shape[0])
 
 
 def _timed(f: Callable[[], Any]) -> tuple[float, Any]:
@@ -328,9 +334,9 @@ def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
         rows.append(
             Row(
                 f"Fisher {sizes.fisher_rows:,} x {p}",
-                lambda g=g: host.fisher_information(g),
+                functools.partial(host.fisher_information, g),
                 f"numpy {np.__version__} g.T @ g / N (BLAS, float32)",
-                lambda g=g: g.T @ g / np.float32(g.shape[0]),
+                functools.partial(_numpy_fisher, g),
                 FISHER_TARGET,
                 check=lambda ours, peer: bool(np.allclose(ours, peer, rtol=1e-3, atol=1e-4)),
             )
