@@ -24,6 +24,15 @@ mod scale;
 pub(crate) mod shape;
 pub mod split;
 pub(crate) mod syrk;
+mod syrk_block;
+mod syrk_pack;
+#[cfg(target_arch = "x86_64")]
+mod syrk_simd;
+mod syrk_tile;
+#[cfg(target_arch = "x86_64")]
+mod syrk_vector;
+#[cfg(test)]
+mod syrk_tests;
 
 pub use categorical::{
     categorical_outer_kernel, check_categorical_operands, fisher_categorical_logits,

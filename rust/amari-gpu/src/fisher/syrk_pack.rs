@@ -1,0 +1,100 @@
+//! Packing for the host SYRK's 64 × 64 tiles (`fisher::syrk_tile`): a block of a slice's
+//! rows copied into a small contiguous panel the micro-kernels stream from L1/L2, instead of
+//! striding through the whole chunk once per output tile; and the rows as the 8 × 8 blocks
+//! read them (`fisher::syrk_block`). The left panel is the rows times their weights
+//! (rounded to float32, as the shader stages `s · w`); columns past the padded width are 0.
+
+use std::ops::Range;
+
+use super::shape::BLOCK;
+
+/// Threads of a `fisher_rows` workgroup: row r of a slice belongs to thread r mod 64.
+pub(super) const THREADS: usize = 64;
+
+/// The rows of one slice of a chunk: padded scores (`width` words a row) and their weights.
+#[derive(Clone, Copy)]
+pub(super) struct Rows<'a> {
+    pub scores: &'a [f32],
+    pub weights: &'a [f32],
+    pub width: usize,
+}
+
+impl Rows<'_> {
+    /// Rows in the slice.
+    pub fn len(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// Row `r`'s columns `c0..c0 + len` that exist (fewer past the padded width).
+    #[inline(always)]
+    fn columns(&self, r: usize, c0: usize, len: usize) -> &[f32] {
+        let cols = self.width.saturating_sub(c0).min(len);
+        &self.scores[r * self.width + c0.min(self.width)..][..cols]
+    }
+}
+
+/// Rows `rows`, columns `c0..c0 + E`, row-major into `to` (`rows.len() × E` words): the
+/// panel of a 64 × 64 tile's micro-kernel, one row of the tile's strip after another.
+pub(super) fn pack_rows<const E: usize>(
+    src: &Rows,
+    rows: Range<usize>,
+    c0: usize,
+    weighted: bool,
+    to: &mut [f32],
+) {
+    for (r, to) in rows.zip(to.chunks_exact_mut(E)) {
+        let from = src.columns(r, c0, E);
+        let w = src.weights[r];
+        if let (Ok(from), Ok(to)) = (<&[f32; E]>::try_from(from), <&mut [f32; E]>::try_from(&mut *to)) {
+            // A whole strip (all but the last past a width not a multiple of E): a copy
+            // of known length, inlined as vector moves rather than a library call per row.
+            if weighted {
+                to.iter_mut().zip(from).for_each(|(v, &x)| *v = x * w);
+            } else {
+                *to = *from;
+            }
+            continue;
+        }
+        let (head, tail) = to.split_at_mut(from.len());
+        if weighted {
+            head.iter_mut().zip(from).for_each(|(v, &x)| *v = x * w);
+        } else {
+            head.copy_from_slice(from);
+        }
+        tail.fill(0.0);
+    }
+}
+
+/// Row `k`'s eight left columns from `i0`, times its weight (0 past the padded width):
+/// what the shader stages.
+#[inline(always)]
+pub(super) fn left(src: &Rows, k: usize, i0: usize) -> [f32; BLOCK] {
+    let row = &src.scores[k * src.width..(k + 1) * src.width];
+    let w = src.weights[k];
+    std::array::from_fn(|r| row.get(i0 + r).map_or(0.0, |&x| x * w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panels_hold_the_rows_weighted_and_zero_past_the_width() {
+        // Two rows of width 4, weights 2 and 3.
+        let scores = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+        let src = Rows {
+            scores: &scores,
+            weights: &[2.0, 3.0],
+            width: 4,
+        };
+        let mut to = [f32::NAN; 2 * 8];
+        pack_rows::<8>(&src, 0..2, 2, true, &mut to);
+        assert_eq!(
+            to,
+            [6.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 21.0, 24.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        );
+        let mut to = [f32::NAN; 8];
+        pack_rows::<8>(&src, 1..2, 0, false, &mut to);
+        assert_eq!(to, [5.0, 6.0, 7.0, 8.0, 0.0, 0.0, 0.0, 0.0]);
+    }
+}

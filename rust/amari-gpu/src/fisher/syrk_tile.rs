@@ -1,0 +1,66 @@
+//! The 64 × 64 tiles of the host SYRK (`fisher_tiled`'s twin): one row of tiles of one
+//! slice, blocked over the slice's rows. Per block of [`KC`] rows the left strip (weighted)
+//! and each right strip are packed, and the micro-kernel continues every entry's chain from
+//! the value the tile holds, so the block boundaries leave no trace in the bits.
+
+use super::shape::TILE;
+use super::syrk_pack::{pack_rows, Rows};
+use crate::host::arith::madd;
+use crate::host::simd::Level;
+
+/// Rows per block: the two panels (2 × 16 KiB) stay in L1/L2 while all the tile's
+/// micro-kernels sweep them.
+pub(super) const KC: usize = 64;
+
+const E: usize = TILE;
+
+/// Tiles (ti, tj) for tj = ti, ti + 1, … of the slice `src` into `out` (one E × E tile after
+/// another, row-major), the left strip's first column being `i0 = ti · E`. `level` is one
+/// `host_syrk::usable` returned.
+pub(super) fn run_tiles<const F: bool>(level: Level, src: &Rows, i0: usize, out: &mut [f32]) {
+    let n = src.len();
+    if n == 0 {
+        out.fill(0.0);
+        return;
+    }
+    let mut lhs = vec![0.0f32; KC * E];
+    let mut rhs = vec![0.0f32; KC * E];
+    for k0 in (0..n).step_by(KC) {
+        let rows = k0..(k0 + KC).min(n);
+        let kc = rows.len();
+        pack_rows::<E>(src, rows.clone(), i0, true, &mut lhs);
+        for (j, tile) in out.chunks_exact_mut(E * E).enumerate() {
+            pack_rows::<E>(src, rows.clone(), i0 + j * E, false, &mut rhs);
+            micro::<F>(level, k0 == 0, &lhs[..kc * E], &rhs[..kc * E], tile);
+        }
+    }
+}
+
+/// `tile[r][c] = fma(lhs[k][r], rhs[k][c], tile[r][c])` for k in order, at `level`; on the
+/// `first` block the chains start from 0 instead (what the tile holds is not read).
+fn micro<const F: bool>(level: Level, first: bool, lhs: &[f32], rhs: &[f32], tile: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use super::syrk_simd::{run, Call};
+        let tile = &mut *tile;
+        if run::<F>(level, Call::Tile { first, lhs, rhs, tile }) {
+            return;
+        }
+    }
+    let _ = level;
+    if first {
+        tile.fill(0.0);
+    }
+    scalar::<F>(lhs, rhs, tile);
+}
+
+/// The portable micro-kernel, and the definition the vector ones reproduce.
+pub(super) fn scalar<const F: bool>(lhs: &[f32], rhs: &[f32], tile: &mut [f32]) {
+    for (x, y) in lhs.chunks_exact(E).zip(rhs.chunks_exact(E)) {
+        for (&xv, row) in x.iter().zip(tile.chunks_exact_mut(E)) {
+            for (acc, &yv) in row.iter_mut().zip(y) {
+                *acc = madd::<F>(xv, yv, *acc);
+            }
+        }
+    }
+}

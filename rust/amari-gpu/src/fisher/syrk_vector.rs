@@ -1,0 +1,145 @@
+//! The vector registers the host SYRK's micro-kernels (`fisher::syrk_simd`) are written
+//! over: AVX2's 8 lanes and AVX-512's 16, behind one trait so each kernel is written once.
+//! Every method is `#[inline(always)]` and only ever runs inlined into a function compiled
+//! with the features its intrinsics need (the kernels' `target_feature` entry points).
+
+use std::arch::x86_64::*;
+
+/// A register of f32 lanes and what the micro-kernels do with it.
+///
+/// # Safety
+/// Callers run the methods only on a CPU with the implementing type's features, and give
+/// pointers to as many floats as the method reads or writes.
+#[allow(unsafe_code)]
+pub(super) unsafe trait Vector: Copy {
+    /// Lanes of the register.
+    const LANES: usize;
+    /// All lanes 0.
+    unsafe fn zero() -> Self;
+    /// All lanes `x`.
+    unsafe fn splat(x: f32) -> Self;
+    /// `LANES` floats from `p`.
+    unsafe fn load(p: *const f32) -> Self;
+    /// The lanes to `LANES` floats at `p`.
+    unsafe fn store(self, p: *mut f32);
+    /// `fma(x, y, acc)` in every lane, rounded once (`F`) or product and sum apart.
+    unsafe fn madd<const F: bool>(x: Self, y: Self, acc: Self) -> Self;
+
+    /// The first `n <= LANES` floats from `p`, the other lanes 0 (reads `n` floats only).
+    unsafe fn load_first(p: *const f32, n: usize) -> Self;
+    /// The first `n <= LANES` lanes to `p` (writes `n` floats only).
+    unsafe fn store_first(self, p: *mut f32, n: usize);
+}
+
+/// [`Vector::load_first`] through a copy (AVX2 has no float masks of its own).
+#[inline(always)]
+#[allow(unsafe_code)]
+unsafe fn copy_load<V: Vector>(p: *const f32, n: usize) -> V {
+    let mut lanes = [0.0f32; 16];
+    std::ptr::copy_nonoverlapping(p, lanes.as_mut_ptr(), n.min(V::LANES));
+    V::load(lanes.as_ptr())
+}
+
+/// [`Vector::store_first`] through a copy.
+#[inline(always)]
+#[allow(unsafe_code)]
+unsafe fn copy_store<V: Vector>(v: V, p: *mut f32, n: usize) {
+    let mut lanes = [0.0f32; 16];
+    v.store(lanes.as_mut_ptr());
+    std::ptr::copy_nonoverlapping(lanes.as_ptr(), p, n.min(V::LANES));
+}
+
+/// Lanes `0..n` of a 16-lane mask.
+#[inline(always)]
+fn mask16(n: usize) -> __mmask16 {
+    if n >= 16 {
+        u16::MAX
+    } else {
+        (1u16 << n) - 1
+    }
+}
+
+/// [`Vector::load_first`] with AVX-512's masked load (masked-off lanes touch no memory).
+#[inline(always)]
+#[allow(unsafe_code)]
+unsafe fn masked_load(p: *const f32, n: usize) -> __m512 {
+    _mm512_maskz_loadu_ps(mask16(n), p)
+}
+
+/// [`Vector::store_first`] with AVX-512's masked store.
+#[inline(always)]
+#[allow(unsafe_code)]
+unsafe fn masked_store(v: __m512, p: *mut f32, n: usize) {
+    _mm512_mask_storeu_ps(p, mask16(n), v)
+}
+
+/// One implementation from the type's intrinsics.
+macro_rules! vector {
+    ($t:ty, $lanes:expr, $zero:ident, $splat:ident, $load:ident, $store:ident, $fma:ident, $mul:ident, $add:ident, $first:expr, $store_first:expr) => {
+        // SAFETY: each method is the one intrinsic of its name, which reads or writes
+        // exactly the floats the trait says; the caller guarantees the CPU features.
+        #[allow(unsafe_code)]
+        unsafe impl Vector for $t {
+            const LANES: usize = $lanes;
+            #[inline(always)]
+            unsafe fn zero() -> Self {
+                $zero()
+            }
+            #[inline(always)]
+            unsafe fn splat(x: f32) -> Self {
+                $splat(x)
+            }
+            #[inline(always)]
+            unsafe fn load(p: *const f32) -> Self {
+                $load(p)
+            }
+            #[inline(always)]
+            unsafe fn store(self, p: *mut f32) {
+                $store(p, self)
+            }
+            #[inline(always)]
+            unsafe fn load_first(p: *const f32, n: usize) -> Self {
+                $first(p, n)
+            }
+            #[inline(always)]
+            unsafe fn store_first(self, p: *mut f32, n: usize) {
+                $store_first(self, p, n)
+            }
+            #[inline(always)]
+            unsafe fn madd<const F: bool>(x: Self, y: Self, acc: Self) -> Self {
+                if F {
+                    $fma(x, y, acc)
+                } else {
+                    $add($mul(x, y), acc)
+                }
+            }
+        }
+    };
+}
+
+vector!(
+    __m256,
+    8,
+    _mm256_setzero_ps,
+    _mm256_set1_ps,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_fmadd_ps,
+    _mm256_mul_ps,
+    _mm256_add_ps,
+    copy_load::<__m256>,
+    copy_store::<__m256>
+);
+vector!(
+    __m512,
+    16,
+    _mm512_setzero_ps,
+    _mm512_set1_ps,
+    _mm512_loadu_ps,
+    _mm512_storeu_ps,
+    _mm512_fmadd_ps,
+    _mm512_mul_ps,
+    _mm512_add_ps,
+    masked_load,
+    masked_store
+);
