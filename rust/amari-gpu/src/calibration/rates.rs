@@ -226,4 +226,15 @@ mod tests {
         assert_eq!(next_size(1000, target / 2.0, 1 << 30, target), None);
         assert_eq!(next_size(5000, 0.0, 5000, target), None);
     }
+
+    #[test]
+    fn limits_are_short_dispatches_of_streams_past_the_caches() {
+        // A limit's dispatch is milliseconds, shorter than calibration's.
+        assert!(Timing::Limit.target_s() < Timing::Calibration.target_s());
+        assert!(Timing::Limit.target_s() >= 0.002);
+        // Calibration keeps its sizes; a limit's stream moves at least 64 MiB an array.
+        assert_eq!(Timing::Calibration.stream_smallest(1 << 16, 16), 1 << 16);
+        assert_eq!(Timing::Limit.stream_smallest(1 << 16, 16), 1 << 22);
+        assert_eq!(Timing::Limit.stream_smallest(1 << 13, 128), 1 << 19);
+    }
 }
