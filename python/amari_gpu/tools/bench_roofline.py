@@ -221,7 +221,7 @@ def lines(result: dict[str, Any]) -> list[str]:
         "fastest of its runs on the same clock; one run on a shared machine: compare within "
         "a device.",
     ]
-    marked = set()
+    marked: set[str] = set()
     for i, d in enumerate(result["devices"]):
         lim = d["limits"]
         extra = f"; SIMD {d['simd']}, {d['threads']} threads" if d["simd"] else ""
