@@ -142,8 +142,9 @@ impl Resident {
         })
     }
 
-    /// Dispatches the kernel once and waits until the device has run it.
-    pub fn run(&self, dev: &GpuDevice) -> Result<()> {
+    /// An encoder holding the kernel's one dispatch, its pass's begin and end written to
+    /// `timestamps` when given.
+    fn encode(&self, dev: &GpuDevice, timestamps: Option<&wgpu::QuerySet>) -> wgpu::CommandEncoder {
         let mut encoder = dev
             .gpu()
             .device
@@ -154,8 +155,14 @@ impl Resident {
             &self.pipeline,
             &self.bind_group,
             self.grid,
-            None,
+            timestamps,
         );
+        encoder
+    }
+
+    /// Dispatches the kernel once and waits until the device has run it.
+    pub fn run(&self, dev: &GpuDevice) -> Result<()> {
+        let encoder = self.encode(dev, None);
         let submission = dev.gpu().queue.submit(Some(encoder.finish()));
         gpu_io::wait(dev, Some(submission), Limit::Fixed(DISPATCH_LIMIT))
     }
@@ -172,18 +179,7 @@ impl Resident {
             return Ok((start.elapsed().as_secs_f64(), Clock::Host));
         };
         let mut staging = gpu_io::Staging::new(dev, 0, true);
-        let mut encoder = dev
-            .gpu()
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-        gpu_io::dispatch(
-            &mut encoder,
-            None,
-            &self.pipeline,
-            &self.bind_group,
-            self.grid,
-            staging.queries(),
-        );
+        let mut encoder = self.encode(dev, staging.queries());
         staging.resolve_timestamps(dev, &mut encoder);
         let submission = dev.gpu().queue.submit(Some(encoder.finish()));
         staging.map();
