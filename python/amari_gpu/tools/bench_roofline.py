@@ -3,7 +3,9 @@
 For every device of a context (each run alone, in a context of its own adapter) and every
 kernel, the achieved rates beside that device's measured limits (``_native.device_limits``:
 a streaming copy for bandwidth, dependent-free FMA, add and max-plus loops for the issue
-rates, each measured on the device: WGSL on wgpu devices, SIMD on the host) and the fraction.
+rates, each measured on the device: WGSL on wgpu devices, SIMD on the host, timed on the
+clock that times the device's kernels, ``clock`` of the limits) and the fractions; the
+bandwidth fraction is the compulsory bytes' (fractions above 1 are marked and footnoted).
 
 A kernel's time is the engine's own: the sum of its ``kernel`` events in a profile of the
 call (GPU timestamps where the adapter has them, else the host clock), the median over

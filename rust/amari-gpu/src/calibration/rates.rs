@@ -2,7 +2,8 @@
 //! kernel, the FMA-chain arithmetic peak and the streaming-copy bandwidth. Each kernel is
 //! timed at a size found on the device (grown until one dispatch takes about
 //! [`TARGET_DISPATCH_S`]), so a slow software adapter calibrates quickly and a fast GPU is
-//! not timed on a dispatch too small to fill it.
+//! not timed on a dispatch too small to fill it. The roofline's limits reuse these kernels
+//! timed as [`Timing::Limit`] says: on the clock of the device's profiled kernels.
 
 use std::time::Instant;
 
