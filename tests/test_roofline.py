@@ -35,6 +35,28 @@ def test_limit_kernels_give_positive_finite_rates(backend: str) -> None:
             assert lim["measured_with"] == "wgsl"
 
 
+@pytest.mark.parametrize(
+    ("backend", "timestamps", "clock"),
+    [("host", None, "host"), ("vulkan", True, "gpu"), ("vulkan", False, "host+wait")],
+)
+def test_limits_are_timed_on_the_clock_that_times_the_kernels(
+    backend: str, timestamps: bool | None, clock: str
+) -> None:
+    # lavapipe records GPU timestamps: its limits are timed by them when the context asks for
+    # them, by the host clock with the wait when it does not, as its profiled kernels are.
+    options: dict[str, Any] = {} if timestamps is None else {"gpu_timestamps": timestamps}
+    a = np.ones((4096, 8), dtype=np.float32)
+    with amari_gpu.MultiGpuContext(backends=[backend], **options) as ctx:
+        (limits,) = _native.device_limits(ctx._native)
+        with ctx.profile() as prof:
+            ctx.geometric_product(a, a)
+    assert limits["clock"] == clock, limits
+    kernel_clocks = {e["clock"] for e in prof.events if e["kind"] == "kernel"}
+    # The profile names the host clock "host" on every device; the limits say "host+wait"
+    # for a wgpu device, whose host-timed kernels the report counts with their waits.
+    assert kernel_clocks == {"gpu" if clock == "gpu" else "host"}, prof.events
+
+
 def test_call_records_carry_the_kernels_cost_model(host: amari_gpu.MultiGpuContext) -> None:
     a = np.ones((64, 8), dtype=np.float32)
     with host.profile() as prof:
@@ -66,6 +88,9 @@ def test_quick_report_has_every_kernel_on_every_device() -> None:
     assert sorted(d["name"] for d in result["devices"]) == names
     for i, device in enumerate(result["devices"]):
         assert all(v > 0 for v in device["limits"].values()), device
+        # lavapipe has timestamps (the report asks for them), the host device its own clock.
+        assert device["limits_clock"] == ("host" if device["backend"] == "host" else "gpu")
+        stream = device["limits"]["stream_gb_s"]
         rows = [r for r in result["rows"] if r["device"] == i]
         assert {r["entry"] for r in rows} == _registered_entries()
         assert [r["case"] for r in rows] == [c.name for c in bench_roofline.CASES]
@@ -77,6 +102,58 @@ def test_quick_report_has_every_kernel_on_every_device() -> None:
             assert r["kernels"], r
             assert r["ops"] > 0 and r["bytes_written"] >= r["bytes_least"] > 0, r
             assert r["kernel_s"] > 0 and 0 < r["op_fraction"] and 0 < r["bw_fraction"], r
+            # The bandwidth fraction is the compulsory bytes'; the as-written one beside it.
+            assert r["bw_fraction"] == pytest.approx(r["least_gb_s"] / stream), r
+            assert r["written_fraction"] == pytest.approx(r["gb_s"] / stream), r
     text = "\n".join(bench_roofline.lines(result))
     for device in result["devices"]:
         assert device["name"] in text and device["backend"] in text
+    assert text.count("  timing: ") == len(result["devices"])
+
+
+def _report(op_fraction: float, bw_fraction: float, written_fraction: float, clock: str) -> str:
+    """The printed report of one device ("gpu"-timed limits) with one kernel row."""
+    limits = {"stream_gb_s": 1.0, "fma_gflop_s": 1.0, "add_gop_s": 1.0, "max_gop_s": 1.0}
+    device = {
+        "name": "dev",
+        "backend": "vulkan",
+        "driver": "",
+        "threads": None,
+        "simd": None,
+        "measured_with": "wgsl",
+        "limits_clock": "gpu",
+        "limits": limits,
+    }
+    row = {
+        "device": 0,
+        "entry": "geometric_product",
+        "case": "case",
+        "kernels": ["k"],
+        "kernel_s": 1e-3,
+        "clock": clock,
+        "intensity_ops_per_byte": 1.0,
+        "gop_s": op_fraction,
+        "op_limit": "fma",
+        "op_fraction": op_fraction,
+        "least_gb_s": bw_fraction,
+        "bw_fraction": bw_fraction,
+        "gb_s": written_fraction,
+        "written_fraction": written_fraction,
+    }
+    result = {"cpu": "cpu", "python": "3", "rounds": 1, "devices": [device], "rows": [row]}
+    return "\n".join(bench_roofline.lines(result))
+
+
+def test_report_marks_fractions_above_one_and_explains_them() -> None:
+    plain = _report(0.5, 0.5, 0.9, "gpu")
+    assert "limits and kernels on the same clock (gpu)" in plain
+    assert "\n* " not in plain and "\n! " not in plain
+    # As-written bytes past the stream figure (cache re-reads on a CPU): marked, explained.
+    cached = _report(0.5, 0.5, 2.0, "gpu")
+    assert "200.0%*" in cached and "\n* bytes as written above the stream figure" in cached
+    # Any fraction of a limit above 1 is marked and the footnote says what it means.
+    over = _report(1.2, 0.5, 0.5, "gpu")
+    assert "120.0%!" in over and "\n! above the measured limit" in over
+    # A kernel the engine timed on another clock than the limits is said to be.
+    mixed = _report(0.5, 0.5, 0.5, "host+wait")
+    assert "limits on the gpu clock, as 0 of 1 kernels; the others on host+wait" in mixed

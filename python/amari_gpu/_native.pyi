@@ -256,6 +256,7 @@ class DeviceLimitsDict(TypedDict):
     add_ops_per_s: float
     max_ops_per_s: float
     measured_with: str
+    clock: str
 
 @type_check_only
 class FisherPreparedDict(TypedDict):

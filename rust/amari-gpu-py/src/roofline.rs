@@ -18,7 +18,7 @@ fn device_limits<'py>(py: Python<'py>, ctx: &PyContext) -> PyResult<Vec<Bound<'p
         .iter()
         .map(|l| {
             fields!(py, l; device, stream_bytes_per_s, fma_flops_per_s, add_ops_per_s,
-                max_ops_per_s, measured_with)
+                max_ops_per_s, measured_with, clock)
         })
         .collect()
 }

@@ -142,8 +142,9 @@ impl Resident {
         })
     }
 
-    /// Dispatches the kernel once and waits until the device has run it.
-    pub fn run(&self, dev: &GpuDevice) -> Result<()> {
+    /// An encoder holding the kernel's one dispatch, its pass's begin and end written to
+    /// `timestamps` when given.
+    fn encode(&self, dev: &GpuDevice, timestamps: Option<&wgpu::QuerySet>) -> wgpu::CommandEncoder {
         let mut encoder = dev
             .gpu()
             .device
@@ -154,10 +155,64 @@ impl Resident {
             &self.pipeline,
             &self.bind_group,
             self.grid,
-            None,
+            timestamps,
         );
+        encoder
+    }
+
+    /// Dispatches the kernel once and waits until the device has run it.
+    pub fn run(&self, dev: &GpuDevice) -> Result<()> {
+        let encoder = self.encode(dev, None);
         let submission = dev.gpu().queue.submit(Some(encoder.finish()));
         gpu_io::wait(dev, Some(submission), Limit::Fixed(DISPATCH_LIMIT))
+    }
+
+    /// Dispatches the kernel once, waits until the device has run it, and returns its
+    /// seconds on the clock that times the engine's profiled kernels on `dev`: the pass's
+    /// GPU timestamps where the device records them, else the host clock around submission
+    /// and wait (`Clock::Host`). The roofline's limits are timed so, so that a kernel's
+    /// achieved rate and its device's limit are read off the same clock.
+    pub fn run_timed(&self, dev: &GpuDevice) -> Result<(f64, Clock)> {
+        let Some(period_ns) = dev.timestamp_period_ns else {
+            let start = std::time::Instant::now();
+            self.run(dev)?;
+            return Ok((start.elapsed().as_secs_f64(), Clock::Host));
+        };
+        let mut staging = gpu_io::Staging::new(dev, 0, true);
+        let mut encoder = self.encode(dev, staging.queries());
+        staging.resolve_timestamps(dev, &mut encoder);
+        let submission = dev.gpu().queue.submit(Some(encoder.finish()));
+        staging.map();
+        if let Err(e) = staging.wait(dev, submission, Some(DISPATCH_LIMIT)) {
+            staging.discard();
+            return Err(e);
+        }
+        let ((), ticks) = staging.read(dev, |_| ())?;
+        let (begin, end) = ticks.ok_or_else(|| gpu_io::lost(dev.id, "timestamps not written"))?;
+        Ok((
+            end.saturating_sub(begin) as f64 * period_ns * 1e-9,
+            Clock::Gpu,
+        ))
+    }
+}
+
+/// The clock a [`Resident::run_timed`] dispatch was timed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// The device's GPU timestamps around the compute pass.
+    Gpu,
+    /// The host clock around submission and the wait for the device.
+    Host,
+}
+
+impl Clock {
+    /// How the profile's events name it ("gpu"; "host+wait": a wgpu kernel the host clock
+    /// times is its submission and the wait for it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Clock::Gpu => "gpu",
+            Clock::Host => "host+wait",
+        }
     }
 }
 

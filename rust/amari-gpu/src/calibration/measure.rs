@@ -184,14 +184,22 @@ pub fn measure(
                 d2h_bytes_per_s: transfers::measure_d2h(dev)?,
                 copy_bytes_per_s: transfers::measure_copy(dev)?,
                 family_items_per_s: Default::default(),
-                peak_flops_per_s: rates::measure_peak(dev)?,
-                kernel_copy_bytes_per_s: rates::measure_kernel_copy(dev)?,
+                peak_flops_per_s: rates::measure_peak(dev, rates::Timing::Calibration)?.0,
+                kernel_copy_bytes_per_s: rates::measure_kernel_copy(
+                    dev,
+                    rates::Timing::Calibration,
+                )?
+                .0,
                 timestamp_cost_s: transfers::measure_timestamp_cost(dev)?,
                 measured_unix_s: now_unix_s(),
                 calibration_s: 0.0,
             })
         },
-        |family| rates::items_per_s(dev, &(family.reference)(), family.calibration_min_items),
+        |family| {
+            let reference = (family.reference)();
+            let min_items = family.calibration_min_items;
+            Ok(rates::items_per_s(dev, &reference, min_items, rates::Timing::Calibration)?.0)
+        },
     )
 }
 
