@@ -52,18 +52,6 @@ fn slice_rows(n: usize, slices: usize, slice: usize) -> Range<usize> {
 /// Multiply-adds below which tasks are grouped rather than handed to threads one by one.
 const MIN_TASK_MACS: usize = 1 << 16;
 
-/// The micro-kernels' instruction set: `wanted`, or the widest below it this CPU has (so a
-/// test asking for AVX-512 on an AVX2 machine runs AVX2). The micro-kernels rely on this:
-/// `Avx512` and `Avx2` come back only when the CPU has them.
-pub(super) fn usable(wanted: Level) -> Level {
-    let cpu = Level::detect();
-    match wanted {
-        Level::Avx512 if cpu == Level::Avx512 => Level::Avx512,
-        Level::Avx512 | Level::Avx2 if cpu.has_avx2() => Level::Avx2,
-        _ => Level::Portable,
-    }
-}
-
 impl HostImpl for FisherSyrk {
     /// Runs the chunk of rows `range` (inputs: padded scores, weights) into its partial.
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
@@ -88,7 +76,8 @@ impl FisherSyrk {
     ) {
         let s = self.shape;
         assert_eq!(output.len(), s.partial_words(), "one partial per chunk");
-        let level = usable(level);
+        // The micro-kernels rely on this: `Avx512` and `Avx2` only where the CPU has them.
+        let level = level.at_most_detected();
         let width = s.width;
         let scores = &inputs[0][range.start * width..range.end * width];
         let weights = &inputs[1][range.clone()];

@@ -12,7 +12,7 @@ use crate::host::simd::Level;
 
 /// Blocks (bi, bj) for bj = bi, bi + 1, … of the slice `src` into `out` (8 × 8 row-major
 /// each), the left columns starting at `i0 = bi · 8`. `level` is one
-/// `host_syrk::usable` returned.
+/// `Level::at_most_detected` returned.
 pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, i0: usize, out: &mut [f32]) {
     let cols = out.len() / BLOCK;
     // Entry (r, i0 + c) at r · cols + c: one thread's blocks, and their sum so far.

@@ -192,12 +192,12 @@ pub(super) enum Call<'a> {
 }
 
 /// Runs `call` with the vector kernels of `level`, which must come from
-/// `host_syrk::usable`; false, having done nothing, at a level without them.
+/// `Level::at_most_detected`; false, having done nothing, at a level without them.
 pub(super) fn run<const F: bool>(level: Level, call: Call) -> bool {
     #[allow(unsafe_code)]
-    // SAFETY: `usable` returns `Avx512` only when the CPU has AVX-512F, AVX2 and FMA, and
-    // `Avx2` only when it has AVX2 and FMA: all each function enables; they check their
-    // slices' lengths.
+    // SAFETY: `Level::at_most_detected` returns `Avx512` only when the CPU has AVX-512F,
+    // AVX2 and FMA, and `Avx2` only when it has AVX2 and FMA: all each function enables;
+    // they check their slices' lengths.
     unsafe {
         match (level, call) {
             (Level::Avx512, Call::Tile { first, lhs, rhs, tile }) => {

@@ -6,7 +6,7 @@
 //! P not a multiple of 4, 8, 16 or 64 (partial vector lanes), signed zeros, subnormals and
 //! products that overflow.
 
-use super::host_syrk::{usable, FisherSyrk};
+use super::host_syrk::FisherSyrk;
 use super::shape::SyrkShape;
 use crate::host::arith::madd;
 use crate::host::simd::Level;
@@ -99,7 +99,7 @@ fn blocked_kernels_give_the_unblocked_bits_at_every_simd_level() {
                 for level in levels {
                     let mut got = vec![f32::NAN; shape.partial_words()];
                     pool.run_with(|| kernel.run_at(level, &[&rows, &w], 0..n, &mut got));
-                    let what = format!("P = {p}, n = {n}, {fma:?}, {:?}", usable(level));
+                    let what = format!("P = {p}, n = {n}, {fma:?}, {:?}", level.at_most_detected());
                     same(&what, &want, &got);
                 }
             }
@@ -135,8 +135,8 @@ fn a_chunk_in_the_middle_of_the_rows_reads_its_own_rows() {
 #[test]
 fn levels_are_only_used_where_the_cpu_has_them() {
     let cpu = Level::detect();
-    assert_eq!(usable(Level::Portable), Level::Portable);
-    assert_eq!(usable(Level::Neon), Level::Portable);
-    assert_eq!(usable(Level::Avx512) == Level::Avx512, cpu == Level::Avx512);
-    assert_eq!(usable(Level::Avx2) == Level::Avx2, cpu.has_avx2());
+    assert_eq!(Level::Portable.at_most_detected(), Level::Portable);
+    assert_eq!(Level::Neon.at_most_detected(), Level::Portable);
+    assert_eq!(Level::Avx512.at_most_detected() == Level::Avx512, cpu == Level::Avx512);
+    assert_eq!(Level::Avx2.at_most_detected() == Level::Avx2, cpu.has_avx2());
 }

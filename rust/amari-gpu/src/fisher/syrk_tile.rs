@@ -16,7 +16,7 @@ const E: usize = TILE;
 
 /// Tiles (ti, tj) for tj = ti, ti + 1, … of the slice `src` into `out` (one E × E tile after
 /// another, row-major), the left strip's first column being `i0 = ti · E`. `level` is one
-/// `host_syrk::usable` returned.
+/// `Level::at_most_detected` returned.
 pub(super) fn run_tiles<const F: bool>(level: Level, src: &Rows, i0: usize, out: &mut [f32]) {
     let n = src.len();
     if n == 0 {

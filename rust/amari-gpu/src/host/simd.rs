@@ -133,6 +133,18 @@ impl Level {
         matches!(self, Level::Avx2 | Level::Avx512)
     }
 
+    /// This level, or the widest below it that the CPU (as capped by `AMARI_GPU_SIMD`) has:
+    /// never a level it lacks. The one rule for running a level other than the detected one.
+    pub fn at_most_detected(self) -> Level {
+        let cpu = Level::detect();
+        match self {
+            Level::Avx512 if cpu == Level::Avx512 => Level::Avx512,
+            Level::Avx512 | Level::Avx2 if cpu.has_avx2() => Level::Avx2,
+            Level::Neon if cpu == Level::Neon => Level::Neon,
+            _ => Level::Portable,
+        }
+    }
+
     /// Whether `f32::mul_add` is one instruction at this level.
     pub fn has_fma(self) -> bool {
         self != Level::Portable
@@ -209,11 +221,8 @@ pub fn dispatch<T: Task>(task: T) -> T::Output {
 /// has (so tests can compare the levels a CPU has, and no level it lacks ever runs).
 #[inline]
 pub fn dispatch_at<T: Task>(level: Level, task: T) -> T::Output {
-    let detected = Level::detect();
-    let narrower = level == Level::Portable || (level, detected) == (Level::Avx2, Level::Avx512);
-    let level = if narrower { level } else { detected };
     #[cfg(target_arch = "x86_64")]
-    match level {
+    match level.at_most_detected() {
         // SAFETY: `on_avx512` only needs the CPU to have AVX-512F, AVX2 and FMA, which
         // `Level::detect` established with `is_x86_feature_detected!` before returning
         // `Avx512` (`dispatched_level` and `dispatch_at` only ever lower it); the task itself is
