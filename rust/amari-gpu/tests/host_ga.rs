@@ -13,6 +13,18 @@ use common::{basis, contexts, fma_mode, operations, random, same_bits};
 
 const ITEMS: usize = 1037;
 
+/// Held by every test that opens contexts: wgpu's GL backend holds one adapter-context lock
+/// while it compiles a pipeline and gives up after 6 s, and this file's generated kernels
+/// (64-blade algebras among them) take llvmpipe longer than that on a busy machine when
+/// several tests compile at once. One test at a time keeps each compile's wait short.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Rows of varied magnitude: uniform, scaled by powers of two (for `normalize`'s exact
 /// scaling), a zero row and rows of small integers.
 fn operand(w: usize, n: usize, seed: u64) -> Vec<f32> {
@@ -81,6 +93,7 @@ fn check_algebra(
 
 #[test]
 fn every_operation_and_broadcast_matches_the_devices_bit_for_bit() {
+    let _serial = one_at_a_time();
     let ctxs = contexts(Some(256));
     for (p, q, r) in [
         (1, 0, 0),
@@ -101,6 +114,7 @@ fn every_operation_and_broadcast_matches_the_devices_bit_for_bit() {
 
 #[test]
 fn five_and_six_dimensional_algebras_match_the_devices_bit_for_bit() {
+    let _serial = one_at_a_time();
     let ctxs = contexts(Some(512));
     // Fully unrolled 32- and 64-blade kernels take the drivers seconds to compile: the
     // product in every broadcast mode, and normalize, per signature class.
@@ -117,6 +131,7 @@ fn five_and_six_dimensional_algebras_match_the_devices_bit_for_bit() {
 
 #[test]
 fn chunks_of_any_size_give_the_same_bits_as_the_whole() {
+    let _serial = one_at_a_time();
     let algebra = Algebra::new(3, 0, 1).unwrap();
     let kernel = GaKernel::new(
         algebra,
@@ -138,6 +153,7 @@ fn chunks_of_any_size_give_the_same_bits_as_the_whole() {
 
 #[test]
 fn host_products_match_a_float64_reference() {
+    let _serial = one_at_a_time();
     for (p, q, r) in [(3, 0, 0), (1, 3, 0), (3, 0, 1), (2, 2, 2)] {
         let algebra = Algebra::new(p, q, r).unwrap();
         let squares: Vec<f64> = (0..algebra.dimension())
@@ -212,6 +228,7 @@ fn open_backends(backends: &[&str], chunk_items: usize) -> amari_gpu::MultiGpuCo
 
 #[test]
 fn the_static_cl3_product_on_the_host_matches_the_shader_bit_for_bit() {
+    let _serial = one_at_a_time();
     use amari_gpu::ga::geometric_product_cl3;
     use amari_gpu::Strategy;
     let n = 4099;
@@ -250,6 +267,7 @@ fn the_static_cl3_product_on_the_host_matches_the_shader_bit_for_bit() {
 /// in every signature class.
 #[test]
 fn normalize_of_extreme_rows_matches_the_devices_bit_for_bit() {
+    let _serial = one_at_a_time();
     let ctxs = contexts(Some(256));
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
@@ -319,6 +337,7 @@ fn normalize_of_extreme_rows_matches_the_devices_bit_for_bit() {
 /// with their sign.
 #[test]
 fn normalize_of_nan_and_inf_rows_matches_the_devices_bit_for_bit() {
+    let _serial = one_at_a_time();
     const NAN: u32 = 0x7fc0_0000;
     let ctxs = contexts(Some(64));
     let specials = [
