@@ -17,6 +17,7 @@ __all__ = [
     "DEVICE_TYPES",
     "SEMIRINGS",
     "STRATEGIES",
+    "Balancer",
     "Context",
     "DeviceArray",
     "Profile",
@@ -269,6 +270,21 @@ class FisherPreparedDict(TypedDict):
     column_exponents: list[int]
     weight_exponent: int
 
+class Balancer:
+    def __init__(self) -> None: ...
+    def observe(self, owner: int, cells: int, seconds: float, overhead_s: float) -> None: ...
+    def round_done(self) -> None: ...
+    def relaid(self) -> None: ...
+    def propose(
+        self,
+        split: list[tuple[int, int]],
+        round_s: float,
+        remaining_rounds: int,
+        latency_s: float,
+        row_s: float,
+        halo: int,
+    ) -> list[tuple[int, int]] | None: ...
+
 @final
 class DeviceArray:
     @property
@@ -404,6 +420,9 @@ __all__ += [
     "check_fisher_categorical",
     "check_fisher_gaussian",
     "check_ga_apply",
+    "check_life",
+    "check_map_rows",
+    "check_stencil",
     "check_tropical_matmul",
     "check_tropical_matvec",
 ]
