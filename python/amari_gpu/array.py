@@ -154,6 +154,8 @@ def _rows_of(shape: tuple[int, ...]) -> tuple[int, int]:
 class ResidentMixin(KernelHost):
     """``asarray`` of ``MultiGpuContext``."""
 
+    _array_class = DeviceArray
+
     def asarray(self, x: Any, strategy: str | None = None) -> DeviceArray:
         """Uploads ``x`` (any real dtype, converted to float32 like every kernel input; at
         least one axis) into row shards placed by ``strategy`` (default: the context's).
@@ -183,6 +185,7 @@ def returned(
     ``shape``."""
     if target is not None:
         return cast("npt.NDArray[np.float32] | DeviceArray", target)
-    if isinstance(result, _native.DeviceArray):
-        return DeviceArray(result, ctx, shape)
+    if not isinstance(result, np.ndarray):
+        # A native handle (a RayContext's cluster handle): the context's array type.
+        return ctx._array_class(result, ctx, shape)  # type: ignore[no-any-return]
     return cast("npt.NDArray[np.float32]", result).reshape(shape)

@@ -135,31 +135,6 @@ fn check_fisher_gaussian(
     })
 }
 
-/// Checks `map_rows(ctx, spec, arrays)` as its core entry does without a context (the
-/// arrays' shapes in the caller's terms, `spec["source"]` against them by naga): raises
-/// its error, or returns the call's items. `arrays` are host rows with the caller's shapes.
-#[pyfunction]
-fn check_map_rows(
-    py: Python<'_>,
-    spec: crate::rows::RowsSpec,
-    arrays: Vec<(PyReadonlyArrayDyn<'_, f32>, Vec<usize>)>,
-) -> PyResult<usize> {
-    let mut views = Vec::with_capacity(arrays.len());
-    for (k, (array, shape)) in arrays.iter().enumerate() {
-        let data = Operand::Host(contiguous(array, &format!("arrays[{k}]"))?);
-        views.push(RowArray { data, shape });
-    }
-    let call = RowsCall {
-        source: &spec.source,
-        arrays: views,
-        out_cols: spec.out_cols,
-        params: spec.params,
-    };
-    rows::check_call(&call)
-        .map(|(items, _)| items)
-        .map_err(|e| to_pyerr(py, e))
-}
-
 /// Checks `stencil(ctx, grid, alpha, boundary, {"steps": steps, ...})` as its core entry
 /// does without a context (shape, `alpha`, `boundary`, finite cells): raises its error, or
 /// returns the power of two the core scales the grid down by (0: it runs as given).
@@ -186,6 +161,31 @@ fn check_life(py: Python<'_>, grid: PyReadonlyArray2<'_, u8>) -> PyResult<()> {
     let (height, width) = (grid.shape()[0], grid.shape()[1]);
     let cells = contiguous(&grid, "grid")?;
     run_detached(py, move || domain::check_life(cells, height, width))
+}
+
+/// Checks `map_rows(ctx, spec, arrays)` as its core entry does without a context (the
+/// arrays' shapes in the caller's terms, `spec["source"]` against them by naga): raises
+/// its error, or returns the call's items. `arrays` are host rows with the caller's shapes.
+#[pyfunction]
+fn check_map_rows(
+    py: Python<'_>,
+    spec: crate::rows::RowsSpec,
+    arrays: Vec<(PyReadonlyArrayDyn<'_, f32>, Vec<usize>)>,
+) -> PyResult<usize> {
+    let mut views = Vec::with_capacity(arrays.len());
+    for (k, (array, shape)) in arrays.iter().enumerate() {
+        let data = Operand::Host(contiguous(array, &format!("arrays[{k}]"))?);
+        views.push(RowArray { data, shape });
+    }
+    let call = RowsCall {
+        source: &spec.source,
+        arrays: views,
+        out_cols: spec.out_cols,
+        params: spec.params,
+    };
+    rows::check_call(&call)
+        .map(|(items, _)| items)
+        .map_err(|e| to_pyerr(py, e))
 }
 
 /// Adds this module's functions to `_native`.
