@@ -93,6 +93,10 @@ def test_array_basics_and_free(rc: ag.RayContext) -> None:
     assert ints.numpy().dtype == np.float32 and np.array_equal(
         ints.numpy(), np.arange(30).reshape(10, 3)
     )
+    # No rows, as locally: an empty array, and kernels give empty results.
+    empty = rc.asarray(np.zeros((0, 8), np.float32))
+    assert empty.shape == (0, 8) and empty.numpy().shape == (0, 8)
+    assert rc.reverse(empty).numpy().shape == (0, 8)
     d.free()
     assert d.freed and "freed" in repr(d)
     with pytest.raises(ag.InvalidArgumentError, match="x: expected a live DeviceArray"):
@@ -152,6 +156,15 @@ def test_every_family_takes_cluster_arrays(rc: ag.RayContext, local: ag.MultiGpu
     got = rc.tropical_matmul(rc.asarray(a), bm)
     assert isinstance(got, ClusterArray)
     assert got.numpy().tobytes() == local.tropical_matmul(a, bm).tobytes()
+    x = rng.standard_normal(6).astype(np.float32)
+    got = rc.tropical_matvec(rc.asarray(a), x)
+    assert got.numpy().tobytes() == local.tropical_matvec(a, x).tobytes()
+    # A batch of products: its entries' rows gathered, the result put back on the nodes.
+    a3 = rng.standard_normal((3, 50, 6)).astype(np.float32)
+    b3 = rng.standard_normal((3, 6, 4)).astype(np.float32)
+    got = rc.tropical_matmul(rc.asarray(a3), b3)
+    assert isinstance(got, ClusterArray) and got.shape == (3, 50, 4)
+    assert got.numpy().tobytes() == local.tropical_matmul(a3, b3).tobytes()
     probs = random_probs(900, 7, seed=2)
     got = rc.fisher_categorical(rc.asarray(probs))
     assert got.shape == (900, 7, 7)

@@ -232,6 +232,19 @@ def row_ranges(nodes: list[Node], counts: list[int]) -> list[tuple[Node, int, in
     return out
 
 
+def upload(cluster: Dispatcher, flat: npt.NDArray[np.float32]) -> ClusterHandle:
+    """A new array of the float32 rows ``flat``: one shard per node with rows, each put in
+    the object store once (its lineage) and uploaded by its node (none for no rows)."""
+    from .resident import hold
+
+    rows, cols = flat.shape
+    layout = _layout(cluster, rows)
+    refs = [ray.put(np.ascontiguousarray(flat[s:e])) for _n, s, e in layout]
+    bounds = [(s, e) for _n, s, e in layout]
+    lineage = Lineage(rows, cols, refs, bounds, [(0, e - s) for s, e in bounds])
+    return hold(cluster, lineage, [n for n, _s, _e in layout])
+
+
 class ClusterArrayMixin:
     """``asarray`` and ``from_ray`` of ``RayContext``."""
 
@@ -246,7 +259,6 @@ class ClusterArrayMixin:
         (the lineage of a shard lost with its node). ``strategy`` is checked and otherwise
         unused (the shards follow the nodes' rates)."""
         from ..planning import optional_strategy
-        from .resident import hold
 
         optional_strategy(strategy)
         if isinstance(x, ClusterArray):
@@ -261,19 +273,13 @@ class ClusterArrayMixin:
         if array.ndim == 0:
             raise ShapeError("x: expected an array with at least one axis, got a scalar")
         rows, cols = _rows_of(array.shape)
-        if cols == 0 or rows == 0:
+        if cols == 0:
             raise ShapeError(
-                f"x: expected at least one row of at least one element, got shape "
-                f"{shape_text(array.shape)}"
+                f"x: expected rows of at least one element, got shape {shape_text(array.shape)}"
             )
         self._check_open()  # type: ignore[attr-defined]
         flat = as_float32("x", array.reshape(rows, cols))
-        layout = _layout(self._native, rows)
-        refs = [ray.put(np.ascontiguousarray(flat[s:e])) for _n, s, e in layout]
-        bounds = [(s, e) for _n, s, e in layout]
-        lineage = Lineage(rows, cols, refs, bounds, [(0, e - s) for s, e in bounds])
-        handle = hold(self._native, lineage, [n for n, _s, _e in layout])
-        return ClusterArray(handle, self, tuple(array.shape))
+        return ClusterArray(upload(self._native, flat), self, tuple(array.shape))
 
     def from_ray(self, refs: Any) -> ClusterArray:
         """A ClusterArray of the rows of arrays already in Ray's object store (``ray.put``,

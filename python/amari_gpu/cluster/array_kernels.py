@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .array import ClusterHandle, Lineage, Rows, ShardShape, Whole
+from .array import ClusterHandle, Lineage, Rows, ShardShape, Whole, upload
 from .dispatch import Dispatcher
 from .resident import CALLER_ERRORS, gather, run
 
@@ -51,11 +51,18 @@ def call(
         if recheck is not None:
             recheck([gather(v) if isinstance(v, ClusterHandle) else v for v in operands])
         raise
+    return _placed(ctx, result, out)
+
+
+def _placed(_ctx: Dispatcher, result: ClusterHandle, out: Any) -> tuple[Any, None]:
+    """``result`` as the call returns it: taken by a cluster-array ``out``, gathered into
+    a numpy one, else itself."""
     if isinstance(out, ClusterHandle):
         out.adopt(result)
         return out, None
     if isinstance(out, np.ndarray):
-        out.reshape(result.rows, result.cols)[...] = gather(result)
+        if result.rows:
+            out.reshape(result.rows, -1)[...] = gather(result)
         result.free()
         return out, None
     return result, None
@@ -88,20 +95,21 @@ def tropical(
     semiring: str,
     out: Any,
     a_shape: tuple[int, ...],
+    numpy_run: Callable[[Any], Any],
 ) -> tuple[Any, None]:
     """``tropical_matmul`` or ``tropical_matvec`` of a cluster array ``a`` of ``(m, k)``
-    rows (a batch is refused: its shards would have to hold whole entries)."""
+    rows, each shard's rows on its node. A batch ``(batch, m, k)`` is gathered and run by
+    ``numpy_run`` (the cluster's numpy path: its chunks are whole entries of the batch),
+    its result put back on the nodes."""
     from .. import _native
-    from ..errors import InvalidArgumentError
 
     def recheck(values: list[Any]) -> None:
         getattr(_native, f"check_{kernel}")(values[0].reshape(a_shape), values[1], semiring)
 
     if len(a_shape) != 2:
-        raise InvalidArgumentError(
-            f"a: expected a ClusterArray (m, k) on a RayContext (a batch is run from a numpy "
-            f"array), got shape {a_shape}"
-        )
+        result = numpy_run(gather(a).reshape(a_shape))
+        flat = np.ascontiguousarray(result.reshape(-1, result.shape[-1]))
+        return _placed(ctx, upload(ctx, flat), out)
     template = (Rows(0), Whole(1), semiring, None, None, ShardShape(a_shape[1:]))
     return call(ctx, kernel, template, [a, other], out, recheck)
 

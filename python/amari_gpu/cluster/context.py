@@ -332,8 +332,9 @@ class RayContext(
         return out
 
     def inject_fault(self, node_id: int, after_chunks: int = 0, *, fault: str = "kill") -> None:
-        """For testing recovery: makes node ``node_id`` fail when it starts a chunk (or a
-        grid round) after completing ``after_chunks`` more. Its unfinished chunks go to the
+        """For testing recovery: makes node ``node_id`` fail when it starts a chunk (a grid
+        round, or a cluster array's shard call or upload, each counts as one) after
+        completing ``after_chunks`` more. Its unfinished chunks go to the
         healthy nodes; it stays out of later calls.
 
         Args:

@@ -156,7 +156,13 @@ def _tropical(
     checked whole by the core's ``check_<kernel>``; ``out_bytes``: the bytes of its result,
     from the batched operands (the plan's cost per item)."""
     if resident(a):
-        return array_kernels.tropical(ctx, kernel, a, other, semiring, out, a_shape or ())
+
+        def numpy_run(rows: Any) -> Any:
+            return _tropical(ctx, kernel, rows, other, semiring, strategy, None, None, out_bytes)[0]
+
+        return array_kernels.tropical(
+            ctx, kernel, a, other, semiring, out, a_shape or (), numpy_run
+        )
     _host_only(a, out)
     getattr(_native, f"check_{kernel}")(a, other, semiring)
     a3, other3, out3 = _batch_view(a, other, out)

@@ -260,6 +260,11 @@ def run(cluster: Dispatcher, lin: Lineage, primary: Lineage) -> ClusterHandle:
 
             raise InvalidArgumentError("expected a live ClusterArray operand, got a freed one")
         heal(held)
+        if not held.shards:
+            # No rows: nothing runs (an empty array of any width gathers to the caller's
+            # empty shape).
+            lin.rows = 0
+            return ClusterHandle(cluster, lin, [])
         shards = []
         for s in held.shards:
             key = uuid.uuid4().hex
