@@ -32,6 +32,7 @@ from test_map_rows import (  # noqa: F401
     test_two_inputs_one_broadcast_with_params,
     test_zero_rows,
 )
+from test_map_rows_guards import GOOD, PER_ROW
 
 BACKENDS = ["vulkan"]
 RATE = 1e5
@@ -158,3 +159,20 @@ def test_grid_checks_are_the_cores(default_ctx: ag.RayContext, local: ag.MultiGp
         rc.inject_grid_rate(0, float("nan"))
     with pytest.raises(ag.InvalidArgumentError, match="node_id"):
         rc.inject_grid_rate(7, RATE)
+
+
+def test_a_loop_past_lavapipes_cap_is_the_callers_error_not_a_nodes(
+    default_ctx: ag.RayContext,
+) -> None:
+    # Row i loops a[i] times: one row of 100,000 (past the 65,535 iterations lavapipe runs)
+    # among rows of 10, in the last node's rows, for numpy rows and a cluster array alike.
+    rc = default_ctx
+    counts = np.full((3000, 1), 10, np.float32)
+    assert np.array_equal(rc.map_rows(PER_ROW, counts, out_cols=1), counts)
+    counts[2900] = 100_000
+    for operand in (counts, rc.asarray(counts)):
+        with pytest.raises(ag.KernelCompileError, match=r"65,535 iterations"):
+            rc.map_rows(PER_ROW, operand, out_cols=1)
+    assert all(h["healthy"] for h in rc.health().values()), rc.health()
+    ones = rc.asarray(np.ones((3000, 1), np.float32))
+    assert np.array_equal(rc.map_rows(GOOD, ones, out_cols=1).numpy(), np.full((3000, 1), 2.0))
