@@ -220,19 +220,29 @@ def test_from_ray_reads_shards_already_in_the_store(
         rc.from_ray([np.zeros((3, 8))])
 
 
-@pytest.mark.parametrize("keep", [True, False], ids=["operands-kept", "operands-dropped"])
-def test_a_node_killed_mid_chain_is_rebuilt_from_lineage(
-    cluster: Any, local: ag.MultiGpuContext, keep: bool
+@pytest.mark.parametrize(
+    ("fault", "keep", "reason"),
+    [
+        ("kill", True, "actor died"),
+        ("kill", False, "actor died"),
+        ("hang", False, "hung"),
+        ("device_error", True, "DeviceLostError"),
+    ],
+    ids=["killed-operands-kept", "killed-operands-dropped", "hung", "device-error"],
+)
+def test_a_node_lost_mid_chain_is_rebuilt_from_lineage(
+    cluster: Any, local: ag.MultiGpuContext, fault: str, keep: bool, reason: str
 ) -> None:
     a, b = _batch(30_000, 11), _batch(30_000, 12)
     rotor = local.normalize(_batch(1, 13)[0])
     want = _chain(local, a, b, rotor)
-    with ag.RayContext(backends=BACKENDS) as rc:
+    # A hung node is given up after node_timeout_s (short here: the hang is certain).
+    with ag.RayContext(backends=BACKENDS, node_timeout_s=5.0) as rc:
         da, db = rc.asarray(a), rc.asarray(b)
         assert [node for node, _, _ in da.sharding] == [0, 1, 2]
-        # Node 1 dies when it starts the third call's shard (after the two of the chain's
+        # Node 1 fails when it starts the third call's shard (after the two of the chain's
         # first two calls).
-        rc.inject_fault(1, after_chunks=2)
+        rc.inject_fault(1, after_chunks=2, fault=fault)
         kept = []
         x = rc.geometric_product(da, db)
         for step in range(4):
@@ -244,10 +254,14 @@ def test_a_node_killed_mid_chain_is_rebuilt_from_lineage(
                 rc.reverse,
                 rc.normalize,
             ][step](x)
-        assert not rc.health()[1]["healthy"]
-        assert rc.health()[1]["reason"].startswith("actor died")
+        health = rc.health()
+        assert not health[1]["healthy"] and health[1]["reason"].startswith(reason), health
         assert all(node != 1 for node, _, _ in x.sharding)
         assert x.numpy().tobytes() == want.tobytes()
         # The operands' shards lost with the node are made again on the others too.
         assert da.numpy().tobytes() == a.tobytes()
         assert all(node != 1 for node, _, _ in da.sharding)
+        if keep:
+            # A kept intermediate whose shard was lost is made again when it is read.
+            first = local.geometric_product(a, b)
+            assert kept[0].numpy().tobytes() == first.tobytes()

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from .array import ClusterHandle, Lineage, Rows, ShardShape, Whole, upload
-from .dispatch import Dispatcher
-from .resident import CALLER_ERRORS, gather, run
+from .dispatch import ARGUMENT_ERRORS, Dispatcher
+from .resident import gather, run
 
 
 def resident(*values: Any) -> bool:
@@ -47,7 +47,7 @@ def call(
     )
     try:
         result = run(ctx, lin, primary.lineage)
-    except CALLER_ERRORS:
+    except ARGUMENT_ERRORS:
         if recheck is not None:
             recheck([gather(v) if isinstance(v, ClusterHandle) else v for v in operands])
         raise

@@ -21,9 +21,6 @@ from .node import ArraySlot, HeldSlot
 
 T = TypeVar("T")
 
-CALLER_ERRORS = ARGUMENT_ERRORS
-"""Errors of a node's call that say the call is wrong (raised to the caller), not the node."""
-
 
 class NodeFailed(Exception):
     """A node failed during an attempt (it is marked lost, the attempt starts again)."""
@@ -74,7 +71,7 @@ class Attempt:
                 if isinstance(cause, RayActorError):
                     dead = by_actor.get(getattr(cause, "actor_id", None) or "", node)
                     raise NodeFailed(dead, f"actor died: {type(cause).__name__}") from None
-                if isinstance(cause, CALLER_ERRORS):
+                if isinstance(cause, ARGUMENT_ERRORS):
                     raise cause from None
                 raise NodeFailed(node, f"{type(cause).__name__}: {cause}") from None
         return answers
