@@ -236,8 +236,10 @@ def test_a_node_lost_mid_chain_is_rebuilt_from_lineage(
     a, b = _batch(30_000, 11), _batch(30_000, 12)
     rotor = local.normalize(_batch(1, 13)[0])
     want = _chain(local, a, b, rotor)
-    # A hung node is given up after node_timeout_s (short here: the hang is certain).
-    with ag.RayContext(backends=BACKENDS, node_timeout_s=5.0) as rc:
+    # A hung node is given up after node_timeout_s: short for the hang (which is certain),
+    # the default otherwise (it also bounds the nodes' start on a busy machine).
+    timeout = {"node_timeout_s": 10.0} if fault == "hang" else {}
+    with ag.RayContext(backends=BACKENDS, **timeout) as rc:
         da, db = rc.asarray(a), rc.asarray(b)
         assert [node for node, _, _ in da.sharding] == [0, 1, 2]
         # Node 1 fails when it starts the third call's shard (after the two of the chain's
