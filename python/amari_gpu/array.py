@@ -164,17 +164,23 @@ class ResidentMixin(KernelHost):
         if isinstance(x, DeviceArray):
             x._live("x", self)
             return x
-        array = real_array("x", x)
-        if array.ndim == 0:
-            raise ShapeError("x: expected an array with at least one axis, got a scalar")
-        rows, cols = _rows_of(array.shape)
-        if cols == 0:
-            raise ShapeError(
-                f"x: expected rows of at least one element, got shape {shape_text(array.shape)}"
-            )
-        flat = as_float32("x", array.reshape(rows, cols))
+        flat, shape = host_rows(x)
         handle = _native.resident_upload(self._native, flat, optional_strategy(strategy))
-        return DeviceArray(handle, self, tuple(array.shape))
+        return DeviceArray(handle, self, shape)
+
+
+def host_rows(x: Any) -> tuple[npt.NDArray[np.float32], tuple[int, ...]]:
+    """``x`` as ``asarray`` takes it (any real dtype, at least one axis, rows of at least
+    one element): its float32 rows (``_rows_of``) and its shape."""
+    array = real_array("x", x)
+    if array.ndim == 0:
+        raise ShapeError("x: expected an array with at least one axis, got a scalar")
+    rows, cols = _rows_of(array.shape)
+    if cols == 0:
+        raise ShapeError(
+            f"x: expected rows of at least one element, got shape {shape_text(array.shape)}"
+        )
+    return as_float32("x", array.reshape(rows, cols)), tuple(array.shape)
 
 
 def returned(

@@ -24,9 +24,9 @@ import numpy as np
 import numpy.typing as npt
 import ray
 
-from .._validate import as_float32, real_array, shape_text
-from ..array import DeviceArray, _rows_of
-from ..errors import InvalidArgumentError, ShapeError
+from .._validate import shape_text
+from ..array import DeviceArray, host_rows
+from ..errors import InvalidArgumentError
 from .dispatch import Dispatcher, Node
 from .planner import apportion
 
@@ -269,17 +269,9 @@ class ClusterArrayMixin:
                 "x: expected an array of host memory or a ClusterArray of this context, got a "
                 "DeviceArray of a local context (gather it with .numpy())"
             )
-        array = real_array("x", x)
-        if array.ndim == 0:
-            raise ShapeError("x: expected an array with at least one axis, got a scalar")
-        rows, cols = _rows_of(array.shape)
-        if cols == 0:
-            raise ShapeError(
-                f"x: expected rows of at least one element, got shape {shape_text(array.shape)}"
-            )
+        flat, shape = host_rows(x)
         self._check_open()  # type: ignore[attr-defined]
-        flat = as_float32("x", array.reshape(rows, cols))
-        return ClusterArray(upload(self._native, flat), self, tuple(array.shape))
+        return ClusterArray(upload(self._native, flat), self, shape)
 
     def from_ray(self, refs: Any) -> ClusterArray:
         """A ClusterArray of the rows of arrays already in Ray's object store (``ray.put``,
