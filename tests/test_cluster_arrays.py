@@ -267,3 +267,18 @@ def test_a_node_lost_mid_chain_is_rebuilt_from_lineage(
             # A kept intermediate whose shard was lost is made again when it is read.
             first = local.geometric_product(a, b)
             assert kept[0].numpy().tobytes() == first.tobytes()
+
+
+def test_lineage_keeps_the_rows_a_numpy_operand_had(
+    cluster: Any, local: ag.MultiGpuContext
+) -> None:
+    a, b = _batch(9000, 21), _batch(9000, 22)
+    want = local.reverse(local.geometric_product(a, b))
+    with ag.RayContext(backends=BACKENDS) as rc:
+        y = rc.geometric_product(rc.asarray(a), b)
+        b[:] = 0.0  # the caller's array changes after the call
+        # Node 2 dies at its next shard call: its shard of y is made again from lineage.
+        rc.inject_fault(2, after_chunks=0)
+        got = rc.reverse(y)
+        assert not rc.health()[2]["healthy"]
+        assert got.numpy().tobytes() == want.tobytes()

@@ -25,7 +25,10 @@ def resident(*values: Any) -> bool:
 
 
 def _operand(value: Any) -> Any:
-    return value.lineage if isinstance(value, ClusterHandle) else value
+    """An operand as the result's lineage keeps it: a cluster array's lineage (not its
+    shards), or a copy of a numpy operand (the caller may change theirs afterwards; a shard
+    made again must see the rows the call saw), as a local DeviceArray's lineage does."""
+    return value.lineage if isinstance(value, ClusterHandle) else np.array(value, copy=True)
 
 
 def call(
