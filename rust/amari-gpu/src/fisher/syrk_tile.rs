@@ -1,7 +1,10 @@
 //! The 64 × 64 tiles of the host SYRK (`fisher_tiled`'s twin): one row of tiles of one
 //! slice, blocked over the slice's rows. Per block of [`KC`] rows the left strip (weighted)
 //! and each right strip are packed, and the micro-kernel continues every entry's chain from
-//! the value the tile holds, so the block boundaries leave no trace in the bits.
+//! the value the tile holds, so the block boundaries leave no trace in the bits. The first
+//! tile of a row of tiles is on the diagonal: its entries below the diagonal (column < row)
+//! are mirrored ones the reduction never reads, so the vector kernels skip what they can of
+//! them and every level writes them as 0, as `fisher_tiled` does.
 
 use super::shape::TILE;
 use super::syrk_pack::{pack_rows, Rows};
@@ -31,22 +34,39 @@ pub(super) fn run_tiles<const F: bool>(level: Level, src: &Rows, i0: usize, out:
         pack_rows::<E>(src, rows.clone(), i0, true, &mut lhs);
         for (j, tile) in out.chunks_exact_mut(E * E).enumerate() {
             pack_rows::<E>(src, rows.clone(), i0 + j * E, false, &mut rhs);
-            micro::<F>(level, k0 == 0, &lhs[..kc * E], &rhs[..kc * E], tile);
+            let at = (k0 == 0, j == 0);
+            micro::<F>(level, at, &lhs[..kc * E], &rhs[..kc * E], tile);
         }
+    }
+    zero_below_diagonal(&mut out[..E * E]);
+}
+
+/// Entries (r, c) with c < r of a diagonal tile (row-major E × E) to 0.
+pub(super) fn zero_below_diagonal(tile: &mut [f32]) {
+    for (r, row) in tile.chunks_exact_mut(E).enumerate() {
+        row[..r].fill(0.0);
     }
 }
 
 /// `tile[r][c] = fma(lhs[k][r], rhs[k][c], tile[r][c])` for k in order, at `level`; on the
-/// `first` block the chains start from 0 instead (what the tile holds is not read).
-fn micro<const F: bool>(level: Level, first: bool, lhs: &[f32], rhs: &[f32], tile: &mut [f32]) {
+/// `first` block the chains start from 0 instead (what the tile holds is not read); on a
+/// `diag`onal tile entries below the diagonal may be left as they are.
+fn micro<const F: bool>(
+    level: Level,
+    (first, diag): (bool, bool),
+    lhs: &[f32],
+    rhs: &[f32],
+    tile: &mut [f32],
+) {
     #[cfg(target_arch = "x86_64")]
     {
         use super::syrk_simd::{run, Call};
         let tile = &mut *tile;
-        if run::<F>(level, Call::Tile { first, lhs, rhs, tile }) {
+        if run::<F>(level, Call::Tile { first, diag, lhs, rhs, tile }) {
             return;
         }
     }
+    let _ = diag;
     let _ = level;
     if first {
         tile.fill(0.0);
