@@ -134,16 +134,17 @@ pub(crate) fn unravel(flat: usize, dims: &[usize]) -> Vec<usize> {
 const MAGNITUDE: u32 = 0x7fff_ffff;
 /// The magnitude bits of infinity.
 const INF_BITS: u32 = 0x7f80_0000;
-/// Words the operand scans test at once. The scans run on every product's operands before
-/// the product: a block's test is a branch-free maximum of magnitude bits (the compiler
-/// vectorises it), where a search for the first NaN word by word would not be, and costs
-/// more than a tenth of a 1024² host product.
+/// Words the NaN test scans at once before searching a block word by word.
 const SCAN_BLOCK: usize = 4096;
+/// Lanes the scans keep apart (an array, so that the compiler makes the loop element-wise
+/// vector operations: a word-by-word search or a reduction of one value is not vectorised,
+/// and cost more than a tenth of a 1024² host product for the operands' two scans each).
+const LANES: usize = 16;
 
 /// Fails with an error naming `argument` and the first position of a NaN in `data`, a flat
 /// row-major array of shape `dims` (indexed like numpy: `[batch, row, column]`).
 pub fn reject_nan(argument: &str, data: &[f32], dims: &[usize]) -> Result<()> {
-    let has_nan = |block: &[f32]| top_magnitude_bits(block.iter().map(|v| v.to_bits())) > INF_BITS;
+    let has_nan = |block: &[f32]| top_magnitude_bits(block, false) > INF_BITS;
     let Some(block) = data.chunks(SCAN_BLOCK).position(has_nan) else {
         return Ok(());
     };
@@ -152,10 +153,28 @@ pub fn reject_nan(argument: &str, data: &[f32], dims: &[usize]) -> Result<()> {
     Err(nan_error(argument, &unravel(flat, dims), dims))
 }
 
-/// The largest magnitude bits of `bits` (0 for none).
-#[inline]
-fn top_magnitude_bits(bits: impl Iterator<Item = u32>) -> u32 {
-    bits.fold(0, |top, b| top.max(b & MAGNITUDE))
+/// The largest magnitude bits of `data`'s words (0 for none), of its finite words only when
+/// `finite_only`.
+fn top_magnitude_bits(data: &[f32], finite_only: bool) -> u32 {
+    let word = |v: &f32| {
+        let m = v.to_bits() & MAGNITUDE;
+        // Below 2^31, so the signed comparisons SSE2 has order them.
+        if finite_only && m >= INF_BITS {
+            0
+        } else {
+            m as i32
+        }
+    };
+    let mut top = [0i32; LANES];
+    let mut chunks = data.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (t, v) in top.iter_mut().zip(chunk) {
+            let m = word(v);
+            *t = if m > *t { m } else { *t };
+        }
+    }
+    let rest = chunks.remainder().iter().map(word);
+    top.into_iter().chain(rest).max().unwrap_or(0) as u32
 }
 
 /// Refuses a whole-bound operand larger than some device can bind.
@@ -184,16 +203,9 @@ pub(crate) fn check_whole_binding(
 }
 
 /// The largest finite magnitude in `data` (0 without one), from the magnitudes' bits (which
-/// order them exactly; infinities and NaN count as 0) so that the scan vectorises.
+/// order them exactly; infinities and NaN count as 0).
 pub(crate) fn largest_finite(data: &[f32]) -> f64 {
-    let finite = data.iter().map(|v| v.to_bits() & MAGNITUDE).map(|m| {
-        if m < INF_BITS {
-            m
-        } else {
-            0
-        }
-    });
-    f64::from(f32::from_bits(top_magnitude_bits(finite)))
+    f64::from(f32::from_bits(top_magnitude_bits(data, true)))
 }
 
 /// Whether a product of operands whose largest finite magnitudes are `top_a` and `top_b`
