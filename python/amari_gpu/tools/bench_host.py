@@ -23,7 +23,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,9 @@ import numpy.typing as npt
 from .._adapters import AdapterInfo
 from ..context import MultiGpuContext
 from ..errors import AmariGpuError
+
+if TYPE_CHECKING:  # the stub's record types exist for type checkers only
+    from .._native import DeviceLimitsDict
 
 GRID_STEPS = 16
 FISHER_NARROW = 64
@@ -548,23 +551,23 @@ MAX_PLUS_SHARE_TARGET = 0.6
 """Issue 27: the max-plus product at >= 60% of the host's measured add/max issue rate."""
 
 
-def _max_plus_limit(host: MultiGpuContext) -> dict[str, Any]:
+def _max_plus_limit(host: MultiGpuContext) -> DeviceLimitsDict:
     """The host's max-plus issue rate measured now by the roofline's limits (the host
     device's SIMD level and threads), with what measured it."""
     from .. import _native
 
     (limit,) = _native.device_limits(host._native)
-    return limit  # type: ignore[no-any-return]
+    return limit
 
 
 def _max_plus_share(
-    rows: list[Row], sizes: Sizes, host: MultiGpuContext, before: dict[str, Any]
+    rows: list[Row], sizes: Sizes, host: MultiGpuContext, before: DeviceLimitsDict
 ) -> dict[str, Any]:
     """The max-plus row's (add, max) pairs per second at its median against the host's
     max-plus issue rate, measured before the rows (``before``) and again after them, the
     better kept (a busy machine only ever slows a measurement down); its operations are an
     add and a max a step, so half of them are pairs."""
-    limit = max(before, _max_plus_limit(host), key=lambda lim: float(lim["max_ops_per_s"]))
+    limit = max(before, _max_plus_limit(host), key=lambda lim: lim["max_ops_per_s"])
     row = next(r for r in rows if r.work.startswith("max-plus"))
     pairs = sizes.maxplus_n**3
     achieved = pairs / statistics.median(row.ours_s) if row.ours_s else None
