@@ -17,8 +17,18 @@ import pytest
 from _process import python
 
 # (batch or None, m, k, n): one row, tails of every tile (4, 6, 12 rows; 16, 32 columns),
-# k past a 256-wide block, and a batch.
-SHAPES = [(None, 1, 1, 1), (None, 13, 7, 33), (None, 70, 300, 65), (3, 25, 17, 40)]
+# k past a 256-wide block, a batch, and 64-row chunks shared between threads in tiles of
+# 12, 12 and 8 rows (6s and a 2 at AVX2) with k past the host's 128-wide k block; rows
+# that leave 4 and 8 for a shorter last tile (20, 9 for the resident rows path).
+SHAPES = [
+    (None, 1, 1, 1),
+    (None, 13, 7, 33),
+    (None, 70, 300, 65),
+    (3, 25, 17, 40),
+    (None, 136, 130, 47),
+    (None, 20, 5, 9),
+    (None, 9, 3, 70),
+]
 PATHS_N = 75
 
 SCRIPT = """

@@ -23,7 +23,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,9 @@ import numpy.typing as npt
 from .._adapters import AdapterInfo
 from ..context import MultiGpuContext
 from ..errors import AmariGpuError
+
+if TYPE_CHECKING:  # the stub's record types exist for type checkers only
+    from .._native import DeviceLimitsDict
 
 GRID_STEPS = 16
 FISHER_NARROW = 64
@@ -514,9 +517,10 @@ def run(sizes: Sizes, repeats: int) -> dict[str, Any]:
         # Measured in this run (not read from the cache), before the rows, on the same load.
         (caps,) = host.calibrate(force=True)
         bandwidth = caps.memory_bandwidth_gb_s
+        limit_before = _max_plus_limit(host)
         rows = build_rows(host, sizes)
         _measure(rows, repeats)
-        max_plus = _max_plus_share(rows, sizes, host)
+        max_plus = _max_plus_share(rows, sizes, host, limit_before)
     result: dict[str, Any] = {
         "cpu": cpu_model(),
         "simd": host_info.features[0] if host_info.features else "unknown",
@@ -552,14 +556,23 @@ MAX_PLUS_SHARE_TARGET = 0.6
 """Issue 27: the max-plus product at >= 60% of the host's measured add/max issue rate."""
 
 
-def _max_plus_share(rows: list[Row], sizes: Sizes, host: MultiGpuContext) -> dict[str, Any]:
-    """The max-plus row's (add, max) pairs per second at its median against the host's
-    max-plus issue rate, measured now by the roofline's limits (same load, the host device's
-    SIMD level and threads; its operations are an add and a max a step, so half of them are
-    pairs)."""
+def _max_plus_limit(host: MultiGpuContext) -> DeviceLimitsDict:
+    """The host's max-plus issue rate measured now by the roofline's limits (the host
+    device's SIMD level and threads), with what measured it."""
     from .. import _native
 
     (limit,) = _native.device_limits(host._native)
+    return limit
+
+
+def _max_plus_share(
+    rows: list[Row], sizes: Sizes, host: MultiGpuContext, before: DeviceLimitsDict
+) -> dict[str, Any]:
+    """The max-plus row's (add, max) pairs per second at its median against the host's
+    max-plus issue rate, measured before the rows (``before``) and again after them, the
+    better kept (a busy machine only ever slows a measurement down); its operations are an
+    add and a max a step, so half of them are pairs."""
+    limit = max(before, _max_plus_limit(host), key=lambda lim: lim["max_ops_per_s"])
     row = next(r for r in rows if r.work.startswith("max-plus"))
     pairs = sizes.maxplus_n**3
     achieved = pairs / statistics.median(row.ours_s) if row.ours_s else None
@@ -679,7 +692,8 @@ def lines(result: dict[str, Any]) -> list[str]:
         out.append(
             f"max-plus: {mp['pairs_per_s'] / 1e9:.1f} G pairs/s at its median "
             f"({mp['best_pairs_per_s'] / 1e9:.1f} at its best) against the add/max issue rate "
-            f"measured now, {mp['limit_pairs_per_s'] / 1e9:.1f} G pairs/s "
+            f"measured before and after the rows (the better), "
+            f"{mp['limit_pairs_per_s'] / 1e9:.1f} G pairs/s "
             f"({mp['limit_measured_with']}): {mp['share']:.0%} (target >= "
             f"{mp['target']:.0%}): met {'yes' if mp['share'] >= mp['target'] else 'no'}"
         )

@@ -101,6 +101,23 @@ const K_BLOCK: usize = 128;
 /// Left-operand bytes one task packs: its panels stay in L2 beside the strip they meet.
 const TASK_PANEL_BYTES: usize = 192 << 10;
 
+/// Rows of each task of a product of `rows` rows (inner size `k`) on `threads` threads:
+/// at most [`TASK_PANEL_BYTES`] of panels, in a number of equal shares that is a multiple
+/// of the threads, each share whole tile quanta, so that the threads finish together and
+/// the last panel of a share computes as few padded rows as the kernel allows (a chunk of
+/// 64 rows on 2 threads at AVX-512: two shares of 12 + 12 + 8 rows, none padded).
+fn task_rows(kernel: &Kernel, rows: usize, k: usize, threads: usize) -> usize {
+    let by_cache = (TASK_PANEL_BYTES / (kernel.mr * k.max(1) * 4)).max(1) * kernel.mr;
+    let shares = rows.div_ceil(by_cache).next_multiple_of(threads.max(1));
+    rows.div_ceil(shares).next_multiple_of(kernel.quantum)
+}
+
+/// The heights of the tiles that cover `rows` rows: full tiles, then one tile of the
+/// shortest height that holds the rest.
+fn heights(kernel: &Kernel, rows: usize) -> impl Iterator<Item = usize> + '_ {
+    (0..rows.div_ceil(kernel.mr)).map(move |p| kernel.height(rows - p * kernel.mr))
+}
+
 /// [`product_rows`] with the micro-kernel of `level` (which the CPU must have). `b` is
 /// packed once into strips; each task packs a few panels of rows of `a`, then walks the
 /// strips, each strip over all its panels while it is in cache.
@@ -124,46 +141,45 @@ pub(super) fn product_rows_at(
         None => Arc::new(pack()),
     };
     let rows = out.len() / cols;
-    let panels = rows.div_ceil(mr);
-    let by_cache = (TASK_PANEL_BYTES / (mr * k.max(1) * 4)).max(1);
-    // Few panels (a chunk of 64 rows) go to the threads in equal shares, each share one
-    // task that meets every strip block with all its panels.
-    let by_threads = panels.div_ceil(rayon::current_num_threads()).max(1);
-    let task_rows = by_cache.min(by_threads) * mr;
+    let task_rows = task_rows(&kernel, rows, k, rayon::current_num_threads());
     out.par_chunks_mut(task_rows * cols)
         .enumerate()
         .for_each(|(t, out)| {
             let r0 = t * task_rows;
             let rows = out.len() / cols;
             let c = c.map(|c| &c[r0 * cols..(r0 + rows) * cols]);
-            let mut packed = vec![0.0f32; rows.div_ceil(mr) * mr * k];
-            for (p, panel) in packed.chunks_mut(mr * k.max(1)).enumerate() {
+            // Panel p starts at row p·mr and word p·mr·k; the last may be shorter.
+            let panels = rows.div_ceil(mr);
+            let mut packed = vec![0.0f32; panels * mr * k];
+            for (p, height) in heights(&kernel, rows).enumerate() {
                 let (first, last) = (r0 + p * mr, (r0 + (p + 1) * mr).min(r0 + rows));
-                pack_a(&a[first * k..last * k], k, mr, min, panel);
+                let panel = &mut packed[p * mr * k..][..height * k];
+                pack_a(&a[first * k..last * k], k, height, min, panel);
             }
             // Each strip meets every panel one k block at a time: the strip's block stays
             // in L1 while the panels' blocks come from L2. The tiles carry their
             // accumulators from block to block, so each output is still one walk over k.
-            let panels = rows.div_ceil(mr);
             let mut acc = vec![0.0f32; panels * mr * nr];
             for s in 0..cols.div_ceil(nr) {
                 let (col, strip) = (s * nr, &strips[s * k * nr..(s + 1) * k * nr]);
                 acc.fill(f32::NEG_INFINITY);
                 for k0 in (0..k).step_by(K_BLOCK) {
                     let k1 = (k0 + K_BLOCK).min(k);
-                    for (p, tile) in acc.chunks_exact_mut(mr * nr).enumerate() {
-                        let panel = &packed[p * mr * k..(p + 1) * mr * k];
-                        kernel.tile(&panel[k0 * mr..k1 * mr], &strip[k0 * nr..k1 * nr], tile);
+                    for (p, height) in heights(&kernel, rows).enumerate() {
+                        let panel = &packed[p * mr * k..][..height * k];
+                        let tile = &mut acc[p * mr * nr..][..height * nr];
+                        let block = &strip[k0 * nr..k1 * nr];
+                        kernel.tile(height, &panel[k0 * height..k1 * height], block, tile);
                     }
                 }
-                for (p, tile) in acc.chunks_exact(mr * nr).enumerate() {
+                for p in 0..panels {
                     let place = Place {
                         row: p * mr,
                         col,
                         rows: mr.min(rows - p * mr),
                         cols: nr.min(cols - col),
                     };
-                    store_tile(tile, nr, &place, c, cols, min, out);
+                    store_tile(&acc[p * mr * nr..], nr, &place, c, cols, min, out);
                 }
             }
         });
@@ -319,9 +335,40 @@ mod tests {
     }
 
     #[test]
+    fn a_chunk_of_64_rows_is_shared_equally_with_no_padded_rows() {
+        // Each share's tiles hold exactly its rows: 12 + 12 + 8 at AVX-512, five of 6 and
+        // one of 2 at AVX2, eight of 4 otherwise (a single 12-row height padded 64 rows to
+        // 72, and one thread's share to 36).
+        for level in Level::available() {
+            let kernel = Kernel::at(level);
+            let share = task_rows(&kernel, 64, 1024, 2);
+            assert_eq!(share, 32, "{level:?}");
+            let computed: usize = heights(&kernel, share).sum();
+            assert_eq!(computed, 32, "{level:?}");
+        }
+        let avx512 = Kernel::at(Level::Avx512);
+        assert_eq!(heights(&avx512, 32).collect::<Vec<_>>(), [12, 12, 8]);
+        assert_eq!(heights(&avx512, 13).collect::<Vec<_>>(), [12, 4]);
+        // Many rows: panels of a few hundred KiB per task, still whole quanta.
+        assert_eq!(task_rows(&avx512, 1024, 1024, 2), 48);
+    }
+
+    #[test]
     fn every_level_and_shape_computes_the_shaders_bits() {
-        // Rows, k and cols around every tile size (4, 6, 12 rows; 16, 32 columns), 1 row, k 0.
-        let shapes = [(1, 1, 1), (13, 7, 33), (25, 0, 17), (6, 300, 16), (37, 33, 65)];
+        // Rows, k and cols around every tile size (2 to 12 rows; 16, 32 columns) and every
+        // tail height, a 64-row chunk, 1 row, k 0.
+        let shapes = [
+            (1, 1, 1),
+            (13, 7, 33),
+            (25, 0, 17),
+            (6, 300, 16),
+            (37, 33, 65),
+            (64, 9, 20),
+            (5, 3, 40),
+            (9, 4, 7),
+            (20, 5, 9),
+            (3, 2, 5),
+        ];
         for level in Level::available() {
             for semiring in Semiring::ALL {
                 for (rows, k, cols) in shapes {

@@ -5,6 +5,8 @@
 //! `host_pack`). Each accumulator takes `s = a + b` only when `s > acc`, exactly the
 //! shader's `mx`, so every level computes the same bits: the vector `max(s, acc)`
 //! instructions return their second operand when the comparison is false, NaN included.
+//! Each level also has shorter tiles (multiples of its row quantum up to `MR`), so that the
+//! last panel of a share of rows computes no more padded rows than the quantum needs.
 
 use super::host_pack::mx;
 use crate::host::simd::Level;
@@ -17,43 +19,69 @@ pub(super) struct Kernel {
     pub mr: usize,
     /// Columns of a tile (of a packed right strip).
     pub nr: usize,
+    /// Rows of the shortest tile: every tile height is a multiple of it, up to `mr`.
+    pub quantum: usize,
 }
 
-/// Tile of the AVX-512 kernel: 12 rows of two 16-lane vectors (24 of the 32 registers).
-const AVX512: (usize, usize) = (12, 32);
-/// Tile of the AVX2 kernel: 6 rows of two 8-lane vectors (12 of the 16 registers).
-const AVX2: (usize, usize) = (6, 16);
-/// Tile of the portable kernel (vectorised by the compiler for SSE2 or NEON).
-const PORTABLE: (usize, usize) = (4, 8);
+/// Tile of the AVX-512 kernel: 12 rows of two 16-lane vectors (24 of the 32 registers);
+/// shorter tiles of 8 and 4 rows (16 and 8 accumulators still cover the max's latency).
+const AVX512: (usize, usize, usize) = (12, 32, 4);
+/// Tile of the AVX2 kernel: 6 rows of two 8-lane vectors (12 of the 16 registers); shorter
+/// tiles of 4 and 2 rows.
+const AVX2: (usize, usize, usize) = (6, 16, 2);
+/// Tile of the portable kernel (vectorised by the compiler for SSE2 or NEON); one height.
+const PORTABLE: (usize, usize, usize) = (4, 8, 4);
 
 impl Kernel {
     /// The kernel of `level`.
     pub fn at(level: Level) -> Kernel {
-        let (mr, nr) = match level {
+        let (mr, nr, quantum) = match level {
             Level::Avx512 => AVX512,
             Level::Avx2 => AVX2,
             Level::Portable | Level::Neon => PORTABLE,
         };
-        Kernel { level, mr, nr }
+        Kernel {
+            level,
+            mr,
+            nr,
+            quantum,
+        }
     }
 
-    /// One tile: `panel` (k × mr) by `strip` (k × nr) into `acc` (mr × nr), continuing
-    /// from what `acc` holds (−inf to start a product; the tile of the k before, to walk k
-    /// in blocks, which changes nothing in the order).
-    pub fn tile(&self, panel: &[f32], strip: &[f32], acc: &mut [f32]) {
+    /// The height of the tile that takes `rows` rows (at most `mr`): the shortest tile
+    /// height that holds them.
+    pub fn height(&self, rows: usize) -> usize {
+        rows.clamp(1, self.mr).next_multiple_of(self.quantum)
+    }
+
+    /// One tile of `height` rows (a height of [`Kernel::height`]): `panel` (k × height) by
+    /// `strip` (k × nr) into `acc` (height × nr), continuing from what `acc` holds (−inf to
+    /// start a product; the tile of the k before, to walk k in blocks, which changes
+    /// nothing in the order).
+    pub fn tile(&self, height: usize, panel: &[f32], strip: &[f32], acc: &mut [f32]) {
         match self.level {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Level::Avx512` is only built by `Level::detect` (or lowered from it)
             // after `is_x86_feature_detected!` found AVX-512F, AVX2 and FMA, all that the
-            // target-feature function needs; it reads and writes through slices only.
+            // target-feature functions need; they read and write through slices only.
             #[allow(unsafe_code)]
             Level::Avx512 => unsafe {
-                avx512::tile::<{ AVX512.0 }>(panel, strip, acc)
+                match height {
+                    12 => avx512::tile::<12>(panel, strip, acc),
+                    8 => avx512::tile::<8>(panel, strip, acc),
+                    _ => avx512::tile::<4>(panel, strip, acc),
+                }
             },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above: `Level::Avx2` or wider means AVX2 and FMA were detected.
             #[allow(unsafe_code)]
-            Level::Avx2 => unsafe { avx2::tile::<{ AVX2.0 }>(panel, strip, acc) },
+            Level::Avx2 => unsafe {
+                match height {
+                    6 => avx2::tile::<6>(panel, strip, acc),
+                    4 => avx2::tile::<4>(panel, strip, acc),
+                    _ => avx2::tile::<2>(panel, strip, acc),
+                }
+            },
             _ => portable::<{ PORTABLE.0 }, { PORTABLE.1 }>(panel, strip, acc),
         }
     }
@@ -155,9 +183,14 @@ mod tests {
     fn every_level_takes_the_same_terms_as_the_shader_rule() {
         // k = 5 steps; terms with NaN (−inf + inf), ties of ±0 in both orders, +inf.
         let inf = f32::INFINITY;
-        for level in Level::available() {
-            let kernel = Kernel::at(level);
-            let (mr, nr) = (kernel.mr, kernel.nr);
+        let levels = Level::available().into_iter().map(Kernel::at);
+        let tiles = levels.flat_map(|kernel| {
+            let heights = (kernel.quantum..=kernel.mr).step_by(kernel.quantum);
+            heights.map(move |mr| (kernel, mr))
+        });
+        for (kernel, mr) in tiles {
+            let level = kernel.level;
+            let nr = kernel.nr;
             let k = 5;
             let mut panel = vec![0.0; k * mr];
             let mut strip = vec![0.0; k * nr];
@@ -172,7 +205,7 @@ mod tests {
                 }
             }
             let mut acc = vec![f32::NEG_INFINITY; mr * nr];
-            kernel.tile(&panel, &strip, &mut acc);
+            kernel.tile(mr, &panel, &strip, &mut acc);
             for r in 0..mr {
                 for l in 0..nr {
                     let mut want = f32::NEG_INFINITY;
@@ -180,7 +213,8 @@ mod tests {
                         want = mx(want, panel[kk * mr + r] + strip[kk * nr + l]);
                     }
                     let got = acc[r * nr + l];
-                    assert_eq!(got.to_bits(), want.to_bits(), "{level:?} ({r}, {l})");
+                    let at = format!("{level:?} height {mr} ({r}, {l})");
+                    assert_eq!(got.to_bits(), want.to_bits(), "{at}");
                 }
             }
         }
