@@ -26,6 +26,7 @@ mod elementwise;
 mod fisher;
 mod fisher_split;
 mod ga;
+mod planning_fns;
 mod resident;
 mod roofline;
 mod rows;
@@ -42,6 +43,7 @@ fn register_operations(m: &Bound<'_, PyModule>) -> PyResult<()> {
     checks::register(m)?;
     domain::register(m)?;
     roofline::register(m)?;
+    planning_fns::register(m)?;
     rows::register(m)?;
     Ok(())
 }
