@@ -31,7 +31,7 @@ from ..domain import DomainReport
 from ..errors import AmariGpuError, InvalidArgumentError
 from .dispatch import ARGUMENT_ERRORS, Dispatcher, Job, Node
 from .node import ArraySlot
-from .planner import apportion
+from .planner import split as apportion
 
 HEAT_LIMIT = 2.0**123
 """Largest |u| the core runs as given (above it, it scales the whole grid)."""

@@ -36,16 +36,23 @@ def eligible(resources: Mapping[str, float]) -> list[dict[str, Any]]:
     ]
 
 
-def start(node: dict[str, Any], resources: Mapping[str, float], options: dict[str, Any]) -> Any:
+def start(
+    node: dict[str, Any],
+    resources: Mapping[str, float],
+    options: dict[str, Any],
+    num_gpus: float | None = None,
+) -> Any:
     """An actor on ``node`` holding a ``MultiGpuContext`` with ``options``; it takes the
-    resources, so a node runs one, and is never restarted (a lost node stays lost)."""
+    resources (and ``num_gpus`` GPUs, whose adapters it opens: see ``cluster.gpus``), so a
+    node runs one, and is never restarted (a lost node stays lost)."""
     worker = ray.remote(NodeWorker).options(
         num_cpus=0,
+        num_gpus=num_gpus or 0,
         resources=dict(resources),
         scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
         max_restarts=0,
     )
-    return worker.remote(options)
+    return worker.remote(options, num_gpus is not None)
 
 
 def clock_offset(actor: Any, timeout_s: float, rounds: int = 5) -> tuple[float, float]:
@@ -135,7 +142,7 @@ def _failed(index: int, node: dict[str, Any], actor: Any, reason: str) -> Node:
         "upload_bytes_per_s": math.nan,
         "download_bytes_per_s": math.nan,
     }
-    failed = Node(index=index, actor=actor, info=info, model=NodeModel(index, {}, 1.0))
+    failed = Node(index=index, actor=actor, info=info, model=NodeModel(index, {}))
     failed.healthy = False
     failed.reason = reason
     return failed
@@ -165,7 +172,7 @@ def _measured(
             "download_bytes_per_s": down,
         }
     )
-    model = NodeModel(index, dict(info["throughput"]), 2.0 / (1.0 / up + 1.0 / down))
+    model = NodeModel(index, dict(info["throughput"]), up, down, latency)
     return Node(index=index, actor=actor, info=info, model=model, clock_offset_s=offset)
 
 
