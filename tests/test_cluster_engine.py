@@ -1,30 +1,22 @@
-"""The cluster as a transport over the core's engine: cluster plans are the core
-partitioner's (nodes as devices), the cluster profile's summary and trace are the core's
-writers', a node gets its run of chunks as one message with its operands put once and read
-without a copy, and a node actor created with ``num_gpus`` matches Ray's GPU ids to wgpu
-adapters by PCI bus id. The pure parts run without Ray; the rest on a real one-node Ray
-cluster of this machine (loopback, a GPU declared to Ray: the machine has none)."""
+"""The cluster as a transport over the core's engine, without a cluster: cluster plans are
+the core partitioner's (nodes as devices), the cluster profile's summary and trace are the
+core's writers', and a node actor created with ``num_gpus`` matches Ray's GPU ids to wgpu
+adapters by PCI bus id. On a real cluster (one message per node, operands put once, read-only
+operands, ``num_gpus``): tests/test_cluster.py."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import _cluster_helpers as helpers
 import amari_gpu as ag
-import numpy as np
 import pytest
 from amari_gpu import _native
 from amari_gpu.cluster import planner
 from amari_gpu.cluster.gpus import AMD, NVIDIA, match_gpu_ids
 from amari_gpu.cluster.profile import ClusterProfile
 from amari_gpu.profiler import TIMES as X
-from cl3 import random_batch
-
-BACKENDS = ["vulkan"]
-
 
 # --- plans: the core's partitioner with nodes as devices ---
 
@@ -181,67 +173,3 @@ def test_gpu_ids_that_cannot_be_matched_say_why() -> None:
     past = match_gpu_ids(["2"], MACHINE, None)
     assert past.adapters is None and "2 GPU(s)" in past.how
     assert match_gpu_ids(["0"], MACHINE, ["gl"]).adapters is None
-
-
-# --- on a real one-node cluster ---
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    with helpers.local_cluster([dict(helpers.RESOURCE)], num_gpus=[1]) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def local() -> Iterator[ag.MultiGpuContext]:
-    with ag.MultiGpuContext(backends=BACKENDS) as ctx:
-        yield ctx
-
-
-def test_a_nodes_run_is_one_message_its_operands_put_once(
-    cluster: Any, local: ag.MultiGpuContext
-) -> None:
-    a, b = random_batch(6000, seed=11)
-    a.flags.writeable = False
-    b.flags.writeable = False
-    want = local.geometric_product(a, b)
-    # Many chunks (chunk_items=500: 12), one message: the node's context splits its run.
-    with ag.RayContext(backends=BACKENDS, chunk_items=500) as rc:
-        got = rc.geometric_product(a, b)
-        assert np.array_equal(got, want) and got.flags.writeable
-        [stats] = rc.stats()
-        assert (stats["chunks_done"], stats["messages"]) == (12, 1)
-        assert stats["bytes_sent"] == a.nbytes + b.nbytes
-        assert stats["bytes_received"] == want.nbytes
-        plan = rc.last_plan
-        assert plan is not None and (plan.chunk_items, plan.n_chunks) == (500, 12)
-        # A broadcast row is put once for the call, not once per message.
-        one = np.ascontiguousarray(b[:1])
-        assert np.array_equal(rc.geometric_product(a, one), local.geometric_product(a, one))
-        with rc.profile() as prof:
-            rc.geometric_product(a, b)
-        summary = prof.summary()
-        assert summary["predicted_lower_bound_s"] > 0 and summary["calls"] == 1
-        trace = prof.chrome_trace()["traceEvents"]
-        names = {e["args"]["name"] for e in trace if e["name"] == "thread_name"}
-        assert "calls — user calls, kernel calls under them" in names
-        assert any(n.startswith("device 0 queue — ") for n in names)
-        assert json.dumps(trace)
-
-
-def test_num_gpus_asks_ray_and_says_how_the_gpus_matched(
-    cluster: Any, local: ag.MultiGpuContext
-) -> None:
-    a, b = random_batch(700, seed=12)
-    # Ray counts the declared GPU and gives the actor id 0; lavapipe reports no PCI bus id,
-    # so the node opens the adapters backends= selects, and says why.
-    with ag.RayContext(backends=BACKENDS, num_gpus=1) as rc:
-        [node] = rc.nodes
-        assert node.gpus is not None and node.gpus["ids"] == ["0"]
-        assert "no adapter reports a PCI bus id" in node.gpus["how"]
-        assert [d["backend"] for d in node.devices] == ["vulkan"]
-        assert np.array_equal(rc.geometric_product(a, b), local.geometric_product(a, b))
-    with pytest.raises(ag.NoAdapterError, match=r"'GPU': 2\.0"):
-        ag.RayContext(backends=BACKENDS, num_gpus=2)
-    with pytest.raises(ag.InvalidArgumentError, match="num_gpus: expected a number of GPUs > 0"):
-        ag.RayContext(backends=BACKENDS, num_gpus=0)
