@@ -36,7 +36,7 @@ INFORMATION = "information_geometry"
 
 class _Assembly:
     """The call's output: the caller's ``out`` (checked by the family method), else
-    allocated when the first chunk's result shows its dtype and trailing shape; each chunk's
+    allocated when the first run's result shows its dtype and trailing shape; each run's
     rows written straight into place along ``axis``."""
 
     def __init__(self, items: int, axis: int = 0, out: np.ndarray[Any, Any] | None = None) -> None:
@@ -49,7 +49,12 @@ class _Assembly:
         if self.out is None:
             shape = list(part.shape)
             shape[self.axis] = self.items
-            self.out = np.empty(shape, dtype=part.dtype)
+            # Every row is written (the runs cover the call): in reused memory, as a local
+            # call's new output is, not fresh pages to fault in.
+            if part.dtype == np.float32:
+                self.out = _native.pooled_output(tuple(shape))
+            else:
+                self.out = np.empty(shape, dtype=part.dtype)
         index = [slice(None)] * self.out.ndim
         index[self.axis] = slice(start, stop)
         self.out[tuple(index)] = part

@@ -89,6 +89,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<context::PyContext>()?;
     m.add_function(wrap_pyfunction!(context::check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(family_of, m)?)?;
+    m.add_function(wrap_pyfunction!(pool::pooled_output, m)?)?;
     profile::register(m)?;
     register_operations(m)?;
     Ok(())
