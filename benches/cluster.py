@@ -60,9 +60,49 @@ def _compare(
         local_s.append(_seconds(lambda: ctx.geometric_product(a, b)))
         ray_s.append(_seconds(lambda: rc.geometric_product(a, b)))
     r, m = statistics.median(ray_s), statistics.median(local_s)
+    before = _moved(rc)
+    rc.geometric_product(a, b)
+    moved = _moved(rc) - before
     print(f"{label:>22}  MultiGpuContext {_text(local_s)}   RayContext {_text(ray_s)}")
-    print(f"{'':>22}  ratio {r / m:.2f}, Ray's cost per call {(r - m) * 1e3:+.2f} ms")
+    print(
+        f"{'':>22}  ratio {r / m:.2f}, Ray's cost per call {(r - m) * 1e3:+.2f} ms, "
+        f"{moved / 2**20:.1f} MiB through the object store per call "
+        f"(operands {(a.nbytes + b.nbytes) / 2**20:.1f} MiB, result {want.nbytes / 2**20:.1f} MiB)"
+    )
     return r, m
+
+
+def _moved(rc: ag.RayContext) -> int:
+    """Bytes the driver sent to and received from the nodes so far."""
+    return sum(s["bytes_sent"] + s["bytes_received"] for s in rc.stats())
+
+
+def _where(rc: ag.RayContext, items: int, repeats: int) -> None:
+    """Where a large call's time goes on the way through Ray, each step timed alone: the
+    driver putting the operands in the store, the node reading them and sending a result of
+    the same size back (its actor call's round trip), and the driver's copy of the result
+    out of the store."""
+    import ray
+
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((items, 8), dtype=np.float32)
+    node = rc._native.healthy()[0].actor
+    put_s, back_s, copy_s = [], [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        refs = [ray.put(a), ray.put(a)]
+        put_s.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        result = ray.get(node.send.remote(a.nbytes))
+        back_s.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        np.array(result)
+        copy_s.append(time.perf_counter() - t0)
+        del refs, result
+    print(f"  where the time goes on the way (2^{items.bit_length() - 1} rows, medians):")
+    print(f"    ray.put of both operands          {_text(put_s)}")
+    print(f"    node returns a result-sized array {_text(back_s)}")
+    print(f"    driver copies it out of the store {_text(copy_s)}")
 
 
 def main() -> int:
@@ -90,7 +130,11 @@ def main() -> int:
         )
         with ag.MultiGpuContext(backends=backends) as ctx, ag.RayContext(backends=backends) as rc:
             node = rc.nodes[0]
-            names = ", ".join(f"{d.adapter.name} ({d.adapter.backend})" for d in ctx.devices)
+            names = ", ".join(
+                f"{d.adapter.name} ({d.adapter.backend}, driver {d.adapter.driver} "
+                f"{d.adapter.driver_info})"
+                for d in ctx.devices
+            )
             py = platform.python_version()
             print(f"amari_gpu {ag.__version__}, Ray {ray.__version__}, Python {py}")
             print(f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} threads")
@@ -107,6 +151,7 @@ def main() -> int:
             big_r, big_m = _compare(f"2^{args.large_log2} items", rc, ctx, large, args.repeats)
             verdict = "met" if big_r / big_m <= 1.3 else "NOT met"
             print(f"Target RayContext <= 1.3 x MultiGpuContext at 2^{args.large_log2}: {verdict}")
+            _where(rc, large, args.repeats)
             _model(node, big_m, big_r, small_r - small_m, large)
     finally:
         ray.shutdown()
@@ -121,15 +166,14 @@ def _model(
     measurement): the compute (MultiGpuContext's time) divides over N nodes, while every
     byte passes the driver's link to the object store once (in at the measured upload
     rate, out at the download rate), overlapped with the compute; each node pays Ray's
-    per-call cost measured on the small call once per chunk it takes (16 chunks)."""
+    per-call cost measured on the small call once per call (its run is one message)."""
     moved_in, moved_out = items * 64.0, items * 32.0
     link_s = moved_in / node.upload_bytes_per_s + moved_out / node.download_bytes_per_s
     print("Model (NOT measured: predicted from the figures above for N nodes like this one):")
     print(f"{'nodes':>7} {'predicted s':>12} {'speedup':>8} {'efficiency':>10}")
+    t1 = max(compute_s, link_s) + max(call_s, 0.0)
     for n in (1, 2, 4, 8, 16):
-        chunks_per_node = max(16 // n, 1)
-        t = max(compute_s / n, link_s) + max(call_s, 0.0) * chunks_per_node
-        t1 = max(compute_s, link_s) + max(call_s, 0.0) * 16
+        t = max(compute_s / n, link_s) + max(call_s, 0.0)
         print(f"{n:>7} {t:>12.3f} {t1 / t:>8.2f} {t1 / (n * t):>10.2f}")
     print(f"(measured one-node RayContext: {one_node_s:.3f} s)")
 

@@ -21,10 +21,13 @@ RESOURCE = {"amari_gpu": 1}
 
 
 @contextmanager
-def local_cluster(resources: list[dict[str, float]] | None = None) -> Iterator[Any]:
+def local_cluster(
+    resources: list[dict[str, float]] | None = None, num_gpus: list[int] | None = None
+) -> Iterator[Any]:
     """A head and more nodes, one CPU each, with ``resources`` (one mapping per node, the
-    head's first; default: three nodes with the resource), the driver connected;
-    everything shut down and removed afterwards."""
+    head's first; default: three nodes with the resource) and ``num_gpus`` GPUs declared
+    to Ray (one count per node; default none: the machine has none, Ray only counts them),
+    the driver connected; everything shut down and removed afterwards."""
     import ray
     from ray.cluster_utils import Cluster
 
@@ -32,14 +35,20 @@ def local_cluster(resources: list[dict[str, float]] | None = None) -> Iterator[A
     previous = os.environ.get("RAY_TMPDIR")
     os.environ["RAY_TMPDIR"] = tmp
     per_node = resources or [dict(RESOURCE)] * 3
+    gpus = num_gpus or [0] * len(per_node)
     node: dict[str, Any] = {"num_cpus": 1, "node_ip_address": LOOPBACK}
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={**node, "resources": per_node[0], "include_dashboard": False},
+        head_node_args={
+            **node,
+            "resources": per_node[0],
+            "num_gpus": gpus[0],
+            "include_dashboard": False,
+        },
     )
     try:
-        for extra in per_node[1:]:
-            cluster.add_node(**node, resources=extra)
+        for extra, n_gpus in zip(per_node[1:], gpus[1:]):
+            cluster.add_node(**node, resources=extra, num_gpus=n_gpus)
         ray.init(address=cluster.address, log_to_driver=False)
         yield cluster
     finally:

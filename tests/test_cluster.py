@@ -30,7 +30,9 @@ actors take this resource, so they run beside the module context's)."""
 def cluster() -> Iterator[Any]:
     both = {**helpers.RESOURCE, **PAIR}
     # Head and two nodes with the resource (two of them with PAIR), one node without.
-    with helpers.local_cluster([both, both, dict(helpers.RESOURCE), {}]) as c:
+    # The node without the resource declares a GPU to Ray (the machine has none).
+    resources = [both, both, dict(helpers.RESOURCE), {}]
+    with helpers.local_cluster(resources, num_gpus=[0, 0, 0, 1]) as c:
         yield c
 
 
@@ -239,6 +241,8 @@ def test_profile_merges_every_nodes_timeline(rc: ag.RayContext, tmp_path: Any) -
     assert starts == sorted(starts)
     summary = prof.summary()
     assert summary["makespan_s"] > 0
+    # The core's summary: the cluster plan's predicted bound against the span of the call.
+    assert summary["predicted_lower_bound_s"] > 0 and summary["efficiency"] > 0
     assert set(summary["nodes"]) == {0, 1, 2}
     assert sum(d["items"] for d in summary["devices"].values()) == 6000
     path = tmp_path / "cluster.json"
@@ -302,3 +306,52 @@ def test_life_bands_on_nodes_are_bit_identical(
     with pytest.raises(type(e.value)) as e_local:
         local.life(cells * 3, 2)
     assert str(e.value) == str(e_local.value)
+
+
+def test_each_node_takes_its_run_as_one_message_with_its_rows_only(
+    rc: ag.RayContext, local: ag.MultiGpuContext
+) -> None:
+    a, b = random_batch(6000, seed=11)
+    # As a node reads them from the object store: read-only, taken without a copy.
+    a.flags.writeable = False
+    b.flags.writeable = False
+    before = rc.stats()
+    got = rc.geometric_product(a, b, strategy="balanced")
+    assert np.array_equal(got, local.geometric_product(a, b)) and got.flags.writeable
+    plan = rc.last_plan
+    assert plan is not None and (plan.chunk_items, plan.n_chunks) == (512, 12)
+    row = a.nbytes // len(a)
+    for assignment, s, s0 in zip(plan, rc.stats(), before, strict=True):
+        # Several chunks, one actor call, and only the node's own rows of each operand
+        # (every node reading the whole operand would move 3x the bytes).
+        assert (s["messages"] - s0["messages"], s["chunks_done"] - s0["chunks_done"]) == (
+            1,
+            assignment.chunks,
+        )
+        assert s["bytes_sent"] - s0["bytes_sent"] == 2 * row * assignment.items
+        assert s["bytes_received"] - s0["bytes_received"] == row * assignment.items
+    # A broadcast row goes into the store once for the call, shared by every node.
+    one = np.ascontiguousarray(b[:1])
+    before = rc.stats()
+    got = rc.geometric_product(a, one, strategy="balanced")
+    assert np.array_equal(got, local.geometric_product(a, one))
+    sent = sum(s["bytes_sent"] - s0["bytes_sent"] for s, s0 in zip(rc.stats(), before))
+    assert sent == a.nbytes + one.nbytes
+
+
+def test_num_gpus_asks_ray_and_says_how_the_gpus_matched(
+    cluster: Any, local: ag.MultiGpuContext
+) -> None:
+    a, b = random_batch(700, seed=12)
+    # Only the node that declares a GPU takes part; Ray gives its actor GPU id 0. Lavapipe
+    # reports no PCI bus id, so the node opens the adapters backends= selects, and says why.
+    with ag.RayContext(backends=BACKENDS, num_gpus=1) as gpu:
+        [node] = gpu.nodes
+        assert node.gpus is not None and node.gpus["ids"] == ["0"]
+        assert "no adapter reports a PCI bus id" in node.gpus["how"]
+        assert [d["backend"] for d in node.devices] == ["vulkan"]
+        assert np.array_equal(gpu.geometric_product(a, b), local.geometric_product(a, b))
+    with pytest.raises(ag.NoAdapterError, match=r"'GPU': 2\.0"):
+        ag.RayContext(backends=BACKENDS, num_gpus=2)
+    with pytest.raises(ag.InvalidArgumentError, match="num_gpus: expected a number of GPUs > 0"):
+        ag.RayContext(backends=BACKENDS, num_gpus=0)

@@ -211,7 +211,13 @@ def test_the_cluster_summary_counts_user_calls_in_the_same_words() -> None:
             for c in (0, 1)
         ],
         "calls": [],
-        "kernel_calls": [{"call": 0, "kernel": "tropical/a"}, {"call": 1, "kernel": "tropical/a"}],
+        # As a node's profile lists them (Profile.kernel_calls).
+        "kernel_calls": [
+            {"call": c, "kernel": "tropical/a", "items": 4, "flops_per_item": 1.0}
+            | {"bytes_per_item": 4.0, "strategy": "auto", "lower_bound_s": 0.0}
+            | {"estimated_makespan_s": 0.001}
+            for c in (0, 1)
+        ],
         "names": {0: "lavapipe (vulkan)"},
         "summary": None,
     }
@@ -220,8 +226,13 @@ def test_the_cluster_summary_counts_user_calls_in_the_same_words() -> None:
     assert (s["calls"], s["kernel_calls"]) == (1, 2)
     assert str(prof).startswith("calls 1 (kernel calls 2 on the nodes)  makespan")
     trace = prof.chrome_trace()["traceEvents"]
-    assert [e["name"] for e in trace if e.get("cat") == "call"] == [f"shortest_paths(5{X}5)"]
-    assert {"name": "calls"} in [e["args"] for e in trace if e["name"] == "thread_name"]
+    # The user's call in the driver's process, the kernel calls it made in the node's.
+    slices = [(e["pid"], e["name"]) for e in trace if e.get("cat") == "call"]
+    driver = next(e["pid"] for e in trace if e["args"] == {"name": "driver"})
+    assert slices == [(driver, f"shortest_paths(5{X}5)"), (0, "tropical/a"), (0, "tropical/a")]
+    # The core's writer names the driver's track as a local trace's.
+    calls_track = {"name": "calls — user calls, kernel calls under them"}
+    assert calls_track in [e["args"] for e in trace if e["name"] == "thread_name"]
 
 
 def test_outside_a_profile_the_entry_points_are_the_native_ones(ctx: Any) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "check_workload",
     "default_selection",
     "family_of",
+    "pooled_output",
     "profile_start",
     "profile_stop",
     "reset_log_levels",
@@ -140,6 +141,38 @@ class SummaryDict(TypedDict):
     devices: dict[int, DeviceSummaryDict]
 
 @type_check_only
+class UserCallDict(TypedDict):
+    method: str
+    args: str
+    start_s: float
+    end_s: float | None
+    kernel_calls: list[int]
+
+@type_check_only
+class TraceProcessDict(TypedDict):
+    pid: int
+    label: str
+    events: list[EventDict]
+    kernel_calls: list[KernelCallDict]
+    calls: list[UserCallDict]
+    names: dict[int, str]
+
+@type_check_only
+class DeviceModelDict(TypedDict):
+    device: int
+    group: int
+    launch_latency_s: float
+    h2d_bytes_per_s: float
+    d2h_bytes_per_s: float
+    flops_per_s: float
+    correction: float
+    uncertainty: float
+    memory_budget_bytes: int | None
+    max_binding_bytes: int
+    group_speedup: float
+    group_members: int
+
+@type_check_only
 class DeviceRoundDict(TypedDict):
     device: int
     rows: int
@@ -211,6 +244,7 @@ def default_selection() -> list[tuple[bool, str]]: ...
 def backend_unavailable_reason(backend: str) -> str: ...
 def check_workload(workload: WorkloadFields) -> None: ...
 def family_of(kernel: str) -> str | None: ...
+def pooled_output(shape: tuple[int, ...]) -> npt.NDArray[np.float32]: ...
 
 @final
 class Context:
@@ -475,6 +509,18 @@ def life(
 __all__ += ["device_limits"]
 
 def device_limits(ctx: Context) -> list[DeviceLimitsDict]: ...
+
+# --- the core's planner and profile writers, no context (a cluster's driver) ---
+__all__ += ["chrome_trace_of", "chunk_items_for", "plan_models", "profile_summary"]
+
+def plan_models(
+    workload: WorkloadFields, chunk_items: int, models: list[DeviceModelDict], strategy: str
+) -> Plan: ...
+def chunk_items_for(items: int, bytes_per_item: float, widest_bytes_per_item: float) -> int: ...
+def profile_summary(
+    events: list[EventDict], kernel_calls: list[KernelCallDict], calls: list[UserCallDict]
+) -> SummaryDict: ...
+def chrome_trace_of(processes: list[TraceProcessDict]) -> str: ...
 
 # --- users' row kernels ---
 __all__ += ["map_rows"]

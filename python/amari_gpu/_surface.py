@@ -189,6 +189,23 @@ def life(
 def device_limits(ctx) -> list[DeviceLimitsDict]:
     "Each device's measured stream bandwidth and FMA, add and max-plus issue rates."
 
+# --- the core's planner and profile writers, no context (a cluster's driver) [planning_fns] ---
+def plan_models(
+    workload: WorkloadFields, chunk_items: int, models: list[DeviceModelDict], strategy: str
+) -> Plan:
+    "The core partitioner's plan of workload, in chunks of chunk_items, over device models."
+
+def chunk_items_for(items: int, bytes_per_item: float, widest_bytes_per_item: float) -> int:
+    "Items per chunk of the core's chunk grid for a problem (a function of the problem only)."
+
+def profile_summary(
+    events: list[EventDict], kernel_calls: list[KernelCallDict], calls: list[UserCallDict]
+) -> SummaryDict:
+    "The core's summary of a timeline recorded elsewhere (one clock, devices by id)."
+
+def chrome_trace_of(processes: list[TraceProcessDict]) -> str:
+    "One Chrome trace (JSON) of several processes' timelines on one clock, each its own pid."
+
 # --- users' row kernels [rows] ---
 @kernel
 def map_rows(

@@ -28,7 +28,7 @@ from .._validate import shape_text
 from ..array import DeviceArray, host_rows
 from ..errors import InvalidArgumentError
 from .dispatch import Dispatcher, Node
-from .planner import apportion
+from .planner import split as apportion
 
 
 @dataclass

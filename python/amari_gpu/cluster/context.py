@@ -36,7 +36,8 @@ DEFAULT_RESOURCE = "amari_gpu"
 """The custom resource a node offers to take part (``ray start --resources='{"amari_gpu": 1}'``)."""
 
 DEFAULT_NODE_TIMEOUT_S = 120.0
-"""Seconds without a finished chunk after which a busy node counts as hung."""
+"""Seconds without a finished message (a node's run of chunks) after which a busy node
+counts as hung."""
 
 FAULTS = ("kill", "hang", "device_error")
 """What ``inject_fault`` can make a node do."""
@@ -60,6 +61,9 @@ class NodeInfo:
     download_bytes_per_s: float = math.nan
     latency_s: float = math.nan
     clock_offset_s: float = 0.0
+    gpus: dict[str, Any] | None = None
+    """With ``num_gpus``: the GPU ids Ray assigned the node's actor (``ids``) and how its
+    adapters were matched to them, or why they could not be (``how``)."""
 
 
 def _resources(value: Any) -> dict[str, float]:
@@ -82,6 +86,21 @@ def _resources(value: Any) -> dict[str, float]:
             )
         out[k] = float(v)
     return out
+
+
+def _gpus(value: Any) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise InvalidArgumentError(
+            f"num_gpus: expected a number of GPUs > 0 or None, got {value!r}"
+        )
+    return float(value)
 
 
 def _timeout(value: Any) -> float:
@@ -113,14 +132,21 @@ class RayContext(
     starts a local one as ``ray.init()`` does) and places one actor per such node, pinned
     to it; each holds a ``MultiGpuContext(backends=..., devices_per_adapter=...,
     host_threads=...)`` over the node's devices. Every kernel method has the arguments,
-    errors and results of ``MultiGpuContext``'s: calls are cut into the cluster's chunk
-    grid (a function of the problem only), nodes take chunks in proportion to their
-    measured rates (``strategy``), and each node splits its chunks over its devices.
-    Results are bit-identical to one ``MultiGpuContext``'s for any node count and strategy.
+    errors and results of ``MultiGpuContext``'s: calls are cut into the core's chunk grid
+    (a function of the problem only) and planned by the core's partitioner with each node
+    as one device (its measured rates; ``strategy``); each node gets its run of chunks as
+    one message (its operands put in the object store once, read there without a copy)
+    and splits it over its devices. Results are bit-identical to one
+    ``MultiGpuContext``'s for any node count and strategy.
 
-    A node whose actor dies, that finishes no chunk within ``node_timeout_s`` seconds, or
-    that reports a device error is marked in :meth:`health` and its unfinished chunks run
-    on the healthy nodes; with none left, :class:`~amari_gpu.DeviceLostError`.
+    With ``num_gpus``, each node actor asks Ray for that many GPUs and opens the wgpu
+    adapters of the GPUs Ray assigned it, matched by PCI bus id (see
+    :attr:`NodeInfo.gpus`); the nodes are those that offer the GPUs (and ``resources``,
+    when given).
+
+    A node whose actor dies, that finishes no message within ``node_timeout_s`` seconds,
+    or that reports a device error is marked in :meth:`health` and its unfinished chunks
+    run on the healthy nodes; with none left, :class:`~amari_gpu.DeviceLostError`.
     ``chunk_items`` overrides the rows per cluster chunk.
 
     ``asarray`` and ``from_ray`` give cluster arrays, whose row shards stay on the nodes
@@ -138,10 +164,14 @@ class RayContext(
         node_timeout_s: float = DEFAULT_NODE_TIMEOUT_S,
         chunk_items: int | None = None,
         host_threads: int | None = None,
+        num_gpus: float | None = None,
     ) -> None:
         if address is not None and not isinstance(address, str):
             raise InvalidArgumentError(f"address: expected a Ray address or None, got {address!r}")
-        wanted = _resources(resources)
+        gpus = _gpus(num_gpus)
+        # With num_gpus, Ray's GPU resource says which nodes take part; the custom
+        # resource stays for nodes whose GPUs Ray does not count (non-CUDA).
+        wanted = _resources(resources) if resources is not None or gpus is None else {}
         options = {
             "backends": name_list("backends", backends, BACKENDS),
             "devices_per_adapter": positive_int(
@@ -160,13 +190,15 @@ class RayContext(
 
         if not ray.is_initialized():
             ray.init(address=address, log_to_driver=False)
-        found = placement.eligible(wanted)
+        needed = wanted if gpus is None else {**wanted, "GPU": gpus}
+        found = placement.eligible(needed)
         if not found:
             raise NoAdapterError(
-                f"resources: no alive node of the Ray cluster offers {wanted}; start the "
+                f"resources: no alive node of the Ray cluster offers {needed}; start the "
                 f"nodes with ray start --resources='{{\"{DEFAULT_RESOURCE}\": 1}}'"
+                + ("" if gpus is None else f" (or --num-gpus={gpus:g})")
             )
-        actors = [placement.start(n, wanted, options) for n in found]
+        actors = [placement.start(n, wanted, options, gpus) for n in found]
         try:
             nodes = placement.connect(found, actors, wanted, timeout)
         except BaseException:
@@ -208,6 +240,7 @@ class RayContext(
                     download_bytes_per_s=i["download_bytes_per_s"],
                     latency_s=i["latency_s"],
                     clock_offset_s=n.clock_offset_s,
+                    gpus=i.get("gpus"),
                 )
             )
         return out
@@ -277,12 +310,13 @@ class RayContext(
         job = Job(
             family,
             workload.items,
-            workload.bytes_in_per_item + workload.bytes_out_per_item,
+            workload.bytes_in_per_item,
             call=lambda s, e: ("", (), []),
             take=lambda c, s, e, r: None,
+            bytes_out_per_item=workload.bytes_out_per_item,
         )
-        plan = self._native.plan(job, optional_strategy(strategy))
-        return Plan.from_dict(plan.as_dict(workload.items))
+        plan: Plan = self._native.plan(job, optional_strategy(strategy))
+        return plan
 
     def _check_open(self) -> None:
         if self._native.closed:
@@ -302,7 +336,8 @@ class RayContext(
         }
 
     def stats(self) -> list[dict[str, Any]]:
-        """Per node: chunks and items done, chunks re-run elsewhere after it failed, bytes
+        """Per node: chunks and items done, the messages (actor calls, one run of chunks
+        each) that carried them, chunks re-run elsewhere after it failed, bytes
         sent to it and received from it, seconds it was busy (as the driver saw it),
         health, and its context's per-device ``stats()`` (empty for a lost node; a node
         that does not answer within ``node_timeout_s`` is marked hung and lost)."""
@@ -321,6 +356,7 @@ class RayContext(
                     "healthy": n.healthy,
                     "reason": n.reason,
                     "chunks_done": n.chunks_done,
+                    "messages": n.messages,
                     "items_done": n.items_done,
                     "failed_chunks": n.failed_chunks,
                     "bytes_sent": n.bytes_sent,
@@ -332,10 +368,10 @@ class RayContext(
         return out
 
     def inject_fault(self, node_id: int, after_chunks: int = 0, *, fault: str = "kill") -> None:
-        """For testing recovery: makes node ``node_id`` fail when it starts a chunk (a grid
-        round, or a cluster array's shard call or upload, each counts as one) after
-        completing ``after_chunks`` more. Its unfinished chunks go to the
-        healthy nodes; it stays out of later calls.
+        """For testing recovery: makes node ``node_id`` fail when it starts a message (a
+        run of chunks of a call; a grid round, or a cluster array's shard call or upload,
+        each counts as one chunk) that would take it past ``after_chunks`` more chunks.
+        Its unfinished chunks go to the healthy nodes; it stays out of later calls.
 
         Args:
             node_id: the node, an index of ``nodes``.

@@ -1,7 +1,7 @@
-"""The cluster's run loop: chunks of the cluster grid sent to the nodes' actors through
-Ray's object store (two in flight per node, the next one travelling while the node
-computes), results handed back in chunk order, and the chunks of a node that dies, hangs
-past ``node_timeout_s`` or reports a device error re-run on the healthy nodes."""
+"""The cluster's run loop: each node's run of chunks of the call (its share of the core's
+plan) sent to its actor as one message through Ray's object store, results handed back in
+chunk order, and the chunks of a node that dies, hangs past ``node_timeout_s`` or reports a
+device error re-run on the healthy nodes (one chunk per message, two in flight per node)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from ..planning import Plan
 from . import planner
 
 IN_FLIGHT = 2
-"""Chunks sent to a node ahead: one computing, one arriving."""
+"""Messages sent to a node ahead while it re-runs chunks one by one: one computing, one
+arriving."""
 
 INLINE_BYTES = 64 << 10
 """Arrays up to this size travel inside the actor call (Ray inlines small arguments), which
@@ -56,6 +57,8 @@ class Node:
     healthy: bool = True
     reason: str | None = None
     chunks_done: int = 0
+    messages: int = 0
+    """Runs of chunks it completed, one actor call each."""
     items_done: int = 0
     failed_chunks: int = 0
     bytes_sent: int = 0
@@ -75,27 +78,28 @@ class Shared:
 
 @dataclass
 class Job:
-    """One call: its family and cost per item for the planner, the unit the cluster grid's
-    chunks are a multiple of, how to turn a chunk's item range into an actor call, and what
-    to do with each chunk's result (called in any order, with the chunk's index)."""
+    """One call: its family and bytes in/out per item for the planner, the unit the cluster
+    grid's chunks are a multiple of, how to turn a run's item range into an actor call, and
+    what to do with each run's result (called in any order, with the run's first chunk)."""
 
     family: str
     items: int
-    bytes_per_item: float
+    bytes_in_per_item: float
     call: Callable[[int, int], tuple[str, Any, list[Any]]]
     take: Callable[[int, int, int, Any], None]
     unit: int = 1
-    min_rows: int = planner.MIN_CHUNK_ROWS
     whole: bool = False
     axis: int = 0
-    """The axis of the call's result its items lie on: a chunk's result starts there at the
-    chunk's first item."""
+    """The axis of the call's result its items lie on: a run's result starts there at the
+    run's first item."""
+    bytes_out_per_item: float = 0.0
 
 
 @dataclass
 class _Flight:
     node: Node
-    chunk: int
+    run: tuple[int, int]
+    """First chunk and number of chunks."""
     sent: float
     nbytes: int
 
@@ -109,6 +113,8 @@ class Dispatcher:
     node_timeout_s: float
     chunk_items: int | None = None
     closed: bool = False
+    recorder: Any = None
+    """The active ``ClusterProfile``, told of every plan the calls run (None: none)."""
 
     def healthy(self) -> list[Node]:
         """The nodes that have not failed."""
@@ -151,60 +157,70 @@ class Dispatcher:
                 self.lose(node, f"actor died: {type(e).__name__}")
         return out
 
-    def plan(self, job: Job, strategy: str | None) -> planner.ClusterPlan:
-        """The cluster plan of ``job`` on the healthy nodes."""
+    def rows(self, job: Job) -> int:
+        """Rows per chunk of ``job``'s grid: the whole call, the context's ``chunk_items``
+        (rounded up to the job's unit), or the core's grid for the problem."""
+        if job.whole:
+            return max(job.items, 1)
+        if self.chunk_items is not None:
+            return -(-self.chunk_items // job.unit) * job.unit
+        per_item = job.bytes_in_per_item + job.bytes_out_per_item
+        return planner.chunk_rows(job.items, per_item, job.unit)
+
+    def plan(self, job: Job, strategy: str | None) -> Plan:
+        """The core's plan of ``job`` over the healthy nodes (nodes as devices)."""
         nodes = self.healthy()
         if not nodes:
             raise self.no_healthy_node()
-        if job.whole:
-            rows = max(job.items, 1)
-        elif self.chunk_items is not None:
-            rows = -(-self.chunk_items // job.unit) * job.unit
-        else:
-            rows = planner.chunk_rows(job.items, job.unit, job.min_rows, job.bytes_per_item)
-        return planner.plan(
-            job.family,
-            job.items,
-            rows,
-            job.bytes_per_item,
-            [n.model for n in nodes],
-            strategy or self.strategy,
+        work = planner.workload(
+            job.family, job.items, job.bytes_in_per_item, job.bytes_out_per_item
         )
+        models = [n.model for n in nodes]
+        return planner.plan(work, self.rows(job), models, strategy or self.strategy)
 
     def run(self, job: Job, strategy: str | None) -> Plan:
-        """Runs ``job`` on the healthy nodes; returns the plan it started from (nodes as
-        devices)."""
+        """Runs ``job`` on the healthy nodes; returns its plan (nodes as devices)."""
         if self.closed:
             raise AmariGpuError("the context is closed")
         plan = self.plan(job, strategy)
+        if self.recorder is not None:
+            self.recorder.planned(plan)
         _Call(self, job, plan, strategy).run()
-        return Plan.from_dict(plan.as_dict(job.items))
+        return plan
 
 
 class _Call:
-    """One call's run: the chunks each node still has to take, those in flight, those
-    done."""
+    """One call's run: the runs each node still has to take (its plan's run, as one
+    message), the chunks any node may take (the adaptive strategy's queue and the chunks
+    of failed nodes, one per message), those in flight, those done."""
 
-    def __init__(
-        self, cluster: Dispatcher, job: Job, plan: planner.ClusterPlan, strategy: str | None
-    ) -> None:
+    def __init__(self, cluster: Dispatcher, job: Job, plan: Plan, strategy: str | None) -> None:
         self.cluster = cluster
         self.job = job
-        self.grid = plan.grid
+        self.rows = plan.chunk_items
         self.strategy = strategy
-        self.own = {n: deque(run) for n, run in zip(plan.nodes, plan.runs)}
-        self.shared: deque[int] = deque()
-        if plan.strategy == "adaptive":
-            for run in plan.runs:
-                self.shared.extend(run)
-            self.own = {n: deque() for n in plan.nodes}
+        # An empty call is one empty chunk: a node's kernel gives its result's shape.
+        self.done = [False] * max(plan.n_chunks, 1)
+        self.own: dict[int, deque[tuple[int, int]]] = {}
+        self.shared: deque[tuple[int, int]] = deque()
+        for a in plan:
+            if plan.strategy == "adaptive":
+                self.shared.extend((c, 1) for c in range(a.first_chunk, a.first_chunk + a.chunks))
+            else:
+                self.own.setdefault(a.device_id, deque()).append((a.first_chunk, a.chunks))
+        if not plan.n_chunks:
+            self.shared.append((0, 1))
         self.flights: dict[Any, _Flight] = {}
-        self.done = [False] * len(self.grid)
-        # When each busy node last finished a chunk (or became busy): the hang clock.
+        # When each busy node last finished a message (or became busy): the hang clock.
         self.progress: dict[int, float] = {}
-        # Arrays every chunk binds whole, put in the store once (kept with their array,
+        # Arrays every message binds whole, put in the store once (kept with their array,
         # so an id cannot be reused within the call).
         self.puts: dict[int, tuple[Any, Any]] = {}
+
+    def span(self, run: tuple[int, int]) -> tuple[int, int]:
+        """The items of ``run`` (first chunk, chunks)."""
+        first, count = run
+        return first * self.rows, min((first + count) * self.rows, self.job.items)
 
     def run(self) -> None:
         while not all(self.done):
@@ -222,15 +238,16 @@ class _Call:
         return sum(f.node is node for f in self.flights.values())
 
     def _feed(self) -> None:
-        """Keeps ``IN_FLIGHT`` chunks on every healthy node while there are chunks."""
+        """Sends every healthy node its own run, then chunks of the shared queue while it
+        has fewer than ``IN_FLIGHT`` messages."""
         for node in self.cluster.healthy():
             queue = self.own.setdefault(node.index, deque())
-            while self._in_flight(node) < IN_FLIGHT and (queue or self.shared):
-                chunk = queue.popleft() if queue else self.shared.popleft()
+            while queue or (self.shared and self._in_flight(node) < IN_FLIGHT):
+                run = queue.popleft() if queue else self.shared.popleft()
                 if not self._in_flight(node):
                     self.progress[node.index] = time.monotonic()
-                ref, nbytes = self._send(node, self.grid[chunk])
-                self.flights[ref] = _Flight(node, chunk, time.monotonic(), nbytes)
+                ref, nbytes = self._send(node, run)
+                self.flights[ref] = _Flight(node, run, time.monotonic(), nbytes)
 
     def _receive(self, ref: Any, flight: _Flight) -> None:
         node = flight.node
@@ -243,7 +260,7 @@ class _Call:
                 node,
                 f"hung: its result was not readable within node_timeout_s="
                 f"{self.cluster.node_timeout_s}",
-                [flight.chunk],
+                [flight.run],
             )
             return
         except RayTaskError as e:
@@ -251,7 +268,7 @@ class _Call:
             if isinstance(cause, ARGUMENT_ERRORS):
                 # What is in flight finishes on the nodes and is never read.
                 self.flights.clear()
-                start, stop = self.grid[flight.chunk]
+                start, stop = self.span(flight.run)
                 if start == 0:
                     # Positions in the message are the call's: the caller's own error.
                     raise cause from None
@@ -261,10 +278,10 @@ class _Call:
                 raise type(cause)(
                     f"{cause} (found by node {node.index} in items {start}..{stop} of the call)"
                 ) from None
-            self._fail(node, f"{type(cause).__name__}: {cause}", [flight.chunk])
+            self._fail(node, f"{type(cause).__name__}: {cause}", [flight.run])
             return
         except RayActorError as e:
-            self._fail(node, f"actor died: {type(e).__name__}", [flight.chunk])
+            self._fail(node, f"actor died: {type(e).__name__}", [flight.run])
             return
         now = time.monotonic()
         node.busy_s += now - max(flight.sent, self.progress.get(node.index, flight.sent))
@@ -279,8 +296,8 @@ class _Call:
                 ray.kill(node.actor, no_restart=True)
                 self._fail(node, f"hung: no chunk finished within node_timeout_s={timeout}", [])
 
-    def _send(self, node: Node, chunk: tuple[int, int]) -> tuple[Any, int]:
-        method, template, arrays = self.job.call(*chunk)
+    def _send(self, node: Node, run: tuple[int, int]) -> tuple[Any, int]:
+        method, template, arrays = self.job.call(*self.span(run))
         refs = []
         nbytes = 0
         for a in arrays:
@@ -293,16 +310,16 @@ class _Call:
             else:
                 refs.append(a if a.nbytes <= INLINE_BYTES else ray.put(a))
                 nbytes += int(a.nbytes)
-        ref = node.actor.run.remote(method, self.strategy, template, *refs)
+        ref = node.actor.run.remote(method, self.strategy, template, *refs, chunks=run[1])
         return ref, nbytes
 
-    def _fail(self, node: Node, reason: str, failed: list[int]) -> None:
-        """Marks ``node`` failed and hands its unfinished chunks (``failed`` and those in
-        flight or queued) to the others."""
+    def _fail(self, node: Node, reason: str, failed: list[tuple[int, int]]) -> None:
+        """Marks ``node`` failed and hands its unfinished runs (``failed`` and those in
+        flight or queued) to the others, one chunk per message."""
         node.healthy = False
         node.reason = reason
-        # A chunk the node finished before it failed has its result in the store already
-        # (an actor replies to one call before it starts the next): keep it.
+        # A message the node finished before it failed has its result in the store
+        # already (an actor replies to one call before it starts the next): keep it.
         mine = [r for r, f in self.flights.items() if f.node is node]
         finished, _ = ray.wait(mine, num_returns=len(mine), timeout=0) if mine else ([], [])
         for ref in finished:
@@ -313,19 +330,22 @@ class _Call:
             self._harvest(self.flights.pop(ref), result)
         lost = list(failed)
         for ref in [r for r, f in self.flights.items() if f.node is node]:
-            lost.append(self.flights.pop(ref).chunk)
+            lost.append(self.flights.pop(ref).run)
         lost.extend(self.own.pop(node.index, deque()))
-        node.failed_chunks += len(lost)
-        self.shared.extendleft(sorted(lost, reverse=True))
+        chunks = sorted(c for first, count in lost for c in range(first, first + count))
+        node.failed_chunks += len(chunks)
+        self.shared.extendleft((c, 1) for c in reversed(chunks))
 
     def _harvest(self, flight: _Flight, result: Any) -> None:
-        """Takes a finished chunk's result (once) and counts it for its node."""
-        start, stop = self.grid[flight.chunk]
-        if not self.done[flight.chunk]:
-            self.job.take(flight.chunk, start, stop, result)
-            self.done[flight.chunk] = True
+        """Takes a finished run's result (once) and counts it for its node."""
+        first, count = flight.run
+        start, stop = self.span(flight.run)
+        if not self.done[first]:
+            self.job.take(first, start, stop, result)
+            self.done[first : first + count] = [True] * count
         node = flight.node
-        node.chunks_done += 1
+        node.chunks_done += count
+        node.messages += 1
         node.items_done += stop - start
         node.bytes_sent += flight.nbytes
         node.bytes_received += _nbytes(result)

@@ -39,7 +39,7 @@ from ..errors import AmariGpuError, InvalidArgumentError
 from .array import row_ranges
 from .dispatch import ARGUMENT_ERRORS, Dispatcher, Job, Node
 from .node import ArraySlot
-from .planner import apportion
+from .planner import split as apportion
 
 STENCIL = "stencil"
 

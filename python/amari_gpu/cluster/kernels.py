@@ -39,7 +39,7 @@ INFORMATION = "information_geometry"
 
 class _Assembly:
     """The call's output: the caller's ``out`` (checked by the family method), else
-    allocated when the first chunk's result shows its dtype and trailing shape; each chunk's
+    allocated when the first run's result shows its dtype and trailing shape; each run's
     rows written straight into place along ``axis``."""
 
     def __init__(self, items: int, axis: int = 0, out: np.ndarray[Any, Any] | None = None) -> None:
@@ -52,7 +52,12 @@ class _Assembly:
         if self.out is None:
             shape = list(part.shape)
             shape[self.axis] = self.items
-            self.out = np.empty(shape, dtype=part.dtype)
+            # Every row is written (the runs cover the call): in reused memory, as a local
+            # call's new output is, not fresh pages to fault in.
+            if part.dtype == np.float32:
+                self.out = _native.pooled_output(tuple(shape))
+            else:
+                self.out = np.empty(shape, dtype=part.dtype)
         index = [slice(None)] * self.out.ndim
         index[self.axis] = slice(start, stop)
         self.out[tuple(index)] = part
@@ -75,13 +80,17 @@ def _run_rows(
     family: str,
     items: int,
     call: Any,
-    bytes_per_item: float,
+    bytes_per_item: tuple[float, float],
     strategy: str | None,
     axis: int = 0,
     out: np.ndarray[Any, Any] | None = None,
 ) -> tuple[Any, Plan]:
+    """Runs a row kernel's ``call`` over ``items`` items moving ``bytes_per_item`` (in,
+    out) each, the runs' results written into place along ``axis``."""
     assembly = _Assembly(items, axis, out)
-    plan = ctx.run(Job(family, items, bytes_per_item, call, assembly.take, axis=axis), strategy)
+    bytes_in, bytes_out = bytes_per_item
+    job = Job(family, items, bytes_in, call, assembly.take, axis=axis, bytes_out_per_item=bytes_out)
+    plan = ctx.run(job, strategy)
     return assembly.out, plan
 
 
@@ -119,7 +128,7 @@ def ga_apply(
         return "ga_apply", (operation, signature, slots, grades), arrays
 
     width = operands[0].shape[1]
-    per_row = _row_bytes(*[o for o, b in zip(operands, broadcast) if not b]) + 4 * width
+    per_row = (_row_bytes(*[o for o, b in zip(operands, broadcast) if not b]), 4.0 * width)
     return _run_rows(ctx, GA, items, call, per_row, strategy, out=out)
 
 
@@ -171,7 +180,7 @@ def _tropical(
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return kernel, (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
 
-    per_item = (a3.nbytes + out_bytes(a3, other3)) / max(items, 1)
+    per_item = (a3.nbytes / max(items, 1), out_bytes(a3, other3) / max(items, 1))
     result, plan = _run_rows(ctx, TROPICAL, items, call, per_item, strategy, axis, out3)
     return (result if a.ndim == 3 else result[0]), plan
 
@@ -232,7 +241,7 @@ def shortest_paths(
     def take(_chunk: int, _start: int, _stop: int, r: Any) -> None:
         result.append(np.array(r[0]))
 
-    job = Job(TROPICAL, 1, float(2 * w.nbytes), call, take, whole=True)
+    job = Job(TROPICAL, 1, float(w.nbytes), call, take, whole=True, bytes_out_per_item=w.nbytes)
     plan = ctx.run(job, strategy)
     return _into(out, result[0]), plan
 
@@ -265,7 +274,7 @@ def fisher_information(
     def take(chunk: int, _start: int, _stop: int, r: Any) -> None:
         parts[chunk] = r[0]
 
-    job = Job(INFORMATION, n, _row_bytes(s, w), call, take, unit=unit, min_rows=unit)
+    job = Job(INFORMATION, n, _row_bytes(s, w), call, take, unit=unit)
     plan = ctx.run(job, strategy)
     partials = np.ascontiguousarray(np.concatenate([parts[c] for c in sorted(parts)]))
     matrix = _native.fisher_finish(
@@ -297,7 +306,7 @@ def fisher_categorical(
         return "fisher_categorical", (ArraySlot(0), logits), [values[start:stop]]
 
     k = values.shape[1]
-    per_row = _row_bytes(values) + 4.0 * k * k
+    per_row = (_row_bytes(values), 4.0 * k * k)
     return _run_rows(ctx, INFORMATION, len(values), call, per_row, strategy, out=out)
 
 
@@ -320,7 +329,7 @@ def fisher_gaussian(
         return "fisher_gaussian", (ArraySlot(0), ArraySlot(1)), [mean[start:stop], var[start:stop]]
 
     d = mean.shape[1]
-    per_row = _row_bytes(mean, var) + 16.0 * d * d
+    per_row = (_row_bytes(mean, var), 16.0 * d * d)
     return _run_rows(ctx, INFORMATION, len(mean), call, per_row, strategy, out=out)
 
 

@@ -47,11 +47,35 @@ def _fill(template: Any, arrays: tuple[Any, ...], held: dict[str, Any] | None = 
     return template
 
 
+@dataclass(frozen=True)
+class _Gpus:
+    """The GPU ids Ray assigned the actor and the adapters matched to them."""
+
+    ids: list[str]
+    adapters: list[int] | None
+    how: str
+
+
+def _gpu_match(options: dict[str, Any]) -> _Gpus:
+    import ray
+
+    from .._adapters import adapters
+    from .gpus import match_gpu_ids
+
+    ids = [str(i) for i in ray.get_gpu_ids()]
+    found = match_gpu_ids(ids, adapters(), options.get("backends"))
+    return _Gpus(ids, found.adapters, found.how)
+
+
 class NodeWorker:
     """One node's worker (Ray turns it into an actor placed on the node). ``options`` are
     ``MultiGpuContext`` keyword arguments."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, options: dict[str, Any], gpus: bool = False) -> None:
+        # An actor that asked for num_gpus opens the adapters of the GPUs Ray gave it.
+        self._gpus = _gpu_match(options) if gpus else None
+        if self._gpus is not None and self._gpus.adapters is not None:
+            options = {**options, "backends": None, "adapters": self._gpus.adapters}
         self._ctx = MultiGpuContext(**options)
         self._chunks = 0
         self._fail_at: int | None = None
@@ -86,6 +110,9 @@ class NodeWorker:
                 for d in self._ctx.devices
             ],
             "throughput": throughput,
+            "gpus": None
+            if self._gpus is None
+            else {"ids": list(self._gpus.ids), "how": self._gpus.how},
         }
 
     def clock(self) -> float:
@@ -100,19 +127,23 @@ class NodeWorker:
         """Returns ``nbytes`` bytes through the object store (the driver times it)."""
         return np.ones(nbytes, dtype=np.uint8)
 
-    def run(self, method: str, strategy: str | None, template: Any, *arrays: Any) -> Any:
-        """One chunk: ``_native.<method>(context, *args, strategy)``, ``args`` being
-        ``template`` with its ``ArraySlot``s replaced by ``arrays``."""
-        self._chunk()
+    def run(
+        self, method: str, strategy: str | None, template: Any, *arrays: Any, chunks: int = 1
+    ) -> Any:
+        """One message, a run of ``chunks`` chunks: ``_native.<method>(context, *args,
+        strategy)``, ``args`` being ``template`` with its ``ArraySlot``s replaced by
+        ``arrays`` (read from the object store without a copy: the native entry points
+        borrow read-only arrays)."""
+        self._chunk(chunks)
         args = _fill(template, arrays)
         return getattr(_native, method)(self._ctx._native, *args, strategy)
 
-    def _chunk(self) -> None:
-        """Counts a unit of work (a chunk, a grid round, a shard's call or upload), failing
-        first when a fault was injected for it."""
-        if self._fail_at is not None and self._chunks >= self._fail_at:
+    def _chunk(self, count: int = 1) -> None:
+        """Counts ``count`` units of work (the chunks of a message, a grid round, a shard's
+        call or upload), failing first when a fault was injected for one of them."""
+        if self._fail_at is not None and self._chunks + count > self._fail_at:
             self._inject()
-        self._chunks += 1
+        self._chunks += count
 
     def hold(
         self, key: str, names: list[str], slices: list[tuple[int, int | None]], *parts: Any
@@ -205,7 +236,7 @@ class NodeWorker:
 
     def inject_fault(self, after_chunks: int, fault: str) -> None:
         """Makes this node fail (``fault``: "kill", "hang" or "device_error") when it starts
-        a chunk after ``after_chunks`` more."""
+        a message that would take it past ``after_chunks`` more chunks."""
         self._fail_at = self._chunks + after_chunks
         self._fault = fault
 

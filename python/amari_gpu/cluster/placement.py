@@ -36,16 +36,23 @@ def eligible(resources: Mapping[str, float]) -> list[dict[str, Any]]:
     ]
 
 
-def start(node: dict[str, Any], resources: Mapping[str, float], options: dict[str, Any]) -> Any:
+def start(
+    node: dict[str, Any],
+    resources: Mapping[str, float],
+    options: dict[str, Any],
+    num_gpus: float | None = None,
+) -> Any:
     """An actor on ``node`` holding a ``MultiGpuContext`` with ``options``; it takes the
-    resources, so a node runs one, and is never restarted (a lost node stays lost)."""
+    resources (and ``num_gpus`` GPUs, whose adapters it opens: see ``cluster.gpus``), so a
+    node runs one, and is never restarted (a lost node stays lost)."""
     worker = ray.remote(NodeWorker).options(
         num_cpus=0,
+        num_gpus=num_gpus or 0,
         resources=dict(resources),
         scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
         max_restarts=0,
     )
-    return worker.remote(options)
+    return worker.remote(options, num_gpus is not None)
 
 
 def clock_offset(actor: Any, timeout_s: float, rounds: int = 5) -> tuple[float, float]:
@@ -61,17 +68,22 @@ def clock_offset(actor: Any, timeout_s: float, rounds: int = 5) -> tuple[float, 
     return best
 
 
-def transfer_rates(actor: Any, latency_s: float, timeout_s: float) -> tuple[float, float]:
+def transfer_rates(
+    actor: Any, latency_s: float, timeout_s: float, rounds: int = 3
+) -> tuple[float, float]:
     """Bytes/s driver → node and node → driver through the object store, measured with
-    ``PROBE_BYTES`` each way (an empty call's round trip taken off); each way waits at
-    most ``timeout_s``."""
+    ``PROBE_BYTES`` each way (an empty call's round trip taken off), the fastest of
+    ``rounds`` (the first touches store pages no call touched yet, which later calls find
+    mapped); each way waits at most ``timeout_s``."""
     data = np.ones(PROBE_BYTES, dtype=np.uint8)
-    t0 = time.perf_counter()
-    ray.get(actor.receive.remote(ray.put(data)), timeout=timeout_s)
-    up = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ray.get(actor.send.remote(PROBE_BYTES), timeout=timeout_s)
-    down = time.perf_counter() - t0
+    up = down = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        ray.get(actor.receive.remote(ray.put(data)), timeout=timeout_s)
+        up = min(up, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        ray.get(actor.send.remote(PROBE_BYTES), timeout=timeout_s)
+        down = min(down, time.perf_counter() - t0)
     return (
         PROBE_BYTES / max(up - latency_s, 1e-6),
         PROBE_BYTES / max(down - latency_s, 1e-6),
@@ -135,7 +147,7 @@ def _failed(index: int, node: dict[str, Any], actor: Any, reason: str) -> Node:
         "upload_bytes_per_s": math.nan,
         "download_bytes_per_s": math.nan,
     }
-    failed = Node(index=index, actor=actor, info=info, model=NodeModel(index, {}, 1.0))
+    failed = Node(index=index, actor=actor, info=info, model=NodeModel(index, {}))
     failed.healthy = False
     failed.reason = reason
     return failed
@@ -165,7 +177,7 @@ def _measured(
             "download_bytes_per_s": down,
         }
     )
-    model = NodeModel(index, dict(info["throughput"]), 2.0 / (1.0 / up + 1.0 / down))
+    model = NodeModel(index, dict(info["throughput"]), up, down, latency)
     return Node(index=index, actor=actor, info=info, model=model, clock_offset_s=offset)
 
 

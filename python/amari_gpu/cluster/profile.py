@@ -1,7 +1,8 @@
-"""One timeline for a cluster: the user's calls on the driver, and every node's profile
-(events on its own clock) aligned to the driver's clock and merged; a summary per node and
-device; a Chrome trace with the calls on the driver's track, one process per node and
-tracks per device."""
+"""One timeline for a cluster: the user's calls on the driver and every node's profile
+(events on its own clock) aligned to the driver's clock and merged. The summary and the
+Chrome trace are the core's (``_native.profile_summary``, ``_native.chrome_trace_of``):
+the trace has the driver's calls in one process and each node's timeline, with the core's
+tracks and overlap lanes, in a process of its own."""
 
 from __future__ import annotations
 
@@ -9,21 +10,19 @@ import json
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from .. import _native
 from ..profiler import CallsOf
 from .dispatch import Dispatcher, Node
 
 if TYPE_CHECKING:
     from .._mixin import KernelHost
+    from .._native import EventDict, KernelCallDict, TraceProcessDict, UserCallDict
+    from ..planning import Plan
 
-# Tracks of a device within its node's process: kernels (its queue), its worker's steps,
-# re-runs; as the single-context trace, so slices on a track nest or are disjoint.
-_LANES = {"kernel": 0, "retry": 2}
-_LANE_NAMES = ("queue", "worker", "retries")
-_HOST_TID = 1_000_000
-# The driver's process in the trace (nodes are 0, 1, ...), its calls on one track.
 _DRIVER_PID = 1_000_000
+"""The driver's process in the trace (nodes are 0, 1, ...)."""
 
 
 class ClusterProfile:
@@ -45,6 +44,8 @@ class ClusterProfile:
         self.names: dict[int, dict[int, str]] = {}
         self.node_labels: dict[int, str] = {}
         self.t0 = time.time()
+        # Per user call, the cluster plans its dispatches made (the model's figures).
+        self._plans: dict[int, list[Plan]] = {}
         self._lock = threading.Lock()
         self._inside = threading.local()
 
@@ -74,6 +75,13 @@ class ClusterProfile:
             self.calls[index]["end_s"] = max(time.time() - self.t0, self.calls[index]["start_s"])
         self._inside.call = None
 
+    def planned(self, plan: Plan) -> None:
+        """Notes a cluster plan the current thread's user call runs."""
+        index = getattr(self._inside, "call", None)
+        if index is not None:
+            with self._lock:
+                self._plans.setdefault(index, []).append(plan)
+
     def merge(self, node: Node, driver_t0: float, recorded: dict[str, Any]) -> None:
         """Adds one node's recording."""
         shift = recorded["t0"] - node.clock_offset_s - driver_t0
@@ -86,90 +94,84 @@ class ClusterProfile:
         self.node_labels[node.index] = f"node {node.index}: {node.info['address']}"
         self.events.sort(key=lambda e: e["start_s"])
 
+    def _user_call_of(self, start_s: float) -> int:
+        """The user call a node's step at ``start_s`` (driver clock) belongs to: the one
+        whose span holds it, else the nearest (clock offsets are measured, not exact); the
+        index past the calls when there are none."""
+        if not self.calls:
+            return 0
+
+        def distance(c: dict[str, Any]) -> float:
+            return max(float(c["start_s"]) - start_s, start_s - float(c["end_s"]), 0.0)
+
+        return min(range(len(self.calls)), key=lambda i: distance(self.calls[i]))
+
     def summary(self) -> dict[str, Any]:
-        """``makespan_s`` (first start to last end over all nodes), ``calls`` (the user's
-        calls), ``kernel_calls`` (the kernel calls the nodes made), ``busy_s`` per node,
-        and ``devices`` keyed ``(node, device)``: busy_s, kernel_s, utilization, items,
-        chunks; ``nodes``: each node's own summary."""
-        if not self.events:
-            return {
-                "calls": len(self.calls),
-                "kernel_calls": len(self.kernel_calls),
-                "makespan_s": 0.0,
-                "nodes": {},
-                "devices": {},
-                "busy_s": {},
+        """The core's summary of the cluster's timeline, with each user call as one call of
+        the cluster (its span, and the plans its dispatches made over the nodes):
+        ``makespan_s``, ``predicted_lower_bound_s``, ``efficiency``, ``imbalance``,
+        ``bottleneck`` and ``figures`` as a local profile's; ``calls`` (the user's calls),
+        ``kernel_calls`` (the kernel calls the nodes made), ``devices`` keyed ``(node,
+        device)``, ``busy_s`` per node, and ``nodes``: each node's own summary."""
+        keys = sorted({(e["node"], e["device"]) for e in self.events if e["device"] is not None})
+        ids = {key: i for i, key in enumerate(keys)}
+        events = [
+            {
+                **e,
+                "device": None if e["device"] is None else ids[(e["node"], e["device"])],
+                "call": self._user_call_of(e["start_s"]),
             }
-        start = min(e["start_s"] for e in self.events)
-        end = max(e["start_s"] + e["duration_s"] for e in self.events)
-        makespan = end - start
-        devices: dict[tuple[int, int], dict[str, Any]] = {}
-        for e in self.events:
-            if e["device"] is None:
-                continue
-            d = devices.setdefault(
-                (e["node"], e["device"]),
-                {"busy_s": 0.0, "kernel_s": 0.0, "items": 0, "chunks": 0},
+            for e in self.events
+        ]
+        records = [self._record(i) for i in range(max(len(self.calls), 1))]
+        users = [{**c, "kernel_calls": [i]} for i, c in enumerate(self.calls)]
+        s: dict[str, Any] = dict(
+            _native.profile_summary(
+                cast("list[EventDict]", events),
+                cast("list[KernelCallDict]", records),
+                cast("list[UserCallDict]", users),
             )
-            if e["kind"] == "kernel":
-                d["kernel_s"] += e["duration_s"]
-                d["items"] += e["items"]
-                d["chunks"] += 1
-            if e["kind"] != "wait":
-                d["busy_s"] += e["duration_s"]
-        for d in devices.values():
-            d["utilization"] = d["kernel_s"] / makespan if makespan > 0 else 0.0
+        )
+        s["kernel_calls"] = len(self.kernel_calls)
+        s["devices"] = {keys[d]: figures for d, figures in s["devices"].items()}
         busy: dict[int, float] = {}
-        for (node, _), d in devices.items():
+        for (node, _), d in s["devices"].items():
             busy[node] = busy.get(node, 0.0) + d["busy_s"]
+        s["busy_s"] = busy
+        s["nodes"] = dict(self.node_summaries)
+        return s
+
+    def _record(self, index: int) -> dict[str, Any]:
+        """User call ``index`` as one kernel call of the cluster, for the core's summary."""
+        plans = self._plans.get(index, [])
+        call = self.calls[index] if index < len(self.calls) else {"method": "outside calls"}
         return {
-            "calls": len(self.calls),
-            "kernel_calls": len(self.kernel_calls),
-            "makespan_s": makespan,
-            "busy_s": busy,
-            "devices": devices,
-            "nodes": dict(self.node_summaries),
+            "kernel": call["method"],
+            "items": sum(p.items for p in plans),
+            "flops_per_item": 1.0,
+            "bytes_per_item": 0.0,
+            "strategy": ", ".join(dict.fromkeys(p.strategy for p in plans)),
+            "lower_bound_s": sum(p.lower_bound_s for p in plans),
+            "estimated_makespan_s": sum(p.estimated_makespan_s for p in plans),
         }
 
     def chrome_trace(self) -> dict[str, Any]:
-        """The Trace Event Format object: the driver's process with the user's calls on
-        its "calls" track (one slice per call, named as called), then process = node,
-        threads = device tracks."""
-        trace: list[dict[str, Any]] = _driver_calls(self.calls)
-        tracks: set[tuple[int, int]] = set()
-        for e in self.events:
-            pid = e["node"]
-            if e["device"] is None:
-                tid = _HOST_TID
-            else:
-                tid = 3 * e["device"] + _LANES.get(e["kind"], 1)
-            tracks.add((pid, tid))
-            trace.append(
-                {
-                    "ph": "X",
-                    "name": e["kind"],
-                    "pid": pid,
-                    "tid": tid,
-                    "ts": e["start_s"] * 1e6,
-                    "dur": e["duration_s"] * 1e6,
-                    "args": {
-                        k: e[k] for k in ("chunk", "call", "bytes", "items", "clock", "device")
-                    },
-                }
-            )
-        for pid, label in self.node_labels.items():
-            trace.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": label}})
-        for pid, tid in sorted(tracks):
-            if tid == _HOST_TID:
-                name = "host"
-            else:
-                device = tid // 3
-                adapter = self.names.get(pid, {}).get(device, "?")
-                name = f"device {device}: {adapter} ({_LANE_NAMES[tid % 3]})"
-            trace.append(
-                {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}
-            )
-        return {"traceEvents": trace, "displayTimeUnit": "ms"}
+        """The Trace Event Format object, written by the core: a ``driver`` process whose
+        "calls" track holds the user's calls (one slice per call, named as called), and one
+        process per node (pid = node index) with its kernel calls and, per device, its
+        queue, worker and retries tracks."""
+        processes: list[dict[str, Any]] = []
+        if self.calls:
+            users = [{**c, "kernel_calls": []} for c in self.calls]
+            processes.append(_process(_DRIVER_PID, "driver", [], [], users, {}))
+        for node, label in sorted(self.node_labels.items()):
+            events = [e for e in self.events if e["node"] == node]
+            made = [c for c in self.kernel_calls if c["node"] == node]
+            processes.append(_process(node, label, events, made, [], self.names.get(node, {})))
+        trace: dict[str, Any] = json.loads(
+            _native.chrome_trace_of(cast("list[TraceProcessDict]", processes))
+        )
+        return trace
 
     def save_chrome_trace(self, path: str | os.PathLike[str]) -> None:
         """Writes :meth:`chrome_trace` as JSON (open it in Perfetto or chrome://tracing)."""
@@ -191,44 +193,23 @@ class ClusterProfile:
         return "\n".join(lines)
 
 
-def _driver_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The user's calls as slices of the driver's process: on its first track while they
-    follow one another, on a further one where calls from several threads overlap (slices
-    on a track nest or are disjoint)."""
-    if not calls:
-        return []
-    trace: list[dict[str, Any]] = [
-        {"ph": "M", "name": "process_name", "pid": _DRIVER_PID, "args": {"name": "driver"}}
-    ]
-    lanes: list[float] = []
-    for call in sorted(calls, key=lambda c: (c["start_s"], -c["end_s"])):
-        lane = next((i for i, end in enumerate(lanes) if end <= call["start_s"]), len(lanes))
-        if lane == len(lanes):
-            lanes.append(0.0)
-            label = "calls" if lane == 0 else f"calls (lane {lane + 1})"
-            trace.append(
-                {
-                    "ph": "M",
-                    "name": "thread_name",
-                    "pid": _DRIVER_PID,
-                    "tid": lane,
-                    "args": {"name": label},
-                }
-            )
-        lanes[lane] = call["end_s"]
-        trace.append(
-            {
-                "ph": "X",
-                "name": call["name"],
-                "cat": "call",
-                "pid": _DRIVER_PID,
-                "tid": lane,
-                "ts": call["start_s"] * 1e6,
-                "dur": (call["end_s"] - call["start_s"]) * 1e6,
-                "args": {"method": call["method"], "args": call["args"]},
-            }
-        )
-    return trace
+def _process(
+    pid: int,
+    label: str,
+    events: list[dict[str, Any]],
+    kernel_calls: list[dict[str, Any]],
+    calls: list[dict[str, Any]],
+    names: dict[int, str],
+) -> dict[str, Any]:
+    """One process of the merged trace, as ``_native.chrome_trace_of`` takes it."""
+    return {
+        "pid": pid,
+        "label": label,
+        "events": events,
+        "kernel_calls": kernel_calls,
+        "calls": calls,
+        "names": names,
+    }
 
 
 class ClusterRecording:
@@ -251,10 +232,12 @@ class ClusterRecording:
         self._started = [n for n in healthy if n.index in started]
         self._t0 = self._profile.t0 = time.time()
         CallsOf.install(self._host, self._profile)
+        self._cluster.recorder = self._profile
         return self._profile
 
     def __exit__(self, *exc: object) -> None:
         CallsOf.remove(self._host)
+        self._cluster.recorder = None
         # A node lost meanwhile took its timeline with it.
         nodes = [n for n in self._started if n.healthy]
         calls = [(n, n.actor.profile_stop.remote()) for n in nodes]

@@ -26,6 +26,7 @@ mod elementwise;
 mod fisher;
 mod fisher_split;
 mod ga;
+mod planning_fns;
 mod resident;
 mod roofline;
 mod rows;
@@ -42,6 +43,7 @@ fn register_operations(m: &Bound<'_, PyModule>) -> PyResult<()> {
     checks::register(m)?;
     domain::register(m)?;
     roofline::register(m)?;
+    planning_fns::register(m)?;
     rows::register(m)?;
     Ok(())
 }
@@ -87,6 +89,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<context::PyContext>()?;
     m.add_function(wrap_pyfunction!(context::check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(family_of, m)?)?;
+    m.add_function(wrap_pyfunction!(pool::pooled_output, m)?)?;
     profile::register(m)?;
     register_operations(m)?;
     Ok(())

@@ -9,9 +9,11 @@
 use std::alloc::Layout;
 use std::sync::Mutex;
 
-use numpy::ndarray::{ArrayView, Dimension};
-use numpy::{Element, PyArray, PyArrayDescrMethods};
+use numpy::ndarray::{ArrayView, Dimension, IxDyn};
+use numpy::{Element, PyArray, PyArrayDescrMethods, PyArrayDyn};
 use pyo3::prelude::*;
+
+use crate::arrays::zeros;
 
 /// Outputs smaller than this are numpy's own (few pages to fault, numpy caches small blocks).
 const MIN_POOLED_BYTES: usize = 1 << 20;
@@ -114,4 +116,19 @@ pub fn pooled<'py, T: Element, D: Dimension>(
     #[allow(unsafe_code)]
     let array = unsafe { PyArray::borrow_from_array(&view, owner.into_any()) };
     Ok(Some(array))
+}
+
+/// A new float32 array of `shape` that the caller fills whole (a cluster's driver writes every
+/// node's rows of a call's result into it): in reused memory when large, as a kernel's new
+/// output is, else a zeroed numpy array; `OutOfMemoryError` when it cannot be had.
+#[pyfunction]
+pub fn pooled_output<'py>(
+    py: Python<'py>,
+    shape: Vec<usize>,
+) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+    let dim = IxDyn(&shape);
+    match pooled::<f32, IxDyn>(py, &dim)? {
+        Some(array) => Ok(array),
+        None => zeros::<f32, IxDyn>(py, "shape", dim),
+    }
 }

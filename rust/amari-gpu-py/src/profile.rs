@@ -21,7 +21,7 @@ pub struct PyProfile {
     ctx: Arc<MultiGpuContext>,
 }
 
-fn summary_dict<'py>(py: Python<'py>, s: &Summary) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn summary_dict<'py>(py: Python<'py>, s: &Summary) -> PyResult<Bound<'py, PyDict>> {
     let devices = PyDict::new(py);
     for dev in &s.devices {
         let entry = fields!(py, dev; busy_s, utilization, kernel_s, transfer_s, wait_s, items,

@@ -80,6 +80,7 @@ mod workload;
 
 pub use adapter::AdapterInfo;
 pub use calibration::limits::{measure as measure_limits, DeviceLimits};
+pub use chunks::chunk_items_for;
 pub use context::{adapters, instance, MultiGpuContext};
 pub use device::{DeviceKind, GpuDevice, WgpuDevice};
 pub use error::{Error, Result};

@@ -5,11 +5,13 @@
 //! Nothing is recorded, and nothing costs, while no profile is active.
 
 mod calls;
+mod merged;
 mod summary;
 mod timeline;
 mod trace;
 
 pub use calls::{CallScope, UserCall};
+pub use merged::{chrome_trace_merged, TraceProcess};
 pub use summary::{summarize, summarize_calls, CallSummary, DeviceSummary, Summary};
 pub use timeline::{CallRecord, Clock, Event, HostStep, Kind, Profiler};
 pub use trace::chrome_trace;
