@@ -154,10 +154,11 @@ impl MultiGpuContext {
                 false => None,
             };
             interrupt::note_path(fast_plan.is_some());
-            let plan = match fast_plan {
+            let mut plan = match fast_plan {
                 Some(plan) => plan,
                 None => self.plan_on(&workload, grid, strategy, &workers)?,
             };
+            plan.left_out = self.left_out_of(kernel, &healthy);
             let recording = self.recording(&workload, &plan, planning);
             if items == 0 {
                 return Ok(Ran { plan, partials });

@@ -111,6 +111,7 @@ fn one_device_plan(requested: Strategy, items: u64, chunk_items: u64, decision: 
         lower_bound_s: decision.seconds,
         efficiency: 1.0,
         fast_path: true,
+        left_out: Vec::new(),
     }
 }
 
