@@ -22,18 +22,22 @@ const SIGNATURES: [(u32, u32, u32); 9] = [
     (2, 0, 0),
 ];
 
+/// The broadcasts `op` has kernels for.
+fn broadcasts(op: Operation) -> &'static [Broadcast] {
+    if op.operands().len() == 2 {
+        &[Broadcast::None, Broadcast::Left, Broadcast::Right]
+    } else {
+        &[Broadcast::None]
+    }
+}
+
 #[test]
 fn every_generated_kernel_validates() {
     let mut seen = std::collections::HashSet::new();
     for (p, q, r) in SIGNATURES {
         let algebra = Algebra::new(p, q, r).expect("valid signature");
         for op in operations(&algebra) {
-            let modes: &[Broadcast] = if op.operands().len() == 2 {
-                &[Broadcast::None, Broadcast::Left, Broadcast::Right]
-            } else {
-                &[Broadcast::None]
-            };
-            for &mode in modes {
+            for &mode in broadcasts(op) {
                 let k = kernel(&algebra, op, mode, Dtype::F32);
                 assert!(seen.insert(k.id.clone()), "duplicate kernel id {}", k.id);
                 assert_eq!(
@@ -56,12 +60,7 @@ fn every_float64_kernel_validates_with_float64_and_only_with_it() {
                 assert_eq!(op, Operation::Normalize, "only normalize is float32 only");
                 continue;
             }
-            let modes: &[Broadcast] = if op.operands().len() == 2 {
-                &[Broadcast::None, Broadcast::Left, Broadcast::Right]
-            } else {
-                &[Broadcast::None]
-            };
-            for &mode in modes {
+            for &mode in broadcasts(op) {
                 let k = kernel(&algebra, op, mode, Dtype::F64);
                 let f32_kernel = kernel(&algebra, op, mode, Dtype::F32);
                 // One id, two pipelines: the cache key says the dtype.
