@@ -49,6 +49,7 @@ impl From<WorkloadFields> for Workload {
             bytes_in_per_item: w.bytes_in_per_item,
             bytes_out_per_item: w.bytes_out_per_item,
             flops_per_item: w.flops_per_item,
+            dtype: amari_gpu::Dtype::F32,
         }
     }
 }

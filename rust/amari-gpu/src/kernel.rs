@@ -352,6 +352,7 @@ impl Kernel {
             bytes_in_per_item: 4.0 * self.input_words_per_item() as f64,
             bytes_out_per_item: 4.0 * self.output_words_per_item() as f64,
             flops_per_item: self.flops_per_item,
+            dtype: self.dtype,
         }
     }
 }

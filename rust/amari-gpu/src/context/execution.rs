@@ -328,7 +328,8 @@ impl MultiGpuContext {
     /// Feeds each device's completed chunks of a call into the history (as one observation).
     fn learn(&self, workload: &Workload, workers: &[&GpuDevice], reports: &[WorkerReport]) {
         let models = self.models_for(workload, false);
-        let family = workload.history_key();
+        let key = workload.history_key();
+        let family: &str = &key;
         for (dev, report) in workers.iter().zip(reports) {
             let Some(model) = models.iter().find(|m| m.device == dev.id) else {
                 continue;
