@@ -127,7 +127,7 @@ fn main() {
         );
         let dev = &ctx.devices()[0];
         for (algebra, op, broadcast) in cases() {
-            let k = kernel(&algebra, op, broadcast);
+            let k = kernel(&algebra, op, broadcast, amari_gpu::Dtype::F32);
             let bytes = k.bytes_per_item() as f64;
             let items = (PROBLEM_BYTES / bytes) as usize;
             let resident = resident_seconds(dev, &k, items);

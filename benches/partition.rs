@@ -48,6 +48,7 @@ fn workload() -> Workload {
         bytes_in_per_item: 64.0,
         bytes_out_per_item: 32.0,
         flops_per_item: 256.0,
+        dtype: amari_gpu::Dtype::F32,
     }
 }
 

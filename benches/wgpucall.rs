@@ -21,6 +21,7 @@ fn main() {
         &Algebra::new(3, 0, 0).expect("valid algebra"),
         Operation::Geometric,
         Broadcast::None,
+        amari_gpu::Dtype::F32,
     );
     let a: Vec<f32> = (0..8).map(|w| w as f32 * 0.25 - 0.5).collect();
     let b: Vec<f32> = (0..8).map(|w| 0.75 - w as f32 * 0.125).collect();

@@ -29,9 +29,10 @@ def test_a_grid_call_resets_last_plan_and_a_kernel_call_resets_last_run():
 
 
 RESULT_DTYPES = {
-    "geometric_product": np.float32,
-    "scalar_product": np.float32,
-    "reverse": np.float32,
+    # Geometric algebra keeps float64 (docs/api.md, dtypes).
+    "geometric_product": np.float64,
+    "scalar_product": np.float64,
+    "reverse": np.float64,
     "tropical_matmul": np.float32,
     "tropical_matvec": np.float32,
     "shortest_paths": np.float32,

@@ -91,10 +91,14 @@ def test_algebra_defaults_to_cl3(default_ctx):
 def test_inputs_of_any_real_dtype_are_converted_and_left_alone(default_ctx):
     x = np.arange(48, dtype=np.int64).reshape(3, 16) - 20
     before = x.copy()
+    # Integers compute in float64, as numpy's true division would (docs/api.md, dtypes).
     got = default_ctx.reverse(x, PGA)
     np.testing.assert_array_equal(x, before)
-    assert got.dtype == np.float32
-    np.testing.assert_array_equal(got, default_ctx.reverse(x.astype(np.float32), PGA))
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, default_ctx.reverse(x.astype(np.float64), PGA))
+    in32 = default_ctx.reverse(x, PGA, dtype=np.float32)
+    assert in32.dtype == np.float32
+    np.testing.assert_array_equal(in32, default_ctx.reverse(x.astype(np.float32), PGA))
     lists = default_ctx.geometric_product([0, 1, 0, 0, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0, 0, 0])
     np.testing.assert_array_equal(lists, [0, 0, 0, 1, 0, 0, 0, 0])  # e1 e2 = e12
 

@@ -89,7 +89,10 @@ def test_every_row_lands_in_its_own_place(devices3_chunked):
 
 
 def test_empty_batch_gives_empty_float32_result(adapter_ctx):
-    out = adapter_ctx.geometric_product(np.empty((0, 8)), np.empty((0, 8), dtype=np.int32))
+    # float64 and int32 operands compute in float64, which GL adapters lack: float32 here.
+    out = adapter_ctx.geometric_product(
+        np.empty((0, 8)), np.empty((0, 8), dtype=np.int32), dtype=np.float32
+    )
     _check_result(out, 0)
 
 
@@ -221,35 +224,48 @@ def test_non_contiguous_inputs_match_contiguous_copies(adapter_ctx, index):
     assert relative_error(out, reference_product(a, b)) < REL_TOL
 
 
-def test_float64_inputs_are_converted_to_float32(default_ctx):
+def test_float64_inputs_are_converted_to_float32_on_request(default_ctx):
     rng = np.random.default_rng(5)
     a = rng.standard_normal((777, BLADES))
     b = rng.standard_normal((777, BLADES))
-    out = default_ctx.geometric_product(a, b)
+    out = default_ctx.geometric_product(a, b, dtype=np.float32)
     assert out.dtype == np.float32
     np.testing.assert_array_equal(
         out, default_ctx.geometric_product(a.astype(np.float32), b.astype(np.float32))
     )
+    # Without dtype=, float64 stays float64 (tests/test_dtypes_ga.py).
+    assert default_ctx.geometric_product(a, b).dtype == np.float64
 
 
 @pytest.mark.parametrize(
-    "dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint64, np.bool_, np.float16]
+    ("dtype", "result"),
+    [
+        (np.int8, np.float64),
+        (np.int32, np.float64),
+        (np.int64, np.float64),
+        (np.uint8, np.float64),
+        (np.uint64, np.float64),
+        (np.bool_, np.float64),
+        (np.float16, np.float32),
+    ],
 )
-def test_integer_bool_and_half_inputs_are_converted_to_float32(default_ctx, dtype):
+def test_integer_bool_and_half_inputs_compute_in_float64_and_float32(default_ctx, dtype, result):
     rng = np.random.default_rng(6)
     a = rng.integers(0, 2 if dtype is np.bool_ else 100, size=(300, BLADES)).astype(dtype)
     b = rng.integers(0, 2 if dtype is np.bool_ else 100, size=(300, BLADES)).astype(dtype)
     out = default_ctx.geometric_product(a, b)
-    assert out.dtype == np.float32
+    # Integers and bools as numpy's true division would (float64); float16 has no kernels
+    # yet and computes in float32.
+    assert out.dtype == result
     # Small integers: every term and sum is exact in float32.
-    np.testing.assert_array_equal(out, reference_product(a, b).astype(np.float32))
+    np.testing.assert_array_equal(out, reference_product(a, b).astype(result))
 
 
 def test_nested_lists_are_accepted(default_ctx):
     a = [[0, 1, 0, 0, 0, 0, 0, 0]]  # e1
     b = [[0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]]  # e2
     out = default_ctx.geometric_product(a, b)
-    assert out.dtype == np.float32
+    assert out.dtype == np.float64  # lists are arrays of Python ints and floats: float64
     np.testing.assert_array_equal(out, [_blade("e12")])
 
 

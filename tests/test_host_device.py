@@ -128,6 +128,7 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
     assert [w.split()[0] for w in works] == [
         "Cl(3,0)",
         "Cl(3,0)",
+        "Cl(3,0)",
         "PGA",
         "max-plus",
         "shortest",
@@ -135,6 +136,7 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
         "heat",
     ]
     assert "out=" in works[1]
+    assert "float64" in works[2]
     for row in result["rows"]:
         if row["note"].startswith("not available yet"):
             assert row["ours_s"] is None

@@ -293,11 +293,13 @@ def test_an_input_as_its_own_out_is_refused(default_ctx: MultiGpuContext) -> Non
     assert np.array_equal(x, before)
 
 
-def test_float64_inputs_write_float32_out(default_ctx: MultiGpuContext) -> None:
+def test_float64_inputs_write_float32_out_when_asked_to(default_ctx: MultiGpuContext) -> None:
     a, b = _f32(300, 8).astype(np.float64), _f32(300, 8).astype(np.float64)
     out = np.empty((300, 8), np.float32)
-    assert default_ctx.geometric_product(a, b, out=out) is out
-    assert np.array_equal(out, default_ctx.geometric_product(a, b))
+    assert default_ctx.geometric_product(a, b, out=out, dtype=np.float32) is out
+    assert np.array_equal(out, default_ctx.geometric_product(a, b, dtype=np.float32))
+    with pytest.raises(TypeError, match=r"^out: expected dtype float64 \(the result's\)"):
+        default_ctx.geometric_product(a, b, out=out)
 
 
 def test_failure_after_work_began_says_out_may_be_partly_written() -> None:

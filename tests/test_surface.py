@@ -67,8 +67,9 @@ def test_a_registry_edit_fails_the_check_with_a_diff(copy: Path) -> None:
     _edit(copy / "python/amari_gpu/_surface.py", '"Reverse ``x̃``."', '"Reverse, edited."')
     result = _check(copy)
     assert result.returncode == 1
-    assert "+| `reverse(x, algebra=None, *, strategy=None, out=None)` | Reverse, edited. |" in (
-        result.stdout
+    assert (
+        "+| `reverse(x, algebra=None, *, dtype=None, strategy=None, out=None)` | Reverse, "
+        "edited. |" in result.stdout
     )
     assert "docs/api.md" in result.stderr
 

@@ -1,5 +1,7 @@
 """Geometric algebra, what every operation shares: argument conversion (algebra, operands
-as rows or DeviceArray handles, grades) and the one native call of every operation. The
+as rows or DeviceArray handles, grades), the dtype a call computes in (the package's rule,
+:mod:`amari_gpu._dtypes`: float32 and float64 kept, every operation but ``normalize`` having
+float64 kernels; DeviceArrays hold float32) and the one native call of every operation. The
 operations themselves are in :mod:`amari_gpu.ga` (products) and :mod:`amari_gpu.ga_unary`
 (one-operand maps)."""
 
@@ -12,8 +14,9 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
+from ._dtypes import FLOAT32, FLOAT64, requested, result_dtype
 from ._mixin import KernelHost
-from ._validate import as_float32, output, real_array, shape_text
+from ._validate import contiguous, output, real_array, shape_text
 from .algebra import CL3, Algebra
 from .array import DeviceArray, _rows_of, returned
 from .errors import AmariGpuError, InvalidArgumentError, ShapeError
@@ -30,20 +33,45 @@ def _algebra(value: Any) -> Algebra:
     return value
 
 
-def _rows(name: str, array: np.ndarray[Any, Any], lead: tuple[int, ...]) -> npt.NDArray[np.float32]:
-    """``array`` as float32 rows of its own width for the core (which checks that width
-    against the algebra's, in the caller's shape): one row when its batch has one
+def _kept(
+    operation: str, named: list[tuple[str, Any]], dtype: Any, resident: bool
+) -> np.dtype[Any]:
+    """The dtype a call computes in and returns: float32 and float64 are kept (numpy's
+    promotion of the operands' dtypes, integers to float64, ``dtype=`` overriding), except
+    that ``normalize`` computes in float32 only and an operation on DeviceArrays (which hold
+    float32) in float32."""
+    if dtype is None and all(
+        type(value) is np.ndarray and value.dtype == np.float32 for _, value in named
+    ):
+        return FLOAT32
+    if resident:
+        want = requested(dtype)
+        if want is not None and want != FLOAT32:
+            raise InvalidArgumentError(
+                f"dtype: DeviceArrays hold float32, so an operation on one computes in "
+                f"float32, got {want}"
+            )
+        return FLOAT32
+    kernels = (FLOAT32,) if operation == "normalize" else (FLOAT32, FLOAT64)
+    return result_dtype(named, dtype, kernels)
+
+
+def _rows(
+    name: str, array: np.ndarray[Any, Any], lead: tuple[int, ...], kept: np.dtype[Any]
+) -> np.ndarray[Any, Any]:
+    """``array`` as rows of dtype ``kept`` and of its own width for the core (which checks
+    that width against the algebra's, in the caller's shape): one row when its batch has one
     multivector (the core applies it to every row of the other operand, uploaded once),
     else its rows broadcast to the leading shape ``lead`` (a copy only when broadcasting
-    repeats rows). Converted to float32 before broadcasting, so a repeated copy is of
-    float32 rows."""
+    repeats rows). Converted before broadcasting, so a repeated copy is of converted rows."""
     width = array.shape[-1] if array.ndim else 1
-    array32 = as_float32(name, array)
+    converted = contiguous(name, real_array(name, array), kept)
     if math.prod(array.shape[:-1]) == 1:
-        return array32.reshape(1, width)
+        return converted.reshape(1, width)
     if array.shape[:-1] == lead:
-        return array32.reshape(-1, width)
-    return as_float32(name, np.broadcast_to(array32, (*lead, width))).reshape(-1, width)
+        return converted.reshape(-1, width)
+    repeated = np.broadcast_to(converted, (*lead, width))
+    return contiguous(name, repeated, kept).reshape(-1, width)
 
 
 def _grade_mask(k: Any, algebra: Algebra) -> int:
@@ -86,14 +114,14 @@ def _ready_rows(named: list[tuple[str, Any]], width: int) -> list[Any] | None:
 
 
 def _numpy_rows(
-    call: tuple[str, Algebra, int], named: list[tuple[str, Any]]
+    call: tuple[str, Algebra, int], named: list[tuple[str, Any]], kept: np.dtype[Any]
 ) -> tuple[list[Any], tuple[int, ...]]:
-    """Numpy operands of ``call`` (operation, algebra, grades) as the core's rows (see
-    :func:`_rows`), checked by the core in the shapes the caller gave them, and the
-    result's shape (the leading shapes broadcast against each other, numpy rules)."""
+    """Numpy operands of ``call`` (operation, algebra, grades) as the core's rows of dtype
+    ``kept`` (see :func:`_rows`), checked by the core in the shapes the caller gave them,
+    and the result's shape (the leading shapes broadcast against each other, numpy rules)."""
     operation, algebra, grades = call
     width = algebra.n_blades
-    ready = _ready_rows(named, width)
+    ready = _ready_rows(named, width) if kept == FLOAT32 else None
     if ready is not None:
         # Already the core's rows, of the algebra's width and one shape (nothing to
         # broadcast): the native call's own checks are the caller's terms.
@@ -110,7 +138,7 @@ def _numpy_rows(
     # that do not broadcast), their own, which the core refuses in the caller's terms (a
     # wrong width first, as on every call).
     rows: list[Any] = [
-        _rows(name, a, a.shape[:-1] if lead is None else lead)
+        _rows(name, a, a.shape[:-1] if lead is None else lead, kept)
         for (name, _), a in zip(named, arrays, strict=True)
     ]
     _native.check_ga_apply(operation, algebra.signature, rows, grades, shapes)
@@ -128,7 +156,7 @@ def _resident_operand(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, 
     if isinstance(value, DeviceArray):
         return value._live(name, ctx), value.shape
     array = real_array(name, value)
-    return _rows(name, array, array.shape[:-1]), array.shape
+    return _rows(name, array, array.shape[:-1], FLOAT32), array.shape
 
 
 def _resident_rows(
@@ -147,7 +175,7 @@ def _resident_rows(
     # A 1-D DeviceArray is always gathered: asarray keeps it as 2^n rows of one word, a
     # layout no GA kernel reads.
     native = [
-        _rows(name, np.asarray(value, dtype=np.float32), ())
+        _rows(name, np.asarray(value, dtype=np.float32), (), FLOAT32)
         if math.prod(shape[:-1]) == 1
         and isinstance(value, DeviceArray)
         and (batch or value.ndim == 1)
@@ -193,22 +221,24 @@ class GaBase(KernelHost):
         grades: int,
         strategy: Any,
         out: Any,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
-        """Every GA method: the operands converted (numpy rows broadcast to the result's
-        leading shape; DeviceArrays as handles) and checked by the core in the caller's
-        shapes, then the one native call. A DeviceArray operand gives a DeviceArray result
-        (or the ``out`` given)."""
+        dtype: Any = None,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
+        """Every GA method: the dtype it computes in (:func:`_kept`), the operands converted
+        (numpy rows broadcast to the result's leading shape; DeviceArrays as handles) and
+        checked by the core in the caller's shapes, then the one native call. A DeviceArray
+        operand gives a DeviceArray result (or the ``out`` given)."""
         call = (operation, alg, grades)
         resident = any(isinstance(value, DeviceArray) for _, value in named)
+        kept = _kept(operation, named, dtype, resident)
         single = False
         if resident:
             rows, shape, single = _resident_rows(self, call, named)
         else:
-            rows, shape = _numpy_rows(call, named)
+            rows, shape = _numpy_rows(call, named, kept)
         target = (
             None
             if out is None
-            else output(out, shape, np.float32, dict(named), resident=self if resident else None)
+            else output(out, shape, kept, dict(named), resident=self if resident else None)
         )
         if single:
             return self._single_result(call, rows, shape, target)
@@ -268,6 +298,13 @@ class GaBase(KernelHost):
         return self._array_class(handle, self, shape)  # type: ignore[attr-defined,no-any-return]
 
     def _unary(
-        self, operation: str, x: Any, alg: Algebra, strategy: Any, out: Any, grades: int = 0
-    ) -> npt.NDArray[np.float32] | DeviceArray:
-        return self._apply(operation, alg, [("x", x)], grades, strategy, out)
+        self,
+        operation: str,
+        x: Any,
+        alg: Algebra,
+        options: tuple[Any, Any, Any],
+        grades: int = 0,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
+        """A one-operand map; ``options``: the call's ``strategy``, ``out`` and ``dtype``."""
+        strategy, out, dtype = options
+        return self._apply(operation, alg, [("x", x)], grades, strategy, out, dtype)

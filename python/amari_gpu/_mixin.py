@@ -28,11 +28,11 @@ class Kernels(Protocol):
         ctx: Any,
         operation: str,
         signature: tuple[int, int, int],
-        operands: list[_native.DeviceArray | F32],
+        operands: list[_native.DeviceArray | npt.NDArray[np.float32 | np.float64]],
         grades: int = 0,
         strategy: str | None = None,
-        out: _native.DeviceArray | F32 | None = None,
-    ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
+        out: _native.DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
+    ) -> tuple[_native.DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...
     def tropical_matmul(
         self,
         ctx: Any,

@@ -341,11 +341,11 @@ def ga_apply(
     ctx: Context,
     operation: str,
     signature: tuple[int, int, int],
-    operands: list[DeviceArray | npt.NDArray[np.float32]],
+    operands: list[DeviceArray | npt.NDArray[np.float32 | np.float64]],
     grades: int = 0,
     strategy: str | None = None,
-    out: DeviceArray | npt.NDArray[np.float32] | None = None,
-) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
+    out: DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
+) -> tuple[DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...
 
 # --- resident arrays ---
 __all__ += ["resident_gather", "resident_rows", "resident_upload"]
@@ -465,7 +465,7 @@ __all__ += [
 def check_ga_apply(
     operation: str,
     signature: tuple[int, int, int],
-    operands: list[DeviceArray | npt.NDArray[np.float32]],
+    operands: list[DeviceArray | npt.NDArray[np.float32 | np.float64]],
     grades: int = 0,
     shapes: list[tuple[int, ...]] | None = None,
 ) -> None: ...

@@ -50,9 +50,10 @@ class GaBinary(Protocol):
         b: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32],
-    ) -> npt.NDArray[np.float32]: ...
+        out: npt.NDArray[np.float32 | np.float64],
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
     @overload
     def __call__(
         self,
@@ -60,6 +61,7 @@ class GaBinary(Protocol):
         b: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: DeviceArray | None = None,
     ) -> DeviceArray: ...
@@ -70,6 +72,7 @@ class GaBinary(Protocol):
         b: DeviceArray,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: DeviceArray | None = None,
     ) -> DeviceArray: ...
@@ -80,9 +83,10 @@ class GaBinary(Protocol):
         b: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: Any = None,
-    ) -> npt.NDArray[np.float32]: ...
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
 
 
 class GaSandwich(Protocol):
@@ -95,9 +99,10 @@ class GaSandwich(Protocol):
         x: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32],
-    ) -> npt.NDArray[np.float32]: ...
+        out: npt.NDArray[np.float32 | np.float64],
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
     @overload
     def __call__(
         self,
@@ -105,6 +110,7 @@ class GaSandwich(Protocol):
         x: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: DeviceArray | None = None,
     ) -> DeviceArray: ...
@@ -115,6 +121,7 @@ class GaSandwich(Protocol):
         x: DeviceArray,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: DeviceArray | None = None,
     ) -> DeviceArray: ...
@@ -125,9 +132,10 @@ class GaSandwich(Protocol):
         x: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: Any = None,
-    ) -> npt.NDArray[np.float32]: ...
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
 
 
 class GaUnary(Protocol):
@@ -139,15 +147,17 @@ class GaUnary(Protocol):
         x: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32],
-    ) -> npt.NDArray[np.float32]: ...
+        out: npt.NDArray[np.float32 | np.float64],
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
     @overload
     def __call__(
         self,
         x: DeviceArray,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: DeviceArray | None = None,
     ) -> DeviceArray: ...
@@ -157,9 +167,10 @@ class GaUnary(Protocol):
         x: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: Any = None,
-    ) -> npt.NDArray[np.float32]: ...
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
 
 
 class GaGrades(Protocol):
@@ -172,9 +183,10 @@ class GaGrades(Protocol):
         k: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32],
-    ) -> npt.NDArray[np.float32]: ...
+        out: npt.NDArray[np.float32 | np.float64],
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
     @overload
     def __call__(
         self,
@@ -182,6 +194,7 @@ class GaGrades(Protocol):
         k: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: DeviceArray | None = None,
     ) -> DeviceArray: ...
@@ -192,9 +205,10 @@ class GaGrades(Protocol):
         k: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: Any = None,
-    ) -> npt.NDArray[np.float32]: ...
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
 
 
 class TropicalProduct(Protocol):

@@ -36,16 +36,22 @@ HOST = "host"
 RESIDENT = "resident"
 EITHER = "either"
 
-_DTYPES = {"f32": "np.float32", "f64": "np.float64", "u8": "np.uint8"}
+# "float": float32 or float64 arrays, for the entry points of families that keep float64.
+_DTYPES = {
+    "f32": "np.float32",
+    "f64": "np.float64",
+    "u8": "np.uint8",
+    "float": "np.float32 | np.float64",
+}
 
 NATIVE_SIGNATURES = """
 # --- geometric algebra [ga] ---
 @kernel
 def ga_apply(
     ctx, operation: str, signature: tuple[int, int, int],
-    operands: list[either[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
-    strategy: str | None = None, out: either[f32, "(N, output words)"] | None = None,
-) -> tuple[either[f32], Plan | None]:
+    operands: list[either[float, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+    strategy: str | None = None, out: either[float, "(N, output words)"] | None = None,
+) -> tuple[either[float], Plan | None]:
     "One geometric-algebra operation over rows; the result and the plan (None if resident)."
 
 # --- resident arrays [resident] ---
@@ -138,7 +144,7 @@ def fisher_finish(
 # --- check-only entries (a cluster's driver checks a call before splitting it) [checks] ---
 def check_ga_apply(
     operation: str, signature: tuple[int, int, int],
-    operands: list[either[f32, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+    operands: list[either[float, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
     shapes: list[tuple[int, ...]] | None = None,
 ) -> None:
     "The checks of ga_apply, in the caller's shapes of the operands, without a context or a run."
@@ -372,12 +378,25 @@ _F64 = "npt.NDArray[np.float64]"
 _ALGEBRA = Arg("algebra", "Algebra | None", "None")
 _SEMIRING = Arg("semiring", "str", '"max_plus"')
 
-GA_BINARY = Shape("GaBinary", (Arg("a", resident=True), Arg("b", resident=True), _ALGEBRA), _F32)
-GA_SANDWICH = Shape(
-    "GaSandwich", (Arg("r", resident=True), Arg("x", resident=True), _ALGEBRA), _F32
+# Geometric algebra keeps float32 and float64 (numpy's promotion, ``dtype=`` overriding).
+_FLOAT = "npt.NDArray[np.float32 | np.float64]"
+_DTYPE = Arg("dtype", "npt.DTypeLike | None", "None")
+GA_BINARY = Shape(
+    "GaBinary",
+    (Arg("a", resident=True), Arg("b", resident=True), _ALGEBRA),
+    _FLOAT,
+    keywords=(_DTYPE,),
 )
-GA_UNARY = Shape("GaUnary", (Arg("x", resident=True), _ALGEBRA), _F32)
-GA_GRADES = Shape("GaGrades", (Arg("x", resident=True), Arg("k"), _ALGEBRA), _F32)
+GA_SANDWICH = Shape(
+    "GaSandwich",
+    (Arg("r", resident=True), Arg("x", resident=True), _ALGEBRA),
+    _FLOAT,
+    keywords=(_DTYPE,),
+)
+GA_UNARY = Shape("GaUnary", (Arg("x", resident=True), _ALGEBRA), _FLOAT, keywords=(_DTYPE,))
+GA_GRADES = Shape(
+    "GaGrades", (Arg("x", resident=True), Arg("k"), _ALGEBRA), _FLOAT, keywords=(_DTYPE,)
+)
 TROPICAL_PRODUCT = Shape("TropicalProduct", (Arg("a", resident=True), Arg("b"), _SEMIRING), _F32)
 TROPICAL_MATVEC = Shape(
     "TropicalMatvec", (Arg("a", resident=True), Arg("x"), _SEMIRING), _F32, resident_out=False

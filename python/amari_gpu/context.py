@@ -44,12 +44,17 @@ class Device:
         id: context-wide device id.
         adapter: the ``AdapterInfo`` it was opened on.
         gpu_timestamps: whether the device was opened with timestamp queries.
+        dtypes: numpy's names of the dtypes its kernels compute in, narrowest first:
+            "float32" on every device, "float64" and "float16" where the adapter has wgpu's
+            ``SHADER_F64`` / ``SHADER_F16`` (all three on the host device). Calls in a dtype
+            run only on the devices that list it.
     """
 
     id: int
     adapter: AdapterInfo
     _native: Any = field(repr=False, compare=False, hash=False)
     gpu_timestamps: bool = False
+    dtypes: tuple[str, ...] = ("float32",)
 
     @property
     def capabilities(self) -> Capabilities:

@@ -31,14 +31,24 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
     other (numpy rules): a single multivector (2ⁿ,) is applied to every multivector of the
     other operand (uploaded once per device), (N, 2ⁿ) with (N, 2ⁿ) pairs rows, and
     (2, 1, 2ⁿ) with (3, 2ⁿ) gives (2, 3, 2ⁿ). Results have the broadcast leading shape
-    followed by 2ⁿ (``scalar_product``: the leading shape alone). Inputs of any real dtype
-    (float64 included) are converted to float32 (a copy; inputs are never modified);
-    results are new float32 arrays, or ``out=``: a float32, C-contiguous, writeable array of
-    exactly the result's shape that shares no memory with the operands, which the devices'
-    results are written into and which is returned (the numpy ufunc convention). An operand
-    that is a :class:`DeviceArray` (``ctx.asarray``) makes the call run where its rows live
-    and return a DeviceArray; ``out=`` may then be a DeviceArray of the result's shape (the
-    result replaces its shards; it is returned) or a numpy array (the result is gathered).
+    followed by 2ⁿ (``scalar_product``: the leading shape alone).
+
+    Dtypes are kept as numpy keeps them: float32 in, float32 out; float64 in, float64 out
+    (computed in float64 on the devices that run it: the host device and adapters with
+    wgpu's ``SHADER_F64``, such as lavapipe); mixed operands promote as ``np.result_type``
+    does (float32 with float64 gives float64); bool and integer operands compute in float64;
+    float16 computes in float32 (no float16 kernels yet). ``dtype=`` (float32 or float64)
+    overrides, e.g. ``dtype=np.float32`` to compute float64 inputs in float32. ``normalize``
+    computes in float32 only. Complex, object and other dtypes raise ``TypeError``. A call in
+    float64 on a context none of whose devices runs it raises ``InvalidArgumentError`` naming
+    every device and what it lacks. Inputs are never modified (a converted copy is made when
+    needed); results are new arrays, or ``out=``: an array of the result's dtype,
+    C-contiguous, writeable, of exactly the result's shape and sharing no memory with the
+    operands, which the devices' results are written into and which is returned (the numpy
+    ufunc convention). An operand that is a :class:`DeviceArray` (``ctx.asarray``, float32)
+    makes the call run where its rows live, in float32, and return a DeviceArray; ``out=``
+    may then be a DeviceArray of the result's shape (the result replaces its shards; it is
+    returned) or a float32 numpy array (the result is gathered).
     """
 
     def _product(
@@ -48,11 +58,12 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
         left: Any,
         right: Any,
         algebra: Any,
-        strategy: Any,
-        out: Any,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+        options: tuple[Any, Any, Any],
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
+        """A product; ``options``: the call's ``strategy``, ``out`` and ``dtype``."""
+        strategy, out, dtype = options
         named = [(names[0], left), (names[1], right)]
-        return self._apply(operation, _algebra(algebra), named, 0, strategy, out)
+        return self._apply(operation, _algebra(algebra), named, 0, strategy, out, dtype)
 
     @_shapes.shaped[_shapes.GaBinary]
     def geometric_product(
@@ -61,17 +72,18 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
         b: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | DeviceArray | None = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+        out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """Geometric product ``a b`` row by row, Cl(3,0) unless ``algebra`` says otherwise.
 
         In Cl(3,0), rows are 8 coefficients of 1, e1, e2, e12, e3, e13, e23, e123 (bitmask
         order): ``(N, 8)`` times ``(N, 8)``, ``(8,)`` or the other way round gives ``(N, 8)``;
         leading batch axes broadcast like numpy's (``(2, 4, 8)`` times ``(4, 8)`` gives
-        ``(2, 4, 8)``). Returns float32 whatever the input dtype.
+        ``(2, 4, 8)``). Returns the operands' dtype (float32 or float64, see the class).
         """
-        return self._product("geometric_product", ("a", "b"), a, b, algebra, strategy, out)
+        return self._product("geometric_product", ("a", "b"), a, b, algebra, (strategy, out, dtype))
 
     @_shapes.shaped[_shapes.GaBinary]
     def outer_product(
@@ -80,12 +92,13 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
         b: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | DeviceArray | None = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+        out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """Outer (wedge) product ``a ∧ b``: of the blade products e_i e_j, those of disjoint
         blades (grade(i) + grade(j) = grade of the result)."""
-        return self._product("outer_product", ("a", "b"), a, b, algebra, strategy, out)
+        return self._product("outer_product", ("a", "b"), a, b, algebra, (strategy, out, dtype))
 
     @_shapes.shaped[_shapes.GaBinary]
     def inner_product(
@@ -94,13 +107,14 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
         b: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | DeviceArray | None = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+        out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """Inner product as the LEFT CONTRACTION ``a ⌋ b``: of the blade products e_i e_j,
         those where e_i's vectors are all in e_j (grade(j) - grade(i) = grade of the result);
         0 when grade(i) > grade(j). Scalars contract to ``s ⌋ b = s b``."""
-        return self._product("inner_product", ("a", "b"), a, b, algebra, strategy, out)
+        return self._product("inner_product", ("a", "b"), a, b, algebra, (strategy, out, dtype))
 
     @_shapes.shaped[_shapes.GaBinary]
     def scalar_product(
@@ -109,12 +123,13 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
         b: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | DeviceArray | None = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
-        """Scalar product ``⟨a b⟩₀``, float32: the operands' broadcast leading shape, e.g.
-        (N,), or () for two single multivectors."""
-        return self._product("scalar_product", ("a", "b"), a, b, algebra, strategy, out)
+        out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
+        """Scalar product ``⟨a b⟩₀``: the operands' broadcast leading shape, e.g. (N,), or ()
+        for two single multivectors; float32 or float64 as the class says."""
+        return self._product("scalar_product", ("a", "b"), a, b, algebra, (strategy, out, dtype))
 
     @_shapes.shaped[_shapes.GaSandwich]
     def sandwich(
@@ -123,10 +138,11 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
         x: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | DeviceArray | None = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+        out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """``r x r̃`` (r̃ the reverse of r): applies the rotor (or versor) ``r`` to ``x``. The
         common case is one rotor of shape (2ⁿ,) applied to a batch ``x`` of shape (N, 2ⁿ).
         Computed as (r x) r̃, with no normalisation of ``r``."""
-        return self._product("sandwich", ("r", "x"), r, x, algebra, strategy, out)
+        return self._product("sandwich", ("r", "x"), r, x, algebra, (strategy, out, dtype))

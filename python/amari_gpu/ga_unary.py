@@ -1,6 +1,6 @@
 """Geometric algebra: the one-operand maps (reverse, grade involution and projection,
-normalize, dual), each a kernel over rows of multivectors; conventions as in
-:class:`amari_gpu.ga.GeometricAlgebraMixin`."""
+normalize, dual), each a kernel over rows of multivectors; conventions (dtypes included) as
+in :class:`amari_gpu.ga.GeometricAlgebraMixin`."""
 
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ class UnaryOperationsMixin(GaBase):
         x: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | DeviceArray | None = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+        out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """Reverse ``x̃``: grade-g parts times (-1)^(g(g-1)/2)."""
-        return self._unary("reverse", x, _algebra(algebra), strategy, out)
+        return self._unary("reverse", x, _algebra(algebra), (strategy, out, dtype))
 
     @_shapes.shaped[_shapes.GaUnary]
     def grade_involution(
@@ -36,11 +37,12 @@ class UnaryOperationsMixin(GaBase):
         x: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | DeviceArray | None = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+        out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """Grade involution ``x̂``: grade-g parts times (-1)^g."""
-        return self._unary("grade_involution", x, _algebra(algebra), strategy, out)
+        return self._unary("grade_involution", x, _algebra(algebra), (strategy, out, dtype))
 
     @_shapes.shaped[_shapes.GaGrades]
     def grade_projection(
@@ -49,13 +51,14 @@ class UnaryOperationsMixin(GaBase):
         k: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | DeviceArray | None = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+        out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """``⟨x⟩_k``: the grade-``k`` part of ``x`` (other coefficients 0). ``k`` is a grade
         in 0..n or a sequence of grades, whose parts are summed."""
         alg = _algebra(algebra)
-        return self._unary("grade_projection", x, alg, strategy, out, _grade_mask(k, alg))
+        return self._unary("grade_projection", x, alg, (strategy, out, dtype), _grade_mask(k, alg))
 
     @_shapes.shaped[_shapes.GaUnary]
     def normalize(
@@ -63,17 +66,20 @@ class UnaryOperationsMixin(GaBase):
         x: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | DeviceArray | None = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+        out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """``x / sqrt(|⟨x x̃⟩₀|)`` row by row, computed on x scaled exactly by a power of two
         near 1 / max|x_i|, so that large and small rows neither overflow nor underflow.
+        Computes in float32 only (float64 inputs give float32, ``dtype=np.float64`` is
+        refused): its exact power-of-two scaling reads the float32 bit layout.
         Rows whose ``⟨x x̃⟩₀`` is 0 in float32 (zero rows, and null ones such as ideal
         elements of PGA or null vectors of CGA) are returned unchanged. NaN and ±inf follow
         IEEE arithmetic: a NaN spreads over its row; an infinite entry becomes NaN and the
         other entries of its row 0. In indefinite metrics a row close to null is
         ill-conditioned: float32 rounding of ``⟨x x̃⟩₀`` may decide whether it is null."""
-        return self._unary("normalize", x, _algebra(algebra), strategy, out)
+        return self._unary("normalize", x, _algebra(algebra), (strategy, out, dtype))
 
     @_shapes.shaped[_shapes.GaUnary]
     def dual(
@@ -81,11 +87,12 @@ class UnaryOperationsMixin(GaBase):
         x: Any,
         algebra: Algebra | None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | DeviceArray | None = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+        out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """Dual of ``x``. Non-degenerate algebras (r = 0): ``x I⁻¹``, with I the pseudoscalar
         e1...en (in Cl(3,0), ``dual(e1) = -e23``). Degenerate algebras (r > 0), where I has
         no inverse: the right complement, the linear map with ``e_i ∧ dual(e_i) = I`` for
         every blade (in Cl(3,0,1), ``dual(e1) = e234``, ``dual(1) = I``)."""
-        return self._unary("dual", x, _algebra(algebra), strategy, out)
+        return self._unary("dual", x, _algebra(algebra), (strategy, out, dtype))

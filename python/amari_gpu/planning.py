@@ -122,6 +122,9 @@ class Plan:
         fast_path: the call was too small for a split to pay (by the cost model): it ran
             on its one device, on the calling thread, from a cached decision (estimates are
             those of its size class).
+        left_out: ``(device_id, reason)`` for every healthy device the call could give no
+            work to, e.g. ``(1, "float64 needs SHADER_F64: device 1 'llvmpipe' (gl) lacks
+            it")``; empty for ``distribute_workload``.
     """
 
     strategy: str
@@ -134,6 +137,7 @@ class Plan:
     lower_bound_s: float
     efficiency: float
     fast_path: bool = False
+    left_out: tuple[tuple[int, str], ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Plan:

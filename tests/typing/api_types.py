@@ -14,24 +14,26 @@ from amari_gpu.cluster import RayContext
 from typing_extensions import assert_type
 
 F32 = npt.NDArray[np.float32]
+# Geometric algebra keeps float32 and float64 (numpy's promotion).
+FLOAT = npt.NDArray[np.float32 | np.float64]
 
 
 def results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> None:
     """Each call's declared result type."""
-    assert_type(ctx.geometric_product(x, x), F32)
+    assert_type(ctx.geometric_product(x, x), FLOAT)
     assert_type(ctx.geometric_product(d, x), ag.DeviceArray)
     assert_type(ctx.geometric_product(x, d), ag.DeviceArray)
     assert_type(ctx.geometric_product(d, d, out=d), ag.DeviceArray)
-    assert_type(ctx.geometric_product(d, d, out=x), F32)
+    assert_type(ctx.geometric_product(d, d, out=x), FLOAT)
     assert_type(ctx.sandwich(x, d), ag.DeviceArray)
-    assert_type(ctx.scalar_product(d, d, out=x), F32)
-    assert_type(ctx.reverse(x), F32)
+    assert_type(ctx.scalar_product(d, d, out=x), FLOAT)
+    assert_type(ctx.reverse(x), FLOAT)
     assert_type(ctx.reverse(d), ag.DeviceArray)
     assert_type(ctx.reverse(d, out=d), ag.DeviceArray)
-    assert_type(ctx.reverse(d, out=x), F32)
+    assert_type(ctx.reverse(d, out=x), FLOAT)
     assert_type(ctx.normalize(d), ag.DeviceArray)
-    assert_type(ctx.grade_projection(d, 2, out=x), F32)
-    assert_type(ctx.dual(x), F32)
+    assert_type(ctx.grade_projection(d, 2, out=x), FLOAT)
+    assert_type(ctx.dual(x), FLOAT)
 
 
 def information_results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> None:
@@ -65,7 +67,7 @@ def tropical_results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> None
 def keyword_results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> None:
     """Operands passed by name, as the methods name them."""
     assert_type(ctx.geometric_product(a=x, b=d), ag.DeviceArray)
-    assert_type(ctx.sandwich(r=x, x=x), F32)
+    assert_type(ctx.sandwich(r=x, x=x), FLOAT)
     assert_type(ctx.sandwich(r=d, x=x, out=d), ag.DeviceArray)
     assert_type(ctx.grade_projection(x=d, k=[1, 2]), ag.DeviceArray)
     assert_type(ctx.fisher_gaussian(mean=x, var=d), ag.DeviceArray)

@@ -190,22 +190,23 @@ def _timed(f: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def _kingdon_product(
-    a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]
-) -> tuple[Callable[[], Any], Callable[[], npt.NDArray[np.float32]]] | None:
-    """kingdon's vectorised Cl(3,0) product on (8, N) coefficient arrays in its blade order:
-    the timed product, and the same product as (N, 8) rows in our blade order (checked)."""
+    a: npt.NDArray[Any], b: npt.NDArray[Any]
+) -> tuple[Callable[[], Any], Callable[[], npt.NDArray[Any]]] | None:
+    """kingdon's vectorised Cl(3,0) product on (8, N) coefficient arrays in its blade order,
+    in the operands' dtype: the timed product, and the same product as (N, 8) rows in our
+    blade order (checked)."""
     kingdon = _import("kingdon")
     if kingdon is None:
         return None
     alg = kingdon.Algebra(3, 0, 0)
-    keys = list(alg.multivector(np.zeros((8, 1), dtype=np.float32)).keys())
+    keys = list(alg.multivector(np.zeros((8, 1), dtype=a.dtype)).keys())
     x = alg.multivector(np.ascontiguousarray(a.T[keys]))
     y = alg.multivector(np.ascontiguousarray(b.T[keys]))
 
-    def run() -> npt.NDArray[np.float32]:
+    def run() -> npt.NDArray[Any]:
         z = x * y
         values = np.asarray(z.values())
-        out = np.empty((values.shape[1], 8), dtype=np.float32)
+        out = np.empty((values.shape[1], 8), dtype=a.dtype)
         out[:, list(z.keys())] = values.T
         return out
 
@@ -337,19 +338,22 @@ def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
     n = sizes.cl3_items
     a = rng.standard_normal((n, 8), dtype=np.float32)
     b = rng.standard_normal((n, 8), dtype=np.float32)
-    kingdon = _kingdon_product(a, b)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
 
-    def against_kingdon(work: str, ours: Callable[[], Any]) -> Row:
-        """Our Cl(3,0) product of ``a`` and ``b`` (however ``ours`` calls it) against
-        kingdon's, checked to agree with it."""
+    def against_kingdon(work: str, ours: Callable[[], Any], f64: bool = False) -> Row:
+        """Our Cl(3,0) product of ``a`` and ``b`` (float64 copies of them when ``f64``;
+        however ``ours`` calls it) against kingdon's in the same dtype, checked to agree
+        with it (float64 within 1e-12)."""
+        kingdon = _kingdon_product(a64, b64) if f64 else _kingdon_product(a, b)
+        tol = 1e-12 if f64 else 1e-4
         return Row(
             work,
             ours,
-            f"kingdon {_version('kingdon')}",
+            f"kingdon {_version('kingdon')}" + (" float64" if f64 else ""),
             kingdon[0] if kingdon else None,
             0.5,
             "" if kingdon else "peer kingdon not installed",
-            (lambda ours, _: bool(np.allclose(ours, kingdon[1](), rtol=1e-4, atol=1e-4)))
+            (lambda ours, _: bool(np.allclose(ours, kingdon[1](), rtol=tol, atol=tol)))
             if kingdon
             else None,
         )
@@ -366,6 +370,14 @@ def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
         against_kingdon(
             f"Cl(3,0) geometric product into out=, {n:,} pairs",
             lambda: host.geometric_product(a, b, out=reused),
+        )
+    )
+    # float64 in, float64 out (kingdon's default dtype).
+    rows.append(
+        against_kingdon(
+            f"Cl(3,0) geometric product float64, {n:,} pairs",
+            lambda: host.geometric_product(a64, b64),
+            f64=True,
         )
     )
 

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use crate::arrays::contiguous;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
-use crate::ga::{borrows, core_operands, own_shapes, parse};
+use crate::ga::{borrows, core_operands, dtype_of, own_shapes, parse};
 use crate::resident::PyOperand;
 
 /// The context-free checks of a tropical product (`check`, the core's for the operation)
@@ -92,10 +92,11 @@ fn check_ga_apply(
     shapes: Option<Vec<Vec<usize>>>,
 ) -> PyResult<()> {
     let (algebra, op) = parse(py, operation, signature, grades)?;
+    let dtype = dtype_of(&operands)?;
     let held = borrows(&operands);
     let ops = core_operands(py, op, &operands, &held)?;
     let shapes = shapes.unwrap_or_else(|| own_shapes(&operands));
-    ga::check(&algebra, op, &ops, &shapes)
+    ga::check(&algebra, op, &ops, &shapes, dtype)
         .map(drop)
         .map_err(|e| to_pyerr(py, e))
 }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use amari_gpu::{ContextOptions, Family, MultiGpuContext, Strategy, Workload};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::adapters::adapter_record;
 use crate::detach::{run_detached, ShortCalls};
@@ -49,6 +49,7 @@ impl From<WorkloadFields> for Workload {
             bytes_in_per_item: w.bytes_in_per_item,
             bytes_out_per_item: w.bytes_out_per_item,
             flops_per_item: w.flops_per_item,
+            dtype: amari_gpu::Dtype::F32,
         }
     }
 }
@@ -171,8 +172,9 @@ impl PyContext {
     }
 
     /// The open devices as the package's `amari_gpu.context.Device` (its one description in
-    /// Python): `id`, `adapter` (an `AdapterInfo`), `gpu_timestamps`, and this context (which
-    /// answers the device's `capabilities`).
+    /// Python): `id`, `adapter` (an `AdapterInfo`), `gpu_timestamps`, `dtypes` (numpy's names
+    /// of the dtypes it computes in), and this context (which answers the device's
+    /// `capabilities`).
     fn devices<'py>(slf: &Bound<'py, Self>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let py = slf.py();
         slf.get()
@@ -183,6 +185,7 @@ impl PyContext {
                 let fields = fields!(py, dev; id;
                     "adapter" => adapter_record(py, &dev.adapter)?,
                     "gpu_timestamps" => dev.timestamp_period_ns.is_some(),
+                    "dtypes" => PyTuple::new(py, dev.dtypes.iter().map(|d| d.name()))?,
                     "_native" => slf);
                 record(py, "amari_gpu.context", "Device", fields)
             })

@@ -1,26 +1,31 @@
 //! Geometric-algebra kernels on numpy batches and DeviceArrays: one entry point for every
 //! operation of Cl(p, q, r); the Python package broadcasts and shapes the result, the core
-//! checks the operands and runs them where they live.
+//! checks the operands and runs them where they live. Host operands and results are the
+//! engine's 4-byte words: a float64 call's arrays come as float32 views of the float64 rows
+//! (two words per value), which the package takes back as float64.
 
+use amari_gpu::dtype::f64_words;
 use amari_gpu::ga::{self, Algebra, Operation};
-use amari_gpu::ResidentOperand as Operand;
+use amari_gpu::{Dtype, ResidentOperand as Operand};
 use numpy::ndarray::Ix2;
 use numpy::PyUntypedArrayMethods;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 use crate::arrays::contiguous;
 use crate::context::PyContext;
 use crate::errors::to_pyerr;
-use crate::resident::{run_to, PyDeviceArray, PyOperand, PyOut, Returned};
+use crate::resident::{run_to_in, PyDeviceArray, PyOperand, PyOut, Returned};
 
 /// Runs `operation` (a method name of the Python API) of Cl(p, q, r) on operands of 2ⁿ
-/// words per row, each a DeviceArray or a C-contiguous float32 (N, 2ⁿ) array; one of a
-/// product's two may be a single row, applied to every row of the other. `grades` is the
-/// grade mask of a projection. The core checks the operands in their own shapes (the Python
-/// package has it check them in the caller's first, with `check_ga_apply`). The
-/// (N, output words) result is a numpy array, a new DeviceArray when an operand is one, or
-/// written into `out`; returned with the plan (None when the call ran where resident rows
-/// live).
+/// values per row, each a DeviceArray or a C-contiguous (N, 2ⁿ) array, float32 or float64
+/// (all host operands of one dtype, which the call computes in; DeviceArrays are float32);
+/// one of a product's two may be a single row, applied to every row of the other. `grades`
+/// is the grade mask of a projection. The core checks the operands in their own shapes (the
+/// Python package has it check them in the caller's first, with `check_ga_apply`). The
+/// (N, output values) result is a numpy array of the call's dtype, a new DeviceArray when an
+/// operand is one, or written into `out`; returned with the plan (None when the call ran
+/// where resident rows live).
 #[pyfunction]
 #[pyo3(signature = (ctx, operation, signature, operands, grades=0, strategy=None, out=None))]
 fn ga_apply<'py>(
@@ -37,12 +42,14 @@ fn ga_apply<'py>(
     let ctx = ctx.borrow();
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let (algebra, op) = parse(py, operation, signature, grades)?;
+    let dtype = dtype_of(&operands)?;
     let held = borrows(&operands);
     let ops = core_operands(py, op, &operands, &held)?;
+    let row_words = algebra.blades() * dtype.bytes() / 4;
     let rows: Vec<usize> = ops
         .iter()
         .map(|o| match o {
-            Operand::Host(data) => data.len() / algebra.blades(),
+            Operand::Host(data) => data.len() / row_words,
             Operand::Resident(r) => r.rows(),
         })
         .collect();
@@ -53,10 +60,31 @@ fn ga_apply<'py>(
     let dim = Ix2(items, op.output_words(&algebra));
     let shapes = own_shapes(&operands);
     // Checked before `out` is taken: an argument error is not a call that began writing.
-    let ready = ga::check(&algebra, op, &ops, &shapes).map_err(|e| to_pyerr(py, e))?;
-    run_to(py, &ctx, resident, (dim, out), move |inner, out| {
-        ready.run(inner, out, strategy)
-    })
+    let ready = ga::check(&algebra, op, &ops, &shapes, dtype).map_err(|e| to_pyerr(py, e))?;
+    run_to_in(
+        py,
+        &ctx,
+        (resident, dtype),
+        (dim, out),
+        move |inner, out| ready.run(inner, out, strategy),
+    )
+}
+
+/// The dtype the host operands hold (float32 without any): one for all of them.
+pub(crate) fn dtype_of(operands: &[PyOperand<'_>]) -> PyResult<Dtype> {
+    let host: Vec<Dtype> = operands
+        .iter()
+        .filter(|o| !matches!(o, PyOperand::Resident(_)))
+        .map(PyOperand::dtype)
+        .collect();
+    match host.split_first() {
+        None => Ok(Dtype::F32),
+        Some((first, rest)) if rest.iter().all(|d| d == first) => Ok(*first),
+        Some(_) => Err(PyTypeError::new_err(
+            "operands: expected arrays of one dtype (the package converts them to the \
+             result's), got float32 and float64",
+        )),
+    }
 }
 
 /// The algebra Cl(p, q, r) of `signature` and the operation `operation` (with the grade
@@ -78,7 +106,7 @@ pub(crate) fn borrows<'py>(operands: &[PyOperand<'py>]) -> Vec<Option<PyRef<'py,
         .iter()
         .map(|o| match o {
             PyOperand::Resident(r) => Some(r.borrow()),
-            PyOperand::Host(_) => None,
+            PyOperand::Host(_) | PyOperand::HostF64(_) => None,
         })
         .collect()
 }
@@ -97,6 +125,9 @@ pub(crate) fn core_operands<'a>(
         .zip(names.iter().chain(std::iter::repeat(&"operand")))
         .map(|((operand, held), name)| match (operand, held) {
             (PyOperand::Host(array), _) => Ok(Operand::Host(contiguous(array, name)?)),
+            (PyOperand::HostF64(array), _) => {
+                Ok(Operand::Host(f64_words(contiguous(array, name)?)))
+            }
             (PyOperand::Resident(_), Some(r)) => Ok(Operand::Resident(&r.inner)),
             (PyOperand::Resident(_), None) => {
                 let error = amari_gpu::Error::Internal("a DeviceArray not borrowed".into());
@@ -112,6 +143,7 @@ pub(crate) fn own_shapes(operands: &[PyOperand<'_>]) -> Vec<Vec<usize>> {
         .iter()
         .map(|operand| match operand {
             PyOperand::Host(array) => array.shape().to_vec(),
+            PyOperand::HostF64(array) => array.shape().to_vec(),
             PyOperand::Resident(r) => {
                 let r = r.get();
                 vec![r.inner.rows(), r.inner.cols()]

@@ -39,7 +39,8 @@ pub fn plan_record<'py>(py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, PyA
     let fields = fields!(py, plan; items, chunk_items, n_chunks, estimated_makespan_s, lower_bound_s, efficiency, fast_path;
         "strategy" => plan.strategy.name(),
         "requested_strategy" => plan.requested.name(),
-        "assignments" => PyTuple::new(py, assignments)?);
+        "assignments" => PyTuple::new(py, assignments)?,
+        "left_out" => PyTuple::new(py, &plan.left_out)?);
     record(py, PLANNING, "Plan", fields)
 }
 

@@ -3,9 +3,11 @@
 //! rule for where its result goes (`run_to`). The core places, runs and rebuilds.
 
 use amari_gpu::context::MultiGpuContext;
-use amari_gpu::{Destination, Outcome, ResidentArray};
+use amari_gpu::dtype::f64_words_mut;
+use amari_gpu::{Destination, Dtype, Outcome, ResidentArray};
 use numpy::ndarray::{Dimension, Ix2};
 use numpy::{PyArray, PyArray2, PyReadonlyArray, PyReadonlyArray2};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 use crate::arrays::{contiguous, run_into};
@@ -120,11 +122,14 @@ fn resident_rows(
     Ok(PyDeviceArray { inner: taken })
 }
 
-/// One operand as Python passes it: a resident array or a float32 array (of dimension `D`:
-/// (N, C) rows unless an operation takes its operands as the caller shaped them).
+/// One operand as Python passes it: a resident array, a float32 array or a float64 one (of
+/// dimension `D`: (N, C) rows unless an operation takes its operands as the caller shaped
+/// them). Only the families with float64 kernels take float64 arrays (the package converts
+/// the others' operands to float32); the rest refuse them ([`float64_refused`]).
 pub(crate) enum PyOperand<'py, D: Dimension = Ix2> {
     Resident(Bound<'py, PyDeviceArray>),
     Host(PyReadonlyArray<'py, f32, D>),
+    HostF64(PyReadonlyArray<'py, f64, D>),
 }
 
 impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOperand<'py, D> {
@@ -133,14 +138,39 @@ impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOperand<'py, D> {
         if let Ok(resident) = ob.cast::<PyDeviceArray>() {
             return Ok(PyOperand::Resident(resident.to_owned()));
         }
-        Ok(PyOperand::Host(ob.extract()?))
+        match ob.extract() {
+            Ok(host) => Ok(PyOperand::Host(host)),
+            Err(error) => match ob.extract() {
+                Ok(host) => Ok(PyOperand::HostF64(host)),
+                Err(_) => Err(error.into()),
+            },
+        }
     }
 }
 
-/// A call's `out` as Python passes it: a resident array or a float32 array.
+impl<'py, D: Dimension> PyOperand<'py, D> {
+    /// The dtype of a host operand's values (a resident array's are float32).
+    pub(crate) fn dtype(&self) -> Dtype {
+        match self {
+            PyOperand::HostF64(_) => Dtype::F64,
+            PyOperand::Resident(_) | PyOperand::Host(_) => Dtype::F32,
+        }
+    }
+}
+
+/// The error of a float32-only entry point given a float64 array as `name` (the package
+/// converts such operands to float32 first; a direct caller of `_native` may not).
+pub(crate) fn float64_refused(name: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "{name}: expected a float32 array or a DeviceArray, got a float64 array"
+    ))
+}
+
+/// A call's `out` as Python passes it: a resident array, or a float32 or float64 array.
 pub(crate) enum PyOut<'py, D: Dimension = Ix2> {
     Resident(Bound<'py, PyDeviceArray>),
     Host(Bound<'py, PyArray<f32, D>>),
+    HostF64(Bound<'py, PyArray<f64, D>>),
 }
 
 impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOut<'py, D> {
@@ -149,7 +179,13 @@ impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOut<'py, D> {
         if let Ok(resident) = ob.cast::<PyDeviceArray>() {
             return Ok(PyOut::Resident(resident.to_owned()));
         }
-        Ok(PyOut::Host(ob.cast::<PyArray<f32, D>>()?.to_owned()))
+        match ob.cast::<PyArray<f32, D>>() {
+            Ok(host) => Ok(PyOut::Host(host.to_owned())),
+            Err(error) => match ob.cast::<PyArray<f64, D>>() {
+                Ok(host) => Ok(PyOut::HostF64(host.to_owned())),
+                Err(_) => Err(error.into()),
+            },
+        }
     }
 }
 
@@ -165,6 +201,22 @@ pub(crate) fn run_to<'py, D, F>(
     py: Python<'py>,
     ctx: &PyContext,
     resident: bool,
+    io: (D, Option<PyOut<'py, D>>),
+    work: F,
+) -> Returned<'py>
+where
+    D: Dimension,
+    F: FnOnce(&MultiGpuContext, Destination<'_>) -> amari_gpu::Result<Outcome> + Send,
+{
+    run_to_in(py, ctx, (resident, Dtype::F32), io, work)
+}
+
+/// [`run_to`] of a call computing in `dtype`: host results are arrays of `dtype` (`dim`
+/// counts its values), which `work` writes as the engine's words; resident ones float32.
+pub(crate) fn run_to_in<'py, D, F>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    (resident, dtype): (bool, Dtype),
     (dim, out): (D, Option<PyOut<'py, D>>),
     work: F,
 ) -> Returned<'py>
@@ -173,6 +225,15 @@ where
     F: FnOnce(&MultiGpuContext, Destination<'_>) -> amari_gpu::Result<Outcome> + Send,
 {
     let inner = ctx.context(py)?;
+    let float64 = match (&out, dtype) {
+        (Some(PyOut::HostF64(_)), Dtype::F64) | (None, Dtype::F64) => true,
+        (Some(PyOut::Resident(_)), _) | (Some(PyOut::Host(_)), Dtype::F32) | (None, _) => false,
+        (Some(_), _) => {
+            return Err(PyTypeError::new_err(format!(
+                "out: expected a {dtype} array (the result's dtype), got one of another dtype"
+            )));
+        }
+    };
     match out {
         Some(PyOut::Resident(out)) => {
             let target = out.borrow();
@@ -194,23 +255,40 @@ where
                 let (out, ()) = run_into(py, (dim, None), Some(out), |o| inner.gather(&array, o))?;
                 return Ok((out.into_any(), None));
             }
+            if let Some(PyOut::HostF64(_)) = out {
+                return Err(PyTypeError::new_err(
+                    "out: expected a float32 array (DeviceArrays hold float32), got float64",
+                ));
+            }
             let handle = Bound::new(py, PyDeviceArray { inner: array })?;
             Ok((handle.into_any(), None))
         }
         out => {
-            let host_out = match out {
-                Some(PyOut::Host(out)) => Some(out),
-                _ => None,
-            };
             let sized = Sized {
                 calls: &ctx.short,
                 size: dim.size(),
             };
-            let (array, ran) = run_into(py, (dim, Some(sized)), host_out, move |out| {
-                work(&inner, Destination::Host(out))
-            })?;
+            let (array, ran) = if float64 {
+                let host_out = match out {
+                    Some(PyOut::HostF64(out)) => Some(out),
+                    _ => None,
+                };
+                let (array, ran) = run_into(py, (dim, Some(sized)), host_out, move |out| {
+                    work(&inner, Destination::Host(f64_words_mut(out)))
+                })?;
+                (array.into_any(), ran)
+            } else {
+                let host_out = match out {
+                    Some(PyOut::Host(out)) => Some(out),
+                    _ => None,
+                };
+                let (array, ran) = run_into(py, (dim, Some(sized)), host_out, move |out| {
+                    work(&inner, Destination::Host(out))
+                })?;
+                (array.into_any(), ran)
+            };
             let plan = ran.plan.map(|p| ctx.plans.record(py, &p)).transpose()?;
-            Ok((array.into_any(), plan))
+            Ok((array, plan))
         }
     }
 }

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::adapter::AdapterInfo;
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::family::Family;
 use crate::health::{Counters, Health};
@@ -137,11 +138,16 @@ pub struct GpuDevice {
     pub group: usize,
     /// Nanoseconds per GPU timestamp tick, when the device records timestamps.
     pub timestamp_period_ns: Option<f64>,
+    /// The dtypes its kernels may compute in, narrowest first: float32 everywhere, float64
+    /// and float16 where the adapter offers their shader features (every one on the host).
+    pub dtypes: Vec<Dtype>,
 }
 
 impl GpuDevice {
     /// Opens a device on `adapter`, requesting everything the adapter offers. GPU
-    /// timestamps are requested when the adapter has them and `timestamps` allows.
+    /// timestamps are requested when the adapter has them and `timestamps` allows; the
+    /// float64 and float16 shader features whenever the adapter has them (the device then
+    /// runs those dtypes).
     pub fn open(
         id: usize,
         adapter: &wgpu::Adapter,
@@ -149,15 +155,19 @@ impl GpuDevice {
         group: usize,
         timestamps: bool,
     ) -> Result<Self> {
-        let timestamps = timestamps && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        let offered = adapter.features();
+        let timestamps = timestamps && offered.contains(wgpu::Features::TIMESTAMP_QUERY);
+        let dtypes = Dtype::supported_by(offered);
+        let mut features = dtypes
+            .iter()
+            .fold(wgpu::Features::empty(), |f, d| f | d.feature());
+        if timestamps {
+            features |= wgpu::Features::TIMESTAMP_QUERY;
+        }
         let limits = adapter.limits();
         let descriptor = wgpu::DeviceDescriptor {
             label: Some("amari-gpu"),
-            required_features: if timestamps {
-                wgpu::Features::TIMESTAMP_QUERY
-            } else {
-                wgpu::Features::empty()
-            },
+            required_features: features,
             required_limits: limits.clone(),
             experimental_features: wgpu::ExperimentalFeatures::default(),
             memory_hints: wgpu::MemoryHints::Performance,
@@ -203,6 +213,7 @@ impl GpuDevice {
             health: Health::default(),
             counters: Counters::default(),
             group,
+            dtypes,
         })
     }
 
@@ -223,6 +234,7 @@ impl GpuDevice {
             health: Health::default(),
             counters: Counters::default(),
             group,
+            dtypes: Dtype::ALL.to_vec(),
         }
     }
 
@@ -234,11 +246,31 @@ impl GpuDevice {
         }
     }
 
-    /// Whether the device can run `kernel`: every wgpu device can; the host device only
-    /// kernels with a host implementation; and only the devices a kernel names, when it
-    /// names them.
+    /// Whether the device computes in `dtype` (its adapter has the shader feature).
+    pub fn runs(&self, dtype: Dtype) -> bool {
+        self.dtypes.contains(&dtype)
+    }
+
+    /// Why the device cannot run kernels of `dtype` ("float64 needs SHADER_F64: device 1
+    /// 'llvmpipe' (gl) lacks it"), or `None` when it can.
+    pub fn lacks(&self, dtype: Dtype) -> Option<String> {
+        (!self.runs(dtype)).then(|| {
+            format!(
+                "{dtype} needs {}: device {} '{}' ({}) lacks it",
+                dtype.feature_name(),
+                self.id,
+                self.adapter.name,
+                self.adapter.backend
+            )
+        })
+    }
+
+    /// Whether the device can run `kernel`: a wgpu device when it runs the kernel's dtype;
+    /// the host device only kernels with a host implementation; and only the devices a
+    /// kernel names, when it names them.
     pub fn can_run(&self, kernel: &Kernel) -> bool {
-        (self.as_host().is_none() || kernel.host.is_some())
+        self.runs(kernel.dtype)
+            && (self.as_host().is_none() || kernel.host.is_some())
             && kernel
                 .devices
                 .as_ref()
@@ -269,11 +301,12 @@ impl GpuDevice {
             )));
         };
         let user = kernel.family == Family::Rows;
+        let key = kernel.pipeline_key();
         if let Some(found) = gpu
             .pipelines
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(kernel.id.as_str())
+            .get(&key)
         {
             return Ok(found);
         }
@@ -312,7 +345,7 @@ impl GpuDevice {
         gpu.pipelines
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(kernel.id.clone(), Arc::clone(&pipeline), user);
+            .insert(key.into_owned(), Arc::clone(&pipeline), user);
         Ok(pipeline)
     }
 

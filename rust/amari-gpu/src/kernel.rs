@@ -5,12 +5,18 @@
 //! Every kernel shares one binding layout (see `shaders/`): binding 0 is a uniform holding
 //! the chunk's item count, the grid row width and the kernel's own parameters; inputs
 //! follow in order; the output is last.
+//!
+//! Every width here (`Input::PerItem(words)`, `Output::PerChunk(words)`, the lengths of the
+//! slices a host kernel gets) counts the engine's 4-byte words, whatever the kernel computes
+//! in: the kernel's [`Dtype`] says what a word holds (one float32, half a float64, two
+//! float16; see `crate::dtype`).
 
 use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
 use crate::dispatch::{grid_for, WORKGROUP_SIZE};
+use crate::dtype::Dtype;
 use crate::family::Family;
 
 /// Loop iterations one invocation of a built-in kernel runs at most, every trip of every
@@ -44,9 +50,21 @@ impl FmaMode {
     /// 0 when rounded twice.
     pub const PROBE: [f32; 3] = [1.0 + f32::EPSILON, 1.0 - f32::EPSILON, -1.0];
 
+    /// The float64 probe: `fma(PROBE_F64[0], PROBE_F64[1], PROBE_F64[2])` is −2⁻¹⁰⁴ when
+    /// fused and 0 when rounded twice. A device's float64 `fma` is measured apart from its
+    /// float32 one: a driver may fuse one and not the other.
+    pub const PROBE_F64: [f64; 3] = [1.0 + f64::EPSILON, 1.0 - f64::EPSILON, -1.0];
+
     /// The mode a device's result of the probe reveals, or `None` for neither value.
     pub fn from_probe(result: f32) -> Option<FmaMode> {
-        if result == -(f32::EPSILON * f32::EPSILON) {
+        // Both values are exact in float64, so the float32 result is judged there.
+        FmaMode::from_probe_f64(f64::from(result), f64::from(f32::EPSILON))
+    }
+
+    /// The mode a device's result of a probe in a type of machine epsilon `epsilon` reveals
+    /// (the float64 probe: `epsilon` is `f64::EPSILON`), or `None` for neither value.
+    pub fn from_probe_f64(result: f64, epsilon: f64) -> Option<FmaMode> {
+        if result == -(epsilon * epsilon) {
             Some(FmaMode::Fused)
         } else if result == 0.0 {
             Some(FmaMode::Separate)
@@ -108,21 +126,21 @@ impl FamilyDefinition {
     }
 }
 
-/// How an input is bound.
+/// How an input is bound (widths in 4-byte words; the kernel's dtype says what they hold).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Input {
-    /// `words` f32 words per item; each chunk binds its own items.
+    /// `words` words per item; each chunk binds its own items.
     PerItem(usize),
     /// One array of `words` words bound whole to every chunk (uploaded once per device).
     Whole(usize),
 }
 
-/// What a kernel writes.
+/// What a kernel writes (widths in 4-byte words; the kernel's dtype says what they hold).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
-    /// `words` f32 words per item, written into the caller's array.
+    /// `words` words per item, written into the caller's array.
     PerItem(usize),
-    /// `words` f32 words per chunk: partial results the host combines in chunk order.
+    /// `words` words per chunk: partial results the host combines in chunk order.
     PerChunk(usize),
 }
 
@@ -180,6 +198,9 @@ pub struct Kernel {
     /// invocation's loops short (`rows::wrap` says how it knows); the executor binds that
     /// word, clears it and refuses the chunk's results when it is set.
     pub loop_check: bool,
+    /// What the kernel computes in and its words hold (float32 unless a builder says
+    /// otherwise): only devices that run the dtype are given it (`GpuDevice::can_run`).
+    pub dtype: Dtype,
 }
 
 impl Kernel {
@@ -207,10 +228,21 @@ impl Kernel {
             max_chunk_items: None,
             devices: None,
             loop_check: false,
+            dtype: Dtype::F32,
         }
     }
 
-    /// f32 words per item over the per-item inputs.
+    /// The key of the kernel's pipeline in a device's cache: its id, with the dtype after
+    /// an `@` for every dtype but float32 (so a float32 kernel keeps the key it always had,
+    /// and kernels of one id in two dtypes never share a pipeline).
+    pub fn pipeline_key(&self) -> Cow<'_, str> {
+        match self.dtype {
+            Dtype::F32 => Cow::Borrowed(&self.id),
+            other => Cow::Owned(format!("{}@{}", self.id, other.name())),
+        }
+    }
+
+    /// Words per item over the per-item inputs.
     pub fn input_words_per_item(&self) -> usize {
         self.inputs
             .iter()
@@ -218,7 +250,7 @@ impl Kernel {
             .sum()
     }
 
-    /// f32 words per item of the output (0 for per-chunk outputs).
+    /// Words per item of the output (0 for per-chunk outputs).
     pub fn output_words_per_item(&self) -> usize {
         match self.output {
             Output::PerItem(w) => w,
@@ -320,6 +352,7 @@ impl Kernel {
             bytes_in_per_item: 4.0 * self.input_words_per_item() as f64,
             bytes_out_per_item: 4.0 * self.output_words_per_item() as f64,
             flops_per_item: self.flops_per_item,
+            dtype: self.dtype,
         }
     }
 }

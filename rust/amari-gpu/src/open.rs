@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use crate::adapter::AdapterInfo;
 use crate::context::{adapters, enumerated, host_adapter, MultiGpuContext};
 use crate::device::GpuDevice;
+use crate::dtype::{f64_words, read_f64, Dtype};
 use crate::error::Result;
 use crate::ga::algebra::Algebra;
 use crate::ga::codegen::Broadcast;
@@ -32,43 +33,60 @@ use crate::selection::selection;
 /// kept from when opening was a module of the context.
 const LOG: &str = "amari_gpu::context::open";
 
-/// How device `dev`'s adapter rounds WGSL `fma`, measured with the generated Cl(1) product
-/// (r0 = a0 b0, then fma(a1, b1, r0) with a0 b0 = −1 and a1 b1 just under 1); cached per
-/// adapter for the process. `None` when the probe fails or gives neither value.
-fn fma_mode(dev: &GpuDevice) -> Option<FmaMode> {
-    static MODES: OnceLock<Mutex<HashMap<usize, FmaMode>>> = OnceLock::new();
+/// How device `dev`'s adapter rounds WGSL `fma` in `dtype` (float32 or float64), measured
+/// with the generated Cl(1) product (r0 = a0 b0, then fma(a1, b1, r0) with a0 b0 = −1 and
+/// a1 b1 just under 1); cached per adapter and dtype for the process. `None` when the probe
+/// fails or gives neither value (and for a dtype the device does not run).
+fn fma_mode(dev: &GpuDevice, dtype: Dtype) -> Option<FmaMode> {
+    static MODES: OnceLock<Mutex<HashMap<(usize, Dtype), FmaMode>>> = OnceLock::new();
     let modes = MODES.get_or_init(Mutex::default);
-    let index = dev.adapter.index;
+    let key = (dev.adapter.index, dtype);
     if let Some(mode) = modes
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .get(&index)
+        .get(&key)
     {
         return Some(*mode);
     }
-    let [x, y, _] = FmaMode::PROBE;
+    if !dev.runs(dtype) {
+        return None;
+    }
     let algebra = Algebra::new(1, 0, 0).ok()?;
-    let kernel = crate::ga::kernels::kernel(&algebra, Operation::Geometric, Broadcast::None);
-    let mut out = [0.0f32; 2];
+    let kernel = crate::ga::kernels::kernel(&algebra, Operation::Geometric, Broadcast::None, dtype);
+    // The operands as words of the dtype, and the probe's result read back from them.
+    let (a, b): (Vec<f32>, Vec<f32>) = match dtype {
+        Dtype::F64 => {
+            let [x, y, _] = FmaMode::PROBE_F64;
+            (
+                f64_words(&[1.0, x]).to_vec(),
+                f64_words(&[-1.0, y]).to_vec(),
+            )
+        }
+        _ => {
+            let [x, y, _] = FmaMode::PROBE;
+            (vec![1.0, x], vec![-1.0, y])
+        }
+    };
+    let mut out = vec![0.0f32; a.len()];
     let probed = dev.pipeline(&kernel).and_then(|pipeline| {
         let job = ChunkJob {
             range: 0..1,
             output: &mut out,
         };
-        run_chunk(
-            dev,
-            &kernel,
-            &pipeline,
-            &[&[1.0, x], &[-1.0, y]],
-            job,
-            None,
-            false,
-        )
+        run_chunk(dev, &kernel, &pipeline, &[&a, &b], job, None, false)
     });
+    let result = match dtype {
+        Dtype::F64 => read_f64(&out, 0),
+        _ => f64::from(out[0]),
+    };
+    let epsilon = match dtype {
+        Dtype::F64 => f64::EPSILON,
+        _ => f64::from(f32::EPSILON),
+    };
     let mode = match probed {
-        Ok(_) => FmaMode::from_probe(out[0]),
+        Ok(_) => FmaMode::from_probe_f64(result, epsilon),
         Err(e) => {
-            log::warn!(target: LOG, "fma probe failed on device {}: {e}", dev.id);
+            log::warn!(target: LOG, "{dtype} fma probe failed on device {}: {e}", dev.id);
             None
         }
     };
@@ -76,23 +94,23 @@ fn fma_mode(dev: &GpuDevice) -> Option<FmaMode> {
         modes
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(index, mode);
+            .insert(key, mode);
     } else {
         log::warn!(
             target: LOG,
-            "fma probe on device {} ({}) gave {:e}, neither fused nor separate rounding",
+            "{dtype} fma probe on device {} ({}) gave {result:e}, neither fused nor separate \
+             rounding",
             dev.id,
             dev.adapter.name,
-            out[0]
         );
     }
     mode
 }
 
-/// The fma mode the host device follows: the one the wgpu devices share, `Fused` without
-/// any. When they disagree, a warning (they cannot be bit-identical to each other) and the
-/// first device's mode.
-fn shared_fma_mode(wgpu: &[Arc<GpuDevice>]) -> FmaMode {
+/// The fma mode in `dtype` the host device follows: the one the wgpu devices that run
+/// `dtype` share, `Fused` without any. When they disagree, a warning (they cannot be
+/// bit-identical to each other) and the first device's mode.
+fn shared_fma_mode(wgpu: &[Arc<GpuDevice>], dtype: Dtype) -> FmaMode {
     let mut seen: Vec<(FmaMode, &GpuDevice)> = Vec::new();
     for dev in wgpu {
         if seen
@@ -101,7 +119,7 @@ fn shared_fma_mode(wgpu: &[Arc<GpuDevice>]) -> FmaMode {
         {
             continue;
         }
-        if let Some(mode) = fma_mode(dev) {
+        if let Some(mode) = fma_mode(dev, dtype) {
             seen.push((mode, dev));
         }
     }
@@ -115,8 +133,9 @@ fn shared_fma_mode(wgpu: &[Arc<GpuDevice>]) -> FmaMode {
             .collect();
         log::warn!(
             target: LOG,
-            "the context's devices round WGSL fma differently ({}): results of kernels with \
-             fma chains depend on which device computed them; the host device rounds as {} does",
+            "the context's devices round WGSL {dtype} fma differently ({}): results of kernels \
+             with fma chains depend on which device computed them; the host device rounds as {} \
+             does",
             modes.join(", "),
             seen[0].1.adapter.name
         );
@@ -162,18 +181,21 @@ fn open_devices(
             .iter()
             .find(|d| d.adapter.device_type == "cpu")
             .map_or(host.index, |d| d.group);
-        let host_device = HostDevice::new(threads, shared_fma_mode(&devices))?;
+        let host_device = HostDevice::new(threads, shared_fma_mode(&devices, Dtype::F32))?
+            .with_fma_f64(shared_fma_mode(&devices, Dtype::F64));
         log::info!(
             target: LOG,
-            "host device {}: {} threads, simd {}, fma {}",
+            "host device {}: {} threads, simd {}, fma {} (float64: {})",
             others,
             host_device.pool.threads(),
             host_device.simd.name(),
-            host_device.fma.name()
+            host_device.fma.name(),
+            host_device.fma_f64.name()
         );
         devices.push(Arc::new(GpuDevice::host(others, host, group, host_device)));
     } else if devices.len() > 1 {
-        shared_fma_mode(&devices);
+        shared_fma_mode(&devices, Dtype::F32);
+        shared_fma_mode(&devices, Dtype::F64);
     }
     Ok(devices)
 }

@@ -120,4 +120,8 @@ pub struct Plan {
     /// Whether the call took the fast path: too small for a split to pay (by the cost
     /// model), it ran on one device, on the calling thread, from a cached decision.
     pub fast_path: bool,
+    /// Healthy devices the call could not give work to, by id, and why (a device without
+    /// the kernel's dtype, the host device for a user's WGSL): empty for a plan made without
+    /// a kernel (`distribute_workload`).
+    pub left_out: Vec<(usize, String)>,
 }

@@ -1,5 +1,8 @@
 //! A workload as the partitioners see it: how many items, and what one item costs.
 
+use std::borrow::Cow;
+
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::family::Family;
 
@@ -19,6 +22,9 @@ pub struct Workload {
     pub bytes_out_per_item: f64,
     /// Arithmetic operations per item.
     pub flops_per_item: f64,
+    /// What the kernel computes in: a device's speed differs per dtype (float64 at 1/2 to
+    /// 1/64 of float32), so the model's history learns each dtype apart.
+    pub dtype: Dtype,
 }
 
 impl Workload {
@@ -58,9 +64,14 @@ impl Workload {
     }
 
     /// What the model's history files this workload under: its family, or for a kernel of
-    /// no known family its name.
-    pub(crate) fn history_key(&self) -> &str {
-        self.family.map_or(self.kernel.as_str(), |f| f.name())
+    /// no known family its name; with `@dtype` after it for every dtype but float32 (float32
+    /// keeps the keys histories always had).
+    pub(crate) fn history_key(&self) -> Cow<'_, str> {
+        let name = self.family.map_or(self.kernel.as_str(), |f| f.name());
+        match self.dtype {
+            Dtype::F32 => Cow::Borrowed(name),
+            other => Cow::Owned(format!("{name}@{other}")),
+        }
     }
 
     /// The widest per-item binding, which the device binding limit applies to.
@@ -78,5 +89,33 @@ fn show(value: f64) -> String {
         if value > 0.0 { "inf" } else { "-inf" }.into()
     } else {
         format!("{value:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A float64 call's observed times must not correct the float32 model of its family (nor
+    // the other way round): each dtype has its own history; float32 keeps the old keys.
+    #[test]
+    fn each_dtype_has_its_own_history_key() {
+        let mut w = Workload {
+            kernel: "geometric_algebra/ga_cl300_geometric_product_nn".into(),
+            family: Some(Family::GeometricAlgebra),
+            items: 10,
+            bytes_in_per_item: 64.0,
+            bytes_out_per_item: 32.0,
+            flops_per_item: 120.0,
+            dtype: Dtype::F32,
+        };
+        assert_eq!(w.history_key(), "geometric_algebra");
+        w.dtype = Dtype::F64;
+        assert_eq!(w.history_key(), "geometric_algebra@float64");
+        w.family = None;
+        assert_eq!(
+            w.history_key(),
+            "geometric_algebra/ga_cl300_geometric_product_nn@float64"
+        );
     }
 }

@@ -5,7 +5,8 @@
 mod common;
 
 use amari_gpu::ga::{generate, kernel, Algebra, Broadcast, Operation};
-use common::{operations, validate};
+use amari_gpu::Dtype;
+use common::{operations, validate, validate_with};
 
 /// The algebras named in the documentation, plus the smallest ones (whose rows are not
 /// whole `vec4`s).
@@ -21,23 +22,27 @@ const SIGNATURES: [(u32, u32, u32); 9] = [
     (2, 0, 0),
 ];
 
+/// The broadcasts `op` has kernels for.
+fn broadcasts(op: Operation) -> &'static [Broadcast] {
+    if op.operands().len() == 2 {
+        &[Broadcast::None, Broadcast::Left, Broadcast::Right]
+    } else {
+        &[Broadcast::None]
+    }
+}
+
 #[test]
 fn every_generated_kernel_validates() {
     let mut seen = std::collections::HashSet::new();
     for (p, q, r) in SIGNATURES {
         let algebra = Algebra::new(p, q, r).expect("valid signature");
         for op in operations(&algebra) {
-            let modes: &[Broadcast] = if op.operands().len() == 2 {
-                &[Broadcast::None, Broadcast::Left, Broadcast::Right]
-            } else {
-                &[Broadcast::None]
-            };
-            for &mode in modes {
-                let k = kernel(&algebra, op, mode);
+            for &mode in broadcasts(op) {
+                let k = kernel(&algebra, op, mode, Dtype::F32);
                 assert!(seen.insert(k.id.clone()), "duplicate kernel id {}", k.id);
                 assert_eq!(
                     k.source,
-                    generate(&algebra, op, mode),
+                    generate(&algebra, op, mode, Dtype::F32),
                     "cached source differs"
                 );
                 validate(&k.id, &k.source);
@@ -47,10 +52,46 @@ fn every_generated_kernel_validates() {
 }
 
 #[test]
+fn every_float64_kernel_validates_with_float64_and_only_with_it() {
+    for (p, q, r) in SIGNATURES {
+        let algebra = Algebra::new(p, q, r).expect("valid signature");
+        for op in operations(&algebra) {
+            if op.check_dtype(Dtype::F64).is_err() {
+                assert_eq!(op, Operation::Normalize, "only normalize is float32 only");
+                continue;
+            }
+            for &mode in broadcasts(op) {
+                let k = kernel(&algebra, op, mode, Dtype::F64);
+                let f32_kernel = kernel(&algebra, op, mode, Dtype::F32);
+                // One id, two pipelines: the cache key says the dtype.
+                assert_eq!(k.id, f32_kernel.id);
+                assert_eq!(k.pipeline_key(), format!("{}@float64", k.id));
+                assert_eq!(f32_kernel.pipeline_key(), f32_kernel.id);
+                assert_eq!(k.dtype, Dtype::F64);
+                assert!(k.source.contains("f64") && !k.source.contains("vec4<f32>"));
+                validate_with(&k.id, &k.source, naga::valid::Capabilities::FLOAT64);
+                let parsed = naga::front::wgsl::parse_str(&k.source).expect("parses");
+                let without = naga::valid::Validator::new(
+                    naga::valid::ValidationFlags::all(),
+                    naga::valid::Capabilities::empty(),
+                )
+                .validate(&parsed);
+                assert!(without.is_err(), "{} validates without FLOAT64", k.id);
+            }
+        }
+    }
+}
+
+#[test]
 fn generated_cl3_product_has_the_terms_of_the_static_shader() {
     // The static shader writes `let rK = ±x * y ± x * y ...;`; the generator must chain the
     // same signed products, in the same order, into fused multiply-adds.
-    let generated = generate(&Algebra::CL3, Operation::Geometric, Broadcast::None);
+    let generated = generate(
+        &Algebra::CL3,
+        Operation::Geometric,
+        Broadcast::None,
+        Dtype::F32,
+    );
     let mut outputs = 0;
     for line in amari_gpu::shaders::GEOMETRIC_CL3.lines() {
         let Some(rest) = line.trim().strip_prefix("let r") else {
@@ -87,8 +128,9 @@ fn zero_terms_are_not_generated() {
         &Algebra::new(3, 0, 1).unwrap(),
         Operation::Geometric,
         Broadcast::None,
+        Dtype::F32,
     );
     assert!(pga.contains("a2.x, b0.x") && !pga.contains("a2.x, b2.x"));
-    let outer = generate(&Algebra::CL3, Operation::Outer, Broadcast::None);
+    let outer = generate(&Algebra::CL3, Operation::Outer, Broadcast::None, Dtype::F32);
     assert!(outer.contains("a0.y, b0.z") && !outer.contains("a0.y, b0.y"));
 }

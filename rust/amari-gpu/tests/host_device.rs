@@ -283,6 +283,7 @@ fn a_panicking_host_kernel_is_a_device_failure() {
         &algebra,
         Operation::Geometric,
         amari_gpu::ga::Broadcast::None,
+        amari_gpu::Dtype::F32,
     );
     // A host twin of another algebra: its output check panics on the first chunk.
     kernel.host = Some(std::sync::Arc::new(GaKernel::new(

@@ -89,6 +89,7 @@ fn workload(items: impl Gen<Value = u64>) -> impl Gen<Value = Workload> {
             bytes_in_per_item: bin,
             bytes_out_per_item: bout,
             flops_per_item: flops,
+            dtype: amari_gpu::Dtype::F32,
         },
     )
 }
@@ -468,6 +469,7 @@ fn partition_latency_and_auto_plans_of_lavapipe_and_llvmpipe_are_near_the_optimu
         bytes_in_per_item: 64.0,
         bytes_out_per_item: 32.0,
         flops_per_item: 128.0,
+        dtype: amari_gpu::Dtype::F32,
     };
     let best = optimum(&w, 1 << 18, &models);
     for strategy in [Strategy::Latency, Strategy::Auto] {

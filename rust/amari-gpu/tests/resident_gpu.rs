@@ -31,7 +31,12 @@ fn rows_on_a_device_that_cannot_run_the_kernel_move_to_one_that_can() {
     let n = 1000;
     let (a, b) = (random(n * 8, 1), random(n * 8, 2));
     let algebra = Algebra::new(3, 0, 0).unwrap();
-    let with_host = kernel(&algebra, Operation::Geometric, Broadcast::None);
+    let with_host = kernel(
+        &algebra,
+        Operation::Geometric,
+        Broadcast::None,
+        amari_gpu::Dtype::F32,
+    );
     // The same WGSL under another id, without a host twin: the host device cannot run it.
     let gpu_only = amari_gpu::kernel::Kernel {
         id: format!("{}_gpu_only", with_host.id),

@@ -17,6 +17,7 @@ fn product() -> Kernel {
         &Algebra::new(3, 0, 0).expect("valid algebra"),
         Operation::Geometric,
         Broadcast::None,
+        amari_gpu::Dtype::F32,
     )
 }
 

@@ -211,7 +211,7 @@ impl MultiGpuContext {
                 let predicted = model.seconds(&workload, items as u64, chunks, 1);
                 let observed = per_item * items as f64;
                 self.history
-                    .record(dev.id, workload.history_key(), predicted, observed);
+                    .record(dev.id, &workload.history_key(), predicted, observed);
             }
         }
     }

@@ -350,7 +350,7 @@ impl MultiGpuContext {
         groups: &BTreeMap<usize, (f64, usize)>,
     ) -> DeviceModel {
         let (correction, uncertainty) = if corrected {
-            self.history.get(dev.id, workload.history_key())
+            self.history.get(dev.id, &workload.history_key())
         } else {
             (1.0, 0.0)
         };

@@ -33,7 +33,12 @@ pub(super) fn host_reference(reference: &Kernel) -> Result<Kernel> {
         return Ok(reference.clone());
     }
     let algebra = Algebra::new(3, 0, 0)?;
-    let generated = crate::ga::kernels::kernel(&algebra, Operation::Geometric, Broadcast::None);
+    let generated = crate::ga::kernels::kernel(
+        &algebra,
+        Operation::Geometric,
+        Broadcast::None,
+        crate::dtype::Dtype::F32,
+    );
     if generated.family == reference.family {
         Ok(generated)
     } else {
@@ -46,7 +51,11 @@ pub(super) fn host_reference(reference: &Kernel) -> Result<Kernel> {
 
 /// Median seconds of `REPEATS` runs of `kernel` over `items` items (after a warm-up).
 fn seconds(host: &HostDevice, kernel: &Kernel, items: usize) -> Result<f64> {
-    let Some(twin) = kernel.host.as_ref().map(|k| host.prepare(k.as_ref())) else {
+    let Some(twin) = kernel
+        .host
+        .as_ref()
+        .map(|k| host.prepare(k.as_ref(), kernel.dtype))
+    else {
         return Err(Error::Internal(format!(
             "kernel {} has no host twin",
             kernel.id

@@ -154,10 +154,11 @@ impl MultiGpuContext {
                 false => None,
             };
             interrupt::note_path(fast_plan.is_some());
-            let plan = match fast_plan {
+            let mut plan = match fast_plan {
                 Some(plan) => plan,
                 None => self.plan_on(&workload, grid, strategy, &workers)?,
             };
+            plan.left_out = self.left_out_of(kernel, &healthy);
             let recording = self.recording(&workload, &plan, planning);
             if items == 0 {
                 return Ok(Ran { plan, partials });
@@ -327,7 +328,8 @@ impl MultiGpuContext {
     /// Feeds each device's completed chunks of a call into the history (as one observation).
     fn learn(&self, workload: &Workload, workers: &[&GpuDevice], reports: &[WorkerReport]) {
         let models = self.models_for(workload, false);
-        let family = workload.history_key();
+        let key = workload.history_key();
+        let family: &str = &key;
         for (dev, report) in workers.iter().zip(reports) {
             let Some(model) = models.iter().find(|m| m.device == dev.id) else {
                 continue;

@@ -6,12 +6,18 @@
 //!
 //! The binding layout is the one every kernel of the crate shares (see `kernel.rs`): the
 //! uniform header at binding 0, the operands at 1 (and 2), the result last.
+//!
+//! The scalar type is a parameter (`Dtype`): a float64 kernel is the same source with `f64`
+//! values, loads, arithmetic and stores (for devices with `SHADER_F64`); a float32 one is
+//! spelled exactly as it always was. `normalize` is float32 only (its exact power-of-two
+//! scaling reads the float32 bit layout, which WGSL has no 64-bit integers to do in float64).
 
 use std::fmt::Write;
 
 use super::algebra::Algebra;
 use super::codegen_map::generate_map;
-use super::wgsl::{component, entry, store};
+use super::wgsl::{component, entry, store, vec4, zero};
+use crate::dtype::Dtype;
 use super::operation::{linear_terms, norm_signs, product_terms, sandwich_terms, Operation, Term};
 
 /// Which operand of a product is one multivector bound whole for every item.
@@ -39,8 +45,8 @@ impl Broadcast {
 /// Terms per source line of a long sum, for a readable generated file.
 const TERMS_PER_LINE: usize = 8;
 
-/// `±f0 ± f1 ...` over signed factor pairs, or `0.0` when there is none.
-fn signed_sum(terms: impl Iterator<Item = (i8, String)>) -> String {
+/// `±f0 ± f1 ...` over signed factor pairs, or a zero of `dtype` when there is none.
+fn signed_sum(terms: impl Iterator<Item = (i8, String)>, dtype: Dtype) -> String {
     let mut sum = String::new();
     for (n, (sign, product)) in terms.enumerate() {
         if n > 0 && n % TERMS_PER_LINE == 0 {
@@ -54,16 +60,21 @@ fn signed_sum(terms: impl Iterator<Item = (i8, String)>) -> String {
         }
     }
     if sum.is_empty() {
-        sum.push_str("0.0");
+        sum.push_str(zero(dtype));
     }
     sum
 }
 
 /// For every result blade of `terms`: `var {out}{k} = x0 * y0;` then one
-/// `{out}{k} = fma(xn, yn, {out}{k});` per further term (or `let {out}{k} = 0.0;`). Fused
-/// multiply-adds round once per term instead of twice and halve the arithmetic
-/// instructions, which the larger algebras are bound by.
-fn products(src: &mut String, out: &str, terms: &[Term], blades: usize, l: &str, r: &str) {
+/// `{out}{k} = fma(xn, yn, {out}{k});` per further term (or `let {out}{k} = 0.0;`, a zero of
+/// `dtype`). Fused multiply-adds round once per term instead of twice and halve the
+/// arithmetic instructions, which the larger algebras are bound by.
+fn products(
+    src: &mut String,
+    (out, terms, blades): (&str, &[Term], usize),
+    (l, r): (&str, &str),
+    dtype: Dtype,
+) {
     for k in 0..blades {
         let mut first = true;
         for t in terms.iter().filter(|t| t.k == k) {
@@ -78,7 +89,7 @@ fn products(src: &mut String, out: &str, terms: &[Term], blades: usize, l: &str,
             }
         }
         if first {
-            writeln!(src, "    let {out}{k} = 0.0;").expect("string write");
+            writeln!(src, "    let {out}{k} = {};", zero(dtype)).expect("string write");
         }
     }
 }
@@ -91,11 +102,13 @@ fn operand(spec: &str, k: usize) -> String {
     }
 }
 
-/// The WGSL source of `op` in `algebra` with the given broadcast.
-/// A sandwich by one rotor (`Broadcast::Left`) is the linear map of `ga::codegen_map`.
-pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> String {
+/// The WGSL source of `op` in `algebra` with the given broadcast, computing in `dtype`
+/// (float32, or float64 for every operation but `normalize`; the caller checks that with
+/// `Operation::check_dtype`). A sandwich by one rotor (`Broadcast::Left`) is the linear map
+/// of `ga::codegen_map`.
+pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: Dtype) -> String {
     if (op, broadcast) == (Operation::Sandwich, Broadcast::Left) {
-        return generate_map(algebra);
+        return generate_map(algebra, dtype);
     }
     let blades = algebra.blades();
     let out_words = op.output_words(algebra);
@@ -113,12 +126,14 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Strin
         blades
     )
     .expect("string write");
+    src.push_str(dtype.wgsl_enable());
     if op == Operation::Normalize {
         src.push_str(NORMALIZE_HELPERS);
     }
-    let row = if vin { "vec4<f32>" } else { "f32" };
+    let (scalar, vector) = (dtype.wgsl().to_string(), vec4(dtype));
+    let row = if vin { vector.as_str() } else { scalar.as_str() };
     let inputs = vec![row; operands.len()];
-    entry(&mut src, &inputs, if vout { "vec4<f32>" } else { "f32" });
+    entry(&mut src, &inputs, if vout { &vector } else { &scalar });
     let per_row = if vin { blades / 4 } else { blades };
     for (slot, prefix) in ["a", "b"].iter().take(operands.len()).enumerate() {
         let whole = matches!(
@@ -137,12 +152,13 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Strin
     let (a, b) = if vin { ("a:v", "b:v") } else { ("a:s", "b:s") };
     match op {
         Operation::Geometric | Operation::Outer | Operation::Inner | Operation::Scalar => {
-            products(&mut src, "r", &product_terms(algebra, op), out_words, a, b);
+            let terms = product_terms(algebra, op);
+            products(&mut src, ("r", &terms, out_words), (a, b), dtype);
         }
         Operation::Sandwich => {
             let (first, second) = sandwich_terms(algebra);
-            products(&mut src, "t", &first, blades, a, b);
-            products(&mut src, "r", &second, blades, "t", a);
+            products(&mut src, ("t", &first, blades), (a, b), dtype);
+            products(&mut src, ("r", &second, blades), ("t", a), dtype);
         }
         Operation::Normalize => normalize(&mut src, algebra, vin),
         _ => {
@@ -153,12 +169,13 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Strin
                         .iter()
                         .filter(|t| t.1 == k)
                         .map(|&(i, _, sign)| (sign, operand(a, i))),
+                    dtype,
                 );
                 writeln!(src, "    let r{k} = {value};").expect("string write");
             }
         }
     }
-    store(&mut src, out_words);
+    store(&mut src, out_words, dtype);
     src.push_str("}\n");
     src
 }
@@ -292,6 +309,7 @@ fn normalize(src: &mut String, algebra: &Algebra, vin: bool) {
             .enumerate()
             .filter(|(_, &s)| s != 0)
             .map(|(k, &s)| (s, format!("y{k} * y{k}"))),
+        Dtype::F32,
     );
     writeln!(
         src,

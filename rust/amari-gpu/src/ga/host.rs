@@ -2,10 +2,15 @@
 //! the term lists of [`host_program`](super::host_program). Items are taken [`LANES`] at a time
 //! and transposed into blade-major registers (`[blade][lane]`), so every fused
 //! multiply-add of the generated chain runs on [`LANES`] items at once, in the generated
-//! order; the result is transposed back straight into the output slice.
+//! order; the result is transposed back straight into the output slice. One body serves
+//! every dtype the family computes in (`T: Real`, float32 or float64): a float64 kernel reads
+//! and writes two words per value and runs the same chains in float64.
 
+use std::marker::PhantomData;
 use std::ops::Range;
 
+use crate::dtype::Dtype;
+use crate::host::arith::Real;
 use crate::kernel::{FmaMode, HostImpl};
 
 use std::sync::Arc;
@@ -16,7 +21,6 @@ use super::host_cl3::{is_cl3_chain, run_chains, streams};
 use super::host_normalize::normalize_row;
 use super::host_program::{Program, Source, Stage, Step};
 use super::operation::Operation;
-use crate::host::arith::madd;
 use super::sandwich_map;
 use crate::host::simd::{dispatch, Level, Task};
 
@@ -25,7 +29,7 @@ pub const LANES: usize = 16;
 /// Items per rayon task.
 const GRAIN: usize = 1024;
 
-type Lanes = [[f32; LANES]; 64];
+type Lanes<T> = [[T; LANES]; 64];
 
 /// A generated geometric-algebra kernel on the host: the same (algebra, operation,
 /// broadcast) that `ga::kernels::kernel` builds a WGSL kernel from.
@@ -39,13 +43,15 @@ pub struct GaKernel {
     pub broadcast: Broadcast,
     /// How the devices it must agree with round `fma`.
     pub fma: FmaMode,
+    /// What it computes in (float32 or float64; `normalize` in float32 only).
+    pub dtype: Dtype,
     program: Arc<Program>,
     /// The program is the Cl(3,0) product's chains, which `cl3::run_chains` computes with
     /// in-register transposes (same steps, same order, same bits).
     cl3_chains: bool,
 }
 
-/// One operand as the chunk sees it.
+/// One operand as the chunk sees it (its words).
 #[derive(Clone, Copy)]
 enum Rows<'a> {
     /// This chunk's rows.
@@ -71,8 +77,19 @@ impl GaKernel {
             op,
             broadcast,
             fma,
+            dtype: Dtype::F32,
             program: Arc::new(program),
             cl3_chains,
+        }
+    }
+
+    /// The same kernel computing in `dtype` (float32 or float64).
+    pub fn in_dtype(self, dtype: Dtype) -> GaKernel {
+        GaKernel {
+            dtype,
+            // The in-register Cl(3,0) chains are float32's.
+            cl3_chains: self.cl3_chains && dtype == Dtype::F32,
+            ..self
         }
     }
 
@@ -86,9 +103,29 @@ impl HostImpl for GaKernel {
     /// Runs items `range` (inputs are the whole problem's operands, per the kernel's
     /// bindings) into `output`, which holds exactly those items' words.
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
+        match self.dtype {
+            Dtype::F64 => self.run_in::<f64>(inputs, range, output),
+            // float16 has no GA kernel (`Operation::check_dtype` refuses it before one is made).
+            Dtype::F32 | Dtype::F16 => self.run_in::<f32>(inputs, range, output),
+        }
+    }
+
+    /// The same kernel with its `fma` chains rounded as `mode` says.
+    fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl> {
+        Arc::new(GaKernel {
+            fma: mode,
+            ..self.clone()
+        })
+    }
+}
+
+impl GaKernel {
+    /// [`HostImpl::run`] in `T`: values of `T::WORDS` words each.
+    fn run_in<T: Real>(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         use rayon::prelude::*;
-        let w = self.algebra.blades();
-        let ow = self.output_words();
+        // Widths in words.
+        let w = self.algebra.blades() * T::WORDS;
+        let ow = self.output_words() * T::WORDS;
         assert_eq!(
             output.len(),
             range.len() * ow,
@@ -117,6 +154,12 @@ impl HostImpl for GaKernel {
             return;
         }
         let program = &*self.program;
+        if let (Program::SandwichMap, 2) = (program, T::WORDS) {
+            let x = &inputs[1][range.start * w..range.end * w];
+            let fused = self.fma == FmaMode::Fused;
+            sandwich_map::run_f64(inputs[0], x, output, (w / 2, fused));
+            return;
+        }
         if let Program::SandwichMap = program {
             let (map, x) = (inputs[0], &inputs[1][range.start * w..range.end * w]);
             // Streamed past the caches when the call's rows and result outgrow them.
@@ -135,10 +178,16 @@ impl HostImpl for GaKernel {
                 let first = task * GRAIN;
                 let n = out.len() / ow;
                 let (a, b) = (part(a, first, n, w), b.map(|b| part(b, first, n, w)));
+                let blades = w / T::WORDS;
                 match program {
-                    Program::Products(stages) => run_products(stages, w, a, b, out, fused),
-                    Program::Linear(map) => linear(map, a, w, out),
+                    Program::Products(stages) => {
+                        run_products::<T>(stages, blades, a, b, out, fused);
+                    }
+                    Program::Linear(map) => linear::<T>(map, a, blades, out),
                     Program::SandwichMap => unreachable!("run above"),
+                    Program::Normalize(_) if T::WORDS != 1 => {
+                        unreachable!("normalize is float32 only (Operation::check_dtype)")
+                    }
                     Program::Normalize(signs) => {
                         let Rows::Batch(x) = a else {
                             unreachable!("unary operands are batches")
@@ -149,14 +198,6 @@ impl HostImpl for GaKernel {
                     }
                 }
             });
-    }
-
-    /// The same kernel with its `fma` chains rounded as `mode` says.
-    fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl> {
-        Arc::new(GaKernel {
-            fma: mode,
-            ..self.clone()
-        })
     }
 }
 
@@ -175,20 +216,24 @@ fn row<'a>(rows: Rows<'a>, item: usize, w: usize) -> &'a [f32] {
     }
 }
 
-fn linear(map: &[Option<(u8, bool)>], x: Rows<'_>, w: usize, out: &mut [f32]) {
-    for (item, res) in out.chunks_exact_mut(w).enumerate() {
-        let x = row(x, item, w);
-        for (r, m) in res.iter_mut().zip(map) {
-            *r = match *m {
-                Some((i, false)) => x[i as usize],
-                Some((i, true)) => -x[i as usize],
-                None => 0.0,
+/// `out[k] = ±x[i]` (or 0.0) for rows of `w` values of `T`.
+fn linear<T: Real>(map: &[Option<(u8, bool)>], x: Rows<'_>, w: usize, out: &mut [f32]) {
+    let words = w * T::WORDS;
+    for (item, res) in out.chunks_exact_mut(words).enumerate() {
+        let x = row(x, item, words);
+        for (k, m) in map.iter().enumerate() {
+            let value = match *m {
+                Some((i, false)) => T::read(x, i as usize),
+                Some((i, true)) => -T::read(x, i as usize),
+                None => T::ZERO,
             };
+            T::write(res, k, value);
         }
     }
 }
 
-fn run_products(
+/// The product stages over rows of `w` values of `T`.
+fn run_products<T: Real>(
     stages: &[Stage],
     w: usize,
     a: Rows<'_>,
@@ -200,8 +245,8 @@ fn run_products(
         ($($n:literal)*) => {
             match (w, fused) {
                 $(
-                    ($n, true) => dispatch(Products::<$n, true> { stages, a, b, out }),
-                    ($n, false) => dispatch(Products::<$n, false> { stages, a, b, out }),
+                    ($n, true) => dispatch(Products::<T, $n, true> { stages, a, b, out, _values: PhantomData }),
+                    ($n, false) => dispatch(Products::<T, $n, false> { stages, a, b, out, _values: PhantomData }),
                 )*
                 _ => unreachable!("2 to 64 blades"),
             }
@@ -210,31 +255,33 @@ fn run_products(
     blades!(2 4 8 16 32 64)
 }
 
-struct Products<'a, const W: usize, const F: bool> {
+struct Products<'a, T, const W: usize, const F: bool> {
     stages: &'a [Stage],
     a: Rows<'a>,
     b: Option<Rows<'a>>,
     out: &'a mut [f32],
+    _values: PhantomData<T>,
 }
 
 /// Loads lanes `0..m` of `rows` from item `start` on (a single multivector is splat once).
 #[inline(always)]
-fn load<const W: usize>(rows: Rows<'_>, start: usize, m: usize, to: &mut Lanes) {
+fn load<T: Real, const W: usize>(rows: Rows<'_>, start: usize, m: usize, to: &mut Lanes<T>) {
     if let Rows::Batch(x) = rows {
-        let x = &x[start * W..(start + m) * W];
-        for (l, item) in x.chunks_exact(W).enumerate() {
-            for k in 0..W {
-                to[k][l] = item[k];
+        let row = W * T::WORDS;
+        let x = &x[start * row..(start + m) * row];
+        for (l, item) in x.chunks_exact(row).enumerate() {
+            for (k, lanes) in to.iter_mut().enumerate().take(W) {
+                lanes[l] = T::read(item, k);
             }
         }
     }
 }
 
 #[inline(always)]
-fn splat<const W: usize>(rows: Option<Rows<'_>>, to: &mut Lanes) {
+fn splat<T: Real, const W: usize>(rows: Option<Rows<'_>>, to: &mut Lanes<T>) {
     if let Some(Rows::Single(x)) = rows {
-        for k in 0..W {
-            to[k] = [x[k]; LANES];
+        for (k, lanes) in to.iter_mut().enumerate().take(W) {
+            *lanes = [T::read(x, k); LANES];
         }
     }
 }
@@ -245,8 +292,8 @@ fn splat<const W: usize>(rows: Option<Rows<'_>>, to: &mut Lanes) {
 /// `(-x) * y + acc` are the negated product added, however rounded, so the sign is applied to
 /// the product.)
 #[inline(always)]
-fn apply<const F: bool>(steps: &[Step], x: &Lanes, y: &Lanes, dest: &mut Lanes) {
-    let mut acc = [0.0f32; LANES];
+fn apply<T: Real, const F: bool>(steps: &[Step], x: &Lanes<T>, y: &Lanes<T>, dest: &mut Lanes<T>) {
+    let mut acc = [T::ZERO; LANES];
     let mut k = None;
     for s in steps {
         let xs = &x[s.i as usize & 63];
@@ -262,9 +309,9 @@ fn apply<const F: bool>(steps: &[Step], x: &Lanes, y: &Lanes, dest: &mut Lanes) 
                 (0..LANES).for_each(|l| acc[l] = xs[l] * ys[l]);
             }
         } else if s.neg {
-            (0..LANES).for_each(|l| acc[l] = madd::<F>(-xs[l], ys[l], acc[l]));
+            (0..LANES).for_each(|l| acc[l] = T::madd::<F>(-xs[l], ys[l], acc[l]));
         } else {
-            (0..LANES).for_each(|l| acc[l] = madd::<F>(xs[l], ys[l], acc[l]));
+            (0..LANES).for_each(|l| acc[l] = T::madd::<F>(xs[l], ys[l], acc[l]));
         }
     }
     if let Some(k) = k {
@@ -272,7 +319,7 @@ fn apply<const F: bool>(steps: &[Step], x: &Lanes, y: &Lanes, dest: &mut Lanes) 
     }
 }
 
-fn pick<'a>(source: Source, a: &'a Lanes, b: &'a Lanes, t: &'a Lanes) -> &'a Lanes {
+fn pick<'a, T>(source: Source, a: &'a Lanes<T>, b: &'a Lanes<T>, t: &'a Lanes<T>) -> &'a Lanes<T> {
     match source {
         Source::A => a,
         Source::B => b,
@@ -280,23 +327,23 @@ fn pick<'a>(source: Source, a: &'a Lanes, b: &'a Lanes, t: &'a Lanes) -> &'a Lan
     }
 }
 
-impl<const W: usize, const F: bool> Task for Products<'_, W, F> {
+impl<T: Real, const W: usize, const F: bool> Task for Products<'_, T, W, F> {
     type Output = ();
 
     #[inline(always)]
     fn run(self) {
-        let Products { stages, a, b, out } = self;
+        let Products { stages, a, b, out, .. } = self;
         let ow = stages.last().map_or(W, |s| s.outputs);
-        let n = out.len() / ow;
-        let zero = [[0.0f32; LANES]; 64];
+        let n = out.len() / (ow * T::WORDS);
+        let zero = [[T::ZERO; LANES]; 64];
         let (mut sa, mut sb, mut st, mut sr) = (zero, zero, zero, zero);
-        splat::<W>(Some(a), &mut sa);
-        splat::<W>(b, &mut sb);
+        splat::<T, W>(Some(a), &mut sa);
+        splat::<T, W>(b, &mut sb);
         for start in (0..n).step_by(LANES) {
             let m = LANES.min(n - start);
-            load::<W>(a, start, m, &mut sa);
+            load::<T, W>(a, start, m, &mut sa);
             if let Some(b) = b {
-                load::<W>(b, start, m, &mut sb);
+                load::<T, W>(b, start, m, &mut sb);
             }
             for stage in stages {
                 if stage.to_temporaries {
@@ -307,8 +354,8 @@ impl<const W: usize, const F: bool> Task for Products<'_, W, F> {
                     stage
                         .zeros
                         .iter()
-                        .for_each(|&z| st[z as usize] = [0.0; LANES]);
-                    apply::<F>(&stage.steps, x, y, &mut st);
+                        .for_each(|&z| st[z as usize] = [T::ZERO; LANES]);
+                    apply::<T, F>(&stage.steps, x, y, &mut st);
                 } else {
                     let (x, y) = (
                         pick(stage.left, &sa, &sb, &st),
@@ -317,14 +364,15 @@ impl<const W: usize, const F: bool> Task for Products<'_, W, F> {
                     stage
                         .zeros
                         .iter()
-                        .for_each(|&z| sr[z as usize] = [0.0; LANES]);
-                    apply::<F>(&stage.steps, x, y, &mut sr);
+                        .for_each(|&z| sr[z as usize] = [T::ZERO; LANES]);
+                    apply::<T, F>(&stage.steps, x, y, &mut sr);
                 }
             }
-            let res = &mut out[start * ow..(start + m) * ow];
-            for (l, item) in res.chunks_exact_mut(ow).enumerate() {
-                for (k, v) in item.iter_mut().enumerate() {
-                    *v = sr[k][l];
+            let row = ow * T::WORDS;
+            let res = &mut out[start * row..(start + m) * row];
+            for (l, item) in res.chunks_exact_mut(row).enumerate() {
+                for (k, lanes) in sr.iter().enumerate().take(ow) {
+                    T::write(item, k, lanes[l]);
                 }
             }
         }

@@ -1,10 +1,11 @@
-//! Kernels for the generated operations: one per algebra, operation and broadcast (a single
-//! multivector is bound whole, uploaded once per device), from a process-wide cache of
-//! generated sources.
+//! Kernels for the generated operations: one per algebra, operation, broadcast (a single
+//! multivector is bound whole, uploaded once per device) and dtype, from a process-wide cache
+//! of generated sources.
 
 use std::sync::Arc;
 
 use crate::ga::host::GaKernel;
+use crate::dtype::Dtype;
 use crate::kernel::FmaMode;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -59,34 +60,41 @@ fn flops_per_item(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> f64
     }
 }
 
-/// The kernel of `op` in `algebra` (the operation must have passed [`Operation::check`]).
-pub fn kernel(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> Kernel {
+/// The kernel of `op` in `algebra` computing in `dtype` (the operation must have passed
+/// [`Operation::check`] and [`Operation::check_dtype`]). Its id is the same in every dtype;
+/// the dtype is its own field (pipelines are cached by both, see `Kernel::pipeline_key`).
+pub fn kernel(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: Dtype) -> Kernel {
     let id = kernel_id(algebra, op, broadcast);
-    let words = algebra.blades();
+    // Widths in words: two per float64 value.
+    let per_value = dtype.bytes() / 4;
+    let words = algebra.blades() * per_value;
     let inputs = (0..op.operands().len())
         .map(|slot| match (slot, broadcast) {
-            // A sandwich by one rotor binds its map M in place of the rotor.
-            (0, Broadcast::Left) if op == Operation::Sandwich => Input::Whole(words * words),
+            // A sandwich by one rotor binds its map M (blades × blades values) in place of
+            // the rotor.
+            (0, Broadcast::Left) if op == Operation::Sandwich => {
+                Input::Whole(algebra.blades() * words)
+            }
             (0, Broadcast::Left) | (1, Broadcast::Right) => Input::Whole(words),
             _ => Input::PerItem(words),
         })
         .collect();
-    let (source, flops) = generated(&id, || {
+    let mut kernel = Kernel {
+        inputs,
+        output: Output::PerItem(op.output_words(algebra) * per_value),
+        host: Some(Arc::new(
+            GaKernel::new(*algebra, op, broadcast, FmaMode::default()).in_dtype(dtype),
+        )),
+        dtype,
+        ..Kernel::map(id, Family::GeometricAlgebra, "")
+    };
+    let (source, flops) = generated(&kernel.pipeline_key(), || {
         (
-            generate(algebra, op, broadcast),
+            generate(algebra, op, broadcast, dtype),
             flops_per_item(algebra, op, broadcast),
         )
     });
-    Kernel {
-        inputs,
-        output: Output::PerItem(op.output_words(algebra)),
-        flops_per_item: flops,
-        host: Some(Arc::new(GaKernel::new(
-            *algebra,
-            op,
-            broadcast,
-            FmaMode::default(),
-        ))),
-        ..Kernel::map(id, Family::GeometricAlgebra, source)
-    }
+    kernel.source = source.into();
+    kernel.flops_per_item = flops;
+    kernel
 }

@@ -14,6 +14,7 @@ mod host_cl3;
 mod host_normalize;
 mod host_program;
 pub mod kernels;
+mod map_chains;
 pub mod operation;
 mod run;
 pub mod sandwich_map;
@@ -24,7 +25,7 @@ pub use cl3::{geometric_cl3_kernel, geometric_product_cl3_reference, CL3_BLADES}
 pub use codegen::{generate, Broadcast};
 pub use kernels::kernel;
 pub use operation::Operation;
-pub use run::{apply, check, geometric_product_cl3, shape};
+pub use run::{apply, apply_in, check, geometric_product_cl3, shape};
 
 use crate::family::Family;
 use crate::kernel::FamilyDefinition;

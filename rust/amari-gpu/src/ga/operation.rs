@@ -4,6 +4,7 @@
 //! dropped) never appear, so the generated code never computes them.
 
 use super::algebra::{grade, Algebra};
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 
 /// One operation on multivectors.
@@ -123,6 +124,28 @@ impl Operation {
             }
         }
         Ok(())
+    }
+
+    /// Whether the family has a kernel of this operation in `dtype`: every operation in
+    /// float32 and float64 except `normalize`, float32 only (see `ga::codegen`); none in
+    /// float16 yet. An error naming `dtype` otherwise.
+    pub fn check_dtype(&self, dtype: Dtype) -> Result<()> {
+        match (self, dtype) {
+            (_, Dtype::F32) => Ok(()),
+            (Operation::Normalize, Dtype::F64) => Err(Error::invalid(
+                "dtype",
+                "normalize computes in float32 only (its exact power-of-two scaling reads the \
+                 float32 bit layout); got float64: pass dtype=numpy.float32",
+            )),
+            (_, Dtype::F64) => Ok(()),
+            (_, Dtype::F16) => Err(Error::invalid(
+                "dtype",
+                format!(
+                    "{} computes in float32 and float64, got float16",
+                    self.name()
+                ),
+            )),
+        }
     }
 }
 

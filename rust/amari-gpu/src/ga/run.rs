@@ -1,14 +1,17 @@
 //! The geometric-algebra entry points that run on a context: shape checks naming the
 //! operand, broadcast of a single multivector, then a run through the engine over host
-//! operands or where resident operands live (one entry, [`check`], for both).
+//! operands or where resident operands live (one entry, [`check`], for both). Host operands
+//! are the engine's words in the call's dtype (two per float64 value); resident arrays hold
+//! float32 rows.
 
 use super::algebra::Algebra;
 use super::cl3::{geometric_cl3_kernel, CL3_BLADES};
 use super::codegen::Broadcast;
 use super::kernels::kernel;
 use super::operation::Operation;
-use super::sandwich_map::matrix;
+use super::sandwich_map::{matrix, matrix_f64};
 use crate::context::MultiGpuContext;
+use crate::dtype::Dtype;
 use crate::error::{shape_text, Error, Result};
 use crate::plan::{Plan, Strategy};
 use crate::resident::{Destination, Operand, Ready};
@@ -17,8 +20,14 @@ use crate::resident::{Destination, Operand, Ready};
 /// it is `shape` (a host array's before it became rows, a DeviceArray's logical shape): the
 /// one width check of every geometric-algebra entry point, in the caller's shape. Host rows
 /// may be more than the caller's (a broadcast copy), never of another width; a resident
-/// array holds exactly the rows and width its shape says.
-fn rows(name: &str, operand: Operand<'_>, shape: &[usize], words: usize) -> Result<usize> {
+/// array holds exactly the rows and width its shape says. `words` counts values; a host
+/// operand holds `per_value` words for each.
+fn rows(
+    name: &str,
+    operand: Operand<'_>,
+    shape: &[usize],
+    (words, per_value): (usize, usize),
+) -> Result<usize> {
     let Some((&last, lead)) = shape.split_last().filter(|&(&last, _)| last == words) else {
         return Err(Error::Shape {
             argument: name.into(),
@@ -27,7 +36,7 @@ fn rows(name: &str, operand: Operand<'_>, shape: &[usize], words: usize) -> Resu
         });
     };
     match operand {
-        Operand::Host(data) => Error::rows(name, data, last, &shape_text(shape)),
+        Operand::Host(data) => Error::rows(name, data, last * per_value, &shape_text(shape)),
         Operand::Resident(array)
             if (array.rows(), array.cols()) == (lead.iter().product(), last) =>
         {
@@ -44,14 +53,15 @@ fn rows(name: &str, operand: Operand<'_>, shape: &[usize], words: usize) -> Resu
     }
 }
 
-/// The shapes of operands as a caller of the Rust API passes them: flat host rows are
-/// (N, `words`), or `(len,)` (refused by [`rows`]) when not a whole number of rows; a
-/// resident array is (rows, cols).
-fn own_shapes(operands: &[Operand<'_>], words: usize) -> Vec<Vec<usize>> {
+/// The shapes of operands as a caller of the Rust API passes them: flat host rows of
+/// `dtype` values are (N, `values`), or `(len,)` (refused by [`rows`]) when not a whole number
+/// of rows; a resident array is (rows, cols).
+fn own_shapes(operands: &[Operand<'_>], values: usize, dtype: Dtype) -> Vec<Vec<usize>> {
+    let per_value = dtype.bytes() / 4;
     let own = |operand: &Operand<'_>| match *operand {
-        Operand::Host(data) => match data.len().checked_div(words) {
-            Some(n) if n * words == data.len() => vec![n, words],
-            _ => vec![data.len()],
+        Operand::Host(data) => match data.len().checked_div(values * per_value) {
+            Some(n) if n * values * per_value == data.len() => vec![n, values],
+            _ => vec![data.len() / per_value],
         },
         Operand::Resident(array) => vec![array.rows(), array.cols()],
     };
@@ -63,8 +73,8 @@ fn own_shapes(operands: &[Operand<'_>], words: usize) -> Vec<Vec<usize>> {
 /// multivector applied to every row of the other.
 pub fn shape(algebra: &Algebra, op: Operation, operands: &[&[f32]]) -> Result<(usize, Broadcast)> {
     let operands: Vec<Operand<'_>> = operands.iter().map(|d| Operand::Host(d)).collect();
-    let shapes = own_shapes(&operands, algebra.blades());
-    shape_of(algebra, op, &operands, &shapes)
+    let shapes = own_shapes(&operands, algebra.blades(), Dtype::F32);
+    shape_of(algebra, op, &operands, &shapes, Dtype::F32)
 }
 
 /// [`shape`] of host or resident operands whose shapes as the caller gave them are `shapes`.
@@ -73,8 +83,19 @@ fn shape_of(
     op: Operation,
     operands: &[Operand<'_>],
     shapes: &[Vec<usize>],
+    dtype: Dtype,
 ) -> Result<(usize, Broadcast)> {
     op.check(algebra)?;
+    op.check_dtype(dtype)?;
+    if dtype != Dtype::F32 && operands.iter().any(|o| matches!(o, Operand::Resident(_))) {
+        return Err(Error::invalid(
+            "dtype",
+            format!(
+                "DeviceArrays hold float32 rows: an operation on one computes in float32, got \
+                 {dtype}"
+            ),
+        ));
+    }
     let names = op.operands();
     if operands.len() != names.len() {
         return Err(Error::invalid(
@@ -101,7 +122,7 @@ fn shape_of(
     let counts = names
         .iter()
         .zip(operands.iter().zip(shapes))
-        .map(|(name, (data, shape))| rows(name, *data, shape, words))
+        .map(|(name, (data, shape))| rows(name, *data, shape, (words, dtype.bytes() / 4)))
         .collect::<Result<Vec<_>>>()?;
     // The caller's leading dimensions (all but the words) broadcast by numpy's rules; the
     // rows are then the broadcast's, or one multivector (the count rule below).
@@ -133,28 +154,34 @@ fn shape_of(
     }
 }
 
-/// `op` in `algebra` on operands of 2ⁿ words per multivector (see [`shape`] for
-/// broadcasting), host rows or resident arrays whose shapes as the caller gave them are
-/// `shapes` (errors speak of those): the operands checked, and what runs it into
-/// `out` (items × `op.output_words(algebra)` words) by the rule of every map operation:
-/// over host operands through the planner, or, when an operand is resident, where its rows
-/// live (host operands uploaded to match).
+/// `op` in `algebra`, computing in `dtype`, on operands of 2ⁿ values per multivector (see
+/// [`shape`] for broadcasting), host rows (words of `dtype`) or resident arrays (float32
+/// only) whose shapes as the caller gave them are `shapes` (errors speak of those): the
+/// operands checked, and what runs it into `out` (items × `op.output_words(algebra)`
+/// values) by the rule of every map operation: over host operands through the planner, or,
+/// when an operand is resident, where its rows live (host operands uploaded to match).
 pub fn check<'a>(
     algebra: &Algebra,
     op: Operation,
     operands: &'a [Operand<'a>],
     shapes: &[Vec<usize>],
+    dtype: Dtype,
 ) -> Result<Ready<'a>> {
-    let (items, broadcast) = shape_of(algebra, op, operands, shapes)?;
+    let (items, broadcast) = shape_of(algebra, op, operands, shapes, dtype)?;
     let broadcast = bound_whole(op, items, broadcast);
     let one_rotor = (op, broadcast) == (Operation::Sandwich, Broadcast::Left);
-    let kernel = kernel(algebra, op, broadcast);
+    let kernel = kernel(algebra, op, broadcast, dtype);
     let algebra = *algebra;
     Ok(Ready::new(move |ctx, out, strategy| {
         let mut bound = operands.to_vec();
         let map;
         if one_rotor {
-            map = matrix(&algebra, &rotor(ctx, bound[0], algebra.blades())?);
+            let words = algebra.blades() * dtype.bytes() / 4;
+            let r = rotor(ctx, bound[0], words)?;
+            map = match dtype {
+                Dtype::F64 => matrix_f64(&algebra, &r),
+                _ => matrix(&algebra, &r),
+            };
             bound[0] = Operand::Host(&map);
         }
         let named: Vec<(&str, Operand<'_>)> =
@@ -191,7 +218,7 @@ fn rotor(ctx: &MultiGpuContext, operand: Operand<'_>, words: usize) -> Result<Ve
     }
 }
 
-/// [`check`] and run on host operands into host words: returns the plan.
+/// [`check`] and run on host operands into host words (float32): returns the plan.
 pub fn apply(
     ctx: &MultiGpuContext,
     algebra: &Algebra,
@@ -200,9 +227,22 @@ pub fn apply(
     out: &mut [f32],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
+    apply_in(ctx, (algebra, op, Dtype::F32), operands, out, strategy)
+}
+
+/// [`apply`] computing in `dtype`: operands and `out` hold words of it (two per float64
+/// value, see `crate::dtype`).
+pub fn apply_in(
+    ctx: &MultiGpuContext,
+    (algebra, op, dtype): (&Algebra, Operation, Dtype),
+    operands: &[&[f32]],
+    out: &mut [f32],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
     let operands: Vec<Operand<'_>> = operands.iter().map(|d| Operand::Host(d)).collect();
-    let shapes = own_shapes(&operands, algebra.blades());
-    let ran = check(algebra, op, &operands, &shapes)?.run(ctx, Destination::Host(out), strategy)?;
+    let shapes = own_shapes(&operands, algebra.blades(), dtype);
+    let ready = check(algebra, op, &operands, &shapes, dtype)?;
+    let ran = ready.run(ctx, Destination::Host(out), strategy)?;
     ran.plan
         .ok_or_else(|| Error::Internal("a run over host operands has a plan".into()))
 }
@@ -216,9 +256,9 @@ pub fn geometric_product_cl3(
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
     let operands = [Operand::Host(a), Operand::Host(b)];
-    let shapes = own_shapes(&operands, CL3_BLADES);
-    let n = rows("a", operands[0], &shapes[0], CL3_BLADES)?;
-    let nb = rows("b", operands[1], &shapes[1], CL3_BLADES)?;
+    let shapes = own_shapes(&operands, CL3_BLADES, Dtype::F32);
+    let n = rows("a", operands[0], &shapes[0], (CL3_BLADES, 1))?;
+    let nb = rows("b", operands[1], &shapes[1], (CL3_BLADES, 1))?;
     if nb != n {
         return Err(Error::Shape {
             argument: "b".into(),
@@ -244,7 +284,7 @@ mod tests {
         let pga = Algebra::new(3, 0, 1).unwrap();
         let op = Operation::parse("geometric_product", 0).unwrap();
         let operands: Vec<Operand<'_>> = data.iter().map(|d| Operand::Host(d)).collect();
-        let checked = check(&pga, op, &operands, shapes).map(drop);
+        let checked = check(&pga, op, &operands, shapes, Dtype::F32).map(drop);
         checked.map_or_else(|error| error.to_string(), |()| "accepted".into())
     }
 

@@ -18,13 +18,9 @@ use rayon::prelude::*;
 
 use super::algebra::Algebra;
 use super::operation::sandwich_terms;
-use crate::host::arith::madd;
-use crate::host::simd::{dispatch_at, Level, Task};
-
-/// Items computed together, one per SIMD lane (two AVX2 vectors, one AVX-512 vector).
-const LANES: usize = 16;
-/// Items per rayon task.
-const GRAIN: usize = 2048;
+use super::map_chains::{chains, run_chains, GRAIN};
+use crate::host::arith::Real;
+use crate::host::simd::Level;
 
 /// One entry `M[k][i]` that some rotor makes non-zero: its terms `(a, b, c)`, `a ≤ b`,
 /// `c · r_a r_b`, in `(a, b)` order.
@@ -98,22 +94,26 @@ pub fn matrix(algebra: &Algebra, r: &[f32]) -> Vec<f32> {
     m
 }
 
-/// The non-zero entries of `m` (NaN included, −0.0 not) as `(i, M[k][i])` per output blade
-/// `k`, and where each blade's run starts.
-struct Chains {
-    terms: Vec<(usize, f32)>,
-    starts: Vec<usize>,
+/// `M` of a float64 rotor `r` (`algebra.blades()` values as words), as float64 words: each
+/// entry's terms summed in float64 in `(a, b)` order (products of float64 values are not
+/// exact, so this is one rounding per product and per sum, made once on the host).
+pub fn matrix_f64(algebra: &Algebra, r: &[f32]) -> Vec<f32> {
+    let w = algebra.blades();
+    let mut m = vec![0.0f32; 2 * w * w];
+    for e in entries(algebra).iter() {
+        let sum = e.terms.iter().fold(0.0f64, |acc, &(a, b, c)| {
+            let (ra, rb) = (f64::read(r, a as usize), f64::read(r, b as usize));
+            acc + f64::from(c) * (ra * rb)
+        });
+        f64::write(&mut m, e.k * w + e.i, sum);
+    }
+    m
 }
 
-fn chains(m: &[f32], w: usize) -> Chains {
-    let mut terms = Vec::new();
-    let mut starts = Vec::with_capacity(w + 1);
-    for row in m.chunks_exact(w) {
-        starts.push(terms.len());
-        terms.extend(row.iter().copied().enumerate().filter(|&(_, v)| v != 0.0 || v.is_nan()));
-    }
-    starts.push(terms.len());
-    Chains { terms, starts }
+/// [`run`] for float64 rows and map (as words): the same chains in float64, at this CPU's
+/// SIMD level.
+pub fn run_f64(m: &[f32], x: &[f32], out: &mut [f32], (w, fused): (usize, bool)) {
+    run_chains::<f64>(&chains(m, w), x, out, (w, fused), Level::detect());
 }
 
 /// `out[n] = M x[n]` for rows of `w` words, on the current rayon pool at SIMD level `level`
@@ -128,7 +128,7 @@ pub fn run(
     level: Level,
     stream: bool,
 ) {
-    let chains = chains(m, w);
+    let chains = chains::<f32>(m, w);
     #[cfg(target_arch = "x86_64")]
     if w == 16 && level == Level::Avx512 && Level::detect() == Level::Avx512 {
         let columns = avx512::Columns::new(m);
@@ -145,64 +145,7 @@ pub fn run(
             });
         return;
     }
-    out.par_chunks_mut(GRAIN * w)
-        .zip(x.par_chunks(GRAIN * w))
-        .for_each(|(out, x)| {
-            macro_rules! blades {
-                ($($n:literal)*) => {
-                    match (w, fused) {
-                        $(
-                            ($n, true) => dispatch_at(level, Apply::<$n, true> { chains: &chains, x, out }),
-                            ($n, false) => dispatch_at(level, Apply::<$n, false> { chains: &chains, x, out }),
-                        )*
-                        _ => unreachable!("2 to 64 blades"),
-                    }
-                };
-            }
-            blades!(2 4 8 16 32 64)
-        });
-}
-
-struct Apply<'a, const W: usize, const F: bool> {
-    chains: &'a Chains,
-    x: &'a [f32],
-    out: &'a mut [f32],
-}
-
-impl<const W: usize, const F: bool> Task for Apply<'_, W, F> {
-    type Output = ();
-
-    #[inline(always)]
-    fn run(self) {
-        let Apply { chains, x, out } = self;
-        let mut sx = [[0.0f32; LANES]; W];
-        let mut sr = [[0.0f32; LANES]; W];
-        for (x, out) in x.chunks(LANES * W).zip(out.chunks_mut(LANES * W)) {
-            // Blade-major lanes: every fma below runs on LANES items at once. The lanes of a
-            // short last block past its items keep the previous block's words and are not
-            // stored.
-            for (l, item) in x.chunks_exact(W).enumerate() {
-                for k in 0..W {
-                    sx[k][l] = item[k];
-                }
-            }
-            for (k, res) in sr.iter_mut().enumerate() {
-                let terms = &chains.terms[chains.starts[k]..chains.starts[k + 1]];
-                // From −0.0, the first fma is the product itself (x + −0.0 = x for every x).
-                let mut acc = [if terms.is_empty() { 0.0 } else { -0.0f32 }; LANES];
-                for &(i, m) in terms {
-                    let xi = &sx[i % W];
-                    (0..LANES).for_each(|l| acc[l] = madd::<F>(m, xi[l], acc[l]));
-                }
-                *res = acc;
-            }
-            for (l, item) in out.chunks_exact_mut(W).enumerate() {
-                for (k, v) in item.iter_mut().enumerate() {
-                    *v = sr[k][l];
-                }
-            }
-        }
-    }
+    run_chains::<f32>(&chains, x, out, (w, fused), level);
 }
 
 /// Rows of 16 words on AVX-512, one row per vector: output blade k is lane k, and step i of

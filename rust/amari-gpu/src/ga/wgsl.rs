@@ -1,8 +1,26 @@
 //! WGSL pieces the geometric-algebra generators share (`ga::codegen`, `ga::codegen_map`):
 //! component names, the bindings and entry point every kernel of the crate has (see
-//! `kernel.rs`), and the store of a result row.
+//! `kernel.rs`), the store of a result row, and the scalar type a kernel computes in
+//! (a `Dtype`: the one parameter that makes a float64 kernel of the same generator).
 
 use std::fmt::Write;
+
+use crate::dtype::Dtype;
+
+/// A zero literal of `dtype`'s WGSL type: a float32 kernel is spelled exactly as it always
+/// was (`0.0`); a float64 one writes `0.0lf` (a bare `0.0` bound by `let` would be an f32).
+pub(super) fn zero(dtype: Dtype) -> &'static str {
+    match dtype {
+        Dtype::F64 => "0.0lf",
+        Dtype::F16 => "0.0h",
+        Dtype::F32 => "0.0",
+    }
+}
+
+/// `vec4<T>` of `dtype`'s WGSL type.
+pub(super) fn vec4(dtype: Dtype) -> String {
+    format!("vec4<{}>", dtype.wgsl())
+}
 
 const LANES: [char; 4] = ['x', 'y', 'z', 'w'];
 
@@ -43,15 +61,16 @@ pub(super) fn entry(src: &mut String, inputs: &[&str], output: &str) {
     .expect("string write");
 }
 
-/// Stores `r0 .. r{out_words - 1}` as row `i` of `out` (as `vec4`s when `out_words` is a
-/// multiple of 4).
-pub(super) fn store(src: &mut String, out_words: usize) {
+/// Stores `r0 .. r{out_words - 1}` as row `i` of `out` (as `vec4`s of `dtype` when
+/// `out_words` is a multiple of 4).
+pub(super) fn store(src: &mut String, out_words: usize, dtype: Dtype) {
     let vout = out_words.is_multiple_of(4);
     let out_row = if vout { out_words / 4 } else { out_words };
     for m in 0..out_row {
         let value = if vout {
             format!(
-                "vec4<f32>(r{}, r{}, r{}, r{})",
+                "{}(r{}, r{}, r{}, r{})",
+                vec4(dtype),
                 4 * m,
                 4 * m + 1,
                 4 * m + 2,

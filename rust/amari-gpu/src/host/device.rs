@@ -8,6 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use super::simd::Level;
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::kernel::{FmaMode, HostImpl};
 
@@ -53,30 +54,53 @@ impl HostPool {
     }
 }
 
-/// The host device: a rayon pool and the fma mode of the wgpu devices it runs beside.
+/// The host device: a rayon pool and the fma modes of the wgpu devices it runs beside.
 #[derive(Debug)]
 pub struct HostDevice {
     /// Worker threads of the device's kernels.
     pub pool: HostPool,
-    /// How the context's wgpu devices round WGSL `fma` (`Fused` when the host is alone).
+    /// How the context's wgpu devices round WGSL `fma` in float32 (`Fused` when the host is
+    /// alone).
     pub fma: FmaMode,
+    /// How they round it in float64 (measured apart: a driver may fuse one and not the
+    /// other).
+    pub fma_f64: FmaMode,
     /// The vector instructions the kernels run with.
     pub simd: Level,
 }
 
 impl HostDevice {
-    /// A host device with `threads` kernel threads reproducing `fma`.
+    /// A host device with `threads` kernel threads reproducing `fma` in every dtype (see
+    /// [`HostDevice::with_fma_f64`]).
     pub fn new(threads: usize, fma: FmaMode) -> Result<HostDevice> {
         Ok(HostDevice {
             pool: HostPool::new(threads)?,
             fma,
+            fma_f64: fma,
             simd: Level::detect(),
         })
     }
 
-    /// The kernel to run here: `kernel` with this device's fma rounding.
-    pub fn prepare(&self, kernel: &dyn HostImpl) -> Arc<dyn HostImpl> {
-        kernel.with_fma(self.fma)
+    /// The device reproducing `fma` in float64.
+    pub fn with_fma_f64(self, fma: FmaMode) -> HostDevice {
+        HostDevice {
+            fma_f64: fma,
+            ..self
+        }
+    }
+
+    /// The fma rounding its kernels of `dtype` reproduce (float16 kernels accumulate in
+    /// float32).
+    pub fn fma_for(&self, dtype: Dtype) -> FmaMode {
+        match dtype {
+            Dtype::F64 => self.fma_f64,
+            Dtype::F16 | Dtype::F32 => self.fma,
+        }
+    }
+
+    /// The kernel to run here: `kernel`, of `dtype`, with this device's fma rounding in it.
+    pub fn prepare(&self, kernel: &dyn HostImpl, dtype: Dtype) -> Arc<dyn HostImpl> {
+        kernel.with_fma(self.fma_for(dtype))
     }
 
     /// Runs items `range` of `kernel` (prepared with [`HostDevice::prepare`]) into

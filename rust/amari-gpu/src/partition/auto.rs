@@ -83,6 +83,7 @@ mod tests {
         let models = [discrete_gpu(0, 0, 2e13), host(1, 1, 5e11)];
         let w = Workload {
             flops_per_item: 1e6,
+            dtype: crate::dtype::Dtype::F32,
             ..work(1 << 24)
         };
         let plan = plan(&w, 1 << 14, &models, Strategy::Auto).unwrap();

@@ -84,6 +84,7 @@ pub(crate) fn work(items: u64) -> Workload {
         bytes_in_per_item: 32.0,
         bytes_out_per_item: 16.0,
         flops_per_item: 1e4,
+        dtype: crate::dtype::Dtype::F32,
     }
 }
 
@@ -130,5 +131,6 @@ pub(crate) fn transfer_bound(items: u64) -> Workload {
         bytes_in_per_item: 64.0,
         bytes_out_per_item: 32.0,
         flops_per_item: 128.0,
+        dtype: crate::dtype::Dtype::F32,
     }
 }

@@ -49,6 +49,7 @@ impl Problem<'_> {
             lower_bound_s,
             efficiency: bounds::efficiency(lower_bound_s, makespan),
             fast_path: false,
+            left_out: Vec::new(),
         }
     }
 }
@@ -66,5 +67,6 @@ pub(crate) fn empty(chunk_items: u64, requested: Strategy) -> Plan {
         lower_bound_s: 0.0,
         efficiency: 1.0,
         fast_path: false,
+        left_out: Vec::new(),
     }
 }

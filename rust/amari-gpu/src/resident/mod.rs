@@ -62,6 +62,7 @@ impl MultiGpuContext {
                 bytes_in_per_item: 4.0 * cols as f64,
                 bytes_out_per_item: 4.0 * cols as f64,
                 flops_per_item: 2.0 * (cols * cols) as f64,
+                dtype: crate::dtype::Dtype::F32,
             };
             Some(self.distribute_workload(&workload, strategy)?)
         } else {

@@ -22,7 +22,7 @@ use crate::kernel::{HostImpl, Kernel};
 /// The host implementation of `kernel`, with this device's fma rounding.
 fn prepared(host: &HostDevice, kernel: &Kernel) -> Result<Arc<dyn HostImpl>> {
     match kernel.host.as_ref() {
-        Some(implementation) => Ok(host.prepare(implementation.as_ref())),
+        Some(implementation) => Ok(host.prepare(implementation.as_ref(), kernel.dtype)),
         None => Err(Error::Internal(format!(
             "kernel {} has no host implementation but was given to the host device",
             kernel.id
