@@ -131,6 +131,7 @@ mod tests {
             b_words: 2,
             batches: 2,
             accumulate: false,
+            dtype: crate::dtype::Dtype::F32,
         };
         let product = RowProduct::new(Semiring::MaxPlus, shape);
         let mut out = [0.0; 2];

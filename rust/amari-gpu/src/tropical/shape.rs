@@ -9,17 +9,29 @@ pub const BLOCK_ROWS: usize = 64;
 /// (the host device folds its lanes pass by pass alike).
 pub const MATVEC_PASS_K: usize = 64 * 16_384;
 
-/// Shapes of one product: `rows` stacked rows of `a`, inner dimension `k`, `cols` columns.
+use crate::dtype::Dtype;
+
+/// Shapes of one product: `rows` stacked rows of `a`, inner dimension `k`, `cols` columns,
+/// and the dtype of its values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProductShape {
     /// Inner dimension K (at least 1 when run).
     pub k: usize,
     /// Columns of the right operand and the result.
     pub cols: usize,
-    /// Words of the whole right operand (all batches).
+    /// Words of the whole right operand (all batches; two per float64 value).
     pub b_words: usize,
     /// Batches in the right operand.
     pub batches: usize,
     /// Whether `c` is a per-row input combined into the result.
     pub accumulate: bool,
+    /// The dtype of every operand and of the result (float32 or float64).
+    pub dtype: Dtype,
+}
+
+impl ProductShape {
+    /// Words per value of the product's dtype.
+    pub fn words(&self) -> usize {
+        self.dtype.bytes() / 4
+    }
 }
