@@ -176,11 +176,11 @@ def test_nan_and_bad_arguments_are_refused(default_ctx: MultiGpuContext) -> None
         default_ctx.tropical_matmul(a, a, strategy="fastest")
     with pytest.raises(
         TypeError,
-        match=r"^a: expected an array of bool, integer, float16, float32 or float64 values, got dtype complex",
+        match=r"^a: expected an array of bool, integer, float16, .* got dtype complex",
     ):
         default_ctx.tropical_matmul(a.astype(np.complex64), a)
     with pytest.raises(
         TypeError,
-        match=r"^b: expected an array of bool, integer, float16, float32 or float64 values, got dtype <U1",
+        match=r"^b: expected an array of bool, integer, float16, .* got dtype <U1",
     ):
         default_ctx.tropical_matmul(a, np.array([["x"]]))

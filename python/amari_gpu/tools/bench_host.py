@@ -420,9 +420,7 @@ def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
                 f"shortest paths float64, n = {p}",
                 lambda: host.shortest_paths(w64),
                 f"scipy {_version('scipy')} shortest_path(method={method!r}) {name}",
-                (lambda method=method: csgraph.shortest_path(w64, method=method))
-                if csgraph
-                else None,
+                functools.partial(csgraph.shortest_path, w64, method=method) if csgraph else None,
                 0.5,
                 "" if csgraph else "peer scipy not installed",
                 lambda ours, peer: bool(ours.dtype == np.float64 and np.array_equal(ours, peer)),

@@ -21,7 +21,7 @@ use super::host_kernel::Kernel;
 use super::host_pack::{mx, pack_a, pack_b, signed, store_tile, PackCache, Place};
 use super::scalar::Scalar;
 use super::semiring::Semiring;
-use super::shape::{ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
+use super::shape::{batch_of, batch_runs, ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
 use crate::dtype::Dtype;
 use crate::host::simd::Level;
 
@@ -170,35 +170,6 @@ pub(super) fn product_rows_at(
                 }
             }
         });
-}
-
-/// The batch index an item's `item_batch` word holds (u32 bits), clamped as the shader does.
-fn batch_of(word: f32, batches: usize) -> usize {
-    (word.to_bits() as usize).min(batches.max(1) - 1)
-}
-
-/// The runs of consecutive items of `range` that belong to one batch (by their
-/// `item_batch` words, of `batches` batches), each with its batch: the host runs each run as
-/// one product.
-pub(super) fn batch_runs(
-    item_batch: &[f32],
-    range: Range<usize>,
-    batches: usize,
-) -> impl Iterator<Item = (Range<usize>, usize)> + '_ {
-    let mut q = range.start;
-    std::iter::from_fn(move || {
-        if q >= range.end {
-            return None;
-        }
-        let batch = batch_of(item_batch[q], batches);
-        let mut end = q + 1;
-        while end < range.end && batch_of(item_batch[end], batches) == batch {
-            end += 1;
-        }
-        let run = q..end;
-        q = end;
-        Some((run, batch))
-    })
 }
 
 impl HostImpl for TropicalProduct {

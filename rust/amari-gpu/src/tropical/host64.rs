@@ -9,11 +9,10 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::host::batch_runs;
 use super::host_kernel64::Kernel64;
 use super::host_pack::{pack_a, pack_b, store_tile, Place};
 use super::semiring::Semiring;
-use super::shape::{ProductShape, BLOCK_ROWS};
+use super::shape::{batch_runs, ProductShape, BLOCK_ROWS};
 use crate::dtype::{as_f64, as_f64_mut, read_f64, write_f64};
 use crate::host::simd::Level;
 

@@ -5,7 +5,6 @@
 use std::fmt::{Debug, Display, LowerExp};
 use std::ops::{Add, Neg};
 
-use super::semiring::Semiring;
 use crate::dtype::{self, Dtype};
 
 /// A float type tropical values are held and computed in.
@@ -48,16 +47,6 @@ pub trait Scalar:
     fn words(values: &[Self]) -> &[f32];
     /// Values as the engine's 4-byte words, to be written.
     fn words_mut(values: &mut [Self]) -> &mut [f32];
-    /// The host product of rows (`tropical::host::product_rows` in this type): `a` (rows ×
-    /// k) by `b` (k × cols), combined with `c` when given, into `out`.
-    fn product_rows(
-        semiring: Semiring,
-        ab: (&[Self], &[Self]),
-        c: Option<&[Self]>,
-        k: usize,
-        cols: usize,
-        out: &mut [Self],
-    );
 }
 
 impl Scalar for f32 {
@@ -88,16 +77,6 @@ impl Scalar for f32 {
     fn words_mut(values: &mut [f32]) -> &mut [f32] {
         values
     }
-    fn product_rows(
-        semiring: Semiring,
-        (a, b): (&[f32], &[f32]),
-        c: Option<&[f32]>,
-        k: usize,
-        cols: usize,
-        out: &mut [f32],
-    ) {
-        super::host::product_rows(semiring, a, b, c, k, cols, out);
-    }
 }
 
 impl Scalar for f64 {
@@ -127,15 +106,5 @@ impl Scalar for f64 {
     }
     fn words_mut(values: &mut [f64]) -> &mut [f32] {
         dtype::f64_words_mut(values)
-    }
-    fn product_rows(
-        semiring: Semiring,
-        (a, b): (&[f64], &[f64]),
-        c: Option<&[f64]>,
-        k: usize,
-        cols: usize,
-        out: &mut [f64],
-    ) {
-        super::host64::product_rows_f64(semiring, a, b, c, k, cols, out);
     }
 }
