@@ -272,3 +272,22 @@ fn a_gl_only_context_refuses_float64_tropical_work() {
     );
     assert_eq!(out, [7.0; 4], "nothing written");
 }
+
+#[test]
+fn the_float64_source_is_the_float32_one_with_its_element_type_changed() {
+    use amari_gpu::dtype::Dtype;
+    use amari_gpu::tropical::kernels::{source, SOURCE};
+    let f64_source = source(Dtype::F64);
+    assert_eq!(source(Dtype::F32), SOURCE, "float32 keeps its source");
+    let changed: Vec<(&str, &str)> = SOURCE
+        .lines()
+        .zip(f64_source.lines())
+        .filter(|(a, b)| a != b)
+        .collect();
+    assert_eq!(changed, [("alias Real = f32;", "alias Real = f64;")]);
+    common::validate_with(
+        "tropical.wgsl (f64)",
+        &f64_source,
+        naga::valid::Capabilities::FLOAT64,
+    );
+}
