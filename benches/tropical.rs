@@ -56,6 +56,7 @@ fn bench_adapter(index: usize, side: usize, rounds: usize) {
         b_words: side * side,
         batches: 1,
         accumulate: false,
+        dtype: amari_gpu::dtype::Dtype::F32,
     };
     let blocks = side / BLOCK_ROWS;
     let item_batch = kernels::item_batches(1, blocks);

@@ -55,14 +55,29 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> a: array<f32>;
+
+// The element type of `a`, `b`, `c` and the output: f32, or f64 in the float64 kernels,
+// which are this text with this one line changed (`tropical::kernels::source`). The
+// parameters stay f32: ±1 and -inf are exact in both.
+alias Real = f32;
+
+// params.sign and params.neg_inf in the element type.
+fn sgn() -> Real {
+    return Real(params.sign);
+}
+
+fn ninf() -> Real {
+    return Real(params.neg_inf);
+}
+
+@group(0) @binding(1) var<storage, read> a: array<Real>;
 @group(0) @binding(2) var<storage, read> item_batch: array<u32>;
-@group(0) @binding(3) var<storage, read> b: array<f32>;
-@group(0) @binding(4) var<storage, read> c: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<storage, read> b: array<Real>;
+@group(0) @binding(4) var<storage, read> c: array<Real>;
+@group(0) @binding(5) var<storage, read_write> out: array<Real>;
 
 // Tropical sum in max-plus that ignores NaN terms (see above).
-fn mx(acc: f32, s: f32) -> f32 {
+fn mx(acc: Real, s: Real) -> Real {
     return select(acc, s, s > acc);
 }
 
@@ -75,14 +90,14 @@ fn pass_range() -> vec2<u32> {
 // The stored value of a finished max-plus accumulator for output word `index`: after the
 // first pass, combined with what the pass before stored (itself first); in the first, with
 // `c` when accumulating.
-fn finish(index: u32, acc: f32) -> f32 {
+fn finish(index: u32, acc: Real) -> Real {
     var v = acc;
     if (params.pass_index != 0u) {
-        v = mx(params.sign * out[index], acc);
+        v = mx(sgn() * out[index], acc);
     } else if (params.accumulate != 0u) {
-        v = mx(params.sign * c[index], acc);
+        v = mx(sgn() * c[index], acc);
     }
-    return params.sign * v;
+    return sgn() * v;
 }
 
 // --- tiled product -------------------------------------------------------------------------
@@ -101,10 +116,10 @@ const TK: u32 = 16u;
 
 // a_tile[kk * 16 + r / 4][r % 4] = sign * A[r, k0 + kk]; b_tile likewise for columns
 // (16 = TILE / 4 vec4 slots per step of K).
-var<workgroup> a_tile: array<vec4<f32>, 256>;
-var<workgroup> b_tile: array<vec4<f32>, 256>;
+var<workgroup> a_tile: array<vec4<Real>, 256>;
+var<workgroup> b_tile: array<vec4<Real>, 256>;
 
-fn mx4(acc: vec4<f32>, s: vec4<f32>) -> vec4<f32> {
+fn mx4(acc: vec4<Real>, s: vec4<Real>) -> vec4<Real> {
     return select(acc, s, s > acc);
 }
 
@@ -126,14 +141,14 @@ fn folded_tile(t: TileThread) -> u32 {
 // (columns tx*8 + 4 .. +7). Named fields, not an array, so that the accumulators stay in
 // registers (drivers spill dynamically indexed arrays to memory).
 struct Block {
-    r0_lo: vec4<f32>, r0_hi: vec4<f32>, r1_lo: vec4<f32>, r1_hi: vec4<f32>,
-    r2_lo: vec4<f32>, r2_hi: vec4<f32>, r3_lo: vec4<f32>, r3_hi: vec4<f32>,
-    r4_lo: vec4<f32>, r4_hi: vec4<f32>, r5_lo: vec4<f32>, r5_hi: vec4<f32>,
-    r6_lo: vec4<f32>, r6_hi: vec4<f32>, r7_lo: vec4<f32>, r7_hi: vec4<f32>,
+    r0_lo: vec4<Real>, r0_hi: vec4<Real>, r1_lo: vec4<Real>, r1_hi: vec4<Real>,
+    r2_lo: vec4<Real>, r2_hi: vec4<Real>, r3_lo: vec4<Real>, r3_hi: vec4<Real>,
+    r4_lo: vec4<Real>, r4_hi: vec4<Real>, r5_lo: vec4<Real>, r5_hi: vec4<Real>,
+    r6_lo: vec4<Real>, r6_hi: vec4<Real>, r7_lo: vec4<Real>, r7_hi: vec4<Real>,
 }
 
 fn zero_block() -> Block {
-    let z4 = vec4<f32>(params.neg_inf);
+    let z4 = vec4<Real>(ninf());
     return Block(z4, z4, z4, z4, z4, z4, z4, z4, z4, z4, z4, z4, z4, z4, z4, z4);
 }
 
@@ -145,7 +160,7 @@ fn zero_block() -> Block {
 fn stage_a(lindex: u32, k0: u32, end: u32, row0: u32, last_row: u32, p: u32, mixed: bool) {
     let kdim = params.k;
     let top = params.batches - 1u;
-    let z4 = vec4<f32>(params.neg_inf);
+    let z4 = vec4<Real>(ninf());
     // Each tile is 256 vec4 slots, 4 per thread, each filled by one vec4 store.
     for (var s = lindex; s < 256u; s += 64u) {
         let q = s / TK;
@@ -156,7 +171,7 @@ fn stage_a(lindex: u32, k0: u32, end: u32, row0: u32, last_row: u32, p: u32, mix
             let rows = vec4<u32>(r, r + 1u, r + 2u, r + 3u);
             let held = min(rows, vec4<u32>(last_row));
             let col = k0 + kk;
-            let x = params.sign * vec4<f32>(a[held.x * kdim + col], a[held.y * kdim + col],
+            let x = sgn() * vec4<Real>(a[held.x * kdim + col], a[held.y * kdim + col],
                                             a[held.z * kdim + col], a[held.w * kdim + col]);
             var own = rows <= vec4<u32>(last_row);
             if (mixed) {
@@ -191,7 +206,7 @@ fn walk_k(acc: ptr<function, Block>, t: TileThread, row0: u32, last_row: u32, p:
 // zeros past the last column and past `end`).
 fn stage_b(lindex: u32, k0: u32, end: u32, b_base: u32, col0: u32) {
     let cols = params.cols;
-    let z4 = vec4<f32>(params.neg_inf);
+    let z4 = vec4<Real>(ninf());
     for (var s = lindex; s < 256u; s += 64u) {
         let kk = s / 16u;
         let q = s % 16u;
@@ -201,10 +216,10 @@ fn stage_b(lindex: u32, k0: u32, end: u32, b_base: u32, col0: u32) {
             let row = b_base + (k0 + kk) * cols;
             let last = row + cols - 1u;
             let i = row + col;
-            v = vec4<f32>(b[min(i, last)], b[min(i + 1u, last)], b[min(i + 2u, last)],
+            v = vec4<Real>(b[min(i, last)], b[min(i + 1u, last)], b[min(i + 2u, last)],
                           b[min(i + 3u, last)]);
             let inside = vec4<u32>(col, col + 1u, col + 2u, col + 3u) < vec4<u32>(cols);
-            v = select(z4, params.sign * v, inside);
+            v = select(z4, sgn() * v, inside);
         }
         b_tile[kk * 16u + q] = v;
     }
@@ -246,7 +261,7 @@ fn store_block(row: u32, col: u32, acc: Block, rows: u32) {
 
 // Stores the 8 outputs of one thread's row that fall inside the result's columns (none when
 // the row is not below `rows`).
-fn store_row(row: u32, col: u32, lo: vec4<f32>, hi: vec4<f32>, rows: u32) {
+fn store_row(row: u32, col: u32, lo: vec4<Real>, hi: vec4<Real>, rows: u32) {
     for (var j = 0u; j < 8u; j++) {
         if (row < rows && col + j < params.cols) {
             let index = row * params.cols + col + j;
@@ -332,7 +347,7 @@ fn matmul_naive(@builtin(global_invocation_id) gid: vec3<u32>) {
     let a_base = row * kdim;
     let b_base = min(item_batch[row / TILE], params.batches - 1u) * kdim * cols + col;
     let range = pass_range();
-    var acc = params.neg_inf;
+    var acc = ninf();
     if (params.sign > 0.0) {
         for (var k = range.x; k < range.y; k++) {
             acc = mx(acc, a[a_base + k] + b[b_base + k * cols]);
@@ -355,7 +370,7 @@ fn matmul_naive(@builtin(global_invocation_id) gid: vec3<u32>) {
 // ..., then the 64 partial results are combined in a fixed tree, so the result does not
 // depend on how rows are split into chunks. `b` holds one vector of length K per batch.
 
-var<workgroup> partial: array<f32, 64>;
+var<workgroup> partial: array<Real, 64>;
 
 @compute @workgroup_size(64)
 fn matvec(
@@ -366,8 +381,8 @@ fn matvec(
     let row = t / 64u;
     let lane = lid.x;
     let kdim = params.k;
-    let sign = params.sign;
-    var acc = params.neg_inf;
+    let sign = sgn();
+    var acc = ninf();
     if (row < params.n) {
         let a_base = row * kdim;
         let x_base = min(item_batch[row], params.batches - 1u) * kdim;

@@ -1,9 +1,9 @@
 """The host's tropical kernels at every SIMD level this CPU has give the bits lavapipe's
 WGSL kernels give: products (numpy path, resident rows, batched, accumulated into ``c``-less
 and tiled shapes whose sizes are not multiples of any tile), matrix-vector products and
-shortest paths, on values full of ties, signed zeros and infinities. The narrower levels run
-in a fresh interpreter with ``AMARI_GPU_SIMD`` capping the level, which the host device then
-reports."""
+shortest paths, in float32 and float64, on values full of ties, signed zeros and
+infinities. The narrower levels run in a fresh interpreter with ``AMARI_GPU_SIMD`` capping
+the level, which the host device then reports."""
 
 from __future__ import annotations
 
@@ -82,6 +82,15 @@ def compute(ctx: ag.MultiGpuContext, given: dict[str, np.ndarray]) -> dict[str, 
             out[f"rows{i}{s}"] = ctx.tropical_matmul(ctx.asarray(a), b, s).numpy()
             out[f"mv{i}{s}"] = ctx.tropical_matvec(a, x, s)
     out["paths"] = ctx.shortest_paths(given["w"])
+    # float64 (the host's 8- and 4-lane float64 kernels): the same operands scaled by
+    # 1 + 2^-40, which float32 cannot hold.
+    scale = 1.0 + 2.0**-40
+    for i in range(len(SHAPES)):
+        a, b, x = (given[f"{v}{i}"].astype(np.float64) * scale for v in "abx")
+        for s in ("max_plus", "min_plus"):
+            out[f"mm64{i}{s}"] = ctx.tropical_matmul(a, b, s)
+            out[f"mv64{i}{s}"] = ctx.tropical_matvec(a, x, s)
+    out["paths64"] = ctx.shortest_paths(given["w"].astype(np.float64) * scale)
     return out
 
 

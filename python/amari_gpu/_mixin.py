@@ -36,26 +36,30 @@ class Kernels(Protocol):
     def tropical_matmul(
         self,
         ctx: Any,
-        a: _native.DeviceArray | F32,
-        b: F32,
+        a: _native.DeviceArray | npt.NDArray[np.float32 | np.float64],
+        b: npt.NDArray[np.float32 | np.float64],
         semiring: str,
         strategy: str | None = None,
-        out: _native.DeviceArray | F32 | None = None,
+        out: _native.DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
         a_shape: tuple[int, ...] | None = None,
-    ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
+    ) -> tuple[_native.DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...
     def tropical_matvec(
         self,
         ctx: Any,
-        a: _native.DeviceArray | F32,
-        x: F32,
+        a: _native.DeviceArray | npt.NDArray[np.float32 | np.float64],
+        x: npt.NDArray[np.float32 | np.float64],
         semiring: str,
         strategy: str | None = None,
-        out: _native.DeviceArray | F32 | None = None,
+        out: _native.DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
         a_shape: tuple[int, ...] | None = None,
-    ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
+    ) -> tuple[_native.DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...
     def shortest_paths(
-        self, ctx: Any, w: F32, strategy: str | None = None, out: F32 | None = None
-    ) -> tuple[F32, Plan]: ...
+        self,
+        ctx: Any,
+        w: npt.NDArray[np.float32 | np.float64],
+        strategy: str | None = None,
+        out: npt.NDArray[np.float32 | np.float64] | None = None,
+    ) -> tuple[npt.NDArray[np.float32 | np.float64], Plan]: ...
     def fisher_information(
         self,
         ctx: Any,

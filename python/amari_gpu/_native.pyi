@@ -377,28 +377,28 @@ __all__ += ["shortest_paths", "tropical_matmul", "tropical_matvec"]
 
 def tropical_matmul(
     ctx: Context,
-    a: DeviceArray | npt.NDArray[np.float32],
-    b: npt.NDArray[np.float32],
+    a: DeviceArray | npt.NDArray[np.float32 | np.float64],
+    b: npt.NDArray[np.float32 | np.float64],
     semiring: str,
     strategy: str | None = None,
-    out: DeviceArray | npt.NDArray[np.float32] | None = None,
+    out: DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
     a_shape: tuple[int, ...] | None = None,
-) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
+) -> tuple[DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...
 def tropical_matvec(
     ctx: Context,
-    a: DeviceArray | npt.NDArray[np.float32],
-    x: npt.NDArray[np.float32],
+    a: DeviceArray | npt.NDArray[np.float32 | np.float64],
+    x: npt.NDArray[np.float32 | np.float64],
     semiring: str,
     strategy: str | None = None,
-    out: DeviceArray | npt.NDArray[np.float32] | None = None,
+    out: DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
     a_shape: tuple[int, ...] | None = None,
-) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
+) -> tuple[DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...
 def shortest_paths(
     ctx: Context,
-    w: npt.NDArray[np.float32],
+    w: npt.NDArray[np.float32 | np.float64],
     strategy: str | None = None,
-    out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]: ...
+    out: npt.NDArray[np.float32 | np.float64] | None = None,
+) -> tuple[npt.NDArray[np.float32 | np.float64], Plan]: ...
 
 # --- information geometry ---
 __all__ += ["fisher_categorical", "fisher_gaussian", "fisher_information"]

@@ -221,9 +221,10 @@ class TropicalProduct(Protocol):
         b: Any,
         semiring: str = "max_plus",
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32],
-    ) -> npt.NDArray[np.float32]: ...
+        out: npt.NDArray[np.float32 | np.float64],
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
     @overload
     def __call__(
         self,
@@ -231,6 +232,7 @@ class TropicalProduct(Protocol):
         b: Any,
         semiring: str = "max_plus",
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: DeviceArray | None = None,
     ) -> DeviceArray: ...
@@ -241,9 +243,10 @@ class TropicalProduct(Protocol):
         b: Any,
         semiring: str = "max_plus",
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: Any = None,
-    ) -> npt.NDArray[np.float32]: ...
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
 
 
 class TropicalMatvec(Protocol):
@@ -256,6 +259,7 @@ class TropicalMatvec(Protocol):
         x: Any,
         semiring: str = "max_plus",
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: None = None,
     ) -> DeviceArray: ...
@@ -266,9 +270,10 @@ class TropicalMatvec(Protocol):
         x: Any,
         semiring: str = "max_plus",
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]: ...
+        out: npt.NDArray[np.float32 | np.float64] | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
 
 
 class FisherCategorical(Protocol):

@@ -78,25 +78,25 @@ def elementwise(
 # --- tropical [tropical] ---
 @kernel
 def tropical_matmul(
-    ctx, a: either[f32, "(batch, m, k)"], b: host[f32, "(batch, k, n)"], semiring: str,
-    strategy: str | None = None, out: either[f32, "(batch, m, n)"] | None = None,
+    ctx, a: either[float, "(batch, m, k)"], b: host[float, "(batch, k, n)"], semiring: str,
+    strategy: str | None = None, out: either[float, "(batch, m, n)"] | None = None,
     a_shape: tuple[int, ...] | None = None,
-) -> tuple[either[f32], Plan | None]:
+) -> tuple[either[float], Plan | None]:
     "Batched tropical matrix products in semiring; a_shape: the caller's shape of a."
 
 @kernel
 def tropical_matvec(
-    ctx, a: either[f32, "(batch, m, k)"], x: host[f32, "(batch, k)"], semiring: str,
-    strategy: str | None = None, out: either[f32, "(batch, m)"] | None = None,
+    ctx, a: either[float, "(batch, m, k)"], x: host[float, "(batch, k)"], semiring: str,
+    strategy: str | None = None, out: either[float, "(batch, m)"] | None = None,
     a_shape: tuple[int, ...] | None = None,
-) -> tuple[either[f32], Plan | None]:
+) -> tuple[either[float], Plan | None]:
     "Batched tropical matrix-vector products in semiring; a_shape: the caller's shape of a."
 
 @kernel
 def shortest_paths(
-    ctx, w: host[f32, "(n, n)"], strategy: str | None = None,
-    out: host[f32, "(n, n)"] | None = None,
-) -> tuple[host[f32], Plan]:
+    ctx, w: host[float, "(n, n)"], strategy: str | None = None,
+    out: host[float, "(n, n)"] | None = None,
+) -> tuple[host[float], Plan]:
     "All-pairs shortest path lengths (blocked Floyd-Warshall in min-plus)."
 
 # --- information geometry [fisher] ---
@@ -378,7 +378,8 @@ _F64 = "npt.NDArray[np.float64]"
 _ALGEBRA = Arg("algebra", "Algebra | None", "None")
 _SEMIRING = Arg("semiring", "str", '"max_plus"')
 
-# Geometric algebra keeps float32 and float64 (numpy's promotion, ``dtype=`` overriding).
+# Geometric algebra and tropical algebra keep float32 and float64 (numpy's promotion,
+# ``dtype=`` overriding).
 _FLOAT = "npt.NDArray[np.float32 | np.float64]"
 _DTYPE = Arg("dtype", "npt.DTypeLike | None", "None")
 GA_BINARY = Shape(
@@ -397,11 +398,21 @@ GA_UNARY = Shape("GaUnary", (Arg("x", resident=True), _ALGEBRA), _FLOAT, keyword
 GA_GRADES = Shape(
     "GaGrades", (Arg("x", resident=True), Arg("k"), _ALGEBRA), _FLOAT, keywords=(_DTYPE,)
 )
-TROPICAL_PRODUCT = Shape("TropicalProduct", (Arg("a", resident=True), Arg("b"), _SEMIRING), _F32)
-TROPICAL_MATVEC = Shape(
-    "TropicalMatvec", (Arg("a", resident=True), Arg("x"), _SEMIRING), _F32, resident_out=False
+# Tropical algebra keeps float32 and float64 too (DeviceArray operands compute in float32).
+TROPICAL_PRODUCT = Shape(
+    "TropicalProduct",
+    (Arg("a", resident=True), Arg("b"), _SEMIRING),
+    _FLOAT,
+    keywords=(_DTYPE,),
 )
-PATHS = Shape("Paths", (Arg("w"),), _F32, resident_result=False)
+TROPICAL_MATVEC = Shape(
+    "TropicalMatvec",
+    (Arg("a", resident=True), Arg("x"), _SEMIRING),
+    _FLOAT,
+    resident_out=False,
+    keywords=(_DTYPE,),
+)
+PATHS = Shape("Paths", (Arg("w"),), _FLOAT, resident_result=False, keywords=(_DTYPE,))
 FISHER_MATRIX = Shape(
     "FisherMatrix",
     (Arg("scores", resident=True), Arg("weights", default="None")),

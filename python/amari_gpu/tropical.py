@@ -5,8 +5,16 @@ Semantics. In max-plus, ``a ⊕ b = max(a, b)`` and ``a ⊗ b = a + b``, with tr
 the opposite infinity (in max-plus, ``-inf ⊗ +inf = -inf``; in min-plus, ``+inf ⊗ -inf =
 +inf``), so no NaN ever appears. NaN inputs raise :class:`InvalidArgumentError`. A product
 with an inner dimension of 0 is the tropical zero matrix. Results are exact: every output is
-the max (or min) of float32 sums, bit-identical to a float32 evaluation on the host, for any
-device count and split strategy.
+the max (or min) of sums rounded once in the call's dtype, bit-identical to that evaluation
+on the host, for any device count, device kind and split strategy.
+
+Dtypes (:mod:`amari_gpu._dtypes`): float32 and float64 are kept, as numpy promotes the
+operands (integers and bools in float64; float16 in float32, there being no float16 tropical
+kernels yet); ``dtype=`` (float32 or float64) overrides, e.g. ``dtype=np.float32`` to compute
+float64 inputs in float32. float64 runs on the devices with float64 kernels (the host device,
+Vulkan adapters with ``SHADER_F64`` such as lavapipe; not OpenGL), a context without one
+refusing it (``InvalidArgumentError`` naming its devices). A :class:`DeviceArray` holds
+float32, so a product of one computes in float32. ``out=`` must have the result's dtype.
 """
 
 from __future__ import annotations
@@ -17,8 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native, _shapes
+from ._dtypes import FLOAT32, FLOAT64, requested, result_dtype
 from ._mixin import KernelHost
-from ._validate import as_float32, output, shape_text
+from ._validate import contiguous, output, real_array, shape_text
 from .array import DeviceArray, returned
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
@@ -34,14 +43,33 @@ def _semiring(value: Any) -> str:
     return value
 
 
-def _left(ctx: Any, a: Any) -> tuple[Any, tuple[int, ...], bool]:
+def _kept(named: list[tuple[str, Any]], dtype: Any) -> np.dtype[Any]:
+    """The dtype a call on operands ``named`` computes in and returns (see the module): a
+    DeviceArray operand's is float32."""
+    if any(isinstance(value, DeviceArray) for _, value in named):
+        want = requested(dtype)
+        if want is not None and want != FLOAT32:
+            raise InvalidArgumentError(
+                f"dtype: DeviceArrays hold float32, so a product of one computes in float32, "
+                f"got {want}"
+            )
+        return FLOAT32
+    return result_dtype(named, dtype, (FLOAT32, FLOAT64))
+
+
+def _array(name: str, value: Any, kept: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """``value`` as a C-contiguous array of dtype ``kept`` (a copy unless it is one)."""
+    return contiguous(name, real_array(name, value), kept)
+
+
+def _left(ctx: Any, a: Any, kept: np.dtype[Any]) -> tuple[Any, tuple[int, ...], bool]:
     """``a`` as the native products take it, its shape, and whether it is resident: a live
     DeviceArray's handle (the handle knows its rows and row width, not the caller's shape),
-    else a float32 array."""
+    else an array of dtype ``kept``."""
     if isinstance(a, DeviceArray):
         return a._live("a", ctx), a.shape, True
-    a32 = as_float32("a", a)
-    return a32, a32.shape, False
+    array = _array("a", a, kept)
+    return array, array.shape, False
 
 
 class TropicalMixin(KernelHost):
@@ -54,9 +82,10 @@ class TropicalMixin(KernelHost):
         b: Any,
         semiring: str = "max_plus",
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: Any = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """Tropical matrix product ``a ⊗ b`` in ``semiring`` ("max_plus" or "min_plus").
 
         ``out[i, j] = max_k (a[i, k] + b[k, j])`` (``min`` in min-plus), with the tropical
@@ -68,26 +97,30 @@ class TropicalMixin(KernelHost):
         each block.
 
         Args:
-            a: ``(m, k)`` or ``(batch, m, k)``, any real dtype (converted to float32; never
-                modified), or a :class:`DeviceArray`.
+            a: ``(m, k)`` or ``(batch, m, k)``, any real dtype (converted to the call's
+                dtype, see the module; never modified), or a :class:`DeviceArray`.
             b: ``(k, n)`` or ``(batch, k, n)``, any real dtype.
             semiring: "max_plus" or "min_plus".
+            dtype: float32 or float64 to compute in, overriding the operands' promotion.
             strategy: how the rows are split (one of ``STRATEGIES``); default the context's.
-            out: a float32, C-contiguous, writeable array of the result's shape sharing no
+            out: a C-contiguous, writeable array of the result's shape and dtype sharing no
                 memory with ``a`` or ``b``; the product is written into it and it is
                 returned.
 
         Returns:
-            float32 ``(m, n)`` or ``(batch, m, n)``; a DeviceArray when ``a`` is one.
+            ``(m, n)`` or ``(batch, m, n)`` of the call's dtype (float32 or float64); a
+            float32 DeviceArray when ``a`` is one.
 
         Raises:
             ShapeError: the shapes do not chain (``a``'s k against ``b``'s), or their batches
                 differ.
             InvalidArgumentError: NaN in an operand (named at its position, e.g.
-                ``[batch, row, column]``), an unknown ``semiring`` or ``strategy``, or a
-                finite sum ``a[i, k] + b[k, j]`` beyond float32 that would decide an entry
-                ("tropical products overflow float32"), never a quiet ``inf``/``-inf``.
-            TypeError: a non-real dtype.
+                ``[batch, row, column]``), an unknown ``semiring`` or ``strategy``, a
+                finite sum ``a[i, k] + b[k, j]`` beyond the call's dtype that would decide an
+                entry ("tropical products overflow float32" / "float64"), never a quiet
+                ``inf``/``-inf``; float64 in a context without float64 devices, or a
+                ``dtype=`` other than float32 with a DeviceArray.
+            TypeError: a non-real dtype, or ``out`` of another dtype than the result's.
 
         A :class:`DeviceArray` ``a`` runs where its rows live and gives a DeviceArray of
         shape ``(m, n)`` / ``(batch, m, n)`` with its sharding, bit-identical to the numpy
@@ -102,16 +135,15 @@ class TropicalMixin(KernelHost):
         put where the rows of ``a`` (or of a DeviceArray ``out``) live. ``n`` must be at
         least 1 (a DeviceArray has no empty rows).
         """
-        native_a, a_shape, resident = _left(self, a)
-        b32 = as_float32("b", b)
-        shape = (*a_shape[:-1], *b32.shape[-1:])
-        target = output(
-            out, shape, np.float32, {"a": a, "b": b}, resident=self if resident else None
-        )
+        kept = _kept([("a", a), ("b", b)], dtype)
+        native_a, a_shape, resident = _left(self, a, kept)
+        right = _array("b", b, kept)
+        shape = (*a_shape[:-1], *right.shape[-1:])
+        target = output(out, shape, kept, {"a": a, "b": b}, resident=self if resident else None)
         result, plan = self._kernels.tropical_matmul(
             self._native,
             native_a,
-            b32,
+            right,
             _semiring(semiring),
             optional_strategy(strategy),
             target._handle if isinstance(target, DeviceArray) else target,
@@ -127,9 +159,10 @@ class TropicalMixin(KernelHost):
         x: Any,
         semiring: str = "max_plus",
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+        out: npt.NDArray[np.float32 | np.float64] | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """Tropical matrix-vector product ``a ⊗ x`` in ``semiring``.
 
         ``out[i] = max_k (a[i, k] + x[k])`` (``min`` in min-plus), same semantics as
@@ -140,16 +173,17 @@ class TropicalMixin(KernelHost):
             a: ``(m, k)`` or ``(batch, m, k)``, any real dtype, or a :class:`DeviceArray`.
             x: ``(k,)`` or ``(batch, k)``, any real dtype.
             semiring: "max_plus" or "min_plus".
+            dtype: float32 or float64 to compute in, overriding the operands' promotion.
             strategy: how the rows are split (one of ``STRATEGIES``); default the context's.
-            out: as in :meth:`tropical_matmul`, of the result's shape.
+            out: as in :meth:`tropical_matmul`, of the result's shape and dtype.
 
         Returns:
-            float32 ``(m,)`` or ``(batch, m)``; a DeviceArray when ``a`` is one.
+            ``(m,)`` or ``(batch, m)`` of the call's dtype; a DeviceArray when ``a`` is one.
 
         Raises:
             ShapeError: ``x``'s k differs from ``a``'s, or their batches differ.
             InvalidArgumentError: as for :meth:`tropical_matmul`.
-            TypeError: a non-real dtype.
+            TypeError: as for :meth:`tropical_matmul`.
 
         A :class:`DeviceArray` ``a`` runs where its rows live and gives a DeviceArray of
         shape ``a.shape[:-1]`` with its sharding (bit-identical to the numpy path; ``x``,
@@ -160,16 +194,15 @@ class TropicalMixin(KernelHost):
         then runs once on its rows, with the numpy path's exact check, and the result is
         put where ``a``'s rows live.
         """
-        native_a, a_shape, resident = _left(self, a)
-        x32 = as_float32("x", x)
+        kept = _kept([("a", a), ("x", x)], dtype)
+        native_a, a_shape, resident = _left(self, a, kept)
+        vector = _array("x", x, kept)
         shape = a_shape[:-1]
-        target = output(
-            out, shape, np.float32, {"a": a, "x": x}, resident=self if resident else None
-        )
+        target = output(out, shape, kept, {"a": a, "x": x}, resident=self if resident else None)
         result, plan = self._kernels.tropical_matvec(
             self._native,
             native_a,
-            x32,
+            vector,
             _semiring(semiring),
             optional_strategy(strategy),
             target._handle if isinstance(target, DeviceArray) else target,
@@ -182,11 +215,12 @@ class TropicalMixin(KernelHost):
         self,
         w: Any,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
-        """All-pairs shortest path lengths of a weighted digraph, float32 (n, n) whatever the
-        input dtype (float64 weights are rounded to float32 first).
+        out: npt.NDArray[np.float32 | np.float64] | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64]:
+        """All-pairs shortest path lengths of a weighted digraph, (n, n) in the weights'
+        dtype (float32 or float64 kept, integers in float64; see the module).
 
         ``w[i, j]`` is the weight of the edge i → j, ``inf`` where there is no edge; negative
         weights are allowed, ``-inf`` and NaN are not. The diagonal is a self-loop weight: the
@@ -196,37 +230,41 @@ class TropicalMixin(KernelHost):
         :class:`InvalidArgumentError` saying so.
 
         Computed by blocked Floyd-Warshall in the min-plus semiring (n³ tropical steps, rows
-        split across the devices); path sums are float32, so a length can differ from a
-        float64 evaluation by float32 rounding along its path. ``ctx.last_plan`` holds the
-        plan of the last product the call ran.
+        split across the devices); path sums are rounded in the call's dtype, so a float32
+        length can differ from a float64 evaluation by float32 rounding along its path; in
+        float64 the lengths are those of a float64 Floyd-Warshall wherever its sums are
+        exact. ``ctx.last_plan`` holds the plan of the last product the call ran.
 
-        Weights so large that a path could overflow float32 (2n max|w| above about 1.7e38)
-        are scaled by an exact power of two for the computation and the lengths unscaled
-        after (bit-identical for any devices); a shortest path longer than float32 can hold
-        raises :class:`InvalidArgumentError` ("path lengths overflow float32") rather than
-        reading as ``inf`` (unreachable) or ``-inf``.
+        Weights so large that a path could overflow the dtype (2n max|w| above half its
+        largest value) are scaled by an exact power of two for the computation and the
+        lengths unscaled after (bit-identical for any devices); a shortest path longer than
+        the dtype can hold raises :class:`InvalidArgumentError` ("path lengths overflow
+        float32" / "float64") rather than reading as ``inf`` (unreachable) or ``-inf``.
 
         Args:
             w: ``(n, n)`` weights, any real dtype.
+            dtype: float32 or float64 to compute in, overriding the weights' own.
             strategy: how each product's rows are split; default the context's.
-            out: a float32, C-contiguous, writeable ``(n, n)`` array sharing no memory with
-                ``w``; the lengths are written into it and it is returned.
+            out: a C-contiguous, writeable ``(n, n)`` array of the result's dtype sharing no
+                memory with ``w``; the lengths are written into it and it is returned.
 
         Returns:
-            float32 ``(n, n)`` path lengths (``(0, 0)`` for an empty graph).
+            ``(n, n)`` path lengths of the call's dtype (``(0, 0)`` for an empty graph).
 
         Raises:
             ShapeError: ``w`` is not square.
-            InvalidArgumentError: NaN or ``-inf`` weights, a negative cycle, or a path
-                length beyond float32 ("path lengths overflow float32").
-            TypeError: a non-real dtype.
+            InvalidArgumentError: NaN or ``-inf`` weights, a negative cycle, a path length
+                beyond the dtype ("path lengths overflow ..."), or float64 in a context
+                without float64 devices.
+            TypeError: a non-real dtype, or ``out`` of another dtype than the result's.
         """
-        w32 = as_float32("w", w)
-        if w32.ndim != 2 or w32.shape[0] != w32.shape[1]:
-            raise ShapeError(f"w: expected shape (n, n), got {shape_text(w32.shape)}")
-        target = output(out, w32.shape, np.float32, {"w": w})
+        kept = _kept([("w", w)], dtype)
+        weights = _array("w", w, kept)
+        if weights.ndim != 2 or weights.shape[0] != weights.shape[1]:
+            raise ShapeError(f"w: expected shape (n, n), got {shape_text(weights.shape)}")
+        target = output(out, weights.shape, kept, {"w": w})
         result, plan = self._kernels.shortest_paths(
-            self._native, w32, optional_strategy(strategy), target
+            self._native, weights, optional_strategy(strategy), target
         )
         self._record(plan)
         return result

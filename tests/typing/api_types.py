@@ -53,15 +53,15 @@ def information_results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> N
 def tropical_results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> None:
     """The tropical products: a DeviceArray ``a`` gives a DeviceArray; ``tropical_matvec``
     takes no DeviceArray ``out``; shortest paths are always numpy."""
-    assert_type(ctx.tropical_matmul(x, x), F32)
+    assert_type(ctx.tropical_matmul(x, x), FLOAT)
     assert_type(ctx.tropical_matmul(d, x), ag.DeviceArray)
     assert_type(ctx.tropical_matmul(d, x, "min_plus", out=d), ag.DeviceArray)
-    assert_type(ctx.tropical_matmul(d, x, out=x), F32)
+    assert_type(ctx.tropical_matmul(d, x, out=x), FLOAT)
     assert_type(ctx.tropical_matmul(a=d, b=x, semiring="max_plus"), ag.DeviceArray)
-    assert_type(ctx.tropical_matvec(x, x), F32)
+    assert_type(ctx.tropical_matvec(x, x), FLOAT)
     assert_type(ctx.tropical_matvec(d, x), ag.DeviceArray)
-    assert_type(ctx.tropical_matvec(x, x, out=x), F32)
-    assert_type(ctx.shortest_paths(x), F32)
+    assert_type(ctx.tropical_matvec(x, x, out=x), FLOAT)
+    assert_type(ctx.shortest_paths(x), FLOAT)
 
 
 def keyword_results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> None:

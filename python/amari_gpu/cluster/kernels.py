@@ -154,7 +154,7 @@ def _tropical(
     ctx: Dispatcher,
     kernel: str,
     a: Any,
-    other: npt.NDArray[np.float32],
+    other: npt.NDArray[np.float32 | np.float64],
     semiring: str,
     strategy: str | None,
     out: Any,
@@ -163,7 +163,13 @@ def _tropical(
 ) -> tuple[Any, Plan | None]:
     """A tropical product ``kernel`` of ``a`` and ``other`` (``b`` or ``x``) on the cluster,
     checked whole by the core's ``check_<kernel>``; ``out_bytes``: the bytes of its result,
-    from the batched operands (the plan's cost per item)."""
+    from the batched operands (the plan's cost per item). The cluster's products compute in
+    float32 only (their checks take float32)."""
+    if other.dtype != np.float32:
+        raise InvalidArgumentError(
+            f"dtype: a RayContext computes tropical products in float32, got {other.dtype} "
+            "operands (pass dtype=numpy.float32)"
+        )
     if resident(a):
 
         def numpy_run(rows: Any) -> Any:
@@ -188,7 +194,7 @@ def _tropical(
 def tropical_matmul(
     ctx: Dispatcher,
     a: Any,
-    b: npt.NDArray[np.float32],
+    b: npt.NDArray[np.float32 | np.float64],
     semiring: str,
     strategy: str | None = None,
     out: Any = None,
@@ -212,7 +218,7 @@ def tropical_matmul(
 def tropical_matvec(
     ctx: Dispatcher,
     a: Any,
-    x: npt.NDArray[np.float32],
+    x: npt.NDArray[np.float32 | np.float64],
     semiring: str,
     strategy: str | None = None,
     out: Any = None,
@@ -227,12 +233,12 @@ def tropical_matvec(
 
 def shortest_paths(
     ctx: Dispatcher,
-    w: npt.NDArray[np.float32],
+    w: npt.NDArray[np.float32 | np.float64],
     strategy: str | None = None,
     out: np.ndarray[Any, Any] | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]:
+) -> tuple[npt.NDArray[np.float32 | np.float64], Plan]:
     """``_native.shortest_paths`` on one node (blocked Floyd-Warshall's rounds depend on
-    each other: one node runs the whole call, over its own devices)."""
+    each other: one node runs the whole call, over its own devices), in ``w``'s dtype."""
     result: list[Any] = []
 
     def call(_start: int, _stop: int) -> tuple[str, Any, list[Any]]:

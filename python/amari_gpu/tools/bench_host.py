@@ -413,6 +413,22 @@ def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
             lambda ours, peer: bool(np.allclose(ours, peer, rtol=1e-5)),
         )
     )
+    # float64 in, float64 out (scipy's dtype), against scipy's Floyd-Warshall and its
+    # Dijkstra (the faster of its methods on other graphs). The float32 weights in float64
+    # make every path sum exact (at most 36 significant bits), so both must agree exactly.
+    w64 = w.astype(np.float64)
+    for method, name in (("FW", "Floyd-Warshall"), ("D", "Dijkstra")):
+        rows.append(
+            Row(
+                f"shortest paths float64, n = {p}",
+                lambda: host.shortest_paths(w64),
+                f"scipy {_version('scipy')} shortest_path(method={method!r}) {name}",
+                functools.partial(csgraph.shortest_path, w64, method=method) if csgraph else None,
+                0.5,
+                "" if csgraph else "peer scipy not installed",
+                lambda ours, peer: bool(ours.dtype == np.float64 and np.array_equal(ours, peer)),
+            )
+        )
 
     # Narrow scores (8 x 8 blocks) and wide ones (64 x 64 tiles); the peer is the BLAS call
     # users write (numpy runs `g.T @ g` as one SYRK), float32 like ours, and for the wide

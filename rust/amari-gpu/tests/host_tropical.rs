@@ -52,6 +52,7 @@ fn host_matmul(pool: &HostPool, s: Semiring, shape: BatchShape, a: &[f32], b: &[
             b_words: b.len(),
             batches: batch,
             accumulate: false,
+            dtype: amari_gpu::dtype::Dtype::F32,
         },
     );
     let a = padded(a, batch, m, k, s.zero());
@@ -139,6 +140,7 @@ fn matrix_vector_products_match_the_devices_bit_for_bit() {
                     b_words: x.len(),
                     batches: batch,
                     accumulate: false,
+                    dtype: amari_gpu::dtype::Dtype::F32,
                 },
             };
             let rb = item_batches(batch, m);

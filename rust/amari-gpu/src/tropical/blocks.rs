@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::kernel::Kernel;
 use crate::plan::{Plan, Strategy};
 use crate::tropical::kernels::{self, ProductShape, BLOCK_ROWS};
+use crate::tropical::scalar::Scalar;
 use crate::tropical::semiring::Semiring;
 
 /// Shape of `batch` independent products of an (m, k) matrix by a (k, n) matrix (n = 1 for
@@ -32,33 +33,35 @@ pub struct BatchShape {
 }
 
 /// One batched tropical product: `a` (batch, m, k) ⊗ `b` (batch, k, n) in `semiring`; for
-/// a matrix-vector product `b` holds the (batch, k) vectors and n = 1.
+/// a matrix-vector product `b` holds the (batch, k) vectors and n = 1. The values are
+/// float32 or float64 (`T`), the dtype the product computes in.
 #[derive(Debug, Clone, Copy)]
-pub struct Product<'a> {
+pub struct Product<'a, T = f32> {
     /// The semiring.
     pub semiring: Semiring,
     /// The shape of every product of the batch.
     pub shape: BatchShape,
     /// Left operands, flat row-major.
-    pub a: &'a [f32],
+    pub a: &'a [T],
     /// Right operands (or vectors), flat row-major.
-    pub b: &'a [f32],
+    pub b: &'a [T],
 }
 
 /// A product's left and right operands and its inner dimension.
-type Operands<'a> = (Cow<'a, [f32]>, Cow<'a, [f32]>, usize);
+type Operands<'a, T> = (Cow<'a, [T]>, Cow<'a, [T]>, usize);
 
-impl<'a> Product<'a> {
+impl<'a, T: Scalar> Product<'a, T> {
     /// The operands to run and their inner dimension. A product with k = 0 runs as k = 1
     /// on tropical zeros, which gives the tropical zero.
-    fn operands(&self) -> Result<Operands<'a>> {
+    fn operands(&self) -> Result<Operands<'a, T>> {
         if self.shape.k > 0 {
             return Ok((Cow::Borrowed(self.a), Cow::Borrowed(self.b), self.shape.k));
         }
         let BatchShape { batch, m, n, .. } = self.shape;
-        let zero = self.semiring.zero();
-        let filled = |argument: &str, rows: usize| -> Result<Vec<f32>> {
-            let mut v = alloc::zeroed(argument, alloc::product(argument, &[batch, rows], 4)?)?;
+        let zero = self.semiring.zero_of::<T>();
+        let filled = |argument: &str, rows: usize| -> Result<Vec<T>> {
+            let bytes = T::DTYPE.bytes();
+            let mut v = alloc::zeroed(argument, alloc::product(argument, &[batch, rows], bytes)?)?;
             v.fill(zero);
             Ok(v)
         };
@@ -67,18 +70,18 @@ impl<'a> Product<'a> {
 }
 
 /// `data` (batch × rows × width) with each batch's rows padded to `padded` rows of `fill`.
-fn pad_rows<'a>(
-    data: &'a [f32],
+fn pad_rows<'a, T: Scalar>(
+    data: &'a [T],
     batch: usize,
     rows: usize,
     padded: usize,
     width: usize,
-    fill: f32,
-) -> Result<Cow<'a, [f32]>> {
+    fill: T,
+) -> Result<Cow<'a, [T]>> {
     if rows == padded {
         return Ok(Cow::Borrowed(data));
     }
-    let len = alloc::product("padded rows", &[batch, padded, width], 4)?;
+    let len = alloc::product("padded rows", &[batch, padded, width], T::DTYPE.bytes())?;
     let mut out = alloc::zeroed("padded rows", len)?;
     out.fill(fill);
     for p in 0..batch {
@@ -93,17 +96,17 @@ fn pad_rows<'a>(
 /// tropical zero (or `c`). One with n = 0 has an empty result: it plans an empty product of
 /// one column instead, since items of no column would cost nothing on the host (which moves
 /// no bytes) and the planner refuses items that cost nothing.
-pub(crate) fn run_product(
+pub(crate) fn run_product<T: Scalar>(
     ctx: &MultiGpuContext,
     build: fn(Semiring, &ProductShape) -> Kernel,
-    product: Product<'_>,
-    c: Option<&[f32]>,
-    out: &mut [f32],
+    product: Product<'_, T>,
+    c: Option<&[T]>,
+    out: &mut [T],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
     let (semiring, shape) = (product.semiring, product.shape);
     let BatchShape { batch, m, n, .. } = shape;
-    let zero = semiring.zero();
+    let zero = semiring.zero_of::<T>();
     if n == 0 {
         let empty = Product {
             semiring,
@@ -125,9 +128,10 @@ pub(crate) fn run_product(
     let product = ProductShape {
         k,
         cols: n,
-        b_words: b.len(),
+        b_words: T::words(b).len(),
         batches: batch.max(1),
         accumulate: c.is_some(),
+        dtype: T::DTYPE,
     };
     let kernel = build(semiring, &product);
     let a_blocks = pad_rows(a, batch, m, padded, k, zero)?;
@@ -137,25 +141,26 @@ pub(crate) fn run_product(
     let item_batch = kernels::item_batches(batch, blocks);
     let placeholder = [zero];
     let inputs: [&[f32]; 4] = [
-        &a_blocks,
+        T::words(&a_blocks),
         &item_batch,
-        b,
-        c_blocks.as_deref().unwrap_or(&placeholder),
+        T::words(b),
+        T::words(c_blocks.as_deref().unwrap_or(&placeholder)),
     ];
     let items = batch * blocks;
     if padded == m {
         return ctx
-            .run(&kernel, &inputs, Target::Items(out), items, strategy)
+            .run(&kernel, &inputs, Target::Items(T::words_mut(out)), items, strategy)
             .map(|ran| ran.plan);
     }
-    let mut result = alloc::zeroed(
+    let bytes = T::DTYPE.bytes();
+    let mut result: Vec<T> = alloc::zeroed(
         "padded result",
-        alloc::product("padded result", &[batch, padded, n], 4)?,
+        alloc::product("padded result", &[batch, padded, n], bytes)?,
     )?;
     let ran = ctx.run(
         &kernel,
         &inputs,
-        Target::Items(&mut result),
+        Target::Items(T::words_mut(&mut result)),
         items,
         strategy,
     )?;
@@ -166,10 +171,10 @@ pub(crate) fn run_product(
 }
 
 /// Runs the matrix-vector kernel over rows: `a` holds (batch, m, k), `x` (batch, k).
-pub(crate) fn run_matvec(
+pub(crate) fn run_matvec<T: Scalar>(
     ctx: &MultiGpuContext,
-    product: Product<'_>,
-    out: &mut [f32],
+    product: Product<'_, T>,
+    out: &mut [T],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
     let (semiring, shape) = (product.semiring, product.shape);
@@ -181,14 +186,16 @@ pub(crate) fn run_matvec(
         &ProductShape {
             k,
             cols: 1,
-            b_words: x.len(),
+            b_words: T::words(x).len(),
             batches: batch.max(1),
             accumulate: false,
+            dtype: T::DTYPE,
         },
     );
     let row_batch = kernels::item_batches(batch, m);
-    let inputs: [&[f32]; 4] = [a, &row_batch, x, &[semiring.zero()]];
-    ctx.run(&kernel, &inputs, Target::Items(out), batch * m, strategy)
+    let placeholder = [semiring.zero_of::<T>()];
+    let inputs: [&[f32]; 4] = [T::words(a), &row_batch, T::words(x), T::words(&placeholder)];
+    ctx.run(&kernel, &inputs, Target::Items(T::words_mut(out)), batch * m, strategy)
         .map(|ran| ran.plan)
 }
 
@@ -221,11 +228,11 @@ impl Kind {
 }
 
 /// Runs a checked product on host operands through the engine.
-pub(crate) fn host_run(
+pub(crate) fn host_run<T: Scalar>(
     ctx: &MultiGpuContext,
     kind: Kind,
-    product: Product<'_>,
-    out: &mut [f32],
+    product: Product<'_, T>,
+    out: &mut [T],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
     match kind {

@@ -7,6 +7,7 @@ use crate::context::MultiGpuContext;
 use crate::error::{shape_text, Error, Result};
 use crate::resident::Operand;
 use crate::tropical::blocks::{BatchShape, Product};
+use crate::tropical::scalar::Scalar;
 use crate::tropical::semiring::Semiring;
 
 fn shape_error(argument: &str, expected: impl Into<String>, dims: &[usize]) -> Error {
@@ -209,9 +210,10 @@ pub(crate) fn largest_finite(data: &[f32]) -> f64 {
 }
 
 /// Whether a product of operands whose largest finite magnitudes are `top_a` and `top_b`
-/// may overflow float32 (one sum per term, no accumulation).
-pub(crate) fn may_overflow(top_a: f64, top_b: f64) -> bool {
-    top_a + top_b > f64::from(f32::MAX)
+/// may overflow its dtype, whose largest value is `max` (one sum per term, no
+/// accumulation; a float64 sum that overflows float64 itself is infinite, which counts).
+pub(crate) fn may_overflow(top_a: f64, top_b: f64, max: f64) -> bool {
+    top_a + top_b > max
 }
 
 /// Refuses a result that a float32 overflow made wrong. A term `a + b` of finite operands
@@ -220,7 +222,7 @@ pub(crate) fn may_overflow(top_a: f64, top_b: f64) -> bool {
 /// infinite, so only infinite entries need a look: each is recomputed in float64 and, when
 /// finite there, is an overflow error naming the entry (never a quiet inf, which would read
 /// as "no path" or the tropical zero). Callers run it only when [`may_overflow`] holds.
-pub(crate) fn check_overflow(product: Product<'_>, out: &[f32]) -> Result<()> {
+pub(crate) fn check_overflow<T: Scalar>(product: Product<'_, T>, out: &[T]) -> Result<()> {
     let Product {
         semiring,
         shape,
@@ -233,25 +235,33 @@ pub(crate) fn check_overflow(product: Product<'_>, out: &[f32]) -> Result<()> {
             continue;
         }
         let (p, i, j) = (t / (m * n), t / n % m, t % n);
+        let zero = semiring.zero_of::<T>();
+        // Halved, each term is finite in float64 for float64 operands too.
         let exact = (0..k)
             .map(|l| {
                 let (x, y) = (a[(p * m + i) * k + l], b[(p * k + l) * n + j]);
-                if x == semiring.zero() || y == semiring.zero() {
-                    f64::from(semiring.zero())
+                if x == zero || y == zero {
+                    zero.to_f64()
                 } else {
-                    f64::from(x) + f64::from(y)
+                    x.to_f64() / 2.0 + y.to_f64() / 2.0
                 }
             })
-            .fold(f64::from(semiring.zero()), |acc, x| match semiring {
+            .fold(zero.to_f64(), |acc, x| match semiring {
                 Semiring::MaxPlus => acc.max(x),
                 Semiring::MinPlus => acc.min(x),
             });
         if exact.is_finite() {
+            let (dtype, range) = (T::DTYPE, T::RANGE);
+            let shown = if (2.0 * exact).is_finite() {
+                format!("{:e}", 2.0 * exact)
+            } else {
+                format!("2 × {exact:e}")
+            };
             return Err(Error::invalid(
                 "a",
                 format!(
-                    "tropical products overflow float32: out[{p}, {i}, {j}] = {exact:e} is \
-                     beyond the float32 range (±3.4e38); rescale the operands"
+                    "tropical products overflow {dtype}: out[{p}, {i}, {j}] = {shown} is \
+                     beyond the {dtype} range ({range}); rescale the operands"
                 ),
             ));
         }

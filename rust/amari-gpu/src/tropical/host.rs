@@ -16,10 +16,13 @@ use crate::kernel::{FmaMode, HostImpl};
 
 use rayon::prelude::*;
 
+use super::host64;
 use super::host_kernel::Kernel;
-use super::host_pack::{mx, pack_a, pack_b, store_tile, PackCache, Place};
+use super::host_pack::{mx, pack_a, pack_b, signed, store_tile, PackCache, Place};
+use super::scalar::Scalar;
 use super::semiring::Semiring;
-use super::shape::{ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
+use super::shape::{batch_of, batch_runs, ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
+use crate::dtype::Dtype;
 use crate::host::simd::Level;
 
 /// The host twin of `kernels::tiled` (and of `kernels::naive` for max-plus): a product over
@@ -185,38 +188,12 @@ pub(super) fn product_rows_at(
         });
 }
 
-/// The batch index an item's `item_batch` word holds (u32 bits), clamped as the shader does.
-fn batch_of(word: f32, batches: usize) -> usize {
-    (word.to_bits() as usize).min(batches.max(1) - 1)
-}
-
-/// The runs of consecutive items of `range` that belong to one batch (by their
-/// `item_batch` words, of `batches` batches), each with its batch: the host runs each run as
-/// one product.
-pub(super) fn batch_runs(
-    item_batch: &[f32],
-    range: Range<usize>,
-    batches: usize,
-) -> impl Iterator<Item = (Range<usize>, usize)> + '_ {
-    let mut q = range.start;
-    std::iter::from_fn(move || {
-        if q >= range.end {
-            return None;
-        }
-        let batch = batch_of(item_batch[q], batches);
-        let mut end = q + 1;
-        while end < range.end && batch_of(item_batch[end], batches) == batch {
-            end += 1;
-        }
-        let run = q..end;
-        q = end;
-        Some((run, batch))
-    })
-}
-
 impl HostImpl for TropicalProduct {
     /// Runs items `range` (inputs: a blocks, item_batch, b, c) into `output`.
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
+        if self.shape.dtype == Dtype::F64 {
+            return host64::run_blocks(self.semiring, &self.shape, inputs, range, output);
+        }
         let ProductShape {
             k,
             cols,
@@ -257,9 +234,33 @@ impl HostImpl for TropicalProduct {
 impl HostImpl for TropicalMatvec {
     /// Runs rows `range` (inputs: a rows, row_batch, x, placeholder) into `output`.
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
+        if self.shape.dtype == Dtype::F64 {
+            let (a, x) = (host64::values(inputs[0]), host64::values(inputs[2]));
+            let mut result = vec![0.0f64; range.len()];
+            self.rows(&a, inputs[1], &x, range, &mut result);
+            return host64::store(&result, output);
+        }
+        self.rows(inputs[0], inputs[1], inputs[2], range, output);
+    }
+
+    /// Additions and comparisons only: unchanged.
+    fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
+        Arc::new(*self)
+    }
+}
+
+impl TropicalMatvec {
+    /// Rows `range` of `a` (k values each, batch indices in `row_batch`) by `x` into `out`.
+    fn rows<T: Scalar>(
+        &self,
+        a: &[T],
+        row_batch: &[f32],
+        x: &[T],
+        range: Range<usize>,
+        output: &mut [T],
+    ) {
         let ProductShape { k, batches, .. } = self.shape;
-        let (a, row_batch, x) = (inputs[0], inputs[1], inputs[2]);
-        let sign = self.semiring.sign();
+        let sign = |v: T| signed(self.semiring == Semiring::MinPlus, v);
         output.par_chunks_mut(256).enumerate().for_each(|(t, out)| {
             for (i, o) in out.iter_mut().enumerate() {
                 let row = range.start + t * 256 + i;
@@ -267,13 +268,13 @@ impl HostImpl for TropicalMatvec {
                 let (a, x) = (&a[row * k..(row + 1) * k], &x[batch * k..(batch + 1) * k]);
                 // The shader's passes: each folds its 64 lanes in a tree, then into what
                 // the pass before left (that first).
-                let mut acc = f32::NEG_INFINITY;
+                let mut acc = T::NEG_INFINITY;
                 let passes = a.chunks(MATVEC_PASS_K).zip(x.chunks(MATVEC_PASS_K));
                 for (pass, (ap, xp)) in passes.enumerate() {
-                    let mut lanes = [f32::NEG_INFINITY; 64];
+                    let mut lanes = [T::NEG_INFINITY; 64];
                     for (ak, xk) in ap.chunks(64).zip(xp.chunks(64)) {
                         for l in 0..ak.len() {
-                            lanes[l] = mx(lanes[l], sign * (ak[l] + xk[l]));
+                            lanes[l] = mx(lanes[l], sign(ak[l] + xk[l]));
                         }
                     }
                     let mut width = 32;
@@ -289,14 +290,9 @@ impl HostImpl for TropicalMatvec {
                         mx(acc, lanes[0])
                     };
                 }
-                *o = sign * acc;
+                *o = sign(acc);
             }
         });
-    }
-
-    /// Additions and comparisons only: unchanged.
-    fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
-        Arc::new(*self)
     }
 }
 

@@ -10,8 +10,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rayon::prelude::*;
 
+use super::scalar::Scalar;
+
 #[inline(always)]
-pub(super) fn signed(min: bool, x: f32) -> f32 {
+pub(super) fn signed<T: Scalar>(min: bool, x: T) -> T {
     if min {
         -x
     } else {
@@ -22,7 +24,7 @@ pub(super) fn signed(min: bool, x: f32) -> f32 {
 /// The accumulation step every kernel computes: `s` when it is greater than `acc`, else
 /// `acc` (so a NaN term is never taken and a tie keeps the earlier value).
 #[inline(always)]
-pub(super) fn mx(acc: f32, s: f32) -> f32 {
+pub(super) fn mx<T: PartialOrd>(acc: T, s: T) -> T {
     if s > acc {
         s
     } else {
@@ -34,9 +36,9 @@ pub(super) fn mx(acc: f32, s: f32) -> f32 {
 /// thread packs a run of strips row by row of `b`, so that it reads each row's part as one
 /// contiguous run (strip by strip, a row's 128 bytes every 4 KiB of a 1024-wide `b` missed
 /// the caches and the TLB each time).
-pub(super) fn pack_b(b: &[f32], k: usize, cols: usize, nr: usize, min: bool) -> Vec<f32> {
+pub(super) fn pack_b<T: Scalar>(b: &[T], k: usize, cols: usize, nr: usize, min: bool) -> Vec<T> {
     let strips = cols.div_ceil(nr);
-    let mut packed = vec![f32::NEG_INFINITY; strips * k * nr];
+    let mut packed = vec![T::NEG_INFINITY; strips * k * nr];
     if k == 0 {
         return packed;
     }
@@ -63,7 +65,7 @@ pub(super) fn pack_b(b: &[f32], k: usize, cols: usize, nr: usize, min: bool) -> 
 /// Rows of `a` (each k wide; at most `mr` of them) into `panel` (k × mr): step kk holds
 /// every row's kk-th word, signed, then −inf for the rows past the end. Row by row: each
 /// row of `a` is read in order and its words stored `mr` apart in the panel (in L1).
-pub(super) fn pack_a(a: &[f32], k: usize, mr: usize, min: bool, panel: &mut [f32]) {
+pub(super) fn pack_a<T: Scalar>(a: &[T], k: usize, mr: usize, min: bool, panel: &mut [T]) {
     let rows = a.len().checked_div(k).unwrap_or(0);
     for r in 0..mr {
         let column = panel.iter_mut().skip(r).step_by(mr);
@@ -72,7 +74,7 @@ pub(super) fn pack_a(a: &[f32], k: usize, mr: usize, min: bool, panel: &mut [f32
                 *d = signed(min, v);
             }
         } else {
-            column.for_each(|d| *d = f32::NEG_INFINITY);
+            column.for_each(|d| *d = T::NEG_INFINITY);
         }
     }
 }
@@ -88,14 +90,14 @@ pub(super) struct Place {
 
 /// Stores a finished tile (`acc`, rows of `nr` signed accumulators) at `place` in `out`,
 /// combined with `c` first (`mx(c, acc)`: a tie keeps `c`), unsigned.
-pub(super) fn store_tile(
-    acc: &[f32],
+pub(super) fn store_tile<T: Scalar>(
+    acc: &[T],
     nr: usize,
     place: &Place,
-    c: Option<&[f32]>,
+    c: Option<&[T]>,
     cols: usize,
     min: bool,
-    out: &mut [f32],
+    out: &mut [T],
 ) {
     for (r, tile_row) in acc.chunks_exact(nr).take(place.rows).enumerate() {
         let at = (place.row + r) * cols + place.col;

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::host::{batch_runs, product_rows_cached, RowOperands};
+use super::host::{product_rows_cached, RowOperands};
+use super::shape::batch_runs;
 use super::host_pack::PackCache;
 use super::semiring::Semiring;
 use super::shape::ProductShape;
@@ -131,6 +132,7 @@ mod tests {
             b_words: 2,
             batches: 2,
             accumulate: false,
+            dtype: crate::dtype::Dtype::F32,
         };
         let product = RowProduct::new(Semiring::MaxPlus, shape);
         let mut out = [0.0; 2];

@@ -11,17 +11,36 @@
 //! The row statistics the resident checks read ([`row_stats`]) bind only the rows and the
 //! output, and read only `k` and `k_pass` of the parameters.
 
-use std::sync::Arc;
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
 
 use super::semiring::Semiring;
 pub use super::shape::{ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
+use crate::dtype::Dtype;
 use crate::family::Family;
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 use crate::tropical::host::{TropicalMatvec, TropicalProduct};
 use crate::tropical::host_rows::{RowProduct, RowStats};
 
-/// The WGSL source of the family.
+/// The WGSL source of the family (float32).
 pub const SOURCE: &str = include_str!("../../../../shaders/tropical.wgsl");
+
+/// The line of [`SOURCE`] naming the element type, the one line a dtype changes.
+const ELEMENT: &str = "alias Real = f32;";
+
+/// The family's source computing in `dtype`: [`SOURCE`] itself for float32; for float64 the
+/// same text with `Real` aliased to `f64` (made once per process). Products run only in
+/// float32 and float64 (`Scalar`); float16 would need its enable line and is never asked for.
+pub fn source(dtype: Dtype) -> Cow<'static, str> {
+    static F64: OnceLock<String> = OnceLock::new();
+    match dtype {
+        Dtype::F64 => Cow::Borrowed(
+            F64.get_or_init(|| SOURCE.replacen(ELEMENT, "alias Real = f64;", 1))
+                .as_str(),
+        ),
+        Dtype::F16 | Dtype::F32 => Cow::Borrowed(SOURCE),
+    }
+}
 
 /// Columns of a tiled workgroup's tile (`TILE` in the shader).
 pub const TILE_COLS: u32 = 64;
@@ -66,17 +85,28 @@ fn rows_pass_k(batches: usize) -> usize {
     (TILED_PASS_K / span).max(16)
 }
 
+/// The inputs (in words: the batch index is one word whatever the dtype, a value
+/// `shape.words()`).
 fn inputs(shape: &ProductShape, rows: usize, c_per_item: usize) -> Vec<Input> {
+    let w = shape.words();
     vec![
-        Input::PerItem(rows * shape.k),
+        Input::PerItem(rows * shape.k * w),
         Input::PerItem(1),
         Input::Whole(shape.b_words),
         if shape.accumulate {
-            Input::PerItem(c_per_item)
+            Input::PerItem(c_per_item * w)
         } else {
-            Input::Whole(1)
+            Input::Whole(w)
         },
     ]
+}
+
+/// A family kernel `id` computing in `shape`'s dtype.
+fn map(id: &'static str, shape: &ProductShape) -> Kernel {
+    Kernel {
+        dtype: shape.dtype,
+        ..Kernel::map(id, Family::Tropical, source(shape.dtype))
+    }
 }
 
 /// The tiled grid: column tiles along x, row blocks folded over y and z.
@@ -91,14 +121,14 @@ pub fn tiled(semiring: Semiring, shape: &ProductShape) -> Kernel {
     Kernel {
         entry: "matmul_tiled",
         inputs: inputs(shape, BLOCK_ROWS, BLOCK_ROWS * shape.cols),
-        output: Output::PerItem(BLOCK_ROWS * shape.cols),
+        output: Output::PerItem(BLOCK_ROWS * shape.cols * shape.words()),
         params: params(semiring, shape, TILED_PASS_K),
         dispatch: Dispatch::Custom(tiled_grid),
         passes: Some(k_passes),
         // One add and one max per inner step.
         flops_per_item: 2.0 * (BLOCK_ROWS * shape.k * shape.cols) as f64,
         host: Some(Arc::new(TropicalProduct::new(semiring, *shape))),
-        ..Kernel::map("tropical_matmul_tiled", Family::Tropical, SOURCE)
+        ..map("tropical_matmul_tiled", shape)
     }
 }
 
@@ -126,7 +156,7 @@ pub fn matvec(semiring: Semiring, shape: &ProductShape) -> Kernel {
     Kernel {
         entry: "matvec",
         inputs: inputs(shape, 1, 1),
-        output: Output::PerItem(1),
+        output: Output::PerItem(shape.words()),
         params: params(semiring, shape, MATVEC_PASS_K),
         dispatch: Dispatch::Linear {
             threads_per_item: 64,
@@ -137,7 +167,7 @@ pub fn matvec(semiring: Semiring, shape: &ProductShape) -> Kernel {
             semiring,
             shape: *shape,
         })),
-        ..Kernel::map("tropical_matvec", Family::Tropical, SOURCE)
+        ..map("tropical_matvec", shape)
     }
 }
 
@@ -153,13 +183,13 @@ pub fn rows(semiring: Semiring, shape: &ProductShape) -> Kernel {
     Kernel {
         entry: "matmul_rows",
         inputs: inputs(shape, 1, shape.cols),
-        output: Output::PerItem(shape.cols),
+        output: Output::PerItem(shape.cols * shape.words()),
         params: params(semiring, shape, rows_pass_k(shape.batches)),
         dispatch: Dispatch::Custom(rows_grid),
         passes: Some(k_passes),
         flops_per_item: 2.0 * (shape.k * shape.cols) as f64,
         host: Some(Arc::new(RowProduct::new(semiring, *shape))),
-        ..Kernel::map("tropical_matmul_rows", Family::Tropical, SOURCE)
+        ..map("tropical_matmul_rows", shape)
     }
 }
 
@@ -200,6 +230,7 @@ pub fn reference() -> Kernel {
             b_words: REFERENCE_SIDE * REFERENCE_SIDE,
             batches: 1,
             accumulate: false,
+            dtype: Dtype::F32,
         },
     )
 }
@@ -246,6 +277,7 @@ mod tests {
                     b_words: k * 3 * batches,
                     batches,
                     accumulate: false,
+                    dtype: Dtype::F32,
                 };
                 let semiring = Semiring::MaxPlus;
                 for kernel in [

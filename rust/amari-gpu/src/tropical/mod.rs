@@ -15,14 +15,18 @@
 pub mod blocks;
 pub mod checks;
 pub mod host;
+pub mod host64;
 mod host_kernel;
+mod host_kernel64;
 mod host_pack;
 pub mod host_paths;
 pub mod host_rows;
 pub mod kernels;
 pub mod paths;
 pub mod product;
+pub mod product64;
 pub mod resident;
+pub mod scalar;
 pub mod semiring;
 pub mod shape;
 
@@ -31,6 +35,8 @@ pub use paths::shortest_paths;
 pub use product::{
     check_matmul_operands, check_matvec_operands, tropical_matmul, tropical_matvec, Operands,
 };
+pub use scalar::Scalar;
+pub use product64::{tropical_matmul_f64, tropical_matvec_f64, HostOperands};
 pub use semiring::Semiring;
 
 use crate::family::Family;

@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::plan::{Plan, Strategy};
 use crate::tropical::blocks::{run_product, BatchShape, Product};
 use crate::tropical::kernels;
+use crate::tropical::scalar::Scalar;
 use crate::tropical::semiring::Semiring;
 
 const MIN_PLUS: Semiring = Semiring::MinPlus;
@@ -29,7 +30,7 @@ pub fn block_size(n: usize) -> usize {
     n.div_ceil(16).next_power_of_two().clamp(4, 128)
 }
 
-pub(crate) fn negative_cycle(vertex: usize, weight: f32) -> Error {
+pub(crate) fn negative_cycle(vertex: usize, weight: impl std::fmt::Display) -> Error {
     Error::invalid(
         "w",
         format!(
@@ -39,15 +40,15 @@ pub(crate) fn negative_cycle(vertex: usize, weight: f32) -> Error {
     )
 }
 
-pub(crate) fn check_weights(w: &[f32], n: usize) -> Result<()> {
+pub(crate) fn check_weights<T: Scalar>(w: &[T], n: usize) -> Result<()> {
     if w.len() != n * n {
         return Err(Error::Shape {
             argument: "w".into(),
-            expected: format!("({n}, {n}), {} floats", n * n),
-            actual: format!("{} floats", w.len()),
+            expected: format!("({n}, {n}), {} values", n * n),
+            actual: format!("{} values", w.len()),
         });
     }
-    if let Some(i) = w.iter().position(|v| v.is_nan() || *v == f32::NEG_INFINITY) {
+    if let Some(i) = w.iter().position(|v| v.is_nan() || *v == T::NEG_INFINITY) {
         return Err(Error::invalid(
             "w",
             format!(
@@ -62,11 +63,11 @@ pub(crate) fn check_weights(w: &[f32], n: usize) -> Result<()> {
 }
 
 /// Closes a `b`×`b` block in place (Floyd–Warshall); fails on a negative cycle in it.
-pub(crate) fn close_block(d: &mut [f32], b: usize, first_vertex: usize) -> Result<()> {
+pub(crate) fn close_block<T: Scalar>(d: &mut [T], b: usize, first_vertex: usize) -> Result<()> {
     for k in 0..b {
         for i in 0..b {
             let dik = d[i * b + k];
-            if dik == f32::INFINITY {
+            if dik == T::INFINITY {
                 continue;
             }
             for j in 0..b {
@@ -78,7 +79,7 @@ pub(crate) fn close_block(d: &mut [f32], b: usize, first_vertex: usize) -> Resul
         }
     }
     for i in 0..b {
-        if d[i * b + i] < 0.0 {
+        if d[i * b + i] < T::ZERO {
             return Err(negative_cycle(first_vertex + i, d[i * b + i]));
         }
     }
@@ -87,35 +88,46 @@ pub(crate) fn close_block(d: &mut [f32], b: usize, first_vertex: usize) -> Resul
 
 /// Round `kb` (block width `b`) of the blocked Floyd–Warshall on distances `d`: the closed
 /// diagonal block and the column strip through it. Fails on a negative cycle in the block.
-pub(crate) fn strips(d: &[f32], n: usize, kb: usize, b: usize) -> Result<(Vec<f32>, Vec<f32>)> {
-    let mut diag: Vec<f32> = (0..b)
+pub(crate) fn strips<T: Scalar>(
+    d: &[T],
+    n: usize,
+    kb: usize,
+    b: usize,
+) -> Result<(Vec<T>, Vec<T>)> {
+    let mut diag: Vec<T> = (0..b)
         .flat_map(|i| d[(kb + i) * n + kb..(kb + i) * n + kb + b].iter().copied())
         .collect();
     close_block(&mut diag, b, kb)?;
-    let column: Vec<f32> = (0..n)
+    let column: Vec<T> = (0..n)
         .flat_map(|i| d[i * n + kb..i * n + kb + b].iter().copied())
         .collect();
     Ok((diag, column))
 }
 
 /// The power of two the weights are scaled down by so that no path length overflows
-/// float32 on the way (0 in the common case, which runs as given).
+/// the dtype (`T`) on the way (0 in the common case, which runs as given).
 ///
 /// Without a negative cycle every value Floyd–Warshall forms is the length of a simple path
 /// or of two joined (at most 2(n − 1) edges), so its magnitude is at most 2n·max|w| up to
-/// rounding; when that bound is within half the float32 range nothing can overflow. Otherwise
+/// rounding; when that bound is within half the dtype's range nothing can overflow. Otherwise
 /// the weights are scaled by 2^−shift (exact for normal numbers: min-plus is homogeneous and
 /// binary scaling commutes with rounding), chosen from the whole matrix on the host before
 /// any product is cut, so every device and the host kernel see the same data; the distances
-/// are unscaled at the end, where a length beyond float32 is an error (`finish`).
-pub(crate) fn path_shift(w: &[f32], n: usize) -> i32 {
+/// are unscaled at the end, where a length beyond the dtype is an error (`finish`). The
+/// bound is formed in float64, which holds it for float32 weights; for float64 weights it
+/// may overflow, and is then formed from the weights scaled by 2^−64 first (exact).
+pub(crate) fn path_shift<T: Scalar>(w: &[T], n: usize) -> i32 {
     let top = w
         .iter()
         .filter(|v| v.is_finite())
-        .fold(0.0f64, |m, &v| m.max(f64::from(v).abs()));
-    let limit = f64::from(f32::MAX) / 2.0;
+        .fold(0.0f64, |m, &v| m.max(v.to_f64().abs()));
+    let limit = T::MAX / 2.0;
     let mut bound = 2.0 * n as f64 * top;
     let mut shift = 0;
+    if bound.is_infinite() {
+        bound = 2.0 * n as f64 * (top * 2f64.powi(-64));
+        shift = 64;
+    }
     while bound > limit {
         bound /= 2.0;
         shift += 1;
@@ -123,38 +135,46 @@ pub(crate) fn path_shift(w: &[f32], n: usize) -> i32 {
     shift
 }
 
-fn scale_weights(d: &mut [f32], e: i32) {
-    let f = 2f64.powi(e);
+fn scale_weights<T: Scalar>(d: &mut [T], e: i32) {
+    // 2^e may be beyond float64 itself (e < −1022): applied in two halves.
+    let (f, g) = (2f64.powi(e / 2), 2f64.powi(e - e / 2));
     for v in d {
-        *v = (f64::from(*v) * f) as f32;
+        *v = T::from_f64(v.to_f64() * f * g);
     }
 }
 
 /// The last step of both versions: the final negative-cycle check, then the distances
-/// unscaled into `out`. A path length beyond the float32 range is an error naming the first
+/// unscaled into `out`. A path length beyond the dtype's range is an error naming the first
 /// such pair, never an inf (which would read as "unreachable") or a −inf.
-pub(crate) fn finish(mut d: Vec<f32>, n: usize, shift: i32, out: &mut [f32]) -> Result<()> {
+pub(crate) fn finish<T: Scalar>(mut d: Vec<T>, n: usize, shift: i32, out: &mut [T]) -> Result<()> {
     for i in 0..n {
-        if d[i * n + i] < 0.0 {
+        if d[i * n + i] < T::ZERO {
             return Err(negative_cycle(i, d[i * n + i]));
         }
     }
     if shift != 0 {
         for (i, v) in d.iter_mut().enumerate() {
             let scaled = *v;
-            let length = f64::from(scaled) * 2f64.powi(shift);
-            if scaled.is_finite() && length.abs() > f64::from(f32::MAX) {
+            let (half, rest) = (shift / 2, shift - shift / 2);
+            let length = scaled.to_f64() * 2f64.powi(half) * 2f64.powi(rest);
+            if scaled.is_finite() && length.abs() > T::MAX {
+                let (dtype, range) = (T::DTYPE, T::RANGE);
+                let shown = if length.is_finite() {
+                    format!("{length:e}")
+                } else {
+                    format!("{scaled:e} × 2^{shift}")
+                };
                 return Err(Error::invalid(
                     "w",
                     format!(
-                        "path lengths overflow float32: the shortest path from vertex {} to \
-                         vertex {} has length {length:e}, beyond the float32 range (±3.4e38)",
+                        "path lengths overflow {dtype}: the shortest path from vertex {} to \
+                         vertex {} has length {shown}, beyond the {dtype} range ({range})",
                         i / n,
                         i % n
                     ),
                 ));
             }
-            *v = length as f32;
+            *v = T::from_f64(length);
         }
     }
     out.copy_from_slice(&d);
@@ -165,20 +185,20 @@ pub(crate) fn finish(mut d: Vec<f32>, n: usize, shift: i32, out: &mut [f32]) -> 
 /// (scaled by 2^−shift, see `path_shift`) with the shift: the weights with each vertex's
 /// distance to itself at most 0 (a negative self-loop is a negative cycle). The GPU and host
 /// versions both start here (and end in `finish`).
-pub(crate) fn start(w: &[f32], n: usize, out: &[f32]) -> Result<(Vec<f32>, i32)> {
+pub(crate) fn start<T: Scalar>(w: &[T], n: usize, out: &[T]) -> Result<(Vec<T>, i32)> {
     check_weights(w, n)?;
     if out.len() != n * n {
         return Err(Error::Shape {
             argument: "out".into(),
             expected: format!("({n}, {n})"),
-            actual: format!("{} floats", out.len()),
+            actual: format!("{} values", out.len()),
         });
     }
     let mut d = crate::alloc::zeroed("distances", w.len())?;
     d.copy_from_slice(w);
     for i in 0..n {
-        d[i * n + i] = d[i * n + i].min(0.0);
-        if d[i * n + i] < 0.0 {
+        d[i * n + i] = d[i * n + i].fmin(T::ZERO);
+        if d[i * n + i] < T::ZERO {
             return Err(negative_cycle(i, d[i * n + i]));
         }
     }
@@ -190,18 +210,19 @@ pub(crate) fn start(w: &[f32], n: usize, out: &[f32]) -> Result<(Vec<f32>, i32)>
 }
 
 /// All-pairs shortest path lengths of the graph with (n, n) row-major weights `w` into `out`
-/// (+inf where unreachable). Returns the plan of the last product it ran.
+/// (+inf where unreachable), in `w`'s dtype (float32 or float64). Returns the plan of the
+/// last product it ran.
 ///
-/// Weights so large that path lengths could overflow float32 (2n·max|w| above about
-/// 1.7e38) are scaled by an exact power of two first (see `path_shift`); a shortest path
-/// whose length is beyond float32 is then an error naming the pair, never a wrong inf or
-/// −inf. In that case weights below about 1e-38 · 2^shift keep only float32's subnormal
-/// spacing.
-pub fn shortest_paths(
+/// Weights so large that path lengths could overflow the dtype (2n·max|w| above half its
+/// largest value) are scaled by an exact power of two first (see `path_shift`); a shortest
+/// path whose length is beyond the dtype is then an error naming the pair, never a wrong inf
+/// or −inf. In that case weights below the smallest normal value · 2^shift keep only the
+/// dtype's subnormal spacing.
+pub fn shortest_paths<T: Scalar>(
     ctx: &MultiGpuContext,
-    w: &[f32],
+    w: &[T],
     n: usize,
-    out: &mut [f32],
+    out: &mut [T],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
     let (mut d, shift) = start(w, n, out)?;
@@ -270,7 +291,7 @@ pub fn shortest_paths(
                 Product {
                     semiring: MIN_PLUS,
                     shape: empty,
-                    a: &[],
+                    a: &[] as &[T],
                     b: &[],
                 },
                 None,

@@ -99,7 +99,7 @@ fn check<'a>(
     let b = operands.b;
     checks::check_whole_binding(ctx, right, b.len())?;
     // Whether a term could overflow float32 (the exact check then runs).
-    let exact = may_overflow(top_a, largest_finite(b));
+    let exact = may_overflow(top_a, largest_finite(b), f64::from(f32::MAX));
     Ok(Ready::new(move |ctx, out, strategy| {
         run(ctx, (kind, shape, exact), operands, out, strategy)
     }))

@@ -14,6 +14,7 @@ use crate::kernel::Kernel;
 use crate::resident::{Destination, Operand, Outcome, ResidentArray};
 use crate::tropical::blocks::{host_run, BatchShape, Kind, Product};
 use crate::tropical::checks::{check_overflow, nan_error, unravel};
+use crate::dtype::Dtype;
 use crate::tropical::kernels::{self, ProductShape};
 use crate::tropical::semiring::Semiring;
 
@@ -73,6 +74,7 @@ fn kernel(kind: Kind, product: &ResidentProduct<'_>) -> Kernel {
         b_words: product.b.len(),
         batches: batch.max(1),
         accumulate: false,
+        dtype: Dtype::F32,
     };
     match kind {
         Kind::Matmul(_) => kernels::rows(product.semiring, &shape),

@@ -1,5 +1,6 @@
 //! The two tropical semirings and their scalar operations on the host.
 
+use super::scalar::Scalar;
 use crate::error::{Error, Result};
 
 /// Which tropical semiring a product is taken in.
@@ -38,9 +39,14 @@ impl Semiring {
 
     /// The tropical zero: the identity of ⊕, absorbing for ⊗.
     pub fn zero(self) -> f32 {
+        self.zero_of()
+    }
+
+    /// The tropical zero in `T`.
+    pub fn zero_of<T: Scalar>(self) -> T {
         match self {
-            Semiring::MaxPlus => f32::NEG_INFINITY,
-            Semiring::MinPlus => f32::INFINITY,
+            Semiring::MaxPlus => T::NEG_INFINITY,
+            Semiring::MinPlus => T::INFINITY,
         }
     }
 
@@ -54,8 +60,8 @@ impl Semiring {
     }
 
     /// `x ⊗ y`, with the zero absorbing.
-    pub fn mul(self, x: f32, y: f32) -> f32 {
-        let zero = self.zero();
+    pub fn mul<T: Scalar>(self, x: T, y: T) -> T {
+        let zero = self.zero_of::<T>();
         if x == zero || y == zero {
             zero
         } else {
