@@ -91,3 +91,24 @@ def test_the_mixed_context_runs_chunks_on_both_kinds(
     assert plan is not None
     busy = {w.device_id for w in plan if w.chunks > 0}
     assert host in busy and len(busy) >= 2, plan
+
+
+def test_calls_after_a_larger_one_give_a_fresh_contexts_bits(
+    contexts: dict[str, MultiGpuContext],
+) -> None:
+    # A call's partials reuse the buffer the context's previous reduction handed back: a
+    # smaller call after a larger one (other values, other P, stale words in the buffer)
+    # must give exactly what a context that never ran anything gives.
+    big, big_w = _inputs(1201, 130, True)
+    small, small_w = _inputs(257, 64, True)
+    fresh_options = {
+        "host": {"backends": ["host"]},
+        "lavapipe-x2+host": {"backends": ["vulkan", "host"], "devices_per_adapter": 2},
+    }
+    for name, options in fresh_options.items():
+        ctx = contexts[name]
+        ctx.fisher_information(big, big_w)
+        got = ctx.fisher_information(small, small_w).view(np.uint64)
+        with MultiGpuContext(chunk_items=CHUNK, **options) as fresh:
+            want = fresh.fisher_information(small, small_w).view(np.uint64)
+        assert np.array_equal(got, want), name

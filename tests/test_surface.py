@@ -107,8 +107,8 @@ EDITS = {
     ),
     "a new family entry": (
         "python/amari_gpu/_surface.py",
-        '    Family("rows", "RowsMixin"),\n',
-        '    Family("rows", "RowsMixin"),\n    Family("sparse", "SparseMixin"),\n',
+        '    Family("rows", "RowsMixin", cluster=True),\n',
+        '    Family("rows", "RowsMixin", cluster=True),\n    Family("sparse", "SparseMixin"),\n',
         ["+from .sparse import SparseMixin", "+    SparseMixin,"],
         ["python/amari_gpu/context.py"],
     ),
@@ -121,8 +121,9 @@ EDITS = {
     ),
     "a new family the cluster runs": (
         "python/amari_gpu/_surface.py",
-        '    Family("rows", "RowsMixin"),\n',
-        '    Family("rows", "RowsMixin"),\n    Family("sparse", "SparseMixin", cluster=True),\n',
+        '    Family("rows", "RowsMixin", cluster=True),\n',
+        '    Family("rows", "RowsMixin", cluster=True),\n'
+        '    Family("sparse", "SparseMixin", cluster=True),\n',
         ["+from ..sparse import SparseMixin", "+from .sparse import SparseMixin"],
         ["python/amari_gpu/cluster/context.py", "python/amari_gpu/context.py"],
     ),

@@ -196,15 +196,16 @@ def _resident_rows(
     lead = np.broadcast_shapes(*leads)
     width = algebra.n_blades
     shape = tuple(lead) if operation == "scalar_product" else (*lead, width)
-    # The core's checks in the caller's shapes, before anything is uploaded or run.
-    _native.check_ga_apply(operation, algebra.signature, native, grades, shapes)
-    gathered = not any(isinstance(op, _native.DeviceArray) for op in native)
+    # The core's checks in the caller's shapes, before anything is uploaded or run (a
+    # RayContext's cluster array, having no native handle, is checked as a stand-in of its
+    # shape).
+    checked = [getattr(op, "check_stand_in", lambda op=op: op)() for op in native]
+    _native.check_ga_apply(operation, algebra.signature, checked, grades, shapes)
+    gathered = all(isinstance(op, np.ndarray) for op in native)
     if gathered and batch:
         # A numpy batch beside gathered single DeviceArrays: uploaded (placed by the
         # context's strategy, there being no sharding to follow), then run where it lives.
-        native = [
-            _native.resident_upload(ctx._native, op) if op.shape[0] != 1 else op for op in native
-        ]
+        native = [ctx.asarray(op)._handle if op.shape[0] != 1 else op for op in native]
     return native, shape, gathered and not batch
 
 
@@ -290,11 +291,11 @@ class GaBase(KernelHost):
         result = self._run(call, rows, None, numpy_out)
         if numpy_out is not None:
             return numpy_out
-        handle = _native.resident_upload(self._native, result.reshape(_rows_of(shape)))
+        handle = self.asarray(result.reshape(_rows_of(shape)))._handle  # type: ignore[attr-defined]
         if isinstance(target, DeviceArray):
             target._handle = handle
             return target
-        return DeviceArray(handle, self, shape)
+        return self._array_class(handle, self, shape)  # type: ignore[attr-defined,no-any-return]
 
     def _unary(
         self,

@@ -102,6 +102,14 @@ class Kernels(Protocol):
         progress: Callable[[int, int], object] | None = None,
         out: npt.NDArray[np.uint8] | None = None,
     ) -> tuple[npt.NDArray[np.uint8], DomainReport]: ...
+    def map_rows(
+        self,
+        ctx: Any,
+        spec: _native.RowsSpec,
+        arrays: list[tuple[_native.DeviceArray | F32, tuple[int, ...]]],
+        strategy: str | None = None,
+        out: _native.DeviceArray | F32 | None = None,
+    ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
 
 
 # end of generated Kernels

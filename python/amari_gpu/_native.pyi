@@ -17,6 +17,7 @@ __all__ = [
     "DEVICE_TYPES",
     "SEMIRINGS",
     "STRATEGIES",
+    "Balancer",
     "Context",
     "DeviceArray",
     "Profile",
@@ -270,6 +271,22 @@ class FisherPreparedDict(TypedDict):
     weight_exponent: int
 
 @final
+class Balancer:
+    def __init__(self) -> None: ...
+    def observe(self, owner: int, cells: int, seconds: float, overhead_s: float) -> None: ...
+    def round_done(self) -> None: ...
+    def relaid(self) -> None: ...
+    def propose(
+        self,
+        split: list[tuple[int, int]],
+        round_s: float,
+        remaining_rounds: int,
+        latency_s: float,
+        row_s: float,
+        halo: int,
+    ) -> list[tuple[int, int]] | None: ...
+
+@final
 class DeviceArray:
     @property
     def rows(self) -> int: ...
@@ -404,6 +421,9 @@ __all__ += [
     "check_fisher_categorical",
     "check_fisher_gaussian",
     "check_ga_apply",
+    "check_life",
+    "check_map_rows",
+    "check_stencil",
     "check_tropical_matmul",
     "check_tropical_matvec",
 ]
@@ -423,6 +443,13 @@ def check_tropical_matvec(
 ) -> None: ...
 def check_fisher_categorical(values: npt.NDArray[np.float32], logits: bool) -> None: ...
 def check_fisher_gaussian(mean: npt.NDArray[np.float32], var: npt.NDArray[np.float32]) -> None: ...
+def check_map_rows(
+    spec: RowsSpec, arrays: list[tuple[npt.NDArray[np.float32], tuple[int, ...]]]
+) -> int: ...
+def check_stencil(
+    grid: npt.NDArray[np.float32], alpha: float, boundary: str, steps: int
+) -> int: ...
+def check_life(grid: npt.NDArray[np.uint8]) -> None: ...
 
 # --- domain decomposition ---
 __all__ += ["life", "stencil"]

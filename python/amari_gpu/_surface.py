@@ -165,6 +165,17 @@ def check_fisher_categorical(values: host[f32, "(N, K)"], logits: bool) -> None:
 def check_fisher_gaussian(mean: host[f32, "(N, D)"], var: host[f32, "(N, D)"]) -> None:
     "The checks of fisher_gaussian on host rows, without a context or a run."
 
+def check_map_rows(
+    spec: RowsSpec, arrays: list[tuple[host[f32, "(N, W) each"], tuple[int, ...]]]
+) -> int:
+    "The checks of map_rows (shapes, the kernel by naga) on host arrays: the call's items."
+
+def check_stencil(grid: host[f32, "(H, W)"], alpha: float, boundary: str, steps: int) -> int:
+    "The checks of stencil without a context: the power of two the core scales the grid by."
+
+def check_life(grid: host[u8, "(H, W)"]) -> None:
+    "The checks of life (shape, cells 0 or 1) without a context."
+
 # --- domain decomposition [domain] ---
 @kernel
 def stencil(
@@ -185,6 +196,7 @@ def device_limits(ctx) -> list[DeviceLimitsDict]:
     "Each device's measured stream bandwidth and FMA, add and max-plus issue rates."
 
 # --- users' row kernels [rows] ---
+@kernel
 def map_rows(
     ctx, spec: RowsSpec, arrays: list[tuple[either[f32, "(N, W) each"], tuple[int, ...]]],
     strategy: str | None = None, out: either[f32, "(N, out_cols)"] | None = None,
@@ -461,7 +473,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("tropical", "TropicalMixin", cluster=True),
     Family("information", "InformationGeometryMixin", cluster=True),
     Family("domain", "DomainMixin", cluster=True),
-    Family("rows", "RowsMixin"),
+    Family("rows", "RowsMixin", cluster=True),
     Family("array", "ResidentMixin"),
 )
 """The bases of ``MultiGpuContext``, in its method resolution order; those marked

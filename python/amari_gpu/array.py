@@ -154,6 +154,8 @@ def _rows_of(shape: tuple[int, ...]) -> tuple[int, int]:
 class ResidentMixin(KernelHost):
     """``asarray`` of ``MultiGpuContext``."""
 
+    _array_class = DeviceArray
+
     def asarray(self, x: Any, strategy: str | None = None) -> DeviceArray:
         """Uploads ``x`` (any real dtype, converted to float32 like every kernel input; at
         least one axis) into row shards placed by ``strategy`` (default: the context's).
@@ -162,17 +164,23 @@ class ResidentMixin(KernelHost):
         if isinstance(x, DeviceArray):
             x._live("x", self)
             return x
-        array = real_array("x", x)
-        if array.ndim == 0:
-            raise ShapeError("x: expected an array with at least one axis, got a scalar")
-        rows, cols = _rows_of(array.shape)
-        if cols == 0:
-            raise ShapeError(
-                f"x: expected rows of at least one element, got shape {shape_text(array.shape)}"
-            )
-        flat = as_float32("x", array.reshape(rows, cols))
+        flat, shape = host_rows(x)
         handle = _native.resident_upload(self._native, flat, optional_strategy(strategy))
-        return DeviceArray(handle, self, tuple(array.shape))
+        return DeviceArray(handle, self, shape)
+
+
+def host_rows(x: Any) -> tuple[npt.NDArray[np.float32], tuple[int, ...]]:
+    """``x`` as ``asarray`` takes it (any real dtype, at least one axis, rows of at least
+    one element): its float32 rows (``_rows_of``) and its shape."""
+    array = real_array("x", x)
+    if array.ndim == 0:
+        raise ShapeError("x: expected an array with at least one axis, got a scalar")
+    rows, cols = _rows_of(array.shape)
+    if cols == 0:
+        raise ShapeError(
+            f"x: expected rows of at least one element, got shape {shape_text(array.shape)}"
+        )
+    return as_float32("x", array.reshape(rows, cols)), tuple(array.shape)
 
 
 def returned(
@@ -183,6 +191,7 @@ def returned(
     ``shape``."""
     if target is not None:
         return cast("npt.NDArray[np.float32] | DeviceArray", target)
-    if isinstance(result, _native.DeviceArray):
-        return DeviceArray(result, ctx, shape)
+    if not isinstance(result, np.ndarray):
+        # A native handle (a RayContext's cluster handle): the context's array type.
+        return ctx._array_class(result, ctx, shape)  # type: ignore[no-any-return]
     return cast("npt.NDArray[np.float32]", result).reshape(shape)

@@ -127,7 +127,7 @@ class RowsMixin(KernelHost):
         native_out = target._handle if isinstance(target, DeviceArray) else target
         if isinstance(native_out, np.ndarray):
             native_out = native_out.reshape(-1, cols)
-        result, plan = _native.map_rows(
+        result, plan = self._kernels.map_rows(
             self._native, spec, operands, optional_strategy(strategy), native_out
         )
         self._record(plan)

@@ -16,7 +16,8 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "or pip install 'ray>=2.40'"
     ) from e
 
+from .array import ClusterArray
 from .context import DEFAULT_RESOURCE, NodeInfo, RayContext
 from .profile import ClusterProfile
 
-__all__ = ["DEFAULT_RESOURCE", "ClusterProfile", "NodeInfo", "RayContext"]
+__all__ = ["DEFAULT_RESOURCE", "ClusterArray", "ClusterProfile", "NodeInfo", "RayContext"]

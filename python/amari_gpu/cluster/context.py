@@ -18,6 +18,8 @@ from ..context import MAX_DEVICES_PER_ADAPTER
 from ..errors import AmariGpuError, DeviceLostError, InvalidArgumentError, NoAdapterError
 from ..planning import Plan, Workload, check_strategy, optional_strategy
 from . import kernels
+from .array import ClusterArrayMixin
+from .grids import GridRatesMixin
 from .profile import ClusterProfile, ClusterRecording
 
 # isort: split
@@ -25,6 +27,7 @@ from .profile import ClusterProfile, ClusterRecording
 from ..domain import DomainMixin
 from ..ga import GeometricAlgebraMixin
 from ..information import InformationGeometryMixin
+from ..rows import RowsMixin
 from ..tropical import TropicalMixin
 
 # end of generated family imports
@@ -98,7 +101,10 @@ class RayContext(
     TropicalMixin,
     InformationGeometryMixin,
     DomainMixin,
+    RowsMixin,
     # end of generated family mixins
+    ClusterArrayMixin,
+    GridRatesMixin,
 ):
     """The kernels of :class:`~amari_gpu.MultiGpuContext` on every node of a Ray cluster
     that offers the resource ``{"amari_gpu": 1}`` (``resources=`` names others).
@@ -116,6 +122,9 @@ class RayContext(
     that reports a device error is marked in :meth:`health` and its unfinished chunks run
     on the healthy nodes; with none left, :class:`~amari_gpu.DeviceLostError`.
     ``chunk_items`` overrides the rows per cluster chunk.
+
+    ``asarray`` and ``from_ray`` give cluster arrays, whose row shards stay on the nodes
+    between calls (see :mod:`amari_gpu.cluster.array`).
     """
 
     def __init__(
@@ -323,8 +332,9 @@ class RayContext(
         return out
 
     def inject_fault(self, node_id: int, after_chunks: int = 0, *, fault: str = "kill") -> None:
-        """For testing recovery: makes node ``node_id`` fail when it starts a chunk (or a
-        grid round) after completing ``after_chunks`` more. Its unfinished chunks go to the
+        """For testing recovery: makes node ``node_id`` fail when it starts a chunk (a grid
+        round, or a cluster array's shard call or upload, each counts as one) after
+        completing ``after_chunks`` more. Its unfinished chunks go to the
         healthy nodes; it stays out of later calls.
 
         Args:

@@ -15,7 +15,13 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from ..errors import AmariGpuError, DeviceLostError, InvalidArgumentError, ShapeError
+from ..errors import (
+    AmariGpuError,
+    DeviceLostError,
+    InvalidArgumentError,
+    KernelCompileError,
+    ShapeError,
+)
 from ..planning import Plan
 from . import planner
 
@@ -29,8 +35,9 @@ saves the object-store round trip of ``ray.put``; larger ones go through the sto
 POLL_S = 0.05
 """How often the loop looks at the clock for hung nodes while waiting for results."""
 
-ARGUMENT_ERRORS = (InvalidArgumentError, ShapeError, TypeError)
-"""Errors that say the input is wrong (raised to the caller), not the node."""
+ARGUMENT_ERRORS = (InvalidArgumentError, ShapeError, TypeError, KernelCompileError)
+"""Errors that say the input is wrong (raised to the caller), not the node (a user's
+kernel that a driver refuses, or whose loops ran past its cap, is the input's)."""
 
 RESULT_ENTRY = re.compile(r"\bout\[(\d+(?:, \d+)*)\]")
 """An entry of a call's result as the core's errors name it (``out[p, i, j]``): found in a
@@ -54,6 +61,8 @@ class Node:
     bytes_sent: int = 0
     bytes_received: int = 0
     busy_s: float = 0.0
+    grid_rate: float | None = None
+    """Cells/s a test injected for the grid balancer (``inject_grid_rate``)."""
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,15 @@ own boundary handling does to them reaches at most ``g`` rows inward in ``g`` st
 every band row is computed from exact neighbours: the bits of one context, for any node
 count. Grids the core would scale (max |u| above 2^123) or refuse (non-finite cells, cells
 other than 0/1) run whole on one node, so their results and errors are the single
-context's. A node that fails mid-run is left out and the run starts again from the input
-without it, as a single context does with a device."""
+context's (the core's own checks, ``_native.check_stencil`` and ``_native.check_life``, say
+which: its errors, and the scaling it would apply). A node that fails mid-run is left out
+and the run starts again from the input without it, as a single context does with a device.
+
+With ``rebalance`` (the default, as locally) the core's balancer (``_native.Balancer``) is
+given each node's measured round (seconds of its own stepping, or work over a rate injected
+by :meth:`~amari_gpu.RayContext.inject_grid_rate`) and proposes a new split when moving the
+rows pays by its rule; rows then move between the nodes' bands node to node through the
+object store. Every cell is computed by the same arithmetic in any band: the bits stay."""
 
 from __future__ import annotations
 
@@ -29,12 +36,10 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from .. import _native
 from ..domain import DomainReport
 from ..errors import AmariGpuError, InvalidArgumentError
+from .array import row_ranges
 from .dispatch import ARGUMENT_ERRORS, Dispatcher, Job, Node
 from .node import ArraySlot
 from .planner import apportion
-
-HEAT_LIMIT = 2.0**123
-"""Largest |u| the core runs as given (above it, it scales the whole grid)."""
 
 STENCIL = "stencil"
 
@@ -93,73 +98,141 @@ def _layout(ctx: Dispatcher, height: int, halo: int, split: list[int] | None) ->
     return [by_node.get(n.index, 0) for n in nodes]
 
 
+def _judged(node: Node, work: int, seconds: float) -> float:
+    """A node's round as the balancer judges it: measured, unless a test injected a rate."""
+    return work / node.grid_rate if node.grid_rate is not None else seconds
+
+
+class _Run:
+    """One attempt of a grid run on the healthy nodes; raises ``_NodeLost`` if one fails."""
+
+    def __init__(self, ctx: Dispatcher, method: str, params: tuple[Any, ...], grid: Any) -> None:
+        self.ctx = ctx
+        self.method = method
+        self.params = params
+        self.grid = grid
+        self.key = uuid.uuid4().hex
+        self.periodic = method == "life" or params[1] == "periodic"
+        self.row_bytes = grid.shape[1] * grid.itemsize
+
+    def round(
+        self, bands: list[tuple[Node, int, int]], edges: list[Any], g: int, halo: int
+    ) -> tuple[list[Any], list[float]]:
+        """``g`` steps on every band; the bands' new edges and each node's seconds."""
+        refs = []
+        for i, (node, _s, _e) in enumerate(bands):
+            above = i - 1 if i > 0 else (len(bands) - 1 if self.periodic else None)
+            below = i + 1 if i + 1 < len(bands) else (0 if self.periodic else None)
+            top = None if above is None else edges[above][1][-g:]
+            bottom = None if below is None else edges[below][0][:g]
+            refs.append(
+                node.actor.band_round.remote(
+                    self.key, self.method, self.params, top, bottom, g, halo
+                )
+            )
+        answers = _call(self.ctx, refs, bands)
+        return [(a[0], a[1]) for a in answers], [float(a[2]) for a in answers]
+
+    def relayout(
+        self, bands: list[tuple[Node, int, int]], split: list[tuple[int, int]], halo: int
+    ) -> tuple[list[tuple[Node, int, int]], list[Any]]:
+        """Moves rows to the bands of ``split`` ((node index, rows), the bands' order):
+        each node's new band assembled from the old bands' rows, node to node through the
+        object store; the new bands and their edges."""
+        by_index = {n.index: n for n, _s, _e in bands}
+        new = row_ranges([by_index[i] for i, _ in split], [r for _, r in split])
+        pieces = []
+        for _node, s, e in new:
+            parts = []
+            for owner, os_, oe in bands:
+                lo, hi = max(s, os_), min(e, oe)
+                if lo < hi:
+                    parts.append(owner.actor.band_rows.remote(self.key, lo - os_, hi - os_))
+            pieces.append(parts)
+        kept = {n.index for n, _s, _e in new}
+        gone = [(n, s, e) for n, s, e in bands if n.index not in kept]
+        _call(self.ctx, [n.actor.band_close.remote(self.key, False) for n, _s, _e in gone], gone)
+        refs = [
+            node.actor.band_set.remote(self.key, halo, *parts)
+            for (node, _s, _e), parts in zip(new, pieces)
+        ]
+        return new, _call(self.ctx, refs, new)
+
+    def propose(
+        self,
+        balancer: _native.Balancer,
+        bands: list[tuple[Node, int, int]],
+        round_s: float,
+        remaining: int,
+        halo: int,
+    ) -> list[tuple[int, int]] | None:
+        """The balancer's new split when moving pays (the cost of a move: two round trips
+        and the moved rows at the slowest node's measured transfer rate); None also when
+        it would leave a band thinner than ``halo`` rows (its ghosts come from one
+        neighbour)."""
+        nodes = [n for n, _s, _e in bands]
+        latency = max(n.info.get("latency_s", 0.0) for n in nodes)
+        rate = min(
+            min(n.info.get("upload_bytes_per_s", 1e9), n.info.get("download_bytes_per_s", 1e9))
+            for n in nodes
+        )
+        split = [(n.index, e - s) for n, s, e in bands]
+        proposal = balancer.propose(
+            split, round_s, remaining, latency, 2.0 * self.row_bytes / rate, halo
+        )
+        if proposal is None or any(0 < r < halo for _, r in proposal):
+            return None
+        return proposal
+
+
 def _run_bands(
     ctx: Dispatcher,
     method: str,
     params: tuple[Any, ...],
     grid: np.ndarray[Any, Any],
-    steps: int,
-    halo: int,
-    split: list[int] | None,
+    options: _native.RunOptions,
     progress: Callable[[int, int], object] | None,
 ) -> tuple[np.ndarray[Any, Any], DomainReport]:
     """One attempt of the run on the healthy nodes; raises ``_NodeLost`` if one fails."""
-    height = grid.shape[0]
-    periodic = method == "life" or params[1] == "periodic"
-    nodes = ctx.healthy()
-    rows = _layout(ctx, height, halo, split)
-    bands: list[tuple[Node, int, int]] = []
-    start = 0
-    for node, r in zip(nodes, rows):
-        if r:
-            bands.append((node, start, start + r))
-        start += r
-    key = uuid.uuid4().hex
+    steps, halo = int(options["steps"]), int(options["halo"])
+    run = _Run(ctx, method, params, grid)
+    bands = row_ranges(ctx.healthy(), _layout(ctx, grid.shape[0], halo, options["split"]))
     t0 = time.perf_counter()
-    _call(ctx, [n.actor.band_open.remote(key, grid[s:e]) for n, s, e in bands], bands)
+    _call(ctx, [n.actor.band_open.remote(run.key, grid[s:e]) for n, s, e in bands], bands)
     edges = [(grid[s:e][:halo], grid[s:e][-halo:]) for _, s, e in bands]
     rounds: list[dict[str, Any]] = []
+    layouts = [_layout_entry(0, bands, 0.0)]
+    balancer = _native.Balancer()
     done = 0
     while done < steps:
         g = min(halo, steps - done)
-        refs = []
         round_start = time.perf_counter()
-        for i, (node, _s, _e) in enumerate(bands):
-            above = i - 1 if i > 0 else (len(bands) - 1 if periodic else None)
-            below = i + 1 if i + 1 < len(bands) else (0 if periodic else None)
-            top = None if above is None else edges[above][1][-g:]
-            bottom = None if below is None else edges[below][0][:g]
-            refs.append(node.actor.band_round.remote(key, method, params, top, bottom, g, halo))
-        edges = _call(ctx, refs, bands)
+        edges, seconds = run.round(bands, edges, g, halo)
         wall = time.perf_counter() - round_start
-        rounds.append(
-            {
-                "steps": g,
-                "wall_s": wall,
-                "assemble_s": 0.0,
-                "compute_s": wall,
-                "exchange_s": 0.0,
-                "devices": [
-                    {
-                        "device": n.index,
-                        "rows": e - s,
-                        "bands": 1,
-                        "work": (e - s) * g,
-                        "upload_s": 0.0,
-                        "compute_s": wall,
-                        "readback_s": 0.0,
-                    }
-                    for n, s, e in bands
-                ],
-            }
-        )
+        judged = 0.0
+        for (node, s, e), busy in zip(bands, seconds):
+            work = (e - s + 2 * g) * grid.shape[1] * g
+            judged = max(judged, _judged(node, work, busy))
+            balancer.observe(node.index, work, _judged(node, work, busy), 0.0)
+        rounds.append(_round_entry(g, wall, bands, seconds))
+        balancer.round_done()
         done += g
         if progress is not None:
             progress(done, steps)
+        if done >= steps or not options["rebalance"]:
+            continue
+        remaining = -(-(steps - done) // halo)
+        split = run.propose(balancer, bands, max(wall, judged), remaining, halo)
+        if split is None:
+            continue
+        t = time.perf_counter()
+        bands, edges = run.relayout(bands, split, halo)
+        balancer.relaid()
+        layouts.append(_layout_entry(done, bands, time.perf_counter() - t))
     t1 = time.perf_counter()
     out = np.empty_like(grid)
     for (_n, s, e), band in zip(
-        bands, _call(ctx, [n.actor.band_close.remote(key) for n, _, _ in bands], bands)
+        bands, _call(ctx, [n.actor.band_close.remote(run.key) for n, _, _ in bands], bands)
     ):
         out[s:e] = band
     report = DomainReport(
@@ -167,17 +240,45 @@ def _run_bands(
         halo=halo,
         wall_s=time.perf_counter() - t0,
         rounds=rounds,
-        layouts=[
-            {
-                "at_step": 0,
-                "split": [(n.index, e - s) for n, s, e in bands],
-                "bands": len(bands),
-                "seconds": 0.0,
-            }
-        ],
+        layouts=layouts,
         download_s=time.perf_counter() - t1,
     )
     return out, report
+
+
+def _layout_entry(
+    at_step: int, bands: list[tuple[Node, int, int]], seconds: float
+) -> dict[str, Any]:
+    return {
+        "at_step": at_step,
+        "split": [(n.index, e - s) for n, s, e in bands],
+        "bands": len(bands),
+        "seconds": seconds,
+    }
+
+
+def _round_entry(
+    g: int, wall: float, bands: list[tuple[Node, int, int]], seconds: list[float]
+) -> dict[str, Any]:
+    return {
+        "steps": g,
+        "wall_s": wall,
+        "assemble_s": 0.0,
+        "compute_s": max(seconds, default=0.0),
+        "exchange_s": max(wall - max(seconds, default=0.0), 0.0),
+        "devices": [
+            {
+                "device": n.index,
+                "rows": e - s,
+                "bands": 1,
+                "work": (e - s) * g,
+                "upload_s": 0.0,
+                "compute_s": busy,
+                "readback_s": 0.0,
+            }
+            for (n, s, e), busy in zip(bands, seconds)
+        ],
+    }
 
 
 class _NodeLost(Exception):
@@ -227,16 +328,7 @@ def _grid_run(
         if not ctx.healthy():
             raise ctx.no_healthy_node()
         try:
-            out, report = _run_bands(
-                ctx,
-                method,
-                params,
-                grid,
-                int(options["steps"]),
-                int(options["halo"]),
-                options["split"],
-                progress,
-            )
+            out, report = _run_bands(ctx, method, params, grid, options, progress)
         except _NodeLost as lost:
             lost.node.healthy = False
             lost.node.reason = lost.reason
@@ -254,8 +346,9 @@ def stencil(
     progress: Callable[[int, int], object] | None = None,
     out: npt.NDArray[np.float32] | None = None,
 ) -> tuple[npt.NDArray[np.float32], DomainReport]:
-    """``_native.stencil`` on the cluster: one band per node, halos through the store."""
-    if not np.isfinite(grid).all() or (grid.size and float(np.abs(grid).max()) > HEAT_LIMIT):
+    """``_native.stencil`` on the cluster: one band per node, halos through the store (a
+    grid the core scales, by its own check, runs whole on one node)."""
+    if _native.check_stencil(grid, alpha, boundary, int(options["steps"])):
         template = (ArraySlot(0), alpha, boundary, {**options, "split": None})
         return _into(out, *_whole(ctx, "stencil", template, grid))
     return _into(out, *_grid_run(ctx, "stencil", (alpha, boundary), grid, options, progress))
@@ -269,6 +362,38 @@ def life(
     out: npt.NDArray[np.uint8] | None = None,
 ) -> tuple[npt.NDArray[np.uint8], DomainReport]:
     """``_native.life`` on the cluster: one band per node, halos through the store."""
-    if grid.size and int(grid.max()) > 1:
-        return _into(out, *_whole(ctx, "life", (ArraySlot(0), {**options, "split": None}), grid))
+    _native.check_life(grid)
     return _into(out, *_grid_run(ctx, "life", (), grid, options, progress))
+
+
+class GridRatesMixin:
+    """``inject_grid_rate`` of ``RayContext``."""
+
+    _native: Dispatcher
+
+    def inject_grid_rate(self, node_id: int, cells_per_s: float | None) -> None:
+        """For testing only: the grid rebalancer judges node ``node_id``'s rounds as if it
+        computed ``cells_per_s`` cells per second, instead of by their measured time (as
+        :meth:`MultiGpuContext.inject_grid_rate <amari_gpu.MultiGpuContext.inject_grid_rate>`
+        does for a device). The rounds still run at the node's own speed and the results
+        are the same bits; only where ``stencil``/``life`` rows go follows the given rates.
+
+        Args:
+            node_id: the node, an index of ``nodes``.
+            cells_per_s: a finite rate above 0, or None to measure the rounds again.
+
+        Raises:
+            InvalidArgumentError: an unknown node, or ``cells_per_s`` not a finite number
+                above 0 (nor None).
+        """
+        node = self._native.nodes[self._node_index(node_id)]  # type: ignore[attr-defined]
+        if cells_per_s is not None and (
+            isinstance(cells_per_s, bool)
+            or not isinstance(cells_per_s, (int, float, np.integer, np.floating))
+            or not 0 < float(cells_per_s) < float("inf")
+        ):
+            raise InvalidArgumentError(
+                "cells_per_s: expected a finite number of cells per second > 0 or None, "
+                f"got {cells_per_s!r}"
+            )
+        node.grid_rate = None if cells_per_s is None else float(cells_per_s)

@@ -26,8 +26,11 @@ import numpy.typing as npt
 from .. import _native
 from ..errors import InvalidArgumentError
 from ..planning import Plan
+from . import array_kernels
+from .array_kernels import resident
 from .dispatch import Dispatcher, Job, Shared
 from .node import ArraySlot
+from .resident import gather
 
 GA = "geometric_algebra"
 TROPICAL = "tropical"
@@ -102,7 +105,9 @@ def ga_apply(
     out: Any = None,
 ) -> tuple[Any, Plan | None]:
     """``_native.ga_apply`` on the cluster: rows split, a one-row operand (applied to every
-    row of the other) bound whole to every chunk."""
+    row of the other) bound whole to every chunk; with a cluster array, where it lives."""
+    if resident(*operands):
+        return array_kernels.ga_apply(ctx, operation, signature, operands, grades, out)
     _host_only(*operands, out)
     _native.check_ga_apply(operation, signature, operands, grades)
     items = max(len(o) for o in operands)
@@ -144,11 +149,20 @@ def _tropical(
     semiring: str,
     strategy: str | None,
     out: Any,
+    a_shape: tuple[int, ...] | None,
     out_bytes: Callable[[npt.NDArray[np.float32], npt.NDArray[np.float32]], float],
 ) -> tuple[Any, Plan | None]:
     """A tropical product ``kernel`` of ``a`` and ``other`` (``b`` or ``x``) on the cluster,
     checked whole by the core's ``check_<kernel>``; ``out_bytes``: the bytes of its result,
     from the batched operands (the plan's cost per item)."""
+    if resident(a):
+
+        def numpy_run(rows: Any) -> Any:
+            return _tropical(ctx, kernel, rows, other, semiring, strategy, None, None, out_bytes)[0]
+
+        return array_kernels.tropical(
+            ctx, kernel, a, other, semiring, out, a_shape or (), numpy_run
+        )
     _host_only(a, out)
     getattr(_native, f"check_{kernel}")(a, other, semiring)
     a3, other3, out3 = _batch_view(a, other, out)
@@ -181,6 +195,7 @@ def tropical_matmul(
         semiring,
         strategy,
         out,
+        a_shape,
         lambda a3, b3: 4.0 * a3.shape[0] * a3.shape[1] * b3.shape[-1],
     )
 
@@ -196,7 +211,9 @@ def tropical_matvec(
 ) -> tuple[Any, Plan | None]:
     """``_native.tropical_matvec`` on the cluster: rows of ``a`` in, per item (the result,
     k times smaller, is not counted)."""
-    return _tropical(ctx, "tropical_matvec", a, x, semiring, strategy, out, lambda _a, _x: 0.0)
+    return _tropical(
+        ctx, "tropical_matvec", a, x, semiring, strategy, out, a_shape, lambda _a, _x: 0.0
+    )
 
 
 def shortest_paths(
@@ -228,7 +245,10 @@ def fisher_information(
     out: np.ndarray[Any, Any] | None = None,
     scores_shape: tuple[int, ...] | None = None,
 ) -> tuple[npt.NDArray[np.float64], Plan | None]:
-    """``_native.fisher_information`` on the cluster, bit-identical to one context."""
+    """``_native.fisher_information`` on the cluster, bit-identical to one context (cluster
+    array scores are gathered: the chunk grid of the sum is the whole call's)."""
+    if resident(scores):
+        scores = gather(scores).reshape(scores_shape or (scores.rows, scores.cols))
     _host_only(scores)
     prepared = _native.fisher_prepare(scores, weights)
     s = scores if prepared["scores"] is None else prepared["scores"]
@@ -267,6 +287,9 @@ def fisher_categorical(
     values_shape: tuple[int, ...] | None = None,
 ) -> tuple[Any, Plan | None]:
     """``_native.fisher_categorical`` on the cluster."""
+    if resident(values):
+        shape = values_shape or (values.rows, values.cols)
+        return array_kernels.fisher_categorical(ctx, values, logits, out, shape)
     _host_only(values, out)
     _native.check_fisher_categorical(values, logits)
 
@@ -288,6 +311,8 @@ def fisher_gaussian(
     var_shape: tuple[int, ...] | None = None,
 ) -> tuple[Any, Plan | None]:
     """``_native.fisher_gaussian`` on the cluster."""
+    if resident(mean, var):
+        return array_kernels.fisher_gaussian(ctx, mean, var, out, (mean_shape, var_shape))
     _host_only(mean, var, out)
     _native.check_fisher_gaussian(mean, var)
 
@@ -299,6 +324,40 @@ def fisher_gaussian(
     return _run_rows(ctx, INFORMATION, len(mean), call, per_row, strategy, out=out)
 
 
+def map_rows(
+    ctx: Dispatcher,
+    spec: _native.RowsSpec,
+    arrays: list[tuple[Any, tuple[int, ...]]],
+    strategy: str | None = None,
+    out: Any = None,
+) -> tuple[Any, Plan | None]:
+    """``_native.map_rows`` on the cluster: checked whole by the core (shapes, the kernel),
+    then ``(N, C)`` arrays split by rows, ``(C,)`` ones bound whole to every chunk; with a
+    cluster array, where it lives."""
+    if resident(*(v for v, _ in arrays)):
+        return array_kernels.map_rows(ctx, spec, arrays, out)
+    _host_only(*(v for v, _ in arrays), out)
+    items = _native.check_map_rows(spec, arrays)
+    broadcast = [len(shape) == 1 for _, shape in arrays]
+
+    def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
+        parts = [Shared(v) if b else v[start:stop] for (v, _), b in zip(arrays, broadcast)]
+        shapes = [
+            shape if b else (stop - start, *shape[1:]) for (_, shape), b in zip(arrays, broadcast)
+        ]
+        slots = [(ArraySlot(i), s) for i, s in enumerate(shapes)]
+        return "map_rows", (spec, slots), parts
+
+    cols = int(spec["out_cols"])
+    if items == 0:
+        return _into(out, np.empty((0, cols), dtype=np.float32)), None
+    per_row = _row_bytes(*[v for (v, _), b in zip(arrays, broadcast) if not b]) + 4.0 * cols
+    assembly = _Assembly(items, 0, out)
+    job = Job("map_rows", items, per_row, call, assembly.take, whole=all(broadcast))
+    plan = ctx.run(job, strategy)
+    return assembly.out, plan
+
+
 # The grids' entry points belong to the same set (the domain mixin calls them through it).
 from .grids import life, stencil  # noqa: E402
 
@@ -308,6 +367,7 @@ __all__ = [
     "fisher_information",
     "ga_apply",
     "life",
+    "map_rows",
     "shortest_paths",
     "stencil",
     "tropical_matmul",

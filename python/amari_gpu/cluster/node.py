@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _native
 from ..context import MultiGpuContext
-from ..errors import DeviceLostError
+from ..errors import DeviceLostError, ShapeError
 from ..profiler import Profile, _Recording
 
 
@@ -28,11 +28,21 @@ class ArraySlot:
     index: int
 
 
-def _fill(template: Any, arrays: tuple[Any, ...]) -> Any:
+@dataclass(frozen=True)
+class HeldSlot:
+    """Where the rows the node holds under ``key`` (a shard of a cluster array, a local
+    DeviceArray of its context) go in a call's arguments."""
+
+    key: str
+
+
+def _fill(template: Any, arrays: tuple[Any, ...], held: dict[str, Any] | None = None) -> Any:
     if isinstance(template, ArraySlot):
         return arrays[template.index]
+    if isinstance(template, HeldSlot) and held is not None:
+        return held[template.key]
     if isinstance(template, (list, tuple)):
-        filled = [_fill(t, arrays) for t in template]
+        filled = [_fill(t, arrays, held) for t in template]
         return filled if isinstance(template, list) else tuple(filled)
     return template
 
@@ -47,6 +57,8 @@ class NodeWorker:
         self._fail_at: int | None = None
         self._fault = "kill"
         self._bands: dict[str, Any] = {}
+        # Shards of cluster arrays: native DeviceArrays of this node's context, by key.
+        self._held: dict[str, Any] = {}
         self._recording: _Recording | None = None
         self._profile: Profile | None = None
         self._profile_t0 = 0.0
@@ -91,12 +103,61 @@ class NodeWorker:
     def run(self, method: str, strategy: str | None, template: Any, *arrays: Any) -> Any:
         """One chunk: ``_native.<method>(context, *args, strategy)``, ``args`` being
         ``template`` with its ``ArraySlot``s replaced by ``arrays``."""
+        self._chunk()
+        args = _fill(template, arrays)
+        return getattr(_native, method)(self._ctx._native, *args, strategy)
+
+    def _chunk(self) -> None:
+        """Counts a unit of work (a chunk, a grid round, a shard's call or upload), failing
+        first when a fault was injected for it."""
         if self._fail_at is not None and self._chunks >= self._fail_at:
             self._inject()
-        args = _fill(template, arrays)
-        result = getattr(_native, method)(self._ctx._native, *args, strategy)
         self._chunks += 1
-        return result
+
+    def hold(
+        self, key: str, names: list[str], slices: list[tuple[int, int | None]], *parts: Any
+    ) -> tuple[int, ...]:
+        """Uploads rows into this node's devices and keeps them under ``key``: the rows
+        ``slices[i]`` of ``parts[i]`` (arrays Ray read from its store, any real dtype,
+        converted to float32 as every kernel input is; ``names[i]`` in errors), in order.
+        Returns the shape of the first part (the driver checks ``from_ray``'s with it)."""
+        from .._validate import as_float32, real_array
+
+        self._chunk()
+        rows = []
+        for name, (lo, hi), part in zip(names, slices, parts):
+            array = real_array(name, part)
+            if array.ndim == 0:
+                raise ShapeError(f"{name}: expected an array with at least one axis, got a scalar")
+            width = array.shape[-1] if array.ndim > 1 else 1
+            if width == 0 or array.size == 0:
+                return tuple(array.shape)
+            rows.append(as_float32(name, array.reshape(-1, width)[lo:hi]))
+        flat = rows[0] if len(rows) == 1 else np.concatenate(rows)
+        self._held[key] = _native.resident_upload(self._ctx._native, np.ascontiguousarray(flat))
+        return tuple(np.shape(parts[0]))
+
+    def compute(self, key: str, method: str, template: Any, *arrays: Any) -> tuple[int, int]:
+        """``_native.<method>(context, *args)`` with ``args`` being ``template`` with its
+        ``ArraySlot``s replaced by ``arrays`` and its ``HeldSlot``s by held shards; keeps the
+        resident result under ``key`` and returns its rows and columns."""
+        self._chunk()
+        args = _fill(template, arrays, self._held)
+        result, _plan = getattr(_native, method)(self._ctx._native, *args)
+        self._held[key] = result
+        return int(result.rows), int(result.cols)
+
+    def export(self, key: str, start: int, stop: int) -> Any:
+        """Rows ``start..stop`` of the shard held under ``key`` (into the object store)."""
+        whole = _native.resident_gather(self._ctx._native, self._held[key])
+        return whole[start:stop]
+
+    def drop(self, keys: list[str]) -> None:
+        """Releases the shards held under ``keys`` (those it holds)."""
+        for key in keys:
+            handle = self._held.pop(key, None)
+            if handle is not None:
+                handle.free()
 
     def band_open(self, key: str, band: Any) -> None:
         """Keeps a grid band (rows of a ``stencil`` or ``life`` call) for its rounds."""
@@ -111,24 +172,36 @@ class NodeWorker:
         bottom: Any,
         steps: int,
         halo: int,
-    ) -> tuple[Any, Any]:
+    ) -> tuple[Any, Any, float]:
         """``steps`` steps of the band with ghost rows ``top`` and ``bottom`` (None at a
-        grid edge without wrap-around); returns the band's first and last ``halo`` rows."""
-        if self._fail_at is not None and self._chunks >= self._fail_at:
-            self._inject()
+        grid edge without wrap-around); returns the band's first and last ``halo`` rows and
+        the seconds the node's context took for the steps."""
+        self._chunk()
         band = self._bands[key]
         parts = [p for p in (top, band, bottom) if p is not None]
         options = {"steps": steps, "halo": steps, "rebalance": False, "split": None}
         grid = np.ascontiguousarray(np.concatenate(parts))
+        t0 = time.perf_counter()
         out, _ = getattr(_native, method)(self._ctx._native, grid, *params, options, None)
+        seconds = time.perf_counter() - t0
         first = 0 if top is None else len(top)
         self._bands[key] = band = out[first : first + len(band)]
-        self._chunks += 1
+        return band[:halo], band[-halo:], seconds
+
+    def band_rows(self, key: str, start: int, stop: int) -> Any:
+        """Rows ``start..stop`` of the band (for another node's band after a new split)."""
+        return self._bands[key][start:stop]
+
+    def band_set(self, key: str, halo: int, *parts: Any) -> tuple[Any, Any]:
+        """The band made of ``parts`` (rows in order, after a new split); returns its
+        first and last ``halo`` rows."""
+        band = self._bands[key] = np.concatenate(parts)
         return band[:halo], band[-halo:]
 
-    def band_close(self, key: str) -> Any:
-        """The band after the last round (and forgets it)."""
-        return self._bands.pop(key)
+    def band_close(self, key: str, give: bool = True) -> Any:
+        """The band after the last round, or None when not ``give`` (and forgets it)."""
+        band = self._bands.pop(key)
+        return band if give else None
 
     def inject_fault(self, after_chunks: int, fault: str) -> None:
         """Makes this node fail (``fault``: "kill", "hang" or "device_error") when it starts

@@ -172,9 +172,9 @@ def blas() -> dict[str, Any]:
     }
 
 
-def _numpy_fisher(g: npt.NDArray[np.float32]) -> Any:
-    """The Fisher row's peer: numpy's BLAS `g.T @ g` (one SYRK), over N."""
-    return g.T @ g / np.float32(g.shape[0])
+def _numpy_fisher(g: npt.NDArray[np.floating[Any]]) -> Any:
+    """The Fisher row's peer: numpy's BLAS `g.T @ g` (one SYRK), over N, in g's dtype."""
+    return g.T @ g / g.dtype.type(g.shape[0])
 
 
 def _timed(f: Callable[[], Any]) -> tuple[float, Any]:
@@ -412,19 +412,24 @@ def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
     )
 
     # Narrow scores (8 x 8 blocks) and wide ones (64 x 64 tiles); the peer is the BLAS call
-    # users write (numpy runs `g.T @ g` as one SYRK), float32 like ours.
+    # users write (numpy runs `g.T @ g` as one SYRK), float32 like ours, and for the wide
+    # scores also in float64 (our result is float64, summed from float32 partials).
     for p in sorted({min(FISHER_NARROW, sizes.fisher_params), sizes.fisher_params}):
         g = rng.standard_normal((sizes.fisher_rows, p), dtype=np.float32)
-        rows.append(
-            Row(
-                f"Fisher {sizes.fisher_rows:,} x {p}",
-                functools.partial(host.fisher_information, g),
-                f"numpy {np.__version__} g.T @ g / N (BLAS, float32)",
-                functools.partial(_numpy_fisher, g),
-                FISHER_TARGET,
-                check=lambda ours, peer: bool(np.allclose(ours, peer, rtol=1e-3, atol=1e-4)),
+        peers = [("float32", g)]
+        if p == sizes.fisher_params:
+            peers.append(("float64", g.astype(np.float64)))
+        for dtype, scores in peers:
+            rows.append(
+                Row(
+                    f"Fisher {sizes.fisher_rows:,} x {p}",
+                    functools.partial(host.fisher_information, g),
+                    f"numpy {np.__version__} g.T @ g / N (BLAS, {dtype})",
+                    functools.partial(_numpy_fisher, scores),
+                    FISHER_TARGET,
+                    check=lambda ours, peer: bool(np.allclose(ours, peer, rtol=1e-3, atol=1e-4)),
+                )
             )
-        )
 
     q = sizes.grid_n
     u = rng.random((q, q), dtype=np.float32)

@@ -3,11 +3,13 @@
 //! call into chunks for its nodes, so an argument error names the caller's positions and
 //! shapes (not a chunk's) and nothing has been written or dispatched.
 
+use amari_gpu::domain;
 use amari_gpu::fisher;
 use amari_gpu::ga;
+use amari_gpu::rows::{self, RowArray, RowsCall};
 use amari_gpu::tropical::{self, Operands, Semiring};
 use amari_gpu::ResidentOperand as Operand;
-use numpy::{PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use numpy::{PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use crate::arrays::contiguous;
@@ -134,6 +136,59 @@ fn check_fisher_gaussian(
     })
 }
 
+/// Checks `stencil(ctx, grid, alpha, boundary, {"steps": steps, ...})` as its core entry
+/// does without a context (shape, `alpha`, `boundary`, finite cells): raises its error, or
+/// returns the power of two the core scales the grid down by (0: it runs as given).
+#[pyfunction]
+fn check_stencil(
+    py: Python<'_>,
+    grid: PyReadonlyArray2<'_, f32>,
+    alpha: f32,
+    boundary: &str,
+    steps: u64,
+) -> PyResult<i32> {
+    domain::Boundary::parse(boundary).map_err(|e| to_pyerr(py, e))?;
+    let (height, width) = (grid.shape()[0], grid.shape()[1]);
+    let cells = contiguous(&grid, "grid")?;
+    run_detached(py, move || {
+        domain::check_heat(cells, height, width, alpha, steps)
+    })
+}
+
+/// Checks `life(ctx, grid, options)` as its core entry does without a context (shape,
+/// cells 0 or 1): raises its error, or returns None.
+#[pyfunction]
+fn check_life(py: Python<'_>, grid: PyReadonlyArray2<'_, u8>) -> PyResult<()> {
+    let (height, width) = (grid.shape()[0], grid.shape()[1]);
+    let cells = contiguous(&grid, "grid")?;
+    run_detached(py, move || domain::check_life(cells, height, width))
+}
+
+/// Checks `map_rows(ctx, spec, arrays)` as its core entry does without a context (the
+/// arrays' shapes in the caller's terms, `spec["source"]` against them by naga): raises
+/// its error, or returns the call's items. `arrays` are host rows with the caller's shapes.
+#[pyfunction]
+fn check_map_rows(
+    py: Python<'_>,
+    spec: crate::rows::RowsSpec,
+    arrays: Vec<(PyReadonlyArrayDyn<'_, f32>, Vec<usize>)>,
+) -> PyResult<usize> {
+    let mut views = Vec::with_capacity(arrays.len());
+    for (k, (array, shape)) in arrays.iter().enumerate() {
+        let data = Operand::Host(contiguous(array, &format!("arrays[{k}]"))?);
+        views.push(RowArray { data, shape });
+    }
+    let call = RowsCall {
+        source: &spec.source,
+        arrays: views,
+        out_cols: spec.out_cols,
+        params: spec.params,
+    };
+    rows::check_call(&call)
+        .map(|(items, _)| items)
+        .map_err(|e| to_pyerr(py, e))
+}
+
 /// Adds this module's functions to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_tropical_matmul, m)?)?;
@@ -141,5 +196,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_ga_apply, m)?)?;
     m.add_function(wrap_pyfunction!(check_fisher_categorical, m)?)?;
     m.add_function(wrap_pyfunction!(check_fisher_gaussian, m)?)?;
+    m.add_function(wrap_pyfunction!(check_map_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(check_stencil, m)?)?;
+    m.add_function(wrap_pyfunction!(check_life, m)?)?;
     Ok(())
 }

@@ -159,9 +159,64 @@ fn life<'py>(
     })
 }
 
+/// The core's band balancer for a grid run whose bands live elsewhere (a cluster's nodes):
+/// smoothed rates per band owner from measured rounds, and a new split when moving the rows
+/// pays, by the rule and cost model of a local run.
+#[pyclass(module = "amari_gpu._native", name = "Balancer")]
+#[derive(Default)]
+pub struct PyBalancer {
+    inner: domain::Balancer,
+}
+
+#[pymethods]
+impl PyBalancer {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records that `owner` computed `cells` cells in `seconds`, `overhead_s` of them its
+    /// fixed cost per round.
+    fn observe(&mut self, owner: usize, cells: u64, seconds: f64, overhead_s: f64) {
+        self.inner.observe(owner, cells, seconds, overhead_s);
+    }
+
+    /// Marks the end of a round.
+    fn round_done(&mut self) {
+        self.inner.round_done();
+    }
+
+    /// Marks a new layout: its first rounds are measured before it is judged again.
+    fn relaid(&mut self) {
+        self.inner.relaid();
+    }
+
+    /// The new split ((owner, rows) in band order) when moving to it pays over
+    /// `remaining_rounds` rounds of `round_s` seconds, a move costing two round trips of
+    /// `latency_s` plus `row_s` per row that changes owner (the new ghost rows of `halo`
+    /// included); None otherwise.
+    fn propose(
+        &self,
+        split: Vec<(usize, usize)>,
+        round_s: f64,
+        remaining_rounds: usize,
+        latency_s: f64,
+        row_s: f64,
+        halo: usize,
+    ) -> Option<Vec<(usize, usize)>> {
+        let cost = |to: &[(usize, usize)]| {
+            2.0 * latency_s + domain::moved_rows(&split, to, halo) as f64 * row_s
+        };
+        self.inner
+            .propose(&split, round_s, remaining_rounds, &cost)
+            .map(|p| p.split)
+    }
+}
+
 /// Adds the domain-decomposition functions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stencil, m)?)?;
     m.add_function(wrap_pyfunction!(life, m)?)?;
+    m.add_class::<PyBalancer>()?;
     Ok(())
 }

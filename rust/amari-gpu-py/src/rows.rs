@@ -14,10 +14,10 @@ use crate::resident::{float64_refused, run_to, PyDeviceArray, PyOperand, PyOut, 
 /// The kernel of a call, read from a dict with one key per field.
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
-struct RowsSpec {
-    source: String,
-    out_cols: usize,
-    params: Vec<(String, f32)>,
+pub(crate) struct RowsSpec {
+    pub(crate) source: String,
+    pub(crate) out_cols: usize,
+    pub(crate) params: Vec<(String, f32)>,
 }
 
 /// Runs the user's `fn row` of `spec["source"]` over `arrays`: each a DeviceArray or a

@@ -87,13 +87,18 @@ fn syrk_partials_match_the_devices_bit_for_bit() {
                             if i >= p || j >= p {
                                 continue;
                             }
+                            let got = sum[pair * e * e + r * e + c];
+                            if e == 64 && i > j {
+                                // Below a diagonal tile's diagonal: mirrored, written as 0.
+                                assert_eq!(got.to_bits(), 0, "P = {p} ({i}, {j})");
+                                continue;
+                            }
                             let (want, bound) = (0..n).fold((0.0, 0.0), |(s, b), row| {
                                 let t = f64::from(w[row])
                                     * f64::from(scores[row * p + i])
                                     * f64::from(scores[row * p + j]);
                                 (s + t, b + t.abs())
                             });
-                            let got = sum[pair * e * e + r * e + c];
                             assert!((got - want).abs() <= 1e-5 * bound, "P = {p} ({i}, {j})");
                         }
                     }

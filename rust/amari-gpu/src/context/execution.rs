@@ -172,7 +172,7 @@ impl MultiGpuContext {
                 )?),
             };
             if let Some(words) = words {
-                partials = alloc::zeroed("partials", words)?;
+                partials = self.spare.zeroed(words)?;
             }
             // A fast-path call runs on its one device, on this thread.
             let runs_on = match plan.fast_path {

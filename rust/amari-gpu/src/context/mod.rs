@@ -10,6 +10,7 @@ pub(crate) mod ledger;
 pub(crate) mod lineage;
 mod profiled;
 pub(crate) mod shard;
+mod spare;
 mod unable;
 
 use std::collections::{BTreeMap, HashSet};
@@ -131,6 +132,8 @@ pub struct MultiGpuContext {
     pub(crate) selection: Selection,
     /// The fast-path decisions of small calls (see `fast`).
     pub(crate) fast: fast::FastCache,
+    /// The partials buffer the last reduction handed back (see `spare`).
+    pub(crate) spare: spare::Spare,
 }
 
 impl MultiGpuContext {
@@ -151,6 +154,7 @@ impl MultiGpuContext {
             resident: Arc::default(),
             selection: Selection::default(),
             fast: fast::FastCache::default(),
+            spare: spare::Spare::default(),
         }
     }
     /// Releases the devices: when this is the context's last reference (no call is

@@ -26,7 +26,9 @@ mod rule;
 mod run;
 mod state;
 
+pub use balance::{Balancer, Proposal};
 pub use bands::{Band, Geometry};
+pub use relayout::moved_rows;
 pub use report::{DeviceRoundReport, Layout, Report, RoundReport};
 pub use rule::{Boundary, Options, Rule};
 
@@ -45,32 +47,7 @@ pub fn heat(
     boundary: Boundary,
     opts: &Options,
 ) -> Result<(Vec<f32>, Report)> {
-    check_shape(grid.len(), height, width)?;
-    if !(alpha.is_finite() && (0.0..=0.25).contains(&alpha)) {
-        return Err(Error::invalid(
-            "alpha",
-            format!(
-                "expected 0 <= alpha <= 0.25 (explicit steps are unstable above 1/4), got {alpha}"
-            ),
-        ));
-    }
-    if let Some(i) = grid.iter().position(|v| !v.is_finite()) {
-        // Written as Python writes it ("nan", "inf"): this is the only finiteness check.
-        let found = if grid[i].is_nan() {
-            "nan".to_string()
-        } else {
-            grid[i].to_string()
-        };
-        return Err(Error::invalid(
-            "grid",
-            format!(
-                "expected finite values, found {found} at ({}, {})",
-                i / width,
-                i % width
-            ),
-        ));
-    }
-    let shift = heat_shift(grid, opts.steps);
+    let shift = check_heat(grid, height, width, alpha, opts.steps)?;
     // Rows padded to whole vec4s: the kernel updates four cells per thread.
     let row_cells = width.div_ceil(4) * 4;
     let spec = Spec {
@@ -173,6 +150,45 @@ fn unscale_heat(
     Ok(())
 }
 
+/// The checks of a heat run (the grid's shape, `alpha`, finite cells), without a context:
+/// the power of two the grid is scaled down by so that no step overflows (0 for every grid
+/// whose largest |u| is at most 2^123, which runs bit for bit as given).
+/// A cluster's driver calls it on the whole grid before it cuts bands for its nodes.
+pub fn check_heat(
+    grid: &[f32],
+    height: usize,
+    width: usize,
+    alpha: f32,
+    steps: u64,
+) -> Result<i32> {
+    check_shape(grid.len(), height, width)?;
+    if !(alpha.is_finite() && (0.0..=0.25).contains(&alpha)) {
+        return Err(Error::invalid(
+            "alpha",
+            format!(
+                "expected 0 <= alpha <= 0.25 (explicit steps are unstable above 1/4), got {alpha}"
+            ),
+        ));
+    }
+    if let Some(i) = grid.iter().position(|v| !v.is_finite()) {
+        // Written as Python writes it ("nan", "inf"): this is the only finiteness check.
+        let found = if grid[i].is_nan() {
+            "nan".to_string()
+        } else {
+            grid[i].to_string()
+        };
+        return Err(Error::invalid(
+            "grid",
+            format!(
+                "expected finite values, found {found} at ({}, {})",
+                i / width,
+                i % width
+            ),
+        ));
+    }
+    Ok(heat_shift(grid, steps))
+}
+
 /// The grid after `opts.steps` Game of Life steps on a torus (cells 0 or 1).
 pub fn life(
     ctx: &MultiGpuContext,
@@ -181,18 +197,7 @@ pub fn life(
     width: usize,
     opts: &Options,
 ) -> Result<(Vec<u8>, Report)> {
-    check_shape(grid.len(), height, width)?;
-    if let Some(i) = grid.iter().position(|&v| v > 1) {
-        return Err(Error::invalid(
-            "grid",
-            format!(
-                "expected cells 0 or 1, found {} at ({}, {})",
-                grid[i],
-                i / width,
-                i % width
-            ),
-        ));
-    }
+    check_life(grid, height, width)?;
     // Rows padded to whole words: four cells per u32 on the device.
     let row_bytes = width.div_ceil(4) * 4;
     let mut board = crate::alloc::zeroed(
@@ -217,6 +222,23 @@ pub fn life(
         out.extend_from_slice(&row[..width]);
     }
     Ok((out, report))
+}
+
+/// The checks of a Game of Life run (the grid's shape, cells 0 or 1), without a context.
+pub fn check_life(grid: &[u8], height: usize, width: usize) -> Result<()> {
+    check_shape(grid.len(), height, width)?;
+    if let Some(i) = grid.iter().position(|&v| v > 1) {
+        return Err(Error::invalid(
+            "grid",
+            format!(
+                "expected cells 0 or 1, found {} at ({}, {})",
+                grid[i],
+                i / width,
+                i % width
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn check_shape(len: usize, height: usize, width: usize) -> Result<()> {

@@ -189,7 +189,7 @@ impl<'a> Attempt<'a> {
 
 /// Rows that change device between two splits (in device order, contiguous), counting the
 /// ghost rows each new boundary needs: what a move sends through the host.
-pub(super) fn moved_rows(from: &[(usize, usize)], to: &[(usize, usize)], halo: usize) -> usize {
+pub fn moved_rows(from: &[(usize, usize)], to: &[(usize, usize)], halo: usize) -> usize {
     let ranges = |split: &[(usize, usize)]| {
         let mut start = 0;
         split

@@ -17,8 +17,8 @@
 //! micro-kernel loads its accumulators from the output before a block and stores them
 //! after it, so every entry continues one multiply-add chain over the rows in order,
 //! rounding exactly as one long loop would. The 8 × 8 blocks run one shader thread at a
-//! time, its accumulators in registers across all its rows. Tasks are (slice, row of
-//! tiles): a row of tiles shares its left panel, and tasks write disjoint runs of the
+//! time, its accumulators in registers across all its rows. Tasks are (slice, run of rows
+//! of tiles): a run shares its packed strips, and tasks write disjoint runs of the
 //! partial.
 
 use std::ops::Range;
@@ -47,6 +47,24 @@ fn slice_rows(n: usize, slices: usize, slice: usize) -> Range<usize> {
     let (base, extra) = (n / slices, n % slices);
     let start = slice * base + slice.min(extra);
     start..start + base + usize::from(slice < extra)
+}
+
+/// Tile rows `0..tiles` cut into at most `runs` runs `(ti0, ti1)` of near-equal work (row ti
+/// holds `tiles - ti` tiles), none empty.
+fn tile_runs(tiles: usize, runs: usize) -> Vec<(usize, usize)> {
+    let total = tiles * (tiles + 1) / 2;
+    let runs = runs.clamp(1, tiles.max(1));
+    let mut bounds = Vec::with_capacity(runs);
+    let (mut start, mut done) = (0, 0);
+    for ti in 0..tiles {
+        done += tiles - ti;
+        // Close the run once it reaches its share of the work (the last run takes the rest).
+        if done * runs >= total * (bounds.len() + 1) || ti + 1 == tiles {
+            bounds.push((start, ti + 1));
+            start = ti + 1;
+        }
+    }
+    bounds
 }
 
 /// Multiply-adds below which tasks are grouped rather than handed to threads one by one.
@@ -84,36 +102,54 @@ impl FisherSyrk {
         let n = range.len();
         let (edge, tiles) = (s.tile, s.tiles);
         let words = edge * edge;
-        // One task per slice and row of tiles ti: pairs (ti, ti..tiles), a contiguous run.
-        let mut tasks = Vec::with_capacity(s.slices * tiles);
+        // One task per slice and run of tile rows ti0..ti1 (pairs (ti, ti..tiles) row after
+        // row, a contiguous run of the partial). The 64 × 64 tiles share a block's packed
+        // strips among the rows of a run, so runs are as long as the threads allow; the
+        // 8 × 8 blocks pack nothing and take one row each.
+        let runs = match edge == TILE {
+            true => (2 * rayon::current_num_threads()).div_ceil(s.slices),
+            false => tiles,
+        };
+        let bounds = tile_runs(tiles, runs);
+        let mut tasks = Vec::with_capacity(s.slices * bounds.len());
         let mut rest = output;
         for slice in 0..s.slices {
             let rows = slice_rows(n, s.slices, slice);
-            for ti in 0..tiles {
-                let (head, tail) = std::mem::take(&mut rest).split_at_mut((tiles - ti) * words);
-                tasks.push((rows.clone(), ti, head));
+            for &(ti0, ti1) in &bounds {
+                let pairs: usize = (ti0..ti1).map(|ti| tiles - ti).sum();
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(pairs * words);
+                tasks.push((rows.clone(), (ti0, ti1), head));
                 rest = tail;
             }
         }
         // Small chunks' tasks together: a task of a few hundred multiply-adds costs less
         // than handing it to another thread (the bits are the same however they group).
-        let per_task = (n / s.slices * words * tiles.div_ceil(2)).max(1);
+        let per_task = (n / s.slices * words * s.pairs / bounds.len()).max(1);
         let fused = self.fma == FmaMode::Fused;
         tasks
             .into_par_iter()
             .with_min_len(MIN_TASK_MACS.div_ceil(per_task))
-            .for_each(|(rows, ti, out)| {
+            .for_each(|(rows, (ti0, ti1), out)| {
                 let src = Rows {
                     scores: &scores[rows.start * width..rows.end * width],
                     weights: &weights[rows],
                     width,
                 };
-                let i0 = ti * edge;
-                match (edge == TILE, fused) {
-                    (true, true) => run_tiles::<true>(level, &src, i0, out),
-                    (true, false) => run_tiles::<false>(level, &src, i0, out),
-                    (false, true) => run_blocks::<true>(level, &src, i0, out),
-                    (false, false) => run_blocks::<false>(level, &src, i0, out),
+                if edge == TILE {
+                    match fused {
+                        true => run_tiles::<true>(level, &src, (ti0, ti1, tiles), out),
+                        false => run_tiles::<false>(level, &src, (ti0, ti1, tiles), out),
+                    }
+                    return;
+                }
+                let mut out = out;
+                for ti in ti0..ti1 {
+                    let (row, tail) = std::mem::take(&mut out).split_at_mut((tiles - ti) * words);
+                    out = tail;
+                    match fused {
+                        true => run_blocks::<true>(level, &src, ti * edge, row),
+                        false => run_blocks::<false>(level, &src, ti * edge, row),
+                    }
                 }
             });
     }

@@ -58,9 +58,11 @@ pub fn fisher_information_by(
     )?;
     drop(rows);
     let matrix = match variant {
-        SyrkVariant::Tiled => reduce_tiled(&shape, &ran.partials)?,
-        SyrkVariant::Naive => reduce_naive(&shape, &ran.partials)?,
+        SyrkVariant::Tiled => reduce_tiled(&shape, &ran.partials),
+        SyrkVariant::Naive => reduce_naive(&shape, &ran.partials),
     };
+    ctx.recycle_partials(ran.partials);
+    let matrix = matrix?;
     let matrix = finish_matrix(&prepared.finish, matrix)?;
     Ok(FisherMatrix {
         matrix,

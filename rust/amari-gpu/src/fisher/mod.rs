@@ -21,6 +21,7 @@ pub mod reference;
 mod resident;
 mod resident_maps;
 mod scale;
+mod scan;
 pub(crate) mod shape;
 pub mod split;
 pub(crate) mod syrk;

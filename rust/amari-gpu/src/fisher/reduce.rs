@@ -1,6 +1,8 @@
 //! The host half of the empirical-Fisher reduction: every chunk's partials summed in chunk
 //! order in float64, then unpacked from tiles into a symmetric P x P matrix.
 
+use rayon::prelude::*;
+
 use super::syrk::SyrkShape;
 use crate::alloc;
 use crate::error::Result;
@@ -18,11 +20,24 @@ fn sum_blocks(partials: &[f32], words: usize) -> Result<Vec<f64>> {
 
 /// Sum over chunks (in chunk order, float64) of the tiled kernel's partials, as a row-major
 /// P x P matrix: the upper triangle as computed, mirrored below the diagonal (so the result
-/// is exactly symmetric).
+/// is exactly symmetric). Every tile's words are summed over the blocks in order on their
+/// own (in parallel: no word's sum depends on another's), straight from the partials.
 pub fn reduce_tiled(shape: &SyrkShape, partials: &[f32]) -> Result<Vec<f64>> {
     let (p, edge) = (shape.p, shape.tile);
     let tile_words = edge * edge;
-    let total = sum_blocks(partials, shape.pairs * tile_words)?;
+    let block = shape.pairs * tile_words;
+    let mut tiles = alloc::zeroed("partial sums", block)?;
+    tiles
+        .par_chunks_mut(tile_words)
+        .enumerate()
+        .for_each(|(pair, total)| {
+            let at = pair * tile_words;
+            for partial in partials.chunks_exact(block.max(1)) {
+                for (t, &v) in total.iter_mut().zip(&partial[at..at + tile_words]) {
+                    *t += f64::from(v);
+                }
+            }
+        });
     let mut matrix = alloc::zeroed(
         "fisher matrix",
         alloc::product("fisher matrix", &[p, p], 8)?,
@@ -30,12 +45,12 @@ pub fn reduce_tiled(shape: &SyrkShape, partials: &[f32]) -> Result<Vec<f64>> {
     let mut pair = 0;
     for ti in 0..shape.tiles {
         for tj in ti..shape.tiles {
-            let tile = &total[pair * tile_words..(pair + 1) * tile_words];
-            for r in 0..edge {
+            let tile = &tiles[pair * tile_words..(pair + 1) * tile_words];
+            for r in 0..edge.min(p.saturating_sub(ti * edge)) {
                 let i = ti * edge + r;
-                for c in 0..edge {
+                for c in 0..edge.min(p - tj * edge) {
                     let j = tj * edge + c;
-                    if i < p && j < p && i <= j {
+                    if i <= j {
                         matrix[i * p + j] = tile[r * edge + c];
                         matrix[j * p + i] = tile[r * edge + c];
                     }

@@ -55,15 +55,14 @@ pub(crate) struct Scaling {
 impl Scaling {
     /// Chooses the exponents for row-major (N, `p`) `scores` and optional `weights`, all
     /// finite (weights >= 0).
+    #[cfg(test)]
     pub fn choose(scores: &[f32], p: usize, weights: Option<&[f32]>) -> Scaling {
         let n = scores.len() / p.max(1);
-        let mut col_max = vec![0.0f32; p];
-        for row in scores.chunks_exact(p.max(1)) {
-            for (m, &v) in col_max.iter_mut().zip(row) {
-                *m = m.max(v.abs());
-            }
-        }
-        Scaling::from_maxima(&col_max, n, weights)
+        let maxima: Vec<f32> = super::scan::column_maxima(scores, p)
+            .into_iter()
+            .map(f32::from_bits)
+            .collect();
+        Scaling::from_maxima(&maxima, n, weights)
     }
 
     /// Chooses the exponents from the largest |score| of every column of `n` rows (finite)

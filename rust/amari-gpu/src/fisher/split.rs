@@ -12,6 +12,7 @@ use crate::plan::Strategy;
 
 use super::checks;
 use super::scale::Scaling;
+use super::scan;
 use super::syrk::{tiled_kernel, SyrkShape, MAX_SCORE_COLUMNS};
 
 /// How partials become the Fisher matrix: P, the float64 sum of the (scaled) weights, and
@@ -43,14 +44,24 @@ pub struct Prepared<'a> {
     pub finish: Finish,
 }
 
-/// Checks the arguments; returns N and the weights' float64 sum.
-fn check(scores: &[f32], p: usize, weights: Option<&[f32]>) -> Result<(usize, f64)> {
+/// Checks the arguments; returns N, the weights' float64 sum and every column's largest
+/// |score| (one pass over the scores finds both whether they are finite and the maxima the
+/// scaling is chosen from).
+fn check(scores: &[f32], p: usize, weights: Option<&[f32]>) -> Result<(usize, f64, Vec<f32>)> {
     let n = checks::rows("scores", scores, p, MAX_SCORE_COLUMNS)?;
     if n == 0 {
         return Err(no_rows(p));
     }
-    checks::finite("scores", scores, p)?;
-    Ok((n, check_weights(weights, n)?))
+    let maxima = scan::column_maxima(scores, p);
+    if !scan::all_finite(&maxima) {
+        // The exact check names the first offending entry.
+        checks::finite("scores", scores, p)?;
+        return Err(Error::Internal(
+            "a column's largest magnitude is not finite, yet every score is".into(),
+        ));
+    }
+    let maxima = maxima.into_iter().map(f32::from_bits).collect();
+    Ok((n, check_weights(weights, n)?, maxima))
 }
 
 /// The error for scores without rows.
@@ -113,8 +124,8 @@ pub fn prepare<'a>(
     p: usize,
     weights: Option<&'a [f32]>,
 ) -> Result<Prepared<'a>> {
-    let (n, total) = check(scores, p, weights)?;
-    let scaling = Scaling::choose(scores, p, weights);
+    let (n, total, maxima) = check(scores, p, weights)?;
+    let scaling = Scaling::from_maxima(&maxima, n, weights);
     let scores = if scaling.is_identity() {
         Cow::Borrowed(scores)
     } else {

@@ -17,51 +17,91 @@ const E: usize = TILE;
 
 /// `syrk_tile::scalar` of a 64 × 64 tile over `lhs.len() / 64` packed rows: four tile rows
 /// by `NV` registers of columns at a time, loaded from the tile (or 0 on the `first` block),
-/// run over the block's rows, stored back.
+/// run over the block's rows, stored back. On a `diag`onal tile the registers whose columns
+/// all lie below the diagonal (c < r for every row r of the four) are skipped: the kernel
+/// zeroes those entries afterwards (`syrk_tile::run_tiles`), as the shader does.
 ///
 /// # Safety
 /// The CPU has `V`'s features.
 #[inline(always)]
 #[allow(unsafe_code)]
 unsafe fn tile<V: Vector, const NV: usize, const F: bool>(
-    first: bool,
+    (first, diag): (bool, bool),
     lhs: &[f32],
     rhs: &[f32],
     tile: &mut [f32],
 ) {
     let kc = lhs.len() / E;
     assert!(rhs.len() == kc * E && tile.len() == E * E, "packed panels");
-    let (lp, rp, tp) = (lhs.as_ptr(), rhs.as_ptr(), tile.as_mut_ptr());
-    let step = NV * V::LANES;
+    let at = Strip {
+        first,
+        kc,
+        lhs: lhs.as_ptr(),
+        rhs: rhs.as_ptr(),
+        tile: tile.as_mut_ptr(),
+    };
     for r0 in (0..E).step_by(4) {
-        for c0 in (0..E).step_by(step) {
-            // SAFETY (every load and store below): rows r0..r0 + 4 <= 64 and columns
-            // c0..c0 + step <= 64 (64 is a multiple of step) address inside the 64 × 64
-            // tile; row k < kc of the panels is `k · 64 + 0..64`, inside their kc × 64
-            // words (checked above).
-            let mut acc = [[V::zero(); NV]; 4];
-            if !first {
-                for (rr, a) in acc.iter_mut().enumerate() {
-                    for (v, a) in a.iter_mut().enumerate() {
-                        *a = V::load(tp.add((r0 + rr) * E + c0 + v * V::LANES));
-                    }
+        // The first register holding a column >= r0 (on a diagonal tile), then groups of NV
+        // registers, the last one narrower when fewer are left.
+        let mut c0 = if diag { r0 / V::LANES * V::LANES } else { 0 };
+        while c0 < E {
+            let left = (E - c0) / V::LANES;
+            // SAFETY: rows r0..r0 + 4 <= 64 and columns c0..c0 + regs · LANES <= 64.
+            match left.min(NV) {
+                1 => at.rows4::<V, 1, F>(r0, c0),
+                2 => at.rows4::<V, 2, F>(r0, c0),
+                3 => at.rows4::<V, 3, F>(r0, c0),
+                _ => at.rows4::<V, 4, F>(r0, c0),
+            }
+            c0 += left.min(NV).min(4) * V::LANES;
+        }
+    }
+}
+
+/// The panels and the tile of one [`tile`] call, as pointers.
+struct Strip {
+    first: bool,
+    kc: usize,
+    lhs: *const f32,
+    rhs: *const f32,
+    tile: *mut f32,
+}
+
+impl Strip {
+    /// Tile rows `r0..r0 + 4`, columns `c0..c0 + R · LANES`, over the block's rows.
+    ///
+    /// # Safety
+    /// The CPU has `V`'s features; rows `r0..r0 + 4` and those columns lie inside the tile;
+    /// the panels hold `kc` rows of 64 words.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    unsafe fn rows4<V: Vector, const R: usize, const F: bool>(&self, r0: usize, c0: usize) {
+        let (lp, rp, tp) = (self.lhs, self.rhs, self.tile);
+        // SAFETY (every load and store below): rows r0..r0 + 4 and columns
+        // c0..c0 + R · LANES address inside the 64 × 64 tile (the caller's promise); row
+        // k < kc of the panels is `k · 64 + 0..64`, inside their kc × 64 words.
+        let mut acc = [[V::zero(); R]; 4];
+        if !self.first {
+            for (rr, a) in acc.iter_mut().enumerate() {
+                for (v, a) in a.iter_mut().enumerate() {
+                    *a = V::load(tp.add((r0 + rr) * E + c0 + v * V::LANES));
                 }
             }
-            for k in 0..kc {
-                let y = rp.add(k * E + c0);
-                let ys: [V; NV] = std::array::from_fn(|v| V::load(y.add(v * V::LANES)));
-                let x = lp.add(k * E + r0);
-                for (rr, a) in acc.iter_mut().enumerate() {
-                    let xv = V::splat(*x.add(rr));
-                    for (a, &yv) in a.iter_mut().zip(&ys) {
-                        *a = V::madd::<F>(xv, yv, *a);
-                    }
+        }
+        for k in 0..self.kc {
+            let y = rp.add(k * E + c0);
+            let ys: [V; R] = std::array::from_fn(|v| V::load(y.add(v * V::LANES)));
+            let x = lp.add(k * E + r0);
+            for (rr, a) in acc.iter_mut().enumerate() {
+                let xv = V::splat(*x.add(rr));
+                for (a, &yv) in a.iter_mut().zip(&ys) {
+                    *a = V::madd::<F>(xv, yv, *a);
                 }
             }
-            for (rr, a) in acc.iter().enumerate() {
-                for (v, a) in a.iter().enumerate() {
-                    a.store(tp.add((r0 + rr) * E + c0 + v * V::LANES));
-                }
+        }
+        for (rr, a) in acc.iter().enumerate() {
+            for (v, a) in a.iter().enumerate() {
+                a.store(tp.add((r0 + rr) * E + c0 + v * V::LANES));
             }
         }
     }
@@ -139,8 +179,8 @@ unsafe fn block<V: Vector, const G: usize, const F: bool>(
 /// The CPU must have AVX-512F, AVX2 and FMA.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn tile_avx512<const F: bool>(first: bool, l: &[f32], r: &[f32], t: &mut [f32]) {
-    tile::<__m512, 4, F>(first, l, r, t)
+unsafe fn tile_avx512<const F: bool>(at: (bool, bool), l: &[f32], r: &[f32], t: &mut [f32]) {
+    tile::<__m512, 4, F>(at, l, r, t)
 }
 
 /// [`tile`] on AVX2: two registers (16 columns) per row, sixteen registers in all.
@@ -149,8 +189,8 @@ unsafe fn tile_avx512<const F: bool>(first: bool, l: &[f32], r: &[f32], t: &mut 
 /// The CPU must have AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn tile_avx2<const F: bool>(first: bool, l: &[f32], r: &[f32], t: &mut [f32]) {
-    tile::<__m256, 2, F>(first, l, r, t)
+unsafe fn tile_avx2<const F: bool>(at: (bool, bool), l: &[f32], r: &[f32], t: &mut [f32]) {
+    tile::<__m256, 2, F>(at, l, r, t)
 }
 
 /// [`block`] on AVX-512: 32 columns (two registers) per block row.
@@ -178,6 +218,7 @@ pub(super) enum Call<'a> {
     /// [`tile`]'s arguments.
     Tile {
         first: bool,
+        diag: bool,
         lhs: &'a [f32],
         rhs: &'a [f32],
         tile: &'a mut [f32],
@@ -200,11 +241,11 @@ pub(super) fn run<const F: bool>(level: Level, call: Call) -> bool {
     // they check their slices' lengths.
     unsafe {
         match (level, call) {
-            (Level::Avx512, Call::Tile { first, lhs, rhs, tile }) => {
-                tile_avx512::<F>(first, lhs, rhs, tile)
+            (Level::Avx512, Call::Tile { first, diag, lhs, rhs, tile }) => {
+                tile_avx512::<F>((first, diag), lhs, rhs, tile)
             }
-            (Level::Avx2, Call::Tile { first, lhs, rhs, tile }) => {
-                tile_avx2::<F>(first, lhs, rhs, tile)
+            (Level::Avx2, Call::Tile { first, diag, lhs, rhs, tile }) => {
+                tile_avx2::<F>((first, diag), lhs, rhs, tile)
             }
             (Level::Avx512, Call::Block { src, t, i0, acc }) => block_avx512::<F>(src, t, i0, acc),
             (Level::Avx2, Call::Block { src, t, i0, acc }) => block_avx2::<F>(src, t, i0, acc),

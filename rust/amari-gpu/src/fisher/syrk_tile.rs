@@ -1,7 +1,10 @@
-//! The 64 × 64 tiles of the host SYRK (`fisher_tiled`'s twin): one row of tiles of one
-//! slice, blocked over the slice's rows. Per block of [`KC`] rows the left strip (weighted)
-//! and each right strip are packed, and the micro-kernel continues every entry's chain from
-//! the value the tile holds, so the block boundaries leave no trace in the bits.
+//! The 64 × 64 tiles of the host SYRK (`fisher_tiled`'s twin): a run of rows of tiles of
+//! one slice, blocked over the slice's rows. Per block of [`KC`] rows each left strip
+//! (weighted) and each right strip are packed, and the micro-kernel continues every entry's chain from
+//! the value the tile holds, so the block boundaries leave no trace in the bits. The first
+//! tile of a row of tiles is on the diagonal: its entries below the diagonal (column < row)
+//! are mirrored ones the reduction never reads, so the vector kernels skip what they can of
+//! them and every level writes them as 0, as `fisher_tiled` does.
 
 use super::shape::TILE;
 use super::syrk_pack::{pack_rows, Rows};
@@ -14,39 +17,75 @@ pub(super) const KC: usize = 64;
 
 const E: usize = TILE;
 
-/// Tiles (ti, tj) for tj = ti, ti + 1, … of the slice `src` into `out` (one E × E tile after
-/// another, row-major), the left strip's first column being `i0 = ti · E`. `level` is one
-/// `Level::at_most_detected` returned.
-pub(super) fn run_tiles<const F: bool>(level: Level, src: &Rows, i0: usize, out: &mut [f32]) {
+/// Tile rows `ti0..ti1` of the slice `src` (tiles (ti, tj) for tj = ti..tiles, row by row)
+/// into `out`, one E × E tile after another, row-major. Per block of rows every right strip
+/// from `ti0` on is packed once and shared by all the tile rows, so the block is read from
+/// memory once and from the caches after. `level` is one `Level::at_most_detected`
+/// returned.
+pub(super) fn run_tiles<const F: bool>(
+    level: Level,
+    src: &Rows,
+    (ti0, ti1, tiles): (usize, usize, usize),
+    out: &mut [f32],
+) {
     let n = src.len();
     if n == 0 {
         out.fill(0.0);
         return;
     }
-    let mut lhs = vec![0.0f32; KC * E];
-    let mut rhs = vec![0.0f32; KC * E];
+    let panel = KC * E;
+    let mut lhs = vec![0.0f32; panel];
+    let mut rhs = vec![0.0f32; (tiles - ti0) * panel];
     for k0 in (0..n).step_by(KC) {
         let rows = k0..(k0 + KC).min(n);
         let kc = rows.len();
-        pack_rows::<E>(src, rows.clone(), i0, true, &mut lhs);
-        for (j, tile) in out.chunks_exact_mut(E * E).enumerate() {
-            pack_rows::<E>(src, rows.clone(), i0 + j * E, false, &mut rhs);
-            micro::<F>(level, k0 == 0, &lhs[..kc * E], &rhs[..kc * E], tile);
+        for (s, strip) in rhs.chunks_exact_mut(panel).enumerate() {
+            pack_rows::<E>(src, rows.clone(), (ti0 + s) * E, false, strip);
         }
+        let mut rest = &mut *out;
+        for ti in ti0..ti1 {
+            pack_rows::<E>(src, rows.clone(), ti * E, true, &mut lhs);
+            let (row, tail) = std::mem::take(&mut rest).split_at_mut((tiles - ti) * E * E);
+            rest = tail;
+            for (j, tile) in row.chunks_exact_mut(E * E).enumerate() {
+                let strip = &rhs[(ti - ti0 + j) * panel..][..kc * E];
+                micro::<F>(level, (k0 == 0, j == 0), &lhs[..kc * E], strip, tile);
+            }
+        }
+    }
+    let mut at = 0;
+    for ti in ti0..ti1 {
+        zero_below_diagonal(&mut out[at..at + E * E]);
+        at += (tiles - ti) * E * E;
+    }
+}
+
+/// Entries (r, c) with c < r of a diagonal tile (row-major E × E) to 0.
+pub(super) fn zero_below_diagonal(tile: &mut [f32]) {
+    for (r, row) in tile.chunks_exact_mut(E).enumerate() {
+        row[..r].fill(0.0);
     }
 }
 
 /// `tile[r][c] = fma(lhs[k][r], rhs[k][c], tile[r][c])` for k in order, at `level`; on the
-/// `first` block the chains start from 0 instead (what the tile holds is not read).
-fn micro<const F: bool>(level: Level, first: bool, lhs: &[f32], rhs: &[f32], tile: &mut [f32]) {
+/// `first` block the chains start from 0 instead (what the tile holds is not read); on a
+/// `diag`onal tile entries below the diagonal may be left as they are.
+fn micro<const F: bool>(
+    level: Level,
+    (first, diag): (bool, bool),
+    lhs: &[f32],
+    rhs: &[f32],
+    tile: &mut [f32],
+) {
     #[cfg(target_arch = "x86_64")]
     {
         use super::syrk_simd::{run, Call};
         let tile = &mut *tile;
-        if run::<F>(level, Call::Tile { first, lhs, rhs, tile }) {
+        if run::<F>(level, Call::Tile { first, diag, lhs, rhs, tile }) {
             return;
         }
     }
+    let _ = diag;
     let _ = level;
     if first {
         tile.fill(0.0);

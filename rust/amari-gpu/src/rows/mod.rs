@@ -122,14 +122,20 @@ pub fn place(ctx: &MultiGpuContext, kernel: &mut Kernel) -> Result<()> {
     Ok(())
 }
 
+/// The checks of `call` that need no context: its arrays' shapes and rows in the caller's
+/// terms and its kernel (naga); its items and checked kernel. A cluster's driver calls it
+/// on the whole call before it splits the rows over its nodes.
+pub fn check_call(call: &RowsCall<'_>) -> Result<(usize, Kernel)> {
+    Ok((items(call)?, kernel(call)?))
+}
+
 /// `call` on the wgpu devices of `ctx`: its arrays' shapes and rows checked in the
 /// caller's terms, its kernel (naga), and a context that can run it; what runs it into
 /// `out` (items × `out_cols` words) by the rule of every map operation: over host arrays
 /// through the planner, or, when an array is resident, where its rows live (host arrays
 /// uploaded to match).
 pub fn map_rows<'a>(ctx: &MultiGpuContext, call: RowsCall<'a>) -> Result<Ready<'a>> {
-    let items = items(&call)?;
-    let mut kernel = kernel(&call)?;
+    let (items, mut kernel) = check_call(&call)?;
     place(ctx, &mut kernel)?;
     Ok(Ready::new(move |ctx, out, strategy| {
         let names: Vec<String> = (0..call.arrays.len())

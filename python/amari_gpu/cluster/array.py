@@ -1,0 +1,308 @@
+"""Arrays that live on the nodes: ``rc.asarray(x)`` and ``rc.from_ray(refs)`` give a
+:class:`ClusterArray`, whose row shards are held by the node actors as DeviceArrays of
+their contexts (on the node's devices, split there as a local DeviceArray is). A kernel
+called with one runs each shard's rows on the node that holds them, in place (only a
+broadcast single row, or a numpy operand's rows, travel to the nodes), and gives a
+ClusterArray with the same shards; ``numpy()`` gathers.
+
+Lineage, as a local DeviceArray's: each array remembers how its rows were made, the
+object-store references its shards were read from (``asarray`` puts each shard once;
+``from_ray`` keeps the caller's references) or the call and operands that computed them
+(the operands' lineage, not their shards: freeing or dropping an operand releases its
+shards). A shard lost with its node is made again on a healthy node from that lineage,
+with the same bits (row kernels give the same bits for any split of their rows).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+import ray
+
+from .._validate import shape_text
+from ..array import DeviceArray, host_rows
+from ..errors import InvalidArgumentError
+from .dispatch import Dispatcher, Node
+from .planner import apportion
+
+
+@dataclass
+class Shard:
+    """Rows ``start..stop`` of an array, held by ``node`` under ``key``."""
+
+    start: int
+    stop: int
+    node: Node
+    key: str
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Operand ``index`` of a call, each shard's rows of it (a cluster array's lineage,
+    or a numpy array's rows sent with the shard's call)."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class Whole:
+    """Operand ``index`` of a call bound whole to every shard (a broadcast single row): put
+    in the object store once per call."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class ShardShape:
+    """The shape of a shard's rows as a native call is told it: ``(rows, *tail)``."""
+
+    tail: tuple[int, ...]
+
+
+@dataclass
+class Lineage:
+    """How an array's rows (as its shards hold them: ``rows`` of ``cols`` words) are made:
+    read from ``refs`` (the rows ``slices[i]`` of each, in order; ``bounds[i]`` the array
+    rows they are) or computed by ``method`` with arguments ``template`` over ``operands``
+    (cluster arrays' lineages and numpy arrays, placed by :class:`Rows` and
+    :class:`Whole`), ``factor`` rows of the result per row of the operands. ``holder``:
+    the live array these rows are, while it lives (its shards are used rather than made
+    again)."""
+
+    rows: int
+    cols: int
+    refs: list[Any] = field(default_factory=list)
+    bounds: list[tuple[int, int]] = field(default_factory=list)
+    slices: list[tuple[int, int]] = field(default_factory=list)
+    method: str = ""
+    template: Any = None
+    operands: list[Any] = field(default_factory=list)
+    factor: int = 1
+    """Rows of the result per row of the operands (K for a (N, K, K) result held as N·K
+    rows of K words)."""
+    holder: Any = None
+
+    def live(self) -> ClusterHandle | None:
+        """The array holding these rows, if it is alive and not freed."""
+        held = self.holder() if self.holder is not None else None
+        return held if held is not None and not held.freed else None
+
+
+class ClusterHandle:
+    """What a :class:`ClusterArray` holds in place of a native handle: its shards on the
+    nodes and its lineage (the same ``live``, ``sharding`` and ``free`` as a native one)."""
+
+    def __init__(self, cluster: Dispatcher, lineage: Lineage, shards: list[Shard]) -> None:
+        self.cluster = cluster
+        self.lineage = lineage
+        self.shards = shards
+        self.freed = False
+        lineage.holder = weakref.ref(self)
+
+    @property
+    def rows(self) -> int:
+        """Rows."""
+        return self.lineage.rows
+
+    @property
+    def cols(self) -> int:
+        """Words per row."""
+        return self.lineage.cols
+
+    @property
+    def live(self) -> bool:
+        """Neither freed nor of a closed context."""
+        return not self.freed and not self.cluster.closed
+
+    def sharding(self, _argument: str) -> list[tuple[int, int, int]]:
+        """``(node_index, start_row, stop_row)`` of every shard, in row order."""
+        return [(s.node.index, s.start, s.stop) for s in self.shards]
+
+    def check_stand_in(self) -> npt.NDArray[np.float32]:
+        """Zeros of the array's (rows, cols), for the core's checks of shapes, which read
+        no values (calloc'd: untouched pages cost no memory)."""
+        return np.zeros((self.rows, self.cols), dtype=np.float32)
+
+    def free(self) -> None:
+        """Releases the shards on their nodes (the lineage stays for dependents)."""
+        if self.freed:
+            return
+        self.freed = True
+        _release(self.cluster, self.shards)
+        self.shards = []
+
+    def adopt(self, other: ClusterHandle) -> None:
+        """Takes ``other``'s rows in place of its own (an ``out=`` array given a result).
+        Its old lineage no longer names it as holder: arrays computed from its old rows
+        make them again from that lineage."""
+        _release(self.cluster, self.shards)
+        self.lineage.holder = None
+        self.lineage, self.shards = other.lineage, other.shards
+        self.lineage.holder = weakref.ref(self)
+        other.shards, other.freed = [], True
+
+    def __del__(self) -> None:
+        try:
+            if not self.freed and not self.cluster.closed:
+                _release(self.cluster, self.shards)
+        except Exception:
+            # At interpreter shutdown Ray may be gone already: nothing is left to release.
+            pass
+
+
+def _release(cluster: Dispatcher, shards: list[Shard]) -> None:
+    """Asks each healthy node to drop its shards (not waited for: a node that fails in
+    between has lost them anyway)."""
+    if cluster.closed:
+        return
+    by_node: dict[int, tuple[Node, list[str]]] = {}
+    for s in shards:
+        if s.node.healthy:
+            by_node.setdefault(s.node.index, (s.node, []))[1].append(s.key)
+    for node, keys in by_node.values():
+        node.actor.drop.remote(keys)
+
+
+class ClusterArray(DeviceArray):
+    """Float32 rows held on a :class:`~amari_gpu.RayContext`'s nodes (``rc.asarray``,
+    ``rc.from_ray``); kernels of that context take and return them. ``sharding`` is
+    ``(node_index, start_row, stop_row)`` per shard. Released by :meth:`free`, when
+    garbage-collected and when the context closes. Indexing and elementwise arithmetic of
+    a local DeviceArray are not offered: gather with :meth:`numpy` for them."""
+
+    __slots__ = ()
+
+    def __init__(self, handle: ClusterHandle, ctx: Any, shape: tuple[int, ...]) -> None:
+        # The cluster handle stands where a native one does (live, sharding, free).
+        super().__init__(cast(Any, handle), ctx, shape)
+
+    def numpy(self) -> npt.NDArray[np.float32]:
+        """Gathers every row into a new float32 array (each shard through the object
+        store, lost ones made again from their lineage first)."""
+        from .resident import gather
+
+        handle = cast(ClusterHandle, self._live("x", self._ctx))
+        rows: npt.NDArray[np.float32] = gather(handle)
+        return rows.reshape(self._shape)
+
+    def __getitem__(self, key: Any) -> DeviceArray:
+        raise TypeError(
+            "a ClusterArray cannot be indexed on the nodes: gather it with .numpy() first"
+        )
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"{ufunc.__name__}: a ClusterArray takes the context's kernels only; gather it "
+            "with .numpy() for numpy's functions"
+        )
+
+    def __repr__(self) -> str:
+        if self.freed:
+            return f"ClusterArray(shape={shape_text(self._shape)}, dtype=float32, freed)"
+        return (
+            f"ClusterArray(shape={shape_text(self._shape)}, dtype=float32, "
+            f"sharding={self.sharding})"
+        )
+
+
+def _layout(cluster: Dispatcher, rows: int) -> list[tuple[Node, int, int]]:
+    """Row ranges per healthy node, in proportion to its calibrated rates (summed over the
+    families), nodes without rows left out."""
+    nodes = cluster.healthy()
+    if not nodes:
+        raise cluster.no_healthy_node()
+    weights = [max(sum(n.model.throughput.values()), 1.0) for n in nodes]
+    return row_ranges(nodes, apportion(weights, rows))
+
+
+def row_ranges(nodes: list[Node], counts: list[int]) -> list[tuple[Node, int, int]]:
+    """(node, start, stop) of each node given rows (``counts[i]`` rows to ``nodes[i]``, in
+    order), nodes without rows left out."""
+    out = []
+    start = 0
+    for node, count in zip(nodes, counts):
+        if count:
+            out.append((node, start, start + count))
+        start += count
+    return out
+
+
+def upload(cluster: Dispatcher, flat: npt.NDArray[np.float32]) -> ClusterHandle:
+    """A new array of the float32 rows ``flat``: one shard per node with rows, each put in
+    the object store once (its lineage) and uploaded by its node (none for no rows)."""
+    from .resident import hold
+
+    rows, cols = flat.shape
+    layout = _layout(cluster, rows)
+    refs = [ray.put(np.ascontiguousarray(flat[s:e])) for _n, s, e in layout]
+    bounds = [(s, e) for _n, s, e in layout]
+    lineage = Lineage(rows, cols, refs, bounds, [(0, e - s) for s, e in bounds])
+    return hold(cluster, lineage, [n for n, _s, _e in layout])
+
+
+class ClusterArrayMixin:
+    """``asarray`` and ``from_ray`` of ``RayContext``."""
+
+    _native: Dispatcher
+    _array_class = ClusterArray
+
+    def asarray(self, x: Any, strategy: str | None = None) -> ClusterArray:
+        """Puts ``x`` (any real dtype, converted to float32 like every kernel input; at
+        least one axis) into the object store as row shards, one per node (in proportion to
+        the nodes' calibrated rates), which each node uploads to its devices. Rows are the
+        first axis of a 1-D array, else every axis but the last. The store keeps the shards
+        (the lineage of a shard lost with its node). ``strategy`` is checked and otherwise
+        unused (the shards follow the nodes' rates)."""
+        from ..planning import optional_strategy
+
+        optional_strategy(strategy)
+        if isinstance(x, ClusterArray):
+            x._live("x", self)
+            return x
+        if isinstance(x, DeviceArray):
+            raise InvalidArgumentError(
+                "x: expected an array of host memory or a ClusterArray of this context, got a "
+                "DeviceArray of a local context (gather it with .numpy())"
+            )
+        flat, shape = host_rows(x)
+        self._check_open()  # type: ignore[attr-defined]
+        return ClusterArray(upload(self._native, flat), self, shape)
+
+    def from_ray(self, refs: Any) -> ClusterArray:
+        """A ClusterArray of the rows of arrays already in Ray's object store (``ray.put``,
+        or returned by the caller's tasks): ``refs`` a sequence of ObjectRefs, each to an
+        array of any real dtype with at least one row, all of one shape but the first axis
+        (rows as for :meth:`asarray`); their rows are the array's, in order. Each shard is
+        held by the node whose store has the object when that node is one of the context's
+        (no copy between nodes), else spread like :meth:`asarray`'s; the references are its
+        lineage.
+
+        Raises:
+            InvalidArgumentError: ``refs`` not a non-empty sequence of ObjectRefs.
+            ShapeError: an array without rows, or of another shape than the first's.
+            TypeError: an array of a dtype that is not real.
+        """
+        from .resident import hold_refs
+
+        if isinstance(refs, ray.ObjectRef) or not isinstance(refs, (list, tuple)) or not refs:
+            raise InvalidArgumentError(
+                f"refs: expected a non-empty list of ray.ObjectRef, got {type(refs).__name__}"
+            )
+        for i, ref in enumerate(refs):
+            if not isinstance(ref, ray.ObjectRef):
+                raise InvalidArgumentError(
+                    f"refs[{i}]: expected a ray.ObjectRef, got {type(ref).__name__}"
+                )
+        self._check_open()  # type: ignore[attr-defined]
+        handle, shape = hold_refs(self._native, list(refs))
+        return ClusterArray(handle, self, shape)
+
+
+def whole_rows(shape: tuple[int, ...]) -> int:
+    """Rows of an array of ``shape`` as a ClusterArray holds it."""
+    return math.prod(shape[:-1]) if len(shape) > 1 else shape[0]
