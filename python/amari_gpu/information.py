@@ -26,7 +26,8 @@ import numpy.typing as npt
 
 from . import _shapes
 from ._mixin import KernelHost
-from ._validate import as_float32, output, plain_array, shape_text
+from ._dtypes import FLOAT32, FLOAT64, result_dtype
+from ._validate import as_float32, contiguous, output, plain_array, real_array, shape_text
 from .array import DeviceArray, returned
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
@@ -36,6 +37,12 @@ PROBS_SUM_TOLERANCE = 1e-3
 
 MAX_SCORE_COLUMNS = 4096
 """Largest P of ``fisher_information`` (one chunk's partial must fit a storage binding)."""
+
+
+def _kernel_dtype(scores: Any) -> np.dtype[Any]:
+    """The dtype the Fisher matrix of numpy ``scores`` accumulates in: float64 for float64
+    (and bool or integer) scores, float32 for float32 and float16 ones (see ``_dtypes``)."""
+    return result_dtype([("scores", scores)], kernels=(FLOAT32, FLOAT64))
 
 
 def _rows(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...], Any]:
@@ -96,16 +103,26 @@ class InformationGeometryMixin(KernelHost):
         and are uploaded to each device. Scores holding NaN or infinities are gathered to
         name the first one. ``ctx.last_plan`` is left as it was.
         """
-        native, shape, native_shape = _rows(self, "scores", scores)
-        w32 = None
+        wide = not isinstance(scores, DeviceArray) and _kernel_dtype(scores) == FLOAT64
+        if wide:
+            native = contiguous("scores", real_array("scores", scores), np.float64)
+            shape, native_shape = native.shape, None
+        else:
+            native, shape, native_shape = _rows(self, "scores", scores)
+        w_native = None
         if weights is not None:
             if isinstance(weights, DeviceArray):
                 weights._live("weights", self)
-            w32 = as_float32("weights", weights)
+            # Weights take the scores' dtype: float32 scores keep float32 weights (and bits).
+            w_native = (
+                contiguous("weights", real_array("weights", weights), np.float64)
+                if wide
+                else as_float32("weights", weights)
+            )
         # (P, P) from the last axis: the core checks the shapes of scores and weights.
         target = output(out, shape[-1:] * 2, np.float64, {"scores": scores, "weights": weights})
         result, plan = self._kernels.fisher_information(
-            self._native, native, w32, optional_strategy(strategy), target, native_shape
+            self._native, native, w_native, optional_strategy(strategy), target, native_shape
         )
         self._record(plan)
         return result

@@ -97,12 +97,12 @@ pub(crate) fn position(index: usize, width: usize) -> String {
 
 /// Every value satisfies `ok`, else an invalid-argument error naming `argument`, the
 /// requirement and the first offending entry.
-pub(crate) fn all_values(
+pub(crate) fn all_values<T: Copy + std::fmt::Display>(
     argument: &str,
-    data: &[f32],
+    data: &[T],
     width: usize,
     requirement: &str,
-    ok: impl Fn(f32) -> bool,
+    ok: impl Fn(T) -> bool,
 ) -> Result<()> {
     match data.iter().position(|&v| !ok(v)) {
         None => Ok(()),
