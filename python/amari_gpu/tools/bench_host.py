@@ -430,6 +430,20 @@ def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
                     check=lambda ours, peer: bool(np.allclose(ours, peer, rtol=1e-3, atol=1e-4)),
                 )
             )
+        if p == sizes.fisher_params:
+            # float64 scores, accumulated in float64 (issue 28), against the same float64
+            # BLAS call: the results agree to float64 summation rounding.
+            g64 = g.astype(np.float64)
+            rows.append(
+                Row(
+                    f"Fisher {sizes.fisher_rows:,} x {p}, float64 accumulation",
+                    functools.partial(host.fisher_information, g64),
+                    f"numpy {np.__version__} g.T @ g / N (BLAS, float64)",
+                    functools.partial(_numpy_fisher, g64),
+                    FISHER_TARGET,
+                    check=lambda ours, peer: bool(np.allclose(ours, peer, rtol=1e-12, atol=1e-13)),
+                )
+            )
 
     q = sizes.grid_n
     u = rng.random((q, q), dtype=np.float32)
