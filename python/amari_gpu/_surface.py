@@ -106,7 +106,7 @@ def fisher_information(
     strategy: str | None = None, out: host[f64, "(P, P)"] | None = None,
     scores_shape: tuple[int, ...] | None = None,
 ) -> tuple[host[f64], Plan | None]:
-    "The empirical Fisher matrix of scores (float64 ones accumulated in float64, weights of their dtype), in float64; scores_shape: the caller's shape."
+    "The Fisher matrix of scores (weights of their dtype), float64; scores_shape: theirs."
 
 @kernel
 def fisher_categorical(

@@ -5,10 +5,11 @@ on a device, and the partials are summed on the host in chunk order in float64, 
 is the same bits whatever the devices or the strategy. The categorical and Gaussian Fisher
 matrices are per-sample maps.
 
-Result dtypes, whatever the input dtype (float64 inputs are converted to float32 for the
-devices): ``fisher_information`` and ``natural_gradient`` return float64 (the partials are
-summed, and the system solved, in float64 on the host); ``fisher_categorical`` and
-``fisher_gaussian`` return float32 (each entry is computed on a device, in float32).
+Result dtypes: ``fisher_information`` and ``natural_gradient`` return float64 (the partials
+are summed, and the system solved, in float64 on the host); float64 (and bool or integer)
+numpy scores are accumulated in float64 on the devices that run float64, float32 and float16
+ones in float32. ``fisher_categorical`` and ``fisher_gaussian`` return float32 (each entry is
+computed on a device, in float32; float64 inputs are converted to float32).
 
 Every method takes ``out=``: an array of the result's shape and dtype (C-contiguous,
 writeable, sharing no memory with the inputs) that the result is written into and that is
@@ -25,8 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _shapes
-from ._mixin import KernelHost
 from ._dtypes import FLOAT32, FLOAT64, result_dtype
+from ._mixin import KernelHost
 from ._validate import as_float32, contiguous, output, plain_array, real_array, shape_text
 from .array import DeviceArray, returned
 from .errors import InvalidArgumentError, ShapeError
@@ -74,12 +75,24 @@ class InformationGeometryMixin(KernelHost):
         ``weights`` is (N,), finite, non-negative and not all zero. Returns a new float64
         (P, P) array, exactly symmetric and positive semi-definite up to rounding.
 
-        Computed in float32 on the devices (a tiled SYRK: 64 x 64 tiles staged in workgroup
-        memory, 8 x 8 blocks for P <= 64; rows split across devices, one partial matrix per
-        chunk of rows; float64 inputs are converted to float32 first), summed in float64 on
-        the host in chunk order: the result is
-        bit-identical for any device count and strategy, and within 1e-4 of max |F| of the
-        exact value (tested; typically about 1e-7).
+        float32 and float16 scores are computed in float32 on the devices (a tiled SYRK:
+        64 x 64 tiles staged in workgroup memory, 8 x 8 blocks for P <= 64; rows split
+        across devices, one partial matrix per chunk of rows; weights rounded to float32),
+        summed in float64 on the host in chunk order: the result is bit-identical for any
+        device count and strategy, and within 1e-4 of max |F| of the exact value (tested;
+        typically about 1e-7).
+
+        float64 (and bool or integer) numpy scores are accumulated in float64 on the devices
+        that compute in float64 (the host device; wgpu adapters with ``SHADER_F64``, e.g.
+        lavapipe; others are left out, and a context of none raises
+        ``InvalidArgumentError`` naming them), weights taken in float64: one partial per
+        chunk of at most 16,384 rows, each entry one fused (or, as the devices round it,
+        unfused) multiply-add chain over the chunk's rows in order, the partials summed in
+        chunk order. The result is bit-identical for any device count, mix and strategy
+        and within N eps of the exact value relative to the sum of the terms' magnitudes
+        (tested against longdouble). No scaling in float64: products beyond its range raise
+        ``InvalidArgumentError`` naming the entry, tiny ones underflow gradually as in
+        numpy's ``g.T @ g``. A DeviceArray's scores accumulate in float32.
 
         Scores or weights whose float32 products would underflow or overflow (a column's
         largest |score|, or the largest weight, outside about [2^-40, 2^40]) are scaled by
