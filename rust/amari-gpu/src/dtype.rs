@@ -1,8 +1,7 @@
 //! The element types a kernel computes in, and how their values ride on the engine's 4-byte
 //! words. The executor, staging, chunks, resident shards and pools move `f32`-sized words and
-//! never look inside them: a float32 value is one word, a float64 value two (low half first,
-//! as little-endian memory holds it), float16 values two to a word (the lower-addressed one in
-//! the low half). A kernel's [`Dtype`] (see `Kernel::dtype`) says what its words mean; a
+//! never look inside them: a float32 value is one word, a float64 value two (its bytes in
+//! memory order), float16 values two to a word (the lower-addressed one in the low half). A kernel's [`Dtype`] (see `Kernel::dtype`) says what its words mean; a
 //! device runs a dtype only when its adapter offers the shader feature that dtype needs.
 //!
 //! Words are carried as `f32` only because that is the engine's slice type: copies move their
@@ -152,22 +151,21 @@ pub fn f16_words(values: &[u16]) -> Result<&[f32]> {
         .map_err(|e| Error::invalid("float16 values", format!("not viewable as words: {e}")))
 }
 
-/// float64 value `index` of `words` (two words each, low half first). Words of a chunk or a
-/// binding are only 4-byte aligned, so the value is assembled from its halves rather than
-/// read through an `f64` pointer.
+/// float64 value `index` of `words` (two words each, in memory order: a float64 array's
+/// bytes seen as words). Words of a chunk or a binding are only 4-byte aligned, so the value
+/// is assembled from its two words (a bit copy, one unaligned 8-byte load once compiled)
+/// rather than read through an `f64` pointer.
 #[inline(always)]
 pub fn read_f64(words: &[f32], index: usize) -> f64 {
-    let lo = u64::from(words[2 * index].to_bits());
-    let hi = u64::from(words[2 * index + 1].to_bits());
-    f64::from_bits(lo | (hi << 32))
+    bytemuck::cast([words[2 * index], words[2 * index + 1]])
 }
 
 /// Writes float64 `value` as value `index` of `words`.
 #[inline(always)]
 pub fn write_f64(words: &mut [f32], index: usize, value: f64) {
-    let bits = value.to_bits();
-    words[2 * index] = f32::from_bits(bits as u32);
-    words[2 * index + 1] = f32::from_bits((bits >> 32) as u32);
+    let [lo, hi]: [f32; 2] = bytemuck::cast(value);
+    words[2 * index] = lo;
+    words[2 * index + 1] = hi;
 }
 
 /// float16 value `index` of `words` as its bits (two values per word, the lower-addressed

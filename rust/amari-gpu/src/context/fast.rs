@@ -4,7 +4,7 @@
 //! or on the host device the hand-off to its pool — cannot gain from splitting. It runs on that one device, on
 //! the calling thread (the host device runs its kernel there too), on the same chunk grid
 //! as a split would use, so its results are the split path's bit for bit. The decision is
-//! made once per kernel, size class (items rounded up to a power of two), set of healthy
+//! made once per kernel (and dtype), size class (items rounded up to a power of two), set of healthy
 //! devices and strategy, and cached; calibration clears the cache, and a change of health
 //! changes the key. Its plan says `fast_path`.
 
@@ -145,11 +145,13 @@ impl MultiGpuContext {
             strategy: requested,
             grid,
         };
-        let decision = match self.fast.get(&kernel.id, &key) {
+        // Per kernel and dtype: a float64 call's best device is not its float32 twin's.
+        let kernel_key = kernel.pipeline_key();
+        let decision = match self.fast.get(&kernel_key, &key) {
             Some(decision) => decision,
             None => {
                 let decision = self.decide(workload, class_items, grid, requested, workers)?;
-                self.fast.put(&kernel.id, key, decision);
+                self.fast.put(&kernel_key, key, decision);
                 decision
             }
         };
@@ -275,6 +277,42 @@ mod tests {
         // Calibrating again replaces the figures the decisions were made from.
         ctx.calibrate(true).expect("calibrates");
         assert_eq!(decisions(&ctx), 0);
+    }
+
+    // A float64 kernel has its float32 twin's id: its decisions are its own all the same.
+    #[test]
+    fn each_dtype_of_a_kernel_has_its_own_decisions() {
+        let ctx = MultiGpuContext::on(&["host"]);
+        let algebra = crate::ga::Algebra::CL3;
+        let op = crate::ga::Operation::Geometric;
+        let broadcast = crate::ga::Broadcast::None;
+        let a = [0.5f32; 16];
+        let mut out = [0.0f32; 16];
+        for dtype in [crate::dtype::Dtype::F32, crate::dtype::Dtype::F64] {
+            let kernel = crate::ga::kernel(&algebra, op, broadcast, dtype);
+            // One row: 8 words in float32, 16 in float64.
+            let words = 8 * dtype.bytes() / 4;
+            let plan = ctx
+                .run_map(
+                    &kernel,
+                    &[&a[..words], &a[..words]],
+                    &mut out[..words],
+                    1,
+                    None,
+                )
+                .expect("runs");
+            assert!(plan.fast_path, "{plan:?}");
+        }
+        let decisions = ctx.fast.decisions.lock().unwrap();
+        let mut keys: Vec<&String> = decisions.keys().collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "ga_cl300_geometric_product_nn",
+                "ga_cl300_geometric_product_nn@float64"
+            ]
+        );
     }
 
     #[test]
