@@ -174,7 +174,9 @@ def test_float64_errors_name_the_argument_and_the_entry(
         host64.fisher_information(g, w[:9])
     with pytest.raises(ShapeError, match=r"^scores: expected shape \(N, 3\) with N >= 1"):
         host64.fisher_information(np.zeros((0, 3)))
-    with pytest.raises(ShapeError, match=r"^scores: expected shape \(N, P\) with 1 <= P <= 4096"):
+    with pytest.raises(
+        ShapeError, match=r"^scores: expected shape \(N, W\) with 1 <= W <= 4096, got W = 4097"
+    ):
         host64.fisher_information(np.zeros((2, 4097)))
     with pytest.raises(InvalidArgumentError, match=r"^scores: the float64 accumulation overflowed"):
         host64.fisher_information(np.full((2, 2), 1e200))

@@ -14,7 +14,7 @@ use crate::plan::Strategy;
 use super::checks;
 use super::information::FisherMatrix;
 use super::shape::SyrkShape;
-use super::split::no_rows;
+use super::split::{check_weights, no_rows};
 use super::syrk::MAX_SCORE_COLUMNS;
 use super::syrk64::{kernel, reduce};
 
@@ -27,7 +27,7 @@ pub fn information_shapes_f64(
     let &[n, p] = dims else {
         return Err(Error::Shape {
             argument: "scores".into(),
-            expected: "(N, P)".into(),
+            expected: "(N, W)".into(),
             actual: crate::error::shape_text(dims),
         });
     };
@@ -47,49 +47,12 @@ pub fn fisher_information_f64(
     weights: Option<&[f64]>,
     strategy: Option<Strategy>,
 ) -> Result<FisherMatrix> {
-    if p == 0 || p > MAX_SCORE_COLUMNS {
-        return Err(Error::Shape {
-            argument: "scores".into(),
-            expected: format!("(N, P) with 1 <= P <= {MAX_SCORE_COLUMNS}"),
-            actual: format!("P = {p}"),
-        });
-    }
-    if !scores.len().is_multiple_of(p) {
-        return Err(Error::Shape {
-            argument: "scores".into(),
-            expected: format!("(N, {p})"),
-            actual: format!("{} floats, not a multiple of {p}", scores.len()),
-        });
-    }
-    let n = scores.len() / p;
+    let n = checks::rows("scores", scores, p, MAX_SCORE_COLUMNS)?;
     if n == 0 {
         return Err(no_rows(p));
     }
     checks::all_values("scores", scores, p, "finite values", f64::is_finite)?;
-    let total = match weights {
-        Some(w) => {
-            if w.len() != n {
-                return Err(Error::Shape {
-                    argument: "weights".into(),
-                    expected: format!("({n},)"),
-                    actual: format!("({},)", w.len()),
-                });
-            }
-            checks::all_values("weights", w, 1, "finite values >= 0", |v: f64| {
-                v.is_finite() && v >= 0.0
-            })?;
-            let total: f64 = w.iter().sum();
-            if total <= 0.0 {
-                return Err(Error::invalid(
-                    "weights",
-                    "expected at least one weight > 0, got all zeros (the weighted mean is \
-                     undefined)",
-                ));
-            }
-            total
-        }
-        None => n as f64,
-    };
+    let total = check_weights(weights, n)?;
     let width = SyrkShape::new(p).width;
     let rows = padded(scores, p, width, n)?;
     // Multiplying by 1.0 is exact: the unweighted result is the plain mean.
@@ -114,16 +77,7 @@ pub fn fisher_information_f64(
     let matrix = reduce(p, width, &ran.partials);
     ctx.recycle_partials(ran.partials);
     let mut matrix = matrix?;
-    if let Some(i) = matrix.iter().position(|v| !v.is_finite()) {
-        return Err(Error::invalid(
-            "scores",
-            format!(
-                "the float64 accumulation overflowed at F{}: weighted products of scores \
-                 exceed the float64 range; rescale the scores (or the weights)",
-                checks::position(i, p)
-            ),
-        ));
-    }
+    checks::accumulated(&matrix, p, "float64")?;
     for v in &mut matrix {
         *v /= total;
     }
