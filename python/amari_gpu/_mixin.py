@@ -63,8 +63,8 @@ class Kernels(Protocol):
     def fisher_information(
         self,
         ctx: Any,
-        scores: _native.DeviceArray | F32,
-        weights: F32 | None = None,
+        scores: _native.DeviceArray | npt.NDArray[np.float32 | np.float64],
+        weights: npt.NDArray[np.float32 | np.float64] | None = None,
         strategy: str | None = None,
         out: npt.NDArray[np.float64] | None = None,
         scores_shape: tuple[int, ...] | None = None,

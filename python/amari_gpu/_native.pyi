@@ -405,8 +405,8 @@ __all__ += ["fisher_categorical", "fisher_gaussian", "fisher_information"]
 
 def fisher_information(
     ctx: Context,
-    scores: DeviceArray | npt.NDArray[np.float32],
-    weights: npt.NDArray[np.float32] | None = None,
+    scores: DeviceArray | npt.NDArray[np.float32 | np.float64],
+    weights: npt.NDArray[np.float32 | np.float64] | None = None,
     strategy: str | None = None,
     out: npt.NDArray[np.float64] | None = None,
     scores_shape: tuple[int, ...] | None = None,

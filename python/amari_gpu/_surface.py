@@ -102,11 +102,11 @@ def shortest_paths(
 # --- information geometry [fisher] ---
 @kernel
 def fisher_information(
-    ctx, scores: either[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None,
+    ctx, scores: either[float, "(N, P)"], weights: host[float, "(N,)"] | None = None,
     strategy: str | None = None, out: host[f64, "(P, P)"] | None = None,
     scores_shape: tuple[int, ...] | None = None,
 ) -> tuple[host[f64], Plan | None]:
-    "The empirical Fisher matrix of scores, in float64; scores_shape: the caller's shape."
+    "The Fisher matrix of scores (weights of their dtype), float64; scores_shape: theirs."
 
 @kernel
 def fisher_categorical(

@@ -5,10 +5,11 @@ on a device, and the partials are summed on the host in chunk order in float64, 
 is the same bits whatever the devices or the strategy. The categorical and Gaussian Fisher
 matrices are per-sample maps.
 
-Result dtypes, whatever the input dtype (float64 inputs are converted to float32 for the
-devices): ``fisher_information`` and ``natural_gradient`` return float64 (the partials are
-summed, and the system solved, in float64 on the host); ``fisher_categorical`` and
-``fisher_gaussian`` return float32 (each entry is computed on a device, in float32).
+Result dtypes: ``fisher_information`` and ``natural_gradient`` return float64 (the partials
+are summed, and the system solved, in float64 on the host); float64 (and bool or integer)
+numpy scores are accumulated in float64 on the devices that run float64, float32 and float16
+ones in float32. ``fisher_categorical`` and ``fisher_gaussian`` return float32 (each entry is
+computed on a device, in float32; float64 inputs are converted to float32).
 
 Every method takes ``out=``: an array of the result's shape and dtype (C-contiguous,
 writeable, sharing no memory with the inputs) that the result is written into and that is
@@ -25,8 +26,9 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _shapes
+from ._dtypes import FLOAT32, FLOAT64, result_dtype
 from ._mixin import KernelHost
-from ._validate import as_float32, output, plain_array, shape_text
+from ._validate import as_float32, contiguous, output, plain_array, real_array, shape_text
 from .array import DeviceArray, returned
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
@@ -36,6 +38,12 @@ PROBS_SUM_TOLERANCE = 1e-3
 
 MAX_SCORE_COLUMNS = 4096
 """Largest P of ``fisher_information`` (one chunk's partial must fit a storage binding)."""
+
+
+def _kernel_dtype(scores: Any) -> np.dtype[Any]:
+    """The dtype the Fisher matrix of numpy ``scores`` accumulates in: float64 for float64
+    (and bool or integer) scores, float32 for float32 and float16 ones (see ``_dtypes``)."""
+    return result_dtype([("scores", scores)], kernels=(FLOAT32, FLOAT64))
 
 
 def _rows(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...], Any]:
@@ -67,12 +75,24 @@ class InformationGeometryMixin(KernelHost):
         ``weights`` is (N,), finite, non-negative and not all zero. Returns a new float64
         (P, P) array, exactly symmetric and positive semi-definite up to rounding.
 
-        Computed in float32 on the devices (a tiled SYRK: 64 x 64 tiles staged in workgroup
-        memory, 8 x 8 blocks for P <= 64; rows split across devices, one partial matrix per
-        chunk of rows; float64 inputs are converted to float32 first), summed in float64 on
-        the host in chunk order: the result is
-        bit-identical for any device count and strategy, and within 1e-4 of max |F| of the
-        exact value (tested; typically about 1e-7).
+        float32 and float16 scores are computed in float32 on the devices (a tiled SYRK:
+        64 x 64 tiles staged in workgroup memory, 8 x 8 blocks for P <= 64; rows split
+        across devices, one partial matrix per chunk of rows; weights rounded to float32),
+        summed in float64 on the host in chunk order: the result is bit-identical for any
+        device count and strategy, and within 1e-4 of max |F| of the exact value (tested;
+        typically about 1e-7).
+
+        float64 (and bool or integer) numpy scores are accumulated in float64 on the devices
+        that compute in float64 (the host device; wgpu adapters with ``SHADER_F64``, e.g.
+        lavapipe; others are left out, and a context of none raises
+        ``InvalidArgumentError`` naming them), weights taken in float64: one partial per
+        chunk of at most 16,384 rows, each entry one fused (or, as the devices round it,
+        unfused) multiply-add chain over the chunk's rows in order, the partials summed in
+        chunk order. The result is bit-identical for any device count, mix and strategy
+        and within N eps of the exact value relative to the sum of the terms' magnitudes
+        (tested against longdouble). No scaling in float64: products beyond its range raise
+        ``InvalidArgumentError`` naming the entry, tiny ones underflow gradually as in
+        numpy's ``g.T @ g``. A DeviceArray's scores accumulate in float32.
 
         Scores or weights whose float32 products would underflow or overflow (a column's
         largest |score|, or the largest weight, outside about [2^-40, 2^40]) are scaled by
@@ -96,16 +116,26 @@ class InformationGeometryMixin(KernelHost):
         and are uploaded to each device. Scores holding NaN or infinities are gathered to
         name the first one. ``ctx.last_plan`` is left as it was.
         """
-        native, shape, native_shape = _rows(self, "scores", scores)
-        w32 = None
+        wide = not isinstance(scores, DeviceArray) and _kernel_dtype(scores) == FLOAT64
+        if wide:
+            native = contiguous("scores", real_array("scores", scores), np.float64)
+            shape, native_shape = native.shape, None
+        else:
+            native, shape, native_shape = _rows(self, "scores", scores)
+        w_native = None
         if weights is not None:
             if isinstance(weights, DeviceArray):
                 weights._live("weights", self)
-            w32 = as_float32("weights", weights)
+            # Weights take the scores' dtype: float32 scores keep float32 weights (and bits).
+            w_native = (
+                contiguous("weights", real_array("weights", weights), np.float64)
+                if wide
+                else as_float32("weights", weights)
+            )
         # (P, P) from the last axis: the core checks the shapes of scores and weights.
         target = output(out, shape[-1:] * 2, np.float64, {"scores": scores, "weights": weights})
         result, plan = self._kernels.fisher_information(
-            self._native, native, w32, optional_strategy(strategy), target, native_shape
+            self._native, native, w_native, optional_strategy(strategy), target, native_shape
         )
         self._record(plan)
         return result

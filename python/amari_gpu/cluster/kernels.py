@@ -255,16 +255,24 @@ def shortest_paths(
 def fisher_information(
     ctx: Dispatcher,
     scores: Any,
-    weights: npt.NDArray[np.float32] | None = None,
+    weights: npt.NDArray[np.float32 | np.float64] | None = None,
     strategy: str | None = None,
     out: np.ndarray[Any, Any] | None = None,
     scores_shape: tuple[int, ...] | None = None,
 ) -> tuple[npt.NDArray[np.float64], Plan | None]:
     """``_native.fisher_information`` on the cluster, bit-identical to one context (cluster
-    array scores are gathered: the chunk grid of the sum is the whole call's)."""
+    array scores are gathered: the chunk grid of the sum is the whole call's). The cluster's
+    steps accumulate in float32: float64 scores are refused rather than rounded quietly."""
     if resident(scores):
         scores = gather(scores).reshape(scores_shape or (scores.rows, scores.cols))
     _host_only(scores)
+    if getattr(scores, "dtype", None) == np.float64:
+        raise InvalidArgumentError(
+            "scores: expected float32 scores on a RayContext (its Fisher steps accumulate in "
+            "float32), got float64; pass scores.astype(numpy.float32)"
+        )
+    # float32 scores come with float32 weights (the mixin converts them): a no-op view.
+    weights = None if weights is None else np.asarray(weights, dtype=np.float32)
     prepared = _native.fisher_prepare(scores, weights)
     s = scores if prepared["scores"] is None else prepared["scores"]
     # fisher_prepare returns weights whenever it made them (ones without weights).

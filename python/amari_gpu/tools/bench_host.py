@@ -180,6 +180,11 @@ def _numpy_fisher(g: npt.NDArray[np.floating[Any]]) -> Any:
     return g.T @ g / g.dtype.type(g.shape[0])
 
 
+def _close(ours: Any, peer: Any, rtol: float, atol: float) -> bool:
+    """A row's check: ours within ``rtol``/``atol`` of the peer's."""
+    return bool(np.allclose(ours, peer, rtol=rtol, atol=atol))
+
+
 def _timed(f: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     result = f()
@@ -432,21 +437,26 @@ def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
 
     # Narrow scores (8 x 8 blocks) and wide ones (64 x 64 tiles); the peer is the BLAS call
     # users write (numpy runs `g.T @ g` as one SYRK), float32 like ours, and for the wide
-    # scores also in float64 (our result is float64, summed from float32 partials).
+    # scores also in float64 (our result is float64, summed from float32 partials), and our
+    # float64 scores (accumulated in float64, issue 28) against it, agreeing to float64
+    # summation rounding.
+    loose = (1e-3, 1e-4)
     for p in sorted({min(FISHER_NARROW, sizes.fisher_params), sizes.fisher_params}):
         g = rng.standard_normal((sizes.fisher_rows, p), dtype=np.float32)
-        peers = [("float32", g)]
+        g64 = g.astype(np.float64)
+        runs = [("", g, "float32", g, loose)]
         if p == sizes.fisher_params:
-            peers.append(("float64", g.astype(np.float64)))
-        for dtype, scores in peers:
+            runs.append(("", g, "float64", g64, loose))
+            runs.append((", float64 accumulation", g64, "float64", g64, (1e-12, 1e-13)))
+        for label, ours, dtype, scores, (rtol, atol) in runs:
             rows.append(
                 Row(
-                    f"Fisher {sizes.fisher_rows:,} x {p}",
-                    functools.partial(host.fisher_information, g),
+                    f"Fisher {sizes.fisher_rows:,} x {p}{label}",
+                    functools.partial(host.fisher_information, ours),
                     f"numpy {np.__version__} g.T @ g / N (BLAS, {dtype})",
                     functools.partial(_numpy_fisher, scores),
                     FISHER_TARGET,
-                    check=lambda ours, peer: bool(np.allclose(ours, peer, rtol=1e-3, atol=1e-4)),
+                    check=functools.partial(_close, rtol=rtol, atol=atol),
                 )
             )
 

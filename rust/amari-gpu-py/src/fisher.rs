@@ -56,22 +56,43 @@ fn held<'py>((o, _): &Shaped<'py>) -> Option<PyRef<'py, PyDeviceArray>> {
     }
 }
 
+/// Optional (N,) weights, in the scores' dtype (the Python package converts them).
+#[derive(FromPyObject)]
+enum Weights<'py> {
+    F32(PyReadonlyArrayDyn<'py, f32>),
+    F64(PyReadonlyArrayDyn<'py, f64>),
+}
+
 /// Empirical Fisher matrix of (N, P) `scores` (a DeviceArray, reduced where its rows live,
-/// of shape `scores_shape` as the caller sees it, or C-contiguous float32 rows) with optional
-/// (N,) weights; returns the float64 (P, P) matrix and the plan (None for a DeviceArray).
-/// The core checks the shapes before `out` is taken.
+/// of shape `scores_shape` as the caller sees it, C-contiguous float32 rows, or float64 rows
+/// accumulated in float64) with optional (N,) weights of the scores' dtype; returns the
+/// float64 (P, P) matrix and the plan (None for a DeviceArray). The core checks the shapes
+/// before `out` is taken.
 #[pyfunction]
 #[pyo3(signature = (ctx, scores, weights=None, strategy=None, out=None, scores_shape=None))]
 fn fisher_information<'py>(
     py: Python<'py>,
     ctx: &PyContext,
     scores: PyOperand<'py, IxDyn>,
-    weights: Option<PyReadonlyArrayDyn<'py, f32>>,
+    weights: Option<Weights<'py>>,
     strategy: Option<&str>,
     out: Option<Bound<'py, PyArrayDyn<f64>>>,
     scores_shape: Option<Vec<usize>>,
 ) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Plan<'py>)> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
+    if let PyOperand::HostF64(rows) = &scores {
+        let weights = match weights {
+            None => None,
+            Some(Weights::F64(w)) => Some(w),
+            Some(Weights::F32(_)) => return Err(weights_refused("float64")),
+        };
+        return information_f64(py, ctx, rows, weights.as_ref(), strategy, out);
+    }
+    let weights = match weights {
+        None => None,
+        Some(Weights::F32(w)) => Some(w),
+        Some(Weights::F64(_)) => return Err(weights_refused("float32")),
+    };
     let scores = (scores, scores_shape);
     let borrowed = held(&scores);
     let (scores, dims) = operand(&scores, &borrowed, "scores")?;
@@ -94,6 +115,41 @@ fn fisher_information<'py>(
     let matrix = returned_into(py, IxDyn(&[p, p]), claimed, matrix)?;
     let plan = plan.map(|p| ctx.plans.record(py, &p)).transpose()?;
     Ok((matrix, plan))
+}
+
+/// Weights of another dtype than the scores' (the Python package converts them first).
+fn weights_refused(scores: &str) -> PyErr {
+    pyo3::exceptions::PyTypeError::new_err(format!(
+        "weights: expected {scores} weights with {scores} scores"
+    ))
+}
+
+/// [`fisher_information`] of host float64 `scores`, accumulated in float64.
+fn information_f64<'py>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    rows: &PyReadonlyArrayDyn<'py, f64>,
+    weights: Option<&PyReadonlyArrayDyn<'py, f64>>,
+    strategy: Option<amari_gpu::Strategy>,
+    out: Option<Bound<'py, PyArrayDyn<f64>>>,
+) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Plan<'py>)> {
+    let weights_dims = weights.map(|w| w.shape().to_vec());
+    let (n, p) = fisher::information_shapes_f64(rows.shape(), weights_dims.as_deref())
+        .map_err(|e| to_pyerr(py, e))?;
+    let scores = contiguous(rows, "scores")?;
+    let weights = weights.map(|w| contiguous(w, "weights")).transpose()?;
+    let claimed = claim(py, IxDyn(&[p, p]), out)?;
+    let inner = ctx.context(py)?;
+    let sized = Sized {
+        calls: &ctx.short,
+        size: 2 * n * p,
+    };
+    let fisher = run_sized(py, Some(sized), move || {
+        fisher::fisher_information_f64(&inner, scores, p, weights, strategy)
+    })?;
+    let matrix = returned_into(py, IxDyn(&[p, p]), claimed, fisher.matrix)?;
+    let plan = ctx.plans.record(py, &fisher.plan)?;
+    Ok((matrix, Some(plan)))
 }
 
 /// Per-sample categorical Fisher `diag(p) - p p^T` of (N, K) `values` (a DeviceArray of

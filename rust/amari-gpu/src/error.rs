@@ -98,9 +98,9 @@ impl Error {
     /// Rows of a flat row-major array named `argument` with `width` words per row; a shape
     /// error saying `expected` (the shape the caller wanted, e.g. "(N, 8)") when its length
     /// is not a multiple of `width`. The one width check of every entry point.
-    pub(crate) fn rows(
+    pub(crate) fn rows<T>(
         argument: &str,
-        data: &[f32],
+        data: &[T],
         width: usize,
         expected: &str,
     ) -> Result<usize> {

@@ -118,7 +118,8 @@ impl MultiGpuContext {
             format!(
                 "no device of this context computes in {dtype}: {}. Open a device whose adapter \
                  has {} (e.g. backends=[\"vulkan\"] for Mesa's lavapipe, or the host device), \
-                 or pass dtype=numpy.float32 to compute in float32",
+                 or pass dtype=numpy.float32 to compute in float32 (float32 inputs where a \
+                 function takes no dtype=)",
                 lacking.join("; "),
                 dtype.feature_name()
             ),

@@ -50,7 +50,7 @@ pub(crate) fn vector(argument: &str, dims: &[usize], n: usize) -> Result<()> {
 
 /// Rows of a flat row-major (N, `width`) array named `argument`, for `width` within
 /// `1..=max_width`.
-pub(crate) fn rows(argument: &str, data: &[f32], width: usize, max_width: usize) -> Result<usize> {
+pub(crate) fn rows<T>(argument: &str, data: &[T], width: usize, max_width: usize) -> Result<usize> {
     if width == 0 || width > max_width {
         return Err(Error::Shape {
             argument: argument.into(),
@@ -62,9 +62,9 @@ pub(crate) fn rows(argument: &str, data: &[f32], width: usize, max_width: usize)
 }
 
 /// `data` has exactly `len` words, else a shape error naming `argument`.
-pub(crate) fn same_shape(
+pub(crate) fn same_shape<T>(
     argument: &str,
-    data: &[f32],
+    data: &[T],
     rows: usize,
     width: Option<usize>,
 ) -> Result<()> {
@@ -97,12 +97,12 @@ pub(crate) fn position(index: usize, width: usize) -> String {
 
 /// Every value satisfies `ok`, else an invalid-argument error naming `argument`, the
 /// requirement and the first offending entry.
-pub(crate) fn all_values(
+pub(crate) fn all_values<T: Copy + std::fmt::Display>(
     argument: &str,
-    data: &[f32],
+    data: &[T],
     width: usize,
     requirement: &str,
-    ok: impl Fn(f32) -> bool,
+    ok: impl Fn(T) -> bool,
 ) -> Result<()> {
     match data.iter().position(|&v| !ok(v)) {
         None => Ok(()),
@@ -112,6 +112,22 @@ pub(crate) fn all_values(
                 "expected {requirement}, got {} at {}",
                 data[i],
                 position(i, width)
+            ),
+        )),
+    }
+}
+
+/// The summed P x P Fisher matrix is finite, else the error naming the first entry whose
+/// `dtype` accumulation overflowed.
+pub(crate) fn accumulated(matrix: &[f64], p: usize, dtype: &str) -> Result<()> {
+    match matrix.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(Error::invalid(
+            "scores",
+            format!(
+                "the {dtype} accumulation overflowed at F{}: weighted products of scores \
+                 exceed the {dtype} range; rescale the scores (or the weights)",
+                position(i, p)
             ),
         )),
     }

@@ -16,6 +16,7 @@ pub mod host_maps;
 mod host_resident;
 pub mod host_syrk;
 mod information;
+mod information64;
 mod reduce;
 pub mod reference;
 mod resident;
@@ -25,6 +26,7 @@ mod scan;
 pub(crate) mod shape;
 pub mod split;
 pub(crate) mod syrk;
+pub mod syrk64;
 mod syrk_block;
 mod syrk_pack;
 #[cfg(target_arch = "x86_64")]
@@ -47,6 +49,7 @@ pub use gaussian::{
     check_gaussian_operands, fisher_gaussian_diag, gaussian_diag_kernel, MAX_GAUSSIAN_DIMENSIONS,
 };
 pub use information::{fisher_information, fisher_information_by, FisherMatrix, SyrkVariant};
+pub use information64::{fisher_information_f64, information_shapes_f64};
 pub use resident::{
     column_max_kernel, fisher_information_resident, prepare_kernel, SOURCE as RESIDENT_SOURCE,
 };

@@ -74,15 +74,21 @@ pub(super) fn no_rows(p: usize) -> Error {
 }
 
 /// Checks optional (`n`,) weights; returns their float64 sum (`n` without weights).
-pub(super) fn check_weights(weights: Option<&[f32]>, n: usize) -> Result<f64> {
+/// (float32 weights, or float64 ones of float64 scores: each is checked as its float64
+/// value, which has the float32 one's finiteness and sign.)
+pub(super) fn check_weights<T: Copy + std::fmt::Display + Into<f64>>(
+    weights: Option<&[T]>,
+    n: usize,
+) -> Result<f64> {
     let Some(w) = weights else {
         return Ok(n as f64);
     };
     checks::same_shape("weights", w, n, None)?;
-    checks::all_values("weights", w, 1, "finite values >= 0", |v| {
+    checks::all_values("weights", w, 1, "finite values >= 0", |v: T| {
+        let v: f64 = v.into();
         v.is_finite() && v >= 0.0
     })?;
-    let total: f64 = w.iter().map(|&v| f64::from(v)).sum();
+    let total: f64 = w.iter().map(|&v| v.into()).sum();
     if total <= 0.0 {
         return Err(Error::invalid(
             "weights",
@@ -207,16 +213,7 @@ pub fn finish(finish: &Finish, partials: &[f32]) -> Result<Vec<f64>> {
 /// that overflowed float32.
 pub(super) fn finish_matrix(finish: &Finish, mut matrix: Vec<f64>) -> Result<Vec<f64>> {
     let p = finish.p;
-    if let Some(i) = matrix.iter().position(|v| !v.is_finite()) {
-        return Err(Error::invalid(
-            "scores",
-            format!(
-                "the float32 accumulation overflowed at F{}: weighted products of scores \
-                 exceed the float32 range; rescale the scores (or the weights)",
-                checks::position(i, p)
-            ),
-        ));
-    }
+    checks::accumulated(&matrix, p, "float32")?;
     for v in &mut matrix {
         *v /= finish.total;
     }

@@ -1,0 +1,102 @@
+//! The empirical Fisher information of float64 scores, accumulated in float64: the same
+//! mean `sum_i w_i g_i g_i^T / sum_i w_i` as the float32 call, its partials the packed
+//! triangles of `syrk64` (one per chunk, in float64 on every device that runs float64),
+//! summed on the host in chunk order, so the result is the same bits for any device set and
+//! strategy. No scaling: float64 products of finite scores only leave float64's range at
+//! magnitudes near 1e154 (refused after the fact) or below 1e-154 (gradual underflow, as
+//! numpy's `g.T @ g` gives it).
+
+use crate::context::{MultiGpuContext, Target};
+use crate::dtype::f64_words;
+use crate::error::{Error, Result};
+use crate::plan::Strategy;
+
+use super::checks;
+use super::information::FisherMatrix;
+use super::shape::SyrkShape;
+use super::split::{check_weights, no_rows};
+use super::syrk::MAX_SCORE_COLUMNS;
+use super::syrk64::{kernel, reduce};
+
+/// The shapes of a float64 `fisher_information` call as the caller gave them: (N, P)
+/// `scores` (`dims`) and, when given, (N,) weights. Returns (N, P).
+pub fn information_shapes_f64(
+    dims: &[usize],
+    weights: Option<&[usize]>,
+) -> Result<(usize, usize)> {
+    let &[n, p] = dims else {
+        return Err(Error::Shape {
+            argument: "scores".into(),
+            expected: "(N, W)".into(),
+            actual: crate::error::shape_text(dims),
+        });
+    };
+    if let Some(weights) = weights {
+        checks::vector("weights", weights, n)?;
+    }
+    Ok((n, p))
+}
+
+/// Empirical Fisher information of row-major (N, `p`) float64 `scores`, with optional (N,)
+/// float64 `weights`, accumulated in float64 on every device that runs float64 (a context
+/// without one refuses the call, naming its devices). Errors as [`super::fisher_information`]'s.
+pub fn fisher_information_f64(
+    ctx: &MultiGpuContext,
+    scores: &[f64],
+    p: usize,
+    weights: Option<&[f64]>,
+    strategy: Option<Strategy>,
+) -> Result<FisherMatrix> {
+    let n = checks::rows("scores", scores, p, MAX_SCORE_COLUMNS)?;
+    if n == 0 {
+        return Err(no_rows(p));
+    }
+    checks::all_values("scores", scores, p, "finite values", f64::is_finite)?;
+    let total = check_weights(weights, n)?;
+    let width = SyrkShape::new(p).width;
+    let rows = padded(scores, p, width, n)?;
+    // Multiplying by 1.0 is exact: the unweighted result is the plain mean.
+    let ones;
+    let weights = match weights {
+        Some(w) => w,
+        None => {
+            let mut all = crate::alloc::zeroed::<f64>("weights", n)?;
+            all.fill(1.0);
+            ones = all;
+            &ones
+        }
+    };
+    let ran = ctx.run(
+        &kernel(p, width),
+        &[f64_words(&rows), f64_words(weights)],
+        Target::Chunks,
+        n,
+        strategy,
+    )?;
+    drop(rows);
+    let matrix = reduce(p, width, &ran.partials);
+    ctx.recycle_partials(ran.partials);
+    let mut matrix = matrix?;
+    checks::accumulated(&matrix, p, "float64")?;
+    for v in &mut matrix {
+        *v /= total;
+    }
+    Ok(FisherMatrix {
+        matrix,
+        p,
+        plan: ran.plan,
+    })
+}
+
+/// The rows with zero columns appended up to `width` (a copy only when P is not it).
+fn padded(scores: &[f64], p: usize, width: usize, n: usize) -> Result<std::borrow::Cow<'_, [f64]>> {
+    if width == p {
+        return Ok(std::borrow::Cow::Borrowed(scores));
+    }
+    let len = crate::alloc::product("padded scores", &[n, width], 8)?;
+    let mut out = crate::alloc::zeroed::<f64>("padded scores", len)?;
+    for (to, from) in out.chunks_exact_mut(width).zip(scores.chunks_exact(p)) {
+        to[..p].copy_from_slice(from);
+    }
+    Ok(std::borrow::Cow::Owned(out))
+}

@@ -1,0 +1,336 @@
+//! The float64 empirical-Fisher SYRK: one partial per chunk of rows, the packed upper
+//! triangle of `sum_r (s_r w_r) s_r^T` over the chunk's rows, accumulated in float64.
+//!
+//! Every entry (i, j), i <= j, of a chunk is one chain `acc = fma(s[r,i] · w[r], s[r,j], acc)`
+//! over the chunk's rows in order, from 0 (the product `s · w` rounded first): the WGSL
+//! kernel runs one thread per entry, the host kernel blocks the same chains for registers
+//! and caches (accumulators loaded before a block of rows and stored after it, which
+//! changes no rounding), so every device writes the same bits. The partial is the packed
+//! upper triangle of the padded width W, row i holding entries j = i..W.
+//!
+//! The WGSL is generated for a scalar type (`fisher_triangle` in float64; the float32 calls
+//! keep `shaders/fisher.wgsl`'s tiled kernels and their bits). Chunks hold at most
+//! [`CHUNK_ROWS`] rows, so each thread's one loop stays within lavapipe's loop budget.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::dtype::{as_f64, as_f64_mut, read_f64, write_f64, Dtype};
+use crate::family::Family;
+use crate::host::simd::Level;
+use crate::kernel::{Dispatch, FmaMode, HostImpl, Input, Kernel, Output};
+
+/// Rows of a chunk at most: one loop trip per row in every thread, within the loop budget
+/// of every driver (lavapipe stops an invocation's loops after 65,535 trips).
+pub const CHUNK_ROWS: usize = 16_384;
+
+/// Threads along each edge of a workgroup.
+const EDGE: u32 = 16;
+
+/// Entry-block rows and columns of the host kernel's registers (4 × 8 accumulators).
+const BR: usize = 4;
+const BC: usize = 8;
+
+/// Rows of scores a host block keeps in cache while its accumulators run over them.
+const ROW_BLOCK: usize = 128;
+
+/// The packed upper triangle's offset of row `i` of a `w`-wide matrix.
+pub(crate) fn row_offset(i: usize, w: usize) -> usize {
+    i * (2 * w + 1 - i) / 2
+}
+
+/// Values of one chunk's partial: the packed upper triangle of the padded width `w`.
+pub(crate) fn triangle(w: usize) -> usize {
+    w * (w + 1) / 2
+}
+
+/// The WGSL of the triangle SYRK in `dtype` (scores, weights and partials of that scalar).
+pub fn source(dtype: Dtype) -> String {
+    let t = dtype.wgsl();
+    format!(
+        "{enable}// Empirical-Fisher SYRK in {t}: one thread per upper-triangle entry (i, j) of \
+         the padded width\n\
+         // `dim`, one chain over the chunk's rows in order; the partial is the packed upper \
+         triangle.\n\
+         struct Params {{ n: u32, row_threads: u32, first: u32, _pad1: u32, dim: u32, \
+         tiles: u32, slices: u32, pairs: u32, }}\n\
+         @group(0) @binding(0) var<uniform> params: Params;\n\
+         @group(0) @binding(1) var<storage, read> src: array<{t}>;\n\
+         @group(0) @binding(2) var<storage, read> weights: array<{t}>;\n\
+         @group(0) @binding(3) var<storage, read_write> partial: array<{t}>;\n\
+         @compute @workgroup_size({EDGE}, {EDGE})\n\
+         fn fisher_triangle(@builtin(global_invocation_id) gid: vec3<u32>) {{\n\
+         \x20   let w = params.dim;\n\
+         \x20   let i = gid.y;\n\
+         \x20   let j = gid.x;\n\
+         \x20   if (i >= w || j >= w || j < i) {{\n\
+         \x20       return;\n\
+         \x20   }}\n\
+         \x20   var acc = {t}(0.0);\n\
+         \x20   for (var r = 0u; r < params.n; r = r + 1u) {{\n\
+         \x20       acc = fma(src[r * w + i] * weights[r], src[r * w + j], acc);\n\
+         \x20   }}\n\
+         \x20   // Row i of the packed triangle starts at i (2w + 1 - i) / 2 (an even product).\n\
+         \x20   partial[i * (2u * w + 1u - i) / 2u + (j - i)] = acc;\n\
+         }}\n",
+        enable = dtype.wgsl_enable(),
+    )
+}
+
+fn grid(_items: u32, params: &[u32]) -> [u32; 3] {
+    // params[0]: the padded width, the edge of the entries' grid.
+    let edge = params[0].div_ceil(EDGE).max(1);
+    [edge, edge, 1]
+}
+
+/// The float64 SYRK over rows of `p` scores padded to `width` (a multiple of 4, as
+/// `SyrkShape` pads them) with one weight per row: every value two words.
+pub fn kernel(p: usize, width: usize) -> Kernel {
+    let words = Dtype::F64.bytes() / 4;
+    Kernel {
+        entry: "fisher_triangle",
+        inputs: vec![Input::PerItem(words * width), Input::PerItem(words)],
+        output: Output::PerChunk(words * triangle(width)),
+        params: [width, 0, 1, 0].iter().map(|&v| v as u32).collect(),
+        dispatch: Dispatch::Custom(grid),
+        max_chunk_items: Some(CHUNK_ROWS),
+        flops_per_item: (p * (p + 1)) as f64,
+        host: Some(Arc::new(Triangle {
+            width,
+            fma: FmaMode::default(),
+        })),
+        dtype: Dtype::F64,
+        ..Kernel::map("fisher_triangle", Family::InformationGeometry, source(Dtype::F64))
+    }
+}
+
+/// The host twin of [`kernel`].
+#[derive(Debug, Clone, Copy)]
+pub struct Triangle {
+    /// Padded width W.
+    pub width: usize,
+    /// How the devices round float64 `fma`.
+    pub fma: FmaMode,
+}
+
+impl HostImpl for Triangle {
+    /// Runs the chunk of rows `range` (inputs: padded float64 scores, weights) into its
+    /// packed triangle.
+    fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
+        self.run_at(Level::detect(), inputs, range, output);
+    }
+
+    fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl> {
+        Arc::new(Triangle { fma: mode, ..*self })
+    }
+}
+
+impl Triangle {
+    /// [`HostImpl::run`] with the micro-kernel of `level` (at most the CPU's): every level
+    /// gives the same bits, which the tests check by forcing each.
+    pub(crate) fn run_at(
+        &self,
+        level: Level,
+        inputs: &[&[f32]],
+        range: Range<usize>,
+        output: &mut [f32],
+    ) {
+        let w = self.width;
+        assert_eq!(output.len(), 2 * triangle(w), "one packed triangle per chunk");
+        let n = range.len();
+        // Padded to whole 8-column blocks, the scores weighted once (the shader's rounded
+        // product `s · w`) beside the plain ones: copies of the chunk, O(n W) against the
+        // kernel's O(n W²).
+        let ws = w.div_ceil(BC) * BC;
+        let mut plain = vec![0.0f64; n * ws];
+        let mut weighted = vec![0.0f64; n * ws];
+        for (k, r) in range.enumerate() {
+            let weight = read_f64(inputs[1], r);
+            for c in 0..w {
+                let v = read_f64(inputs[0], r * w + c);
+                plain[k * ws + c] = v;
+                weighted[k * ws + c] = v * weight;
+            }
+        }
+        let mut full = vec![0.0f64; ws * ws];
+        let fused = self.fma == FmaMode::Fused;
+        let level = level.at_most_detected();
+        full.par_chunks_mut(BR * ws)
+            .enumerate()
+            .for_each(|(panel, acc)| {
+                let rows = (&weighted[..], &plain[..], ws);
+                run_panel(level, fused, rows, panel * BR, acc);
+            });
+        // Row i of the triangle: entries i..w of row i of the full block.
+        let packed = (0..w).flat_map(|i| full[i * ws + i..i * ws + w].iter().copied());
+        match as_f64_mut(output) {
+            Some(out) => out.iter_mut().zip(packed).for_each(|(o, v)| *o = v),
+            None => packed
+                .enumerate()
+                .for_each(|(k, v)| write_f64(output, k, v)),
+        }
+    }
+}
+
+/// Weighted rows, plain rows, their padded width.
+type Panel<'a> = (&'a [f64], &'a [f64], usize);
+
+/// Rows i0..i0 + 4 of the full accumulator block (`acc`, 4 rows of the padded width), from
+/// the 8-column block holding the diagonal to the edge, a block of rows at a time.
+fn run_panel(level: Level, fused: bool, rows: Panel<'_>, i0: usize, acc: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if level.has_avx2() {
+        // SAFETY: `level` is at most the detected one, which has AVX2 and FMA.
+        #[allow(unsafe_code)]
+        unsafe {
+            match fused {
+                true => panel_avx2::<true>(rows, i0, acc),
+                false => panel_avx2::<false>(rows, i0, acc),
+            }
+        }
+        return;
+    }
+    let _ = level;
+    match fused {
+        true => panel::<true>(rows, i0, acc),
+        false => panel::<false>(rows, i0, acc),
+    }
+}
+
+/// [`panel`] compiled with AVX2 and FMA (the fixed 4 × 8 block becomes two `vfmadd` rows).
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(unsafe_code)]
+unsafe fn panel_avx2<const F: bool>(rows: Panel<'_>, i0: usize, acc: &mut [f64]) {
+    panel::<F>(rows, i0, acc);
+}
+
+/// The chains of entries (i0..i0 + 4, j) for every 8-column block from the diagonal's:
+/// each block of 4 × 8 accumulators is loaded, advanced over [`ROW_BLOCK`] rows in order,
+/// and stored back, so every entry's chain is the one long loop of the shader.
+#[inline(always)]
+fn panel<const F: bool>((weighted, plain, ws): Panel<'_>, i0: usize, acc: &mut [f64]) {
+    let n = plain.len() / ws.max(1);
+    for start in (0..n).step_by(ROW_BLOCK) {
+        let end = (start + ROW_BLOCK).min(n);
+        for j0 in (i0 / BC * BC..ws).step_by(BC) {
+            let mut block = [[0.0f64; BC]; BR];
+            for (k, row) in block.iter_mut().enumerate() {
+                row.copy_from_slice(&acc[k * ws + j0..k * ws + j0 + BC]);
+            }
+            for r in start..end {
+                let a: [f64; BR] = std::array::from_fn(|k| weighted[r * ws + i0 + k]);
+                let y = &plain[r * ws + j0..r * ws + j0 + BC];
+                for (row, &x) in block.iter_mut().zip(&a) {
+                    for (v, &b) in row.iter_mut().zip(y) {
+                        *v = if F { x.mul_add(b, *v) } else { x * b + *v };
+                    }
+                }
+            }
+            for (k, row) in block.iter().enumerate() {
+                acc[k * ws + j0..k * ws + j0 + BC].copy_from_slice(row);
+            }
+        }
+    }
+}
+
+/// Sum over chunks (in chunk order, float64) of the packed triangles, as a row-major P × P
+/// matrix, exactly symmetric. Every entry is summed over the chunks on its own (in
+/// parallel: no entry's sum depends on another's).
+pub fn reduce(p: usize, width: usize, partials: &[f32]) -> crate::error::Result<Vec<f64>> {
+    let values = triangle(width);
+    let chunks = partials.len() / (2 * values).max(1);
+    let aligned = as_f64(partials);
+    let at = |k: usize| match aligned {
+        Some(v) => v[k],
+        None => read_f64(partials, k),
+    };
+    let mut sums = crate::alloc::zeroed::<f64>("partial sums", values)?;
+    sums.par_iter_mut().enumerate().for_each(|(k, total)| {
+        for c in 0..chunks {
+            *total += at(c * values + k);
+        }
+    });
+    let len = crate::alloc::product("fisher matrix", &[p, p], 8)?;
+    let mut matrix = crate::alloc::zeroed::<f64>("fisher matrix", len)?;
+    for i in 0..p {
+        let row = &sums[row_offset(i, width)..];
+        for j in i..p {
+            matrix[i * p + j] = row[j - i];
+            matrix[j * p + i] = row[j - i];
+        }
+    }
+    Ok(matrix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::f64_words;
+
+    /// The shader's chain for entry (i, j), `fused` or not, straight from its definition.
+    fn chain(rows: &[f64], weights: &[f64], w: usize, (i, j): (usize, usize), fused: bool) -> f64 {
+        let mut acc = 0.0f64;
+        for (r, &wt) in weights.iter().enumerate() {
+            let (x, y) = (rows[r * w + i] * wt, rows[r * w + j]);
+            acc = if fused { x.mul_add(y, acc) } else { x * y + acc };
+        }
+        acc
+    }
+
+    #[test]
+    fn host_triangle_is_every_chain_of_the_shader_at_every_level() {
+        // 300 rows cross two row blocks; W = 12 leaves a partial 8-column block.
+        let (n, w) = (300, 12);
+        let rows: Vec<f64> = (0..n * w)
+            .map(|k| ((k * 7919) % 1013) as f64 / 97.0 - 5.0 + 1e-9 * k as f64)
+            .collect();
+        let weights: Vec<f64> = (0..n).map(|r| 0.5 + (r % 7) as f64 / 3.0).collect();
+        for fused in [true, false] {
+            let fma = if fused { FmaMode::Fused } else { FmaMode::Separate };
+            let host = Triangle { width: w, fma };
+            let mut want = Vec::new();
+            for i in 0..w {
+                for j in i..w {
+                    want.push(chain(&rows, &weights, w, (i, j), fused).to_bits());
+                }
+            }
+            for level in [Level::Portable, Level::Avx2, Level::Avx512] {
+                let mut out = vec![0.0f32; 2 * triangle(w)];
+                let inputs = [f64_words(&rows), f64_words(&weights)];
+                host.run_at(level, &inputs, 0..n, &mut out);
+                let got: Vec<u64> = (0..triangle(w)).map(|k| read_f64(&out, k).to_bits()).collect();
+                assert_eq!(got, want, "fused {fused}, {level:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn reduce_sums_chunks_in_order_and_mirrors() {
+        // W = 4, P = 3: two chunks whose triangle entry k holds k and 10 k.
+        let (p, w) = (3, 4);
+        let mut values: Vec<f64> = (0..triangle(w)).map(|k| k as f64).collect();
+        values.extend((0..triangle(w)).map(|k| 10.0 * k as f64));
+        let m = reduce(p, w, f64_words(&values)).unwrap();
+        for i in 0..p {
+            for j in 0..p {
+                let (a, b) = (i.min(j), i.max(j));
+                let k = row_offset(a, w) + b - a;
+                assert_eq!(m[i * p + j], 11.0 * k as f64, "({i}, {j})");
+            }
+        }
+    }
+
+    #[test]
+    fn source_names_the_scalar_type() {
+        assert!(source(Dtype::F64).contains("array<f64>"));
+        assert!(source(Dtype::F32).contains("array<f32>"));
+        // The last row of the packed triangle is its last value.
+        assert_eq!(row_offset(7, 8), triangle(8) - 1);
+    }
+}
