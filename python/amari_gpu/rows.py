@@ -75,9 +75,9 @@ class RowsMixin(KernelHost):
         out_cols: int,
         params: Mapping[str, float] | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.floating[Any]] | DeviceArray | None = None,
+        out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
         dtype: npt.DTypeLike | None = None,
-    ) -> npt.NDArray[np.floating[Any]] | DeviceArray:
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """Runs the WGSL function ``row`` of ``source`` on every row of ``arrays``.
 
         The rows run on the wgpu devices of the driver of the context's first wgpu device
@@ -118,13 +118,13 @@ class RowsMixin(KernelHost):
 
         Raises:
             KernelCompileError: a WGSL error (line and column in ``source``, naga's text); a
-                ``row`` that is missing, takes other parameters than ``array<f32, C>`` per
-                array, or returns other than ``array<f32, out_cols>``; a kernel that declares
-                its own resources, ``var<workgroup>``, ``override``s or entry points, or over
-                16 KiB of private memory per row (8 bytes per float64 value); a driver that
-                refuses it; loops that ran
-                past Mesa's cap of 65,535 iterations per invocation (llvmpipe, lavapipe: no
-                result is returned). No device is marked unhealthy.
+                ``row`` that is missing, takes other parameters than ``array<T, C>`` per
+                array, or returns other than ``array<T, out_cols>`` (``T`` the rows' type);
+                a kernel that declares its own resources, ``var<workgroup>``, ``override``s
+                or entry points, or over 16 KiB of private memory per row (8 bytes per
+                float64 value); a driver that refuses it; loops that ran past Mesa's cap of
+                65,535 iterations per invocation (llvmpipe, lavapipe: no result is
+                returned). No device is marked unhealthy.
             ShapeError: the ``(N, C)`` arrays' rows differ.
             InvalidArgumentError: bad ``params``, ``out_cols`` or ``dtype``, a context whose
                 only device is the host, or float64 rows in a context without a wgpu device
