@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
-from ._dtypes import FLOAT32, FLOAT64, requested, result_dtype
+from ._dtypes import FLOAT32, FLOAT64, resident_dtype, result_dtype
 from ._mixin import KernelHost
 from ._validate import contiguous, output, positive_int, real_array
 from .array import DeviceArray, returned
@@ -164,13 +164,7 @@ def _kept(arrays: tuple[Any, ...], dtype: Any, resident: bool) -> np.dtype[Any]:
     """The dtype the rows hold and ``row`` computes in: float32 with a DeviceArray operand
     (they hold float32), else the package's rule over float32 and float64."""
     if resident:
-        want = requested(dtype)
-        if want is not None and want != FLOAT32:
-            raise InvalidArgumentError(
-                f"dtype: DeviceArrays hold float32, so map_rows on one computes in float32, "
-                f"got {want}"
-            )
-        return FLOAT32
+        return resident_dtype(dtype, "map_rows")
     named = [(f"arrays[{k}]", value) for k, value in enumerate(arrays)]
     return result_dtype(named, dtype, (FLOAT32, FLOAT64))
 
