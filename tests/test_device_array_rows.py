@@ -50,7 +50,7 @@ def test_broadcasts_and_params_one_to_four_inputs(
     got = ctx.map_rows(AFFINE, ctx.asarray(p), off, out_cols=3, params={"scale": 0.5})
     assert np.array_equal(got.numpy(), want)
     a, c = _f32(6, ROWS, 1), _f32(7, ROWS, 2)
-    b, d = np.array([0.25], np.float32), np.array([2.0])
+    b, d = np.array([0.25], np.float32), np.array([2.0], np.float32)
     want = ctx.map_rows(FOUR, a, b, c, d, out_cols=4, params={"k": 3})
     got = ctx.map_rows(FOUR, ctx.asarray(a), b, ctx.asarray(c), d, out_cols=4, params={"k": 3})
     assert np.array_equal(got.numpy(), want)

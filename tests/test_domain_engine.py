@@ -56,7 +56,7 @@ def test_life_cells_must_be_zero_or_one(ctx):
     with pytest.raises(ValueError, match=r"grid: expected cells 0 or 1, found 2 at \(1, 3\)"):
         ctx.life(grid, 1)
     with pytest.raises(TypeError, match="grid: expected an array of 0/1 cells"):
-        ctx.life(np.zeros((3, 3), np.float32), 1)
+        ctx.life(np.zeros((3, 3), np.complex64), 1)
     # 256 must not wrap to 0 on the way to uint8.
     grid[1, 3] = 256
     with pytest.raises(ValueError, match="found 256"):

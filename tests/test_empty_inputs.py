@@ -15,7 +15,11 @@ import numpy as np
 import pytest
 
 Z = np.zeros
-ROW = "fn row(a: array<f32, 3>) -> array<f32, 2> { return array<f32, 2>(a[0] + a[2], a[1]); }"
+# In the wrapper's element type: float64 numpy rows and float32 DeviceArray rows alike.
+ROW = (
+    "fn row(a: array<amari_float, 3>) -> array<amari_float, 2> "
+    "{ return array<amari_float, 2>(a[0] + a[2], a[1]); }"
+)
 
 
 @pytest.fixture(scope="module")

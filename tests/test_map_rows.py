@@ -87,7 +87,7 @@ def test_four_inputs_with_broadcasts(
     default_ctx: MultiGpuContext, data: dict[str, np.ndarray]
 ) -> None:
     b = np.array([0.25], np.float32)
-    d = np.array([2.0], np.float64)  # float64 is converted
+    d = np.array([2.0], np.int16)  # numpy computes int16 with float32 as float32
     got = default_ctx.map_rows(FOUR, data["w1"], b, data["c2"], d, out_cols=4, params={"k": 3})
     a, c = data["w1"].astype(np.float64)[:, 0], data["c2"].astype(np.float64)
     want = np.stack([a + 0.25, c[:, 0] * c[:, 1], 2.0 - a, np.full(N, 3.0)], axis=1)
@@ -95,7 +95,7 @@ def test_four_inputs_with_broadcasts(
 
 
 def test_only_broadcast_rows_give_one_row(default_ctx: MultiGpuContext) -> None:
-    got = default_ctx.map_rows(ONE, np.array([1.0, 2.0, 4.0]), out_cols=2)
+    got = default_ctx.map_rows(ONE, np.array([1.0, 2.0, 4.0], np.float32), out_cols=2)
     assert got.shape == (2,)
     assert got.tolist() == [7.0, -2.0]
 

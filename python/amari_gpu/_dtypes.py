@@ -88,3 +88,14 @@ def result_dtype(
     if promoted.kind in "biu":
         promoted = FLOAT64
     return promoted if promoted in kernels else FLOAT32
+
+
+def resident_dtype(dtype: Any, what: str) -> np.dtype[Any]:
+    """The dtype of ``what`` on DeviceArrays, which hold float32: float32, ``dtype=`` other
+    than float32 refused naming it."""
+    want = requested(dtype)
+    if want is not None and want != FLOAT32:
+        raise InvalidArgumentError(
+            f"dtype: DeviceArrays hold float32, so {what} on one computes in float32, got {want}"
+        )
+    return FLOAT32

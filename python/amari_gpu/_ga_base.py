@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
-from ._dtypes import FLOAT32, FLOAT64, requested, result_dtype
+from ._dtypes import FLOAT32, FLOAT64, resident_dtype, result_dtype
 from ._mixin import KernelHost
 from ._validate import contiguous, output, real_array, shape_text
 from .algebra import CL3, Algebra
@@ -45,13 +45,7 @@ def _kept(
     ):
         return FLOAT32
     if resident:
-        want = requested(dtype)
-        if want is not None and want != FLOAT32:
-            raise InvalidArgumentError(
-                f"dtype: DeviceArrays hold float32, so an operation on one computes in "
-                f"float32, got {want}"
-            )
-        return FLOAT32
+        return resident_dtype(dtype, "an operation")
     kernels = (FLOAT32,) if operation == "normalize" else (FLOAT32, FLOAT64)
     return result_dtype(named, dtype, kernels)
 

@@ -225,6 +225,7 @@ class RowsSpec(TypedDict):
     source: str
     out_cols: int
     params: list[tuple[str, float]]
+    dtype: str
 
 @type_check_only
 class WorkloadFields(Protocol):
@@ -528,7 +529,7 @@ __all__ += ["map_rows"]
 def map_rows(
     ctx: Context,
     spec: RowsSpec,
-    arrays: list[tuple[DeviceArray | npt.NDArray[np.float32], tuple[int, ...]]],
+    arrays: list[tuple[DeviceArray | npt.NDArray[np.float32 | np.float64], tuple[int, ...]]],
     strategy: str | None = None,
-    out: DeviceArray | npt.NDArray[np.float32] | None = None,
-) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
+    out: DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
+) -> tuple[DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...

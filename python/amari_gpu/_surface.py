@@ -215,9 +215,9 @@ def chrome_trace_of(processes: list[TraceProcessDict]) -> str:
 # --- users' row kernels [rows] ---
 @kernel
 def map_rows(
-    ctx, spec: RowsSpec, arrays: list[tuple[either[f32, "(N, W) each"], tuple[int, ...]]],
-    strategy: str | None = None, out: either[f32, "(N, out_cols)"] | None = None,
-) -> tuple[either[f32], Plan | None]:
+    ctx, spec: RowsSpec, arrays: list[tuple[either[float, "(N, W) each"], tuple[int, ...]]],
+    strategy: str | None = None, out: either[float, "(N, out_cols)"] | None = None,
+) -> tuple[either[float], Plan | None]:
     "A user's row kernel over the rows of arrays (each with the caller's shape)."
 """
 

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
+from ._dtypes import FLOAT16, FLOAT32, FLOAT64
 from ._validate import (
     as_float32,
     contiguous,
@@ -100,6 +101,9 @@ class DomainReport:
         return [(int(d), int(rows)) for d, rows in self.layouts[-1]["split"]]
 
 
+_LIFE_CELLS = "an array of 0/1 cells (bool, integer, float16, float32 or float64 dtype)"
+
+
 def _grid(value: Any, dtype_kinds: str, what: str) -> np.ndarray[Any, Any]:
     array = plain_array("grid", value)
     if array.dtype.kind not in dtype_kinds:
@@ -134,7 +138,16 @@ def _split(value: Any, devices: int) -> list[int] | None:
 
 def _cells(array: np.ndarray[Any, Any]) -> npt.NDArray[np.uint8]:
     """Integer cells as uint8 without wrapping: a value uint8 cannot hold is refused here,
-    where the conversion would lose it; 0/1 values are the core's check."""
+    where the conversion would lose it; 0/1 values are the core's check. Float cells other
+    than 0.0 and 1.0 (0.5, NaN...) are refused here too, as the conversion would lose them."""
+    if array.dtype.kind == "f":
+        bad = np.flatnonzero((array != 0) & (array != 1))
+        if bad.size:
+            r, c = divmod(int(bad[0]), array.shape[1])
+            raise InvalidArgumentError(
+                f"grid: expected cells 0 or 1, found {array[r, c]} at ({r}, {c})"
+            )
+        return contiguous("grid", array, np.uint8)
     # min and max allocate nothing: a mask of the whole grid could itself exhaust memory.
     if (
         array.dtype not in (np.bool_, np.uint8)
@@ -271,35 +284,53 @@ class DomainMixin:
         rebalance: bool = True,
         split: Sequence[int] | None = None,
         progress: Callable[[int, int], object] | None = None,
-        out: npt.NDArray[np.uint8] | None = None,
-    ) -> npt.NDArray[np.uint8]:
+        out: npt.NDArray[np.uint8 | np.float16 | np.float32 | np.float64] | None = None,
+    ) -> npt.NDArray[np.uint8 | np.float16 | np.float32 | np.float64]:
         """``steps`` steps of Conway's Game of Life on a (H, W) torus. Bands, failures and
         Ctrl-C as in :meth:`stencil`.
 
+        The cells stay 0 or 1 in the grid's kind: bool and integer grids give uint8, a
+        float16, float32 or float64 grid of 0.0/1.0 gives that dtype (the steps are exact
+        counts, the same in every dtype).
+
         Args:
-            grid: ``(H, W)`` cells 0 or 1, bool or integer dtype (never modified).
+            grid: ``(H, W)`` cells 0 or 1, bool, integer, float16, float32 or float64 dtype
+                (never modified).
             steps: an integer >= 0.
             halo: as in :meth:`stencil`.
             rebalance: as in :meth:`stencil`.
             split: as in :meth:`stencil`.
             progress: as in :meth:`stencil`.
-            out: a uint8, C-contiguous, writeable (H, W) array, as in :meth:`stencil`.
+            out: a C-contiguous, writeable (H, W) array of the result's dtype, as in
+                :meth:`stencil`.
 
         Returns:
-            uint8 ``(H, W)``, exact.
+            ``(H, W)``, exact: uint8, or the grid's float dtype.
 
         Raises:
             ShapeError: ``grid`` is not 2-D with at least one row and column.
             InvalidArgumentError: a cell other than 0 or 1 (the first one named), or
                 ``steps``, ``halo``, ``split`` or ``progress`` as for :meth:`stencil`.
-            TypeError: a dtype other than bool or integer.
+            TypeError: a dtype other than bool, integer, float16, float32 or float64.
         """
-        array = _grid(grid, "biu", "an array of 0/1 cells (bool or integer dtype)")
+        array = _grid(grid, "biuf", _LIFE_CELLS)
+        kept = np.dtype(np.uint8) if array.dtype.kind in "biu" else array.dtype
+        if kept not in (np.uint8, FLOAT16, FLOAT32, FLOAT64):
+            raise TypeError(f"grid: expected {_LIFE_CELLS}, got dtype {array.dtype}")
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(f"progress: expected a callable, got {progress!r}")
         cells = _cells(array)
         options = self._run_options(steps, halo, rebalance, split)
-        target = output(out, cells.shape, np.uint8, {"grid": grid})
-        result, report = self._kernels.life(self._native, cells, options, progress, target)
+        target = output(out, cells.shape, kept, {"grid": grid})
+        if kept == np.uint8:
+            result, report = self._kernels.life(self._native, cells, options, progress, target)
+            self._record_run(report)
+            return result
+        # The core steps uint8 cells; the 0/1 result is exact in every float dtype, and is
+        # written into out only once the run has finished.
+        result, report = self._kernels.life(self._native, cells, options, progress, None)
         self._record_run(report)
-        return result
+        if target is None:
+            return result.astype(kept)
+        target[...] = result
+        return target

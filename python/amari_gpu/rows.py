@@ -9,6 +9,12 @@ devices of one driver (that of the context's first wgpu device), so results are 
 bits for any device count and strategy. The host CPU device cannot run WGSL and takes no
 rows.
 
+The rows keep their dtype as numpy would (the package's rule, :mod:`amari_gpu._dtypes`):
+float32 rows give ``array<f32, C>`` to ``row``, float64 rows ``array<f64, C>`` (planned only
+on devices with ``SHADER_F64``; lavapipe has it, llvmpipe GL does not). The wrapper declares
+``alias amari_float = f32;`` (or ``f64``): a kernel written with ``amari_float`` runs in
+either dtype unchanged.
+
 With DeviceArray operands the kernel runs where their rows live (numpy operands are uploaded
 to match; a ``(C,)`` one once to each device) and the result is a DeviceArray; rows held by
 the host device are computed on a wgpu device.
@@ -24,8 +30,9 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
+from ._dtypes import FLOAT32, FLOAT64, resident_dtype, result_dtype
 from ._mixin import KernelHost
-from ._validate import as_float32, output, positive_int
+from ._validate import contiguous, output, positive_int, real_array
 from .array import DeviceArray, returned
 from .errors import InvalidArgumentError
 from .planning import optional_strategy
@@ -68,8 +75,9 @@ class RowsMixin(KernelHost):
         out_cols: int,
         params: Mapping[str, float] | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32] | DeviceArray | None = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+        out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
+        dtype: npt.DTypeLike | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """Runs the WGSL function ``row`` of ``source`` on every row of ``arrays``.
 
         The rows run on the wgpu devices of the driver of the context's first wgpu device
@@ -82,12 +90,15 @@ class RowsMixin(KernelHost):
         ``(N, C)`` or ``(C,)``, are uploaded to match).
 
         Args:
-            source: WGSL defining ``fn row(a: array<f32, Ca>, b: array<f32, Cb>, ...) ->
-                array<f32, out_cols>``, one parameter per array in order (helper functions,
-                constants, structs and ``var<private>``s beside it are fine).
+            source: WGSL defining ``fn row(a: array<T, Ca>, b: array<T, Cb>, ...) ->
+                array<T, out_cols>``, one parameter per array in order (helper functions,
+                constants, structs and ``var<private>``s beside it are fine). ``T`` is the
+                rows' element type: ``f32`` for float32 rows, ``f64`` for float64 ones; the
+                wrapper declares ``amari_float`` as that type, so ``array<amari_float, C>``
+                fits both.
             arrays: each ``(N, C)`` (row i is passed for item i) or ``(C,)`` (the same row
-                for every item); the ``(N, C)`` arrays share N. Any real dtype (converted to
-                float32), or DeviceArrays ``(N, C)``.
+                for every item); the ``(N, C)`` arrays share N. Any real dtype, or
+                DeviceArrays ``(N, C)`` (float32).
             out_cols: columns of the result (``row``'s array length).
             params: names (WGSL identifiers, not starting with ``amari_``) to numbers,
                 readable in WGSL as ``params.NAME`` (float32).
@@ -95,35 +106,50 @@ class RowsMixin(KernelHost):
             out: as for every kernel; with DeviceArray operands also a DeviceArray of the
                 result's shape (the result replaces its shards; it is returned), or a numpy
                 array the result is gathered into.
+            dtype: what the rows hold and ``row`` computes in, overriding the promotion:
+                ``np.float32`` or ``np.float64``. Default numpy's promotion of the arrays'
+                dtypes: float64 stays float64, integers and bools become float64, float16
+                becomes float32; float32 with any DeviceArray operand (DeviceArrays hold
+                float32).
 
         Returns:
-            float32 ``(N, out_cols)``, or ``(out_cols,)`` when every array is ``(C,)``; a
-            DeviceArray with a DeviceArray operand.
+            ``(N, out_cols)`` of the rows' dtype, or ``(out_cols,)`` when every array is
+            ``(C,)``; a DeviceArray with a DeviceArray operand.
 
         Raises:
             KernelCompileError: a WGSL error (line and column in ``source``, naga's text); a
-                ``row`` that is missing, takes other parameters than ``array<f32, C>`` per
-                array, or returns other than ``array<f32, out_cols>``; a kernel that declares
-                its own resources, ``var<workgroup>``, ``override``s or entry points, or over
-                16 KiB of private memory per row; a driver that refuses it; loops that ran
-                past Mesa's cap of 65,535 iterations per invocation (llvmpipe, lavapipe: no
-                result is returned). No device is marked unhealthy.
+                ``row`` that is missing, takes other parameters than ``array<T, C>`` per
+                array, or returns other than ``array<T, out_cols>`` (``T`` the rows' type);
+                a kernel that declares its own resources, ``var<workgroup>``, ``override``s
+                or entry points, or over 16 KiB of private memory per row (8 bytes per
+                float64 value); a driver that refuses it; loops that ran past Mesa's cap of
+                65,535 iterations per invocation (llvmpipe, lavapipe: no result is
+                returned). No device is marked unhealthy.
             ShapeError: the ``(N, C)`` arrays' rows differ.
-            InvalidArgumentError: bad ``params`` or ``out_cols``, or a context whose only
-                device is the host (before any work).
+            InvalidArgumentError: bad ``params``, ``out_cols`` or ``dtype``, a context whose
+                only device is the host, or float64 rows in a context without a wgpu device
+                that has ``SHADER_F64`` (before any work).
+            TypeError: an array of a dtype that is not real, or ``out`` not of the rows'
+                dtype.
             DeviceLostError: none of that driver's devices is healthy.
         """
         if not isinstance(source, str):
             raise TypeError(f"source: expected WGSL text (str), got {type(source).__name__}")
         cols = positive_int("out_cols", out_cols)
         pairs = _params(params)
-        operands = [_operand(self, f"arrays[{k}]", value) for k, value in enumerate(arrays)]
         resident = any(isinstance(value, DeviceArray) for value in arrays)
+        kept = _kept(arrays, dtype, resident)
+        operands = [_operand(self, f"arrays[{k}]", value, kept) for k, value in enumerate(arrays)]
         rows = next((shape[0] for _, shape in operands if len(shape) == 2), None)
         shape = (cols,) if rows is None else (rows, cols)
         inputs = {f"arrays[{k}]": v for k, v in enumerate(arrays)}
-        target = output(out, shape, np.float32, inputs, resident=self if resident else None)
-        spec: _native.RowsSpec = {"source": source, "out_cols": cols, "params": pairs}
+        target = output(out, shape, kept, inputs, resident=self if resident else None)
+        spec: _native.RowsSpec = {
+            "source": source,
+            "out_cols": cols,
+            "params": pairs,
+            "dtype": kept.name,
+        }
         native_out = target._handle if isinstance(target, DeviceArray) else target
         if isinstance(native_out, np.ndarray):
             native_out = native_out.reshape(-1, cols)
@@ -134,10 +160,19 @@ class RowsMixin(KernelHost):
         return returned(self, result, target, shape)
 
 
-def _operand(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...]]:
+def _kept(arrays: tuple[Any, ...], dtype: Any, resident: bool) -> np.dtype[Any]:
+    """The dtype the rows hold and ``row`` computes in: float32 with a DeviceArray operand
+    (they hold float32), else the package's rule over float32 and float64."""
+    if resident:
+        return resident_dtype(dtype, "map_rows")
+    named = [(f"arrays[{k}]", value) for k, value in enumerate(arrays)]
+    return result_dtype(named, dtype, (FLOAT32, FLOAT64))
+
+
+def _operand(ctx: Any, name: str, value: Any, kept: np.dtype[Any]) -> tuple[Any, tuple[int, ...]]:
     """``value`` as ``map_rows`` takes it, with its shape: a live DeviceArray's handle, else
-    a float32 array (the core checks both)."""
+    an array of ``kept`` (the core checks both)."""
     if isinstance(value, DeviceArray):
         return value._live(name, ctx), value.shape
-    array = as_float32(name, value)
+    array = contiguous(name, real_array(name, value), kept)
     return array, array.shape

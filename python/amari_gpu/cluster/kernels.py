@@ -356,7 +356,12 @@ def map_rows(
 ) -> tuple[Any, Plan | None]:
     """``_native.map_rows`` on the cluster: checked whole by the core (shapes, the kernel),
     then ``(N, C)`` arrays split by rows, ``(C,)`` ones bound whole to every chunk; with a
-    cluster array, where it lives."""
+    cluster array, where it lives. The cluster runs float32 rows only."""
+    if spec["dtype"] != "float32":
+        raise InvalidArgumentError(
+            f"dtype: a RayContext runs map_rows in float32, got {spec['dtype']} rows "
+            "(pass dtype=numpy.float32)"
+        )
     if resident(*(v for v, _ in arrays)):
         return array_kernels.map_rows(ctx, spec, arrays, out)
     _host_only(*(v for v, _ in arrays), out)

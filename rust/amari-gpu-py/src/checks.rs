@@ -4,6 +4,7 @@
 //! shapes (not a chunk's) and nothing has been written or dispatched.
 
 use amari_gpu::domain;
+use amari_gpu::dtype::Dtype;
 use amari_gpu::fisher;
 use amari_gpu::ga;
 use amari_gpu::rows::{self, RowArray, RowsCall};
@@ -173,6 +174,17 @@ fn check_map_rows(
     spec: crate::rows::RowsSpec,
     arrays: Vec<(PyReadonlyArrayDyn<'_, f32>, Vec<usize>)>,
 ) -> PyResult<usize> {
+    // A cluster's map_rows runs float32 rows (its node calls take float32 arrays).
+    if spec.dtype != Dtype::F32.name() {
+        let error = amari_gpu::Error::invalid(
+            "dtype",
+            format!(
+                "a RayContext runs map_rows in float32, got {} rows (pass dtype=numpy.float32)",
+                spec.dtype
+            ),
+        );
+        return Err(to_pyerr(py, error));
+    }
     let mut views = Vec::with_capacity(arrays.len());
     for (k, (array, shape)) in arrays.iter().enumerate() {
         let data = Operand::Host(contiguous(array, &format!("arrays[{k}]"))?);
@@ -183,6 +195,7 @@ fn check_map_rows(
         arrays: views,
         out_cols: spec.out_cols,
         params: spec.params,
+        dtype: Dtype::F32,
     };
     rows::check_call(&call)
         .map(|(items, _)| items)

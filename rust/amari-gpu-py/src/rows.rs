@@ -1,6 +1,7 @@
 //! Users' own WGSL row kernels (`map_rows`) on numpy arrays and DeviceArrays, one function:
 //! the core checks the arrays in the caller's shapes and runs them where they live.
 
+use amari_gpu::dtype::{f64_words, Dtype};
 use amari_gpu::rows::{self, RowArray, RowsCall};
 use amari_gpu::ResidentOperand as Operand;
 use numpy::ndarray::{Ix2, IxDyn};
@@ -9,7 +10,7 @@ use pyo3::prelude::*;
 use crate::arrays::contiguous;
 use crate::context::PyContext;
 use crate::errors::to_pyerr;
-use crate::resident::{float64_refused, run_to, PyDeviceArray, PyOperand, PyOut, Returned};
+use crate::resident::{run_to_in, PyDeviceArray, PyOperand, PyOut, Returned};
 
 /// The kernel of a call, read from a dict with one key per field.
 #[derive(FromPyObject)]
@@ -18,10 +19,11 @@ pub(crate) struct RowsSpec {
     pub(crate) source: String,
     pub(crate) out_cols: usize,
     pub(crate) params: Vec<(String, f32)>,
+    pub(crate) dtype: String,
 }
 
 /// Runs the user's `fn row` of `spec["source"]` over `arrays`: each a DeviceArray or a
-/// C-contiguous float32 array, paired with its shape as the caller gave it, `(N, C)` or
+/// C-contiguous array of `spec["dtype"]` ("float32" or "float64"), paired with its shape as the caller gave it, `(N, C)` or
 /// `(C,)` (one row for every item; a numpy array only). `spec["params"]` are (name, value)
 /// pairs read in WGSL as `params.NAME`. The `(N, out_cols)` result is a numpy array, a new
 /// DeviceArray when an array is one, or written into `out`; returned with the plan (None
@@ -37,6 +39,7 @@ fn map_rows<'py>(
     out: Option<PyOut<'py, Ix2>>,
 ) -> Returned<'py> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
+    let dtype = Dtype::parse("dtype", &spec.dtype).map_err(|e| to_pyerr(py, e))?;
     let refs: Vec<Option<PyRef<'_, PyDeviceArray>>> = arrays
         .iter()
         .map(|(o, _)| match o {
@@ -47,8 +50,19 @@ fn map_rows<'py>(
     let mut views = Vec::with_capacity(arrays.len());
     for (k, ((array, shape), held)) in arrays.iter().zip(&refs).enumerate() {
         let data = match (array, held) {
-            (PyOperand::Host(a), _) => Operand::Host(contiguous(a, &format!("arrays[{k}]"))?),
-            (PyOperand::HostF64(_), _) => return Err(float64_refused(&format!("arrays[{k}]"))),
+            (PyOperand::Host(a), _) if dtype == Dtype::F32 => {
+                Operand::Host(contiguous(a, &format!("arrays[{k}]"))?)
+            }
+            (PyOperand::HostF64(a), _) if dtype == Dtype::F64 => {
+                Operand::Host(f64_words(contiguous(a, &format!("arrays[{k}]"))?))
+            }
+            (PyOperand::Host(_) | PyOperand::HostF64(_), _) => {
+                let error = amari_gpu::Error::invalid(
+                    format!("arrays[{k}]"),
+                    format!("expected a {dtype} array (the call's dtype), got another dtype"),
+                );
+                return Err(to_pyerr(py, error));
+            }
             (PyOperand::Resident(_), Some(r)) => Operand::Resident(&r.inner),
             (PyOperand::Resident(_), None) => {
                 let error = amari_gpu::Error::Internal("a DeviceArray not borrowed".into());
@@ -69,12 +83,13 @@ fn map_rows<'py>(
         arrays: views,
         out_cols: spec.out_cols,
         params: spec.params,
+        dtype,
     };
     let dim = Ix2(items, call.out_cols);
     // Checked before `out` is taken: a kernel that does not compile costs nothing, and an
     // argument error is not a call that began writing.
     let checked = rows::map_rows(&*ctx.context(py)?, call).map_err(|e| to_pyerr(py, e))?;
-    run_to(py, ctx, resident, (dim, out), move |inner, out| {
+    run_to_in(py, ctx, (resident, dtype), (dim, out), move |inner, out| {
         checked.run(inner, out, strategy)
     })
 }

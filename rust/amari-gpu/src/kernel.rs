@@ -194,9 +194,10 @@ pub struct Kernel {
     /// compiles it (a user's WGSL, see `rows`); `None`: every device `GpuDevice::can_run`
     /// allows.
     pub devices: Option<Vec<usize>>,
-    /// The kernel writes a nonzero word after its per-item output when a driver cut an
-    /// invocation's loops short (`rows::wrap` says how it knows); the executor binds that
-    /// word, clears it and refuses the chunk's results when it is set.
+    /// The kernel writes a value whose first word is nonzero after its per-item output when
+    /// a driver cut an invocation's loops short (`rows::wrap` says how it knows); the
+    /// executor binds that value ([`Kernel::loop_check_bytes`]), clears it and refuses the
+    /// chunk's results when its first word is set.
     pub loop_check: bool,
     /// What the kernel computes in and its words hold (float32 unless a builder says
     /// otherwise): only devices that run the dtype are given it (`GpuDevice::can_run`).
@@ -248,6 +249,16 @@ impl Kernel {
             .iter()
             .map(|i| if let Input::PerItem(w) = i { *w } else { 0 })
             .sum()
+    }
+
+    /// Bytes bound after the output for the loop check: one value of the kernel's dtype (a
+    /// float64 value is only addressable whole), at least one word; 0 without a check.
+    pub fn loop_check_bytes(&self) -> usize {
+        if self.loop_check {
+            self.dtype.bytes().max(4)
+        } else {
+            0
+        }
     }
 
     /// Words per item of the output (0 for per-chunk outputs).

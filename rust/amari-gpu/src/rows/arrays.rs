@@ -2,6 +2,7 @@
 //! each with its shape) and their checks: one owner for both kinds, every error naming
 //! `arrays[k]` and its shape as the caller wrote it.
 
+use crate::dtype::Dtype;
 use crate::error::{shape_text, Error, Result};
 use crate::resident::Operand;
 
@@ -16,7 +17,7 @@ pub struct RowArray<'a> {
 }
 
 impl RowArray<'_> {
-    /// Columns: the `C` of `array<f32, C>`.
+    /// Columns: the `C` of `array<amari_float, C>`.
     pub(crate) fn cols(&self) -> usize {
         self.shape.last().copied().unwrap_or(0)
     }
@@ -28,7 +29,8 @@ impl RowArray<'_> {
 }
 
 /// A `map_rows` call: the user's WGSL, the arrays in `row`'s parameter order, the output
-/// width and the named f32 parameters (readable in WGSL as `params.NAME`).
+/// width, the named f32 parameters (readable in WGSL as `params.NAME`) and the rows' dtype
+/// (float32 or float64; host arrays hold its words, two per float64 value).
 #[derive(Clone)]
 pub struct RowsCall<'a> {
     /// WGSL defining `fn row`.
@@ -39,11 +41,14 @@ pub struct RowsCall<'a> {
     pub out_cols: usize,
     /// Named parameters.
     pub params: Vec<(String, f32)>,
+    /// What the rows hold and `row` computes in.
+    pub dtype: Dtype,
 }
 
 /// Refuses an array whose shape is not `(N, C)` or `(C,)` with C >= 1 (a resident one
-/// `(N, C)`), or whose words do not make up its shape.
-fn check_array(argument: &str, array: &RowArray<'_>) -> Result<()> {
+/// `(N, C)`, float32 only: DeviceArrays hold float32), or whose words (`dtype`'s) do not
+/// make up its shape.
+fn check_array(argument: &str, array: &RowArray<'_>, dtype: Dtype) -> Result<()> {
     let shape = array.shape;
     let resident = matches!(array.data, Operand::Resident(_));
     let wanted = if resident { 2..=2 } else { 1..=2 };
@@ -60,9 +65,19 @@ fn check_array(argument: &str, array: &RowArray<'_>) -> Result<()> {
             actual: shape_text(shape),
         });
     }
+    if resident && dtype != Dtype::F32 {
+        return Err(Error::invalid(
+            argument,
+            format!(
+                "expected a {dtype} array (the call computes in {dtype}), got a DeviceArray, \
+                 which holds float32; pass dtype=np.float32, or the rows as a numpy array"
+            ),
+        ));
+    }
+    let width = dtype.words(array.cols())?;
     let (rows, cols) = match array.data {
-        Operand::Host(data) => (data.len() / array.cols(), data.len() % array.cols()),
-        Operand::Resident(r) => (r.rows(), r.cols() - array.cols()),
+        Operand::Host(data) => (data.len() / width, data.len() % width),
+        Operand::Resident(r) => (r.rows(), r.cols().abs_diff(width)),
     };
     let lead = if array.broadcast() { 1 } else { shape[0] };
     if (rows, cols) != (lead, 0) {
@@ -93,7 +108,7 @@ pub(crate) fn items(call: &RowsCall<'_>) -> Result<usize> {
     let mut rows: Option<(usize, usize)> = None;
     for (k, array) in call.arrays.iter().enumerate() {
         let argument = format!("arrays[{k}]");
-        check_array(&argument, array)?;
+        check_array(&argument, array, call.dtype)?;
         if array.broadcast() {
             continue;
         }

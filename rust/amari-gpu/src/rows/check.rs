@@ -9,6 +9,7 @@
 use naga::{AddressSpace, ArraySize, Module, Scalar, Span, TypeInner};
 
 use super::wrap::{self, Column};
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 
 fn compile_error(message: String) -> Error {
@@ -162,7 +163,7 @@ fn private_memory(module: &Module, text: &str, user_lines: usize) -> Result<()> 
         }
         _ => format!(
             "source: the copies of the rows map_rows passes to row take {copies} bytes (4 \
-             per column of every array)"
+             per column of every array, 8 in float64)"
         ),
     };
     Err(compile_error(format!(
@@ -242,7 +243,8 @@ fn describe(module: &Module, ty: naga::Handle<naga::Type>) -> String {
             ..
         } => match module.types[*base].inner {
             TypeInner::Scalar(Scalar::F32) => format!("array<f32, {n}>"),
-            _ => format!("an array of {n} non-f32 elements"),
+            TypeInner::Scalar(Scalar::F64) => format!("array<f64, {n}>"),
+            _ => format!("an array of {n} elements neither f32 nor f64"),
         },
         TypeInner::Array { .. } => "an array without a constant length".into(),
         TypeInner::Scalar(s) => format!("a scalar ({s:?})"),
@@ -253,16 +255,52 @@ fn describe(module: &Module, ty: naga::Handle<naga::Type>) -> String {
     }
 }
 
-/// Checks that `row` exists, takes one `array<f32, C>` per array with its columns, and
-/// returns `array<f32, out_cols>`.
-fn signature(module: &Module, columns: &[Column], out_cols: usize) -> Result<()> {
+/// How `row`'s parameter `ty` (an array) spells its element type: `amari_float` when the
+/// user wrote the wrapper's alias, else the scalar's own name. naga gives an alias a type
+/// of its own, so `array<amari_float, C>` and `array<f32, C>` are different types to a
+/// call: the wrapper declares each row it passes in the parameter's own spelling.
+fn element_spelling(module: &Module, ty: naga::Handle<naga::Type>, dtype: Dtype) -> &'static str {
+    match module.types[ty].inner {
+        TypeInner::Array { base, .. }
+            if module.types[base].name.as_deref() == Some(wrap::ELEMENT) =>
+        {
+            wrap::ELEMENT
+        }
+        _ => dtype.wgsl(),
+    }
+}
+
+/// Checks that `row` exists, takes one `array<T, C>` per array with its columns, and
+/// returns `array<T, out_cols>`, `T` the rows' element type (`dtype`'s). Returns how each
+/// parameter spells `T` ([`element_spelling`]).
+fn signature(
+    module: &Module,
+    columns: &[Column],
+    out_cols: usize,
+    dtype: Dtype,
+) -> Result<Vec<&'static str>> {
+    let t = dtype.wgsl();
+    // A mismatch in the element type alone: say why the rows have this dtype.
+    let hint = |got: &str| {
+        let other = if t == "f64" { "f32" } else { "f64" };
+        if got.starts_with(&format!("array<{other},")) {
+            format!(
+                " (the rows are {dtype}: write the element type as amari_float, which the \
+                 wrapper declares as {t}, or pass dtype= to compute in the dtype the kernel \
+                 is written for)"
+            )
+        } else {
+            String::new()
+        }
+    };
     let Some((_, row)) = module
         .functions
         .iter()
         .find(|(_, f)| f.name.as_deref() == Some("row"))
     else {
         return Err(compile_error(
-            "source: expected a function `fn row(...) -> array<f32, out_cols>`, found none".into(),
+            "source: expected a function `fn row(...) -> array<amari_float, out_cols>`, found none"
+                .into(),
         ));
     };
     if row.arguments.len() != columns.len() {
@@ -272,9 +310,11 @@ fn signature(module: &Module, columns: &[Column], out_cols: usize) -> Result<()>
             row.arguments.len()
         )));
     }
+    let mut spellings = Vec::with_capacity(columns.len());
     for (k, (arg, column)) in row.arguments.iter().zip(columns).enumerate() {
+        spellings.push(element_spelling(module, arg.ty, dtype));
         let got = describe(module, arg.ty);
-        let want = format!("array<f32, {}>", column.cols);
+        let want = format!("array<{t}, {}>", column.cols);
         if got != want {
             let name = arg.name.as_deref().unwrap_or("?");
             let shape = if column.broadcast {
@@ -284,12 +324,13 @@ fn signature(module: &Module, columns: &[Column], out_cols: usize) -> Result<()>
             };
             return Err(compile_error(format!(
                 "row: parameter {} ({name}) must be {want} for array {k} of shape {shape}, \
-                 but is {got}",
-                k + 1
+                 but is {got}{}",
+                k + 1,
+                hint(&got)
             )));
         }
     }
-    let want = format!("array<f32, {out_cols}>");
+    let want = format!("array<{t}, {out_cols}>");
     match &row.result {
         None => Err(compile_error(format!(
             "row: must return {want} (out_cols={out_cols}), but returns nothing"
@@ -297,10 +338,11 @@ fn signature(module: &Module, columns: &[Column], out_cols: usize) -> Result<()>
         Some(result) => {
             let got = describe(module, result.ty);
             if got == want {
-                Ok(())
+                Ok(spellings)
             } else {
                 Err(compile_error(format!(
-                    "row: must return {want} (out_cols={out_cols}), but returns {got}"
+                    "row: must return {want} (out_cols={out_cols}), but returns {got}{}",
+                    hint(&got)
                 )))
             }
         }
@@ -312,20 +354,25 @@ fn signature(module: &Module, columns: &[Column], out_cols: usize) -> Result<()>
 pub fn checked_module(
     source: &str,
     columns: &[Column],
-    params: &[String],
+    (params, dtype): (&[String], Dtype),
     out_cols: usize,
 ) -> Result<String> {
     param_names(params)?;
     let user_lines = source.lines().count();
     let mut probe = String::from(source);
     probe.push('\n');
-    probe.push_str(&wrap::params_struct(params));
-    signature(&parse(&probe, user_lines)?, columns, out_cols)?;
-    let text = wrap::module(source, columns, params, out_cols);
+    probe.push_str(&wrap::params_struct(params, dtype));
+    let spellings = signature(&parse(&probe, user_lines)?, columns, out_cols, dtype)?;
+    let text = wrap::module(source, columns, (params, dtype, &spellings), out_cols);
     let module = parse(&text, user_lines)?;
     naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::empty(),
+        // f64 where the rows are float64: the kernel is planned only on SHADER_F64 devices.
+        if dtype == Dtype::F64 {
+            naga::valid::Capabilities::FLOAT64
+        } else {
+            naga::valid::Capabilities::empty()
+        },
     )
     .validate(&module)
     .map_err(|e| {

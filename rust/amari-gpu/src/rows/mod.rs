@@ -1,5 +1,6 @@
-//! Users' own row kernels (`map_rows`): a WGSL `fn row(a: array<f32, Ca>, ...) ->
-//! array<f32, out_cols>` wrapped into a compute shader (`wrap`), checked with naga before
+//! Users' own row kernels (`map_rows`): a WGSL `fn row(a: array<amari_float, Ca>, ...) ->
+//! array<amari_float, out_cols>` (`amari_float` is `f32`, or `f64` for float64 rows, which
+//! only devices with `SHADER_F64` are given) wrapped into a compute shader (`wrap`), checked with naga before
 //! any device sees it (`check`), and run through the planner like a built-in map kernel on
 //! the wgpu devices of one driver (`place`): two drivers compile the same WGSL to different
 //! bits (`length`, `dot`, `exp`...), and a call must give the same bits however it is
@@ -13,6 +14,7 @@ mod wrap;
 
 use crate::context::MultiGpuContext;
 use crate::device::GpuDevice;
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::family::Family;
 use crate::kernel::{Input, Kernel, Output};
@@ -42,16 +44,21 @@ pub fn kernel(call: &RowsCall<'_>) -> Result<Kernel> {
             broadcast: a.broadcast(),
         })
         .collect();
-    kernel_of(call.source, &columns, &call.params, call.out_cols)
+    kernel_of(
+        call.source,
+        &columns,
+        (&call.params, call.dtype),
+        call.out_cols,
+    )
 }
 
 /// The checked kernel of `source` for arrays of these `columns` (in `row`'s parameter
-/// order), named `params` and `out_cols` output words: what [`kernel`] builds, without the
-/// data (resident calls have their rows on the devices).
+/// order), named `params`, rows of `dtype` and `out_cols` output values: what [`kernel`]
+/// builds, without the data (resident calls have their rows on the devices).
 pub fn kernel_of(
     source: &str,
     columns: &[Column],
-    params: &[(String, f32)],
+    (params, dtype): (&[(String, f32)], Dtype),
     out_cols: usize,
 ) -> Result<Kernel> {
     if out_cols == 0 {
@@ -60,27 +67,35 @@ pub fn kernel_of(
             "expected an integer >= 1, got 0",
         ));
     }
+    if dtype == Dtype::F16 {
+        return Err(Error::invalid(
+            "dtype",
+            "expected float32 or float64 rows (map_rows has no float16 kernels), got float16",
+        ));
+    }
     let names: Vec<String> = params.iter().map(|(n, _)| n.clone()).collect();
-    let text = check::checked_module(source, columns, &names, out_cols)?;
+    let text = check::checked_module(source, columns, (&names, dtype), out_cols)?;
     let id = format!("{:016x}", fnv1a(&text));
     let mut kernel = Kernel::map(id, Family::Rows, text);
     kernel.entry = wrap::ENTRY;
+    kernel.dtype = dtype;
+    let words = |values: usize| dtype.words(values);
     kernel.inputs = columns
         .iter()
         .map(|c| {
-            if c.broadcast {
-                Input::Whole(c.cols)
+            Ok(if c.broadcast {
+                Input::Whole(words(c.cols)?)
             } else {
-                Input::PerItem(c.cols)
-            }
+                Input::PerItem(words(c.cols)?)
+            })
         })
-        .collect();
-    kernel.output = Output::PerItem(out_cols);
+        .collect::<Result<_>>()?;
+    kernel.output = Output::PerItem(words(out_cols)?);
     kernel.params = params.iter().map(|(_, v)| v.to_bits()).collect();
     kernel.loop_check = true;
     // Unknown arithmetic: one operation per word moved is the planner's guess; the family
     // has no calibrated rate of its own, so the mean measured rate applies.
-    kernel.flops_per_item = (kernel.input_words_per_item() + out_cols) as f64;
+    kernel.flops_per_item = (kernel.input_words_per_item() + kernel.output_words_per_item()) as f64;
     Ok(kernel)
 }
 
@@ -100,13 +115,30 @@ fn driver_of(dev: &GpuDevice) -> (&str, u32, u32, &str, &str, &str) {
 }
 
 /// Restricts `kernel` to the devices that may run a user's WGSL in `ctx`: the wgpu devices
-/// of the driver of the context's first wgpu device (the lowest id), healthy or not, so
+/// of the driver of the context's first wgpu device running the kernel's dtype (the lowest
+/// id), healthy or not, so
 /// that every call on the context computes the same bits whatever the strategy, the device
 /// count or the devices' health. Refuses a context with no wgpu device before any work:
 /// the host device cannot run a shader, and without this check the call would fail later
 /// with a device error that says nothing of the cause.
 pub fn place(ctx: &MultiGpuContext, kernel: &mut Kernel) -> Result<()> {
-    let mut wgpu = ctx.devices().iter().filter(|d| d.as_host().is_none());
+    let dtype = kernel.dtype;
+    let all_wgpu = || ctx.devices().iter().filter(|d| d.as_host().is_none());
+    // Only devices that compute in the rows' dtype are candidates (float64: SHADER_F64).
+    let mut wgpu = all_wgpu().filter(|d| d.runs(dtype));
+    if dtype != Dtype::F32 && all_wgpu().next().is_some() && !all_wgpu().any(|d| d.runs(dtype)) {
+        let lacking: Vec<String> = all_wgpu().filter_map(|d| d.lacks(dtype)).collect();
+        return Err(Error::invalid(
+            "dtype",
+            format!(
+                "map_rows computes {dtype} rows on wgpu devices with {} only (the host CPU \
+                 device cannot run WGSL), and this context has none: {}. Pass \
+                 dtype=numpy.float32 to compute in float32",
+                dtype.feature_name(),
+                lacking.join("; ")
+            ),
+        ));
+    }
     let Some(first) = wgpu.next() else {
         return Err(Error::invalid(
             "ctx",
@@ -160,6 +192,7 @@ mod tests {
             arrays,
             out_cols,
             params: vec![("scale".into(), 2.0)],
+            dtype: Dtype::F32,
         }
     }
 
@@ -288,6 +321,50 @@ mod tests {
         // Under the bound is fine.
         let fits = local.replace("100000000", "3000");
         assert!(kernel(&call(&fits, vec![pairs()], 1)).is_ok());
+    }
+
+    #[test]
+    fn float64_rows_take_two_words_a_value_and_an_f64_row() {
+        let source = "fn row(a: array<amari_float, 2>) -> array<amari_float, 1> {\n    \
+                      return array<amari_float, 1>(a[0] * amari_float(params.scale));\n}\n";
+        let words = [0.0f32; 12];
+        let arrays = vec![RowArray {
+            data: Operand::Host(&words),
+            shape: &[3, 2],
+        }];
+        let mut wide = call(source, arrays, 1);
+        wide.dtype = Dtype::F64;
+        assert_eq!(items(&wide), Ok(3));
+        let k = kernel(&wide).expect("valid");
+        assert_eq!(k.dtype, Dtype::F64);
+        assert_eq!(k.inputs, vec![Input::PerItem(4)]);
+        assert_eq!(k.output, Output::PerItem(2));
+        assert_eq!(k.loop_check_bytes(), 8);
+        // The check value's low word (the one the executor reads) is nonzero.
+        assert!(k.source.contains("1.0000000000000002lf"));
+        assert_eq!((1.0000000000000002f64).to_bits() as u32, 1);
+        // The same source on float32 rows.
+        assert_eq!(
+            kernel(&call(source, vec![pairs()], 1)).map(|k| k.dtype),
+            Ok(Dtype::F32)
+        );
+        // An f32 kernel on float64 rows says how to write one.
+        let mut narrow = call(GOOD, wide.arrays.clone(), 1);
+        narrow.dtype = Dtype::F64;
+        let Err(Error::KernelCompile(message)) = kernel(&narrow) else {
+            panic!("expected a compile error");
+        };
+        assert!(message.contains("must be array<f64, 2>"), "{message}");
+        assert!(message.contains("amari_float"), "{message}");
+        // float64 words that do not make up the shape.
+        let odd = [0.0f32; 11];
+        let short = RowArray {
+            data: Operand::Host(&odd),
+            shape: &[3, 2],
+        };
+        let mut bad = call(source, vec![short], 1);
+        bad.dtype = Dtype::F64;
+        assert!(matches!(items(&bad), Err(Error::Shape { .. })));
     }
 
     #[test]

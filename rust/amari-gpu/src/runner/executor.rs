@@ -141,8 +141,9 @@ pub fn submit(
     let items = range.len();
     let launch = Launch::new(dev, kernel, items, "chunk_items")?;
     let out_bytes = (kernel.output_words(items).max(1) * 4) as u64;
-    // The loop-check word rides after the output: bound, cleared and read back with it.
-    let bound_bytes = out_bytes + if kernel.loop_check { 4 } else { 0 };
+    // The loop-check value rides after the output: bound, cleared and read back with it.
+    let check_bytes = kernel.loop_check_bytes() as u64;
+    let bound_bytes = out_bytes + check_bytes;
     let scopes = Scopes::open(dev);
 
     let mut buffers = Vec::with_capacity(inputs.len() + 1);
@@ -204,7 +205,7 @@ pub fn submit(
             label: Some(&kernel.id),
         });
     if kernel.loop_check {
-        encoder.clear_buffer(&buffers[output_index], out_bytes, Some(4));
+        encoder.clear_buffer(&buffers[output_index], out_bytes, Some(check_bytes));
     }
     let uniforms = passes::encode(
         dev,

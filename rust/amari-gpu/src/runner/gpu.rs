@@ -75,9 +75,9 @@ impl Shards for WgpuDevice {
     }
 
     fn run_shard(&self, dev: &GpuDevice, kernel: &Kernel, inputs: &[Shard], items: usize) -> Run {
-        // A loop check's word follows the rows (see `submit`).
+        // A loop check's value follows the rows (see `submit`).
         let words = items * kernel.output_words_per_item();
-        let out = self.allocate(dev, words + usize::from(kernel.loop_check))?;
+        let out = self.allocate(dev, words + kernel.loop_check_bytes() / 4)?;
         let (submission, checks) = submit(dev, kernel, inputs, &out, items)?;
         Ok((out, Some(Box::new(Submitted { submission, checks }))))
     }
@@ -258,8 +258,9 @@ fn with_bytes(error: Error, bytes: u64) -> Error {
 /// binding limit; a multiple of 256 rows keeps every piece's byte offset aligned.
 fn piece_rows(dev: &GpuDevice, kernel: &Kernel) -> usize {
     let per_row = kernel.widest_binding_bytes_per_item().max(1);
-    // Room for the loop-check word after a piece's output rows.
-    let rows = (dev.max_binding_bytes().saturating_sub(4) / per_row) as usize;
+    // Room for the loop-check value after a piece's output rows.
+    let check = kernel.loop_check_bytes().max(4) as u64;
+    let rows = (dev.max_binding_bytes().saturating_sub(check) / per_row) as usize;
     (rows - rows % 256).max(256)
 }
 
@@ -372,18 +373,20 @@ fn submit(
             };
             entries.push(gpu_io::binding_at(i as u32 + 1, b, offset, bytes));
         }
-        // The check word follows the piece's output rows: bound with them, cleared first.
+        // The check value follows the piece's output rows: bound with them, cleared first;
+        // its first word is the one read back.
         let check_at = ((start + n) * out_cols * 4) as u64;
+        let check_bytes = kernel.loop_check_bytes() as u64;
         if checks.is_some() {
             if let Some(last) = entries.last_mut() {
                 *last = gpu_io::binding_at(
                     last.binding,
                     &bound[bound.len() - 1],
                     (start * out_cols * 4) as u64,
-                    (n * out_cols * 4 + 4) as u64,
+                    (n * out_cols * 4) as u64 + check_bytes,
                 );
             }
-            encoder.clear_buffer(&bound[bound.len() - 1], check_at, Some(4));
+            encoder.clear_buffer(&bound[bound.len() - 1], check_at, Some(check_bytes));
         }
         let recorded = encode_piece(dev, &mut encoder, &pipeline, &launch, &entries)?;
         uniforms.extend(recorded);
