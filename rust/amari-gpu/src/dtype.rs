@@ -106,6 +106,21 @@ impl Dtype {
             .collect()
     }
 
+    /// The dtype a kernel of this dtype computes and accumulates in: float16 is storage
+    /// only, its values widened to float32 on load and rounded once to float16 at the store.
+    pub fn compute(self) -> Dtype {
+        match self {
+            Dtype::F16 => Dtype::F32,
+            other => other,
+        }
+    }
+
+    /// 4-byte words of `values` values whose count is known to suit the dtype (an even
+    /// count for float16, which [`Dtype::words`] checks).
+    pub fn words_of(self, values: usize) -> usize {
+        values * self.bytes() / 4
+    }
+
     /// The WGSL scalar type.
     pub fn wgsl(self) -> &'static str {
         match self {

@@ -4,7 +4,9 @@
 //! multiply-add of the generated chain runs on [`LANES`] items at once, in the generated
 //! order; the result is transposed back straight into the output slice. One body serves
 //! every dtype the family computes in (`T: Real`, float32 or float64): a float64 kernel reads
-//! and writes two words per value and runs the same chains in float64.
+//! and writes two words per value and runs the same chains in float64. A float16 kernel is
+//! the float32 one between `host::f16`'s conversions: each tile of rows widened to float32,
+//! computed by the float32 kernel, its results rounded once to float16.
 
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -28,6 +30,8 @@ use crate::host::simd::{dispatch, Level, Task};
 pub const LANES: usize = 16;
 /// Items per rayon task.
 const GRAIN: usize = 1024;
+/// Items per float16 tile: its float32 copies stay in the per-core caches.
+const F16_TILE: usize = 2048;
 
 type Lanes<T> = [[T; LANES]; 64];
 
@@ -83,12 +87,13 @@ impl GaKernel {
         }
     }
 
-    /// The same kernel computing in `dtype` (float32 or float64).
+    /// The same kernel computing in `dtype` (float32, float64, or float16 storage).
     pub fn in_dtype(self, dtype: Dtype) -> GaKernel {
         GaKernel {
             dtype,
-            // The in-register Cl(3,0) chains are float32's.
-            cl3_chains: self.cl3_chains && dtype == Dtype::F32,
+            // The in-register Cl(3,0) chains are float32's (float16 runs them on its widened
+            // tiles).
+            cl3_chains: self.cl3_chains && dtype != Dtype::F64,
             ..self
         }
     }
@@ -105,8 +110,8 @@ impl HostImpl for GaKernel {
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         match self.dtype {
             Dtype::F64 => self.run_in::<f64>(inputs, range, output),
-            // float16 has no GA kernel (`Operation::check_dtype` refuses it before one is made).
-            Dtype::F32 | Dtype::F16 => self.run_in::<f32>(inputs, range, output),
+            Dtype::F16 => self.run_f16(inputs, range, output),
+            Dtype::F32 => self.run_in::<f32>(inputs, range, output),
         }
     }
 
@@ -120,6 +125,57 @@ impl HostImpl for GaKernel {
 }
 
 impl GaKernel {
+    /// [`HostImpl::run`] in float16 storage: tiles of [`F16_TILE`] items, in parallel, each
+    /// widened to float32, computed by the float32 kernel (same chains, same `fma` mode) and
+    /// rounded once to float16, as the WGSL kernel rounds at its store.
+    fn run_f16(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
+        use crate::host::f16::{narrow, widen};
+        use rayon::prelude::*;
+        let f32_kernel = GaKernel {
+            dtype: Dtype::F32,
+            ..self.clone()
+        };
+        let level = crate::host::simd::dispatched();
+        let (w, ow) = (self.algebra.blades(), self.output_words());
+        // Whole operands are widened once; batches tile by tile.
+        let whole: Vec<Option<Vec<f32>>> = (0..inputs.len())
+            .map(|slot| {
+                matches!(
+                    (slot, self.broadcast),
+                    (0, Broadcast::Left) | (1, Broadcast::Right)
+                )
+                .then(|| {
+                    let mut row = vec![0.0f32; w];
+                    widen(level, &inputs[slot][..w / 2], &mut row);
+                    row
+                })
+            })
+            .collect();
+        output
+            .par_chunks_mut(F16_TILE * ow / 2)
+            .enumerate()
+            .for_each(|(tile, out)| {
+                let first = range.start + tile * F16_TILE;
+                let n = 2 * out.len() / ow;
+                let tiles: Vec<Vec<f32>> = inputs
+                    .iter()
+                    .zip(&whole)
+                    .map(|(words, whole)| match whole {
+                        Some(row) => row.clone(),
+                        None => {
+                            let mut rows = vec![0.0f32; n * w];
+                            widen(level, &words[first * w / 2..(first + n) * w / 2], &mut rows);
+                            rows
+                        }
+                    })
+                    .collect();
+                let operands: Vec<&[f32]> = tiles.iter().map(Vec::as_slice).collect();
+                let mut result = vec![0.0f32; n * ow];
+                f32_kernel.run_in::<f32>(&operands, 0..n, &mut result);
+                narrow(level, &result, out);
+            });
+    }
+
     /// [`HostImpl::run`] in `T`: values of `T::WORDS` words each.
     fn run_in<T: Real>(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         use rayon::prelude::*;
