@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use crate::arrays::contiguous;
 use crate::context::PyContext;
 use crate::errors::to_pyerr;
-use crate::resident::{float64_refused, run_to, PyDeviceArray, PyOperand, PyOut, Returned};
+use crate::resident::{dtype_refused, run_to, PyDeviceArray, PyOperand, PyOut, Returned};
 
 /// The kernel of a call, read from a dict with one key per field.
 #[derive(FromPyObject)]
@@ -41,14 +41,16 @@ fn map_rows<'py>(
         .iter()
         .map(|(o, _)| match o {
             PyOperand::Resident(r) => Some(r.borrow()),
-            PyOperand::Host(_) | PyOperand::HostF64(_) => None,
+            PyOperand::Host(_) | PyOperand::HostF64(_) | PyOperand::HostF16(_) => None,
         })
         .collect();
     let mut views = Vec::with_capacity(arrays.len());
     for (k, ((array, shape), held)) in arrays.iter().zip(&refs).enumerate() {
         let data = match (array, held) {
             (PyOperand::Host(a), _) => Operand::Host(contiguous(a, &format!("arrays[{k}]"))?),
-            (PyOperand::HostF64(_), _) => return Err(float64_refused(&format!("arrays[{k}]"))),
+            (o @ (PyOperand::HostF64(_) | PyOperand::HostF16(_)), _) => {
+                return Err(dtype_refused(&format!("arrays[{k}]"), o.dtype()))
+            }
             (PyOperand::Resident(_), Some(r)) => Operand::Resident(&r.inner),
             (PyOperand::Resident(_), None) => {
                 let error = amari_gpu::Error::Internal("a DeviceArray not borrowed".into());

@@ -13,7 +13,7 @@ use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
 use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
-use crate::resident::{float64_refused, run_to, PyOperand, PyOut, Returned};
+use crate::resident::{dtype_refused, run_to, PyOperand, PyOut, Returned};
 
 type Paths<'py> = PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyAny>)>;
 
@@ -50,7 +50,9 @@ fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Returned<'
     let b = contiguous(&call.b, op.right)?;
     let (resident, a_shape) = match &call.a {
         PyOperand::Host(a) => (None, a.shape().to_vec()),
-        PyOperand::HostF64(_) => return Err(float64_refused("a")),
+        o @ (PyOperand::HostF64(_) | PyOperand::HostF16(_)) => {
+            return Err(dtype_refused("a", o.dtype()))
+        }
         PyOperand::Resident(r) => {
             let r = r.borrow();
             let own = vec![r.inner.rows(), r.inner.cols()];
@@ -59,7 +61,9 @@ fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Returned<'
     };
     let a = match (&call.a, &resident) {
         (PyOperand::Host(a), _) => ResidentOperand::Host(contiguous(a, "a")?),
-        (PyOperand::HostF64(_), _) => return Err(float64_refused("a")),
+        (o @ (PyOperand::HostF64(_) | PyOperand::HostF16(_)), _) => {
+            return Err(dtype_refused("a", o.dtype()))
+        }
         (PyOperand::Resident(_), Some(r)) => ResidentOperand::Resident(&r.inner),
         (PyOperand::Resident(_), None) => {
             return Err(to_pyerr(

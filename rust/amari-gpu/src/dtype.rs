@@ -166,6 +166,14 @@ pub fn f16_words(values: &[u16]) -> Result<&[f32]> {
         .map_err(|e| Error::invalid("float16 values", format!("not viewable as words: {e}")))
 }
 
+/// float16 values (as their bits) as the engine's words, to be written: the conditions of
+/// [`f16_words`].
+pub fn f16_words_mut(values: &mut [u16]) -> Result<&mut [f32]> {
+    Dtype::F16.words(values.len())?;
+    bytemuck::try_cast_slice_mut(values)
+        .map_err(|e| Error::invalid("float16 values", format!("not viewable as words: {e}")))
+}
+
 /// float64 value `index` of `words` (two words each, in memory order: a float64 array's
 /// bytes seen as words). Words of a chunk or a binding are only 4-byte aligned, so the value
 /// is assembled from its two words (a bit copy, one unaligned 8-byte load once compiled)
