@@ -33,6 +33,12 @@ const GRAIN: usize = 1024;
 /// Items per float16 tile: its float32 copies stay in the per-core caches.
 const F16_TILE: usize = 2048;
 
+thread_local! {
+    /// Each thread's float32 copies of its float16 tiles (operands and result), reused
+    /// from tile to tile so that they are neither allocated nor zeroed per tile.
+    static F16_SCRATCH: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 type Lanes<T> = [[T; LANES]; 64];
 
 /// A generated geometric-algebra kernel on the host: the same (algebra, operation,
@@ -157,22 +163,33 @@ impl GaKernel {
             .for_each(|(tile, out)| {
                 let first = range.start + tile * F16_TILE;
                 let n = 2 * out.len() / ow;
-                let tiles: Vec<Vec<f32>> = inputs
+                // The thread's scratch, taken out (not borrowed): a tile that rayon runs on
+                // this thread while the float32 kernel below waits finds it empty and
+                // allocates its own, never a second borrow.
+                let mut scratch = F16_SCRATCH.with(std::cell::Cell::take);
+                let need = (inputs.len() * w + ow) * n;
+                if scratch.len() < need {
+                    scratch.resize(need, 0.0);
+                }
+                let (wide, result) = scratch.split_at_mut(inputs.len() * n * w);
+                let mut tiles = wide.chunks_mut(n * w);
+                let operands: Vec<&[f32]> = inputs
                     .iter()
                     .zip(&whole)
-                    .map(|(words, whole)| match whole {
-                        Some(row) => row.clone(),
+                    .filter_map(|(words, whole)| match whole {
+                        Some(row) => Some(row.as_slice()),
                         None => {
-                            let mut rows = vec![0.0f32; n * w];
-                            widen(level, &words[first * w / 2..(first + n) * w / 2], &mut rows);
-                            rows
+                            let rows = tiles.next()?;
+                            widen(level, &words[first * w / 2..(first + n) * w / 2], rows);
+                            Some(&*rows)
                         }
                     })
                     .collect();
-                let operands: Vec<&[f32]> = tiles.iter().map(Vec::as_slice).collect();
-                let mut result = vec![0.0f32; n * ow];
-                f32_kernel.run_in::<f32>(&operands, 0..n, &mut result);
-                narrow(level, &result, out);
+                let result = &mut result[..n * ow];
+                f32_kernel.run_in::<f32>(&operands, 0..n, result);
+                narrow(level, result, out);
+                drop(operands);
+                F16_SCRATCH.with(|s| s.set(scratch));
             });
     }
 
