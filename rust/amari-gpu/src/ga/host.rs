@@ -5,8 +5,7 @@
 //! order; the result is transposed back straight into the output slice. One body serves
 //! every dtype the family computes in (`T: Real`, float32 or float64): a float64 kernel reads
 //! and writes two words per value and runs the same chains in float64. A float16 kernel is
-//! the float32 one between `host::f16`'s conversions: each tile of rows widened to float32,
-//! computed by the float32 kernel, its results rounded once to float16.
+//! the float32 one between `host::f16`'s conversions (`ga::host_f16`).
 
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -30,14 +29,6 @@ use crate::host::simd::{dispatch, Level, Task};
 pub const LANES: usize = 16;
 /// Items per rayon task.
 const GRAIN: usize = 1024;
-/// Items per float16 tile: its float32 copies stay in the per-core caches.
-const F16_TILE: usize = 2048;
-
-thread_local! {
-    /// Each thread's float32 copies of its float16 tiles (operands and result), reused
-    /// from tile to tile so that they are neither allocated nor zeroed per tile.
-    static F16_SCRATCH: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
-}
 
 type Lanes<T> = [[T; LANES]; 64];
 
@@ -131,70 +122,8 @@ impl HostImpl for GaKernel {
 }
 
 impl GaKernel {
-    /// [`HostImpl::run`] in float16 storage: tiles of [`F16_TILE`] items, in parallel, each
-    /// widened to float32, computed by the float32 kernel (same chains, same `fma` mode) and
-    /// rounded once to float16, as the WGSL kernel rounds at its store.
-    fn run_f16(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
-        use crate::host::f16::{narrow, widen};
-        use rayon::prelude::*;
-        let f32_kernel = GaKernel {
-            dtype: Dtype::F32,
-            ..self.clone()
-        };
-        let level = crate::host::simd::dispatched();
-        let (w, ow) = (self.algebra.blades(), self.output_words());
-        // Whole operands are widened once; batches tile by tile.
-        let whole: Vec<Option<Vec<f32>>> = (0..inputs.len())
-            .map(|slot| {
-                matches!(
-                    (slot, self.broadcast),
-                    (0, Broadcast::Left) | (1, Broadcast::Right)
-                )
-                .then(|| {
-                    let mut row = vec![0.0f32; w];
-                    widen(level, &inputs[slot][..w / 2], &mut row);
-                    row
-                })
-            })
-            .collect();
-        output
-            .par_chunks_mut(F16_TILE * ow / 2)
-            .enumerate()
-            .for_each(|(tile, out)| {
-                let first = range.start + tile * F16_TILE;
-                let n = 2 * out.len() / ow;
-                // The thread's scratch, taken out (not borrowed): a tile that rayon runs on
-                // this thread while the float32 kernel below waits finds it empty and
-                // allocates its own, never a second borrow.
-                let mut scratch = F16_SCRATCH.with(std::cell::Cell::take);
-                let need = (inputs.len() * w + ow) * n;
-                if scratch.len() < need {
-                    scratch.resize(need, 0.0);
-                }
-                let (wide, result) = scratch.split_at_mut(inputs.len() * n * w);
-                let mut tiles = wide.chunks_mut(n * w);
-                let operands: Vec<&[f32]> = inputs
-                    .iter()
-                    .zip(&whole)
-                    .filter_map(|(words, whole)| match whole {
-                        Some(row) => Some(row.as_slice()),
-                        None => {
-                            let rows = tiles.next()?;
-                            widen(level, &words[first * w / 2..(first + n) * w / 2], rows);
-                            Some(&*rows)
-                        }
-                    })
-                    .collect();
-                let result = &mut result[..n * ow];
-                f32_kernel.run_in::<f32>(&operands, 0..n, result);
-                narrow(level, result, out);
-                drop(operands);
-                F16_SCRATCH.with(|s| s.set(scratch));
-            });
-    }
-
     /// [`HostImpl::run`] in `T`: values of `T::WORDS` words each.
-    fn run_in<T: Real>(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
+    pub(super) fn run_in<T: Real>(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         use rayon::prelude::*;
         // Widths in words.
         let w = self.algebra.blades() * T::WORDS;
