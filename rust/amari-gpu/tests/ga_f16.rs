@@ -150,9 +150,10 @@ fn float16_products_have_the_same_bits_on_lavapipe_the_host_and_both() {
 }
 
 #[test]
-fn the_host_kernel_at_the_portable_level_converts_to_the_same_bits() {
-    // The scalar conversion (no F16C) is what `Level::Portable` runs: the whole host kernel
-    // at that level gives the bits of the detected level.
+fn the_host_result_is_the_float32_product_rounded_once_by_the_scalar_conversion() {
+    // The host device (F16C where the CPU has it) against the float32 product rounded by the
+    // scalar conversion (what the portable level runs; `ga::host_f16`'s unit test runs the
+    // kernel itself at that forced level).
     let algebra = Algebra::new(3, 0, 0).expect("Cl(3,0)");
     let host = context(&["host"], 1);
     let (a, b) = (f16_words(8 * ITEMS, 4), f16_words(8 * ITEMS, 5));

@@ -79,3 +79,44 @@ impl GaKernel {
             });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ga::{Algebra, Operation};
+    use crate::host::f16::{has_f16c, narrow};
+    use crate::host::simd::{force_level, Level};
+    use crate::kernel::{FmaMode, HostImpl};
+
+    #[test]
+    fn the_portable_level_gives_the_bits_of_the_detected_one() {
+        let algebra = Algebra::new(3, 0, 0).expect("Cl(3,0)");
+        let kernel = GaKernel::new(algebra, Operation::Geometric, Broadcast::None, FmaMode::Fused)
+            .in_dtype(Dtype::F16);
+        // More items than one tile, an odd count; values past float16's range and in its
+        // subnormals once multiplied.
+        let n = 5001;
+        let operand = |seed| {
+            let mut values = crate::sample::uniform_f32(8 * n, seed);
+            for (i, v) in values.iter_mut().enumerate() {
+                *v *= [1.0, 300.0, 1.0 / 4096.0][i / 8 % 3];
+            }
+            let mut words = vec![0.0f32; 4 * n];
+            narrow(Level::Portable, &values, &mut words);
+            words
+        };
+        let (a, b) = (operand(1), operand(2));
+        let mut detected = vec![0.0f32; 4 * n];
+        kernel.run(&[&a, &b], 0..n, &mut detected);
+        force_level(Some(Level::Portable));
+        let mut portable = vec![0.0f32; 4 * n];
+        kernel.run(&[&a, &b], 0..n, &mut portable);
+        force_level(None);
+        assert!(!has_f16c(Level::Portable), "the portable level converts without F16C");
+        let bits = |w: &[f32]| w.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&portable), bits(&detected));
+        let halves: &[u16] = bytemuck::cast_slice(&detected);
+        assert!(halves.iter().any(|&h| h & 0x7fff == 0x7c00), "an infinity");
+        assert!(halves.iter().any(|&h| h & 0x7c00 == 0 && h & 0x3ff != 0), "a subnormal");
+    }
+}
