@@ -11,18 +11,9 @@ use amari_gpu::ga::{apply, apply_in, kernel, Algebra, Broadcast, Operation};
 use amari_gpu::host::f16::{narrow, to_f16, widen};
 use amari_gpu::host::Level;
 use amari_gpu::{ContextOptions, Dtype, MultiGpuContext, Strategy};
-use common::{random, same_bits, validate_with};
+use common::{one_at_a_time, random, same_bits, validate_with};
 
 const ITEMS: usize = 1037;
-
-/// One test at a time: each opens lavapipe contexts and compiles kernels (as `host_ga.rs`).
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 fn context(backends: &[&str], devices_per_adapter: usize) -> MultiGpuContext {
     common::logging();
@@ -202,25 +193,7 @@ fn float16_leaves_out_the_gl_device_and_a_gl_context_refuses_it() {
         Some(Strategy::Balanced),
     )
     .expect("runs on lavapipe");
-    let gl: Vec<usize> = mixed
-        .devices()
-        .iter()
-        .filter(|d| d.adapter.backend == "gl")
-        .map(|d| d.id)
-        .collect();
-    assert!(!gl.is_empty());
-    assert!(
-        plan.assignments.iter().all(|a| !gl.contains(&a.device)),
-        "{plan:?}"
-    );
-    for id in &gl {
-        let (_, why) = plan
-            .left_out
-            .iter()
-            .find(|(d, _)| d == id)
-            .unwrap_or_else(|| panic!("device {id} left out in {plan:?}"));
-        assert!(why.starts_with("float16 needs SHADER_F16: device"), "{why}");
-    }
+    common::gl_left_out(&mixed, &plan, "float16 needs SHADER_F16: device");
     let gl_only = context(&["gl"], 1);
     let mut untouched = vec![0.0f32; 4 * ITEMS];
     let error = apply_in(
