@@ -1,9 +1,10 @@
 """Geometric algebra, what every operation shares: argument conversion (algebra, operands
 as rows or DeviceArray handles, grades), the dtype a call computes in (the package's rule,
-:mod:`amari_gpu._dtypes`: float32 and float64 kept, every operation but ``normalize`` having
-float64 kernels; DeviceArrays hold float32) and the one native call of every operation. The
-operations themselves are in :mod:`amari_gpu.ga` (products) and :mod:`amari_gpu.ga_unary`
-(one-operand maps)."""
+:mod:`amari_gpu._dtypes`: float16, float32 and float64 kept, every operation but
+``normalize`` having float64 kernels and all but ``normalize``, ``scalar_product`` and
+``sandwich`` float16 ones; DeviceArrays hold float32) and the one native call of every
+operation. The operations themselves are in :mod:`amari_gpu.ga` (products) and
+:mod:`amari_gpu.ga_unary` (one-operand maps)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
-from ._dtypes import FLOAT32, FLOAT64, resident_dtype, result_dtype
+from ._dtypes import FLOAT16, FLOAT32, FLOAT64, resident_dtype, result_dtype
 from ._mixin import KernelHost
 from ._validate import contiguous, output, real_array, shape_text
 from .algebra import CL3, Algebra
@@ -36,18 +37,29 @@ def _algebra(value: Any) -> Algebra:
 def _kept(
     operation: str, named: list[tuple[str, Any]], dtype: Any, resident: bool
 ) -> np.dtype[Any]:
-    """The dtype a call computes in and returns: float32 and float64 are kept (numpy's
+    """The dtype a call computes in and returns: float16, float32 and float64 are kept (numpy's
     promotion of the operands' dtypes, integers to float64, ``dtype=`` overriding), except
-    that ``normalize`` computes in float32 only and an operation on DeviceArrays (which hold
-    float32) in float32."""
+    that ``normalize`` computes in float32 only, ``scalar_product`` and ``sandwich`` in
+    float32 and float64 (float16 operands in float32), and an operation on DeviceArrays
+    (which hold float32) in float32."""
     if dtype is None and all(
         type(value) is np.ndarray and value.dtype == np.float32 for _, value in named
     ):
         return FLOAT32
     if resident:
         return resident_dtype(dtype, "an operation")
-    kernels = (FLOAT32,) if operation == "normalize" else (FLOAT32, FLOAT64)
-    return result_dtype(named, dtype, kernels)
+    return result_dtype(named, dtype, _KERNELS.get(operation, (FLOAT16, FLOAT32, FLOAT64)))
+
+
+_KERNELS: dict[str, tuple[np.dtype[Any], ...]] = {
+    "normalize": (FLOAT32,),
+    # One value per row (float16 packs two to a word) / the rotor map's own dtype.
+    "scalar_product": (FLOAT32, FLOAT64),
+    "sandwich": (FLOAT32, FLOAT64),
+}
+"""The dtypes of the operations that do not compute in all three (see ``Operation::check_dtype``
+in the core): the others compute in float16 storage (float32 arithmetic, one rounding per
+result), float32 and float64."""
 
 
 def _rows(

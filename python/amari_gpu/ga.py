@@ -33,23 +33,24 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
     (2, 1, 2ⁿ) with (3, 2ⁿ) gives (2, 3, 2ⁿ). Results have the broadcast leading shape
     followed by 2ⁿ (``scalar_product``: the leading shape alone).
 
-    Dtypes are kept as numpy keeps them: float32 in, float32 out; float64 in, float64 out
-    (computed in float64 on the devices that run it: the host device and adapters with
-    wgpu's ``SHADER_F64``, such as lavapipe); mixed operands promote as ``np.result_type``
-    does (float32 with float64 gives float64); bool and integer operands compute in float64;
-    float16 computes in float32 (no float16 kernels yet). ``dtype=`` (float32 or float64)
-    overrides, e.g. ``dtype=np.float32`` to compute float64 inputs in float32. ``normalize``
-    computes in float32 only. Complex, object and other dtypes raise ``TypeError``. A call in
-    float64 on a context none of whose devices runs it raises ``InvalidArgumentError`` naming
-    every device and what it lacks. Inputs are never modified (a converted copy is made when
-    needed); results are new arrays, or ``out=``: an array of the result's dtype,
-    C-contiguous, writeable, of exactly the result's shape and sharing no memory with the
-    operands, which the devices' results are written into and which is returned (the numpy
-    ufunc convention). An operand that is a :class:`DeviceArray` (``ctx.asarray``, float32)
-    makes the call run where its rows live, in float32, and return a DeviceArray; ``out=``
-    may then be a DeviceArray of the result's shape (the result replaces its shards; it is
-    returned) or a float32 numpy array (the result is gathered).
-    """
+    Dtypes are kept as numpy keeps them: float32 in, float32 out; float64 in, float64 out (computed
+    in float64 on the devices that run it: the host device and adapters with wgpu's ``SHADER_F64``,
+    such as lavapipe); mixed operands promote as ``np.result_type`` does (float32 with float64 gives
+    float64); bool and integer operands compute in float64; float16 in, float16 out (stored as
+    float16 on the devices with wgpu's ``SHADER_F16``, such as lavapipe, and on the host device;
+    computed by the float32 kernel's chains and rounded once to float16), except ``scalar_product``
+    and ``sandwich``, which compute float16 in float32. ``dtype=`` overrides, e.g.
+    ``dtype=np.float32`` to compute float64 inputs in float32 or ``dtype=np.float16`` float32 ones
+    in float16 storage. ``normalize`` computes in float32 only. Complex, object and other dtypes
+    raise ``TypeError``. A call in float64 or float16 on a context none of whose devices runs it
+    raises ``InvalidArgumentError`` naming every device and what it lacks. Inputs are never modified
+    (a converted copy is made when needed); results are new arrays, or ``out=``: an array of the
+    result's dtype, C-contiguous, writeable, of exactly the result's shape and sharing no memory
+    with the operands, which the devices' results are written into and which is returned (the numpy
+    ufunc convention). An operand that is a :class:`DeviceArray` (``ctx.asarray``, float32) makes
+    the call run where its rows live, in float32, and return a DeviceArray; ``out=`` may then be a
+    DeviceArray of the result's shape (the result replaces its shards; it is returned) or a float32
+    numpy array (the result is gathered)."""
 
     def _product(
         self,

@@ -327,6 +327,52 @@ def _pga_sandwich_row(host: MultiGpuContext, n: int, rng: np.random.Generator) -
     )
 
 
+def _float16_rows(
+    host: MultiGpuContext, a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]
+) -> list[Row]:
+    """The Cl(3,0) product in float16 storage against the same product in float32 on the
+    same device (into reused out= arrays, so that only the kernel's traffic is timed): on the
+    host device and on lavapipe when there is one. The work names the gigabytes each moves;
+    the float16 result must be the float32 one rounded once to float16 (numpy's
+    round-to-nearest-even), bit for bit."""
+    a16, b16 = a.astype(np.float16), b.astype(np.float16)
+    a32, b32 = a16.astype(np.float32), b16.astype(np.float32)
+    n = a.shape[0]
+    gb = {
+        d: CL3_BYTES_PER_ITEM * n * np.dtype(d).itemsize / 4 / 1e9 for d in (np.float16, np.float32)
+    }
+    out16, out32 = np.empty_like(a16), np.empty_like(a32)
+
+    def row(ctx: MultiGpuContext, where: str, missing: str = "") -> Row:
+        return Row(
+            f"Cl(3,0) geometric product float16 on {where}, {n:,} pairs "
+            f"({gb[np.float16]:.3f} GB moved vs {gb[np.float32]:.3f} GB in float32)",
+            lambda: ctx.geometric_product(a16, b16, out=out16),
+            f"amari_gpu float32 on {where}",
+            (lambda: ctx.geometric_product(a32, b32, out=out32)) if not missing else None,
+            0.6,
+            missing,
+            lambda ours, peer: bool(
+                np.array_equal(ours.view(np.uint16), _rounded_f16(peer).view(np.uint16))
+            ),
+        )
+
+    rows = [row(host, "the host device")]
+    lavapipe = next((i for i in _all_adapters() if i.backend == "vulkan"), None)
+    if lavapipe is None:
+        rows.append(row(host, "a Vulkan adapter", "no Vulkan adapter"))
+    else:
+        vulkan = MultiGpuContext(adapters=[lavapipe.index])
+        rows.append(row(vulkan, f"{lavapipe.name} (Vulkan)"))
+    return rows
+
+
+def _rounded_f16(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float16]:
+    """``x`` rounded once to float16 (past 65504 to infinity, as the kernels round it)."""
+    with np.errstate(over="ignore"):
+        return x.astype(np.float16)
+
+
 def _graph(n: int, rng: np.random.Generator) -> npt.NDArray[np.float32]:
     """A random digraph: positive weights, 30% of the pairs without an edge (inf)."""
     w = rng.uniform(1.0, 10.0, (n, n)).astype(np.float32)
@@ -385,6 +431,8 @@ def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
             f64=True,
         )
     )
+
+    rows.extend(_float16_rows(host, a, b))
 
     rows.append(_pga_sandwich_row(host, sizes.pga_points, rng))
 

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use crate::arrays::contiguous;
 use crate::context::PyContext;
 use crate::errors::to_pyerr;
-use crate::resident::{float64_refused, run_to, PyDeviceArray, PyOperand, PyOut};
+use crate::resident::{dtype_refused, run_to, PyDeviceArray, PyOperand, PyOut};
 
 /// Runs the ufunc `op` (numpy's name) on the rows of `a` and `b`: `b` a DeviceArray of
 /// `a`'s rows, or a C-contiguous float32 array of `a`'s shape, one row `(1, W)` for every
@@ -49,7 +49,9 @@ fn elementwise<'py>(
             };
             Some((Operand::Host(contiguous(array, "b")?), layout))
         }
-        (Some(PyOperand::HostF64(_)), _) => return Err(float64_refused("b")),
+        (Some(o @ (PyOperand::HostF64(_) | PyOperand::HostF16(_))), _) => {
+            return Err(dtype_refused("b", o.dtype()))
+        }
         (Some(PyOperand::Resident(_)), None) => {
             let error = amari_gpu::Error::Internal("a DeviceArray not borrowed".into());
             return Err(to_pyerr(py, error));

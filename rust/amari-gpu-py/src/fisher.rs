@@ -13,7 +13,7 @@ use crate::arrays::{claim, contiguous, returned_into};
 use crate::context::PyContext;
 use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
-use crate::resident::{float64_refused, run_to, PyDeviceArray, PyOperand, PyOut, Returned};
+use crate::resident::{dtype_refused, run_to, PyDeviceArray, PyOperand, PyOut, Returned};
 
 /// The plan a call followed, as a dict (None when it ran where resident rows live).
 type Plan<'py> = Option<Bound<'py, PyAny>>;
@@ -33,7 +33,9 @@ fn operand<'a>(
 ) -> PyResult<(Operand<'a>, Vec<usize>)> {
     Ok(match (o, held) {
         (PyOperand::Host(h), _) => (Operand::Host(contiguous(h, name)?), h.shape().to_vec()),
-        (PyOperand::HostF64(_), _) => return Err(float64_refused(name)),
+        (o @ (PyOperand::HostF64(_) | PyOperand::HostF16(_)), _) => {
+            return Err(dtype_refused(name, o.dtype()))
+        }
         (PyOperand::Resident(_), Some(r)) => {
             let own = || vec![r.inner.rows(), r.inner.cols()];
             (
@@ -52,7 +54,7 @@ fn operand<'a>(
 fn held<'py>((o, _): &Shaped<'py>) -> Option<PyRef<'py, PyDeviceArray>> {
     match o {
         PyOperand::Resident(r) => Some(r.borrow()),
-        PyOperand::Host(_) | PyOperand::HostF64(_) => None,
+        PyOperand::Host(_) | PyOperand::HostF64(_) | PyOperand::HostF16(_) => None,
     }
 }
 

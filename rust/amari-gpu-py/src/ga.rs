@@ -2,14 +2,15 @@
 //! operation of Cl(p, q, r); the Python package broadcasts and shapes the result, the core
 //! checks the operands and runs them where they live. Host operands and results are the
 //! engine's 4-byte words: a float64 call's arrays come as float32 views of the float64 rows
-//! (two words per value), which the package takes back as float64.
+//! (two words per value), a float16 call's as views of two float16 values per word.
 
-use amari_gpu::dtype::f64_words;
+use amari_gpu::dtype::{f16_words, f64_words};
 use amari_gpu::ga::{self, Algebra, Operation};
 use amari_gpu::{Dtype, ResidentOperand as Operand};
+use half::slice::HalfFloatSliceExt;
 use numpy::ndarray::Ix2;
 use numpy::PyUntypedArrayMethods;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::arrays::contiguous;
@@ -80,10 +81,14 @@ pub(crate) fn dtype_of(operands: &[PyOperand<'_>]) -> PyResult<Dtype> {
     match host.split_first() {
         None => Ok(Dtype::F32),
         Some((first, rest)) if rest.iter().all(|d| d == first) => Ok(*first),
-        Some(_) => Err(PyTypeError::new_err(
+        Some(_) => Err(PyTypeError::new_err(format!(
             "operands: expected arrays of one dtype (the package converts them to the \
-             result's), got float32 and float64",
-        )),
+             result's), got {}",
+            host.iter()
+                .map(|d| d.name())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ))),
     }
 }
 
@@ -106,7 +111,7 @@ pub(crate) fn borrows<'py>(operands: &[PyOperand<'py>]) -> Vec<Option<PyRef<'py,
         .iter()
         .map(|o| match o {
             PyOperand::Resident(r) => Some(r.borrow()),
-            PyOperand::Host(_) | PyOperand::HostF64(_) => None,
+            PyOperand::Host(_) | PyOperand::HostF64(_) | PyOperand::HostF16(_) => None,
         })
         .collect()
 }
@@ -128,6 +133,15 @@ pub(crate) fn core_operands<'a>(
             (PyOperand::HostF64(array), _) => {
                 Ok(Operand::Host(f64_words(contiguous(array, name)?)))
             }
+            (PyOperand::HostF16(array), _) => {
+                let bits = contiguous(array, name)?.reinterpret_cast();
+                f16_words(bits).map(Operand::Host).map_err(|_| {
+                    PyValueError::new_err(format!(
+                        "{name}: expected float16 rows starting at a 4-byte aligned address \
+                         (as numpy allocates them), got a view that does not: pass a copy"
+                    ))
+                })
+            }
             (PyOperand::Resident(_), Some(r)) => Ok(Operand::Resident(&r.inner)),
             (PyOperand::Resident(_), None) => {
                 let error = amari_gpu::Error::Internal("a DeviceArray not borrowed".into());
@@ -144,6 +158,7 @@ pub(crate) fn own_shapes(operands: &[PyOperand<'_>]) -> Vec<Vec<usize>> {
         .map(|operand| match operand {
             PyOperand::Host(array) => array.shape().to_vec(),
             PyOperand::HostF64(array) => array.shape().to_vec(),
+            PyOperand::HostF16(array) => array.shape().to_vec(),
             PyOperand::Resident(r) => {
                 let r = r.get();
                 vec![r.inner.rows(), r.inner.cols()]

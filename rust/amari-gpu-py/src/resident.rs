@@ -3,8 +3,9 @@
 //! rule for where its result goes (`run_to`). The core places, runs and rebuilds.
 
 use amari_gpu::context::MultiGpuContext;
-use amari_gpu::dtype::f64_words_mut;
+use amari_gpu::dtype::{f16_words_mut, f64_words_mut};
 use amari_gpu::{Destination, Dtype, Outcome, ResidentArray};
+use half::slice::HalfFloatSliceExt;
 use numpy::ndarray::{Dimension, Ix2};
 use numpy::{PyArray, PyArray2, PyReadonlyArray, PyReadonlyArray2};
 use pyo3::exceptions::PyTypeError;
@@ -122,14 +123,16 @@ fn resident_rows(
     Ok(PyDeviceArray { inner: taken })
 }
 
-/// One operand as Python passes it: a resident array, a float32 array or a float64 one (of
+/// One operand as Python passes it: a resident array, a float32, float64 or float16 one (of
 /// dimension `D`: (N, C) rows unless an operation takes its operands as the caller shaped
-/// them). Only the families with float64 kernels take float64 arrays (the package converts
-/// the others' operands to float32); the rest refuse them ([`float64_refused`]).
+/// them). Only the families with float64 (float16) kernels take float64 (float16) arrays (the
+/// package converts the others' operands to float32); the rest refuse them
+/// ([`dtype_refused`]).
 pub(crate) enum PyOperand<'py, D: Dimension = Ix2> {
     Resident(Bound<'py, PyDeviceArray>),
     Host(PyReadonlyArray<'py, f32, D>),
     HostF64(PyReadonlyArray<'py, f64, D>),
+    HostF16(PyReadonlyArray<'py, half::f16, D>),
 }
 
 impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOperand<'py, D> {
@@ -142,7 +145,10 @@ impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOperand<'py, D> {
             Ok(host) => Ok(PyOperand::Host(host)),
             Err(error) => match ob.extract() {
                 Ok(host) => Ok(PyOperand::HostF64(host)),
-                Err(_) => Err(error.into()),
+                Err(_) => match ob.extract() {
+                    Ok(host) => Ok(PyOperand::HostF16(host)),
+                    Err(_) => Err(error.into()),
+                },
             },
         }
     }
@@ -153,16 +159,18 @@ impl<'py, D: Dimension> PyOperand<'py, D> {
     pub(crate) fn dtype(&self) -> Dtype {
         match self {
             PyOperand::HostF64(_) => Dtype::F64,
+            PyOperand::HostF16(_) => Dtype::F16,
             PyOperand::Resident(_) | PyOperand::Host(_) => Dtype::F32,
         }
     }
 }
 
-/// The error of a float32-only entry point given a float64 array as `name` (the package
-/// converts such operands to float32 first; a direct caller of `_native` may not).
-pub(crate) fn float64_refused(name: &str) -> PyErr {
+/// The error of a float32-only entry point given a `dtype` array (float64 or float16) as
+/// `name` (the package converts such operands to float32 first; a direct caller of
+/// `_native` may not).
+pub(crate) fn dtype_refused(name: &str, dtype: Dtype) -> PyErr {
     PyTypeError::new_err(format!(
-        "{name}: expected a float32 array or a DeviceArray, got a float64 array"
+        "{name}: expected a float32 array or a DeviceArray, got a {dtype} array"
     ))
 }
 
@@ -171,6 +179,7 @@ pub(crate) enum PyOut<'py, D: Dimension = Ix2> {
     Resident(Bound<'py, PyDeviceArray>),
     Host(Bound<'py, PyArray<f32, D>>),
     HostF64(Bound<'py, PyArray<f64, D>>),
+    HostF16(Bound<'py, PyArray<half::f16, D>>),
 }
 
 impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOut<'py, D> {
@@ -183,7 +192,10 @@ impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOut<'py, D> {
             Ok(host) => Ok(PyOut::Host(host.to_owned())),
             Err(error) => match ob.cast::<PyArray<f64, D>>() {
                 Ok(host) => Ok(PyOut::HostF64(host.to_owned())),
-                Err(_) => Err(error.into()),
+                Err(_) => match ob.cast::<PyArray<half::f16, D>>() {
+                    Ok(host) => Ok(PyOut::HostF16(host.to_owned())),
+                    Err(_) => Err(error.into()),
+                },
             },
         }
     }
@@ -225,9 +237,13 @@ where
     F: FnOnce(&MultiGpuContext, Destination<'_>) -> amari_gpu::Result<Outcome> + Send,
 {
     let inner = ctx.context(py)?;
-    let float64 = match (&out, dtype) {
-        (Some(PyOut::HostF64(_)), Dtype::F64) | (None, Dtype::F64) => true,
-        (Some(PyOut::Resident(_)), _) | (Some(PyOut::Host(_)), Dtype::F32) | (None, _) => false,
+    // The dtype of a host result (float32 for a resident one).
+    let host = match (&out, dtype) {
+        (Some(PyOut::HostF64(_)) | None, Dtype::F64) => Dtype::F64,
+        (Some(PyOut::HostF16(_)) | None, Dtype::F16) => Dtype::F16,
+        (Some(PyOut::Resident(_)), _) | (Some(PyOut::Host(_)), Dtype::F32) | (None, _) => {
+            Dtype::F32
+        }
         (Some(_), _) => {
             return Err(PyTypeError::new_err(format!(
                 "out: expected a {dtype} array (the result's dtype), got one of another dtype"
@@ -255,10 +271,15 @@ where
                 let (out, ()) = run_into(py, (dim, None), Some(out), |o| inner.gather(&array, o))?;
                 return Ok((out.into_any(), None));
             }
-            if let Some(PyOut::HostF64(_)) = out {
-                return Err(PyTypeError::new_err(
-                    "out: expected a float32 array (DeviceArrays hold float32), got float64",
-                ));
+            if let Some(PyOut::HostF64(_) | PyOut::HostF16(_)) = out {
+                return Err(PyTypeError::new_err(format!(
+                    "out: expected a float32 array (DeviceArrays hold float32), got {}",
+                    if matches!(out, Some(PyOut::HostF64(_))) {
+                        "float64"
+                    } else {
+                        "float16"
+                    }
+                )));
             }
             let handle = Bound::new(py, PyDeviceArray { inner: array })?;
             Ok((handle.into_any(), None))
@@ -268,7 +289,17 @@ where
                 calls: &ctx.short,
                 size: dim.size(),
             };
-            let (array, ran) = if float64 {
+            let (array, ran) = if host == Dtype::F16 {
+                let host_out = match out {
+                    Some(PyOut::HostF16(out)) => Some(out),
+                    _ => None,
+                };
+                let (array, ran) = run_into(py, (dim, Some(sized)), host_out, move |out| {
+                    let words = f16_words_mut(out.reinterpret_cast_mut())?;
+                    work(&inner, Destination::Host(words))
+                })?;
+                (array.into_any(), ran)
+            } else if host == Dtype::F64 {
                 let host_out = match out {
                     Some(PyOut::HostF64(out)) => Some(out),
                     _ => None,

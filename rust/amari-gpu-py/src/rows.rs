@@ -44,7 +44,7 @@ fn map_rows<'py>(
         .iter()
         .map(|(o, _)| match o {
             PyOperand::Resident(r) => Some(r.borrow()),
-            PyOperand::Host(_) | PyOperand::HostF64(_) => None,
+            PyOperand::Host(_) | PyOperand::HostF64(_) | PyOperand::HostF16(_) => None,
         })
         .collect();
     let mut views = Vec::with_capacity(arrays.len());
@@ -56,7 +56,7 @@ fn map_rows<'py>(
             (PyOperand::HostF64(a), _) if dtype == Dtype::F64 => {
                 Operand::Host(f64_words(contiguous(a, &format!("arrays[{k}]"))?))
             }
-            (PyOperand::Host(_) | PyOperand::HostF64(_), _) => {
+            (PyOperand::Host(_) | PyOperand::HostF64(_) | PyOperand::HostF16(_), _) => {
                 let error = amari_gpu::Error::invalid(
                     format!("arrays[{k}]"),
                     format!("expected a {dtype} array (the call's dtype), got another dtype"),

@@ -16,7 +16,7 @@ use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
 use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
-use crate::resident::{float64_refused, run_to, run_to_in, PyOperand, PyOut, Returned};
+use crate::resident::{dtype_refused, run_to, run_to_in, PyOperand, PyOut, Returned};
 
 type Paths<'py, T> = PyResult<(Bound<'py, PyArray2<T>>, Bound<'py, PyAny>)>;
 
@@ -76,7 +76,9 @@ fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Returned<'
     let b = contiguous(&b, op.right)?;
     let (resident, a_shape) = match &call.a {
         PyOperand::Host(a) => (None, a.shape().to_vec()),
-        PyOperand::HostF64(_) => return Err(float64_refused("a")),
+        o @ (PyOperand::HostF64(_) | PyOperand::HostF16(_)) => {
+            return Err(dtype_refused("a", o.dtype()))
+        }
         PyOperand::Resident(r) => {
             let r = r.borrow();
             let own = vec![r.inner.rows(), r.inner.cols()];
@@ -85,7 +87,9 @@ fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Returned<'
     };
     let a = match (&call.a, &resident) {
         (PyOperand::Host(a), _) => ResidentOperand::Host(contiguous(a, "a")?),
-        (PyOperand::HostF64(_), _) => return Err(float64_refused("a")),
+        (o @ (PyOperand::HostF64(_) | PyOperand::HostF16(_)), _) => {
+            return Err(dtype_refused("a", o.dtype()))
+        }
         (PyOperand::Resident(_), Some(r)) => ResidentOperand::Resident(&r.inner),
         (PyOperand::Resident(_), None) => {
             return Err(to_pyerr(
@@ -137,6 +141,7 @@ fn run_product_f64<'py>(
     let py = b.py();
     let a = match a {
         PyOperand::HostF64(a) => a,
+        PyOperand::HostF16(_) => return Err(dtype_refused("a", Dtype::F16)),
         PyOperand::Host(_) | PyOperand::Resident(_) => {
             return Err(PyTypeError::new_err(format!(
                 "{}: expected float32 like a, got a float64 array (a and {} share a dtype)",

@@ -106,6 +106,21 @@ impl Dtype {
             .collect()
     }
 
+    /// The dtype a kernel of this dtype computes and accumulates in: float16 is storage
+    /// only, its values widened to float32 on load and rounded once to float16 at the store.
+    pub fn compute(self) -> Dtype {
+        match self {
+            Dtype::F16 => Dtype::F32,
+            other => other,
+        }
+    }
+
+    /// 4-byte words of `values` values whose count is known to suit the dtype (an even
+    /// count for float16, which [`Dtype::words`] checks).
+    pub fn words_of(self, values: usize) -> usize {
+        values * self.bytes() / 4
+    }
+
     /// The WGSL scalar type.
     pub fn wgsl(self) -> &'static str {
         match self {
@@ -148,6 +163,14 @@ pub fn f64_words_mut(values: &mut [f64]) -> &mut [f32] {
 pub fn f16_words(values: &[u16]) -> Result<&[f32]> {
     Dtype::F16.words(values.len())?;
     bytemuck::try_cast_slice(values)
+        .map_err(|e| Error::invalid("float16 values", format!("not viewable as words: {e}")))
+}
+
+/// float16 values (as their bits) as the engine's words, to be written: the conditions of
+/// [`f16_words`].
+pub fn f16_words_mut(values: &mut [u16]) -> Result<&mut [f32]> {
+    Dtype::F16.words(values.len())?;
+    bytemuck::try_cast_slice_mut(values)
         .map_err(|e| Error::invalid("float16 values", format!("not viewable as words: {e}")))
 }
 

@@ -72,26 +72,7 @@ fn float64_work_goes_to_the_devices_that_run_it_and_the_plan_says_which_did_not(
             Some(Strategy::Balanced),
         )
         .expect("runs on lavapipe");
-    let gl: Vec<usize> = ctx
-        .devices()
-        .iter()
-        .filter(|d| d.adapter.backend == "gl")
-        .map(|d| d.id)
-        .collect();
-    assert!(!gl.is_empty());
-    assert!(
-        plan.assignments.iter().all(|a| !gl.contains(&a.device)),
-        "{plan:?}"
-    );
-    for id in &gl {
-        let (_, why) = plan
-            .left_out
-            .iter()
-            .find(|(d, _)| d == id)
-            .unwrap_or_else(|| panic!("device {id} left out in {plan:?}"));
-        assert!(why.starts_with("float64 needs SHADER_F64: device"), "{why}");
-        assert!(why.ends_with("(gl) lacks it"), "{why}");
-    }
+    common::gl_left_out(&ctx, &plan, "float64 needs SHADER_F64: device");
     for (got, x) in out.iter().zip(&x) {
         assert_eq!(got.to_bits(), (x * x + 1.0 / 3.0).to_bits(), "x = {x}");
     }

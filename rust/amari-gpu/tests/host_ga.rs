@@ -9,21 +9,9 @@ use amari_gpu::ga::host::GaKernel;
 use amari_gpu::ga::host_apply::apply_host;
 use amari_gpu::ga::{apply, Algebra, Operation};
 use amari_gpu::kernel::{FmaMode, HostImpl};
-use common::{basis, contexts, fma_mode, operations, random, same_bits};
+use common::{basis, contexts, fma_mode, one_at_a_time, operations, random, same_bits};
 
 const ITEMS: usize = 1037;
-
-/// Held by every test that opens contexts: wgpu's GL backend holds one adapter-context lock
-/// while it compiles a pipeline and gives up after 6 s, and this file's generated kernels
-/// (64-blade algebras among them) take llvmpipe longer than that on a busy machine when
-/// several tests compile at once. One test at a time keeps each compile's wait short.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Rows of varied magnitude: uniform, scaled by powers of two (for `normalize`'s exact
 /// scaling), a zero row and rows of small integers.

@@ -9,14 +9,16 @@
 //!
 //! The scalar type is a parameter (`Dtype`): a float64 kernel is the same source with `f64`
 //! values, loads, arithmetic and stores (for devices with `SHADER_F64`); a float32 one is
-//! spelled exactly as it always was. `normalize` is float32 only (its exact power-of-two
-//! scaling reads the float32 bit layout, which WGSL has no 64-bit integers to do in float64).
+//! spelled exactly as it always was. A float16 kernel stores its rows as `f16` (`enable f16;`,
+//! for devices with `SHADER_F16`), widens each loaded value to `f32`, runs the float32
+//! kernel's arithmetic unchanged and rounds each result once to `f16` at the store.
+//! `normalize` is float32 only (its exact power-of-two scaling reads the float32 bit layout, which WGSL has no 64-bit integers to do in float64).
 
 use std::fmt::Write;
 
 use super::algebra::Algebra;
 use super::codegen_map::generate_map;
-use super::wgsl::{component, entry, store, vec4, zero};
+use super::wgsl::{component, entry, load, store, vec4, zero};
 use crate::dtype::Dtype;
 use super::operation::{linear_terms, norm_signs, product_terms, sandwich_terms, Operation, Term};
 
@@ -131,6 +133,8 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: D
         src.push_str(NORMALIZE_HELPERS);
     }
     let (scalar, vector) = (dtype.wgsl().to_string(), vec4(dtype));
+    // What the arithmetic runs in: float16 rows are widened to float32 on load.
+    let compute = dtype.compute();
     let row = if vin { vector.as_str() } else { scalar.as_str() };
     let inputs = vec![row; operands.len()];
     entry(&mut src, &inputs, if vout { &vector } else { &scalar });
@@ -146,19 +150,20 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: D
             } else {
                 format!("{per_row}u * i + {m}u")
             };
-            writeln!(src, "    let {prefix}{m} = in{slot}[{index}];").expect("string write");
+            let value = load(dtype, vin, &format!("in{slot}[{index}]"));
+            writeln!(src, "    let {prefix}{m} = {value};").expect("string write");
         }
     }
     let (a, b) = if vin { ("a:v", "b:v") } else { ("a:s", "b:s") };
     match op {
         Operation::Geometric | Operation::Outer | Operation::Inner | Operation::Scalar => {
             let terms = product_terms(algebra, op);
-            products(&mut src, ("r", &terms, out_words), (a, b), dtype);
+            products(&mut src, ("r", &terms, out_words), (a, b), compute);
         }
         Operation::Sandwich => {
             let (first, second) = sandwich_terms(algebra);
-            products(&mut src, ("t", &first, blades), (a, b), dtype);
-            products(&mut src, ("r", &second, blades), ("t", a), dtype);
+            products(&mut src, ("t", &first, blades), (a, b), compute);
+            products(&mut src, ("r", &second, blades), ("t", a), compute);
         }
         Operation::Normalize => normalize(&mut src, algebra, vin),
         _ => {
@@ -169,7 +174,7 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: D
                         .iter()
                         .filter(|t| t.1 == k)
                         .map(|&(i, _, sign)| (sign, operand(a, i))),
-                    dtype,
+                    compute,
                 );
                 writeln!(src, "    let r{k} = {value};").expect("string write");
             }

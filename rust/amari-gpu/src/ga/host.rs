@@ -4,7 +4,8 @@
 //! multiply-add of the generated chain runs on [`LANES`] items at once, in the generated
 //! order; the result is transposed back straight into the output slice. One body serves
 //! every dtype the family computes in (`T: Real`, float32 or float64): a float64 kernel reads
-//! and writes two words per value and runs the same chains in float64.
+//! and writes two words per value and runs the same chains in float64. A float16 kernel is
+//! the float32 one between `host::f16`'s conversions (`ga::host_f16`).
 
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -83,12 +84,13 @@ impl GaKernel {
         }
     }
 
-    /// The same kernel computing in `dtype` (float32 or float64).
+    /// The same kernel computing in `dtype` (float32, float64, or float16 storage).
     pub fn in_dtype(self, dtype: Dtype) -> GaKernel {
         GaKernel {
             dtype,
-            // The in-register Cl(3,0) chains are float32's.
-            cl3_chains: self.cl3_chains && dtype == Dtype::F32,
+            // The in-register Cl(3,0) chains are float32's (float16 runs them on its widened
+            // tiles).
+            cl3_chains: self.cl3_chains && dtype != Dtype::F64,
             ..self
         }
     }
@@ -105,8 +107,8 @@ impl HostImpl for GaKernel {
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         match self.dtype {
             Dtype::F64 => self.run_in::<f64>(inputs, range, output),
-            // float16 has no GA kernel (`Operation::check_dtype` refuses it before one is made).
-            Dtype::F32 | Dtype::F16 => self.run_in::<f32>(inputs, range, output),
+            Dtype::F16 => self.run_f16(inputs, range, output),
+            Dtype::F32 => self.run_in::<f32>(inputs, range, output),
         }
     }
 
@@ -121,7 +123,7 @@ impl HostImpl for GaKernel {
 
 impl GaKernel {
     /// [`HostImpl::run`] in `T`: values of `T::WORDS` words each.
-    fn run_in<T: Real>(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
+    pub(super) fn run_in<T: Real>(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         use rayon::prelude::*;
         // Widths in words.
         let w = self.algebra.blades() * T::WORDS;

@@ -65,9 +65,8 @@ fn flops_per_item(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> f64
 /// the dtype is its own field (pipelines are cached by both, see `Kernel::pipeline_key`).
 pub fn kernel(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: Dtype) -> Kernel {
     let id = kernel_id(algebra, op, broadcast);
-    // Widths in words: two per float64 value.
-    let per_value = dtype.bytes() / 4;
-    let words = algebra.blades() * per_value;
+    // Widths in words: two per float64 value, half a word per float16 one (checked even).
+    let words = dtype.words_of(algebra.blades());
     let inputs = (0..op.operands().len())
         .map(|slot| match (slot, broadcast) {
             // A sandwich by one rotor binds its map M (blades × blades values) in place of
@@ -81,7 +80,7 @@ pub fn kernel(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: Dty
         .collect();
     let mut kernel = Kernel {
         inputs,
-        output: Output::PerItem(op.output_words(algebra) * per_value),
+        output: Output::PerItem(dtype.words_of(op.output_words(algebra))),
         host: Some(Arc::new(
             GaKernel::new(*algebra, op, broadcast, FmaMode::default()).in_dtype(dtype),
         )),

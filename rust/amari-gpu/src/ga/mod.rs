@@ -10,6 +10,7 @@ pub mod codegen;
 mod codegen_map;
 pub mod host;
 pub mod host_apply;
+mod host_f16;
 mod host_cl3;
 mod host_normalize;
 mod host_program;

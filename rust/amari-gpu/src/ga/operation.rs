@@ -127,24 +127,34 @@ impl Operation {
     }
 
     /// Whether the family has a kernel of this operation in `dtype`: every operation in
-    /// float32 and float64 except `normalize`, float32 only (see `ga::codegen`); none in
-    /// float16 yet. An error naming `dtype` otherwise.
+    /// float32 and float64 except `normalize`, float32 only (see `ga::codegen`); in float16
+    /// (storage, float32 arithmetic) the products but the scalar product and sandwich, and the
+    /// unary maps but `normalize` (every algebra has 2 to 64 blades, an even count, so its
+    /// rows pack whole into words). An error naming `dtype` otherwise.
     pub fn check_dtype(&self, dtype: Dtype) -> Result<()> {
         match (self, dtype) {
             (_, Dtype::F32) => Ok(()),
-            (Operation::Normalize, Dtype::F64) => Err(Error::invalid(
-                "dtype",
-                "normalize computes in float32 only (its exact power-of-two scaling reads the \
-                 float32 bit layout); got float64: pass dtype=numpy.float32",
-            )),
-            (_, Dtype::F64) => Ok(()),
-            (_, Dtype::F16) => Err(Error::invalid(
+            (Operation::Normalize, Dtype::F64 | Dtype::F16) => Err(Error::invalid(
                 "dtype",
                 format!(
-                    "{} computes in float32 and float64, got float16",
-                    self.name()
+                    "normalize computes in float32 only (its exact power-of-two scaling reads \
+                     the float32 bit layout); got {dtype}: pass dtype=numpy.float32"
                 ),
             )),
+            (_, Dtype::F64) => Ok(()),
+            // One value per row cannot be packed two to a word row by row.
+            (Operation::Scalar, Dtype::F16) => Err(Error::invalid(
+                "dtype",
+                "scalar_product computes in float32 and float64: its result has one value per \
+                 row and float16 packs two values to a 4-byte word, so a chunk's rows would \
+                 split words; got float16",
+            )),
+            (Operation::Sandwich, Dtype::F16) => Err(Error::invalid(
+                "dtype",
+                "sandwich computes in float32 and float64 (its rotor map is built in the \
+                 kernel's own dtype); got float16",
+            )),
+            (_, Dtype::F16) => Ok(()),
         }
     }
 }

@@ -21,12 +21,12 @@ use crate::resident::{Destination, Operand, Ready};
 /// one width check of every geometric-algebra entry point, in the caller's shape. Host rows
 /// may be more than the caller's (a broadcast copy), never of another width; a resident
 /// array holds exactly the rows and width its shape says. `words` counts values; a host
-/// operand holds `per_value` words for each.
+/// operand holds them as words of `dtype`.
 fn rows(
     name: &str,
     operand: Operand<'_>,
     shape: &[usize],
-    (words, per_value): (usize, usize),
+    (words, dtype): (usize, Dtype),
 ) -> Result<usize> {
     let Some((&last, lead)) = shape.split_last().filter(|&(&last, _)| last == words) else {
         return Err(Error::Shape {
@@ -36,7 +36,7 @@ fn rows(
         });
     };
     match operand {
-        Operand::Host(data) => Error::rows(name, data, last * per_value, &shape_text(shape)),
+        Operand::Host(data) => Error::rows(name, data, dtype.words_of(last), &shape_text(shape)),
         Operand::Resident(array)
             if (array.rows(), array.cols()) == (lead.iter().product(), last) =>
         {
@@ -57,11 +57,11 @@ fn rows(
 /// `dtype` values are (N, `values`), or `(len,)` (refused by [`rows`]) when not a whole number
 /// of rows; a resident array is (rows, cols).
 fn own_shapes(operands: &[Operand<'_>], values: usize, dtype: Dtype) -> Vec<Vec<usize>> {
-    let per_value = dtype.bytes() / 4;
+    let row = dtype.words_of(values);
     let own = |operand: &Operand<'_>| match *operand {
-        Operand::Host(data) => match data.len().checked_div(values * per_value) {
-            Some(n) if n * values * per_value == data.len() => vec![n, values],
-            _ => vec![data.len() / per_value],
+        Operand::Host(data) => match data.len().checked_div(row) {
+            Some(n) if n * row == data.len() => vec![n, values],
+            _ => vec![data.len() * 4 / dtype.bytes()],
         },
         Operand::Resident(array) => vec![array.rows(), array.cols()],
     };
@@ -122,7 +122,7 @@ fn shape_of(
     let counts = names
         .iter()
         .zip(operands.iter().zip(shapes))
-        .map(|(name, (data, shape))| rows(name, *data, shape, (words, dtype.bytes() / 4)))
+        .map(|(name, (data, shape))| rows(name, *data, shape, (words, dtype)))
         .collect::<Result<Vec<_>>>()?;
     // The caller's leading dimensions (all but the words) broadcast by numpy's rules; the
     // rows are then the broadcast's, or one multivector (the count rule below).
@@ -176,7 +176,7 @@ pub fn check<'a>(
         let mut bound = operands.to_vec();
         let map;
         if one_rotor {
-            let words = algebra.blades() * dtype.bytes() / 4;
+            let words = dtype.words_of(algebra.blades());
             let r = rotor(ctx, bound[0], words)?;
             map = match dtype {
                 Dtype::F64 => matrix_f64(&algebra, &r),
@@ -257,8 +257,8 @@ pub fn geometric_product_cl3(
 ) -> Result<Plan> {
     let operands = [Operand::Host(a), Operand::Host(b)];
     let shapes = own_shapes(&operands, CL3_BLADES, Dtype::F32);
-    let n = rows("a", operands[0], &shapes[0], (CL3_BLADES, 1))?;
-    let nb = rows("b", operands[1], &shapes[1], (CL3_BLADES, 1))?;
+    let n = rows("a", operands[0], &shapes[0], (CL3_BLADES, Dtype::F32))?;
+    let nb = rows("b", operands[1], &shapes[1], (CL3_BLADES, Dtype::F32))?;
     if nb != n {
         return Err(Error::Shape {
             argument: "b".into(),

@@ -61,8 +61,19 @@ pub(super) fn entry(src: &mut String, inputs: &[&str], output: &str) {
     .expect("string write");
 }
 
+/// The value of storage element `element` (a `vec4` when `vectorized`) in the type a kernel
+/// of `dtype` computes in: float16 is widened to float32 (exactly), others are as stored.
+pub(super) fn load(dtype: Dtype, vectorized: bool, element: &str) -> String {
+    match (dtype, vectorized) {
+        (Dtype::F16, true) => format!("vec4<f32>({element})"),
+        (Dtype::F16, false) => format!("f32({element})"),
+        _ => element.to_string(),
+    }
+}
+
 /// Stores `r0 .. r{out_words - 1}` as row `i` of `out` (as `vec4`s of `dtype` when
-/// `out_words` is a multiple of 4).
+/// `out_words` is a multiple of 4). float16 results are computed in float32 and rounded
+/// once here, at the store.
 pub(super) fn store(src: &mut String, out_words: usize, dtype: Dtype) {
     let vout = out_words.is_multiple_of(4);
     let out_row = if vout { out_words / 4 } else { out_words };
@@ -70,7 +81,7 @@ pub(super) fn store(src: &mut String, out_words: usize, dtype: Dtype) {
         let value = if vout {
             format!(
                 "{}(r{}, r{}, r{}, r{})",
-                vec4(dtype),
+                vec4(dtype.compute()),
                 4 * m,
                 4 * m + 1,
                 4 * m + 2,
@@ -78,6 +89,11 @@ pub(super) fn store(src: &mut String, out_words: usize, dtype: Dtype) {
             )
         } else {
             format!("r{m}")
+        };
+        let value = match (dtype, vout) {
+            (Dtype::F16, true) => format!("vec4<f16>({value})"),
+            (Dtype::F16, false) => format!("f16({value})"),
+            _ => value,
         };
         writeln!(src, "    out[{out_row}u * i + {m}u] = {value};").expect("string write");
     }

@@ -1,7 +1,8 @@
 //! The host CPU as a device: its description ([`cpu`]), its thread pool and chunk runner
 //! ([`device`]), and the vector helpers every family's host kernels are written with
 //! ([`simd`]: AVX-512, AVX2+FMA or NEON, chosen at run time; [`arith`]: `fma` as the wgpu
-//! devices beside the host round it).
+//! devices beside the host round it; [`f16`]: float16 storage widened to and rounded from
+//! float32).
 //!
 //! The kernels themselves live with their families (`ga::host`, `tropical::host`,
 //! `fisher::host_syrk`, ...): each implements `kernel::HostImpl`, reproducing its WGSL
@@ -13,6 +14,7 @@
 pub mod arith;
 pub mod cpu;
 pub mod device;
+pub mod f16;
 pub mod simd;
 
 pub use device::{HostDevice, HostPool};

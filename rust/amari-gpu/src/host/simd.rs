@@ -207,14 +207,21 @@ fn dispatched_level() -> Level {
     level
 }
 
-/// Runs `task` compiled for the widest instruction set this CPU has.
+/// The level [`dispatch`] runs at: code that picks its own instructions (`host::f16`'s
+/// conversions) follows it, so a test's forced level reaches them too.
 #[inline]
-pub fn dispatch<T: Task>(task: T) -> T::Output {
+pub fn dispatched() -> Level {
     #[cfg(target_arch = "x86_64")]
     let level = dispatched_level();
     #[cfg(not(target_arch = "x86_64"))]
     let level = Level::detect();
-    dispatch_at(level, task)
+    level
+}
+
+/// Runs `task` compiled for the widest instruction set this CPU has.
+#[inline]
+pub fn dispatch<T: Task>(task: T) -> T::Output {
+    dispatch_at(dispatched(), task)
 }
 
 /// Runs `task` compiled for `level`, or for this CPU's level when `level` is wider than it

@@ -60,6 +60,43 @@ pub fn contexts(chunk_items: Option<usize>) -> Vec<(String, MultiGpuContext)> {
     out
 }
 
+/// Asserts that `plan` gave the GL devices of `ctx` nothing and left each out with a reason
+/// starting `reason` (e.g. "float64 needs SHADER_F64: device") and ending "(gl) lacks it".
+pub fn gl_left_out(ctx: &MultiGpuContext, plan: &amari_gpu::Plan, reason: &str) {
+    let gl: Vec<usize> = ctx
+        .devices()
+        .iter()
+        .filter(|d| d.adapter.backend == "gl")
+        .map(|d| d.id)
+        .collect();
+    assert!(!gl.is_empty());
+    assert!(
+        plan.assignments.iter().all(|a| !gl.contains(&a.device)),
+        "{plan:?}"
+    );
+    for id in &gl {
+        let (_, why) = plan
+            .left_out
+            .iter()
+            .find(|(d, _)| d == id)
+            .unwrap_or_else(|| panic!("device {id} left out in {plan:?}"));
+        assert!(why.starts_with(reason), "{why}");
+        assert!(why.ends_with("(gl) lacks it"), "{why}");
+    }
+}
+
+/// Held by tests that open contexts and compile many kernels: wgpu's GL backend holds one
+/// adapter-context lock while it compiles a pipeline and gives up after 6 s, and a test
+/// binary's generated kernels (64-blade algebras among them) take llvmpipe longer than that
+/// on a busy machine when several tests compile at once. One test at a time keeps each
+/// compile's wait short.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// `n` seeded floats in [-1, 1).
 pub fn random(n: usize, seed: u64) -> Vec<f32> {
     amari_gpu::sample::uniform_f32(n, seed)
