@@ -110,10 +110,12 @@ class Kernels(Protocol):
         self,
         ctx: Any,
         spec: _native.RowsSpec,
-        arrays: list[tuple[_native.DeviceArray | F32, tuple[int, ...]]],
+        arrays: list[
+            tuple[_native.DeviceArray | npt.NDArray[np.float32 | np.float64], tuple[int, ...]]
+        ],
         strategy: str | None = None,
-        out: _native.DeviceArray | F32 | None = None,
-    ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
+        out: _native.DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
+    ) -> tuple[_native.DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...
 
 
 # end of generated Kernels
