@@ -492,6 +492,7 @@ def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
     for p in sorted({min(FISHER_NARROW, sizes.fisher_params), sizes.fisher_params}):
         g = rng.standard_normal((sizes.fisher_rows, p), dtype=np.float32)
         g64 = g.astype(np.float64)
+        runs: list[tuple[str, npt.NDArray[Any], str, npt.NDArray[Any], tuple[float, float]]]
         runs = [("", g, "float32", g, loose)]
         if p == sizes.fisher_params:
             runs.append(("", g, "float64", g64, loose))
