@@ -390,6 +390,32 @@ fn optimum(w: &Workload, chunk_items: u64, models: &[DeviceModel]) -> f64 {
     best
 }
 
+/// A device whose bus is fast enough not to count (its transfers folded into its rate),
+/// with the given group, launch seconds, rate, and the group's (measured speedup with all
+/// its members busy, members).
+fn on_a_free_bus(
+    device: usize,
+    group: usize,
+    latency: f64,
+    flops_per_s: f64,
+    (group_speedup, group_members): (f64, usize),
+) -> DeviceModel {
+    DeviceModel {
+        device,
+        group,
+        launch_latency_s: latency,
+        h2d_bytes_per_s: f64::INFINITY,
+        d2h_bytes_per_s: f64::INFINITY,
+        flops_per_s,
+        correction: 1.0,
+        uncertainty: 0.0,
+        memory_budget_bytes: None,
+        max_binding_bytes: 128 << 20,
+        group_speedup,
+        group_members,
+    }
+}
+
 /// Logical devices as a context of 4 Vulkan + 4 GL logical devices on Mesa's software
 /// adapters calibrates them (2 cores): one group of 8 (lavapipe and llvmpipe run on the same
 /// CPU) with a measured speedup of 1.53 for all 8 together; lavapipe is the quicker alone.
@@ -403,20 +429,7 @@ fn lavapipe_and_llvmpipe() -> Vec<DeviceModel> {
             } else {
                 (1.1211e-7, 6.2383e-5)
             };
-            DeviceModel {
-                device,
-                group: 0,
-                launch_latency_s: latency,
-                h2d_bytes_per_s: f64::INFINITY,
-                d2h_bytes_per_s: f64::INFINITY,
-                flops_per_s: flops_per_item / spi,
-                correction: 1.0,
-                uncertainty: 0.0,
-                memory_budget_bytes: None,
-                max_binding_bytes: 128 << 20,
-                group_speedup: 1.533,
-                group_members: 8,
-            }
+            on_a_free_bus(device, 0, latency, flops_per_item / spi, (1.533, 8))
         })
         .collect()
 }
@@ -488,36 +501,16 @@ fn partition_latency_and_auto_plans_of_lavapipe_and_llvmpipe_are_near_the_optimu
     }
 }
 
-/// A device of the counterexamples below: (group, launch seconds, seconds per item alone,
-/// the group's measured speedup with all its members busy, its members), on a bus fast
-/// enough not to count, for a workload of one flop per item.
-fn drawn(
-    device: usize,
-    (group, latency, spi, speedup, members): (usize, f64, f64, f64, usize),
-) -> DeviceModel {
-    DeviceModel {
-        device,
-        group,
-        launch_latency_s: latency,
-        h2d_bytes_per_s: f64::INFINITY,
-        d2h_bytes_per_s: f64::INFINITY,
-        flops_per_s: 1.0 / spi,
-        correction: 1.0,
-        uncertainty: 0.0,
-        memory_budget_bytes: None,
-        max_binding_bytes: 128 << 20,
-        group_speedup: speedup,
-        group_members: members,
-    }
-}
-
-/// The latency and auto plans of `items` items of one flop in chunks of 2^12 over `specs`
-/// (see [`drawn`]) are the exhaustive optimum, to rounding.
+/// The latency and auto plans of `items` items of one flop in chunks of 2^12 over devices
+/// of (group, launch seconds, seconds per item alone, the group's measured speedup with all
+/// its members busy, its members) are the exhaustive optimum, to rounding.
 fn assert_optimal(items: u64, specs: &[(usize, f64, f64, f64, usize)]) {
     let models: Vec<DeviceModel> = specs
         .iter()
         .enumerate()
-        .map(|(i, &s)| drawn(i, s))
+        .map(|(i, &(group, latency, spi, speedup, members))| {
+            on_a_free_bus(i, group, latency, 1.0 / spi, (speedup, members))
+        })
         .collect();
     let w = Workload {
         kernel: "drawn".into(),
