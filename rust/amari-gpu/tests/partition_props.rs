@@ -484,21 +484,36 @@ fn partition_latency_and_auto_plans_of_lavapipe_and_llvmpipe_are_near_the_optimu
         flops_per_item: 128.0,
         dtype: amari_gpu::Dtype::F32,
     };
-    let best = optimum(&w, 1 << 18, &models);
-    for strategy in [Strategy::Latency, Strategy::Auto] {
-        let p = plan(&w, 1 << 18, &models, strategy).unwrap();
-        check_plan(&w, 1 << 18, &models, strategy, &p);
-        assert!(
-            p.estimated_makespan_s <= best * 1.02,
-            "{strategy}: {} against the optimum {best}: {p:?}",
-            p.estimated_makespan_s
-        );
+    let (best, plans) = near_the_optimum(&w, 1 << 18, &models, 1.02);
+    for p in plans {
         // The bound is what the model allows: the optimum is close above it.
         assert!(
             p.lower_bound_s <= best && best <= p.lower_bound_s * 1.1,
             "{p:?}"
         );
     }
+}
+
+/// The latency and auto plans, checked, and each no more than `within` times the exhaustive
+/// optimum (returned with them).
+fn near_the_optimum(
+    w: &Workload,
+    chunk_items: u64,
+    models: &[DeviceModel],
+    within: f64,
+) -> (f64, Vec<Plan>) {
+    let best = optimum(w, chunk_items, models);
+    let plans = [Strategy::Latency, Strategy::Auto].map(|strategy| {
+        let p = plan(w, chunk_items, models, strategy).unwrap();
+        check_plan(w, chunk_items, models, strategy, &p);
+        assert!(
+            p.estimated_makespan_s <= best * within,
+            "{strategy}: {} against the optimum {best}: {p:?}",
+            p.estimated_makespan_s
+        );
+        p
+    });
+    (best, plans.into())
 }
 
 /// The latency and auto plans of `items` items of one flop in chunks of 2^12 over devices
@@ -520,16 +535,7 @@ fn assert_optimal(items: u64, specs: &[(usize, f64, f64, f64, usize)]) {
         bytes_out_per_item: 16.0,
         flops_per_item: 1.0,
     };
-    let best = optimum(&w, 1 << 12, &models);
-    for strategy in [Strategy::Latency, Strategy::Auto] {
-        let p = plan(&w, 1 << 12, &models, strategy).unwrap();
-        check_plan(&w, 1 << 12, &models, strategy, &p);
-        assert!(
-            p.estimated_makespan_s <= best * (1.0 + 1e-9),
-            "{strategy}: {} against the optimum {best}: {p:?}",
-            p.estimated_makespan_s
-        );
-    }
+    near_the_optimum(&w, 1 << 12, &models, 1.0 + 1e-9);
 }
 
 #[test]
