@@ -534,6 +534,7 @@ fn assert_optimal(items: u64, specs: &[(usize, f64, f64, f64, usize)]) {
         bytes_in_per_item: 16.0,
         bytes_out_per_item: 16.0,
         flops_per_item: 1.0,
+        dtype: amari_gpu::Dtype::F32,
     };
     near_the_optimum(&w, 1 << 12, &models, 1.0 + 1e-9);
 }
