@@ -1,174 +1,201 @@
 //! The latency partitioner: the smallest makespan the model allows, per-chunk launch costs
-//! and transfers included, found by a binary search on the makespan over the number of busy
-//! members of each group.
+//! and transfers included. Exact under the model: a bisection on the makespan finds the least
+//! one that some set of busy devices meets, and the counts over that set are then exact.
 
-use super::improve::improve;
 use super::problem::Problem;
 
-/// Passes over the groups revisiting the searched choice of members (see `searched`).
-const REVISITS: usize = 3;
+/// Relative width at which the bisection on the makespan stops: far finer than the model's
+/// figures, and about 40 halvings from the first bracket.
+const TOLERANCE: f64 = 1e-12;
 
-/// Latency-optimal counts: the searched split, or, when the proportional or equal split
-/// happens to be quicker (the choice of devices is a search, not an exhaustion), that one.
+/// Latency-optimal counts: the quickest set of busy devices, filled exactly.
 pub(crate) fn counts(p: &Problem) -> Vec<u64> {
-    let everyone = vec![true; p.devs.len()];
-    let mut best = searched(p);
-    let mut best_time = p.makespan(&best);
-    // The first of equals wins, so ties keep the searched split.
-    for c in [
-        super::capability::counts(p, &everyone),
-        super::balanced::counts(p),
-    ] {
-        let t = p.makespan(&c);
-        if t < best_time {
-            (best, best_time) = (c, t);
-        }
-    }
-    best
+    fill_exact(p, &Search::new(p).quickest_set())
 }
 
-/// Per group, how many members to run and which: for a candidate makespan each group
-/// independently takes the number of busy members, and the members, that finish the most
-/// whole chunks within it (more members share the hardware and pay more launches, so the
-/// best number lies anywhere from one to all of them, and with members of unequal speeds
-/// the quickest are not always the ones to keep). The smallest makespan whose chunks fit
-/// is found by a binary search; the counts over the members chosen are then exact.
-fn searched(p: &Problem) -> Vec<u64> {
-    let n = p.n_chunks;
-    let mut groups: Vec<Vec<usize>> = vec![Vec::new(); p.n_groups];
-    for (i, d) in p.devs.iter().enumerate() {
-        groups[d.group].push(i);
+/// The search for the set of busy devices with the least makespan.
+///
+/// A set fixes how many members of each group share its hardware and which device holds the
+/// grid's short last chunk (the highest index in the set), so neither the quickest members
+/// nor the holder can be chosen greedily: a few more members may pay their sharing or not,
+/// and a slow device can be worth running last for the short chunk alone. But within a
+/// candidate makespan `t`, with the holder fixed, the groups are independent: with k busy
+/// members a group finishes the most chunks on the holder (when it is one of them) and the
+/// k members before it that each finish the most at that sharing, for the best k. So whether
+/// some plan meets `t` is decided exactly by trying each holder, and the least such `t` is
+/// found by bisection: the cost grows with the devices, never with the chunks.
+struct Search<'p, 'a> {
+    p: &'p Problem<'a>,
+    /// Members of each group, ascending index.
+    groups: Vec<Vec<usize>>,
+    /// Per group, row k - 1 for k busy members: the chunks each member finishes within the
+    /// candidate makespan, not holding the short chunk.
+    fits: Vec<Vec<u64>>,
+    /// Per group, row k - 1: positions in `groups[g]` by those chunks, most first.
+    order: Vec<Vec<usize>>,
+    /// Busy members per group of the last holder tried.
+    busy: Vec<usize>,
+    /// The devices worth trying as the holder of the short chunk, ascending.
+    holders: Vec<usize>,
+}
+
+impl<'p, 'a> Search<'p, 'a> {
+    fn new(p: &'p Problem<'a>) -> Self {
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); p.n_groups];
+        for (i, d) in p.devs.iter().enumerate() {
+            groups[d.group].push(i);
+        }
+        let square = |g: &Vec<usize>| g.len() * g.len();
+        // A device is no holder worth trying when a later member of its group is as quick
+        // at every count and sharing: in any set it would end, that member in its place
+        // ends the set too, with the same sharing, and is no slower.
+        let dominated = |a: usize| {
+            let (da, members) = (&p.devs[a], &groups[p.devs[a].group]);
+            members.iter().filter(|&&b| b > a).any(|&b| {
+                let db = &p.devs[b];
+                db.model.launch_latency_s <= da.model.launch_latency_s
+                    && db.spi <= da.spi
+                    && (1..=members.len())
+                        .all(|k| db.model.sharing_factor(k) <= da.model.sharing_factor(k))
+            })
+        };
+        let holders = (0..p.devs.len()).filter(|&a| !dominated(a)).collect();
+        Search {
+            p,
+            fits: groups.iter().map(|g| vec![0; square(g)]).collect(),
+            order: groups.iter().map(|g| vec![0; square(g)]).collect(),
+            groups,
+            busy: vec![0; p.n_groups],
+            holders,
+        }
     }
-    // per_chunk[i][k - 1]: a full chunk on device i while k members of its group are busy.
-    // Treating the short last chunk as full only makes the search a little conservative.
-    let per_chunk: Vec<Vec<f64>> = (0..p.devs.len())
-        .map(|i| {
-            let members = groups[p.devs[i].group].len();
-            (1..=members)
-                .map(|k| p.seconds(i, p.chunk_items, 1, k))
-                .collect()
-        })
-        .collect();
-    let fits = |i: usize, k: usize, t: f64| ((t / per_chunk[i][k - 1]).floor() as u64).min(n);
-    // by_speed[g][k - 1]: the members of group g, quickest first at k busy (lowest index
-    // among equals): within any makespan the k that finish the most chunks are its first k.
-    // last_among_equals: the same with the highest index first among equals, since the
-    // device holding the grid's short last chunk (the highest index with work) can matter.
-    let order_by = |g: &Vec<usize>, k: usize, low_first: bool| {
-        let mut order = g.clone();
-        order.sort_by(|&a, &b| {
-            let ids = if low_first { a.cmp(&b) } else { b.cmp(&a) };
-            per_chunk[a][k - 1]
-                .total_cmp(&per_chunk[b][k - 1])
-                .then(ids)
-        });
-        order
-    };
-    let by_speed: Vec<Vec<Vec<usize>>> = groups
-        .iter()
-        .map(|g| (1..=g.len()).map(|k| order_by(g, k, true)).collect())
-        .collect();
-    let last_among_equals: Vec<Vec<Vec<usize>>> = groups
-        .iter()
-        .map(|g| (1..=g.len()).map(|k| order_by(g, k, false)).collect())
-        .collect();
-    // The best number of busy members of group g within `t`, and the chunks they finish
-    // (fewest members among equals).
-    let choose = |g: usize, t: f64| -> (u64, usize) {
-        let mut best = (0u64, 0usize);
-        for (k, order) in (1..).zip(&by_speed[g]) {
-            let total = order[..k]
-                .iter()
-                .fold(0u64, |s, &i| s.saturating_add(fits(i, k, t)));
-            if total > best.0 {
-                best = (total, k);
+
+    /// The busy devices of a plan with the least makespan (to [`TOLERANCE`]).
+    fn quickest_set(mut self) -> Vec<bool> {
+        let p = self.p;
+        // Everything on one device, which then holds the short chunk, is a plan: the
+        // quickest such is the first upper bound.
+        let alone = |i: usize| p.run_seconds(i, p.n_chunks, 1, true);
+        let quickest = (0..p.devs.len())
+            .min_by(|&a, &b| alone(a).total_cmp(&alone(b)))
+            .unwrap_or(0);
+        let (mut lo, mut hi) = (0.0f64, alone(quickest));
+        while hi - lo > hi * TOLERANCE {
+            let mid = 0.5 * (lo + hi);
+            if self.meeting(mid).is_some() {
+                hi = mid;
+            } else {
+                lo = mid;
             }
         }
-        best
-    };
-    let capacity = |t: f64| (0..p.n_groups).fold(0u64, |s, g| s.saturating_add(choose(g, t).0));
-    let fastest = (0..p.devs.len())
-        .map(|i| per_chunk[i][0])
-        .fold(f64::INFINITY, f64::min);
-    // Everything on the fastest device alone is feasible; the margin absorbs division
-    // rounding.
-    let (mut lo, mut hi) = (0.0f64, n as f64 * fastest * (1.0 + 1e-12));
-    while hi - lo > hi * 1e-12 {
-        let mid = 0.5 * (lo + hi);
-        if capacity(mid) >= n {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    // The search counts every chunk full; the grid's short last chunk, counted exactly by
-    // `fill`, can change the best number of members of a group (a last chunk of a few items
-    // is not worth another device) or which of equal members to run (the highest index
-    // holds it). So each group's choice is revisited, one group at a time, while that
-    // shortens the plan (a few passes: the search is close).
-    let mut busy: Vec<usize> = (0..p.n_groups).map(|g| choose(g, hi).1).collect();
-    let mut high = vec![false; p.n_groups];
-    let set_of = |busy: &[usize], high: &[bool]| {
         let mut set = vec![false; p.devs.len()];
-        for (g, &k) in busy.iter().enumerate().filter(|&(_, &k)| k > 0) {
-            let orders = if high[g] {
-                &last_among_equals
-            } else {
-                &by_speed
-            };
-            orders[g][k - 1][..k].iter().for_each(|&i| set[i] = true);
+        if let Some(holder) = self.meeting(hi) {
+            for g in 0..self.groups.len() {
+                let k = self.busy[g];
+                for (position, _) in self.taken(g, k, holder) {
+                    set[self.groups[g][position]] = true;
+                }
+                if let Some(h) = holder.filter(|&h| p.devs[h].group == g && k > 0) {
+                    set[h] = true;
+                }
+            }
+        }
+        // `hi` is always met (the quickest device alone meets its first value); were
+        // rounding to say otherwise, that device alone is the plan.
+        if !set.contains(&true) {
+            set[quickest] = true;
         }
         set
-    };
-    let mut set = set_of(&busy, &high);
-    let mut counts = fill(p, &set);
-    let mut time = p.makespan(&counts);
-    let mut best = (busy.clone(), high.clone());
-    // Sets already filled: the same set comes up again from other groups and passes.
-    let mut seen = vec![set.clone()];
-    for _ in 0..REVISITS {
-        let mut improved = false;
-        for g in 0..p.n_groups {
-            for (k, h) in (0..=groups[g].len()).flat_map(|k| [(k, false), (k, true)]) {
-                (busy, high) = best.clone();
-                (busy[g], high[g]) = (k, h);
-                let other = set_of(&busy, &high);
-                if seen.contains(&other) || !other.contains(&true) {
-                    continue;
+    }
+
+    /// The holder of a set of devices that finishes every chunk within `t` (`Some(None)`
+    /// when the grid has no short chunk, so no holder matters), its busy members per group
+    /// left in `busy`; `None` when no set does.
+    fn meeting(&mut self, t: f64) -> Option<Option<usize>> {
+        let p = self.p;
+        for (g, members) in self.groups.iter().enumerate() {
+            let m = members.len();
+            for k in 1..=m {
+                let fits = &mut self.fits[g][(k - 1) * m..k * m];
+                for (f, &i) in fits.iter_mut().zip(members) {
+                    *f = p.chunks_within(i, k, false, t);
                 }
-                seen.push(other.clone());
-                let c = fill(p, &other);
-                let t = p.makespan(&c);
-                if t < time {
-                    (set, counts, time, improved) = (other, c, t, true);
-                    best = (busy.clone(), high.clone());
-                }
+                let order = &mut self.order[g][(k - 1) * m..k * m];
+                order.iter_mut().enumerate().for_each(|(j, o)| *o = j);
+                order.sort_unstable_by(|&a, &b| fits[b].cmp(&fits[a]).then(a.cmp(&b)));
             }
         }
-        if !improved {
-            break;
+        if p.deficit == 0 {
+            return (self.capacity(t, None) >= p.n_chunks).then_some(None);
         }
+        for j in 0..self.holders.len() {
+            let h = self.holders[j];
+            if self.capacity(t, Some(h)) >= p.n_chunks {
+                return Some(Some(h));
+            }
+        }
+        None
     }
-    let limit: Vec<u64> = set.iter().map(|&s| if s { u64::MAX } else { 0 }).collect();
-    improve(p, &mut counts, &limit);
-    counts
-}
 
-/// The best of [`fill_exact`] over the prefixes of `set` (its members up to each of them):
-/// the short last chunk goes to the highest index with work, and which member holds it can
-/// be what pays for running the members after it, or not.
-fn fill(p: &Problem, set: &[bool]) -> Vec<u64> {
-    let mut best: Option<(Vec<u64>, f64)> = None;
-    let mut prefix = set.to_vec();
-    while let Some(last) = prefix.iter().rposition(|&s| s) {
-        let counts = fill_exact(p, &prefix);
-        let t = p.makespan(&counts);
-        if best.as_ref().is_none_or(|b| t < b.1) {
-            best = Some((counts, t));
+    /// The most chunks finished within `t` by sets whose highest member is `holder` (any
+    /// set for `None`), with the busy members per group in `busy`; 0 when the holder
+    /// cannot finish even the short chunk.
+    fn capacity(&mut self, t: f64, holder: Option<usize>) -> u64 {
+        let p = self.p;
+        let mut total = 0u64;
+        for g in 0..self.groups.len() {
+            let holds = holder.filter(|&h| p.devs[h].group == g);
+            let mut best = (0u64, 0usize);
+            for k in 1..=self.groups[g].len() {
+                let own = match holds {
+                    Some(h) => p.chunks_within(h, k, true, t),
+                    None => 0,
+                };
+                if holds.is_some() && own == 0 {
+                    // More sharing only slows the holder down.
+                    break;
+                }
+                let others = k - usize::from(holds.is_some());
+                let (count, sum) = self
+                    .taken(g, k, holder)
+                    .fold((0, own), |(c, s), (_, f)| (c + 1, s.saturating_add(f)));
+                if count < others {
+                    // Fewer members before the holder than asked: more cannot be.
+                    break;
+                }
+                if sum > best.0 {
+                    best = (sum, k);
+                }
+            }
+            if holds.is_some() && best.1 == 0 {
+                return 0;
+            }
+            self.busy[g] = best.1;
+            total = total.saturating_add(best.0);
         }
-        prefix[last] = false;
+        total
     }
-    best.map_or_else(|| vec![0; set.len()], |b| b.0)
+
+    /// The members group `g` runs besides the holder with `k` busy, as (position in the
+    /// group, chunks within the candidate makespan): those before the holder (any, for
+    /// `None`) that finish the most, as many as there are up to `k` less the holder.
+    fn taken(
+        &self,
+        g: usize,
+        k: usize,
+        holder: Option<usize>,
+    ) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let members = &self.groups[g];
+        let m = members.len();
+        let holds = holder.is_some_and(|h| self.p.devs[h].group == g);
+        let row = k.saturating_sub(1) * m;
+        let (fits, order) = (&self.fits[g], &self.order[g]);
+        order[row..row + m * usize::from(k > 0)]
+            .iter()
+            .filter(move |&&j| holder.is_none_or(|h| members[j] < h))
+            .take(k - usize::from(holds && k > 0))
+            .map(move |&j| (j, fits[row + j]))
+    }
 }
 
 /// The smallest-makespan counts over the devices in `set` (at least one), exact under the
@@ -185,26 +212,11 @@ fn fill_exact(p: &Problem, set: &[bool]) -> Vec<u64> {
     let mut sharing = vec![0usize; p.n_groups];
     members.iter().for_each(|&i| sharing[p.devs[i].group] += 1);
     let last = members[members.len() - 1];
-    let time = |i: usize, c: u64| {
-        let short = if i == last { p.deficit } else { 0 };
-        let items = (c as u128 * p.chunk_items as u128).saturating_sub(short as u128) as u64;
-        p.seconds(i, items, c, sharing[p.devs[i].group])
-    };
+    let time = |i: usize, c: u64| p.run_seconds(i, c, sharing[p.devs[i].group], i == last);
+    let fits = |i: usize, t: f64| p.chunks_within(i, sharing[p.devs[i].group], i == last, t);
     // time(i, c) = c * per_chunk - saved (the short chunk's missing items, on its holder).
     let per_chunk = |i: usize| time(i, 2) - time(i, 1);
     let saved = |i: usize| (per_chunk(i) - time(i, 1)).max(0.0);
-    // Most chunks device i finishes within t: the closed form, corrected by a step either
-    // way for rounding.
-    let fits = |i: usize, t: f64| {
-        let mut c = ((t + saved(i)) / per_chunk(i)).floor().clamp(0.0, n as f64) as u64;
-        while c > 0 && time(i, c) > t {
-            c -= 1;
-        }
-        while c < n && time(i, c + 1) <= t {
-            c += 1;
-        }
-        c
-    };
     let rates: f64 = members.iter().map(|&i| 1.0 / per_chunk(i)).sum();
     let relaxed = (n as f64
         - members

@@ -137,12 +137,48 @@ impl<'a> Problem<'a> {
             + items as f64 * d.spi * d.model.sharing_factor(sharing)
     }
 
-    /// Items a device holds: whole chunks, except that the last device with work holds the
-    /// grid's short last chunk.
+    /// Items in a run of `chunks` chunks: whole chunks, less the grid's short last chunk's
+    /// missing items when the run holds it (the last device with work does).
+    pub fn run_items(&self, chunks: u64, holds_short: bool) -> u64 {
+        let full = chunks as u128 * self.chunk_items as u128;
+        let short = if holds_short { self.deficit as u128 } else { 0 };
+        u64::try_from(full.saturating_sub(short)).unwrap_or(u64::MAX)
+    }
+
+    /// Items device `i` holds when the last device with work is `last`.
     pub fn items_of(&self, counts: &[u64], i: usize, last: usize) -> u64 {
-        let full = counts[i] as u128 * self.chunk_items as u128;
-        let short = if i == last { self.deficit as u128 } else { 0 };
-        full.saturating_sub(short) as u64
+        self.run_items(counts[i], i == last)
+    }
+
+    /// Seconds device `i` takes for a run of `chunks` chunks while `sharing` members of its
+    /// group are busy.
+    pub fn run_seconds(&self, i: usize, chunks: u64, sharing: usize, holds_short: bool) -> f64 {
+        self.seconds(i, self.run_items(chunks, holds_short), chunks, sharing)
+    }
+
+    /// The most chunks (at most the grid's) device `i` finishes within `t` while `sharing`
+    /// members of its group are busy: the closed form, corrected by a step either way so
+    /// that it agrees with [`Problem::run_seconds`] despite rounding.
+    pub fn chunks_within(&self, i: usize, sharing: usize, holds_short: bool, t: f64) -> u64 {
+        let n = self.n_chunks;
+        let d = &self.devs[i];
+        // run_seconds(c) = c * per_chunk - saved (the short chunk's missing items).
+        let per_item = d.spi * d.model.sharing_factor(sharing);
+        let per_chunk = d.model.launch_latency_s + self.chunk_items as f64 * per_item;
+        let saved = if holds_short {
+            self.deficit as f64 * per_item
+        } else {
+            0.0
+        };
+        let time = |c: u64| self.run_seconds(i, c, sharing, holds_short);
+        let mut c = ((t + saved) / per_chunk).floor().clamp(0.0, n as f64) as u64;
+        while c > 0 && time(c) > t {
+            c -= 1;
+        }
+        while c < n && time(c + 1) <= t {
+            c += 1;
+        }
+        c
     }
 
     /// Fills `active` (devices with work per group) and `times`; returns the makespan.
