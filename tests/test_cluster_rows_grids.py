@@ -176,3 +176,20 @@ def test_a_loop_past_lavapipes_cap_is_the_callers_error_not_a_nodes(
     assert all(h["healthy"] for h in rc.health().values()), rc.health()
     ones = rc.asarray(np.ones((3000, 1), np.float32))
     assert np.array_equal(rc.map_rows(GOOD, ones, out_cols=1).numpy(), np.full((3000, 1), 2.0))
+
+
+def test_float64_rows_are_refused_by_name_after_the_shape_checks(
+    default_ctx: ag.RayContext,
+) -> None:
+    """A RayContext runs map_rows in float32: float64 rows are refused naming the dtype and
+    what to pass (a local context computes them in float64), while a shape error in the same
+    call is still reported first, as locally."""
+    rows = np.ones((8, 3))
+    with pytest.raises(
+        ag.InvalidArgumentError, match=r"dtype: a RayContext runs map_rows in float32, got float64"
+    ):
+        default_ctx.map_rows(ONE, rows, out_cols=2)
+    with pytest.raises(ag.ShapeError, match=r"arrays\[0\]: expected shape \(N, C\) or \(C,\)"):
+        default_ctx.map_rows(ONE, np.ones((2, 2, 3)), out_cols=2)
+    ours = default_ctx.map_rows(ONE, rows, out_cols=2, dtype=np.float32)
+    assert ours.dtype == np.float32 and ours.shape == (8, 2)

@@ -29,13 +29,13 @@ def test_a_grid_call_resets_last_plan_and_a_kernel_call_resets_last_run():
 
 
 RESULT_DTYPES = {
-    # Geometric algebra keeps float64 (docs/api.md, dtypes).
+    # Geometric and tropical algebra keep float64 (docs/api.md, dtypes).
     "geometric_product": np.float64,
     "scalar_product": np.float64,
     "reverse": np.float64,
-    "tropical_matmul": np.float32,
-    "tropical_matvec": np.float32,
-    "shortest_paths": np.float32,
+    "tropical_matmul": np.float64,
+    "tropical_matvec": np.float64,
+    "shortest_paths": np.float64,
     "fisher_information": np.float64,
     "fisher_categorical": np.float32,
     "fisher_gaussian": np.float32,

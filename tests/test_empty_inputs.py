@@ -192,6 +192,7 @@ def test_an_empty_input_without_a_result_is_an_error_naming_the_argument(
 
 
 def test_shortest_paths_of_an_empty_graph_writes_into_out(ctx: ag.MultiGpuContext) -> None:
-    out = np.empty((0, 0), np.float32)
+    out = np.empty((0, 0), np.float64)
     assert ctx.shortest_paths(Z((0, 0)), out=out) is out
-    assert ctx.shortest_paths(np.empty((0, 0), np.float64)).dtype == np.float32
+    assert ctx.shortest_paths(np.empty((0, 0), np.float32)).dtype == np.float32
+    assert ctx.shortest_paths(np.empty((0, 0), np.float64)).dtype == np.float64

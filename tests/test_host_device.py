@@ -126,17 +126,17 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
     assert result["simd"] in {"avx512f", "avx2", "neon", "portable"} and result["threads"] >= 1
     works = [r["work"] for r in result["rows"]]
     assert [w.split()[0] for w in works] == [
-        "Cl(3,0)",
-        "Cl(3,0)",
-        "Cl(3,0)",
+        *["Cl(3,0)"] * 5,
         "PGA",
         "max-plus",
-        "shortest",
-        "Fisher",
+        *["shortest"] * 3,
+        *["Fisher"] * 3,
         "heat",
     ]
     assert "out=" in works[1]
     assert "float64" in works[2]
+    assert "float16 on the host device" in works[3] and "float16 on llvmpipe" in works[4]
+    assert all("float64" in w for w in works[8:10]) and "float64" in works[12]
     for row in result["rows"]:
         if row["note"].startswith("not available yet"):
             assert row["ours_s"] is None

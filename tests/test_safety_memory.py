@@ -76,7 +76,8 @@ print("still usable")
 
 CONVERSIONS = {
     # name: (value, shape, call, argument, bytes, dtype)
-    # Geometric algebra keeps float64 (integers compute in it): a float64 copy.
+    # Geometric and tropical algebra and Fisher keep float64 (integers compute in it): a
+    # float64 copy.
     "geometric_product": (
         "np.float64(1.0)",
         (2**28, 8),
@@ -100,7 +101,7 @@ CONVERSIONS = {
         (2**16, 2**15),
         "ctx.tropical_matmul(huge, np.ones((2**15, 2), np.float32))",
         "a",
-        2**33,
+        2**34,
         "float64",
     ),
     "fisher_information": (
@@ -108,7 +109,7 @@ CONVERSIONS = {
         (2**26, 32),
         "ctx.fisher_information(huge)",
         "scores",
-        2**33,
+        2**34,
         "float64",
     ),
     "life": ("np.int64(1)", (2**15, 2**15), "ctx.life(huge, 1)", "grid", 2**30, "int64"),

@@ -220,4 +220,7 @@ def test_a_method_whose_signature_differs_from_the_registry_fails_the_check(copy
     )
     result = _check(copy)
     assert result.returncode == 1
-    assert "tropical.shortest_paths: (self, graph, *strategy = None, *out = None)" in result.stderr
+    assert (
+        "tropical.shortest_paths: (self, graph, *dtype = None, *strategy = None, *out = None)"
+        in result.stderr
+    )

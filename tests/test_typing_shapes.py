@@ -79,8 +79,9 @@ def test_mypy_binds_each_method_to_its_shape_and_picks_the_overload(tmp_path: Pa
     assert host.startswith("numpy.ndarray[")
     expected = []
     for shape, _, _ in CASES.values():
-        # Geometric algebra keeps float32 and float64: its host results say either.
-        result = floating if shape.startswith("Ga") else host
+        # Geometric and tropical algebra keep float32 and float64: their host results say
+        # either.
+        result = floating if shape.startswith(("Ga", "Tropical")) else host
         expected += [f"amari_gpu._shapes.{shape}", result, "amari_gpu.array.DeviceArray", result]
     assert revealed == expected
 

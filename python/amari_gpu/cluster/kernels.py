@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _native
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, KernelCompileError
 from ..planning import Plan
 from . import array_kernels
 from .array_kernels import resident
@@ -347,6 +347,24 @@ def fisher_gaussian(
     return _run_rows(ctx, INFORMATION, len(mean), call, per_row, strategy, out=out)
 
 
+def _refuse_dtype(spec: _native.RowsSpec, arrays: list[tuple[Any, tuple[int, ...]]]) -> None:
+    """Raises the cluster's refusal of rows that are not float32, after the core's checks of
+    the arrays' shapes (on zeros of their shapes: calloc'd, never read) so that a call wrong
+    in both says what a local context would say first."""
+    stand_ins = [
+        (np.zeros(np.shape(v) if not resident(v) else (v.rows, v.cols), np.float32), shape)
+        for v, shape in arrays
+    ]
+    try:
+        _native.check_map_rows({**spec, "dtype": "float32"}, stand_ins)
+    except KernelCompileError:
+        pass  # a kernel written for the other dtype: the dtype is what to fix
+    raise InvalidArgumentError(
+        f"dtype: a RayContext runs map_rows in float32, got {spec['dtype']} rows "
+        "(pass dtype=numpy.float32)"
+    )
+
+
 def map_rows(
     ctx: Dispatcher,
     spec: _native.RowsSpec,
@@ -358,10 +376,7 @@ def map_rows(
     then ``(N, C)`` arrays split by rows, ``(C,)`` ones bound whole to every chunk; with a
     cluster array, where it lives. The cluster runs float32 rows only."""
     if spec["dtype"] != "float32":
-        raise InvalidArgumentError(
-            f"dtype: a RayContext runs map_rows in float32, got {spec['dtype']} rows "
-            "(pass dtype=numpy.float32)"
-        )
+        _refuse_dtype(spec, arrays)
     if resident(*(v for v, _ in arrays)):
         return array_kernels.map_rows(ctx, spec, arrays, out)
     _host_only(*(v for v, _ in arrays), out)
