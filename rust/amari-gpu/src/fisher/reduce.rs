@@ -18,6 +18,9 @@ fn sum_blocks(partials: &[f32], words: usize) -> Result<Vec<f64>> {
     Ok(total)
 }
 
+/// Partial words below which [`reduce_tiled`] sums on the calling thread.
+const SERIAL_WORDS: usize = 1 << 16;
+
 /// Sum over chunks (in chunk order, float64) of the tiled kernel's partials, as a row-major
 /// P x P matrix: the upper triangle as computed, mirrored below the diagonal (so the result
 /// is exactly symmetric). Every tile's words are summed over the blocks in order on their
@@ -27,17 +30,21 @@ pub fn reduce_tiled(shape: &SyrkShape, partials: &[f32]) -> Result<Vec<f64>> {
     let tile_words = edge * edge;
     let block = shape.pairs * tile_words;
     let mut tiles = alloc::zeroed("partial sums", block)?;
-    tiles
-        .par_chunks_mut(tile_words)
-        .enumerate()
-        .for_each(|(pair, total)| {
-            let at = pair * tile_words;
-            for partial in partials.chunks_exact(block.max(1)) {
-                for (t, &v) in total.iter_mut().zip(&partial[at..at + tile_words]) {
-                    *t += f64::from(v);
-                }
+    let sum_tile = |(pair, total): (usize, &mut [f64])| {
+        let at = pair * tile_words;
+        for partial in partials.chunks_exact(block.max(1)) {
+            for (t, &v) in total.iter_mut().zip(&partial[at..at + tile_words]) {
+                *t += f64::from(v);
             }
-        });
+        }
+    };
+    // A small reduction is summed here: handing it to rayon's pool from this (non-pool)
+    // thread costs a wake-up and a wait longer than its additions. Same sums either way.
+    if partials.len() <= SERIAL_WORDS {
+        tiles.chunks_mut(tile_words).enumerate().for_each(sum_tile);
+    } else {
+        tiles.par_chunks_mut(tile_words).enumerate().for_each(sum_tile);
+    }
     let mut matrix = alloc::zeroed(
         "fisher matrix",
         alloc::product("fisher matrix", &[p, p], 8)?,

@@ -21,6 +21,16 @@ const NOT_FINITE: u32 = 0x7f80_0000;
 /// is at least `0x7f80_0000`.
 pub(crate) fn column_maxima(scores: &[f32], p: usize) -> Vec<u32> {
     let p = p.max(1);
+    if scores.len() <= BLOCK_ROWS * p {
+        // One block: scanned here. Handing it to rayon's pool from this (non-pool) thread
+        // would cost a wake-up and a wait, several times a small call's whole scan.
+        let mut maxima = vec![0u32; p];
+        dispatch(Maxima {
+            rows: scores,
+            maxima: &mut maxima,
+        });
+        return maxima;
+    }
     scores
         .par_chunks(BLOCK_ROWS * p)
         .fold(

@@ -104,12 +104,17 @@ const K_BLOCK: usize = 128;
 /// Left-operand bytes one task packs: its panels stay in L2 beside the strip they meet.
 const TASK_PANEL_BYTES: usize = 192 << 10;
 
+/// Pairs (rows × k × cols) below which a product runs as one task.
+const SPLIT_PAIRS: usize = 1 << 15;
+
 /// Rows of each task of a product of `rows` rows (inner size `k`) on `threads` threads:
 /// at most [`TASK_PANEL_BYTES`] of panels, in a number of equal shares that is a multiple
 /// of the threads, each share whole tile quanta, so that the threads finish together and
 /// the last panel of a share computes as few padded rows as the kernel allows (a chunk of
 /// 64 rows on 2 threads at AVX-512: two shares of 12 + 12 + 8 rows, none padded).
-fn task_rows(kernel: &Kernel, rows: usize, k: usize, threads: usize) -> usize {
+fn task_rows(kernel: &Kernel, rows: usize, k: usize, cols: usize, threads: usize) -> usize {
+    // A small product is one task: waking a second thread costs more than its pairs.
+    let threads = if rows * k * cols < SPLIT_PAIRS { 1 } else { threads };
     let by_cache = (TASK_PANEL_BYTES / (kernel.mr * k.max(1) * 4)).max(1) * kernel.mr;
     let shares = rows.div_ceil(by_cache).next_multiple_of(threads.max(1));
     rows.div_ceil(shares).next_multiple_of(kernel.quantum)
@@ -144,7 +149,7 @@ pub(super) fn product_rows_at(
         None => Arc::new(pack()),
     };
     let rows = out.len() / cols;
-    let task_rows = task_rows(&kernel, rows, k, rayon::current_num_threads());
+    let task_rows = task_rows(&kernel, rows, k, cols, rayon::current_num_threads());
     out.par_chunks_mut(task_rows * cols)
         .enumerate()
         .for_each(|(t, out)| {
@@ -337,7 +342,7 @@ mod tests {
         // 72, and one thread's share to 36).
         for level in Level::available() {
             let kernel = Kernel::at(level);
-            let share = task_rows(&kernel, 64, 1024, 2);
+            let share = task_rows(&kernel, 64, 1024, 1024, 2);
             assert_eq!(share, 32, "{level:?}");
             let computed: usize = heights(&kernel, share).sum();
             assert_eq!(computed, 32, "{level:?}");
@@ -346,7 +351,10 @@ mod tests {
         assert_eq!(heights(&avx512, 32).collect::<Vec<_>>(), [12, 12, 8]);
         assert_eq!(heights(&avx512, 13).collect::<Vec<_>>(), [12, 4]);
         // Many rows: panels of a few hundred KiB per task, still whole quanta.
-        assert_eq!(task_rows(&avx512, 1024, 1024, 2), 48);
+        assert_eq!(task_rows(&avx512, 1024, 1024, 1024, 2), 48);
+        // A tiny product is one task (a second thread's wake-up would cost more).
+        assert!(task_rows(&avx512, 4, 4, 4, 2) >= 4);
+        assert_eq!(task_rows(&avx512, 64, 16, 16, 2), 64);
     }
 
     #[test]

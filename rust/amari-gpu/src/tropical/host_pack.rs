@@ -12,6 +12,9 @@ use rayon::prelude::*;
 
 use super::scalar::Scalar;
 
+/// Words of `b` below which [`pack_b`] packs on one thread.
+const PACK_SPLIT_WORDS: usize = 1 << 14;
+
 #[inline(always)]
 pub(super) fn signed<T: Scalar>(min: bool, x: T) -> T {
     if min {
@@ -42,7 +45,13 @@ pub(super) fn pack_b<T: Scalar>(b: &[T], k: usize, cols: usize, nr: usize, min: 
     if k == 0 {
         return packed;
     }
-    let per_task = strips.div_ceil(rayon::current_num_threads().max(1)).max(1);
+    // A small `b` is packed by one task: waking a second thread costs more than its copy.
+    let threads = if k * cols < PACK_SPLIT_WORDS {
+        1
+    } else {
+        rayon::current_num_threads().max(1)
+    };
+    let per_task = strips.div_ceil(threads).max(1);
     packed
         .par_chunks_mut(per_task * k * nr)
         .enumerate()
