@@ -7,9 +7,9 @@ float64 matrix; llvmpipe (GL, no float64) is left out of float64 work."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
+import _dtype_helpers as helpers
 import amari_gpu
 import numpy as np
 import pytest
@@ -21,21 +21,11 @@ EPS = np.finfo(np.float64).eps
 
 
 def _context(**options: Any) -> amari_gpu.MultiGpuContext:
-    return amari_gpu.MultiGpuContext(chunk_items=CHUNK, **options)
+    return helpers.context(CHUNK, **options)
 
 
-@pytest.fixture(scope="module")
-def host64() -> Iterator[amari_gpu.MultiGpuContext]:
-    ctx = _context(backends=["host"])
-    yield ctx
-    ctx.close()
-
-
-@pytest.fixture(scope="module")
-def vulkan64() -> Iterator[amari_gpu.MultiGpuContext]:
-    ctx = _context(backends=["vulkan"])
-    yield ctx
-    ctx.close()
+host64 = helpers.module_context(CHUNK, ["host"])
+vulkan64 = helpers.module_context(CHUNK, ["vulkan"])
 
 
 def _scores(n: int, p: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import _dtype_helpers as helpers
 import amari_gpu
 import numpy as np
 import pytest
@@ -27,29 +28,15 @@ CHUNK = 64
 
 
 def _context(**options: Any) -> amari_gpu.MultiGpuContext:
-    return amari_gpu.MultiGpuContext(chunk_items=CHUNK, **options)
+    return helpers.context(CHUNK, **options)
 
 
-@pytest.fixture(scope="module")
-def host64() -> Iterator[amari_gpu.MultiGpuContext]:
-    ctx = _context(backends=["host"])
-    yield ctx
-    ctx.close()
+host64 = helpers.module_context(CHUNK, ["host"])
+vulkan64 = helpers.module_context(CHUNK, ["vulkan"])
 
 
-@pytest.fixture(scope="module")
-def vulkan64() -> Iterator[amari_gpu.MultiGpuContext]:
-    ctx = _context(backends=["vulkan"])
-    yield ctx
-    ctx.close()
-
-
-@pytest.fixture(scope="module")
-def both64() -> Iterator[amari_gpu.MultiGpuContext]:
-    """lavapipe and the host device: the host's kernels round fma as lavapipe does."""
-    ctx = _context(backends=["vulkan", "host"])
-    yield ctx
-    ctx.close()
+both64 = helpers.module_context(CHUNK, ["vulkan", "host"])
+"""lavapipe and the host device: the host's kernels round fma as lavapipe does."""
 
 
 def _balanced(ctx: amari_gpu.MultiGpuContext, call: Any) -> Any:
