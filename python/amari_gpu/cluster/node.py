@@ -106,6 +106,7 @@ class NodeWorker:
                     "name": d.adapter.name,
                     "backend": d.adapter.backend,
                     "device_type": d.adapter.device_type,
+                    "dtypes": list(d.dtypes),
                 }
                 for d in self._ctx.devices
             ],
