@@ -68,12 +68,16 @@ def test_float64_calls_are_one_contexts_bits(rc: ag.RayContext, local: ag.MultiG
     _same(rc.fisher_information(scores, weights), local.fisher_information(scores, weights))
     rows = rng.standard_normal((3000, 2))
     _same(rc.map_rows(OPS, rows, out_cols=3), local.map_rows(OPS, rows, out_cols=3))
+    # float64 GA rows split over the nodes as float32 ones do.
+    g, h = rng.standard_normal((5000, 8)), rng.standard_normal((5000, 8))
+    _same(rc.geometric_product(g, h, strategy="balanced"), local.geometric_product(g, h))
+    assert rc.last_plan is not None and len({w.device_id for w in rc.last_plan}) == 2
     # The caller's out takes the result.
     out = np.full((1500, 30), 7.0)
     assert rc.tropical_matmul(a, b, out=out) is out
     _same(out, local.tropical_matmul(a, b))
     # float32 on request splits over the nodes as before.
-    got32 = rc.tropical_matmul(a, b, dtype=np.float32)
+    got32 = rc.tropical_matmul(a, b, dtype=np.float32, strategy="balanced")
     assert np.array_equal(got32, local.tropical_matmul(a, b, dtype=np.float32))
     assert rc.last_plan is not None and len({w.device_id for w in rc.last_plan}) == 2
 

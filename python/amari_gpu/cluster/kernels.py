@@ -288,8 +288,8 @@ def fisher_information(
     if scores.dtype == np.float64:
         arrays = [scores] if weights is None else [scores, weights]
         template = (ArraySlot(0), None if weights is None else ArraySlot(1))
-        call = ("fisher_information", template, arrays)
-        return _whole(ctx, INFORMATION, call, strategy, out, "float64")
+        whole = ("fisher_information", template, arrays)
+        return _whole(ctx, INFORMATION, whole, strategy, out, "float64")
     # float32 scores come with float32 weights (the mixin converts them): a no-op view.
     weights = None if weights is None else np.asarray(weights, dtype=np.float32)
     prepared = _native.fisher_prepare(scores, weights)
@@ -383,8 +383,8 @@ def map_rows(
     _host_only(*(v for v, _ in arrays), out)
     if spec["dtype"] != "float32":
         template = (spec, [(ArraySlot(i), shape) for i, (_, shape) in enumerate(arrays)])
-        call = ("map_rows", template, [v for v, _ in arrays])
-        return _whole(ctx, "map_rows", call, strategy, out, spec["dtype"], shader=True)
+        whole = ("map_rows", template, [v for v, _ in arrays])
+        return _whole(ctx, "map_rows", whole, strategy, out, spec["dtype"], shader=True)
     items = _native.check_map_rows(spec, arrays)
     broadcast = [len(shape) == 1 for _, shape in arrays]
 
@@ -406,16 +406,20 @@ def map_rows(
     return assembly.out, plan
 
 
-# The grids' entry points belong to the same set (the domain mixin calls them through it).
+# The grids' entry points belong to the same set (the domain mixin calls them through it),
+# and so do the arrays' arithmetic and indexing (``array_ops`` calls them through it).
+from .array_kernels import elementwise, resident_rows  # noqa: E402
 from .grids import life, stencil  # noqa: E402
 
 __all__ = [
+    "elementwise",
     "fisher_categorical",
     "fisher_gaussian",
     "fisher_information",
     "ga_apply",
     "life",
     "map_rows",
+    "resident_rows",
     "shortest_paths",
     "stencil",
     "tropical_matmul",
