@@ -86,3 +86,12 @@ def test_a_row_copy_lost_with_its_node_is_made_again(cluster: Any) -> None:
         assert _same((part + 1).numpy(), a[1000:2600] + np.float32(1))
         assert not rc.health()[node]["healthy"]
         assert _same(part.numpy(), a[1000:2600])
+
+
+def test_a_local_device_array_is_refused_as_an_operand(ctx: ag.RayContext) -> None:
+    a = _data(50, 3, 34)
+    with ag.MultiGpuContext(backends=["vulkan"]) as local:
+        x, y = ctx.asarray(a), local.asarray(a)
+        for call in (lambda: x + y, lambda: y + x, lambda: np.multiply(x, y)):
+            with pytest.raises(ag.InvalidArgumentError, match="of another context"):
+                call()

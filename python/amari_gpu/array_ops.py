@@ -118,7 +118,9 @@ def ufunc(x: DeviceArray, func: np.ufunc, method: str, inputs: Any, kwargs: Any)
         raise InvalidArgumentError(
             f"np.{name}: {', '.join(sorted(kwargs))} is not supported on a DeviceArray (only out=)"
         )
-    devices = [v for v in inputs if isinstance(v, type(x))]
+    # Any DeviceArray (a RayContext's ClusterArray too), so that one of another context
+    # is refused below rather than gathered as a host operand.
+    devices = [v for v in inputs if hasattr(v, "_live")]
     if not devices:
         raise InvalidArgumentError(
             f"out: np.{name} of numpy operands cannot write into a DeviceArray; "
