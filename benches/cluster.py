@@ -72,6 +72,10 @@ def _compare(
     return r, m
 
 
+def _load() -> str:
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def _moved(rc: ag.RayContext) -> int:
     """Bytes the driver sent to and received from the nodes so far."""
     return sum(s["bytes_sent"] + s["bytes_received"] for s in rc.stats())
@@ -138,6 +142,7 @@ def main() -> int:
             py = platform.python_version()
             print(f"amari_gpu {ag.__version__}, Ray {ray.__version__}, Python {py}")
             print(f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} threads")
+            print(f"Load average (1, 5, 15 min) at the start: {_load()}")
             print(f"Devices of both contexts (measured in this run): {names}")
             print(f"Node: {node.address}, devices {[d['name'] for d in node.devices]}")
             print(
@@ -153,6 +158,8 @@ def main() -> int:
             print(f"Target RayContext <= 1.3 x MultiGpuContext at 2^{args.large_log2}: {verdict}")
             _where(rc, large, args.repeats)
             _model(node, big_m, big_r, small_r - small_m, large)
+            # Other processes on the machine sway every figure: say how busy it was.
+            print(f"Load average (1, 5, 15 min) at the end: {_load()}")
     finally:
         ray.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -134,16 +134,6 @@ def test_tropical_is_bit_identical(
     assert np.array_equal(got, floyd_warshall(w).astype(np.float32))
 
 
-def test_fisher_information_refuses_float64_scores_on_a_cluster(rc: ag.RayContext) -> None:
-    # The cluster's Fisher steps accumulate in float32: float64 scores (which one context
-    # accumulates in float64) are refused by name rather than rounded quietly.
-    scores = random_scores(100, 5, seed=1).astype(np.float64)
-    with pytest.raises(
-        ag.InvalidArgumentError, match=r"^scores: expected float32 scores on a RayContext"
-    ):
-        rc.fisher_information(scores)
-
-
 @pytest.mark.parametrize("p", [13, 70])
 def test_fisher_information_is_bit_identical(
     rc: ag.RayContext, local: ag.MultiGpuContext, p: int

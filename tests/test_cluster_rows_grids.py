@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from _rows_helpers import AFFINE, THREE
 from amari_gpu.cluster import ClusterArray
+from test_dtypes_rows import OPS
 
 # The local cases, run here on the RayContext below (the fixture of this module wins).
 from test_map_rows import (  # noqa: F401
@@ -178,18 +179,22 @@ def test_a_loop_past_lavapipes_cap_is_the_callers_error_not_a_nodes(
     assert np.array_equal(rc.map_rows(GOOD, ones, out_cols=1).numpy(), np.full((3000, 1), 2.0))
 
 
-def test_float64_rows_are_refused_by_name_after_the_shape_checks(
-    default_ctx: ag.RayContext,
+def test_float64_rows_run_in_float64_after_the_shape_checks(
+    default_ctx: ag.RayContext, local: ag.MultiGpuContext
 ) -> None:
-    """A RayContext runs map_rows in float32: float64 rows are refused naming the dtype and
-    what to pass (a local context computes them in float64), while a shape error in the same
-    call is still reported first, as locally."""
-    rows = np.ones((8, 3))
-    with pytest.raises(
-        ag.InvalidArgumentError, match=r"dtype: a RayContext runs map_rows in float32, got float64"
-    ):
-        default_ctx.map_rows(ONE, rows, out_cols=2)
-    with pytest.raises(ag.ShapeError, match=r"arrays\[0\]: expected shape \(N, C\) or \(C,\)"):
-        default_ctx.map_rows(ONE, np.ones((2, 2, 3)), out_cols=2)
-    ours = default_ctx.map_rows(ONE, rows, out_cols=2, dtype=np.float32)
-    assert ours.dtype == np.float32 and ours.shape == (8, 2)
+    """float64 rows compute in float64 as one context's (on one node with a float64 wgpu
+    device); a kernel written for float32 rows and a shape error are reported as locally,
+    and float32 runs on request."""
+    rows = np.random.default_rng(64).standard_normal((800, 2))
+    got = default_ctx.map_rows(OPS, rows, out_cols=3)
+    want = local.map_rows(OPS, rows, out_cols=3)
+    assert got.dtype == want.dtype == np.float64
+    assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
+    for bad in (np.ones((8, 3)), np.ones((2, 2, 3))):
+        with pytest.raises(ag.AmariGpuError) as e:
+            default_ctx.map_rows(ONE, bad, out_cols=2)
+        with pytest.raises(type(e.value)) as e_local:
+            local.map_rows(ONE, bad, out_cols=2)
+        assert str(e.value) == str(e_local.value)
+    ours = default_ctx.map_rows(ONE, rows[:, :1].repeat(3, 1), out_cols=2, dtype=np.float32)
+    assert ours.dtype == np.float32 and ours.shape == (800, 2)

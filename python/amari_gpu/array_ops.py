@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _native
 from ._validate import shape_text
 from .errors import InvalidArgumentError, ShapeError
 
@@ -50,6 +49,12 @@ def refuse_function(func: Any, args: Any, kwargs: Any) -> Any:
         f"np.{name} is not computed on a DeviceArray's devices: it would gather every row "
         "to the host behind your back"
     )
+
+
+def _kernels(x: DeviceArray) -> Any:
+    """The kernel entry points of ``x``'s context type (the native module; a RayContext's
+    cluster dispatch): indexing and arithmetic run where its rows live, by these rules."""
+    return type(x._ctx)._kernels
 
 
 def take(x: DeviceArray, key: Any) -> DeviceArray:
@@ -92,7 +97,7 @@ def take(x: DeviceArray, key: Any) -> DeviceArray:
         # A row of a 2-D array is a 1-D array: its words become rows of one word.
         cols = 1 if x.ndim == 2 else None
     handle = x._live("x", x._ctx)
-    rows = _native.resident_rows(x._ctx._native, handle, start * per, stop * per, cols)
+    rows = _kernels(x).resident_rows(x._ctx._native, handle, start * per, stop * per, cols)
     return type(x)(rows, x._ctx, shape)
 
 
@@ -113,7 +118,9 @@ def ufunc(x: DeviceArray, func: np.ufunc, method: str, inputs: Any, kwargs: Any)
         raise InvalidArgumentError(
             f"np.{name}: {', '.join(sorted(kwargs))} is not supported on a DeviceArray (only out=)"
         )
-    devices = [v for v in inputs if isinstance(v, type(x))]
+    # Any DeviceArray (a RayContext's ClusterArray too), so that one of another context
+    # is refused below rather than gathered as a host operand.
+    devices = [v for v in inputs if hasattr(v, "_live")]
     if not devices:
         raise InvalidArgumentError(
             f"out: np.{name} of numpy operands cannot write into a DeviceArray; "
@@ -136,7 +143,7 @@ def ufunc(x: DeviceArray, func: np.ufunc, method: str, inputs: Any, kwargs: Any)
         swap = inputs[1] is first
         b = _operand(name, first.shape, inputs[0] if swap else inputs[1])
     target = _out(name, type(x), ctx, first.shape, out)
-    result = _native.elementwise(ctx._native, name, first._handle, b, swap, target)
+    result = _kernels(first).elementwise(ctx._native, name, first._handle, b, swap, target)
     if target is not None:
         return out[0]
     array = type(x)(result, ctx, first.shape)

@@ -64,6 +64,11 @@ class ShardShape:
     tail: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class ShardRows:
+    """The number of operand rows of a shard, as a native call is told it."""
+
+
 @dataclass
 class Lineage:
     """How an array's rows (as its shards hold them: ``rows`` of ``cols`` words) are made:
@@ -85,6 +90,9 @@ class Lineage:
     factor: int = 1
     """Rows of the result per row of the operands (K for a (N, K, K) result held as N·K
     rows of K words)."""
+    offset: int = 0
+    """The operands' row of the result's first (rows ``a..b`` of an operand taken as an
+    array of their own: ``a``)."""
     holder: Any = None
 
     def live(self) -> ClusterHandle | None:
@@ -172,8 +180,9 @@ class ClusterArray(DeviceArray):
     """Float32 rows held on a :class:`~amari_gpu.RayContext`'s nodes (``rc.asarray``,
     ``rc.from_ray``); kernels of that context take and return them. ``sharding`` is
     ``(node_index, start_row, stop_row)`` per shard. Released by :meth:`free`, when
-    garbage-collected and when the context closes. Indexing and elementwise arithmetic of
-    a local DeviceArray are not offered: gather with :meth:`numpy` for them."""
+    garbage-collected and when the context closes. Indexing and elementwise arithmetic
+    follow a local DeviceArray's rules (``array_ops``), computed by the nodes holding the
+    rows, with the same bits."""
 
     __slots__ = ()
 
@@ -189,17 +198,6 @@ class ClusterArray(DeviceArray):
         handle = cast(ClusterHandle, self._live("x", self._ctx))
         rows: npt.NDArray[np.float32] = gather(handle)
         return rows.reshape(self._shape)
-
-    def __getitem__(self, key: Any) -> DeviceArray:
-        raise TypeError(
-            "a ClusterArray cannot be indexed on the nodes: gather it with .numpy() first"
-        )
-
-    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        raise TypeError(
-            f"{ufunc.__name__}: a ClusterArray takes the context's kernels only; gather it "
-            "with .numpy() for numpy's functions"
-        )
 
     def __repr__(self) -> str:
         if self.freed:

@@ -10,13 +10,13 @@ caller sees the error a single context gives."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from .array import ClusterHandle, Lineage, Rows, ShardShape, Whole, upload
 from .dispatch import ARGUMENT_ERRORS, Dispatcher
-from .resident import gather, run
+from .resident import gather, run, take
 
 
 def resident(*values: Any) -> bool:
@@ -176,3 +176,30 @@ def map_rows(
         for i, (_, shape) in enumerate(arrays)
     ]
     return call(ctx, "map_rows", (spec, slots, None, None), operands, out)
+
+
+def elementwise(
+    ctx: Dispatcher, op: str, a: ClusterHandle, b: Any, swap: bool, out: Any
+) -> ClusterHandle:
+    """``_native.elementwise`` of cluster array ``a`` (checked by ``array_ops``, whose
+    rules it follows): ``b`` None, a cluster array (its rows brought to ``a``'s shards when
+    they lie elsewhere), or host words of one word or one row (bound whole to every shard)
+    or of every row (each shard's rows sent with its call); the result has ``a``'s shards,
+    or goes into ``out``'s."""
+    if b is None:
+        slot: Any = None
+    elif isinstance(b, ClusterHandle) or len(b) > 1:
+        slot = Rows(1)
+    else:
+        slot = Whole(1)
+    operands = [a] if b is None else [a, b]
+    result, _ = call(ctx, "elementwise", (op, Rows(0), slot, swap, None), operands, out)
+    return cast(ClusterHandle, result)
+
+
+def resident_rows(
+    ctx: Dispatcher, x: ClusterHandle, start: int, stop: int, cols: int | None = None
+) -> ClusterHandle:
+    """``_native.resident_rows`` of cluster array ``x`` (checked by ``array_ops``): a copy
+    of rows ``start..stop`` made by the nodes holding them."""
+    return take(ctx, x, start, stop, cols)

@@ -46,10 +46,10 @@ FAULTS = ("kill", "hang", "device_error")
 @dataclass(frozen=True)
 class NodeInfo:
     """A node of a ``RayContext``: its index (the ``device_id`` of cluster plans), Ray node
-    id, address and hostname, its devices (id, adapter name, backend, device type), its
-    calibrated items/s per family summed over its devices, and what the driver measured:
-    transfer rates through the object store (bytes/s each way), round-trip latency and
-    clock offset."""
+    id, address and hostname, its devices (id, adapter name, backend, device type, the
+    dtypes it computes in), its calibrated items/s per family summed over its devices, and
+    what the driver measured: transfer rates through the object store (bytes/s each way),
+    round-trip latency and clock offset."""
 
     index: int
     node_id: str

@@ -93,6 +93,23 @@ class Job:
     """The axis of the call's result its items lie on: a run's result starts there at the
     run's first item."""
     bytes_out_per_item: float = 0.0
+    dtype: str | None = None
+    """The dtype the call computes in when not every device computes in it (float64,
+    float16): nodes with no device for it are left out of its plan (None: every node)."""
+    shader: bool = False
+    """Whether the call runs WGSL (``map_rows``): the host CPU device, which cannot, does
+    not count as a device for ``dtype``."""
+
+
+def computes(info: dict[str, Any], dtype: str | None, shader: bool = False) -> bool:
+    """Whether a node whose description is ``info`` has a device for a call in ``dtype``
+    (a device lists the dtypes its kernels compute in; see :class:`Job`)."""
+    if dtype is None:
+        return True
+    return any(
+        dtype in d.get("dtypes", ()) and not (shader and d.get("backend") == "host")
+        for d in info.get("devices", [])
+    )
 
 
 @dataclass
@@ -157,6 +174,27 @@ class Dispatcher:
                 self.lose(node, f"actor died: {type(e).__name__}")
         return out
 
+    def able(self, job: Job) -> list[Node]:
+        """The healthy nodes with a device for ``job``'s dtype."""
+        return [n for n in self.healthy() if computes(n.info, job.dtype, job.shader)]
+
+    def no_device_for(self, job: Job) -> InvalidArgumentError:
+        """The error of a call in a dtype no healthy node has a device for, naming each
+        node's devices and their dtypes."""
+        device = "wgpu device" if job.shader else "device"
+        nodes = "; ".join(
+            f"node {n.index}: "
+            + ", ".join(
+                f"{d['name']} ({d['backend']}: {', '.join(d.get('dtypes', []))})"
+                for d in n.info["devices"]
+            )
+            for n in self.healthy()
+        )
+        return InvalidArgumentError(
+            f"dtype: no node of this RayContext has a {device} that computes in {job.dtype} "
+            f"({nodes}); pass dtype=numpy.float32 to compute in float32"
+        )
+
     def rows(self, job: Job) -> int:
         """Rows per chunk of ``job``'s grid: the whole call, the context's ``chunk_items``
         (rounded up to the job's unit), or the core's grid for the problem."""
@@ -169,9 +207,9 @@ class Dispatcher:
 
     def plan(self, job: Job, strategy: str | None) -> Plan:
         """The core's plan of ``job`` over the healthy nodes (nodes as devices)."""
-        nodes = self.healthy()
+        nodes = self.able(job)
         if not nodes:
-            raise self.no_healthy_node()
+            raise self.no_device_for(job) if self.healthy() else self.no_healthy_node()
         work = planner.workload(
             job.family, job.items, job.bytes_in_per_item, job.bytes_out_per_item
         )
@@ -240,7 +278,7 @@ class _Call:
     def _feed(self) -> None:
         """Sends every healthy node its own run, then chunks of the shared queue while it
         has fewer than ``IN_FLIGHT`` messages."""
-        for node in self.cluster.healthy():
+        for node in self.cluster.able(self.job):
             queue = self.own.setdefault(node.index, deque())
             while queue or (self.shared and self._in_flight(node) < IN_FLIGHT):
                 run = queue.popleft() if queue else self.shared.popleft()

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _native
-from ..errors import InvalidArgumentError, KernelCompileError
+from ..errors import InvalidArgumentError
 from ..planning import Plan
 from . import array_kernels
 from .array_kernels import resident
@@ -69,6 +69,32 @@ def _into(out: np.ndarray[Any, Any] | None, result: Any) -> Any:
         return result
     out[...] = result
     return out
+
+
+def _whole(
+    ctx: Dispatcher,
+    family: str,
+    call: tuple[str, Any, list[Any]],
+    strategy: str | None,
+    out: np.ndarray[Any, Any] | None,
+    dtype: str | None = None,
+    shader: bool = False,
+) -> tuple[Any, Plan]:
+    """The native call ``call`` (method, argument template, arrays) run whole by one node
+    with a device for ``dtype`` (``shader``: a wgpu one; see ``Job``), its result copied
+    into ``out`` or a new writable array. The node's native entry checks the whole call,
+    so its errors are the caller's, and nothing is written before it succeeded."""
+    result: list[Any] = []
+
+    def take(_chunk: int, _start: int, _stop: int, r: Any) -> None:
+        result.append(r[0])
+
+    arrays = call[2]
+    nbytes = float(sum(a.nbytes for a in arrays))
+    job = Job(family, 1, nbytes, lambda _s, _e: call, take, whole=True, dtype=dtype, shader=shader)
+    plan = ctx.run(job, strategy)
+    # The store's array is read-only: the caller's result is a copy of it.
+    return (np.array(result[0]) if out is None else _into(out, result[0])), plan
 
 
 def _row_bytes(*arrays: np.ndarray[Any, Any]) -> float:
@@ -164,12 +190,8 @@ def _tropical(
     """A tropical product ``kernel`` of ``a`` and ``other`` (``b`` or ``x``) on the cluster,
     checked whole by the core's ``check_<kernel>``; ``out_bytes``: the bytes of its result,
     from the batched operands (the plan's cost per item). The cluster's products compute in
-    float32 only (their checks take float32)."""
-    if other.dtype != np.float32:
-        raise InvalidArgumentError(
-            f"dtype: a RayContext computes tropical products in float32, got {other.dtype} "
-            "operands (pass dtype=numpy.float32)"
-        )
+    float32 rows; a product in another dtype (float64) runs whole on one node with a device
+    for it (the core's checks of the other dtypes are its products' own)."""
     if resident(a):
 
         def numpy_run(rows: Any) -> Any:
@@ -179,6 +201,11 @@ def _tropical(
             ctx, kernel, a, other, semiring, out, a_shape or (), numpy_run
         )
     _host_only(a, out)
+    if other.dtype != np.float32:
+        template = (ArraySlot(0), ArraySlot(1), semiring)
+        return _whole(
+            ctx, TROPICAL, (kernel, template, [a, other]), strategy, out, other.dtype.name
+        )
     getattr(_native, f"check_{kernel}")(a, other, semiring)
     a3, other3, out3 = _batch_view(a, other, out)
     items, axis, parts = _batched_rows(a3, other3)
@@ -239,17 +266,8 @@ def shortest_paths(
 ) -> tuple[npt.NDArray[np.float32 | np.float64], Plan]:
     """``_native.shortest_paths`` on one node (blocked Floyd-Warshall's rounds depend on
     each other: one node runs the whole call, over its own devices), in ``w``'s dtype."""
-    result: list[Any] = []
-
-    def call(_start: int, _stop: int) -> tuple[str, Any, list[Any]]:
-        return "shortest_paths", (ArraySlot(0),), [w]
-
-    def take(_chunk: int, _start: int, _stop: int, r: Any) -> None:
-        result.append(np.array(r[0]))
-
-    job = Job(TROPICAL, 1, float(w.nbytes), call, take, whole=True, bytes_out_per_item=w.nbytes)
-    plan = ctx.run(job, strategy)
-    return _into(out, result[0]), plan
+    dtype = None if w.dtype == np.float32 else w.dtype.name
+    return _whole(ctx, TROPICAL, ("shortest_paths", (ArraySlot(0),), [w]), strategy, out, dtype)
 
 
 def fisher_information(
@@ -261,16 +279,17 @@ def fisher_information(
     scores_shape: tuple[int, ...] | None = None,
 ) -> tuple[npt.NDArray[np.float64], Plan | None]:
     """``_native.fisher_information`` on the cluster, bit-identical to one context (cluster
-    array scores are gathered: the chunk grid of the sum is the whole call's). The cluster's
-    steps accumulate in float32: float64 scores are refused rather than rounded quietly."""
+    array scores are gathered: the chunk grid of the sum is the whole call's). The split
+    steps accumulate in float32: float64 scores run whole on one node with a device for
+    float64, which accumulates them in float64 as one context does."""
     if resident(scores):
         scores = gather(scores).reshape(scores_shape or (scores.rows, scores.cols))
     _host_only(scores)
-    if getattr(scores, "dtype", None) == np.float64:
-        raise InvalidArgumentError(
-            "scores: expected float32 scores on a RayContext (its Fisher steps accumulate in "
-            "float32), got float64; pass scores.astype(numpy.float32)"
-        )
+    if scores.dtype == np.float64:
+        arrays = [scores] if weights is None else [scores, weights]
+        template = (ArraySlot(0), None if weights is None else ArraySlot(1))
+        whole = ("fisher_information", template, arrays)
+        return _whole(ctx, INFORMATION, whole, strategy, out, "float64")
     # float32 scores come with float32 weights (the mixin converts them): a no-op view.
     weights = None if weights is None else np.asarray(weights, dtype=np.float32)
     prepared = _native.fisher_prepare(scores, weights)
@@ -347,24 +366,6 @@ def fisher_gaussian(
     return _run_rows(ctx, INFORMATION, len(mean), call, per_row, strategy, out=out)
 
 
-def _refuse_dtype(spec: _native.RowsSpec, arrays: list[tuple[Any, tuple[int, ...]]]) -> None:
-    """Raises the cluster's refusal of rows that are not float32, after the core's checks of
-    the arrays' shapes (on zeros of their shapes: calloc'd, never read) so that a call wrong
-    in both says what a local context would say first."""
-    stand_ins = [
-        (np.zeros(np.shape(v) if not resident(v) else (v.rows, v.cols), np.float32), shape)
-        for v, shape in arrays
-    ]
-    try:
-        _native.check_map_rows({**spec, "dtype": "float32"}, stand_ins)
-    except KernelCompileError:
-        pass  # a kernel written for the other dtype: the dtype is what to fix
-    raise InvalidArgumentError(
-        f"dtype: a RayContext runs map_rows in float32, got {spec['dtype']} rows "
-        "(pass dtype=numpy.float32)"
-    )
-
-
 def map_rows(
     ctx: Dispatcher,
     spec: _native.RowsSpec,
@@ -374,12 +375,16 @@ def map_rows(
 ) -> tuple[Any, Plan | None]:
     """``_native.map_rows`` on the cluster: checked whole by the core (shapes, the kernel),
     then ``(N, C)`` arrays split by rows, ``(C,)`` ones bound whole to every chunk; with a
-    cluster array, where it lives. The cluster runs float32 rows only."""
-    if spec["dtype"] != "float32":
-        _refuse_dtype(spec, arrays)
+    cluster array, where it lives. Rows in another dtype than float32 (a cluster array's)
+    run whole on one node with a wgpu device for their dtype (the node's entry checks
+    them)."""
     if resident(*(v for v, _ in arrays)):
         return array_kernels.map_rows(ctx, spec, arrays, out)
     _host_only(*(v for v, _ in arrays), out)
+    if spec["dtype"] != "float32":
+        template = (spec, [(ArraySlot(i), shape) for i, (_, shape) in enumerate(arrays)])
+        whole = ("map_rows", template, [v for v, _ in arrays])
+        return _whole(ctx, "map_rows", whole, strategy, out, spec["dtype"], shader=True)
     items = _native.check_map_rows(spec, arrays)
     broadcast = [len(shape) == 1 for _, shape in arrays]
 
@@ -401,16 +406,20 @@ def map_rows(
     return assembly.out, plan
 
 
-# The grids' entry points belong to the same set (the domain mixin calls them through it).
+# The grids' entry points belong to the same set (the domain mixin calls them through it),
+# and so do the arrays' arithmetic and indexing (``array_ops`` calls them through it).
+from .array_kernels import elementwise, resident_rows  # noqa: E402
 from .grids import life, stencil  # noqa: E402
 
 __all__ = [
+    "elementwise",
     "fisher_categorical",
     "fisher_gaussian",
     "fisher_information",
     "ga_apply",
     "life",
     "map_rows",
+    "resident_rows",
     "shortest_paths",
     "stencil",
     "tropical_matmul",

@@ -106,6 +106,7 @@ class NodeWorker:
                     "name": d.adapter.name,
                     "backend": d.adapter.backend,
                     "device_type": d.adapter.device_type,
+                    "dtypes": list(d.dtypes),
                 }
                 for d in self._ctx.devices
             ],
@@ -174,7 +175,10 @@ class NodeWorker:
         resident result under ``key`` and returns its rows and columns."""
         self._chunk()
         args = _fill(template, arrays, self._held)
-        result, _plan = getattr(_native, method)(self._ctx._native, *args)
+        result = getattr(_native, method)(self._ctx._native, *args)
+        # Kernels return (array, plan); indexing and elementwise arithmetic the array.
+        if isinstance(result, tuple):
+            result = result[0]
         self._held[key] = result
         return int(result.rows), int(result.cols)
 

@@ -15,7 +15,7 @@ import numpy.typing as npt
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
-from .array import ClusterHandle, Lineage, Rows, Shard, ShardShape, Whole
+from .array import ClusterHandle, Lineage, Rows, Shard, ShardRows, ShardShape, Whole
 from .dispatch import ARGUMENT_ERRORS, INLINE_BYTES, Dispatcher, Node
 from .node import ArraySlot, HeldSlot
 
@@ -157,7 +157,7 @@ def make_rows(lin: Lineage, start: int, stop: int, node: Node, key: str, at: Att
         part = at.submit(node, node.actor.export.remote(whole, start - lo, stop - lo))
         at.submit(node, node.actor.hold.remote(key, ["x"], [(0, stop - start)], part))
         return
-    start, stop = start // f, stop // f
+    start, stop = start // f + lin.offset, stop // f + lin.offset
     arrays: list[Any] = []
 
     def fill(t: Any) -> Any:
@@ -175,6 +175,8 @@ def make_rows(lin: Lineage, start: int, stop: int, node: Node, key: str, at: Att
             return ArraySlot(len(arrays) - 1)
         if isinstance(t, ShardShape):
             return (stop - start, *t.tail)
+        if isinstance(t, ShardRows):
+            return stop - start
         if isinstance(t, (list, tuple)):
             filled = [fill(x) for x in t]
             return filled if isinstance(t, list) else tuple(filled)
@@ -182,6 +184,41 @@ def make_rows(lin: Lineage, start: int, stop: int, node: Node, key: str, at: Att
 
     template = fill(lin.template)
     at.submit(node, node.actor.compute.remote(key, lin.method, template, *arrays))
+
+
+def take(
+    cluster: Dispatcher, x: ClusterHandle, start: int, stop: int, cols: int | None
+) -> ClusterHandle:
+    """A new array of rows ``start..stop`` of ``x`` (with ``cols=1``, their words as rows of
+    one word), each of its shards the part of one of ``x``'s shards, copied by the node
+    that holds it; remembered as that call on ``x``'s lineage."""
+    factor = x.cols if cols == 1 else 1
+    lin = Lineage(
+        (stop - start) * factor,
+        1 if cols == 1 else x.cols,
+        method="resident_rows",
+        template=(Rows(0), 0, ShardRows(), cols),
+        operands=[x.lineage],
+        factor=factor,
+        offset=start,
+    )
+
+    def body(at: Attempt) -> ClusterHandle:
+        heal(x)
+        shards = []
+        for s in x.shards:
+            lo, hi = max(s.start, start), min(s.stop, stop)
+            if lo < hi:
+                part = Shard((lo - start) * factor, (hi - start) * factor, s.node, at.temp(s.node))
+                make_rows(lin, part.start, part.stop, part.node, part.key, at)
+                shards.append(part)
+        at.wait()
+        # The shards become the new array's only when every one exists.
+        keep = {(s.node.index, s.key) for s in shards}
+        at.temps = [(n, k) for n, k in at.temps if (n.index, k) not in keep]
+        return ClusterHandle(cluster, lin, shards)
+
+    return attempts(cluster, body)
 
 
 def _send(node: Node, rows: Any, arrays: list[Any]) -> ArraySlot:

@@ -1,0 +1,138 @@
+"""float64 on a RayContext over a real Ray cluster of this machine (two loopback nodes):
+tropical products and shortest paths, the empirical Fisher matrix and ``map_rows`` compute
+float64 by the local rules, each call whole on one node with a device for float64, the same
+bits, dtypes and errors as one MultiGpuContext; nodes with no device for the dtype are left
+out, and a cluster with none refuses the call by name, nothing written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import _cluster_helpers as helpers
+import amari_gpu as ag
+import numpy as np
+import pytest
+from _fisher_helpers import random_scores
+from _tropical_helpers import graph_without_negative_cycles, random_operand
+from amari_gpu.cluster.dispatch import computes
+
+OTHER = {"amari_gpu_other": 1}
+"""A second resource both nodes offer: the contexts of other backends run beside ``rc``."""
+
+OPS = """
+fn row(a: array<amari_float, 2>) -> array<amari_float, 3> {
+    return array<amari_float, 3>(a[0] + a[1], a[0] - a[1], a[0] * a[1]);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    both = {**helpers.RESOURCE, **OTHER}
+    with helpers.local_cluster([both, both]) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def rc(cluster: Any) -> Iterator[ag.RayContext]:
+    with ag.RayContext(backends=["vulkan"], chunk_items=512) as ctx:
+        yield ctx
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[ag.MultiGpuContext]:
+    with ag.MultiGpuContext(backends=["vulkan"]) as ctx:
+        yield ctx
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.dtype == want.dtype == np.float64 and got.flags.writeable
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+def test_float64_calls_are_one_contexts_bits(rc: ag.RayContext, local: ag.MultiGpuContext) -> None:
+    rng = np.random.default_rng(64)
+    a = random_operand(rng, (1500, 40), 0.05).astype(np.float64) * np.pi
+    b = random_operand(rng, (40, 30), 0.05).astype(np.float64) / 3.0
+    a.flags.writeable = False  # as a node reads them: borrowed, never modified
+    for semiring in ("max_plus", "min_plus"):
+        _same(rc.tropical_matmul(a, b, semiring), local.tropical_matmul(a, b, semiring))
+    x = np.ascontiguousarray(b[:, 0])
+    _same(rc.tropical_matvec(a, x), local.tropical_matvec(a, x))
+    w = graph_without_negative_cycles(rng, 70, 0.3, integer=False).astype(np.float64) / 7.0
+    _same(rc.shortest_paths(w), local.shortest_paths(w))
+    scores = random_scores(20_000, 9, seed=3).astype(np.float64) / 3.0
+    weights = rng.uniform(0.0, 2.0, 20_000)
+    _same(rc.fisher_information(scores), local.fisher_information(scores))
+    _same(rc.fisher_information(scores, weights), local.fisher_information(scores, weights))
+    rows = rng.standard_normal((3000, 2))
+    _same(rc.map_rows(OPS, rows, out_cols=3), local.map_rows(OPS, rows, out_cols=3))
+    # float64 GA rows split over the nodes as float32 ones do.
+    g, h = rng.standard_normal((5000, 8)), rng.standard_normal((5000, 8))
+    _same(rc.geometric_product(g, h, strategy="balanced"), local.geometric_product(g, h))
+    assert rc.last_plan is not None and len({w.device_id for w in rc.last_plan}) == 2
+    # The caller's out takes the result.
+    out = np.full((1500, 30), 7.0)
+    assert rc.tropical_matmul(a, b, out=out) is out
+    _same(out, local.tropical_matmul(a, b))
+    # float32 on request splits over the nodes as before.
+    got32 = rc.tropical_matmul(a, b, dtype=np.float32, strategy="balanced")
+    assert np.array_equal(got32, local.tropical_matmul(a, b, dtype=np.float32))
+    assert rc.last_plan is not None and len({w.device_id for w in rc.last_plan}) == 2
+
+
+def test_float64_errors_are_one_contexts_and_nothing_is_written(
+    rc: ag.RayContext, local: ag.MultiGpuContext
+) -> None:
+    a = np.ones((600, 5))
+    a[417, 3] = np.nan
+    b = np.ones((5, 4))
+    out = np.full((600, 4), 7.0)
+    with pytest.raises(ag.InvalidArgumentError) as e:
+        rc.tropical_matmul(a, b, out=out)
+    with pytest.raises(ag.InvalidArgumentError) as e_local:
+        local.tropical_matmul(a, b)
+    assert str(e.value) == str(e_local.value) and "NaN at [417, 3]" in str(e.value)
+    assert np.all(out == 7.0), "nothing written"
+    with pytest.raises(ag.ShapeError) as e:
+        rc.map_rows(OPS, np.ones((2, 2, 2)), out_cols=3)
+    with pytest.raises(ag.ShapeError) as e_local:
+        local.map_rows(OPS, np.ones((2, 2, 2)), out_cols=3)
+    assert str(e.value) == str(e_local.value)
+
+
+def test_nodes_without_a_float64_device_are_left_out(cluster: Any) -> None:
+    """A node whose devices do not compute in float64 (llvmpipe GL) takes no float64 call: a
+    cluster of such nodes refuses it naming each node's devices, nothing written, and still
+    runs float32; with the host device beside GL a node runs float64 products and Fisher
+    there, but not float64 rows (WGSL needs a wgpu device that computes in float64)."""
+    rng = np.random.default_rng(65)
+    a, b = rng.standard_normal((300, 6)), rng.standard_normal((6, 5))
+    scores = rng.standard_normal((500, 4))
+    with ag.RayContext(resources=OTHER, backends=["gl"]) as gl:
+        assert not any(computes({"devices": n.devices}, "float64") for n in gl.nodes)
+        out = np.full((300, 5), 7.0)
+        with pytest.raises(
+            ag.InvalidArgumentError,
+            match=r"^dtype: no node of this RayContext has a device that computes in float64 "
+            r"\(node 0: llvmpipe .*\(gl: float32\); node 1: .*pass dtype=numpy.float32",
+        ):
+            gl.tropical_matmul(a, b, out=out)
+        assert np.all(out == 7.0), "nothing written"
+        with pytest.raises(ag.InvalidArgumentError, match=r"^dtype: no node"):
+            gl.fisher_information(scores)
+        assert gl.tropical_matmul(a, b, dtype=np.float32).dtype == np.float32
+    with (
+        ag.RayContext(resources=OTHER, backends=["gl", "host"]) as mixed,
+        ag.MultiGpuContext(backends=["gl", "host"]) as local,
+    ):
+        assert all(computes({"devices": n.devices}, "float64") for n in mixed.nodes)
+        _same(mixed.tropical_matmul(a, b), local.tropical_matmul(a, b))
+        _same(mixed.fisher_information(scores), local.fisher_information(scores))
+        with pytest.raises(
+            ag.InvalidArgumentError,
+            match=r"^dtype: no node of this RayContext has a wgpu device that computes in "
+            r"float64",
+        ):
+            mixed.map_rows(OPS, a[:, :2], out_cols=3)
