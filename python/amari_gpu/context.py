@@ -215,7 +215,8 @@ class MultiGpuContext(
     def close(self) -> None:
         """Releases the devices: pooled buffers and the bind groups kept over them are
         freed and the wgpu devices destroyed (a call running on another thread finishes
-        first). Idempotent; leaving ``with MultiGpuContext() as ctx:`` calls it. Every later
+        first), and the memory kept for new output arrays is freed (arrays alive keep
+        theirs). Idempotent; leaving ``with MultiGpuContext() as ctx:`` calls it. Every later
         call raises :class:`~amari_gpu.AmariGpuError` ("the context is closed")."""
         self._native.close()
 

@@ -142,6 +142,8 @@ impl PyContext {
             // Dropping the last reference waits for the devices' queues; without the GIL.
             py.detach(move || ctx.close());
         }
+        // The memory kept for new outputs goes back to the OS with the context.
+        crate::pool::release_kept();
     }
 
     /// Whether `close` was called.

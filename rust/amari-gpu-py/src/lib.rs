@@ -90,6 +90,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(context::check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(family_of, m)?)?;
     m.add_function(wrap_pyfunction!(pool::pooled_output, m)?)?;
+    m.add_function(wrap_pyfunction!(pool::pooled_output_bytes, m)?)?;
     profile::register(m)?;
     register_operations(m)?;
     Ok(())

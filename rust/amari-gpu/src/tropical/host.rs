@@ -7,7 +7,8 @@
 //! comparisons and negations exact), so the host and every device agree bit for bit
 //! whatever their `fma`. The product is the packed micro-kernel of the CPU's SIMD level
 //! (`host_kernel`, `host_pack`): a tile of rows × columns of accumulators in registers, each
-//! walked over k in order, so the grouping never changes which term a tie keeps.
+//! walked over k in order, so the grouping never changes which term a tie keeps. One body
+//! serves float32 and float64 (`Lanes`); a float64 call's words are read as values.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -16,8 +17,7 @@ use crate::kernel::{FmaMode, HostImpl};
 
 use rayon::prelude::*;
 
-use super::host64;
-use super::host_kernel::Kernel;
+use super::host_kernel::{Kernel, Lanes};
 use super::host_pack::{mx, pack_a, pack_b, signed, store_tile, PackCache, Place};
 use super::scalar::Scalar;
 use super::semiring::Semiring;
@@ -33,8 +33,9 @@ pub struct TropicalProduct {
     pub semiring: Semiring,
     /// The shapes.
     pub shape: ProductShape,
-    /// Each batch's `b`, packed once for all the chunks of the call.
-    packed: Arc<PackCache>,
+    /// Each batch's `b`, packed once for all the chunks of the call (float32; a float64
+    /// call's values may be a copy of its words, whose address names nothing).
+    packed: Arc<PackCache<f32>>,
 }
 
 impl TropicalProduct {
@@ -60,45 +61,46 @@ pub struct TropicalMatvec {
 }
 
 /// Rows of a product on the current rayon pool: `a` (rows × k), `b` (k × cols), `c` and
-/// `out` (rows × cols). Shared by the chunk kernel, the resident row product and the host's
-/// shortest paths.
-pub fn product_rows(
+/// `out` (rows × cols), in float32 or float64. Shared by the chunk kernel, the resident row
+/// product and the host's shortest paths.
+pub fn product_rows<T: Lanes>(
     semiring: Semiring,
-    a: &[f32],
-    b: &[f32],
-    c: Option<&[f32]>,
+    a: &[T],
+    b: &[T],
+    c: Option<&[T]>,
     k: usize,
     cols: usize,
-    out: &mut [f32],
+    out: &mut [T],
 ) {
     let operands = RowOperands { a, b, c, k, cols };
     product_rows_at(Level::detect(), semiring, &operands, None, out);
 }
 
 /// [`product_rows`] with `b` packed once in `cache` for every chunk of a call.
-pub(super) fn product_rows_cached(
+pub(super) fn product_rows_cached<T: Lanes>(
     semiring: Semiring,
-    operands: &RowOperands<'_>,
-    cache: &PackCache,
-    out: &mut [f32],
+    operands: &RowOperands<'_, T>,
+    cache: &PackCache<T>,
+    out: &mut [T],
 ) {
     product_rows_at(Level::detect(), semiring, operands, Some(cache), out);
 }
 
 /// The operands of [`product_rows`].
 #[derive(Clone, Copy)]
-pub(super) struct RowOperands<'a> {
+pub(super) struct RowOperands<'a, T> {
     /// Rows × k.
-    pub a: &'a [f32],
+    pub a: &'a [T],
     /// K × cols.
-    pub b: &'a [f32],
+    pub b: &'a [T],
     /// Rows × cols, combined with the product when given.
-    pub c: Option<&'a [f32]>,
+    pub c: Option<&'a [T]>,
     pub k: usize,
     pub cols: usize,
 }
 
-/// Inner indices of one k block: a strip's block (128 × 32 floats, 16 KiB) stays in L1.
+/// Inner indices of one k block: a strip's block (128 × 32 float32 or 128 × 16 float64
+/// values, 16 KiB) stays in L1.
 const K_BLOCK: usize = 128;
 
 /// Left-operand bytes one task packs: its panels stay in L2 beside the strip they meet.
@@ -112,35 +114,36 @@ const SPLIT_PAIRS: usize = 1 << 15;
 /// of the threads, each share whole tile quanta, so that the threads finish together and
 /// the last panel of a share computes as few padded rows as the kernel allows (a chunk of
 /// 64 rows on 2 threads at AVX-512: two shares of 12 + 12 + 8 rows, none padded).
-fn task_rows(kernel: &Kernel, rows: usize, k: usize, cols: usize, threads: usize) -> usize {
+fn task_rows<T: Lanes>(kernel: &Kernel<T>, rows: usize, k: usize, cols: usize, threads: usize) -> usize {
     // A small product is one task: waking a second thread costs more than its pairs.
     let threads = if rows * k * cols < SPLIT_PAIRS { 1 } else { threads };
-    let by_cache = (TASK_PANEL_BYTES / (kernel.mr * k.max(1) * 4)).max(1) * kernel.mr;
+    let bytes = kernel.mr * k.max(1) * std::mem::size_of::<T>();
+    let by_cache = (TASK_PANEL_BYTES / bytes).max(1) * kernel.mr;
     let shares = rows.div_ceil(by_cache).next_multiple_of(threads.max(1));
     rows.div_ceil(shares).next_multiple_of(kernel.quantum)
 }
 
 /// The heights of the tiles that cover `rows` rows: full tiles, then one tile of the
 /// shortest height that holds the rest.
-fn heights(kernel: &Kernel, rows: usize) -> impl Iterator<Item = usize> + '_ {
+fn heights<T: Lanes>(kernel: &Kernel<T>, rows: usize) -> impl Iterator<Item = usize> + '_ {
     (0..rows.div_ceil(kernel.mr)).map(move |p| kernel.height(rows - p * kernel.mr))
 }
 
 /// [`product_rows`] with the micro-kernel of `level` (which the CPU must have). `b` is
 /// packed once into strips; each task packs a few panels of rows of `a`, then walks the
 /// strips, each strip over all its panels while it is in cache.
-pub(super) fn product_rows_at(
+pub(super) fn product_rows_at<T: Lanes>(
     level: Level,
     semiring: Semiring,
-    operands: &RowOperands<'_>,
-    cache: Option<&PackCache>,
-    out: &mut [f32],
+    operands: &RowOperands<'_, T>,
+    cache: Option<&PackCache<T>>,
+    out: &mut [T],
 ) {
     let RowOperands { a, b, c, k, cols } = *operands;
     if cols == 0 || out.is_empty() {
         return;
     }
-    let kernel = Kernel::at(level);
+    let kernel = Kernel::<T>::at(level);
     let (mr, nr) = (kernel.mr, kernel.nr);
     let min = semiring == Semiring::MinPlus;
     let pack = || pack_b(b, k, cols, nr, min);
@@ -158,7 +161,7 @@ pub(super) fn product_rows_at(
             let c = c.map(|c| &c[r0 * cols..(r0 + rows) * cols]);
             // Panel p starts at row p·mr and word p·mr·k; the last may be shorter.
             let panels = rows.div_ceil(mr);
-            let mut packed = vec![0.0f32; panels * mr * k];
+            let mut packed = vec![T::ZERO; panels * mr * k];
             for (p, height) in heights(&kernel, rows).enumerate() {
                 let (first, last) = (r0 + p * mr, (r0 + (p + 1) * mr).min(r0 + rows));
                 let panel = &mut packed[p * mr * k..][..height * k];
@@ -167,10 +170,10 @@ pub(super) fn product_rows_at(
             // Each strip meets every panel one k block at a time: the strip's block stays
             // in L1 while the panels' blocks come from L2. The tiles carry their
             // accumulators from block to block, so each output is still one walk over k.
-            let mut acc = vec![0.0f32; panels * mr * nr];
+            let mut acc = vec![T::ZERO; panels * mr * nr];
             for s in 0..cols.div_ceil(nr) {
                 let (col, strip) = (s * nr, &strips[s * k * nr..(s + 1) * k * nr]);
-                acc.fill(f32::NEG_INFINITY);
+                acc.fill(T::NEG_INFINITY);
                 for k0 in (0..k).step_by(K_BLOCK) {
                     let k1 = (k0 + K_BLOCK).min(k);
                     for (p, height) in heights(&kernel, rows).enumerate() {
@@ -196,37 +199,9 @@ pub(super) fn product_rows_at(
 impl HostImpl for TropicalProduct {
     /// Runs items `range` (inputs: a blocks, item_batch, b, c) into `output`.
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
-        if self.shape.dtype == Dtype::F64 {
-            return host64::run_blocks(self.semiring, &self.shape, inputs, range, output);
-        }
-        let ProductShape {
-            k,
-            cols,
-            batches,
-            accumulate,
-            ..
-        } = self.shape;
-        let item_words = BLOCK_ROWS * cols;
-        assert_eq!(
-            output.len(),
-            range.len() * item_words,
-            "output of the chunk"
-        );
-        let (a, item_batch, b, c) = (inputs[0], inputs[1], inputs[2], inputs[3]);
-        // Consecutive items of one batch run as one product.
-        for (Range { start: q, end }, batch) in batch_runs(item_batch, range.clone(), batches) {
-            let rows = (q - range.start) * BLOCK_ROWS..(end - range.start) * BLOCK_ROWS;
-            let at = q * BLOCK_ROWS;
-            let n = (end - q) * BLOCK_ROWS;
-            let operands = RowOperands {
-                a: &a[at * k..(at + n) * k],
-                b: &b[batch * k * cols..(batch + 1) * k * cols],
-                c: accumulate.then(|| &c[at * cols..(at + n) * cols]),
-                k,
-                cols,
-            };
-            let out = &mut output[rows.start * cols..rows.end * cols];
-            product_rows_cached(self.semiring, &operands, &self.packed, out);
+        match self.shape.dtype {
+            Dtype::F64 => self.run_as::<f64>(inputs, range, output, None),
+            _ => self.run_as::<f32>(inputs, range, output, Some(&self.packed)),
         }
     }
 
@@ -236,14 +211,57 @@ impl HostImpl for TropicalProduct {
     }
 }
 
+impl TropicalProduct {
+    /// [`HostImpl::run`] on the words of values of type `T`, `b` packed once in `cache`
+    /// when given.
+    fn run_as<T: Lanes>(
+        &self,
+        inputs: &[&[f32]],
+        range: Range<usize>,
+        output: &mut [f32],
+        cache: Option<&PackCache<T>>,
+    ) {
+        let ProductShape {
+            k,
+            cols,
+            batches,
+            accumulate,
+            ..
+        } = self.shape;
+        let item_words = BLOCK_ROWS * cols * std::mem::size_of::<T>() / 4;
+        assert_eq!(
+            output.len(),
+            range.len() * item_words,
+            "output of the chunk"
+        );
+        let (a, item_batch) = (T::values(inputs[0]), inputs[1]);
+        let (b, c) = (T::values(inputs[2]), T::values(inputs[3]));
+        T::with_values_mut(output, |output| {
+            // Consecutive items of one batch run as one product.
+            for (Range { start: q, end }, batch) in batch_runs(item_batch, range.clone(), batches) {
+                let rows = (q - range.start) * BLOCK_ROWS..(end - range.start) * BLOCK_ROWS;
+                let at = q * BLOCK_ROWS;
+                let n = (end - q) * BLOCK_ROWS;
+                let operands = RowOperands {
+                    a: &a[at * k..(at + n) * k],
+                    b: &b[batch * k * cols..(batch + 1) * k * cols],
+                    c: accumulate.then(|| &c[at * cols..(at + n) * cols]),
+                    k,
+                    cols,
+                };
+                let out = &mut output[rows.start * cols..rows.end * cols];
+                product_rows_at(Level::detect(), self.semiring, &operands, cache, out);
+            }
+        });
+    }
+}
+
 impl HostImpl for TropicalMatvec {
     /// Runs rows `range` (inputs: a rows, row_batch, x, placeholder) into `output`.
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         if self.shape.dtype == Dtype::F64 {
-            let (a, x) = (host64::values(inputs[0]), host64::values(inputs[2]));
-            let mut result = vec![0.0f64; range.len()];
-            self.rows(&a, inputs[1], &x, range, &mut result);
-            return host64::store(&result, output);
+            let (a, x) = (f64::values(inputs[0]), f64::values(inputs[2]));
+            return f64::with_values_mut(output, |out| self.rows(&a, inputs[1], &x, range, out));
         }
         self.rows(inputs[0], inputs[1], inputs[2], range, output);
     }
@@ -306,12 +324,12 @@ mod tests {
     use super::*;
 
     /// The shader's rule, one output at a time, k in order.
-    fn reference(semiring: Semiring, ops: &RowOperands<'_>, rows: usize) -> Vec<f32> {
-        let s = |x: f32| if semiring == Semiring::MinPlus { -x } else { x };
-        let mut out = vec![0.0; rows * ops.cols];
+    fn reference<T: Scalar>(semiring: Semiring, ops: &RowOperands<'_, T>, rows: usize) -> Vec<T> {
+        let s = |x: T| if semiring == Semiring::MinPlus { -x } else { x };
+        let mut out = vec![T::ZERO; rows * ops.cols];
         for r in 0..rows {
             for j in 0..ops.cols {
-                let mut acc = f32::NEG_INFINITY;
+                let mut acc = T::NEG_INFINITY;
                 for kk in 0..ops.k {
                     acc = mx(acc, s(ops.a[r * ops.k + kk]) + s(ops.b[kk * ops.cols + j]));
                 }
@@ -341,13 +359,13 @@ mod tests {
         // one of 2 at AVX2, eight of 4 otherwise (a single 12-row height padded 64 rows to
         // 72, and one thread's share to 36).
         for level in Level::available() {
-            let kernel = Kernel::at(level);
+            let kernel = Kernel::<f32>::at(level);
             let share = task_rows(&kernel, 64, 1024, 1024, 2);
             assert_eq!(share, 32, "{level:?}");
             let computed: usize = heights(&kernel, share).sum();
             assert_eq!(computed, 32, "{level:?}");
         }
-        let avx512 = Kernel::at(Level::Avx512);
+        let avx512 = Kernel::<f32>::at(Level::Avx512);
         assert_eq!(heights(&avx512, 32).collect::<Vec<_>>(), [12, 12, 8]);
         assert_eq!(heights(&avx512, 13).collect::<Vec<_>>(), [12, 4]);
         // Many rows: panels of a few hundred KiB per task, still whole quanta.
@@ -379,17 +397,33 @@ mod tests {
                     let a = values(rows * k, 1);
                     let b = values(k * cols, 2);
                     let c = values(rows * cols, 3);
-                    for c in [None, Some(&c[..])] {
-                        let ops = RowOperands { a: &a, b: &b, c, k, cols };
-                        let mut out = vec![f32::NAN; rows * cols];
-                        product_rows_at(level, semiring, &ops, None, &mut out);
-                        let want = reference(semiring, &ops, rows);
-                        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                        let at = format!("{level:?} {semiring:?} {rows}x{k}x{cols}");
-                        assert_eq!(bits(&out), bits(&want), "{at}");
-                    }
+                    let at = format!("{level:?} {semiring:?} {rows}x{k}x{cols}");
+                    same_bits(level, semiring, (&a, &b, &c), (k, cols), &at);
+                    // The same values in float64 (exact), on the float64 kernels.
+                    let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+                    let (a, b, c) = (wide(&a), wide(&b), wide(&c));
+                    same_bits(level, semiring, (&a, &b, &c), (k, cols), &format!("{at} f64"));
                 }
             }
+        }
+    }
+
+    /// The product of `a`, `b` (with and without `c`) at `level` against [`reference`].
+    fn same_bits<T: Lanes>(
+        level: Level,
+        semiring: Semiring,
+        (a, b, c): (&[T], &[T], &[T]),
+        (k, cols): (usize, usize),
+        at: &str,
+    ) {
+        let rows = a.len().checked_div(k).unwrap_or(c.len() / cols);
+        for c in [None, Some(c)] {
+            let ops = RowOperands { a, b, c, k, cols };
+            let mut out = vec![T::INFINITY; rows * cols];
+            product_rows_at(level, semiring, &ops, None, &mut out);
+            let want = reference(semiring, &ops, rows);
+            let bits = |v: &[T]| T::words(v).iter().map(|w| w.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&out), bits(&want), "{at}");
         }
     }
 }

@@ -129,20 +129,16 @@ pub(super) fn store_tile<T: Scalar>(
 /// over inputs it keeps alive), and those inputs are borrowed for the whole call, so an
 /// operand's address and length name its contents for the kernel's life.
 #[derive(Debug, Default)]
-pub(super) struct PackCache {
-    entries: Mutex<Vec<Packed>>,
+pub(super) struct PackCache<T> {
+    entries: Mutex<Vec<Packed<T>>>,
 }
 
 /// One packed operand: the address and length of the operand, and its strips.
-type Packed = (usize, usize, Arc<Vec<f32>>);
+type Packed<T> = (usize, usize, Arc<Vec<T>>);
 
-impl PackCache {
+impl<T> PackCache<T> {
     /// The packed form of `b`, packed by `pack` the first time `b` is asked for.
-    pub fn get(
-        &self,
-        b: &[f32],
-        pack: impl FnOnce() -> Vec<f32>,
-    ) -> Arc<Vec<f32>> {
+    pub fn get(&self, b: &[T], pack: impl FnOnce() -> Vec<T>) -> Arc<Vec<T>> {
         let key = (b.as_ptr() as usize, b.len());
         // A poisoned lock only means a chunk panicked mid-call (its device is then failed);
         // the entries themselves are always whole.

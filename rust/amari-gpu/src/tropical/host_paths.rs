@@ -3,54 +3,16 @@
 //! products with D's rows as the accumulated input), its products run by the host kernel
 //! instead of the devices, so the distances are the same bits.
 
+use super::host::product_rows;
+use super::host_kernel::Lanes;
 use super::paths::{block_size, finish, start, strips};
-use super::scalar::Scalar;
 use super::semiring::Semiring;
 use crate::error::Result;
-
-/// A value type with a host product of rows: `tropical::host::product_rows` in it.
-pub trait HostRows: Scalar {
-    /// `a` (rows × k) by `b` (k × cols), combined with `c` when given, into `out`.
-    fn product_rows(
-        semiring: Semiring,
-        ab: (&[Self], &[Self]),
-        c: Option<&[Self]>,
-        k: usize,
-        cols: usize,
-        out: &mut [Self],
-    );
-}
-
-impl HostRows for f32 {
-    fn product_rows(
-        semiring: Semiring,
-        (a, b): (&[f32], &[f32]),
-        c: Option<&[f32]>,
-        k: usize,
-        cols: usize,
-        out: &mut [f32],
-    ) {
-        super::host::product_rows(semiring, a, b, c, k, cols, out);
-    }
-}
-
-impl HostRows for f64 {
-    fn product_rows(
-        semiring: Semiring,
-        (a, b): (&[f64], &[f64]),
-        c: Option<&[f64]>,
-        k: usize,
-        cols: usize,
-        out: &mut [f64],
-    ) {
-        super::host64::product_rows_f64(semiring, a, b, c, k, cols, out);
-    }
-}
 
 /// Shortest path lengths of the graph with (n, n) weights `w` into `out`, on the current
 /// rayon pool, in float32 or float64 (see `tropical::shortest_paths` for the rules and
 /// errors).
-pub fn shortest_paths_host<T: HostRows>(w: &[T], n: usize, out: &mut [T]) -> Result<()> {
+pub fn shortest_paths_host<T: Lanes>(w: &[T], n: usize, out: &mut [T]) -> Result<()> {
     let (mut d, shift) = start(w, n, out)?;
     let mut next = vec![T::ZERO; n * n];
     let block = block_size(n);
@@ -59,9 +21,9 @@ pub fn shortest_paths_host<T: HostRows>(w: &[T], n: usize, out: &mut [T]) -> Res
         let (diag, column) = strips(&d, n, kb, b)?;
         let mut panel = vec![T::ZERO; n * b];
         let min = Semiring::MinPlus;
-        T::product_rows(min, (&column, &diag), Some(&column), b, b, &mut panel);
+        product_rows(min, &column, &diag, Some(&column), b, b, &mut panel);
         let rows = &d[kb * n..(kb + b) * n];
-        T::product_rows(min, (&panel, rows), Some(&d), b, n, &mut next);
+        product_rows(min, &panel, rows, Some(&d), b, n, &mut next);
         std::mem::swap(&mut d, &mut next);
     }
     finish(d, n, shift, out)

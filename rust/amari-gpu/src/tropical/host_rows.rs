@@ -26,7 +26,7 @@ pub struct RowProduct {
     /// The shapes (`accumulate` is false).
     pub shape: ProductShape,
     /// Each batch's `b`, packed once for all the chunks of the call.
-    packed: Arc<PackCache>,
+    packed: Arc<PackCache<f32>>,
 }
 
 impl RowProduct {

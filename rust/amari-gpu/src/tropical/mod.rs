@@ -15,9 +15,7 @@
 pub mod blocks;
 pub mod checks;
 pub mod host;
-pub mod host64;
-mod host_kernel;
-mod host_kernel64;
+pub mod host_kernel;
 mod host_pack;
 pub mod host_paths;
 pub mod host_rows;

@@ -2,6 +2,7 @@
 //! shortest paths and their checks need of one, so that each is written once over both. A
 //! value travels through the engine as the words of its dtype (`crate::dtype`).
 
+use std::borrow::Cow;
 use std::fmt::{Debug, Display, LowerExp};
 use std::ops::{Add, Neg};
 
@@ -47,6 +48,11 @@ pub trait Scalar:
     fn words(values: &[Self]) -> &[f32];
     /// Values as the engine's 4-byte words, to be written.
     fn words_mut(values: &mut [Self]) -> &mut [f32];
+    /// The engine's words as values: in place when aligned for the type, else copied.
+    fn values(words: &[f32]) -> Cow<'_, [Self]>;
+    /// Runs `write` on the engine's words as values: in place when aligned for the type,
+    /// else on values beside them that are then stored into `words`.
+    fn with_values_mut(words: &mut [f32], write: impl FnOnce(&mut [Self]));
 }
 
 impl Scalar for f32 {
@@ -77,6 +83,12 @@ impl Scalar for f32 {
     fn words_mut(values: &mut [f32]) -> &mut [f32] {
         values
     }
+    fn values(words: &[f32]) -> Cow<'_, [f32]> {
+        Cow::Borrowed(words)
+    }
+    fn with_values_mut(words: &mut [f32], write: impl FnOnce(&mut [f32])) {
+        write(words)
+    }
 }
 
 impl Scalar for f64 {
@@ -106,5 +118,22 @@ impl Scalar for f64 {
     }
     fn words_mut(values: &mut [f64]) -> &mut [f32] {
         dtype::f64_words_mut(values)
+    }
+    fn values(words: &[f32]) -> Cow<'_, [f64]> {
+        match dtype::as_f64(words) {
+            Some(v) => Cow::Borrowed(v),
+            None => Cow::Owned((0..words.len() / 2).map(|i| dtype::read_f64(words, i)).collect()),
+        }
+    }
+    fn with_values_mut(words: &mut [f32], write: impl FnOnce(&mut [f64])) {
+        if let Some(values) = dtype::as_f64_mut(words) {
+            return write(values);
+        }
+        // Words of a chunk are only 4-byte aligned: the values are written beside them.
+        let mut values = vec![0.0f64; words.len() / 2];
+        write(&mut values);
+        for (i, &v) in values.iter().enumerate() {
+            dtype::write_f64(words, i, v);
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! What a tropical product item is: a block of [`BLOCK_ROWS`] rows, and the shapes of one
 //! product, and which items of a chunk are of one batch. Shared by the WGSL kernels
-//! (`kernels`) and their host twins (`tropical::host`, `tropical::host64`).
+//! (`kernels`) and their host twins (`tropical::host`).
 
 /// Rows of a product item, and of a tiled workgroup's tile (`TILE` in the shader).
 pub const BLOCK_ROWS: usize = 64;
