@@ -112,38 +112,25 @@ pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused
                 let block = LANES * words;
                 let whole = out.len() / block * block;
                 let (a, b, o) = (&a[..whole], &b[..whole], &mut out[..whole]);
-                match storage {
-                    Storage::F16 if crate::host::f16::has_f16c(level) => {
-                        // SAFETY: `has_f16c` is true only at a level whose AVX2 and FMA
-                        // `is_x86_feature_detected!` found, on a CPU it found F16C on: all
-                        // that the target-feature function needs; its memory accesses are
-                        // in bounds (see `avx2::blocks_f16`).
-                        #[allow(unsafe_code)]
-                        unsafe {
-                            if fused {
-                                avx2::blocks_f16::<true>(a, b, o, stream);
-                            } else {
-                                avx2::blocks_f16::<false>(a, b, o, stream);
-                            }
-                        }
-                        whole
-                    }
-                    Storage::F32 if level.has_avx2() => {
-                        // SAFETY: `Level::has_avx2` is true only after
-                        // `is_x86_feature_detected!` found AVX2 and FMA on this CPU, which is
-                        // all the target-feature function needs; its own memory accesses are
-                        // in bounds (see `avx2::blocks`).
-                        #[allow(unsafe_code)]
-                        unsafe {
-                            if fused {
-                                avx2::blocks::<true>(a, b, o, stream);
-                            } else {
-                                avx2::blocks::<false>(a, b, o, stream);
-                            }
-                        }
-                        whole
-                    }
-                    _ => 0,
+                let vl = has_avx512vl(level);
+                // SAFETY (every call below): `has_f16c` is true only at a level whose AVX2
+                // and FMA `is_x86_feature_detected!` found, on a CPU it found F16C on;
+                // `Level::has_avx2` only after it found AVX2 and FMA; `has_avx512vl` only at
+                // the AVX-512F level on a CPU it found AVX-512VL on: all that each
+                // target-feature function needs. Their memory accesses are in bounds (see
+                // `avx2::blocks`).
+                #[allow(unsafe_code)]
+                match (storage, fused) {
+                    (Storage::F16, _) if !crate::host::f16::has_f16c(level) => 0,
+                    (Storage::F32, _) if !level.has_avx2() => 0,
+                    (Storage::F16, true) if vl => unsafe { avx2::blocks_f16_vl::<true>(a, b, o, stream); whole },
+                    (Storage::F16, false) if vl => unsafe { avx2::blocks_f16_vl::<false>(a, b, o, stream); whole },
+                    (Storage::F16, true) => unsafe { avx2::blocks_f16::<true>(a, b, o, stream); whole },
+                    (Storage::F16, false) => unsafe { avx2::blocks_f16::<false>(a, b, o, stream); whole },
+                    (Storage::F32, true) if vl => unsafe { avx2::blocks_vl::<true>(a, b, o, stream); whole },
+                    (Storage::F32, false) if vl => unsafe { avx2::blocks_vl::<false>(a, b, o, stream); whole },
+                    (Storage::F32, true) => unsafe { avx2::blocks::<true>(a, b, o, stream); whole },
+                    (Storage::F32, false) => unsafe { avx2::blocks::<false>(a, b, o, stream); whole },
                 }
             };
             #[cfg(not(target_arch = "x86_64"))]
@@ -155,6 +142,13 @@ pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused
                 one_by_one::<false>(a, b, out, storage);
             }
         });
+}
+
+/// Whether the blocks run compiled for AVX-512VL at `level` (its 32 vector registers): at
+/// the AVX-512F level, on a CPU that has VL.
+#[cfg(target_arch = "x86_64")]
+fn has_avx512vl(level: crate::host::simd::Level) -> bool {
+    level == crate::host::simd::Level::Avx512 && std::arch::is_x86_feature_detected!("avx512vl")
 }
 
 /// The chains of one item (the portable path, and the last items of a task).
@@ -270,8 +264,9 @@ mod tests {
 
     /// float16 rows: the float32 chains of the widened rows, rounded once (the bits of the
     /// tile-by-tile conversion the host ran before and of the WGSL float16 kernel), at the
-    /// detected level and the portable one, both `fma` modes, streamed or not, at an odd
-    /// count and either alignment of the output.
+    /// detected level (AVX-512VL where the CPU has it), AVX2 and the portable one, both `fma`
+    /// modes, streamed or not, at an odd count and either alignment of the output; the
+    /// float32 chains at AVX2 give the bits of the detected level's.
     #[test]
     fn float16_rows_round_the_float32_chains_of_the_widened_rows_once() {
         use crate::host::f16::{narrow, widen};
@@ -298,6 +293,12 @@ mod tests {
         for fused in [false, true] {
             let mut chains = vec![0.0f32; n * W];
             run_chains(&wa, &wb, &mut chains, Storage::F32, fused, false);
+            force_level(Some(Level::Avx2));
+            let mut narrower = vec![0.0f32; n * W];
+            run_chains(&wa, &wb, &mut narrower, Storage::F32, fused, true);
+            force_level(None);
+            let f32_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(f32_bits(&narrower), f32_bits(&chains), "float32 at AVX2, fused {fused}");
             let mut expected = vec![0.0f32; n * W / 2];
             narrow(Level::Portable, &chains, &mut expected);
             for (level, stream, offset) in [
@@ -305,6 +306,8 @@ mod tests {
                 (None, true, 0),
                 (None, true, 1),
                 (None, true, 4),
+                (Some(Level::Avx2), true, 0),
+                (Some(Level::Avx2), false, 4),
                 (Some(Level::Portable), false, 0),
             ] {
                 force_level(level);

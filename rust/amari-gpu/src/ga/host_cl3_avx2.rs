@@ -7,6 +7,36 @@ use std::arch::x86_64::*;
 
 use super::cl3_table::{NEG, W};
 
+/// A block function at two levels from one body: `$name` with `$features`, and `$wide` with
+/// `$wide_features` (AVX-512VL), where 32 vector registers hold the 16 transposed operand
+/// vectors and the chains without spilling them to the stack. The same intrinsics, so the
+/// same operations and the same bits at both.
+macro_rules! at_levels {
+    (
+        $(#[$doc:meta])*
+        $name:ident / $wide:ident ($features:literal, $wide_features:literal)
+        |$a:ident, $b:ident, $out:ident, $stream:ident| $body:block
+    ) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        pub(super) fn $name<const FUSED: bool>(
+            $a: &[f32],
+            $b: &[f32],
+            $out: &mut [f32],
+            $stream: bool,
+        ) $body
+
+        $(#[$doc])*
+        #[target_feature(enable = $wide_features)]
+        pub(super) fn $wide<const FUSED: bool>(
+            $a: &[f32],
+            $b: &[f32],
+            $out: &mut [f32],
+            $stream: bool,
+        ) $body
+    };
+}
+
 /// Eight rows of eight floats to eight columns (`out[k]` holds word k of every row).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -50,11 +80,11 @@ fn rows(x: &[f32], at: usize) -> [__m256; 8] {
     std::array::from_fn(|r| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * r)) })
 }
 
+at_levels! {
 /// Every whole block of 8 items of `a` and `b` into `out` (all three hold the same
 /// number of words, a multiple of 64); `stream`: with non-temporal stores where `out` is
 /// 16-byte aligned (every block then is: blocks are 256 bytes).
-#[target_feature(enable = "avx2,fma")]
-pub(super) fn blocks<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32], stream: bool) {
+    blocks / blocks_vl ("avx2,fma", "avx512f,avx512vl,avx2,fma") |a, b, out, stream| {
     debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(64));
     let align = out.as_ptr() as usize % 32;
     let stream = stream && align.is_multiple_of(16);
@@ -83,6 +113,7 @@ pub(super) fn blocks<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32], s
         // another thread, once the task joins) reads the output.
         _mm_sfence();
     }
+}
 }
 
 /// The 8 chains on blade-major vectors (`x[i]`: blade i of 8 items).
@@ -119,18 +150,13 @@ fn half_rows(x: &[f32], at: usize) -> [__m256; 8] {
     })
 }
 
+at_levels! {
 /// [`blocks`] in float16 storage: every whole block of 8 items (32 words) of `a` and `b`
 /// into `out` (all three the same number of words, a multiple of 32), the rows widened
 /// in registers and each result rounded once at the store (`vcvtps2ph`, to nearest, ties
 /// to even, as `host::f16::narrow` rounds); `stream`: non-temporal stores where `out` is
 /// 16-byte aligned (every 16-byte row then is).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn blocks_f16<const FUSED: bool>(
-    a: &[f32],
-    b: &[f32],
-    out: &mut [f32],
-    stream: bool,
-) {
+    blocks_f16 / blocks_f16_vl ("avx2,fma,f16c", "avx512f,avx512vl,avx2,fma,f16c") |a, b, out, stream| {
     debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(32));
     let stream = stream && (out.as_ptr() as usize).is_multiple_of(16);
     let mut at = 0;
@@ -159,6 +185,7 @@ pub(super) fn blocks_f16<const FUSED: bool>(
         // Non-temporal stores are weakly ordered: fenced as in `blocks`.
         _mm_sfence();
     }
+}
 }
 
 /// The 8 rows `o` into `dst` (64 floats, 16-byte aligned; 32-byte aligned if `wide`)
