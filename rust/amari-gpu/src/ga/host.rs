@@ -5,7 +5,8 @@
 //! order; the result is transposed back straight into the output slice. One body serves
 //! every dtype the family computes in (`T: Real`, float32 or float64): a float64 kernel reads
 //! and writes two words per value and runs the same chains in float64. A float16 kernel is
-//! the float32 one between `host::f16`'s conversions (`ga::host_f16`).
+//! the float32 one between `host::f16`'s conversions (`ga::host_f16`); the Cl(3,0) product's
+//! converts in registers at its loads and stores (`ga::host_cl3`).
 
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -18,7 +19,7 @@ use std::sync::Arc;
 
 use super::algebra::Algebra;
 use super::codegen::Broadcast;
-use super::host_cl3::{is_cl3_chain, run_chains, streams};
+use super::host_cl3::{is_cl3_chain, run_chains, streams, Storage};
 use super::host_normalize::normalize_row;
 use super::host_program::{Program, Source, Stage, Step};
 use super::operation::Operation;
@@ -88,8 +89,8 @@ impl GaKernel {
     pub fn in_dtype(self, dtype: Dtype) -> GaKernel {
         GaKernel {
             dtype,
-            // The in-register Cl(3,0) chains are float32's (float16 runs them on its widened
-            // tiles).
+            // The in-register Cl(3,0) chains are float32's (float16 storage loads and stores
+            // around them).
             cl3_chains: self.cl3_chains && dtype != Dtype::F64,
             ..self
         }
@@ -107,6 +108,7 @@ impl HostImpl for GaKernel {
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         match self.dtype {
             Dtype::F64 => self.run_in::<f64>(inputs, range, output),
+            Dtype::F16 if self.cl3_chains => self.run_cl3(inputs, range, output, Storage::F16),
             Dtype::F16 => self.run_f16(inputs, range, output),
             Dtype::F32 => self.run_in::<f32>(inputs, range, output),
         }
@@ -145,14 +147,7 @@ impl GaKernel {
             }
         };
         if self.cl3_chains {
-            let (a, b) = (range.start * w..range.end * w, inputs);
-            run_chains(
-                &b[0][a.clone()],
-                &b[1][a],
-                output,
-                self.fma == FmaMode::Fused,
-                streams(b[0].len().saturating_mul(12)),
-            );
+            self.run_cl3(inputs, range, output, Storage::F32);
             return;
         }
         let program = &*self.program;
@@ -200,6 +195,23 @@ impl GaKernel {
                     }
                 }
             });
+    }
+}
+
+impl GaKernel {
+    /// The Cl(3,0) product's chains (`cl3_chains`) over items `range`, rows stored as
+    /// `storage` says.
+    fn run_cl3(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32], storage: Storage) {
+        let w = storage.words();
+        let rows = range.start * w..range.end * w;
+        run_chains(
+            &inputs[0][rows.clone()],
+            &inputs[1][rows],
+            output,
+            storage,
+            self.fma == FmaMode::Fused,
+            streams(inputs[0].len().saturating_mul(12)),
+        );
     }
 }
 

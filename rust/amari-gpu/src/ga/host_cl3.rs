@@ -12,8 +12,11 @@
 //!
 //! On AVX2 a block of 8 items is loaded as 8 rows, transposed in registers (so each blade of
 //! the 8 items is one vector), the 8 chains run on whole vectors, and the result is
-//! transposed back: three 8 x 8 transposes and 64 multiply-adds per 8 items, the rest of the
-//! time is memory traffic. Elsewhere the same chains run one item at a time.
+//! transposed back (`ga::host_cl3_avx2`): three 8 x 8 transposes and 64 multiply-adds per 8
+//! items, the rest of the time is memory traffic. Elsewhere the same chains run one item at a
+//! time. Rows in float16 storage ([`Storage::F16`]) are widened as they are loaded (F16C, or
+//! the scalar conversion) and rounded once as they are stored, with no float32 copy of the
+//! rows in memory: half the bytes of float32.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -22,43 +25,16 @@ use crate::kernel::{FmaMode, HostImpl};
 
 use rayon::prelude::*;
 
+use super::cl3_table::{NEG, W};
 use super::host_program::Step;
+#[cfg(target_arch = "x86_64")]
+use super::host_cl3_avx2 as avx2;
 
 /// Items computed together on AVX2 (one vector per blade).
 #[cfg(target_arch = "x86_64")]
 const LANES: usize = 8;
 /// Items per rayon task: 64 KiB of operands and output, a few L2-sized pieces per thread.
 const GRAIN: usize = 2048;
-/// Blades of Cl(3,0).
-const W: usize = 8;
-
-/// Whether the term `a[i] * b[j]` enters blade `i ^ j` with a minus sign in Cl(3,0) (every
-/// basis vector squares to +1, so only the reordering sign counts).
-const fn negative(i: usize, j: usize) -> bool {
-    let mut swaps = 0;
-    let mut a = i >> 1;
-    while a != 0 {
-        swaps += (a & j).count_ones();
-        a >>= 1;
-    }
-    swaps % 2 == 1
-}
-
-/// `NEG[k][i]`: the sign of the term `a[i] * b[i ^ k]` of output blade `k`.
-const NEG: [[bool; W]; W] = {
-    let mut t = [[false; W]; W];
-    let mut k = 0;
-    while k < W {
-        let mut i = 0;
-        while i < W {
-            t[k][i] = negative(i, i ^ k);
-            i += 1;
-        }
-        k += 1;
-    }
-    t
-};
-
 /// Whether `steps` are exactly the Cl(3,0) chains [`run_chains`] computes: output blade k
 /// from `a[i] * b[i ^ k]`, i = 0..8 in order, signs of the Cayley table, the first a product.
 pub fn is_cl3_chain(steps: &[Step]) -> bool {
@@ -80,7 +56,7 @@ impl HostImpl for Cl3Product {
         assert_eq!(output.len(), range.len() * W, "output of the chunk's items");
         let a = &inputs[0][range.start * W..range.end * W];
         let b = &inputs[1][range.start * W..range.end * W];
-        run_chains(a, b, output, false, streams(inputs[0].len().saturating_mul(12)));
+        run_chains(a, b, output, Storage::F32, false, streams(inputs[0].len().saturating_mul(12)));
     }
 
     /// The static shader has no `fma`: unchanged.
@@ -97,187 +73,125 @@ pub fn streams(bytes: usize) -> bool {
     bytes > crate::host::cpu::last_level_cache_bytes()
 }
 
-/// `out[n] = a[n] b[n]` for rows of 8 words on the current rayon pool, each output blade one
-/// chain in Cayley order: products and sums rounded apart, or (`fused`) the chain's further
-/// terms as fused multiply-adds; `stream` writes whole blocks with non-temporal stores (same
-/// words, see [`streams`]).
-pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], fused: bool, stream: bool) {
-    out.par_chunks_mut(GRAIN * W)
-        .zip(a.par_chunks(GRAIN * W))
-        .zip(b.par_chunks(GRAIN * W))
+/// How the rows of [`run_chains`] are stored: float32 (8 words an item), or float16 storage
+/// (8 values two to a word, 4 words an item; see `crate::dtype`), each value widened to
+/// float32 as it is loaded and each result rounded once to float16 (to nearest, ties to
+/// even) as it is stored, with the float32 chains between: the bits of the float32 chains
+/// on the widened rows, rounded once, as the WGSL float16 kernel computes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Storage {
+    /// float32 values, one to a word.
+    F32,
+    /// float16 values, two to a word.
+    F16,
+}
+
+impl Storage {
+    /// Words per item.
+    pub(super) const fn words(self) -> usize {
+        match self {
+            Storage::F32 => W,
+            Storage::F16 => W / 2,
+        }
+    }
+}
+
+/// `out[n] = a[n] b[n]` for rows of 8 values (stored as `storage` says) on the current rayon
+/// pool, each output blade one chain in Cayley order: products and sums rounded apart, or
+/// (`fused`) the chain's further terms as fused multiply-adds; `stream` writes whole blocks
+/// with non-temporal stores (same words, see [`streams`]).
+pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused: bool, stream: bool) {
+    let words = storage.words();
+    out.par_chunks_mut(GRAIN * words)
+        .zip(a.par_chunks(GRAIN * words))
+        .zip(b.par_chunks(GRAIN * words))
         .for_each(|((out, a), b)| {
             #[cfg(target_arch = "x86_64")]
-            let whole = if crate::host::simd::Level::detect().has_avx2() {
-                let whole = out.len() / (LANES * W) * (LANES * W);
-                // SAFETY: `Level::has_avx2` is true only after
-                // `is_x86_feature_detected!` found AVX2 and FMA on this CPU, which is all the
-                // target-feature function needs; its own memory accesses are in bounds (see
+            let whole = {
+                let level = crate::host::simd::dispatched();
+                let block = LANES * words;
+                let whole = out.len() / block * block;
+                let (a, b, o) = (&a[..whole], &b[..whole], &mut out[..whole]);
+                let vl = has_avx512vl(level);
+                // SAFETY (every call below): `has_f16c` is true only at a level whose AVX2
+                // and FMA `is_x86_feature_detected!` found, on a CPU it found F16C on;
+                // `Level::has_avx2` only after it found AVX2 and FMA; `has_avx512vl` only at
+                // the AVX-512F level on a CPU it found AVX-512VL on: all that each
+                // target-feature function needs. Their memory accesses are in bounds (see
                 // `avx2::blocks`).
                 #[allow(unsafe_code)]
-                unsafe {
-                    if fused {
-                        avx2::blocks::<true>(&a[..whole], &b[..whole], &mut out[..whole], stream);
-                    } else {
-                        avx2::blocks::<false>(&a[..whole], &b[..whole], &mut out[..whole], stream);
-                    }
+                match (storage, fused) {
+                    (Storage::F16, _) if !crate::host::f16::has_f16c(level) => 0,
+                    (Storage::F32, _) if !level.has_avx2() => 0,
+                    (Storage::F16, true) if vl => unsafe { avx2::blocks_f16_vl::<true>(a, b, o, stream); whole },
+                    (Storage::F16, false) if vl => unsafe { avx2::blocks_f16_vl::<false>(a, b, o, stream); whole },
+                    (Storage::F16, true) => unsafe { avx2::blocks_f16::<true>(a, b, o, stream); whole },
+                    (Storage::F16, false) => unsafe { avx2::blocks_f16::<false>(a, b, o, stream); whole },
+                    (Storage::F32, true) if vl => unsafe { avx2::blocks_vl::<true>(a, b, o, stream); whole },
+                    (Storage::F32, false) if vl => unsafe { avx2::blocks_vl::<false>(a, b, o, stream); whole },
+                    (Storage::F32, true) => unsafe { avx2::blocks::<true>(a, b, o, stream); whole },
+                    (Storage::F32, false) => unsafe { avx2::blocks::<false>(a, b, o, stream); whole },
                 }
-                whole
-            } else {
-                0
             };
             #[cfg(not(target_arch = "x86_64"))]
             let whole = 0;
             let (a, b, out) = (&a[whole..], &b[whole..], &mut out[whole..]);
             if fused {
-                one_by_one::<true>(a, b, out);
+                one_by_one::<true>(a, b, out, storage);
             } else {
-                one_by_one::<false>(a, b, out);
+                one_by_one::<false>(a, b, out, storage);
             }
         });
 }
 
-/// The chains of each item in turn (the portable path, and the last items of a task).
-fn one_by_one<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32]) {
-    for ((o, x), y) in out
-        .chunks_exact_mut(W)
-        .zip(a.chunks_exact(W))
-        .zip(b.chunks_exact(W))
-    {
-        for k in 0..W {
-            let mut acc = x[0] * y[k];
-            for i in 1..W {
-                let (xi, yj) = (if NEG[k][i] { -x[i] } else { x[i] }, y[i ^ k]);
-                acc = if FUSED {
-                    xi.mul_add(yj, acc)
-                } else {
-                    acc + xi * yj
-                };
-            }
-            o[k] = acc;
-        }
-    }
+/// Whether the blocks run compiled for AVX-512VL at `level` (its 32 vector registers): at
+/// the AVX-512F level, on a CPU that has VL.
+#[cfg(target_arch = "x86_64")]
+fn has_avx512vl(level: crate::host::simd::Level) -> bool {
+    level == crate::host::simd::Level::Avx512 && std::arch::is_x86_feature_detected!("avx512vl")
 }
 
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use std::arch::x86_64::*;
+/// The chains of one item (the portable path, and the last items of a task).
+fn item<const FUSED: bool>(x: &[f32; W], y: &[f32; W]) -> [f32; W] {
+    std::array::from_fn(|k| {
+        let mut acc = x[0] * y[k];
+        for i in 1..W {
+            let (xi, yj) = (if NEG[k][i] { -x[i] } else { x[i] }, y[i ^ k]);
+            acc = if FUSED {
+                xi.mul_add(yj, acc)
+            } else {
+                acc + xi * yj
+            };
+        }
+        acc
+    })
+}
 
-    use crate::ga::host_cl3::{NEG, W};
-
-    /// Eight rows of eight floats to eight columns (`out[k]` holds word k of every row).
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn transpose(r: [__m256; 8]) -> [__m256; 8] {
-        let t0 = _mm256_unpacklo_ps(r[0], r[1]);
-        let t1 = _mm256_unpackhi_ps(r[0], r[1]);
-        let t2 = _mm256_unpacklo_ps(r[2], r[3]);
-        let t3 = _mm256_unpackhi_ps(r[2], r[3]);
-        let t4 = _mm256_unpacklo_ps(r[4], r[5]);
-        let t5 = _mm256_unpackhi_ps(r[4], r[5]);
-        let t6 = _mm256_unpacklo_ps(r[6], r[7]);
-        let t7 = _mm256_unpackhi_ps(r[6], r[7]);
-        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-        [
-            _mm256_permute2f128_ps::<0x20>(u0, u4),
-            _mm256_permute2f128_ps::<0x20>(u1, u5),
-            _mm256_permute2f128_ps::<0x20>(u2, u6),
-            _mm256_permute2f128_ps::<0x20>(u3, u7),
-            _mm256_permute2f128_ps::<0x31>(u0, u4),
-            _mm256_permute2f128_ps::<0x31>(u1, u5),
-            _mm256_permute2f128_ps::<0x31>(u2, u6),
-            _mm256_permute2f128_ps::<0x31>(u3, u7),
-        ]
-    }
-
-    /// Eight consecutive rows of `x` from word `at` on.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn rows(x: &[f32], at: usize) -> [__m256; 8] {
-        let x = &x[at..at + 64];
-        // SAFETY: `x` holds 64 floats (the slice above is bounds-checked), so each unaligned
-        // 8-float load at 8r, r < 8, is inside it.
-        #[allow(unsafe_code)]
-        std::array::from_fn(|r| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * r)) })
-    }
-
-    /// Every whole block of 8 items of `a` and `b` into `out` (all three hold the same
-    /// number of words, a multiple of 64); `stream`: with non-temporal stores where `out` is
-    /// 16-byte aligned (every block then is: blocks are 256 bytes).
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn blocks<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32], stream: bool) {
-        debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(64));
-        let align = out.as_ptr() as usize % 32;
-        let stream = stream && align.is_multiple_of(16);
-        let mut at = 0;
-        while at + 64 <= out.len() {
-            let (x, y) = (transpose(rows(a, at)), transpose(rows(b, at)));
-            let mut r = [_mm256_setzero_ps(); W];
-            for k in 0..W {
-                let mut acc = _mm256_mul_ps(x[0], y[k]);
-                for i in 1..W {
-                    let (xi, yj) = (x[i], y[i ^ k]);
-                    acc = match (FUSED, NEG[k][i]) {
-                        (true, false) => _mm256_fmadd_ps(xi, yj, acc),
-                        // fma(-x, y, acc): the negated product added with one rounding.
-                        (true, true) => _mm256_fnmadd_ps(xi, yj, acc),
-                        (false, false) => _mm256_add_ps(acc, _mm256_mul_ps(xi, yj)),
-                        (false, true) => _mm256_sub_ps(acc, _mm256_mul_ps(xi, yj)),
-                    };
+/// The chains of each item in turn, its values read and written as `storage` says (float16
+/// through the scalar conversions, the bits of F16C's).
+fn one_by_one<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage) {
+    use crate::host::f16::{to_f16, to_f32};
+    let words = storage.words();
+    for ((o, x), y) in out
+        .chunks_exact_mut(words)
+        .zip(a.chunks_exact(words))
+        .zip(b.chunks_exact(words))
+    {
+        match storage {
+            Storage::F32 => {
+                let (x, y) = (x.try_into(), y.try_into());
+                if let (Ok(x), Ok(y)) = (x, y) {
+                    o.copy_from_slice(&item::<FUSED>(x, y));
                 }
-                r[k] = acc;
             }
-            let o = transpose(r);
-            let dst = &mut out[at..at + 64];
-            if stream {
-                store_streaming(dst, &o, align == 0);
-                at += 64;
-                continue;
-            }
-            for (row, v) in o.iter().enumerate() {
-                // SAFETY: `dst` holds 64 floats (bounds-checked above), so each unaligned
-                // 8-float store at 8·row, row < 8, is inside it.
-                #[allow(unsafe_code)]
-                unsafe {
-                    _mm256_storeu_ps(dst.as_mut_ptr().add(8 * row), *v)
+            Storage::F16 => {
+                let wide = |h: &[f32]| -> [f32; W] {
+                    let h: &[u16] = bytemuck::cast_slice(h);
+                    std::array::from_fn(|k| to_f32(h[k]))
                 };
-            }
-            at += 64;
-        }
-        if stream {
-            // Non-temporal stores are weakly ordered: fence them before the caller (or
-            // another thread, once the task joins) reads the output.
-            _mm_sfence();
-        }
-    }
-
-    /// The 8 rows `o` into `dst` (64 floats, 16-byte aligned; 32-byte aligned if `wide`)
-    /// with non-temporal stores.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn store_streaming(dst: &mut [f32], o: &[__m256; 8], wide: bool) {
-        let dst = &mut dst[..64];
-        let p = dst.as_mut_ptr();
-        for (row, &v) in o.iter().enumerate() {
-            // SAFETY: `dst` holds 64 floats (bounds-checked above), so the 8 floats at 8·row,
-            // row < 8, are inside it; `blocks` checked `p` is 16-byte aligned (32 if `wide`)
-            // and 8·row floats are 32·row bytes, so every address keeps that alignment, as
-            // the aligned streaming stores require.
-            #[allow(unsafe_code)]
-            unsafe {
-                let at = p.add(8 * row);
-                if wide {
-                    _mm256_stream_ps(at, v);
-                } else {
-                    _mm_stream_ps(at, _mm256_castps256_ps128(v));
-                    _mm_stream_ps(at.add(4), _mm256_extractf128_ps::<1>(v));
-                }
+                let r = item::<FUSED>(&wide(x), &wide(y));
+                let o: &mut [u16] = bytemuck::cast_slice_mut(o);
+                o.iter_mut().zip(r).for_each(|(h, v)| *h = to_f16(v));
             }
         }
     }
@@ -324,12 +238,12 @@ mod tests {
         let mut out = vec![0.0; (n - 5) * W];
         Cl3Product.run(&[&a, &b], 5..n, &mut out);
         let mut fused = vec![0.0; (n - 5) * W];
-        run_chains(&a[5 * W..], &b[5 * W..], &mut fused, true, false);
+        run_chains(&a[5 * W..], &b[5 * W..], &mut fused, Storage::F32, true, false);
         // Streamed stores write the same words, at either alignment of the output.
         for offset in [0, 4] {
             let mut buf = vec![0.0f32; (n - 5) * W + offset];
             let streamed = &mut buf[offset..];
-            run_chains(&a[5 * W..], &b[5 * W..], streamed, true, true);
+            run_chains(&a[5 * W..], &b[5 * W..], streamed, Storage::F32, true, true);
             assert!(streamed.iter().zip(&fused).all(|(s, f)| s.to_bits() == f.to_bits()));
         }
         for item in 5..n {
@@ -346,5 +260,68 @@ mod tests {
                 assert_eq!(fused[(item - 5) * W + k].to_bits(), chain.to_bits());
             }
         }
+    }
+
+    /// float16 rows: the float32 chains of the widened rows, rounded once (the bits of the
+    /// tile-by-tile conversion the host ran before and of the WGSL float16 kernel), at the
+    /// detected level (AVX-512VL where the CPU has it), AVX2 and the portable one, both `fma`
+    /// modes, streamed or not, at an odd count and either alignment of the output; the
+    /// float32 chains at AVX2 give the bits of the detected level's.
+    #[test]
+    fn float16_rows_round_the_float32_chains_of_the_widened_rows_once() {
+        use crate::host::f16::{narrow, widen};
+        use crate::host::simd::{force_level, Level};
+        let n = 2 * GRAIN + 13;
+        let values = |seed| {
+            let mut v = crate::sample::uniform_f32(n * W, seed);
+            // Rows whose products pass float16's range, fall in its subnormals, or neither.
+            for (i, x) in v.iter_mut().enumerate() {
+                *x *= [1.0, 300.0, 1.0 / 4096.0][i / W % 3];
+            }
+            let mut words = vec![0.0f32; n * W / 2];
+            narrow(Level::Portable, &v, &mut words);
+            words
+        };
+        let (a, b) = (values(3), values(4));
+        let wide = |h: &[f32]| {
+            let mut v = vec![0.0f32; 2 * h.len()];
+            widen(Level::Portable, h, &mut v);
+            v
+        };
+        let (wa, wb) = (wide(&a), wide(&b));
+        let bits = |h: &[f32]| -> Vec<u16> { bytemuck::cast_slice(h).to_vec() };
+        for fused in [false, true] {
+            let mut chains = vec![0.0f32; n * W];
+            run_chains(&wa, &wb, &mut chains, Storage::F32, fused, false);
+            force_level(Some(Level::Avx2));
+            let mut narrower = vec![0.0f32; n * W];
+            run_chains(&wa, &wb, &mut narrower, Storage::F32, fused, true);
+            force_level(None);
+            let f32_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(f32_bits(&narrower), f32_bits(&chains), "float32 at AVX2, fused {fused}");
+            let mut expected = vec![0.0f32; n * W / 2];
+            narrow(Level::Portable, &chains, &mut expected);
+            for (level, stream, offset) in [
+                (None, false, 0),
+                (None, true, 0),
+                (None, true, 1),
+                (None, true, 4),
+                (Some(Level::Avx2), true, 0),
+                (Some(Level::Avx2), false, 4),
+                (Some(Level::Portable), false, 0),
+            ] {
+                force_level(level);
+                let mut buf = vec![0.0f32; n * W / 2 + offset];
+                run_chains(&a, &b, &mut buf[offset..], Storage::F16, fused, stream);
+                force_level(None);
+                assert_eq!(
+                    bits(&buf[offset..]),
+                    bits(&expected),
+                    "fused {fused}, level {level:?}, stream {stream}, offset {offset}"
+                );
+            }
+        }
+        let halves: Vec<u16> = bits(&a);
+        assert!(halves.iter().any(|&h| h & 0x7c00 == 0 && h & 0x3ff != 0), "subnormal rows");
     }
 }

@@ -6,12 +6,15 @@
 
 pub mod algebra;
 pub(crate) mod cl3;
+mod cl3_table;
 pub mod codegen;
 mod codegen_map;
 pub mod host;
 pub mod host_apply;
 mod host_f16;
 mod host_cl3;
+#[cfg(target_arch = "x86_64")]
+mod host_cl3_avx2;
 mod host_normalize;
 mod host_program;
 pub mod kernels;
