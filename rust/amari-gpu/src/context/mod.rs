@@ -10,7 +10,7 @@ pub(crate) mod ledger;
 pub(crate) mod lineage;
 mod profiled;
 pub(crate) mod shard;
-mod spare;
+pub(crate) mod spare;
 mod unable;
 
 use std::collections::{BTreeMap, HashSet};

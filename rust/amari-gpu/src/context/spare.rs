@@ -1,7 +1,8 @@
-//! The partials buffer a call hands back for the context's next call: per-chunk outputs of
-//! a reduction (the Fisher SYRK's are 40 MB for 65,536 × 256 scores, one 640 KB partial per
-//! chunk) then land in pages already mapped, instead of fresh ones faulted in and zeroed by
-//! the kernel one page at a time on every call, and unmapped again after it.
+//! Buffers a call hands back for the next one: per-chunk outputs of a reduction (the
+//! Fisher SYRK's are 40 MB for 65,536 × 256 scores, one 640 KB partial per chunk), or the
+//! host device's grid band buffers, then land in pages already mapped, instead of fresh ones
+//! faulted in and zeroed by the kernel one page at a time on every call, and unmapped again
+//! after it.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -9,38 +10,54 @@ use super::MultiGpuContext;
 use crate::alloc;
 use crate::error::Result;
 
-/// Largest buffer kept (bytes): a call with larger partials frees them as it always did.
+/// Largest buffer kept (bytes): a call with larger buffers frees them as it always did.
 pub const MAX_SPARE_BYTES: usize = 256 << 20;
 
-/// One spare buffer (empty until a call hands one back).
+/// Most buffers kept (the largest): a grid band on the host device has two.
+const MAX_KEPT: usize = 4;
+
+/// Spare buffers (none until a call hands one back).
 #[derive(Debug, Default)]
-pub(crate) struct Spare(Mutex<Vec<f32>>);
+pub(crate) struct Spare(Mutex<Vec<Vec<f32>>>);
 
 impl Spare {
-    /// `words` zeros for a call's partials: the spare buffer when it is large enough (taken,
-    /// so concurrent calls never share it), else a new one (the spare stays for later).
+    /// `words` zeros for a call's partials (see [`Spare::take`]).
     pub(crate) fn zeroed(&self, words: usize) -> Result<Vec<f32>> {
+        self.take("partials", words)
+    }
+
+    /// `words` zeros: the smallest spare buffer large enough (taken, so concurrent calls
+    /// never share it), else a new one for `argument` (the spares stay for later).
+    pub(crate) fn take(&self, argument: &str, words: usize) -> Result<Vec<f32>> {
         let mut spare = {
             let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            if kept.capacity() < words {
-                return alloc::zeroed("partials", words);
+            let fits = (0..kept.len())
+                .filter(|&i| kept[i].capacity() >= words)
+                .min_by_key(|&i| kept[i].capacity());
+            match fits {
+                Some(i) => kept.swap_remove(i),
+                None => return alloc::zeroed(argument, words),
             }
-            std::mem::take(&mut *kept)
         };
         spare.clear();
         spare.resize(words, 0.0);
         Ok(spare)
     }
 
-    /// Keeps `buffer` for the next call, if it is larger than the one kept and not above
-    /// [`MAX_SPARE_BYTES`].
-    fn keep(&self, buffer: Vec<f32>) {
-        if buffer.capacity() * std::mem::size_of::<f32>() > MAX_SPARE_BYTES {
+    /// Keeps `buffer` for a later call, if it is not above [`MAX_SPARE_BYTES`] and is
+    /// among the [`MAX_KEPT`] largest.
+    pub(crate) fn keep(&self, buffer: Vec<f32>) {
+        if buffer.capacity() * std::mem::size_of::<f32>() > MAX_SPARE_BYTES
+            || buffer.capacity() == 0
+        {
             return;
         }
-        let mut spare = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if buffer.capacity() > spare.capacity() {
-            *spare = buffer;
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.push(buffer);
+        if kept.len() > MAX_KEPT {
+            if let Some(i) = (0..kept.len()).min_by_key(|&i| kept[i].capacity()) {
+                kept.swap_remove(i);
+            }
         }
     }
 }
@@ -73,5 +90,26 @@ mod tests {
         assert!(spare.zeroed(500).unwrap().capacity() >= 1000);
         spare.keep(vec![0.0f32; MAX_SPARE_BYTES / 4 + 1]);
         assert!(spare.zeroed(1).unwrap().capacity() < 1000);
+    }
+
+    /// Several buffers are kept (a host grid band hands back two), the largest when there
+    /// are too many, and a call takes the smallest that fits.
+    #[test]
+    fn the_largest_few_buffers_are_kept_and_the_smallest_fitting_one_given() {
+        let spare = Spare::default();
+        for n in [100, 500, 300, 200, 400] {
+            spare.keep(vec![1.0f32; n]);
+        }
+        let got = spare.take("grid", 250).unwrap();
+        assert_eq!(got, vec![0.0; 250]);
+        assert!((300..400).contains(&got.capacity()), "{}", got.capacity());
+        let caps: Vec<usize> = (0..3)
+            .map(|_| spare.take("grid", 1).unwrap().capacity())
+            .collect();
+        assert!(
+            caps.iter().all(|&c| c >= 200),
+            "the smallest went: {caps:?}"
+        );
+        assert!(spare.take("grid", 1).unwrap().capacity() < 100, "none left");
     }
 }

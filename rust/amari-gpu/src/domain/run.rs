@@ -22,11 +22,13 @@ use crate::gpu_io;
 use crate::interrupt;
 use crate::profile::{CallRecord, HostStep, Kind, Profiler};
 
-/// Runs the grid on the healthy devices, starting again without a device that fails.
+/// Runs the grid on the healthy devices, starting again without a device that fails from a
+/// new board built by `initial` (from the caller's grid: a restart is rare, so no copy of
+/// the board is kept for it).
 pub(super) fn evolve(
     ctx: &MultiGpuContext,
     spec: &Spec,
-    initial: Vec<u8>,
+    initial: &dyn Fn() -> Result<Vec<u8>>,
     opts: &Options,
 ) -> Result<(Vec<u8>, Report)> {
     let started = Instant::now();
@@ -37,7 +39,7 @@ pub(super) fn evolve(
         halo: opts.halo,
         ..Report::default()
     };
-    let mut board = initial.clone();
+    let mut board = initial()?;
     loop {
         let healthy: Vec<usize> = ctx
             .devices()
@@ -80,7 +82,7 @@ pub(super) fn evolve(
                 dev.counters.chunks_failed(1);
                 recorder.instant(Some(id), Kind::Retry);
                 report.failures.push((id, reason));
-                board.copy_from_slice(&initial);
+                board = initial()?;
             }
             Err(Failure { error, .. }) => return Err(error),
         }
