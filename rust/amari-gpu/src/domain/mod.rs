@@ -56,17 +56,16 @@ pub fn heat(
         width,
         row_bytes,
     };
-    let board = || heat_board(grid, width, row_bytes, shift);
+    let board = || heat_board(ctx, grid, width, row_bytes, shift);
     let (board, report) = evolve(ctx, &spec, &board, opts)?;
     let mut out = crate::alloc::zeroed::<f32>("grid", height * width)?;
-    // Row by row as bytes: the cells' words are the board's, and a byte vector need not be
-    // aligned for f32 (the output is, so it is the side cast).
     for (cells, row) in out
         .chunks_exact_mut(width)
-        .zip(board.chunks_exact(row_bytes))
+        .zip(board.chunks_exact(row_bytes / 4))
     {
-        bytemuck::cast_slice_mut::<f32, u8>(cells).copy_from_slice(&row[..width * 4]);
+        cells.copy_from_slice(&row[..width]);
     }
+    ctx.spare.keep(board);
     if shift != 0 {
         unscale_heat(&mut out, grid, height, width, boundary, shift)?;
     }
@@ -76,23 +75,28 @@ pub fn heat(
 /// The host board of a heat run: `grid`'s rows, each padded with zero cells to `row_bytes`,
 /// scaled by 2^-`shift` when the grid is that close to the float32 limit. Built once per
 /// attempt straight from the caller's cells (a restart after a failed device builds it again
-/// rather than keeping a copy).
-fn heat_board(grid: &[f32], width: usize, row_bytes: usize, shift: i32) -> Result<Vec<u8>> {
+/// rather than keeping a copy), in a spare buffer of the context when it has one.
+fn heat_board(
+    ctx: &MultiGpuContext,
+    grid: &[f32],
+    width: usize,
+    row_bytes: usize,
+    shift: i32,
+) -> Result<Vec<f32>> {
+    let row_cells = row_bytes / 4;
     let height = grid.len() / width;
-    let mut board = crate::alloc::zeroed::<u8>(
+    let mut board = ctx.spare.take(
         "grid",
-        crate::alloc::product("grid", &[height, row_bytes], 1)?,
+        crate::alloc::product("grid", &[height, row_cells], 4)?,
     )?;
     for (row, cells) in board
-        .chunks_exact_mut(row_bytes)
+        .chunks_exact_mut(row_cells)
         .zip(grid.chunks_exact(width))
     {
-        let row = &mut row[..width * 4];
-        row.copy_from_slice(bytemuck::cast_slice(cells));
+        let row = &mut row[..width];
+        row.copy_from_slice(cells);
         if shift != 0 {
-            for (bytes, &v) in row.chunks_exact_mut(4).zip(cells) {
-                bytes.copy_from_slice(&scaled(v, -shift).to_ne_bytes());
-            }
+            scale_cells(row, -shift);
         }
     }
     Ok(board)
@@ -124,15 +128,11 @@ fn top_bits(grid: &[f32]) -> u32 {
     grid.iter().fold(0, |m, v| m.max(v.to_bits() & 0x7fff_ffff))
 }
 
-/// `v` times 2^`e` (|e| <= 5: exact for normal results).
-fn scaled(v: f32, e: i32) -> f32 {
-    (f64::from(v) * 2f64.powi(e)) as f32
-}
-
 /// Multiplies every cell by 2^`e` (|e| <= 5: exact for normal results).
 fn scale_cells(cells: &mut [f32], e: i32) {
+    let f = 2f64.powi(e);
     for v in cells {
-        *v = scaled(*v, e);
+        *v = (f64::from(*v) * f) as f32;
     }
 }
 
@@ -225,12 +225,13 @@ pub fn life(
     check_life(grid, height, width)?;
     // Rows padded to whole words: four cells per u32 on the device.
     let row_bytes = width.div_ceil(4) * 4;
-    let board = || -> Result<Vec<u8>> {
-        let mut board = crate::alloc::zeroed(
+    let board = || -> Result<Vec<f32>> {
+        let mut board = ctx.spare.take(
             "grid",
-            crate::alloc::product("grid", &[height, row_bytes], 1)?,
+            crate::alloc::product("grid", &[height, row_bytes / 4], 4)?,
         )?;
-        for (row, cells) in board
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut board);
+        for (row, cells) in bytes
             .chunks_exact_mut(row_bytes)
             .zip(grid.chunks_exact(width))
         {
@@ -246,9 +247,11 @@ pub fn life(
     };
     let (board, report) = evolve(ctx, &spec, &board, opts)?;
     let mut out = Vec::with_capacity(height * width);
-    for row in board.chunks_exact(row_bytes) {
+    let bytes: &[u8] = bytemuck::cast_slice(&board);
+    for row in bytes.chunks_exact(row_bytes) {
         out.extend_from_slice(&row[..width]);
     }
+    ctx.spare.keep(board);
     Ok((out, report))
 }
 
@@ -308,6 +311,41 @@ mod tests {
         assert!(cells.iter().all(|v| v.abs() <= 2f32.powi(123)));
         scale_cells(&mut cells, 5);
         assert_eq!(cells, [f32::MAX, 1.0, -3e38]);
+    }
+
+    /// A grid call hands its board back to the context and its host bands' buffers back to
+    /// the host device, and the next call of the same size runs in those buffers (mapped
+    /// pages, no fresh ones faulted in), with the same bits.
+    #[test]
+    fn grid_calls_on_the_host_reuse_the_buffers_of_the_last_call() {
+        let ctx = MultiGpuContext::on(&["host"]);
+        let crate::device::DeviceKind::Host(host) = &ctx.devices()[0].kind else {
+            panic!("a host device");
+        };
+        let (h, w) = (64, 40);
+        let grid: Vec<f32> = (0..h * w)
+            .map(|i| ((i * 37) % 101) as f32 / 101.0)
+            .collect();
+        let opts = Options {
+            steps: 16,
+            halo: 16,
+            rebalance: false,
+            split: None,
+        };
+        let run = || {
+            heat(&ctx, &grid, h, w, 0.2, Boundary::Periodic, &opts)
+                .unwrap()
+                .0
+        };
+        let first = run();
+        let (bands, board) = (host.spare.kept(), ctx.spare.kept());
+        assert_eq!(bands.len(), 2, "both buffers of the one band");
+        assert!(!board.is_empty(), "the board");
+        let second = run();
+        assert_eq!(host.spare.kept(), bands);
+        assert_eq!(ctx.spare.kept(), board);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&first), bits(&second));
     }
 
     /// One pass finds both the largest |u| and whether any cell is not finite: the bits of

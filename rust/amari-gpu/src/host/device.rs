@@ -8,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use super::simd::Level;
-use crate::context::spare::Spare;
+use crate::alloc::Spare;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::kernel::{FmaMode, HostImpl};
