@@ -54,6 +54,17 @@ impl Kernel {
             self.bytes_per_item() as f64,
             self.widest_binding_bytes_per_item() as f64,
         ) as usize;
+        self.bound_chunk_items(chunk, true)
+    }
+
+    /// `chunk` within the kernel's bounds: raised to [`Kernel::min_chunk_items`] when it is
+    /// the `default` sizing (a caller's choice is kept), then cut to
+    /// [`Kernel::max_chunk_items`].
+    pub fn bound_chunk_items(&self, chunk: usize, default: bool) -> usize {
+        let chunk = match (default, self.min_chunk_items) {
+            (true, Some(least)) => chunk.max(least),
+            _ => chunk,
+        };
         self.max_chunk_items.map_or(chunk, |most| chunk.min(most))
     }
 }
