@@ -125,16 +125,20 @@ def test_host_lavapipe_and_both_together_give_the_same_bits_on_the_default_grid(
         assert plan is not None
         if plan.n_chunks >= len(ctx.devices):
             assert all(a.chunks > 0 for a in plan), (name, plan)
-    # float32 accumulation against float64; float64 against longdouble, to N eps of the
-    # terms' magnitudes.
-    for name, r in got.items():
-        for key, w in (("f32", None), ("f32w", given["w"])):
-            assert relative_error(r[key], reference_fisher(given["g"], w)) < FISHER_REL_TOL, name
-        for key, w in (("f64", None), ("f64w", given["w64"])):
-            exact = _longdouble(given["g64"], w)
-            terms = _longdouble(np.abs(given["g64"]), w)
+    # float32 accumulation against float64; float64 against longdouble (float64 BLAS past
+    # 10,000 rows, where numpy's longdouble product is minutes, with its own rounding
+    # allowed for), to N eps of the terms' magnitudes.
+    wide = _longdouble if n <= 10_000 else reference_fisher
+    slack = 4 if n <= 10_000 else 8
+    for key, w in (("f32", None), ("f32w", given["w"])):
+        want = reference_fisher(given["g"], w)
+        for name, r in got.items():
+            assert relative_error(r[key], want) < FISHER_REL_TOL, (name, key)
+    for key, w in (("f64", None), ("f64w", given["w64"])):
+        exact, terms = wide(given["g64"], w), wide(np.abs(given["g64"]), w)
+        for name, r in got.items():
             err = np.abs(r[key].astype(np.longdouble) - exact)
-            assert (err <= 4 * n * np.finfo(np.float64).eps * terms).all(), (name, key)
+            assert (err <= slack * n * np.finfo(np.float64).eps * terms).all(), (name, key)
     # The mixed context's host chunks round `fma` as lavapipe does: lavapipe's bits. The
     # host alone fuses: its bits whatever its device count.
     assert _bits(got["mixed"]) == _bits(got["lavapipe"])

@@ -83,7 +83,8 @@ class InformationGeometryMixin(KernelHost):
         typically about 1e-7). The chunks (unless the context's ``chunk_items`` says) are a
         function of N, P and the dtype only: about 64 of a power-of-two count of rows, but
         never fewer rows than make a chunk's rows 16 times the size of its partial
-        (16,384 rows at P = 256, 1,024 at P = 64) nor more than the kernels' loop bounds.
+        (16,384 rows at P = 256, 1,024 at P = 64) nor more than the kernels' loop bounds
+        or a 128 MiB binding holds.
 
         float64 (and bool or integer) numpy scores are accumulated in float64 on the devices
         that compute in float64 (the host device; wgpu adapters with ``SHADER_F64``, e.g.

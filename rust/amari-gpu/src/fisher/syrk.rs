@@ -127,15 +127,16 @@ mod tests {
 
     #[test]
     fn default_chunks_outweigh_their_partials_sixteen_fold() {
-        // (P, rows at least): 256 → 4 slices of 10 tiles, 163,840 words against 257 a
-        // row; 64 → 36 blocks, 2,304 words against 65; 4096 → the loop budget's bound.
-        for (p, least) in [(256, 16_384), (64, 1024), (4096, 16_384)] {
+        // (P, rows at least, default rows of 1,000): 256 → 4 slices of 10 tiles, 163,840
+        // words against 257 a row; 64 → 36 blocks, 2,304 words against 65; 4096 → the loop
+        // budget's bound, cut to the 4,096 rows of 16,388 bytes a 128 MiB binding holds.
+        for (p, least, rows) in [(256, 16_384, 16_384), (64, 1024, 2048), (4096, 16_384, 4096)] {
             let shape = SyrkShape::new(p);
             assert_eq!(shape.min_chunk_rows(), least, "p = {p}");
             assert!(least <= shape.max_chunk_rows());
             let kernel = tiled_kernel(p);
-            // The default grid of a large call takes the floor; a caller's choice is kept.
-            assert!(kernel.chunk_items(1000) >= least);
+            // The default grid of a small call takes the floor; a caller's choice is kept.
+            assert_eq!(kernel.chunk_items(1000), rows, "p = {p}");
             assert_eq!(kernel.bound_chunk_items(512, false), 512);
         }
         // 65,536 × 256 was 64 chunks of 1,024 rows (40 MB of partials); now 4 (2.6 MB).
