@@ -80,13 +80,19 @@ class InformationGeometryMixin(KernelHost):
         across devices, one partial matrix per chunk of rows; weights rounded to float32),
         summed in float64 on the host in chunk order: the result is bit-identical for any
         device count and strategy, and within 1e-4 of max |F| of the exact value (tested;
-        typically about 1e-7).
+        typically about 1e-7). The chunks (unless the context's ``chunk_items`` says) are a
+        function of N, P and the dtype only: about 64 of a power-of-two count of rows, but
+        never fewer rows than make a chunk's rows 16 times the size of its partial
+        (16,384 rows at P = 256, 1,024 at P = 64) nor more than the kernels' loop bounds
+        or a 128 MiB binding holds.
 
         float64 (and bool or integer) numpy scores are accumulated in float64 on the devices
         that compute in float64 (the host device; wgpu adapters with ``SHADER_F64``, e.g.
         lavapipe; others are left out, and a context of none raises
         ``InvalidArgumentError`` naming them), weights taken in float64: one partial per
-        chunk of at most 16,384 rows, each entry one fused (or, as the devices round it,
+        chunk of at most 16,384 rows (and, by the same rule as float32's, at least enough
+        rows to outweigh its partial 16-fold: 2,048 at P = 256), each entry one fused (or,
+        as the devices round it,
         unfused) multiply-add chain over the chunk's rows in order, the partials summed in
         chunk order. The result is bit-identical for any device count, mix and strategy
         and within N eps of the exact value relative to the sum of the terms' magnitudes

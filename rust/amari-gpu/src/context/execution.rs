@@ -38,7 +38,7 @@ impl MultiGpuContext {
     /// ([`Kernel::max_chunk_items`]), on every device alike.
     pub(crate) fn kernel_chunk_items(&self, kernel: &Kernel, items: usize) -> usize {
         let chunk = self.chunk_items(&kernel.workload(items)) as usize;
-        kernel.max_chunk_items.map_or(chunk, |most| chunk.min(most))
+        kernel.bound_chunk_items(chunk, self.options.chunk_items.is_none())
     }
 
     /// Decides how `workload` would be split (without running it).
@@ -122,11 +122,8 @@ impl MultiGpuContext {
     ) -> Result<Ran> {
         check_lengths(kernel, inputs, &target, items)?;
         interrupt::check()?;
-        let grid = grid.or_else(|| {
-            kernel
-                .max_chunk_items
-                .map(|_| self.kernel_chunk_items(kernel, items))
-        });
+        let bounded = kernel.max_chunk_items.is_some() || kernel.min_chunk_items.is_some();
+        let grid = grid.or_else(|| bounded.then(|| self.kernel_chunk_items(kernel, items)));
         let workload = kernel.workload(items);
         // One snapshot of the healthy devices: the plan is made on exactly these, and they
         // are the call's workers, whatever other calls do to the devices' health meanwhile.
