@@ -52,9 +52,7 @@ def _rows(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...], Any]:
     (which knows its rows and row width, not an (N, K, K) shape), else a float32 array. The
     core checks the shape is (N, W), naming ``name``, before any work."""
     if isinstance(value, DeviceArray):
-        resident_dtype(
-            [(name, value)], None, (FLOAT32,), "the resident Fisher kernels", DeviceArray
-        )
+        resident_dtype([(name, value)], None, (FLOAT32,), "a resident Fisher call", DeviceArray)
         return value._live(name, ctx), value.shape, value.shape
     native = as_float32(name, value)
     return native, native.shape, None
