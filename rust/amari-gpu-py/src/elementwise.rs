@@ -2,8 +2,8 @@
 //! the Python package promotes, broadcasts and shapes, the core checks the operands and runs
 //! the operation where the rows live.
 
-use amari_gpu::elementwise::{elementwise as checked, Layout, Op};
 use amari_gpu::dtype::{f16_words, f64_words};
+use amari_gpu::elementwise::{elementwise as checked, Layout, Op};
 use amari_gpu::ResidentOperand as Operand;
 use half::slice::HalfFloatSliceExt;
 use numpy::ndarray::Ix2;
@@ -58,9 +58,10 @@ fn elementwise<'py>(
                 o.dtype()
             )))
         }
-        (Some(PyOperand::Host(array)), _) => {
-            Some((Operand::Host(contiguous(array, "b")?), layout_of(array.shape())))
-        }
+        (Some(PyOperand::Host(array)), _) => Some((
+            Operand::Host(contiguous(array, "b")?),
+            layout_of(array.shape()),
+        )),
         (Some(PyOperand::HostF64(array)), _) => Some((
             Operand::Host(f64_words(contiguous(array, "b")?)),
             layout_of(array.shape()),
@@ -78,9 +79,13 @@ fn elementwise<'py>(
     let first = Operand::Resident(&held_a.inner);
     // Checked before `out` is taken: an argument error is not a call that began writing.
     let ready = checked(op, first, (cols, dtype), second, swap).map_err(|e| to_pyerr(py, e))?;
-    let (result, _) = run_to_in(py, &ctx, (true, dtype), (Ix2(rows, cols), out), move |inner, out| {
-        ready.run(inner, out, None)
-    })?;
+    let (result, _) = run_to_in(
+        py,
+        &ctx,
+        (true, dtype),
+        (Ix2(rows, cols), out),
+        move |inner, out| ready.run(inner, out, None),
+    )?;
     Ok(result)
 }
 

@@ -6,7 +6,6 @@
 mod common;
 
 use amari_gpu::elementwise::{self, host, Layout, OPS, PASS_COLS};
-use amari_gpu::kernel::HostImpl;
 use common::{contexts, random};
 
 /// Random values with every edge value mixed in.
@@ -183,7 +182,13 @@ fn same_in(what: &str, dtype: amari_gpu::Dtype, got: &[f32], want: &[f32]) {
 
 /// Every operation, layout and order in `dtype` over rows of `cols` values: the device's
 /// words are the host twin's.
-fn check_in(ctx: &amari_gpu::MultiGpuContext, name: &str, dtype: amari_gpu::Dtype, rows: usize, cols: usize) {
+fn check_in(
+    ctx: &amari_gpu::MultiGpuContext,
+    name: &str,
+    dtype: amari_gpu::Dtype,
+    rows: usize,
+    cols: usize,
+) {
     let words = |n: usize, seed: u64| match dtype {
         amari_gpu::Dtype::F64 => values_f64(n, seed),
         _ => values_f16(n.max(2), seed),

@@ -49,8 +49,10 @@ impl MultiGpuContext {
         strategy: Option<Strategy>,
     ) -> Result<Plan> {
         let healthy = self.healthy_devices();
-        let (workers, lacking): (Vec<&GpuDevice>, Vec<&GpuDevice>) =
-            healthy.iter().copied().partition(|d| d.runs(workload.dtype));
+        let (workers, lacking): (Vec<&GpuDevice>, Vec<&GpuDevice>) = healthy
+            .iter()
+            .copied()
+            .partition(|d| d.runs(workload.dtype));
         if workers.is_empty() && !healthy.is_empty() {
             if let Some(error) = self.no_device_runs_dtype(workload.dtype) {
                 return Err(error);

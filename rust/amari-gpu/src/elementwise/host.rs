@@ -34,31 +34,60 @@ pub struct Elementwise {
     pub dtype: Dtype,
 }
 
-/// numpy's answer of `op` for one pair of words (`y` unused by unary operations).
-pub fn apply(op: Op, x: f32, y: f32) -> f32 {
-    // Comparisons with a NaN are false (`!=` true), as IEEE and numpy say; Rust's
-    // operators already compare so.
-    let truth = |t: bool| if t { 1.0 } else { 0.0 };
-    match op {
-        Op::Add => x + y,
-        Op::Subtract => x - y,
-        Op::Multiply => x * y,
-        Op::Divide => x / y,
-        Op::Less => truth(x < y),
-        Op::LessEqual => truth(x <= y),
-        Op::Greater => truth(x > y),
-        Op::GreaterEqual => truth(x >= y),
-        Op::Equal => truth(x == y),
-        Op::NotEqual => truth(x != y),
-        Op::Negative => f32::from_bits(x.to_bits() ^ 0x8000_0000),
-        Op::Absolute => f32::from_bits(x.to_bits() & 0x7fff_ffff),
-        Op::Sqrt => x.sqrt(),
+/// The float types the operations compute in: the sign-bit operations on their bits.
+pub trait Real:
+    Copy
+    + PartialOrd
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Div<Output = Self>
+{
+    /// 1.0 and 0.0, a comparison's answers.
+    const ONE: Self;
+    /// 0.0.
+    const ZERO: Self;
+    /// The sign bit flipped (NaN too, as numpy does).
+    fn negative(self) -> Self;
+    /// The sign bit cleared.
+    fn absolute(self) -> Self;
+    /// The correctly rounded square root.
+    fn root(self) -> Self;
+}
+
+impl Real for f32 {
+    const ONE: f32 = 1.0;
+    const ZERO: f32 = 0.0;
+    fn negative(self) -> f32 {
+        f32::from_bits(self.to_bits() ^ 0x8000_0000)
+    }
+    fn absolute(self) -> f32 {
+        f32::from_bits(self.to_bits() & 0x7fff_ffff)
+    }
+    fn root(self) -> f32 {
+        self.sqrt()
     }
 }
 
-/// numpy's float64 answer of `op` (the float32 one's rules in float64).
-pub fn apply_f64(op: Op, x: f64, y: f64) -> f64 {
-    let truth = |t: bool| if t { 1.0 } else { 0.0 };
+impl Real for f64 {
+    const ONE: f64 = 1.0;
+    const ZERO: f64 = 0.0;
+    fn negative(self) -> f64 {
+        f64::from_bits(self.to_bits() ^ (1 << 63))
+    }
+    fn absolute(self) -> f64 {
+        f64::from_bits(self.to_bits() & !(1 << 63))
+    }
+    fn root(self) -> f64 {
+        self.sqrt()
+    }
+}
+
+/// numpy's answer of `op` for one pair of values (`y` unused by unary operations).
+pub fn apply<T: Real>(op: Op, x: T, y: T) -> T {
+    // Comparisons with a NaN are false (`!=` true), as IEEE and numpy say; Rust's
+    // operators already compare so.
+    let truth = |t: bool| if t { T::ONE } else { T::ZERO };
     match op {
         Op::Add => x + y,
         Op::Subtract => x - y,
@@ -70,9 +99,9 @@ pub fn apply_f64(op: Op, x: f64, y: f64) -> f64 {
         Op::GreaterEqual => truth(x >= y),
         Op::Equal => truth(x == y),
         Op::NotEqual => truth(x != y),
-        Op::Negative => f64::from_bits(x.to_bits() ^ (1 << 63)),
-        Op::Absolute => f64::from_bits(x.to_bits() & !(1 << 63)),
-        Op::Sqrt => x.sqrt(),
+        Op::Negative => x.negative(),
+        Op::Absolute => x.absolute(),
+        Op::Sqrt => x.root(),
     }
 }
 
@@ -123,7 +152,7 @@ impl HostImpl for Elementwise {
                             for k in 0..cols {
                                 let own = read_f64(a, i * cols + k);
                                 let (x, y) = order(swap, own, read_f64(b, i * b_row + k * b_col));
-                                write_f64(row, k, apply_f64(op, x, y));
+                                write_f64(row, k, apply(op, x, y));
                             }
                         }
                         Dtype::F16 => {

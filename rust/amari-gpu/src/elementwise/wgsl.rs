@@ -74,6 +74,16 @@ fn apply(x: vec2<u32>, y: vec2<u32>) -> vec2<u32> {
     }
     return select(vec2<u32>(0u, 0u), ONE, t);
 }
+
+// The answer for value k of row i (`b` on the left when SWAP).
+fn answer(i: u32, k: u32) -> vec2<u32> {
+    let own = value_a(i * COLS + k);
+    let other = value_b(i * B_ROW + k * B_COL);
+    if (SWAP) {
+        return apply(other, own);
+    }
+    return apply(own, other);
+}
 ";
 
 /// The kernel's text after `map.wgsl`: bindings, `apply` and `item`, for `op` in `dtype`
@@ -150,15 +160,7 @@ fn item(i: u32) {
     let first = params.pass_index * PASS_COLS;
     let last = min(first + PASS_COLS, COLS);
     for (var k = first; k < last; k = k + 1u) {
-        let own = value_a(i * COLS + k);
-        let other = value_b(i * B_ROW + k * B_COL);
-        var x = own;
-        var y = other;
-        if (SWAP) {
-            x = other;
-            y = own;
-        }
-        let r = apply(x, y);
+        let r = answer(i, k);
         result[2u * (i * COLS + k)] = r.x;
         result[2u * (i * COLS + k) + 1u] = r.y;
     }
@@ -183,23 +185,11 @@ fn value_b(v: u32) -> vec2<u32> {
 /// A row of float16 values, two values (one word) per step: a pass covers PASS_COLS values
 /// (PASS_COLS is even), so a word is never split between passes.
 const F16_BITS_ITEM: &str = "
-fn pair(i: u32, k: u32) -> u32 {
-    let own = value_a(i * COLS + k);
-    let other = value_b(i * B_ROW + k * B_COL);
-    var x = own;
-    var y = other;
-    if (SWAP) {
-        x = other;
-        y = own;
-    }
-    return apply(x, y).y;
-}
-
 fn item(i: u32) {
     let first = params.pass_index * PASS_COLS;
     let last = min(first + PASS_COLS, COLS);
     for (var k = first; k < last; k = k + 2u) {
-        result[(i * COLS + k) / 2u] = pair(i, k) | (pair(i, k + 1u) << 16u);
+        result[(i * COLS + k) / 2u] = answer(i, k).y | (answer(i, k + 1u).y << 16u);
     }
 }
 ";

@@ -28,7 +28,11 @@ impl Drop for ResidentArray {
 
 impl std::fmt::Debug for ResidentArray {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ResidentArray({}, {}, {})", self.rows, self.cols, self.dtype)
+        write!(
+            f,
+            "ResidentArray({}, {}, {})",
+            self.rows, self.cols, self.dtype
+        )
     }
 }
 
