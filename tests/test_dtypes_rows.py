@@ -176,7 +176,9 @@ def test_out_and_deviceArrays_follow_the_rows_dtype(vulkan: MultiGpuContext) -> 
         AFFINE, vulkan.asarray(np.ones((64, 3))), np.ones(3), out_cols=3, params={"scale": 1}
     )
     assert got.dtype == np.float64
-    with pytest.raises(InvalidArgumentError, match=r"arrays\[0\]: expected a DeviceArray of float64"):
+    with pytest.raises(
+        InvalidArgumentError, match=r"arrays\[0\]: expected a DeviceArray of float64"
+    ):
         vulkan.map_rows(OPS, resident, out_cols=3, dtype=np.float64)
 
 
