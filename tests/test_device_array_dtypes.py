@@ -333,6 +333,12 @@ def test_ga_products_on_device_arrays_are_the_numpy_paths_bits(
         # A numpy operand beside a DeviceArray is uploaded in the call's dtype.
         assert _same(getattr(ctx, name)(x, b), want), name
     assert _same(ctx.reverse(x), ctx.reverse(a))
+    # A numpy out of the dtype takes the result gathered; of another dtype, refused.
+    out = np.empty((500, 8), dtype)
+    assert ctx.geometric_product(x, y, out=out) is out
+    assert _same(out, ctx.geometric_product(a, b))
+    with pytest.raises(TypeError, match=f"out: expected dtype {dtype}"):
+        ctx.geometric_product(x, y, out=np.empty((500, 8), np.float32))
     # A chain stays on the devices in the dtype.
     chained = ctx.geometric_product(ctx.geometric_product(x, y), x) + x
     assert chained.dtype == dtype
