@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import amari_gpu as ag
 import numpy as np
 import pytest
+from _resident_helpers import same_bits as _same
 from amari_gpu import InvalidArgumentError, ShapeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -74,20 +75,6 @@ def ctx(request: pytest.FixtureRequest) -> ag.MultiGpuContext:
 
 def _bits(a: np.ndarray) -> np.ndarray:
     return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
-
-
-def _same(got: object, want: np.ndarray) -> bool:
-    """Same shape and dtype, bit for bit, a NaN equal to any NaN (numpy promises no
-    payload)."""
-    got, want = np.asarray(got), np.asarray(want)
-    if got.shape != want.shape or got.dtype != want.dtype:
-        return False
-    if got.dtype == np.bool_:
-        return bool(np.array_equal(got, want))
-    nan = np.isnan(want)
-    return bool(
-        np.array_equal(np.isnan(got), nan) and np.array_equal(_bits(got[~nan]), _bits(want[~nan]))
-    )
 
 
 def _edges(dtype: np.dtype) -> np.ndarray:
