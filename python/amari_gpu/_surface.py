@@ -55,8 +55,10 @@ def ga_apply(
     "One geometric-algebra operation over rows; the result and the plan (None if resident)."
 
 # --- resident arrays [resident] ---
-def resident_upload(ctx, x: host[f32, "(N, W)"], strategy: str | None = None) -> resident[f32]:
-    "Uploads the rows of x into shards over the context's devices."
+def resident_upload(
+    ctx, x: host[f32, "(N, W) words"], strategy: str | None = None, dtype: str = "float32"
+) -> resident[f32]:
+    "Uploads the rows of x (words of dtype values) into shards over the devices running dtype."
 
 def resident_gather(ctx, x: resident[f32, "(N, W)"], out: host[f32, "(N, W)"] | None = None
 ) -> host[f32]:

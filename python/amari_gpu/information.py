@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _shapes
-from ._dtypes import FLOAT32, FLOAT64, result_dtype
+from ._dtypes import FLOAT32, FLOAT64, resident_dtype, result_dtype
 from ._mixin import KernelHost
 from ._validate import as_float32, contiguous, output, plain_array, real_array, shape_text
 from .array import DeviceArray, returned
@@ -52,6 +52,7 @@ def _rows(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...], Any]:
     (which knows its rows and row width, not an (N, K, K) shape), else a float32 array. The
     core checks the shape is (N, W), naming ``name``, before any work."""
     if isinstance(value, DeviceArray):
+        resident_dtype([(name, value)], None, (FLOAT32,), "a resident Fisher call", DeviceArray)
         return value._live(name, ctx), value.shape, value.shape
     native = as_float32(name, value)
     return native, native.shape, None

@@ -41,13 +41,29 @@ impl MultiGpuContext {
         kernel.bound_chunk_items(chunk, self.options.chunk_items.is_none())
     }
 
-    /// Decides how `workload` would be split (without running it).
+    /// Decides how `workload` would be split (without running it), over the healthy devices
+    /// that run its dtype; the plan's `left_out` names the others and what they lack.
     pub fn distribute_workload(
         &self,
         workload: &Workload,
         strategy: Option<Strategy>,
     ) -> Result<Plan> {
-        self.plan_on(workload, None, strategy, &self.healthy_devices())
+        let healthy = self.healthy_devices();
+        let (workers, lacking): (Vec<&GpuDevice>, Vec<&GpuDevice>) = healthy
+            .iter()
+            .copied()
+            .partition(|d| d.runs(workload.dtype));
+        if workers.is_empty() && !healthy.is_empty() {
+            if let Some(error) = self.no_device_runs_dtype(workload.dtype) {
+                return Err(error);
+            }
+        }
+        let mut plan = self.plan_on(workload, None, strategy, &workers)?;
+        plan.left_out = lacking
+            .iter()
+            .filter_map(|d| d.lacks(workload.dtype).map(|why| (d.id, why)))
+            .collect();
+        Ok(plan)
     }
 
     /// The devices healthy now: one snapshot, which a call plans on and runs with.
