@@ -8,12 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use super::cache;
+use super::dtypes;
 use super::families::{families, flops_per_s};
 use crate::calibration::measure as calibrate;
 use crate::capabilities::Measurements;
 use crate::capabilities::{memory_budget_bytes, Capabilities};
 use crate::context::MultiGpuContext;
 use crate::device::GpuDevice;
+use crate::dtype::Dtype;
 use crate::error::Result;
 use crate::kernel::FamilyDefinition;
 use crate::model::DeviceModel;
@@ -41,7 +43,7 @@ fn cached(key: &str) -> Option<Measurements> {
 /// The cache key of `dev`'s figures: its adapter and this version (logical devices on one
 /// adapter share them), and for the host device its pool's size and the build's kind (its
 /// rates scale with its pool, and are the build's own: an unoptimised build measures slower).
-fn device_key(dev: &GpuDevice) -> String {
+pub(super) fn device_key(dev: &GpuDevice) -> String {
     let mut key = format!("{}|amari-gpu {}", dev.adapter.identity(), crate::VERSION);
     if let Some(host) = dev.as_host() {
         key.push_str(&format!("|threads {}", host.pool.threads()));
@@ -88,6 +90,9 @@ impl MultiGpuContext {
             );
         }
         self.measure_devices(&ids, families(), force, log::Level::Info)?;
+        for line in self.measure_rates(&ids, Dtype::F64, force)? {
+            log::info!("calibrated {line}");
+        }
         let groups = self.groups_lacking(&ids, force);
         self.measure_groups(&groups, force, log::Level::Info)?;
         if pending > 0 {
@@ -295,6 +300,7 @@ impl MultiGpuContext {
     pub(crate) fn ensure_calibrated(&self) -> Result<()> {
         let ids: Vec<usize> = (0..self.devices.len()).collect();
         if !self.lacking(&ids, families(), false).is_empty()
+            || !self.lacking_rate(&ids, Dtype::F64, false).is_empty()
             || !self.groups_lacking(&ids, false).is_empty()
         {
             self.calibrate(false)?;
@@ -370,9 +376,13 @@ impl MultiGpuContext {
             launch_latency_s: m.map_or(0.0, |m| m.launch_latency_s),
             h2d_bytes_per_s: h2d,
             d2h_bytes_per_s: d2h,
-            flops_per_s: flops_per_s(
-                m.map_or(&no_rates, |m| &m.family_items_per_s),
-                workload.family,
+            flops_per_s: dtypes::scaled(
+                flops_per_s(
+                    m.map_or(&no_rates, |m| &m.family_items_per_s),
+                    workload.family,
+                ),
+                m,
+                workload.dtype,
             ),
             correction,
             uncertainty,
