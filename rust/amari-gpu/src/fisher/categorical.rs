@@ -20,6 +20,7 @@ use crate::kernel::{Dispatch, Input, Kernel, Output};
 use crate::plan::{Plan, Strategy};
 
 use super::checks;
+use super::maps_wgsl;
 use super::syrk::SHADER;
 
 /// Largest K: one sample's (K, K) output must fit the 128 MiB storage binding every
@@ -66,8 +67,8 @@ fn categorical_outer_in(k: usize, dtype: Dtype) -> Kernel {
 
 /// A per-sample map of the family's shader from rows of `width` values (the first
 /// parameter) to one (`edge`, `edge`) matrix each, one thread per output entry (the shader's
-/// `matrix_entry`), with its host twin, in the host twin's dtype (float64 takes the source
-/// of `maps64`); the caller sets its cost.
+/// `matrix_entry`), with its host twin, in the host twin's dtype (the source of
+/// `maps_wgsl` in that dtype); the caller sets its cost.
 pub(super) fn matrix_map(
     entry: &'static str,
     width: usize,
@@ -76,10 +77,6 @@ pub(super) fn matrix_map(
 ) -> Kernel {
     let (input, output) = host.words();
     let dtype = host.dtype();
-    let source = match dtype {
-        Dtype::F64 => super::maps64::SOURCE,
-        Dtype::F16 | Dtype::F32 => SHADER,
-    };
     Kernel {
         entry,
         inputs: vec![Input::PerItem(input)],
@@ -90,7 +87,7 @@ pub(super) fn matrix_map(
         },
         host: Some(Arc::new(host)),
         dtype,
-        ..Kernel::map(entry, Family::InformationGeometry, source)
+        ..Kernel::map(entry, Family::InformationGeometry, maps_wgsl::source(dtype))
     }
 }
 
@@ -159,14 +156,13 @@ pub fn fisher_categorical_probs<T: Value>(
     let n = checks::rows("probs", probs, k, MAX_CATEGORIES)?;
     check_out(out, n, k)?;
     check_values(probs, k, false)?;
-    outer_products(ctx, probs, k, out, strategy)
+    outer_products(ctx, (probs, k), out, strategy)
 }
 
 /// `diag(p) - p p^T` of checked (N, `k`) probabilities into `out`.
 fn outer_products<T: Value>(
     ctx: &MultiGpuContext,
-    probs: &[T],
-    k: usize,
+    (probs, k): (&[T], usize),
     out: &mut [T],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
@@ -195,5 +191,5 @@ pub fn fisher_categorical_logits<T: Value>(
     check_values(logits, k, true)?;
     let mut probs = crate::alloc::zeroed::<T>("probs", n * k)?;
     crate::fisher::host_maps::softmax_rows(logits, k, &mut probs);
-    outer_products(ctx, &probs, k, out, strategy)
+    outer_products(ctx, (&probs, k), out, strategy)
 }

@@ -17,7 +17,7 @@ mod host_resident;
 pub mod host_syrk;
 mod information;
 mod information64;
-mod maps64;
+mod maps_wgsl;
 mod reduce;
 pub mod reference;
 mod resident;
