@@ -89,8 +89,9 @@ impl MultiGpuContext {
                 if force { " (forced)" } else { "" }
             );
         }
-        self.measure_devices(&ids, families(), force, log::Level::Info)?;
-        for line in self.measure_rates(&ids, Dtype::F64, force)? {
+        self.measure_devices(&ids, (families(), &[Dtype::F64]), force, log::Level::Info)?;
+        // Devices whose families came from the cache without the float64 rate.
+        for line in self.measure_rates(&ids, Dtype::F64)? {
             log::info!("calibrated {line}");
         }
         let groups = self.groups_lacking(&ids, force);
@@ -129,13 +130,14 @@ impl MultiGpuContext {
 
     /// Brings the figures of devices `ids` up to the device figures and the rates of the
     /// `wanted` families: taken from a device on the same adapter measured in this step, or
-    /// from the disk cache (unless `force`), else measured, and what was measured is cached.
+    /// from the disk cache (unless `force`), else measured (with the rates of `dtypes` the
+    /// device runs, so that the cache is written once), and what was measured is cached.
     /// Each device's source is logged at `level`. Returns what was measured, as
     /// "device N (adapter, backend): what in x s", one entry per measurement.
     pub(super) fn measure_devices(
         &self,
         ids: &[usize],
-        wanted: &[&FamilyDefinition],
+        (wanted, dtypes): (&[&FamilyDefinition], &[Dtype]),
         force: bool,
         level: log::Level,
     ) -> Result<Vec<String>> {
@@ -175,13 +177,17 @@ impl MultiGpuContext {
                 base => {
                     let have = base.as_ref().map(|(m, _)| m);
                     let t = Instant::now();
-                    let m = match dev.as_host() {
+                    let mut m = match dev.as_host() {
                         Some(host) => super::host::measure(host, have, wanted)?,
                         None => calibrate::measure(dev, have, wanted)?,
                     };
+                    let mut measured = what(have, &m);
+                    for rate in dtypes::add_rates(dev, &mut m, dtypes) {
+                        measured.push_str(&format!(", {rate}"));
+                    }
                     let seconds = t.elapsed().as_secs_f64();
                     log::log!(level, "calibrated {name} in {seconds:.2} s");
-                    done.push(format!("{name}: {} in {seconds:.2} s", what(have, &m)));
+                    done.push(format!("{name}: {measured} in {seconds:.2} s"));
                     if let Some(figure) = calibrate::unusable_figure(&m) {
                         // Not stored: the next process measures again rather than trusting it.
                         log::warn!(
@@ -243,7 +249,7 @@ impl MultiGpuContext {
             .filter(|d| groups.contains(&d.group))
             .map(|d| d.id)
             .collect();
-        let mut done = self.measure_devices(&members, &families()[..1], false, level)?;
+        let mut done = self.measure_devices(&members, (&families()[..1], &[]), false, level)?;
         let t = Instant::now();
         let speedups = self.measure_group_speedups(groups, force)?;
         let measured: BTreeMap<usize, f64> = (speedups.iter())
@@ -300,7 +306,7 @@ impl MultiGpuContext {
     pub(crate) fn ensure_calibrated(&self) -> Result<()> {
         let ids: Vec<usize> = (0..self.devices.len()).collect();
         if !self.lacking(&ids, families(), false).is_empty()
-            || !self.lacking_rate(&ids, Dtype::F64, false).is_empty()
+            || !self.lacking_rate(&ids, Dtype::F64).is_empty()
             || !self.groups_lacking(&ids, false).is_empty()
         {
             self.calibrate(false)?;

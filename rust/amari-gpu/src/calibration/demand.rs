@@ -55,7 +55,7 @@ impl MultiGpuContext {
         let ids: Vec<usize> = workers.iter().map(|w| w.id).collect();
         let wanted = needed(workload);
         if self.lacking(&ids, wanted, false).is_empty()
-            && self.lacking_rate(&ids, workload.dtype, false).is_empty()
+            && self.lacking_rate(&ids, workload.dtype).is_empty()
             && self.groups_lacking(&ids, false).is_empty()
         {
             self.report_first(|| "nothing measured: every figure the plan needs is known".into());
@@ -64,9 +64,10 @@ impl MultiGpuContext {
         let _one_at_a_time = self.calibration.lock().expect("calibration lock");
         let started = Instant::now();
         // Per-device lines are details here; the summary below is the INFO line.
-        let mut done = self.measure_devices(&ids, wanted, false, log::Level::Debug)?;
         // Work of a dtype with a rate of its own is split by that rate (float64 only).
-        done.extend(self.measure_rates(&ids, workload.dtype, false)?);
+        let dtypes = [workload.dtype];
+        let mut done = self.measure_devices(&ids, (wanted, &dtypes), false, log::Level::Debug)?;
+        done.extend(self.measure_rates(&ids, workload.dtype)?);
         let groups = self.groups_lacking(&ids, false);
         done.extend(self.measure_groups(&groups, false, log::Level::Debug)?);
         let family = wanted

@@ -87,10 +87,40 @@ pub(crate) fn covers(m: &Measurements, dtype: Dtype) -> bool {
     !measured(dtype) || m.dtype_rates.contains_key(dtype.name())
 }
 
+/// Measures on `dev` the rates of `dtypes` it runs and `m` lacks, into `m`; a rate whose
+/// probe fails, or that no cost model can use, is left out (that dtype's work is then planned
+/// at the float32 rate) with a warning saying why. Returns what was measured, in words.
+pub(super) fn add_rates(dev: &GpuDevice, m: &mut Measurements, dtypes: &[Dtype]) -> Vec<String> {
+    let mut done = Vec::new();
+    for &dtype in dtypes {
+        if !dev.runs(dtype) || covers(m, dtype) {
+            continue;
+        }
+        let ratio = match measure(dev, dtype) {
+            Ok(ratio) => ratio,
+            Err(e) => {
+                log::warn!("{dtype} rate of device {} not measured: {e}", dev.id);
+                continue;
+            }
+        };
+        m.dtype_rates.insert(dtype.name().to_string(), ratio);
+        if let Some(figure) = unusable_figure(m) {
+            log::warn!(
+                "{dtype} rate of device {} is unusable ({figure}); not kept",
+                dev.id
+            );
+            m.dtype_rates.remove(dtype.name());
+        } else {
+            done.push(format!("{dtype} at {ratio:.3}x float32"));
+        }
+    }
+    done
+}
+
 impl MultiGpuContext {
     /// Of the healthy devices `ids` that run `dtype` and hold their other figures, those
-    /// whose figures lack its rate (all of them when `force`).
-    pub(super) fn lacking_rate(&self, ids: &[usize], dtype: Dtype, force: bool) -> Vec<usize> {
+    /// whose figures lack its rate.
+    pub(super) fn lacking_rate(&self, ids: &[usize], dtype: Dtype) -> Vec<usize> {
         if !measured(dtype) {
             return Vec::new();
         }
@@ -101,67 +131,46 @@ impl MultiGpuContext {
                 let dev = &self.devices[id];
                 dev.health.is_healthy()
                     && dev.runs(dtype)
-                    && figures[id]
-                        .as_ref()
-                        .is_some_and(|(m, _)| force || !covers(m, dtype))
+                    && figures[id].as_ref().is_some_and(|(m, _)| !covers(m, dtype))
             })
             .collect()
     }
 
-    /// Measures the rate of `dtype` on the devices of `ids` that lack it (see
-    /// [`Self::lacking_rate`]; logical devices on one adapter share one measurement) and
-    /// keeps it with their figures, in memory and in the cache. A device whose probe fails
-    /// keeps no rate (its float32 rate stands for it) and says why in a warning. Returns what
+    /// Measures the rate of `dtype` on the devices of `ids` whose figures lack it (see
+    /// [`Self::lacking_rate`]; figures measured in this process or loaded from a cache
+    /// written before the rate was needed; logical devices on one adapter share one
+    /// measurement) and keeps it with their figures, in memory and in the cache. Returns what
     /// was measured, one entry per measurement.
-    pub(super) fn measure_rates(
-        &self,
-        ids: &[usize],
-        dtype: Dtype,
-        force: bool,
-    ) -> Result<Vec<String>> {
-        let mut fresh: BTreeMap<String, f64> = BTreeMap::new();
+    pub(super) fn measure_rates(&self, ids: &[usize], dtype: Dtype) -> Result<Vec<String>> {
+        let mut fresh: BTreeMap<String, Measurements> = BTreeMap::new();
         let mut done = Vec::new();
-        for id in self.lacking_rate(ids, dtype, force) {
+        for id in self.lacking_rate(ids, dtype) {
             let dev = &self.devices[id];
             let key = device_key(dev);
-            let ratio = match fresh.get(&key) {
-                Some(&ratio) => ratio,
-                None => {
-                    let t = Instant::now();
-                    let ratio = match measure(dev, dtype) {
-                        Ok(ratio) => ratio,
-                        Err(e) => {
-                            log::warn!("{dtype} rate of device {} not measured: {e}", dev.id);
-                            continue;
-                        }
-                    };
-                    done.push(format!(
-                        "device {} ({}, {}): {dtype} at {ratio:.3}x float32 in {:.2} s",
-                        dev.id,
-                        dev.adapter.name,
-                        dev.adapter.backend,
-                        t.elapsed().as_secs_f64()
-                    ));
-                    fresh.insert(key.clone(), ratio);
-                    ratio
-                }
-            };
-            let mut figures = self.measured.lock().expect("measured lock");
-            let Some((m, _)) = figures[id].as_mut() else {
+            let Some((mut m, from_cache)) =
+                self.measured.lock().expect("measured lock")[id].clone()
+            else {
                 continue;
             };
-            m.dtype_rates.insert(dtype.name().to_string(), ratio);
-            if let Some(figure) = unusable_figure(m) {
-                log::warn!(
-                    "{dtype} rate of device {} is unusable ({figure}); not kept",
-                    dev.id
-                );
-                m.dtype_rates.remove(dtype.name());
-            } else if let Err(e) = cache::store(&key, m) {
-                // A cache that cannot be written only costs a re-measurement next time.
-                log::warn!("calibration cache not written for {key}: {e}");
+            match fresh.get(&key) {
+                Some(shared) => m.dtype_rates.clone_from(&shared.dtype_rates),
+                None => {
+                    let t = Instant::now();
+                    for rate in add_rates(dev, &mut m, &[dtype]) {
+                        let (name, backend) = (&dev.adapter.name, &dev.adapter.backend);
+                        let seconds = t.elapsed().as_secs_f64();
+                        done.push(format!(
+                            "device {id} ({name}, {backend}): {rate} in {seconds:.2} s"
+                        ));
+                    }
+                    if let Err(e) = cache::store(&key, &m) {
+                        // A cache that cannot be written only costs a re-measurement next time.
+                        log::warn!("calibration cache not written for {key}: {e}");
+                    }
+                    fresh.insert(key, m.clone());
+                }
             }
-            drop(figures);
+            self.measured.lock().expect("measured lock")[id] = Some((m, from_cache));
             // Fast-path decisions were made from the figures replaced.
             self.fast.clear();
         }
