@@ -255,7 +255,8 @@ class InformationGeometryMixin(KernelHost):
         """Fisher information of N diagonal Gaussians in parameters (mu_1..mu_D, var_1..var_D).
 
         ``mean`` and ``var`` are (N, D), ``var`` finite and > 0, ``mean`` finite. Returns a
-        new (N, 2D, 2D) array of the dtype it computes in: block-diag(diag(1 / var),
+        new (N, 2D, 2D) array of the dtype it computes in (float64 for float64 inputs,
+        float32 for float32 ones): block-diag(diag(1 / var),
         diag(1 / (2 var^2))) per sample (it does not depend on the mean, which is checked
         but not sent to the devices); D <= 2896. Entries beyond the range of that dtype (in
         float32, var below about 1e-19) come back as inf. Dtypes as in
