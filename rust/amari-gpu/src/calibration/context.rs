@@ -40,20 +40,6 @@ fn cached(key: &str) -> Option<Measurements> {
     Some(m)
 }
 
-/// The cache key of `dev`'s figures: its adapter and this version (logical devices on one
-/// adapter share them), and for the host device its pool's size and the build's kind (its
-/// rates scale with its pool, and are the build's own: an unoptimised build measures slower).
-pub(super) fn device_key(dev: &GpuDevice) -> String {
-    let mut key = format!("{}|amari-gpu {}", dev.adapter.identity(), crate::VERSION);
-    if let Some(host) = dev.as_host() {
-        key.push_str(&format!("|threads {}", host.pool.threads()));
-        if cfg!(debug_assertions) {
-            key.push_str("|debug");
-        }
-    }
-    key
-}
-
 /// Transfer rate (each way) of a wgpu device's model before anything is measured on it: a
 /// nominal figure, like `flops_per_s`'s fallback rate, for a plan with nothing to split
 /// (only its estimate uses it).
@@ -149,7 +135,7 @@ impl MultiGpuContext {
                 "device {} ({}, {})",
                 dev.id, dev.adapter.name, dev.adapter.backend
             );
-            let key = device_key(dev);
+            let key = cache::device_key(dev);
             let kept = match force {
                 true => None,
                 false => self.measured.lock().expect("measured lock")[id].clone(),

@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::cache;
-use super::context::device_key;
 use super::host::host_items_per_s;
 use super::measure::unusable_figure;
 use super::rates::{items_per_s, Timing};
@@ -146,7 +145,7 @@ impl MultiGpuContext {
         let mut done = Vec::new();
         for id in self.lacking_rate(ids, dtype) {
             let dev = &self.devices[id];
-            let key = device_key(dev);
+            let key = cache::device_key(dev);
             let Some((mut m, from_cache)) =
                 self.measured.lock().expect("measured lock")[id].clone()
             else {
