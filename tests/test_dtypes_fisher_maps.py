@@ -252,7 +252,9 @@ def test_bad_dtypes_are_refused_by_name(host64: amari_gpu.MultiGpuContext) -> No
         host64.fisher_categorical(p, out=np.empty((4, 3, 3), np.float32))
     array = host64.asarray(p.astype(np.float32))
     try:
-        with pytest.raises(InvalidArgumentError, match=r"^dtype: this operation computes in float32, got float64"):
+        with pytest.raises(
+            InvalidArgumentError, match=r"^dtype: this operation computes in float32, got float64"
+        ):
             host64.fisher_categorical(array, dtype=np.float64)
         assert host64.fisher_categorical(array, dtype=np.float32).dtype == np.float32
     finally:
