@@ -1,9 +1,10 @@
 //! WGSL of `normalize` (see `ga::codegen`): the helpers emitted before the entry point and
 //! the body, in float32 and float64 by the same steps. float32 builds its powers of two and
 //! `frexp` from the bits; WGSL has no 64-bit bitcast without `SHADER_INT64`, so float64 uses
-//! `ldexp` of 1 (a product of normal powers of two, exact however a driver splits it) and
-//! `frexp` (a subnormal pre-scaled by 2^64 first, as Mesa's misreads subnormals), and tells
-//! NaN, infinities and the sign of zero by comparisons. `ga::host_normalize` is the host twin.
+//! `ldexp` of 1 (a product of normal powers of two, exact however a driver splits it), finds
+//! `frexp`'s exponent by a binary search of comparisons (naga's float64 `frexp` returns an
+//! i64 exponent, which needs `SHADER_INT64`; a subnormal is pre-scaled by 2^64 first, as in
+//! float32), and tells NaN, infinities and the sign of zero by comparisons. `ga::host_normalize` is the host twin.
 
 use std::fmt::Write;
 
@@ -95,13 +96,22 @@ struct Split {
     exp: i32,
 }
 
-// frexp of a finite non-zero v: v = fract 2^exp, 0.5 <= |fract| < 1. A subnormal is first
-// scaled by 2^64, exactly (Mesa's frexp misreads subnormals). 0, inf and NaN give exponents
-// the callers never use.
+// frexp of a finite non-zero v: v = fract 2^exp, 0.5 <= |fract| < 1, by comparisons and
+// exact products (naga's float64 frexp has an i64 exponent, which needs SHADER_INT64). A
+// subnormal is first scaled by 2^64, exactly; k = floor(log2 |w|) by a binary search over
+// the normal exponents; fract = w 2^-k / 2 through normal intermediates. 0, inf and NaN give
+// exponents the callers never use.
 fn split(v: f64) -> Split {
     let sub = abs(v) < 2.2250738585072014e-308lf;
-    let r = frexp(select(v, v * pow2(64), sub));
-    return Split(r.fract, r.exp - select(0, 64, sub));
+    let w = select(v, v * pow2(64), sub);
+    let a = abs(w);
+    var k = -1022;
+    for (var step = 1024; step > 0; step = step / 2) {
+        let t = min(k + step, 1023);
+        k = select(k, t, a >= pow2(t));
+    }
+    let m = clamp(-k, -1022, 1022);
+    return Split(w * pow2(m) * pow2(-k - m) * 0.5lf, k + 1 - select(0, 64, sub));
 }
 
 // v 2^e / s without forming v 2^e (see the float32 scaled_quotient): f / s lies in
@@ -186,17 +196,26 @@ pub(super) fn normalize(src: &mut String, algebra: &Algebra, vin: bool, dtype: D
         writeln!(src, "    let y{k} = {} * p1 * p2;", component("a", k, vin))
             .expect("string write");
     }
-    let n2 = signed_sum(
-        signs
-            .iter()
-            .enumerate()
-            .filter(|(_, &s)| s != 0)
-            .map(|(k, &s)| (s, format!("y{k} * y{k}"))),
-        dtype,
-    );
+    let terms: Vec<String> = (0..blades)
+        .filter(|&k| enters(k))
+        .map(|k| format!("{}y{k}", if signs[k] < 0 { "-" } else { "" }))
+        .collect();
+    if f64 {
+        fused_norm2(src, &terms);
+    } else {
+        let n2 = signed_sum(
+            signs
+                .iter()
+                .enumerate()
+                .filter(|(_, &s)| s != 0)
+                .map(|(k, &s)| (s, format!("y{k} * y{k}"))),
+            dtype,
+        );
+        writeln!(src, "    let n2 = {n2};").expect("string write");
+    }
     writeln!(
         src,
-        "    let n2 = {n2};\n    let s = sqrt(abs(n2));\n    let keep = mx == {zero} || s == {zero};"
+        "    let s = sqrt(abs(n2));\n    let keep = mx == {zero} || s == {zero};"
     )
     .expect("string write");
     let special = if f64 { "nan, qnan" } else { "top" };
@@ -261,4 +280,22 @@ fn special_f64(src: &mut String, blades: usize, vin: bool) {
     src.push_str(
         "    let special = !finite_row;\n    let zero = f64(i & 0u);\n    let qnan = abs(zero / zero);\n",
     );
+}
+
+/// float64's `n2`: `fma(±y0, y0, ±y1 * y1)` then `fma(±y_k, y_k, n2)` per further entering
+/// blade, the contracted chain of `ga::host_normalize::norm2`. Written with `fma`, it rounds
+/// as the device's `fma` does, which the host's `FmaMode` follows per dtype (probed); a plain
+/// `a * a + b * b` would be contracted or not as the driver's compiler pleases, with no
+/// probe to tell the host. `terms` are the signed names.
+fn fused_norm2(src: &mut String, terms: &[String]) {
+    let unsigned = |t: &str| t.trim_start_matches('-').to_string();
+    let first = match terms {
+        [] => "0.0lf".to_string(),
+        [only] => format!("{only} * {}", unsigned(only)),
+        [a, b, ..] => format!("fma({a}, {}, {b} * {})", unsigned(a), unsigned(b)),
+    };
+    writeln!(src, "    var n2 = {first};").expect("string write");
+    for t in terms.iter().skip(2) {
+        writeln!(src, "    n2 = fma({t}, {}, n2);", unsigned(t)).expect("string write");
+    }
 }

@@ -19,7 +19,7 @@
 //! WGSL does, not `ldexp`: Mesa computes `ldexp` as two products, which rounds twice into
 //! the subnormals (the float64 WGSL's `ldexp(1, k)` only builds normal powers of two, which
 //! two products give exactly). `frexp` is read from the bits, as the float32 WGSL does (the
-//! float64 one pre-scales subnormals by 2^64 before `frexp`): Mesa's misreads subnormals.
+//! float64 one finds it by comparisons, see `ga::codegen_normalize`): Mesa's misreads subnormals.
 //!
 //! The generated `n2 = y0 * y0 + y1 * y1 - ...` is plain WGSL arithmetic, which a driver may
 //! contract into fused multiply-adds (WGSL allows it). Mesa's CPU drivers evaluate it as
@@ -112,7 +112,7 @@ pub fn pow2<T: NormFloat>(k: i32) -> T {
 /// `frexp` as the generated `split` computes it: `(f, e)` with `x = f 2^e` and
 /// 0.5 ≤ |f| < 1 for finite non-zero `x` (a subnormal is first scaled by 2^64, exactly);
 /// `e` is -(BIAS + 63) for ±0 and BIAS + 2 for inf and NaN, which the callers keep apart
-/// (the float64 WGSL's `frexp` gives other exponents there, never used either).
+/// (the float64 WGSL's `split` gives other exponents there, never used either).
 pub fn split<T: NormFloat>(x: T) -> (T, i32) {
     let field = u64::from(2 * T::BIAS as u32 + 1);
     let sub = (x.bits() >> T::MANT) & field == 0;
