@@ -19,7 +19,7 @@ use std::fmt::Write;
 use super::algebra::Algebra;
 use super::codegen_map::generate_map;
 use super::codegen_normalize::{normalize, normalize_helpers};
-use super::wgsl::{component, entry, load, store, vec4, zero};
+use super::wgsl::{component, entry, load, signed_sum, store, vec4, zero};
 use crate::dtype::Dtype;
 use super::operation::{linear_terms, product_terms, sandwich_terms, Operation, Term};
 
@@ -43,29 +43,6 @@ impl Broadcast {
             Broadcast::Right => "n1",
         }
     }
-}
-
-/// Terms per source line of a long sum, for a readable generated file.
-const TERMS_PER_LINE: usize = 8;
-
-/// `±f0 ± f1 ...` over signed factor pairs, or a zero of `dtype` when there is none.
-pub(super) fn signed_sum(terms: impl Iterator<Item = (i8, String)>, dtype: Dtype) -> String {
-    let mut sum = String::new();
-    for (n, (sign, product)) in terms.enumerate() {
-        if n > 0 && n % TERMS_PER_LINE == 0 {
-            sum.push_str("\n       ");
-        }
-        match (n, sign < 0) {
-            (0, false) => sum.push_str(&product),
-            (0, true) => write!(sum, "-{product}").expect("string write"),
-            (_, false) => write!(sum, " + {product}").expect("string write"),
-            (_, true) => write!(sum, " - {product}").expect("string write"),
-        }
-    }
-    if sum.is_empty() {
-        sum.push_str(zero(dtype));
-    }
-    sum
 }
 
 /// For every result blade of `terms`: `var {out}{k} = x0 * y0;` then one

@@ -9,9 +9,8 @@
 use std::fmt::Write;
 
 use super::algebra::Algebra;
-use super::codegen::signed_sum;
 use super::operation::norm_signs;
-use super::wgsl::{component, vec4, zero};
+use super::wgsl::{component, signed_sum, vec4, zero};
 use crate::dtype::Dtype;
 
 /// The helpers of `normalize` in `dtype` (float32 or float64).

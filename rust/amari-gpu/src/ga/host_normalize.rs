@@ -255,8 +255,8 @@ mod tests {
         }
         assert_eq!(split(0.0).1, -190);
         assert_eq!(split(f32::INFINITY).1, 129);
-        assert_eq!(pow2(-126), f32::MIN_POSITIVE);
-        assert_eq!(pow2(127), 2f32.powi(127));
+        assert_eq!(pow2::<f32>(-126), f32::MIN_POSITIVE);
+        assert_eq!(pow2::<f32>(127), 2f32.powi(127));
     }
 
     #[test]
@@ -324,9 +324,9 @@ mod tests {
         assert_eq!(scaled_quotient(f32::MAX, 100, 0.75), f32::INFINITY);
         assert_eq!(scaled_quotient(-f32::MAX, 400, 0.75), f32::NEG_INFINITY);
         // One far below the subnormals is ±0.
-        assert_eq!(scaled_quotient(1e-45, -300, 0.75).to_bits(), 0);
+        assert_eq!(scaled_quotient(1e-45f32, -300, 0.75).to_bits(), 0);
         assert_eq!(
-            scaled_quotient(-1e-45, -300, 0.75).to_bits(),
+            scaled_quotient(-1e-45f32, -300, 0.75).to_bits(),
             (-0.0f32).to_bits()
         );
     }
