@@ -6,7 +6,9 @@ native call, and the profiled steps: plan, upload, kernel, wait, readback), whet
 the fast path (its plan says), and the peer on the same inputs in the same run (kingdon for
 the Cl(3,0) product, numpy ``g.T @ g / n`` and broadcast max-plus). Prints the CPU, each
 adapter's name, backend and driver, and which BLAS kernel numpy ran. Time numpy with
-``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` unset (``env -u ... python ...``).
+``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` unset (``env -u ... python ...``). Last, the
+planner's cost alone: ``plan_models`` for a 10^7-item workload on 8 and 16 made-up devices,
+all different, on their own adapters or all on one.
 
     python benches/latency.py [--repeats R] [--device host|vulkan|gl ...] [--json]
 """

@@ -261,18 +261,12 @@ fn fisher_naive(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 // ---------------------------------------------------------------------------------------
 // Categorical family. `softmax_rows`: one thread per row of logits, the numerically stable
-// softmax (max subtracted before exp). `categorical_outer`: one thread per output entry,
-// F_rc = p_r [r == c] - p_r p_c for each (N, K) row, written as (N, K, K).
+// softmax (max subtracted before exp), kept to measure the drivers' `exp` against the host's.
+// The per-sample maps (`categorical_outer`, `gaussian_diag`) are generated for float32 and
+// float64 alike (`fisher::maps_wgsl`).
 
 fn linear_index(gid: vec3<u32>) -> u32 {
     return gid.y * params.row_threads + gid.x;
-}
-
-// Output entry t of a batch of edge x edge matrices, one per item: (item, row, column).
-fn matrix_entry(t: u32, edge: u32) -> vec3<u32> {
-    let per_item = edge * edge;
-    let e = t % per_item;
-    return vec3<u32>(t / per_item, e / edge, e % edge);
 }
 
 @compute @workgroup_size(64)
@@ -294,43 +288,4 @@ fn softmax_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var c = 0u; c < k; c = c + 1u) {
         dst[offset + c] = exp(src[offset + c] - top) / total;
     }
-}
-
-@compute @workgroup_size(64)
-fn categorical_outer(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let t = linear_index(gid);
-    let k = params.dim;
-    if (t >= params.n * k * k) {
-        return;
-    }
-    let at = matrix_entry(t, k);
-    let pr = src[at.x * k + at.y];
-    let pc = src[at.x * k + at.z];
-    dst[t] = fma(-pr, pc, select(0.0, pr, at.y == at.z));
-}
-
-// ---------------------------------------------------------------------------------------
-// Diagonal Gaussian in (mu_1..mu_D, var_1..var_D): one thread per output entry of the
-// (2D, 2D) block-diagonal matrix diag(1 / var, 1 / (2 var^2)).
-
-@compute @workgroup_size(64)
-fn gaussian_diag(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let t = linear_index(gid);
-    let d = params.dim;
-    let edge = 2u * d;
-    if (t >= params.n * edge * edge) {
-        return;
-    }
-    let at = matrix_entry(t, edge);
-    let r = at.y;
-    var value = 0.0;
-    if (r == at.z) {
-        let v = src[at.x * d + r % d];
-        if (r < d) {
-            value = 1.0 / v;
-        } else {
-            value = (0.5 / v) / v; // not 0.5 / (v * v): v * v over- or underflows first
-        }
-    }
-    dst[t] = value;
 }

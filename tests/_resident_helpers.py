@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import amari_gpu as ag
+import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -51,3 +52,19 @@ def assert_faults_change_nothing(
             assert fired >= 1, device
     finally:
         ctx.reset_health()
+
+
+def same_bits(got: object, want: np.ndarray) -> bool:
+    """Same shape and dtype, bit for bit (float16, float32 or float64), a NaN equal to any
+    NaN (numpy promises no payload); bool arrays equal."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    if got.dtype == np.bool_:
+        return bool(np.array_equal(got, want))
+    nan = np.isnan(want)
+    bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[want.dtype.itemsize]
+    return bool(
+        np.array_equal(np.isnan(got), nan)
+        and np.array_equal(got[~nan].view(bits), want[~nan].view(bits))
+    )

@@ -125,7 +125,9 @@ def test_the_local_errors(rc: ag.RayContext, local: ag.MultiGpuContext) -> None:
     with pytest.raises(ag.ShapeError) as e:
         rc.geometric_product(a, rc.asarray(np.zeros((300, 4), np.float32)))
     with pytest.raises(ag.ShapeError) as e_local:
-        local.geometric_product(local.asarray(_batch(300, 5)), local.asarray(np.zeros((300, 4))))
+        local.geometric_product(
+            local.asarray(_batch(300, 5)), local.asarray(np.zeros((300, 4), np.float32))
+        )
     assert str(e.value) == str(e_local.value)
 
 

@@ -1,5 +1,5 @@
 """float64 on a RayContext over a real Ray cluster of this machine (two loopback nodes):
-tropical products and shortest paths, the empirical Fisher matrix and ``map_rows`` compute
+tropical products and shortest paths, the Fisher matrices and maps and ``map_rows`` compute
 float64 by the local rules, each call whole on one node with a device for float64, the same
 bits, dtypes and errors as one MultiGpuContext; nodes with no device for the dtype are left
 out, and a cluster with none refuses the call by name, nothing written."""
@@ -66,6 +66,16 @@ def test_float64_calls_are_one_contexts_bits(rc: ag.RayContext, local: ag.MultiG
     weights = rng.uniform(0.0, 2.0, 20_000)
     _same(rc.fisher_information(scores), local.fisher_information(scores))
     _same(rc.fisher_information(scores, weights), local.fisher_information(scores, weights))
+    # The per-sample maps keep float64 (run whole on one node) and float16 (float32 rows).
+    probs = rng.dirichlet(np.ones(5), size=700)
+    _same(rc.fisher_categorical(probs), local.fisher_categorical(probs))
+    logits = rng.standard_normal((700, 5)) * 4.0
+    _same(rc.fisher_categorical(logits=logits), local.fisher_categorical(logits=logits))
+    mean, var = rng.standard_normal((700, 3)), rng.uniform(0.5, 2.0, (700, 3))
+    _same(rc.fisher_gaussian(mean, var), local.fisher_gaussian(mean, var))
+    half = probs.astype(np.float16)
+    got16, want16 = rc.fisher_categorical(half), local.fisher_categorical(half)
+    assert got16.dtype == want16.dtype == np.float16 and got16.tobytes() == want16.tobytes()
     rows = rng.standard_normal((3000, 2))
     _same(rc.map_rows(OPS, rows, out_cols=3), local.map_rows(OPS, rows, out_cols=3))
     # float64 GA rows split over the nodes as float32 ones do.

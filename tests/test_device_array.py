@@ -41,14 +41,15 @@ def test_upload_gather_round_trip_and_sharding(fixture: str, request) -> None:
     x = _batch(ROWS, 1).astype(np.float64)
     d = ctx.asarray(x, strategy="balanced")
     assert isinstance(d, ag.DeviceArray)
-    assert (d.shape, d.dtype, d.ndim, d.nbytes) == ((ROWS, 8), np.float32, 2, ROWS * 32)
+    # float64 rows stay float64 (issue 28), on every device of these contexts.
+    assert (d.shape, d.dtype, d.ndim, d.nbytes) == ((ROWS, 8), np.float64, 2, ROWS * 64)
     shards = d.sharding
     assert shards[0][1] == 0 and shards[-1][2] == ROWS
     assert all(a[2] == b[1] for a, b in zip(shards, shards[1:], strict=False))
     assert len({s[0] for s in shards}) == len(ctx.devices)
-    assert np.array_equal(d.numpy(), x.astype(np.float32))
-    assert np.array_equal(np.asarray(d), x.astype(np.float32))
-    assert np.asarray(d, dtype=np.float64).dtype == np.float64
+    assert np.array_equal(d.numpy(), x)
+    assert np.array_equal(np.asarray(d), x)
+    assert np.asarray(d, dtype=np.float32).dtype == np.float32
     with pytest.raises(ValueError, match="without a copy"):
         np.asarray(d, copy=False)
     assert "sharding=[(" in repr(d) and "(1000, 8)" in repr(d)

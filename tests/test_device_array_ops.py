@@ -11,6 +11,7 @@ import amari_gpu as ag
 import numpy as np
 import pytest
 from _resident_helpers import SHARDINGS, assert_faults_change_nothing, sharding_settings
+from _resident_helpers import same_bits as _same
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -29,20 +30,6 @@ EDGES = np.array(
 BINARY = [np.add, np.subtract, np.multiply, np.divide]
 COMPARE = [np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal]
 UNARY = [np.negative, np.absolute, np.sqrt]
-
-
-def _same(got: np.ndarray, want: np.ndarray) -> bool:
-    """Same shape and dtype, bit for bit, a NaN equal to any NaN."""
-    got, want = np.asarray(got), np.asarray(want)
-    if got.shape != want.shape or got.dtype != want.dtype:
-        return False
-    if got.dtype == np.bool_:
-        return bool(np.array_equal(got, want))
-    nan = np.isnan(want)
-    return bool(
-        np.array_equal(np.isnan(got), nan)
-        and np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
-    )
 
 
 def _data(rows: int, cols: int, seed: int) -> np.ndarray:

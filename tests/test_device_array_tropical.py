@@ -83,7 +83,7 @@ def test_errors_are_the_numpy_paths_word_for_word(ctx3: ag.MultiGpuContext) -> N
     got = ctx3.tropical_matvec(ctx3.asarray(big), small)
     assert np.array_equal(got.numpy(), ctx3.tropical_matvec(big, small))
     with pytest.raises(ag.InvalidArgumentError, match="out: expected a numpy array or None"):
-        ctx3.tropical_matvec(ctx3.asarray(a), x, out=ctx3.asarray(np.zeros(M)))
+        ctx3.tropical_matvec(ctx3.asarray(a), x, out=ctx3.asarray(np.zeros(M, np.float32)))
 
 
 def test_a_device_failing_mid_call_changes_nothing(ctx3: ag.MultiGpuContext) -> None:

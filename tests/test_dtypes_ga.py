@@ -314,14 +314,15 @@ def test_dtype_overrides_and_out_must_have_the_results_dtype(
         host64.geometric_product(a, b.astype(np.complex128))
 
 
-def test_device_arrays_compute_in_float32(host64: amari_gpu.MultiGpuContext) -> None:
+def test_device_arrays_compute_in_their_dtype(host64: amari_gpu.MultiGpuContext) -> None:
     x = np.random.default_rng(4).standard_normal((20, 8))
     d = host64.asarray(x)
     got = host64.geometric_product(d, x)
-    assert got.dtype == np.float32
+    assert got.dtype == np.float64
+    assert np.array_equal(np.asarray(got), host64.geometric_product(x, x))
     with pytest.raises(
         InvalidArgumentError,
-        match=r"^dtype: DeviceArrays hold float32, so an operation on one computes in "
-        r"float32, got float64$",
+        match=r"^a: expected a DeviceArray of float32 \(the dtype geometric_product computes "
+        r"in here\), got one of float64",
     ):
-        host64.geometric_product(d, x, dtype=np.float64)
+        host64.geometric_product(d, x, dtype=np.float32)

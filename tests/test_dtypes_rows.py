@@ -170,12 +170,15 @@ def test_out_and_deviceArrays_follow_the_rows_dtype(vulkan: MultiGpuContext) -> 
     with pytest.raises(TypeError, match="out: expected dtype float64"):
         vulkan.map_rows(OPS, a, out_cols=3, out=np.zeros((64, 3), np.float32))
     resident = vulkan.asarray(a.astype(np.float32))
-    # DeviceArrays hold float32: the call is float32 and a numpy float64 operand converts.
+    # DeviceArrays keep their dtype: float64 rows compute in float64, a numpy operand
+    # converting to it; a float32 DeviceArray is refused a float64 call by name.
     got = vulkan.map_rows(
         AFFINE, vulkan.asarray(np.ones((64, 3))), np.ones(3), out_cols=3, params={"scale": 1}
     )
-    assert got.dtype == np.float32
-    with pytest.raises(InvalidArgumentError, match="dtype: DeviceArrays hold float32"):
+    assert got.dtype == np.float64
+    with pytest.raises(
+        InvalidArgumentError, match=r"arrays\[0\]: expected a DeviceArray of float64"
+    ):
         vulkan.map_rows(OPS, resident, out_cols=3, dtype=np.float64)
 
 

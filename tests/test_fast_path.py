@@ -162,7 +162,8 @@ def test_the_latency_bench_reports_every_family_with_the_engines_breakdown(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``amari-gpu bench --family latency``: a row per family on the host device, each with
-    its median, the engine's recorded steps and its fast-path record; the machine named."""
+    its median, the engine's recorded steps and its fast-path record; the machine named; and
+    the planner's cost alone for 8 and 16 made-up devices, on their own adapters or one."""
     import json
 
     from amari_gpu.tools.bench_latency import STEPS, calls
@@ -181,3 +182,12 @@ def test_the_latency_bench_reports_every_family_with_the_engines_breakdown(
         assert set(row["steps_us"]) == set(STEPS)
         assert row["steps_us"]["kernel"] > 0
         assert row["fast_path"] is True
+    planning = result["planning"]
+    assert [(p["devices"], p["adapters"], p["strategy"]) for p in planning] == [
+        (n, adapters, strategy)
+        for n in (8, 16)
+        for adapters in (n, 1)
+        for strategy in ("latency", "auto")
+    ]
+    for p in planning:
+        assert p["median_us"] > 0 and 1 <= p["busy"] <= p["devices"]

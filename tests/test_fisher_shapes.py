@@ -68,7 +68,7 @@ def test_host_arrays_of_any_shape_reach_the_core(ctx2: ag.MultiGpuContext) -> No
         _native.fisher_categorical(ctx2._native, np.zeros((2, 3, 4), np.float32), False, out=None)
     assert str(raised.value) == "probs: expected shape (N, W), got (2, 3, 4)"
     with pytest.raises(ag.ShapeError) as raised:
-        ctx2.fisher_categorical(logits=np.zeros((2, 3, 4)), out=out)
+        ctx2.fisher_categorical(logits=np.zeros((2, 3, 4), np.float32), out=out)
     assert str(raised.value) == "logits: expected shape (N, W), got (2, 3, 4)"
     scores = np.ones((5, 2), np.float32)
     with pytest.raises(ag.ShapeError, match=r"^weights: expected shape \(5,\), got \(5, 1\)$"):

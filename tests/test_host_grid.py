@@ -202,6 +202,36 @@ def test_blocked_host_rounds_give_the_bits_of_lavapipe_and_of_the_fused_steps(
     )
 
 
+def test_grid_calls_of_changing_sizes_reuse_buffers_without_stale_cells(host_alone, lavapipe):
+    """Boards and host bands land in buffers earlier calls handed back (zeroed when taken):
+    a large grid, then smaller and wider ones, heat and Life interleaved, each gives its own
+    bits, on the host alone and on lavapipe."""
+    shapes = [(300, 67, 16, 16), (5, 3, 4, 9), (64, 130, 7, 23), (1, 9, 16, 17), (300, 67, 3, 5)]
+    for h, w, halo, steps in shapes:
+        grid = _heat_grid(h, w)
+        for b in BOUNDARIES:
+            got = host_alone.stencil(grid, steps, ALPHA, b, halo)
+            assert np.array_equal(got, heat_bits(grid, steps, ALPHA, b, fused=True)), (h, w, b)
+            got = lavapipe.stencil(grid, steps, ALPHA, b, halo)
+            assert np.array_equal(got, heat_bits(grid, steps, ALPHA, b, fused=False)), (h, w, b)
+        cells = _life_grid(h, w)
+        want = life_reference(cells, steps)
+        assert np.array_equal(host_alone.life(cells, steps, halo=halo), want), (h, w)
+
+
+def test_a_restart_after_a_host_fault_rebuilds_a_scaled_board(lavapipe):
+    """A grid near the float32 limit runs scaled; a restart without the failed host device
+    builds its board again from the caller's grid, scaled the same: lavapipe's bits."""
+    ctx = MultiGpuContext(backends=["vulkan", "host"])
+    host = _host(ctx)
+    grid = _heat_grid(40, 33) * np.float32(3e38)
+    ctx.inject_fault(host, after_chunks=2)
+    got = ctx.stencil(grid, 9, ALPHA, "periodic", halo=2, split=[20, 20])
+    assert ctx.last_run is not None and [d for d, _ in ctx.last_run.failures] == [host]
+    assert np.array_equal(got, lavapipe.stencil(grid, 9, ALPHA, "periodic", halo=2))
+    assert np.array_equal(grid, _heat_grid(40, 33) * np.float32(3e38)), "input untouched"
+
+
 def test_rebalancing_moves_rows_to_and_from_the_host(lavapipe, lavapipe_host):
     h, w, steps = 256, 256, 40
     grid = _heat_grid(h, w)

@@ -139,7 +139,11 @@ def test_same_bits_for_any_device_count_and_strategy(
         plan = ctx.last_plan
         assert plan is not None
         assert sum(w.items for w in plan.assignments) == N
-        assert sum(1 for w in plan.assignments if w.items) >= 2, strategy
+        if strategy == "balanced":
+            # The other strategies decide from measured timings (a loaded machine may rightly
+            # keep 5,003 rows on one device); balanced always splits, so the bits above were
+            # compared against a split run at least once.
+            assert sum(1 for w in plan.assignments if w.items) >= 2, strategy
 
 
 def test_a_device_failing_mid_call_changes_nothing(

@@ -117,7 +117,7 @@ def test_out_numpy_and_device_array(mixed: ag.MultiGpuContext) -> None:
     assert mixed.tropical_matmul(da, b, "min_plus", out=out) is out
     assert np.array_equal(out, want)
     # A DeviceArray out keeps its own sharding and takes the result's bits.
-    target = mixed.asarray(np.zeros((300, 24)), strategy="capability")
+    target = mixed.asarray(np.zeros((300, 24), np.float32), strategy="capability")
     sharding = target.sharding
     assert mixed.tropical_matmul(da, b, "min_plus", out=target) is target
     assert target.sharding == sharding
@@ -133,7 +133,9 @@ def test_out_numpy_and_device_array(mixed: ag.MultiGpuContext) -> None:
         mixed.tropical_matmul(mixed.asarray(a), bad, out=target)
     assert np.array_equal(target.numpy(), before)
     with pytest.raises(ag.ShapeError, match=r"out: expected shape \(300, 24\)"):
-        mixed.tropical_matmul(mixed.asarray(a), b, out=mixed.asarray(np.zeros((300, 23))))
+        mixed.tropical_matmul(
+            mixed.asarray(a), b, out=mixed.asarray(np.zeros((300, 23), np.float32))
+        )
 
 
 def test_chains_stay_resident(ctx3: ag.MultiGpuContext) -> None:
@@ -287,7 +289,7 @@ def test_large_magnitudes_give_the_numpy_bits_where_the_rows_live(
     got = mixed.tropical_matmul(da, small)
     assert [s[1:] for s in got.sharding] == [s[1:] for s in da.sharding]
     assert np.array_equal(got.numpy(), want)
-    target = mixed.asarray(np.zeros((300, 24)), strategy="capability")
+    target = mixed.asarray(np.zeros((300, 24), np.float32), strategy="capability")
     sharding = target.sharding
     assert mixed.tropical_matmul(da, small, out=target) is target
     assert target.sharding == sharding

@@ -79,9 +79,10 @@ def test_mypy_binds_each_method_to_its_shape_and_picks_the_overload(tmp_path: Pa
     assert host.startswith("numpy.ndarray[")
     expected = []
     for shape, _, _ in CASES.values():
-        # Geometric and tropical algebra keep float32 and float64: their host results say
-        # either.
-        result = floating if shape.startswith(("Ga", "Tropical")) else host
+        # Geometric and tropical algebra and the per-sample Fisher maps keep float32 and
+        # float64: their host results say either.
+        kept = ("Ga", "Tropical", "FisherCategorical", "FisherGaussian")
+        result = floating if shape.startswith(kept) else host
         expected += [f"amari_gpu._shapes.{shape}", result, "amari_gpu.array.DeviceArray", result]
     assert revealed == expected
 

@@ -90,12 +90,23 @@ def result_dtype(
     return promoted if promoted in kernels else FLOAT32
 
 
-def resident_dtype(dtype: Any, what: str) -> np.dtype[Any]:
-    """The dtype of ``what`` on DeviceArrays, which hold float32: float32, ``dtype=`` other
-    than float32 refused naming it."""
-    want = requested(dtype)
-    if want is not None and want != FLOAT32:
-        raise InvalidArgumentError(
-            f"dtype: DeviceArrays hold float32, so {what} on one computes in float32, got {want}"
-        )
-    return FLOAT32
+def resident_dtype(
+    named: Sequence[tuple[str, Any]],
+    dtype: Any,
+    kernels: Sequence[np.dtype[Any]],
+    what: str,
+    resident: type[Any],
+) -> np.dtype[Any]:
+    """:func:`result_dtype` of a call with DeviceArray operands (instances of ``resident``),
+    which count with their dtype and must hold the dtype ``what`` computes in: DeviceArrays
+    are not converted on the devices, so one of another dtype is refused, naming it."""
+    kept = result_dtype(named, dtype, kernels)
+    for name, value in named:
+        held = getattr(value, "dtype", None) if isinstance(value, resident) else kept
+        if held != kept:
+            raise InvalidArgumentError(
+                f"{name}: expected a DeviceArray of {kept} (the dtype {what} computes in "
+                f"here), got one of {held}; DeviceArrays are not converted on the "
+                f"devices: gather it (np.asarray) and ctx.asarray(..., dtype=numpy.{kept}) it"
+            )
+    return kept

@@ -1,8 +1,8 @@
 """Geometric algebra, what every operation shares: argument conversion (algebra, operands
 as rows or DeviceArray handles, grades), the dtype a call computes in (the package's rule,
-:mod:`amari_gpu._dtypes`: float16, float32 and float64 kept, every operation
-having float64 kernels and all but ``normalize``, ``scalar_product`` and
-``sandwich`` float16 ones; DeviceArrays hold float32) and the one native call of every
+:mod:`amari_gpu._dtypes`: float16, float32 and float64 kept, every operation having
+float64 kernels and all but ``normalize``, ``scalar_product`` and ``sandwich`` float16
+ones; DeviceArrays count with their dtype) and the one native call of every
 operation. The operations themselves are in :mod:`amari_gpu.ga` (products) and
 :mod:`amari_gpu.ga_unary` (one-operand maps)."""
 
@@ -39,16 +39,18 @@ def _kept(
 ) -> np.dtype[Any]:
     """The dtype a call computes in and returns: float16, float32 and float64 are kept (numpy's
     promotion of the operands' dtypes, integers to float64, ``dtype=`` overriding), except
-    that ``normalize``, ``scalar_product`` and ``sandwich`` compute in
-    float32 and float64 (float16 operands in float32), and an operation on DeviceArrays
-    (which hold float32) in float32."""
+    that ``normalize``, ``scalar_product`` and ``sandwich`` compute in float32 and float64
+    (float16 operands in float32). A DeviceArray operand counts with its dtype and must hold
+    the dtype the call computes in (DeviceArrays are not converted on the devices): one that
+    does not is refused, naming it."""
     if dtype is None and all(
         type(value) is np.ndarray and value.dtype == np.float32 for _, value in named
     ):
         return FLOAT32
+    kernels = _KERNELS.get(operation, (FLOAT16, FLOAT32, FLOAT64))
     if resident:
-        return resident_dtype(dtype, "an operation")
-    return result_dtype(named, dtype, _KERNELS.get(operation, (FLOAT16, FLOAT32, FLOAT64)))
+        return resident_dtype(named, dtype, kernels, operation, DeviceArray)
+    return result_dtype(named, dtype, kernels)
 
 
 _KERNELS: dict[str, tuple[np.dtype[Any], ...]] = {
@@ -156,32 +158,34 @@ def _numpy_rows(
     return rows, (lead if operation == "scalar_product" else (*lead, width))
 
 
-def _resident_operand(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...]]:
-    """The native operand of ``value`` and its shape: a live DeviceArray's handle, or
-    float32 rows of the array's own width (the core checks the widths)."""
+def _resident_operand(
+    ctx: Any, name: str, value: Any, kept: np.dtype[Any]
+) -> tuple[Any, tuple[int, ...]]:
+    """The native operand of ``value`` and its shape: a live DeviceArray's handle, or rows
+    of dtype ``kept`` of the array's own width (the core checks the widths)."""
     if isinstance(value, DeviceArray):
         return value._live(name, ctx), value.shape
     array = real_array(name, value)
-    return _rows(name, array, array.shape[:-1], FLOAT32), array.shape
+    return _rows(name, array, array.shape[:-1], kept), array.shape
 
 
 def _resident_rows(
-    ctx: Any, call: tuple[str, Algebra, int], named: list[tuple[str, Any]]
+    ctx: Any, call: tuple[str, Algebra, int], named: list[tuple[str, Any]], kept: np.dtype[Any]
 ) -> tuple[list[Any], tuple[int, ...], bool]:
     """Operands of ``call`` (operation, algebra, grades) with a DeviceArray among them as
     the core's rows, checked by the core in the shapes the caller gave them: DeviceArray
-    handles and float32 rows, a single multivector gathered (one row: the core applies it
+    handles and rows of dtype ``kept``, a single multivector gathered (one row: the core applies it
     to every row); leading shapes equal (DeviceArrays do not broadcast). Returns them, the
     result's shape, and whether every operand is a single multivector gathered (then
     nothing is resident)."""
     operation, algebra, grades = call
-    converted = [_resident_operand(ctx, name, value) for name, value in named]
+    converted = [_resident_operand(ctx, name, value, kept) for name, value in named]
     shapes = [shape for _, shape in converted]
     batch = any(math.prod(shape[:-1]) != 1 for shape in shapes)
     # A 1-D DeviceArray is always gathered: asarray keeps it as 2^n rows of one word, a
     # layout no GA kernel reads.
     native = [
-        _rows(name, np.asarray(value, dtype=np.float32), (), FLOAT32)
+        _rows(name, np.asarray(value), (), kept)
         if math.prod(shape[:-1]) == 1
         and isinstance(value, DeviceArray)
         and (batch or value.ndim == 1)
@@ -238,7 +242,7 @@ class GaBase(KernelHost):
         kept = _kept(operation, named, dtype, resident)
         single = False
         if resident:
-            rows, shape, single = _resident_rows(self, call, named)
+            rows, shape, single = _resident_rows(self, call, named, kept)
         else:
             rows, shape = _numpy_rows(call, named, kept)
         target = (

@@ -72,22 +72,22 @@ class Kernels(Protocol):
     def fisher_categorical(
         self,
         ctx: Any,
-        values: _native.DeviceArray | F32,
+        values: _native.DeviceArray | npt.NDArray[np.float32 | np.float64],
         logits: bool,
         strategy: str | None = None,
-        out: _native.DeviceArray | F32 | None = None,
+        out: _native.DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
         values_shape: tuple[int, ...] | None = None,
-    ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
+    ) -> tuple[_native.DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...
     def fisher_gaussian(
         self,
         ctx: Any,
-        mean: _native.DeviceArray | F32,
-        var: _native.DeviceArray | F32,
+        mean: _native.DeviceArray | npt.NDArray[np.float32 | np.float64],
+        var: _native.DeviceArray | npt.NDArray[np.float32 | np.float64],
         strategy: str | None = None,
-        out: _native.DeviceArray | F32 | None = None,
+        out: _native.DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
         mean_shape: tuple[int, ...] | None = None,
         var_shape: tuple[int, ...] | None = None,
-    ) -> tuple[_native.DeviceArray | F32, Plan | None]: ...
+    ) -> tuple[_native.DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...
     def stencil(
         self,
         ctx: Any,

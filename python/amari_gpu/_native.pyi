@@ -330,6 +330,10 @@ class DeviceArray:
     @property
     def cols(self) -> int: ...
     @property
+    def dtype(self) -> str: ...
+    @property
+    def placement(self) -> Plan | None: ...
+    @property
     def live(self) -> bool: ...
     def sharding(self, argument: str) -> list[tuple[int, int, int]]: ...
     def lineage_host_bytes(self) -> int: ...
@@ -354,7 +358,7 @@ def ga_apply(
 __all__ += ["resident_gather", "resident_rows", "resident_upload"]
 
 def resident_upload(
-    ctx: Context, x: npt.NDArray[np.float32], strategy: str | None = None
+    ctx: Context, x: npt.NDArray[np.float32], strategy: str | None = None, dtype: str = "float32"
 ) -> DeviceArray: ...
 def resident_gather(
     ctx: Context, x: DeviceArray, out: npt.NDArray[np.float32] | None = None
@@ -416,21 +420,21 @@ def fisher_information(
 ) -> tuple[npt.NDArray[np.float64], Plan | None]: ...
 def fisher_categorical(
     ctx: Context,
-    values: DeviceArray | npt.NDArray[np.float32],
+    values: DeviceArray | npt.NDArray[np.float32 | np.float64],
     logits: bool,
     strategy: str | None = None,
-    out: DeviceArray | npt.NDArray[np.float32] | None = None,
+    out: DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
     values_shape: tuple[int, ...] | None = None,
-) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
+) -> tuple[DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...
 def fisher_gaussian(
     ctx: Context,
-    mean: DeviceArray | npt.NDArray[np.float32],
-    var: DeviceArray | npt.NDArray[np.float32],
+    mean: DeviceArray | npt.NDArray[np.float32 | np.float64],
+    var: DeviceArray | npt.NDArray[np.float32 | np.float64],
     strategy: str | None = None,
-    out: DeviceArray | npt.NDArray[np.float32] | None = None,
+    out: DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
     mean_shape: tuple[int, ...] | None = None,
     var_shape: tuple[int, ...] | None = None,
-) -> tuple[DeviceArray | npt.NDArray[np.float32], Plan | None]: ...
+) -> tuple[DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...
 
 # --- the empirical Fisher call in three steps (a cluster's nodes) ---
 __all__ += ["fisher_finish", "fisher_partials", "fisher_prepare"]

@@ -285,15 +285,17 @@ class FisherCategorical(Protocol):
         probs: Any = None,
         logits: Any = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
-        out: npt.NDArray[np.float32],
-    ) -> npt.NDArray[np.float32]: ...
+        out: npt.NDArray[np.float32 | np.float64],
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
     @overload
     def __call__(
         self,
         probs: DeviceArray,
         logits: None = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: DeviceArray | None = None,
     ) -> DeviceArray: ...
@@ -303,13 +305,20 @@ class FisherCategorical(Protocol):
         probs: None = None,
         *,
         logits: DeviceArray,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: DeviceArray | None = None,
     ) -> DeviceArray: ...
     @overload
     def __call__(
-        self, probs: Any = None, logits: Any = None, *, strategy: str | None = None, out: Any = None
-    ) -> npt.NDArray[np.float32]: ...
+        self,
+        probs: Any = None,
+        logits: Any = None,
+        *,
+        dtype: npt.DTypeLike | None = None,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
 
 
 class FisherGaussian(Protocol):
@@ -317,14 +326,21 @@ class FisherGaussian(Protocol):
 
     @overload
     def __call__(
-        self, mean: Any, var: Any, *, strategy: str | None = None, out: npt.NDArray[np.float32]
-    ) -> npt.NDArray[np.float32]: ...
+        self,
+        mean: Any,
+        var: Any,
+        *,
+        dtype: npt.DTypeLike | None = None,
+        strategy: str | None = None,
+        out: npt.NDArray[np.float32 | np.float64],
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
     @overload
     def __call__(
         self,
         mean: DeviceArray,
         var: Any,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: DeviceArray | None = None,
     ) -> DeviceArray: ...
@@ -334,13 +350,20 @@ class FisherGaussian(Protocol):
         mean: Any,
         var: DeviceArray,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: DeviceArray | None = None,
     ) -> DeviceArray: ...
     @overload
     def __call__(
-        self, mean: Any, var: Any, *, strategy: str | None = None, out: Any = None
-    ) -> npt.NDArray[np.float32]: ...
+        self,
+        mean: Any,
+        var: Any,
+        *,
+        dtype: npt.DTypeLike | None = None,
+        strategy: str | None = None,
+        out: Any = None,
+    ) -> npt.NDArray[np.float32 | np.float64]: ...
 
 
 # end of generated shapes

@@ -55,8 +55,10 @@ def ga_apply(
     "One geometric-algebra operation over rows; the result and the plan (None if resident)."
 
 # --- resident arrays [resident] ---
-def resident_upload(ctx, x: host[f32, "(N, W)"], strategy: str | None = None) -> resident[f32]:
-    "Uploads the rows of x into shards over the context's devices."
+def resident_upload(
+    ctx, x: host[f32, "(N, W) words"], strategy: str | None = None, dtype: str = "float32"
+) -> resident[f32]:
+    "Uploads the rows of x (words of dtype values) into shards over the devices running dtype."
 
 def resident_gather(ctx, x: resident[f32, "(N, W)"], out: host[f32, "(N, W)"] | None = None
 ) -> host[f32]:
@@ -110,18 +112,18 @@ def fisher_information(
 
 @kernel
 def fisher_categorical(
-    ctx, values: either[f32, "(N, K)"], logits: bool, strategy: str | None = None,
-    out: either[f32, "(N, K, K)"] | None = None, values_shape: tuple[int, ...] | None = None,
-) -> tuple[either[f32], Plan | None]:
-    "Fisher information of N categorical distributions; values_shape: the caller's shape."
+    ctx, values: either[float, "(N, K)"], logits: bool, strategy: str | None = None,
+    out: either[float, "(N, K, K)"] | None = None, values_shape: tuple[int, ...] | None = None,
+) -> tuple[either[float], Plan | None]:
+    "N categorical Fisher matrices, in the values' dtype; values_shape: the caller's shape."
 
 @kernel
 def fisher_gaussian(
-    ctx, mean: either[f32, "(N, D)"], var: either[f32, "(N, D)"], strategy: str | None = None,
-    out: either[f32, "(N, 2D, 2D)"] | None = None, mean_shape: tuple[int, ...] | None = None,
-    var_shape: tuple[int, ...] | None = None,
-) -> tuple[either[f32], Plan | None]:
-    "Fisher information of N diagonal Gaussians; *_shape: the caller's shapes."
+    ctx, mean: either[float, "(N, D)"], var: either[float, "(N, D)"],
+    strategy: str | None = None, out: either[float, "(N, 2D, 2D)"] | None = None,
+    mean_shape: tuple[int, ...] | None = None, var_shape: tuple[int, ...] | None = None,
+) -> tuple[either[float], Plan | None]:
+    "Fisher information of N diagonal Gaussians, in the rows' dtype; *_shape: the caller's."
 
 # --- the empirical Fisher call in three steps (a cluster's nodes) [fisher_split] ---
 def fisher_prepare(
@@ -418,6 +420,7 @@ FISHER_MATRIX = Shape(
     (Arg("scores", resident=True), Arg("weights", default="None")),
     _F64,
     resident_result=False,
+    keywords=(_DTYPE,),
 )
 FISHER_CATEGORICAL = Shape(
     "FisherCategorical",
@@ -425,17 +428,21 @@ FISHER_CATEGORICAL = Shape(
         Arg("probs", default="None", resident=True, one_of=True),
         Arg("logits", default="None", resident=True, one_of=True),
     ),
-    _F32,
+    _FLOAT,
+    keywords=(_DTYPE,),
 )
 FISHER_GAUSSIAN = Shape(
-    "FisherGaussian", (Arg("mean", resident=True), Arg("var", resident=True)), _F32
+    "FisherGaussian",
+    (Arg("mean", resident=True), Arg("var", resident=True)),
+    _FLOAT,
+    keywords=(_DTYPE,),
 )
 NATURAL_GRADIENT = Shape(
     "NaturalGradient",
     (Arg("scores", resident=True), Arg("grad"), Arg("damping", "float")),
     _F64,
     resident_result=False,
-    keywords=(Arg("weights", default="None"), Arg("fisher", default="None")),
+    keywords=(Arg("weights", default="None"), Arg("fisher", default="None"), _DTYPE),
 )
 
 METHODS: tuple[Method, ...] = (

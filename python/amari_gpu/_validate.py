@@ -192,7 +192,7 @@ def output(
     array, whose mask would be ignored) sharing no memory with any of ``inputs`` (the
     caller's arguments by name, as given, before any conversion). This is the one place ``out=``
     is checked. A DeviceArray ``out`` is taken when ``resident`` is the context of a call with
-    DeviceArray operands (live, of that context, exactly ``shape`` and float32; it may be one
+    DeviceArray operands (live, of that context, exactly ``shape`` and ``dtype``; it may be one
     of the inputs, since the result is written into fresh shards that then replace its own);
     it is returned as given, otherwise refused."""
     if out is None:
@@ -205,8 +205,10 @@ def output(
                 f"out: expected shape {shape_text(shape)} (the result's), got "
                 f"{shape_text(out.shape)}"
             )
-        if np.dtype(dtype) != np.float32:
-            raise TypeError(f"out: expected dtype {np.dtype(dtype)} (the result's), got float32")
+        if np.dtype(dtype) != out.dtype:
+            raise TypeError(
+                f"out: expected dtype {np.dtype(dtype)} (the result's), got {out.dtype}"
+            )
         return out
     if as_out is not None:
         raise TypeError(

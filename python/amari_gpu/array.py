@@ -1,9 +1,10 @@
 """Device-resident arrays: ``ctx.asarray(x)`` uploads rows into shards over the context's
 devices, kernels run where the rows live, ``numpy()`` (or ``np.asarray``) gathers.
 
-A :class:`DeviceArray` is rows of float32: shape ``(N,)``, ``(N, C)`` or ``(..., C)`` (the
-leading axes are the rows). Its ``sharding`` says which device holds which rows. What
-``asarray`` keeps of the source: a host copy of the float32 rows (``nbytes`` of host
+A :class:`DeviceArray` is rows of float16, float32 or float64 values (its ``dtype``): shape
+``(N,)``, ``(N, C)`` or ``(..., C)`` (the leading axes are the rows). Its ``sharding`` says
+which device holds which rows; float64 and float16 rows live only on devices that compute in
+that dtype. What ``asarray`` keeps of the source: a host copy of the rows (``nbytes`` of host
 memory per uploaded array; arrays computed from it keep only the kernel and a reference to
 their operands' lineage, plus a copy of any numpy operand), so rows lost with a failed
 device are computed again on the others, bit-identical.
@@ -19,16 +20,18 @@ import numpy.typing as npt
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from . import _native, array_ops
+from ._dtypes import FLOAT16, KEPT, result_dtype
 from ._mixin import KernelHost
-from ._validate import as_float32, real_array, shape_text
+from ._validate import contiguous, real_array, shape_text
 from .errors import InvalidArgumentError, ShapeError
 from .planning import optional_strategy
 
 
 class DeviceArray(NDArrayOperatorsMixin):
-    """Float32 rows held on a context's devices. Create with ``ctx.asarray(x)``; GA methods
-    of the context take and return them. Released by :meth:`free`, when garbage-collected
-    and when the context closes.
+    """Rows of float16, float32 or float64 values held on a context's devices. Create with
+    ``ctx.asarray(x)`` (which keeps ``x``'s dtype, as numpy does); the context's methods
+    take them and return them in the dtype they computed in. Released by :meth:`free`, when
+    garbage-collected and when the context closes.
 
     Acts like an array where that keeps the rows on the devices (``array_ops``): ``x[i]``
     and ``x[a:b]`` are new DeviceArrays holding a copy of those rows; ``+ - * /``, the
@@ -36,12 +39,14 @@ class DeviceArray(NDArrayOperatorsMixin):
     comparison gives numpy's bool array); other numpy functions (``np.sum``...) are refused,
     ``np.asarray(x)`` being the explicit way home."""
 
-    __slots__ = ("__weakref__", "_ctx", "_handle", "_shape")
+    __slots__ = ("__weakref__", "_ctx", "_dtype", "_handle", "_shape")
 
     def __init__(self, handle: _native.DeviceArray, ctx: Any, shape: tuple[int, ...]) -> None:
         self._handle = handle
         self._ctx = ctx
         self._shape = shape
+        # The handle knows the dtype of its values (a RayContext's holds float32).
+        self._dtype: np.dtype[Any] = np.dtype(getattr(handle, "dtype", "float32"))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -49,9 +54,9 @@ class DeviceArray(NDArrayOperatorsMixin):
         return self._shape
 
     @property
-    def dtype(self) -> np.dtype[np.float32]:
-        """Always float32."""
-        return np.dtype(np.float32)
+    def dtype(self) -> np.dtype[Any]:
+        """The dtype of its values: float16, float32 or float64."""
+        return self._dtype
 
     @property
     def ndim(self) -> int:
@@ -66,7 +71,7 @@ class DeviceArray(NDArrayOperatorsMixin):
     @property
     def nbytes(self) -> int:
         """Bytes of its elements (held on the devices, spread over the shards)."""
-        return 4 * self.size
+        return self._dtype.itemsize * self.size
 
     def __len__(self) -> int:
         if not self._shape:
@@ -100,11 +105,13 @@ class DeviceArray(NDArrayOperatorsMixin):
         """Checks the array can take a result of a call on ``ctx`` (``out=``)."""
         self._live("out", ctx)
 
-    def numpy(self) -> npt.NDArray[np.float32]:
-        """Gathers every row into a new float32 array, each shard straight from its device."""
+    def numpy(self) -> npt.NDArray[Any]:
+        """Gathers every row into a new array of its dtype, each shard straight from its
+        device."""
         handle = self._live("x", self._ctx)
+        # The devices' words, seen as the values they hold (their bits unchanged).
         out = _native.resident_gather(self._ctx._native, handle)
-        return out.reshape(self._shape)
+        return out.view(self._dtype).reshape(self._shape)
 
     def __getitem__(self, key: Any) -> DeviceArray:
         return array_ops.take(self, key)
@@ -137,11 +144,10 @@ class DeviceArray(NDArrayOperatorsMixin):
         )
 
     def __repr__(self) -> str:
+        head = f"DeviceArray(shape={shape_text(self._shape)}, dtype={self._dtype}"
         if self.freed:
-            return f"DeviceArray(shape={shape_text(self._shape)}, dtype=float32, freed)"
-        return (
-            f"DeviceArray(shape={shape_text(self._shape)}, dtype=float32, sharding={self.sharding})"
-        )
+            return f"{head}, freed)"
+        return f"{head}, sharding={self.sharding})"
 
 
 def _rows_of(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -156,23 +162,41 @@ class ResidentMixin(KernelHost):
 
     _array_class = DeviceArray
 
-    def asarray(self, x: Any, strategy: str | None = None) -> DeviceArray:
-        """Uploads ``x`` (any real dtype, converted to float32 like every kernel input; at
-        least one axis) into row shards placed by ``strategy`` (default: the context's).
-        Rows are the first axis of a 1-D array, else every axis but the last. Keeps a host
-        copy of the float32 rows to rebuild shards lost with a device."""
+    def asarray(self, x: Any, dtype: Any = None, strategy: str | None = None) -> DeviceArray:
+        """Uploads ``x`` (at least one axis) into row shards placed by ``strategy`` (default:
+        the context's), keeping its dtype as numpy does: float16, float32 and float64 kept,
+        bool and integers as float64, ``dtype=`` (float16, float32 or float64) overriding.
+        Rows are the first axis of a 1-D array, else every axis but the last; float16 rows
+        hold an even number of values (two to a 4-byte word on the devices). float64 and
+        float16 rows go only to devices that compute in that dtype: ``last_plan`` is the
+        placement, its ``left_out`` naming the devices skipped and why; a context with none
+        refuses (``InvalidArgumentError`` naming them). Keeps a host copy of the rows to
+        rebuild shards lost with a device."""
         if isinstance(x, DeviceArray):
             x._live("x", self)
+            want = result_dtype([("x", x)], dtype, KEPT)
+            if want != x.dtype:
+                raise InvalidArgumentError(
+                    f"dtype: x is a {x.dtype} DeviceArray and DeviceArrays are not converted "
+                    f"on the devices, got dtype={want}; gather it (np.asarray(x)) and "
+                    "asarray that with the dtype"
+                )
             return x
-        flat, shape = host_rows(x)
-        handle = _native.resident_upload(self._native, flat, optional_strategy(strategy))
+        words, shape, kept = host_rows(x, dtype)
+        handle = _native.resident_upload(
+            self._native, words, optional_strategy(strategy), kept.name
+        )
+        self._record(handle.placement)
         return DeviceArray(handle, self, shape)
 
 
-def host_rows(x: Any) -> tuple[npt.NDArray[np.float32], tuple[int, ...]]:
-    """``x`` as ``asarray`` takes it (any real dtype, at least one axis, rows of at least
-    one element): its float32 rows (``_rows_of``) and its shape."""
+def host_rows(x: Any, dtype: Any = None) -> tuple[npt.NDArray[np.float32], tuple[int, ...], Any]:
+    """``x`` as ``asarray`` takes it (a real dtype, at least one axis, rows of at least one
+    element; ``dtype``: see ``asarray``): its rows (``_rows_of``) in the kept dtype as the
+    devices' 4-byte words (two per float64 value, two float16 values per word), its shape
+    and that dtype."""
     array = real_array("x", x)
+    kept = result_dtype([("x", array)], dtype, KEPT)
     if array.ndim == 0:
         raise ShapeError("x: expected an array with at least one axis, got a scalar")
     rows, cols = _rows_of(array.shape)
@@ -180,7 +204,14 @@ def host_rows(x: Any) -> tuple[npt.NDArray[np.float32], tuple[int, ...]]:
         raise ShapeError(
             f"x: expected rows of at least one element, got shape {shape_text(array.shape)}"
         )
-    return as_float32("x", array.reshape(rows, cols)), tuple(array.shape)
+    if kept == FLOAT16 and cols % 2:
+        raise ShapeError(
+            f"x: expected float16 rows of an even number of values (two to a 4-byte word on "
+            f"the devices; a 1-D array is rows of one value), got shape "
+            f"{shape_text(array.shape)}; pass dtype=numpy.float32, or pad the last axis"
+        )
+    values = contiguous("x", array.reshape(rows, cols), kept)
+    return values.view(np.float32), tuple(array.shape), kept
 
 
 def returned(

@@ -3,10 +3,13 @@ resident copy of the rows, on the devices holding them), elementwise arithmetic 
 ufuncs computed where the rows live, and numpy functions that would gather every row
 refused, naming ``np.asarray(x)`` as the explicit way home.
 
-The ufuncs computed on the devices are numpy's float32 ones, bit for bit: ``+ - * /``,
-the six comparisons, ``negative``, ``absolute`` and ``sqrt`` (one IEEE operation per word,
-see ``rust/amari-gpu/src/elementwise/``). Others (``exp``, ``log``, ``sin``...) are refused:
-WGSL leaves their last bits to the driver, so they would not match numpy.
+The ufuncs computed on the devices are numpy's ones of the array's dtype (float16, float32
+or float64), bit for bit: ``+ - * /``, the six comparisons, ``negative``, ``absolute`` and
+``sqrt`` (one IEEE operation per value, float16 computed in float32 and rounded once as
+numpy does, see ``rust/amari-gpu/src/elementwise/``). Operands promote as numpy 2 does (a
+Python scalar takes the array's dtype); a promotion to another dtype than the DeviceArray's
+is refused, naming the dtype numpy would compute in. Others (``exp``, ``log``, ``sin``...) are
+refused: WGSL leaves their last bits to the driver, so they would not match numpy.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from ._validate import shape_text
 from .errors import InvalidArgumentError, ShapeError
@@ -94,16 +96,24 @@ def take(x: DeviceArray, key: Any) -> DeviceArray:
         start = index % n
         stop = start + 1
         shape = x.shape[1:]
-        # A row of a 2-D array is a 1-D array: its words become rows of one word.
-        cols = 1 if x.ndim == 2 else None
+        # A row of a 2-D array is a 1-D array: its values become rows of one value.
+        if x.ndim == 2:
+            if x.dtype.itemsize < 4:
+                raise InvalidArgumentError(
+                    f"key: x[{index}] of a 2-D {x.dtype} DeviceArray would be a 1-D one, whose "
+                    "rows of one value DeviceArrays do not hold (two float16 values to a "
+                    f"word); take x[{index}:{index + 1}] (a 2-D array of one row)"
+                )
+            cols = x.dtype.itemsize // 4
     handle = x._live("x", x._ctx)
     rows = _kernels(x).resident_rows(x._ctx._native, handle, start * per, stop * per, cols)
     return type(x)(rows, x._ctx, shape)
 
 
 def ufunc(x: DeviceArray, func: np.ufunc, method: str, inputs: Any, kwargs: Any) -> Any:
-    """``__array_ufunc__``: the ufuncs computed on the devices, bit for bit numpy's float32
-    results; a comparison's 1.0/0.0 words come home as numpy's bool array."""
+    """``__array_ufunc__``: the ufuncs computed on the devices, bit for bit numpy's results
+    in the DeviceArray's dtype; a comparison's 1.0/0.0 values come home as numpy's bool
+    array."""
     name = func.__name__
     if method != "__call__":
         raise _home(f"np.{name}.{method} is not computed on a DeviceArray's devices")
@@ -138,11 +148,19 @@ def ufunc(x: DeviceArray, func: np.ufunc, method: str, inputs: Any, kwargs: Any)
                 f"np.{name}: expected two DeviceArrays of one shape (they do not broadcast), "
                 f"got {shape_text(inputs[0].shape)} and {shape_text(inputs[1].shape)}"
             )
+        if inputs[0].dtype != inputs[1].dtype:
+            wide = np.result_type(inputs[0].dtype, inputs[1].dtype)
+            raise InvalidArgumentError(
+                f"np.{name}: expected two DeviceArrays of one dtype, got {inputs[0].dtype} and "
+                f"{inputs[1].dtype}; numpy would compute in {wide}, and DeviceArrays are not "
+                f"converted on the devices: ctx.asarray(np.asarray(x), dtype=numpy.{wide}) "
+                "the narrower one"
+            )
         b, swap = inputs[1]._handle, False
     else:
         swap = inputs[1] is first
-        b = _operand(name, first.shape, inputs[0] if swap else inputs[1])
-    target = _out(name, type(x), ctx, first.shape, out)
+        b = _operand(name, first, inputs[0] if swap else inputs[1])
+    target = _out(name, type(x), ctx, first, out)
     result = _kernels(first).elementwise(ctx._native, name, first._handle, b, swap, target)
     if target is not None:
         return out[0]
@@ -155,44 +173,51 @@ def ufunc(x: DeviceArray, func: np.ufunc, method: str, inputs: Any, kwargs: Any)
         array.free()
 
 
-def _operand(name: str, shape: tuple[int, ...], value: Any) -> npt.NDArray[np.float32]:
-    """The host operand of a DeviceArray of ``shape`` as the native call takes it: one word
-    ``(1, 1)``, one row ``(1, C)`` or every row ``(N, C)``, after numpy 2's promotion rules
-    (a Python scalar keeps float32; anything numpy would compute in float64 is refused)."""
+def _operand(name: str, x: DeviceArray, value: Any) -> np.ndarray[Any, Any]:
+    """The host operand of DeviceArray ``x`` as the native call takes it, in ``x``'s dtype:
+    one value ``(1, 1)`` (float16: ``(1, 2)``, the value twice, filling a word), one row
+    ``(1, C)`` or every row ``(N, C)``, after numpy 2's promotion rules (a Python scalar
+    takes ``x``'s dtype; anything numpy would compute in another dtype is refused)."""
+    shape, dtype = x.shape, x.dtype
+    scalar = (1, 2) if dtype.itemsize == 2 else (1, 1)
     if type(value) in (bool, int, float):  # np.float64 is a float too, but numpy keeps it strong
-        # NEP 50: a Python number takes the array's float32, rounded once.
+        # NEP 50: a Python number takes the array's dtype, rounded once.
         with np.errstate(over="ignore"):
-            return np.full((1, 1), value, dtype=np.float32)
+            return np.full(scalar, value, dtype=dtype)
     array = np.asarray(value)
-    if array.dtype.kind not in "biuf" or np.result_type(np.float32, array.dtype) != np.float32:
+    wide = np.result_type(dtype, array.dtype) if array.dtype.kind in "biuf" else None
+    if wide != dtype:
         raise InvalidArgumentError(
-            f"np.{name}: expected a float32 operand (or one numpy computes with float32 "
-            f"unchanged: a Python number, bool, int8/16, uint8/16), got {array.dtype}; numpy "
-            f"would compute in {np.result_type(np.float32, array.dtype)}, and DeviceArrays hold "
-            "float32: convert it with .astype(np.float32), or gather with np.asarray(x)"
+            f"np.{name}: expected a {dtype} operand (or one numpy computes with {dtype} "
+            f"unchanged: a Python number, or a narrower dtype), got {array.dtype}; numpy would "
+            f"compute in {wide}, and this DeviceArray holds {dtype}: convert the operand with "
+            f".astype(numpy.{dtype}), upload x in {wide} (ctx.asarray(x, dtype=...)), or "
+            "gather with np.asarray(x)"
         )
     try:
-        wide = np.broadcast_shapes(shape, array.shape)
+        broadcast = np.broadcast_shapes(shape, array.shape)
     except ValueError:
-        wide = None
-    if wide != shape:
+        broadcast = None
+    if broadcast != shape:
         raise ShapeError(
             f"np.{name}: expected an operand that broadcasts to the DeviceArray's shape "
             f"{shape_text(shape)} (a DeviceArray is not broadcast itself), got "
             f"{shape_text(array.shape)}"
         )
-    words = array.astype(np.float32)
-    if words.size == 1:
-        return words.reshape(1, 1)
+    values = array.astype(dtype)
+    if values.size == 1:
+        return np.full(scalar, values.reshape(()), dtype=dtype)
     lead = (1,) * (len(shape) - array.ndim) + array.shape
     if len(shape) >= 2 and all(d == 1 for d in lead[:-1]):
-        return np.ascontiguousarray(np.broadcast_to(words.reshape(-1), shape[-1:])).reshape(1, -1)
+        return np.ascontiguousarray(np.broadcast_to(values.reshape(-1), shape[-1:])).reshape(1, -1)
     rows = shape[0] if len(shape) == 1 else math.prod(shape[:-1])
-    return np.ascontiguousarray(np.broadcast_to(words, shape)).reshape(rows, -1)
+    return np.ascontiguousarray(np.broadcast_to(values, shape)).reshape(rows, -1)
 
 
-def _out(name: str, cls: type[DeviceArray], ctx: Any, shape: tuple[int, ...], out: Any) -> Any:
-    """The native handle of a ufunc's ``out=`` (numpy passes it as a tuple), or None."""
+def _out(name: str, cls: type[DeviceArray], ctx: Any, x: DeviceArray, out: Any) -> Any:
+    """The native handle of a ufunc's ``out=`` (numpy passes it as a tuple), or None: a
+    DeviceArray of ``x``'s shape and dtype."""
+    shape = x.shape
     if out is None:
         return None
     given = out[0] if isinstance(out, tuple) and len(out) == 1 else out
@@ -210,4 +235,6 @@ def _out(name: str, cls: type[DeviceArray], ctx: Any, shape: tuple[int, ...], ou
         raise ShapeError(
             f"out: expected shape {shape_text(shape)} (the result's), got {shape_text(given.shape)}"
         )
+    if given.dtype != x.dtype:
+        raise TypeError(f"out: expected dtype {x.dtype} (the result's), got {given.dtype}")
     return given._live("out", ctx)

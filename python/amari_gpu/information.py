@@ -5,11 +5,14 @@ on a device, and the partials are summed on the host in chunk order in float64, 
 is the same bits whatever the devices or the strategy. The categorical and Gaussian Fisher
 matrices are per-sample maps.
 
-Result dtypes: ``fisher_information`` and ``natural_gradient`` return float64 (the partials
-are summed, and the system solved, in float64 on the host); float64 (and bool or integer)
-numpy scores are accumulated in float64 on the devices that run float64, float32 and float16
-ones in float32. ``fisher_categorical`` and ``fisher_gaussian`` return float32 (each entry is
-computed on a device, in float32; float64 inputs are converted to float32).
+Dtypes (the package's rule, :mod:`amari_gpu._dtypes`): every function computes in the
+promoted dtype of its numpy operands (bool and integer as float64), or in ``dtype=`` when
+given. ``fisher_information`` and ``natural_gradient`` return float64 (the partials are
+summed, and the system solved, in float64 on the host); float64 scores accumulate in float64
+on the devices that run float64, float32 and float16 ones in float32. ``fisher_categorical``
+and ``fisher_gaussian`` return the dtype they compute in: float64 computed in float64 on the
+devices that run it, float32 as always, float16 computed in float32 (the operands rounded to
+float16 first) and rounded once to float16. DeviceArrays hold float32, and compute in it.
 
 Every method takes ``out=``: an array of the result's shape and dtype (C-contiguous,
 writeable, sharing no memory with the inputs) that the result is written into and that is
@@ -26,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _shapes
-from ._dtypes import FLOAT32, FLOAT64, result_dtype
+from ._dtypes import FLOAT16, FLOAT32, FLOAT64, requested, resident_dtype, result_dtype
 from ._mixin import KernelHost
 from ._validate import as_float32, contiguous, output, plain_array, real_array, shape_text
 from .array import DeviceArray, returned
@@ -40,21 +43,52 @@ MAX_SCORE_COLUMNS = 4096
 """Largest P of ``fisher_information`` (one chunk's partial must fit a storage binding)."""
 
 
-def _kernel_dtype(scores: Any) -> np.dtype[Any]:
-    """The dtype the Fisher matrix of numpy ``scores`` accumulates in: float64 for float64
-    (and bool or integer) scores, float32 for float32 and float16 ones (see ``_dtypes``)."""
-    return result_dtype([("scores", scores)], kernels=(FLOAT32, FLOAT64))
+_KERNELS = (FLOAT16, FLOAT32, FLOAT64)
+"""The dtypes every Fisher function computes in (float16 as numpy computes it: operands
+rounded to float16, float32 accumulation, results rounded once)."""
 
 
-def _rows(ctx: Any, name: str, value: Any) -> tuple[Any, tuple[int, ...], Any]:
+def _kept(named: list[tuple[str, Any]], dtype: Any) -> np.dtype[Any]:
+    """The dtype a call on ``named`` operands computes in (see the module header): float32
+    when one is a DeviceArray (``dtype=`` other than float32 refused naming it)."""
+    if any(isinstance(value, DeviceArray) for _, value in named):
+        return resident_dtype(named, dtype, (FLOAT32,), "a Fisher function", DeviceArray)
+    return result_dtype(named, dtype, kernels=_KERNELS)
+
+
+def _rows(ctx: Any, name: str, value: Any, kept: np.dtype[Any]) -> tuple[Any, tuple[int, ...], Any]:
     """``value`` as the native functions take it, its shape as the caller gave it, and that
     shape for the native call when the handle cannot tell it: a live DeviceArray's handle
-    (which knows its rows and row width, not an (N, K, K) shape), else a float32 array. The
-    core checks the shape is (N, W), naming ``name``, before any work."""
+    (which knows its rows and row width, not an (N, K, K) shape), else a copy-free when
+    possible array of the dtype that computes ``kept``: float64 for float64, float32 for
+    float32 and for float16 (whose values are rounded to float16 first, on a copy). The core
+    checks the shape is (N, W), naming ``name``, before any work."""
     if isinstance(value, DeviceArray):
         return value._live(name, ctx), value.shape, value.shape
-    native = as_float32(name, value)
+    array = real_array(name, value)
+    if kept == FLOAT16:
+        array = array.astype(np.float16)
+    native = contiguous(name, array, FLOAT64 if kept == FLOAT64 else FLOAT32)
     return native, native.shape, None
+
+
+def _native_out(target: Any, kept: np.dtype[Any]) -> Any:
+    """What the native call writes into: the caller's ``out`` (a DeviceArray's handle),
+    except for float16, computed in float32 and rounded after (see :func:`_finished`)."""
+    if kept == FLOAT16:
+        return None
+    return target._handle if isinstance(target, DeviceArray) else target
+
+
+def _finished(result: Any, target: Any, kept: np.dtype[Any]) -> Any:
+    """A float16 call's float32 result rounded once to float16, into ``target`` when given;
+    any other call's result as it came."""
+    if kept != FLOAT16:
+        return result
+    if target is None:
+        return result.astype(np.float16)
+    target[...] = result
+    return None
 
 
 class InformationGeometryMixin(KernelHost):
@@ -65,6 +99,7 @@ class InformationGeometryMixin(KernelHost):
         scores: Any,
         weights: Any = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: npt.NDArray[np.float64] | None = None,
     ) -> npt.NDArray[np.float64]:
@@ -80,19 +115,31 @@ class InformationGeometryMixin(KernelHost):
         across devices, one partial matrix per chunk of rows; weights rounded to float32),
         summed in float64 on the host in chunk order: the result is bit-identical for any
         device count and strategy, and within 1e-4 of max |F| of the exact value (tested;
-        typically about 1e-7).
+        typically about 1e-7). The chunks (unless the context's ``chunk_items`` says) are a
+        function of N, P and the dtype only: about 64 of a power-of-two count of rows, but
+        never fewer rows than make a chunk's rows 16 times the size of its partial
+        (16,384 rows at P = 256, 1,024 at P = 64) nor more than the kernels' loop bounds
+        or a 128 MiB binding holds.
 
         float64 (and bool or integer) numpy scores are accumulated in float64 on the devices
         that compute in float64 (the host device; wgpu adapters with ``SHADER_F64``, e.g.
         lavapipe; others are left out, and a context of none raises
         ``InvalidArgumentError`` naming them), weights taken in float64: one partial per
-        chunk of at most 16,384 rows, each entry one fused (or, as the devices round it,
+        chunk of at most 16,384 rows (and, by the same rule as float32's, at least enough
+        rows to outweigh its partial 16-fold: 2,048 at P = 256), each entry one fused (or,
+        as the devices round it,
         unfused) multiply-add chain over the chunk's rows in order, the partials summed in
         chunk order. The result is bit-identical for any device count, mix and strategy
         and within N eps of the exact value relative to the sum of the terms' magnitudes
         (tested against longdouble). No scaling in float64: products beyond its range raise
         ``InvalidArgumentError`` naming the entry, tiny ones underflow gradually as in
         numpy's ``g.T @ g``. A DeviceArray's scores accumulate in float32.
+
+        ``dtype=`` (float16, float32 or float64) sets the accumulation instead of the scores'
+        dtype: ``np.float32`` accumulates float64 scores in float32 on purpose (scores and
+        weights rounded to float32), ``np.float64`` float32 scores in float64, ``np.float16``
+        rounds the scores to float16 and accumulates in float32 as numpy would. The result
+        is float64 whatever ``dtype``; a DeviceArray's scores take float32 only.
 
         Scores or weights whose float32 products would underflow or overflow (a column's
         largest |score|, or the largest weight, outside about [2^-40, 2^40]) are scaled by
@@ -116,12 +163,9 @@ class InformationGeometryMixin(KernelHost):
         and are uploaded to each device. Scores holding NaN or infinities are gathered to
         name the first one. ``ctx.last_plan`` is left as it was.
         """
-        wide = not isinstance(scores, DeviceArray) and _kernel_dtype(scores) == FLOAT64
-        if wide:
-            native = contiguous("scores", real_array("scores", scores), np.float64)
-            shape, native_shape = native.shape, None
-        else:
-            native, shape, native_shape = _rows(self, "scores", scores)
+        kept = _kept([("scores", scores)], dtype)
+        wide = kept == FLOAT64
+        native, shape, native_shape = _rows(self, "scores", scores, kept)
         w_native = None
         if weights is not None:
             if isinstance(weights, DeviceArray):
@@ -146,21 +190,30 @@ class InformationGeometryMixin(KernelHost):
         probs: Any = None,
         logits: Any = None,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: Any = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """Fisher information ``diag(p) - p p^T`` of N categorical distributions.
 
         Give exactly one of ``probs`` or ``logits``, (N, K). ``probs`` rows must be finite,
         non-negative and sum to 1 within ``PROBS_SUM_TOLERANCE`` (1e-3, summed in float64).
         With ``logits`` (finite), p = softmax(logits) is computed once on the host, in float64
-        (the row maximum subtracted first) and rounded to float32, so every device mix gives
-        the same bits; ``ctx.last_plan`` is then the plan of the outer products. Returns a new
-        float32 (N, K, K) array whatever the input dtype (float64 inputs are converted to
-        float32); K <= 5792. Each entry is one
-        correctly rounded fused multiply-add, so entries below float32's range (``p_r p_c``
-        under about 1e-45, for probabilities under about 1e-23) come back as 0 or subnormal:
-        the nearest float32, not an error.
+        (the row maximum subtracted first) and rounded to the dtype it computes in, so every
+        device mix gives the same bits; ``ctx.last_plan`` is then the plan of the outer
+        products. Returns a new (N, K, K) array of the dtype it computes in; K <= 5792. Each
+        entry is one correctly rounded fused multiply-add, so entries below float32's range
+        (``p_r p_c`` under about 1e-45, for probabilities under about 1e-23) come back as 0
+        or subnormal: the nearest float32, not an error.
+
+        Dtypes: float64 (and bool or integer) values compute in float64 on the devices that
+        run it (the host device; wgpu adapters with ``SHADER_F64``, e.g. lavapipe; others are
+        left out, named in ``ctx.last_plan.left_out``, and a context of none raises
+        ``InvalidArgumentError`` naming them), bit-identical for any device count, mix and
+        strategy; float32 values as always; float16 ones compute in float32 and are rounded
+        once to float16. ``dtype=`` (float16, float32 or float64) overrides the values'
+        dtype: ``np.float32`` computes float64 values in float32 on purpose. A DeviceArray
+        computes in float32.
 
         A DeviceArray ``probs`` runs where its rows live and gives a DeviceArray (N, K, K)
         with its sharding, bit-identical to the numpy path; the checks run there too (a
@@ -177,22 +230,23 @@ class InformationGeometryMixin(KernelHost):
                 f"probs: expected exactly one of probs and logits, got {got}"
             )
         name, value = ("probs", probs) if logits is None else ("logits", logits)
-        native, given, native_shape = _rows(self, name, value)
+        kept = _kept([(name, value)], dtype)
+        native, given, native_shape = _rows(self, name, value, kept)
         resident = isinstance(value, DeviceArray)
         inputs = {"probs": probs, "logits": logits}
         # (N, K, K) from (N, K): the core checks the shape.
         shape = (*given, *given[-1:])
-        target = output(out, shape, np.float32, inputs, resident=self if resident else None)
+        target = output(out, shape, kept, inputs, resident=self if resident else None)
         result, plan = self._kernels.fisher_categorical(
             self._native,
             native,
             logits is not None,
             optional_strategy(strategy),
-            target._handle if isinstance(target, DeviceArray) else target,
+            _native_out(target, kept),
             native_shape,
         )
         self._record(plan)
-        return returned(self, result, target, shape)
+        return returned(self, _finished(result, target, kept), target, shape)
 
     @_shapes.shaped[_shapes.FisherGaussian]
     def fisher_gaussian(
@@ -200,16 +254,21 @@ class InformationGeometryMixin(KernelHost):
         mean: Any,
         var: Any,
         *,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: Any = None,
-    ) -> npt.NDArray[np.float32] | DeviceArray:
+    ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """Fisher information of N diagonal Gaussians in parameters (mu_1..mu_D, var_1..var_D).
 
-        ``mean`` and ``var`` are (N, D), ``var`` finite and > 0, ``mean`` finite (float64
-        inputs are converted to float32). Returns a new float32 (N, 2D, 2D) array:
-        block-diag(diag(1 / var), diag(1 / (2 var^2))) per sample (it does not depend on the
-        mean, which is checked but not sent to the devices); D <= 2896. Entries beyond the
-        float32 range (var below about 1e-19) come back as inf.
+        ``mean`` and ``var`` are (N, D), ``var`` finite and > 0, ``mean`` finite. Returns a
+        new (N, 2D, 2D) array of the dtype it computes in (float64 for float64 inputs,
+        float32 for float32 ones): block-diag(diag(1 / var),
+        diag(1 / (2 var^2))) per sample (it does not depend on the mean, which is checked
+        but not sent to the devices); D <= 2896. Entries beyond the range of that dtype (in
+        float32, var below about 1e-19) come back as inf. Dtypes as in
+        :meth:`fisher_categorical`, promoted over ``mean`` and ``var`` as numpy does: every
+        entry is correctly rounded IEEE divisions in the dtype, bit-identical on every
+        device of a context.
 
         With ``var`` a DeviceArray the map runs where its rows live and gives a DeviceArray
         (N, 2D, 2D) with its sharding, bit-identical to the numpy path (a resident ``mean``
@@ -218,25 +277,26 @@ class InformationGeometryMixin(KernelHost):
         flags bad rows); only when one is flagged are the rows gathered, for the numpy
         path's error. ``out=`` as in :meth:`fisher_categorical`.
         """
-        m_native, m_shape, m_native_shape = _rows(self, "mean", mean)
-        v_native, _, v_native_shape = _rows(self, "var", var)
+        kept = _kept([("mean", mean), ("var", var)], dtype)
+        m_native, m_shape, m_native_shape = _rows(self, "mean", mean, kept)
+        v_native, _, v_native_shape = _rows(self, "var", var, kept)
         resident = isinstance(mean, DeviceArray) or isinstance(var, DeviceArray)
         # (N, 2D, 2D) from (N, D): the core checks the shapes.
         edge = tuple(2 * d for d in m_shape[-1:])
         shape = (*m_shape[:-1], *edge, *edge)
         inputs = {"mean": mean, "var": var}
-        target = output(out, shape, np.float32, inputs, resident=self if resident else None)
+        target = output(out, shape, kept, inputs, resident=self if resident else None)
         result, plan = self._kernels.fisher_gaussian(
             self._native,
             m_native,
             v_native,
             optional_strategy(strategy),
-            target._handle if isinstance(target, DeviceArray) else target,
+            _native_out(target, kept),
             m_native_shape,
             v_native_shape,
         )
         self._record(plan)
-        return returned(self, result, target, shape)
+        return returned(self, _finished(result, target, kept), target, shape)
 
     def natural_gradient(
         self,
@@ -246,6 +306,7 @@ class InformationGeometryMixin(KernelHost):
         *,
         weights: Any = None,
         fisher: Any = None,
+        dtype: npt.DTypeLike | None = None,
         strategy: str | None = None,
         out: npt.NDArray[np.float64] | None = None,
     ) -> npt.NDArray[np.float64]:
@@ -265,7 +326,8 @@ class InformationGeometryMixin(KernelHost):
         or a ``fisher`` that is not positive semi-definite), raises InvalidArgumentError
         naming ``damping``. Scores at the float32 extremes are handled as in
         :meth:`fisher_information`. ``out=`` (float64, shaped like ``grad``) receives the
-        solution.
+        solution. ``dtype=`` is the accumulation of F, as in :meth:`fisher_information`
+        (refused with ``fisher=``, whose F is computed already).
         """
         if (
             isinstance(damping, bool)
@@ -279,6 +341,11 @@ class InformationGeometryMixin(KernelHost):
             raise TypeError(
                 f"grad: expected an array of real numbers (converted to float64), "
                 f"got dtype {g.dtype}"
+            )
+        if requested(dtype) is not None and fisher is not None:
+            raise InvalidArgumentError(
+                "dtype: expected None with fisher= (the accumulation of a Fisher matrix "
+                f"computed already), got {np.dtype(dtype)}"
             )
         f = None if fisher is None else _given_fisher(scores, weights, fisher)
         if f is not None:
@@ -306,7 +373,7 @@ class InformationGeometryMixin(KernelHost):
         inputs = {"scores": scores, "grad": grad, "weights": weights, "fisher": fisher}
         target = output(out, g.shape, np.float64, inputs)
         if f is None:
-            f = self.fisher_information(scores, weights, strategy=strategy)
+            f = self.fisher_information(scores, weights, strategy=strategy, dtype=dtype)
         else:
             optional_strategy(strategy)  # checked, though nothing is split
         p = f.shape[0]

@@ -183,6 +183,9 @@ class Capabilities:
             "information_geometry", "elementwise") → items/s of its reference kernel on
             resident data.
         peak_gflops: measured arithmetic peak (chains of fused multiply-adds).
+        dtype_rates: dtype ("float64") → the device's rate in it relative to float32 (one
+            probe kernel timed in both), measured when a plan first splits work of that dtype
+            (or by ``calibrate``) and cached; float64 work is split by it.
         timestamp_cost_s: what timing a chunk's kernel with GPU timestamps adds to it.
         max_buffer_bytes: the device's largest buffer.
         max_storage_binding_bytes: the device's largest storage binding.
@@ -208,6 +211,7 @@ class Capabilities:
     launch_latency_s: float | None
     throughput: dict[str, float] = field(hash=False)
     peak_gflops: float | None
+    dtype_rates: dict[str, float] = field(hash=False)
     timestamp_cost_s: float | None
     max_buffer_bytes: int
     max_storage_binding_bytes: int

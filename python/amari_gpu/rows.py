@@ -98,7 +98,7 @@ class RowsMixin(KernelHost):
                 fits both.
             arrays: each ``(N, C)`` (row i is passed for item i) or ``(C,)`` (the same row
                 for every item); the ``(N, C)`` arrays share N. Any real dtype, or
-                DeviceArrays ``(N, C)`` (float32).
+                DeviceArrays ``(N, C)`` (float32 or float64).
             out_cols: columns of the result (``row``'s array length).
             params: names (WGSL identifiers, not starting with ``amari_``) to numbers,
                 readable in WGSL as ``params.NAME`` (float32).
@@ -109,8 +109,8 @@ class RowsMixin(KernelHost):
             dtype: what the rows hold and ``row`` computes in, overriding the promotion:
                 ``np.float32`` or ``np.float64``. Default numpy's promotion of the arrays'
                 dtypes: float64 stays float64, integers and bools become float64, float16
-                becomes float32; float32 with any DeviceArray operand (DeviceArrays hold
-                float32).
+                becomes float32; a DeviceArray operand counts with its dtype and must
+                hold the one computed in.
 
         Returns:
             ``(N, out_cols)`` of the rows' dtype, or ``(out_cols,)`` when every array is
@@ -161,11 +161,11 @@ class RowsMixin(KernelHost):
 
 
 def _kept(arrays: tuple[Any, ...], dtype: Any, resident: bool) -> np.dtype[Any]:
-    """The dtype the rows hold and ``row`` computes in: float32 with a DeviceArray operand
-    (they hold float32), else the package's rule over float32 and float64."""
-    if resident:
-        return resident_dtype(dtype, "map_rows")
+    """The dtype the rows hold and ``row`` computes in: the package's rule over float32 and
+    float64, DeviceArray operands holding that dtype."""
     named = [(f"arrays[{k}]", value) for k, value in enumerate(arrays)]
+    if resident:
+        return resident_dtype(named, dtype, (FLOAT32, FLOAT64), "map_rows", DeviceArray)
     return result_dtype(named, dtype, (FLOAT32, FLOAT64))
 
 

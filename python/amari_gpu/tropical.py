@@ -13,8 +13,9 @@ operands (integers and bools in float64; float16 in float32, there being no floa
 kernels yet); ``dtype=`` (float32 or float64) overrides, e.g. ``dtype=np.float32`` to compute
 float64 inputs in float32. float64 runs on the devices with float64 kernels (the host device,
 Vulkan adapters with ``SHADER_F64`` such as lavapipe; not OpenGL), a context without one
-refusing it (``InvalidArgumentError`` naming its devices). A :class:`DeviceArray` holds
-float32, so a product of one computes in float32. ``out=`` must have the result's dtype.
+refusing it (``InvalidArgumentError`` naming its devices). A product of a :class:`DeviceArray`
+computes in float32 (a DeviceArray of another dtype is refused, naming it). ``out=`` must
+have the result's dtype.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native, _shapes
-from ._dtypes import FLOAT32, FLOAT64, requested, result_dtype
+from ._dtypes import FLOAT32, FLOAT64, resident_dtype, result_dtype
 from ._mixin import KernelHost
 from ._validate import contiguous, output, real_array, shape_text
 from .array import DeviceArray, returned
@@ -45,15 +46,10 @@ def _semiring(value: Any) -> str:
 
 def _kept(named: list[tuple[str, Any]], dtype: Any) -> np.dtype[Any]:
     """The dtype a call on operands ``named`` computes in and returns (see the module): a
-    DeviceArray operand's is float32."""
+    product with a DeviceArray computes in float32 (the resident kernels' dtype), its
+    DeviceArrays float32 ones."""
     if any(isinstance(value, DeviceArray) for _, value in named):
-        want = requested(dtype)
-        if want is not None and want != FLOAT32:
-            raise InvalidArgumentError(
-                f"dtype: DeviceArrays hold float32, so a product of one computes in float32, "
-                f"got {want}"
-            )
-        return FLOAT32
+        return resident_dtype(named, dtype, (FLOAT32,), "a tropical product", DeviceArray)
     return result_dtype(named, dtype, (FLOAT32, FLOAT64))
 
 

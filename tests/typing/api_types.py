@@ -37,16 +37,17 @@ def results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> None:
 
 
 def information_results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> None:
-    """The information-geometry maps: a DeviceArray operand gives a DeviceArray; the Fisher
-    matrix is always a float64 numpy array."""
-    assert_type(ctx.fisher_categorical(x), F32)
+    """The information-geometry maps: a DeviceArray operand gives a DeviceArray, numpy ones
+    float32 or float64 (the maps keep float64); the Fisher matrix is always a float64 numpy
+    array."""
+    assert_type(ctx.fisher_categorical(x), FLOAT)
     assert_type(ctx.fisher_categorical(d), ag.DeviceArray)
     assert_type(ctx.fisher_categorical(logits=d), ag.DeviceArray)
-    assert_type(ctx.fisher_categorical(d, out=x), F32)
-    assert_type(ctx.fisher_gaussian(x, x), F32)
+    assert_type(ctx.fisher_categorical(d, out=x), FLOAT)
+    assert_type(ctx.fisher_gaussian(x, x), FLOAT)
     assert_type(ctx.fisher_gaussian(x, d), ag.DeviceArray)
     assert_type(ctx.fisher_gaussian(d, x, out=d), ag.DeviceArray)
-    assert_type(ctx.fisher_gaussian(d, d, out=x), F32)
+    assert_type(ctx.fisher_gaussian(d, d, out=x), FLOAT)
     assert_type(ctx.fisher_information(d), npt.NDArray[np.float64])
 
 
@@ -71,7 +72,7 @@ def keyword_results(ctx: ag.MultiGpuContext, x: F32, d: ag.DeviceArray) -> None:
     assert_type(ctx.sandwich(r=d, x=x, out=d), ag.DeviceArray)
     assert_type(ctx.grade_projection(x=d, k=[1, 2]), ag.DeviceArray)
     assert_type(ctx.fisher_gaussian(mean=x, var=d), ag.DeviceArray)
-    assert_type(ctx.fisher_categorical(probs=x), F32)
+    assert_type(ctx.fisher_categorical(probs=x), FLOAT)
 
 
 def bound_shapes(ctx: ag.MultiGpuContext, ray: RayContext) -> None:

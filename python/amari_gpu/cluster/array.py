@@ -267,7 +267,8 @@ class ClusterArrayMixin:
                 "x: expected an array of host memory or a ClusterArray of this context, got a "
                 "DeviceArray of a local context (gather it with .numpy())"
             )
-        flat, shape = host_rows(x)
+        # Cluster arrays hold float32 rows.
+        flat, shape, _ = host_rows(x, np.float32)
         self._check_open()  # type: ignore[attr-defined]
         return ClusterArray(upload(self._native, flat), self, shape)
 

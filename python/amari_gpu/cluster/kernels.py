@@ -328,11 +328,15 @@ def fisher_categorical(
     out: Any = None,
     values_shape: tuple[int, ...] | None = None,
 ) -> tuple[Any, Plan | None]:
-    """``_native.fisher_categorical`` on the cluster."""
+    """``_native.fisher_categorical`` on the cluster: float32 rows split over the nodes,
+    float64 ones run whole on one node with a device for float64 (one context's bits)."""
     if resident(values):
         shape = values_shape or (values.rows, values.cols)
         return array_kernels.fisher_categorical(ctx, values, logits, out, shape)
     _host_only(values, out)
+    if values.dtype == np.float64:
+        whole = ("fisher_categorical", (ArraySlot(0), logits), [values])
+        return _whole(ctx, INFORMATION, whole, strategy, out, "float64")
     _native.check_fisher_categorical(values, logits)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
@@ -352,10 +356,14 @@ def fisher_gaussian(
     mean_shape: tuple[int, ...] | None = None,
     var_shape: tuple[int, ...] | None = None,
 ) -> tuple[Any, Plan | None]:
-    """``_native.fisher_gaussian`` on the cluster."""
+    """``_native.fisher_gaussian`` on the cluster: float32 rows split over the nodes,
+    float64 ones run whole on one node with a device for float64 (one context's bits)."""
     if resident(mean, var):
         return array_kernels.fisher_gaussian(ctx, mean, var, out, (mean_shape, var_shape))
     _host_only(mean, var, out)
+    if mean.dtype == np.float64:
+        whole = ("fisher_gaussian", (ArraySlot(0), ArraySlot(1)), [mean, var])
+        return _whole(ctx, INFORMATION, whole, strategy, out, "float64")
     _native.check_fisher_gaussian(mean, var)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:

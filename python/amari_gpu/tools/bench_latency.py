@@ -9,6 +9,8 @@ records: the native call timed alone (the rest of the median is the Python metho
 and conversion), and a profiled run of the same calls (``ctx.profile()``), whose steps
 (plan, upload, kernel, wait, readback) are summed per call and their medians reported.
 Whether each call took the fast path is read from its plan (``last_plan.fast_path``).
+Last, the planner alone (``planning``): the median time of the core's partitioner on 8 and
+16 made-up devices, no context or device involved.
 """
 
 from __future__ import annotations
@@ -20,14 +22,18 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import _native
 from .._adapters import AdapterInfo, adapters
 from ..context import MultiGpuContext
+from ..planning import Workload
 from .bench_host import cpu_model
+
+if TYPE_CHECKING:
+    from .._native import DeviceModelDict
 
 STEPS = ("plan", "upload", "kernel", "wait", "readback")
 
@@ -187,6 +193,56 @@ def _blas() -> str:
     return "; ".join(pools) or "none loaded"
 
 
+def _made_up_models(n: int, shared: bool) -> list[DeviceModelDict]:
+    """``n`` made-up device models, each with its own rate, bus and launch cost (no two
+    alike), on ``n`` adapters or all on one (``shared``: logical devices of one adapter,
+    which share its hardware)."""
+    return [
+        {
+            "device": i,
+            "group": 0 if shared else i,
+            "launch_latency_s": 1e-5 * 100 ** ((i * 7 % n) / n),
+            "h2d_bytes_per_s": 1e8 * 500 ** (i / (n - 1)),
+            "d2h_bytes_per_s": 2e8 * 250 ** (i / (n - 1)),
+            "flops_per_s": 1e10 * 100 ** (1 - i / (n - 1)),
+            "correction": 1.0,
+            "uncertainty": 0.05,
+            "memory_budget_bytes": None,
+            "max_binding_bytes": 128 << 20,
+            "group_speedup": 1.5 if shared else 1.0,
+            "group_members": n if shared else 1,
+        }
+        for i in range(n)
+    ]
+
+
+def planning(repeats: int) -> list[dict[str, Any]]:
+    """The planner's cost alone: the median time of ``plan_models`` (the core's partitioner,
+    no context, no device involved) for a 10^7-item Cl(3,0) workload on 8 and 16 made-up
+    devices, all different, on their own adapters or sharing one, per strategy."""
+    work = Workload("geometric_product", 10_000_000, 64.0, 32.0, 256.0)
+    rows = []
+    for n in (8, 16):
+        for shared in (False, True):
+            models = _made_up_models(n, shared)
+            for strategy in ("latency", "auto"):
+                plan = _native.plan_models(work, 16_384, models, strategy)
+                (times,) = _interleaved(
+                    [functools.partial(_native.plan_models, work, 16_384, models, strategy)],
+                    repeats,
+                )
+                rows.append(
+                    {
+                        "devices": n,
+                        "adapters": 1 if shared else n,
+                        "strategy": strategy,
+                        "median_us": _median_us(times),
+                        "busy": len(plan.assignments),
+                    }
+                )
+    return rows
+
+
 def run(repeats: int = 300, only: list[str] | None = None) -> dict[str, Any]:
     """Measures every tiny call on every device kind (``only``: labels to keep)."""
     rows = []
@@ -236,6 +292,7 @@ def run(repeats: int = 300, only: list[str] | None = None) -> dict[str, Any]:
         "repeats": repeats,
         "devices": devices,
         "rows": rows,
+        "planning": planning(max(repeats // 3, 20)),
     }
 
 
@@ -268,4 +325,10 @@ def lines(result: dict[str, Any]) -> list[str]:
             f"{peer} {ratio}  {r['peer']}"
         )
     out.append("(times in µs)")
+    out += ["", "planning (plan_models alone, made-up devices all different, 10^7 items):"]
+    out += [
+        f"  {p['devices']:2} devices on {p['adapters']:2} adapter(s), {p['strategy']:8} "
+        f"{p['median_us']:9.1f} µs  ({p['busy']} busy)"
+        for p in result.get("planning", [])
+    ]
     return out

@@ -185,6 +185,10 @@ def _capability_lines(cap: dict[str, Any], host: bool = False) -> list[str]:
         f"GB/s, streaming kernel {_gb(cap['kernel_bandwidth_gb_s'])} GB/s; peak "
         f"{_gb(cap['peak_gflops'])} GFLOP/s",
         "    items/s: " + ", ".join(f"{k} {v:.3g}" for k, v in sorted(cap["throughput"].items())),
+        "    rate per dtype: "
+        + ", ".join(
+            ["float32 1x"] + [f"{k} {v:.3g}x" for k, v in sorted(cap["dtype_rates"].items())]
+        ),
         f"    memory budget {'?' if budget is None else f'{budget / 1e9:.2f} GB'}; max buffer "
         f"{max_buffer}; max storage binding "
         f"{cap['max_storage_binding_bytes'] / 2**20:.0f} MiB",

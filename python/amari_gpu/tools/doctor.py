@@ -35,7 +35,8 @@ def _calibrate(ctx: MultiGpuContext) -> tuple[bool, str]:
     rate = cap.throughput.get("geometric_algebra")
     ok = rate is not None and rate > 0
     source = "cached" if cap.from_cache else "measured"
-    return ok, f"calibration ({source}): {rate or 0:.3g} Cl(3,0) products/s"
+    wide = "".join(f", {k} at {v:.3g}x float32" for k, v in sorted(cap.dtype_rates.items()))
+    return ok, f"calibration ({source}): {rate or 0:.3g} Cl(3,0) products/s{wide}"
 
 
 def _ga(ctx: MultiGpuContext) -> tuple[bool, str]:

@@ -174,12 +174,14 @@ fn check_map_rows(
     spec: crate::rows::RowsSpec,
     arrays: Vec<(PyReadonlyArrayDyn<'_, f32>, Vec<usize>)>,
 ) -> PyResult<usize> {
-    // A cluster's map_rows runs float32 rows (its node calls take float32 arrays).
+    // The cluster splits float32 rows only (its node chunk calls take float32 arrays); rows
+    // of other dtypes run whole on one node, whose own entry checks them.
     if spec.dtype != Dtype::F32.name() {
         let error = amari_gpu::Error::invalid(
             "dtype",
             format!(
-                "a RayContext runs map_rows in float32, got {} rows (pass dtype=numpy.float32)",
+                "check_map_rows checks float32 rows, got {} rows (a node running the whole \
+                 call checks those)",
                 spec.dtype
             ),
         );

@@ -13,7 +13,10 @@ use crate::arrays::{claim, contiguous, returned_into};
 use crate::context::PyContext;
 use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
-use crate::resident::{dtype_refused, run_to, PyDeviceArray, PyOperand, PyOut, Returned};
+use crate::resident::{
+    dtype_refused, run_to, run_to_in, PyDeviceArray, PyOperand, PyOut, Returned,
+};
+use amari_gpu::Dtype;
 
 /// The plan a call followed, as a dict (None when it ran where resident rows live).
 type Plan<'py> = Option<Bound<'py, PyAny>>;
@@ -155,11 +158,11 @@ fn information_f64<'py>(
 }
 
 /// Per-sample categorical Fisher `diag(p) - p p^T` of (N, K) `values` (a DeviceArray of
-/// shape `values_shape` as the caller sees it, or C-contiguous float32 rows):
+/// shape `values_shape` as the caller sees it, or C-contiguous float32 or float64 rows):
 /// probabilities, or logits when `logits` is true (the Python package says which). The
-/// (N, K, K) float32 result is a numpy array, a new DeviceArray (K rows per sample) for
-/// DeviceArray `values`, or written into `out`; with the plan. The core checks the shape
-/// before `out` is taken.
+/// (N, K, K) result (float64 for float64 rows, computed in float64; float32 otherwise) is
+/// a numpy array, a new DeviceArray (K rows per sample) for DeviceArray `values`, or
+/// written into `out`; with the plan. The core checks the shape before `out` is taken.
 #[pyfunction]
 #[pyo3(signature = (ctx, values, logits, strategy=None, out=None, values_shape=None))]
 fn fisher_categorical<'py>(
@@ -172,9 +175,18 @@ fn fisher_categorical<'py>(
     values_shape: Option<Vec<usize>>,
 ) -> Returned<'py> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
+    let name = if logits { "logits" } else { "probs" };
+    if let PyOperand::HostF64(rows) = &values {
+        let (n, k) = fisher::host_shape_f64(name, rows.shape()).map_err(|e| to_pyerr(py, e))?;
+        let data = contiguous(rows, name)?;
+        let io = (IxDyn(&[n, k, k]), out);
+        return run_to_in(py, ctx, (false, Dtype::F64), io, move |inner, out| {
+            fisher::fisher_categorical_f64(inner, data, (k, logits), out, strategy)
+        });
+    }
     let values = (values, values_shape);
     let borrowed = held(&values);
-    let (data, dims) = operand(&values, &borrowed, if logits { "logits" } else { "probs" })?;
+    let (data, dims) = operand(&values, &borrowed, name)?;
     let (n, k) = fisher::categorical_shapes(data, &dims, logits).map_err(|e| to_pyerr(py, e))?;
     let resident = borrowed.is_some();
     run_to(
@@ -188,8 +200,9 @@ fn fisher_categorical<'py>(
 
 /// Per-sample Fisher matrix of diagonal Gaussians from (N, D) `mean` and `var`, each a
 /// DeviceArray (of shape `mean_shape` / `var_shape` as the caller sees it) or C-contiguous
-/// float32 rows. The (N, 2D, 2D) float32 result is a numpy array, a new DeviceArray (2D rows
-/// per sample) when an operand is one, or written into `out`; with the plan. The core checks
+/// float32 rows, or both float64 rows. The (N, 2D, 2D) result (float64 for float64 rows,
+/// computed in float64; float32 otherwise) is a numpy array, a new DeviceArray (2D rows per
+/// sample) when an operand is one, or written into `out`; with the plan. The core checks
 /// the shapes (`var` of `mean`'s) before `out` is taken.
 #[pyfunction]
 #[pyo3(signature = (ctx, mean, var, strategy=None, out=None, mean_shape=None, var_shape=None))]
@@ -205,6 +218,18 @@ fn fisher_gaussian<'py>(
 ) -> Returned<'py> {
     let (py, ctx) = (ctx.py(), ctx.get());
     let strategy = ctx.strategy_or_default(py, strategy)?;
+    if let (PyOperand::HostF64(m), PyOperand::HostF64(v)) = (&mean, &var) {
+        let shape = |name, rows: &PyReadonlyArrayDyn<'py, f64>| {
+            fisher::host_shape_f64(name, rows.shape()).map_err(|e| to_pyerr(py, e))
+        };
+        let shapes = [shape("mean", m)?, shape("var", v)?];
+        let operands = (contiguous(m, "mean")?, contiguous(v, "var")?);
+        let (n, d) = shapes[0];
+        let io = (IxDyn(&[n, 2 * d, 2 * d]), out);
+        return run_to_in(py, ctx, (false, Dtype::F64), io, move |inner, out| {
+            fisher::fisher_gaussian_f64(inner, operands, shapes, out, strategy)
+        });
+    }
     let (mean, var) = ((mean, mean_shape), (var, var_shape));
     let (mean_held, var_held) = (held(&mean), held(&var));
     let (mean_rows, mean_dims) = operand(&mean, &mean_held, "mean")?;

@@ -19,8 +19,8 @@ use crate::errors::to_pyerr;
 use crate::resident::{run_to_in, PyDeviceArray, PyOperand, PyOut, Returned};
 
 /// Runs `operation` (a method name of the Python API) of Cl(p, q, r) on operands of 2ⁿ
-/// values per row, each a DeviceArray or a C-contiguous (N, 2ⁿ) array, float32 or float64
-/// (all host operands of one dtype, which the call computes in; DeviceArrays are float32);
+/// values per row, each a DeviceArray or a C-contiguous (N, 2ⁿ) array, float16, float32 or
+/// float64 (all operands of one dtype, which the call computes in);
 /// one of a product's two may be a single row, applied to every row of the other. `grades`
 /// is the grade mask of a projection. The core checks the operands in their own shapes (the
 /// Python package has it check them in the caller's first, with `check_ga_apply`). The
@@ -71,20 +71,16 @@ fn ga_apply<'py>(
     )
 }
 
-/// The dtype the host operands hold (float32 without any): one for all of them.
+/// The dtype the operands hold, host arrays and DeviceArrays alike: one for all of them.
 pub(crate) fn dtype_of(operands: &[PyOperand<'_>]) -> PyResult<Dtype> {
-    let host: Vec<Dtype> = operands
-        .iter()
-        .filter(|o| !matches!(o, PyOperand::Resident(_)))
-        .map(PyOperand::dtype)
-        .collect();
-    match host.split_first() {
+    let all: Vec<Dtype> = operands.iter().map(PyOperand::dtype).collect();
+    match all.split_first() {
         None => Ok(Dtype::F32),
         Some((first, rest)) if rest.iter().all(|d| d == first) => Ok(*first),
         Some(_) => Err(PyTypeError::new_err(format!(
             "operands: expected arrays of one dtype (the package converts them to the \
              result's), got {}",
-            host.iter()
+            all.iter()
                 .map(|d| d.name())
                 .collect::<Vec<_>>()
                 .join(" and ")
@@ -160,8 +156,8 @@ pub(crate) fn own_shapes(operands: &[PyOperand<'_>]) -> Vec<Vec<usize>> {
             PyOperand::HostF64(array) => array.shape().to_vec(),
             PyOperand::HostF16(array) => array.shape().to_vec(),
             PyOperand::Resident(r) => {
-                let r = r.get();
-                vec![r.inner.rows(), r.inner.cols()]
+                let r = &r.get().inner;
+                vec![r.rows(), r.cols() * 4 / r.dtype().bytes()]
             }
         })
         .collect()

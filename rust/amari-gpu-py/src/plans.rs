@@ -72,7 +72,7 @@ pub fn capabilities_record<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let fields = fields!(py, c;
         memory_bandwidth_gb_s, kernel_bandwidth_gb_s, transfer_gb_s, h2d_gb_s, d2h_gb_s,
-        launch_latency_s, throughput, peak_gflops, timestamp_cost_s, max_buffer_bytes,
+        launch_latency_s, throughput, peak_gflops, dtype_rates, timestamp_cost_s, max_buffer_bytes,
         max_storage_binding_bytes, memory_budget_bytes, device_type, backend, from_cache,
         shares_hardware_with, group_speedup;
         "device_id" => device);

@@ -4,7 +4,7 @@
 
 use amari_gpu::context::MultiGpuContext;
 use amari_gpu::dtype::{f16_words_mut, f64_words_mut};
-use amari_gpu::{Destination, Dtype, Outcome, ResidentArray};
+use amari_gpu::{Destination, Dtype, Outcome, Plan, ResidentArray};
 use half::slice::HalfFloatSliceExt;
 use numpy::ndarray::{Dimension, Ix2};
 use numpy::{PyArray, PyArray2, PyReadonlyArray, PyReadonlyArray2};
@@ -16,10 +16,22 @@ use crate::context::PyContext;
 use crate::detach::{run_detached, Sized};
 use crate::errors::to_pyerr;
 
-/// Rows of f32 words held on a context's devices (`amari_gpu.DeviceArray` wraps it).
+/// Rows of 4-byte words holding values of one dtype, on a context's devices
+/// (`amari_gpu.DeviceArray` wraps it).
 #[pyclass(module = "amari_gpu._native", name = "DeviceArray", frozen)]
 pub struct PyDeviceArray {
     pub(crate) inner: ResidentArray,
+    /// The upload's placement (None for an array a call computed, or of no rows).
+    pub(crate) placement: Option<Plan>,
+}
+
+impl From<ResidentArray> for PyDeviceArray {
+    fn from(inner: ResidentArray) -> Self {
+        PyDeviceArray {
+            inner,
+            placement: None,
+        }
+    }
 }
 
 #[pymethods]
@@ -29,10 +41,24 @@ impl PyDeviceArray {
     fn rows(&self) -> usize {
         self.inner.rows()
     }
-    /// f32 words per row.
+    /// 4-byte words per row.
     #[getter]
     fn cols(&self) -> usize {
         self.inner.cols()
+    }
+    /// numpy's name of the values' dtype.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.inner.dtype().name()
+    }
+    /// The plan that placed an uploaded array's rows (its `left_out` names the devices
+    /// skipped and why); None for a computed array or one of no rows.
+    #[getter]
+    fn placement<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.placement
+            .as_ref()
+            .map(|plan| crate::plans::plan_record(py, plan))
+            .transpose()
     }
     /// Whether the shards are still held.
     #[getter]
@@ -53,21 +79,29 @@ impl PyDeviceArray {
     }
 }
 
-/// Uploads a C-contiguous float32 (N, C) array into shards placed by `strategy`.
+/// Uploads a C-contiguous (N, W) array of words holding values of `dtype` (numpy's name: a
+/// float64 array's rows viewed as float32 words, two per value; float16, two values per
+/// word) into shards placed by `strategy` on the devices that run `dtype`.
 #[pyfunction]
-#[pyo3(signature = (ctx, x, strategy=None))]
+#[pyo3(signature = (ctx, x, strategy=None, dtype="float32"))]
 fn resident_upload(
     py: Python<'_>,
     ctx: &PyContext,
     x: PyReadonlyArray2<'_, f32>,
     strategy: Option<&str>,
+    dtype: &str,
 ) -> PyResult<PyDeviceArray> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
+    let dtype = Dtype::parse("dtype", dtype).map_err(|e| to_pyerr(py, e))?;
     let cols = x.as_array().ncols();
     let data = contiguous(&x, "x")?;
     let inner = ctx.context(py)?;
-    let array = run_detached(py, move || inner.upload(data, cols, strategy))?;
-    Ok(PyDeviceArray { inner: array })
+    let (array, placement) =
+        run_detached(py, move || inner.upload_in(data, cols, dtype, strategy))?;
+    Ok(PyDeviceArray {
+        inner: array,
+        placement,
+    })
 }
 
 /// Gathers every row of `x` into a new (rows, cols) float32 array, or into `out`
@@ -120,7 +154,7 @@ fn resident_rows(
         }
         Ok(taken)
     })?;
-    Ok(PyDeviceArray { inner: taken })
+    Ok(PyDeviceArray::from(taken))
 }
 
 /// One operand as Python passes it: a resident array, a float32, float64 or float16 one (of
@@ -155,12 +189,13 @@ impl<'py, D: Dimension> FromPyObject<'_, 'py> for PyOperand<'py, D> {
 }
 
 impl<'py, D: Dimension> PyOperand<'py, D> {
-    /// The dtype of a host operand's values (a resident array's are float32).
+    /// The dtype of the operand's values.
     pub(crate) fn dtype(&self) -> Dtype {
         match self {
             PyOperand::HostF64(_) => Dtype::F64,
             PyOperand::HostF16(_) => Dtype::F16,
-            PyOperand::Resident(_) | PyOperand::Host(_) => Dtype::F32,
+            PyOperand::Resident(r) => r.get().inner.dtype(),
+            PyOperand::Host(_) => Dtype::F32,
         }
     }
 }
@@ -223,8 +258,8 @@ where
     run_to_in(py, ctx, (resident, Dtype::F32), io, work)
 }
 
-/// [`run_to`] of a call computing in `dtype`: host results are arrays of `dtype` (`dim`
-/// counts its values), which `work` writes as the engine's words; resident ones float32.
+/// [`run_to`] of a call computing in `dtype`: results are of `dtype`, host ones arrays of it
+/// (`dim` counts its values) which `work` writes as the engine's words.
 pub(crate) fn run_to_in<'py, D, F>(
     py: Python<'py>,
     ctx: &PyContext,
@@ -237,7 +272,7 @@ where
     F: FnOnce(&MultiGpuContext, Destination<'_>) -> amari_gpu::Result<Outcome> + Send,
 {
     let inner = ctx.context(py)?;
-    // The dtype of a host result (float32 for a resident one).
+    // The dtype of a host result (the checks of a numpy `out`; a resident one keeps its own).
     let host = match (&out, dtype) {
         (Some(PyOut::HostF64(_)) | None, Dtype::F64) => Dtype::F64,
         (Some(PyOut::HostF16(_)) | None, Dtype::F16) => Dtype::F16,
@@ -267,21 +302,28 @@ where
             let array = ran.array.ok_or_else(|| {
                 to_pyerr(py, amari_gpu::Error::Internal("no resident result".into()))
             })?;
-            if let Some(PyOut::Host(out)) = out {
-                let (out, ()) = run_into(py, (dim, None), Some(out), |o| inner.gather(&array, o))?;
-                return Ok((out.into_any(), None));
+            // A numpy `out` is of the result's dtype (checked above): the words gathered.
+            match out {
+                Some(PyOut::Host(out)) => {
+                    let (out, ()) =
+                        run_into(py, (dim, None), Some(out), |o| inner.gather(&array, o))?;
+                    return Ok((out.into_any(), None));
+                }
+                Some(PyOut::HostF64(out)) => {
+                    let (out, ()) = run_into(py, (dim, None), Some(out), |o| {
+                        inner.gather(&array, f64_words_mut(o))
+                    })?;
+                    return Ok((out.into_any(), None));
+                }
+                Some(PyOut::HostF16(out)) => {
+                    let (out, ()) = run_into(py, (dim, None), Some(out), |o| {
+                        inner.gather(&array, f16_words_mut(o.reinterpret_cast_mut())?)
+                    })?;
+                    return Ok((out.into_any(), None));
+                }
+                _ => {}
             }
-            if let Some(PyOut::HostF64(_) | PyOut::HostF16(_)) = out {
-                return Err(PyTypeError::new_err(format!(
-                    "out: expected a float32 array (DeviceArrays hold float32), got {}",
-                    if matches!(out, Some(PyOut::HostF64(_))) {
-                        "float64"
-                    } else {
-                        "float16"
-                    }
-                )));
-            }
-            let handle = Bound::new(py, PyDeviceArray { inner: array })?;
+            let handle = Bound::new(py, PyDeviceArray::from(array))?;
             Ok((handle.into_any(), None))
         }
         out => {

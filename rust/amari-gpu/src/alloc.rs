@@ -1,6 +1,9 @@
 //! Host allocations whose size comes from a call's arguments: checked and fallible, so
 //! that a request too large for the machine is an [`Error::HostOutOfMemory`] naming the
-//! array and the bytes asked, never an abort of the process.
+//! array and the bytes asked, never an abort of the process; and the spare buffers a call
+//! hands back for the next one ([`Spare`]).
+
+use std::sync::{Mutex, PoisonError};
 
 use crate::error::{Error, Result};
 
@@ -36,6 +39,72 @@ pub fn product(argument: &str, factors: &[usize], word_bytes: usize) -> Result<u
     Ok(n as usize)
 }
 
+/// Buffers a call hands back for the next one: per-chunk outputs of a reduction (the Fisher
+/// SYRK's are 40 MB for 65,536 × 256 scores, one 640 KB partial per chunk), a grid call's
+/// board, or the host device's grid band buffers, then land in pages already mapped, instead
+/// of fresh ones faulted in and zeroed by the kernel one page at a time on every call, and
+/// unmapped again after it.
+/// Largest buffer kept (bytes): a call with larger buffers frees them as it always did.
+pub const MAX_SPARE_BYTES: usize = 256 << 20;
+
+/// Most buffers kept (the largest): a grid band on the host device has two.
+const MAX_KEPT: usize = 4;
+
+/// Spare buffers (none until a call hands one back).
+#[derive(Debug, Default)]
+pub(crate) struct Spare(Mutex<Vec<Vec<f32>>>);
+
+impl Spare {
+    /// `words` zeros for a call's partials (see [`Spare::take`]).
+    pub(crate) fn zeroed(&self, words: usize) -> Result<Vec<f32>> {
+        self.take("partials", words)
+    }
+
+    /// `words` zeros: the smallest spare buffer large enough (taken, so concurrent calls
+    /// never share it), else a new one for `argument` (the spares stay for later).
+    pub(crate) fn take(&self, argument: &str, words: usize) -> Result<Vec<f32>> {
+        let mut spare = {
+            let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let fits = (0..kept.len())
+                .filter(|&i| kept[i].capacity() >= words)
+                .min_by_key(|&i| kept[i].capacity());
+            match fits {
+                Some(i) => kept.swap_remove(i),
+                None => return zeroed(argument, words),
+            }
+        };
+        spare.clear();
+        spare.resize(words, 0.0);
+        Ok(spare)
+    }
+
+    /// Where the kept buffers' words are (tests check that a call reused them).
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> Vec<usize> {
+        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut at: Vec<usize> = kept.iter().map(|b| b.as_ptr() as usize).collect();
+        at.sort_unstable();
+        at
+    }
+
+    /// Keeps `buffer` for a later call, if it is not above [`MAX_SPARE_BYTES`] and is
+    /// among the [`MAX_KEPT`] largest.
+    pub(crate) fn keep(&self, buffer: Vec<f32>) {
+        if buffer.capacity() * std::mem::size_of::<f32>() > MAX_SPARE_BYTES
+            || buffer.capacity() == 0
+        {
+            return;
+        }
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.push(buffer);
+        if kept.len() > MAX_KEPT {
+            if let Some(i) = (0..kept.len()).min_by_key(|&i| kept[i].capacity()) {
+                kept.swap_remove(i);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +116,44 @@ mod tests {
         assert!(product("out", &[usize::MAX, 2], 4).is_err());
         assert_eq!(zeroed::<f32>("out", 3).unwrap(), vec![0.0; 3]);
         assert_eq!(product("out", &[3, 5], 4).unwrap(), 15);
+    }
+
+    #[test]
+    fn a_kept_buffer_comes_back_zeroed_and_only_when_large_enough() {
+        let spare = Spare::default();
+        spare.keep(vec![7.0f32; 1000]);
+        let small = spare.zeroed(10).unwrap();
+        assert_eq!(small, vec![0.0; 10]);
+        assert!(small.capacity() >= 1000, "the kept buffer is reused");
+        // Taken: a second call meanwhile gets a buffer of its own.
+        assert!(spare.zeroed(10).unwrap().capacity() < 1000);
+        spare.keep(small);
+        let big = spare.zeroed(2000).unwrap();
+        assert_eq!(big, vec![0.0; 2000]);
+        // The smaller buffer was not given out: it is still there.
+        assert!(spare.zeroed(500).unwrap().capacity() >= 1000);
+        spare.keep(vec![0.0f32; MAX_SPARE_BYTES / 4 + 1]);
+        assert!(spare.zeroed(1).unwrap().capacity() < 1000);
+    }
+
+    /// Several buffers are kept (a host grid band hands back two), the largest when there
+    /// are too many, and a call takes the smallest that fits.
+    #[test]
+    fn the_largest_few_buffers_are_kept_and_the_smallest_fitting_one_given() {
+        let spare = Spare::default();
+        for n in [100, 500, 300, 200, 400] {
+            spare.keep(vec![1.0f32; n]);
+        }
+        let got = spare.take("grid", 250).unwrap();
+        assert_eq!(got, vec![0.0; 250]);
+        assert!((300..400).contains(&got.capacity()), "{}", got.capacity());
+        let caps: Vec<usize> = (0..3)
+            .map(|_| spare.take("grid", 1).unwrap().capacity())
+            .collect();
+        assert!(
+            caps.iter().all(|&c| c >= 200),
+            "the smallest went: {caps:?}"
+        );
+        assert!(spare.take("grid", 1).unwrap().capacity() < 100, "none left");
     }
 }

@@ -32,6 +32,11 @@ pub struct Measurements {
     /// without the feature; negative in caches written before it was measured).
     #[serde(default = "unmeasured")]
     pub timestamp_cost_s: f64,
+    /// Rate of each dtype with a rate of its own ("float64"), relative to float32: items/s
+    /// of one probe kernel in that dtype over float32's, measured when a plan first splits
+    /// work of that dtype (`calibration::dtypes`).
+    #[serde(default)]
+    pub dtype_rates: BTreeMap<String, f64>,
     /// Seconds since the Unix epoch when measured.
     pub measured_unix_s: u64,
     /// Seconds the calibration took.
@@ -62,6 +67,8 @@ pub struct Capabilities {
     pub throughput: BTreeMap<String, f64>,
     /// Measured arithmetic peak (FMA chains), GFLOP/s.
     pub peak_gflops: Option<f64>,
+    /// dtype → its measured rate relative to float32 (float64, once a plan needed it).
+    pub dtype_rates: BTreeMap<String, f64>,
     /// Extra seconds per chunk when its kernel is timed with GPU timestamp queries.
     pub timestamp_cost_s: Option<f64>,
     /// Largest buffer the device accepts.
@@ -118,6 +125,7 @@ impl Capabilities {
             peak_gflops: measured
                 .filter(|m| m.peak_flops_per_s > 0.0)
                 .map(|m| m.peak_flops_per_s / 1e9),
+            dtype_rates: measured.map(|m| m.dtype_rates.clone()).unwrap_or_default(),
             max_buffer_bytes: dev.limits.max_buffer_size,
             max_storage_binding_bytes: dev.limits.max_storage_buffer_binding_size,
             memory_budget_bytes: memory_budget_bytes(dev),

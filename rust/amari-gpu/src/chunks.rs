@@ -54,6 +54,22 @@ impl Kernel {
             self.bytes_per_item() as f64,
             self.widest_binding_bytes_per_item() as f64,
         ) as usize;
+        self.bound_chunk_items(chunk, true)
+    }
+
+    /// `chunk` within the kernel's bounds: raised to [`Kernel::min_chunk_items`] when it is
+    /// the `default` sizing (a caller's choice is kept), but never past what the portable
+    /// binding size holds (the default sizing's own bound), then cut to
+    /// [`Kernel::max_chunk_items`].
+    pub fn bound_chunk_items(&self, chunk: usize, default: bool) -> usize {
+        // Per item as the planner counts a binding (all inputs together) or wider.
+        let per_item = (self.widest_binding_bytes_per_item() as f64)
+            .max(self.workload(0).widest_bytes_per_item());
+        let fits = pow2_floor((PORTABLE_BINDING_BYTES as f64 / per_item) as u64);
+        let chunk = match (default, self.min_chunk_items) {
+            (true, Some(least)) => chunk.max(least.min(fits as usize)),
+            _ => chunk,
+        };
         self.max_chunk_items.map_or(chunk, |most| chunk.min(most))
     }
 }

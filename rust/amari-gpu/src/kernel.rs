@@ -190,6 +190,11 @@ pub struct Kernel {
     /// (None: only the binding limit bounds a chunk). The chunk grid is cut within it on
     /// every device, so it never depends on the device set.
     pub max_chunk_items: Option<usize>,
+    /// Items per chunk at least when the grid is the default sizing (None: no floor), for
+    /// a kernel whose per-chunk output would otherwise outweigh its inputs (a reduction's
+    /// partials); a function of the problem only, like the rest of the grid. A caller's
+    /// `chunk_items` is taken as given.
+    pub min_chunk_items: Option<usize>,
     /// The only devices (by id) that may run it, when its bits depend on the driver that
     /// compiles it (a user's WGSL, see `rows`); `None`: every device `GpuDevice::can_run`
     /// allows.
@@ -227,6 +232,7 @@ impl Kernel {
             host: None,
             passes: None,
             max_chunk_items: None,
+            min_chunk_items: None,
             devices: None,
             loop_check: false,
             dtype: Dtype::F32,

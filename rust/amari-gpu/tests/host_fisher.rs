@@ -16,6 +16,7 @@ use amari_gpu::fisher::{
 };
 use amari_gpu::host::HostPool;
 use amari_gpu::kernel::{FmaMode, HostImpl};
+use amari_gpu::Dtype;
 use common::{contexts, fma_mode, random, same_bits};
 
 const CHUNK: usize = 300;
@@ -131,6 +132,7 @@ fn categorical_and_gaussian_maps_match_the_devices_bit_for_bit() {
             let kernel = FisherMap::CategoricalOuter {
                 k,
                 fma: fma_mode(ctx),
+                dtype: Dtype::F32,
             };
             let mut host = vec![f32::NAN; n * k * k];
             pool.run(&kernel, &[&probs], 0..n, &mut host);
@@ -147,7 +149,10 @@ fn categorical_and_gaussian_maps_match_the_devices_bit_for_bit() {
             .enumerate()
             .map(|(i, v)| (v + 1.5) * 2f32.powi((i % 40) as i32 - 20))
             .collect();
-        let kernel = FisherMap::GaussianDiag { d };
+        let kernel = FisherMap::GaussianDiag {
+            d,
+            dtype: Dtype::F32,
+        };
         let mut host = vec![f32::NAN; n * 4 * d * d];
         pool.run(&kernel, &[&var], 0..n, &mut host);
         for (name, ctx) in &ctxs {
@@ -176,7 +181,15 @@ fn softmax_is_float64_rounded_once_and_the_logits_path_is_the_same_on_every_devi
     let (n, k) = (500, 7);
     let logits: Vec<f32> = random(n * k, 5).iter().map(|v| v * 8.0).collect();
     let mut host = vec![f32::NAN; n * k];
-    pool.run(&FisherMap::Softmax { k }, &[&logits], 0..n, &mut host);
+    pool.run(
+        &FisherMap::Softmax {
+            k,
+            dtype: Dtype::F32,
+        },
+        &[&logits],
+        0..n,
+        &mut host,
+    );
     for (row, p) in host.chunks(k).enumerate() {
         let x = &logits[row * k..][..k];
         let top = x

@@ -21,7 +21,7 @@ fn embedded() -> Vec<(&'static str, &'static str)> {
     // The elementwise kernels are the file specialised by constants: every operation.
     use amari_gpu::elementwise::{source, Layout, OPS};
     for op in OPS {
-        let text = source(op, 3, Layout::Row, true);
+        let text = source(op, (3, amari_gpu::Dtype::F32), Layout::Row, true);
         all.push(("elementwise.wgsl", Box::leak(text.into_boxed_str())));
     }
     all

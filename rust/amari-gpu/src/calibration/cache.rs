@@ -15,6 +15,8 @@ use std::sync::{Mutex, PoisonError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::device::GpuDevice;
+
 /// The number changes whenever what calibration measures, or how, changes, so that figures
 /// measured another way are measured again rather than reused (v2: kernel sizes found on the
 /// device).
@@ -199,6 +201,20 @@ pub fn store<T: Serialize>(key: &str, figures: &T) -> std::io::Result<()> {
         // Nothing half-written left behind.
         let _ = std::fs::remove_file(&temporary);
     })
+}
+
+/// The cache key of `dev`'s figures: its adapter and this version (logical devices on one
+/// adapter share them), and for the host device its pool's size and the build's kind (its
+/// rates scale with its pool, and are the build's own: an unoptimised build measures slower).
+pub(super) fn device_key(dev: &GpuDevice) -> String {
+    let mut key = format!("{}|amari-gpu {}", dev.adapter.identity(), crate::VERSION);
+    if let Some(host) = dev.as_host() {
+        key.push_str(&format!("|threads {}", host.pool.threads()));
+        if cfg!(debug_assertions) {
+            key.push_str("|debug");
+        }
+    }
+    key
 }
 
 #[cfg(test)]

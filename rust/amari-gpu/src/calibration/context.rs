@@ -8,12 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use super::cache;
+use super::dtypes;
 use super::families::{families, flops_per_s};
 use crate::calibration::measure as calibrate;
 use crate::capabilities::Measurements;
 use crate::capabilities::{memory_budget_bytes, Capabilities};
 use crate::context::MultiGpuContext;
 use crate::device::GpuDevice;
+use crate::dtype::Dtype;
 use crate::error::Result;
 use crate::kernel::FamilyDefinition;
 use crate::model::DeviceModel;
@@ -36,20 +38,6 @@ fn cached(key: &str) -> Option<Measurements> {
         return None;
     }
     Some(m)
-}
-
-/// The cache key of `dev`'s figures: its adapter and this version (logical devices on one
-/// adapter share them), and for the host device its pool's size and the build's kind (its
-/// rates scale with its pool, and are the build's own: an unoptimised build measures slower).
-fn device_key(dev: &GpuDevice) -> String {
-    let mut key = format!("{}|amari-gpu {}", dev.adapter.identity(), crate::VERSION);
-    if let Some(host) = dev.as_host() {
-        key.push_str(&format!("|threads {}", host.pool.threads()));
-        if cfg!(debug_assertions) {
-            key.push_str("|debug");
-        }
-    }
-    key
 }
 
 /// Transfer rate (each way) of a wgpu device's model before anything is measured on it: a
@@ -87,7 +75,11 @@ impl MultiGpuContext {
                 if force { " (forced)" } else { "" }
             );
         }
-        self.measure_devices(&ids, families(), force, log::Level::Info)?;
+        self.measure_devices(&ids, (families(), &[Dtype::F64]), force, log::Level::Info)?;
+        // Devices whose families came from the cache without the float64 rate.
+        for line in self.measure_rates(&ids, Dtype::F64)? {
+            log::info!("calibrated {line}");
+        }
         let groups = self.groups_lacking(&ids, force);
         self.measure_groups(&groups, force, log::Level::Info)?;
         if pending > 0 {
@@ -124,13 +116,14 @@ impl MultiGpuContext {
 
     /// Brings the figures of devices `ids` up to the device figures and the rates of the
     /// `wanted` families: taken from a device on the same adapter measured in this step, or
-    /// from the disk cache (unless `force`), else measured, and what was measured is cached.
+    /// from the disk cache (unless `force`), else measured (with the rates of `dtypes` the
+    /// device runs, so that the cache is written once), and what was measured is cached.
     /// Each device's source is logged at `level`. Returns what was measured, as
     /// "device N (adapter, backend): what in x s", one entry per measurement.
     pub(super) fn measure_devices(
         &self,
         ids: &[usize],
-        wanted: &[&FamilyDefinition],
+        (wanted, dtypes): (&[&FamilyDefinition], &[Dtype]),
         force: bool,
         level: log::Level,
     ) -> Result<Vec<String>> {
@@ -142,7 +135,7 @@ impl MultiGpuContext {
                 "device {} ({}, {})",
                 dev.id, dev.adapter.name, dev.adapter.backend
             );
-            let key = device_key(dev);
+            let key = cache::device_key(dev);
             let kept = match force {
                 true => None,
                 false => self.measured.lock().expect("measured lock")[id].clone(),
@@ -170,13 +163,17 @@ impl MultiGpuContext {
                 base => {
                     let have = base.as_ref().map(|(m, _)| m);
                     let t = Instant::now();
-                    let m = match dev.as_host() {
+                    let mut m = match dev.as_host() {
                         Some(host) => super::host::measure(host, have, wanted)?,
                         None => calibrate::measure(dev, have, wanted)?,
                     };
+                    let mut measured = what(have, &m);
+                    for rate in dtypes::add_rates(dev, &mut m, dtypes) {
+                        measured.push_str(&format!(", {rate}"));
+                    }
                     let seconds = t.elapsed().as_secs_f64();
                     log::log!(level, "calibrated {name} in {seconds:.2} s");
-                    done.push(format!("{name}: {} in {seconds:.2} s", what(have, &m)));
+                    done.push(format!("{name}: {measured} in {seconds:.2} s"));
                     if let Some(figure) = calibrate::unusable_figure(&m) {
                         // Not stored: the next process measures again rather than trusting it.
                         log::warn!(
@@ -238,7 +235,7 @@ impl MultiGpuContext {
             .filter(|d| groups.contains(&d.group))
             .map(|d| d.id)
             .collect();
-        let mut done = self.measure_devices(&members, &families()[..1], false, level)?;
+        let mut done = self.measure_devices(&members, (&families()[..1], &[]), false, level)?;
         let t = Instant::now();
         let speedups = self.measure_group_speedups(groups, force)?;
         let measured: BTreeMap<usize, f64> = (speedups.iter())
@@ -295,6 +292,7 @@ impl MultiGpuContext {
     pub(crate) fn ensure_calibrated(&self) -> Result<()> {
         let ids: Vec<usize> = (0..self.devices.len()).collect();
         if !self.lacking(&ids, families(), false).is_empty()
+            || !self.lacking_rate(&ids, Dtype::F64).is_empty()
             || !self.groups_lacking(&ids, false).is_empty()
         {
             self.calibrate(false)?;
@@ -370,9 +368,13 @@ impl MultiGpuContext {
             launch_latency_s: m.map_or(0.0, |m| m.launch_latency_s),
             h2d_bytes_per_s: h2d,
             d2h_bytes_per_s: d2h,
-            flops_per_s: flops_per_s(
-                m.map_or(&no_rates, |m| &m.family_items_per_s),
-                workload.family,
+            flops_per_s: dtypes::scaled(
+                flops_per_s(
+                    m.map_or(&no_rates, |m| &m.family_items_per_s),
+                    workload.family,
+                ),
+                m,
+                workload.dtype,
             ),
             correction,
             uncertainty,

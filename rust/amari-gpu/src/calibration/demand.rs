@@ -1,8 +1,8 @@
 //! Calibration on demand: a call's plan measures only what it needs, when it first needs
 //! it. A call that cannot be split (one worker, or one chunk) needs no figures at all; a
 //! call split across devices needs each worker's device figures (launch latency, transfer
-//! rates), the rate of the workload's family on each, and the speedup of workers that share
-//! hardware. What is measured is cached as any calibration is; each step that measures (and
+//! rates), the rate of the workload's family on each (and of its dtype, for float64 work),
+//! and the speedup of workers that share hardware. What is measured is cached as any calibration is; each step that measures (and
 //! a context's first plan, whatever it needed) says so in one INFO line.
 
 use std::sync::atomic::Ordering;
@@ -55,6 +55,7 @@ impl MultiGpuContext {
         let ids: Vec<usize> = workers.iter().map(|w| w.id).collect();
         let wanted = needed(workload);
         if self.lacking(&ids, wanted, false).is_empty()
+            && self.lacking_rate(&ids, workload.dtype).is_empty()
             && self.groups_lacking(&ids, false).is_empty()
         {
             self.report_first(|| "nothing measured: every figure the plan needs is known".into());
@@ -63,7 +64,10 @@ impl MultiGpuContext {
         let _one_at_a_time = self.calibration.lock().expect("calibration lock");
         let started = Instant::now();
         // Per-device lines are details here; the summary below is the INFO line.
-        let mut done = self.measure_devices(&ids, wanted, false, log::Level::Debug)?;
+        // Work of a dtype with a rate of its own is split by that rate (float64 only).
+        let dtypes = [workload.dtype];
+        let mut done = self.measure_devices(&ids, (wanted, &dtypes), false, log::Level::Debug)?;
+        done.extend(self.measure_rates(&ids, workload.dtype)?);
         let groups = self.groups_lacking(&ids, false);
         done.extend(self.measure_groups(&groups, false, log::Level::Debug)?);
         let family = wanted

@@ -78,7 +78,7 @@ fn seconds(host: &HostDevice, kernel: &Kernel, items: usize) -> Result<f64> {
 
 /// Items per second of `kernel`, at a size grown from `smallest` until a run takes about
 /// [`TARGET_S`].
-fn items_per_s(host: &HostDevice, kernel: &Kernel, smallest: usize) -> Result<f64> {
+pub(super) fn host_items_per_s(host: &HostDevice, kernel: &Kernel, smallest: usize) -> Result<f64> {
     let mut items = smallest.max(1);
     loop {
         let s = seconds(host, kernel, items)?;
@@ -134,13 +134,14 @@ pub fn measure(
                 peak_flops_per_s: 0.0,
                 kernel_copy_bytes_per_s: copy,
                 timestamp_cost_s: 0.0,
+                dtype_rates: BTreeMap::new(),
                 measured_unix_s: 0,
                 calibration_s: 0.0,
             })
         },
         |family| {
             let kernel = host_reference(&(family.reference)())?;
-            items_per_s(host, &kernel, family.calibration_min_items)
+            host_items_per_s(host, &kernel, family.calibration_min_items)
         },
     )?;
     m.peak_flops_per_s = families()

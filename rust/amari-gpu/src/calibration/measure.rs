@@ -103,6 +103,10 @@ pub fn unusable_figure(m: &Measurements) -> Option<String> {
     for (name, &v) in &m.family_items_per_s {
         figures.push((name.as_str(), v, items));
     }
+    // A dtype's rate relative to float32: float64 is slower, never many times faster.
+    for (name, &v) in &m.dtype_rates {
+        figures.push((name.as_str(), v, (1e-4, 4.0, "x float32")));
+    }
     figures.into_iter().find_map(|(name, v, bounds)| {
         out_of_bounds(v, bounds).map(|why| format!("{name} = {} ({why})", number(v)))
     })
@@ -191,6 +195,7 @@ pub fn measure(
                 )?
                 .0,
                 timestamp_cost_s: transfers::measure_timestamp_cost(dev)?,
+                dtype_rates: Default::default(),
                 measured_unix_s: now_unix_s(),
                 calibration_s: 0.0,
             })
@@ -204,10 +209,11 @@ pub fn measure(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn sane() -> Measurements {
+    /// Figures every check takes as usable.
+    pub(crate) fn sane() -> Measurements {
         Measurements {
             launch_latency_s: 1e-4,
             h2d_bytes_per_s: 1e9,
@@ -220,6 +226,7 @@ mod tests {
             peak_flops_per_s: 1e11,
             kernel_copy_bytes_per_s: 1e10,
             timestamp_cost_s: 0.0,
+            dtype_rates: Default::default(),
             measured_unix_s: 0,
             calibration_s: 2.0,
         }

@@ -6,12 +6,14 @@
 //! [`context`] drives it all for a context and turns the figures into device models, and
 //! [`demand`] measures only what a call's plan needs, when it first needs it. [`limits`]
 //! measures each device's roofline (bandwidth and arithmetic issue rates, [`host_peak`] on
-//! the host).
+//! the host). [`dtypes`] measures each device's float64 rate relative to float32 when a plan
+//! of float64 work first needs it.
 
 pub(crate) mod cache;
 pub(crate) mod concurrency;
 mod context;
 mod demand;
+pub(crate) mod dtypes;
 pub(crate) mod families;
 mod host;
 mod host_peak;

@@ -38,16 +38,32 @@ impl MultiGpuContext {
     /// ([`Kernel::max_chunk_items`]), on every device alike.
     pub(crate) fn kernel_chunk_items(&self, kernel: &Kernel, items: usize) -> usize {
         let chunk = self.chunk_items(&kernel.workload(items)) as usize;
-        kernel.max_chunk_items.map_or(chunk, |most| chunk.min(most))
+        kernel.bound_chunk_items(chunk, self.options.chunk_items.is_none())
     }
 
-    /// Decides how `workload` would be split (without running it).
+    /// Decides how `workload` would be split (without running it), over the healthy devices
+    /// that run its dtype; the plan's `left_out` names the others and what they lack.
     pub fn distribute_workload(
         &self,
         workload: &Workload,
         strategy: Option<Strategy>,
     ) -> Result<Plan> {
-        self.plan_on(workload, None, strategy, &self.healthy_devices())
+        let healthy = self.healthy_devices();
+        let (workers, lacking): (Vec<&GpuDevice>, Vec<&GpuDevice>) = healthy
+            .iter()
+            .copied()
+            .partition(|d| d.runs(workload.dtype));
+        if workers.is_empty() && !healthy.is_empty() {
+            if let Some(error) = self.no_device_runs_dtype(workload.dtype) {
+                return Err(error);
+            }
+        }
+        let mut plan = self.plan_on(workload, None, strategy, &workers)?;
+        plan.left_out = lacking
+            .iter()
+            .filter_map(|d| d.lacks(workload.dtype).map(|why| (d.id, why)))
+            .collect();
+        Ok(plan)
     }
 
     /// The devices healthy now: one snapshot, which a call plans on and runs with.
@@ -122,11 +138,8 @@ impl MultiGpuContext {
     ) -> Result<Ran> {
         check_lengths(kernel, inputs, &target, items)?;
         interrupt::check()?;
-        let grid = grid.or_else(|| {
-            kernel
-                .max_chunk_items
-                .map(|_| self.kernel_chunk_items(kernel, items))
-        });
+        let bounded = kernel.max_chunk_items.is_some() || kernel.min_chunk_items.is_some();
+        let grid = grid.or_else(|| bounded.then(|| self.kernel_chunk_items(kernel, items)));
         let workload = kernel.workload(items);
         // One snapshot of the healthy devices: the plan is made on exactly these, and they
         // are the call's workers, whatever other calls do to the devices' health meanwhile.

@@ -132,8 +132,8 @@ pub struct MultiGpuContext {
     pub(crate) selection: Selection,
     /// The fast-path decisions of small calls (see `fast`).
     pub(crate) fast: fast::FastCache,
-    /// The partials buffer the last reduction handed back (see `spare`).
-    pub(crate) spare: spare::Spare,
+    /// Buffers the last calls handed back: reductions' partials and grid boards.
+    pub(crate) spare: crate::alloc::Spare,
 }
 
 impl MultiGpuContext {
@@ -154,7 +154,7 @@ impl MultiGpuContext {
             resident: Arc::default(),
             selection: Selection::default(),
             fast: fast::FastCache::default(),
-            spare: spare::Spare::default(),
+            spare: crate::alloc::Spare::default(),
         }
     }
     /// Releases the devices: when this is the context's last reference (no call is

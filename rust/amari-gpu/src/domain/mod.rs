@@ -49,42 +49,57 @@ pub fn heat(
 ) -> Result<(Vec<f32>, Report)> {
     let shift = check_heat(grid, height, width, alpha, opts.steps)?;
     // Rows padded to whole vec4s: the kernel updates four cells per thread.
-    let row_cells = width.div_ceil(4) * 4;
+    let row_bytes = width.div_ceil(4) * 16;
     let spec = Spec {
         rule: Rule::Heat { alpha },
         geometry: geometry(height, opts, boundary == Boundary::Periodic)?,
         width,
-        row_bytes: row_cells * 4,
+        row_bytes,
     };
-    let mut padded = crate::alloc::zeroed(
-        "grid",
-        crate::alloc::product("grid", &[height, row_cells], 4)?,
-    )?;
-    for (row, cells) in padded
-        .chunks_exact_mut(row_cells)
-        .zip(grid.chunks_exact(width))
+    let board = || heat_board(ctx, grid, width, row_bytes, shift);
+    let (board, report) = evolve(ctx, &spec, &board, opts)?;
+    let mut out = crate::alloc::zeroed::<f32>("grid", height * width)?;
+    for (cells, row) in out
+        .chunks_exact_mut(width)
+        .zip(board.chunks_exact(row_bytes / 4))
     {
-        row[..width].copy_from_slice(cells);
-        if shift != 0 {
-            scale_cells(&mut row[..width], -shift);
-        }
+        cells.copy_from_slice(&row[..width]);
     }
-    let board: Vec<u8> = bytemuck::cast_slice(&padded).to_vec();
-    drop(padded);
-    let (board, report) = evolve(ctx, &spec, board, opts)?;
-    // Read back word by word: a byte vector need not be aligned for f32.
-    let mut out = Vec::with_capacity(height * width);
-    for row in board.chunks_exact(spec.row_bytes) {
-        out.extend(
-            row[..width * 4]
-                .chunks_exact(4)
-                .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
-        );
-    }
+    ctx.spare.keep(board);
     if shift != 0 {
         unscale_heat(&mut out, grid, height, width, boundary, shift)?;
     }
     Ok((out, report))
+}
+
+/// The host board of a heat run: `grid`'s rows, each padded with zero cells to `row_bytes`,
+/// scaled by 2^-`shift` when the grid is that close to the float32 limit. Built once per
+/// attempt straight from the caller's cells (a restart after a failed device builds it again
+/// rather than keeping a copy), in a spare buffer of the context when it has one.
+fn heat_board(
+    ctx: &MultiGpuContext,
+    grid: &[f32],
+    width: usize,
+    row_bytes: usize,
+    shift: i32,
+) -> Result<Vec<f32>> {
+    let row_cells = row_bytes / 4;
+    let height = grid.len() / width;
+    let mut board = ctx.spare.take(
+        "grid",
+        crate::alloc::product("grid", &[height, row_cells], 4)?,
+    )?;
+    for (row, cells) in board
+        .chunks_exact_mut(row_cells)
+        .zip(grid.chunks_exact(width))
+    {
+        let row = &mut row[..width];
+        row.copy_from_slice(cells);
+        if shift != 0 {
+            scale_cells(row, -shift);
+        }
+    }
+    Ok(board)
 }
 
 /// Grids whose largest |u| is at most 2^HEAT_LIMIT run as given. A step forms
@@ -92,18 +107,25 @@ pub fn heat(
 /// max|u| from growing, up to rounding), so 2^123 leaves 2^127 for the sum: no overflow.
 const HEAT_LIMIT: i32 = 123;
 
-/// The power of two a heat grid is scaled down by (`u / 2^shift`) so that no step overflows:
+/// The power of two a heat grid whose largest |u| is `top` (finite) is scaled down by
+/// (`u / 2^shift`) so that no step overflows:
 /// 0 for every grid whose largest |u| is at most 2^123 (about 1.06e37), which runs bit for bit
 /// as given. The scaling is chosen from the whole grid on the host, before bands are cut, and
 /// heat steps are linear, so the scaled run is the same on every device layout and halo.
-fn heat_shift(grid: &[f32], steps: u64) -> i32 {
-    let top = grid.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+fn heat_shift(top: f32, steps: u64) -> i32 {
     if steps == 0 || top <= 2f32.powi(HEAT_LIMIT) {
         return 0;
     }
     // top < 2^128, so the shift is at most 5.
     let e = ((top.to_bits() >> 23) & 0xff) as i32 - 127;
     e - HEAT_LIMIT + 1
+}
+
+/// The bits of the largest |u| of `grid`, in one pass that vectorises: the bits of
+/// non-negative floats order as their values, and those of inf and NaN above every finite
+/// one, so the finiteness check and the scaling read the grid once.
+fn top_bits(grid: &[f32]) -> u32 {
+    grid.iter().fold(0, |m, v| m.max(v.to_bits() & 0x7fff_ffff))
 }
 
 /// Multiplies every cell by 2^`e` (|e| <= 5: exact for normal results).
@@ -170,7 +192,10 @@ pub fn check_heat(
             ),
         ));
     }
-    if let Some(i) = grid.iter().position(|v| !v.is_finite()) {
+    let top = top_bits(grid);
+    if top >= f32::INFINITY.to_bits() {
+        // Only here, on a grid already known to hold one, is the first one looked for.
+        let i = grid.iter().position(|v| !v.is_finite()).unwrap_or(0);
         // Written as Python writes it ("nan", "inf"): this is the only finiteness check.
         let found = if grid[i].is_nan() {
             "nan".to_string()
@@ -186,7 +211,7 @@ pub fn check_heat(
             ),
         ));
     }
-    Ok(heat_shift(grid, steps))
+    Ok(heat_shift(f32::from_bits(top), steps))
 }
 
 /// The grid after `opts.steps` Game of Life steps on a torus (cells 0 or 1).
@@ -200,27 +225,33 @@ pub fn life(
     check_life(grid, height, width)?;
     // Rows padded to whole words: four cells per u32 on the device.
     let row_bytes = width.div_ceil(4) * 4;
-    let mut board = crate::alloc::zeroed(
-        "grid",
-        crate::alloc::product("grid", &[height, row_bytes], 1)?,
-    )?;
-    for (row, cells) in board
-        .chunks_exact_mut(row_bytes)
-        .zip(grid.chunks_exact(width))
-    {
-        row[..width].copy_from_slice(cells);
-    }
+    let board = || -> Result<Vec<f32>> {
+        let mut board = ctx.spare.take(
+            "grid",
+            crate::alloc::product("grid", &[height, row_bytes / 4], 4)?,
+        )?;
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut board);
+        for (row, cells) in bytes
+            .chunks_exact_mut(row_bytes)
+            .zip(grid.chunks_exact(width))
+        {
+            row[..width].copy_from_slice(cells);
+        }
+        Ok(board)
+    };
     let spec = Spec {
         rule: Rule::Life,
         geometry: geometry(height, opts, true)?,
         width,
         row_bytes,
     };
-    let (board, report) = evolve(ctx, &spec, board, opts)?;
+    let (board, report) = evolve(ctx, &spec, &board, opts)?;
     let mut out = Vec::with_capacity(height * width);
-    for row in board.chunks_exact(row_bytes) {
+    let bytes: &[u8] = bytemuck::cast_slice(&board);
+    for row in bytes.chunks_exact(row_bytes) {
         out.extend_from_slice(&row[..width]);
     }
+    ctx.spare.keep(board);
     Ok((out, report))
 }
 
@@ -269,6 +300,7 @@ mod tests {
 
     #[test]
     fn heat_grids_are_scaled_only_near_the_float32_limit() {
+        let heat_shift = |grid: &[f32], steps| heat_shift(f32::from_bits(top_bits(grid)), steps);
         assert_eq!(heat_shift(&[1e37, -1e37], 5), 0);
         assert_eq!(heat_shift(&[2f32.powi(123)], 5), 0);
         assert_eq!(heat_shift(&[1e38], 0), 0);
@@ -279,5 +311,54 @@ mod tests {
         assert!(cells.iter().all(|v| v.abs() <= 2f32.powi(123)));
         scale_cells(&mut cells, 5);
         assert_eq!(cells, [f32::MAX, 1.0, -3e38]);
+    }
+
+    /// A grid call hands its board back to the context and its host bands' buffers back to
+    /// the host device, and the next call of the same size runs in those buffers (mapped
+    /// pages, no fresh ones faulted in), with the same bits.
+    #[test]
+    fn grid_calls_on_the_host_reuse_the_buffers_of_the_last_call() {
+        let ctx = MultiGpuContext::on(&["host"]);
+        let crate::device::DeviceKind::Host(host) = &ctx.devices()[0].kind else {
+            panic!("a host device");
+        };
+        let (h, w) = (64, 40);
+        let grid: Vec<f32> = (0..h * w)
+            .map(|i| ((i * 37) % 101) as f32 / 101.0)
+            .collect();
+        let opts = Options {
+            steps: 16,
+            halo: 16,
+            rebalance: false,
+            split: None,
+        };
+        let run = || {
+            heat(&ctx, &grid, h, w, 0.2, Boundary::Periodic, &opts)
+                .unwrap()
+                .0
+        };
+        let first = run();
+        let (bands, board) = (host.spare.kept(), ctx.spare.kept());
+        assert_eq!(bands.len(), 2, "both buffers of the one band");
+        assert!(!board.is_empty(), "the board");
+        let second = run();
+        assert_eq!(host.spare.kept(), bands);
+        assert_eq!(ctx.spare.kept(), board);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&first), bits(&second));
+    }
+
+    /// One pass finds both the largest |u| and whether any cell is not finite: the bits of
+    /// |u| order as the values, inf and NaN of either sign above every finite one.
+    #[test]
+    fn the_top_bits_of_a_grid_order_as_its_magnitudes() {
+        assert_eq!(top_bits(&[]), 0);
+        assert_eq!(top_bits(&[-0.0, 0.0]), 0);
+        assert_eq!(f32::from_bits(top_bits(&[1.0, -3.5, 2.0])), 3.5);
+        assert_eq!(f32::from_bits(top_bits(&[-f32::MAX, 1.0])), f32::MAX);
+        let finite = f32::INFINITY.to_bits();
+        assert!(top_bits(&[1.0, f32::NEG_INFINITY]) >= finite);
+        assert!(top_bits(&[-f32::NAN, 1.0]) >= finite);
+        assert!(top_bits(&[f32::MAX, f32::MIN_POSITIVE]) < finite);
     }
 }

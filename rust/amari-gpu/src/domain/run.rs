@@ -22,13 +22,16 @@ use crate::gpu_io;
 use crate::interrupt;
 use crate::profile::{CallRecord, HostStep, Kind, Profiler};
 
-/// Runs the grid on the healthy devices, starting again without a device that fails.
+/// Runs the grid on the healthy devices, starting again without a device that fails from a
+/// new board built by `initial` (from the caller's grid: a restart is rare, so no copy of
+/// the board is kept for it). The board is 4-byte words (its rows are whole words), so that
+/// a caller can take it from the context's spare buffers and hand it back.
 pub(super) fn evolve(
     ctx: &MultiGpuContext,
     spec: &Spec,
-    initial: Vec<u8>,
+    initial: &dyn Fn() -> Result<Vec<f32>>,
     opts: &Options,
-) -> Result<(Vec<u8>, Report)> {
+) -> Result<(Vec<f32>, Report)> {
     let started = Instant::now();
     ctx.ensure_calibrated()?;
     let profiler = ctx.active_profile();
@@ -37,7 +40,7 @@ pub(super) fn evolve(
         halo: opts.halo,
         ..Report::default()
     };
-    let mut board = initial.clone();
+    let mut board = initial()?;
     loop {
         let healthy: Vec<usize> = ctx
             .devices()
@@ -59,7 +62,8 @@ pub(super) fn evolve(
         report.rounds.clear();
         report.layouts.clear();
         report.download_s = 0.0;
-        match attempt(ctx, spec, &mut board, split, opts, &recorder, &mut report) {
+        let bytes = bytemuck::cast_slice_mut(&mut board);
+        match attempt(ctx, spec, bytes, split, opts, &recorder, &mut report) {
             Ok(()) => {
                 report.wall_s = started.elapsed().as_secs_f64();
                 return Ok((board, report));
@@ -80,7 +84,7 @@ pub(super) fn evolve(
                 dev.counters.chunks_failed(1);
                 recorder.instant(Some(id), Kind::Retry);
                 report.failures.push((id, reason));
-                board.copy_from_slice(&initial);
+                board = initial()?;
             }
             Err(Failure { error, .. }) => return Err(error),
         }

@@ -1,6 +1,7 @@
 //! The elementwise operations (numpy's ufunc names) and how a second operand lines up with
 //! the rows: what the WGSL builder and the host twin both read.
 
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::kernel::Input;
 
@@ -88,6 +89,15 @@ impl Op {
         OPS.iter().position(|&op| op == self).unwrap_or(0) as u32
     }
 
+    /// Whether it computes on the values (`+ - * /`, `sqrt`) rather than reading their
+    /// bits (the comparisons, `negative`, `absolute`).
+    pub fn is_arithmetic(self) -> bool {
+        matches!(
+            self,
+            Op::Add | Op::Subtract | Op::Multiply | Op::Divide | Op::Sqrt
+        )
+    }
+
     /// Whether it takes one operand.
     pub fn is_unary(self) -> bool {
         matches!(self, Op::Negative | Op::Absolute | Op::Sqrt)
@@ -106,7 +116,7 @@ pub enum Layout {
 }
 
 impl Layout {
-    /// (B_ROW, B_COL): word k of row i is `b[i * B_ROW + k * B_COL]`.
+    /// (B_ROW, B_COL): value k of row i is value `i * B_ROW + k * B_COL` of `b`.
     pub(super) fn strides(self, cols: usize) -> (usize, usize) {
         match self {
             Layout::Rows => (cols, 1),
@@ -115,11 +125,13 @@ impl Layout {
         }
     }
 
-    pub(super) fn input(self, cols: usize) -> Input {
+    /// How the operand binds for rows of `cols` values of `dtype` (a scalar is one value;
+    /// a float16 one, one word holding it twice).
+    pub(super) fn input(self, cols: usize, dtype: Dtype) -> Input {
         match self {
-            Layout::Rows => Input::PerItem(cols),
-            Layout::Row => Input::Whole(cols),
-            Layout::Scalar => Input::Whole(1),
+            Layout::Rows => Input::PerItem(dtype.words_of(cols)),
+            Layout::Row => Input::Whole(dtype.words_of(cols)),
+            Layout::Scalar => Input::Whole(dtype.words_of(1).max(1)),
         }
     }
 }

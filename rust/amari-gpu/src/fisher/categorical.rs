@@ -4,18 +4,23 @@
 //! `exp` is each driver's own approximation, so a softmax computed per chunk would give
 //! different bits on different devices; computed once, every device reads the same
 //! probabilities and the result is the same for any device mix.
+//!
+//! Float32 and float64 values run the same code ([`Value`]): float64 probabilities (and the
+//! float64 softmax of float64 logits, not rounded further) go to the devices that run float64.
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::family::Family;
 use std::sync::Arc;
 
-use crate::fisher::host_maps::FisherMap;
+use crate::dtype::Dtype;
+use crate::fisher::host_maps::{FisherMap, Value};
 use crate::kernel::FmaMode;
 use crate::kernel::{Dispatch, Input, Kernel, Output};
 use crate::plan::{Plan, Strategy};
 
 use super::checks;
+use super::maps_wgsl;
 use super::syrk::SHADER;
 
 /// Largest K: one sample's (K, K) output must fit the 128 MiB storage binding every
@@ -42,11 +47,17 @@ pub fn softmax_kernel(k: usize) -> Kernel {
     }
 }
 
-/// `diag(p) - p p^T` of rows of `k` probabilities, one thread per output entry.
+/// `diag(p) - p p^T` of rows of `k` float32 probabilities, one thread per output entry.
 pub fn categorical_outer_kernel(k: usize) -> Kernel {
+    categorical_outer_in(k, Dtype::F32)
+}
+
+/// [`categorical_outer_kernel`] in `dtype` (float32 or float64).
+fn categorical_outer_in(k: usize, dtype: Dtype) -> Kernel {
     let host = FisherMap::CategoricalOuter {
         k,
         fma: FmaMode::default(),
+        dtype,
     };
     Kernel {
         flops_per_item: 2.0 * (k * k) as f64,
@@ -54,29 +65,33 @@ pub fn categorical_outer_kernel(k: usize) -> Kernel {
     }
 }
 
-/// A per-sample map of the family's shader from rows of `width` words (the first parameter)
-/// to one (`edge`, `edge`) matrix each, one thread per output entry (the shader's
-/// `matrix_entry`), with its host twin; the caller sets its cost.
+/// A per-sample map of the family's shader from rows of `width` values (the first
+/// parameter) to one (`edge`, `edge`) matrix each, one thread per output entry (the shader's
+/// `matrix_entry`), with its host twin, in the host twin's dtype (the source of
+/// `maps_wgsl` in that dtype); the caller sets its cost.
 pub(super) fn matrix_map(
     entry: &'static str,
     width: usize,
     edge: usize,
     host: FisherMap,
 ) -> Kernel {
+    let (input, output) = host.words();
+    let dtype = host.dtype();
     Kernel {
         entry,
-        inputs: vec![Input::PerItem(width)],
-        output: Output::PerItem(edge * edge),
+        inputs: vec![Input::PerItem(input)],
+        output: Output::PerItem(output),
         params: vec![width as u32, 0, 0, 0],
         dispatch: Dispatch::Linear {
             threads_per_item: (edge * edge) as u32,
         },
         host: Some(Arc::new(host)),
-        ..Kernel::map(entry, Family::InformationGeometry, SHADER)
+        dtype,
+        ..Kernel::map(entry, Family::InformationGeometry, maps_wgsl::source(dtype))
     }
 }
 
-fn check_out(out: &[f32], n: usize, k: usize) -> Result<()> {
+fn check_out<T>(out: &[T], n: usize, k: usize) -> Result<()> {
     if out.len() != n * k * k {
         return Err(Error::Shape {
             argument: "out".into(),
@@ -91,14 +106,14 @@ fn check_out(out: &[f32], n: usize, k: usize) -> Result<()> {
 /// need no context and no `out`: their shape and values, in the words of
 /// [`fisher_categorical_probs`] / [`fisher_categorical_logits`]. A driver splitting one call
 /// over several contexts runs them on the whole call first.
-pub fn check_categorical_operands(values: &[f32], k: usize, logits: bool) -> Result<()> {
+pub fn check_categorical_operands<T: Value>(values: &[T], k: usize, logits: bool) -> Result<()> {
     let name = if logits { "logits" } else { "probs" };
     checks::rows(name, values, k, MAX_CATEGORIES)?;
     check_values(values, k, logits)
 }
 
 /// The value checks of (N, `k`) logits or probabilities.
-fn check_values(values: &[f32], k: usize, logits: bool) -> Result<()> {
+fn check_values<T: Value>(values: &[T], k: usize, logits: bool) -> Result<()> {
     if logits {
         checks::finite("logits", values, k)
     } else {
@@ -107,12 +122,13 @@ fn check_values(values: &[f32], k: usize, logits: bool) -> Result<()> {
 }
 
 /// The numpy path's checks of (N, `k`) probabilities, row by row.
-pub(super) fn check_probs(probs: &[f32], k: usize) -> Result<()> {
+pub(super) fn check_probs<T: Value>(probs: &[T], k: usize) -> Result<()> {
     checks::all_values("probs", probs, k, "finite values >= 0", |v| {
+        let v: f64 = v.into();
         v.is_finite() && v >= 0.0
     })?;
     for (row, values) in probs.chunks_exact(k).enumerate() {
-        let total: f64 = values.iter().map(|&v| f64::from(v)).sum();
+        let total: f64 = values.iter().map(|&v| v.into()).sum();
         if (total - 1.0).abs() > PROBS_SUM_TOLERANCE {
             return Err(Error::invalid(
                 "probs",
@@ -128,35 +144,52 @@ pub(super) fn check_probs(probs: &[f32], k: usize) -> Result<()> {
 
 /// Per-sample Fisher information `diag(p) - p p^T` of row-major (N, `k`) probabilities
 /// into `out` (N, k, k). Rows must be finite, non-negative and sum to 1 within
-/// [`PROBS_SUM_TOLERANCE`]; errors name `probs`.
-pub fn fisher_categorical_probs(
+/// [`PROBS_SUM_TOLERANCE`]; errors name `probs`. Float64 values compute in float64 on the
+/// devices that run it (a context of none refuses the call, naming its devices).
+pub fn fisher_categorical_probs<T: Value>(
     ctx: &MultiGpuContext,
-    probs: &[f32],
+    probs: &[T],
     k: usize,
-    out: &mut [f32],
+    out: &mut [T],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
     let n = checks::rows("probs", probs, k, MAX_CATEGORIES)?;
     check_out(out, n, k)?;
     check_values(probs, k, false)?;
-    ctx.run_map(&categorical_outer_kernel(k), &[probs], out, n, strategy)
+    outer_products(ctx, (probs, k), out, strategy)
+}
+
+/// `diag(p) - p p^T` of checked (N, `k`) probabilities into `out`.
+fn outer_products<T: Value>(
+    ctx: &MultiGpuContext,
+    (probs, k): (&[T], usize),
+    out: &mut [T],
+    strategy: Option<Strategy>,
+) -> Result<Plan> {
+    ctx.run_map(
+        &categorical_outer_in(k, T::DTYPE),
+        &[bytemuck::cast_slice(probs)],
+        bytemuck::cast_slice_mut(out),
+        probs.len() / k,
+        strategy,
+    )
 }
 
 /// The same from row-major (N, `k`) finite logits: `p = softmax(logits)` per row, once on
 /// the host in float64 (stable: the row maximum is subtracted before exponentiating) and
-/// rounded to float32, then `diag(p) - p p^T` on the devices. Returns the plan of the outer
+/// rounded to `T`, then `diag(p) - p p^T` on the devices. Returns the plan of the outer
 /// products. Errors name `logits`.
-pub fn fisher_categorical_logits(
+pub fn fisher_categorical_logits<T: Value>(
     ctx: &MultiGpuContext,
-    logits: &[f32],
+    logits: &[T],
     k: usize,
-    out: &mut [f32],
+    out: &mut [T],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
     let n = checks::rows("logits", logits, k, MAX_CATEGORIES)?;
     check_out(out, n, k)?;
     check_values(logits, k, true)?;
-    let mut probs = crate::alloc::zeroed("probs", n * k)?;
+    let mut probs = crate::alloc::zeroed::<T>("probs", n * k)?;
     crate::fisher::host_maps::softmax_rows(logits, k, &mut probs);
-    ctx.run_map(&categorical_outer_kernel(k), &[&probs], out, n, strategy)
+    outer_products(ctx, (&probs, k), out, strategy)
 }

@@ -13,13 +13,7 @@ pub(crate) fn matrix(
     operand: Operand<'_>,
     dims: &[usize],
 ) -> Result<(usize, usize)> {
-    let &[n, w] = dims else {
-        return Err(Error::Shape {
-            argument: argument.into(),
-            expected: "(N, W)".into(),
-            actual: shape_text(dims),
-        });
-    };
+    let (n, w) = two_axes(argument, dims)?;
     let (expected, actual) = match operand {
         Operand::Resident(array) if (array.rows(), array.cols()) == (n, w) => return Ok((n, w)),
         Operand::Resident(array) => (
@@ -34,6 +28,19 @@ pub(crate) fn matrix(
         expected: format!("{} ({expected})", shape_text(dims)),
         actual,
     })
+}
+
+/// (N, W) from `dims`, the shape of a host array named `argument` (whose values its shape
+/// counts): two axes.
+pub(crate) fn two_axes(argument: &str, dims: &[usize]) -> Result<(usize, usize)> {
+    match *dims {
+        [n, w] => Ok((n, w)),
+        _ => Err(Error::Shape {
+            argument: argument.into(),
+            expected: "(N, W)".into(),
+            actual: shape_text(dims),
+        }),
+    }
 }
 
 /// `dims`, the shape of the vector named `argument` as the caller gave it, is (`n`,).
@@ -133,9 +140,13 @@ pub(crate) fn accumulated(matrix: &[f64], p: usize, dtype: &str) -> Result<()> {
     }
 }
 
-/// Every value is finite.
-pub(crate) fn finite(argument: &str, data: &[f32], width: usize) -> Result<()> {
-    all_values(argument, data, width, "finite values", f32::is_finite)
+/// Every value (float32 or float64) is finite.
+pub(crate) fn finite<T: Copy + std::fmt::Display + Into<f64>>(
+    argument: &str,
+    data: &[T],
+    width: usize,
+) -> Result<()> {
+    all_values(argument, data, width, "finite values", |v| v.into().is_finite())
 }
 
 #[cfg(test)]

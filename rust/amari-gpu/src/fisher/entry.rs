@@ -10,8 +10,11 @@ use crate::error::{Error, Result};
 use crate::plan::{Plan, Strategy};
 use crate::resident::{Destination, Operand, Outcome, ResidentArray};
 
+use crate::dtype::as_f64_mut;
+
 use super::categorical::{fisher_categorical_logits, fisher_categorical_probs};
-use super::checks::{matrix, vector};
+use super::checks::{matrix, two_axes, vector};
+use super::host_maps::Value;
 use super::gaussian::{check_gaussian_operands, fisher_gaussian_diag};
 use super::information::fisher_information as host_information;
 use super::resident::fisher_information_resident;
@@ -88,18 +91,7 @@ pub fn fisher_categorical(
     strategy: Option<Strategy>,
 ) -> Result<Outcome> {
     match values {
-        Operand::Host(data) => {
-            let out = host_out(out)?;
-            let plan = if logits {
-                fisher_categorical_logits(ctx, data, k, out, strategy)?
-            } else {
-                fisher_categorical_probs(ctx, data, k, out, strategy)?
-            };
-            Ok(Outcome {
-                plan: Some(plan),
-                array: None,
-            })
-        }
+        Operand::Host(data) => host_categorical(ctx, data, (k, logits), host_out(out)?, strategy),
         Operand::Resident(array) => {
             width(if logits { "logits" } else { "probs" }, array, k)?;
             resident_out(ctx, out, |target| {
@@ -107,6 +99,43 @@ pub fn fisher_categorical(
             })
         }
     }
+}
+
+/// [`fisher_categorical`] of host float64 `values`, computed in float64 on the devices that
+/// run it, into `out` (the words of N × K × K float64 values).
+pub fn fisher_categorical_f64(
+    ctx: &MultiGpuContext,
+    values: &[f64],
+    call: (usize, bool),
+    out: Destination<'_>,
+    strategy: Option<Strategy>,
+) -> Result<Outcome> {
+    host_categorical(ctx, values, call, f64_out(out)?, strategy)
+}
+
+/// The shape (N, W) of a host float64 operand named `argument` (`dims`, as the caller gave
+/// it) of `fisher_categorical` or `fisher_gaussian`.
+pub fn host_shape_f64(argument: &str, dims: &[usize]) -> Result<(usize, usize)> {
+    two_axes(argument, dims)
+}
+
+/// `diag(p) - p p^T` of host (N, `k`) probabilities or logits into host `out`.
+fn host_categorical<T: Value>(
+    ctx: &MultiGpuContext,
+    data: &[T],
+    (k, logits): (usize, bool),
+    out: &mut [T],
+    strategy: Option<Strategy>,
+) -> Result<Outcome> {
+    let plan = if logits {
+        fisher_categorical_logits(ctx, data, k, out, strategy)?
+    } else {
+        fisher_categorical_probs(ctx, data, k, out, strategy)?
+    };
+    Ok(Outcome {
+        plan: Some(plan),
+        array: None,
+    })
 }
 
 /// The Fisher matrices of N diagonal Gaussians from `mean` and `var` of the same shape
@@ -123,16 +152,41 @@ pub fn fisher_gaussian(
     let d = same_shapes(shapes)?;
     match (mean, var) {
         (Operand::Host(mean), Operand::Host(var)) => {
-            let plan = fisher_gaussian_diag(ctx, mean, var, d, host_out(out)?, strategy)?;
-            Ok(Outcome {
-                plan: Some(plan),
-                array: None,
-            })
+            host_gaussian(ctx, (mean, var), d, host_out(out)?, strategy)
         }
         _ => resident_out(ctx, out, |target| {
             fisher_gaussian_resident(ctx, mean, var, target)
         }),
     }
+}
+
+/// [`fisher_gaussian`] of host float64 `mean` and `var` (`shapes` as the caller gave them),
+/// computed in float64 on the devices that run it, into `out` (the words of N × 2D × 2D
+/// float64 values).
+pub fn fisher_gaussian_f64(
+    ctx: &MultiGpuContext,
+    operands: (&[f64], &[f64]),
+    shapes: [(usize, usize); 2],
+    out: Destination<'_>,
+    strategy: Option<Strategy>,
+) -> Result<Outcome> {
+    let d = same_shapes(shapes)?;
+    host_gaussian(ctx, operands, d, f64_out(out)?, strategy)
+}
+
+/// The Gaussians' Fisher matrices of host `mean` and `var` into host `out`.
+fn host_gaussian<T: Value>(
+    ctx: &MultiGpuContext,
+    (mean, var): (&[T], &[T]),
+    d: usize,
+    out: &mut [T],
+    strategy: Option<Strategy>,
+) -> Result<Outcome> {
+    let plan = fisher_gaussian_diag(ctx, mean, var, d, out, strategy)?;
+    Ok(Outcome {
+        plan: Some(plan),
+        array: None,
+    })
 }
 
 /// The checks of [`fisher_gaussian`] on host `mean` and `var` that need no context and no
@@ -178,6 +232,13 @@ fn host_out(out: Destination<'_>) -> Result<&mut [f32]> {
              DeviceArray), got DeviceArray",
         )),
     }
+}
+
+/// The float64 values of a float64 call's host `out` (the words of a float64 array, which
+/// are 8-byte aligned).
+fn f64_out(out: Destination<'_>) -> Result<&mut [f64]> {
+    as_f64_mut(host_out(out)?)
+        .ok_or_else(|| Error::Internal("a float64 out whose words are not float64 values".into()))
 }
 
 /// Runs a resident map (`run` takes the resident `out`, or makes a new array when None)

@@ -19,7 +19,7 @@
 //! rounding exactly as one long loop would. The 8 × 8 blocks run one shader thread at a
 //! time, its accumulators in registers across all its rows. Tasks are (slice, run of rows
 //! of tiles): a run shares its packed strips, and tasks write disjoint runs of the
-//! partial.
+//! partial. The float64 SYRK (`fisher::syrk64`) runs the same tasks and tiles in float64.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -82,6 +82,69 @@ impl HostImpl for FisherSyrk {
     }
 }
 
+/// How a chunk's partial is cut into tasks: `slices` slices of its rows, each `tiles` rows
+/// of tiles (tile row ti holding `tiles - ti` tiles of `words` values), grouped into at
+/// most `runs` runs of tile rows per slice.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Tasks {
+    pub slices: usize,
+    pub tiles: usize,
+    pub words: usize,
+    pub runs: usize,
+}
+
+/// Runs `work(slice, (ti0, ti1), out)` for every slice of the chunk `src` and run of tile
+/// rows `ti0..ti1`, in parallel, each into its own run of `out` (slice after slice, tile
+/// row after tile row, as the partial lays them out). The one task loop of the float32 and
+/// float64 SYRKs.
+pub(super) fn run_tasks<T: Send + Sync>(
+    src: Rows<T>,
+    grid: Tasks,
+    out: &mut [T],
+    work: impl Fn(&Rows<T>, (usize, usize), &mut [T]) + Sync,
+) {
+    let Tasks {
+        slices,
+        tiles,
+        words,
+        runs,
+    } = grid;
+    let (n, width) = (src.len(), src.width);
+    let bounds = tile_runs(tiles, runs);
+    let mut tasks = Vec::with_capacity(slices * bounds.len());
+    let mut rest = out;
+    for slice in 0..slices {
+        let rows = slice_rows(n, slices, slice);
+        for &(ti0, ti1) in &bounds {
+            let pairs: usize = (ti0..ti1).map(|ti| tiles - ti).sum();
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(pairs * words);
+            tasks.push((rows.clone(), (ti0, ti1), head));
+            rest = tail;
+        }
+    }
+    // Small chunks' tasks together: a task of a few hundred multiply-adds costs less
+    // than handing it to another thread (the bits are the same however they group).
+    let pairs = tiles * (tiles + 1) / 2;
+    let per_task = (n / slices * words * pairs / bounds.len()).max(1);
+    tasks
+        .into_par_iter()
+        .with_min_len(MIN_TASK_MACS.div_ceil(per_task))
+        .for_each(|(rows, run, out)| {
+            let slice = Rows {
+                scores: &src.scores[rows.start * width..rows.end * width],
+                weights: &src.weights[rows],
+                width,
+            };
+            work(&slice, run, out);
+        });
+}
+
+/// Runs of tile rows asked for per slice of 64 × 64 tiles: the tiles of a run share a
+/// block's packed strips, so runs are as long as the threads allow.
+pub(super) fn tile_runs_per_slice(slices: usize) -> usize {
+    (2 * rayon::current_num_threads()).div_ceil(slices)
+}
+
 impl FisherSyrk {
     /// [`HostImpl::run`] with the micro-kernels of `level` (at most the CPU's): every level
     /// gives the same bits, which the tests check by forcing each.
@@ -97,60 +160,43 @@ impl FisherSyrk {
         // The micro-kernels rely on this: `Avx512` and `Avx2` only where the CPU has them.
         let level = level.at_most_detected();
         let width = s.width;
-        let scores = &inputs[0][range.start * width..range.end * width];
-        let weights = &inputs[1][range.clone()];
-        let n = range.len();
+        let src = Rows {
+            scores: &inputs[0][range.start * width..range.end * width],
+            weights: &inputs[1][range],
+            width,
+        };
         let (edge, tiles) = (s.tile, s.tiles);
-        let words = edge * edge;
         // One task per slice and run of tile rows ti0..ti1 (pairs (ti, ti..tiles) row after
-        // row, a contiguous run of the partial). The 64 × 64 tiles share a block's packed
-        // strips among the rows of a run, so runs are as long as the threads allow; the
-        // 8 × 8 blocks pack nothing and take one row each.
+        // row, a contiguous run of the partial). The 8 × 8 blocks pack nothing and take one
+        // row each.
         let runs = match edge == TILE {
-            true => (2 * rayon::current_num_threads()).div_ceil(s.slices),
+            true => tile_runs_per_slice(s.slices),
             false => tiles,
         };
-        let bounds = tile_runs(tiles, runs);
-        let mut tasks = Vec::with_capacity(s.slices * bounds.len());
-        let mut rest = output;
-        for slice in 0..s.slices {
-            let rows = slice_rows(n, s.slices, slice);
-            for &(ti0, ti1) in &bounds {
-                let pairs: usize = (ti0..ti1).map(|ti| tiles - ti).sum();
-                let (head, tail) = std::mem::take(&mut rest).split_at_mut(pairs * words);
-                tasks.push((rows.clone(), (ti0, ti1), head));
-                rest = tail;
-            }
-        }
-        // Small chunks' tasks together: a task of a few hundred multiply-adds costs less
-        // than handing it to another thread (the bits are the same however they group).
-        let per_task = (n / s.slices * words * s.pairs / bounds.len()).max(1);
+        let grid = Tasks {
+            slices: s.slices,
+            tiles,
+            words: edge * edge,
+            runs,
+        };
         let fused = self.fma == FmaMode::Fused;
-        tasks
-            .into_par_iter()
-            .with_min_len(MIN_TASK_MACS.div_ceil(per_task))
-            .for_each(|(rows, (ti0, ti1), out)| {
-                let src = Rows {
-                    scores: &scores[rows.start * width..rows.end * width],
-                    weights: &weights[rows],
-                    width,
-                };
-                if edge == TILE {
-                    match fused {
-                        true => run_tiles::<true>(level, &src, (ti0, ti1, tiles), out),
-                        false => run_tiles::<false>(level, &src, (ti0, ti1, tiles), out),
-                    }
-                    return;
+        run_tasks(src, grid, output, |src, (ti0, ti1), out| {
+            if edge == TILE {
+                match fused {
+                    true => run_tiles::<f32, true>(level, src, (ti0, ti1, tiles), out),
+                    false => run_tiles::<f32, false>(level, src, (ti0, ti1, tiles), out),
                 }
-                let mut out = out;
-                for ti in ti0..ti1 {
-                    let (row, tail) = std::mem::take(&mut out).split_at_mut((tiles - ti) * words);
-                    out = tail;
-                    match fused {
-                        true => run_blocks::<true>(level, &src, ti * edge, row),
-                        false => run_blocks::<false>(level, &src, ti * edge, row),
-                    }
+                return;
+            }
+            let mut out = out;
+            for ti in ti0..ti1 {
+                let (row, tail) = std::mem::take(&mut out).split_at_mut((tiles - ti) * edge * edge);
+                out = tail;
+                match fused {
+                    true => run_blocks::<true>(level, src, ti * edge, row),
+                    false => run_blocks::<false>(level, src, ti * edge, row),
                 }
-            });
+            }
+        });
     }
 }

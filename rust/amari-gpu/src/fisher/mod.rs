@@ -17,6 +17,7 @@ mod host_resident;
 pub mod host_syrk;
 mod information;
 mod information64;
+mod maps_wgsl;
 mod reduce;
 pub mod reference;
 mod resident;
@@ -42,9 +43,11 @@ pub use categorical::{
     fisher_categorical_probs, softmax_kernel, MAX_CATEGORIES, PROBS_SUM_TOLERANCE,
 };
 pub use entry::{
-    categorical_shapes, check_gaussian, fisher_categorical, fisher_gaussian, fisher_information_of,
-    gaussian_shapes, information_shapes,
+    categorical_shapes, check_gaussian, fisher_categorical, fisher_categorical_f64,
+    fisher_gaussian, fisher_gaussian_f64, fisher_information_of, gaussian_shapes,
+    host_shape_f64, information_shapes,
 };
+pub use host_maps::Value;
 pub use gaussian::{
     check_gaussian_operands, fisher_gaussian_diag, gaussian_diag_kernel, MAX_GAUSSIAN_DIMENSIONS,
 };

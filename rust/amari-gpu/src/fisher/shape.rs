@@ -29,6 +29,21 @@ pub const TILED_SLICE_ROWS: usize = 16_384;
 /// Rows of one slice at most for the 8 x 8 blocks: 16,384 per thread of 64.
 pub const NARROW_SLICE_ROWS: usize = 1 << 20;
 
+/// How many times a chunk's rows (scores and weights) outweigh its partial at least, in
+/// the default chunk grid: below that the partials (written, faulted in, summed on the
+/// host) cost more than the SYRK's reads of the rows.
+pub const PARTIAL_SHARE: usize = 16;
+
+/// Rows per chunk at least for rows of `row_words` words (scores and weight) and
+/// `partial_words` words of partial per chunk: the power of two whose rows outweigh the
+/// partial [`PARTIAL_SHARE`]-fold, at most `most`. A function of P and the dtype only.
+pub fn min_chunk_rows_for(partial_words: usize, row_words: usize, most: usize) -> usize {
+    (PARTIAL_SHARE * partial_words)
+        .div_ceil(row_words.max(1))
+        .next_power_of_two()
+        .min(most)
+}
+
 /// Launch geometry of the tiled SYRK for P score columns (a function of P only, so every
 /// chunk of every call with this P is cut the same way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +95,11 @@ impl SyrkShape {
             NARROW_SLICE_ROWS
         };
         self.slices * per_slice
+    }
+
+    /// Rows of a chunk at least in the default chunk grid ([`min_chunk_rows_for`]).
+    pub fn min_chunk_rows(&self) -> usize {
+        min_chunk_rows_for(self.partial_words(), self.width + 1, self.max_chunk_rows())
     }
 
     /// Words of one chunk's partial output.

@@ -69,6 +69,7 @@ pub fn shaped_kernel(shape: SyrkShape) -> Kernel {
         params: shape.params(),
         dispatch: Dispatch::Custom(tiled_grid),
         max_chunk_items: Some(shape.max_chunk_rows()),
+        min_chunk_items: Some(shape.min_chunk_rows()),
         flops_per_item: flops_per_row(shape.p),
         host: Some(Arc::new(FisherSyrk {
             shape,
@@ -122,6 +123,24 @@ mod tests {
             assert!(s.slices >= 1 && s.slices <= MAX_SLICES);
         }
         assert!(SyrkShape::new(MAX_SCORE_COLUMNS).partial_words() * 4 <= 128 << 20);
+    }
+
+    #[test]
+    fn default_chunks_outweigh_their_partials_sixteen_fold() {
+        // (P, rows at least, default rows of 1,000): 256 → 4 slices of 10 tiles, 163,840
+        // words against 257 a row; 64 → 36 blocks, 2,304 words against 65; 4096 → the loop
+        // budget's bound, cut to the 4,096 rows of 16,388 bytes a 128 MiB binding holds.
+        for (p, least, rows) in [(256, 16_384, 16_384), (64, 1024, 2048), (4096, 16_384, 4096)] {
+            let shape = SyrkShape::new(p);
+            assert_eq!(shape.min_chunk_rows(), least, "p = {p}");
+            assert!(least <= shape.max_chunk_rows());
+            let kernel = tiled_kernel(p);
+            // The default grid of a small call takes the floor; a caller's choice is kept.
+            assert_eq!(kernel.chunk_items(1000), rows, "p = {p}");
+            assert_eq!(kernel.bound_chunk_items(512, false), 512);
+        }
+        // 65,536 × 256 was 64 chunks of 1,024 rows (40 MB of partials); now 4 (2.6 MB).
+        assert_eq!(tiled_kernel(256).chunk_items(65_536), 16_384);
     }
 
     #[test]

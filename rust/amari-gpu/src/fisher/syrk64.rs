@@ -5,18 +5,25 @@
 //! over the chunk's rows in order, from 0 (the product `s · w` rounded first): the WGSL
 //! kernel runs one thread per entry, the host kernel blocks the same chains for registers
 //! and caches (accumulators loaded before a block of rows and stored after it, which
-//! changes no rounding), so every device writes the same bits. The partial is the packed
-//! upper triangle of the padded width W, row i holding entries j = i..W.
+//! changes no rounding), so every device writes the same bits: it is the float32 SYRK's
+//! host kernel (`fisher::host_syrk`'s tasks, `fisher::syrk_tile`'s 64 × 64 tiles) in
+//! float64, over one slice, its tiles then copied into the partial. The partial is the
+//! packed upper triangle of the padded width W, row i holding entries j = i..W.
 //!
 //! The WGSL is generated for a scalar type (`fisher_triangle` in float64; the float32 calls
 //! keep `shaders/fisher.wgsl`'s tiled kernels and their bits). Chunks hold at most
 //! [`CHUNK_ROWS`] rows, so each thread's one loop stays within lavapipe's loop budget.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::host_syrk::{run_tasks, tile_runs_per_slice, Tasks};
+use super::shape::{min_chunk_rows_for, TILE};
+use super::syrk_pack::Rows;
+use super::syrk_tile::run_tiles;
 use crate::dtype::{as_f64, as_f64_mut, read_f64, write_f64, Dtype};
 use crate::family::Family;
 use crate::host::simd::Level;
@@ -28,13 +35,6 @@ pub const CHUNK_ROWS: usize = 16_384;
 
 /// Threads along each edge of a workgroup.
 const EDGE: u32 = 16;
-
-/// Entry-block rows and columns of the host kernel's registers (4 × 8 accumulators).
-const BR: usize = 4;
-const BC: usize = 8;
-
-/// Rows of scores a host block keeps in cache while its accumulators run over them.
-const ROW_BLOCK: usize = 128;
 
 /// The packed upper triangle's offset of row `i` of a `w`-wide matrix.
 pub(crate) fn row_offset(i: usize, w: usize) -> usize {
@@ -96,6 +96,8 @@ pub fn kernel(p: usize, width: usize) -> Kernel {
         params: [width, 0, 1, 0].iter().map(|&v| v as u32).collect(),
         dispatch: Dispatch::Custom(grid),
         max_chunk_items: Some(CHUNK_ROWS),
+        // Values per row and per partial both two words: the same rule as float32's.
+        min_chunk_items: Some(min_chunk_rows_for(triangle(width), width + 1, CHUNK_ROWS)),
         flops_per_item: (p * (p + 1)) as f64,
         host: Some(Arc::new(Triangle {
             width,
@@ -128,7 +130,7 @@ impl HostImpl for Triangle {
 }
 
 impl Triangle {
-    /// [`HostImpl::run`] with the micro-kernel of `level` (at most the CPU's): every level
+    /// [`HostImpl::run`] with the micro-kernels of `level` (at most the CPU's): every level
     /// gives the same bits, which the tests check by forcing each.
     pub(crate) fn run_at(
         &self,
@@ -139,103 +141,56 @@ impl Triangle {
     ) {
         let w = self.width;
         assert_eq!(output.len(), 2 * triangle(w), "one packed triangle per chunk");
-        let n = range.len();
-        // Padded to whole 8-column blocks, the scores weighted once (the shader's rounded
-        // product `s · w`) beside the plain ones: copies of the chunk, O(n W) against the
-        // kernel's O(n W²).
-        let ws = w.div_ceil(BC) * BC;
-        let mut plain = vec![0.0f64; n * ws];
-        let mut weighted = vec![0.0f64; n * ws];
-        for (k, r) in range.enumerate() {
-            let weight = read_f64(inputs[1], r);
-            for c in 0..w {
-                let v = read_f64(inputs[0], r * w + c);
-                plain[k * ws + c] = v;
-                weighted[k * ws + c] = v * weight;
-            }
-        }
-        let mut full = vec![0.0f64; ws * ws];
-        let fused = self.fma == FmaMode::Fused;
+        // The micro-kernels rely on this: `Avx512` and `Avx2` only where the CPU has them.
         let level = level.at_most_detected();
-        full.par_chunks_mut(BR * ws)
-            .enumerate()
-            .for_each(|(panel, acc)| {
-                let rows = (&weighted[..], &plain[..], ws);
-                run_panel(level, fused, rows, panel * BR, acc);
-            });
-        // Row i of the triangle: entries i..w of row i of the full block.
-        let packed = (0..w).flat_map(|i| full[i * ws + i..i * ws + w].iter().copied());
+        let scores = values(&inputs[0][2 * range.start * w..2 * range.end * w]);
+        let weights = values(&inputs[1][2 * range.start..2 * range.end]);
+        let src = Rows {
+            scores: &scores,
+            weights: &weights,
+            width: w,
+        };
+        // The upper triangle's 64 × 64 tiles of one slice (the whole chunk), then copied
+        // into the packed triangle: O(W²) against the tiles' O(n W²).
+        let (tiles, words) = (w.div_ceil(TILE).max(1), TILE * TILE);
+        let mut tiled = vec![0.0f64; tiles * (tiles + 1) / 2 * words];
+        let grid = Tasks {
+            slices: 1,
+            tiles,
+            words,
+            runs: tile_runs_per_slice(1),
+        };
+        let fused = self.fma == FmaMode::Fused;
+        run_tasks(src, grid, &mut tiled, |src, (ti0, ti1), out| match fused {
+            true => run_tiles::<f64, true>(level, src, (ti0, ti1, tiles), out),
+            false => run_tiles::<f64, false>(level, src, (ti0, ti1, tiles), out),
+        });
+        let mut packed = Vec::with_capacity(triangle(w));
+        for i in 0..w {
+            let (ti, r) = (i / TILE, i % TILE);
+            // Tile (ti, tj) is pair ti · tiles − ti (ti − 1) / 2 + tj − ti of the tiled rows.
+            let first = ti * tiles - ti * ti.saturating_sub(1) / 2;
+            for tj in ti..tiles {
+                let tile = &tiled[(first + tj - ti) * words + r * TILE..][..TILE];
+                let (from, to) = ((i.max(tj * TILE)) - tj * TILE, (w - tj * TILE).min(TILE));
+                packed.extend_from_slice(&tile[from..to]);
+            }
+        }
         match as_f64_mut(output) {
-            Some(out) => out.iter_mut().zip(packed).for_each(|(o, v)| *o = v),
+            Some(out) => out.copy_from_slice(&packed),
             None => packed
+                .iter()
                 .enumerate()
-                .for_each(|(k, v)| write_f64(output, k, v)),
+                .for_each(|(k, &v)| write_f64(output, k, v)),
         }
     }
 }
 
-/// Weighted rows, plain rows, their padded width.
-type Panel<'a> = (&'a [f64], &'a [f64], usize);
-
-/// Rows i0..i0 + 4 of the full accumulator block (`acc`, 4 rows of the padded width), from
-/// the 8-column block holding the diagonal to the edge, a block of rows at a time.
-fn run_panel(level: Level, fused: bool, rows: Panel<'_>, i0: usize, acc: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    if level.has_avx2() {
-        // SAFETY: `level` is at most the detected one, which has AVX2 and FMA.
-        #[allow(unsafe_code)]
-        unsafe {
-            match fused {
-                true => panel_avx2::<true>(rows, i0, acc),
-                false => panel_avx2::<false>(rows, i0, acc),
-            }
-        }
-        return;
-    }
-    let _ = level;
-    match fused {
-        true => panel::<true>(rows, i0, acc),
-        false => panel::<false>(rows, i0, acc),
-    }
-}
-
-/// [`panel`] compiled with AVX2 and FMA (the fixed 4 × 8 block becomes two `vfmadd` rows).
-///
-/// # Safety
-/// The CPU has AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[allow(unsafe_code)]
-unsafe fn panel_avx2<const F: bool>(rows: Panel<'_>, i0: usize, acc: &mut [f64]) {
-    panel::<F>(rows, i0, acc);
-}
-
-/// The chains of entries (i0..i0 + 4, j) for every 8-column block from the diagonal's:
-/// each block of 4 × 8 accumulators is loaded, advanced over [`ROW_BLOCK`] rows in order,
-/// and stored back, so every entry's chain is the one long loop of the shader.
-#[inline(always)]
-fn panel<const F: bool>((weighted, plain, ws): Panel<'_>, i0: usize, acc: &mut [f64]) {
-    let n = plain.len() / ws.max(1);
-    for start in (0..n).step_by(ROW_BLOCK) {
-        let end = (start + ROW_BLOCK).min(n);
-        for j0 in (i0 / BC * BC..ws).step_by(BC) {
-            let mut block = [[0.0f64; BC]; BR];
-            for (k, row) in block.iter_mut().enumerate() {
-                row.copy_from_slice(&acc[k * ws + j0..k * ws + j0 + BC]);
-            }
-            for r in start..end {
-                let a: [f64; BR] = std::array::from_fn(|k| weighted[r * ws + i0 + k]);
-                let y = &plain[r * ws + j0..r * ws + j0 + BC];
-                for (row, &x) in block.iter_mut().zip(&a) {
-                    for (v, &b) in row.iter_mut().zip(y) {
-                        *v = if F { x.mul_add(b, *v) } else { x * b + *v };
-                    }
-                }
-            }
-            for (k, row) in block.iter().enumerate() {
-                acc[k * ws + j0..k * ws + j0 + BC].copy_from_slice(row);
-            }
-        }
+/// float64 values of `words`: borrowed when 8-byte aligned, else copied.
+fn values(words: &[f32]) -> Cow<'_, [f64]> {
+    match as_f64(words) {
+        Some(v) => Cow::Borrowed(v),
+        None => Cow::Owned((0..words.len() / 2).map(|k| read_f64(words, k)).collect()),
     }
 }
 
@@ -285,29 +240,40 @@ mod tests {
 
     #[test]
     fn host_triangle_is_every_chain_of_the_shader_at_every_level() {
-        // 300 rows cross two row blocks; W = 12 leaves a partial 8-column block.
-        let (n, w) = (300, 12);
-        let rows: Vec<f64> = (0..n * w)
-            .map(|k| ((k * 7919) % 1013) as f64 / 97.0 - 5.0 + 1e-9 * k as f64)
-            .collect();
-        let weights: Vec<f64> = (0..n).map(|r| 0.5 + (r % 7) as f64 / 3.0).collect();
-        for fused in [true, false] {
-            let fma = if fused { FmaMode::Fused } else { FmaMode::Separate };
-            let host = Triangle { width: w, fma };
-            let mut want = Vec::new();
-            for i in 0..w {
-                for j in i..w {
-                    want.push(chain(&rows, &weights, w, (i, j), fused).to_bits());
+        // Widths inside one 64 × 64 tile, on a tile's edge and past it (partial tiles and
+        // registers); row counts of one row, inside one 64-row block and across several.
+        for (n, w) in [(300, 12), (1, 4), (130, 132), (65, 64), (7, 68)] {
+            let rows: Vec<f64> = (0..n * w)
+                .map(|k| ((k * 7919) % 1013) as f64 / 97.0 - 5.0 + 1e-9 * k as f64)
+                .collect();
+            let weights: Vec<f64> = (0..n).map(|r| 0.5 + (r % 7) as f64 / 3.0).collect();
+            for fused in [true, false] {
+                let fma = if fused { FmaMode::Fused } else { FmaMode::Separate };
+                let host = Triangle { width: w, fma };
+                let mut want = Vec::new();
+                for i in 0..w {
+                    for j in i..w {
+                        want.push(chain(&rows, &weights, w, (i, j), fused).to_bits());
+                    }
+                }
+                for level in [Level::Portable, Level::Avx2, Level::Avx512] {
+                    let mut out = vec![0.0f32; 2 * triangle(w)];
+                    let inputs = [f64_words(&rows), f64_words(&weights)];
+                    host.run_at(level, &inputs, 0..n, &mut out);
+                    let got: Vec<u64> =
+                        (0..triangle(w)).map(|k| read_f64(&out, k).to_bits()).collect();
+                    assert_eq!(got, want, "n {n}, w {w}, fused {fused}, {level:?}");
                 }
             }
-            for level in [Level::Portable, Level::Avx2, Level::Avx512] {
-                let mut out = vec![0.0f32; 2 * triangle(w)];
-                let inputs = [f64_words(&rows), f64_words(&weights)];
-                host.run_at(level, &inputs, 0..n, &mut out);
-                let got: Vec<u64> = (0..triangle(w)).map(|k| read_f64(&out, k).to_bits()).collect();
-                assert_eq!(got, want, "fused {fused}, {level:?}");
-            }
         }
+    }
+
+    #[test]
+    fn chunks_outweigh_their_triangles() {
+        // W = 256: a triangle of 32,896 values against 257 a row: 16-fold at 2,048 rows.
+        assert_eq!(kernel(256, 256).min_chunk_items, Some(2048));
+        // Never past the loop budget's bound.
+        assert_eq!(kernel(4096, 4096).min_chunk_items, Some(CHUNK_ROWS));
     }
 
     #[test]

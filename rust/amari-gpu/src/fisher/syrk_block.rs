@@ -34,12 +34,8 @@ pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, i0: usize, out
 /// Thread `t`'s blocks into `acc` (from 0), at `level`.
 fn micro<const F: bool>(level: Level, src: &Rows, t: usize, i0: usize, acc: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    {
-        use super::syrk_simd::{run, Call};
-        let acc = &mut *acc;
-        if run::<F>(level, Call::Block { src, t, i0, acc }) {
-            return;
-        }
+    if super::syrk_simd::run_block::<F>(level, src, t, i0, &mut *acc) {
+        return;
     }
     let _ = level;
     scalar::<F>(src, t, i0, acc);

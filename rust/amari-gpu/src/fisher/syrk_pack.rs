@@ -2,24 +2,35 @@
 //! rows copied into a small contiguous panel the micro-kernels stream from L1/L2, instead of
 //! striding through the whole chunk once per output tile; and the rows as the 8 × 8 blocks
 //! read them (`fisher::syrk_block`). The left panel is the rows times their weights
-//! (rounded to float32, as the shader stages `s · w`); columns past the padded width are 0.
+//! (rounded to the element type, as the shaders compute `s · w`); columns past the padded
+//! width are 0. Float32 and float64 rows alike.
 
 use std::ops::Range;
 
 use super::shape::BLOCK;
+use crate::host::arith::Real;
 
 /// Threads of a `fisher_rows` workgroup: row r of a slice belongs to thread r mod 64.
 pub(super) const THREADS: usize = 64;
 
-/// The rows of one slice of a chunk: padded scores (`width` words a row) and their weights.
-#[derive(Clone, Copy)]
-pub(super) struct Rows<'a> {
-    pub scores: &'a [f32],
-    pub weights: &'a [f32],
+/// The rows of one slice of a chunk: padded scores (`width` values a row) and their
+/// weights.
+pub(super) struct Rows<'a, T = f32> {
+    pub scores: &'a [T],
+    pub weights: &'a [T],
     pub width: usize,
 }
 
-impl Rows<'_> {
+// By hand: a derive would ask `T: Clone`, which the slices do not need.
+impl<T> Clone for Rows<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Rows<'_, T> {}
+
+impl<T> Rows<'_, T> {
     /// Rows in the slice.
     pub fn len(&self) -> usize {
         self.weights.len()
@@ -27,7 +38,7 @@ impl Rows<'_> {
 
     /// Row `r`'s columns `c0..c0 + len` that exist (fewer past the padded width).
     #[inline(always)]
-    fn columns(&self, r: usize, c0: usize, len: usize) -> &[f32] {
+    fn columns(&self, r: usize, c0: usize, len: usize) -> &[T] {
         let cols = self.width.saturating_sub(c0).min(len);
         &self.scores[r * self.width + c0.min(self.width)..][..cols]
     }
@@ -35,17 +46,17 @@ impl Rows<'_> {
 
 /// Rows `rows`, columns `c0..c0 + E`, row-major into `to` (`rows.len() × E` words): the
 /// panel of a 64 × 64 tile's micro-kernel, one row of the tile's strip after another.
-pub(super) fn pack_rows<const E: usize>(
-    src: &Rows,
+pub(super) fn pack_rows<T: Real, const E: usize>(
+    src: &Rows<T>,
     rows: Range<usize>,
     c0: usize,
     weighted: bool,
-    to: &mut [f32],
+    to: &mut [T],
 ) {
     for (r, to) in rows.zip(to.chunks_exact_mut(E)) {
         let from = src.columns(r, c0, E);
         let w = src.weights[r];
-        if let (Ok(from), Ok(to)) = (<&[f32; E]>::try_from(from), <&mut [f32; E]>::try_from(&mut *to)) {
+        if let (Ok(from), Ok(to)) = (<&[T; E]>::try_from(from), <&mut [T; E]>::try_from(&mut *to)) {
             // A whole strip (all but the last past a width not a multiple of E): a copy
             // of known length, inlined as vector moves rather than a library call per row.
             if weighted {
@@ -61,7 +72,7 @@ pub(super) fn pack_rows<const E: usize>(
         } else {
             head.copy_from_slice(from);
         }
-        tail.fill(0.0);
+        tail.fill(T::ZERO);
     }
 }
 
@@ -88,13 +99,13 @@ mod tests {
             width: 4,
         };
         let mut to = [f32::NAN; 2 * 8];
-        pack_rows::<8>(&src, 0..2, 2, true, &mut to);
+        pack_rows::<f32, 8>(&src, 0..2, 2, true, &mut to);
         assert_eq!(
             to,
             [6.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 21.0, 24.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
         );
         let mut to = [f32::NAN; 8];
-        pack_rows::<8>(&src, 1..2, 0, false, &mut to);
+        pack_rows::<f32, 8>(&src, 1..2, 0, false, &mut to);
         assert_eq!(to, [5.0, 6.0, 7.0, 8.0, 0.0, 0.0, 0.0, 0.0]);
     }
 }

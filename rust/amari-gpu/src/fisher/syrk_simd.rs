@@ -1,6 +1,6 @@
 //! Vector micro-kernels of the host SYRK (`fisher::syrk_tile`, `fisher::syrk_block`),
-//! written once over a [`Vector`] and compiled for AVX-512 (16 lanes) and AVX2 + FMA (8
-//! lanes): the portable kernels' exact arithmetic, each lane an independent entry (a tile
+//! written once over a [`Vector`] and compiled for AVX-512 (16 float32 or 8 float64 lanes)
+//! and AVX2 + FMA (8 or 4): the portable kernels' exact arithmetic, each lane an independent entry (a tile
 //! column, or a block column of one shader thread) whose chain advances one row at a time
 //! in order, so the lanes change nothing but the speed. `F` fuses (`vfmadd`) or rounds the
 //! product and the sum apart, as the devices do.
@@ -11,7 +11,7 @@ use crate::host::simd::Level;
 
 use super::shape::{BLOCK, TILE};
 use super::syrk_pack::{left, Rows, THREADS};
-use super::syrk_vector::Vector;
+use super::syrk_vector::{Lanes, Vector};
 
 const E: usize = TILE;
 
@@ -27,13 +27,13 @@ const E: usize = TILE;
 #[allow(unsafe_code)]
 unsafe fn tile<V: Vector, const NV: usize, const F: bool>(
     (first, diag): (bool, bool),
-    lhs: &[f32],
-    rhs: &[f32],
-    tile: &mut [f32],
+    lhs: &[V::Elem],
+    rhs: &[V::Elem],
+    tile: &mut [V::Elem],
 ) {
     let kc = lhs.len() / E;
     assert!(rhs.len() == kc * E && tile.len() == E * E, "packed panels");
-    let at = Strip {
+    let at = Strip::<V> {
         first,
         kc,
         lhs: lhs.as_ptr(),
@@ -48,10 +48,10 @@ unsafe fn tile<V: Vector, const NV: usize, const F: bool>(
             let left = (E - c0) / V::LANES;
             // SAFETY: rows r0..r0 + 4 <= 64 and columns c0..c0 + regs · LANES <= 64.
             match left.min(NV) {
-                1 => at.rows4::<V, 1, F>(r0, c0),
-                2 => at.rows4::<V, 2, F>(r0, c0),
-                3 => at.rows4::<V, 3, F>(r0, c0),
-                _ => at.rows4::<V, 4, F>(r0, c0),
+                1 => at.rows4::<1, F>(r0, c0),
+                2 => at.rows4::<2, F>(r0, c0),
+                3 => at.rows4::<3, F>(r0, c0),
+                _ => at.rows4::<4, F>(r0, c0),
             }
             c0 += left.min(NV).min(4) * V::LANES;
         }
@@ -59,27 +59,27 @@ unsafe fn tile<V: Vector, const NV: usize, const F: bool>(
 }
 
 /// The panels and the tile of one [`tile`] call, as pointers.
-struct Strip {
+struct Strip<V: Vector> {
     first: bool,
     kc: usize,
-    lhs: *const f32,
-    rhs: *const f32,
-    tile: *mut f32,
+    lhs: *const V::Elem,
+    rhs: *const V::Elem,
+    tile: *mut V::Elem,
 }
 
-impl Strip {
+impl<V: Vector> Strip<V> {
     /// Tile rows `r0..r0 + 4`, columns `c0..c0 + R · LANES`, over the block's rows.
     ///
     /// # Safety
     /// The CPU has `V`'s features; rows `r0..r0 + 4` and those columns lie inside the tile;
-    /// the panels hold `kc` rows of 64 words.
+    /// the panels hold `kc` rows of 64 values.
     #[inline(always)]
     #[allow(unsafe_code)]
-    unsafe fn rows4<V: Vector, const R: usize, const F: bool>(&self, r0: usize, c0: usize) {
+    unsafe fn rows4<const R: usize, const F: bool>(&self, r0: usize, c0: usize) {
         let (lp, rp, tp) = (self.lhs, self.rhs, self.tile);
         // SAFETY (every load and store below): rows r0..r0 + 4 and columns
         // c0..c0 + R · LANES address inside the 64 × 64 tile (the caller's promise); row
-        // k < kc of the panels is `k · 64 + 0..64`, inside their kc × 64 words.
+        // k < kc of the panels is `k · 64 + 0..64`, inside their kc × 64 values.
         let mut acc = [[V::zero(); R]; 4];
         if !self.first {
             for (rr, a) in acc.iter_mut().enumerate() {
@@ -116,7 +116,7 @@ impl Strip {
 /// The CPU has `V`'s features.
 #[inline(always)]
 #[allow(unsafe_code)]
-unsafe fn block<V: Vector, const G: usize, const F: bool>(
+unsafe fn block<V: Vector<Elem = f32>, const G: usize, const F: bool>(
     src: &Rows,
     t: usize,
     i0: usize,
@@ -173,24 +173,26 @@ unsafe fn block<V: Vector, const G: usize, const F: bool>(
     }
 }
 
-/// [`tile`] on AVX-512: four registers, the tile's 64 columns, per row.
+/// [`tile`] on AVX-512: four registers per row (float32: the tile's 64 columns; float64:
+/// half of them).
 ///
 /// # Safety
 /// The CPU must have AVX-512F, AVX2 and FMA.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn tile_avx512<const F: bool>(at: (bool, bool), l: &[f32], r: &[f32], t: &mut [f32]) {
-    tile::<__m512, 4, F>(at, l, r, t)
+unsafe fn tile_avx512<T: Lanes, const F: bool>(at: (bool, bool), l: &[T], r: &[T], t: &mut [T]) {
+    tile::<T::Wide, 4, F>(at, l, r, t)
 }
 
-/// [`tile`] on AVX2: two registers (16 columns) per row, sixteen registers in all.
+/// [`tile`] on AVX2: two registers (16 float32 or 8 float64 columns) per row, sixteen
+/// registers in all.
 ///
 /// # Safety
 /// The CPU must have AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn tile_avx2<const F: bool>(at: (bool, bool), l: &[f32], r: &[f32], t: &mut [f32]) {
-    tile::<__m256, 2, F>(at, l, r, t)
+unsafe fn tile_avx2<T: Lanes, const F: bool>(at: (bool, bool), l: &[T], r: &[T], t: &mut [T]) {
+    tile::<T::Narrow, 2, F>(at, l, r, t)
 }
 
 /// [`block`] on AVX-512: 32 columns (two registers) per block row.
@@ -213,42 +215,46 @@ unsafe fn block_avx2<const F: bool>(s: &Rows, t: usize, i0: usize, a: &mut [f32]
     block::<__m256, 1, F>(s, t, i0, a)
 }
 
-/// One micro-kernel call.
-pub(super) enum Call<'a> {
-    /// [`tile`]'s arguments.
-    Tile {
-        first: bool,
-        diag: bool,
-        lhs: &'a [f32],
-        rhs: &'a [f32],
-        tile: &'a mut [f32],
-    },
-    /// [`block`]'s arguments.
-    Block {
-        src: &'a Rows<'a>,
-        t: usize,
-        i0: usize,
-        acc: &'a mut [f32],
-    },
-}
-
-/// Runs `call` with the vector kernels of `level`, which must come from
-/// `Level::at_most_detected`; false, having done nothing, at a level without them.
-pub(super) fn run<const F: bool>(level: Level, call: Call) -> bool {
+/// [`tile`]'s call `tile[r][c] = fma(lhs[k][r], rhs[k][c], tile[r][c])` (from 0 on the
+/// `first` block; `diag`: a diagonal tile) with the vector kernels of `level`, which must
+/// come from `Level::at_most_detected`; false, having done nothing, at a level without them.
+pub(super) fn run_tile<T: Lanes, const F: bool>(
+    level: Level,
+    at: (bool, bool),
+    lhs: &[T],
+    rhs: &[T],
+    out: &mut [T],
+) -> bool {
     #[allow(unsafe_code)]
     // SAFETY: `Level::at_most_detected` returns `Avx512` only when the CPU has AVX-512F,
     // AVX2 and FMA, and `Avx2` only when it has AVX2 and FMA: all each function enables;
-    // they check their slices' lengths.
+    // `tile` checks the slices' lengths.
     unsafe {
-        match (level, call) {
-            (Level::Avx512, Call::Tile { first, diag, lhs, rhs, tile }) => {
-                tile_avx512::<F>((first, diag), lhs, rhs, tile)
-            }
-            (Level::Avx2, Call::Tile { first, diag, lhs, rhs, tile }) => {
-                tile_avx2::<F>((first, diag), lhs, rhs, tile)
-            }
-            (Level::Avx512, Call::Block { src, t, i0, acc }) => block_avx512::<F>(src, t, i0, acc),
-            (Level::Avx2, Call::Block { src, t, i0, acc }) => block_avx2::<F>(src, t, i0, acc),
+        match level {
+            Level::Avx512 => tile_avx512::<T, F>(at, lhs, rhs, out),
+            Level::Avx2 => tile_avx2::<T, F>(at, lhs, rhs, out),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// [`block`]'s call for thread `t` of the slice `src` (blocks from column `i0`) into `acc`,
+/// with the vector kernels of `level` (from `Level::at_most_detected`); false, having done
+/// nothing, at a level without them.
+pub(super) fn run_block<const F: bool>(
+    level: Level,
+    src: &Rows,
+    t: usize,
+    i0: usize,
+    acc: &mut [f32],
+) -> bool {
+    #[allow(unsafe_code)]
+    // SAFETY: as in `run_tile`; `block` checks the slices' lengths.
+    unsafe {
+        match level {
+            Level::Avx512 => block_avx512::<F>(src, t, i0, acc),
+            Level::Avx2 => block_avx2::<F>(src, t, i0, acc),
             _ => return false,
         }
     }

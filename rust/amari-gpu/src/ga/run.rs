@@ -1,8 +1,7 @@
 //! The geometric-algebra entry points that run on a context: shape checks naming the
 //! operand, broadcast of a single multivector, then a run through the engine over host
 //! operands or where resident operands live (one entry, [`check`], for both). Host operands
-//! are the engine's words in the call's dtype (two per float64 value); resident arrays hold
-//! float32 rows.
+//! and resident arrays are the engine's words in the call's dtype (two per float64 value).
 
 use super::algebra::Algebra;
 use super::cl3::{geometric_cl3_kernel, CL3_BLADES};
@@ -37,8 +36,16 @@ fn rows(
     };
     match operand {
         Operand::Host(data) => Error::rows(name, data, dtype.words_of(last), &shape_text(shape)),
+        Operand::Resident(array) if array.dtype() != dtype => Err(Error::invalid(
+            name,
+            format!(
+                "expected a DeviceArray of {dtype} (the dtype the call computes in), got one \
+                 of {}",
+                array.dtype()
+            ),
+        )),
         Operand::Resident(array)
-            if (array.rows(), array.cols()) == (lead.iter().product(), last) =>
+            if (array.rows(), array.cols()) == (lead.iter().product(), dtype.words_of(last)) =>
         {
             Ok(array.rows())
         }
@@ -63,7 +70,7 @@ fn own_shapes(operands: &[Operand<'_>], values: usize, dtype: Dtype) -> Vec<Vec<
             Some(n) if n * row == data.len() => vec![n, values],
             _ => vec![data.len() * 4 / dtype.bytes()],
         },
-        Operand::Resident(array) => vec![array.rows(), array.cols()],
+        Operand::Resident(array) => vec![array.rows(), array.cols() * 4 / array.dtype().bytes()],
     };
     operands.iter().map(own).collect()
 }
@@ -87,15 +94,6 @@ fn shape_of(
 ) -> Result<(usize, Broadcast)> {
     op.check(algebra)?;
     op.check_dtype(dtype)?;
-    if dtype != Dtype::F32 && operands.iter().any(|o| matches!(o, Operand::Resident(_))) {
-        return Err(Error::invalid(
-            "dtype",
-            format!(
-                "DeviceArrays hold float32 rows: an operation on one computes in float32, got \
-                 {dtype}"
-            ),
-        ));
-    }
     let names = op.operands();
     if operands.len() != names.len() {
         return Err(Error::invalid(
@@ -155,8 +153,7 @@ fn shape_of(
 }
 
 /// `op` in `algebra`, computing in `dtype`, on operands of 2ⁿ values per multivector (see
-/// [`shape`] for broadcasting), host rows (words of `dtype`) or resident arrays (float32
-/// only) whose shapes as the caller gave them are `shapes` (errors speak of those): the
+/// [`shape`] for broadcasting), host rows or resident arrays (words of `dtype`) whose shapes as the caller gave them are `shapes` (errors speak of those): the
 /// operands checked, and what runs it into `out` (items × `op.output_words(algebra)`
 /// values) by the rule of every map operation: over host operands through the planner, or,
 /// when an operand is resident, where its rows live (host operands uploaded to match).

@@ -8,6 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use super::simd::Level;
+use crate::alloc::Spare;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::kernel::{FmaMode, HostImpl};
@@ -67,6 +68,8 @@ pub struct HostDevice {
     pub fma_f64: FmaMode,
     /// The vector instructions the kernels run with.
     pub simd: Level,
+    /// Grid band buffers handed back by the last grid call, for the next one's bands.
+    pub(crate) spare: Spare,
 }
 
 impl HostDevice {
@@ -78,6 +81,7 @@ impl HostDevice {
             fma,
             fma_f64: fma,
             simd: Level::detect(),
+            spare: Spare::default(),
         })
     }
 

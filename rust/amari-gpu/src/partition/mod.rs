@@ -18,7 +18,7 @@ mod memory;
 mod problem;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 
 use crate::error::Result;
 use crate::model::DeviceModel;

@@ -6,14 +6,17 @@ use std::sync::Arc;
 use crate::context::ledger::Ledger;
 use crate::context::lineage::Lineage;
 use crate::context::shard::Storage;
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 
-/// A handle on a resident array of `rows` × `cols` f32 words. Dropping it releases the
-/// array's shards.
+/// A handle on a resident array of `rows` × `cols` 4-byte words holding values of `dtype`
+/// (see `crate::dtype`: a float64 value is two words, float16 values two to a word).
+/// Dropping it releases the array's shards.
 pub struct ResidentArray {
     pub(crate) id: u64,
     pub(crate) rows: usize,
     pub(crate) cols: usize,
+    pub(crate) dtype: Dtype,
     pub(crate) ledger: Arc<Ledger>,
 }
 
@@ -25,7 +28,11 @@ impl Drop for ResidentArray {
 
 impl std::fmt::Debug for ResidentArray {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ResidentArray({}, {})", self.rows, self.cols)
+        write!(
+            f,
+            "ResidentArray({}, {}, {})",
+            self.rows, self.cols, self.dtype
+        )
     }
 }
 
@@ -34,9 +41,14 @@ impl ResidentArray {
     pub fn rows(&self) -> usize {
         self.rows
     }
-    /// f32 words per row.
+    /// 4-byte words per row.
     pub fn cols(&self) -> usize {
         self.cols
+    }
+    /// The dtype of its values: kernels of that dtype read it, and it lives only on
+    /// devices that run that dtype.
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
     }
     /// Whether its shards are still held (not freed, context not closed).
     pub fn is_live(&self) -> bool {

@@ -27,9 +27,10 @@ pub use pieces::Operand;
 // The storage of resident arrays belongs to the context that owns them (it frees them on
 // close and counts their bytes); the operations on them are here.
 use crate::context::{ledger, lineage, shard, MultiGpuContext};
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::family::Family;
-use crate::plan::Strategy;
+use crate::plan::{Plan, Strategy};
 use crate::profile::Kind;
 use crate::workload::Workload;
 use ledger::Entry;
@@ -37,21 +38,39 @@ use lineage::Lineage;
 use shard::{shards_of, Shard};
 
 impl MultiGpuContext {
-    /// Uploads `data` (`cols` words per row) into row shards placed by `strategy` (the
-    /// context's default when `None`) as a geometric-algebra map over the rows would be.
-    /// The array keeps a host copy of `data` as its lineage (to rebuild lost shards).
+    /// Uploads `data` (`cols` float32 words per row) into row shards placed by `strategy`
+    /// (the context's default when `None`): [`upload_in`](Self::upload_in) of float32.
     pub fn upload(
         &self,
         data: &[f32],
         cols: usize,
         strategy: Option<Strategy>,
     ) -> Result<ResidentArray> {
+        self.upload_in(data, cols, Dtype::F32, strategy)
+            .map(|(array, _)| array)
+    }
+
+    /// Uploads `data` (`cols` words per row, holding values of `dtype`) into row shards
+    /// placed by `strategy` (the context's default when `None`) as a geometric-algebra map
+    /// over the rows would be, on the devices that run `dtype` only. Returns the array and
+    /// the placement (`None` for no rows), whose `left_out` names the devices skipped and
+    /// why. The array keeps a host copy of `data` as its lineage (to rebuild lost shards).
+    pub fn upload_in(
+        &self,
+        data: &[f32],
+        cols: usize,
+        dtype: Dtype,
+        strategy: Option<Strategy>,
+    ) -> Result<(ResidentArray, Option<Plan>)> {
         if cols == 0 || !data.len().is_multiple_of(cols) {
             return Err(Error::Shape {
                 argument: "x".into(),
                 expected: format!("(N, {cols}) with {cols} > 0"),
                 actual: format!("{} floats", data.len()),
             });
+        }
+        if let Some(error) = self.no_device_runs_dtype(dtype) {
+            return Err(error);
         }
         let rows = data.len() / cols;
         let plan = if rows > 0 {
@@ -62,7 +81,7 @@ impl MultiGpuContext {
                 bytes_in_per_item: 4.0 * cols as f64,
                 bytes_out_per_item: 4.0 * cols as f64,
                 flops_per_item: 2.0 * (cols * cols) as f64,
-                dtype: crate::dtype::Dtype::F32,
+                dtype,
             };
             Some(self.distribute_workload(&workload, strategy)?)
         } else {
@@ -74,7 +93,8 @@ impl MultiGpuContext {
                 .map(|a| (a.device, a.start as usize..a.stop as usize))
                 .collect()
         });
-        self.put_rows(data, cols, &layout)
+        let array = self.put_rows(data, (cols, dtype), &layout)?;
+        Ok((array, plan))
     }
 
     /// Uploads `data` (`cols` words per row, as many rows as `like`) into shards on the
@@ -97,7 +117,7 @@ impl MultiGpuContext {
             });
         }
         let layout = self.layout_like(like, kernel, argument)?;
-        self.put_rows(data, cols, &layout)
+        self.put_rows(data, (cols, kernel.dtype), &layout)
     }
 
     /// Writes `data` (a result computed on the host, `out`'s rows and width) in place of
@@ -116,6 +136,7 @@ impl MultiGpuContext {
                 actual: format!("{} floats", data.len()),
             });
         }
+        run::check_dtype("out", out, kernel)?;
         let layout = self.layout_like(out, kernel, "out")?;
         let entry = self.put_entry(data, out.cols, &layout)?;
         self.replace_entry(out, entry)
@@ -143,12 +164,12 @@ impl MultiGpuContext {
         Ok(layout)
     }
 
-    /// A resident array of `data` (`cols` words per row) with the shards `layout` lists
-    /// (device, rows), keeping a host copy as its lineage.
+    /// A resident array of `data` (`cols` words per row, values of `dtype`) with the shards
+    /// `layout` lists (device, rows), keeping a host copy as its lineage.
     fn put_rows(
         &self,
         data: &[f32],
-        cols: usize,
+        (cols, dtype): (usize, Dtype),
         layout: &[(usize, Range<usize>)],
     ) -> Result<ResidentArray> {
         let entry = self.put_entry(data, cols, layout)?;
@@ -157,6 +178,7 @@ impl MultiGpuContext {
             id,
             rows: data.len() / cols,
             cols,
+            dtype,
             ledger: Arc::clone(&self.resident),
         })
     }

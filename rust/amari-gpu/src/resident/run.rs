@@ -40,6 +40,7 @@ impl MultiGpuContext {
             id,
             rows,
             cols,
+            dtype: kernel.dtype,
             ledger: Arc::clone(&self.resident),
         })
     }
@@ -66,6 +67,7 @@ impl MultiGpuContext {
                 actual: format!("({}, {})", out.rows, out.cols),
             });
         }
+        check_dtype("out", out, kernel)?;
         let entry = self.run_on_layout(kernel, operands, rows, &snapshot.shards)?;
         drop(snapshot);
         self.replace_entry(out, entry)
@@ -174,6 +176,7 @@ impl MultiGpuContext {
             let (have, width) = match (op, *spec) {
                 (Operand::Resident(a), Input::PerItem(w)) => {
                     a.snapshot(&self.resident, name)?;
+                    check_dtype(name, a, kernel)?;
                     reference.get_or_insert(i);
                     ((a.rows, a.cols), w)
                 }
@@ -229,4 +232,19 @@ impl MultiGpuContext {
             )),
         }
     }
+}
+
+/// Checks that resident array `array` (named `argument`) holds values of `kernel`'s dtype:
+/// its words mean nothing to a kernel of another dtype.
+pub(super) fn check_dtype(argument: &str, array: &ResidentArray, kernel: &Kernel) -> Result<()> {
+    if array.dtype == kernel.dtype {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        argument,
+        format!(
+            "expected a DeviceArray of {} (the dtype {} computes in), got one of {}",
+            kernel.dtype, kernel.id, array.dtype
+        ),
+    ))
 }

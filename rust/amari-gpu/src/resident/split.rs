@@ -57,6 +57,7 @@ impl MultiGpuContext {
                 actual: format!("({}, {})", out.rows, out.cols),
             });
         }
+        super::run::check_dtype("out", out, kernel)?;
         let snapshot = out.snapshot(&self.resident, "out")?;
         // Boundaries rounded down stay contiguous (a shard's end is the next one's start);
         // a shard holding less than an item is left out.

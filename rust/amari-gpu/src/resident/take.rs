@@ -42,14 +42,15 @@ impl MultiGpuContext {
                 continue;
             }
             let held = self.device(*device)?;
-            // A failed device's rows go to a healthy device (any kernel can read them there).
+            // A failed device's rows go to a healthy device that runs the array's dtype
+            // (any kernel of that dtype can read them there).
             let dev = if held.health.is_healthy() {
                 held
             } else {
                 self.devices
                     .iter()
                     .map(Arc::as_ref)
-                    .filter(|d| d.health.is_healthy())
+                    .filter(|d| d.health.is_healthy() && d.runs(array.dtype))
                     .min_by_key(|d| (self.resident.held_bytes(d.id), d.id))
                     .ok_or_else(|| self.no_healthy_device())?
             };
@@ -74,6 +75,7 @@ impl MultiGpuContext {
             id,
             rows: rows.len(),
             cols,
+            dtype: array.dtype,
             ledger: Arc::clone(&self.resident),
         })
     }

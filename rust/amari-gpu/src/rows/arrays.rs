@@ -46,8 +46,7 @@ pub struct RowsCall<'a> {
 }
 
 /// Refuses an array whose shape is not `(N, C)` or `(C,)` with C >= 1 (a resident one
-/// `(N, C)`, float32 only: DeviceArrays hold float32), or whose words (`dtype`'s) do not
-/// make up its shape.
+/// `(N, C)` of `dtype`), or whose words (`dtype`'s) do not make up its shape.
 fn check_array(argument: &str, array: &RowArray<'_>, dtype: Dtype) -> Result<()> {
     let shape = array.shape;
     let resident = matches!(array.data, Operand::Resident(_));
@@ -65,14 +64,18 @@ fn check_array(argument: &str, array: &RowArray<'_>, dtype: Dtype) -> Result<()>
             actual: shape_text(shape),
         });
     }
-    if resident && dtype != Dtype::F32 {
-        return Err(Error::invalid(
-            argument,
-            format!(
-                "expected a {dtype} array (the call computes in {dtype}), got a DeviceArray, \
-                 which holds float32; pass dtype=np.float32, or the rows as a numpy array"
-            ),
-        ));
+    if let Operand::Resident(r) = array.data {
+        if r.dtype() != dtype {
+            return Err(Error::invalid(
+                argument,
+                format!(
+                    "expected a {dtype} array (the call computes in {dtype}), got a DeviceArray \
+                     of {}; pass dtype=np.{}, or the rows as a numpy array",
+                    r.dtype(),
+                    r.dtype()
+                ),
+            ));
+        }
     }
     let width = dtype.words(array.cols())?;
     let (rows, cols) = match array.data {

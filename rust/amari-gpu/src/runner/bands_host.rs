@@ -2,7 +2,9 @@
 //! that the bands' host steps update in place on the device's thread pool, with the fma
 //! rounding of the wgpu devices beside it, several steps per pass over a band's rows
 //! (`Program::depth`). A panic in a step fails the device; a cancelled call stops between
-//! passes (a host round can be long).
+//! passes (a host round can be long). The buffers come from the host device's spares and go
+//! back to them when the bands are dropped, so a grid call's bands land in pages the last
+//! one mapped.
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -17,7 +19,8 @@ use crate::host::device::HostDevice;
 
 /// One band's two buffers and its steps.
 pub(super) struct HostBand {
-    buffers: [Vec<u32>; 2],
+    /// Words as f32 (the spares' type); the steps see them as u32 words.
+    buffers: [Vec<f32>; 2],
     row_bytes: usize,
     program: Box<dyn Program>,
 }
@@ -46,11 +49,24 @@ impl<'d> HostBands<'d> {
     }
 }
 
+impl Drop for HostBands<'_> {
+    fn drop(&mut self) {
+        for band in self.list.drain(..) {
+            for buffer in band.buffers {
+                self.host.spare.keep(buffer);
+            }
+        }
+    }
+}
+
 impl Bands for HostBands<'_> {
     fn push(&mut self, rows: usize, row_bytes: usize, program: Box<dyn Program>) -> Result<()> {
         let words = alloc::product("grid", &[rows, row_bytes / 4], 4)?;
         self.list.push(HostBand {
-            buffers: [alloc::zeroed("grid", words)?, alloc::zeroed("grid", words)?],
+            buffers: [
+                self.host.spare.take("grid", words)?,
+                self.host.spare.take("grid", words)?,
+            ],
             row_bytes,
             program,
         });
@@ -114,7 +130,11 @@ impl Bands for HostBands<'_> {
                         let from = (round.current + k - 1) % 2;
                         let [x, y] = &mut b.buffers;
                         let (src, other) = if from == 0 { (x, y) } else { (y, x) };
-                        b.program.run(k..end, [src, other], host.fma, &cancelled);
+                        let words = [
+                            bytemuck::cast_slice_mut(src),
+                            bytemuck::cast_slice_mut(other),
+                        ];
+                        b.program.run(k..end, words, host.fma, &cancelled);
                         work += (k..end).map(|j| b.program.work(j)).sum::<u64>();
                     }
                     k = end;
