@@ -339,9 +339,10 @@ def test_ga_on_device_arrays_refuses_a_dtype_they_do_not_hold(host: ag.MultiGpuC
         host.geometric_product(x64, x32)
     with pytest.raises(InvalidArgumentError, match="x: expected a DeviceArray of float32"):
         host.reverse(x64, dtype=np.float32)
-    # normalize computes in float32 only: a float64 DeviceArray is refused by name.
-    with pytest.raises(InvalidArgumentError, match="x: expected a DeviceArray of float32"):
-        host.normalize(x64)
+    # normalize computes in float64 too: a float64 DeviceArray stays float64.
+    got = host.normalize(x64)
+    assert got.dtype == np.float64
+    assert np.array_equal(np.asarray(got), host.normalize(np.ones((4, 8))))
 
 
 def test_families_without_wide_resident_kernels_refuse_by_name(host: ag.MultiGpuContext) -> None:

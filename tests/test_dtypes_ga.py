@@ -314,17 +314,6 @@ def test_dtype_overrides_and_out_must_have_the_results_dtype(
         host64.geometric_product(a, b.astype(np.complex128))
 
 
-def test_normalize_computes_in_float32_only(host64: amari_gpu.MultiGpuContext) -> None:
-    x = np.random.default_rng(2).standard_normal((20, 8))
-    got = host64.normalize(x)
-    assert got.dtype == np.float32
-    np.testing.assert_array_equal(got, host64.normalize(x.astype(np.float32)))
-    with pytest.raises(
-        InvalidArgumentError, match=r"^dtype: this operation computes in float32, got float64$"
-    ):
-        host64.normalize(x, dtype=np.float64)
-
-
 def test_device_arrays_compute_in_their_dtype(host64: amari_gpu.MultiGpuContext) -> None:
     x = np.random.default_rng(4).standard_normal((20, 8))
     d = host64.asarray(x)

@@ -1,8 +1,8 @@
 """Geometric algebra, what every operation shares: argument conversion (algebra, operands
 as rows or DeviceArray handles, grades), the dtype a call computes in (the package's rule,
-:mod:`amari_gpu._dtypes`: float16, float32 and float64 kept, every operation but
-``normalize`` having float64 kernels and all but ``normalize``, ``scalar_product`` and
-``sandwich`` float16 ones; DeviceArrays count with their dtype) and the one native call of every
+:mod:`amari_gpu._dtypes`: float16, float32 and float64 kept, every operation having
+float64 kernels and all but ``normalize``, ``scalar_product`` and ``sandwich`` float16
+ones; DeviceArrays count with their dtype) and the one native call of every
 operation. The operations themselves are in :mod:`amari_gpu.ga` (products) and
 :mod:`amari_gpu.ga_unary` (one-operand maps)."""
 
@@ -39,10 +39,10 @@ def _kept(
 ) -> np.dtype[Any]:
     """The dtype a call computes in and returns: float16, float32 and float64 are kept (numpy's
     promotion of the operands' dtypes, integers to float64, ``dtype=`` overriding), except
-    that ``normalize`` computes in float32 only, ``scalar_product`` and ``sandwich`` in
-    float32 and float64 (float16 operands in float32). A DeviceArray operand counts with its
-    dtype and must hold the dtype the call computes in (DeviceArrays are not converted on the
-    devices): one that does not is refused, naming it."""
+    that ``normalize``, ``scalar_product`` and ``sandwich`` compute in float32 and float64
+    (float16 operands in float32). A DeviceArray operand counts with its dtype and must hold
+    the dtype the call computes in (DeviceArrays are not converted on the devices): one that
+    does not is refused, naming it."""
     if dtype is None and all(
         type(value) is np.ndarray and value.dtype == np.float32 for _, value in named
     ):
@@ -54,7 +54,7 @@ def _kept(
 
 
 _KERNELS: dict[str, tuple[np.dtype[Any], ...]] = {
-    "normalize": (FLOAT32,),
+    "normalize": (FLOAT32, FLOAT64),
     # One value per row (float16 packs two to a word) / the rotor map's own dtype.
     "scalar_product": (FLOAT32, FLOAT64),
     "sandwich": (FLOAT32, FLOAT64),

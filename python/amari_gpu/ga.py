@@ -38,12 +38,12 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
     such as lavapipe); mixed operands promote as ``np.result_type`` does (float32 with float64 gives
     float64); bool and integer operands compute in float64; float16 in, float16 out (stored as
     float16 on the devices with wgpu's ``SHADER_F16``, such as lavapipe, and on the host device;
-    computed by the float32 kernel's chains and rounded once to float16), except ``scalar_product``
-    and ``sandwich``, which compute float16 in float32. ``dtype=`` overrides, e.g.
+    computed by the float32 kernel's chains and rounded once to float16), except ``scalar_product``,
+    ``sandwich`` and ``normalize``, which compute float16 in float32. ``dtype=`` overrides, e.g.
     ``dtype=np.float32`` to compute float64 inputs in float32 or ``dtype=np.float16`` float32 ones
-    in float16 storage. ``normalize`` computes in float32 only. Complex, object and other dtypes
-    raise ``TypeError``. A call in float64 or float16 on a context none of whose devices runs it
-    raises ``InvalidArgumentError`` naming every device and what it lacks. Inputs are never modified
+    in float16 storage. Complex, object and other dtypes raise ``TypeError``. A call in float64
+    or float16 on a context none of whose devices runs it raises ``InvalidArgumentError`` naming
+    every device and what it lacks. Inputs are never modified
     (a converted copy is made when needed); results are new arrays, or ``out=``: an array of the
     result's dtype, C-contiguous, writeable, of exactly the result's shape and sharing no memory
     with the operands, which the devices' results are written into and which is returned (the numpy

@@ -72,13 +72,13 @@ class UnaryOperationsMixin(GaBase):
     ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """``x / sqrt(|⟨x x̃⟩₀|)`` row by row, computed on x scaled exactly by a power of two
         near 1 / max|x_i|, so that large and small rows neither overflow nor underflow.
-        Computes in float32 only (float64 inputs give float32, ``dtype=np.float64`` is
-        refused): its exact power-of-two scaling reads the float32 bit layout.
-        Rows whose ``⟨x x̃⟩₀`` is 0 in float32 (zero rows, and null ones such as ideal
+        Computes in float32 and float64 (float64 by the float32 kernel's steps, on the host
+        and ``SHADER_F64`` devices; float16 inputs in float32, ``dtype=np.float16`` refused).
+        Rows whose ``⟨x x̃⟩₀`` is 0 in the dtype (zero rows, and null ones such as ideal
         elements of PGA or null vectors of CGA) are returned unchanged. NaN and ±inf follow
         IEEE arithmetic: a NaN spreads over its row; an infinite entry becomes NaN and the
         other entries of its row 0. In indefinite metrics a row close to null is
-        ill-conditioned: float32 rounding of ``⟨x x̃⟩₀`` may decide whether it is null."""
+        ill-conditioned: rounding of ``⟨x x̃⟩₀`` may decide whether it is null."""
         return self._unary("normalize", x, _algebra(algebra), (strategy, out, dtype))
 
     @_shapes.shaped[_shapes.GaUnary]

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use super::algebra::Algebra;
 use super::codegen::Broadcast;
 use super::host_cl3::{is_cl3_chain, run_chains, streams, Storage};
-use super::host_normalize::normalize_row;
+use super::host_normalize::{normalize_rows, NormFloat};
 use super::host_program::{Program, Source, Stage, Step};
 use super::operation::Operation;
 use super::sandwich_map;
@@ -45,7 +45,7 @@ pub struct GaKernel {
     pub broadcast: Broadcast,
     /// How the devices it must agree with round `fma`.
     pub fma: FmaMode,
-    /// What it computes in (float32 or float64; `normalize` in float32 only).
+    /// What it computes in (float32 or float64).
     pub dtype: Dtype,
     program: Arc<Program>,
     /// The program is the Cl(3,0) product's chains, which `cl3::run_chains` computes with
@@ -125,7 +125,7 @@ impl HostImpl for GaKernel {
 
 impl GaKernel {
     /// [`HostImpl::run`] in `T`: values of `T::WORDS` words each.
-    pub(super) fn run_in<T: Real>(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
+    pub(super) fn run_in<T: NormFloat>(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
         use rayon::prelude::*;
         // Widths in words.
         let w = self.algebra.blades() * T::WORDS;
@@ -182,16 +182,11 @@ impl GaKernel {
                     }
                     Program::Linear(map) => linear::<T>(map, a, blades, out),
                     Program::SandwichMap => unreachable!("run above"),
-                    Program::Normalize(_) if T::WORDS != 1 => {
-                        unreachable!("normalize is float32 only (Operation::check_dtype)")
-                    }
                     Program::Normalize(signs) => {
                         let Rows::Batch(x) = a else {
                             unreachable!("unary operands are batches")
                         };
-                        for (row, res) in x.chunks_exact(w).zip(out.chunks_exact_mut(w)) {
-                            normalize_row(row, signs, res, self.fma);
-                        }
+                        normalize_rows::<T>(x, signs, out, self.fma);
                     }
                 }
             });

@@ -9,6 +9,7 @@ pub(crate) mod cl3;
 mod cl3_table;
 pub mod codegen;
 mod codegen_map;
+mod codegen_normalize;
 pub mod host;
 pub mod host_apply;
 mod host_f16;

@@ -127,19 +127,17 @@ impl Operation {
     }
 
     /// Whether the family has a kernel of this operation in `dtype`: every operation in
-    /// float32 and float64 except `normalize`, float32 only (see `ga::codegen`); in float16
-    /// (storage, float32 arithmetic) the products but the scalar product and sandwich, and the
-    /// unary maps but `normalize` (every algebra has 2 to 64 blades, an even count, so its
-    /// rows pack whole into words). An error naming `dtype` otherwise.
+    /// float32 and float64; in float16 (storage, float32 arithmetic) the products but the
+    /// scalar product and sandwich, and the unary maps but `normalize` (every algebra has 2
+    /// to 64 blades, an even count, so its rows pack whole into words). An error naming
+    /// `dtype` otherwise.
     pub fn check_dtype(&self, dtype: Dtype) -> Result<()> {
         match (self, dtype) {
             (_, Dtype::F32) => Ok(()),
-            (Operation::Normalize, Dtype::F64 | Dtype::F16) => Err(Error::invalid(
+            (Operation::Normalize, Dtype::F16) => Err(Error::invalid(
                 "dtype",
-                format!(
-                    "normalize computes in float32 only (its exact power-of-two scaling reads \
-                     the float32 bit layout); got {dtype}: pass dtype=numpy.float32"
-                ),
+                "normalize computes in float32 and float64 (its exact power-of-two scaling \
+                 has no float16 kernel); got float16",
             )),
             (_, Dtype::F64) => Ok(()),
             // One value per row cannot be packed two to a word row by row.

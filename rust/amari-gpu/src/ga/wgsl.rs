@@ -1,5 +1,5 @@
 //! WGSL pieces the geometric-algebra generators share (`ga::codegen`, `ga::codegen_map`):
-//! component names, the bindings and entry point every kernel of the crate has (see
+//! component names, signed sums, the bindings and entry point every kernel of the crate has (see
 //! `kernel.rs`), the store of a result row, and the scalar type a kernel computes in
 //! (a `Dtype`: the one parameter that makes a float64 kernel of the same generator).
 
@@ -97,4 +97,27 @@ pub(super) fn store(src: &mut String, out_words: usize, dtype: Dtype) {
         };
         writeln!(src, "    out[{out_row}u * i + {m}u] = {value};").expect("string write");
     }
+}
+
+/// Terms per source line of a long sum, for a readable generated file.
+const TERMS_PER_LINE: usize = 8;
+
+/// `±f0 ± f1 ...` over signed factor pairs, or a zero of `dtype` when there is none.
+pub(super) fn signed_sum(terms: impl Iterator<Item = (i8, String)>, dtype: Dtype) -> String {
+    let mut sum = String::new();
+    for (n, (sign, product)) in terms.enumerate() {
+        if n > 0 && n % TERMS_PER_LINE == 0 {
+            sum.push_str("\n       ");
+        }
+        match (n, sign < 0) {
+            (0, false) => sum.push_str(&product),
+            (0, true) => write!(sum, "-{product}").expect("string write"),
+            (_, false) => write!(sum, " + {product}").expect("string write"),
+            (_, true) => write!(sum, " - {product}").expect("string write"),
+        }
+    }
+    if sum.is_empty() {
+        sum.push_str(zero(dtype));
+    }
+    sum
 }
