@@ -239,7 +239,7 @@ fn float16_refuses_what_its_rows_cannot_hold() {
     );
     let e = refused((3, 0, 0), Operation::Normalize);
     assert!(
-        e.starts_with("dtype: normalize computes in float32 only"),
+        e.starts_with("dtype: normalize computes in float32 and float64"),
         "{e}"
     );
     assert!(e.contains("got float16"), "{e}");
