@@ -3,7 +3,9 @@
 The median time of a tiny call from Python on the host device and on each wgpu adapter
 present, its breakdown from the engine's own records (Python checks and conversion, the
 native call, and the profiled steps: plan, upload, kernel, wait, readback), whether it took
-the fast path (its plan says), and the peer on the same inputs in the same run (kingdon for
+the fast path (its plan says), the calling thread's CPU time and context switches per call
+(the rest of its wall time is off the CPU: blocked on, or preempted by, the driver's threads),
+and the peer on the same inputs in the same run (kingdon for
 the Cl(3,0) product, numpy ``g.T @ g / n`` and broadcast max-plus). Prints the CPU, each
 adapter's name, backend and driver, and which BLAS kernel numpy ran. Time numpy with
 ``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` unset (``env -u ... python ...``). Last, the

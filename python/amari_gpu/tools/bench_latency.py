@@ -9,6 +9,10 @@ records: the native call timed alone (the rest of the median is the Python metho
 and conversion), and a profiled run of the same calls (``ctx.profile()``), whose steps
 (plan, upload, kernel, wait, readback) are summed per call and their medians reported.
 Whether each call took the fast path is read from its plan (``last_plan.fast_path``).
+Where the rest of a call's wall time goes (``thread``): a loop of the same calls on the
+calling thread alone, its CPU time per call and its context switches per call, voluntary
+(blocked: waiting for the driver's threads) and involuntary (preempted: a thread it woke,
+a wgpu driver's queue thread say, ran in its place on the same core).
 Last, the planner alone (``planning``): the median time of the core's partitioner on 8 and
 16 made-up devices, no context or device involved.
 """
@@ -19,6 +23,7 @@ import functools
 import importlib
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -166,6 +171,37 @@ def _steps(ctx: MultiGpuContext, call: Call, repeats: int) -> dict[str, float]:
     }
 
 
+def _thread_cost(f: Callable[[], Any], repeats: int) -> dict[str, float | None]:
+    """Means per call over ``repeats`` calls of ``f`` on this thread: wall and CPU time (µs;
+    the difference is time off the CPU) and context switches, voluntary (the thread blocked)
+    and involuntary (it was preempted), ``None`` where the platform does not count them per
+    thread. Read once around the whole loop, so that no call pays for the reading."""
+    usage = _thread_usage()
+    wall, cpu = time.perf_counter(), time.thread_time()
+    for _ in range(repeats):
+        f()
+    # CPU time read first: a call's CPU time never exceeds its wall time.
+    cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+    after = _thread_usage()
+    n = max(repeats, 1)
+    return {
+        "wall_us": wall / n * 1e6,
+        "cpu_us": cpu / n * 1e6,
+        "voluntary": (after[0] - usage[0]) / n if usage and after else None,
+        "involuntary": (after[1] - usage[1]) / n if usage and after else None,
+    }
+
+
+def _thread_usage() -> tuple[int, int] | None:
+    """This thread's voluntary and involuntary context switches so far (Linux), else None."""
+    if sys.platform != "linux":
+        return None
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_THREAD)
+    return usage.ru_nvcsw, usage.ru_nivcsw
+
+
 def _device_kinds() -> list[tuple[str, dict[str, Any], AdapterInfo]]:
     """(label, context options, adapter) for the host device and each wgpu adapter."""
     kinds: list[tuple[str, dict[str, Any], AdapterInfo]] = []
@@ -278,6 +314,7 @@ def run(repeats: int = 300, only: list[str] | None = None) -> dict[str, Any]:
                         "native_us": native,
                         "python_us": ours - native,
                         "steps_us": _steps(ctx, call, max(repeats // 3, 20)),
+                        "thread": _thread_cost(functools.partial(call.method, ctx), repeats),
                         "fast_path": bool(plan is not None and plan.fast_path),
                         "peer": call.peer_name if call.peer is not None else "not installed",
                         "peer_us": peer,
@@ -309,19 +346,28 @@ def lines(result: dict[str, Any]) -> list[str]:
     out += [
         f"Median of {result['repeats']} calls from Python, interleaved with the peer's, one "
         "run; native = the binding's entry alone (python = the rest); engine steps: medians "
-        "per call from a profiled run of the same calls (profiling adds its own cost).",
+        "per call from a profiled run of the same calls (profiling adds its own cost); cpu = "
+        "the calling thread's CPU time per call and vol/inv its context switches per call "
+        "(blocked / preempted), means over a loop of the same calls.",
         "",
         f"{'device':10} {'work':32} {'ours':>8} {'python':>7} {'native':>7} "
         + " ".join(f"{s:>8}" for s in STEPS)
-        + f" {'fast':>5} {'peer':>8} {'ratio':>6}  peer",
+        + f" {'cpu':>7} {'vol/inv':>9} {'fast':>5} {'peer':>8} {'ratio':>6}  peer",
     ]
     for r in result["rows"]:
         peer = f"{r['peer_us']:8.1f}" if r["peer_us"] is not None else f"{'-':>8}"
         ratio = f"{r['ratio']:6.2f}" if r["ratio"] is not None else f"{'-':>6}"
         steps = " ".join(f"{r['steps_us'][s]:8.1f}" for s in STEPS)
+        thread = r["thread"]
+        switches = (
+            f"{thread['voluntary']:.1f}/{thread['involuntary']:.1f}"
+            if thread["voluntary"] is not None and thread["involuntary"] is not None
+            else "-"
+        )
         out.append(
             f"{r['device']:10} {r['work']:32} {r['median_us']:8.1f} {r['python_us']:7.1f} "
-            f"{r['native_us']:7.1f} {steps} {'yes' if r['fast_path'] else 'no':>5} "
+            f"{r['native_us']:7.1f} {steps} {thread['cpu_us']:7.1f} {switches:>9} "
+            f"{'yes' if r['fast_path'] else 'no':>5} "
             f"{peer} {ratio}  {r['peer']}"
         )
     out.append("(times in µs)")
