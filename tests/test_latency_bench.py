@@ -3,10 +3,11 @@ time and its context switches per call, read around a loop of calls (issue 25)."
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
-from amari_gpu.tools.bench_latency import _thread_cost
+from amari_gpu.tools.bench_latency import _thread_cost, handoffs, lines
 
 
 def test_a_call_that_blocks_shows_its_wall_time_off_the_cpu_and_its_voluntary_switch() -> None:
@@ -38,3 +39,31 @@ def test_a_call_that_computes_is_counted_on_the_cpu() -> None:
     assert 1000 <= cost["cpu_us"] <= cost["wall_us"]
     if sys.platform == "linux":
         assert cost["voluntary"] is not None and cost["voluntary"] < 1
+
+
+def test_the_handoff_figures_are_measured_and_leave_the_callers_affinity_as_it_was() -> None:
+    """The bench measures a hand-off between two threads on one core and on two (where
+    threads can be pinned and there are two cores), reports both, and gives the calling
+    thread its own affinity back."""
+    pinnable = sys.platform == "linux" and len(os.sched_getaffinity(0)) >= 2
+    before = os.sched_getaffinity(0) if sys.platform == "linux" else None
+    figures = handoffs(10)
+    if not pinnable:
+        assert figures is None
+        return
+    assert figures is not None
+    assert figures["same_core_us"] > 0 and figures["other_core_us"] > 0
+    assert os.sched_getaffinity(0) == before
+    report = lines(
+        {
+            "cpu": "c",
+            "python": "3",
+            "numpy": "2",
+            "blas": "b",
+            "repeats": 10,
+            "devices": [],
+            "rows": [],
+            "handoffs": figures,
+        }
+    )
+    assert any("to another core" in line for line in report)

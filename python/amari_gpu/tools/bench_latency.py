@@ -13,7 +13,9 @@ Where the rest of a call's wall time goes (``thread``): a loop of the same calls
 calling thread alone, its CPU time per call and its context switches per call, voluntary
 (blocked: waiting for the driver's threads) and involuntary (preempted: a thread it woke,
 a wgpu driver's queue thread say, ran in its place on the same core).
-Last, the planner alone (``planning``): the median time of the core's partitioner on 8 and
+What a thread hand-off costs on the machine alone (``handoffs``): a byte between two threads
+pinned to one core and to two cores, the price of each of the hand-offs a tiny wgpu call
+crosses. Last, the planner alone (``planning``): the median time of the core's partitioner on 8 and
 16 made-up devices, no context or device involved.
 """
 
@@ -21,9 +23,11 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import platform
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -202,6 +206,56 @@ def _thread_usage() -> tuple[int, int] | None:
     return usage.ru_nvcsw, usage.ru_nivcsw
 
 
+def handoffs(repeats: int) -> dict[str, float] | None:
+    """What one thread waking another costs on this machine, without any driver: the median
+    of half a round trip (µs) of a byte between two threads over pipes, both pinned to one
+    core, and pinned to two cores. A tiny call on a wgpu adapter crosses such hand-offs (the
+    calling thread, a driver's queue thread and its shader threads, and back); when the
+    other core is idle, the second figure includes waking it (on a virtual machine, a halted
+    vCPU). ``None`` where threads cannot be pinned (not Linux) or there is one core."""
+    if sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2:
+        return None
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    return {
+        "same_core_us": _pingpong(first, first, repeats),
+        "other_core_us": _pingpong(first, second, repeats),
+    }
+
+
+def _pingpong(ours: int, theirs: int, repeats: int) -> float:
+    """Median half round trip (µs) of a byte from a thread on core ``ours`` to one on core
+    ``theirs`` and back, over two pipes, each hop a blocking read (GIL released) woken by a
+    write; the caller's own affinity is restored after."""
+    there, back = os.pipe(), os.pipe()
+    mine = os.sched_getaffinity(0)
+
+    def echo() -> None:
+        os.sched_setaffinity(0, {theirs})
+        while os.read(there[0], 1) == b"x":
+            os.write(back[1], b"x")
+
+    partner = threading.Thread(target=echo, name="amari-gpu bench echo", daemon=True)
+    partner.start()
+    times = []
+    try:
+        os.sched_setaffinity(0, {ours})
+        for i in range(repeats + 20):
+            start = time.perf_counter()
+            os.write(there[1], b"x")
+            os.read(back[0], 1)
+            if i >= 20:
+                times.append((time.perf_counter() - start) / 2)
+            # Leave the partner's core idle for a while, as between two tiny calls.
+            time.sleep(0.0002)
+    finally:
+        os.write(there[1], b"q")
+        partner.join()
+        os.sched_setaffinity(0, mine)
+        for fd in (*there, *back):
+            os.close(fd)
+    return _median_us(times)
+
+
 def _device_kinds() -> list[tuple[str, dict[str, Any], AdapterInfo]]:
     """(label, context options, adapter) for the host device and each wgpu adapter."""
     kinds: list[tuple[str, dict[str, Any], AdapterInfo]] = []
@@ -330,6 +384,7 @@ def run(repeats: int = 300, only: list[str] | None = None) -> dict[str, Any]:
         "devices": devices,
         "rows": rows,
         "planning": planning(max(repeats // 3, 20)),
+        "handoffs": handoffs(repeats),
     }
 
 
@@ -371,6 +426,13 @@ def lines(result: dict[str, Any]) -> list[str]:
             f"{peer} {ratio}  {r['peer']}"
         )
     out.append("(times in µs)")
+    hand = result.get("handoffs")
+    if hand is not None:
+        out.append(
+            "one thread waking another (pipes, no driver), median of half a round trip: "
+            f"on one core {hand['same_core_us']:.1f} µs, to another core "
+            f"{hand['other_core_us']:.1f} µs"
+        )
     out += ["", "planning (plan_models alone, made-up devices all different, 10^7 items):"]
     out += [
         f"  {p['devices']:2} devices on {p['adapters']:2} adapter(s), {p['strategy']:8} "
