@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
-from amari_gpu.tools.bench_latency import _thread_cost, handoffs, lines
+import pytest
+from amari_gpu.tools.bench_latency import _thread_cost, handoffs, lines, one_core
 
 
 def test_a_call_that_blocks_shows_its_wall_time_off_the_cpu_and_its_voluntary_switch() -> None:
@@ -67,3 +69,68 @@ def test_the_handoff_figures_are_measured_and_leave_the_callers_affinity_as_it_w
         }
     )
     assert any("to another core" in line for line in report)
+
+
+def test_one_core_pins_every_thread_of_the_process_for_the_calls_and_gives_each_its_own_back() -> (
+    None
+):
+    """While the calls run, every thread of the process (one that is not the caller's too,
+    as a driver's queue thread is not) is on one core; after, each has its own affinity
+    again, the caller's and the other thread's alike, even where they differed. Where
+    threads cannot be pinned (not Linux, one core) it measures nothing."""
+    if sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2:
+        assert one_core(lambda: None, 3) is None
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    release = threading.Event()
+    ready = threading.Event()
+    tid: list[int] = []
+
+    def other() -> None:
+        tid.append(threading.get_native_id())
+        os.sched_setaffinity(0, {cores[1]})
+        ready.set()
+        release.wait()
+
+    helper = threading.Thread(target=other)
+    helper.start()
+    ready.wait()
+    caller = os.sched_getaffinity(0)
+    seen: list[tuple[set[int], set[int]]] = []
+    try:
+        median = one_core(
+            lambda: seen.append((os.sched_getaffinity(0), os.sched_getaffinity(tid[0]))), 5
+        )
+        assert median is not None and median > 0
+        assert seen and all(mine == {cores[0]} and theirs == {cores[0]} for mine, theirs in seen)
+        assert os.sched_getaffinity(0) == caller
+        assert os.sched_getaffinity(tid[0]) == {cores[1]}
+    finally:
+        release.set()
+        helper.join()
+
+
+def test_the_latency_bench_on_lavapipe_reports_the_one_core_figure_and_the_thread_cost(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """On a wgpu adapter every row has the one-core median beside the calling thread's CPU
+    time and switches, and the report prints the hand-off figures; the process's threads
+    have their affinity back after the run."""
+    import json
+
+    from amari_gpu.tools.cli import main
+
+    before = {int(t): os.sched_getaffinity(int(t)) for t in os.listdir("/proc/self/task")}
+    assert (
+        main(["bench", "--family", "latency", "--backends", "vulkan", "--rounds", "3", "--json"])
+        == 0
+    )
+    result = json.loads(capsys.readouterr().out)
+    assert [d["label"].split()[0] for d in result["devices"]] == ["vulkan"]
+    for row in result["rows"]:
+        assert row["one_core_us"] > 0
+        assert row["thread"]["wall_us"] > 0 and row["thread"]["voluntary"] >= 0
+    assert result["handoffs"]["same_core_us"] > 0 and result["handoffs"]["other_core_us"] > 0
+    for t, mask in before.items():
+        if os.path.exists(f"/proc/self/task/{t}"):
+            assert os.sched_getaffinity(t) == mask

@@ -13,7 +13,9 @@ Where the rest of a call's wall time goes (``thread``): a loop of the same calls
 calling thread alone, its CPU time per call and its context switches per call, voluntary
 (blocked: waiting for the driver's threads) and involuntary (preempted: a thread it woke,
 a wgpu driver's queue thread say, ran in its place on the same core).
-What a thread hand-off costs on the machine alone (``handoffs``): a byte between two threads
+For wgpu devices, the same call again with every thread of the process pinned to one core
+(``one_core_us``: the driver's hand-offs kept on it). What a thread hand-off costs on the
+machine alone (``handoffs``): a byte between two threads
 pinned to one core and to two cores, the price of each of the hand-offs a tiny wgpu call
 crosses. Last, the planner alone (``planning``): the median time of the core's partitioner on 8 and
 16 made-up devices, no context or device involved.
@@ -206,6 +208,32 @@ def _thread_usage() -> tuple[int, int] | None:
     return usage.ru_nvcsw, usage.ru_nivcsw
 
 
+def one_core(f: Callable[[], Any], repeats: int) -> float | None:
+    """The median time (µs) of ``f`` with every thread of this process (a driver's queue and
+    shader threads too) pinned to one core, so that each hand-off of a call stays on that
+    core; every thread's own affinity is given back after. ``None`` where threads cannot be
+    pinned (not Linux) or there is one core. A measurement only: the package never pins."""
+    if sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2:
+        return None
+    core = min(os.sched_getaffinity(0))
+    saved: dict[int, set[int]] = {}
+    try:
+        for tid in (int(t) for t in os.listdir("/proc/self/task")):
+            try:
+                saved[tid] = os.sched_getaffinity(tid)
+                os.sched_setaffinity(tid, {core})
+            except (ProcessLookupError, PermissionError):
+                continue  # a thread that ended meanwhile, or one we may not move
+        (times,) = _interleaved([f], repeats)
+    finally:
+        for tid, mask in saved.items():
+            try:
+                os.sched_setaffinity(tid, mask)
+            except ProcessLookupError:
+                continue
+    return _median_us(times)
+
+
 def handoffs(repeats: int) -> dict[str, float] | None:
     """What one thread waking another costs on this machine, without any driver: the median
     of half a round trip (µs) of a byte between two threads over pipes, both pinned to one
@@ -369,6 +397,9 @@ def run(repeats: int = 300, only: list[str] | None = None) -> dict[str, Any]:
                         "python_us": ours - native,
                         "steps_us": _steps(ctx, call, max(repeats // 3, 20)),
                         "thread": _thread_cost(functools.partial(call.method, ctx), repeats),
+                        "one_core_us": None
+                        if info.is_host
+                        else one_core(functools.partial(call.method, ctx), repeats),
                         "fast_path": bool(plan is not None and plan.fast_path),
                         "peer": call.peer_name if call.peer is not None else "not installed",
                         "peer_us": peer,
@@ -388,6 +419,11 @@ def run(repeats: int = 300, only: list[str] | None = None) -> dict[str, Any]:
     }
 
 
+def _us(value: float | None) -> str:
+    """A time in µs for a column, or ``-`` when not measured."""
+    return "-" if value is None else f"{value:.1f}"
+
+
 def lines(result: dict[str, Any]) -> list[str]:
     """The report: machine, devices, one line per call and device."""
     out = [
@@ -403,11 +439,13 @@ def lines(result: dict[str, Any]) -> list[str]:
         "run; native = the binding's entry alone (python = the rest); engine steps: medians "
         "per call from a profiled run of the same calls (profiling adds its own cost); cpu = "
         "the calling thread's CPU time per call and vol/inv its context switches per call "
-        "(blocked / preempted), means over a loop of the same calls.",
+        "(blocked / preempted), means over a loop of the same calls; 1 core = the median with "
+        "every thread of the process (the driver's too) pinned to one core, a wgpu device's "
+        "hand-offs kept on it.",
         "",
         f"{'device':10} {'work':32} {'ours':>8} {'python':>7} {'native':>7} "
         + " ".join(f"{s:>8}" for s in STEPS)
-        + f" {'cpu':>7} {'vol/inv':>9} {'fast':>5} {'peer':>8} {'ratio':>6}  peer",
+        + f" {'cpu':>7} {'vol/inv':>9} {'1 core':>7} {'fast':>5} {'peer':>8} {'ratio':>6}  peer",
     ]
     for r in result["rows"]:
         peer = f"{r['peer_us']:8.1f}" if r["peer_us"] is not None else f"{'-':>8}"
@@ -422,6 +460,7 @@ def lines(result: dict[str, Any]) -> list[str]:
         out.append(
             f"{r['device']:10} {r['work']:32} {r['median_us']:8.1f} {r['python_us']:7.1f} "
             f"{r['native_us']:7.1f} {steps} {thread['cpu_us']:7.1f} {switches:>9} "
+            f"{_us(r.get('one_core_us')):>7} "
             f"{'yes' if r['fast_path'] else 'no':>5} "
             f"{peer} {ratio}  {r['peer']}"
         )
