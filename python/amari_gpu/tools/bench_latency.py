@@ -222,15 +222,15 @@ def one_core(f: Callable[[], Any], repeats: int) -> float | None:
             try:
                 saved[tid] = os.sched_getaffinity(tid)
                 os.sched_setaffinity(tid, {core})
-            except (ProcessLookupError, PermissionError):
-                continue  # a thread that ended meanwhile, or one we may not move
+            except OSError:
+                continue  # a thread that ended meanwhile, or one that may not move
         (times,) = _interleaved([f], repeats)
     finally:
         for tid, mask in saved.items():
             try:
                 os.sched_setaffinity(tid, mask)
-            except ProcessLookupError:
-                continue
+            except OSError:
+                continue  # ended meanwhile
     return _median_us(times)
 
 
