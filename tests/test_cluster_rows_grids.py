@@ -158,7 +158,7 @@ def test_grid_checks_are_the_cores(default_ctx: ag.RayContext, local: ag.MultiGp
     assert str(e.value) == str(e_local.value)
     with pytest.raises(ag.InvalidArgumentError, match="cells_per_s"):
         rc.inject_grid_rate(0, float("nan"))
-    with pytest.raises(ag.InvalidArgumentError, match="node_id"):
+    with pytest.raises(ag.InvalidArgumentError, match="device_id"):
         rc.inject_grid_rate(7, RATE)
 
 

@@ -367,8 +367,8 @@ class Method:
 class Family:
     """A mixin of ``MultiGpuContext``: class ``mixin`` of module ``module``. Its methods
     are the ``METHODS`` of that module (or of modules its mixin derives from). ``cluster``:
-    ``RayContext`` derives from it too (its methods' ``@kernel`` entries are in
-    ``cluster/kernels.py``)."""
+    a base of ``Context`` (``_context_base.py``), so ``RayContext`` has it too (its
+    methods' ``@kernel`` entries are in ``cluster/kernels.py``)."""
 
     module: str
     mixin: str
@@ -512,4 +512,4 @@ FAMILIES: tuple[Family, ...] = (
     Family("array", "ResidentMixin"),
 )
 """The bases of ``MultiGpuContext``, in its method resolution order; those marked
-``cluster`` are ``RayContext``'s bases too, in the same order."""
+``cluster`` are bases of ``Context``, which both contexts derive from, in the same order."""

@@ -364,36 +364,3 @@ def life(
     """``_native.life`` on the cluster: one band per node, halos through the store."""
     _native.check_life(grid)
     return _into(out, *_grid_run(ctx, "life", (), grid, options, progress))
-
-
-class GridRatesMixin:
-    """``inject_grid_rate`` of ``RayContext``."""
-
-    _native: Dispatcher
-
-    def inject_grid_rate(self, node_id: int, cells_per_s: float | None) -> None:
-        """For testing only: the grid rebalancer judges node ``node_id``'s rounds as if it
-        computed ``cells_per_s`` cells per second, instead of by their measured time (as
-        :meth:`MultiGpuContext.inject_grid_rate <amari_gpu.MultiGpuContext.inject_grid_rate>`
-        does for a device). The rounds still run at the node's own speed and the results
-        are the same bits; only where ``stencil``/``life`` rows go follows the given rates.
-
-        Args:
-            node_id: the node, an index of ``nodes``.
-            cells_per_s: a finite rate above 0, or None to measure the rounds again.
-
-        Raises:
-            InvalidArgumentError: an unknown node, or ``cells_per_s`` not a finite number
-                above 0 (nor None).
-        """
-        node = self._native.nodes[self._node_index(node_id)]  # type: ignore[attr-defined]
-        if cells_per_s is not None and (
-            isinstance(cells_per_s, bool)
-            or not isinstance(cells_per_s, (int, float, np.integer, np.floating))
-            or not 0 < float(cells_per_s) < float("inf")
-        ):
-            raise InvalidArgumentError(
-                "cells_per_s: expected a finite number of cells per second > 0 or None, "
-                f"got {cells_per_s!r}"
-            )
-        node.grid_rate = None if cells_per_s is None else float(cells_per_s)
