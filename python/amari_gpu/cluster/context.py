@@ -11,15 +11,13 @@ from .._adapters import BACKENDS
 from .._context_base import Context
 from .._validate import name_list, optional_positive_int, positive_int
 from ..context import MAX_DEVICES_PER_ADAPTER
-from ..errors import InvalidArgumentError, NoAdapterError
+from ..errors import InvalidArgumentError
 from ..planning import check_strategy
 from . import kernels
 from .array import ClusterArrayMixin
-from .nodes import NodeInfo, RayNodes
+from .dispatch import Dispatcher
+from .nodes import DEFAULT_RESOURCE, NodeInfo, RayNodes, connect
 from .profile import ClusterProfile
-
-DEFAULT_RESOURCE = "amari_gpu"
-"""The custom resource a node offers to take part (``ray start --resources='{"amari_gpu": 1}'``)."""
 
 DEFAULT_NODE_TIMEOUT_S = 120.0
 """Seconds without a finished message (a node's run of chunks) after which a busy node
@@ -133,37 +131,7 @@ class RayContext(ClusterArrayMixin, Context[ClusterProfile]):
         strategy = check_strategy(strategy)
         chunks = optional_positive_int("chunk_items", chunk_items)
 
-        import ray
-
-        from . import placement
-        from .dispatch import Dispatcher
-
-        if not ray.is_initialized():
-            ray.init(address=address, log_to_driver=False)
-        needed = wanted if gpus is None else {**wanted, "GPU": gpus}
-        found = placement.eligible(needed)
-        if not found:
-            raise NoAdapterError(
-                f"resources: no alive node of the Ray cluster offers {needed}; start the "
-                f"nodes with ray start --resources='{{\"{DEFAULT_RESOURCE}\": 1}}'"
-                + ("" if gpus is None else f" (or --num-gpus={gpus:g})")
-            )
-        actors = [placement.start(n, wanted, options, gpus) for n in found]
-        try:
-            nodes = placement.connect(found, actors, wanted, timeout)
-        except BaseException:
-            # Interrupted while waiting (Ctrl-C): no actor stays behind holding a node's
-            # resource, or waiting to take it.
-            for actor in actors:
-                ray.kill(actor, no_restart=True)
-            raise
-        if not any(n.healthy for n in nodes):
-            # Every actor is ended already (a failed node's is): nothing is left holding
-            # or waiting for the nodes' resources.
-            reasons = "; ".join(f"node {n.index}: {n.reason}" for n in nodes)
-            raise NoAdapterError(
-                f"no node of the Ray cluster could start its actor and open its devices ({reasons})"
-            )
+        nodes = connect(address, wanted, gpus, options, timeout)
         cluster = Dispatcher(nodes, strategy, timeout, chunks)
         backend = RayNodes(cluster)
         # The cluster's devices are its nodes: ``split=`` of the grids gives rows per node.

@@ -12,10 +12,14 @@ from typing import Any, NoReturn
 import ray
 
 from .._native import family_of
-from ..errors import AmariGpuError, DeviceLostError, InvalidArgumentError
+from ..errors import AmariGpuError, DeviceLostError, InvalidArgumentError, NoAdapterError
 from ..planning import Plan, Workload
-from .dispatch import Dispatcher, Job
+from . import placement
+from .dispatch import Dispatcher, Job, Node
 from .profile import ClusterProfile, ClusterRecording
+
+DEFAULT_RESOURCE = "amari_gpu"
+"""The custom resource a node offers to take part (``ray start --resources='{"amari_gpu": 1}'``)."""
 
 FAULTS = ("kill", "hang", "device_error")
 """What ``RayContext.inject_fault`` can make a node do, the default first."""
@@ -42,6 +46,50 @@ class NodeInfo:
     gpus: dict[str, Any] | None = None
     """With ``num_gpus``: the GPU ids Ray assigned the node's actor (``ids``) and how its
     adapters were matched to them, or why they could not be (``how``)."""
+
+
+def connect(
+    address: str | None,
+    wanted: dict[str, float],
+    gpus: float | None,
+    options: dict[str, Any],
+    timeout: float,
+) -> list[Node]:
+    """Joins the cluster at ``address`` (or the one ``ray.init`` joined, or a new local one)
+    and starts one node actor on every alive node offering ``wanted`` (and ``gpus`` GPUs),
+    each opening a ``MultiGpuContext`` with ``options``; the nodes, measured, a node that
+    could not start marked failed with the reason.
+
+    Raises:
+        NoAdapterError: no node offers the resources, or none could start.
+    """
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False)
+    needed = wanted if gpus is None else {**wanted, "GPU": gpus}
+    found = placement.eligible(needed)
+    if not found:
+        raise NoAdapterError(
+            f"resources: no alive node of the Ray cluster offers {needed}; start the "
+            f"nodes with ray start --resources='{{\"{DEFAULT_RESOURCE}\": 1}}'"
+            + ("" if gpus is None else f" (or --num-gpus={gpus:g})")
+        )
+    actors = [placement.start(n, wanted, options, gpus) for n in found]
+    try:
+        nodes = placement.connect(found, actors, wanted, timeout)
+    except BaseException:
+        # Interrupted while waiting (Ctrl-C): no actor stays behind holding a node's
+        # resource, or waiting to take it.
+        for actor in actors:
+            ray.kill(actor, no_restart=True)
+        raise
+    if not any(n.healthy for n in nodes):
+        # Every actor is ended already (a failed node's is): nothing is left holding
+        # or waiting for the nodes' resources.
+        reasons = "; ".join(f"node {n.index}: {n.reason}" for n in nodes)
+        raise NoAdapterError(
+            f"no node of the Ray cluster could start its actor and open its devices ({reasons})"
+        )
+    return nodes
 
 
 class RayNodes:
