@@ -178,6 +178,11 @@ def check_stencil(grid: host[f32, "(H, W)"], alpha: float, boundary: str, steps:
 def check_life(grid: host[u8, "(H, W)"]) -> None:
     "The checks of life (shape, cells 0 or 1) without a context."
 
+def check_split(
+    split: list[int], devices: int, healthy: list[int], height: int
+) -> list[tuple[int, int]]:
+    "A grid run's split checked as its first layout takes it: rows per healthy device."
+
 # --- domain decomposition [domain] ---
 @kernel
 def stencil(
