@@ -63,9 +63,11 @@ impl RowStats {
 
 impl HostImpl for RowProduct {
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
+        // float32 packs `b` once per call; a float64 call's values may be a copy of its
+        // words, whose address names nothing, so each chunk packs its own.
         match self.shape.dtype {
-            Dtype::F64 => self.run_as::<f64>(inputs, range, output, None),
-            Dtype::F16 | Dtype::F32 => self.run_as::<f32>(inputs, range, output, Some(&self.packed)),
+            Dtype::F64 => rows_in::<f64>(self, None, inputs, range, output),
+            Dtype::F16 | Dtype::F32 => rows_in(self, Some(&self.packed), inputs, range, output),
         }
     }
 
@@ -74,40 +76,35 @@ impl HostImpl for RowProduct {
     }
 }
 
-impl RowProduct {
-    /// [`HostImpl::run`] on the words of values of type `T`, `b` packed once in `cache`
-    /// when given (float32 only: a float64 call's values may be a copy of its words, whose
-    /// address names nothing).
-    fn run_as<T: Lanes>(
-        &self,
-        inputs: &[&[f32]],
-        range: Range<usize>,
-        output: &mut [f32],
-        cache: Option<&PackCache<T>>,
-    ) {
-        let ProductShape {
-            k, cols, batches, ..
-        } = self.shape;
-        let (a, item_batch, b) = (T::values(inputs[0]), inputs[1], T::values(inputs[2]));
-        T::with_values_mut(output, |output| {
-            for (Range { start: q, end }, batch) in batch_runs(item_batch, range.clone(), batches)
-            {
-                let out = (q - range.start) * cols..(end - range.start) * cols;
-                let operands = RowOperands {
-                    a: &a[q * k..end * k],
-                    b: &b[batch * k * cols..(batch + 1) * k * cols],
-                    c: None,
-                    k,
-                    cols,
-                };
-                let out = &mut output[out];
-                match cache {
-                    Some(cache) => product_rows_cached(self.semiring, &operands, cache, out),
-                    None => product_rows_at(Level::detect(), self.semiring, &operands, None, out),
-                }
+/// `product`'s rows `range` on the words of values of type `T` (`b` packed in `cache` when
+/// given): each run of rows of one batch through the numpy path's host product.
+fn rows_in<T: Lanes>(
+    product: &RowProduct,
+    cache: Option<&PackCache<T>>,
+    inputs: &[&[f32]],
+    range: Range<usize>,
+    output: &mut [f32],
+) {
+    let ProductShape {
+        k, cols, batches, ..
+    } = product.shape;
+    let (a, item_batch, b) = (T::values(inputs[0]), inputs[1], T::values(inputs[2]));
+    T::with_values_mut(output, |output| {
+        for (Range { start: q, end }, batch) in batch_runs(item_batch, range.clone(), batches) {
+            let operands = RowOperands {
+                a: &a[q * k..end * k],
+                b: &b[batch * k * cols..(batch + 1) * k * cols],
+                c: None,
+                k,
+                cols,
+            };
+            let out = &mut output[(q - range.start) * cols..(end - range.start) * cols];
+            match cache {
+                Some(cache) => product_rows_cached(product.semiring, &operands, cache, out),
+                None => product_rows_at(Level::detect(), product.semiring, &operands, None, out),
             }
-        });
-    }
+        }
+    });
 }
 
 impl HostImpl for RowStats {
