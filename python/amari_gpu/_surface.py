@@ -405,7 +405,7 @@ GA_UNARY = Shape("GaUnary", (Arg("x", resident=True), _ALGEBRA), _FLOAT, keyword
 GA_GRADES = Shape(
     "GaGrades", (Arg("x", resident=True), Arg("k"), _ALGEBRA), _FLOAT, keywords=(_DTYPE,)
 )
-# Tropical algebra keeps float32 and float64 too (DeviceArray operands compute in float32).
+# Tropical algebra keeps float32 and float64 too (DeviceArray operands in their dtype).
 TROPICAL_PRODUCT = Shape(
     "TropicalProduct",
     (Arg("a", resident=True), Arg("b"), _SEMIRING),
