@@ -57,6 +57,21 @@ def _f32_rounded(ctx: amari_gpu.MultiGpuContext, op: str, *args: np.ndarray) -> 
         return result.astype(np.float16)
 
 
+def _same_bits_everywhere(
+    contexts: dict[str, amari_gpu.MultiGpuContext], op: str, args: tuple[Any, ...], want: Any
+) -> None:
+    """``op`` on ``args`` gives float16 ``want`` bit for bit in every context (the mixed one
+    last) under both strategies, the inputs kept."""
+    before = [x.copy() for x in args]
+    for name, ctx in contexts.items():
+        for strategy in ("balanced", "adaptive"):
+            got = getattr(ctx, op)(*args, strategy=strategy)
+            assert got.dtype == np.float16, name
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16), name)
+    for x, y in zip(args, before, strict=True):
+        np.testing.assert_array_equal(x.view(np.uint16), y.view(np.uint16), "input kept")
+
+
 @pytest.mark.parametrize("op", [*PRODUCTS, "reverse", "grade_involution"])
 def test_float16_in_float16_out_with_the_same_bits_everywhere(contexts, op):
     rng = np.random.default_rng(28)
@@ -66,14 +81,7 @@ def test_float16_in_float16_out_with_the_same_bits_everywhere(contexts, op):
     if op == "geometric_product":
         # Results past float16's range and in its subnormals are among them.
         assert np.isinf(want).any() and (np.abs(want[np.isfinite(want)]) < 2.0**-14).any()
-    before = [x.copy() for x in args]
-    for name, ctx in contexts.items():
-        for strategy in ("balanced", "adaptive"):
-            got = getattr(ctx, op)(*args, strategy=strategy)
-            assert got.dtype == np.float16, name
-            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16), name)
-    for x, y in zip(args, before, strict=True):
-        np.testing.assert_array_equal(x.view(np.uint16), y.view(np.uint16), "input kept")
+    _same_bits_everywhere(contexts, op, args, want)
 
 
 def test_the_mixed_context_leaves_gl_out_of_float16_work_and_says_why(contexts):
@@ -173,9 +181,7 @@ def _sandwich_cases(rng: np.random.Generator, n: int) -> dict[str, tuple[np.ndar
 
 
 @pytest.mark.parametrize("case", ["one rotor", "a rotor per row", "a lone row", "normalize"])
-def test_sandwich_and_normalize_in_float16_round_the_float32_result_once_everywhere(
-    contexts, case
-):
+def test_sandwich_and_normalize_in_float16_round_the_float32_result_once_everywhere(contexts, case):
     rng = np.random.default_rng(29)
     if case == "normalize":
         op, args = "normalize", (_normalize_rows(rng, 700),)
@@ -183,18 +189,10 @@ def test_sandwich_and_normalize_in_float16_round_the_float32_result_once_everywh
         op, args = "sandwich", _sandwich_cases(rng, 700)[case]
     want = _f32_rounded(contexts["vulkan"], op, *args)
     assert want.dtype == np.float16 and np.isfinite(want).any()
-    before = [x.copy() for x in args]
-    for name, ctx in contexts.items():
-        for strategy in ("balanced", "adaptive"):
-            got = getattr(ctx, op)(*args, strategy=strategy)
-            assert got.dtype == np.float16, name
-            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16), name)
-        if name == "vulkan x2 + gl + host":
-            plan = ctx.last_plan
-            assert plan is not None
-            assert [r for _, r in plan.left_out if "(gl) lacks it" in r], plan.left_out
-    for x, y in zip(args, before, strict=True):
-        np.testing.assert_array_equal(x.view(np.uint16), y.view(np.uint16), "input kept")
+    _same_bits_everywhere(contexts, op, args, want)
+    plan = contexts["vulkan x2 + gl + host"].last_plan
+    assert plan is not None
+    assert [r for _, r in plan.left_out if "(gl) lacks it" in r], plan.left_out
 
 
 def test_float16_normalize_is_within_float16_rounding_of_a_float64_reference(contexts):
@@ -254,3 +252,21 @@ def test_a_float16_product_moves_half_the_bytes_of_float32(contexts):
         moved[dtype] = call["items"] * call["bytes_per_item"]
     assert moved[np.float32] == 3 * 8 * 4 * n
     assert moved[np.float16] * 2 == moved[np.float32]
+
+
+@pytest.mark.parametrize("name", ["vulkan", "host", "vulkan+host"])
+def test_float16_device_arrays_sandwich_and_normalize_in_float16(contexts, name):
+    ctx = contexts[name]
+    rng = np.random.default_rng(32)
+    r, x = _sandwich_cases(rng, 300)["one rotor"]
+    r = r[None, :]  # a 1-D array is rows of one value for asarray
+    rows = _normalize_rows(rng, 300)
+    dr, dx, drows = ctx.asarray(r), ctx.asarray(x), ctx.asarray(rows)
+    assert dr.dtype == dx.dtype == drows.dtype == np.float16
+    for got, want in (
+        (ctx.sandwich(dr, dx), ctx.sandwich(r, x)),
+        (ctx.sandwich(r, dx), ctx.sandwich(r, x)),
+        (ctx.normalize(drows), ctx.normalize(rows)),
+    ):
+        assert got.dtype == want.dtype == np.float16
+        np.testing.assert_array_equal(got.numpy().view(np.uint16), want.view(np.uint16))
