@@ -112,25 +112,16 @@ fn load_blades(x: &[f32], at: usize, ix: &Indices) -> [__m512; W] {
     })
 }
 
-/// The 8 chains on blade-major vectors of 16 items, as `host_cl3_avx2::chains` runs them on
-/// 8: the same operations lane by lane.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn chains<const FUSED: bool>(x: &[__m512; W], y: &[__m512; W]) -> [__m512; W] {
-    std::array::from_fn(|k| {
-        let mut acc = _mm512_mul_ps(x[0], y[k]);
-        for i in 1..W {
-            let (xi, yj) = (x[i], y[i ^ k]);
-            acc = match (FUSED, NEG[k][i]) {
-                (true, false) => _mm512_fmadd_ps(xi, yj, acc),
-                (true, true) => _mm512_fnmadd_ps(xi, yj, acc),
-                (false, false) => _mm512_add_ps(acc, _mm512_mul_ps(xi, yj)),
-                (false, true) => _mm512_sub_ps(acc, _mm512_mul_ps(xi, yj)),
-            };
-        }
-        acc
-    })
-}
+// The chains of `host_cl3_avx2`, on vectors of 16 items.
+super::host_cl3_avx2::cl3_chains!(
+    "avx512f",
+    __m512,
+    _mm512_mul_ps,
+    _mm512_fmadd_ps,
+    _mm512_fnmadd_ps,
+    _mm512_add_ps,
+    _mm512_sub_ps
+);
 
 /// The blade-major results `r` rounded once to float16 (to nearest, ties to even, as
 /// `host::f16::narrow` and `vcvtps2ph` ymm round) and regrouped as the block's 4 vectors of
