@@ -69,10 +69,10 @@ fn build(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: Dtype) -
     let words = dtype.words_of(algebra.blades());
     let inputs = (0..op.operands().len())
         .map(|slot| match (slot, broadcast) {
-            // A sandwich by one rotor binds its map M (blades × blades values) in place of
-            // the rotor.
+            // A sandwich by one rotor binds its map M (blades × blades values, in the dtype
+            // the kernel computes in: float32 for float16 rows) in place of the rotor.
             (0, Broadcast::Left) if op == Operation::Sandwich => {
-                Input::Whole(algebra.blades() * words)
+                Input::Whole(algebra.blades() * dtype.compute().words_of(algebra.blades()))
             }
             (0, Broadcast::Left) | (1, Broadcast::Right) => Input::Whole(words),
             _ => Input::PerItem(words),
