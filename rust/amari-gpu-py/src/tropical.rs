@@ -128,6 +128,13 @@ fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Returned<'
     )
 }
 
+/// The error of a float64 right operand (`right`) with a float32 `a`: they share a dtype.
+pub(crate) fn mixed_dtypes(right: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "{right}: expected float32 like a, got a float64 array (a and {right} share a dtype)"
+    ))
+}
+
 /// Runs `op` on float64 numpy operands in float64 (a float64 `a` and `b`; a DeviceArray
 /// holds float32, so a float64 `b` with one is refused): the result a float64 array, or the
 /// caller's float64 `out`.
@@ -142,12 +149,7 @@ fn run_product_f64<'py>(
     let a = match a {
         PyOperand::HostF64(a) => a,
         PyOperand::HostF16(_) => return Err(dtype_refused("a", Dtype::F16)),
-        PyOperand::Host(_) | PyOperand::Resident(_) => {
-            return Err(PyTypeError::new_err(format!(
-                "{}: expected float32 like a, got a float64 array (a and {} share a dtype)",
-                op.right, op.right
-            )))
-        }
+        PyOperand::Host(_) | PyOperand::Resident(_) => return Err(mixed_dtypes(op.right)),
     };
     let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
     let strategy = ctx.strategy_or_default(py, strategy)?;

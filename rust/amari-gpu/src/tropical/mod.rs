@@ -34,7 +34,10 @@ pub use product::{
     check_matmul_operands, check_matvec_operands, tropical_matmul, tropical_matvec, Operands,
 };
 pub use scalar::Scalar;
-pub use product64::{tropical_matmul_f64, tropical_matvec_f64, HostOperands};
+pub use product64::{
+    check_matmul_f64_operands, check_matvec_f64_operands, tropical_matmul_f64,
+    tropical_matvec_f64, HostOperands,
+};
 pub use semiring::Semiring;
 
 use crate::family::Family;

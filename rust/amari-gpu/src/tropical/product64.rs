@@ -54,6 +54,30 @@ pub fn tropical_matvec_f64(
     run(ctx, (Kind::Matvec, shape), operands, out, strategy)
 }
 
+/// The checks of [`tropical_matmul_f64`] that need no context (shapes, NaN), in the words
+/// of the product's own: a cluster's driver runs them on the whole call before it splits it.
+pub fn check_matmul_f64_operands(operands: HostOperands<'_, f64>) -> Result<()> {
+    checks::matmul_shape(operands.a_shape, operands.b_shape)?;
+    operand_checks(Kind::Matmul(Variant::Tiled), operands).map(drop)
+}
+
+/// The checks of [`tropical_matvec_f64`] that need no context (as
+/// [`check_matmul_f64_operands`]).
+pub fn check_matvec_f64_operands(operands: HostOperands<'_, f64>) -> Result<()> {
+    checks::matvec_shape(operands.a_shape, operands.b_shape)?;
+    operand_checks(Kind::Matvec, operands).map(drop)
+}
+
+/// The operands' lengths against their shapes and their first NaN; returns the largest
+/// finite magnitude of `a` and of `b` (for the overflow check).
+fn operand_checks<T: Scalar>(kind: Kind, operands: HostOperands<'_, T>) -> Result<(f64, f64)> {
+    let right = kind.right();
+    checks::check_len("a", operands.a.len(), operands.a_shape)?;
+    checks::check_len(right, operands.b.len(), operands.b_shape)?;
+    let top_a = scan("a", operands.a, operands.a_shape)?;
+    Ok((top_a, scan(right, operands.b, operands.b_shape)?))
+}
+
 /// The first NaN of `data` (of shape `dims`) as the error naming `argument`, and otherwise
 /// the largest finite magnitude.
 fn scan<T: Scalar>(argument: &str, data: &[T], dims: &[usize]) -> Result<f64> {
@@ -79,13 +103,10 @@ fn run<T: Scalar>(
         a,
         a_shape,
         b,
-        b_shape,
+        ..
     } = operands;
     let right = kind.right();
-    checks::check_len("a", a.len(), a_shape)?;
-    checks::check_len(right, b.len(), b_shape)?;
-    let top_a = scan("a", a, a_shape)?;
-    let top_b = scan(right, b, b_shape)?;
+    let (top_a, top_b) = operand_checks(kind, operands)?;
     checks::check_whole_binding(ctx, right, T::words(b).len())?;
     let mut dims = a_shape[..a_shape.len() - 1].to_vec();
     if let Kind::Matmul(_) = kind {
