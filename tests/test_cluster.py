@@ -330,6 +330,11 @@ def test_each_node_takes_its_run_as_one_message_with_its_rows_only(
         )
         assert s["bytes_sent"] - s0["bytes_sent"] == 2 * row * assignment.items
         assert s["bytes_received"] - s0["bytes_received"] == row * assignment.items
+    # Each node computed on read-only views of the store's operands: no copy on its side.
+    import ray
+
+    for node in rc._native.nodes:
+        assert ray.get(node.actor.last_run.remote())[2], f"node {node.index} copied"
     # A broadcast row goes into the store once for the call, shared by every node.
     one = np.ascontiguousarray(b[:1])
     before = rc.stats()
