@@ -36,12 +36,13 @@ INLINE_BYTES = 64 << 10
 """Arrays up to this size travel inside the actor call (Ray inlines small arguments), which
 saves the object-store round trip of ``ray.put``; larger ones go through the store."""
 
-PIECE_BYTES = 24 << 20
+PIECE_BYTES = 48 << 20
 """Bytes (operands and result) of a node's run above which it goes as pieces of about this
-size: Ray carries one message's operands, then its result, while nothing else moves, so a
-large run sent whole pays both transfers on top of its compute; pieces overlap them. Each
-piece costs an actor call's round trip (~1 ms), small beside the transfer of this many
-bytes."""
+size: a run sent whole pays the driver's put of its operands and its copy of the result on
+top of the node's compute; with pieces, the driver puts the next pieces' operands and
+copies the last piece's result while the node computes (the node itself serializes each
+result before it starts the next piece). Each piece costs an actor call (~1 ms here), so
+pieces stay large: a 2^21-row GA product (192 MiB) goes as 4."""
 
 POLL_S = 0.05
 """How often the loop looks at the clock for hung nodes while waiting for results."""
