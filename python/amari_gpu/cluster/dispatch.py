@@ -293,16 +293,23 @@ class _Call:
         return sum(f.node is node for f in self.flights.values())
 
     def _feed(self) -> None:
-        """Sends every healthy node its own run, then chunks of the shared queue while it
-        has fewer than ``IN_FLIGHT`` messages."""
-        for node in self.cluster.able(self.job):
-            queue = self.own.setdefault(node.index, deque())
-            while queue or (self.shared and self._in_flight(node) < IN_FLIGHT):
+        """Sends every healthy node its own run (its pieces), then chunks of the shared
+        queue while it has fewer than ``IN_FLIGHT`` messages: one message per node in
+        turn, so that every node gets its first piece before any gets its second."""
+        nodes = self.cluster.able(self.job)
+        while nodes:
+            waiting = []
+            for node in nodes:
+                queue = self.own.setdefault(node.index, deque())
+                if not (queue or (self.shared and self._in_flight(node) < IN_FLIGHT)):
+                    continue
                 run = queue.popleft() if queue else self.shared.popleft()
                 if not self._in_flight(node):
                     self.progress[node.index] = time.monotonic()
                 ref, nbytes = self._send(node, run)
                 self.flights[ref] = _Flight(node, run, time.monotonic(), nbytes)
+                waiting.append(node)
+            nodes = waiting
 
     def _receive(self, ref: Any, flight: _Flight) -> None:
         node = flight.node
