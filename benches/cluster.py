@@ -10,7 +10,7 @@ Calls alternate between the two contexts round by round (drift hits both alike);
 with min-max are printed. Target: for 2^21 items, RayContext / MultiGpuContext <= 1.3.
 
     python benches/cluster.py [--large-log2 21] [--small 1024] [--repeats 5] [--backends vulkan]
-        [--piece-mib 48]
+        [--piece-mib 256]
 """
 
 from __future__ import annotations

@@ -36,13 +36,17 @@ INLINE_BYTES = 64 << 10
 """Arrays up to this size travel inside the actor call (Ray inlines small arguments), which
 saves the object-store round trip of ``ray.put``; larger ones go through the store."""
 
-PIECE_BYTES = 48 << 20
+PIECE_BYTES = 256 << 20
 """Bytes (operands and result) of a node's run above which it goes as pieces of about this
-size: a run sent whole pays the driver's put of its operands and its copy of the result on
-top of the node's compute; with pieces, the driver puts the next pieces' operands and
-copies the last piece's result while the node computes (the node itself serializes each
-result before it starts the next piece). Each piece costs an actor call (~1 ms here), so
-pieces stay large: a 2^21-row GA product (192 MiB) goes as 4."""
+size: a run sent whole pays the driver's put of its operands, the node's serialization of
+its result and the driver's copy of it on top of the node's compute; with pieces, the
+driver puts the next pieces' operands and copies the last piece's result while the node
+computes. That pays where moving bytes leaves the CPU free (a network between the driver
+and the nodes); on one machine the copies compete with the compute for the same cores, and
+each piece adds an actor call and its own ramp of the node context's pipeline:
+benches/cluster.py measured a 2^21-row GA call (192 MiB) at 2.5x MultiGpuContext as four
+pieces and 1.46x as one message on this 2-core machine under load, hence a size above it
+(``--piece-mib`` measures others)."""
 
 POLL_S = 0.05
 """How often the loop looks at the clock for hung nodes while waiting for results."""
