@@ -29,6 +29,11 @@ import numpy as np
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="amari-gpu-xdg-"))
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Ray starts its workers at nice 15 (its default worker_niceness): the node actor would get
+# the CPU only when the driver and everything else on the machine leave it some, while
+# the MultiGpuContext it is compared with runs at the driver's priority. Same priority for
+# both (RAY_worker_niceness=15 in the environment measures Ray's default).
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 import amari_gpu as ag
 
@@ -193,6 +198,7 @@ def main() -> int:
             print(f"amari_gpu {ag.__version__}, Ray {ray.__version__}, Python {py}")
             print(f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} threads")
             print(f"Load average (1, 5, 15 min) at the start: {_load()}")
+            print(f"Ray worker niceness: {os.environ['RAY_worker_niceness']} (the driver's: 0)")
             print(f"Devices of both contexts (measured in this run): {names}")
             print(f"Node: {node.address}, devices {[d['name'] for d in node.devices]}")
             print(
