@@ -373,6 +373,27 @@ def test_a_large_run_goes_as_pieces_its_results_taken_as_they_come(
     assert np.array_equal(out, got)
 
 
+def test_float64_rows_split_over_three_nodes_with_one_contexts_bits(
+    rc: ag.RayContext, local: ag.MultiGpuContext
+) -> None:
+    rng = np.random.default_rng(64)
+    a = random_operand(rng, (2000, 12), 0.05).astype(np.float64) * np.pi
+    b = random_operand(rng, (12, 7), 0.05).astype(np.float64) / 3.0
+    probs = rng.dirichlet(np.ones(4), size=2000)
+    mean, var = rng.standard_normal((2000, 2)), rng.uniform(0.5, 2.0, (2000, 2))
+    calls = [
+        (lambda c: c.tropical_matmul(a, b, "max_plus", strategy="balanced")),
+        (lambda c: c.tropical_matvec(a, np.ascontiguousarray(b[:, 0]), strategy="balanced")),
+        (lambda c: c.fisher_categorical(probs, strategy="balanced")),
+        (lambda c: c.fisher_gaussian(mean, var, strategy="balanced")),
+    ]
+    for call in calls:
+        got, want = call(rc), call(local)
+        assert got.dtype == want.dtype == np.float64
+        assert got.tobytes() == want.tobytes()
+        assert rc.last_plan is not None and len({w.device_id for w in rc.last_plan}) == 3
+
+
 def test_num_gpus_asks_ray_and_says_how_the_gpus_matched(
     cluster: Any, local: ag.MultiGpuContext
 ) -> None:
