@@ -10,6 +10,7 @@ Calls alternate between the two contexts round by round (drift hits both alike);
 with min-max are printed. Target: for 2^21 items, RayContext / MultiGpuContext <= 1.3.
 
     python benches/cluster.py [--large-log2 21] [--small 1024] [--repeats 5] [--backends vulkan]
+        [--piece-mib 256]
 """
 
 from __future__ import annotations
@@ -28,8 +29,20 @@ import numpy as np
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="amari-gpu-xdg-"))
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Ray starts its workers at nice 15 (its default worker_niceness): the node actor would get
+# the CPU only when the driver and everything else on the machine leave it some, while
+# the MultiGpuContext it is compared with runs at the driver's priority. Same priority for
+# both (RAY_worker_niceness=15 in the environment measures Ray's default).
+os.environ.setdefault("RAY_worker_niceness", "0")
+# The store's memory faulted in when Ray starts, not by the first calls that reach each
+# page (Ray's preallocate_plasma_memory; a MultiGpuContext's pool is warm after one call).
+os.environ.setdefault("RAY_preallocate_plasma_memory", "1")
 
 import amari_gpu as ag
+
+WARM_CALLS = 3
+"""Calls of each context before the timed rounds (the object store holds 512 MiB here: a
+2^21-row call's 192 MiB reach all of it in three)."""
 
 
 def _seconds(f: Callable[[], object]) -> float:
@@ -52,22 +65,29 @@ def _compare(
     a = rng.standard_normal((items, 8), dtype=np.float32)
     b = rng.standard_normal((items, 8), dtype=np.float32)
     want = ctx.geometric_product(a, b)
-    got = rc.geometric_product(a, b)  # warm both (pipelines, buffer pools)
+    got = rc.geometric_product(a, b)
     assert np.array_equal(got, want), "RayContext and MultiGpuContext disagree"
+    del got
+    # Warm both (pipelines, buffer pools, and every page of the object store mapped into
+    # the driver and the node: a call's objects take store memory the last ones did not).
+    for _ in range(WARM_CALLS):
+        ctx.geometric_product(a, b)
+        rc.geometric_product(a, b)
     ray_s: list[float] = []
     local_s: list[float] = []
     for _ in range(repeats):
         local_s.append(_seconds(lambda: ctx.geometric_product(a, b)))
         ray_s.append(_seconds(lambda: rc.geometric_product(a, b)))
     r, m = statistics.median(ray_s), statistics.median(local_s)
-    before = _moved(rc)
+    before, sent = _moved(rc), _messages(rc)
     rc.geometric_product(a, b)
-    moved = _moved(rc) - before
+    moved, messages = _moved(rc) - before, _messages(rc) - sent
     print(f"{label:>22}  MultiGpuContext {_text(local_s)}   RayContext {_text(ray_s)}")
     print(
         f"{'':>22}  ratio {r / m:.2f}, Ray's cost per call {(r - m) * 1e3:+.2f} ms, "
         f"{moved / 2**20:.1f} MiB through the object store per call "
-        f"(operands {(a.nbytes + b.nbytes) / 2**20:.1f} MiB, result {want.nbytes / 2**20:.1f} MiB)"
+        f"(operands {(a.nbytes + b.nbytes) / 2**20:.1f} MiB, "
+        f"result {want.nbytes / 2**20:.1f} MiB), {messages} actor calls"
     )
     return r, m
 
@@ -76,37 +96,75 @@ def _load() -> str:
     return ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def _messages(rc: ag.RayContext) -> int:
+    """Actor calls that carried chunks so far (a node's run goes as one or as pieces)."""
+    return sum(s["messages"] for s in rc.stats())
+
+
 def _moved(rc: ag.RayContext) -> int:
     """Bytes the driver sent to and received from the nodes so far."""
     return sum(s["bytes_sent"] + s["bytes_received"] for s in rc.stats())
 
 
-def _where(rc: ag.RayContext, items: int, repeats: int) -> None:
-    """Where a large call's time goes on the way through Ray, each step timed alone: the
-    driver putting the operands in the store, the node reading them and sending a result of
-    the same size back (its actor call's round trip), and the driver's copy of the result
-    out of the store."""
-    import ray
+STAGES = (
+    ("ray.put of both operands", "put"),
+    ("actor call submitted", "submit"),
+    ("Ray reads them for the node", "read"),
+    ("node computes", "compute"),
+    ("result back in the store", "back"),
+    ("driver's ray.get", "get"),
+    ("driver copies it into place", "copy"),
+)
 
+
+def _stages(rc: ag.RayContext, items: int, repeats: int) -> None:
+    """Where one large call's time goes, its run sent by hand as one message the way the
+    dispatcher sends a run, each stage timed (driver and node clocks, the node's aligned by
+    its measured offset): the driver's ``ray.put`` of the operands, the actor call's
+    submission, Ray reading the operands for the node (submission to the node's start; the
+    node says whether they came as read-only views of the store, i.e. without a copy), the
+    node's compute, its result's way back into the store (the node's end to the result
+    being ready), the driver's ``ray.get`` (a view of the store) and its copy into the
+    output."""
+    import ray
+    from amari_gpu import _native
+    from amari_gpu.cluster.node import ArraySlot
+
+    node = rc._native.healthy()[0]
     rng = np.random.default_rng(1)
     a = rng.standard_normal((items, 8), dtype=np.float32)
-    node = rc._native.healthy()[0].actor
-    put_s, back_s, copy_s = [], [], []
+    b = rng.standard_normal((items, 8), dtype=np.float32)
+    template = ("geometric_product", (3, 0, 0), [ArraySlot(0), ArraySlot(1)], 0)
+    times: dict[str, list[float]] = {key: [] for _, key in STAGES}
+    borrowed = True
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        refs = [ray.put(a), ray.put(a)]
-        put_s.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        result = ray.get(node.send.remote(a.nbytes))
-        back_s.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        np.array(result)
-        copy_s.append(time.perf_counter() - t0)
-        del refs, result
-    print(f"  where the time goes on the way (2^{items.bit_length() - 1} rows, medians):")
-    print(f"    ray.put of both operands          {_text(put_s)}")
-    print(f"    node returns a result-sized array {_text(back_s)}")
-    print(f"    driver copies it out of the store {_text(copy_s)}")
+        t0 = time.time()
+        refs = [ray.put(a), ray.put(b)]
+        t1 = time.time()
+        ref = node.actor.run.remote("ga_apply", None, template, *refs, chunks=1)
+        t2 = time.time()
+        ray.wait([ref])
+        t3 = time.time()
+        result = ray.get(ref)[0]
+        t4 = time.time()
+        out = _native.pooled_output(result.shape)
+        out[...] = result
+        t5 = time.time()
+        start, end, views = ray.get(node.actor.last_run.remote())
+        start, end = start - node.clock_offset_s, end - node.clock_offset_s
+        borrowed = borrowed and views
+        for key, seconds in zip(
+            ("put", "submit", "read", "compute", "back", "get", "copy"),
+            (t1 - t0, t2 - t1, start - t2, end - start, t3 - end, t4 - t3, t5 - t4),
+        ):
+            times[key].append(seconds)
+        del refs, ref, result, out
+    total = [sum(v[i] for v in times.values()) for i in range(repeats)]
+    print(f"  one call sent as one message, by stage (2^{items.bit_length() - 1} rows, medians):")
+    for label, key in STAGES:
+        print(f"    {label:<34} {_text(times[key])}")
+    print(f"    {'all stages':<34} {_text(total)}")
+    print(f"    the node read its operands without a copy: {'yes' if borrowed else 'NO'}")
 
 
 def main() -> int:
@@ -115,7 +173,17 @@ def main() -> int:
     parser.add_argument("--small", type=int, default=1024, help="small call: items")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--backends", default="vulkan", help="comma list, as MultiGpuContext")
+    parser.add_argument(
+        "--piece-mib",
+        type=float,
+        default=None,
+        help="bytes of a piece of a node's run, MiB (default: the dispatcher's PIECE_BYTES)",
+    )
     args = parser.parse_args()
+    from amari_gpu.cluster import dispatch
+
+    if args.piece_mib is not None:
+        dispatch.PIECE_BYTES = int(args.piece_mib * 2**20)
     backends = [s for s in args.backends.split(",") if s]
 
     import ray
@@ -143,6 +211,10 @@ def main() -> int:
             print(f"amari_gpu {ag.__version__}, Ray {ray.__version__}, Python {py}")
             print(f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} threads")
             print(f"Load average (1, 5, 15 min) at the start: {_load()}")
+            print(
+                f"Ray worker niceness: {os.environ['RAY_worker_niceness']} (the driver's: 0), "
+                f"store preallocated: {os.environ['RAY_preallocate_plasma_memory']}"
+            )
             print(f"Devices of both contexts (measured in this run): {names}")
             print(f"Node: {node.address}, devices {[d['name'] for d in node.devices]}")
             print(
@@ -151,12 +223,14 @@ def main() -> int:
                 f"{node.download_bytes_per_s / 1e6:.0f} MB/s node->driver, "
                 f"empty call round trip {node.latency_s * 1e3:.2f} ms"
             )
+            piece = dispatch.PIECE_BYTES / 2**20
+            print(f"A node's run over {piece:g} MiB goes as pieces of that size")
             print("geometric_product, Cl(3,0), float32; medians over rounds (min-max):")
             small_r, small_m = _compare(f"{args.small} items", rc, ctx, args.small, args.repeats)
             big_r, big_m = _compare(f"2^{args.large_log2} items", rc, ctx, large, args.repeats)
             verdict = "met" if big_r / big_m <= 1.3 else "NOT met"
             print(f"Target RayContext <= 1.3 x MultiGpuContext at 2^{args.large_log2}: {verdict}")
-            _where(rc, large, args.repeats)
+            _stages(rc, large, args.repeats)
             _model(node, big_m, big_r, small_r - small_m, large)
             # Other processes on the machine sway every figure: say how busy it was.
             print(f"Load average (1, 5, 15 min) at the end: {_load()}")

@@ -330,6 +330,11 @@ def test_each_node_takes_its_run_as_one_message_with_its_rows_only(
         )
         assert s["bytes_sent"] - s0["bytes_sent"] == 2 * row * assignment.items
         assert s["bytes_received"] - s0["bytes_received"] == row * assignment.items
+    # Each node computed on read-only views of the store's operands: no copy on its side.
+    import ray
+
+    for node in rc._native.nodes:
+        assert ray.get(node.actor.last_run.remote())[2], f"node {node.index} copied"
     # A broadcast row goes into the store once for the call, shared by every node.
     one = np.ascontiguousarray(b[:1])
     before = rc.stats()
@@ -337,6 +342,56 @@ def test_each_node_takes_its_run_as_one_message_with_its_rows_only(
     assert np.array_equal(got, local.geometric_product(a, one))
     sent = sum(s["bytes_sent"] - s0["bytes_sent"] for s, s0 in zip(rc.stats(), before))
     assert sent == a.nbytes + one.nbytes
+
+
+def test_a_large_run_goes_as_pieces_its_results_taken_as_they_come(
+    rc: ag.RayContext, local: ag.MultiGpuContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node's run that moves more than ``PIECE_BYTES`` goes as pieces of whole chunks (all
+    sent at once, so the node computes one while the next arrive): the same bits, each
+    node's own rows once, one actor call per piece."""
+    from amari_gpu.cluster import dispatch
+
+    a, b = random_batch(6000, seed=13)
+    a.flags.writeable = False
+    row = a.nbytes // len(a)
+    # Three chunks' bytes (512 rows of two operands in, one out) per piece.
+    monkeypatch.setattr(dispatch, "PIECE_BYTES", 3 * 512 * 3 * row)
+    before = rc.stats()
+    got = rc.geometric_product(a, b, strategy="balanced")
+    assert np.array_equal(got, local.geometric_product(a, b)) and got.flags.writeable
+    plan = rc.last_plan
+    assert plan is not None and (plan.chunk_items, plan.n_chunks) == (512, 12)
+    for assignment, s, s0 in zip(plan, rc.stats(), before, strict=True):
+        assert s["chunks_done"] - s0["chunks_done"] == assignment.chunks
+        assert s["messages"] - s0["messages"] == -(-assignment.chunks // 3)
+        assert s["bytes_sent"] - s0["bytes_sent"] == 2 * row * assignment.items
+        assert s["bytes_received"] - s0["bytes_received"] == row * assignment.items
+    # Into the caller's out, as the single context's.
+    out = np.full((6000, 8), 7.0, dtype=np.float32)
+    assert rc.geometric_product(a, b, out=out, strategy="balanced") is out
+    assert np.array_equal(out, got)
+
+
+def test_float64_rows_split_over_three_nodes_with_one_contexts_bits(
+    rc: ag.RayContext, local: ag.MultiGpuContext
+) -> None:
+    rng = np.random.default_rng(64)
+    a = random_operand(rng, (2000, 12), 0.05).astype(np.float64) * np.pi
+    b = random_operand(rng, (12, 7), 0.05).astype(np.float64) / 3.0
+    probs = rng.dirichlet(np.ones(4), size=2000)
+    mean, var = rng.standard_normal((2000, 2)), rng.uniform(0.5, 2.0, (2000, 2))
+    calls = [
+        (lambda c: c.tropical_matmul(a, b, "max_plus", strategy="balanced")),
+        (lambda c: c.tropical_matvec(a, np.ascontiguousarray(b[:, 0]), strategy="balanced")),
+        (lambda c: c.fisher_categorical(probs, strategy="balanced")),
+        (lambda c: c.fisher_gaussian(mean, var, strategy="balanced")),
+    ]
+    for call in calls:
+        got, want = call(rc), call(local)
+        assert got.dtype == want.dtype == np.float64
+        assert got.tobytes() == want.tobytes()
+        assert rc.last_plan is not None and len({w.device_id for w in rc.last_plan}) == 3
 
 
 def test_num_gpus_asks_ray_and_says_how_the_gpus_matched(

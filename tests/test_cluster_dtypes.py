@@ -1,8 +1,9 @@
 """float64 on a RayContext over a real Ray cluster of this machine (two loopback nodes):
 tropical products and shortest paths, the Fisher matrices and maps and ``map_rows`` compute
-float64 by the local rules, each call whole on one node with a device for float64, the same
-bits, dtypes and errors as one MultiGpuContext; nodes with no device for the dtype are left
-out, and a cluster with none refuses the call by name, nothing written."""
+float64 by the local rules, the row kernels' rows split over the nodes with a device for
+float64 as float32 ones are (shortest paths and the Fisher matrix's sum whole on one), the
+same bits, dtypes and errors as one MultiGpuContext; nodes with no device for the dtype are
+left out, and a cluster with none refuses the call by name, nothing written."""
 
 from __future__ import annotations
 
@@ -78,10 +79,25 @@ def test_float64_calls_are_one_contexts_bits(rc: ag.RayContext, local: ag.MultiG
     assert got16.dtype == want16.dtype == np.float16 and got16.tobytes() == want16.tobytes()
     rows = rng.standard_normal((3000, 2))
     _same(rc.map_rows(OPS, rows, out_cols=3), local.map_rows(OPS, rows, out_cols=3))
-    # float64 GA rows split over the nodes as float32 ones do.
+    # float64 rows split over the nodes as float32 ones do.
     g, h = rng.standard_normal((5000, 8)), rng.standard_normal((5000, 8))
     _same(rc.geometric_product(g, h, strategy="balanced"), local.geometric_product(g, h))
-    assert rc.last_plan is not None and len({w.device_id for w in rc.last_plan}) == 2
+    _split_over_both(rc)
+    for semiring in ("max_plus", "min_plus"):
+        got = rc.tropical_matmul(a, b, semiring, strategy="balanced")
+        _split_over_both(rc)
+        _same(got, local.tropical_matmul(a, b, semiring))
+    _same(rc.tropical_matvec(a, x, strategy="balanced"), local.tropical_matvec(a, x))
+    _split_over_both(rc)
+    _same(rc.fisher_categorical(probs, strategy="balanced"), local.fisher_categorical(probs))
+    _split_over_both(rc)
+    got = rc.fisher_categorical(logits=logits, strategy="balanced")
+    _same(got, local.fisher_categorical(logits=logits))
+    _same(rc.fisher_gaussian(mean, var, strategy="balanced"), local.fisher_gaussian(mean, var))
+    _split_over_both(rc)
+    got = rc.map_rows(OPS, rows, out_cols=3, strategy="balanced")
+    _split_over_both(rc)
+    _same(got, local.map_rows(OPS, rows, out_cols=3))
     # The caller's out takes the result.
     out = np.full((1500, 30), 7.0)
     assert rc.tropical_matmul(a, b, out=out) is out
@@ -92,19 +108,41 @@ def test_float64_calls_are_one_contexts_bits(rc: ag.RayContext, local: ag.MultiG
     assert rc.last_plan is not None and len({w.device_id for w in rc.last_plan}) == 2
 
 
+def _split_over_both(rc: ag.RayContext) -> None:
+    """The last call's rows went to both nodes."""
+    assert rc.last_plan is not None and len({w.device_id for w in rc.last_plan}) == 2
+
+
 def test_float64_errors_are_one_contexts_and_nothing_is_written(
     rc: ag.RayContext, local: ag.MultiGpuContext
 ) -> None:
-    a = np.ones((600, 5))
-    a[417, 3] = np.nan
+    a = np.ones((1600, 5))
+    a[1417, 3] = np.nan  # in the third chunk of 512 rows: the second node's
     b = np.ones((5, 4))
-    out = np.full((600, 4), 7.0)
+    out = np.full((1600, 4), 7.0)
     with pytest.raises(ag.InvalidArgumentError) as e:
-        rc.tropical_matmul(a, b, out=out)
+        rc.tropical_matmul(a, b, out=out, strategy="balanced")
     with pytest.raises(ag.InvalidArgumentError) as e_local:
         local.tropical_matmul(a, b)
-    assert str(e.value) == str(e_local.value) and "NaN at [417, 3]" in str(e.value)
+    assert str(e.value) == str(e_local.value) and "NaN at [1417, 3]" in str(e.value)
     assert np.all(out == 7.0), "nothing written"
+    # The maps' row checks name the caller's row, nothing written.
+    probs = np.full((1600, 4), 0.25)
+    probs[1500] = [0.5, 0.5, 0.5, -0.5]
+    out = np.full((1600, 4, 4), 7.0)
+    with pytest.raises(ag.InvalidArgumentError) as e:
+        rc.fisher_categorical(probs, out=out, strategy="balanced")
+    with pytest.raises(ag.InvalidArgumentError) as e_local:
+        local.fisher_categorical(probs)
+    assert str(e.value) == str(e_local.value) and "1500" in str(e.value)
+    assert np.all(out == 7.0), "nothing written"
+    var = np.ones((1600, 3))
+    var[1200, 1] = -1.0
+    with pytest.raises(ag.InvalidArgumentError) as e:
+        rc.fisher_gaussian(np.zeros((1600, 3)), var, strategy="balanced")
+    with pytest.raises(ag.InvalidArgumentError) as e_local:
+        local.fisher_gaussian(np.zeros((1600, 3)), var)
+    assert str(e.value) == str(e_local.value) and "1200" in str(e.value)
     with pytest.raises(ag.ShapeError) as e:
         rc.map_rows(OPS, np.ones((2, 2, 2)), out_cols=3)
     with pytest.raises(ag.ShapeError) as e_local:

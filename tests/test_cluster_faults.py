@@ -55,6 +55,27 @@ def test_a_node_killed_mid_call(cluster: Any, local: ag.MultiGpuContext) -> None
             rc.inject_fault(1)
 
 
+def test_a_node_killed_between_pieces_of_its_run(
+    cluster: Any, local: ag.MultiGpuContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node's run sent as pieces: it dies starting its second piece; the first piece's
+    result is kept and its other pieces run on the healthy nodes, with the same bits."""
+    from amari_gpu.cluster import dispatch
+
+    a, b = random_batch(8000, seed=5)
+    want = local.geometric_product(a, b)
+    # Two chunks of 400 rows (two operands in, one out) per piece.
+    monkeypatch.setattr(dispatch, "PIECE_BYTES", 2 * 400 * 3 * a.itemsize * a.shape[1])
+    with ag.RayContext(backends=BACKENDS, chunk_items=400, strategy="balanced") as rc:
+        rc.inject_fault(1, after_chunks=2)
+        got = rc.geometric_product(a, b)
+        assert np.array_equal(got, want)
+        assert not rc.health()[1]["healthy"]
+        stats = rc.stats()
+        assert stats[1]["chunks_done"] <= 2 and stats[1]["failed_chunks"] > 0, stats
+        assert sum(s["chunks_done"] for s in stats) == 20
+
+
 def test_nodes_that_never_answer_are_marked_hung(cluster: Any) -> None:
     # Every node is held ("hang": it blocks from its first chunk until the driver ends its
     # actor), so no node can answer, however fast or loaded the machine: each is marked hung

@@ -152,25 +152,25 @@ def check_ga_apply(
     "The checks of ga_apply, in the caller's shapes of the operands, without a context or a run."
 
 def check_tropical_matmul(
-    a: host[f32, "(batch, m, k)"], b: host[f32, "(batch, k, n)"], semiring: str
+    a: host[float, "(batch, m, k)"], b: host[float, "(batch, k, n)"], semiring: str
 ) -> None:
-    "The checks of tropical_matmul on host operands, without a context or a run."
+    "The checks of tropical_matmul on host operands (one dtype), without a context or a run."
 
 def check_tropical_matvec(
-    a: host[f32, "(batch, m, k)"], x: host[f32, "(batch, k)"], semiring: str
+    a: host[float, "(batch, m, k)"], x: host[float, "(batch, k)"], semiring: str
 ) -> None:
-    "The checks of tropical_matvec on host operands, without a context or a run."
+    "The checks of tropical_matvec on host operands (one dtype), without a context or a run."
 
-def check_fisher_categorical(values: host[f32, "(N, K)"], logits: bool) -> None:
+def check_fisher_categorical(values: host[float, "(N, K)"], logits: bool) -> None:
     "The checks of fisher_categorical on host values, without a context or a run."
 
-def check_fisher_gaussian(mean: host[f32, "(N, D)"], var: host[f32, "(N, D)"]) -> None:
-    "The checks of fisher_gaussian on host rows, without a context or a run."
+def check_fisher_gaussian(mean: host[float, "(N, D)"], var: host[float, "(N, D)"]) -> None:
+    "The checks of fisher_gaussian on host rows (one dtype), without a context or a run."
 
 def check_map_rows(
-    spec: RowsSpec, arrays: list[tuple[host[f32, "(N, W) each"], tuple[int, ...]]]
+    spec: RowsSpec, arrays: list[tuple[host[float, "(N, W) each"], tuple[int, ...]]]
 ) -> int:
-    "The checks of map_rows (shapes, the kernel by naga) on host arrays: the call's items."
+    "The checks of map_rows (shapes, the kernel by naga) on host arrays in spec's dtype: the items."
 
 def check_stencil(grid: host[f32, "(H, W)"], alpha: float, boundary: str, steps: int) -> int:
     "The checks of stencil without a context: the power of two the core scales the grid by."

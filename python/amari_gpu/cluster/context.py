@@ -83,9 +83,9 @@ class RayContext(ClusterArrayMixin, Context[ClusterProfile]):
     errors and results of ``MultiGpuContext``'s: calls are cut into the core's chunk grid
     (a function of the problem only) and planned by the core's partitioner with each node
     as one device (its measured rates; ``strategy``); each node gets its run of chunks as
-    one message (its operands put in the object store once, read there without a copy)
-    and splits it over its devices. Results are bit-identical to one
-    ``MultiGpuContext``'s for any node count and strategy.
+    one message, a large run as pieces sent at once (its operands put in the object store
+    once, read there without a copy), and splits it over its devices. Results are
+    bit-identical to one ``MultiGpuContext``'s for any node count and strategy.
 
     With ``num_gpus``, each node actor asks Ray for that many GPUs and opens the wgpu
     adapters of the GPUs Ray assigned it, matched by PCI bus id (see

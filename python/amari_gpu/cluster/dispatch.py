@@ -1,7 +1,10 @@
 """The cluster's run loop: each node's run of chunks of the call (its share of the core's
-plan) sent to its actor as one message through Ray's object store, results handed back in
-chunk order, and the chunks of a node that dies, hangs past ``node_timeout_s`` or reports a
-device error re-run on the healthy nodes (one chunk per message, two in flight per node)."""
+plan) sent to its actor through Ray's object store, as one message or, when it moves more
+than :data:`PIECE_BYTES`, as pieces of whole chunks sent at once (the node computes a piece
+while the next ones arrive and the driver copies the last one's result into place), results
+taken as they come, and the chunks of a node that dies, hangs past ``node_timeout_s`` or
+reports a device error re-run on the healthy nodes (one chunk per message, two in flight
+per node)."""
 
 from __future__ import annotations
 
@@ -32,6 +35,18 @@ arriving."""
 INLINE_BYTES = 64 << 10
 """Arrays up to this size travel inside the actor call (Ray inlines small arguments), which
 saves the object-store round trip of ``ray.put``; larger ones go through the store."""
+
+PIECE_BYTES = 256 << 20
+"""Bytes (operands and result) of a node's run above which it goes as pieces of about this
+size: a run sent whole pays the driver's put of its operands, the node's serialization of
+its result and the driver's copy of it on top of the node's compute; with pieces, the
+driver puts the next pieces' operands and copies the last piece's result while the node
+computes. That pays where moving bytes leaves the CPU free (a network between the driver
+and the nodes); on one machine the copies compete with the compute for the same cores, and
+each piece adds an actor call and its own ramp of the node context's pipeline:
+benches/cluster.py measured a 2^21-row GA call (192 MiB) at 2.5x MultiGpuContext as four
+pieces and 1.46x as one message on this 2-core machine under load, hence a size above it
+(``--piece-mib`` measures others)."""
 
 POLL_S = 0.05
 """How often the loop looks at the clock for hung nodes while waiting for results."""
@@ -245,7 +260,8 @@ class _Call:
             if plan.strategy == "adaptive":
                 self.shared.extend((c, 1) for c in range(a.first_chunk, a.first_chunk + a.chunks))
             else:
-                self.own.setdefault(a.device_id, deque()).append((a.first_chunk, a.chunks))
+                queue = self.own.setdefault(a.device_id, deque())
+                queue.extend(_pieces(a.first_chunk, a.chunks, self._piece_chunks()))
         if not plan.n_chunks:
             self.shared.append((0, 1))
         self.flights: dict[Any, _Flight] = {}
@@ -254,6 +270,11 @@ class _Call:
         # Arrays every message binds whole, put in the store once (kept with their array,
         # so an id cannot be reused within the call).
         self.puts: dict[int, tuple[Any, Any]] = {}
+
+    def _piece_chunks(self) -> int:
+        """Chunks per piece of a node's run (see :data:`PIECE_BYTES`)."""
+        per_chunk = self.rows * (self.job.bytes_in_per_item + self.job.bytes_out_per_item)
+        return max(1, int(PIECE_BYTES // max(per_chunk, 1.0)))
 
     def span(self, run: tuple[int, int]) -> tuple[int, int]:
         """The items of ``run`` (first chunk, chunks)."""
@@ -276,16 +297,23 @@ class _Call:
         return sum(f.node is node for f in self.flights.values())
 
     def _feed(self) -> None:
-        """Sends every healthy node its own run, then chunks of the shared queue while it
-        has fewer than ``IN_FLIGHT`` messages."""
-        for node in self.cluster.able(self.job):
-            queue = self.own.setdefault(node.index, deque())
-            while queue or (self.shared and self._in_flight(node) < IN_FLIGHT):
+        """Sends every healthy node its own run (its pieces), then chunks of the shared
+        queue while it has fewer than ``IN_FLIGHT`` messages: one message per node in
+        turn, so that every node gets its first piece before any gets its second."""
+        nodes = self.cluster.able(self.job)
+        while nodes:
+            waiting = []
+            for node in nodes:
+                queue = self.own.setdefault(node.index, deque())
+                if not (queue or (self.shared and self._in_flight(node) < IN_FLIGHT)):
+                    continue
                 run = queue.popleft() if queue else self.shared.popleft()
                 if not self._in_flight(node):
                     self.progress[node.index] = time.monotonic()
                 ref, nbytes = self._send(node, run)
                 self.flights[ref] = _Flight(node, run, time.monotonic(), nbytes)
+                waiting.append(node)
+            nodes = waiting
 
     def _receive(self, ref: Any, flight: _Flight) -> None:
         node = flight.node
@@ -387,6 +415,14 @@ class _Call:
         node.items_done += stop - start
         node.bytes_sent += flight.nbytes
         node.bytes_received += _nbytes(result)
+
+
+def _pieces(first: int, count: int, size: int) -> list[tuple[int, int]]:
+    """The run of ``count`` chunks from ``first`` as runs of ``size`` chunks (the last one
+    shorter), as even as whole pieces allow: ``ceil(count / size)`` pieces."""
+    n = -(-count // size)
+    bounds = [first + count * i // n for i in range(n + 1)]
+    return [(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:])]
 
 
 def _callers_entry(message: str, axis: int, start: int) -> str | None:

@@ -110,14 +110,31 @@ def _run_rows(
     strategy: str | None,
     axis: int = 0,
     out: np.ndarray[Any, Any] | None = None,
+    dtype: str | None = None,
 ) -> tuple[Any, Plan]:
     """Runs a row kernel's ``call`` over ``items`` items moving ``bytes_per_item`` (in,
-    out) each, the runs' results written into place along ``axis``."""
+    out) each, the runs' results written into place along ``axis``, on the nodes with a
+    device for ``dtype`` (see ``Job``)."""
     assembly = _Assembly(items, axis, out)
     bytes_in, bytes_out = bytes_per_item
-    job = Job(family, items, bytes_in, call, assembly.take, axis=axis, bytes_out_per_item=bytes_out)
+    job = Job(
+        family,
+        items,
+        bytes_in,
+        call,
+        assembly.take,
+        axis=axis,
+        bytes_out_per_item=bytes_out,
+        dtype=dtype,
+    )
     plan = ctx.run(job, strategy)
     return assembly.out, plan
+
+
+def _dtype(array: np.ndarray[Any, Any]) -> str | None:
+    """The dtype a call on ``array`` computes in, for ``Job``: None for float32 (every device
+    computes in it), else its name (float64: the nodes with a device for it)."""
+    return None if array.dtype == np.float32 else array.dtype.name
 
 
 def _host_only(*values: Any) -> None:
@@ -188,10 +205,9 @@ def _tropical(
     out_bytes: Callable[[npt.NDArray[np.float32], npt.NDArray[np.float32]], float],
 ) -> tuple[Any, Plan | None]:
     """A tropical product ``kernel`` of ``a`` and ``other`` (``b`` or ``x``) on the cluster,
-    checked whole by the core's ``check_<kernel>``; ``out_bytes``: the bytes of its result,
-    from the batched operands (the plan's cost per item). The cluster's products compute in
-    float32 rows; a product in another dtype (float64) runs whole on one node with a device
-    for it (the core's checks of the other dtypes are its products' own)."""
+    checked whole by the core's ``check_<kernel>`` (float32 or float64 operands); its rows
+    split over the nodes with a device for the operands' dtype; ``out_bytes``: the bytes of
+    its result, from the batched operands (the plan's cost per item)."""
     if resident(a):
 
         def numpy_run(rows: Any) -> Any:
@@ -201,11 +217,6 @@ def _tropical(
             ctx, kernel, a, other, semiring, out, a_shape or (), numpy_run
         )
     _host_only(a, out)
-    if other.dtype != np.float32:
-        template = (ArraySlot(0), ArraySlot(1), semiring)
-        return _whole(
-            ctx, TROPICAL, (kernel, template, [a, other]), strategy, out, other.dtype.name
-        )
     getattr(_native, f"check_{kernel}")(a, other, semiring)
     a3, other3, out3 = _batch_view(a, other, out)
     items, axis, parts = _batched_rows(a3, other3)
@@ -214,7 +225,9 @@ def _tropical(
         return kernel, (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
 
     per_item = (a3.nbytes / max(items, 1), out_bytes(a3, other3) / max(items, 1))
-    result, plan = _run_rows(ctx, TROPICAL, items, call, per_item, strategy, axis, out3)
+    result, plan = _run_rows(
+        ctx, TROPICAL, items, call, per_item, strategy, axis, out3, _dtype(other)
+    )
     return (result if a.ndim == 3 else result[0]), plan
 
 
@@ -238,7 +251,7 @@ def tropical_matmul(
         strategy,
         out,
         a_shape,
-        lambda a3, b3: 4.0 * a3.shape[0] * a3.shape[1] * b3.shape[-1],
+        lambda a3, b3: float(a3.itemsize * a3.shape[0] * a3.shape[1] * b3.shape[-1]),
     )
 
 
@@ -328,23 +341,23 @@ def fisher_categorical(
     out: Any = None,
     values_shape: tuple[int, ...] | None = None,
 ) -> tuple[Any, Plan | None]:
-    """``_native.fisher_categorical`` on the cluster: float32 rows split over the nodes,
-    float64 ones run whole on one node with a device for float64 (one context's bits)."""
+    """``_native.fisher_categorical`` on the cluster: rows (float32, or float64 on the nodes
+    with a device for it) split over the nodes (one context's bits: each row's matrix is
+    its own)."""
     if resident(values):
         shape = values_shape or (values.rows, values.cols)
         return array_kernels.fisher_categorical(ctx, values, logits, out, shape)
     _host_only(values, out)
-    if values.dtype == np.float64:
-        whole = ("fisher_categorical", (ArraySlot(0), logits), [values])
-        return _whole(ctx, INFORMATION, whole, strategy, out, "float64")
     _native.check_fisher_categorical(values, logits)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "fisher_categorical", (ArraySlot(0), logits), [values[start:stop]]
 
     k = values.shape[1]
-    per_row = (_row_bytes(values), 4.0 * k * k)
-    return _run_rows(ctx, INFORMATION, len(values), call, per_row, strategy, out=out)
+    per_row = (_row_bytes(values), float(values.itemsize * k * k))
+    return _run_rows(
+        ctx, INFORMATION, len(values), call, per_row, strategy, out=out, dtype=_dtype(values)
+    )
 
 
 def fisher_gaussian(
@@ -356,22 +369,22 @@ def fisher_gaussian(
     mean_shape: tuple[int, ...] | None = None,
     var_shape: tuple[int, ...] | None = None,
 ) -> tuple[Any, Plan | None]:
-    """``_native.fisher_gaussian`` on the cluster: float32 rows split over the nodes,
-    float64 ones run whole on one node with a device for float64 (one context's bits)."""
+    """``_native.fisher_gaussian`` on the cluster: rows (float32, or float64 on the nodes
+    with a device for it) split over the nodes (one context's bits: each row's matrix is
+    its own)."""
     if resident(mean, var):
         return array_kernels.fisher_gaussian(ctx, mean, var, out, (mean_shape, var_shape))
     _host_only(mean, var, out)
-    if mean.dtype == np.float64:
-        whole = ("fisher_gaussian", (ArraySlot(0), ArraySlot(1)), [mean, var])
-        return _whole(ctx, INFORMATION, whole, strategy, out, "float64")
     _native.check_fisher_gaussian(mean, var)
 
     def call(start: int, stop: int) -> tuple[str, Any, list[Any]]:
         return "fisher_gaussian", (ArraySlot(0), ArraySlot(1)), [mean[start:stop], var[start:stop]]
 
     d = mean.shape[1]
-    per_row = (_row_bytes(mean, var), 16.0 * d * d)
-    return _run_rows(ctx, INFORMATION, len(mean), call, per_row, strategy, out=out)
+    per_row = (_row_bytes(mean, var), float(4 * mean.itemsize * d * d))
+    return _run_rows(
+        ctx, INFORMATION, len(mean), call, per_row, strategy, out=out, dtype=_dtype(mean)
+    )
 
 
 def map_rows(
@@ -383,13 +396,14 @@ def map_rows(
 ) -> tuple[Any, Plan | None]:
     """``_native.map_rows`` on the cluster: checked whole by the core (shapes, the kernel),
     then ``(N, C)`` arrays split by rows, ``(C,)`` ones bound whole to every chunk; with a
-    cluster array, where it lives. Rows in another dtype than float32 (a cluster array's)
-    run whole on one node with a wgpu device for their dtype (the node's entry checks
+    cluster array, where it lives. float64 rows split over the nodes with a wgpu device
+    for float64; rows in another dtype run whole on one such node (its entry checks
     them)."""
     if resident(*(v for v, _ in arrays)):
         return array_kernels.map_rows(ctx, spec, arrays, out)
     _host_only(*(v for v, _ in arrays), out)
-    if spec["dtype"] != "float32":
+    dtype = None if spec["dtype"] == "float32" else spec["dtype"]
+    if dtype not in (None, "float64"):
         template = (spec, [(ArraySlot(i), shape) for i, (_, shape) in enumerate(arrays)])
         whole = ("map_rows", template, [v for v, _ in arrays])
         return _whole(ctx, "map_rows", whole, strategy, out, spec["dtype"], shader=True)
@@ -406,10 +420,20 @@ def map_rows(
 
     cols = int(spec["out_cols"])
     if items == 0:
-        return _into(out, np.empty((0, cols), dtype=np.float32)), None
-    per_row = _row_bytes(*[v for (v, _), b in zip(arrays, broadcast) if not b]) + 4.0 * cols
+        return _into(out, np.empty((0, cols), dtype=spec["dtype"])), None
+    size = np.dtype(spec["dtype"]).itemsize
+    per_row = _row_bytes(*[v for (v, _), b in zip(arrays, broadcast) if not b]) + size * cols
     assembly = _Assembly(items, 0, out)
-    job = Job("map_rows", items, per_row, call, assembly.take, whole=all(broadcast))
+    job = Job(
+        "map_rows",
+        items,
+        per_row,
+        call,
+        assembly.take,
+        whole=all(broadcast),
+        dtype=dtype,
+        shader=True,
+    )
     plan = ctx.run(job, strategy)
     return assembly.out, plan
 

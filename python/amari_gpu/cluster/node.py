@@ -86,6 +86,7 @@ class NodeWorker:
         self._recording: _Recording | None = None
         self._profile: Profile | None = None
         self._profile_t0 = 0.0
+        self._last_run = (0.0, 0.0, False)
 
     def describe(self, node_id: str, address: str) -> dict[str, Any]:
         """The node, its devices and their calibrated items/s per family (summed: the rate
@@ -135,9 +136,21 @@ class NodeWorker:
         strategy)``, ``args`` being ``template`` with its ``ArraySlot``s replaced by
         ``arrays`` (read from the object store without a copy: the native entry points
         borrow read-only arrays)."""
+        started = time.time()
         self._chunk(chunks)
         args = _fill(template, arrays)
-        return getattr(_native, method)(self._ctx._native, *args, strategy)
+        result = getattr(_native, method)(self._ctx._native, *args, strategy)
+        borrowed = all(
+            not (a.flags.writeable or a.flags.owndata) for a in arrays if isinstance(a, np.ndarray)
+        )
+        self._last_run = (started, time.time(), borrowed)
+        return result
+
+    def last_run(self) -> tuple[float, float, bool]:
+        """The node clock when the last :meth:`run` started (its arrays read from the store
+        already) and ended, and whether its arrays were read-only views of the store (read
+        without a copy): what ``benches/cluster.py`` splits a call's time by."""
+        return self._last_run
 
     def _chunk(self, count: int = 1) -> None:
         """Counts ``count`` units of work (the chunks of a message, a grid round, a shard's

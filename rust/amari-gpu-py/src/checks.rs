@@ -4,63 +4,90 @@
 //! shapes (not a chunk's) and nothing has been written or dispatched.
 
 use amari_gpu::domain;
-use amari_gpu::dtype::Dtype;
+use amari_gpu::dtype::{f64_words, Dtype};
 use amari_gpu::fisher;
 use amari_gpu::ga;
 use amari_gpu::rows::{self, RowArray, RowsCall};
 use amari_gpu::tropical::{self, Operands, Semiring};
 use amari_gpu::ResidentOperand as Operand;
-use numpy::{PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use numpy::ndarray::IxDyn;
+use numpy::{PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use crate::arrays::contiguous;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
 use crate::ga::{borrows, core_operands, dtype_of, own_shapes, parse};
-use crate::resident::PyOperand;
+use crate::resident::{dtype_refused, PyOperand};
+use crate::rows::host_words;
+use crate::tropical::mixed_dtypes;
 
-/// The context-free checks of a tropical product (`check`, the core's for the operation)
-/// on host operands, `right` naming the right operand.
+/// A tropical product's context-free checks in the core: on float32 operands, and on
+/// float64 ones.
+type ProductChecks = (
+    fn(Operands<'_>) -> amari_gpu::Result<()>,
+    fn(Operands<'_, f64>) -> amari_gpu::Result<()>,
+);
+
+/// The context-free checks of a tropical product (`checks`, the core's for the operation,
+/// in the operands' dtype: float32 or float64, the same for both) on host operands, `right`
+/// naming the right operand.
 fn check_product(
     py: Python<'_>,
-    (a, b, semiring): (
-        &PyReadonlyArrayDyn<'_, f32>,
-        &PyReadonlyArrayDyn<'_, f32>,
-        &str,
-    ),
+    (a, b, semiring): (&PyOperand<'_, IxDyn>, &PyOperand<'_, IxDyn>, &str),
     right: &str,
-    check: fn(Operands<'_>) -> amari_gpu::Result<()>,
+    (check, check_f64): ProductChecks,
 ) -> PyResult<()> {
     let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
-    let (a_shape, b_shape) = (a.shape().to_vec(), b.shape().to_vec());
-    let operands = Operands {
-        semiring,
-        a: Operand::Host(contiguous(a, "a")?),
-        a_shape: &a_shape,
-        b: contiguous(b, right)?,
-        b_shape: &b_shape,
-    };
-    // The NaN scan reads every word: without the GIL.
-    run_detached(py, move || check(operands))
+    match (a, b) {
+        (PyOperand::Host(a), PyOperand::Host(b)) => {
+            let (a_shape, b_shape) = (a.shape().to_vec(), b.shape().to_vec());
+            let operands = Operands {
+                semiring,
+                a: Operand::Host(contiguous(a, "a")?),
+                a_shape: &a_shape,
+                b: contiguous(b, right)?,
+                b_shape: &b_shape,
+            };
+            // The NaN scan reads every word: without the GIL.
+            run_detached(py, move || check(operands))
+        }
+        (PyOperand::HostF64(a), PyOperand::HostF64(b)) => {
+            let (a_shape, b_shape) = (a.shape().to_vec(), b.shape().to_vec());
+            let operands = Operands {
+                semiring,
+                a: Operand::Host(f64_words(contiguous(a, "a")?)),
+                a_shape: &a_shape,
+                b: contiguous(b, right)?,
+                b_shape: &b_shape,
+            };
+            run_detached(py, move || check_f64(operands))
+        }
+        (PyOperand::Host(_), b) => Err(mixed_dtypes(right, Dtype::F32, b.dtype())),
+        (a, _) => Err(dtype_refused("a", a.dtype())),
+    }
 }
 
-/// A check-only entry of the tropical product `$op`: `$name(a, $right, semiring)` runs `$check`,
-/// the core's checks of the product's operands, without a context: it raises their error,
-/// or returns None. One definition for both products (they differ only in these).
+/// A check-only entry of the tropical product `$op`: `$name(a, $right, semiring)` runs `$check`
+/// (float32 operands) or `$check_f64` (float64 ones), the core's checks of the product's
+/// operands, without a context: it raises their error, or returns None. One definition for
+/// both products (they differ only in these).
 macro_rules! product_check {
-    ($name:ident, $op:literal, $right:ident, $check:path) => {
+    ($name:ident, $op:literal, $right:ident, $check:path, $check_f64:path) => {
         #[doc = concat!(
             "Checks the operands of `", $op, "(ctx, a, ", stringify!($right), ", semiring)` ",
-            "as its core entry does, without a context: raises its error, or returns None."
+            "(float32 or float64) as its core entry does, without a context: raises its ",
+            "error, or returns None."
         )]
         #[pyfunction]
         fn $name(
             py: Python<'_>,
-            a: PyReadonlyArrayDyn<'_, f32>,
-            $right: PyReadonlyArrayDyn<'_, f32>,
+            a: PyOperand<'_, IxDyn>,
+            $right: PyOperand<'_, IxDyn>,
             semiring: &str,
         ) -> PyResult<()> {
-            check_product(py, (&a, &$right, semiring), stringify!($right), $check)
+            let checks: ProductChecks = ($check, $check_f64);
+            check_product(py, (&a, &$right, semiring), stringify!($right), checks)
         }
     };
 }
@@ -69,13 +96,15 @@ product_check!(
     check_tropical_matmul,
     "tropical_matmul",
     b,
-    tropical::check_matmul_operands
+    tropical::check_matmul_operands::<f32>,
+    tropical::check_matmul_operands::<f64>
 );
 product_check!(
     check_tropical_matvec,
     "tropical_matvec",
     x,
-    tropical::check_matvec_operands
+    tropical::check_matvec_operands::<f32>,
+    tropical::check_matvec_operands::<f64>
 );
 
 /// Checks the operands of `ga_apply(ctx, operation, signature, operands, grades)` as its
@@ -103,38 +132,68 @@ fn check_ga_apply(
 }
 
 /// Checks `fisher_categorical(ctx, values, logits)` as its core entry does on host rows
-/// (their shape, then their values), without a context: raises its error, or returns None.
+/// (float32 or float64; their shape, then their values), without a context: raises its
+/// error, or returns None.
 #[pyfunction]
 fn check_fisher_categorical(
     py: Python<'_>,
-    values: PyReadonlyArrayDyn<'_, f32>,
+    values: PyOperand<'_, IxDyn>,
     logits: bool,
 ) -> PyResult<()> {
     let name = if logits { "logits" } else { "probs" };
-    let data = contiguous(&values, name)?;
-    let (_, k) = fisher::categorical_shapes(Operand::Host(data), values.shape(), logits)
-        .map_err(|e| to_pyerr(py, e))?;
-    run_detached(py, move || {
-        fisher::check_categorical_operands(data, k, logits)
-    })
+    match &values {
+        PyOperand::Host(values) => {
+            let data = contiguous(values, name)?;
+            let (_, k) = fisher::categorical_shapes(Operand::Host(data), values.shape(), logits)
+                .map_err(|e| to_pyerr(py, e))?;
+            run_detached(py, move || {
+                fisher::check_categorical_operands(data, k, logits)
+            })
+        }
+        PyOperand::HostF64(values) => {
+            let (_, k) =
+                fisher::host_shape_f64(name, values.shape()).map_err(|e| to_pyerr(py, e))?;
+            let data = contiguous(values, name)?;
+            run_detached(py, move || {
+                fisher::check_categorical_operands(data, k, logits)
+            })
+        }
+        other => Err(dtype_refused(name, other.dtype())),
+    }
 }
 
 /// Checks `mean` and `var` of `fisher_gaussian(ctx, mean, var)` as its core entry does on
-/// host rows (their shapes, then their values), without a context: raises its error, or
-/// returns None.
+/// host rows (both float32 or both float64; their shapes, then their values), without a
+/// context: raises its error, or returns None.
 #[pyfunction]
 fn check_fisher_gaussian(
     py: Python<'_>,
-    mean: PyReadonlyArrayDyn<'_, f32>,
-    var: PyReadonlyArrayDyn<'_, f32>,
+    mean: PyOperand<'_, IxDyn>,
+    var: PyOperand<'_, IxDyn>,
 ) -> PyResult<()> {
-    let (mean_data, var_data) = (contiguous(&mean, "mean")?, contiguous(&var, "var")?);
-    let operands = (Operand::Host(mean_data), Operand::Host(var_data));
-    let shapes = fisher::gaussian_shapes(operands, [mean.shape(), var.shape()])
-        .map_err(|e| to_pyerr(py, e))?;
-    run_detached(py, move || {
-        fisher::check_gaussian(mean_data, var_data, shapes)
-    })
+    match (&mean, &var) {
+        (PyOperand::Host(mean), PyOperand::Host(var)) => {
+            let (mean_data, var_data) = (contiguous(mean, "mean")?, contiguous(var, "var")?);
+            let operands = (Operand::Host(mean_data), Operand::Host(var_data));
+            let shapes = fisher::gaussian_shapes(operands, [mean.shape(), var.shape()])
+                .map_err(|e| to_pyerr(py, e))?;
+            run_detached(py, move || {
+                fisher::check_gaussian(mean_data, var_data, shapes)
+            })
+        }
+        (PyOperand::HostF64(mean), PyOperand::HostF64(var)) => {
+            let shape = |name, dims: &[usize]| {
+                fisher::host_shape_f64(name, dims).map_err(|e| to_pyerr(py, e))
+            };
+            let shapes = [shape("mean", mean.shape())?, shape("var", var.shape())?];
+            let (mean_data, var_data) = (contiguous(mean, "mean")?, contiguous(var, "var")?);
+            run_detached(py, move || {
+                fisher::check_gaussian(mean_data, var_data, shapes)
+            })
+        }
+        (PyOperand::Host(_), other) => Err(dtype_refused("var", other.dtype())),
+        (other, _) => Err(dtype_refused("mean", other.dtype())),
+    }
 }
 
 /// Checks `stencil(ctx, grid, alpha, boundary, {"steps": steps, ...})` as its core entry
@@ -181,37 +240,31 @@ fn check_split(
 
 /// Checks `map_rows(ctx, spec, arrays)` as its core entry does without a context (the
 /// arrays' shapes in the caller's terms, `spec["source"]` against them by naga): raises
-/// its error, or returns the call's items. `arrays` are host rows with the caller's shapes.
+/// its error, or returns the call's items. `arrays` are host rows in `spec["dtype"]`
+/// (float32 or float64) with the caller's shapes.
 #[pyfunction]
 fn check_map_rows(
     py: Python<'_>,
     spec: crate::rows::RowsSpec,
-    arrays: Vec<(PyReadonlyArrayDyn<'_, f32>, Vec<usize>)>,
+    arrays: Vec<(PyOperand<'_, IxDyn>, Vec<usize>)>,
 ) -> PyResult<usize> {
-    // The cluster splits float32 rows only (its node chunk calls take float32 arrays); rows
-    // of other dtypes run whole on one node, whose own entry checks them.
-    if spec.dtype != Dtype::F32.name() {
-        let error = amari_gpu::Error::invalid(
-            "dtype",
-            format!(
-                "check_map_rows checks float32 rows, got {} rows (a node running the whole \
-                 call checks those)",
-                spec.dtype
-            ),
-        );
-        return Err(to_pyerr(py, error));
-    }
+    let dtype = Dtype::parse("dtype", &spec.dtype).map_err(|e| to_pyerr(py, e))?;
     let mut views = Vec::with_capacity(arrays.len());
     for (k, (array, shape)) in arrays.iter().enumerate() {
-        let data = Operand::Host(contiguous(array, &format!("arrays[{k}]"))?);
-        views.push(RowArray { data, shape });
+        let Some(words) = host_words(py, k, array, dtype)? else {
+            return Err(dtype_refused(&format!("arrays[{k}]"), array.dtype()));
+        };
+        views.push(RowArray {
+            data: Operand::Host(words),
+            shape,
+        });
     }
     let call = RowsCall {
         source: &spec.source,
         arrays: views,
         out_cols: spec.out_cols,
         params: spec.params,
-        dtype: Dtype::F32,
+        dtype,
     };
     rows::check_call(&call)
         .map(|(items, _)| items)

@@ -49,22 +49,10 @@ fn map_rows<'py>(
         .collect();
     let mut views = Vec::with_capacity(arrays.len());
     for (k, ((array, shape), held)) in arrays.iter().zip(&refs).enumerate() {
-        let data = match (array, held) {
-            (PyOperand::Host(a), _) if dtype == Dtype::F32 => {
-                Operand::Host(contiguous(a, &format!("arrays[{k}]"))?)
-            }
-            (PyOperand::HostF64(a), _) if dtype == Dtype::F64 => {
-                Operand::Host(f64_words(contiguous(a, &format!("arrays[{k}]"))?))
-            }
-            (PyOperand::Host(_) | PyOperand::HostF64(_) | PyOperand::HostF16(_), _) => {
-                let error = amari_gpu::Error::invalid(
-                    format!("arrays[{k}]"),
-                    format!("expected a {dtype} array (the call's dtype), got another dtype"),
-                );
-                return Err(to_pyerr(py, error));
-            }
-            (PyOperand::Resident(_), Some(r)) => Operand::Resident(&r.inner),
-            (PyOperand::Resident(_), None) => {
+        let data = match (host_words(py, k, array, dtype)?, held) {
+            (Some(words), _) => Operand::Host(words),
+            (None, Some(r)) => Operand::Resident(&r.inner),
+            (None, None) => {
                 let error = amari_gpu::Error::Internal("a DeviceArray not borrowed".into());
                 return Err(to_pyerr(py, error));
             }
@@ -92,6 +80,33 @@ fn map_rows<'py>(
     run_to_in(py, ctx, (resident, dtype), (dim, out), move |inner, out| {
         checked.run(inner, out, strategy)
     })
+}
+
+/// The words of `arrays[k]` when it is a host array in the call's `dtype` (float32, or
+/// float64 as pairs of words), its error for another dtype; None for a DeviceArray (its
+/// rows are where they live).
+pub(crate) fn host_words<'a>(
+    py: Python<'_>,
+    k: usize,
+    array: &'a PyOperand<'_, IxDyn>,
+    dtype: Dtype,
+) -> PyResult<Option<&'a [f32]>> {
+    match array {
+        PyOperand::Host(a) if dtype == Dtype::F32 => {
+            Ok(Some(contiguous(a, &format!("arrays[{k}]"))?))
+        }
+        PyOperand::HostF64(a) if dtype == Dtype::F64 => {
+            Ok(Some(f64_words(contiguous(a, &format!("arrays[{k}]"))?)))
+        }
+        PyOperand::Host(_) | PyOperand::HostF64(_) | PyOperand::HostF16(_) => {
+            let error = amari_gpu::Error::invalid(
+                format!("arrays[{k}]"),
+                format!("expected a {dtype} array (the call's dtype), got another dtype"),
+            );
+            Err(to_pyerr(py, error))
+        }
+        PyOperand::Resident(_) => Ok(None),
+    }
 }
 
 /// Adds this module's functions to `_native`.

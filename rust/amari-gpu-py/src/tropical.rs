@@ -101,15 +101,7 @@ where
             let shape = call.a_shape.clone().unwrap_or(own);
             (ResidentOperand::Resident(&r.inner), shape)
         }
-        (o, _) => {
-            return Err(PyTypeError::new_err(format!(
-                "{}: expected {} like a, got a {} array (a and {} share a dtype)",
-                op.right,
-                o.dtype(),
-                T::DTYPE,
-                op.right
-            )))
-        }
+        (o, _) => return Err(mixed_dtypes(op.right, o.dtype(), T::DTYPE)),
     };
     let operands = Operands {
         semiring,
@@ -271,4 +263,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tropical_matvec, m)?)?;
     m.add_function(wrap_pyfunction!(shortest_paths, m)?)?;
     Ok(())
+}
+
+/// The error of a right operand (`right`) of another dtype (`got`) than `a`'s (`expected`):
+/// the operands of a product share a dtype.
+pub(crate) fn mixed_dtypes(right: &str, expected: Dtype, got: Dtype) -> PyErr {
+    PyTypeError::new_err(format!(
+        "{right}: expected {expected} like a, got a {got} array (a and {right} share a dtype)"
+    ))
 }

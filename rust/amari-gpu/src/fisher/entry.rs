@@ -191,7 +191,7 @@ fn host_gaussian<T: Value>(
 
 /// The checks of [`fisher_gaussian`] on host `mean` and `var` that need no context and no
 /// `out` (a cluster's driver runs them on the whole call before it splits it).
-pub fn check_gaussian(mean: &[f32], var: &[f32], shapes: [(usize, usize); 2]) -> Result<()> {
+pub fn check_gaussian<T: Value>(mean: &[T], var: &[T], shapes: [(usize, usize); 2]) -> Result<()> {
     let d = same_shapes(shapes)?;
     check_gaussian_operands(mean, var, d)
 }

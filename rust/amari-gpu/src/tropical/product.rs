@@ -69,17 +69,17 @@ pub fn tropical_matvec<'a, T: Scalar>(
     check(ctx, Kind::Matvec, shape, operands)
 }
 
-/// The checks of [`tropical_matmul`] that need no context, on host operands only: the
-/// shapes as the caller gave them, the operands' words and NaN, in the words of the
+/// The checks of [`tropical_matmul`] that need no context, on host operands only (in their
+/// dtype `T`): the shapes as the caller gave them, the operands' words and NaN, in the words of the
 /// context's call. A driver that splits one call over several contexts (a cluster) runs
 /// them on the whole call first, so its errors name the caller's positions and shapes.
-pub fn check_matmul_operands(operands: Operands<'_>) -> Result<()> {
+pub fn check_matmul_operands<T: Scalar>(operands: Operands<'_, T>) -> Result<()> {
     let shape = checks::matmul_shape(operands.a_shape, operands.b_shape)?;
     operand_checks(Kind::Matmul(Variant::Tiled), shape, operands, host_only).map(drop)
 }
 
 /// The checks of [`tropical_matvec`] that need no context (as [`check_matmul_operands`]).
-pub fn check_matvec_operands(operands: Operands<'_>) -> Result<()> {
+pub fn check_matvec_operands<T: Scalar>(operands: Operands<'_, T>) -> Result<()> {
     let shape = checks::matvec_shape(operands.a_shape, operands.b_shape)?;
     operand_checks(Kind::Matvec, shape, operands, host_only).map(drop)
 }
