@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::host::{product_rows_cached, RowOperands};
+use super::host::product_rows_cached;
+use super::host_drive::RowOperands;
 use super::shape::batch_runs;
 use super::host_pack::PackCache;
 use super::semiring::Semiring;
