@@ -174,11 +174,12 @@ pub(super) fn product_rows_at<T: Lanes>(
                 for r in p * mr..rows.min((p + 1) * mr) {
                     let at = r * cols + col;
                     let tile_row = &acc[(i * mr + r - p * mr) * nr..][..width];
-                    // SAFETY: unit (g, s) writes only columns col..col + width of the rows
-                    // of its group's panels: no other unit writes them (each (row, strip)
-                    // pair belongs to one unit) and nothing reads `out` during this loop.
+                    // SAFETY: the words lie inside `out` (`start` checks it), and unit
+                    // (g, s) writes only columns col..col + width of the rows of its
+                    // group's panels: no other unit writes them (each (row, strip) pair
+                    // belongs to one unit) and nothing reads `out` during this loop.
                     #[allow(unsafe_code)]
-                    let dst = unsafe { shared.range(at, width) };
+                    let dst = unsafe { std::slice::from_raw_parts_mut(shared.start(at, width), width) };
                     store_row(tile_row, c.map(|c| &c[at..at + width]), min, dst);
                 }
             }
@@ -192,11 +193,11 @@ struct SharedOut<'a, T> {
     borrowed: PhantomData<&'a mut [T]>,
 }
 
-// SAFETY: the pointer comes from a `&mut [T]` held for the wrapper's life, and `range`'s
-// contract keeps the ranges threads write disjoint, as sending `&mut` sub-slices would.
+// SAFETY: the pointer comes from a `&mut [T]` held for the wrapper's life, and its one
+// user writes disjoint ranges from the threads, as sending `&mut` sub-slices would.
 #[allow(unsafe_code)]
 unsafe impl<T: Send> Send for SharedOut<'_, T> {}
-// SAFETY: as above; shared access only hands out disjoint ranges (`range`'s contract).
+// SAFETY: as above; shared access only yields addresses, written in disjoint ranges.
 #[allow(unsafe_code)]
 unsafe impl<T: Send> Sync for SharedOut<'_, T> {}
 
@@ -209,17 +210,11 @@ impl<'a, T> SharedOut<'a, T> {
         }
     }
 
-    /// Words `at..at + len` of the output.
-    ///
-    /// # Safety
-    /// No two ranges handed out and alive at once may overlap.
-    #[allow(unsafe_code)]
-    unsafe fn range(&self, at: usize, len: usize) -> &mut [T] {
+    /// The first of words `at..at + len` of the output, which lie inside it.
+    fn start(&self, at: usize, len: usize) -> *mut T {
         let end = at.checked_add(len).filter(|&end| end <= self.len);
         assert!(end.is_some(), "a unit's output range lies inside the output");
-        // SAFETY: inside the borrowed slice (checked above); disjoint from every other
-        // range alive (the caller's contract).
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(at), len) }
+        self.ptr.wrapping_add(at)
     }
 }
 
