@@ -3,8 +3,9 @@
 the operation section of _native.pyi, the Kernels Protocol of _mixin.py, one Protocol per
 method shape in _shapes.py (its overloaded __call__ types host, DeviceArray and out= operands)
 and the @_shapes.shaped[...] line above each method that has one, the bindings modules that
-rust/amari-gpu-py/src/lib.rs declares and registers, the family mixins context.py imports and
-derives MultiGpuContext from, and the signature list of docs/api.md, each between "generated"
+rust/amari-gpu-py/src/lib.rs declares and registers, the family mixins _context_base.py
+imports and derives Context (both contexts' base) from, and those context.py adds to
+MultiGpuContext's bases, and the signature list of docs/api.md, each between "generated"
 markers. Then checks what is written by hand against the same registry: the signatures of
 the cluster's kernels (cluster/kernels.py, cluster/grids.py) and of the methods'
 implementations, and the functions each bindings module's `register` adds.
@@ -299,17 +300,16 @@ def generated(reg: Any) -> dict[Path, str]:
     for module, methods in modules.items():
         path = module_path(module, f"METHODS' {', '.join(m.name for m in methods)} are in it")
         files[path] = ruff_format(path, with_shapes(path.read_text(), methods, path))
-    context = PACKAGE / "context.py"
-    text = replace_between(
-        context.read_text(), "family imports", family_imports(reg.FAMILIES, "."), context
-    )
-    text = replace_between(text, "family mixins", family_bases(reg.FAMILIES), context)
-    files[context] = ruff_format(context, text)
-    cluster = [f for f in reg.FAMILIES if f.cluster]
-    ray = PACKAGE / "cluster" / "context.py"
-    text = replace_between(ray.read_text(), "family imports", family_imports(cluster, ".."), ray)
-    text = replace_between(text, "family mixins", family_bases(cluster), ray)
-    files[ray] = ruff_format(ray, text)
+    # The families both contexts run are bases of their common Context; the others of
+    # MultiGpuContext only.
+    for name, cluster in (("_context_base.py", True), ("context.py", False)):
+        path = PACKAGE / name
+        families = [f for f in reg.FAMILIES if f.cluster == cluster]
+        text = replace_between(
+            path.read_text(), "family imports", family_imports(families, "."), path
+        )
+        text = replace_between(text, "family mixins", family_bases(families), path)
+        files[path] = ruff_format(path, text)
     lib = BINDINGS / "lib.rs"
     files[lib] = replace_between(lib.read_text(), "bindings modules", registrations(reg), lib, "//")
     doc = ROOT / "docs" / "api.md"

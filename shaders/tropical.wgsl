@@ -446,3 +446,44 @@ fn row_stats(@builtin(global_invocation_id) gid: vec3<u32>) {
     stats[row * 2u] = f32(first);
     stats[row * 2u + 1u] = bitcast<f32>(top);
 }
+
+// The row statistics of float64 rows (a value is two words, the low one first; `params.k`
+// counts values), as three words per row, every one u32 bits so that no float store can
+// change them: the first NaN column plus one (0 without one), then the low and high words
+// of the largest finite magnitude (0 without one). A float64 magnitude's order is that of
+// its (high, low) word pairs. Used by no float32 call, and its own view of binding 2.
+
+@group(0) @binding(2) var<storage, read_write> stats_bits: array<u32>;
+
+@compute @workgroup_size(64)
+fn row_stats64(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let row = gid.y * params.row_threads + gid.x;
+    if (row >= params.n) {
+        return;
+    }
+    let base = row * params.k * 2u;
+    let range = pass_range();
+    var first = 0u;
+    var top_lo = 0u;
+    var top_hi = 0u;
+    if (params.pass_index != 0u) {
+        first = stats_bits[row * 3u];
+        top_lo = stats_bits[row * 3u + 1u];
+        top_hi = stats_bits[row * 3u + 2u];
+    }
+    for (var j = range.x; j < range.y; j++) {
+        let lo = a_bits[base + 2u * j];
+        let hi = a_bits[base + 2u * j + 1u] & 0x7fffffffu;
+        if (hi > 0x7ff00000u || (hi == 0x7ff00000u && lo != 0u)) {
+            if (first == 0u) {
+                first = j + 1u;
+            }
+        } else if (hi < 0x7ff00000u && (hi > top_hi || (hi == top_hi && lo > top_lo))) {
+            top_lo = lo;
+            top_hi = hi;
+        }
+    }
+    stats_bits[row * 3u] = first;
+    stats_bits[row * 3u + 1u] = top_lo;
+    stats_bits[row * 3u + 2u] = top_hi;
+}

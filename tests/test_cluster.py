@@ -214,7 +214,7 @@ def test_errors_are_the_single_contexts(rc: ag.RayContext, local: ag.MultiGpuCon
     assert messages[0] == messages[1]
     with pytest.raises(ag.InvalidArgumentError, match="strategy"):
         rc.geometric_product(a, b, strategy="fastest")
-    with pytest.raises(ag.InvalidArgumentError, match="node_id"):
+    with pytest.raises(ag.InvalidArgumentError, match="device_id"):
         rc.inject_fault(7)
 
 

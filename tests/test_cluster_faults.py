@@ -126,12 +126,17 @@ def test_cluster_info_lists_the_nodes(cluster: Any, capsys: Any) -> None:
     assert "3 node(s)" in text and "geometric_algebra" in text
 
 
-def test_a_node_killed_during_a_grid_run(cluster: Any, local: ag.MultiGpuContext) -> None:
+@pytest.mark.parametrize("split", [None, [100, 60, 80]])
+def test_a_node_killed_during_a_grid_run(
+    cluster: Any, local: ag.MultiGpuContext, split: list[int] | None
+) -> None:
+    # A caller's split is the first layout's only, as in a local run: the run that starts
+    # again without the node shares the rows by the nodes' rates.
     grid = np.random.default_rng(4).random((240, 50), dtype=np.float32)
     want = local.stencil(grid, 12, 0.2, "periodic")
     with ag.RayContext(backends=BACKENDS) as rc:
         rc.inject_fault(2, after_chunks=3)
-        got = rc.stencil(grid, 12, 0.2, "periodic", 2)
+        got = rc.stencil(grid, 12, 0.2, "periodic", 2, split=split)
         assert np.array_equal(got, want)
         report = rc.last_run
         assert report is not None

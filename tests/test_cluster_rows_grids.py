@@ -158,7 +158,7 @@ def test_grid_checks_are_the_cores(default_ctx: ag.RayContext, local: ag.MultiGp
     assert str(e.value) == str(e_local.value)
     with pytest.raises(ag.InvalidArgumentError, match="cells_per_s"):
         rc.inject_grid_rate(0, float("nan"))
-    with pytest.raises(ag.InvalidArgumentError, match="node_id"):
+    with pytest.raises(ag.InvalidArgumentError, match="device_id"):
         rc.inject_grid_rate(7, RATE)
 
 
@@ -198,3 +198,33 @@ def test_float64_rows_run_in_float64_after_the_shape_checks(
         assert str(e.value) == str(e_local.value)
     ours = default_ctx.map_rows(ONE, rows[:, :1].repeat(3, 1), out_cols=2, dtype=np.float32)
     assert ours.dtype == np.float32 and ours.shape == (800, 2)
+
+
+def _stencil(ctx: object, grid: np.ndarray, split: list[int]) -> object:
+    return ctx.stencil(grid, 2, 0.2, "dirichlet", split=split)  # type: ignore[attr-defined]
+
+
+def _life(ctx: object, grid: np.ndarray, split: list[int]) -> object:
+    return ctx.life((grid != 0).astype(np.uint8), 2, split=split)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("split", [[10, 10, 11], [31, 0, 0], [10, 10], [0, 30, 2**64 - 1]])
+@pytest.mark.parametrize("scaled", [False, True])
+def test_a_bad_split_gets_one_contexts_error(
+    default_ctx: ag.RayContext, split: list[int], scaled: bool
+) -> None:
+    # The core checks the split for both (an entry per device, adding up to the grid's
+    # rows), before anything runs: also for a grid the core scales, which the cluster runs
+    # whole on one node.
+    grid = np.zeros((30, 20), np.float32)
+    grid[3, 4] = 3e38 if scaled else 1.0
+    before = grid.copy()
+    with ag.MultiGpuContext(backends=BACKENDS, devices_per_adapter=3) as three:
+        for run in (_stencil, _life):
+            with pytest.raises(ag.InvalidArgumentError) as e_local:
+                run(three, grid, split)
+            with pytest.raises(ag.InvalidArgumentError) as e:
+                run(default_ctx, grid, split)
+            assert str(e.value) == str(e_local.value)
+            assert str(e.value).startswith("split: expected ")
+    assert np.array_equal(grid, before)

@@ -242,7 +242,7 @@ def test_rounds_slower_than_sync_timeout_fail_their_devices():
     ctx = ag.MultiGpuContext(adapters=[0], devices_per_adapter=2, sync_timeout_ms=1)
     ctx.calibrate()
     for device in range(2):
-        ctx.inject_fault(device, hold=True)
+        ctx.inject_fault(device, fault="hang")
     grid = np.random.default_rng(11).random((2048, 2048), dtype=np.float32)
     with pytest.raises(ag.DeviceLostError, match="sync_timeout_ms=1"):
         ctx.stencil(grid, 4, 0.1)

@@ -57,6 +57,21 @@ def _f32_rounded(ctx: amari_gpu.MultiGpuContext, op: str, *args: np.ndarray) -> 
         return result.astype(np.float16)
 
 
+def _same_bits_everywhere(
+    contexts: dict[str, amari_gpu.MultiGpuContext], op: str, args: tuple[Any, ...], want: Any
+) -> None:
+    """``op`` on ``args`` gives float16 ``want`` bit for bit in every context (the mixed one
+    last) under both strategies, the inputs kept."""
+    before = [x.copy() for x in args]
+    for name, ctx in contexts.items():
+        for strategy in ("balanced", "adaptive"):
+            got = getattr(ctx, op)(*args, strategy=strategy)
+            assert got.dtype == np.float16, name
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16), name)
+    for x, y in zip(args, before, strict=True):
+        np.testing.assert_array_equal(x.view(np.uint16), y.view(np.uint16), "input kept")
+
+
 @pytest.mark.parametrize("op", [*PRODUCTS, "reverse", "grade_involution"])
 def test_float16_in_float16_out_with_the_same_bits_everywhere(contexts, op):
     rng = np.random.default_rng(28)
@@ -66,14 +81,7 @@ def test_float16_in_float16_out_with_the_same_bits_everywhere(contexts, op):
     if op == "geometric_product":
         # Results past float16's range and in its subnormals are among them.
         assert np.isinf(want).any() and (np.abs(want[np.isfinite(want)]) < 2.0**-14).any()
-    before = [x.copy() for x in args]
-    for name, ctx in contexts.items():
-        for strategy in ("balanced", "adaptive"):
-            got = getattr(ctx, op)(*args, strategy=strategy)
-            assert got.dtype == np.float16, name
-            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16), name)
-    for x, y in zip(args, before, strict=True):
-        np.testing.assert_array_equal(x.view(np.uint16), y.view(np.uint16), "input kept")
+    _same_bits_everywhere(contexts, op, args, want)
 
 
 def test_the_mixed_context_leaves_gl_out_of_float16_work_and_says_why(contexts):
@@ -140,15 +148,95 @@ def test_dtype_float16_on_float32_input_computes_in_float16_storage(contexts):
     assert ctx.geometric_product(a16, b32).dtype == np.float32
 
 
-def test_operations_without_float16_kernels_compute_float16_in_float32_or_refuse_it(contexts):
+def test_scalar_product_computes_float16_in_float32_or_refuses_it(contexts):
     ctx = contexts["host"]
     rng = np.random.default_rng(3)
     a, b = _f16_rows(rng, 10, 8), _f16_rows(rng, 10, 8)
     assert ctx.scalar_product(a, b).dtype == np.float32
     with pytest.raises(InvalidArgumentError, match="dtype: this operation computes in float32"):
         ctx.scalar_product(a, b, dtype=np.float16)
-    with pytest.raises(InvalidArgumentError, match="dtype: this operation computes in float32"):
-        ctx.normalize(a, dtype=np.float16)
+
+
+def _normalize_rows(rng: np.random.Generator, n: int) -> np.ndarray:
+    """float16 rows for normalize: varied magnitudes (squares past float16's range and in its
+    subnormals, which the float32 steps hold), a zero row, a row with an infinity and one with
+    a NaN."""
+    x = _f16_rows(rng, n, 8)
+    x[3] = 0
+    x[5, 2] = np.inf
+    x[7, 6] = np.nan
+    x[11] = np.float16(6e4)
+    return x
+
+
+def _sandwich_cases(rng: np.random.Generator, n: int) -> dict[str, tuple[np.ndarray, ...]]:
+    """A sandwich by one rotor (the map built from the widened rotor), by a batch of rotors,
+    and a lone row beside one rotor (bound as one rotor's map too)."""
+    rotor = rng.uniform(-1.0, 1.0, 8).astype(np.float16)
+    return {
+        "one rotor": (rotor, _f16_rows(rng, n, 8)),
+        "a rotor per row": (_f16_rows(rng, n, 8), _f16_rows(rng, n, 8)),
+        "a lone row": (rotor, _f16_rows(rng, 1, 8)),
+    }
+
+
+@pytest.mark.parametrize("case", ["one rotor", "a rotor per row", "a lone row", "normalize"])
+def test_sandwich_and_normalize_in_float16_round_the_float32_result_once_everywhere(contexts, case):
+    rng = np.random.default_rng(29)
+    if case == "normalize":
+        op, args = "normalize", (_normalize_rows(rng, 700),)
+    else:
+        op, args = "sandwich", _sandwich_cases(rng, 700)[case]
+    want = _f32_rounded(contexts["vulkan"], op, *args)
+    assert want.dtype == np.float16 and np.isfinite(want).any()
+    _same_bits_everywhere(contexts, op, args, want)
+    plan = contexts["vulkan x2 + gl + host"].last_plan
+    assert plan is not None
+    assert [r for _, r in plan.left_out if "(gl) lacks it" in r], plan.left_out
+
+
+def test_float16_normalize_is_within_float16_rounding_of_a_float64_reference(contexts):
+    rng = np.random.default_rng(30)
+    x = _normalize_rows(rng, 500)
+    wide = x.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # Cl(3,0) is Euclidean: <x x~>_0 is the sum of the squares.
+        ref = wide / np.sqrt(np.sum(wide * wide, axis=1, keepdims=True))
+    finite = np.isfinite(wide).all(axis=1) & (np.abs(wide).sum(axis=1) > 0)
+    for name in ("vulkan", "host"):
+        got = contexts[name].normalize(x).astype(np.float64)
+        # One float16 rounding (half an ulp, 2^-25 in the subnormals) plus the float32 steps'
+        # error (a few ulps of float32 of the unit-norm result).
+        err = np.abs(got - ref)[finite]
+        assert (err <= 2.0**-11 * np.abs(ref[finite]) + 2.0**-25 + 16 * 2.0**-24).all(), name
+        np.testing.assert_array_equal(got[3], 0.0, name)
+        assert np.isnan(got[7]).all() and np.isnan(got[5, 2]), name
+
+
+@pytest.mark.parametrize("case", ["one rotor", "a rotor per row"])
+def test_float16_sandwich_is_within_float16_rounding_of_a_longdouble_reference(contexts, case):
+    rng = np.random.default_rng(31)
+    r, x = _sandwich_cases(rng, 300)[case]
+    t = table(3, 0, 0)
+    rl = np.broadcast_to(r.astype(np.longdouble), x.shape)
+    xl = x.astype(np.longdouble)
+
+    def product(p: np.ndarray, q: np.ndarray, sign: np.ndarray) -> np.ndarray:
+        out = np.zeros(p.shape, dtype=np.longdouble)
+        np.add.at(out.T, t.k, (p[:, t.i] * q[:, t.j] * t.coef * sign).T)
+        return out
+
+    # r x r~ with r~'s reversal signs (grades 2 and 3 flip) on the right factor.
+    reverse = np.where(np.isin(t.grade[t.j], [2, 3]), -1.0, 1.0)
+    ref = product(product(rl, xl, 1.0), rl, reverse)
+    # Every term is a product r_i x_j r_l: their magnitudes sum to at most this.
+    bound = np.abs(rl).sum(axis=1) ** 2 * np.abs(xl).sum(axis=1)
+    finite = np.abs(ref) < 65504
+    for name in ("vulkan", "host"):
+        got = contexts[name].sandwich(r, x).astype(np.longdouble)
+        err = np.abs(got - ref)
+        allowed = 2.0**-11 * np.abs(ref) + 2.0**-25 + 32 * 2.0**-24 * bound[:, None]
+        assert (err[finite] <= allowed[finite]).all(), name
 
 
 def test_a_float16_product_moves_half_the_bytes_of_float32(contexts):
@@ -164,3 +252,21 @@ def test_a_float16_product_moves_half_the_bytes_of_float32(contexts):
         moved[dtype] = call["items"] * call["bytes_per_item"]
     assert moved[np.float32] == 3 * 8 * 4 * n
     assert moved[np.float16] * 2 == moved[np.float32]
+
+
+@pytest.mark.parametrize("name", ["vulkan", "host", "vulkan+host"])
+def test_float16_device_arrays_sandwich_and_normalize_in_float16(contexts, name):
+    ctx = contexts[name]
+    rng = np.random.default_rng(32)
+    r, x = _sandwich_cases(rng, 300)["one rotor"]
+    r = r[None, :]  # a 1-D array is rows of one value for asarray
+    rows = _normalize_rows(rng, 300)
+    dr, dx, drows = ctx.asarray(r), ctx.asarray(x), ctx.asarray(rows)
+    assert dr.dtype == dx.dtype == drows.dtype == np.float16
+    for got, want in (
+        (ctx.sandwich(dr, dx), ctx.sandwich(r, x)),
+        (ctx.sandwich(r, dx), ctx.sandwich(r, x)),
+        (ctx.normalize(drows), ctx.normalize(rows)),
+    ):
+        assert got.dtype == want.dtype == np.float16
+        np.testing.assert_array_equal(got.numpy().view(np.uint16), want.view(np.uint16))

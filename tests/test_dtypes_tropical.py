@@ -13,6 +13,7 @@ from typing import Any
 import amari_gpu
 import numpy as np
 import pytest
+from _tropical_helpers import reference_matmul64 as _reference
 from amari_gpu.errors import InvalidArgumentError
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -36,19 +37,6 @@ def contexts() -> Iterator[dict[str, amari_gpu.MultiGpuContext]]:
     yield made
     for ctx in made.values():
         ctx.close()
-
-
-def _reference(a: np.ndarray, b: np.ndarray, semiring: str) -> np.ndarray:
-    """The kernels' rule in float64: terms k in order, a NaN term (-inf + inf, the tropical
-    zero meeting the other infinity) never taken, a tie keeping the earlier term."""
-    sign = 1.0 if semiring == "max_plus" else -1.0
-    with np.errstate(invalid="ignore", over="ignore"):
-        terms = sign * a[..., :, :, None] + sign * b[..., None, :, :]
-    acc = np.full(terms.shape[:-2] + terms.shape[-1:], -np.inf)
-    for k in range(terms.shape[-2]):
-        t = terms[..., k, :]
-        acc = np.where(t > acc, t, acc)
-    return sign * acc
 
 
 def _bits(x: np.ndarray) -> np.ndarray:
@@ -211,14 +199,22 @@ def test_float64_errors_speak_in_float64_terms(
         ctx.tropical_matmul(nan, np.zeros((2, 1)))
 
 
-def test_a_device_array_computes_in_float32(contexts: dict[str, amari_gpu.MultiGpuContext]) -> None:
+def test_a_device_array_computes_in_the_promoted_dtype_it_holds(
+    contexts: dict[str, amari_gpu.MultiGpuContext],
+) -> None:
     ctx = contexts["lavapipe"]
     a = np.arange(8.0).reshape(4, 2)
     resident = ctx.asarray(a.astype(np.float32))
     b = np.ascontiguousarray(a.T)
-    got = ctx.tropical_matmul(resident, b)
+    # float32 rows with float64 b promote to float64, as numpy would: the rows are refused
+    # (DeviceArrays are not converted on the devices); dtype=float32 computes in float32.
+    with pytest.raises(InvalidArgumentError, match="a: expected a DeviceArray of float64"):
+        ctx.tropical_matmul(resident, b)
+    got = ctx.tropical_matmul(resident, b, dtype=np.float32)
     assert got.dtype == np.float32
     want = ctx.tropical_matmul(a.astype(np.float32), b.astype(np.float32))
     np.testing.assert_array_equal(np.asarray(got), want)
-    with pytest.raises(InvalidArgumentError, match="dtype: this operation computes in float32"):
-        ctx.tropical_matmul(resident, b, dtype=np.float64)
+    # float64 rows compute in float64 (tests/test_resident_tropical_f64.py).
+    got = ctx.tropical_matmul(ctx.asarray(a), b)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(np.asarray(got), ctx.tropical_matmul(a, b))

@@ -323,7 +323,7 @@ def test_chunks_slower_than_sync_timeout_fail_every_device(timeout_batch, strate
     # Calibration first, whose own waits a hold would stop too.
     ctx.calibrate()
     for device in range(len(ctx.devices)):
-        ctx.inject_fault(device, hold=True)
+        ctx.inject_fault(device, fault="hang")
     with pytest.raises(DeviceLostError, match=r"no healthy device.*sync_timeout_ms=1"):
         _run(ctx, timeout_batch, strategy)
     assert ctx.last_plan is None
@@ -421,12 +421,12 @@ def test_no_healthy_device_error_names_only_real_devices(batches):
 
 
 def test_a_held_device_times_out_however_little_it_has_to_do():
-    # inject_fault(hold=True): the device stops answering, so a call on it passes any
+    # inject_fault(fault="hang"): the device stops answering, so a call on it passes any
     # sync_timeout_ms, however fast the device; reset_health releases it.
     ctx = MultiGpuContext(backends=["vulkan"], sync_timeout_ms=5000)
     a, b = random_batch(64, seed=9_002)
     want = ctx.geometric_product(a, b)  # calibrated and compiled before the hold
-    ctx.inject_fault(0, hold=True)
+    ctx.inject_fault(0, fault="hang")
     with pytest.raises(DeviceLostError, match="sync_timeout_ms=5000"):
         ctx.geometric_product(a, b)
     assert "sync_timeout_ms=5000" in ctx.health()[0]["reason"]

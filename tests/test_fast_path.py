@@ -182,6 +182,9 @@ def test_the_latency_bench_reports_every_family_with_the_engines_breakdown(
         assert set(row["steps_us"]) == set(STEPS)
         assert row["steps_us"]["kernel"] > 0
         assert row["fast_path"] is True
+        thread = row["thread"]
+        assert thread["wall_us"] > 0 and 0 <= thread["cpu_us"]
+        assert thread["voluntary"] >= 0 and thread["involuntary"] >= 0
     planning = result["planning"]
     assert [(p["devices"], p["adapters"], p["strategy"]) for p in planning] == [
         (n, adapters, strategy)

@@ -98,11 +98,18 @@ EDITS = {
         ["-    @_shapes.shaped[_shapes.TropicalProduct]"],
         ["python/amari_gpu/tropical.py"],
     ),
-    "a family mixin missing from the context": (
-        "python/amari_gpu/context.py",
+    "a family mixin missing from the contexts' base": (
+        "python/amari_gpu/_context_base.py",
         "    TropicalMixin,\n",
         "",
         ["+    TropicalMixin,"],
+        ["python/amari_gpu/_context_base.py"],
+    ),
+    "a family mixin missing from MultiGpuContext": (
+        "python/amari_gpu/context.py",
+        "    ResidentMixin,\n",
+        "",
+        ["+    ResidentMixin,"],
         ["python/amari_gpu/context.py"],
     ),
     "a new family entry": (
@@ -112,20 +119,13 @@ EDITS = {
         ["+from .sparse import SparseMixin", "+    SparseMixin,"],
         ["python/amari_gpu/context.py"],
     ),
-    "a family mixin missing from RayContext": (
-        "python/amari_gpu/cluster/context.py",
-        "    InformationGeometryMixin,\n",
-        "",
-        ["+    InformationGeometryMixin,"],
-        ["python/amari_gpu/cluster/context.py"],
-    ),
     "a new family the cluster runs": (
         "python/amari_gpu/_surface.py",
         '    Family("rows", "RowsMixin", cluster=True),\n',
         '    Family("rows", "RowsMixin", cluster=True),\n'
         '    Family("sparse", "SparseMixin", cluster=True),\n',
-        ["+from ..sparse import SparseMixin", "+from .sparse import SparseMixin"],
-        ["python/amari_gpu/cluster/context.py", "python/amari_gpu/context.py"],
+        ["+from .sparse import SparseMixin", "+    SparseMixin,"],
+        ["python/amari_gpu/_context_base.py"],
     ),
     "a bindings module missing from lib.rs": (
         "rust/amari-gpu-py/src/lib.rs",

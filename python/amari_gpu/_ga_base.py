@@ -1,10 +1,9 @@
 """Geometric algebra, what every operation shares: argument conversion (algebra, operands
 as rows or DeviceArray handles, grades), the dtype a call computes in (the package's rule,
 :mod:`amari_gpu._dtypes`: float16, float32 and float64 kept, every operation having
-float64 kernels and all but ``normalize``, ``scalar_product`` and ``sandwich`` float16
-ones; DeviceArrays count with their dtype) and the one native call of every
-operation. The operations themselves are in :mod:`amari_gpu.ga` (products) and
-:mod:`amari_gpu.ga_unary` (one-operand maps)."""
+float64 kernels and all but ``scalar_product`` float16 ones; DeviceArrays count with their
+dtype) and the one native call of every operation. The operations themselves are in
+:mod:`amari_gpu.ga` (products) and :mod:`amari_gpu.ga_unary` (one-operand maps)."""
 
 from __future__ import annotations
 
@@ -39,10 +38,9 @@ def _kept(
 ) -> np.dtype[Any]:
     """The dtype a call computes in and returns: float16, float32 and float64 are kept (numpy's
     promotion of the operands' dtypes, integers to float64, ``dtype=`` overriding), except
-    that ``normalize``, ``scalar_product`` and ``sandwich`` compute in float32 and float64
-    (float16 operands in float32). A DeviceArray operand counts with its dtype and must hold
-    the dtype the call computes in (DeviceArrays are not converted on the devices): one that
-    does not is refused, naming it."""
+    that ``scalar_product`` computes in float32 and float64 (float16 operands in float32). A
+    DeviceArray operand counts with its dtype and must hold the dtype the call computes in
+    (DeviceArrays are not converted on the devices): one that does not is refused, naming it."""
     if dtype is None and all(
         type(value) is np.ndarray and value.dtype == np.float32 for _, value in named
     ):
@@ -54,10 +52,8 @@ def _kept(
 
 
 _KERNELS: dict[str, tuple[np.dtype[Any], ...]] = {
-    "normalize": (FLOAT32, FLOAT64),
-    # One value per row (float16 packs two to a word) / the rotor map's own dtype.
+    # One value per row (float16 packs two to a word).
     "scalar_product": (FLOAT32, FLOAT64),
-    "sandwich": (FLOAT32, FLOAT64),
 }
 """The dtypes of the operations that do not compute in all three (see ``Operation::check_dtype``
 in the core): the others compute in float16 storage (float32 arithmetic, one rounding per

@@ -464,6 +464,7 @@ __all__ += [
     "check_ga_apply",
     "check_life",
     "check_map_rows",
+    "check_split",
     "check_stencil",
     "check_tropical_matmul",
     "check_tropical_matvec",
@@ -491,6 +492,9 @@ def check_stencil(
     grid: npt.NDArray[np.float32], alpha: float, boundary: str, steps: int
 ) -> int: ...
 def check_life(grid: npt.NDArray[np.uint8]) -> None: ...
+def check_split(
+    split: list[int], devices: int, healthy: list[int], height: int
+) -> list[tuple[int, int]]: ...
 
 # --- domain decomposition ---
 __all__ += ["life", "stencil"]

@@ -178,6 +178,11 @@ def check_stencil(grid: host[f32, "(H, W)"], alpha: float, boundary: str, steps:
 def check_life(grid: host[u8, "(H, W)"]) -> None:
     "The checks of life (shape, cells 0 or 1) without a context."
 
+def check_split(
+    split: list[int], devices: int, healthy: list[int], height: int
+) -> list[tuple[int, int]]:
+    "A grid run's split checked as its first layout takes it: rows per healthy device."
+
 # --- domain decomposition [domain] ---
 @kernel
 def stencil(
@@ -367,8 +372,8 @@ class Method:
 class Family:
     """A mixin of ``MultiGpuContext``: class ``mixin`` of module ``module``. Its methods
     are the ``METHODS`` of that module (or of modules its mixin derives from). ``cluster``:
-    ``RayContext`` derives from it too (its methods' ``@kernel`` entries are in
-    ``cluster/kernels.py``)."""
+    a base of ``Context`` (``_context_base.py``), so ``RayContext`` has it too (its
+    methods' ``@kernel`` entries are in ``cluster/kernels.py``)."""
 
     module: str
     mixin: str
@@ -400,7 +405,7 @@ GA_UNARY = Shape("GaUnary", (Arg("x", resident=True), _ALGEBRA), _FLOAT, keyword
 GA_GRADES = Shape(
     "GaGrades", (Arg("x", resident=True), Arg("k"), _ALGEBRA), _FLOAT, keywords=(_DTYPE,)
 )
-# Tropical algebra keeps float32 and float64 too (DeviceArray operands compute in float32).
+# Tropical algebra keeps float32 and float64 too (DeviceArray operands in their dtype).
 TROPICAL_PRODUCT = Shape(
     "TropicalProduct",
     (Arg("a", resident=True), Arg("b"), _SEMIRING),
@@ -512,4 +517,4 @@ FAMILIES: tuple[Family, ...] = (
     Family("array", "ResidentMixin"),
 )
 """The bases of ``MultiGpuContext``, in its method resolution order; those marked
-``cluster`` are ``RayContext``'s bases too, in the same order."""
+``cluster`` are bases of ``Context``, which both contexts derive from, in the same order."""

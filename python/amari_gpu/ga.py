@@ -39,7 +39,7 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
     float64); bool and integer operands compute in float64; float16 in, float16 out (stored as
     float16 on the devices with wgpu's ``SHADER_F16``, such as lavapipe, and on the host device;
     computed by the float32 kernel's chains and rounded once to float16), except ``scalar_product``,
-    ``sandwich`` and ``normalize``, which compute float16 in float32. ``dtype=`` overrides, e.g.
+    which computes float16 in float32. ``dtype=`` overrides, e.g.
     ``dtype=np.float32`` to compute float64 inputs in float32 or ``dtype=np.float16`` float32 ones
     in float16 storage. Complex, object and other dtypes raise ``TypeError``. A call in float64
     or float16 on a context none of whose devices runs it raises ``InvalidArgumentError`` naming

@@ -73,7 +73,8 @@ class UnaryOperationsMixin(GaBase):
         """``x / sqrt(|⟨x x̃⟩₀|)`` row by row, computed on x scaled exactly by a power of two
         near 1 / max|x_i|, so that large and small rows neither overflow nor underflow.
         Computes in float32 and float64 (float64 by the float32 kernel's steps, on the host
-        and ``SHADER_F64`` devices; float16 inputs in float32, ``dtype=np.float16`` refused).
+        and ``SHADER_F64`` devices) and in float16 storage (on the host and ``SHADER_F16``
+        devices: the float32 kernel on the widened rows, each result rounded once to float16).
         Rows whose ``⟨x x̃⟩₀`` is 0 in the dtype (zero rows, and null ones such as ideal
         elements of PGA or null vectors of CGA) are returned unchanged. NaN and ±inf follow
         IEEE arithmetic: a NaN spreads over its row; an infinite entry becomes NaN and the

@@ -12,7 +12,10 @@ summed, and the system solved, in float64 on the host); float64 scores accumulat
 on the devices that run float64, float32 and float16 ones in float32. ``fisher_categorical``
 and ``fisher_gaussian`` return the dtype they compute in: float64 computed in float64 on the
 devices that run it, float32 as always, float16 computed in float32 (the operands rounded to
-float16 first) and rounded once to float16. DeviceArrays hold float32, and compute in it.
+float16 first) and rounded once to float16. DeviceArray scores of ``fisher_information`` and
+``natural_gradient`` compute in their dtype, float32 or float64 (float64 ones gathered and
+accumulated as float64 numpy scores are); the per-sample maps' DeviceArrays compute in
+float32.
 
 Every method takes ``out=``: an array of the result's shape and dtype (C-contiguous,
 writeable, sharing no memory with the inputs) that the result is written into and that is
@@ -48,11 +51,13 @@ _KERNELS = (FLOAT16, FLOAT32, FLOAT64)
 rounded to float16, float32 accumulation, results rounded once)."""
 
 
-def _kept(named: list[tuple[str, Any]], dtype: Any) -> np.dtype[Any]:
-    """The dtype a call on ``named`` operands computes in (see the module header): float32
-    when one is a DeviceArray (``dtype=`` other than float32 refused naming it)."""
+def _kept(
+    named: list[tuple[str, Any]], dtype: Any, resident: tuple[np.dtype[Any], ...] = (FLOAT32,)
+) -> np.dtype[Any]:
+    """The dtype a call on ``named`` operands computes in (see the module header): with a
+    DeviceArray, one of ``resident`` (the promotion, which the DeviceArrays must hold)."""
     if any(isinstance(value, DeviceArray) for _, value in named):
-        return resident_dtype(named, dtype, (FLOAT32,), "a Fisher function", DeviceArray)
+        return resident_dtype(named, dtype, resident, "a Fisher function", DeviceArray)
     return result_dtype(named, dtype, kernels=_KERNELS)
 
 
@@ -133,13 +138,17 @@ class InformationGeometryMixin(KernelHost):
         and within N eps of the exact value relative to the sum of the terms' magnitudes
         (tested against longdouble). No scaling in float64: products beyond its range raise
         ``InvalidArgumentError`` naming the entry, tiny ones underflow gradually as in
-        numpy's ``g.T @ g``. A DeviceArray's scores accumulate in float32.
+        numpy's ``g.T @ g``. A float32 DeviceArray's scores accumulate in float32; a float64
+        one's in float64, the bits of the numpy path: its rows are gathered (N x P x 8 bytes
+        read back) and reduced as float64 numpy scores are (a reduction of float64 rows
+        where they live is not built yet).
 
         ``dtype=`` (float16, float32 or float64) sets the accumulation instead of the scores'
         dtype: ``np.float32`` accumulates float64 scores in float32 on purpose (scores and
         weights rounded to float32), ``np.float64`` float32 scores in float64, ``np.float16``
         rounds the scores to float16 and accumulates in float32 as numpy would. The result
-        is float64 whatever ``dtype``; a DeviceArray's scores take float32 only.
+        is float64 whatever ``dtype``; a DeviceArray's scores must hold the dtype it
+        accumulates in (float32 or float64; one of another dtype is refused naming it).
 
         Scores or weights whose float32 products would underflow or overflow (a column's
         largest |score|, or the largest weight, outside about [2^-40, 2^40]) are scaled by
@@ -163,7 +172,7 @@ class InformationGeometryMixin(KernelHost):
         and are uploaded to each device. Scores holding NaN or infinities are gathered to
         name the first one. ``ctx.last_plan`` is left as it was.
         """
-        kept = _kept([("scores", scores)], dtype)
+        kept = _kept([("scores", scores)], dtype, (FLOAT32, FLOAT64))
         wide = kept == FLOAT64
         native, shape, native_shape = _rows(self, "scores", scores, kept)
         w_native = None

@@ -14,8 +14,11 @@ kernels yet); ``dtype=`` (float32 or float64) overrides, e.g. ``dtype=np.float32
 float64 inputs in float32. float64 runs on the devices with float64 kernels (the host device,
 Vulkan adapters with ``SHADER_F64`` such as lavapipe; not OpenGL), a context without one
 refusing it (``InvalidArgumentError`` naming its devices). A product of a :class:`DeviceArray`
-computes in float32 (a DeviceArray of another dtype is refused, naming it). ``out=`` must
-have the result's dtype.
+computes in its dtype when that is float32 or float64 (its rows live only on devices that run
+it), promoted with the other operand as numpy would; the DeviceArray must hold the call's
+dtype (one of another, float16 included, is refused, naming it and the conversion to make).
+``shortest_paths`` of a DeviceArray gathers it and computes in its dtype. ``out=`` must have
+the result's dtype.
 """
 
 from __future__ import annotations
@@ -45,11 +48,10 @@ def _semiring(value: Any) -> str:
 
 
 def _kept(named: list[tuple[str, Any]], dtype: Any) -> np.dtype[Any]:
-    """The dtype a call on operands ``named`` computes in and returns (see the module): a
-    product with a DeviceArray computes in float32 (the resident kernels' dtype), its
-    DeviceArrays float32 ones."""
+    """The dtype a call on operands ``named`` computes in and returns (see the module): with
+    a DeviceArray, the promotion of the operands, which its DeviceArrays must hold."""
     if any(isinstance(value, DeviceArray) for _, value in named):
-        return resident_dtype(named, dtype, (FLOAT32,), "a tropical product", DeviceArray)
+        return resident_dtype(named, dtype, (FLOAT32, FLOAT64), "a tropical product", DeviceArray)
     return result_dtype(named, dtype, (FLOAT32, FLOAT64))
 
 
@@ -105,7 +107,7 @@ class TropicalMixin(KernelHost):
 
         Returns:
             ``(m, n)`` or ``(batch, m, n)`` of the call's dtype (float32 or float64); a
-            float32 DeviceArray when ``a`` is one.
+            DeviceArray of that dtype when ``a`` is one.
 
         Raises:
             ShapeError: the shapes do not chain (``a``'s k against ``b``'s), or their batches
@@ -115,7 +117,8 @@ class TropicalMixin(KernelHost):
                 finite sum ``a[i, k] + b[k, j]`` beyond the call's dtype that would decide an
                 entry ("tropical products overflow float32" / "float64"), never a quiet
                 ``inf``/``-inf``; float64 in a context without float64 devices, or a
-                ``dtype=`` other than float32 with a DeviceArray.
+                DeviceArray of another dtype than the call's (e.g. a float32 one with a
+                float64 ``b``, or a float16 one).
             TypeError: a non-real dtype, or ``out`` of another dtype than the result's.
 
         A :class:`DeviceArray` ``a`` runs where its rows live and gives a DeviceArray of
@@ -125,10 +128,10 @@ class TropicalMixin(KernelHost):
         a DeviceArray of the result's shape (the result takes its sharding and replaces its
         shards; nothing changes in it if the call fails) or a numpy array (the result is
         gathered into it). The checks read per-row statistics computed on the devices (8
-        bytes per row read back) and give the numpy path's errors; only when a term could
-        overflow (largest finite |a| + |b| beyond float32) is ``a`` gathered: the product
-        then runs once on its rows, with the numpy path's exact check, and the result is
-        put where the rows of ``a`` (or of a DeviceArray ``out``) live. ``n`` must be at
+        bytes per row read back, 12 in float64) and give the numpy path's errors; only when
+        a term could overflow (largest finite |a| + |b| beyond the dtype) is ``a`` gathered:
+        the product then runs once on its rows, with the numpy path's exact check, and the
+        result is put where the rows of ``a`` (or of a DeviceArray ``out``) live. ``n`` must be at
         least 1 (a DeviceArray has no empty rows).
         """
         kept = _kept([("a", a), ("b", b)], dtype)
@@ -185,10 +188,10 @@ class TropicalMixin(KernelHost):
         shape ``a.shape[:-1]`` with its sharding (bit-identical to the numpy path; ``x``,
         numpy, is uploaded to each device; a numpy ``out`` gets the result gathered). The
         checks read per-row statistics computed on the devices, whatever their kind (8
-        bytes per row read back), with the numpy path's errors; only when a term could
-        overflow (largest finite |a| + |x| beyond float32) is ``a`` gathered: the product
-        then runs once on its rows, with the numpy path's exact check, and the result is
-        put where ``a``'s rows live.
+        bytes per row read back, 12 in float64), with the numpy path's errors; only when a
+        term could overflow (largest finite |a| + |x| beyond the dtype) is ``a`` gathered:
+        the product then runs once on its rows, with the numpy path's exact check, and the
+        result is put where ``a``'s rows live.
         """
         kept = _kept([("a", a), ("x", x)], dtype)
         native_a, a_shape, resident = _left(self, a, kept)

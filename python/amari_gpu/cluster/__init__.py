@@ -17,7 +17,8 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     ) from e
 
 from .array import ClusterArray
-from .context import DEFAULT_RESOURCE, NodeInfo, RayContext
+from .context import RayContext
+from .nodes import DEFAULT_RESOURCE, NodeInfo
 from .profile import ClusterProfile
 
 __all__ = ["DEFAULT_RESOURCE", "ClusterArray", "ClusterProfile", "NodeInfo", "RayContext"]

@@ -249,15 +249,22 @@ class ClusterArrayMixin:
     _native: Dispatcher
     _array_class = ClusterArray
 
-    def asarray(self, x: Any, strategy: str | None = None) -> ClusterArray:
+    def asarray(self, x: Any, dtype: Any = None, strategy: str | None = None) -> ClusterArray:
         """Puts ``x`` (any real dtype, converted to float32 like every kernel input; at
         least one axis) into the object store as row shards, one per node (in proportion to
         the nodes' calibrated rates), which each node uploads to its devices. Rows are the
         first axis of a 1-D array, else every axis but the last. The store keeps the shards
-        (the lineage of a shard lost with its node). ``strategy`` is checked and otherwise
-        unused (the shards follow the nodes' rates)."""
+        (the lineage of a shard lost with its node). ``dtype``: None or float32 (cluster
+        arrays hold float32 rows). ``strategy`` is checked and otherwise unused (the shards
+        follow the nodes' rates)."""
         from ..planning import optional_strategy
 
+        if dtype is not None and _dtype_name(dtype) != "float32":
+            raise InvalidArgumentError(
+                f"dtype: expected None or float32 (a RayContext's arrays hold float32 rows), "
+                f"got {_dtype_name(dtype)}; a MultiGpuContext's asarray keeps float64 and "
+                "float16"
+            )
         optional_strategy(strategy)
         if isinstance(x, ClusterArray):
             x._live("x", self)
@@ -300,6 +307,14 @@ class ClusterArrayMixin:
         self._check_open()  # type: ignore[attr-defined]
         handle, shape = hold_refs(self._native, list(refs))
         return ClusterArray(handle, self, shape)
+
+
+def _dtype_name(dtype: Any) -> str:
+    """numpy's name of ``dtype``, or its repr when numpy knows no such dtype."""
+    try:
+        return str(np.dtype(dtype).name)
+    except TypeError:
+        return repr(dtype)
 
 
 def whole_rows(shape: tuple[int, ...]) -> int:

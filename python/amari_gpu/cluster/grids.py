@@ -74,15 +74,12 @@ def _whole(
 
 
 def _layout(ctx: Dispatcher, height: int, halo: int, split: list[int] | None) -> list[int]:
-    """Rows per healthy node: ``split`` (rows per node index), or by each node's measured
-    stencil rate, with no band thinner than ``halo`` rows (fewer nodes if need be)."""
+    """Rows per healthy node: ``split`` (rows per node index, see :func:`_check_split`), or
+    by each node's measured stencil rate, with no band thinner than ``halo`` rows (fewer
+    nodes if need be)."""
     nodes = ctx.healthy()
     if split is not None:
         rows = [split[n.index] for n in nodes]
-        if sum(rows) != height:
-            raise InvalidArgumentError(
-                f"split: expected rows summing to the grid's height {height}, got {sum(rows)}"
-            )
         thin = [r for r in rows if 0 < r < halo]
         if thin:
             raise InvalidArgumentError(
@@ -96,6 +93,15 @@ def _layout(ctx: Dispatcher, height: int, halo: int, split: list[int] | None) ->
     rows = apportion(weights, height)
     by_node = {n.index: r for n, r in zip(chosen, rows)}
     return [by_node.get(n.index, 0) for n in nodes]
+
+
+def _check_split(ctx: Dispatcher, grid: np.ndarray[Any, Any], options: _native.RunOptions) -> None:
+    """The caller's ``split`` checked by the core as a local run's first layout checks it
+    (an entry per node, adding up to the grid's rows, none for a failed node), before
+    anything runs, whichever way the grid then runs."""
+    if options["split"] is not None:
+        healthy = [n.index for n in ctx.healthy()]
+        _native.check_split(options["split"], len(ctx.nodes), healthy, grid.shape[0])
 
 
 def _judged(node: Node, work: int, seconds: float) -> float:
@@ -333,6 +339,9 @@ def _grid_run(
             lost.node.healthy = False
             lost.node.reason = lost.reason
             failures.append((lost.node.index, lost.reason))
+            # As a local run restarts: the caller's split was for the first layout only;
+            # the healthy nodes share the rows by their rates.
+            options = {**options, "split": None}
             continue
         return out, dataclasses.replace(report, failures=failures)
 
@@ -348,7 +357,9 @@ def stencil(
 ) -> tuple[npt.NDArray[np.float32], DomainReport]:
     """``_native.stencil`` on the cluster: one band per node, halos through the store (a
     grid the core scales, by its own check, runs whole on one node)."""
-    if _native.check_stencil(grid, alpha, boundary, int(options["steps"])):
+    scaled = _native.check_stencil(grid, alpha, boundary, int(options["steps"]))
+    _check_split(ctx, grid, options)
+    if scaled:
         template = (ArraySlot(0), alpha, boundary, {**options, "split": None})
         return _into(out, *_whole(ctx, "stencil", template, grid))
     return _into(out, *_grid_run(ctx, "stencil", (alpha, boundary), grid, options, progress))
@@ -363,37 +374,5 @@ def life(
 ) -> tuple[npt.NDArray[np.uint8], DomainReport]:
     """``_native.life`` on the cluster: one band per node, halos through the store."""
     _native.check_life(grid)
+    _check_split(ctx, grid, options)
     return _into(out, *_grid_run(ctx, "life", (), grid, options, progress))
-
-
-class GridRatesMixin:
-    """``inject_grid_rate`` of ``RayContext``."""
-
-    _native: Dispatcher
-
-    def inject_grid_rate(self, node_id: int, cells_per_s: float | None) -> None:
-        """For testing only: the grid rebalancer judges node ``node_id``'s rounds as if it
-        computed ``cells_per_s`` cells per second, instead of by their measured time (as
-        :meth:`MultiGpuContext.inject_grid_rate <amari_gpu.MultiGpuContext.inject_grid_rate>`
-        does for a device). The rounds still run at the node's own speed and the results
-        are the same bits; only where ``stencil``/``life`` rows go follows the given rates.
-
-        Args:
-            node_id: the node, an index of ``nodes``.
-            cells_per_s: a finite rate above 0, or None to measure the rounds again.
-
-        Raises:
-            InvalidArgumentError: an unknown node, or ``cells_per_s`` not a finite number
-                above 0 (nor None).
-        """
-        node = self._native.nodes[self._node_index(node_id)]  # type: ignore[attr-defined]
-        if cells_per_s is not None and (
-            isinstance(cells_per_s, bool)
-            or not isinstance(cells_per_s, (int, float, np.integer, np.floating))
-            or not 0 < float(cells_per_s) < float("inf")
-        ):
-            raise InvalidArgumentError(
-                "cells_per_s: expected a finite number of cells per second > 0 or None, "
-                f"got {cells_per_s!r}"
-            )
-        node.grid_rate = None if cells_per_s is None else float(cells_per_s)

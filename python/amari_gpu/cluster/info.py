@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .context import DEFAULT_RESOURCE, RayContext
+from .context import RayContext
+from .nodes import DEFAULT_RESOURCE
 
 
 def describe(address: str | None, backends: list[str] | None) -> list[dict[str, Any]]:

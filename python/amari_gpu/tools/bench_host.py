@@ -345,8 +345,8 @@ def _float16_rows(
 
     def row(ctx: MultiGpuContext, where: str, missing: str = "") -> Row:
         return Row(
-            f"Cl(3,0) geometric product float16 on {where}, {n:,} pairs "
-            f"({gb[np.float16]:.3f} GB moved vs {gb[np.float32]:.3f} GB in float32)",
+            f"Cl(3,0) geometric product float16 on {where}, {n:,} pairs into out= "
+            f"({gb[np.float16]:.3f} GB moved; peer: float32 on it, {gb[np.float32]:.3f} GB)",
             lambda: ctx.geometric_product(a16, b16, out=out16),
             f"amari_gpu float32 on {where}",
             (lambda: ctx.geometric_product(a32, b32, out=out32)) if not missing else None,

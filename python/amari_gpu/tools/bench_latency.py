@@ -9,7 +9,15 @@ records: the native call timed alone (the rest of the median is the Python metho
 and conversion), and a profiled run of the same calls (``ctx.profile()``), whose steps
 (plan, upload, kernel, wait, readback) are summed per call and their medians reported.
 Whether each call took the fast path is read from its plan (``last_plan.fast_path``).
-Last, the planner alone (``planning``): the median time of the core's partitioner on 8 and
+Where the rest of a call's wall time goes (``thread``): a loop of the same calls on the
+calling thread alone, its CPU time per call and its context switches per call, voluntary
+(blocked: waiting for the driver's threads) and involuntary (preempted: a thread it woke,
+a wgpu driver's queue thread say, ran in its place on the same core).
+For wgpu devices, the same call again with every thread of the process pinned to one core
+(``one_core_us``: the driver's hand-offs kept on it). What a thread hand-off costs on the
+machine alone (``handoffs``): a byte between two threads
+pinned to one core and to two cores, the price of each of the hand-offs a tiny wgpu call
+crosses. Last, the planner alone (``planning``): the median time of the core's partitioner on 8 and
 16 made-up devices, no context or device involved.
 """
 
@@ -17,8 +25,11 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import platform
 import statistics
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -166,6 +177,113 @@ def _steps(ctx: MultiGpuContext, call: Call, repeats: int) -> dict[str, float]:
     }
 
 
+def _thread_cost(f: Callable[[], Any], repeats: int) -> dict[str, float | None]:
+    """Means per call over ``repeats`` calls of ``f`` on this thread: wall and CPU time (µs;
+    the difference is time off the CPU) and context switches, voluntary (the thread blocked)
+    and involuntary (it was preempted), ``None`` where the platform does not count them per
+    thread. Read once around the whole loop, so that no call pays for the reading."""
+    usage = _thread_usage()
+    wall, cpu = time.perf_counter(), time.thread_time()
+    for _ in range(repeats):
+        f()
+    # CPU time read first: a call's CPU time never exceeds its wall time.
+    cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+    after = _thread_usage()
+    n = max(repeats, 1)
+    return {
+        "wall_us": wall / n * 1e6,
+        "cpu_us": cpu / n * 1e6,
+        "voluntary": (after[0] - usage[0]) / n if usage and after else None,
+        "involuntary": (after[1] - usage[1]) / n if usage and after else None,
+    }
+
+
+def _thread_usage() -> tuple[int, int] | None:
+    """This thread's voluntary and involuntary context switches so far (Linux), else None."""
+    if sys.platform != "linux":
+        return None
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_THREAD)
+    return usage.ru_nvcsw, usage.ru_nivcsw
+
+
+def one_core(f: Callable[[], Any], repeats: int) -> float | None:
+    """The median time (µs) of ``f`` with every thread of this process (a driver's queue and
+    shader threads too) pinned to one core, so that each hand-off of a call stays on that
+    core; every thread's own affinity is given back after. ``None`` where threads cannot be
+    pinned (not Linux) or there is one core. A measurement only: the package never pins."""
+    if sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2:
+        return None
+    core = min(os.sched_getaffinity(0))
+    saved: dict[int, set[int]] = {}
+    try:
+        for tid in (int(t) for t in os.listdir("/proc/self/task")):
+            try:
+                saved[tid] = os.sched_getaffinity(tid)
+                os.sched_setaffinity(tid, {core})
+            except OSError:
+                continue  # a thread that ended meanwhile, or one that may not move
+        (times,) = _interleaved([f], repeats)
+    finally:
+        for tid, mask in saved.items():
+            try:
+                os.sched_setaffinity(tid, mask)
+            except OSError:
+                continue  # ended meanwhile
+    return _median_us(times)
+
+
+def handoffs(repeats: int) -> dict[str, float] | None:
+    """What one thread waking another costs on this machine, without any driver: the median
+    of half a round trip (µs) of a byte between two threads over pipes, both pinned to one
+    core, and pinned to two cores. A tiny call on a wgpu adapter crosses such hand-offs (the
+    calling thread, a driver's queue thread and its shader threads, and back); when the
+    other core is idle, the second figure includes waking it (on a virtual machine, a halted
+    vCPU). ``None`` where threads cannot be pinned (not Linux) or there is one core."""
+    if sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2:
+        return None
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    return {
+        "same_core_us": _pingpong(first, first, repeats),
+        "other_core_us": _pingpong(first, second, repeats),
+    }
+
+
+def _pingpong(ours: int, theirs: int, repeats: int) -> float:
+    """Median half round trip (µs) of a byte from a thread on core ``ours`` to one on core
+    ``theirs`` and back, over two pipes, each hop a blocking read (GIL released) woken by a
+    write; the caller's own affinity is restored after."""
+    there, back = os.pipe(), os.pipe()
+    mine = os.sched_getaffinity(0)
+
+    def echo() -> None:
+        os.sched_setaffinity(0, {theirs})
+        while os.read(there[0], 1) == b"x":
+            os.write(back[1], b"x")
+
+    partner = threading.Thread(target=echo, name="amari-gpu bench echo", daemon=True)
+    partner.start()
+    times = []
+    try:
+        os.sched_setaffinity(0, {ours})
+        for i in range(repeats + 20):
+            start = time.perf_counter()
+            os.write(there[1], b"x")
+            os.read(back[0], 1)
+            if i >= 20:
+                times.append((time.perf_counter() - start) / 2)
+            # Leave the partner's core idle for a while, as between two tiny calls.
+            time.sleep(0.0002)
+    finally:
+        os.write(there[1], b"q")
+        partner.join()
+        os.sched_setaffinity(0, mine)
+        for fd in (*there, *back):
+            os.close(fd)
+    return _median_us(times)
+
+
 def _device_kinds() -> list[tuple[str, dict[str, Any], AdapterInfo]]:
     """(label, context options, adapter) for the host device and each wgpu adapter."""
     kinds: list[tuple[str, dict[str, Any], AdapterInfo]] = []
@@ -278,6 +396,10 @@ def run(repeats: int = 300, only: list[str] | None = None) -> dict[str, Any]:
                         "native_us": native,
                         "python_us": ours - native,
                         "steps_us": _steps(ctx, call, max(repeats // 3, 20)),
+                        "thread": _thread_cost(functools.partial(call.method, ctx), repeats),
+                        "one_core_us": None
+                        if info.is_host
+                        else one_core(functools.partial(call.method, ctx), repeats),
                         "fast_path": bool(plan is not None and plan.fast_path),
                         "peer": call.peer_name if call.peer is not None else "not installed",
                         "peer_us": peer,
@@ -293,7 +415,13 @@ def run(repeats: int = 300, only: list[str] | None = None) -> dict[str, Any]:
         "devices": devices,
         "rows": rows,
         "planning": planning(max(repeats // 3, 20)),
+        "handoffs": handoffs(repeats),
     }
+
+
+def _us(value: float | None) -> str:
+    """A time in µs for a column, or ``-`` when not measured."""
+    return "-" if value is None else f"{value:.1f}"
 
 
 def lines(result: dict[str, Any]) -> list[str]:
@@ -309,22 +437,41 @@ def lines(result: dict[str, Any]) -> list[str]:
     out += [
         f"Median of {result['repeats']} calls from Python, interleaved with the peer's, one "
         "run; native = the binding's entry alone (python = the rest); engine steps: medians "
-        "per call from a profiled run of the same calls (profiling adds its own cost).",
+        "per call from a profiled run of the same calls (profiling adds its own cost); cpu = "
+        "the calling thread's CPU time per call and vol/inv its context switches per call "
+        "(blocked / preempted), means over a loop of the same calls; 1 core = the median with "
+        "every thread of the process (the driver's too) pinned to one core, a wgpu device's "
+        "hand-offs kept on it.",
         "",
         f"{'device':10} {'work':32} {'ours':>8} {'python':>7} {'native':>7} "
         + " ".join(f"{s:>8}" for s in STEPS)
-        + f" {'fast':>5} {'peer':>8} {'ratio':>6}  peer",
+        + f" {'cpu':>7} {'vol/inv':>9} {'1 core':>7} {'fast':>5} {'peer':>8} {'ratio':>6}  peer",
     ]
     for r in result["rows"]:
         peer = f"{r['peer_us']:8.1f}" if r["peer_us"] is not None else f"{'-':>8}"
         ratio = f"{r['ratio']:6.2f}" if r["ratio"] is not None else f"{'-':>6}"
         steps = " ".join(f"{r['steps_us'][s]:8.1f}" for s in STEPS)
+        thread = r["thread"]
+        switches = (
+            f"{thread['voluntary']:.1f}/{thread['involuntary']:.1f}"
+            if thread["voluntary"] is not None and thread["involuntary"] is not None
+            else "-"
+        )
         out.append(
             f"{r['device']:10} {r['work']:32} {r['median_us']:8.1f} {r['python_us']:7.1f} "
-            f"{r['native_us']:7.1f} {steps} {'yes' if r['fast_path'] else 'no':>5} "
+            f"{r['native_us']:7.1f} {steps} {thread['cpu_us']:7.1f} {switches:>9} "
+            f"{_us(r.get('one_core_us')):>7} "
+            f"{'yes' if r['fast_path'] else 'no':>5} "
             f"{peer} {ratio}  {r['peer']}"
         )
     out.append("(times in µs)")
+    hand = result.get("handoffs")
+    if hand is not None:
+        out.append(
+            "one thread waking another (pipes, no driver), median of half a round trip: "
+            f"on one core {hand['same_core_us']:.1f} µs, to another core "
+            f"{hand['other_core_us']:.1f} µs"
+        )
     out += ["", "planning (plan_models alone, made-up devices all different, 10^7 items):"]
     out += [
         f"  {p['devices']:2} devices on {p['adapters']:2} adapter(s), {p['strategy']:8} "

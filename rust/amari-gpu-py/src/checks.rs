@@ -165,6 +165,20 @@ fn check_life(py: Python<'_>, grid: PyReadonlyArray2<'_, u8>) -> PyResult<()> {
     run_detached(py, move || domain::check_life(cells, height, width))
 }
 
+/// Checks a caller's `split` of `stencil`/`life` as a run's first layout does (an entry per
+/// device of `devices`, adding up to `height` rows, none for a device outside `healthy`):
+/// raises its error, or returns the rows per healthy device as `(device, rows)` pairs.
+#[pyfunction]
+fn check_split(
+    py: Python<'_>,
+    split: Vec<usize>,
+    devices: usize,
+    healthy: Vec<usize>,
+    height: usize,
+) -> PyResult<Vec<(usize, usize)>> {
+    domain::caller_split(&split, devices, &healthy, height).map_err(|e| to_pyerr(py, e))
+}
+
 /// Checks `map_rows(ctx, spec, arrays)` as its core entry does without a context (the
 /// arrays' shapes in the caller's terms, `spec["source"]` against them by naga): raises
 /// its error, or returns the call's items. `arrays` are host rows with the caller's shapes.
@@ -214,5 +228,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_map_rows, m)?)?;
     m.add_function(wrap_pyfunction!(check_stencil, m)?)?;
     m.add_function(wrap_pyfunction!(check_life, m)?)?;
+    m.add_function(wrap_pyfunction!(check_split, m)?)?;
     Ok(())
 }

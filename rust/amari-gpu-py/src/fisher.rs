@@ -85,13 +85,20 @@ fn fisher_information<'py>(
     scores_shape: Option<Vec<usize>>,
 ) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Plan<'py>)> {
     let strategy = ctx.strategy_or_default(py, strategy)?;
-    if let PyOperand::HostF64(rows) = &scores {
+    if scores.dtype() == Dtype::F64 {
         let weights = match weights {
             None => None,
             Some(Weights::F64(w)) => Some(w),
             Some(Weights::F32(_)) => return Err(weights_refused("float64")),
         };
-        return information_f64(py, ctx, rows, weights.as_ref(), strategy, out);
+        return information_f64(
+            py,
+            ctx,
+            (&scores, scores_shape),
+            weights.as_ref(),
+            strategy,
+            out,
+        );
     }
     let weights = match weights {
         None => None,
@@ -129,19 +136,32 @@ fn weights_refused(scores: &str) -> PyErr {
     ))
 }
 
-/// [`fisher_information`] of host float64 `scores`, accumulated in float64.
+/// [`fisher_information`] of float64 `scores` (host rows, or a DeviceArray of shape
+/// `scores_shape`), accumulated in float64.
 fn information_f64<'py>(
     py: Python<'py>,
     ctx: &PyContext,
-    rows: &PyReadonlyArrayDyn<'py, f64>,
+    (scores, scores_shape): (&PyOperand<'py, IxDyn>, Option<Vec<usize>>),
     weights: Option<&PyReadonlyArrayDyn<'py, f64>>,
     strategy: Option<amari_gpu::Strategy>,
     out: Option<Bound<'py, PyArrayDyn<f64>>>,
 ) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Plan<'py>)> {
     let weights_dims = weights.map(|w| w.shape().to_vec());
-    let (n, p) = fisher::information_shapes_f64(rows.shape(), weights_dims.as_deref())
+    let (rows, resident) = match scores {
+        PyOperand::HostF64(rows) => (Some(rows), None),
+        PyOperand::Resident(r) => (None, Some(r.borrow())),
+        PyOperand::Host(_) | PyOperand::HostF16(_) => {
+            return Err(dtype_refused("scores", scores.dtype()))
+        }
+    };
+    let dims = match (rows, &resident) {
+        (Some(rows), _) => rows.shape().to_vec(),
+        (None, Some(r)) => scores_shape.unwrap_or_else(|| vec![r.inner.rows(), r.inner.cols() / 2]),
+        (None, None) => Vec::new(),
+    };
+    let (n, p) = fisher::information_shapes_f64(&dims, weights_dims.as_deref())
         .map_err(|e| to_pyerr(py, e))?;
-    let scores = contiguous(rows, "scores")?;
+    let host = rows.map(|rows| contiguous(rows, "scores")).transpose()?;
     let weights = weights.map(|w| contiguous(w, "weights")).transpose()?;
     let claimed = claim(py, IxDyn(&[p, p]), out)?;
     let inner = ctx.context(py)?;
@@ -149,8 +169,13 @@ fn information_f64<'py>(
         calls: &ctx.short,
         size: 2 * n * p,
     };
-    let fisher = run_sized(py, Some(sized), move || {
-        fisher::fisher_information_f64(&inner, scores, p, weights, strategy)
+    let held = resident.as_ref().map(|r| &r.inner);
+    let fisher = run_sized(py, Some(sized), move || match (host, held) {
+        (Some(scores), _) => fisher::fisher_information_f64(&inner, scores, p, weights, strategy),
+        (None, Some(array)) => {
+            fisher::fisher_information_resident_f64(&inner, array, &dims, weights, strategy)
+        }
+        (None, None) => Err(amari_gpu::Error::Internal("scores not borrowed".into())),
     })?;
     let matrix = returned_into(py, IxDyn(&[p, p]), claimed, fisher.matrix)?;
     let plan = ctx.plans.record(py, &fisher.plan)?;

@@ -1,12 +1,11 @@
 //! Tropical products and shortest paths. Each product is one function for numpy and
-//! DeviceArray left operands: the core checks the operands in the caller's shapes and runs
+//! DeviceArray left operands, float32 or float64: the core checks the operands in the caller's shapes and runs
 //! them where they live; the result is written into the caller's `out` when given.
 
 use amari_gpu::context::MultiGpuContext;
-use amari_gpu::dtype::{as_f64_mut, Dtype};
-use amari_gpu::tropical::{self, HostOperands, Operands, Semiring};
-use amari_gpu::{Destination, Outcome};
-use amari_gpu::{Error, Ready, ResidentOperand};
+use amari_gpu::dtype::{f64_words, Dtype};
+use amari_gpu::tropical::{self, Operands, Semiring};
+use amari_gpu::{Ready, ResidentOperand};
 use numpy::ndarray::{Ix2, IxDyn};
 use numpy::{PyArray2, PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::exceptions::PyTypeError;
@@ -16,17 +15,9 @@ use crate::arrays::{contiguous, run_into};
 use crate::context::PyContext;
 use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
-use crate::resident::{dtype_refused, run_to, run_to_in, PyOperand, PyOut, Returned};
+use crate::resident::{dtype_refused, run_to_in, PyOperand, PyOut, Returned};
 
 type Paths<'py, T> = PyResult<(Bound<'py, PyArray2<T>>, Bound<'py, PyAny>)>;
-
-/// A float64 product of the core.
-type Product64 = for<'a> fn(
-    &MultiGpuContext,
-    HostOperands<'a, f64>,
-    &mut [f64],
-    Option<amari_gpu::Strategy>,
-) -> amari_gpu::Result<amari_gpu::Plan>;
 
 /// A right operand (or vector) as Python passes it: float32 or float64 numpy.
 #[derive(FromPyObject)]
@@ -35,15 +26,16 @@ enum PyRight<'py> {
     F64(PyReadonlyArrayDyn<'py, f64>),
 }
 
-/// The checks of a tropical product in the core (what runs it comes with their result).
-type Check = for<'a> fn(&MultiGpuContext, Operands<'a>) -> amari_gpu::Result<Ready<'a>>;
+/// The checks of a tropical product in the core, computing in `T` (what runs it comes with
+/// their result).
+type Check<T> = for<'a> fn(&MultiGpuContext, Operands<'a, T>) -> amari_gpu::Result<Ready<'a>>;
 
 /// One tropical product of the core, as the bindings call it.
 struct Op {
-    /// The core's checks.
-    check: Check,
-    /// The core's float64 product (host operands only).
-    run_f64: Product64,
+    /// The core's checks in float32.
+    check: Check<f32>,
+    /// The core's checks in float64.
+    check_f64: Check<f64>,
     /// The right operand's argument name.
     right: &'static str,
     /// Whether the result keeps the right operand's last axis (a matrix product's n).
@@ -54,48 +46,69 @@ struct Op {
 struct Call<'py, 's> {
     a: PyOperand<'py, IxDyn>,
     a_shape: Option<Vec<usize>>,
-    b: PyRight<'py>,
     semiring: &'s str,
     strategy: Option<&'s str>,
     out: Option<PyOut<'py, IxDyn>>,
 }
 
-/// Runs `op` on `call`: the result is a numpy array for a numpy `a`; for a DeviceArray `a`
-/// a new DeviceArray, or written into the caller's `out` (a DeviceArray or numpy array).
-fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Returned<'py> {
-    let b = match call.b {
-        PyRight::F64(b) => {
-            return run_product_f64(ctx, op, call.a, b, (call.semiring, call.strategy, call.out))
-        }
-        PyRight::F32(b) => b,
-    };
+/// Runs `op` on `call` in the right operand's dtype (`a`, numpy or DeviceArray, holds the
+/// same): the result is a numpy array for a numpy `a`; for a DeviceArray `a` a new
+/// DeviceArray, or written into the caller's `out` (a DeviceArray or numpy array).
+fn run_product<'py>(
+    ctx: &PyContext,
+    op: &Op,
+    call: Call<'py, '_>,
+    b: PyRight<'py>,
+) -> Returned<'py> {
+    match b {
+        PyRight::F32(b) => run_in(ctx, op, op.check, call, b),
+        PyRight::F64(b) => run_in(ctx, op, op.check_f64, call, b),
+    }
+}
+
+/// [`run_product`] computing in `T`, the dtype of `b`.
+fn run_in<'py, T>(
+    ctx: &PyContext,
+    op: &Op,
+    check: Check<T>,
+    call: Call<'py, '_>,
+    b: PyReadonlyArrayDyn<'py, T>,
+) -> Returned<'py>
+where
+    T: tropical::Scalar + numpy::Element,
+{
     let py = b.py();
     let semiring = Semiring::parse(call.semiring).map_err(|e| to_pyerr(py, e))?;
     let strategy = ctx.strategy_or_default(py, call.strategy)?;
     let b_shape = b.shape().to_vec();
     let b = contiguous(&b, op.right)?;
-    let (resident, a_shape) = match &call.a {
-        PyOperand::Host(a) => (None, a.shape().to_vec()),
-        o @ (PyOperand::HostF64(_) | PyOperand::HostF16(_)) => {
-            return Err(dtype_refused("a", o.dtype()))
-        }
-        PyOperand::Resident(r) => {
-            let r = r.borrow();
-            let own = vec![r.inner.rows(), r.inner.cols()];
-            (Some(r), call.a_shape.clone().unwrap_or(own))
-        }
+    let resident = match &call.a {
+        PyOperand::Resident(r) => Some(r.borrow()),
+        _ => None,
     };
-    let a = match (&call.a, &resident) {
-        (PyOperand::Host(a), _) => ResidentOperand::Host(contiguous(a, "a")?),
-        (o @ (PyOperand::HostF64(_) | PyOperand::HostF16(_)), _) => {
-            return Err(dtype_refused("a", o.dtype()))
+    let (a, a_shape) = match (&call.a, &resident) {
+        (PyOperand::Host(a), _) if T::DTYPE == Dtype::F32 => (
+            ResidentOperand::Host(contiguous(a, "a")?),
+            a.shape().to_vec(),
+        ),
+        (PyOperand::HostF64(a), _) if T::DTYPE == Dtype::F64 => (
+            ResidentOperand::Host(f64_words(contiguous(a, "a")?)),
+            a.shape().to_vec(),
+        ),
+        (PyOperand::HostF16(_), _) => return Err(dtype_refused("a", Dtype::F16)),
+        (PyOperand::Resident(_), Some(r)) => {
+            let own = vec![r.inner.rows(), r.inner.cols()];
+            let shape = call.a_shape.clone().unwrap_or(own);
+            (ResidentOperand::Resident(&r.inner), shape)
         }
-        (PyOperand::Resident(_), Some(r)) => ResidentOperand::Resident(&r.inner),
-        (PyOperand::Resident(_), None) => {
-            return Err(to_pyerr(
-                py,
-                Error::Internal("resident a not borrowed".into()),
-            ))
+        (o, _) => {
+            return Err(PyTypeError::new_err(format!(
+                "{}: expected {} like a, got a {} array (a and {} share a dtype)",
+                op.right,
+                o.dtype(),
+                T::DTYPE,
+                op.right
+            )))
         }
     };
     let operands = Operands {
@@ -110,7 +123,7 @@ fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Returned<'
         dims.push(b_shape.last().copied().unwrap_or(0));
     }
     // Checked before `out` is taken: an argument error is not a call that began writing.
-    let (check, inner) = (op.check, ctx.context(py)?);
+    let inner = ctx.context(py)?;
     let sized = Sized {
         calls: &ctx.short,
         size: a_shape
@@ -119,72 +132,12 @@ fn run_product<'py>(ctx: &PyContext, op: &Op, call: Call<'py, '_>) -> Returned<'
             .max(b_shape.iter().product()),
     };
     let checked = run_sized(py, Some(sized), move || check(&inner, operands))?;
-    run_to(
-        py,
-        ctx,
-        resident.is_some(),
-        (IxDyn(&dims), call.out),
-        move |inner, out| checked.run(inner, out, strategy),
-    )
-}
-
-/// Runs `op` on float64 numpy operands in float64 (a float64 `a` and `b`; a DeviceArray
-/// holds float32, so a float64 `b` with one is refused): the result a float64 array, or the
-/// caller's float64 `out`.
-fn run_product_f64<'py>(
-    ctx: &PyContext,
-    op: &Op,
-    a: PyOperand<'py, IxDyn>,
-    b: PyReadonlyArrayDyn<'py, f64>,
-    (semiring, strategy, out): (&str, Option<&str>, Option<PyOut<'py, IxDyn>>),
-) -> Returned<'py> {
-    let py = b.py();
-    let a = match a {
-        PyOperand::HostF64(a) => a,
-        PyOperand::HostF16(_) => return Err(dtype_refused("a", Dtype::F16)),
-        PyOperand::Host(_) | PyOperand::Resident(_) => {
-            return Err(PyTypeError::new_err(format!(
-                "{}: expected float32 like a, got a float64 array (a and {} share a dtype)",
-                op.right, op.right
-            )))
-        }
-    };
-    let semiring = Semiring::parse(semiring).map_err(|e| to_pyerr(py, e))?;
-    let strategy = ctx.strategy_or_default(py, strategy)?;
-    let (a_shape, b_shape) = (a.shape().to_vec(), b.shape().to_vec());
-    let (a_values, b_values) = (contiguous(&a, "a")?, contiguous(&b, op.right)?);
-    let mut dims = a_shape[..a_shape.len().saturating_sub(1)].to_vec();
-    if op.keeps_n {
-        dims.push(b_shape.last().copied().unwrap_or(0));
-    }
-    let run = op.run_f64;
     run_to_in(
         py,
         ctx,
-        (false, Dtype::F64),
-        (IxDyn(&dims), out),
-        move |inner, out| {
-            let Destination::Host(words) = out else {
-                return Err(Error::invalid(
-                    "out",
-                    "expected a float64 numpy array, got DeviceArray",
-                ));
-            };
-            let out = as_f64_mut(words)
-                .ok_or_else(|| Error::Internal("a float64 result not 8-byte aligned".into()))?;
-            let operands = HostOperands {
-                semiring,
-                a: a_values,
-                a_shape: &a_shape,
-                b: b_values,
-                b_shape: &b_shape,
-            };
-            let plan = run(inner, operands, out, strategy)?;
-            Ok(Outcome {
-                plan: Some(plan),
-                array: None,
-            })
-        },
+        (resident.is_some(), T::DTYPE),
+        (IxDyn(&dims), call.out),
+        move |inner, out| checked.run(inner, out, strategy),
     )
 }
 
@@ -192,8 +145,7 @@ fn run_product_f64<'py>(
 /// out=None, a_shape=None)` running `$check` through [`run_product`]. The two products differ
 /// only in the right operand's name (a Python keyword) and what the result keeps of it.
 macro_rules! product_binding {
-    ($(#[$doc:meta])* $name:ident, $right:ident, $check:path, $run_f64:path,
-     keeps_n: $keeps_n:expr) => {
+    ($(#[$doc:meta])* $name:ident, $right:ident, $check:path, keeps_n: $keeps_n:expr) => {
         $(#[$doc])*
         #[pyfunction]
         #[pyo3(signature = (ctx, a, $right, semiring, strategy=None, out=None, a_shape=None))]
@@ -208,43 +160,40 @@ macro_rules! product_binding {
         ) -> Returned<'py> {
             let op = Op {
                 check: $check,
-                run_f64: $run_f64,
+                check_f64: $check,
                 right: stringify!($right),
                 keeps_n: $keeps_n,
             };
             let call = Call {
                 a,
                 a_shape,
-                b: $right,
                 semiring,
                 strategy,
                 out,
             };
-            run_product(ctx, &op, call)
+            run_product(ctx, &op, call, $right)
         }
     };
 }
 
 product_binding!(
-    /// Tropical product `a ⊗ b` in `semiring`: `a` a float32 (m, k) / (batch, m, k) array or a
-    /// DeviceArray of that shape (`a_shape`: a handle knows only its rows and width), `b` a
-    /// float32 (k, n) / (batch, k, n) array; or both float64 arrays, computed in float64.
+    /// Tropical product `a ⊗ b` in `semiring`, computed in `b`'s dtype (float32 or float64):
+    /// `a` an (m, k) / (batch, m, k) array or a DeviceArray of that shape (`a_shape`: a handle
+    /// knows only its rows and width) of that dtype, `b` a (k, n) / (batch, k, n) array.
     /// Returns the result and the plan (see `Returned`).
     tropical_matmul,
     b,
     tropical::tropical_matmul,
-    tropical::tropical_matmul_f64,
     keeps_n: true
 );
 
 product_binding!(
     /// Tropical matrix-vector product `a ⊗ x` in `semiring`: `a` as for `tropical_matmul`, `x`
-    /// a float32 (k,) / (batch, k) array (float64 with a float64 `a`); the result of shape
+    /// a (k,) / (batch, k) array of `a`'s dtype (float32 or float64); the result of shape
     /// (m,) / (batch, m), never written into a DeviceArray.
     tropical_matvec,
     x,
     tropical::tropical_matvec,
-    tropical::tropical_matvec_f64,
     keeps_n: false
 );
 

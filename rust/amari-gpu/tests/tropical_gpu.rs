@@ -247,7 +247,8 @@ fn the_shader_validates_with_naga() {
             "matmul_rows",
             "matmul_naive",
             "matvec",
-            "row_stats"
+            "row_stats",
+            "row_stats64"
         ]
     );
 }

@@ -177,6 +177,32 @@ pub fn check_split(split: &[usize], devices: usize, height: usize) -> Result<()>
     Ok(())
 }
 
+/// The rows per healthy device of a caller's `split`, as a run's first layout takes them:
+/// `split` checked by [`check_split`] against `devices` devices and `height` rows, and
+/// refused when it gives rows to a device not in `healthy` (ids below `devices`), which
+/// takes no part in the run.
+pub fn caller_split(
+    split: &[usize],
+    devices: usize,
+    healthy: &[usize],
+    height: usize,
+) -> Result<Vec<(usize, usize)>> {
+    check_split(split, devices, height)?;
+    if let Some(&id) = healthy.iter().find(|&&id| id >= devices) {
+        return Err(Error::invalid(
+            "healthy",
+            format!("expected device ids below {devices}, got {id}"),
+        ));
+    }
+    if let Some(id) = (0..devices).find(|&i| split[i] > 0 && !healthy.contains(&i)) {
+        return Err(Error::invalid(
+            "split",
+            format!("device {id} is not healthy and cannot be given rows"),
+        ));
+    }
+    Ok(healthy.iter().map(|&id| (id, split[id])).collect())
+}
+
 /// The bands of a split: each device's rows in device order, contiguous, cut into as few
 /// bands as keep every band's buffer (ghosts included) within `max_rows(device)` rows.
 pub fn layout(
@@ -356,6 +382,34 @@ mod tests {
         }
         assert_eq!(check_split(&[3, 5], 2, 8), Ok(()));
         assert_eq!(check_split(&[0, 8], 2, 8), Ok(()));
+    }
+
+    /// A caller's split gives the healthy devices their rows; rows for a device outside
+    /// `healthy`, or a healthy id past the devices, are refused, never indexed.
+    #[test]
+    fn a_callers_split_gives_rows_to_healthy_devices_only() {
+        assert_eq!(
+            caller_split(&[3, 0, 5], 3, &[0, 2], 8),
+            Ok(vec![(0, 3), (2, 5)])
+        );
+        assert_eq!(
+            caller_split(&[3, 5], 2, &[0, 1], 8),
+            Ok(vec![(0, 3), (1, 5)])
+        );
+        let refused = |split: &[usize], healthy: &[usize]| match caller_split(split, 2, healthy, 8)
+        {
+            Err(Error::InvalidArgument { argument, message }) => format!("{argument}: {message}"),
+            other => panic!("{split:?} {healthy:?}: expected InvalidArgument, got {other:?}"),
+        };
+        assert_eq!(
+            refused(&[3, 5], &[0]),
+            "split: device 1 is not healthy and cannot be given rows"
+        );
+        assert_eq!(
+            refused(&[8, 0], &[0, 7]),
+            "healthy: expected device ids below 2, got 7"
+        );
+        assert!(refused(&[5, 5], &[0, 1]).contains("adding up to the grid's 8 rows, got 10"));
     }
 
     /// A layout whose rows do not add up to the grid is an error, never a loop over a

@@ -27,7 +27,7 @@ mod run;
 mod state;
 
 pub use balance::{Balancer, Proposal};
-pub use bands::{Band, Geometry};
+pub use bands::{caller_split, Band, Geometry};
 pub use relayout::moved_rows;
 pub use report::{DeviceRoundReport, Layout, Report, RoundReport};
 pub use rule::{Boundary, Options, Rule};

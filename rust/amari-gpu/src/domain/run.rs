@@ -103,15 +103,7 @@ fn first_split(
 ) -> Result<Vec<(usize, usize)>> {
     let height = spec.geometry.height;
     if let (Some(split), true) = (&opts.split, first_attempt) {
-        let n = ctx.devices().len();
-        bands::check_split(split, n, height)?;
-        if let Some(id) = (0..n).find(|&i| split[i] > 0 && !healthy.contains(&i)) {
-            return Err(Error::invalid(
-                "split",
-                format!("device {id} is not healthy and cannot be given rows"),
-            ));
-        }
-        return Ok(healthy.iter().map(|&id| (id, split[id])).collect());
+        return bands::caller_split(split, ctx.devices().len(), healthy, height);
     }
     let groups = ctx.group_speedups();
     let weights: Vec<f64> = healthy

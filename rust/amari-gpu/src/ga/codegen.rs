@@ -143,7 +143,7 @@ pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: D
             products(&mut src, ("t", &first, blades), (a, b), compute);
             products(&mut src, ("r", &second, blades), ("t", a), compute);
         }
-        Operation::Normalize => normalize(&mut src, algebra, vin, dtype),
+        Operation::Normalize => normalize(&mut src, algebra, vin, compute),
         _ => {
             let terms = linear_terms(algebra, op);
             for k in 0..blades {

@@ -7,6 +7,10 @@
 //! fold `fma(m, x, 0.0)` into `m * x` (Mesa does), which differs for a −0.0 product, while
 //! `fma(m, x, −0.0)` is `m * x` exactly under any rounding.
 //!
+//! In float16 storage (`Dtype::F16`) the matrix is float32 (built from the widened rotor), the
+//! rows are widened as they are loaded, the float32 chain runs and each result is rounded
+//! once at the store.
+//!
 //! In float64 (`Dtype::F64`) the matrix and rows are `f64` and the same chain runs in
 //! `f64`; whether an entry is ±0 is then `m != 0.0` (true for NaN too), WGSL having no 64-bit
 //! integer to test the bits with, and −0.0 is the float32 one converted (exact).
@@ -14,7 +18,7 @@
 use std::fmt::Write;
 
 use super::algebra::Algebra;
-use super::wgsl::{component, entry, store, vec4, zero};
+use super::wgsl::{component, entry, load, store, vec4, zero};
 use crate::dtype::Dtype;
 use super::sandwich_map::entries;
 
@@ -24,6 +28,9 @@ pub fn generate_map(algebra: &Algebra, dtype: Dtype) -> String {
     let vin = blades.is_multiple_of(4);
     let (scalar, vector) = (dtype.wgsl(), vec4(dtype));
     let row = if vin { vector.as_str() } else { scalar };
+    // The map is in the dtype the kernel computes in (float32 for float16 rows, which are
+    // widened as they are loaded).
+    let compute = dtype.compute();
     let (nz, neg_zero) = match dtype {
         Dtype::F64 => (
             "fn nz(m: f64) -> bool {\n    return m != 0.0lf;\n}\n",
@@ -46,16 +53,17 @@ pub fn generate_map(algebra: &Algebra, dtype: Dtype) -> String {
         dtype.wgsl_enable(),
     )
     .expect("string write");
-    entry(&mut src, &[scalar, row], row);
+    entry(&mut src, &[compute.wgsl(), row], row);
     let per_row = if vin { blades / 4 } else { blades };
     for m in 0..per_row {
-        writeln!(src, "    let x{m} = in1[{per_row}u * i + {m}u];").expect("string write");
+        let x = load(dtype, vin, &format!("in1[{per_row}u * i + {m}u]"));
+        writeln!(src, "    let x{m} = {x};").expect("string write");
     }
     let entries = entries(algebra);
     for k in 0..blades {
         let row: Vec<usize> = entries.iter().filter(|e| e.k == k).map(|e| e.i).collect();
         if row.is_empty() {
-            writeln!(src, "    let r{k} = {};", zero(dtype)).expect("string write");
+            writeln!(src, "    let r{k} = {};", zero(compute)).expect("string write");
             continue;
         }
         writeln!(src, "    var r{k} = {neg_zero};\n    var e{k} = false;").expect("string write");
@@ -69,7 +77,7 @@ pub fn generate_map(algebra: &Algebra, dtype: Dtype) -> String {
             )
             .expect("string write");
         }
-        writeln!(src, "    r{k} = select({}, r{k}, e{k});", zero(dtype)).expect("string write");
+        writeln!(src, "    r{k} = select({}, r{k}, e{k});", zero(compute)).expect("string write");
     }
     store(&mut src, blades, dtype);
     src.push_str("}\n");

@@ -29,6 +29,8 @@ use super::cl3_table::{NEG, W};
 use super::host_program::Step;
 #[cfg(target_arch = "x86_64")]
 use super::host_cl3_avx2 as avx2;
+#[cfg(target_arch = "x86_64")]
+use super::host_cl3_avx512 as avx512;
 
 /// Items computed together on AVX2 (one vector per blade).
 #[cfg(target_arch = "x86_64")]
@@ -106,6 +108,24 @@ pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused
         .zip(a.par_chunks(GRAIN * words))
         .zip(b.par_chunks(GRAIN * words))
         .for_each(|((out, a), b)| {
+            // float16 rows at the AVX-512BW level: 16 items a block (`host_cl3_avx512`),
+            // the AVX2 blocks and `one_by_one` below taking the rest.
+            #[cfg(target_arch = "x86_64")]
+            let (a, b, out) = {
+                let wide = storage == Storage::F16 && has_avx512bw(crate::host::simd::dispatched());
+                let done = if wide { out.len() / avx512::BLOCK * avx512::BLOCK } else { 0 };
+                let (o, rest) = out.split_at_mut(done);
+                // SAFETY: `has_avx512bw` is true only at the AVX-512F level on a CPU it
+                // found AVX-512BW and VL on (with AVX2, FMA and F16C, which that level and
+                // `has_f16c` imply): all `blocks_f16` needs; its accesses are in bounds.
+                #[allow(unsafe_code)]
+                match (wide, fused) {
+                    (false, _) => {}
+                    (true, true) => unsafe { avx512::blocks_f16::<true>(&a[..done], &b[..done], o, stream) },
+                    (true, false) => unsafe { avx512::blocks_f16::<false>(&a[..done], &b[..done], o, stream) },
+                }
+                (&a[done..], &b[done..], rest)
+            };
             #[cfg(target_arch = "x86_64")]
             let whole = {
                 let level = crate::host::simd::dispatched();
@@ -149,6 +169,15 @@ pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused
 #[cfg(target_arch = "x86_64")]
 fn has_avx512vl(level: crate::host::simd::Level) -> bool {
     level == crate::host::simd::Level::Avx512 && std::arch::is_x86_feature_detected!("avx512vl")
+}
+
+/// Whether the float16 blocks run 16 items at a time (`host_cl3_avx512`) at `level`: at
+/// the AVX-512F level, on a CPU with AVX-512BW and VL (and F16C).
+#[cfg(target_arch = "x86_64")]
+fn has_avx512bw(level: crate::host::simd::Level) -> bool {
+    has_avx512vl(level)
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && crate::host::f16::has_f16c(level)
 }
 
 /// The chains of one item (the portable path, and the last items of a task).
@@ -264,8 +293,9 @@ mod tests {
 
     /// float16 rows: the float32 chains of the widened rows, rounded once (the bits of the
     /// tile-by-tile conversion the host ran before and of the WGSL float16 kernel), at the
-    /// detected level (AVX-512VL where the CPU has it), AVX2 and the portable one, both `fma`
-    /// modes, streamed or not, at an odd count and either alignment of the output; the
+    /// detected level (the AVX-512 blocks where the CPU has AVX-512BW), AVX2 and the portable
+    /// one, both `fma` modes, streamed or not, at an odd count and at 4-, 16- and 64-byte
+    /// alignments of the output; the
     /// float32 chains at AVX2 give the bits of the detected level's.
     #[test]
     fn float16_rows_round_the_float32_chains_of_the_widened_rows_once() {
@@ -301,9 +331,11 @@ mod tests {
             assert_eq!(f32_bits(&narrower), f32_bits(&chains), "float32 at AVX2, fused {fused}");
             let mut expected = vec![0.0f32; n * W / 2];
             narrow(Level::Portable, &chains, &mut expected);
+            // Offset 16 stands for "64-byte aligned" (the AVX-512 blocks' widest stores).
             for (level, stream, offset) in [
                 (None, false, 0),
-                (None, true, 0),
+                (None, true, 16),
+                (None, false, 16),
                 (None, true, 1),
                 (None, true, 4),
                 (Some(Level::Avx2), true, 0),
@@ -311,7 +343,12 @@ mod tests {
                 (Some(Level::Portable), false, 0),
             ] {
                 force_level(level);
-                let mut buf = vec![0.0f32; n * W / 2 + offset];
+                let mut buf = vec![0.0f32; n * W / 2 + 16];
+                let offset = match offset {
+                    16 => (64 - buf.as_ptr() as usize % 64) % 64 / 4,
+                    o => o,
+                };
+                let buf = &mut buf[..n * W / 2 + offset];
                 run_chains(&a, &b, &mut buf[offset..], Storage::F16, fused, stream);
                 force_level(None);
                 assert_eq!(

@@ -116,25 +116,37 @@ at_levels! {
 }
 }
 
-/// The 8 chains on blade-major vectors (`x[i]`: blade i of 8 items).
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn chains<const FUSED: bool>(x: &[__m256; 8], y: &[__m256; 8]) -> [__m256; 8] {
-    std::array::from_fn(|k| {
-        let mut acc = _mm256_mul_ps(x[0], y[k]);
-        for i in 1..W {
-            let (xi, yj) = (x[i], y[i ^ k]);
-            acc = match (FUSED, NEG[k][i]) {
-                (true, false) => _mm256_fmadd_ps(xi, yj, acc),
-                // fma(-x, y, acc): the negated product added with one rounding.
-                (true, true) => _mm256_fnmadd_ps(xi, yj, acc),
-                (false, false) => _mm256_add_ps(acc, _mm256_mul_ps(xi, yj)),
-                (false, true) => _mm256_sub_ps(acc, _mm256_mul_ps(xi, yj)),
-            };
+/// `fn chains<const FUSED: bool>(x: &[V; W], y: &[V; W]) -> [V; W]`: the 8 chains on
+/// blade-major vectors (`x[i]`: blade i of the block's items) of type `V`, with `features`
+/// and that width's intrinsics (`mul`, `fmadd`, `fnmadd`, `add`, `sub`): one body for the
+/// AVX2 blocks here and the AVX-512 ones (`ga::host_cl3_avx512`), the same operations lane
+/// by lane, hence the same bits.
+macro_rules! cl3_chains {
+    ($features:literal, $v:ty, $mul:ident, $fmadd:ident, $fnmadd:ident, $add:ident, $sub:ident) => {
+        /// The 8 chains on blade-major vectors (`x[i]`: blade i of the block's items).
+        #[inline]
+        #[target_feature(enable = $features)]
+        fn chains<const FUSED: bool>(x: &[$v; W], y: &[$v; W]) -> [$v; W] {
+            std::array::from_fn(|k| {
+                let mut acc = $mul(x[0], y[k]);
+                for i in 1..W {
+                    let (xi, yj) = (x[i], y[i ^ k]);
+                    acc = match (FUSED, NEG[k][i]) {
+                        (true, false) => $fmadd(xi, yj, acc),
+                        // fma(-x, y, acc): the negated product added with one rounding.
+                        (true, true) => $fnmadd(xi, yj, acc),
+                        (false, false) => $add(acc, $mul(xi, yj)),
+                        (false, true) => $sub(acc, $mul(xi, yj)),
+                    };
+                }
+                acc
+            })
         }
-        acc
-    })
+    };
 }
+pub(super) use cl3_chains;
+
+cl3_chains!("avx2,fma", __m256, _mm256_mul_ps, _mm256_fmadd_ps, _mm256_fnmadd_ps, _mm256_add_ps, _mm256_sub_ps);
 
 /// Eight consecutive float16 rows of `x` (4 words each) from word `at` on, each widened
 /// to float32 as it is loaded (`vcvtph2ps`, exact).

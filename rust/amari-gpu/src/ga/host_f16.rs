@@ -8,6 +8,7 @@ use std::ops::Range;
 
 use super::codegen::Broadcast;
 use super::host::GaKernel;
+use super::operation::Operation;
 use crate::dtype::Dtype;
 
 /// Items per float16 tile: its float32 copies stay in the per-core caches.
@@ -29,9 +30,14 @@ impl GaKernel {
         let f32_kernel = self.clone().in_dtype(Dtype::F32);
         let level = crate::host::simd::dispatched();
         let (w, ow) = (self.algebra.blades(), self.output_words());
-        // Whole operands are widened once; batches tile by tile.
+        // Whole operands are widened once (a sandwich's map is float32 already); batches
+        // tile by tile.
+        let map = self.op == Operation::Sandwich && self.broadcast == Broadcast::Left;
         let whole: Vec<Option<Vec<f32>>> = (0..inputs.len())
             .map(|slot| {
+                if map && slot == 0 {
+                    return Some(inputs[0].to_vec());
+                }
                 matches!(
                     (slot, self.broadcast),
                     (0, Broadcast::Left) | (1, Broadcast::Right)
@@ -83,7 +89,7 @@ impl GaKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ga::{Algebra, Operation};
+    use crate::ga::Algebra;
     use crate::host::f16::{has_f16c, narrow};
     use crate::host::simd::{force_level, Level};
     use crate::kernel::{FmaMode, HostImpl};

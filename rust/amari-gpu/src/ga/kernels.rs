@@ -1,6 +1,6 @@
 //! Kernels for the generated operations: one per algebra, operation, broadcast (a single
-//! multivector is bound whole, uploaded once per device) and dtype, from a process-wide cache
-//! of generated sources.
+//! multivector is bound whole, uploaded once per device) and dtype, each built once per
+//! process and kept.
 
 use std::sync::Arc;
 
@@ -22,21 +22,6 @@ use crate::kernel::{Input, Kernel, Output};
 pub fn kernel_id(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> String {
     let (p, q, r) = algebra.signature();
     format!("ga_cl{p}{q}{r}_{}_{}", op.name(), broadcast.name())
-}
-
-/// The generated source and arithmetic per item of kernel `id`, made once per process.
-/// Sources are kept for the life of the process like the pipelines compiled from them, so
-/// they are leaked into `&'static str`s instead of being copied into every kernel.
-fn generated(id: &str, make: impl FnOnce() -> (String, f64)) -> (&'static str, f64) {
-    static GENERATED: OnceLock<Mutex<HashMap<String, (&'static str, f64)>>> = OnceLock::new();
-    let mut generated = GENERATED
-        .get_or_init(Default::default)
-        .lock()
-        .expect("generated-kernel cache");
-    *generated.entry(id.to_string()).or_insert_with(|| {
-        let (source, flops) = make();
-        (Box::leak(source.into_boxed_str()), flops)
-    })
 }
 
 /// Arithmetic per item, for the cost model: a multiply and an add per product term (per
@@ -63,16 +48,31 @@ fn flops_per_item(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> f64
 /// The kernel of `op` in `algebra` computing in `dtype` (the operation must have passed
 /// [`Operation::check`] and [`Operation::check_dtype`]). Its id is the same in every dtype;
 /// the dtype is its own field (pipelines are cached by both, see `Kernel::pipeline_key`).
+/// Built once per process and key: a tiny call would otherwise spend microseconds
+/// re-deriving the product terms and formatting ids on every call.
 pub fn kernel(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: Dtype) -> Kernel {
+    type Key = (Algebra, Operation, Broadcast, Dtype);
+    static KERNELS: OnceLock<Mutex<HashMap<Key, Kernel>>> = OnceLock::new();
+    let key = (*algebra, op, broadcast, dtype);
+    let mut kernels = KERNELS.get_or_init(Default::default).lock().expect("GA kernel cache");
+    kernels
+        .entry(key)
+        .or_insert_with(|| build(algebra, op, broadcast, dtype))
+        .clone()
+}
+
+/// Builds the kernel of `op` in `algebra` computing in `dtype`: its host program (the
+/// product terms) and its generated source.
+fn build(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: Dtype) -> Kernel {
     let id = kernel_id(algebra, op, broadcast);
     // Widths in words: two per float64 value, half a word per float16 one (checked even).
     let words = dtype.words_of(algebra.blades());
     let inputs = (0..op.operands().len())
         .map(|slot| match (slot, broadcast) {
-            // A sandwich by one rotor binds its map M (blades × blades values) in place of
-            // the rotor.
+            // A sandwich by one rotor binds its map M (blades × blades values, in the dtype
+            // the kernel computes in: float32 for float16 rows) in place of the rotor.
             (0, Broadcast::Left) if op == Operation::Sandwich => {
-                Input::Whole(algebra.blades() * words)
+                Input::Whole(algebra.blades() * dtype.compute().words_of(algebra.blades()))
             }
             (0, Broadcast::Left) | (1, Broadcast::Right) => Input::Whole(words),
             _ => Input::PerItem(words),
@@ -87,13 +87,34 @@ pub fn kernel(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: Dty
         dtype,
         ..Kernel::map(id, Family::GeometricAlgebra, "")
     };
-    let (source, flops) = generated(&kernel.pipeline_key(), || {
-        (
-            generate(algebra, op, broadcast, dtype),
-            flops_per_item(algebra, op, broadcast),
-        )
-    });
+    // Built once per process and key (see `kernel`), like the pipelines compiled from it:
+    // the source is leaked into a `&'static str` rather than copied into every clone.
+    let source: &'static str = Box::leak(generate(algebra, op, broadcast, dtype).into_boxed_str());
     kernel.source = source.into();
-    kernel.flops_per_item = flops;
+    kernel.flops_per_item = flops_per_item(algebra, op, broadcast);
     kernel
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_is_built_once_per_key() {
+        let cl3 = Algebra::new(3, 0, 0).expect("Cl(3,0)");
+        let first = kernel(&cl3, Operation::Geometric, Broadcast::None, Dtype::F32);
+        let again = kernel(&cl3, Operation::Geometric, Broadcast::None, Dtype::F32);
+        // The same leaked source, not a second generation of it.
+        assert!(std::ptr::eq(first.source.as_ref(), again.source.as_ref()));
+        assert!(Arc::ptr_eq(
+            first.host.as_ref().expect("host twin"),
+            again.host.as_ref().expect("host twin")
+        ));
+        // Other keys get their own kernels.
+        let f64k = kernel(&cl3, Operation::Geometric, Broadcast::None, Dtype::F64);
+        assert_eq!(f64k.dtype, Dtype::F64);
+        assert_ne!(first.source, f64k.source);
+        let outer = kernel(&cl3, Operation::Outer, Broadcast::None, Dtype::F32);
+        assert_ne!(first.source, outer.source);
+    }
 }

@@ -16,6 +16,8 @@ mod host_f16;
 mod host_cl3;
 #[cfg(target_arch = "x86_64")]
 mod host_cl3_avx2;
+#[cfg(target_arch = "x86_64")]
+mod host_cl3_avx512;
 mod host_normalize;
 mod host_program;
 pub mod kernels;

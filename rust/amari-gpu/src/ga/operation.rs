@@ -127,30 +127,18 @@ impl Operation {
     }
 
     /// Whether the family has a kernel of this operation in `dtype`: every operation in
-    /// float32 and float64; in float16 (storage, float32 arithmetic) the products but the
-    /// scalar product and sandwich, and the unary maps but `normalize` (every algebra has 2
-    /// to 64 blades, an even count, so its rows pack whole into words). An error naming
-    /// `dtype` otherwise.
+    /// float32 and float64; in float16 (storage, float32 arithmetic, one rounding per result)
+    /// all but the scalar product (every algebra has 2 to 64 blades, an even count, so its
+    /// rows pack whole into words). An error naming `dtype` otherwise.
     pub fn check_dtype(&self, dtype: Dtype) -> Result<()> {
         match (self, dtype) {
-            (_, Dtype::F32) => Ok(()),
-            (Operation::Normalize, Dtype::F16) => Err(Error::invalid(
-                "dtype",
-                "normalize computes in float32 and float64 (its exact power-of-two scaling \
-                 has no float16 kernel); got float16",
-            )),
-            (_, Dtype::F64) => Ok(()),
+            (_, Dtype::F32 | Dtype::F64) => Ok(()),
             // One value per row cannot be packed two to a word row by row.
             (Operation::Scalar, Dtype::F16) => Err(Error::invalid(
                 "dtype",
                 "scalar_product computes in float32 and float64: its result has one value per \
                  row and float16 packs two values to a 4-byte word, so a chunk's rows would \
                  split words; got float16",
-            )),
-            (Operation::Sandwich, Dtype::F16) => Err(Error::invalid(
-                "dtype",
-                "sandwich computes in float32 and float64 (its rotor map is built in the \
-                 kernel's own dtype); got float16",
             )),
             (_, Dtype::F16) => Ok(()),
         }

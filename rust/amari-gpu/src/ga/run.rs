@@ -177,7 +177,14 @@ pub fn check<'a>(
             let r = rotor(ctx, bound[0], words)?;
             map = match dtype {
                 Dtype::F64 => matrix_f64(&algebra, &r),
-                _ => matrix(&algebra, &r),
+                Dtype::F32 => matrix(&algebra, &r),
+                // float16 rows: the float32 map of the widened rotor (exact), as the float32
+                // sandwich builds it from those values.
+                Dtype::F16 => {
+                    let mut wide = vec![0.0f32; algebra.blades()];
+                    crate::host::f16::widen(crate::host::simd::dispatched(), &r, &mut wide);
+                    matrix(&algebra, &wide)
+                }
             };
             bound[0] = Operand::Host(&map);
         }

@@ -4,6 +4,7 @@
 //! the result. Errors name the caller's arguments and speak in the caller's dimensions.
 
 use crate::context::MultiGpuContext;
+use crate::dtype::Dtype;
 use crate::error::{shape_text, Error, Result};
 use crate::resident::Operand;
 use crate::tropical::blocks::{BatchShape, Product};
@@ -67,13 +68,29 @@ pub(crate) fn matvec_shape(a: &[usize], x: &[usize]) -> Result<BatchShape> {
 
 /// Refuses an operand whose words do not make up its stated shape (a caller of the native
 /// functions passing a shape of its own): a resident one holds every axis but the last as
-/// rows and the last as the words of a row.
-pub(crate) fn check_operand(argument: &str, operand: Operand<'_>, dims: &[usize]) -> Result<()> {
+/// rows and the last as the words of a row, and values of the call's `dtype`.
+pub(crate) fn check_operand(
+    argument: &str,
+    operand: Operand<'_>,
+    dims: &[usize],
+    dtype: Dtype,
+) -> Result<()> {
+    let words = dtype.bytes() / 4;
     let (rows, cols) = match operand {
-        Operand::Host(data) => return check_len(argument, data.len(), dims),
+        Operand::Host(data) => return check_len(argument, data.len() / words, dims),
+        Operand::Resident(array) if array.dtype() != dtype => {
+            return Err(Error::invalid(
+                argument,
+                format!(
+                    "expected a DeviceArray of {dtype} (the dtype the product computes in), got \
+                     one of {}",
+                    array.dtype()
+                ),
+            ))
+        }
         Operand::Resident(array) => (array.rows(), array.cols()),
     };
-    let last = dims.last().copied().unwrap_or(1);
+    let last = dims.last().copied().unwrap_or(1) * words;
     let lead: usize = dims.iter().rev().skip(1).product();
     if (lead, last) != (rows, cols) {
         return Err(Error::Shape {
@@ -128,6 +145,27 @@ pub(crate) fn unravel(flat: usize, dims: &[usize]) -> Vec<usize> {
         rest /= dim.max(1);
     }
     index
+}
+
+/// [`reject_nan`] of values of any tropical dtype.
+pub(crate) fn reject_nan_of<T: Scalar>(argument: &str, data: &[T], dims: &[usize]) -> Result<()> {
+    if T::DTYPE == Dtype::F32 {
+        return reject_nan(argument, T::words(data), dims);
+    }
+    match data.iter().position(|v| v.is_nan()) {
+        Some(flat) => Err(nan_error(argument, &unravel(flat, dims), dims)),
+        None => Ok(()),
+    }
+}
+
+/// [`largest_finite`] of values of any tropical dtype.
+pub(crate) fn largest_finite_of<T: Scalar>(data: &[T]) -> f64 {
+    if T::DTYPE == Dtype::F32 {
+        return largest_finite(T::words(data));
+    }
+    data.iter()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |m, v| m.max(v.to_f64().abs()))
 }
 
 /// The bits of a float32's magnitude: for magnitudes, their order is the values' order;

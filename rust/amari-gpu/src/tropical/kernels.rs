@@ -193,22 +193,39 @@ pub fn rows(semiring: Semiring, shape: &ProductShape) -> Kernel {
     }
 }
 
-/// Per row of `k` words: the first NaN column (-1 without one) and the largest finite
-/// magnitude (0 without one), two words per row; a row's words read `STATS_PASS_K` at a
-/// time, in the parameters' places of a product's `k` and `k_pass`.
-pub fn row_stats(k: usize) -> Kernel {
+/// Per row of `k` values of `dtype`: the first NaN column and the largest finite magnitude
+/// (float32: two words per row, the column as a float, -1 without one; float64: three u32
+/// words, the column plus one, 0 without one, then the magnitude's low and high words); a
+/// row's values read `STATS_PASS_K` at a time, in the parameters' places of a product's `k`
+/// and `k_pass`.
+pub fn row_stats(k: usize, dtype: Dtype) -> Kernel {
     let mut params = vec![0; K_PASS + 1];
     params[1] = k as u32;
     params[K_PASS] = STATS_PASS_K as u32;
+    let (entry, id, out) = match dtype {
+        Dtype::F64 => ("row_stats64", "tropical_row_stats64", 3),
+        Dtype::F16 | Dtype::F32 => ("row_stats", "tropical_row_stats", 2),
+    };
+    let stats = RowStats { k, dtype };
     Kernel {
-        entry: "row_stats",
-        inputs: vec![Input::PerItem(k)],
-        output: Output::PerItem(2),
+        entry,
+        inputs: vec![Input::PerItem(k * stats.words())],
+        output: Output::PerItem(out),
         params,
         passes: Some(k_passes),
         flops_per_item: k as f64,
-        host: Some(Arc::new(RowStats { k })),
-        ..Kernel::map("tropical_row_stats", Family::Tropical, SOURCE)
+        host: Some(Arc::new(stats)),
+        ..map(
+            id,
+            &ProductShape {
+                k,
+                cols: 0,
+                b_words: 0,
+                batches: 1,
+                accumulate: false,
+                dtype,
+            },
+        )
     }
 }
 
@@ -292,7 +309,7 @@ mod tests {
                     assert!((passes - 1) * k_pass < k.max(1), "{} k={k}", kernel.id);
                 }
             }
-            let stats = row_stats(k);
+            let stats = row_stats(k, Dtype::F32);
             assert!(stats.pass_count(1) as usize * STATS_PASS_K >= k);
         }
         // Trips of one pass: 28 per step of 16 indices (the step, two staging loops of 4

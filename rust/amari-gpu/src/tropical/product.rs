@@ -2,7 +2,8 @@
 //! operands alike: the checks (shapes as the caller gave them, NaN, binding sizes; the
 //! `checks` module), then a run over host operands through the engine (the `blocks` module)
 //! or where a resident `a`'s rows live (the `resident` module). The result is a host array
-//! or a resident one by the rule every operation follows (`Destination`).
+//! or a resident one by the rule every operation follows (`Destination`). Each computes in
+//! the dtype of its values, float32 or float64 (`T`); a resident `a` must hold that dtype.
 
 use crate::context::MultiGpuContext;
 use crate::error::{shape_text, Error, Result};
@@ -10,16 +11,18 @@ use crate::plan::Strategy;
 use crate::resident::{Destination, Operand, Outcome, Ready, ResidentArray};
 pub use crate::tropical::blocks::Variant;
 use crate::tropical::blocks::{host_run, BatchShape, Kind, Product};
-use crate::tropical::checks::{self, largest_finite, may_overflow, reject_nan};
+use crate::tropical::checks::{self, may_overflow, reject_nan_of};
 use crate::tropical::resident::{self, ResidentProduct};
+use crate::tropical::scalar::Scalar;
 use crate::tropical::semiring::Semiring;
 
 /// A product's operands as the caller gave them: `a` of shape `(m, k)` or `(batch, m, k)`
 /// (host words, or a resident array holding every axis but the last as rows), and the
 /// right operand `b` of shape `(k, n)` / `(batch, k, n)` (`(k,)` / `(batch, k)` for a
-/// matrix-vector product), bound whole on every device.
+/// matrix-vector product), bound whole on every device; values of `T` (a host `a` as the
+/// engine's words of them).
 #[derive(Clone, Copy)]
-pub struct Operands<'a> {
+pub struct Operands<'a, T = f32> {
     /// The semiring.
     pub semiring: Semiring,
     /// The left operand.
@@ -27,7 +30,7 @@ pub struct Operands<'a> {
     /// The caller's shape of `a`.
     pub a_shape: &'a [usize],
     /// The right operand (or vector), flat row-major.
-    pub b: &'a [f32],
+    pub b: &'a [T],
     /// The caller's shape of `b`.
     pub b_shape: &'a [usize],
 }
@@ -35,18 +38,21 @@ pub struct Operands<'a> {
 /// `a[p] ⊗ b[p]` for every batch p in `semiring`, the result of shape `(m, n)` or
 /// `(batch, m, n)` as `a` is batched: the operands checked, and what runs the product
 /// (`strategy` splits host operands; a resident `a` runs where its rows live). A finite
-/// term `a + b` beyond the float32 range that decides an entry is an error when it runs
+/// term `a + b` beyond the range of `T` that decides an entry is an error when it runs
 /// (not a quiet ±inf); ±inf operands keep their tropical meaning.
-pub fn tropical_matmul<'a>(ctx: &MultiGpuContext, operands: Operands<'a>) -> Result<Ready<'a>> {
+pub fn tropical_matmul<'a, T: Scalar>(
+    ctx: &MultiGpuContext,
+    operands: Operands<'a, T>,
+) -> Result<Ready<'a>> {
     tropical_matmul_with(ctx, Variant::Tiled, operands)
 }
 
 /// [`tropical_matmul`] with host operands run by the `variant` kernel (benchmarks and
 /// tests compare them).
-pub fn tropical_matmul_with<'a>(
+pub fn tropical_matmul_with<'a, T: Scalar>(
     ctx: &MultiGpuContext,
     variant: Variant,
-    operands: Operands<'a>,
+    operands: Operands<'a, T>,
 ) -> Result<Ready<'a>> {
     let shape = checks::matmul_shape(operands.a_shape, operands.b_shape)?;
     check(ctx, Kind::Matmul(variant), shape, operands)
@@ -55,7 +61,10 @@ pub fn tropical_matmul_with<'a>(
 /// `a[p] ⊗ x[p]` for every batch p: `a` of shape `(m, k)` / `(batch, m, k)`, `x` of shape
 /// `(k,)` / `(batch, k)`, the result of shape `(m,)` / `(batch, m)`; as [`tropical_matmul`]
 /// otherwise, except that a resident `a` cannot write into a resident `out`.
-pub fn tropical_matvec<'a>(ctx: &MultiGpuContext, operands: Operands<'a>) -> Result<Ready<'a>> {
+pub fn tropical_matvec<'a, T: Scalar>(
+    ctx: &MultiGpuContext,
+    operands: Operands<'a, T>,
+) -> Result<Ready<'a>> {
     let shape = checks::matvec_shape(operands.a_shape, operands.b_shape)?;
     check(ctx, Kind::Matvec, shape, operands)
 }
@@ -86,20 +95,20 @@ fn host_only(_: &ResidentArray) -> Result<f64> {
 
 /// The checks every product shares: the operands' words, NaN (a resident `a`'s from its
 /// row statistics, computed where its rows live), the whole-bound operand's size.
-fn check<'a>(
+fn check<'a, T: Scalar>(
     ctx: &MultiGpuContext,
     kind: Kind,
     shape: BatchShape,
-    operands: Operands<'a>,
+    operands: Operands<'a, T>,
 ) -> Result<Ready<'a>> {
     let top_a = operand_checks(kind, shape, operands, |a| {
         resident::checked_rows(ctx, a, operands.a_shape)
     })?;
     let right = kind.right();
     let b = operands.b;
-    checks::check_whole_binding(ctx, right, b.len())?;
-    // Whether a term could overflow float32 (the exact check then runs).
-    let exact = may_overflow(top_a, largest_finite(b), f64::from(f32::MAX));
+    checks::check_whole_binding(ctx, right, T::words(b).len())?;
+    // Whether a term could overflow `T` (the exact check then runs).
+    let exact = may_overflow(top_a, checks::largest_finite_of(b), T::MAX);
     Ok(Ready::new(move |ctx, out, strategy| {
         run(ctx, (kind, shape, exact), operands, out, strategy)
     }))
@@ -108,10 +117,10 @@ fn check<'a>(
 /// The checks of a product's operands that need no context but a resident `a`'s
 /// (`resident_rows`: its NaN check, giving its largest finite magnitude): the words of
 /// both operands, NaN in the caller's positions. Returns `a`'s largest finite magnitude.
-fn operand_checks(
+fn operand_checks<T: Scalar>(
     kind: Kind,
     shape: BatchShape,
-    operands: Operands<'_>,
+    operands: Operands<'_, T>,
     resident_rows: impl FnOnce(&ResidentArray) -> Result<f64>,
 ) -> Result<f64> {
     let Operands {
@@ -122,7 +131,7 @@ fn operand_checks(
         ..
     } = operands;
     let right = kind.right();
-    checks::check_operand("a", a, a_shape)?;
+    checks::check_operand("a", a, a_shape, T::DTYPE)?;
     checks::check_len(right, b.len(), b_shape)?;
     if matches!(a, Operand::Resident(_)) && shape.n == 0 {
         let mut want: Vec<String> = b_shape.iter().map(usize::to_string).collect();
@@ -138,21 +147,22 @@ fn operand_checks(
     }
     let top_a = match a {
         Operand::Host(a) => {
-            reject_nan("a", a, a_shape)?;
-            largest_finite(a)
+            let a = T::values(a);
+            reject_nan_of("a", &a, a_shape)?;
+            checks::largest_finite_of(&a)
         }
         Operand::Resident(a) => resident_rows(a)?,
     };
-    reject_nan(right, b, b_shape)?;
+    reject_nan_of(right, b, b_shape)?;
     Ok(top_a)
 }
 
 /// Runs a checked product into `out` (checked first): over host operands through the
 /// engine, or where a resident `a`'s rows live.
-fn run(
+fn run<T: Scalar>(
     ctx: &MultiGpuContext,
     (kind, shape, exact): (Kind, BatchShape, bool),
-    operands: Operands<'_>,
+    operands: Operands<'_, T>,
     out: Destination<'_>,
     strategy: Option<Strategy>,
 ) -> Result<Outcome> {
@@ -160,18 +170,24 @@ fn run(
     let Operands { semiring, a, b, .. } = operands;
     match (a, out) {
         (Operand::Host(a), Destination::Host(out)) => {
+            let a = T::values(a);
             let product = Product {
                 semiring,
                 shape,
-                a,
+                a: &a,
                 b,
             };
-            let plan = host_run(ctx, kind, product, out, strategy)?;
-            if exact {
-                checks::check_overflow(product, out)?;
-            }
+            let mut ran = Ok(None);
+            T::with_values_mut(out, |out| {
+                ran = host_run(ctx, kind, product, out, strategy).and_then(|plan| {
+                    if exact {
+                        checks::check_overflow(product, out)?;
+                    }
+                    Ok(Some(plan))
+                });
+            });
             Ok(Outcome {
-                plan: Some(plan),
+                plan: ran?,
                 array: None,
             })
         }
@@ -194,10 +210,10 @@ fn run(
 
 /// Refuses an `out` that cannot take the result: host words of another size, or a resident
 /// array for a matrix-vector product of a resident `a`.
-fn check_output(
+fn check_output<T: Scalar>(
     kind: Kind,
     shape: BatchShape,
-    operands: Operands<'_>,
+    operands: Operands<'_, T>,
     out: &Destination<'_>,
 ) -> Result<()> {
     let lead = &operands.a_shape[..operands.a_shape.len() - 1];
@@ -207,7 +223,9 @@ fn check_output(
     }
     let resident_a = matches!(operands.a, Operand::Resident(_));
     match out {
-        Destination::Host(out) => checks::check_len("out", out.len(), &dims)?,
+        Destination::Host(out) => {
+            checks::check_len("out", out.len() * 4 / T::DTYPE.bytes(), &dims)?
+        }
         Destination::Resident(Some(_)) if kind == Kind::Matvec && resident_a => {
             return Err(Error::invalid(
                 "out",

@@ -1,14 +1,13 @@
-//! The tropical products on float64 host operands: the checks of the float32 products
-//! (shapes in the caller's terms, NaN at its position, the whole-bound operand's size, the
-//! exact overflow check when a term could leave float64) and the run through the engine in
-//! float64 (`blocks`), on the devices that run float64 kernels. A resident (DeviceArray) `a`
-//! is float32 only, so these take host operands alone.
+//! The tropical products on float64 host operands as callers holding plain `f64` slices
+//! take them: the one entry of each product (`product`, which owns the checks and the run,
+//! in float64 here) on the engine's words of the values, on the devices that run float64
+//! kernels. A resident (DeviceArray) `a` of float64 goes to that entry directly.
 
 use crate::context::MultiGpuContext;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::plan::{Plan, Strategy};
-use crate::tropical::blocks::{host_run, BatchShape, Kind, Product, Variant};
-use crate::tropical::checks::{self, may_overflow, nan_error, unravel};
+use crate::resident::{Destination, Operand, Ready};
+use crate::tropical::product::{self, Operands};
 use crate::tropical::scalar::Scalar;
 use crate::tropical::semiring::Semiring;
 
@@ -29,17 +28,29 @@ pub struct HostOperands<'a, T> {
     pub b_shape: &'a [usize],
 }
 
+impl<'a, T: Scalar> HostOperands<'a, T> {
+    /// The operands as the products' entry takes them.
+    fn operands(self) -> Operands<'a, T> {
+        Operands {
+            semiring: self.semiring,
+            a: Operand::Host(T::words(self.a)),
+            a_shape: self.a_shape,
+            b: self.b,
+            b_shape: self.b_shape,
+        }
+    }
+}
+
 /// `a[p] ⊗ b[p]` for every batch p on float64 host operands into `out` (of the result's
-/// shape, `(m, n)` or `(batch, m, n)`), as `tropical::tropical_matmul` computes it in
-/// float32: exact, a finite term beyond float64 that decides an entry an error.
+/// shape, `(m, n)` or `(batch, m, n)`), as `tropical::tropical_matmul` computes it:
+/// exact, a finite term beyond float64 that decides an entry an error.
 pub fn tropical_matmul_f64(
     ctx: &MultiGpuContext,
     operands: HostOperands<'_, f64>,
     out: &mut [f64],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
-    let shape = checks::matmul_shape(operands.a_shape, operands.b_shape)?;
-    run(ctx, (Kind::Matmul(Variant::Tiled), shape), operands, out, strategy)
+    run(ctx, product::tropical_matmul(ctx, operands.operands())?, out, strategy)
 }
 
 /// `a[p] ⊗ x[p]` for every batch p on float64 host operands into `out` (`(m,)` or
@@ -50,57 +61,18 @@ pub fn tropical_matvec_f64(
     out: &mut [f64],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
-    let shape = checks::matvec_shape(operands.a_shape, operands.b_shape)?;
-    run(ctx, (Kind::Matvec, shape), operands, out, strategy)
+    run(ctx, product::tropical_matvec(ctx, operands.operands())?, out, strategy)
 }
 
-/// The first NaN of `data` (of shape `dims`) as the error naming `argument`, and otherwise
-/// the largest finite magnitude.
-fn scan<T: Scalar>(argument: &str, data: &[T], dims: &[usize]) -> Result<f64> {
-    if let Some(flat) = data.iter().position(|v| v.is_nan()) {
-        return Err(nan_error(argument, &unravel(flat, dims), dims));
-    }
-    Ok(data
-        .iter()
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, |m, v| m.max(v.to_f64().abs())))
-}
-
-/// Checks and runs one product (every check before anything is written).
-fn run<T: Scalar>(
+/// Runs a checked product into host `out`, giving its plan.
+fn run(
     ctx: &MultiGpuContext,
-    (kind, shape): (Kind, BatchShape),
-    operands: HostOperands<'_, T>,
-    out: &mut [T],
+    ready: Ready<'_>,
+    out: &mut [f64],
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
-    let HostOperands {
-        semiring,
-        a,
-        a_shape,
-        b,
-        b_shape,
-    } = operands;
-    let right = kind.right();
-    checks::check_len("a", a.len(), a_shape)?;
-    checks::check_len(right, b.len(), b_shape)?;
-    let top_a = scan("a", a, a_shape)?;
-    let top_b = scan(right, b, b_shape)?;
-    checks::check_whole_binding(ctx, right, T::words(b).len())?;
-    let mut dims = a_shape[..a_shape.len() - 1].to_vec();
-    if let Kind::Matmul(_) = kind {
-        dims.push(shape.n);
-    }
-    checks::check_len("out", out.len(), &dims)?;
-    let product = Product {
-        semiring,
-        shape,
-        a,
-        b,
-    };
-    let plan = host_run(ctx, kind, product, out, strategy)?;
-    if may_overflow(top_a, top_b, T::MAX) {
-        checks::check_overflow(product, out)?;
-    }
-    Ok(plan)
+    ready
+        .run(ctx, Destination::Host(f64::words_mut(out)), strategy)?
+        .plan
+        .ok_or_else(|| Error::Internal("a product of host operands gave no plan".into()))
 }
