@@ -6,9 +6,10 @@
 //! the sign of a zero result is the device's. All of it is exact (one rounding per sum,
 //! comparisons and negations exact), so the host and every device agree bit for bit
 //! whatever their `fma`. The product is the packed micro-kernel of the CPU's SIMD level
-//! (`host_kernel`, `host_pack`): a tile of rows × columns of accumulators in registers, each
-//! walked over k in order, so the grouping never changes which term a tie keeps. One body
-//! serves float32 and float64 (`Lanes`); a float64 call's words are read as values.
+//! (`host_kernel`, `host_pack`; the work cut for the threads by `host_drive`): a tile of
+//! rows × columns of accumulators in registers, each walked over k in order, so the
+//! grouping never changes which term a tie keeps. One body serves float32 and float64
+//! (`Lanes`); a float64 call's words are read as values.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -17,8 +18,9 @@ use crate::kernel::{FmaMode, HostImpl};
 
 use rayon::prelude::*;
 
-use super::host_kernel::{Kernel, Lanes};
-use super::host_pack::{mx, pack_a, pack_b, signed, store_tile, PackCache, Place};
+use super::host_drive::{product_rows_at, RowOperands};
+use super::host_kernel::Lanes;
+use super::host_pack::{mx, signed, PackCache};
 use super::scalar::Scalar;
 use super::semiring::Semiring;
 use super::shape::{batch_of, batch_runs, ProductShape, BLOCK_ROWS, MATVEC_PASS_K};
@@ -84,116 +86,6 @@ pub(super) fn product_rows_cached<T: Lanes>(
     out: &mut [T],
 ) {
     product_rows_at(Level::detect(), semiring, operands, Some(cache), out);
-}
-
-/// The operands of [`product_rows`].
-#[derive(Clone, Copy)]
-pub(super) struct RowOperands<'a, T> {
-    /// Rows × k.
-    pub a: &'a [T],
-    /// K × cols.
-    pub b: &'a [T],
-    /// Rows × cols, combined with the product when given.
-    pub c: Option<&'a [T]>,
-    pub k: usize,
-    pub cols: usize,
-}
-
-/// Inner indices of one k block: a strip's block (128 × 32 float32 or 128 × 16 float64
-/// values, 16 KiB) stays in L1.
-const K_BLOCK: usize = 128;
-
-/// Left-operand bytes one task packs: its panels stay in L2 beside the strip they meet.
-const TASK_PANEL_BYTES: usize = 192 << 10;
-
-/// Pairs (rows × k × cols) below which a product runs as one task.
-const SPLIT_PAIRS: usize = 1 << 15;
-
-/// Rows of each task of a product of `rows` rows (inner size `k`) on `threads` threads:
-/// at most [`TASK_PANEL_BYTES`] of panels, in a number of equal shares that is a multiple
-/// of the threads, each share whole tile quanta, so that the threads finish together and
-/// the last panel of a share computes as few padded rows as the kernel allows (a chunk of
-/// 64 rows on 2 threads at AVX-512: two shares of 12 + 12 + 8 rows, none padded).
-fn task_rows<T: Lanes>(kernel: &Kernel<T>, rows: usize, k: usize, cols: usize, threads: usize) -> usize {
-    // A small product is one task: waking a second thread costs more than its pairs.
-    let threads = if rows * k * cols < SPLIT_PAIRS { 1 } else { threads };
-    let bytes = kernel.mr * k.max(1) * std::mem::size_of::<T>();
-    let by_cache = (TASK_PANEL_BYTES / bytes).max(1) * kernel.mr;
-    let shares = rows.div_ceil(by_cache).next_multiple_of(threads.max(1));
-    rows.div_ceil(shares).next_multiple_of(kernel.quantum)
-}
-
-/// The heights of the tiles that cover `rows` rows: full tiles, then one tile of the
-/// shortest height that holds the rest.
-fn heights<T: Lanes>(kernel: &Kernel<T>, rows: usize) -> impl Iterator<Item = usize> + '_ {
-    (0..rows.div_ceil(kernel.mr)).map(move |p| kernel.height(rows - p * kernel.mr))
-}
-
-/// [`product_rows`] with the micro-kernel of `level` (which the CPU must have). `b` is
-/// packed once into strips; each task packs a few panels of rows of `a`, then walks the
-/// strips, each strip over all its panels while it is in cache.
-pub(super) fn product_rows_at<T: Lanes>(
-    level: Level,
-    semiring: Semiring,
-    operands: &RowOperands<'_, T>,
-    cache: Option<&PackCache<T>>,
-    out: &mut [T],
-) {
-    let RowOperands { a, b, c, k, cols } = *operands;
-    if cols == 0 || out.is_empty() {
-        return;
-    }
-    let kernel = Kernel::<T>::at(level);
-    let (mr, nr) = (kernel.mr, kernel.nr);
-    let min = semiring == Semiring::MinPlus;
-    let pack = || pack_b(b, k, cols, nr, min);
-    let strips = match cache {
-        Some(cache) => cache.get(b, pack),
-        None => Arc::new(pack()),
-    };
-    let rows = out.len() / cols;
-    let task_rows = task_rows(&kernel, rows, k, cols, rayon::current_num_threads());
-    out.par_chunks_mut(task_rows * cols)
-        .enumerate()
-        .for_each(|(t, out)| {
-            let r0 = t * task_rows;
-            let rows = out.len() / cols;
-            let c = c.map(|c| &c[r0 * cols..(r0 + rows) * cols]);
-            // Panel p starts at row p·mr and word p·mr·k; the last may be shorter.
-            let panels = rows.div_ceil(mr);
-            let mut packed = vec![T::ZERO; panels * mr * k];
-            for (p, height) in heights(&kernel, rows).enumerate() {
-                let (first, last) = (r0 + p * mr, (r0 + (p + 1) * mr).min(r0 + rows));
-                let panel = &mut packed[p * mr * k..][..height * k];
-                pack_a(&a[first * k..last * k], k, height, min, panel);
-            }
-            // Each strip meets every panel one k block at a time: the strip's block stays
-            // in L1 while the panels' blocks come from L2. The tiles carry their
-            // accumulators from block to block, so each output is still one walk over k.
-            let mut acc = vec![T::ZERO; panels * mr * nr];
-            for s in 0..cols.div_ceil(nr) {
-                let (col, strip) = (s * nr, &strips[s * k * nr..(s + 1) * k * nr]);
-                acc.fill(T::NEG_INFINITY);
-                for k0 in (0..k).step_by(K_BLOCK) {
-                    let k1 = (k0 + K_BLOCK).min(k);
-                    for (p, height) in heights(&kernel, rows).enumerate() {
-                        let panel = &packed[p * mr * k..][..height * k];
-                        let tile = &mut acc[p * mr * nr..][..height * nr];
-                        let block = &strip[k0 * nr..k1 * nr];
-                        kernel.tile(height, &panel[k0 * height..k1 * height], block, tile);
-                    }
-                }
-                for p in 0..panels {
-                    let place = Place {
-                        row: p * mr,
-                        col,
-                        rows: mr.min(rows - p * mr),
-                        cols: nr.min(cols - col),
-                    };
-                    store_tile(&acc[p * mr * nr..], nr, &place, c, cols, min, out);
-                }
-            }
-        });
 }
 
 impl HostImpl for TropicalProduct {
@@ -354,28 +246,6 @@ mod tests {
     }
 
     #[test]
-    fn a_chunk_of_64_rows_is_shared_equally_with_no_padded_rows() {
-        // Each share's tiles hold exactly its rows: 12 + 12 + 8 at AVX-512, five of 6 and
-        // one of 2 at AVX2, eight of 4 otherwise (a single 12-row height padded 64 rows to
-        // 72, and one thread's share to 36).
-        for level in Level::available() {
-            let kernel = Kernel::<f32>::at(level);
-            let share = task_rows(&kernel, 64, 1024, 1024, 2);
-            assert_eq!(share, 32, "{level:?}");
-            let computed: usize = heights(&kernel, share).sum();
-            assert_eq!(computed, 32, "{level:?}");
-        }
-        let avx512 = Kernel::<f32>::at(Level::Avx512);
-        assert_eq!(heights(&avx512, 32).collect::<Vec<_>>(), [12, 12, 8]);
-        assert_eq!(heights(&avx512, 13).collect::<Vec<_>>(), [12, 4]);
-        // Many rows: panels of a few hundred KiB per task, still whole quanta.
-        assert_eq!(task_rows(&avx512, 1024, 1024, 1024, 2), 48);
-        // A tiny product is one task (a second thread's wake-up would cost more).
-        assert!(task_rows(&avx512, 4, 4, 4, 2) >= 4);
-        assert_eq!(task_rows(&avx512, 64, 16, 16, 2), 64);
-    }
-
-    #[test]
     fn every_level_and_shape_computes_the_shaders_bits() {
         // Rows, k and cols around every tile size (2 to 12 rows; 16, 32 columns) and every
         // tail height, a 64-row chunk, 1 row, k 0.
@@ -403,6 +273,32 @@ mod tests {
                     let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
                     let (a, b, c) = (wide(&a), wide(&b), wide(&c));
                     same_bits(level, semiring, (&a, &b, &c), (k, cols), &format!("{at} f64"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn products_cut_for_several_threads_compute_the_shaders_bits() {
+        // Products past the split, cut into groups of panels by strips with a short last
+        // panel and a narrow last strip (and one row by two strips), on pools of 2 and 3
+        // threads, so the units' stores meet in every row.
+        let shapes = [(136, 130, 47), (61, 300, 100), (1, 2000, 40)];
+        for threads in [2, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a pool of test threads");
+            for level in Level::available() {
+                for (rows, k, cols) in shapes {
+                    let a = values(rows * k, 4);
+                    let b = values(k * cols, 5);
+                    let c = values(rows * cols, 6);
+                    for semiring in Semiring::ALL {
+                        let at = format!("{threads} threads {level:?} {semiring:?}");
+                        let at = format!("{at} {rows}x{k}x{cols}");
+                        pool.install(|| same_bits(level, semiring, (&a, &b, &c), (k, cols), &at));
+                    }
                 }
             }
         }

@@ -3,7 +3,7 @@
 //! a kernel's row height, each k step's rows contiguous (one broadcast each). Values are
 //! stored signed (negated for min-plus, which is exact), and a strip or panel that runs past
 //! the matrix is padded with −inf: a −inf term is −inf or NaN, which the accumulation never
-//! takes, and padded rows and columns are never stored anyway. Then the finished tile's
+//! takes, and padded rows and columns are never stored anyway. Then a finished tile's
 //! combination with `c` and its store, as `shaders/tropical.wgsl`'s `finish` does it.
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -88,35 +88,19 @@ pub(super) fn pack_a<T: Scalar>(a: &[T], k: usize, mr: usize, min: bool, panel: 
     }
 }
 
-/// Where a finished tile goes: its first row and column in `out` (rows × `cols`), and how
-/// many of its rows and columns are inside.
-pub(super) struct Place {
-    pub row: usize,
-    pub col: usize,
-    pub rows: usize,
-    pub cols: usize,
-}
-
-/// Stores a finished tile (`acc`, rows of `nr` signed accumulators) at `place` in `out`,
-/// combined with `c` first (`mx(c, acc)`: a tie keeps `c`), unsigned.
-pub(super) fn store_tile<T: Scalar>(
-    acc: &[T],
-    nr: usize,
-    place: &Place,
-    c: Option<&[T]>,
-    cols: usize,
-    min: bool,
-    out: &mut [T],
-) {
-    for (r, tile_row) in acc.chunks_exact(nr).take(place.rows).enumerate() {
-        let at = (place.row + r) * cols + place.col;
-        let dst = &mut out[at..at + place.cols];
-        for (l, (d, &v)) in dst.iter_mut().zip(tile_row).enumerate() {
-            let v = match c {
-                Some(c) => mx(signed(min, c[at + l]), v),
-                None => v,
-            };
-            *d = signed(min, v);
+/// Stores one row of a finished tile (`acc`, signed accumulators, as many as `out` holds)
+/// into `out`, combined with `c`'s row first (`mx(c, acc)`: a tie keeps `c`), unsigned.
+pub(super) fn store_row<T: Scalar>(acc: &[T], c: Option<&[T]>, min: bool, out: &mut [T]) {
+    match c {
+        Some(c) => {
+            for ((d, &v), &c) in out.iter_mut().zip(acc).zip(c) {
+                *d = signed(min, mx(signed(min, c), v));
+            }
+        }
+        None => {
+            for (d, &v) in out.iter_mut().zip(acc) {
+                *d = signed(min, v);
+            }
         }
     }
 }

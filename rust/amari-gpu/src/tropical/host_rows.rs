@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::host::{product_rows_at, product_rows_cached, RowOperands};
+use super::host::product_rows_cached;
+use super::host_drive::{product_rows_at, RowOperands};
 use super::host_kernel::Lanes;
 use crate::host::simd::Level;
 use super::shape::batch_runs;

@@ -15,6 +15,7 @@
 pub mod blocks;
 pub mod checks;
 pub mod host;
+mod host_drive;
 pub mod host_kernel;
 mod host_pack;
 pub mod host_paths;
