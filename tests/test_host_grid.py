@@ -175,8 +175,20 @@ def test_heat_on_the_host_alone_gives_fused_bits_for_any_halo(
 
 # (H, W, halo, steps) deep enough for the host's blocked passes (up to 16 steps over a tile of
 # rows, cut into a chunk per thread): 16-step rounds (even passes, in place) on 300 rows; 7-step
-# rounds (odd passes) ending in a 2-step round; a one-cell-wide grid; a single row.
-BLOCKED = [(300, 67, 16, 16), (261, 130, 7, 23), (97, 1, 16, 16), (1, 9, 16, 17)]
+# rounds (odd passes) ending in a 2-step round; a one-cell-wide grid; a single row; a single
+# cell; wide rows (250, 700, 1029 cells: several vector blocks and a tail) with a 5-step pass
+# after a 16-step one, 2-step passes (in place) and 3-step ones.
+BLOCKED = [
+    (300, 67, 16, 16),
+    (261, 130, 7, 23),
+    (97, 1, 16, 16),
+    (1, 9, 16, 17),
+    (1, 1, 16, 16),
+    (300, 250, 16, 16),
+    (70, 97, 16, 21),
+    (40, 1029, 2, 6),
+    (33, 700, 3, 9),
+]
 
 
 @pytest.mark.parametrize(("h", "w", "halo", "steps"), BLOCKED)
