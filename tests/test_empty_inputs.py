@@ -18,7 +18,7 @@ Z = np.zeros
 
 
 def F32(shape: tuple[int, ...]) -> np.ndarray:
-    """float32 zeros: a float32 DeviceArray and its operands (a product's operands share a dtype)."""
+    """float32 zeros: a float32 DeviceArray and its operands (operands share a dtype)."""
     return np.zeros(shape, np.float32)
 
 
