@@ -1,5 +1,6 @@
 """What the tests of resident operands (test_resident_*.py) share: the hypothesis settings of
-their random shardings, and the run of one call with a fault injected on every device in turn.
+their random shardings, the run of one call with a fault injected on every device in turn, and
+the OpenGL devices of a mixed context (which never hold float64 rows).
 """
 
 from __future__ import annotations
@@ -68,3 +69,10 @@ def same_bits(got: object, want: np.ndarray) -> bool:
         np.array_equal(np.isnan(got), nan)
         and np.array_equal(got[~nan].view(bits), want[~nan].view(bits))
     )
+
+
+def gl_device_ids(ctx: ag.MultiGpuContext) -> set[int]:
+    """The ids of `ctx`'s OpenGL devices (at least one: the context must hold llvmpipe GL)."""
+    gl = {d.id for d in ctx.devices if d.adapter.backend == "gl"}
+    assert gl, "the context holds llvmpipe"
+    return gl

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import amari_gpu as ag
 import numpy as np
 import pytest
+from _resident_helpers import gl_device_ids
 from amari_gpu.errors import InvalidArgumentError
 
 
@@ -65,8 +66,7 @@ def test_float64_scores_never_sit_on_the_gl_device(
     contexts: dict[str, ag.MultiGpuContext],
 ) -> None:
     ctx = contexts["lavapipe+gl"]
-    gl = {d.id for d in ctx.devices if d.adapter.backend == "gl"}
-    assert gl, "the context holds llvmpipe"
+    gl = gl_device_ids(ctx)
     scores = np.random.default_rng(5).standard_normal((5_000, 4))
     resident = ctx.asarray(scores)
     assert not {device for device, _, _ in resident.sharding} & gl

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import amari_gpu as ag
 import numpy as np
 import pytest
+from _resident_helpers import gl_device_ids
 from _tropical_helpers import SEMIRINGS, reference_matmul64
 from amari_gpu.errors import InvalidArgumentError
 
@@ -86,8 +87,7 @@ def test_float64_rows_never_sit_on_the_gl_device(
     contexts: dict[str, ag.MultiGpuContext],
 ) -> None:
     ctx = contexts["lavapipe+gl"]
-    gl = {d.id for d in ctx.devices if d.adapter.backend == "gl"}
-    assert gl, "the context holds llvmpipe"
+    gl = gl_device_ids(ctx)
     a, b = _operand(1, (300, 20)), _operand(2, (20, 9))
     for strategy in ag.STRATEGIES:
         da = ctx.asarray(a, strategy=strategy)
