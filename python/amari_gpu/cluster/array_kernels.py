@@ -112,7 +112,7 @@ def tropical(
     if len(a_shape) != 2:
         result = numpy_run(gather(a).reshape(a_shape))
         flat = np.ascontiguousarray(result.reshape(-1, result.shape[-1]))
-        return _placed(ctx, upload(ctx, flat), out)
+        return _placed(ctx, upload(ctx, flat)[0], out)
     template = (Rows(0), Whole(1), semiring, None, None, ShardShape(a_shape[1:]))
     return call(ctx, kernel, template, [a, other], out, recheck)
 

@@ -191,12 +191,17 @@ class Dispatcher:
 
     def able(self, job: Job) -> list[Node]:
         """The healthy nodes with a device for ``job``'s dtype."""
-        return [n for n in self.healthy() if computes(n.info, job.dtype, job.shader)]
+        return self.computing(job.dtype, job.shader)
 
-    def no_device_for(self, job: Job) -> InvalidArgumentError:
-        """The error of a call in a dtype no healthy node has a device for, naming each
-        node's devices and their dtypes."""
-        device = "wgpu device" if job.shader else "device"
+    def computing(self, dtype: str | None, shader: bool = False) -> list[Node]:
+        """The healthy nodes with a device that computes in ``dtype`` (None: float32, which
+        every device computes in; ``shader``: a wgpu device)."""
+        return [n for n in self.healthy() if computes(n.info, dtype, shader)]
+
+    def no_device_for(self, dtype: str | None, shader: bool = False) -> InvalidArgumentError:
+        """The error of a call (or an upload) in ``dtype`` that no healthy node has a
+        device for (``shader``: a wgpu one), naming each node's devices and their dtypes."""
+        device = "wgpu device" if shader else "device"
         nodes = "; ".join(
             f"node {n.index}: "
             + ", ".join(
@@ -206,7 +211,7 @@ class Dispatcher:
             for n in self.healthy()
         )
         return InvalidArgumentError(
-            f"dtype: no node of this RayContext has a {device} that computes in {job.dtype} "
+            f"dtype: no node of this RayContext has a {device} that computes in {dtype} "
             f"({nodes}); pass dtype=numpy.float32 to compute in float32"
         )
 
@@ -224,7 +229,7 @@ class Dispatcher:
         """The core's plan of ``job`` over the healthy nodes (nodes as devices)."""
         nodes = self.able(job)
         if not nodes:
-            raise self.no_device_for(job) if self.healthy() else self.no_healthy_node()
+            raise self.no_device_for(job.dtype, job.shader) if self.healthy() else self.no_healthy_node()
         work = planner.workload(
             job.family, job.items, job.bytes_in_per_item, job.bytes_out_per_item
         )
