@@ -350,6 +350,12 @@ def _kept_dtypes(rc: ag.RayContext, local: ag.MultiGpuContext) -> None:
     _same(got, local.map_rows(OPS, local.asarray(rows), out_cols=3))
     scores = rng.standard_normal((6000, 7))
     _same(rc.fisher_information(rc.asarray(scores)), local.fisher_information(scores))
+    # float64 scores' partials split over every node, summed in chunk order.
+    scores, weights = rng.standard_normal((200_000, 5)), rng.uniform(0.0, 2.0, 200_000)
+    got = rc.fisher_information(scores, weights, strategy="balanced")
+    assert rc.last_plan is not None
+    assert {w.device_id for w in rc.last_plan} == {n.index for n in rc.nodes}
+    _same(got, local.fisher_information(scores, weights))
     # The local refusals: a DeviceArray of another dtype than the call's, a conversion.
     d32 = rc.asarray(a64, dtype=np.float32)
     assert d32.dtype == np.float32
