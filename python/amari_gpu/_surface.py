@@ -129,7 +129,7 @@ def fisher_gaussian(
 def fisher_prepare(
     scores: host[float, "(N, P)"], weights: host[float, "(N,)"] | None = None
 ) -> FisherPreparedDict:
-    "The driver's checks and exact scaling of a Fisher call (weights of the scores' dtype), and its chunk grid."
+    "The driver's checks and exact scaling of a Fisher call (one dtype), and its chunk grid."
 
 def fisher_partials(
     ctx, scores: host[float, "(N, P)"], weights: host[float, "(N,)"], chunk_items: int,

@@ -33,7 +33,7 @@ from .._validate import shape_text
 from ..array import DeviceArray, host_rows, kept_array
 from ..errors import InvalidArgumentError
 from ..planning import Plan
-from .dispatch import Dispatcher, Node
+from .dispatch import Dispatcher, Node, devices_text
 from .planner import placement
 
 
@@ -192,11 +192,11 @@ def _release(cluster: Dispatcher, shards: list[Shard]) -> None:
 class ClusterArray(DeviceArray):
     """Rows of float16, float32 or float64 values held on a :class:`~amari_gpu.RayContext`'s
     nodes (``rc.asarray``, ``rc.from_ray``); kernels of that context take them and return
-    them in the dtype they computed in, as a local context's do with its DeviceArrays. ``sharding`` is
-    ``(node_index, start_row, stop_row)`` per shard. Released by :meth:`free`, when
-    garbage-collected and when the context closes. Indexing and elementwise arithmetic
-    follow a local DeviceArray's rules (``array_ops``), computed by the nodes holding the
-    rows, with the same bits."""
+    them in the dtype they computed in, as a local context's do with its DeviceArrays.
+    ``sharding`` is ``(node_index, start_row, stop_row)`` per shard. Released by
+    :meth:`free`, when garbage-collected and when the context closes. Indexing and
+    elementwise arithmetic follow a local DeviceArray's rules (``array_ops``), computed by
+    the nodes holding the rows, with the same bits."""
 
     __slots__ = ()
 
@@ -230,22 +230,12 @@ def _layout(cluster: Dispatcher, rows: int, dtype: str) -> tuple[list[tuple[Node
         InvalidArgumentError: no healthy node has a device for ``dtype``, naming them.
         DeviceLostError: no healthy node is left.
     """
-    wanted = None if dtype == "float32" else dtype
-    nodes = cluster.computing(wanted)
-    if not nodes:
-        raise cluster.no_device_for(wanted) if cluster.healthy() else cluster.no_healthy_node()
+    nodes = cluster.computing(None if dtype == "float32" else dtype)
     weights = [(n.index, max(sum(n.model.throughput.values()), 1.0)) for n in nodes]
     plan = placement(weights, rows)
     counts = {a.device_id: a.items for a in plan}
     left_out = tuple(
-        (
-            n.index,
-            f"{dtype} rows need a device that computes in {dtype}: node {n.index} has "
-            + ", ".join(
-                f"{d['name']} ({d['backend']}: {', '.join(d.get('dtypes', []))})"
-                for d in n.info["devices"]
-            ),
-        )
+        (n.index, f"{dtype} rows need a device that computes in {dtype}: {devices_text(n.info)}")
         for n in cluster.healthy()
         if n not in nodes
     )

@@ -187,9 +187,7 @@ class NodeWorker:
             part_rows = array.reshape(-1, width)[lo:hi]
             rows.append(part_rows if dtype is not None else as_float32(name, part_rows))
         flat = np.ascontiguousarray(rows[0] if len(rows) == 1 else np.concatenate(rows))
-        self._held[key] = _native.resident_upload(
-            self._ctx._native, flat, None, dtype or "float32"
-        )
+        self._held[key] = _native.resident_upload(self._ctx._native, flat, None, dtype or "float32")
         return tuple(np.shape(parts[0]))
 
     def compute(self, key: str, method: str, template: Any, *arrays: Any) -> tuple[int, int, str]:

@@ -115,12 +115,6 @@ def _least_loaded(cluster: Dispatcher, shards: list[Shard], dtype: str) -> Node:
     """The healthy node with a device for ``dtype`` that holds the fewest rows of
     ``shards`` (the first such node on a tie)."""
     nodes = cluster.computing(None if dtype == "float32" else dtype)
-    if not nodes:
-        if cluster.healthy():
-            # The nodes left cannot hold rows of this dtype: the call fails as one in that
-            # dtype on them would.
-            raise cluster.no_device_for(dtype)
-        raise NodeFailed(shards[0].node, "no healthy node left")
     load = {n.index: 0 for n in nodes}
     for s in shards:
         if s.node.index in load:
