@@ -91,7 +91,7 @@ def test_a_chain_of_five_calls_stays_on_the_nodes(
     assert _moved(rc) - before - moved == got.nbytes
 
 
-def test_array_basics_and_free(rc: ag.RayContext) -> None:
+def test_array_basics_and_free(rc: ag.RayContext, local: ag.MultiGpuContext) -> None:
     x = _batch(1000, 4).reshape(10, 100, 8)
     d = rc.asarray(x)
     assert (d.shape, d.dtype, d.ndim, d.size, len(d)) == ((10, 100, 8), np.float32, 3, 8000, 10)
@@ -106,6 +106,9 @@ def test_array_basics_and_free(rc: ag.RayContext) -> None:
     empty = rc.asarray(np.zeros((0, 8), np.float32))
     assert empty.shape == (0, 8) and empty.numpy().shape == (0, 8)
     assert rc.reverse(empty).numpy().shape == (0, 8)
+    # An empty array keeps its dtype through a kernel too (no node computes it).
+    empty64, local64 = rc.asarray(np.zeros((0, 8))), local.asarray(np.zeros((0, 8)))
+    assert rc.reverse(empty64).dtype == local.reverse(local64).dtype == np.float64
     d.free()
     assert d.freed and "freed" in repr(d)
     with pytest.raises(ag.InvalidArgumentError, match="x: expected a live DeviceArray"):

@@ -310,7 +310,8 @@ class ClusterArrayMixin:
         """A ClusterArray of the rows of arrays already in Ray's object store (``ray.put``,
         or returned by the caller's tasks): ``refs`` a sequence of ObjectRefs, each to an
         array of any real dtype with at least one row, all of one shape but the first axis
-        (rows as for :meth:`asarray`); their rows are the array's, in order. Each shard is
+        (rows as for :meth:`asarray`, converted to float32); their rows are the array's, in
+        order. Each shard is
         held by the node whose store has the object when that node is one of the context's
         (no copy between nodes), else spread like :meth:`asarray`'s; the references are its
         lineage.

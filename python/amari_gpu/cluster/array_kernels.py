@@ -45,8 +45,15 @@ def call(
     whole call's error when a node found one in its shard."""
     primary = next(v for v in operands if isinstance(v, ClusterHandle))
     rows = primary.rows
+    # The result's dtype is the node's answer; until then (and for no rows, which no
+    # node computes) the operand's, which every kernel on a cluster array keeps.
     lin = Lineage(
-        rows, 0, method=method, template=template, operands=[_operand(v) for v in operands]
+        rows,
+        0,
+        method=method,
+        template=template,
+        operands=[_operand(v) for v in operands],
+        dtype=primary.dtype,
     )
     try:
         result = run(ctx, lin, primary.lineage)

@@ -167,82 +167,56 @@ fn fisher_partials<'py>(
     chunk_items: usize,
     strategy: Option<&str>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    match (scores, weights) {
+    let strategy = ctx.strategy_or_default(py, strategy)?;
+    let inner = ctx.context(py)?;
+    let (values, plan) = match (scores, weights) {
         (Host::F32(s), Host::F32(w)) => {
-            let (partials, plan) = partials_f32(py, ctx, s, w, chunk_items, strategy)?;
-            Ok((partials.into_any(), plan))
+            let p = s.as_array().ncols();
+            let (s, w) = (contiguous(&s, "scores")?, contiguous(&w, "weights")?);
+            let ran = run_detached(py, move || {
+                split::partials(&inner, s, p, w, chunk_items, strategy)
+            })?;
+            (Partials::F32(ran.partials), ran.plan)
         }
-        (Host::F64(s), Host::F64(w)) => partials_f64(py, ctx, s, w, chunk_items, strategy),
-        _ => Err(mixed("weights")),
-    }
-}
-
-/// [`fisher_partials`] of float64 scores: float64 partials.
-fn partials_f64<'py>(
-    py: Python<'py>,
-    ctx: &PyContext,
-    scores: PyReadonlyArrayDyn<'py, f64>,
-    weights: PyReadonlyArrayDyn<'py, f64>,
-    chunk_items: usize,
-    strategy: Option<&str>,
-) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    let strategy = ctx.strategy_or_default(py, strategy)?;
-    let (_, p) = information_shapes_f64(scores.shape(), Some(weights.shape()))
-        .map_err(|e| to_pyerr(py, e))?;
-    let scores_slice = contiguous(&scores, "scores")?;
-    let weights_slice = contiguous(&weights, "weights")?;
-    let inner = ctx.context(py)?;
-    let (values, plan) = run_detached(py, move || {
-        let ran = core::partials_f64(
-            &inner,
-            scores_slice,
-            p,
-            weights_slice,
-            Some(chunk_items),
-            strategy,
-        )?;
-        // The partials' words read as the float64 values they hold.
-        let values: Vec<f64> = (0..ran.partials.len() / 2)
-            .map(|k| amari_gpu::dtype::read_f64(&ran.partials, k))
-            .collect();
-        Ok((values, ran.plan))
-    })?;
+        (Host::F64(s), Host::F64(w)) => {
+            let (_, p) =
+                information_shapes_f64(s.shape(), Some(w.shape())).map_err(|e| to_pyerr(py, e))?;
+            let (s, w) = (contiguous(&s, "scores")?, contiguous(&w, "weights")?);
+            let ran = run_detached(py, move || {
+                core::partials_f64(&inner, s, p, w, Some(chunk_items), strategy)
+            })?;
+            // The partials' words read as the float64 values they hold.
+            let values = (0..ran.partials.len() / 2)
+                .map(|k| amari_gpu::dtype::read_f64(&ran.partials, k))
+                .collect();
+            (Partials::F64(values), ran.plan)
+        }
+        _ => return Err(mixed("weights")),
+    };
     let chunks = plan.n_chunks as usize;
-    let per_chunk = values.len().checked_div(chunks).unwrap_or(0);
-    let array = Array2::from_shape_vec((chunks, per_chunk), values)
-        .map_err(|e| PyValueError::new_err(format!("partials: {e}")))?;
-    Ok((array.into_pyarray(py).into_any(), plan_record(py, &plan)?))
+    let array = match values {
+        Partials::F32(v) => per_chunk(py, chunks, v)?,
+        Partials::F64(v) => per_chunk(py, chunks, v)?,
+    };
+    Ok((array, plan_record(py, &plan)?))
 }
 
-/// [`fisher_partials`] of float32 scores: float32 partials.
-fn partials_f32<'py>(
+/// A run's partials, in the scores' dtype.
+enum Partials {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+/// `values` as an array of one row per chunk.
+fn per_chunk<'py, T: numpy::Element>(
     py: Python<'py>,
-    ctx: &PyContext,
-    scores: PyReadonlyArray2<'py, f32>,
-    weights: PyReadonlyArray1<'py, f32>,
-    chunk_items: usize,
-    strategy: Option<&str>,
-) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyAny>)> {
-    let strategy = ctx.strategy_or_default(py, strategy)?;
-    let p = scores.as_array().ncols();
-    let scores_slice = contiguous(&scores, "scores")?;
-    let weights_slice = contiguous(&weights, "weights")?;
-    let inner = ctx.context(py)?;
-    let ran = run_detached(py, move || {
-        split::partials(
-            &inner,
-            scores_slice,
-            p,
-            weights_slice,
-            chunk_items,
-            strategy,
-        )
-    })?;
-    let chunks = ran.plan.n_chunks as usize;
-    let words = ran.partials.len().checked_div(chunks).unwrap_or(0);
-    let array = Array2::from_shape_vec((chunks, words), ran.partials)
+    chunks: usize,
+    values: Vec<T>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let words = values.len().checked_div(chunks).unwrap_or(0);
+    let array = Array2::from_shape_vec((chunks, words), values)
         .map_err(|e| PyValueError::new_err(format!("partials: {e}")))?;
-    Ok((array.into_pyarray(py), plan_record(py, &ran.plan)?))
+    Ok(array.into_pyarray(py).into_any())
 }
 
 /// The float64 (P, P) Fisher matrix from every chunk's partials (rows of `partials`, in

@@ -14,7 +14,7 @@ use crate::plan::Strategy;
 use super::checks;
 use super::information::FisherMatrix;
 use super::shape::SyrkShape;
-use super::split::{check_weights, no_rows};
+use super::split::{check_weights, no_rows, whole_chunks};
 use super::syrk::MAX_SCORE_COLUMNS;
 use super::syrk64::{kernel, reduce};
 
@@ -139,16 +139,7 @@ pub fn partials_f64(
 /// float64, refused when the sum left float64's range, divided by the weights' sum `total`.
 pub fn finish_f64(p: usize, total: f64, partials: &[f32]) -> Result<Vec<f64>> {
     let width = SyrkShape::new(p).width;
-    let words = 2 * super::syrk64::triangle(width);
-    if words == 0 || !partials.len().is_multiple_of(words) {
-        return Err(Error::invalid(
-            "partials",
-            format!(
-                "expected whole chunks of {words} words, got {} words",
-                partials.len()
-            ),
-        ));
-    }
+    whole_chunks(partials, 2 * super::syrk64::triangle(width))?;
     let mut matrix = reduce(p, width, partials)?;
     checks::accumulated(&matrix, p, "float64")?;
     for v in &mut matrix {
