@@ -1,6 +1,8 @@
 """RayContext against MultiGpuContext on the same devices: per-call overhead for a small and
-a large geometric-algebra call, the transfer rate through Ray's object store, and what the
-efficiency model predicts for N real nodes from those measured figures.
+a large geometric-algebra call, where a large call's time goes by stage, the same large call
+on arrays held by the devices (cluster arrays against local DeviceArrays), the transfer rate
+through Ray's object store, and what the efficiency model predicts for N real nodes from
+those measured figures.
 
 Starts a one-node Ray cluster on this machine (loopback only, temporary files in a private
 directory) whose node offers the ``amari_gpu`` resource, so the RayContext's only node runs
@@ -167,6 +169,28 @@ def _stages(rc: ag.RayContext, items: int, repeats: int) -> None:
     print(f"    the node read its operands without a copy: {'yes' if borrowed else 'NO'}")
 
 
+def _resident(rc: ag.RayContext, ctx: ag.MultiGpuContext, items: int, repeats: int) -> None:
+    """The same product with operands and result held on the devices (``asarray``): a
+    cluster array's shards on the node against a local DeviceArray's, nothing but the call
+    crossing the object store; rounds alternate as in :func:`_compare`."""
+    rng = np.random.default_rng(items + 1)
+    a = rng.standard_normal((items, 8), dtype=np.float32)
+    b = rng.standard_normal((items, 8), dtype=np.float32)
+    ra, rb, la, lb = rc.asarray(a), rc.asarray(b), ctx.asarray(a), ctx.asarray(b)
+    got, want = rc.geometric_product(ra, rb), ctx.geometric_product(la, lb)
+    assert got.numpy().tobytes() == want.numpy().tobytes(), "the contexts disagree"
+    ray_s: list[float] = []
+    local_s: list[float] = []
+    for _ in range(WARM_CALLS + repeats):
+        local_s.append(_seconds(lambda: ctx.geometric_product(la, lb).free()))
+        ray_s.append(_seconds(lambda: rc.geometric_product(ra, rb).free()))
+    ray_s, local_s = ray_s[WARM_CALLS:], local_s[WARM_CALLS:]
+    print("  the same product on arrays held by the devices (asarray), result left there:")
+    print(f"    MultiGpuContext {_text(local_s)}   RayContext {_text(ray_s)}")
+    ratio = statistics.median(ray_s) / statistics.median(local_s)
+    print(f"    ratio {ratio:.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--large-log2", type=int, default=21, help="large call: 2^N items")
@@ -231,6 +255,7 @@ def main() -> int:
             verdict = "met" if big_r / big_m <= 1.3 else "NOT met"
             print(f"Target RayContext <= 1.3 x MultiGpuContext at 2^{args.large_log2}: {verdict}")
             _stages(rc, large, args.repeats)
+            _resident(rc, ctx, large, args.repeats)
             _model(node, big_m, big_r, small_r - small_m, large)
             # Other processes on the machine sway every figure: say how busy it was.
             print(f"Load average (1, 5, 15 min) at the end: {_load()}")

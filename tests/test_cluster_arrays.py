@@ -2,7 +2,8 @@
 offering the ``amari_gpu`` resource twice, so a second RayContext can run beside the
 module's; lavapipe on every node): rows that stay on the nodes through chains of calls,
 bit-identical to one MultiGpuContext, the bytes a chain moves through the object store,
-lineage rebuilding the shards of a killed node, ``from_ray``, and the local errors."""
+lineage rebuilding the shards of a killed node, ``from_ray``, and the local errors; float64
+and float16 arrays kept in their dtype on one, two and three nodes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 from _fisher_helpers import random_probs
 from amari_gpu.cluster import ClusterArray
+from cl3 import reference_product
 
 BACKENDS = ["vulkan"]
 ROWS = 1 << 16
@@ -24,10 +26,16 @@ object store would already break the chain's 1 MiB bound."""
 MIB = 1 << 20
 
 
+ONE = {"amari_gpu_one": 1}
+"""A resource only the head offers: a RayContext of one node beside the module's."""
+TWO = {"amari_gpu_two": 1}
+"""A resource the head and the second node offer: a RayContext of two nodes."""
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
     twice = {"amari_gpu": 2}
-    with helpers.local_cluster([twice, twice, twice]) as c:
+    with helpers.local_cluster([{**twice, **ONE, **TWO}, {**twice, **TWO}, twice]) as c:
         yield c
 
 
@@ -83,20 +91,24 @@ def test_a_chain_of_five_calls_stays_on_the_nodes(
     assert _moved(rc) - before - moved == got.nbytes
 
 
-def test_array_basics_and_free(rc: ag.RayContext) -> None:
+def test_array_basics_and_free(rc: ag.RayContext, local: ag.MultiGpuContext) -> None:
     x = _batch(1000, 4).reshape(10, 100, 8)
     d = rc.asarray(x)
     assert (d.shape, d.dtype, d.ndim, d.size, len(d)) == ((10, 100, 8), np.float32, 3, 8000, 10)
     assert np.array_equal(np.asarray(d), x)
     assert "ClusterArray(shape=(10, 100, 8)" in repr(d)
     ints = rc.asarray(np.arange(30).reshape(10, 3))
-    assert ints.numpy().dtype == np.float32 and np.array_equal(
+    # Integers are kept as float64, as a local context's asarray keeps them.
+    assert ints.numpy().dtype == np.float64 and np.array_equal(
         ints.numpy(), np.arange(30).reshape(10, 3)
     )
     # No rows, as locally: an empty array, and kernels give empty results.
     empty = rc.asarray(np.zeros((0, 8), np.float32))
     assert empty.shape == (0, 8) and empty.numpy().shape == (0, 8)
     assert rc.reverse(empty).numpy().shape == (0, 8)
+    # An empty array keeps its dtype through a kernel too (no node computes it).
+    empty64, local64 = rc.asarray(np.zeros((0, 8))), local.asarray(np.zeros((0, 8)))
+    assert rc.reverse(empty64).dtype == local.reverse(local64).dtype == np.float64
     d.free()
     assert d.freed and "freed" in repr(d)
     with pytest.raises(ag.InvalidArgumentError, match="x: expected a live DeviceArray"):
@@ -282,3 +294,120 @@ def test_lineage_keeps_the_rows_a_numpy_operand_had(
         got = rc.reverse(y)
         assert not rc.health()[2]["healthy"]
         assert got.numpy().tobytes() == want.tobytes()
+
+
+OPS = """
+fn row(a: array<amari_float, 2>) -> array<amari_float, 3> {
+    return array<amari_float, 3>(a[0] + a[1], a[0] - a[1], a[0] * a[1]);
+}
+"""
+
+
+def _same(got: Any, want: Any) -> None:
+    """The same dtype, shape and bits (a cluster array's gathered, a local one's too)."""
+    got = got.numpy() if isinstance(got, ag.DeviceArray) else got
+    want = want.numpy() if isinstance(want, ag.DeviceArray) else want
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
+
+
+def _kept_dtypes(rc: ag.RayContext, local: ag.MultiGpuContext) -> None:
+    """float64 and float16 cluster arrays: held in their dtype, every kernel that takes a
+    local DeviceArray of that dtype gives the local bits and dtype."""
+    rng = np.random.default_rng(29)
+    for dtype in (np.float64, np.float16):
+        a = rng.standard_normal((4000, 8)).astype(dtype)
+        b = rng.standard_normal((4000, 8)).astype(dtype)
+        rotor = local.normalize(rng.standard_normal(8).astype(dtype))
+        da, db = rc.asarray(a), rc.asarray(b)
+        assert (da.dtype, da.nbytes) == (np.dtype(dtype), a.nbytes)
+        assert f"dtype={np.dtype(dtype).name}" in repr(da)
+        assert rc.last_plan is not None and rc.last_plan.left_out == ()
+        assert sorted(w.device_id for w in rc.last_plan) == [n.index for n in rc.nodes]
+        _same(da, a)
+        la, lb = local.asarray(a), local.asarray(b)
+        got = _chain(rc, da, db, rotor)
+        assert isinstance(got, ClusterArray) and got.dtype == dtype
+        _same(got, _chain(local, la, lb, rotor))
+        _same(rc.dual(da), local.dual(la))
+        _same(rc.grade_projection(da, [1, 2]), local.grade_projection(la, [1, 2]))
+        _same(da * 3.0 - db, la * 3.0 - lb)
+        _same(da[10:20], a[10:20])
+        if dtype == np.float64:
+            _same(da[7], a[7])
+            _same(rc.scalar_product(da, db), local.scalar_product(la, lb))
+            want = reference_product(a, b)
+            err = np.abs(rc.geometric_product(da, db).numpy() - want).max()
+            assert err <= 1e-14 * max(1.0, np.abs(want).max()), err
+    # Tropical products, map_rows and the Fisher matrix of float64 cluster arrays.
+    a64, b64 = rng.standard_normal((900, 6)), rng.standard_normal((6, 5))
+    d64 = rc.asarray(a64)
+    _same(rc.tropical_matmul(d64, b64), local.tropical_matmul(local.asarray(a64), b64))
+    _same(rc.tropical_matvec(d64, b64[:, 0]), local.tropical_matvec(a64, b64[:, 0]))
+    a3, b3 = rng.standard_normal((3, 40, 6)), rng.standard_normal((3, 6, 4))
+    got3 = rc.tropical_matmul(rc.asarray(a3), b3)
+    assert got3.dtype == np.float64
+    _same(got3, local.tropical_matmul(a3, b3))
+    rows = rng.standard_normal((3000, 2))
+    got = rc.map_rows(OPS, rc.asarray(rows), out_cols=3)
+    _same(got, local.map_rows(OPS, local.asarray(rows), out_cols=3))
+    scores = rng.standard_normal((6000, 7))
+    _same(rc.fisher_information(rc.asarray(scores)), local.fisher_information(scores))
+    # float64 scores' partials split over every node, summed in chunk order.
+    scores, weights = rng.standard_normal((200_000, 5)), rng.uniform(0.0, 2.0, 200_000)
+    got = rc.fisher_information(scores, weights, strategy="balanced")
+    assert rc.last_plan is not None
+    assert {w.device_id for w in rc.last_plan} == {n.index for n in rc.nodes}
+    _same(got, local.fisher_information(scores, weights))
+    # The local refusals: a DeviceArray of another dtype than the call's, a conversion.
+    d32 = rc.asarray(a64, dtype=np.float32)
+    assert d32.dtype == np.float32
+    with pytest.raises(ag.InvalidArgumentError) as e:
+        rc.tropical_matmul(d32, b64)
+    with pytest.raises(ag.InvalidArgumentError) as e_local:
+        local.tropical_matmul(local.asarray(a64, dtype=np.float32), b64)
+    assert str(e.value) == str(e_local.value)
+    with pytest.raises(ag.InvalidArgumentError, match="DeviceArrays are not converted"):
+        rc.asarray(d64, dtype=np.float32)
+    assert rc.asarray(d64) is d64
+    with pytest.raises(ag.ShapeError, match="float16 rows of an even number"):
+        rc.asarray(np.ones((4, 3), np.float16))
+
+
+def test_float64_and_float16_arrays_on_three_nodes(
+    rc: ag.RayContext, local: ag.MultiGpuContext
+) -> None:
+    _kept_dtypes(rc, local)
+
+
+@pytest.mark.parametrize(("resources", "nodes"), [(ONE, 1), (TWO, 2)], ids=["one", "two"])
+def test_float64_and_float16_arrays_on_fewer_nodes(
+    cluster: Any, local: ag.MultiGpuContext, resources: dict[str, int], nodes: int
+) -> None:
+    with ag.RayContext(resources=resources, backends=BACKENDS) as rc:
+        assert len(rc.nodes) == nodes
+        _kept_dtypes(rc, local)
+
+
+def test_a_node_killed_mid_float64_chain(cluster: Any, local: ag.MultiGpuContext) -> None:
+    """A float64 shard lost with its node is made again from lineage in float64, the same
+    bits; the rebuilt operand gathers its float64 rows."""
+    rng = np.random.default_rng(30)
+    a, b = rng.standard_normal((30_000, 8)), rng.standard_normal((30_000, 8))
+    rotor = local.normalize(rng.standard_normal(8))
+    want = _chain(local, local.asarray(a), local.asarray(b), rotor)
+    with ag.RayContext(backends=BACKENDS) as rc:
+        da, db = rc.asarray(a), rc.asarray(b)
+        assert [node for node, _, _ in da.sharding] == [0, 1, 2]
+        rc.inject_fault(1, after_chunks=2)
+        x = rc.geometric_product(da, db)
+        kept = x
+        x = rc.outer_product(rc.sandwich(rotor, x), db)
+        x = rc.normalize(rc.reverse(x))
+        assert not rc.health()[1]["healthy"]
+        assert all(node != 1 for node, _, _ in x.sharding)
+        assert x.dtype == np.float64
+        _same(x, want)
+        _same(da, a)
+        assert all(node != 1 for node, _, _ in da.sharding)
+        _same(kept, local.geometric_product(a, b))

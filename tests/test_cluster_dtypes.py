@@ -1,9 +1,10 @@
 """float64 on a RayContext over a real Ray cluster of this machine (two loopback nodes):
 tropical products and shortest paths, the Fisher matrices and maps and ``map_rows`` compute
 float64 by the local rules, the row kernels' rows split over the nodes with a device for
-float64 as float32 ones are (shortest paths and the Fisher matrix's sum whole on one), the
-same bits, dtypes and errors as one MultiGpuContext; nodes with no device for the dtype are
-left out, and a cluster with none refuses the call by name, nothing written."""
+float64 as float32 ones are (the Fisher matrix's float64 partials too; shortest paths whole
+on one), the same bits, dtypes and errors as one MultiGpuContext; nodes with no device for
+the dtype are left out, and a cluster with none refuses the call (or the upload of a
+float64 array) by name, nothing written."""
 
 from __future__ import annotations
 
@@ -67,6 +68,10 @@ def test_float64_calls_are_one_contexts_bits(rc: ag.RayContext, local: ag.MultiG
     weights = rng.uniform(0.0, 2.0, 20_000)
     _same(rc.fisher_information(scores), local.fisher_information(scores))
     _same(rc.fisher_information(scores, weights), local.fisher_information(scores, weights))
+    # float64 partials split over the nodes as float32 ones are, summed in chunk order.
+    got = rc.fisher_information(scores, weights, strategy="balanced")
+    _split_over_both(rc)
+    _same(got, local.fisher_information(scores, weights))
     # The per-sample maps keep float64 (run whole on one node) and float16 (float32 rows).
     probs = rng.dirichlet(np.ones(5), size=700)
     _same(rc.fisher_categorical(probs), local.fisher_categorical(probs))
@@ -171,6 +176,16 @@ def test_nodes_without_a_float64_device_are_left_out(cluster: Any) -> None:
         with pytest.raises(ag.InvalidArgumentError, match=r"^dtype: no node"):
             gl.fisher_information(scores)
         assert gl.tropical_matmul(a, b, dtype=np.float32).dtype == np.float32
+        # Arrays too: float64 and float16 rows find no node to live on, float32 ones do.
+        for dtype in ("float64", "float16"):
+            with pytest.raises(
+                ag.InvalidArgumentError,
+                match=rf"^dtype: no node of this RayContext has a device that computes in "
+                rf"{dtype} \(node 0: llvmpipe .*\(gl: float32\); node 1: ",
+            ):
+                gl.asarray(a.astype(dtype))
+        held = gl.asarray(a, dtype=np.float32)
+        assert held.dtype == np.float32 and np.array_equal(held.numpy(), a.astype(np.float32))
     with (
         ag.RayContext(resources=OTHER, backends=["gl", "host"]) as mixed,
         ag.MultiGpuContext(backends=["gl", "host"]) as local,

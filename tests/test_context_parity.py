@@ -138,12 +138,18 @@ def test_what_one_context_cannot_do_is_refused_saying_why(contexts: Any) -> None
     assert kind is ag.AmariGpuError and message.startswith("calibrate: a RayContext's nodes")
     kind, message = _error(rc.reset_health)
     assert kind is ag.AmariGpuError and "cannot take a node back" in message
-    kind, message = _error(rc.asarray, np.ones((4, 2)), dtype=np.float64)
-    assert kind is ag.InvalidArgumentError
-    assert message.startswith("dtype: expected None or float32"), message
-    # float32 asked for explicitly: the same array as the default.
+    # asarray keeps dtypes on both (a RayContext's once refused all but float32), and
+    # refuses the same ones with the same error.
     x = np.arange(8, dtype=np.float64).reshape(4, 2)
-    assert np.array_equal(rc.asarray(x, dtype=np.float32).numpy(), x.astype(np.float32))
+    for dtype in (None, np.float64, np.float32, np.float16):
+        got, want = rc.asarray(x, dtype=dtype), local.asarray(x, dtype=dtype)
+        assert got.dtype == want.dtype and got.numpy().tobytes() == want.numpy().tobytes()
+    for bad in ({"dtype": np.int32}, {"dtype": "complex64"}):
+        with pytest.raises(TypeError) as e:
+            rc.asarray(x, **bad)
+        with pytest.raises(TypeError) as e_local:
+            local.asarray(x, **bad)
+        assert str(e.value) == str(e_local.value)
 
 
 def test_health_stats_and_repr_have_one_shape(contexts: Any) -> None:

@@ -299,7 +299,7 @@ class DeviceLimitsDict(TypedDict):
 @type_check_only
 class FisherPreparedDict(TypedDict):
     scores: npt.NDArray[np.float32] | None
-    weights: npt.NDArray[np.float32] | None
+    weights: npt.NDArray[np.float32 | np.float64] | None
     n: int
     p: int
     chunk_items: int
@@ -440,17 +440,18 @@ def fisher_gaussian(
 __all__ += ["fisher_finish", "fisher_partials", "fisher_prepare"]
 
 def fisher_prepare(
-    scores: npt.NDArray[np.float32], weights: npt.NDArray[np.float32] | None = None
+    scores: npt.NDArray[np.float32 | np.float64],
+    weights: npt.NDArray[np.float32 | np.float64] | None = None,
 ) -> FisherPreparedDict: ...
 def fisher_partials(
     ctx: Context,
-    scores: npt.NDArray[np.float32],
-    weights: npt.NDArray[np.float32],
+    scores: npt.NDArray[np.float32 | np.float64],
+    weights: npt.NDArray[np.float32 | np.float64],
     chunk_items: int,
     strategy: str | None = None,
-) -> tuple[npt.NDArray[np.float32], Plan]: ...
+) -> tuple[npt.NDArray[np.float32 | np.float64], Plan]: ...
 def fisher_finish(
-    partials: npt.NDArray[np.float32],
+    partials: npt.NDArray[np.float32 | np.float64],
     p: int,
     total: float,
     column_exponents: list[int],

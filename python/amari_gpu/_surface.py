@@ -127,21 +127,21 @@ def fisher_gaussian(
 
 # --- the empirical Fisher call in three steps (a cluster's nodes) [fisher_split] ---
 def fisher_prepare(
-    scores: host[f32, "(N, P)"], weights: host[f32, "(N,)"] | None = None
+    scores: host[float, "(N, P)"], weights: host[float, "(N,)"] | None = None
 ) -> FisherPreparedDict:
-    "The driver's checks and exact scaling of a Fisher call, and its chunk grid."
+    "The driver's checks and exact scaling of a Fisher call (one dtype), and its chunk grid."
 
 def fisher_partials(
-    ctx, scores: host[f32, "(N, P)"], weights: host[f32, "(N,)"], chunk_items: int,
+    ctx, scores: host[float, "(N, P)"], weights: host[float, "(N,)"], chunk_items: int,
     strategy: str | None = None,
-) -> tuple[host[f32], Plan]:
-    "The float32 partial matrices of the chunks of prepared scores."
+) -> tuple[host[float], Plan]:
+    "The partial matrices (in the scores' dtype) of the chunks of prepared scores."
 
 def fisher_finish(
-    partials: host[f32, "(chunks * P, P)"], p: int, total: float, column_exponents: list[int],
+    partials: host[float, "(chunks, words)"], p: int, total: float, column_exponents: list[int],
     weight_exponent: int,
 ) -> host[f64]:
-    "The partials summed in chunk order in float64, and unscaled."
+    "The partials (float32 or float64) summed in chunk order in float64, and unscaled."
 
 # --- check-only entries (a cluster's driver checks a call before splitting it) [checks] ---
 def check_ga_apply(

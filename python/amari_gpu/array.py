@@ -173,21 +173,27 @@ class ResidentMixin(KernelHost):
         refuses (``InvalidArgumentError`` naming them). Keeps a host copy of the rows to
         rebuild shards lost with a device."""
         if isinstance(x, DeviceArray):
-            x._live("x", self)
-            want = result_dtype([("x", x)], dtype, KEPT)
-            if want != x.dtype:
-                raise InvalidArgumentError(
-                    f"dtype: x is a {x.dtype} DeviceArray and DeviceArrays are not converted "
-                    f"on the devices, got dtype={want}; gather it (np.asarray(x)) and "
-                    "asarray that with the dtype"
-                )
-            return x
+            return kept_array(self, x, dtype)
         words, shape, kept = host_rows(x, dtype)
         handle = _native.resident_upload(
             self._native, words, optional_strategy(strategy), kept.name
         )
         self._record(handle.placement)
         return DeviceArray(handle, self, shape)
+
+
+def kept_array(ctx: Any, x: DeviceArray, dtype: Any) -> DeviceArray:
+    """``asarray`` of a DeviceArray: ``x`` itself, once it is live, of context ``ctx`` and of
+    the dtype ``dtype`` asks for (DeviceArrays are not converted on the devices)."""
+    x._live("x", ctx)
+    want = result_dtype([("x", x)], dtype, KEPT)
+    if want != x.dtype:
+        raise InvalidArgumentError(
+            f"dtype: x is a {x.dtype} DeviceArray and DeviceArrays are not converted "
+            f"on the devices, got dtype={want}; gather it (np.asarray(x)) and "
+            "asarray that with the dtype"
+        )
+    return x
 
 
 def host_rows(x: Any, dtype: Any = None) -> tuple[npt.NDArray[np.float32], tuple[int, ...], Any]:

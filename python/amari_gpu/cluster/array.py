@@ -1,6 +1,8 @@
 """Arrays that live on the nodes: ``rc.asarray(x)`` and ``rc.from_ray(refs)`` give a
 :class:`ClusterArray`, whose row shards are held by the node actors as DeviceArrays of
-their contexts (on the node's devices, split there as a local DeviceArray is). A kernel
+their contexts (on the node's devices, split there as a local DeviceArray is), in the dtype
+``asarray`` kept (float16, float32 or float64, as a local DeviceArray's; float64 and float16
+shards only on nodes with a device that computes in that dtype). A kernel
 called with one runs each shard's rows on the node that holds them, in place (only a
 broadcast single row, or a numpy operand's rows, travel to the nodes), and gives a
 ClusterArray with the same shards; ``numpy()`` gathers.
@@ -10,11 +12,14 @@ object-store references its shards were read from (``asarray`` puts each shard o
 ``from_ray`` keeps the caller's references) or the call and operands that computed them
 (the operands' lineage, not their shards: freeing or dropping an operand releases its
 shards). A shard lost with its node is made again on a healthy node from that lineage,
-with the same bits (row kernels give the same bits for any split of their rows).
+with the same bits and dtype (row kernels give the same bits for any split of their rows).
+Rows travel as the devices' 4-byte words (two per float64 value, two float16 values per
+word): ``cols`` counts words, as a native DeviceArray's does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import weakref
 from dataclasses import dataclass, field
@@ -25,10 +30,11 @@ import numpy.typing as npt
 import ray
 
 from .._validate import shape_text
-from ..array import DeviceArray, host_rows
+from ..array import DeviceArray, host_rows, kept_array
 from ..errors import InvalidArgumentError
-from .dispatch import Dispatcher, Node
-from .planner import split as apportion
+from ..planning import Plan
+from .dispatch import Dispatcher, Node, devices_text
+from .planner import placement
 
 
 @dataclass
@@ -93,6 +99,8 @@ class Lineage:
     offset: int = 0
     """The operands' row of the result's first (rows ``a..b`` of an operand taken as an
     array of their own: ``a``)."""
+    dtype: str = "float32"
+    """numpy's name of the values the words hold (a computed array's: its call's answer)."""
     holder: Any = None
 
     def live(self) -> ClusterHandle | None:
@@ -123,6 +131,11 @@ class ClusterHandle:
         return self.lineage.cols
 
     @property
+    def dtype(self) -> str:
+        """numpy's name of the values' dtype (as a native handle's ``dtype``)."""
+        return self.lineage.dtype
+
+    @property
     def live(self) -> bool:
         """Neither freed nor of a closed context."""
         return not self.freed and not self.cluster.closed
@@ -131,10 +144,10 @@ class ClusterHandle:
         """``(node_index, start_row, stop_row)`` of every shard, in row order."""
         return [(s.node.index, s.start, s.stop) for s in self.shards]
 
-    def check_stand_in(self) -> npt.NDArray[np.float32]:
-        """Zeros of the array's (rows, cols), for the core's checks of shapes, which read
-        no values (calloc'd: untouched pages cost no memory)."""
-        return np.zeros((self.rows, self.cols), dtype=np.float32)
+    def check_stand_in(self) -> npt.NDArray[Any]:
+        """Zeros of the array's rows in its dtype, for the core's checks of shapes and
+        dtypes, which read no values (calloc'd: untouched pages cost no memory)."""
+        return np.zeros((self.rows, self.cols), dtype=np.float32).view(self.dtype)
 
     def free(self) -> None:
         """Releases the shards on their nodes (the lineage stays for dependents)."""
@@ -177,12 +190,13 @@ def _release(cluster: Dispatcher, shards: list[Shard]) -> None:
 
 
 class ClusterArray(DeviceArray):
-    """Float32 rows held on a :class:`~amari_gpu.RayContext`'s nodes (``rc.asarray``,
-    ``rc.from_ray``); kernels of that context take and return them. ``sharding`` is
-    ``(node_index, start_row, stop_row)`` per shard. Released by :meth:`free`, when
-    garbage-collected and when the context closes. Indexing and elementwise arithmetic
-    follow a local DeviceArray's rules (``array_ops``), computed by the nodes holding the
-    rows, with the same bits."""
+    """Rows of float16, float32 or float64 values held on a :class:`~amari_gpu.RayContext`'s
+    nodes (``rc.asarray``, ``rc.from_ray``); kernels of that context take them and return
+    them in the dtype they computed in, as a local context's do with its DeviceArrays.
+    ``sharding`` is ``(node_index, start_row, stop_row)`` per shard. Released by
+    :meth:`free`, when garbage-collected and when the context closes. Indexing and
+    elementwise arithmetic follow a local DeviceArray's rules (``array_ops``), computed by
+    the nodes holding the rows, with the same bits."""
 
     __slots__ = ()
 
@@ -190,32 +204,43 @@ class ClusterArray(DeviceArray):
         # The cluster handle stands where a native one does (live, sharding, free).
         super().__init__(cast(Any, handle), ctx, shape)
 
-    def numpy(self) -> npt.NDArray[np.float32]:
-        """Gathers every row into a new float32 array (each shard through the object
+    def numpy(self) -> npt.NDArray[Any]:
+        """Gathers every row into a new array of its dtype (each shard through the object
         store, lost ones made again from their lineage first)."""
         from .resident import gather
 
         handle = cast(ClusterHandle, self._live("x", self._ctx))
-        rows: npt.NDArray[np.float32] = gather(handle)
+        rows: npt.NDArray[Any] = gather(handle)
         return rows.reshape(self._shape)
 
     def __repr__(self) -> str:
+        head = f"ClusterArray(shape={shape_text(self._shape)}, dtype={self._dtype}"
         if self.freed:
-            return f"ClusterArray(shape={shape_text(self._shape)}, dtype=float32, freed)"
-        return (
-            f"ClusterArray(shape={shape_text(self._shape)}, dtype=float32, "
-            f"sharding={self.sharding})"
-        )
+            return f"{head}, freed)"
+        return f"{head}, sharding={self.sharding})"
 
 
-def _layout(cluster: Dispatcher, rows: int) -> list[tuple[Node, int, int]]:
-    """Row ranges per healthy node, in proportion to its calibrated rates (summed over the
-    families), nodes without rows left out."""
-    nodes = cluster.healthy()
-    if not nodes:
-        raise cluster.no_healthy_node()
-    weights = [max(sum(n.model.throughput.values()), 1.0) for n in nodes]
-    return row_ranges(nodes, apportion(weights, rows))
+def _layout(cluster: Dispatcher, rows: int, dtype: str) -> tuple[list[tuple[Node, int, int]], Plan]:
+    """Row ranges per healthy node with a device that computes in ``dtype``, in proportion
+    to its calibrated rates (summed over the families), nodes without rows left out; and
+    the placement as a plan (nodes as devices), its ``left_out`` naming the healthy nodes
+    without such a device and what their devices compute in.
+
+    Raises:
+        InvalidArgumentError: no healthy node has a device for ``dtype``, naming them.
+        DeviceLostError: no healthy node is left.
+    """
+    nodes = cluster.computing(None if dtype == "float32" else dtype)
+    weights = [(n.index, max(sum(n.model.throughput.values()), 1.0)) for n in nodes]
+    plan = placement(weights, rows)
+    counts = {a.device_id: a.items for a in plan}
+    left_out = tuple(
+        (n.index, f"{dtype} rows need a device that computes in {dtype}: {devices_text(n.info)}")
+        for n in cluster.healthy()
+        if n not in nodes
+    )
+    layout = row_ranges(nodes, [counts.get(n.index, 0) for n in nodes])
+    return layout, dataclasses.replace(plan, left_out=left_out)
 
 
 def row_ranges(nodes: list[Node], counts: list[int]) -> list[tuple[Node, int, int]]:
@@ -230,17 +255,21 @@ def row_ranges(nodes: list[Node], counts: list[int]) -> list[tuple[Node, int, in
     return out
 
 
-def upload(cluster: Dispatcher, flat: npt.NDArray[np.float32]) -> ClusterHandle:
-    """A new array of the float32 rows ``flat``: one shard per node with rows, each put in
-    the object store once (its lineage) and uploaded by its node (none for no rows)."""
+def upload(cluster: Dispatcher, values: npt.NDArray[Any]) -> tuple[ClusterHandle, Plan]:
+    """A new array of the C-contiguous rows ``values`` (float16, float32 or float64, rows
+    of an even number of float16 values): one shard per node with a device for its dtype
+    and rows, each put in the object store once as the devices' words (its lineage) and
+    uploaded by its node (none for no rows); and the placement (see :func:`_layout`)."""
     from .resident import hold
 
+    flat = values.view(np.float32)
     rows, cols = flat.shape
-    layout = _layout(cluster, rows)
-    refs = [ray.put(np.ascontiguousarray(flat[s:e])) for _n, s, e in layout]
+    layout, plan = _layout(cluster, rows, values.dtype.name)
+    refs = [ray.put(flat[s:e]) for _n, s, e in layout]
     bounds = [(s, e) for _n, s, e in layout]
-    lineage = Lineage(rows, cols, refs, bounds, [(0, e - s) for s, e in bounds])
-    return hold(cluster, lineage, [n for n, _s, _e in layout])
+    slices = [(0, e - s) for s, e in bounds]
+    lineage = Lineage(rows, cols, refs, bounds, slices, dtype=values.dtype.name)
+    return hold(cluster, lineage, [n for n, _s, _e in layout]), plan
 
 
 class ClusterArrayMixin:
@@ -250,40 +279,39 @@ class ClusterArrayMixin:
     _array_class = ClusterArray
 
     def asarray(self, x: Any, dtype: Any = None, strategy: str | None = None) -> ClusterArray:
-        """Puts ``x`` (any real dtype, converted to float32 like every kernel input; at
-        least one axis) into the object store as row shards, one per node (in proportion to
-        the nodes' calibrated rates), which each node uploads to its devices. Rows are the
-        first axis of a 1-D array, else every axis but the last. The store keeps the shards
-        (the lineage of a shard lost with its node). ``dtype``: None or float32 (cluster
-        arrays hold float32 rows). ``strategy`` is checked and otherwise unused (the shards
-        follow the nodes' rates)."""
+        """Puts ``x`` (at least one axis) into the object store as row shards, one per node
+        (in proportion to the nodes' calibrated rates), which each node uploads to its
+        devices, keeping its dtype as a ``MultiGpuContext``'s ``asarray`` does: float16,
+        float32 and float64 kept, bool and integers as float64, ``dtype=`` (float16,
+        float32 or float64) overriding. Rows are the first axis of a 1-D array, else every
+        axis but the last; float16 rows hold an even number of values. float64 and float16
+        rows go only to nodes with a device that computes in that dtype: ``last_plan`` is
+        the placement (nodes as devices), its ``left_out`` naming the nodes skipped and
+        why; a cluster with none refuses (``InvalidArgumentError`` naming each node's
+        devices). The store keeps the shards (the lineage of a shard lost with its node).
+        ``strategy`` is checked and otherwise unused (the shards follow the nodes' rates)."""
         from ..planning import optional_strategy
 
-        if dtype is not None and _dtype_name(dtype) != "float32":
-            raise InvalidArgumentError(
-                f"dtype: expected None or float32 (a RayContext's arrays hold float32 rows), "
-                f"got {_dtype_name(dtype)}; a MultiGpuContext's asarray keeps float64 and "
-                "float16"
-            )
         optional_strategy(strategy)
-        if isinstance(x, ClusterArray):
-            x._live("x", self)
-            return x
-        if isinstance(x, DeviceArray):
+        if isinstance(x, DeviceArray) and not isinstance(x, ClusterArray):
             raise InvalidArgumentError(
                 "x: expected an array of host memory or a ClusterArray of this context, got a "
                 "DeviceArray of a local context (gather it with .numpy())"
             )
-        # Cluster arrays hold float32 rows.
-        flat, shape, _ = host_rows(x, np.float32)
+        if isinstance(x, ClusterArray):
+            return cast(ClusterArray, kept_array(self, x, dtype))
+        words, shape, kept = host_rows(x, dtype)
         self._check_open()  # type: ignore[attr-defined]
-        return ClusterArray(upload(self._native, flat), self, shape)
+        handle, plan = upload(self._native, words.view(kept))
+        self._record(plan)  # type: ignore[attr-defined]
+        return ClusterArray(handle, self, shape)
 
     def from_ray(self, refs: Any) -> ClusterArray:
         """A ClusterArray of the rows of arrays already in Ray's object store (``ray.put``,
         or returned by the caller's tasks): ``refs`` a sequence of ObjectRefs, each to an
         array of any real dtype with at least one row, all of one shape but the first axis
-        (rows as for :meth:`asarray`); their rows are the array's, in order. Each shard is
+        (rows as for :meth:`asarray`, converted to float32); their rows are the array's, in
+        order. Each shard is
         held by the node whose store has the object when that node is one of the context's
         (no copy between nodes), else spread like :meth:`asarray`'s; the references are its
         lineage.
@@ -307,14 +335,6 @@ class ClusterArrayMixin:
         self._check_open()  # type: ignore[attr-defined]
         handle, shape = hold_refs(self._native, list(refs))
         return ClusterArray(handle, self, shape)
-
-
-def _dtype_name(dtype: Any) -> str:
-    """numpy's name of ``dtype``, or its repr when numpy knows no such dtype."""
-    try:
-        return str(np.dtype(dtype).name)
-    except TypeError:
-        return repr(dtype)
 
 
 def whole_rows(shape: tuple[int, ...]) -> int:

@@ -45,8 +45,15 @@ def call(
     whole call's error when a node found one in its shard."""
     primary = next(v for v in operands if isinstance(v, ClusterHandle))
     rows = primary.rows
+    # The result's dtype is the node's answer; until then (and for no rows, which no
+    # node computes) the operand's, which every kernel on a cluster array keeps.
     lin = Lineage(
-        rows, 0, method=method, template=template, operands=[_operand(v) for v in operands]
+        rows,
+        0,
+        method=method,
+        template=template,
+        operands=[_operand(v) for v in operands],
+        dtype=primary.dtype,
     )
     try:
         result = run(ctx, lin, primary.lineage)
@@ -112,7 +119,7 @@ def tropical(
     if len(a_shape) != 2:
         result = numpy_run(gather(a).reshape(a_shape))
         flat = np.ascontiguousarray(result.reshape(-1, result.shape[-1]))
-        return _placed(ctx, upload(ctx, flat), out)
+        return _placed(ctx, upload(ctx, flat)[0], out)
     template = (Rows(0), Whole(1), semiring, None, None, ShardShape(a_shape[1:]))
     return call(ctx, kernel, template, [a, other], out, recheck)
 

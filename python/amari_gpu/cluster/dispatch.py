@@ -127,6 +127,13 @@ def computes(info: dict[str, Any], dtype: str | None, shader: bool = False) -> b
     )
 
 
+def devices_text(info: dict[str, Any]) -> str:
+    """A node's devices as errors name them: each one's name, backend and dtypes."""
+    return ", ".join(
+        f"{d['name']} ({d['backend']}: {', '.join(d.get('dtypes', []))})" for d in info["devices"]
+    )
+
+
 @dataclass
 class _Flight:
     node: Node
@@ -189,25 +196,21 @@ class Dispatcher:
                 self.lose(node, f"actor died: {type(e).__name__}")
         return out
 
-    def able(self, job: Job) -> list[Node]:
-        """The healthy nodes with a device for ``job``'s dtype."""
-        return [n for n in self.healthy() if computes(n.info, job.dtype, job.shader)]
-
-    def no_device_for(self, job: Job) -> InvalidArgumentError:
-        """The error of a call in a dtype no healthy node has a device for, naming each
-        node's devices and their dtypes."""
-        device = "wgpu device" if job.shader else "device"
-        nodes = "; ".join(
-            f"node {n.index}: "
-            + ", ".join(
-                f"{d['name']} ({d['backend']}: {', '.join(d.get('dtypes', []))})"
-                for d in n.info["devices"]
-            )
-            for n in self.healthy()
-        )
-        return InvalidArgumentError(
-            f"dtype: no node of this RayContext has a {device} that computes in {job.dtype} "
-            f"({nodes}); pass dtype=numpy.float32 to compute in float32"
+    def computing(self, dtype: str | None, shader: bool = False) -> list[Node]:
+        """The healthy nodes with a device that computes in ``dtype`` (None: float32, which
+        every device computes in; ``shader``: a wgpu device); with none, the call's (or
+        upload's) ``InvalidArgumentError`` naming each node's devices and their dtypes
+        (``DeviceLostError`` when no node is healthy)."""
+        nodes = [n for n in self.healthy() if computes(n.info, dtype, shader)]
+        if nodes:
+            return nodes
+        if not self.healthy():
+            raise self.no_healthy_node()
+        device = "wgpu device" if shader else "device"
+        named = "; ".join(f"node {n.index}: {devices_text(n.info)}" for n in self.healthy())
+        raise InvalidArgumentError(
+            f"dtype: no node of this RayContext has a {device} that computes in {dtype} "
+            f"({named}); pass dtype=numpy.float32 to compute in float32"
         )
 
     def rows(self, job: Job) -> int:
@@ -222,9 +225,7 @@ class Dispatcher:
 
     def plan(self, job: Job, strategy: str | None) -> Plan:
         """The core's plan of ``job`` over the healthy nodes (nodes as devices)."""
-        nodes = self.able(job)
-        if not nodes:
-            raise self.no_device_for(job) if self.healthy() else self.no_healthy_node()
+        nodes = self.computing(job.dtype, job.shader)
         work = planner.workload(
             job.family, job.items, job.bytes_in_per_item, job.bytes_out_per_item
         )
@@ -300,7 +301,7 @@ class _Call:
         """Sends every healthy node its own run (its pieces), then chunks of the shared
         queue while it has fewer than ``IN_FLIGHT`` messages: one message per node in
         turn, so that every node gets its first piece before any gets its second."""
-        nodes = self.cluster.able(self.job)
+        nodes = self.cluster.computing(self.job.dtype, self.job.shader)
         while nodes:
             waiting = []
             for node in nodes:

@@ -292,19 +292,15 @@ def fisher_information(
     scores_shape: tuple[int, ...] | None = None,
 ) -> tuple[npt.NDArray[np.float64], Plan | None]:
     """``_native.fisher_information`` on the cluster, bit-identical to one context (cluster
-    array scores are gathered: the chunk grid of the sum is the whole call's). The split
-    steps accumulate in float32: float64 scores run whole on one node with a device for
-    float64, which accumulates them in float64 as one context does."""
+    array scores are gathered: the chunk grid of the sum is the whole call's). float32
+    scores give float32 partials, float64 ones (on the nodes with a device for float64)
+    float64 partials, summed in chunk order in float64 as one context sums them."""
     if resident(scores):
-        scores = gather(scores).reshape(scores_shape or (scores.rows, scores.cols))
+        values = gather(scores)
+        scores = values if scores_shape is None else values.reshape(scores_shape)
     _host_only(scores)
-    if scores.dtype == np.float64:
-        arrays = [scores] if weights is None else [scores, weights]
-        template = (ArraySlot(0), None if weights is None else ArraySlot(1))
-        whole = ("fisher_information", template, arrays)
-        return _whole(ctx, INFORMATION, whole, strategy, out, "float64")
-    # float32 scores come with float32 weights (the mixin converts them): a no-op view.
-    weights = None if weights is None else np.asarray(weights, dtype=np.float32)
+    # Scores come with weights of their dtype (the mixin converts them): a no-op view.
+    weights = None if weights is None else np.asarray(weights, dtype=scores.dtype)
     prepared = _native.fisher_prepare(scores, weights)
     s = scores if prepared["scores"] is None else prepared["scores"]
     # fisher_prepare returns weights whenever it made them (ones without weights).
@@ -320,7 +316,7 @@ def fisher_information(
     def take(chunk: int, _start: int, _stop: int, r: Any) -> None:
         parts[chunk] = r[0]
 
-    job = Job(INFORMATION, n, _row_bytes(s, w), call, take, unit=unit)
+    job = Job(INFORMATION, n, _row_bytes(s, w), call, take, unit=unit, dtype=_dtype(scores))
     plan = ctx.run(job, strategy)
     partials = np.ascontiguousarray(np.concatenate([parts[c] for c in sorted(parts)]))
     matrix = _native.fisher_finish(

@@ -160,12 +160,19 @@ class NodeWorker:
         self._chunks += count
 
     def hold(
-        self, key: str, names: list[str], slices: list[tuple[int, int | None]], *parts: Any
+        self,
+        key: str,
+        names: list[str],
+        slices: list[tuple[int, int | None]],
+        *parts: Any,
+        dtype: str | None = None,
     ) -> tuple[int, ...]:
         """Uploads rows into this node's devices and keeps them under ``key``: the rows
-        ``slices[i]`` of ``parts[i]`` (arrays Ray read from its store, any real dtype,
-        converted to float32 as every kernel input is; ``names[i]`` in errors), in order.
-        Returns the shape of the first part (the driver checks ``from_ray``'s with it)."""
+        ``slices[i]`` of ``parts[i]`` (arrays Ray read from its store; ``names[i]`` in
+        errors), in order. With ``dtype``, the parts are rows of the devices' words holding
+        values of that dtype (a cluster array's shard), uploaded as they are; without, the
+        caller's arrays (``from_ray``), any real dtype, converted to float32. Returns the
+        shape of the first part (the driver checks ``from_ray``'s with it)."""
         from .._validate import as_float32, real_array
 
         self._chunk()
@@ -177,15 +184,16 @@ class NodeWorker:
             width = array.shape[-1] if array.ndim > 1 else 1
             if width == 0 or array.size == 0:
                 return tuple(array.shape)
-            rows.append(as_float32(name, array.reshape(-1, width)[lo:hi]))
-        flat = rows[0] if len(rows) == 1 else np.concatenate(rows)
-        self._held[key] = _native.resident_upload(self._ctx._native, np.ascontiguousarray(flat))
+            part_rows = array.reshape(-1, width)[lo:hi]
+            rows.append(part_rows if dtype is not None else as_float32(name, part_rows))
+        flat = np.ascontiguousarray(rows[0] if len(rows) == 1 else np.concatenate(rows))
+        self._held[key] = _native.resident_upload(self._ctx._native, flat, None, dtype or "float32")
         return tuple(np.shape(parts[0]))
 
-    def compute(self, key: str, method: str, template: Any, *arrays: Any) -> tuple[int, int]:
+    def compute(self, key: str, method: str, template: Any, *arrays: Any) -> tuple[int, int, str]:
         """``_native.<method>(context, *args)`` with ``args`` being ``template`` with its
         ``ArraySlot``s replaced by ``arrays`` and its ``HeldSlot``s by held shards; keeps the
-        resident result under ``key`` and returns its rows and columns."""
+        resident result under ``key`` and returns its rows, columns (words) and dtype."""
         self._chunk()
         args = _fill(template, arrays, self._held)
         result = getattr(_native, method)(self._ctx._native, *args)
@@ -193,7 +201,7 @@ class NodeWorker:
         if isinstance(result, tuple):
             result = result[0]
         self._held[key] = result
-        return int(result.rows), int(result.cols)
+        return int(result.rows), int(result.cols), str(result.dtype)
 
     def export(self, key: str, start: int, stop: int) -> Any:
         """Rows ``start..stop`` of the shard held under ``key`` (into the object store)."""

@@ -76,13 +76,20 @@ def plan(work: Workload, rows: int, models: Sequence[NodeModel], strategy: str) 
     return _native.plan_models(work, rows, [m.device_model(family) for m in models], strategy)
 
 
+def placement(weights: Sequence[tuple[int, float]], rows: int) -> Plan:
+    """The core's capability plan of ``rows`` rows over the nodes ``(index, weight)``, in
+    proportion to their weights (measured rates; ``device_id`` the node index); a weight
+    of 0 or less gets none, unless every weight is."""
+    models = [NodeModel(i, {"rows": float(w)}) for i, w in weights if w > 0] or [
+        NodeModel(i, {"rows": 1.0}) for i, _ in weights
+    ]
+    return plan(workload("rows", rows, 0.0, 0.0), 1, models, "capability")
+
+
 def split(weights: Sequence[float], rows: int) -> list[int]:
     """``rows`` rows split over nodes in proportion to ``weights`` (their measured rates),
-    by the core's capability partitioner; a weight of 0 or less gets none."""
-    models = [NodeModel(i, {"rows": float(w)}) for i, w in enumerate(weights) if w > 0] or [
-        NodeModel(i, {"rows": 1.0}) for i in range(len(weights))
-    ]
+    by the core's capability partitioner (see :func:`placement`)."""
     out = [0] * len(weights)
-    for a in plan(workload("rows", rows, 0.0, 0.0), 1, models, "capability"):
+    for a in placement(list(enumerate(weights)), rows):
         out[a.device_id] = a.items
     return out

@@ -111,10 +111,10 @@ def attempts(cluster: Dispatcher, body: Callable[[Attempt], T]) -> T:
             attempt.close()
 
 
-def _least_loaded(cluster: Dispatcher, shards: list[Shard]) -> Node:
-    nodes = cluster.healthy()
-    if not nodes:
-        raise NodeFailed(shards[0].node, "no healthy node left")
+def _least_loaded(cluster: Dispatcher, shards: list[Shard], dtype: str) -> Node:
+    """The healthy node with a device for ``dtype`` that holds the fewest rows of
+    ``shards`` (the first such node on a tie)."""
+    nodes = cluster.computing(None if dtype == "float32" else dtype)
     load = {n.index: 0 for n in nodes}
     for s in shards:
         if s.node.index in load:
@@ -145,7 +145,7 @@ def make_rows(lin: Lineage, start: int, stop: int, node: Node, key: str, at: Att
         refs, slices = _source_parts(lin, start, stop)
         _count(node, sent=4 * (stop - start) * max(lin.cols, 1))
         names = ["x"] * len(refs)
-        at.submit(node, node.actor.hold.remote(key, names, slices, *refs))
+        at.submit(node, node.actor.hold.remote(key, names, slices, *refs, dtype=lin.dtype))
         return
     f = lin.factor
     if start % f or stop % f:
@@ -155,7 +155,8 @@ def make_rows(lin: Lineage, start: int, stop: int, node: Node, key: str, at: Att
         whole = at.temp(node)
         make_rows(lin, lo, hi, node, whole, at)
         part = at.submit(node, node.actor.export.remote(whole, start - lo, stop - lo))
-        at.submit(node, node.actor.hold.remote(key, ["x"], [(0, stop - start)], part))
+        hold = node.actor.hold.remote(key, ["x"], [(0, stop - start)], part, dtype=lin.dtype)
+        at.submit(node, hold)
         return
     start, stop = start // f + lin.offset, stop // f + lin.offset
     arrays: list[Any] = []
@@ -189,18 +190,20 @@ def make_rows(lin: Lineage, start: int, stop: int, node: Node, key: str, at: Att
 def take(
     cluster: Dispatcher, x: ClusterHandle, start: int, stop: int, cols: int | None
 ) -> ClusterHandle:
-    """A new array of rows ``start..stop`` of ``x`` (with ``cols=1``, their words as rows of
-    one word), each of its shards the part of one of ``x``'s shards, copied by the node
-    that holds it; remembered as that call on ``x``'s lineage."""
-    factor = x.cols if cols == 1 else 1
+    """A new array of rows ``start..stop`` of ``x`` (with ``cols``, their words as rows of
+    ``cols`` words: one value of a float32 or float64 row each), each of its shards the part
+    of one of ``x``'s shards, copied by the node that holds it; remembered as that call on
+    ``x``'s lineage."""
+    factor = x.cols // cols if cols else 1
     lin = Lineage(
         (stop - start) * factor,
-        1 if cols == 1 else x.cols,
+        cols or x.cols,
         method="resident_rows",
         template=(Rows(0), 0, ShardRows(), cols),
         operands=[x.lineage],
         factor=factor,
         offset=start,
+        dtype=x.dtype,
     )
 
     def body(at: Attempt) -> ClusterHandle:
@@ -240,7 +243,7 @@ def heal(handle: ClusterHandle) -> None:
         made: list[tuple[Shard, Node, str]] = []
         for shard in lost:
             planned = [Shard(s.start, s.stop, n, k) for s, n, k in made]
-            node = _least_loaded(handle.cluster, handle.shards + planned)
+            node = _least_loaded(handle.cluster, handle.shards + planned, handle.dtype)
             key = at.temp(node)
             make_rows(handle.lineage, shard.start, shard.stop, node, key, at)
             made.append((shard, node, key))
@@ -276,7 +279,8 @@ def rows_on(lin: Lineage, node: Node, start: int, stop: int, at: Attempt) -> str
                     _count(s.node, received=moved)
                     _count(node, sent=moved)
         key = at.temp(node)
-        at.submit(node, node.actor.hold.remote(key, ["x"] * len(refs), slices, *refs))
+        names = ["x"] * len(refs)
+        at.submit(node, node.actor.hold.remote(key, names, slices, *refs, dtype=lin.dtype))
         return key
     key = at.temp(node)
     make_rows(lin, start, stop, node, key, at)
@@ -310,8 +314,8 @@ def run(cluster: Dispatcher, lin: Lineage, primary: Lineage) -> ClusterHandle:
         at.temps.extend((s.node, s.key) for s in shards)
         answers = at.wait()
         # Each shard's compute is submitted after what brings its operands: the last
-        # answer is the last shard's (rows, cols).
-        rows, cols = answers[-1]
+        # answer is the last shard's (rows, cols, dtype).
+        rows, cols, lin.dtype = answers[-1]
         last = shards[-1]
         lin.factor = int(rows) // (last.stop - last.start)
         lin.cols = int(cols)
@@ -325,18 +329,20 @@ def run(cluster: Dispatcher, lin: Lineage, primary: Lineage) -> ClusterHandle:
     return attempts(cluster, body)
 
 
-def gather(handle: ClusterHandle) -> npt.NDArray[np.float32]:
-    """Every row of ``handle``, through the object store, shard by shard."""
+def gather(handle: ClusterHandle) -> npt.NDArray[Any]:
+    """Every row of ``handle`` as values of its dtype, through the object store, shard by
+    shard (each shard's words copied straight into place)."""
     out = np.empty((handle.rows, handle.cols), dtype=np.float32)
 
-    def body(at: Attempt) -> npt.NDArray[np.float32]:
+    def body(at: Attempt) -> npt.NDArray[Any]:
         heal(handle)
         for s in handle.shards:
             at.submit(s.node, s.node.actor.export.remote(s.key, 0, s.stop - s.start))
         for s, rows in zip(handle.shards, at.wait()):
             out[s.start : s.stop] = rows
             _count(s.node, received=int(rows.nbytes))
-        return out
+        # The words seen as the values they hold (their bits unchanged).
+        return out.view(handle.dtype)
 
     return attempts(handle.cluster, body)
 
@@ -349,7 +355,7 @@ def hold(cluster: Dispatcher, lin: Lineage, nodes: list[Node]) -> ClusterHandle:
     def body(at: Attempt) -> ClusterHandle:
         for s in shards:
             if not s.node.healthy:
-                s.node = _least_loaded(cluster, [t for t in shards if t.node.healthy])
+                s.node = _least_loaded(cluster, [t for t in shards if t.node.healthy], lin.dtype)
             make_rows(lin, s.start, s.stop, s.node, s.key, at)
         at.temps.extend((s.node, s.key) for s in shards)
         at.wait()

@@ -6,7 +6,7 @@
 //! magnitudes near 1e154 (refused after the fact) or below 1e-154 (gradual underflow, as
 //! numpy's `g.T @ g` gives it).
 
-use crate::context::{MultiGpuContext, Target};
+use crate::context::{MultiGpuContext, Ran, Target};
 use crate::dtype::f64_words;
 use crate::error::{Error, Result};
 use crate::plan::Strategy;
@@ -14,7 +14,7 @@ use crate::plan::Strategy;
 use super::checks;
 use super::information::FisherMatrix;
 use super::shape::SyrkShape;
-use super::split::{check_weights, no_rows};
+use super::split::{check_weights, no_rows, whole_chunks};
 use super::syrk::MAX_SCORE_COLUMNS;
 use super::syrk64::{kernel, reduce};
 
@@ -40,6 +40,8 @@ pub fn information_shapes_f64(
 /// Empirical Fisher information of row-major (N, `p`) float64 `scores`, with optional (N,)
 /// float64 `weights`, accumulated in float64 on every device that runs float64 (a context
 /// without one refuses the call, naming its devices). Errors as [`super::fisher_information`]'s.
+/// The three steps a cluster runs apart ([`prepare_f64`], [`partials_f64`] on the nodes,
+/// [`finish_f64`]), in a row.
 pub fn fisher_information_f64(
     ctx: &MultiGpuContext,
     scores: &[f64],
@@ -47,6 +49,41 @@ pub fn fisher_information_f64(
     weights: Option<&[f64]>,
     strategy: Option<Strategy>,
 ) -> Result<FisherMatrix> {
+    let prepared = prepare_f64(scores, p, weights)?;
+    // Multiplying by 1.0 is exact: the unweighted result is the plain mean.
+    let ones;
+    let weights = match weights {
+        Some(w) => w,
+        None => {
+            ones = ones_f64(prepared.n)?;
+            &ones
+        }
+    };
+    let ran = partials_f64(ctx, scores, p, weights, None, strategy)?;
+    let matrix = finish_f64(p, prepared.total, &ran.partials);
+    ctx.recycle_partials(ran.partials);
+    Ok(FisherMatrix {
+        matrix: matrix?,
+        p,
+        plan: ran.plan,
+    })
+}
+
+/// A checked float64 call: its rows, the float64 sum of its weights (N without weights)
+/// and the chunk grid of the whole problem (a context's default sizing).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prepared64 {
+    /// Rows.
+    pub n: usize,
+    /// Sum of the weights (N without weights).
+    pub total: f64,
+    /// Items per chunk of the whole problem's chunk grid.
+    pub chunk_items: usize,
+}
+
+/// Checks row-major (N, `p`) float64 `scores` and optional (N,) `weights` as
+/// [`fisher_information_f64`] does (float64 needs no scaling: the devices see them as given).
+pub fn prepare_f64(scores: &[f64], p: usize, weights: Option<&[f64]>) -> Result<Prepared64> {
     let n = checks::rows("scores", scores, p, MAX_SCORE_COLUMNS)?;
     if n == 0 {
         return Err(no_rows(p));
@@ -54,38 +91,61 @@ pub fn fisher_information_f64(
     checks::all_values("scores", scores, p, "finite values", f64::is_finite)?;
     let total = check_weights(weights, n)?;
     let width = SyrkShape::new(p).width;
+    Ok(Prepared64 {
+        n,
+        total,
+        chunk_items: kernel(p, width).chunk_items(n),
+    })
+}
+
+/// (`n`,) ones: the weights of an unweighted call.
+pub fn ones_f64(n: usize) -> Result<Vec<f64>> {
+    let mut all = crate::alloc::zeroed::<f64>("weights", n)?;
+    all.fill(1.0);
+    Ok(all)
+}
+
+/// The float64 partials (packed triangles as words, one per chunk in chunk order) of
+/// checked (n, `p`) `scores` and (n,) `weights`, cut into chunks of `grid` rows when given
+/// (else the context's default sizing): with the rows of chunks `c0..c1` of a larger
+/// problem and its grid, these are the partials of those chunks a single context computes
+/// for the whole problem.
+pub fn partials_f64(
+    ctx: &MultiGpuContext,
+    scores: &[f64],
+    p: usize,
+    weights: &[f64],
+    grid: Option<usize>,
+    strategy: Option<Strategy>,
+) -> Result<Ran> {
+    let n = checks::rows("scores", scores, p, MAX_SCORE_COLUMNS)?;
+    checks::same_shape("weights", weights, n, None)?;
+    if grid == Some(0) {
+        return Err(Error::invalid("chunk_items", "expected at least 1, got 0"));
+    }
+    let width = SyrkShape::new(p).width;
     let rows = padded(scores, p, width, n)?;
-    // Multiplying by 1.0 is exact: the unweighted result is the plain mean.
-    let ones;
-    let weights = match weights {
-        Some(w) => w,
-        None => {
-            let mut all = crate::alloc::zeroed::<f64>("weights", n)?;
-            all.fill(1.0);
-            ones = all;
-            &ones
-        }
-    };
-    let ran = ctx.run(
+    ctx.run_on_grid(
         &kernel(p, width),
         &[f64_words(&rows), f64_words(weights)],
         Target::Chunks,
         n,
+        grid,
         strategy,
-    )?;
-    drop(rows);
-    let matrix = reduce(p, width, &ran.partials);
-    ctx.recycle_partials(ran.partials);
-    let mut matrix = matrix?;
+    )
+}
+
+/// The Fisher matrix from every chunk's float64 partials (words, in chunk order): summed in
+/// float64, refused when the sum left float64's range, divided by the weights' sum `total`.
+pub fn finish_f64(p: usize, total: f64, partials: &[f32]) -> Result<Vec<f64>> {
+    let width = SyrkShape::new(p).width;
+    whole_chunks(partials, 2 * super::syrk64::triangle(width))?;
+    let mut matrix = reduce(p, width, partials)?;
     checks::accumulated(&matrix, p, "float64")?;
     for v in &mut matrix {
         *v /= total;
     }
-    Ok(FisherMatrix {
-        matrix,
-        p,
-        plan: ran.plan,
-    })
+    Ok(matrix)
 }
 
 /// The rows with zero columns appended up to `width` (a copy only when P is not it).

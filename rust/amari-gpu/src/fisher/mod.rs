@@ -52,7 +52,10 @@ pub use gaussian::{
     check_gaussian_operands, fisher_gaussian_diag, gaussian_diag_kernel, MAX_GAUSSIAN_DIMENSIONS,
 };
 pub use information::{fisher_information, fisher_information_by, FisherMatrix, SyrkVariant};
-pub use information64::{fisher_information_f64, information_shapes_f64};
+pub use information64::{
+    finish_f64, fisher_information_f64, information_shapes_f64, ones_f64, partials_f64, prepare_f64,
+    Prepared64,
+};
 pub use resident::{
     column_max_kernel, fisher_information_resident, fisher_information_resident_f64,
     prepare_kernel, SOURCE as RESIDENT_SOURCE,

@@ -195,7 +195,13 @@ pub fn finish(finish: &Finish, partials: &[f32]) -> Result<Vec<f64>> {
         ));
     }
     let shape = SyrkShape::new(finish.p);
-    let words = shape.partial_words();
+    whole_chunks(partials, shape.partial_words())?;
+    let matrix = super::reduce::reduce_tiled(&shape, partials)?;
+    finish_matrix(finish, matrix)
+}
+
+/// Checks `partials` are whole chunks' partials of `words` words each.
+pub(super) fn whole_chunks(partials: &[f32], words: usize) -> Result<()> {
     if words == 0 || !partials.len().is_multiple_of(words) {
         return Err(Error::invalid(
             "partials",
@@ -205,8 +211,7 @@ pub fn finish(finish: &Finish, partials: &[f32]) -> Result<Vec<f64>> {
             ),
         ));
     }
-    let matrix = super::reduce::reduce_tiled(&shape, partials)?;
-    finish_matrix(finish, matrix)
+    Ok(())
 }
 
 /// Divides the summed matrix by the weights' sum and unscales it, refusing an accumulation
