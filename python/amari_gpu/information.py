@@ -13,9 +13,9 @@ on the devices that run float64, float32 and float16 ones in float32. ``fisher_c
 and ``fisher_gaussian`` return the dtype they compute in: float64 computed in float64 on the
 devices that run it, float32 as always, float16 computed in float32 (the operands rounded to
 float16 first) and rounded once to float16. DeviceArray scores of ``fisher_information`` and
-``natural_gradient`` compute in their dtype, float32 or float64 (float64 ones gathered and
-accumulated as float64 numpy scores are); the per-sample maps' DeviceArrays compute in
-float32.
+``natural_gradient`` compute in their dtype, float32 or float64 (float64 ones reduced in
+float64 where their rows live, the bits of float64 numpy scores); the per-sample maps'
+DeviceArrays compute in float32.
 
 Every method takes ``out=``: an array of the result's shape and dtype (C-contiguous,
 writeable, sharing no memory with the inputs) that the result is written into and that is
@@ -139,9 +139,7 @@ class InformationGeometryMixin(KernelHost):
         (tested against longdouble). No scaling in float64: products beyond its range raise
         ``InvalidArgumentError`` naming the entry, tiny ones underflow gradually as in
         numpy's ``g.T @ g``. A float32 DeviceArray's scores accumulate in float32; a float64
-        one's in float64, the bits of the numpy path: its rows are gathered (N x P x 8 bytes
-        read back) and reduced as float64 numpy scores are (a reduction of float64 rows
-        where they live is not built yet).
+        one's in float64 where its rows live, the bits of the numpy path (see below).
 
         ``dtype=`` (float16, float32 or float64) sets the accumulation instead of the scores'
         dtype: ``np.float32`` accumulates float64 scores in float32 on purpose (scores and
@@ -170,7 +168,10 @@ class InformationGeometryMixin(KernelHost):
         the rows of chunks cut by a shard boundary (run by the engine from the host), cross
         to the host. ``weights`` (N words) stay on the host (a DeviceArray is gathered)
         and are uploaded to each device. Scores holding NaN or infinities are gathered to
-        name the first one. ``ctx.last_plan`` is left as it was.
+        name the first one. ``ctx.last_plan`` is left as it was. A float64 DeviceArray is
+        reduced the same way in float64 (no scaling: the maxima pass only looks for NaN
+        and infinities; the padded copy only when P is not a multiple of 4), each device
+        running the float64 partials of the chunks it holds, weights taken in float64.
         """
         kept = _kept([("scores", scores)], dtype, (FLOAT32, FLOAT64))
         wide = kept == FLOAT64

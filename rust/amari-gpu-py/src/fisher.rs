@@ -170,16 +170,19 @@ fn information_f64<'py>(
         size: 2 * n * p,
     };
     let held = resident.as_ref().map(|r| &r.inner);
-    let fisher = run_sized(py, Some(sized), move || match (host, held) {
-        (Some(scores), _) => fisher::fisher_information_f64(&inner, scores, p, weights, strategy),
+    // Resident rows are reduced where they live: no plan (as for float32 ones).
+    let (matrix, plan) = run_sized(py, Some(sized), move || match (host, held) {
+        (Some(scores), _) => fisher::fisher_information_f64(&inner, scores, p, weights, strategy)
+            .map(|f| (f.matrix, Some(f.plan))),
         (None, Some(array)) => {
-            fisher::fisher_information_resident_f64(&inner, array, &dims, weights, strategy)
+            fisher::fisher_information_resident_f64(&inner, array, &dims, weights)
+                .map(|matrix| (matrix, None))
         }
         (None, None) => Err(amari_gpu::Error::Internal("scores not borrowed".into())),
     })?;
-    let matrix = returned_into(py, IxDyn(&[p, p]), claimed, fisher.matrix)?;
-    let plan = ctx.plans.record(py, &fisher.plan)?;
-    Ok((matrix, Some(plan)))
+    let matrix = returned_into(py, IxDyn(&[p, p]), claimed, matrix)?;
+    let plan = plan.map(|p| ctx.plans.record(py, &p)).transpose()?;
+    Ok((matrix, plan))
 }
 
 /// Per-sample categorical Fisher `diag(p) - p p^T` of (N, K) `values` (a DeviceArray of

@@ -6,6 +6,8 @@
 //! magnitudes near 1e154 (refused after the fact) or below 1e-154 (gradual underflow, as
 //! numpy's `g.T @ g` gives it).
 
+use std::borrow::Cow;
+
 use crate::context::{MultiGpuContext, Target};
 use crate::dtype::f64_words;
 use crate::error::{Error, Result};
@@ -55,20 +57,10 @@ pub fn fisher_information_f64(
     let total = check_weights(weights, n)?;
     let width = SyrkShape::new(p).width;
     let rows = padded(scores, p, width, n)?;
-    // Multiplying by 1.0 is exact: the unweighted result is the plain mean.
-    let ones;
-    let weights = match weights {
-        Some(w) => w,
-        None => {
-            let mut all = crate::alloc::zeroed::<f64>("weights", n)?;
-            all.fill(1.0);
-            ones = all;
-            &ones
-        }
-    };
+    let weights = device_weights(weights, n)?;
     let ran = ctx.run(
         &kernel(p, width),
-        &[f64_words(&rows), f64_words(weights)],
+        &[f64_words(&rows), f64_words(&weights)],
         Target::Chunks,
         n,
         strategy,
@@ -76,27 +68,43 @@ pub fn fisher_information_f64(
     drop(rows);
     let matrix = reduce(p, width, &ran.partials);
     ctx.recycle_partials(ran.partials);
-    let mut matrix = matrix?;
-    checks::accumulated(&matrix, p, "float64")?;
-    for v in &mut matrix {
-        *v /= total;
-    }
     Ok(FisherMatrix {
-        matrix,
+        matrix: mean(matrix?, p, total)?,
         p,
         plan: ran.plan,
     })
 }
 
+/// The weights the devices take: the caller's, or ones (multiplying by 1.0 is exact: the
+/// unweighted result is the plain mean).
+pub(super) fn device_weights(weights: Option<&[f64]>, n: usize) -> Result<Cow<'_, [f64]>> {
+    if let Some(w) = weights {
+        return Ok(Cow::Borrowed(w));
+    }
+    let mut ones = crate::alloc::zeroed::<f64>("weights", n)?;
+    ones.fill(1.0);
+    Ok(Cow::Owned(ones))
+}
+
+/// The summed partials `matrix` (P × P) divided by the weights' `total`, refused (naming
+/// the entry) when a sum left float64's range.
+pub(super) fn mean(mut matrix: Vec<f64>, p: usize, total: f64) -> Result<Vec<f64>> {
+    checks::accumulated(&matrix, p, "float64")?;
+    for v in &mut matrix {
+        *v /= total;
+    }
+    Ok(matrix)
+}
+
 /// The rows with zero columns appended up to `width` (a copy only when P is not it).
-fn padded(scores: &[f64], p: usize, width: usize, n: usize) -> Result<std::borrow::Cow<'_, [f64]>> {
+fn padded(scores: &[f64], p: usize, width: usize, n: usize) -> Result<Cow<'_, [f64]>> {
     if width == p {
-        return Ok(std::borrow::Cow::Borrowed(scores));
+        return Ok(Cow::Borrowed(scores));
     }
     let len = crate::alloc::product("padded scores", &[n, width], 8)?;
     let mut out = crate::alloc::zeroed::<f64>("padded scores", len)?;
     for (to, from) in out.chunks_exact_mut(width).zip(scores.chunks_exact(p)) {
         to[..p].copy_from_slice(from);
     }
-    Ok(std::borrow::Cow::Owned(out))
+    Ok(Cow::Owned(out))
 }

@@ -21,6 +21,7 @@ mod maps_wgsl;
 mod reduce;
 pub mod reference;
 mod resident;
+mod resident64;
 mod resident_maps;
 mod scale;
 mod scan;
@@ -54,9 +55,9 @@ pub use gaussian::{
 pub use information::{fisher_information, fisher_information_by, FisherMatrix, SyrkVariant};
 pub use information64::{fisher_information_f64, information_shapes_f64};
 pub use resident::{
-    column_max_kernel, fisher_information_resident, fisher_information_resident_f64,
-    prepare_kernel, SOURCE as RESIDENT_SOURCE,
+    column_max_kernel, fisher_information_resident, prepare_kernel, SOURCE as RESIDENT_SOURCE,
 };
+pub use resident64::fisher_information_resident_f64;
 pub use resident_maps::{
     fisher_categorical_resident, fisher_gaussian_resident, flag_kernel, CHECKS_SOURCE,
 };

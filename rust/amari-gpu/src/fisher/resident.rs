@@ -142,37 +142,3 @@ pub fn fisher_information_resident(
         matrix,
     )
 }
-
-/// `fisher_information_f64` of resident float64 scores of the caller's shape `dims`
-/// ((N, P); the array holds N rows of 2P words): accumulated in float64, the numpy path's
-/// bits. The rows are gathered (N × P × 8 bytes read back) and reduced as host float64
-/// scores are: the on-device float64 reduction (float64 column maxima and padding on the
-/// devices, weights of two words per row beside each shard) is not built yet.
-pub fn fisher_information_resident_f64(
-    ctx: &MultiGpuContext,
-    scores: &ResidentArray,
-    dims: &[usize],
-    weights: Option<&[f64]>,
-    strategy: Option<crate::plan::Strategy>,
-) -> Result<super::FisherMatrix> {
-    let (n, p) = super::information_shapes_f64(dims, None)?;
-    if scores.dtype() != crate::dtype::Dtype::F64 || (scores.rows(), scores.cols()) != (n, 2 * p)
-    {
-        return Err(Error::invalid(
-            "scores",
-            format!(
-                "expected a float64 DeviceArray of shape ({n}, {p}), got one of {} with {} \
-                 rows of {} words",
-                scores.dtype(),
-                scores.rows(),
-                scores.cols()
-            ),
-        ));
-    }
-    let mut rows: Vec<f64> = crate::alloc::zeroed(
-        "scores (gathered)",
-        crate::alloc::product("scores", &[n, p], 8)?,
-    )?;
-    ctx.gather(scores, crate::dtype::f64_words_mut(&mut rows))?;
-    super::fisher_information_f64(ctx, &rows, p, weights, strategy)
-}
