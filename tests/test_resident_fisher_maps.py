@@ -155,7 +155,7 @@ def test_shapes_and_arrays_are_named(ctx2: ag.MultiGpuContext, mixed: ag.MultiGp
     with pytest.raises(ag.ShapeError, match=r"probs: expected shape \(N, W\), got \(50,\)"):
         ctx2.fisher_categorical(ctx2.asarray(p[:, 0]))
     with pytest.raises(ag.ShapeError, match=r"var: expected shape \(50, 3\), got \(49, 3\)"):
-        ctx2.fisher_gaussian(ctx2.asarray(p), np.ones((49, 3)))
+        ctx2.fisher_gaussian(ctx2.asarray(p), np.ones((49, 3), np.float32))
     with pytest.raises(ag.ShapeError, match=r"var: expected shape \(50, 3\), got \(50, 2\)"):
         ctx2.fisher_gaussian(p, ctx2.asarray(np.ones((50, 2), np.float32)))
     with pytest.raises(ag.InvalidArgumentError, match="probs: expected exactly one"):
