@@ -70,15 +70,8 @@ pub fn prepare_kernel(p: usize, width: usize) -> Kernel {
     }
 }
 
-/// [`super::information::fisher_information`] of the resident (N, P) `scores`: the row-major P × P
-/// float64 matrix, bit for bit the numpy path's whatever the sharding, computed where the
-/// rows live. `weights` (N,) are host words. Errors as the numpy path's, word for word.
-pub fn fisher_information_resident(
-    ctx: &MultiGpuContext,
-    scores: &ResidentArray,
-    weights: Option<&[f32]>,
-) -> Result<Vec<f64>> {
-    let (n, p) = (scores.rows(), scores.cols());
+/// The numpy path's checks of the shape (N, P) of resident scores: 1 <= P <= 4096, N >= 1.
+pub(super) fn check_rows(n: usize, p: usize) -> Result<()> {
     if p == 0 || p > MAX_SCORE_COLUMNS {
         return Err(Error::Shape {
             argument: "scores".into(),
@@ -89,6 +82,19 @@ pub fn fisher_information_resident(
     if n == 0 {
         return Err(no_rows(p));
     }
+    Ok(())
+}
+
+/// [`super::information::fisher_information`] of the resident (N, P) `scores`: the row-major P × P
+/// float64 matrix, bit for bit the numpy path's whatever the sharding, computed where the
+/// rows live. `weights` (N,) are host words. Errors as the numpy path's, word for word.
+pub fn fisher_information_resident(
+    ctx: &MultiGpuContext,
+    scores: &ResidentArray,
+    weights: Option<&[f32]>,
+) -> Result<Vec<f64>> {
+    let (n, p) = (scores.rows(), scores.cols());
+    check_rows(n, p)?;
     let total = check_weights(weights, n)?;
     let maxima = column_max_kernel(p);
     let grid = |k: &Kernel| ctx.kernel_chunk_items(k, n);

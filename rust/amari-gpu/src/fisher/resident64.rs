@@ -19,10 +19,9 @@ use crate::kernel::Kernel;
 use crate::resident::{Operand, ResidentArray};
 
 use super::information64::{device_weights, information_shapes_f64, mean};
-use super::resident::{column_max_kernel, prepare_kernel};
+use super::resident::{check_rows, column_max_kernel, prepare_kernel};
 use super::shape::SyrkShape;
-use super::split::{check_weights, no_rows};
-use super::syrk::MAX_SCORE_COLUMNS;
+use super::split::check_weights;
 use super::syrk64::{kernel, reduce};
 
 /// The high word of a float64 at or above this (sign cleared): an infinity or a NaN.
@@ -51,16 +50,7 @@ pub fn fisher_information_resident_f64(
             ),
         ));
     }
-    if p == 0 || p > MAX_SCORE_COLUMNS {
-        return Err(Error::Shape {
-            argument: "scores".into(),
-            expected: format!("(N, W) with 1 <= W <= {MAX_SCORE_COLUMNS}"),
-            actual: format!("W = {p}"),
-        });
-    }
-    if n == 0 {
-        return Err(no_rows(p));
-    }
+    check_rows(n, p)?;
     let words = 2 * p;
     // The rows' words hold float64 values: kernels over them run where float64 runs.
     let in_f64 = |k: Kernel| Kernel {
