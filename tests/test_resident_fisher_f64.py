@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import amari_gpu as ag
 import numpy as np
 import pytest
-from _resident_helpers import gl_device_ids
+from _resident_helpers import assert_faults_change_nothing, gl_device_ids
 from amari_gpu.errors import InvalidArgumentError
 
 
@@ -166,3 +166,22 @@ def test_errors_are_the_numpy_paths_and_other_dtypes_are_refused(
         InvalidArgumentError, match=r"scores: expected a DeviceArray of float32 .*float64"
     ):
         ctx.fisher_information(x64, dtype=np.float32)
+
+
+def test_a_device_failing_mid_call_changes_nothing(mixed: ag.MultiGpuContext) -> None:
+    # Chunks of 64 rows on two lavapipe devices and the host: a failed device's chunks (and
+    # their float64 weights, two words a row) go to another device, on rows rebuilt there
+    # from the lineage (P = 6: the padded copy runs too).
+    ctx = mixed
+    rng = np.random.default_rng(17)
+    scores = rng.standard_normal((900, 6))
+    weights = rng.random(900)
+    want = ctx.fisher_information(scores, weights)
+
+    def same(resident: ag.DeviceArray) -> bool:
+        got = ctx.fisher_information(resident, weights)
+        return bool(np.array_equal(_bits(got), _bits(want)))
+
+    assert_faults_change_nothing(
+        ctx, lambda: ctx.asarray(scores, strategy="balanced"), same, attempts=4
+    )
