@@ -228,11 +228,13 @@ mod tests {
 
     #[test]
     fn truncated_float64_values_bound_the_value_from_below() {
-        for v in [1.0f64, 0.1, 1.0 / 3.0, 1e-30, 3e38, 1.17e-38, 2.0f64.powi(-126)] {
+        // float32's normal range: truncated, within 2^-23 below; under it, 0 (1.17e-38 is).
+        for v in [1.0f64, 0.1, 1.0 / 3.0, 1e-30, 3e38, 1.18e-38, 2.0f64.powi(-126)] {
             let bits = v.to_bits();
             let got = wide_value((bits >> 32) as u32, bits as u32);
             assert!(f64::from(got) <= v && f64::from(got) >= v * (1.0 - 2f64.powi(-23)), "{v:e}");
         }
+        assert_eq!(wide_value((1.17e-38f64.to_bits() >> 32) as u32, 0), 0.0);
         assert_eq!(wide_value((1e-39f64.to_bits() >> 32) as u32, 0), 0.0);
         assert_eq!(wide_value((1e39f64.to_bits() >> 32) as u32, 0), -1.0);
     }
