@@ -345,14 +345,16 @@ def test_ga_on_device_arrays_refuses_a_dtype_they_do_not_hold(host: ag.MultiGpuC
     assert np.array_equal(np.asarray(got), host.normalize(np.ones((4, 8))))
 
 
-def test_families_without_wide_resident_kernels_refuse_by_name(host: ag.MultiGpuContext) -> None:
+def test_fisher_maps_keep_a_float64_device_arrays_dtype(host: ag.MultiGpuContext) -> None:
+    # As tropical products and fisher_information (tests/test_resident_tropical_f64.py,
+    # tests/test_resident_fisher_f64.py, tests/test_resident_fisher_maps_f64.py).
     x64 = host.asarray(np.full((4, 4), 0.25))
-    # Tropical products and fisher_information compute in float64 on one
-    # (tests/test_resident_tropical_f64.py, tests/test_resident_fisher_f64.py).
-    with pytest.raises(InvalidArgumentError, match="probs: expected a DeviceArray of float32"):
-        host.fisher_categorical(x64)
-    with pytest.raises(InvalidArgumentError, match="var: expected a DeviceArray of float32"):
-        host.fisher_gaussian(np.zeros((4, 4)), x64)
+    got = host.fisher_categorical(x64)
+    assert got.dtype == np.float64
+    assert _same(got, host.fisher_categorical(np.full((4, 4), 0.25)))
+    got = host.fisher_gaussian(np.zeros((4, 4)), x64)
+    assert got.dtype == np.float64
+    assert _same(got, host.fisher_gaussian(np.zeros((4, 4)), np.full((4, 4), 0.25)))
 
 
 ROW = """

@@ -31,7 +31,7 @@ def _scaled(sharding: list[tuple[int, int, int]], rows: int) -> list[tuple[int, 
 
 def _same(got: object, want: np.ndarray) -> None:
     assert isinstance(got, ag.DeviceArray)
-    assert got.shape == want.shape
+    assert got.shape == want.shape and got.dtype == want.dtype
     g = got.numpy()
     assert g.tobytes() == want.tobytes()
 
@@ -80,16 +80,18 @@ def test_gaussian_equals_the_numpy_path_for_every_mix(
     k=st.integers(1, 24),
     strategy=SHARDINGS,
     seed=st.integers(0, 2**32 - 1),
+    dtype=st.sampled_from([np.float32, np.float64]),
 )
 def test_property_any_sharding_gives_the_numpy_bits(
-    mixed: ag.MultiGpuContext, n: int, k: int, strategy: str, seed: int
+    mixed: ag.MultiGpuContext, n: int, k: int, strategy: str, seed: int, dtype: type
 ) -> None:
-    p = _probs(seed, n, k)
+    # float64 DeviceArrays compute in float64 (tests/test_resident_fisher_maps_f64.py).
+    p = _probs(seed, n, k).astype(dtype)
     _same(
         mixed.fisher_categorical(mixed.asarray(p, strategy=strategy)), mixed.fisher_categorical(p)
     )
-    var = (np.random.default_rng(seed).random((n, k)) * 10.0 ** (seed % 7 - 3)).astype(np.float32)
-    var += np.float32(1e-30)
+    var = (np.random.default_rng(seed).random((n, k)) * 10.0 ** (seed % 7 - 3)).astype(dtype)
+    var += dtype(1e-30)
     _same(
         mixed.fisher_gaussian(np.zeros_like(var), mixed.asarray(var, strategy=strategy)),
         mixed.fisher_gaussian(np.zeros_like(var), var),
@@ -155,7 +157,7 @@ def test_shapes_and_arrays_are_named(ctx2: ag.MultiGpuContext, mixed: ag.MultiGp
     with pytest.raises(ag.ShapeError, match=r"probs: expected shape \(N, W\), got \(50,\)"):
         ctx2.fisher_categorical(ctx2.asarray(p[:, 0]))
     with pytest.raises(ag.ShapeError, match=r"var: expected shape \(50, 3\), got \(49, 3\)"):
-        ctx2.fisher_gaussian(ctx2.asarray(p), np.ones((49, 3)))
+        ctx2.fisher_gaussian(ctx2.asarray(p), np.ones((49, 3), np.float32))
     with pytest.raises(ag.ShapeError, match=r"var: expected shape \(50, 3\), got \(50, 2\)"):
         ctx2.fisher_gaussian(p, ctx2.asarray(np.ones((50, 2), np.float32)))
     with pytest.raises(ag.InvalidArgumentError, match="probs: expected exactly one"):

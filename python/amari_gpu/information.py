@@ -13,9 +13,13 @@ on the devices that run float64, float32 and float16 ones in float32. ``fisher_c
 and ``fisher_gaussian`` return the dtype they compute in: float64 computed in float64 on the
 devices that run it, float32 as always, float16 computed in float32 (the operands rounded to
 float16 first) and rounded once to float16. DeviceArray scores of ``fisher_information`` and
-``natural_gradient`` compute in their dtype, float32 or float64 (float64 ones gathered and
-accumulated as float64 numpy scores are); the per-sample maps' DeviceArrays compute in
-float32.
+``natural_gradient`` compute in their dtype, float32 or float64 (float64 ones reduced in
+float64 where their rows live, the bits of float64 numpy scores); the per-sample maps'
+DeviceArrays compute in their dtype, float32 or float64, where their rows live. A DeviceArray
+must hold the dtype its call computes in (the promotion over the operands, numpy's rule, as
+for every family): a float32 one beside a float64 numpy operand is refused, naming it, as is
+a float16 one (gathered and uploaded as float32 or float64, it computes); ``weights`` are not
+an operand of the promotion (they take the scores' dtype, as on the numpy path).
 
 Every method takes ``out=``: an array of the result's shape and dtype (C-contiguous,
 writeable, sharing no memory with the inputs) that the result is written into and that is
@@ -139,9 +143,7 @@ class InformationGeometryMixin(KernelHost):
         (tested against longdouble). No scaling in float64: products beyond its range raise
         ``InvalidArgumentError`` naming the entry, tiny ones underflow gradually as in
         numpy's ``g.T @ g``. A float32 DeviceArray's scores accumulate in float32; a float64
-        one's in float64, the bits of the numpy path: its rows are gathered (N x P x 8 bytes
-        read back) and reduced as float64 numpy scores are (a reduction of float64 rows
-        where they live is not built yet).
+        one's in float64 where its rows live, the bits of the numpy path (see below).
 
         ``dtype=`` (float16, float32 or float64) sets the accumulation instead of the scores'
         dtype: ``np.float32`` accumulates float64 scores in float32 on purpose (scores and
@@ -170,7 +172,10 @@ class InformationGeometryMixin(KernelHost):
         the rows of chunks cut by a shard boundary (run by the engine from the host), cross
         to the host. ``weights`` (N words) stay on the host (a DeviceArray is gathered)
         and are uploaded to each device. Scores holding NaN or infinities are gathered to
-        name the first one. ``ctx.last_plan`` is left as it was.
+        name the first one. ``ctx.last_plan`` is left as it was. A float64 DeviceArray is
+        reduced the same way in float64 (no scaling: the maxima pass only looks for NaN
+        and infinities; the padded copy only when P is not a multiple of 4), each device
+        running the float64 partials of the chunks it holds, weights taken in float64.
         """
         kept = _kept([("scores", scores)], dtype, (FLOAT32, FLOAT64))
         wide = kept == FLOAT64
@@ -222,7 +227,11 @@ class InformationGeometryMixin(KernelHost):
         strategy; float32 values as always; float16 ones compute in float32 and are rounded
         once to float16. ``dtype=`` (float16, float32 or float64) overrides the values'
         dtype: ``np.float32`` computes float64 values in float32 on purpose. A DeviceArray
-        computes in float32.
+        computes in its dtype, float32 or float64 (a float64 one in float64 where its rows
+        live, on the devices holding them, giving a float64 DeviceArray with the numpy
+        path's bits); it must hold the dtype the call computes in (``dtype=`` does not
+        convert it; a float16 DeviceArray is refused, naming the argument and the
+        conversion to make).
 
         A DeviceArray ``probs`` runs where its rows live and gives a DeviceArray (N, K, K)
         with its sharding, bit-identical to the numpy path; the checks run there too (a
@@ -239,7 +248,7 @@ class InformationGeometryMixin(KernelHost):
                 f"probs: expected exactly one of probs and logits, got {got}"
             )
         name, value = ("probs", probs) if logits is None else ("logits", logits)
-        kept = _kept([(name, value)], dtype)
+        kept = _kept([(name, value)], dtype, (FLOAT32, FLOAT64))
         native, given, native_shape = _rows(self, name, value, kept)
         resident = isinstance(value, DeviceArray)
         inputs = {"probs": probs, "logits": logits}
@@ -284,9 +293,12 @@ class InformationGeometryMixin(KernelHost):
         is checked where it lives; a numpy one on the host). With only ``mean`` resident,
         ``var`` is uploaded beside its rows. The checks run on the devices (a reduction
         flags bad rows); only when one is flagged are the rows gathered, for the numpy
-        path's error. ``out=`` as in :meth:`fisher_categorical`.
+        path's error. ``out=`` as in :meth:`fisher_categorical`. A float64 DeviceArray
+        computes in float64 where its rows live (a numpy partner float64 too); with a
+        float32 DeviceArray and a float64 numpy partner the promotion is float64, which the
+        DeviceArray does not hold: refused, naming it.
         """
-        kept = _kept([("mean", mean), ("var", var)], dtype)
+        kept = _kept([("mean", mean), ("var", var)], dtype, (FLOAT32, FLOAT64))
         m_native, m_shape, m_native_shape = _rows(self, "mean", mean, kept)
         v_native, _, v_native_shape = _rows(self, "var", var, kept)
         resident = isinstance(mean, DeviceArray) or isinstance(var, DeviceArray)

@@ -13,9 +13,8 @@ use crate::arrays::{claim, contiguous, returned_into};
 use crate::context::PyContext;
 use crate::detach::{run_sized, Sized};
 use crate::errors::to_pyerr;
-use crate::resident::{
-    dtype_refused, run_to, run_to_in, PyDeviceArray, PyOperand, PyOut, Returned,
-};
+use crate::resident::{dtype_refused, run_to_in, PyDeviceArray, PyOperand, PyOut, Returned};
+use amari_gpu::dtype::f64_words;
 use amari_gpu::Dtype;
 
 /// The plan a call followed, as a dict (None when it ran where resident rows live).
@@ -36,9 +35,12 @@ fn operand<'a>(
 ) -> PyResult<(Operand<'a>, Vec<usize>)> {
     Ok(match (o, held) {
         (PyOperand::Host(h), _) => (Operand::Host(contiguous(h, name)?), h.shape().to_vec()),
-        (o @ (PyOperand::HostF64(_) | PyOperand::HostF16(_)), _) => {
-            return Err(dtype_refused(name, o.dtype()))
-        }
+        // Beside a float64 DeviceArray (the caller checks the dtypes agree).
+        (PyOperand::HostF64(h), _) => (
+            Operand::Host(f64_words(contiguous(h, name)?)),
+            h.shape().to_vec(),
+        ),
+        (o @ PyOperand::HostF16(_), _) => return Err(dtype_refused(name, o.dtype())),
         (PyOperand::Resident(_), Some(r)) => {
             let own = || vec![r.inner.rows(), r.inner.cols()];
             (
@@ -51,6 +53,25 @@ fn operand<'a>(
             return Err(to_pyerr(r.py(), error));
         }
     })
+}
+
+/// The dtype a map over `operands` (named) computes in where resident rows live: a
+/// DeviceArray's (float32 or float64), which host operands must hold too.
+fn resident_dtype(operands: &[(&str, &Shaped<'_>)]) -> PyResult<Dtype> {
+    let dtype = operands
+        .iter()
+        .find_map(|(_, (o, _))| matches!(o, PyOperand::Resident(_)).then(|| o.dtype()))
+        .unwrap_or(Dtype::F32);
+    for (name, (o, _)) in operands {
+        if o.dtype() != dtype {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "{name}: expected a {dtype} array or DeviceArray (the DeviceArray operand's \
+                 dtype), got a {} one",
+                o.dtype()
+            )));
+        }
+    }
+    Ok(dtype)
 }
 
 /// The borrow of a DeviceArray operand (None for host rows).
@@ -170,16 +191,19 @@ fn information_f64<'py>(
         size: 2 * n * p,
     };
     let held = resident.as_ref().map(|r| &r.inner);
-    let fisher = run_sized(py, Some(sized), move || match (host, held) {
-        (Some(scores), _) => fisher::fisher_information_f64(&inner, scores, p, weights, strategy),
+    // Resident rows are reduced where they live: no plan (as for float32 ones).
+    let (matrix, plan) = run_sized(py, Some(sized), move || match (host, held) {
+        (Some(scores), _) => fisher::fisher_information_f64(&inner, scores, p, weights, strategy)
+            .map(|f| (f.matrix, Some(f.plan))),
         (None, Some(array)) => {
-            fisher::fisher_information_resident_f64(&inner, array, &dims, weights, strategy)
+            fisher::fisher_information_resident_f64(&inner, array, &dims, weights)
+                .map(|matrix| (matrix, None))
         }
         (None, None) => Err(amari_gpu::Error::Internal("scores not borrowed".into())),
     })?;
-    let matrix = returned_into(py, IxDyn(&[p, p]), claimed, fisher.matrix)?;
-    let plan = ctx.plans.record(py, &fisher.plan)?;
-    Ok((matrix, Some(plan)))
+    let matrix = returned_into(py, IxDyn(&[p, p]), claimed, matrix)?;
+    let plan = plan.map(|p| ctx.plans.record(py, &p)).transpose()?;
+    Ok((matrix, plan))
 }
 
 /// Per-sample categorical Fisher `diag(p) - p p^T` of (N, K) `values` (a DeviceArray of
@@ -210,14 +234,15 @@ fn fisher_categorical<'py>(
         });
     }
     let values = (values, values_shape);
+    let dtype = resident_dtype(&[(name, &values)])?;
     let borrowed = held(&values);
     let (data, dims) = operand(&values, &borrowed, name)?;
     let (n, k) = fisher::categorical_shapes(data, &dims, logits).map_err(|e| to_pyerr(py, e))?;
     let resident = borrowed.is_some();
-    run_to(
+    run_to_in(
         py,
         ctx,
-        resident,
+        (resident, dtype),
         (IxDyn(&[n, k, k]), out),
         move |inner, out| fisher::fisher_categorical(inner, data, (k, logits), out, strategy),
     )
@@ -256,6 +281,7 @@ fn fisher_gaussian<'py>(
         });
     }
     let (mean, var) = ((mean, mean_shape), (var, var_shape));
+    let dtype = resident_dtype(&[("mean", &mean), ("var", &var)])?;
     let (mean_held, var_held) = (held(&mean), held(&var));
     let (mean_rows, mean_dims) = operand(&mean, &mean_held, "mean")?;
     let (var_rows, var_dims) = operand(&var, &var_held, "var")?;
@@ -265,7 +291,7 @@ fn fisher_gaussian<'py>(
     let resident = mean_held.is_some() || var_held.is_some();
     let (n, d) = shapes[0];
     let dim = IxDyn(&[n, 2 * d, 2 * d]);
-    run_to(py, ctx, resident, (dim, out), move |inner, out| {
+    run_to_in(py, ctx, (resident, dtype), (dim, out), move |inner, out| {
         fisher::fisher_gaussian(inner, operands, shapes, out, strategy)
     })
 }

@@ -1,6 +1,6 @@
 //! Device-resident arrays: the native handle behind `amari_gpu.DeviceArray`, upload and
 //! gather; the operands (`PyOperand`) and `out` (`PyOut`) every operation takes, and the one
-//! rule for where its result goes (`run_to`). The core places, runs and rebuilds.
+//! rule for where its result goes (`run_to_in`). The core places, runs and rebuilds.
 
 use amari_gpu::context::MultiGpuContext;
 use amari_gpu::dtype::{f16_words_mut, f64_words_mut};
@@ -243,23 +243,9 @@ pub(crate) type Returned<'py> = PyResult<(Bound<'py, PyAny>, Option<Bound<'py, P
 /// Runs `work` without the GIL into the destination the caller's `out` and operands ask
 /// for, one rule for every operation: a DeviceArray `out` is written into and returned; with
 /// a `resident` operand, a new DeviceArray (gathered into a numpy `out` when given);
-/// otherwise host words of shape `dim` (the caller's numpy `out`, or a new array).
-pub(crate) fn run_to<'py, D, F>(
-    py: Python<'py>,
-    ctx: &PyContext,
-    resident: bool,
-    io: (D, Option<PyOut<'py, D>>),
-    work: F,
-) -> Returned<'py>
-where
-    D: Dimension,
-    F: FnOnce(&MultiGpuContext, Destination<'_>) -> amari_gpu::Result<Outcome> + Send,
-{
-    run_to_in(py, ctx, (resident, Dtype::F32), io, work)
-}
-
-/// [`run_to`] of a call computing in `dtype`: results are of `dtype`, host ones arrays of it
-/// (`dim` counts its values) which `work` writes as the engine's words.
+/// otherwise host words of shape `dim` (the caller's numpy `out`, or a new array). Results
+/// are of `dtype`, host ones arrays of it (`dim` counts its values) which `work` writes as
+/// the engine's words.
 pub(crate) fn run_to_in<'py, D, F>(
     py: Python<'py>,
     ctx: &PyContext,

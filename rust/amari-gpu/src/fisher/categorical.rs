@@ -53,7 +53,7 @@ pub fn categorical_outer_kernel(k: usize) -> Kernel {
 }
 
 /// [`categorical_outer_kernel`] in `dtype` (float32 or float64).
-fn categorical_outer_in(k: usize, dtype: Dtype) -> Kernel {
+pub(super) fn categorical_outer_in(k: usize, dtype: Dtype) -> Kernel {
     let host = FisherMap::CategoricalOuter {
         k,
         fma: FmaMode::default(),

@@ -13,14 +13,33 @@ pub(crate) fn matrix(
     operand: Operand<'_>,
     dims: &[usize],
 ) -> Result<(usize, usize)> {
+    matrix_in(argument, operand, dims, 1)
+}
+
+/// [`matrix`] of a call whose host operands hold values of `host_words` words each (2 for
+/// float64 host operands beside a float64 DeviceArray); a DeviceArray's values are words
+/// of its dtype ([`value_words`]).
+pub(crate) fn matrix_in(
+    argument: &str,
+    operand: Operand<'_>,
+    dims: &[usize],
+    host_words: usize,
+) -> Result<(usize, usize)> {
     let (n, w) = two_axes(argument, dims)?;
     let (expected, actual) = match operand {
-        Operand::Resident(array) if (array.rows(), array.cols()) == (n, w) => return Ok((n, w)),
-        Operand::Resident(array) => (
-            "the DeviceArray's rows and row width",
-            format!("{} rows of {}", array.rows(), array.cols()),
-        ),
-        Operand::Host(data) if n.checked_mul(w) == Some(data.len()) => return Ok((n, w)),
+        Operand::Resident(array) => {
+            let words = value_words(array);
+            if (array.rows(), array.cols()) == (n, w * words) {
+                return Ok((n, w));
+            }
+            (
+                "the DeviceArray's rows and row width",
+                format!("{} rows of {}", array.rows(), array.cols() / words),
+            )
+        }
+        Operand::Host(data) if n.checked_mul(w * host_words) == Some(data.len()) => {
+            return Ok((n, w))
+        }
         Operand::Host(data) => ("the array's words", format!("{} floats", data.len())),
     };
     Err(Error::Shape {
@@ -28,6 +47,16 @@ pub(crate) fn matrix(
         expected: format!("{} ({expected})", shape_text(dims)),
         actual,
     })
+}
+
+/// Words of one value of `array`: two for float64, else one (a row's words as the
+/// shaders read them).
+pub(crate) fn value_words(array: &crate::resident::ResidentArray) -> usize {
+    if array.dtype() == crate::dtype::Dtype::F64 {
+        2
+    } else {
+        1
+    }
 }
 
 /// (N, W) from `dims`, the shape of a host array named `argument` (whose values its shape

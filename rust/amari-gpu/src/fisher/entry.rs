@@ -13,7 +13,7 @@ use crate::resident::{Destination, Operand, Outcome, ResidentArray};
 use crate::dtype::as_f64_mut;
 
 use super::categorical::{fisher_categorical_logits, fisher_categorical_probs};
-use super::checks::{matrix, two_axes, vector};
+use super::checks::{matrix, matrix_in, two_axes, value_words, vector};
 use super::host_maps::Value;
 use super::gaussian::{check_gaussian_operands, fisher_gaussian_diag};
 use super::information::fisher_information as host_information;
@@ -72,9 +72,14 @@ pub fn gaussian_shapes(
     (mean, var): (Operand<'_>, Operand<'_>),
     [mean_dims, var_dims]: [&[usize]; 2],
 ) -> Result<[(usize, usize); 2]> {
+    // Host operands beside a float64 DeviceArray are float64 (the binding checks it).
+    let host_words = match (mean, var) {
+        (Operand::Resident(a), _) | (_, Operand::Resident(a)) => value_words(a),
+        _ => 1,
+    };
     let shapes = [
-        matrix("mean", mean, mean_dims)?,
-        matrix("var", var, var_dims)?,
+        matrix_in("mean", mean, mean_dims, host_words)?,
+        matrix_in("var", var, var_dims, host_words)?,
     ];
     same_shapes(shapes)?;
     Ok(shapes)
@@ -210,13 +215,14 @@ fn same_shapes(shapes: [(usize, usize); 2]) -> Result<usize> {
     Ok(d)
 }
 
-/// Refuses a resident array of another width than the caller's `cols`.
+/// Refuses a resident array of another width (in values) than the caller's `cols`.
 fn width(argument: &str, array: &ResidentArray, cols: usize) -> Result<()> {
-    if array.cols() != cols {
+    let words = value_words(array);
+    if array.cols() != cols * words {
         return Err(Error::Shape {
             argument: argument.into(),
             expected: format!("(N, {cols})"),
-            actual: format!("({}, {})", array.rows(), array.cols()),
+            actual: format!("({}, {})", array.rows(), array.cols() / words),
         });
     }
     Ok(())

@@ -23,7 +23,7 @@ pub fn gaussian_diag_kernel(d: usize) -> Kernel {
 }
 
 /// [`gaussian_diag_kernel`] in `dtype` (float32 or float64).
-fn gaussian_diag_in(d: usize, dtype: Dtype) -> Kernel {
+pub(super) fn gaussian_diag_in(d: usize, dtype: Dtype) -> Kernel {
     let edge = 2 * d;
     Kernel {
         // Two divisions per variance.

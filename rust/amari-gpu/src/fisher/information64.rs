@@ -6,6 +6,8 @@
 //! magnitudes near 1e154 (refused after the fact) or below 1e-154 (gradual underflow, as
 //! numpy's `g.T @ g` gives it).
 
+use std::borrow::Cow;
+
 use crate::context::{MultiGpuContext, Ran, Target};
 use crate::dtype::f64_words;
 use crate::error::{Error, Result};
@@ -50,16 +52,8 @@ pub fn fisher_information_f64(
     strategy: Option<Strategy>,
 ) -> Result<FisherMatrix> {
     let prepared = prepare_f64(scores, p, weights)?;
-    // Multiplying by 1.0 is exact: the unweighted result is the plain mean.
-    let ones;
-    let weights = match weights {
-        Some(w) => w,
-        None => {
-            ones = ones_f64(prepared.n)?;
-            &ones
-        }
-    };
-    let ran = partials_f64(ctx, scores, p, weights, None, strategy)?;
+    let weights = device_weights(weights, prepared.n)?;
+    let ran = partials_f64(ctx, scores, p, &weights, None, strategy)?;
     let matrix = finish_f64(p, prepared.total, &ran.partials);
     ctx.recycle_partials(ran.partials);
     Ok(FisherMatrix {
@@ -140,7 +134,21 @@ pub fn partials_f64(
 pub fn finish_f64(p: usize, total: f64, partials: &[f32]) -> Result<Vec<f64>> {
     let width = SyrkShape::new(p).width;
     whole_chunks(partials, 2 * super::syrk64::triangle(width))?;
-    let mut matrix = reduce(p, width, partials)?;
+    mean(reduce(p, width, partials)?, p, total)
+}
+
+/// The weights the devices take: the caller's, or ones (multiplying by 1.0 is exact: the
+/// unweighted result is the plain mean).
+pub(super) fn device_weights(weights: Option<&[f64]>, n: usize) -> Result<Cow<'_, [f64]>> {
+    match weights {
+        Some(w) => Ok(Cow::Borrowed(w)),
+        None => Ok(Cow::Owned(ones_f64(n)?)),
+    }
+}
+
+/// The summed partials `matrix` (P × P) divided by the weights' `total`, refused (naming
+/// the entry) when a sum left float64's range.
+pub(super) fn mean(mut matrix: Vec<f64>, p: usize, total: f64) -> Result<Vec<f64>> {
     checks::accumulated(&matrix, p, "float64")?;
     for v in &mut matrix {
         *v /= total;
@@ -149,14 +157,14 @@ pub fn finish_f64(p: usize, total: f64, partials: &[f32]) -> Result<Vec<f64>> {
 }
 
 /// The rows with zero columns appended up to `width` (a copy only when P is not it).
-fn padded(scores: &[f64], p: usize, width: usize, n: usize) -> Result<std::borrow::Cow<'_, [f64]>> {
+fn padded(scores: &[f64], p: usize, width: usize, n: usize) -> Result<Cow<'_, [f64]>> {
     if width == p {
-        return Ok(std::borrow::Cow::Borrowed(scores));
+        return Ok(Cow::Borrowed(scores));
     }
     let len = crate::alloc::product("padded scores", &[n, width], 8)?;
     let mut out = crate::alloc::zeroed::<f64>("padded scores", len)?;
     for (to, from) in out.chunks_exact_mut(width).zip(scores.chunks_exact(p)) {
         to[..p].copy_from_slice(from);
     }
-    Ok(std::borrow::Cow::Owned(out))
+    Ok(Cow::Owned(out))
 }

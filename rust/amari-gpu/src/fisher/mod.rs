@@ -21,6 +21,7 @@ mod maps_wgsl;
 mod reduce;
 pub mod reference;
 mod resident;
+mod resident64;
 mod resident_maps;
 mod scale;
 mod scan;
@@ -57,9 +58,9 @@ pub use information64::{
     Prepared64,
 };
 pub use resident::{
-    column_max_kernel, fisher_information_resident, fisher_information_resident_f64,
-    prepare_kernel, SOURCE as RESIDENT_SOURCE,
+    column_max_kernel, fisher_information_resident, prepare_kernel, SOURCE as RESIDENT_SOURCE,
 };
+pub use resident64::fisher_information_resident_f64;
 pub use resident_maps::{
     fisher_categorical_resident, fisher_gaussian_resident, flag_kernel, CHECKS_SOURCE,
 };

@@ -70,15 +70,8 @@ pub fn prepare_kernel(p: usize, width: usize) -> Kernel {
     }
 }
 
-/// [`super::information::fisher_information`] of the resident (N, P) `scores`: the row-major P × P
-/// float64 matrix, bit for bit the numpy path's whatever the sharding, computed where the
-/// rows live. `weights` (N,) are host words. Errors as the numpy path's, word for word.
-pub fn fisher_information_resident(
-    ctx: &MultiGpuContext,
-    scores: &ResidentArray,
-    weights: Option<&[f32]>,
-) -> Result<Vec<f64>> {
-    let (n, p) = (scores.rows(), scores.cols());
+/// The numpy path's checks of the shape (N, P) of resident scores: 1 <= P <= 4096, N >= 1.
+pub(super) fn check_rows(n: usize, p: usize) -> Result<()> {
     if p == 0 || p > MAX_SCORE_COLUMNS {
         return Err(Error::Shape {
             argument: "scores".into(),
@@ -89,6 +82,19 @@ pub fn fisher_information_resident(
     if n == 0 {
         return Err(no_rows(p));
     }
+    Ok(())
+}
+
+/// [`super::information::fisher_information`] of the resident (N, P) `scores`: the row-major P × P
+/// float64 matrix, bit for bit the numpy path's whatever the sharding, computed where the
+/// rows live. `weights` (N,) are host words. Errors as the numpy path's, word for word.
+pub fn fisher_information_resident(
+    ctx: &MultiGpuContext,
+    scores: &ResidentArray,
+    weights: Option<&[f32]>,
+) -> Result<Vec<f64>> {
+    let (n, p) = (scores.rows(), scores.cols());
+    check_rows(n, p)?;
     let total = check_weights(weights, n)?;
     let maxima = column_max_kernel(p);
     let grid = |k: &Kernel| ctx.kernel_chunk_items(k, n);
@@ -141,38 +147,4 @@ pub fn fisher_information_resident(
         },
         matrix,
     )
-}
-
-/// `fisher_information_f64` of resident float64 scores of the caller's shape `dims`
-/// ((N, P); the array holds N rows of 2P words): accumulated in float64, the numpy path's
-/// bits. The rows are gathered (N × P × 8 bytes read back) and reduced as host float64
-/// scores are: the on-device float64 reduction (float64 column maxima and padding on the
-/// devices, weights of two words per row beside each shard) is not built yet.
-pub fn fisher_information_resident_f64(
-    ctx: &MultiGpuContext,
-    scores: &ResidentArray,
-    dims: &[usize],
-    weights: Option<&[f64]>,
-    strategy: Option<crate::plan::Strategy>,
-) -> Result<super::FisherMatrix> {
-    let (n, p) = super::information_shapes_f64(dims, None)?;
-    if scores.dtype() != crate::dtype::Dtype::F64 || (scores.rows(), scores.cols()) != (n, 2 * p)
-    {
-        return Err(Error::invalid(
-            "scores",
-            format!(
-                "expected a float64 DeviceArray of shape ({n}, {p}), got one of {} with {} \
-                 rows of {} words",
-                scores.dtype(),
-                scores.rows(),
-                scores.cols()
-            ),
-        ));
-    }
-    let mut rows: Vec<f64> = crate::alloc::zeroed(
-        "scores (gathered)",
-        crate::alloc::product("scores", &[n, p], 8)?,
-    )?;
-    ctx.gather(scores, crate::dtype::f64_words_mut(&mut rows))?;
-    super::fisher_information_f64(ctx, &rows, p, weights, strategy)
 }

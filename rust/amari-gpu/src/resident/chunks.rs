@@ -40,6 +40,8 @@ struct ChunkPieces<'c> {
     kernel: &'c Kernel,
     snapshot: Snapshot,
     per_row: Option<&'c [f32]>,
+    /// Words of `per_row` for each row.
+    per_row_words: usize,
     chunk_items: usize,
     n: usize,
     cols: usize,
@@ -109,7 +111,8 @@ fn spans(shards: &[(usize, Range<usize>)], n: usize, chunk_items: usize) -> Vec<
 impl MultiGpuContext {
     /// The partials, in chunk order, of `kernel` over the rows of `array` (named `argument`
     /// in errors) cut into chunks of `chunk_items` rows: the kernel's inputs are the rows,
-    /// then (when given) `per_row`, one word per row, which is uploaded.
+    /// then (when given) `per_row`, the same number of words for every row (one float32
+    /// value, or the two words of a float64 one), which is uploaded.
     pub(crate) fn run_resident_chunks(
         &self,
         kernel: &Kernel,
@@ -126,11 +129,13 @@ impl MultiGpuContext {
         };
         let (n, cols) = (array.rows, array.cols);
         let mut expected = vec![Input::PerItem(cols)];
+        let mut per_row_words = 0;
         if let Some(w) = per_row {
-            if w.len() != n {
+            per_row_words = w.len() / n.max(1);
+            if per_row_words == 0 || w.len() != n * per_row_words {
                 return Err(Error::Internal("per-row input of the wrong length".into()));
             }
-            expected.push(Input::PerItem(1));
+            expected.push(Input::PerItem(per_row_words));
         }
         if kernel.inputs != expected || chunk_items == 0 {
             return Err(Error::Internal(format!(
@@ -168,6 +173,7 @@ impl MultiGpuContext {
             kernel,
             snapshot,
             per_row,
+            per_row_words,
             chunk_items,
             n,
             cols,
@@ -221,7 +227,8 @@ impl ChunkPieces<'_> {
             .read_rows(&self.snapshot, self.cols, rows.clone(), timeout)?;
         let mut inputs: Vec<&[f32]> = vec![&host_rows];
         if let Some(w) = self.per_row {
-            inputs.push(&w[rows.clone()]);
+            let k = self.per_row_words;
+            inputs.push(&w[rows.start * k..rows.end * k]);
         }
         let ran = self.ctx.run_on_grid(
             self.kernel,
@@ -262,7 +269,8 @@ impl Pieces for ChunkPieces<'_> {
             storage: &storage,
             shard_start: base.start,
             chunks: span.chunks.clone(),
-            per_row: self.per_row.map(|w| &w[base.clone()]),
+            per_row: (self.per_row)
+                .map(|w| &w[base.start * self.per_row_words..base.end * self.per_row_words]),
             chunk_items: self.chunk_items,
             n: self.n,
             cols: self.cols,

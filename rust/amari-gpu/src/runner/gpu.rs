@@ -96,6 +96,11 @@ impl Shards for WgpuDevice {
         let pipeline = dev.pipeline(kernel)?;
         let stride = words.div_ceil(step) * step;
         let per_row = span.per_row.map(|w| self.put(dev, w)).transpose()?;
+        // Words of the per-row input a row (the window's offset stays aligned: a multiple).
+        let per_row_words = match kernel.inputs.get(1) {
+            Some(Input::PerItem(k)) => *k,
+            _ => 1,
+        };
         let results = self.allocate(dev, span.chunks.len() * stride)?;
         let results_buffer = results.buffer()?;
         let scopes = Scopes::open(dev);
@@ -121,7 +126,13 @@ impl Shards for WgpuDevice {
                 bytes(bound * cols),
             )];
             if let Some(Storage::Wgpu(w)) = &per_row {
-                entries.push(gpu_io::binding_at(2, w, bytes(window), bytes(bound)));
+                let k = per_row_words;
+                entries.push(gpu_io::binding_at(
+                    2,
+                    w,
+                    bytes(window * k),
+                    bytes(bound * k),
+                ));
             }
             let index = entries.len() as u32 + 1;
             entries.push(gpu_io::binding_at(

@@ -157,7 +157,8 @@ pub(crate) struct ShardChunks<'a> {
     pub(crate) shard_start: usize,
     /// The chunks to run (indices in the whole grid).
     pub(crate) chunks: Range<usize>,
-    /// One word per row of the shard, when the kernel takes it (uploaded).
+    /// The kernel's second input for the shard's rows, when it takes one (uploaded): its
+    /// `Input::PerItem` words for every row.
     pub(crate) per_row: Option<&'a [f32]>,
     /// Rows per chunk.
     pub(crate) chunk_items: usize,
