@@ -262,8 +262,8 @@ mod tests {
 
     #[test]
     fn sweeps_and_shared_tiles_keep_every_chain_on_any_pool() {
-        // Row counts past one sweep of packed rows (1,024 rows at W = 68, 384 at W = 260,
-        // 2,048 at W = 4) with tails, P = 1, 7, 17, 65 and 257 padded; pools of 1, 2 and 3
+        // Row counts past one sweep of packed rows (512 rows at W = 68 and W = 4, 384 at W = 260)
+        // with tails, P = 1, 7, 17, 65 and 257 padded; pools of 1, 2 and 3
         // threads cut the tiles into different runs of rows: the bits never change.
         for (n, p) in [(2100, 65usize), (2100, 1), (700, 257), (1500, 17), (3000, 7)] {
             let w = p.div_ceil(4) * 4;

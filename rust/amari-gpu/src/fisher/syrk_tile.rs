@@ -36,6 +36,9 @@ pub(super) const KC: usize = 64;
 /// Bytes of packed panels per sweep at most (both panels of every column tile): within the
 /// two cores' L2, far within L3, so the packed rows are read from the caches.
 const SWEEP_BYTES: usize = 2 << 20;
+/// Rows of a sweep at most: narrow scores' panels stay within one core's L2 (packing more
+/// rows at once only writes them out to L3 and reads them back).
+const SWEEP_ROWS: usize = 512;
 
 /// Multiply-adds of a sweep below which it runs on the calling thread alone (handing work
 /// to another thread costs more).
@@ -51,34 +54,49 @@ struct Unit {
     rows: Range<usize>,
 }
 
-/// Every tile (ti, tj), tj ≥ ti, of `tiles` tiles a side, cut into runs of rows: about
-/// `4 × threads` runs in all, a diagonal tile's runs of equal work (row r of it holds the
-/// 64 − r entries from the diagonal on), so the threads can share any P evenly.
-fn units(tiles: usize, threads: usize) -> Vec<Unit> {
+impl Unit {
+    /// Entries of the unit's rows the micro-kernel computes (on a diagonal tile, row r
+    /// holds the 64 − r entries from the diagonal on).
+    fn work(&self) -> usize {
+        let upto = |r: usize| match self.ti == self.tj {
+            true => r * E - r * (r.max(1) - 1) / 2,
+            false => r * E,
+        };
+        upto(self.rows.end) - upto(self.rows.start)
+    }
+}
+
+/// Every tile (ti, tj), tj ≥ ti, of `tiles` tiles a side, cut into runs of rows (about
+/// `8 × threads` runs in all, at most 16 a tile), then into `threads` groups of
+/// consecutive runs of near-equal work: each thread's share of the triangle, however
+/// uneven its tiles (a diagonal tile's rows are; P ≤ 64 has one tile).
+fn groups(tiles: usize, threads: usize) -> Vec<Vec<Unit>> {
     let pairs = tiles * (tiles + 1) / 2;
-    let parts = (4 * threads).div_ceil(pairs).clamp(1, E / 4);
+    let parts = (8 * threads).div_ceil(pairs).clamp(1, E / 4);
+    let rows = (E / 4).div_ceil(parts) * 4;
     let mut units = Vec::with_capacity(pairs * parts);
     for ti in 0..tiles {
         for tj in ti..tiles {
-            // Work of rows 0..r: r rows of 64, less the entries below the diagonal.
-            let work = |r: usize| if ti == tj { r * E - r * r / 2 } else { r * E };
-            let mut start = 0;
-            for part in 1..=parts {
-                let mut end = start;
-                while end < E && work(end) * parts < work(E) * part {
-                    end += 4;
-                }
-                if part == parts {
-                    end = E;
-                }
-                if end > start {
-                    units.push(Unit { ti, tj, rows: start..end });
-                    start = end;
-                }
+            for r0 in (0..E).step_by(rows) {
+                units.push(Unit { ti, tj, rows: r0..(r0 + rows).min(E) });
             }
         }
     }
-    units
+    let total: usize = units.iter().map(Unit::work).sum();
+    let threads = threads.clamp(1, units.len());
+    let mut groups: Vec<Vec<Unit>> = vec![Vec::new()];
+    let mut done = 0;
+    for unit in units {
+        // Close the group once it holds its share (the last one takes the rest).
+        if done * threads >= total * groups.len() && groups.len() < threads {
+            groups.push(Vec::new());
+        }
+        done += unit.work();
+        if let Some(group) = groups.last_mut() {
+            group.push(unit);
+        }
+    }
+    groups
 }
 
 /// Every tile of the upper triangle of `tiles` × `tiles` tiles of the slice `src` into
@@ -95,21 +113,26 @@ pub(super) fn run_triangle<T: Elem, const F: bool>(
         out.fill(T::ZERO);
         return;
     }
-    let units = units(tiles, rayon::current_num_threads());
-    // Each unit's rows of its tile: disjoint runs of `out`, in the units' order.
-    let mut pieces: Vec<&mut [T]> = Vec::with_capacity(units.len());
-    let mut rest = out;
-    for unit in &units {
-        let (head, tail) = std::mem::take(&mut rest).split_at_mut(unit.rows.len() * E);
-        pieces.push(head);
-        rest = tail;
-    }
     let bytes = std::mem::size_of::<T>();
-    let sweep = (SWEEP_BYTES / (2 * tiles * E * bytes) / KC * KC).max(KC);
+    let sweep = (SWEEP_BYTES / (2 * tiles * E * bytes) / KC * KC).clamp(KC, SWEEP_ROWS);
+    let parallel = sweep.min(n) * E * E * tiles * (tiles + 1) / 2 >= MIN_PARALLEL_MACS;
+    let threads = if parallel { rayon::current_num_threads() } else { 1 };
+    // Each thread's runs with their rows of `out` (disjoint, in the units' order).
+    let mut rest = out;
+    let mut shares: Vec<Vec<(Unit, &mut [T])>> = groups(tiles, threads)
+        .into_iter()
+        .map(|group| {
+            let with = |unit: Unit| {
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(unit.rows.len() * E);
+                rest = tail;
+                (unit, head)
+            };
+            group.into_iter().map(with).collect()
+        })
+        .collect();
     let panel = sweep * E;
     let mut lhs = vec![T::ZERO; tiles * panel];
     let mut rhs = vec![T::ZERO; tiles * panel];
-    let parallel = sweep.min(n) * E * E * tiles * (tiles + 1) / 2 >= MIN_PARALLEL_MACS;
     for s0 in (0..n).step_by(sweep) {
         let rows = s0..(s0 + sweep).min(n);
         let kc = rows.len();
@@ -123,21 +146,25 @@ pub(super) fn run_triangle<T: Elem, const F: bool>(
             false => strips.for_each(pack),
         }
         let (lhs, rhs) = (&lhs, &rhs);
-        let work = |(unit, tile): (&Unit, &mut &mut [T])| {
-            let (l, r) = (&lhs[unit.ti * panel..], &rhs[unit.tj * panel..]);
+        // A block of KC rows at a time through all of a thread's runs: its strips of the
+        // block are read from memory once and reused from L1/L2 by every run.
+        let work = |share: &mut Vec<(Unit, &mut [T])>| {
             for k0 in (0..kc).step_by(KC) {
                 let k = k0..(k0 + KC).min(kc);
-                let (l, r) = (&l[k.start * E..k.end * E], &r[k.start * E..k.end * E]);
-                let at = (s0 + k0 == 0, unit.ti == unit.tj);
-                micro::<T, F>(level, at, unit.rows.clone(), (l, r), tile);
+                for (unit, tile) in share.iter_mut() {
+                    let l = &lhs[unit.ti * panel..][k.start * E..k.end * E];
+                    let r = &rhs[unit.tj * panel..][k.start * E..k.end * E];
+                    let at = (s0 + k0 == 0, unit.ti == unit.tj);
+                    micro::<T, F>(level, at, unit.rows.clone(), (l, r), tile);
+                }
             }
         };
         match parallel {
-            true => units.par_iter().zip(pieces.par_iter_mut()).for_each(work),
-            false => units.iter().zip(pieces.iter_mut()).for_each(work),
+            true => shares.par_iter_mut().for_each(work),
+            false => shares.iter_mut().for_each(work),
         }
     }
-    for (unit, piece) in units.iter().zip(pieces) {
+    for (unit, piece) in shares.into_iter().flatten() {
         if unit.ti == unit.tj {
             zero_below_diagonal(unit.rows.clone(), piece);
         }
@@ -198,9 +225,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn units_cover_every_row_of_every_tile_once() {
-        for (tiles, threads) in [(1, 1), (1, 2), (1, 8), (4, 2), (5, 3), (64, 2)] {
-            let units = units(tiles, threads);
+    fn groups_cover_every_row_of_every_tile_once_in_shares_of_equal_work() {
+        for (tiles, threads) in [(1, 1), (1, 2), (1, 3), (4, 2), (5, 3), (64, 2)] {
+            let groups = groups(tiles, threads);
+            assert_eq!(groups.len(), threads, "{tiles} tiles");
+            let units: Vec<&Unit> = groups.iter().flatten().collect();
             let mut at = 0;
             for ti in 0..tiles {
                 for tj in ti..tiles {
@@ -215,10 +244,16 @@ mod tests {
                 }
             }
             assert_eq!(at, units.len());
+            // Every thread's share within 25% of an even one.
+            let work: Vec<usize> = groups.iter().map(|g| g.iter().map(Unit::work).sum()).collect();
+            let total: usize = work.iter().sum();
+            for w in &work {
+                assert!(4 * w * threads <= 5 * total, "{tiles} tiles: {work:?}");
+            }
         }
-        // One diagonal tile on two threads: eight runs, the first narrower than the last.
-        let one = units(1, 2);
-        assert_eq!(one.len(), 8);
-        assert!(one[0].rows.len() < one[7].rows.len());
+        // One diagonal tile (P <= 64) on two threads: both get rows, the first fewer.
+        let one = groups(1, 2);
+        let rows = |g: &Vec<Unit>| g.iter().map(|u| u.rows.len()).sum::<usize>();
+        assert!(rows(&one[0]) < rows(&one[1]));
     }
 }
