@@ -40,8 +40,8 @@ unsafe fn tile<V: Vector, const NV: usize, const F: bool>(
     assert!(
         rhs.len() == kc * E
             && rows.end <= E
-            && rows.start % 4 == 0
-            && rows.len() % 4 == 0
+            && rows.start.is_multiple_of(4)
+            && rows.len().is_multiple_of(4)
             && tile.len() == rows.len() * E,
         "packed panels"
     );

@@ -236,7 +236,7 @@ mod tests {
                     let mut next = 0;
                     while at < units.len() && (units[at].ti, units[at].tj) == (ti, tj) {
                         assert_eq!(units[at].rows.start, next, "{tiles} tiles, ({ti}, {tj})");
-                        assert!(units[at].rows.end > next && units[at].rows.end % 4 == 0);
+                        assert!(units[at].rows.end > next && units[at].rows.end.is_multiple_of(4));
                         next = units[at].rows.end;
                         at += 1;
                     }
