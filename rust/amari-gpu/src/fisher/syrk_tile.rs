@@ -2,11 +2,13 @@
 //! `fisher_triangle`'s in tiles): every tile of the upper triangle of one slice, in float32
 //! or float64. The slice's rows are taken a sweep at a time: the sweep's left (weighted)
 //! and right strips of every column tile are packed once, by all threads, and then every
-//! tile is computed from them, cut into runs of its rows so that the threads share the
-//! work to the end (a diagonal tile's rows are uneven, and P ≤ 64 has one tile). The rows
-//! are thus read from memory once per call and packed once, whatever the number of tiles.
-//! Within a sweep the micro-kernel takes [`KC`] rows at a time and continues every entry's
-//! chain from the value the tile holds, so the block boundaries leave no trace in the bits.
+//! tile is computed from them. The tiles are cut into runs of rows, and the runs into one
+//! share of equal work per thread, so that the threads are busy to the end (a diagonal
+//! tile's rows are uneven, and P ≤ 64 has one tile); each thread takes [`KC`] rows of the
+//! sweep at a time through all of its runs, its strips of those rows reused from L1/L2.
+//! The rows are thus read from memory once per call and packed once, whatever the number
+//! of tiles. The micro-kernel continues every entry's chain from the value the tile holds,
+//! so the block and sweep boundaries leave no trace in the bits.
 //! The first tile of a row of tiles is on the diagonal: its entries below the diagonal
 //! (column < row) are mirrored ones the reduction never reads, so the vector kernels skip
 //! what they can of them and every level writes them as 0, as `fisher_tiled` does.
