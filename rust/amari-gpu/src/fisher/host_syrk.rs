@@ -17,9 +17,10 @@
 //! micro-kernel loads its accumulators from the output before a block and stores them
 //! after it, so every entry continues one multiply-add chain over the rows in order,
 //! rounding exactly as one long loop would. The 8 × 8 blocks run one shader thread at a
-//! time, its accumulators in registers across all its rows. Tasks are (slice, run of rows
-//! of tiles): a run shares its packed strips, and tasks write disjoint runs of the
-//! partial. The float64 SYRK (`fisher::syrk64`) runs the same tasks and tiles in float64.
+//! time, its accumulators in registers across all its rows; their tasks are (slice, row of
+//! blocks), writing disjoint runs of the partial. The tiles run slice after slice, each
+//! slice's rows swept once with every thread on its tiles (`fisher::syrk_tile`); the
+//! float64 SYRK (`fisher::syrk64`) runs the same tiles in float64.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -29,7 +30,7 @@ use rayon::prelude::*;
 use super::shape::{SyrkShape, TILE};
 use super::syrk_block::run_blocks;
 use super::syrk_pack::Rows;
-use super::syrk_tile::run_tiles;
+use super::syrk_tile::run_triangle;
 use crate::host::simd::Level;
 use crate::kernel::{FmaMode, HostImpl};
 
@@ -139,12 +140,6 @@ pub(super) fn run_tasks<T: Send + Sync>(
         });
 }
 
-/// Runs of tile rows asked for per slice of 64 × 64 tiles: the tiles of a run share a
-/// block's packed strips, so runs are as long as the threads allow.
-pub(super) fn tile_runs_per_slice(slices: usize) -> usize {
-    (2 * rayon::current_num_threads()).div_ceil(slices)
-}
-
 impl FisherSyrk {
     /// [`HostImpl::run`] with the micro-kernels of `level` (at most the CPU's): every level
     /// gives the same bits, which the tests check by forcing each.
@@ -166,28 +161,33 @@ impl FisherSyrk {
             width,
         };
         let (edge, tiles) = (s.tile, s.tiles);
-        // One task per slice and run of tile rows ti0..ti1 (pairs (ti, ti..tiles) row after
-        // row, a contiguous run of the partial). The 8 × 8 blocks pack nothing and take one
-        // row each.
-        let runs = match edge == TILE {
-            true => tile_runs_per_slice(s.slices),
-            false => tiles,
-        };
+        let fused = self.fma == FmaMode::Fused;
+        if edge == TILE {
+            // Slice after slice, all threads on each (`run_triangle` shares its tiles out).
+            let words = s.pairs * edge * edge;
+            for (slice, out) in output.chunks_exact_mut(words).enumerate() {
+                let rows = slice_rows(src.len(), s.slices, slice);
+                let src = Rows {
+                    scores: &src.scores[rows.start * width..rows.end * width],
+                    weights: &src.weights[rows],
+                    width,
+                };
+                match fused {
+                    true => run_triangle::<f32, true>(level, &src, tiles, out),
+                    false => run_triangle::<f32, false>(level, &src, tiles, out),
+                }
+            }
+            return;
+        }
+        // One task per slice and row of 8 × 8 blocks (pairs (ti, ti..tiles), a contiguous
+        // run of the partial): the blocks pack nothing.
         let grid = Tasks {
             slices: s.slices,
             tiles,
             words: edge * edge,
-            runs,
+            runs: tiles,
         };
-        let fused = self.fma == FmaMode::Fused;
         run_tasks(src, grid, output, |src, (ti0, ti1), out| {
-            if edge == TILE {
-                match fused {
-                    true => run_tiles::<f32, true>(level, src, (ti0, ti1, tiles), out),
-                    false => run_tiles::<f32, false>(level, src, (ti0, ti1, tiles), out),
-                }
-                return;
-            }
             let mut out = out;
             for ti in ti0..ti1 {
                 let (row, tail) = std::mem::take(&mut out).split_at_mut((tiles - ti) * edge * edge);

@@ -6,7 +6,7 @@
 //! kernel runs one thread per entry, the host kernel blocks the same chains for registers
 //! and caches (accumulators loaded before a block of rows and stored after it, which
 //! changes no rounding), so every device writes the same bits: it is the float32 SYRK's
-//! host kernel (`fisher::host_syrk`'s tasks, `fisher::syrk_tile`'s 64 × 64 tiles) in
+//! host kernel (`fisher::syrk_tile`'s sweeps of 64 × 64 tiles) in
 //! float64, over one slice, its tiles then copied into the partial. The partial is the
 //! packed upper triangle of the padded width W, row i holding entries j = i..W.
 //!
@@ -20,10 +20,9 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::host_syrk::{run_tasks, tile_runs_per_slice, Tasks};
 use super::shape::{min_chunk_rows_for, TILE};
 use super::syrk_pack::Rows;
-use super::syrk_tile::run_tiles;
+use super::syrk_tile::run_triangle;
 use crate::dtype::{as_f64, as_f64_mut, read_f64, write_f64, Dtype};
 use crate::family::Family;
 use crate::host::simd::Level;
@@ -154,17 +153,10 @@ impl Triangle {
         // into the packed triangle: O(W²) against the tiles' O(n W²).
         let (tiles, words) = (w.div_ceil(TILE).max(1), TILE * TILE);
         let mut tiled = vec![0.0f64; tiles * (tiles + 1) / 2 * words];
-        let grid = Tasks {
-            slices: 1,
-            tiles,
-            words,
-            runs: tile_runs_per_slice(1),
-        };
-        let fused = self.fma == FmaMode::Fused;
-        run_tasks(src, grid, &mut tiled, |src, (ti0, ti1), out| match fused {
-            true => run_tiles::<f64, true>(level, src, (ti0, ti1, tiles), out),
-            false => run_tiles::<f64, false>(level, src, (ti0, ti1, tiles), out),
-        });
+        match self.fma == FmaMode::Fused {
+            true => run_triangle::<f64, true>(level, &src, tiles, &mut tiled),
+            false => run_triangle::<f64, false>(level, &src, tiles, &mut tiled),
+        }
         let mut packed = Vec::with_capacity(triangle(w));
         for i in 0..w {
             let (ti, r) = (i / TILE, i % TILE);
@@ -263,6 +255,44 @@ mod tests {
                     let got: Vec<u64> =
                         (0..triangle(w)).map(|k| read_f64(&out, k).to_bits()).collect();
                     assert_eq!(got, want, "n {n}, w {w}, fused {fused}, {level:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sweeps_and_shared_tiles_keep_every_chain_on_any_pool() {
+        // Row counts past one sweep of packed rows (512 rows at W = 68 and W = 4, 384 at W = 260)
+        // with tails, P = 1, 7, 17, 65 and 257 padded; pools of 1, 2 and 3
+        // threads cut the tiles into different runs of rows: the bits never change.
+        for (n, p) in [(2100, 65usize), (2100, 1), (700, 257), (1500, 17), (3000, 7)] {
+            let w = p.div_ceil(4) * 4;
+            let rows: Vec<f64> = (0..n * w)
+                .map(|k| match k % w < p {
+                    true => ((k * 7919) % 1013) as f64 / 97.0 - 5.0 + 1e-9 * k as f64,
+                    false => 0.0,
+                })
+                .collect();
+            let weights: Vec<f64> = (0..n).map(|r| 0.5 + (r % 7) as f64 / 3.0).collect();
+            let mut want = Vec::new();
+            for i in 0..w {
+                for j in i..w {
+                    want.push(chain(&rows, &weights, w, (i, j), true).to_bits());
+                }
+            }
+            let host = Triangle {
+                width: w,
+                fma: FmaMode::Fused,
+            };
+            for threads in [1, 2, 3] {
+                let pool = crate::host::HostPool::new(threads).unwrap();
+                for level in [Level::Portable, Level::Avx2, Level::Avx512] {
+                    let mut out = vec![0.0f32; 2 * triangle(w)];
+                    let inputs = [f64_words(&rows), f64_words(&weights)];
+                    pool.run_with(|| host.run_at(level, &inputs, 0..n, &mut out));
+                    let got: Vec<u64> =
+                        (0..triangle(w)).map(|k| read_f64(&out, k).to_bits()).collect();
+                    assert_eq!(got, want, "n {n}, P {p}, {threads} threads, {level:?}");
                 }
             }
         }

@@ -6,6 +6,7 @@
 //! product and the sum apart, as the devices do.
 
 use std::arch::x86_64::{__m256, __m512};
+use std::ops::Range;
 
 use crate::host::simd::Level;
 
@@ -15,11 +16,15 @@ use super::syrk_vector::{Lanes, Vector};
 
 const E: usize = TILE;
 
-/// `syrk_tile::scalar` of a 64 × 64 tile over `lhs.len() / 64` packed rows: four tile rows
-/// by `NV` registers of columns at a time, loaded from the tile (or 0 on the `first` block),
-/// run over the block's rows, stored back. On a `diag`onal tile the registers whose columns
-/// all lie below the diagonal (c < r for every row r of the four) are skipped: the kernel
-/// zeroes those entries afterwards (`syrk_tile::run_tiles`), as the shader does.
+/// Rows of a tile.
+type Rs = Range<usize>;
+
+/// `syrk_tile::scalar` of rows `rows` of a 64 × 64 tile (`tile` holds those rows) over
+/// `lhs.len() / 64` packed rows: four tile rows by `NV` registers of columns at a time,
+/// loaded from the tile (or 0 on the `first` block), run over the block's rows, stored
+/// back. On a `diag`onal tile the registers whose columns all lie below the diagonal
+/// (c < r for every row r of the four) are skipped: the kernel zeroes those entries
+/// afterwards (`syrk_tile::run_triangle`), as the shader does.
 ///
 /// # Safety
 /// The CPU has `V`'s features.
@@ -27,26 +32,36 @@ const E: usize = TILE;
 #[allow(unsafe_code)]
 unsafe fn tile<V: Vector, const NV: usize, const F: bool>(
     (first, diag): (bool, bool),
-    lhs: &[V::Elem],
-    rhs: &[V::Elem],
+    rows: Range<usize>,
+    (lhs, rhs): (&[V::Elem], &[V::Elem]),
     tile: &mut [V::Elem],
 ) {
     let kc = lhs.len() / E;
-    assert!(rhs.len() == kc * E && tile.len() == E * E, "packed panels");
+    assert!(
+        rhs.len() == kc * E
+            && rows.end <= E
+            && rows.start.is_multiple_of(4)
+            && rows.len().is_multiple_of(4)
+            && tile.len() == rows.len() * E,
+        "packed panels"
+    );
     let at = Strip::<V> {
         first,
         kc,
         lhs: lhs.as_ptr(),
         rhs: rhs.as_ptr(),
-        tile: tile.as_mut_ptr(),
+        // Row r of the tile at (r - rows.start) · 64: `wrapping_sub` only forms the
+        // address, every access adds r >= rows.start back.
+        tile: tile.as_mut_ptr().wrapping_sub(rows.start * E),
     };
-    for r0 in (0..E).step_by(4) {
+    for r0 in rows.step_by(4) {
         // The first register holding a column >= r0 (on a diagonal tile), then groups of NV
         // registers, the last one narrower when fewer are left.
         let mut c0 = if diag { r0 / V::LANES * V::LANES } else { 0 };
         while c0 < E {
             let left = (E - c0) / V::LANES;
-            // SAFETY: rows r0..r0 + 4 <= 64 and columns c0..c0 + regs · LANES <= 64.
+            // SAFETY: rows r0..r0 + 4 within `rows` (checked above: multiples of 4) and
+            // columns c0..c0 + regs · LANES <= 64.
             match left.min(NV) {
                 1 => at.rows4::<1, F>(r0, c0),
                 2 => at.rows4::<2, F>(r0, c0),
@@ -71,20 +86,21 @@ impl<V: Vector> Strip<V> {
     /// Tile rows `r0..r0 + 4`, columns `c0..c0 + R · LANES`, over the block's rows.
     ///
     /// # Safety
-    /// The CPU has `V`'s features; rows `r0..r0 + 4` and those columns lie inside the tile;
+    /// The CPU has `V`'s features; rows `r0..r0 + 4` and those columns lie inside the rows
+    /// of the tile `tile` holds (row r at `tile + r · 64`);
     /// the panels hold `kc` rows of 64 values.
     #[inline(always)]
     #[allow(unsafe_code)]
     unsafe fn rows4<const R: usize, const F: bool>(&self, r0: usize, c0: usize) {
         let (lp, rp, tp) = (self.lhs, self.rhs, self.tile);
         // SAFETY (every load and store below): rows r0..r0 + 4 and columns
-        // c0..c0 + R · LANES address inside the 64 × 64 tile (the caller's promise); row
+        // c0..c0 + R · LANES address inside the tile's rows (the caller's promise); row
         // k < kc of the panels is `k · 64 + 0..64`, inside their kc × 64 values.
         let mut acc = [[V::zero(); R]; 4];
         if !self.first {
             for (rr, a) in acc.iter_mut().enumerate() {
                 for (v, a) in a.iter_mut().enumerate() {
-                    *a = V::load(tp.add((r0 + rr) * E + c0 + v * V::LANES));
+                    *a = V::load(tp.wrapping_add((r0 + rr) * E + c0 + v * V::LANES));
                 }
             }
         }
@@ -101,7 +117,7 @@ impl<V: Vector> Strip<V> {
         }
         for (rr, a) in acc.iter().enumerate() {
             for (v, a) in a.iter().enumerate() {
-                a.store(tp.add((r0 + rr) * E + c0 + v * V::LANES));
+                a.store(tp.wrapping_add((r0 + rr) * E + c0 + v * V::LANES));
             }
         }
     }
@@ -180,8 +196,8 @@ unsafe fn block<V: Vector<Elem = f32>, const G: usize, const F: bool>(
 /// The CPU must have AVX-512F, AVX2 and FMA.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn tile_avx512<T: Lanes, const F: bool>(at: (bool, bool), l: &[T], r: &[T], t: &mut [T]) {
-    tile::<T::Wide, 4, F>(at, l, r, t)
+unsafe fn tile_avx512<T: Lanes, const F: bool>(at: (bool, bool), k: Rs, p: (&[T], &[T]), t: &mut [T]) {
+    tile::<T::Wide, 4, F>(at, k, p, t)
 }
 
 /// [`tile`] on AVX2: two registers (16 float32 or 8 float64 columns) per row, sixteen
@@ -191,8 +207,8 @@ unsafe fn tile_avx512<T: Lanes, const F: bool>(at: (bool, bool), l: &[T], r: &[T
 /// The CPU must have AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn tile_avx2<T: Lanes, const F: bool>(at: (bool, bool), l: &[T], r: &[T], t: &mut [T]) {
-    tile::<T::Narrow, 2, F>(at, l, r, t)
+unsafe fn tile_avx2<T: Lanes, const F: bool>(at: (bool, bool), k: Rs, p: (&[T], &[T]), t: &mut [T]) {
+    tile::<T::Narrow, 2, F>(at, k, p, t)
 }
 
 /// [`block`] on AVX-512: 32 columns (two registers) per block row.
@@ -215,24 +231,25 @@ unsafe fn block_avx2<const F: bool>(s: &Rows, t: usize, i0: usize, a: &mut [f32]
     block::<__m256, 1, F>(s, t, i0, a)
 }
 
-/// [`tile`]'s call `tile[r][c] = fma(lhs[k][r], rhs[k][c], tile[r][c])` (from 0 on the
-/// `first` block; `diag`: a diagonal tile) with the vector kernels of `level`, which must
-/// come from `Level::at_most_detected`; false, having done nothing, at a level without them.
+/// [`tile`]'s call `tile[r][c] = fma(lhs[k][r], rhs[k][c], tile[r][c])` for r in `rows`
+/// (from 0 on the `first` block; `diag`: a diagonal tile) with the vector kernels of
+/// `level`, which must come from `Level::at_most_detected`; false, having done nothing, at
+/// a level without them.
 pub(super) fn run_tile<T: Lanes, const F: bool>(
     level: Level,
     at: (bool, bool),
-    lhs: &[T],
-    rhs: &[T],
+    rows: Rs,
+    panels: (&[T], &[T]),
     out: &mut [T],
 ) -> bool {
     #[allow(unsafe_code)]
     // SAFETY: `Level::at_most_detected` returns `Avx512` only when the CPU has AVX-512F,
     // AVX2 and FMA, and `Avx2` only when it has AVX2 and FMA: all each function enables;
-    // `tile` checks the slices' lengths.
+    // `tile` checks the slices' lengths and the rows.
     unsafe {
         match level {
-            Level::Avx512 => tile_avx512::<T, F>(at, lhs, rhs, out),
-            Level::Avx2 => tile_avx2::<T, F>(at, lhs, rhs, out),
+            Level::Avx512 => tile_avx512::<T, F>(at, rows, panels, out),
+            Level::Avx2 => tile_avx2::<T, F>(at, rows, panels, out),
             _ => return false,
         }
     }
