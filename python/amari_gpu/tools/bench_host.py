@@ -530,6 +530,21 @@ def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
             lambda ours, peer: bool(np.allclose(ours, peer, atol=1e-5)),
         )
     )
+    # The same grid in float64: stepped in float64 (the same numba stencil on float64).
+    u64 = u.astype(np.float64)
+    rows.append(
+        Row(
+            f"heat {q} x {q} float64, {GRID_STEPS} steps, halo {GRID_STEPS}",
+            lambda: host.stencil(u64, GRID_STEPS, GRID_ALPHA, "periodic", halo=GRID_STEPS),
+            f"numba {_version('numba')} njit(parallel=True) stencil on float64, as above",
+            (lambda: heat(u64, GRID_STEPS, np.float64(GRID_ALPHA))) if heat else None,
+            0.5,
+            stencil_missing,
+            lambda ours, peer: (
+                ours.dtype == np.float64 and bool(np.allclose(ours, peer, rtol=0, atol=1e-12))
+            ),
+        )
+    )
     return rows
 
 
