@@ -40,31 +40,27 @@ pub trait HeatCell: Real + Scalar + Sub<Output = Self> + bytemuck::Pod + Default
     fn from_abs_bits(bits: Self::Bits) -> Self;
 }
 
-impl HeatCell for f32 {
-    const FOUR: f32 = 4.0;
-    const LIMIT: i32 = 123;
-    type Bits = u32;
-    #[inline(always)]
-    fn abs_bits(self) -> u32 {
-        self.to_bits() & 0x7fff_ffff
-    }
-    fn from_abs_bits(bits: u32) -> f32 {
-        f32::from_bits(bits)
-    }
+/// [`HeatCell`] for float type `$t`, whose bits are `$bits` with sign bit `$sign`, and
+/// whose limit exponent is `$limit`.
+macro_rules! heat_cell {
+    ($t:ty, $bits:ty, $sign:expr, $limit:expr) => {
+        impl HeatCell for $t {
+            const FOUR: $t = 4.0;
+            const LIMIT: i32 = $limit;
+            type Bits = $bits;
+            #[inline(always)]
+            fn abs_bits(self) -> $bits {
+                self.to_bits() & !$sign
+            }
+            fn from_abs_bits(bits: $bits) -> $t {
+                <$t>::from_bits(bits)
+            }
+        }
+    };
 }
 
-impl HeatCell for f64 {
-    const FOUR: f64 = 4.0;
-    const LIMIT: i32 = 1019;
-    type Bits = u64;
-    #[inline(always)]
-    fn abs_bits(self) -> u64 {
-        self.to_bits() & 0x7fff_ffff_ffff_ffff
-    }
-    fn from_abs_bits(bits: u64) -> f64 {
-        f64::from_bits(bits)
-    }
-}
+heat_cell!(f32, u32, 1u32 << 31, 123);
+heat_cell!(f64, u64, 1u64 << 63, 1019);
 
 /// One heat step of a band (the uniform of `shaders/heat.wgsl`), on cells of `T`.
 #[derive(Debug, Clone)]
