@@ -243,3 +243,29 @@ def test_float64_grids_are_scaled_only_above_2_to_the_1019(
         assert same_bits(got["lavapipe x3"], got["mixed"]), top
     # float32's limit is no limit in float64: 1e38 runs unscaled.
     assert ag._native.check_stencil(unit * 1e38, 0.2, boundary, 3) == 0
+
+
+def test_a_ray_context_steps_float64_grids_in_float64_with_one_contexts_bits() -> None:
+    """A RayContext's grid goes through the core's float64 check (its own limit) and every
+    node steps its band in float64: the bits of one local context, scaled grids included;
+    nodes without a float64 device refuse with the core's error, nothing written."""
+    import _cluster_helpers as helpers
+
+    grid = _grid(40, 23, 12)
+    with (
+        helpers.local_cluster([dict(helpers.RESOURCE)] * 2),
+        ag.MultiGpuContext(backends=["vulkan"]) as local,
+    ):
+        with ag.RayContext(backends=["vulkan"]) as rc:
+            for cells in (grid, grid * 2.0**1020):
+                got = rc.stencil(cells, 7, 0.2, "periodic", 2)
+                assert same_bits(got, local.stencil(cells, 7, 0.2, "periodic", 2))
+        with ag.RayContext(backends=["gl"]) as gl:
+            out = np.full(grid.shape, 7.0)
+            with pytest.raises(
+                ag.InvalidArgumentError,
+                match=r"^dtype: no device of this context computes in float64: float64 needs "
+                r"SHADER_F64: device 0 ",
+            ):
+                gl.stencil(grid, 3, 0.2, out=out)
+            assert np.all(out == 7.0), "nothing written"
