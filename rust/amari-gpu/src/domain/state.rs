@@ -153,7 +153,7 @@ impl Program for BandProgram {
                     self.heat(alpha, &pass, cells, fma);
                 }),
                 Dtype::F16 | Dtype::F32 => {
-                    let cells = [src, other].map(|w| bytemuck::cast_slice_mut::<u32, f32>(w));
+                    let cells = [src, other].map(bytemuck::cast_slice_mut::<u32, f32>);
                     self.heat(alpha as f32, &pass, cells, fma);
                 }
             },
