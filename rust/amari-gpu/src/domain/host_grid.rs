@@ -26,10 +26,10 @@ pub trait HeatCell: Real + Scalar + Sub<Output = Self> + bytemuck::Pod + Default
     /// 4, the weight of the cell itself.
     const FOUR: Self;
     /// Grids whose largest |u| is at most 2^LIMIT run as given: a step forms
-    /// `(up + down) + (left + right) − 4u`, up to 8 max|u| = 2^(LIMIT + 3), which leaves a
-    /// factor 2 below 2^(E + 1), the power of two above the largest finite (E its largest
-    /// exponent), for the rounding of steps that the maximum principle otherwise bounds:
-    /// LIMIT = E − 4 (float32: 127 − 4 = 123; float64: 1023 − 4 = 1019).
+    /// `(up + down) + (left + right) − 4u`, up to 8 max|u| = 2^(LIMIT + 3) = 2^(E − 1), E
+    /// the type's largest exponent (its largest finite just under 2^(E + 1)): a factor 2
+    /// below 2^E is left for the rounding of steps that the maximum principle otherwise
+    /// bounds. LIMIT = E − 4 (float32: 127 − 4 = 123; float64: 1023 − 4 = 1019).
     const LIMIT: i32;
     /// The bits of |value| as an unsigned integer: they order as the magnitudes, with inf
     /// and NaN above every finite value.
