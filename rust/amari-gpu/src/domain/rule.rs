@@ -136,3 +136,46 @@ pub struct Options {
     /// splits by the devices' measured streaming bandwidth.
     pub split: Option<Vec<usize>>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The float64 heat kernel is `shaders/heat.wgsl` with one line changed, and validates
+    /// with float64 only (the float32 one without).
+    #[test]
+    fn the_heat_kernel_validates_in_each_dtype_from_one_source() {
+        for (dtype, capabilities) in [
+            (Dtype::F32, naga::valid::Capabilities::empty()),
+            (Dtype::F64, naga::valid::Capabilities::FLOAT64),
+        ] {
+            let rule = Rule::Heat { alpha: 0.2, dtype };
+            let kernel = rule.kernel();
+            assert_eq!(kernel.dtype, dtype);
+            let module = naga::front::wgsl::parse_str(&kernel.source).expect("parses");
+            let validate = |caps| {
+                naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+                    .validate(&module)
+            };
+            validate(capabilities).expect("validates");
+            assert_eq!(
+                validate(naga::valid::Capabilities::empty()).is_ok(),
+                dtype == Dtype::F32
+            );
+        }
+        let f64 = heat_source(Dtype::F64);
+        assert_eq!(
+            f64.replace("alias Real = f64;", HEAT_ELEMENT),
+            crate::shaders::HEAT
+        );
+        assert!(f64.contains("fma(vec4<Real>(p.alpha), s - 4.0 * u, u)"));
+        assert_eq!(
+            Rule::Heat {
+                alpha: 0.2,
+                dtype: Dtype::F64
+            }
+            .bytes_per_cell(),
+            16.0
+        );
+    }
+}
