@@ -41,7 +41,7 @@ RESULT_DTYPES = {
     "fisher_categorical": np.float64,
     "fisher_gaussian": np.float64,
     "natural_gradient": np.float64,
-    "stencil": np.float32,
+    "stencil": np.float64,
     "life": np.uint8,
 }
 

@@ -17,7 +17,7 @@ from typing import Any
 import amari_gpu as ag
 import numpy as np
 import pytest
-from _domain_helpers import heat_reference, life_reference
+from _domain_helpers import heat_bits, heat_reference, life_reference
 from amari_gpu import MultiGpuContext
 
 # (H, W, halo, steps): odd sizes; seven rows over three devices with halo 3, and five rows
@@ -26,36 +26,6 @@ from amari_gpu import MultiGpuContext
 CASES = [(37, 53, 2, 7), (7, 9, 3, 8), (5, 11, 4, 9), (1, 5, 2, 3), (64, 67, 4, 9)]
 BOUNDARIES = ["dirichlet", "periodic"]
 ALPHA = np.float32(0.24)
-
-
-def heat_bits(grid: np.ndarray, steps: int, alpha: np.float32, boundary: str, fused: bool):
-    """The float32 heat steps as the kernels compute them: ``s = (up + down) + (left +
-    right)`` and ``s - 4u`` rounded to float32, then ``fma(alpha, s - 4u, u)`` rounded once
-    (``fused``; the product is exact in float64 and the sum is rounded to float32 from there)
-    or as a float32 product then a float32 sum."""
-    u = np.asarray(grid, np.float32).copy()
-    a = np.float32(alpha)
-    for _ in range(steps):
-        if boundary == "periodic":
-            up, down = np.roll(u, 1, 0), np.roll(u, -1, 0)
-            left, right = np.roll(u, 1, 1), np.roll(u, -1, 1)
-            at = u
-        else:
-            if u.shape[0] < 3 or u.shape[1] < 3:
-                continue
-            at = u[1:-1, 1:-1]
-            up, down, left, right = u[:-2, 1:-1], u[2:, 1:-1], u[1:-1, :-2], u[1:-1, 2:]
-        d = ((up + down) + (left + right)) - np.float32(4) * at
-        if fused:
-            new = (np.float64(a) * d.astype(np.float64) + at.astype(np.float64)).astype(np.float32)
-        else:
-            new = (a * d) + at
-        if boundary == "periodic":
-            u = new
-        else:
-            u = u.copy()
-            u[1:-1, 1:-1] = new
-    return u
 
 
 def _heat_grid(h: int, w: int) -> np.ndarray:

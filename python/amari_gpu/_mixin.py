@@ -91,13 +91,13 @@ class Kernels(Protocol):
     def stencil(
         self,
         ctx: Any,
-        grid: F32,
+        grid: npt.NDArray[np.float32 | np.float64],
         alpha: float,
         boundary: str,
         options: _native.RunOptions,
         progress: Callable[[int, int], object] | None = None,
-        out: F32 | None = None,
-    ) -> tuple[F32, DomainReport]: ...
+        out: npt.NDArray[np.float32 | np.float64] | None = None,
+    ) -> tuple[npt.NDArray[np.float32 | np.float64], DomainReport]: ...
     def life(
         self,
         ctx: Any,

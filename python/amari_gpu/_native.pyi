@@ -494,7 +494,7 @@ def check_map_rows(
     spec: RowsSpec, arrays: list[tuple[npt.NDArray[np.float32 | np.float64], tuple[int, ...]]]
 ) -> int: ...
 def check_stencil(
-    grid: npt.NDArray[np.float32], alpha: float, boundary: str, steps: int
+    grid: npt.NDArray[np.float32 | np.float64], alpha: float, boundary: str, steps: int
 ) -> int: ...
 def check_life(grid: npt.NDArray[np.uint8]) -> None: ...
 def check_split(
@@ -506,13 +506,13 @@ __all__ += ["life", "stencil"]
 
 def stencil(
     ctx: Context,
-    grid: npt.NDArray[np.float32],
+    grid: npt.NDArray[np.float32 | np.float64],
     alpha: float,
     boundary: str,
     options: RunOptions,
     progress: Callable[[int, int], object] | None = None,
-    out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], DomainReport]: ...
+    out: npt.NDArray[np.float32 | np.float64] | None = None,
+) -> tuple[npt.NDArray[np.float32 | np.float64], DomainReport]: ...
 def life(
     ctx: Context,
     grid: npt.NDArray[np.uint8],

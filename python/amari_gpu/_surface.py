@@ -172,7 +172,7 @@ def check_map_rows(
 ) -> int:
     "The checks of map_rows (shapes, the kernel by naga) on host arrays in spec's dtype: the items."
 
-def check_stencil(grid: host[f32, "(H, W)"], alpha: float, boundary: str, steps: int) -> int:
+def check_stencil(grid: host[float, "(H, W)"], alpha: float, boundary: str, steps: int) -> int:
     "The checks of stencil without a context: the power of two the core scales the grid by."
 
 def check_life(grid: host[u8, "(H, W)"]) -> None:
@@ -186,9 +186,10 @@ def check_split(
 # --- domain decomposition [domain] ---
 @kernel
 def stencil(
-    ctx, grid: host[f32, "(H, W)"], alpha: float, boundary: str, options: RunOptions,
-    progress: Callable[[int, int], object] | None = None, out: host[f32, "(H, W)"] | None = None,
-) -> tuple[host[f32], DomainReport]:
+    ctx, grid: host[float, "(H, W)"], alpha: float, boundary: str, options: RunOptions,
+    progress: Callable[[int, int], object] | None = None,
+    out: host[float, "(H, W)"] | None = None,
+) -> tuple[host[float], DomainReport]:
     "Steps of the 5-point diffusion stencil, the grid split in bands over the devices."
 
 @kernel

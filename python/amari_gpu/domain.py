@@ -22,9 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
-from ._dtypes import FLOAT16, FLOAT32, FLOAT64
+from ._dtypes import FLOAT16, FLOAT32, FLOAT64, result_dtype
 from ._validate import (
-    as_float32,
     contiguous,
     integer,
     is_u64,
@@ -53,6 +52,8 @@ class DomainReport:
     it owned, bands, work, upload/compute/readback seconds. ``layouts`` lists every band
     layout (the first, then each rebalance with the seconds it took to move the rows);
     ``failures`` lists devices that failed, after which the run started again without them;
+    ``left_out`` lists devices given no rows because they cannot compute in the grid's dtype,
+    with why (a float64 grid on a device without ``SHADER_F64``, e.g. llvmpipe GL);
     ``download_s`` is the time taken to read the final grid back. The keys of ``rounds`` and
     ``layouts`` entries are named by ``_native.RoundDict`` and ``_native.LayoutDict``.
     The bindings build it (``_native.stencil`` and ``_native.life`` return it with the grid),
@@ -66,6 +67,7 @@ class DomainReport:
     layouts: list[dict[str, Any]] = field(default_factory=list)
     failures: list[tuple[int, str]] = field(default_factory=list)
     download_s: float = 0.0
+    left_out: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def rounds_s(self) -> float:
@@ -194,10 +196,20 @@ class DomainMixin:
         rebalance: bool = True,
         split: Sequence[int] | None = None,
         progress: Callable[[int, int], object] | None = None,
-        out: npt.NDArray[np.float32] | None = None,
-    ) -> npt.NDArray[np.float32]:
+        out: npt.NDArray[np.float32 | np.float64] | None = None,
+        dtype: npt.DTypeLike | None = None,
+    ) -> npt.NDArray[np.float32 | np.float64]:
         """``steps`` explicit Jacobi steps of the 2-D heat equation on a (H, W) grid:
-        ``u <- u + alpha * (u_up + u_down + u_left + u_right - 4 u)``, in float32.
+        ``u <- u + alpha * (u_up + u_down + u_left + u_right - 4 u)``, in the grid's dtype.
+
+        Dtypes (:mod:`amari_gpu._dtypes`): float32 and float64 grids compute and return in
+        their dtype; bool and integer grids in float64 (as numpy's true division); float16
+        grids in float32 (there being no float16 steps); ``dtype=`` (float32 or float64)
+        overrides, e.g. ``dtype=np.float32`` to step a float64 grid in float32. float64
+        runs on the devices that compute in float64 (the host device, wgpu devices with
+        ``SHADER_F64`` such as lavapipe); the others get no rows (``DomainReport.left_out``
+        says which and why), and a context with none refuses the call, naming its devices
+        and what they lack. ``alpha`` is rounded to the call's dtype.
 
         The grid is cut into row bands over the devices (one or more per device: a band's
         buffer must fit one storage binding), each kept on its device with ``halo`` ghost
@@ -215,14 +227,17 @@ class DomainMixin:
         step) is marked unhealthy and the run starts again from ``grid`` without it. Ctrl-C
         stops a run within a round (``KeyboardInterrupt``; the host device stops between the
         steps of its round); the context stays usable. ``steps`` has no upper bound: a huge
-        count runs until it is done or interrupted. A grid with max |u| above 2^123 (about
-        1.06e37), whose neighbour sums would overflow float32, runs scaled down by an exact
-        power of two (2 to 32) and is scaled back at the end, identically on every layout;
-        Dirichlet edges are returned bit for bit, and only cells below about 1e-38 times
-        that factor lose bits (float32's subnormal spacing).
+        count runs until it is done or interrupted. A float32 grid with max |u| above 2^123
+        (about 1.06e37), whose neighbour sums would overflow float32, runs scaled down by an
+        exact power of two (2 to 32) and is scaled back at the end, identically on every
+        layout; Dirichlet edges are returned bit for bit, and only cells below about 1e-38
+        times that factor lose bits (float32's subnormal spacing). A float64 grid does the
+        same above 2^1019 (about 5.6e306; 8 max|u| stays a factor 2 below the largest
+        float64), cells below about 2.2e-308 times the factor losing bits.
 
         Args:
-            grid: ``(H, W)`` real numbers (converted to float32; never modified), finite.
+            grid: ``(H, W)`` real numbers (converted to the call's dtype; never modified),
+                finite in it.
             steps: an integer >= 0 (0 returns a copy).
             alpha: in [0, 0.25] (explicit steps are unstable above 1/4).
             boundary: "dirichlet" keeps the outermost rows and columns at their initial
@@ -236,22 +251,28 @@ class DomainMixin:
             progress: called as ``progress(steps_done, steps_total)`` between rounds (at
                 most every 0.1 s, and once at the end); an exception it raises stops the run
                 (nothing returned, the input untouched) and is raised.
-            out: a float32, C-contiguous, writeable (H, W) array sharing no memory with
-                ``grid`` (steps are not taken in place: a failed device restarts the run
-                from ``grid``); the final grid is copied into it and it is returned.
+            out: a C-contiguous, writeable (H, W) array of the call's dtype sharing no
+                memory with ``grid`` (steps are not taken in place: a failed device restarts
+                the run from ``grid``); the final grid is copied into it and it is returned.
+            dtype: float32 or float64 to compute in, overriding the grid's own.
 
         Returns:
-            float32 ``(H, W)``, bit-identical for any devices, halo and layout.
+            ``(H, W)`` of the call's dtype (float32 or float64), bit-identical for any
+            devices, halo and layout (and, in float64, device kinds: host and lavapipe).
 
         Raises:
             ShapeError: ``grid`` is not 2-D with at least one row and column.
             InvalidArgumentError: non-finite cells (the first one named), ``alpha`` outside
                 [0, 0.25], an unknown ``boundary``, ``steps`` or ``halo`` out of range, a
-                ``split`` that does not fit the rule, a ``progress`` that is not callable.
-            TypeError: a non-real dtype.
+                ``split`` that does not fit the rule or gives rows to a device that cannot
+                compute in the call's dtype, a ``progress`` that is not callable, a
+                ``dtype=`` other than float32 or float64, float64 in a context without a
+                float64 device.
+            TypeError: a non-real dtype, or ``out`` of another dtype than the result's.
             DeviceLostError: no healthy device left.
         """
-        array = _grid(grid, "biuf", "an array of real numbers (converted to float32)")
+        array = _grid(grid, "biuf", "an array of real numbers")
+        kept = result_dtype([("grid", array)], dtype, (FLOAT32, FLOAT64))
         if not isinstance(alpha, (int, float, np.integer, np.floating)) or isinstance(alpha, bool):
             raise InvalidArgumentError(f"alpha: expected a real number, got {alpha!r}")
         if not (math.isfinite(float(alpha)) and 0.0 <= float(alpha) <= 0.25):
@@ -264,11 +285,11 @@ class DomainMixin:
                 f"boundary: expected one of {list(BOUNDARIES)}, got {boundary!r}"
             )
         # Finite values are the core's check (it names the first offending cell).
-        cells = as_float32("grid", array)
+        cells = contiguous("grid", array, kept)
         options = self._run_options(steps, halo, rebalance, split)
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(f"progress: expected a callable, got {progress!r}")
-        target = output(out, cells.shape, np.float32, {"grid": grid})
+        target = output(out, cells.shape, kept, {"grid": grid})
         result, report = self._kernels.stencil(
             self._native, cells, float(alpha), boundary, options, progress, target
         )

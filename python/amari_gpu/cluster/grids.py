@@ -348,15 +348,17 @@ def _grid_run(
 
 def stencil(
     ctx: Dispatcher,
-    grid: npt.NDArray[np.float32],
+    grid: npt.NDArray[np.float32 | np.float64],
     alpha: float,
     boundary: str,
     options: _native.RunOptions,
     progress: Callable[[int, int], object] | None = None,
-    out: npt.NDArray[np.float32] | None = None,
-) -> tuple[npt.NDArray[np.float32], DomainReport]:
+    out: npt.NDArray[np.float32 | np.float64] | None = None,
+) -> tuple[npt.NDArray[np.float32 | np.float64], DomainReport]:
     """``_native.stencil`` on the cluster: one band per node, halos through the store (a
-    grid the core scales, by its own check, runs whole on one node)."""
+    grid the core scales, by its own check, runs whole on one node). A float64 grid is
+    checked in float64 (its own limit, 2^1019), its bands stay float64 and each node steps
+    them in float64: a node without a float64 device refuses, as a local context does."""
     scaled = _native.check_stencil(grid, alpha, boundary, int(options["steps"]))
     _check_split(ctx, grid, options)
     if scaled:

@@ -185,6 +185,11 @@ def _close(ours: Any, peer: Any, rtol: float, atol: float) -> bool:
     return bool(np.allclose(ours, peer, rtol=rtol, atol=atol))
 
 
+def _same_grid(ours: Any, peer: Any, dtype: np.dtype[Any], atol: float) -> bool:
+    """Whether a grid of ours has ``dtype`` and agrees with the peer's within ``atol``."""
+    return bool(ours.dtype == dtype and np.allclose(ours, peer, rtol=0, atol=atol))
+
+
 def _timed(f: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     result = f()
@@ -518,18 +523,26 @@ def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
     except AmariGpuError as e:
         stencil_missing = f"not available yet ({type(e).__name__}: {e})"
     # halo = steps: the host device runs them all in one round, blocked over passes of
-    # several steps per tile of rows (the default halo=1 exchanges halos every step).
-    rows.append(
-        Row(
-            f"heat {q} x {q}, {GRID_STEPS} steps, halo {GRID_STEPS}",
-            lambda: host.stencil(u, GRID_STEPS, GRID_ALPHA, "periodic", halo=GRID_STEPS),
-            f"numba {_version('numba')} njit(parallel=True) stencil, prange rows, two buffers",
-            (lambda: heat(u, GRID_STEPS, np.float32(GRID_ALPHA))) if heat else None,
-            0.5,
-            stencil_missing,
-            lambda ours, peer: bool(np.allclose(ours, peer, atol=1e-5)),
+    # several steps per tile of rows (the default halo=1 exchanges halos every step). The
+    # same grid in float64 is stepped in float64, beside the same numba stencil on float64.
+    for cells, alpha, kind, agree in (
+        (u, np.float32(GRID_ALPHA), "", 1e-5),
+        (u.astype(np.float64), np.float64(GRID_ALPHA), " float64", 1e-12),
+    ):
+        rows.append(
+            Row(
+                f"heat {q} x {q}{kind}, {GRID_STEPS} steps, halo {GRID_STEPS}",
+                functools.partial(
+                    host.stencil, cells, GRID_STEPS, GRID_ALPHA, "periodic", halo=GRID_STEPS
+                ),
+                f"numba {_version('numba')} njit(parallel=True) stencil{kind}, prange rows, "
+                "two buffers",
+                functools.partial(heat, cells, GRID_STEPS, alpha) if heat else None,
+                0.5,
+                stencil_missing,
+                functools.partial(_same_grid, dtype=cells.dtype, atol=agree),
+            )
         )
-    )
     return rows
 
 

@@ -4,6 +4,7 @@
 //! shapes (not a chunk's) and nothing has been written or dispatched.
 
 use amari_gpu::domain;
+use amari_gpu::domain::host_grid::HeatCell;
 use amari_gpu::dtype::{f64_words, Dtype};
 use amari_gpu::fisher;
 use amari_gpu::ga;
@@ -11,7 +12,7 @@ use amari_gpu::rows::{self, RowArray, RowsCall};
 use amari_gpu::tropical::{self, Operands, Semiring};
 use amari_gpu::ResidentOperand as Operand;
 use numpy::ndarray::IxDyn;
-use numpy::{PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{Element, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use crate::arrays::contiguous;
@@ -20,7 +21,7 @@ use crate::errors::to_pyerr;
 use crate::ga::{borrows, core_operands, dtype_of, own_shapes, parse};
 use crate::resident::{dtype_refused, PyOperand};
 use crate::rows::host_words;
-use crate::tropical::mixed_dtypes;
+use crate::tropical::{mixed_dtypes, PyWeights};
 
 /// A tropical product's context-free checks in the core: on float32 operands, and on
 /// float64 ones.
@@ -197,19 +198,34 @@ fn check_fisher_gaussian(
 }
 
 /// Checks `stencil(ctx, grid, alpha, boundary, {"steps": steps, ...})` as its core entry
-/// does without a context (shape, `alpha`, `boundary`, finite cells): raises its error, or
-/// returns the power of two the core scales the grid down by (0: it runs as given).
+/// does without a context (shape, `alpha`, `boundary`, finite cells) on a float32 or float64
+/// grid, in its dtype: raises its error, or returns the power of two the core scales the
+/// grid down by (0: it runs as given).
 #[pyfunction]
 fn check_stencil(
     py: Python<'_>,
-    grid: PyReadonlyArray2<'_, f32>,
-    alpha: f32,
+    grid: PyWeights<'_>,
+    alpha: f64,
     boundary: &str,
     steps: u64,
 ) -> PyResult<i32> {
     domain::Boundary::parse(boundary).map_err(|e| to_pyerr(py, e))?;
+    match grid {
+        // alpha as the float32 run takes it (rounded to float32).
+        PyWeights::F32(grid) => check_grid(py, &grid, alpha as f32, steps),
+        PyWeights::F64(grid) => check_grid(py, &grid, alpha, steps),
+    }
+}
+
+/// [`check_stencil`] on cells of `T`.
+fn check_grid<T: HeatCell + Element>(
+    py: Python<'_>,
+    grid: &PyReadonlyArray2<'_, T>,
+    alpha: T,
+    steps: u64,
+) -> PyResult<i32> {
     let (height, width) = (grid.shape()[0], grid.shape()[1]);
-    let cells = contiguous(&grid, "grid")?;
+    let cells = contiguous(grid, "grid")?;
     run_detached(py, move || {
         domain::check_heat(cells, height, width, alpha, steps)
     })

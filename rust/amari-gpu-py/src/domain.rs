@@ -3,9 +3,11 @@
 //! the run's report is the package's `amari_gpu.domain.DomainReport`.
 
 use amari_gpu::context::MultiGpuContext;
+use amari_gpu::domain::host_grid::HeatCell;
 use amari_gpu::domain::{self, Boundary, Options, Report};
 use numpy::ndarray::Ix2;
 use numpy::{Element, PyArray2, PyReadonlyArray2};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 use crate::arrays::{claim, contiguous, returned_into};
@@ -14,6 +16,8 @@ use crate::detach::run_watched;
 use crate::errors::to_pyerr;
 use crate::fields::fields;
 use crate::plans::record;
+use crate::resident::PyOut;
+use crate::tropical::PyWeights;
 
 type Returned<'py, T> = PyResult<(Bound<'py, PyArray2<T>>, Bound<'py, PyAny>)>;
 
@@ -63,7 +67,7 @@ fn report_record<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, P
         .iter()
         .map(|l| fields!(py, l; at_step, split, bands, seconds))
         .collect::<PyResult<Vec<_>>>()?;
-    let fields = fields!(py, report; steps, halo, wall_s, download_s, failures;
+    let fields = fields!(py, report; steps, halo, wall_s, download_s, failures, left_out;
         "rounds" => rounds,
         "layouts" => layouts);
     record(py, "amari_gpu.domain", "DomainReport", fields)
@@ -108,32 +112,67 @@ where
     Ok((array, report_record(py, &report)?))
 }
 
-/// Explicit heat-equation steps on a C-contiguous float32 (H, W) grid; `options` holds
-/// steps, halo, rebalance and split; `progress(steps_done, steps_total)` is called between
-/// rounds (at most every 0.1 s). Returns the grid and the run's report.
+/// Explicit heat-equation steps on a C-contiguous float32 or float64 (H, W) grid, computed
+/// in its dtype (`out`, when given, of that dtype); `options` holds steps, halo, rebalance
+/// and split; `progress(steps_done, steps_total)` is called between rounds (at most every
+/// 0.1 s). Returns the grid and the run's report.
 #[pyfunction]
 #[pyo3(signature = (ctx, grid, alpha, boundary, options, progress=None, out=None))]
 fn stencil<'py>(
     // The context as a bound object: the GIL token comes from it, one argument fewer.
     ctx: &Bound<'py, PyContext>,
-    grid: PyReadonlyArray2<'py, f32>,
-    alpha: f32,
+    grid: PyWeights<'py>,
+    alpha: f64,
     boundary: &str,
     options: RunOptions,
     progress: Option<Bound<'py, PyAny>>,
-    out: Option<Bound<'py, PyArray2<f32>>>,
-) -> Returned<'py, f32> {
+    out: Option<PyOut<'py, Ix2>>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
     let py = ctx.py();
     let boundary = Boundary::parse(boundary).map_err(|e| to_pyerr(py, e))?;
+    let ctx = &ctx.borrow();
+    let heat = (boundary, options, progress);
+    // alpha as the float32 run has always taken it: Python's float rounded to float32.
+    match (grid, out) {
+        (PyWeights::F32(cells), None) => heat_in(py, ctx, cells, alpha as f32, heat, None),
+        (PyWeights::F32(cells), Some(PyOut::Host(out))) => {
+            heat_in(py, ctx, cells, alpha as f32, heat, Some(out))
+        }
+        (PyWeights::F64(cells), None) => heat_in(py, ctx, cells, alpha, heat, None),
+        (PyWeights::F64(cells), Some(PyOut::HostF64(out))) => {
+            heat_in(py, ctx, cells, alpha, heat, Some(out))
+        }
+        (PyWeights::F32(_), Some(_)) => Err(wrong_out("float32")),
+        (PyWeights::F64(_), Some(_)) => Err(wrong_out("float64")),
+    }
+}
+
+/// The error of an `out` of another dtype than the grid's (`want`).
+fn wrong_out(want: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "out: expected a {want} array (the grid's dtype), got one of another dtype"
+    ))
+}
+
+/// [`stencil`] on cells of `T`: the core's heat run in `T` through [`run_grid`].
+fn heat_in<'py, T: HeatCell + Element>(
+    py: Python<'py>,
+    ctx: &PyContext,
+    cells: PyReadonlyArray2<'py, T>,
+    alpha: T,
+    (boundary, options, progress): (Boundary, RunOptions, Option<Bound<'py, PyAny>>),
+    out: Option<Bound<'py, PyArray2<T>>>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
     let grid = Grid {
-        cells: grid,
+        cells,
         options,
         progress,
         out,
     };
-    run_grid(py, &ctx.borrow(), grid, move |inner, cells, shape, opts| {
+    let (array, report) = run_grid(py, ctx, grid, move |inner, cells, shape, opts| {
         domain::heat(inner, cells, shape.0, shape.1, alpha, boundary, opts)
-    })
+    })?;
+    Ok((array.into_any(), report))
 }
 
 /// Game of Life steps on a C-contiguous uint8 (H, W) torus of 0/1 cells; `options` as for

@@ -215,9 +215,9 @@ where
     Ok((array, ctx.plans.record(py, &plan)?))
 }
 
-/// Weights as Python passes them: float32 or float64 (n, n).
+/// A float32 or float64 2-D array as Python passes it: weights (n, n), a grid (H, W).
 #[derive(FromPyObject)]
-enum PyWeights<'py> {
+pub(crate) enum PyWeights<'py> {
     F32(PyReadonlyArray2<'py, f32>),
     F64(PyReadonlyArray2<'py, f64>),
 }

@@ -5,21 +5,66 @@
 //! Heat: `u + α((up + down) + (left + right) − 4u)` bracketed as written, the update one
 //! `fma(α, s − 4u, u)` rounded as the devices round it ([`FmaMode`]; `4u` is exact, so a
 //! driver contracting `s − 4u` changes nothing); Dirichlet frame cells, and padding cells,
-//! keep their value. Life: the shader's word-wise counts (integers, exact). Cells of a row
+//! keep their value. One row kernel serves float32 and float64 cells ([`HeatCell`]), as the
+//! shader's one source does. Life: the shader's word-wise counts (integers, exact). Cells of a row
 //! vectorise. One step ([`heat_step`], [`life_step`]) splits its rows across rayon threads;
 //! the steps of a host round run several at a time per pass over the rows
 //! (`domain::host_blocked`), each row computed by the same row kernel.
 
-use std::ops::Range;
+use std::ops::{Range, Sub};
 
 use super::host_blocked::{single, Stencil};
-use crate::host::arith::madd;
+use crate::host::arith::Real;
 use crate::host::simd::{dispatch, Task};
 use crate::kernel::FmaMode;
+use crate::tropical::scalar::Scalar;
 
-/// One heat step of a band (the uniform of `shaders/heat.wgsl`).
+/// A type heat cells are held and stepped in (float32 or float64): the arithmetic of
+/// [`Real`], the range and words of [`Scalar`], and what the overflow scaling of a grid
+/// (`domain::heat`) reads of its values.
+pub trait HeatCell: Real + Scalar + Sub<Output = Self> + bytemuck::Pod + Default {
+    /// 4, the weight of the cell itself.
+    const FOUR: Self;
+    /// Grids whose largest |u| is at most 2^LIMIT run as given: a step forms
+    /// `(up + down) + (left + right) − 4u`, up to 8 max|u| = 2^(LIMIT + 3) = 2^(E − 1), E
+    /// the type's largest exponent (its largest finite just under 2^(E + 1)): a factor 2
+    /// below 2^E is left for the rounding of steps that the maximum principle otherwise
+    /// bounds. LIMIT = E − 4 (float32: 127 − 4 = 123; float64: 1023 − 4 = 1019).
+    const LIMIT: i32;
+    /// The bits of |value| as an unsigned integer: they order as the magnitudes, with inf
+    /// and NaN above every finite value.
+    type Bits: Copy + Ord + Default + Send + Sync;
+    /// The bits of |self|.
+    fn abs_bits(self) -> Self::Bits;
+    /// The value of bits `bits` of a non-negative value.
+    fn from_abs_bits(bits: Self::Bits) -> Self;
+}
+
+/// [`HeatCell`] for float type `$t`, whose bits are `$bits` with sign bit `$sign`, and
+/// whose limit exponent is `$limit`.
+macro_rules! heat_cell {
+    ($t:ty, $bits:ty, $sign:expr, $limit:expr) => {
+        impl HeatCell for $t {
+            const FOUR: $t = 4.0;
+            const LIMIT: i32 = $limit;
+            type Bits = $bits;
+            #[inline(always)]
+            fn abs_bits(self) -> $bits {
+                self.to_bits() & !$sign
+            }
+            fn from_abs_bits(bits: $bits) -> $t {
+                <$t>::from_bits(bits)
+            }
+        }
+    };
+}
+
+heat_cell!(f32, u32, 1u32 << 31, 123);
+heat_cell!(f64, u64, 1u64 << 63, 1019);
+
+/// One heat step of a band (the uniform of `shaders/heat.wgsl`), on cells of `T`.
 #[derive(Debug, Clone)]
-pub struct HeatStep {
+pub struct HeatStep<T = f32> {
     /// Cells per row.
     pub width: usize,
     /// Rows of the whole grid.
@@ -32,12 +77,12 @@ pub struct HeatStep {
     /// Whether the grid wraps (else a Dirichlet frame).
     pub periodic: bool,
     /// Diffusion number.
-    pub alpha: f32,
-    /// How the devices round `fma`.
+    pub alpha: T,
+    /// How the devices round `fma` in `T`.
     pub fma: FmaMode,
 }
 
-impl HeatStep {
+impl<T> HeatStep<T> {
     /// Floats per buffer row: the width rounded up to whole vec4s.
     pub fn row_cells(&self) -> usize {
         self.width.div_ceil(4) * 4
@@ -46,12 +91,12 @@ impl HeatStep {
 
 /// Writes buffer rows `step.rows` of `dst` from `src` (both whole band buffers, ghosts
 /// included); other rows of `dst` are left as they are.
-pub fn heat_step(src: &[f32], dst: &mut [f32], step: &HeatStep) {
+pub fn heat_step<T: HeatCell>(src: &[T], dst: &mut [T], step: &HeatStep<T>) {
     single(step, step.rows.clone(), src, dst);
 }
 
-impl Stencil for HeatStep {
-    type Cell = f32;
+impl<T: HeatCell> Stencil for HeatStep<T> {
+    type Cell = T;
 
     fn row_len(&self) -> usize {
         self.row_cells()
@@ -64,7 +109,7 @@ impl Stencil for HeatStep {
         }
     }
 
-    fn row(&self, up: &[f32], at: &[f32], down: &[f32], out: &mut [f32]) {
+    fn row(&self, up: &[T], at: &[T], down: &[T], out: &mut [T]) {
         let row = HeatRow {
             step: self,
             up,
@@ -80,22 +125,22 @@ impl Stencil for HeatStep {
     }
 }
 
-struct HeatRow<'a> {
-    step: &'a HeatStep,
-    up: &'a [f32],
-    at: &'a [f32],
-    down: &'a [f32],
-    out: &'a mut [f32],
+struct HeatRow<'a, T> {
+    step: &'a HeatStep<T>,
+    up: &'a [T],
+    at: &'a [T],
+    down: &'a [T],
+    out: &'a mut [T],
 }
 
 #[inline(always)]
-fn cell<const F: bool>(alpha: f32, up: f32, down: f32, left: f32, right: f32, u: f32) -> f32 {
+fn cell<T: HeatCell, const F: bool>(alpha: T, up: T, down: T, left: T, right: T, u: T) -> T {
     let s = (up + down) + (left + right);
-    madd::<F>(alpha, s - 4.0 * u, u)
+    T::madd::<F>(alpha, s - T::FOUR * u, u)
 }
 
 #[inline(always)]
-fn heat_row<const F: bool>(row: HeatRow<'_>) {
+fn heat_row<T: HeatCell, const F: bool>(row: HeatRow<'_, T>) {
     let HeatRow {
         step,
         up,
@@ -114,36 +159,36 @@ fn heat_row<const F: bool>(row: HeatRow<'_>) {
         let (left, right) = (&at[..n], &at[2..n + 2]);
         let inner = &mut out[1..=n];
         for (c, o) in inner.iter_mut().enumerate() {
-            *o = cell::<F>(a, up[c], down[c], left[c], right[c], mid[c]);
+            *o = cell::<T, F>(a, up[c], down[c], left[c], right[c], mid[c]);
         }
     }
     for c in [0, last] {
         out[c] = if step.periodic {
             let left = at[if c == 0 { last } else { c - 1 }];
             let right = at[if c == last { 0 } else { c + 1 }];
-            cell::<F>(a, up[c], down[c], left, right, at[c])
+            cell::<T, F>(a, up[c], down[c], left, right, at[c])
         } else {
             at[c]
         };
     }
 }
 
-struct Fused<'a>(HeatRow<'a>);
-struct Separate<'a>(HeatRow<'a>);
+struct Fused<'a, T>(HeatRow<'a, T>);
+struct Separate<'a, T>(HeatRow<'a, T>);
 
-impl Task for Fused<'_> {
+impl<T: HeatCell> Task for Fused<'_, T> {
     type Output = ();
     #[inline(always)]
     fn run(self) {
-        heat_row::<true>(self.0)
+        heat_row::<T, true>(self.0)
     }
 }
 
-impl Task for Separate<'_> {
+impl<T: HeatCell> Task for Separate<'_, T> {
     type Output = ();
     #[inline(always)]
     fn run(self) {
-        heat_row::<false>(self.0)
+        heat_row::<T, false>(self.0)
     }
 }
 

@@ -34,36 +34,44 @@ pub use rule::{Boundary, Options, Rule};
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
+use host_grid::HeatCell;
 use run::evolve;
 use state::Spec;
 
-/// The grid after `opts.steps` heat steps (row-major, `height` × `width`).
-pub fn heat(
+/// The grid after `opts.steps` heat steps (row-major, `height` × `width`), computed in the
+/// cells' type (float32 or float64; float64 only on the devices that run it).
+pub fn heat<T: HeatCell>(
     ctx: &MultiGpuContext,
-    grid: &[f32],
+    grid: &[T],
     height: usize,
     width: usize,
-    alpha: f32,
+    alpha: T,
     boundary: Boundary,
     opts: &Options,
-) -> Result<(Vec<f32>, Report)> {
+) -> Result<(Vec<T>, Report)> {
     let shift = check_heat(grid, height, width, alpha, opts.steps)?;
     // Rows padded to whole vec4s: the kernel updates four cells per thread.
-    let row_bytes = width.div_ceil(4) * 16;
+    let row_bytes = width.div_ceil(4) * 4 * size_of::<T>();
     let spec = Spec {
-        rule: Rule::Heat { alpha },
+        rule: Rule::Heat {
+            alpha: alpha.to_f64(),
+            dtype: T::DTYPE,
+        },
         geometry: geometry(height, opts, boundary == Boundary::Periodic)?,
         width,
         row_bytes,
     };
     let board = || heat_board(ctx, grid, width, row_bytes, shift);
     let (board, report) = evolve(ctx, &spec, &board, opts)?;
-    let mut out = crate::alloc::zeroed::<f32>("grid", height * width)?;
+    let mut out = crate::alloc::zeroed::<T>("grid", height * width)?;
+    let row_words = row_bytes / 4;
     for (cells, row) in out
         .chunks_exact_mut(width)
-        .zip(board.chunks_exact(row_bytes / 4))
+        .zip(board.chunks_exact(row_words))
     {
-        cells.copy_from_slice(&row[..width]);
+        // As bytes: the board's words are only 4-byte aligned, `out`'s cells are `T`s.
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(cells);
+        bytes.copy_from_slice(bytemuck::cast_slice(&row[..width * T::WORDS]));
     }
     ctx.spare.keep(board);
     if shift != 0 {
@@ -73,12 +81,12 @@ pub fn heat(
 }
 
 /// The host board of a heat run: `grid`'s rows, each padded with zero cells to `row_bytes`,
-/// scaled by 2^-`shift` when the grid is that close to the float32 limit. Built once per
+/// scaled by 2^-`shift` when the grid is that close to its type's limit. Built once per
 /// attempt straight from the caller's cells (a restart after a failed device builds it again
 /// rather than keeping a copy), in a spare buffer of the context when it has one.
-fn heat_board(
+fn heat_board<T: HeatCell>(
     ctx: &MultiGpuContext,
-    grid: &[f32],
+    grid: &[T],
     width: usize,
     row_bytes: usize,
     shift: i32,
@@ -93,56 +101,60 @@ fn heat_board(
         .chunks_exact_mut(row_cells)
         .zip(grid.chunks_exact(width))
     {
-        let row = &mut row[..width];
-        row.copy_from_slice(cells);
-        if shift != 0 {
-            scale_cells(row, -shift);
+        let row = &mut row[..width * T::WORDS];
+        if shift == 0 {
+            row.copy_from_slice(T::words(cells));
+        } else {
+            T::with_values_mut(row, |row| {
+                row.copy_from_slice(cells);
+                scale_cells(row, -shift);
+            });
         }
     }
     Ok(board)
 }
 
-/// Grids whose largest |u| is at most 2^HEAT_LIMIT run as given. A step forms
-/// `(up + down) + (left + right) - 4u`, up to 8 max|u| (and the maximum principle keeps
-/// max|u| from growing, up to rounding), so 2^123 leaves 2^127 for the sum: no overflow.
-const HEAT_LIMIT: i32 = 123;
-
 /// The power of two a heat grid whose largest |u| is `top` (finite) is scaled down by
-/// (`u / 2^shift`) so that no step overflows:
-/// 0 for every grid whose largest |u| is at most 2^123 (about 1.06e37), which runs bit for bit
-/// as given. The scaling is chosen from the whole grid on the host, before bands are cut, and
-/// heat steps are linear, so the scaled run is the same on every device layout and halo.
-fn heat_shift(top: f32, steps: u64) -> i32 {
-    if steps == 0 || top <= 2f32.powi(HEAT_LIMIT) {
+/// (`u / 2^shift`) so that no step overflows (see [`HeatCell::LIMIT`]):
+/// 0 for every grid whose largest |u| is at most 2^LIMIT (float32: 2^123, about 1.06e37;
+/// float64: 2^1019, about 5.6e306), which runs bit for bit as given. The scaling is chosen
+/// from the whole grid on the host, before bands are cut, and heat steps are linear, so the
+/// scaled run is the same on every device layout and halo.
+fn heat_shift<T: HeatCell>(top: T, steps: u64) -> i32 {
+    let top = top.to_f64();
+    if steps == 0 || top <= 2f64.powi(T::LIMIT) {
         return 0;
     }
-    // top < 2^128, so the shift is at most 5.
-    let e = ((top.to_bits() >> 23) & 0xff) as i32 - 127;
-    e - HEAT_LIMIT + 1
+    // top is below 2^(LIMIT + 5) (the power of two above the largest finite), so the shift
+    // is at most 5; its exponent is float64's (exact for either type's values).
+    let e = ((top.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+    e - T::LIMIT + 1
 }
 
 /// The bits of the largest |u| of `grid`, in one pass that vectorises: the bits of
 /// non-negative floats order as their values, and those of inf and NaN above every finite
 /// one, so the finiteness check and the scaling read the grid once.
-fn top_bits(grid: &[f32]) -> u32 {
-    grid.iter().fold(0, |m, v| m.max(v.to_bits() & 0x7fff_ffff))
+fn top_bits<T: HeatCell>(grid: &[T]) -> T::Bits {
+    grid.iter()
+        .fold(T::Bits::default(), |m, v| m.max(v.abs_bits()))
 }
 
 /// Multiplies every cell by 2^`e` (|e| <= 5: exact for normal results).
-fn scale_cells(cells: &mut [f32], e: i32) {
+fn scale_cells<T: HeatCell>(cells: &mut [T], e: i32) {
     let f = 2f64.powi(e);
     for v in cells {
-        *v = (f64::from(*v) * f) as f32;
+        *v = T::from_f64(v.to_f64() * f);
     }
 }
 
 /// Undoes `heat_shift` on the result: exact, except that cells whose scaled value fell below
-/// float32's normal range (below about 1e-38 · 2^shift) carry its subnormal spacing. Dirichlet
-/// edges keep their initial values by definition, so they are copied from `grid` bit for bit.
-/// A result beyond float32 after unscaling is an error, never an inf.
-fn unscale_heat(
-    out: &mut [f32],
-    grid: &[f32],
+/// the type's normal range (float32: below about 1e-38 · 2^shift) carry its subnormal
+/// spacing. Dirichlet edges keep their initial values by definition, so they are copied from
+/// `grid` bit for bit. A result beyond the type's range after unscaling is an error, never an
+/// inf.
+fn unscale_heat<T: HeatCell>(
+    out: &mut [T],
+    grid: &[T],
     height: usize,
     width: usize,
     boundary: Boundary,
@@ -162,10 +174,12 @@ fn unscale_heat(
         return Err(Error::invalid(
             "grid",
             format!(
-                "the heat steps left the float32 range at ({}, {}): values this close to \
-                 the float32 limit (max |u| near 3.4e38) cannot be stepped; scale the grid down",
+                "the heat steps left the {dtype} range at ({}, {}): values this close to \
+                 the {dtype} limit (max |u| near {}) cannot be stepped; scale the grid down",
                 i / width,
-                i % width
+                i % width,
+                T::RANGE.trim_start_matches('±'),
+                dtype = T::DTYPE
             ),
         ));
     }
@@ -174,17 +188,17 @@ fn unscale_heat(
 
 /// The checks of a heat run (the grid's shape, `alpha`, finite cells), without a context:
 /// the power of two the grid is scaled down by so that no step overflows (0 for every grid
-/// whose largest |u| is at most 2^123, which runs bit for bit as given).
+/// whose largest |u| is at most 2^LIMIT, which runs bit for bit as given).
 /// A cluster's driver calls it on the whole grid before it cuts bands for its nodes.
-pub fn check_heat(
-    grid: &[f32],
+pub fn check_heat<T: HeatCell>(
+    grid: &[T],
     height: usize,
     width: usize,
-    alpha: f32,
+    alpha: T,
     steps: u64,
 ) -> Result<i32> {
     check_shape(grid.len(), height, width)?;
-    if !(alpha.is_finite() && (0.0..=0.25).contains(&alpha)) {
+    if !(alpha.is_finite() && (0.0..=0.25).contains(&alpha.to_f64())) {
         return Err(Error::invalid(
             "alpha",
             format!(
@@ -193,7 +207,7 @@ pub fn check_heat(
         ));
     }
     let top = top_bits(grid);
-    if top >= f32::INFINITY.to_bits() {
+    if top >= T::INFINITY.abs_bits() {
         // Only here, on a grid already known to hold one, is the first one looked for.
         let i = grid.iter().position(|v| !v.is_finite()).unwrap_or(0);
         // Written as Python writes it ("nan", "inf"): this is the only finiteness check.
@@ -211,7 +225,7 @@ pub fn check_heat(
             ),
         ));
     }
-    Ok(heat_shift(f32::from_bits(top), steps))
+    Ok(heat_shift(T::from_abs_bits(top), steps))
 }
 
 /// The grid after `opts.steps` Game of Life steps on a torus (cells 0 or 1).
@@ -300,7 +314,8 @@ mod tests {
 
     #[test]
     fn heat_grids_are_scaled_only_near_the_float32_limit() {
-        let heat_shift = |grid: &[f32], steps| heat_shift(f32::from_bits(top_bits(grid)), steps);
+        let heat_shift =
+            |grid: &[f32], steps| heat_shift(f32::from_abs_bits(top_bits(grid)), steps);
         assert_eq!(heat_shift(&[1e37, -1e37], 5), 0);
         assert_eq!(heat_shift(&[2f32.powi(123)], 5), 0);
         assert_eq!(heat_shift(&[1e38], 0), 0);
@@ -311,6 +326,35 @@ mod tests {
         assert!(cells.iter().all(|v| v.abs() <= 2f32.powi(123)));
         scale_cells(&mut cells, 5);
         assert_eq!(cells, [f32::MAX, 1.0, -3e38]);
+    }
+
+    /// float64 grids by the same rule at float64's edge: 8 max|u| below the largest finite
+    /// with a factor 2 to spare, so 2^1019 runs as given and the next value up is scaled.
+    #[test]
+    fn float64_heat_grids_are_scaled_only_near_the_float64_limit() {
+        let heat_shift =
+            |grid: &[f64], steps| heat_shift(f64::from_abs_bits(top_bits(grid)), steps);
+        let edge = 2f64.powi(1019);
+        assert_eq!(heat_shift(&[edge, -edge], 5), 0);
+        assert_eq!(
+            heat_shift(&[1e38, -3e38], 5),
+            0,
+            "float32's limit is not float64's"
+        );
+        assert_eq!(heat_shift(&[f64::from_bits(edge.to_bits() + 1)], 5), 1);
+        assert_eq!(heat_shift(&[-2f64.powi(1022)], 5), 4);
+        assert_eq!(heat_shift(&[f64::MAX], 0), 0);
+        assert_eq!(heat_shift(&[f64::MAX], 5), 5);
+        // Scaled by the shift, the largest grid is back within the limit, and 8 times it
+        // stays finite.
+        let mut cells = [f64::MAX, 1.0, -1.5e308];
+        scale_cells(&mut cells, -5);
+        assert!(cells.iter().all(|v| v.abs() <= edge));
+        assert!((8.0 * cells[0]).is_finite() && (8.0 * edge).is_finite());
+        scale_cells(&mut cells, 5);
+        assert_eq!(cells, [f64::MAX, 1.0, -1.5e308]);
+        assert_eq!(check_heat(&[f64::MAX, 0.0], 1, 2, 0.25, 3), Ok(5));
+        assert_eq!(check_heat(&[edge, 0.0], 1, 2, 0.25, 3), Ok(0));
     }
 
     /// A grid call hands its board back to the context and its host bands' buffers back to
@@ -352,10 +396,12 @@ mod tests {
     /// |u| order as the values, inf and NaN of either sign above every finite one.
     #[test]
     fn the_top_bits_of_a_grid_order_as_its_magnitudes() {
-        assert_eq!(top_bits(&[]), 0);
-        assert_eq!(top_bits(&[-0.0, 0.0]), 0);
-        assert_eq!(f32::from_bits(top_bits(&[1.0, -3.5, 2.0])), 3.5);
+        assert_eq!(top_bits::<f32>(&[]), 0);
+        assert_eq!(top_bits(&[-0.0f32, 0.0]), 0);
+        assert_eq!(f32::from_bits(top_bits(&[1.0f32, -3.5, 2.0])), 3.5);
         assert_eq!(f32::from_bits(top_bits(&[-f32::MAX, 1.0])), f32::MAX);
+        assert_eq!(f64::from_bits(top_bits(&[1.0f64, -3.5, 2.0])), 3.5);
+        assert!(top_bits(&[-f64::NAN, 1.0]) >= f64::INFINITY.to_bits());
         let finite = f32::INFINITY.to_bits();
         assert!(top_bits(&[1.0, f32::NEG_INFINITY]) >= finite);
         assert!(top_bits(&[-f32::NAN, 1.0]) >= finite);

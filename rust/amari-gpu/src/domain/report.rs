@@ -82,4 +82,7 @@ pub struct Report {
     pub download_s: f64,
     /// Devices that failed and why; the run restarted without them.
     pub failures: Vec<(usize, String)>,
+    /// Devices given no rows because they cannot compute in the grid's dtype, and why
+    /// ("float64 needs SHADER_F64: device 1 'llvmpipe' (gl) lacks it").
+    pub left_out: Vec<(usize, String)>,
 }

@@ -33,11 +33,22 @@ pub(super) fn evolve(
     opts: &Options,
 ) -> Result<(Vec<f32>, Report)> {
     let started = Instant::now();
+    // Only devices that compute in the grid's dtype take rows (float64: the host device and
+    // wgpu devices with SHADER_F64); a context with none refuses before any work.
+    let dtype = spec.rule.dtype();
+    if let Some(error) = ctx.no_device_runs_dtype(dtype) {
+        return Err(error);
+    }
     ctx.ensure_calibrated()?;
     let profiler = ctx.active_profile();
     let mut report = Report {
         steps: opts.steps,
         halo: opts.halo,
+        left_out: ctx
+            .devices()
+            .iter()
+            .filter_map(|d| d.lacks(dtype).map(|why| (d.id, why)))
+            .collect(),
         ..Report::default()
     };
     let mut board = initial()?;
@@ -45,7 +56,7 @@ pub(super) fn evolve(
         let healthy: Vec<usize> = ctx
             .devices()
             .iter()
-            .filter(|d| d.health.is_healthy())
+            .filter(|d| d.health.is_healthy() && d.runs(dtype))
             .map(|d| d.id)
             .collect();
         if healthy.is_empty() {
@@ -103,6 +114,17 @@ fn first_split(
 ) -> Result<Vec<(usize, usize)>> {
     let height = spec.geometry.height;
     if let (Some(split), true) = (&opts.split, first_attempt) {
+        let lacking = ctx
+            .devices()
+            .iter()
+            .zip(split)
+            .find_map(|(d, &rows)| (rows > 0).then(|| d.lacks(spec.rule.dtype())).flatten());
+        if let Some(why) = lacking {
+            return Err(Error::invalid(
+                "split",
+                format!("rows given to a device that cannot step this grid: {why}"),
+            ));
+        }
         return bands::caller_split(split, ctx.devices().len(), healthy, height);
     }
     let groups = ctx.group_speedups();

@@ -8,8 +8,9 @@ use std::ops::Range;
 
 use super::bands::{Band, Geometry};
 use super::host_blocked::{depth, run, Pass};
-use super::host_grid::{HeatStep, LifeStep};
+use super::host_grid::{HeatCell, HeatStep, LifeStep};
 use super::rule::Rule;
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::kernel::FmaMode;
 use crate::runner::bands::{Program, Stop};
@@ -45,24 +46,31 @@ impl Spec {
 fn uniform(spec: &Spec, band: &Band, rows: Range<usize>, slice_rows: u32) -> [u32; 12] {
     let g = spec.geometry;
     match spec.rule {
-        Rule::Heat { alpha } => [
-            spec.width as u32,
-            g.height as u32,
-            if g.periodic {
-                0
-            } else {
-                band.first_row() as u32
-            },
-            rows.start as u32,
-            rows.end as u32,
-            slice_rows,
-            u32::from(g.periodic),
-            alpha.to_bits(),
-            spec.width.div_ceil(4) as u32,
-            0,
-            0,
-            0,
-        ],
+        Rule::Heat { alpha, dtype } => {
+            // `alpha` in the cells' type: one word in float32, two (memory order) in float64.
+            let [lo, hi] = match dtype {
+                Dtype::F64 => bytemuck::cast(alpha),
+                Dtype::F16 | Dtype::F32 => [(alpha as f32).to_bits(), 0],
+            };
+            [
+                spec.width as u32,
+                g.height as u32,
+                if g.periodic {
+                    0
+                } else {
+                    band.first_row() as u32
+                },
+                rows.start as u32,
+                rows.end as u32,
+                slice_rows,
+                u32::from(g.periodic),
+                spec.width.div_ceil(4) as u32,
+                lo,
+                hi,
+                0,
+                0,
+            ]
+        }
         Rule::Life => [
             spec.width as u32,
             (spec.row_bytes / 4) as u32,
@@ -91,6 +99,10 @@ pub struct BandProgram {
 impl Program for BandProgram {
     fn steps(&self) -> usize {
         self.spec.geometry.halo
+    }
+
+    fn dtype(&self) -> Dtype {
+        self.spec.rule.dtype()
     }
 
     fn dispatch(&self, k: usize, max: u64, device: usize) -> Result<([u32; 12], [u32; 3])> {
@@ -136,24 +148,15 @@ impl Program for BandProgram {
             stop,
         };
         match spec.rule {
-            Rule::Heat { alpha } => {
-                let step = HeatStep {
-                    width: spec.width,
-                    height: g.height,
-                    // As the shader's uniform: the frame test needs it on Dirichlet grids only.
-                    row0: if g.periodic { 0 } else { self.band.first_row() },
-                    rows: rows(pass.steps.start),
-                    periodic: g.periodic,
-                    alpha,
-                    fma,
-                };
-                run(
-                    &step,
-                    &pass,
-                    bytemuck::cast_slice_mut(src),
-                    bytemuck::cast_slice_mut(other),
-                );
-            }
+            Rule::Heat { alpha, dtype } => match dtype {
+                Dtype::F64 => on_f64_cells([src, other], |cells| {
+                    self.heat(alpha, &pass, cells, fma);
+                }),
+                Dtype::F16 | Dtype::F32 => {
+                    let cells = [src, other].map(bytemuck::cast_slice_mut::<u32, f32>);
+                    self.heat(alpha as f32, &pass, cells, fma);
+                }
+            },
             Rule::Life => {
                 let step = LifeStep {
                     width: spec.width,
@@ -161,6 +164,57 @@ impl Program for BandProgram {
                 };
                 run(&step, &pass, src, other);
             }
+        }
+    }
+}
+
+impl BandProgram {
+    /// Heat steps `pass` on cells of `T`, from `src` into `other` and back as the steps
+    /// alternate.
+    fn heat<T: HeatCell>(
+        &self,
+        alpha: T,
+        pass: &Pass<'_>,
+        [src, other]: [&mut [T]; 2],
+        fma: FmaMode,
+    ) {
+        let g = self.spec.geometry;
+        let step = HeatStep {
+            width: self.spec.width,
+            height: g.height,
+            // As the shader's uniform: the frame test needs it on Dirichlet grids only.
+            row0: if g.periodic { 0 } else { self.band.first_row() },
+            rows: (pass.rows)(pass.steps.start),
+            periodic: g.periodic,
+            alpha,
+            fma,
+        };
+        run(&step, pass, src, other);
+    }
+}
+
+/// Runs `step` on two host band buffers' words as float64 cells: in place when both are
+/// 8-byte aligned (as the allocator's buffers are), else on copies stored back after (the
+/// same bits, a copy slower).
+fn on_f64_cells(words: [&mut [u32]; 2], step: impl FnOnce([&mut [f64]; 2])) {
+    let aligned = |w: &[u32]| (w.as_ptr() as usize).is_multiple_of(8) && w.len().is_multiple_of(2);
+    let [a, b] = words;
+    if aligned(a) && aligned(b) {
+        // Both checked just above: the casts cannot fail.
+        return step([bytemuck::cast_slice_mut(a), bytemuck::cast_slice_mut(b)]);
+    }
+    let read = |w: &[u32]| -> Vec<f64> {
+        w.chunks_exact(2)
+            .map(|p| f64::from_bits(u64::from(p[0]) | (u64::from(p[1]) << 32)))
+            .collect()
+    };
+    let (mut x, mut y) = (read(a), read(b));
+    step([&mut x, &mut y]);
+    for (w, cells) in [(a, x), (b, y)] {
+        for (p, v) in w.chunks_exact_mut(2).zip(cells) {
+            let bits = v.to_bits();
+            p[0] = bits as u32;
+            p[1] = (bits >> 32) as u32;
         }
     }
 }
@@ -202,7 +256,10 @@ mod tests {
         };
         let width = 7;
         let spec = Spec {
-            rule: Rule::Heat { alpha: 0.2 },
+            rule: Rule::Heat {
+                alpha: 0.2,
+                dtype: crate::dtype::Dtype::F32,
+            },
             geometry: g,
             width,
             row_bytes: width.div_ceil(4) * 16,

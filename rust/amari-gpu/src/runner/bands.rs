@@ -12,6 +12,7 @@ use std::any::Any;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
+use crate::dtype::Dtype;
 use crate::error::Result;
 use crate::interrupt::Interrupt;
 use crate::kernel::FmaMode;
@@ -31,6 +32,10 @@ pub(crate) trait Program: Send + Sync {
     /// Steps a host pass runs together (at least 1): a host round runs its steps in passes
     /// of at most this many, and checks for cancellation between them.
     fn depth(&self) -> usize;
+
+    /// What the steps compute in: the host device rounds their `fma` as the wgpu devices
+    /// do in that dtype (`HostDevice::fma_for`).
+    fn dtype(&self) -> Dtype;
 
     /// Steps `steps` (1-based, consecutive) on the host, rounding `fma` as `fma` says: from
     /// band buffer `src` of `buffers = [src, other]`, holding the step before them, to `src`

@@ -134,7 +134,8 @@ impl Bands for HostBands<'_> {
                             bytemuck::cast_slice_mut(src),
                             bytemuck::cast_slice_mut(other),
                         ];
-                        b.program.run(k..end, words, host.fma, &cancelled);
+                        let fma = host.fma_for(b.program.dtype());
+                        b.program.run(k..end, words, fma, &cancelled);
                         work += (k..end).map(|j| b.program.work(j)).sum::<u64>();
                     }
                     k = end;
