@@ -16,6 +16,8 @@ mod bands;
 mod host_blocked;
 #[cfg(test)]
 mod host_blocked_tests;
+#[cfg(test)]
+mod host_calls_tests;
 pub mod host_grid;
 mod parallel;
 mod record;
@@ -34,6 +36,8 @@ pub use rule::{Boundary, Options, Rule};
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
+use crate::host::rows::{copy_rows, new_rows};
+use crate::host::HostPool;
 use run::evolve;
 use state::Spec;
 
@@ -56,15 +60,15 @@ pub fn heat(
         width,
         row_bytes,
     };
+    let pool = host_pool(ctx);
     let board = || heat_board(ctx, grid, width, row_bytes, shift);
     let (board, report) = evolve(ctx, &spec, &board, opts)?;
-    let mut out = crate::alloc::zeroed::<f32>("grid", height * width)?;
-    for (cells, row) in out
-        .chunks_exact_mut(width)
-        .zip(board.chunks_exact(row_bytes / 4))
-    {
-        cells.copy_from_slice(&row[..width]);
-    }
+    let mut out = new_rows(pool, (&board, row_bytes / 4), height, width).ok_or_else(|| {
+        Error::HostOutOfMemory {
+            argument: "grid".into(),
+            bytes: (height * width * 4) as u128,
+        }
+    })?;
     ctx.spare.keep(board);
     if shift != 0 {
         unscale_heat(&mut out, grid, height, width, boundary, shift)?;
@@ -75,7 +79,9 @@ pub fn heat(
 /// The host board of a heat run: `grid`'s rows, each padded with zero cells to `row_bytes`,
 /// scaled by 2^-`shift` when the grid is that close to the float32 limit. Built once per
 /// attempt straight from the caller's cells (a restart after a failed device builds it again
-/// rather than keeping a copy), in a spare buffer of the context when it has one.
+/// rather than keeping a copy), in a spare buffer of the context when it has one (not
+/// zeroed first: every word of every row is written here), rows copied on the host
+/// device's threads when the context has it.
 fn heat_board(
     ctx: &MultiGpuContext,
     grid: &[f32],
@@ -85,21 +91,34 @@ fn heat_board(
 ) -> Result<Vec<f32>> {
     let row_cells = row_bytes / 4;
     let height = grid.len() / width;
-    let mut board = ctx.spare.take(
+    let mut board = ctx.spare.take_any(
         "grid",
         crate::alloc::product("grid", &[height, row_cells], 4)?,
     )?;
-    for (row, cells) in board
-        .chunks_exact_mut(row_cells)
-        .zip(grid.chunks_exact(width))
-    {
-        let row = &mut row[..width];
-        row.copy_from_slice(cells);
+    let padded = |row: &mut [f32]| {
+        let (cells, padding) = row.split_at_mut(width);
+        padding.fill(0.0);
         if shift != 0 {
-            scale_cells(row, -shift);
+            scale_cells(cells, -shift);
         }
-    }
+    };
+    copy_rows(
+        host_pool(ctx),
+        (&mut board, row_cells),
+        (grid, width),
+        width,
+        padded,
+    );
     Ok(board)
+}
+
+/// The host device's threads, where the context has the host device: a grid call's large
+/// copies run on them.
+fn host_pool(ctx: &MultiGpuContext) -> Option<&HostPool> {
+    ctx.devices()
+        .iter()
+        .find_map(|d| d.as_host())
+        .map(|h| &h.pool)
 }
 
 /// Grids whose largest |u| is at most 2^HEAT_LIMIT run as given. A step forms
