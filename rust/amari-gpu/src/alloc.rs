@@ -165,6 +165,26 @@ mod tests {
         assert!(spare.zeroed(1).unwrap().capacity() < 1000);
     }
 
+    /// A buffer taken for a caller that writes every word reuses a kept one without
+    /// zeroing it (under test its words are the NaN pattern that shows a word read
+    /// unwritten), shorter or longer than it was; with none kept it is a new one.
+    #[test]
+    fn a_buffer_taken_to_be_overwritten_is_reused_and_not_zeroed() {
+        let spare = Spare::default();
+        assert_eq!(spare.take_any("grid", 3).unwrap().len(), 3);
+        let mut kept = Vec::with_capacity(1000);
+        kept.resize(600, 7.0f32);
+        let at = kept.as_ptr() as usize;
+        spare.keep(kept);
+        for words in [900, 10] {
+            let got = spare.take_any("grid", words).unwrap();
+            assert_eq!(got.as_ptr() as usize, at, "the kept buffer");
+            assert_eq!(got.len(), words);
+            assert!(got.iter().all(|w| w.to_bits() == UNWRITTEN.to_bits()));
+            spare.keep(got);
+        }
+    }
+
     /// Several buffers are kept (a host grid band hands back two), the largest when there
     /// are too many, and a call takes the smallest that fits.
     #[test]
