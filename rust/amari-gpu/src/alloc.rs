@@ -50,6 +50,11 @@ pub const MAX_SPARE_BYTES: usize = 256 << 20;
 /// Most buffers kept (the largest): a grid band on the host device has two.
 const MAX_KEPT: usize = 4;
 
+/// The words of [`Spare::take_any`] under test: a NaN no kernel writes, so that a word
+/// read before it is written shows in every result computed from it.
+#[cfg(test)]
+pub(crate) const UNWRITTEN: f32 = f32::from_bits(0x7fc0_dead);
+
 /// Spare buffers (none until a call hands one back).
 #[derive(Debug, Default)]
 pub(crate) struct Spare(Mutex<Vec<Vec<f32>>>);
@@ -63,19 +68,43 @@ impl Spare {
     /// `words` zeros: the smallest spare buffer large enough (taken, so concurrent calls
     /// never share it), else a new one for `argument` (the spares stay for later).
     pub(crate) fn take(&self, argument: &str, words: usize) -> Result<Vec<f32>> {
-        let mut spare = {
-            let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            let fits = (0..kept.len())
-                .filter(|&i| kept[i].capacity() >= words)
-                .min_by_key(|&i| kept[i].capacity());
-            match fits {
-                Some(i) => kept.swap_remove(i),
-                None => return zeroed(argument, words),
-            }
+        let Some(mut spare) = self.pick(words) else {
+            return zeroed(argument, words);
         };
         spare.clear();
         spare.resize(words, 0.0);
         Ok(spare)
+    }
+
+    /// `words` words holding whatever the buffer's last user left (any bits, only ever
+    /// read as words): for a caller that writes every word before it reads it, so that a
+    /// large buffer is not written twice. Otherwise as [`Spare::take`] (a new buffer is
+    /// zeros). Under test the words are a NaN pattern, so that a word read before it is
+    /// written shows in the results the tests compare bit for bit.
+    pub(crate) fn take_any(&self, argument: &str, words: usize) -> Result<Vec<f32>> {
+        #[cfg_attr(not(test), allow(unused_mut))]
+        let mut spare = match self.pick(words) {
+            Some(mut spare) => {
+                // Within the capacity: neither allocates, and only words past the buffer's
+                // last length are written.
+                spare.truncate(words);
+                spare.resize(words, 0.0);
+                spare
+            }
+            None => zeroed(argument, words)?,
+        };
+        #[cfg(test)]
+        spare.fill(UNWRITTEN);
+        Ok(spare)
+    }
+
+    /// The smallest kept buffer of at least `words` words, taken out of the spares.
+    fn pick(&self, words: usize) -> Option<Vec<f32>> {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let fits = (0..kept.len())
+            .filter(|&i| kept[i].capacity() >= words)
+            .min_by_key(|&i| kept[i].capacity());
+        fits.map(|i| kept.swap_remove(i))
     }
 
     /// Where the kept buffers' words are (tests check that a call reused them).
@@ -134,6 +163,26 @@ mod tests {
         assert!(spare.zeroed(500).unwrap().capacity() >= 1000);
         spare.keep(vec![0.0f32; MAX_SPARE_BYTES / 4 + 1]);
         assert!(spare.zeroed(1).unwrap().capacity() < 1000);
+    }
+
+    /// A buffer taken for a caller that writes every word reuses a kept one without
+    /// zeroing it (under test its words are the NaN pattern that shows a word read
+    /// unwritten), shorter or longer than it was; with none kept it is a new one.
+    #[test]
+    fn a_buffer_taken_to_be_overwritten_is_reused_and_not_zeroed() {
+        let spare = Spare::default();
+        assert_eq!(spare.take_any("grid", 3).unwrap().len(), 3);
+        let mut kept = Vec::with_capacity(1000);
+        kept.resize(600, 7.0f32);
+        let at = kept.as_ptr() as usize;
+        spare.keep(kept);
+        for words in [900, 10] {
+            let got = spare.take_any("grid", words).unwrap();
+            assert_eq!(got.as_ptr() as usize, at, "the kept buffer");
+            assert_eq!(got.len(), words);
+            assert!(got.iter().all(|w| w.to_bits() == UNWRITTEN.to_bits()));
+            spare.keep(got);
+        }
     }
 
     /// Several buffers are kept (a host grid band hands back two), the largest when there

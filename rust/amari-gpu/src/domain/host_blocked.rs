@@ -22,7 +22,7 @@ use crate::runner::bands::Stop;
 /// before, on a band buffer of whole rows.
 pub(crate) trait Stencil: Sync {
     /// A buffer word: a cell (heat) or a word of packed cells (Life).
-    type Cell: Copy + Default + Send + Sync;
+    type Cell: bytemuck::Pod + Default + Send + Sync;
 
     /// Words per buffer row.
     fn row_len(&self) -> usize;
@@ -205,9 +205,47 @@ fn wavefront<S: Stencil>(
 ) {
     let rl = s.row_len();
     let d = pass.steps.len();
-    let rows: Vec<Range<usize>> = pass.steps.clone().map(|k| (pass.rows)(k)).collect();
     // Three rows for each step but the last, which writes `out`.
-    let mut ring = vec![S::Cell::default(); (d - 1) * 3 * rl];
+    RING.with_borrow_mut(|store| {
+        let ring = ring_words::<S::Cell>(store, (d - 1) * 3 * rl);
+        steps(s, pass, span, &source, out, ring);
+    });
+}
+
+thread_local! {
+    /// The ring of this thread's last pass, kept for its next one (a pass's ring is up to
+    /// [`RING_BYTES`]; allocating it anew per pass and chunk maps and faults fresh pages
+    /// each time). Words of 8 bytes: aligned for any cell type.
+    static RING: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The first `len` cells of `store`, grown as needed. Not cleared: the wavefront writes a
+/// ring row before it reads it (step `j` reads rows `r - 1 ..= r + 1` of step `j - 1`,
+/// which that step computed at the last three iterations, as its rows and reach are one
+/// row wider at every edge whose rows are not fixed). Under test they are a NaN pattern,
+/// so that a row read unwritten shows in the results.
+fn ring_words<T: bytemuck::Pod>(store: &mut Vec<u64>, len: usize) -> &mut [T] {
+    let words = (len * std::mem::size_of::<T>()).div_ceil(8);
+    if store.len() < words {
+        store.resize(words, 0);
+    }
+    #[cfg(test)]
+    store.fill(u64::from(crate::alloc::UNWRITTEN.to_bits()) * 0x1_0000_0001);
+    &mut bytemuck::cast_slice_mut(&mut store[..words])[..len]
+}
+
+/// The wavefront of [`wavefront`] in `ring`.
+fn steps<S: Stencil>(
+    s: &S,
+    pass: &Pass<'_>,
+    span: Range<usize>,
+    source: &Source<'_, S::Cell>,
+    out: &mut [S::Cell],
+    ring: &mut [S::Cell],
+) {
+    let rl = s.row_len();
+    let d = pass.steps.len();
+    let rows: Vec<Range<usize>> = pass.steps.clone().map(|k| (pass.rows)(k)).collect();
     let slot = |r: usize| (r % 3) * rl..(r % 3 + 1) * rl;
     let first = span.start.saturating_sub(d);
     let end = span.end + 2 * d;
@@ -229,13 +267,13 @@ fn wavefront<S: Stencil>(
             if j == 1 {
                 let (steps, _) = ring.split_at_mut(3 * rl);
                 let own: &[S::Cell] = out;
-                let at = input(&source, own, &span, rl, r);
+                let at = input(source, own, &span, rl, r);
                 let dst = &mut steps[slot(r)];
                 if fixed {
                     dst.copy_from_slice(at);
                 } else {
-                    let up = input(&source, own, &span, rl, r - 1);
-                    let down = input(&source, own, &span, rl, r + 1);
+                    let up = input(source, own, &span, rl, r - 1);
+                    let down = input(source, own, &span, rl, r + 1);
                     s.row(up, at, down, dst);
                 }
                 continue;

@@ -16,6 +16,8 @@ mod bands;
 mod host_blocked;
 #[cfg(test)]
 mod host_blocked_tests;
+#[cfg(test)]
+mod host_calls_tests;
 pub mod host_grid;
 mod parallel;
 mod record;
@@ -34,6 +36,8 @@ pub use rule::{Boundary, Options, Rule};
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
+use crate::host::rows::copy_rows;
+use crate::host::HostPool;
 use host_grid::HeatCell;
 use run::evolve;
 use state::Spec;
@@ -83,7 +87,9 @@ pub fn heat<T: HeatCell>(
 /// The host board of a heat run: `grid`'s rows, each padded with zero cells to `row_bytes`,
 /// scaled by 2^-`shift` when the grid is that close to its type's limit. Built once per
 /// attempt straight from the caller's cells (a restart after a failed device builds it again
-/// rather than keeping a copy), in a spare buffer of the context when it has one.
+/// rather than keeping a copy), in a spare buffer of the context when it has one (not
+/// zeroed first: every word of every row is written here), rows copied on the host
+/// device's threads when the context has it.
 fn heat_board<T: HeatCell>(
     ctx: &MultiGpuContext,
     grid: &[T],
@@ -93,25 +99,35 @@ fn heat_board<T: HeatCell>(
 ) -> Result<Vec<f32>> {
     let row_cells = row_bytes / 4;
     let height = grid.len() / width;
-    let mut board = ctx.spare.take(
+    let mut board = ctx.spare.take_any(
         "grid",
         crate::alloc::product("grid", &[height, row_cells], 4)?,
     )?;
-    for (row, cells) in board
-        .chunks_exact_mut(row_cells)
-        .zip(grid.chunks_exact(width))
-    {
-        let row = &mut row[..width * T::WORDS];
-        if shift == 0 {
-            row.copy_from_slice(T::words(cells));
-        } else {
-            T::with_values_mut(row, |row| {
-                row.copy_from_slice(cells);
-                scale_cells(row, -shift);
-            });
+    let words = width * T::WORDS;
+    let padded = |row: &mut [f32]| {
+        let (cells, padding) = row.split_at_mut(words);
+        padding.fill(0.0);
+        if shift != 0 {
+            T::with_values_mut(cells, |cells| scale_cells(cells, -shift));
         }
-    }
+    };
+    copy_rows(
+        host_pool(ctx),
+        (&mut board, row_cells),
+        (T::words(grid), words),
+        words,
+        padded,
+    );
     Ok(board)
+}
+
+/// The host device's threads, where the context has the host device: a grid call's large
+/// copies run on them.
+fn host_pool(ctx: &MultiGpuContext) -> Option<&HostPool> {
+    ctx.devices()
+        .iter()
+        .find_map(|d| d.as_host())
+        .map(|h| &h.pool)
 }
 
 /// The power of two a heat grid whose largest |u| is `top` (finite) is scaled down by

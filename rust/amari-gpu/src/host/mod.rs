@@ -15,6 +15,7 @@ pub mod arith;
 pub mod cpu;
 pub mod device;
 pub mod f16;
+pub(crate) mod rows;
 pub mod simd;
 
 pub use device::{HostDevice, HostPool};

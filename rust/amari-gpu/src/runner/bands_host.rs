@@ -4,7 +4,8 @@
 //! (`Program::depth`). A panic in a step fails the device; a cancelled call stops between
 //! passes (a host round can be long). The buffers come from the host device's spares and go
 //! back to them when the bands are dropped, so a grid call's bands land in pages the last
-//! one mapped.
+//! one mapped; they are not zeroed first (`push` says why no word is read unwritten). Rows
+//! written in and read out are copied on the device's threads.
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -16,6 +17,7 @@ use crate::device::GpuDevice;
 use crate::error::{Error, Result};
 use crate::gpu_io::lost;
 use crate::host::device::HostDevice;
+use crate::host::rows::{copy_rows, new_rows};
 
 /// One band's two buffers and its steps.
 pub(super) struct HostBand {
@@ -62,10 +64,15 @@ impl Drop for HostBands<'_> {
 impl Bands for HostBands<'_> {
     fn push(&mut self, rows: usize, row_bytes: usize, program: Box<dyn Program>) -> Result<()> {
         let words = alloc::product("grid", &[rows, row_bytes / 4], 4)?;
+        // Not zeroed: the layout fills every row of the current buffer (from the board or
+        // an old band) before a step reads it, and a step of a round reads, in the other
+        // buffer, only rows the step before it wrote there: rows a step computes lie
+        // inside those of the step before it, and a fixed (Dirichlet frame) row, which is
+        // copied, is the only row whose neighbours are not read.
         self.list.push(HostBand {
             buffers: [
-                self.host.spare.take("grid", words)?,
-                self.host.spare.take("grid", words)?,
+                self.host.spare.take_any("grid", words)?,
+                self.host.spare.take_any("grid", words)?,
             ],
             row_bytes,
             program,
@@ -75,9 +82,10 @@ impl Bands for HostBands<'_> {
 
     fn write(&mut self, band: usize, current: usize, at: usize, bytes: &[u8]) {
         let b = &mut self.list[band];
-        let at = at * b.row_bytes;
+        let (rb, at) = (b.row_bytes, at * b.row_bytes);
         let buffer: &mut [u8] = bytemuck::cast_slice_mut(&mut b.buffers[current]);
-        buffer[at..at + bytes.len()].copy_from_slice(bytes);
+        let rows = &mut buffer[at..at + bytes.len()];
+        copy_rows(Some(&self.host.pool), (rows, rb), (bytes, rb), rb, |_| ());
     }
 
     fn copy_from(&mut self, old: &dyn Bands, moved: RowMove, current: usize) -> Result<()> {
@@ -154,7 +162,14 @@ impl Bands for HostBands<'_> {
         for (b, ranges) in self.list.iter().zip(round.wanted) {
             for r in ranges {
                 let rb = b.row_bytes;
-                let bytes = b.bytes(after)[r.start * rb..r.end * rb].to_vec();
+                let from = &b.bytes(after)[r.start * rb..r.end * rb];
+                let bytes =
+                    new_rows(Some(&host.pool), (from, rb), r.len(), rb).ok_or_else(|| {
+                        Error::HostOutOfMemory {
+                            argument: "grid".into(),
+                            bytes: from.len() as u128,
+                        }
+                    })?;
                 bytes_down += bytes.len() as u64;
                 rows.push(bytes);
             }

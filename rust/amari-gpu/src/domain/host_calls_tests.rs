@@ -1,0 +1,83 @@
+//! Whole heat and Life calls on the host device, alone and beside lavapipe, each made
+//! twice so that the second runs in the buffers the first handed back: the board, the
+//! host bands' buffers and the blocked passes' rings are not zeroed before use (under test
+//! they hold a NaN pattern instead), and every result is lavapipe's, bit for bit — a word
+//! read before it was written would show.
+
+use super::{heat, life, Boundary, Options};
+use crate::context::MultiGpuContext;
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// Beside lavapipe (the host rounding `fma` as lavapipe does) the host's rows, all of the
+/// grid or a share of it, are lavapipe's bits; alone (rounding `fma` fused) its calls agree
+/// with each other bit for bit and with lavapipe to rounding, with no NaN.
+#[test]
+fn host_calls_in_reused_buffers_give_lavapipes_bits() {
+    let lavapipe = MultiGpuContext::on(&["vulkan"]);
+    let host = MultiGpuContext::on(&["host"]);
+    let both = MultiGpuContext::on(&["vulkan", "host"]);
+    // Grid shapes around every edge: one row, one column, widths around the vec4 padding
+    // and not multiples of anything; steps that are not multiples of the halo or of a pass.
+    let shapes = [(1, 1), (1, 9), (7, 1), (5, 6), (37, 29), (130, 67)];
+    let runs = [(5u64, 3), (21, 16), (33, 9)];
+    for ((h, w), (steps, halo)) in shapes.into_iter().flat_map(|s| runs.map(|r| (s, r))) {
+        let grid: Vec<f32> = (0..h * w)
+            .map(|i| ((i * 37) % 101) as f32 / 101.0 - 0.3)
+            .collect();
+        let cells: Vec<u8> = (0..h * w).map(|i| u8::from((i * 7) % 5 < 2)).collect();
+        for split in [None, Some(vec![0, h]), Some(vec![h / 2, h - h / 2])] {
+            let opts = Options {
+                steps,
+                halo,
+                rebalance: split.is_none(),
+                split,
+            };
+            let alone = Options {
+                split: None,
+                ..opts.clone()
+            };
+            let what = format!("{h}x{w} {steps} steps halo {halo} split {:?}", opts.split);
+            for boundary in [Boundary::Dirichlet, Boundary::Periodic] {
+                let run = |ctx: &MultiGpuContext, opts: &Options| {
+                    let (out, _) = heat(ctx, &grid, h, w, 0.2, boundary, opts).expect("heat runs");
+                    out
+                };
+                let want = run(&lavapipe, &alone);
+                for _ in 0..2 {
+                    assert_eq!(
+                        bits(&run(&both, &opts)),
+                        bits(&want),
+                        "heat {what} {boundary:?}"
+                    );
+                }
+                let first = run(&host, &alone);
+                assert_eq!(
+                    bits(&run(&host, &alone)),
+                    bits(&first),
+                    "heat {what} {boundary:?}"
+                );
+                for (a, b) in first.iter().zip(&want) {
+                    assert!(
+                        (a - b).abs() <= 1e-5,
+                        "heat {what} {boundary:?}: {a} vs {b}"
+                    );
+                }
+            }
+            let run = |ctx: &MultiGpuContext, opts: &Options| {
+                life(ctx, &cells, h, w, opts).expect("life runs").0
+            };
+            let want = run(&lavapipe, &alone);
+            for (ctx, opts) in [
+                (&both, &opts),
+                (&host, &alone),
+                (&both, &opts),
+                (&host, &alone),
+            ] {
+                assert_eq!(run(ctx, opts), want, "life {what}");
+            }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Copies of many rows between large host buffers (a grid's rows into a padded board and
+//! back, a band's rows out of its buffer), cut into tasks of whole rows on a host pool's
+//! threads: one core copying several megabytes leaves the others idle for most of a grid
+//! call. Without a pool the same rows are copied on the calling thread.
+
+use std::mem::MaybeUninit;
+
+use rayon::prelude::*;
+
+use super::device::HostPool;
+
+/// Bytes a task copies at least: the pool's cost per task stays small beside it.
+const TASK_BYTES: usize = 64 << 10;
+
+/// Copies row `i` of `src` (rows `src_row` words apart) into row `i` of `dst` (rows
+/// `dst_row` words apart) with `copy(dst_row, src_row)`, for every row both hold.
+fn each_row<D: Send, T: Sync>(
+    pool: Option<&HostPool>,
+    (dst, dst_row): (&mut [D], usize),
+    (src, src_row): (&[T], usize),
+    copy: impl Fn(&mut [D], &[T]) + Sync,
+) {
+    let (dst_row, src_row) = (dst_row.max(1), src_row.max(1));
+    let row_bytes = dst_row.max(src_row) * std::mem::size_of::<T>().max(1);
+    let per_task = (TASK_BYTES / row_bytes.max(1)).max(1);
+    let task = |(d, s): (&mut [D], &[T])| {
+        for (d, s) in d.chunks_mut(dst_row).zip(s.chunks(src_row)) {
+            copy(d, s);
+        }
+    };
+    match pool {
+        Some(pool) if pool.threads() > 1 && dst.len() > per_task * dst_row => {
+            let tasks = dst
+                .par_chunks_mut(per_task * dst_row)
+                .zip(src.par_chunks(per_task * src_row));
+            pool.run_with(|| tasks.for_each(task));
+        }
+        _ => dst
+            .chunks_mut(per_task * dst_row)
+            .zip(src.chunks(per_task * src_row))
+            .for_each(task),
+    }
+}
+
+/// Copies the first `len` words of each row of `src` (rows `src_row` words apart) to the
+/// start of the same row of `dst` (rows `dst_row` words apart), then `tail` (which sees
+/// the whole destination row) on each: the rows split across `pool`'s threads.
+pub(crate) fn copy_rows<T: Copy + Send + Sync>(
+    pool: Option<&HostPool>,
+    (dst, dst_row): (&mut [T], usize),
+    (src, src_row): (&[T], usize),
+    len: usize,
+    tail: impl Fn(&mut [T]) + Sync,
+) {
+    each_row(pool, (dst, dst_row), (src, src_row), |d, s| {
+        d[..len].copy_from_slice(&s[..len]);
+        tail(d);
+    });
+}
+
+/// A new vector of `rows` rows of `len` words, row `i` the first `len` words of row `i` of
+/// `src` (rows `src_row` words apart, `src` holding at least `rows` of them): each word is
+/// written once (no zeros first), the rows split across `pool`'s threads. `None` when
+/// the memory cannot be reserved.
+pub(crate) fn new_rows<T: Copy + Send + Sync>(
+    pool: Option<&HostPool>,
+    (src, src_row): (&[T], usize),
+    rows: usize,
+    len: usize,
+) -> Option<Vec<T>> {
+    let words = rows.checked_mul(len)?;
+    if len > src_row || rows.checked_mul(src_row)? > src.len() {
+        return None;
+    }
+    let mut out = Vec::new();
+    out.try_reserve_exact(words).ok()?;
+    let slots: &mut [MaybeUninit<T>] = &mut out.spare_capacity_mut()[..words];
+    each_row(
+        pool,
+        (slots, len),
+        (&src[..rows * src_row], src_row),
+        |d, s| {
+            for (d, s) in d.iter_mut().zip(s) {
+                d.write(*s);
+            }
+        },
+    );
+    // Not zeroed first (a grid call's result is megabytes, written once here).
+    // SAFETY: the `rows` chunks of `len` slots tile the first `words` slots, and each chunk
+    // was paired with a source row of at least `len` words (checked above), so every slot
+    // below `words` was written.
+    #[allow(unsafe_code)]
+    unsafe {
+        out.set_len(words)
+    };
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_copied_whole_with_or_without_a_pool() {
+        let pool = HostPool::new(2).unwrap();
+        let (rows, src_row, len) = (3001, 7, 5);
+        let src: Vec<u32> = (0..(rows * src_row) as u32).collect();
+        for pool in [None, Some(&pool)] {
+            let out = new_rows(pool, (&src, src_row), rows, len).unwrap();
+            let want: Vec<u32> = src
+                .chunks(src_row)
+                .flat_map(|r| r[..len].to_vec())
+                .collect();
+            assert_eq!(out, want);
+            let mut back = vec![9u32; rows * 8];
+            copy_rows(pool, (&mut back, 8), (&out, len), len, |row| {
+                row[len..].fill(0)
+            });
+            for (b, o) in back.chunks(8).zip(out.chunks(len)) {
+                assert_eq!(&b[..len], o);
+                assert_eq!(&b[len..], &[0, 0, 0]);
+            }
+        }
+        assert!(new_rows(None, (&src, src_row), rows + 1, len).is_none());
+        assert!(new_rows(None, (&src, src_row), rows, src_row + 1).is_none());
+    }
+}
