@@ -248,7 +248,9 @@ def test_float64_grids_are_scaled_only_above_2_to_the_1019(
 def test_a_ray_context_steps_float64_grids_in_float64_with_one_contexts_bits() -> None:
     """A RayContext's grid goes through the core's float64 check (its own limit) and every
     node steps its band in float64: the bits of one local context, scaled grids included;
-    nodes without a float64 device refuse with the core's error, nothing written."""
+    a cluster whose nodes have no float64 device refuses as every cluster call does, naming
+    each node's devices, nothing written; with the host device beside GL the nodes step
+    float64 bands on the host device, the bits of the same local context."""
     import _cluster_helpers as helpers
 
     grid = _grid(40, 23, 12)
@@ -264,8 +266,15 @@ def test_a_ray_context_steps_float64_grids_in_float64_with_one_contexts_bits() -
             out = np.full(grid.shape, 7.0)
             with pytest.raises(
                 ag.InvalidArgumentError,
-                match=r"^dtype: no device of this context computes in float64: float64 needs "
-                r"SHADER_F64: device 0 ",
+                match=r"^dtype: no node of this RayContext has a device that computes in "
+                r"float64 \(node 0: llvmpipe .*\(gl: float32\); node 1: ",
             ):
                 gl.stencil(grid, 3, 0.2, out=out)
             assert np.all(out == 7.0), "nothing written"
+        with (
+            ag.RayContext(backends=["gl", "host"]) as mixed,
+            ag.MultiGpuContext(backends=["gl", "host"]) as both,
+        ):
+            got = mixed.stencil(grid, 7, 0.2, "periodic", 2)
+            assert same_bits(got, both.stencil(grid, 7, 0.2, "periodic", 2))
+            assert mixed.last_run is not None and mixed.last_run.left_out == []

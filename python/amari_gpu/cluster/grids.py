@@ -37,7 +37,7 @@ from .. import _native
 from ..domain import DomainReport
 from ..errors import AmariGpuError, InvalidArgumentError
 from .array import row_ranges
-from .dispatch import ARGUMENT_ERRORS, Dispatcher, Job, Node
+from .dispatch import ARGUMENT_ERRORS, Dispatcher, Job, Node, devices_text
 from .node import ArraySlot
 from .planner import split as apportion
 
@@ -68,18 +68,46 @@ def _whole(
         results.append((np.array(r[0]), r[1]))
 
     # The node calls _native.<method>(context, *template, None): None is the progress.
-    ctx.run(Job(STENCIL, 1, float(2 * grid.nbytes), call, take, whole=True), None)
+    job = Job(STENCIL, 1, float(2 * grid.nbytes), call, take, whole=True, dtype=_dtype(grid))
+    ctx.run(job, None)
     out, report = results[0]
     return out, report
 
 
-def _layout(ctx: Dispatcher, height: int, halo: int, split: list[int] | None) -> list[int]:
+def _dtype(grid: np.ndarray[Any, Any]) -> str | None:
+    """The dtype a grid's bands compute in when not every device computes in it (float64),
+    else None (float32 grids and Life's uint8 cells: every device)."""
+    return "float64" if grid.dtype == np.float64 else None
+
+
+def _left_out(ctx: Dispatcher, dtype: str | None) -> list[tuple[int, str]]:
+    """The healthy nodes given no rows because none of their devices computes in ``dtype``,
+    and why (the local ``DomainReport.left_out``, with nodes as devices)."""
+    able = ctx.computing(dtype)
+    return [
+        (n.index, f"{dtype} grids need a device that computes in {dtype}: {devices_text(n.info)}")
+        for n in ctx.healthy()
+        if n not in able
+    ]
+
+
+def _layout(
+    ctx: Dispatcher, height: int, halo: int, split: list[int] | None, dtype: str | None = None
+) -> list[int]:
     """Rows per healthy node: ``split`` (rows per node index, see :func:`_check_split`), or
     by each node's measured stencil rate, with no band thinner than ``halo`` rows (fewer
-    nodes if need be)."""
+    nodes if need be); only nodes with a device that computes in ``dtype`` get rows (a
+    ``split`` giving another node rows is refused, naming it)."""
     nodes = ctx.healthy()
+    able = ctx.computing(dtype)
     if split is not None:
         rows = [split[n.index] for n in nodes]
+        for n, r in zip(nodes, rows):
+            if r > 0 and n not in able:
+                raise InvalidArgumentError(
+                    f"split: expected 0 rows for node {n.index}, which has no device that "
+                    f"computes in {dtype} ({devices_text(n.info)}), got {r}"
+                )
         thin = [r for r in rows if 0 < r < halo]
         if thin:
             raise InvalidArgumentError(
@@ -87,8 +115,8 @@ def _layout(ctx: Dispatcher, height: int, halo: int, split: list[int] | None) ->
                 f"rows (its ghost rows come from one neighbour), got {thin[0]}"
             )
         return rows
-    usable = max(1, min(len(nodes), height // max(halo, 1)))
-    chosen = sorted(nodes, key=lambda n: -n.model.throughput.get(STENCIL, 0.0))[:usable]
+    usable = max(1, min(len(able), height // max(halo, 1)))
+    chosen = sorted(able, key=lambda n: -n.model.throughput.get(STENCIL, 0.0))[:usable]
     weights = [n.model.throughput.get(STENCIL, 1.0) for n in chosen]
     rows = apportion(weights, height)
     by_node = {n.index: r for n, r in zip(chosen, rows)}
@@ -202,7 +230,9 @@ def _run_bands(
     """One attempt of the run on the healthy nodes; raises ``_NodeLost`` if one fails."""
     steps, halo = int(options["steps"]), int(options["halo"])
     run = _Run(ctx, method, params, grid)
-    bands = row_ranges(ctx.healthy(), _layout(ctx, grid.shape[0], halo, options["split"]))
+    dtype = _dtype(grid)
+    layout = _layout(ctx, grid.shape[0], halo, options["split"], dtype)
+    bands = row_ranges(ctx.healthy(), layout)
     t0 = time.perf_counter()
     _call(ctx, [n.actor.band_open.remote(run.key, grid[s:e]) for n, s, e in bands], bands)
     edges = [(grid[s:e][:halo], grid[s:e][-halo:]) for _, s, e in bands]
@@ -248,6 +278,7 @@ def _run_bands(
         rounds=rounds,
         layouts=layouts,
         download_s=time.perf_counter() - t1,
+        left_out=_left_out(ctx, dtype),
     )
     return out, report
 
