@@ -131,7 +131,7 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
         "max-plus",
         *["shortest"] * 3,
         *["Fisher"] * 3,
-        "heat",
+        *["heat"] * 2,
     ]
     assert "out=" in works[1]
     assert "float64" in works[2]
