@@ -108,6 +108,11 @@ pub struct WgpuDevice {
     pub query_sets: Mutex<Vec<wgpu::QuerySet>>,
     pipelines: Mutex<Pipelines>,
     lost: Arc<Mutex<Option<String>>>,
+    /// Held around every poll and submit of the device (`gpu_io::wait`'s `poll`, `submit`):
+    /// wgpu-core 30 asserts when a poll waiting for a submission finds the queue emptied by
+    /// another thread's maintenance (a submit's or a poll's) between its fence read and its
+    /// own (gfx-rs/wgpu#9958).
+    pub(crate) maintain: Arc<Mutex<()>>,
 }
 
 /// What runs a device's chunks.
@@ -206,6 +211,7 @@ impl GpuDevice {
                 query_sets: Mutex::new(Vec::new()),
                 pipelines: Mutex::new(Pipelines::default()),
                 lost,
+                maintain: Arc::default(),
             }),
             limits,
             timestamp_period_ns,

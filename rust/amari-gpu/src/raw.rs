@@ -83,7 +83,7 @@ pub fn run_once(
     gpu_io::dispatch(&mut encoder, None, &pipeline, &bind_group, grid, None);
     let output = &buffers[buffers.len() - 1];
     encoder.copy_buffer_to_buffer(output, 0, &staging, 0, output.size());
-    let submission = dev.gpu().queue.submit(Some(encoder.finish()));
+    let submission = dev.gpu().submit(Some(encoder.finish()));
     let mapped = gpu_io::map_for_reading(&staging, staging.size());
     gpu_io::wait_mapped(dev, submission, &mapped, Limit::Fixed(RAW_LIMIT))?;
     let result = {
@@ -163,7 +163,7 @@ impl Resident {
     /// Dispatches the kernel once and waits until the device has run it.
     pub fn run(&self, dev: &GpuDevice) -> Result<()> {
         let encoder = self.encode(dev, None);
-        let submission = dev.gpu().queue.submit(Some(encoder.finish()));
+        let submission = dev.gpu().submit(Some(encoder.finish()));
         gpu_io::wait(dev, Some(submission), Limit::Fixed(DISPATCH_LIMIT))
     }
 
@@ -181,7 +181,7 @@ impl Resident {
         let mut staging = gpu_io::Staging::new(dev, 0, true);
         let mut encoder = self.encode(dev, staging.queries());
         staging.resolve_timestamps(dev, &mut encoder);
-        let submission = dev.gpu().queue.submit(Some(encoder.finish()));
+        let submission = dev.gpu().submit(Some(encoder.finish()));
         staging.map();
         if let Err(e) = staging.wait(dev, submission, Some(DISPATCH_LIMIT)) {
             staging.discard();
@@ -331,7 +331,7 @@ pub fn chunk_steps(
     let commands = encoder.finish();
     lap(7);
     let submission = if inline {
-        let s = gpu.queue.submit(Some(commands));
+        let s = gpu.submit(Some(commands));
         lap(8);
         s
     } else {
@@ -350,8 +350,7 @@ pub fn chunk_steps(
                 Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() < deadline => {}
                 Err(_) => return Err(gpu_io::lost(dev.id, "readback never completed")),
             }
-            gpu.device
-                .poll(wgpu::PollType::Poll)
+            gpu.poll(wgpu::PollType::Poll)
                 .map_err(|e| gpu_io::lost(dev.id, e.to_string()))?;
         }
         lap(12);

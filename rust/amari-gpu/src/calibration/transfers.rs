@@ -23,7 +23,7 @@ pub(super) fn measure_h2d(dev: &GpuDevice) -> Result<f64> {
     let data = vec![1u8; TRANSFER_BYTES as usize];
     let seconds = timed(REPEATS, || {
         dev.gpu().queue.write_buffer(&target, 0, &data);
-        wait(dev, dev.gpu().queue.submit(None))
+        wait(dev, dev.gpu().submit(None))
     })?;
     Ok(TRANSFER_BYTES as f64 / seconds)
 }
@@ -37,7 +37,7 @@ pub(super) fn measure_d2h(dev: &GpuDevice) -> Result<f64> {
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         encoder.copy_buffer_to_buffer(&source, 0, &staging, 0, TRANSFER_BYTES);
-        let submission = dev.gpu().queue.submit(Some(encoder.finish()));
+        let submission = dev.gpu().submit(Some(encoder.finish()));
         let mapped = gpu_io::map_for_reading(&staging, TRANSFER_BYTES);
         gpu_io::wait_mapped(dev, submission, &mapped, Limit::Fixed(STEP_LIMIT))?;
         host.copy_from_slice(
@@ -62,7 +62,7 @@ pub(super) fn measure_copy(dev: &GpuDevice) -> Result<f64> {
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         encoder.copy_buffer_to_buffer(&source, 0, &target, 0, bytes);
-        wait(dev, dev.gpu().queue.submit(Some(encoder.finish())))
+        wait(dev, dev.gpu().submit(Some(encoder.finish())))
     })?;
     Ok(2.0 * bytes as f64 / seconds)
 }

@@ -1,11 +1,11 @@
 //! Waiting for a device: submits handed to a thread of their own, waits in slices under the
 //! timeout rule that give up on an interrupt, and buffers mapped for reading.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::faults::{check_alive, lost};
-use crate::device::GpuDevice;
+use crate::device::{GpuDevice, WgpuDevice};
 use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
 
@@ -78,8 +78,12 @@ pub(crate) fn wait_or_stop(
     limit: Limit,
     stop: Option<&Interrupt>,
 ) -> Result<()> {
+    let gpu = dev.gpu();
     in_slices(dev, limit, stop, |slice| {
-        let waited = dev.gpu().device.poll(wgpu::PollType::Wait {
+        // A submit holding the device (lavapipe's can last a chunk) is waited for here in
+        // short steps, so that an interrupt or the limit is still seen within the slice.
+        let _held = held_within(&gpu.maintain, slice)?;
+        let waited = gpu.device.poll(wgpu::PollType::Wait {
             submission_index: submission.clone(),
             timeout: Some(slice),
         });
@@ -140,17 +144,25 @@ pub(crate) enum Handed {
 /// itself reaches the device's uncaptured-error handler, which marks it lost.
 pub(crate) fn submit_handed(dev: &GpuDevice, commands: wgpu::CommandBuffer) -> Result<Handed> {
     let gpu = dev.gpu();
-    // `Poll` only reads the fence (and completes finished work): it never waits.
-    if let Ok(wgpu::PollStatus::QueueEmpty) = gpu.device.poll(wgpu::PollType::Poll) {
-        return Ok(Handed::Taken(gpu.queue.submit(Some(commands))));
+    // `Poll` only reads the fence (and completes finished work): it never waits. A device
+    // held by another thread's poll or submit has work on its queue.
+    if let Ok(held) = gpu.maintain.try_lock() {
+        if let Ok(wgpu::PollStatus::QueueEmpty) = gpu.device.poll(wgpu::PollType::Poll) {
+            let index = gpu.queue.submit(Some(commands));
+            drop(held);
+            return Ok(Handed::Taken(index));
+        }
     }
     let (sender, submitted) = mpsc::sync_channel(1);
-    let queue = gpu.queue.clone();
+    let (queue, maintain) = (gpu.queue.clone(), gpu.maintain.clone());
     std::thread::Builder::new()
         .name(format!("amari-gpu submit {}", dev.id))
         .spawn(move || {
+            let held = maintain.lock().unwrap_or_else(PoisonError::into_inner);
+            let index = queue.submit(Some(commands));
+            drop(held);
             // The receiver is gone only if the caller gave up on this work.
-            let _ = sender.send(queue.submit(Some(commands)));
+            let _ = sender.send(index);
         })
         .map_err(|e| Error::Internal(format!("could not start a submitting thread: {e}")))?;
     Ok(Handed::Pending(submitted))
@@ -215,5 +227,41 @@ pub(super) fn wait_mapped_or_stop(
             dev.lost_reason()
                 .unwrap_or_else(|| "readback never completed".into()),
         )),
+    }
+}
+
+/// `lock`, once no other thread holds it, waiting for that in steps of a millisecond for
+/// at most `within` (`None` if it is still held then).
+fn held_within(lock: &Mutex<()>, within: Duration) -> Option<MutexGuard<'_, ()>> {
+    let until = Instant::now() + within;
+    loop {
+        match lock.try_lock() {
+            Ok(held) => return Some(held),
+            Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
+impl WgpuDevice {
+    /// `queue.submit(commands)` with the device held (see [`WgpuDevice::maintain`]).
+    pub(crate) fn submit(
+        &self,
+        commands: impl IntoIterator<Item = wgpu::CommandBuffer>,
+    ) -> wgpu::SubmissionIndex {
+        let _held = self.maintain.lock().unwrap_or_else(PoisonError::into_inner);
+        self.queue.submit(commands)
+    }
+
+    /// `device.poll(poll)` with the device held (see [`WgpuDevice::maintain`]).
+    pub(crate) fn poll(
+        &self,
+        poll: wgpu::PollType,
+    ) -> std::result::Result<wgpu::PollStatus, wgpu::PollError> {
+        let _held = self.maintain.lock().unwrap_or_else(PoisonError::into_inner);
+        self.device.poll(poll)
     }
 }

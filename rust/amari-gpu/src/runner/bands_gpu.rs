@@ -139,7 +139,7 @@ impl Bands for GpuBands<'_> {
 
     fn submit(&mut self) {
         if let Some(encoder) = self.encoder.take() {
-            self.gpu.queue.submit(Some(encoder.finish()));
+            self.gpu.submit(Some(encoder.finish()));
         }
     }
 
@@ -201,7 +201,7 @@ impl Bands for GpuBands<'_> {
         }
         staging.resolve_timestamps(dev, &mut encoder);
         let submitted = Instant::now();
-        let submission = gpu.queue.submit(Some(encoder.finish()));
+        let submission = gpu.submit(Some(encoder.finish()));
         staging.map();
         scopes.close(dev.id)?;
         if let Err(error) = staging.wait(dev, submission, round.timeout) {

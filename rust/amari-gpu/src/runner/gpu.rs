@@ -51,7 +51,7 @@ impl Shards for WgpuDevice {
                 (from.len() * 4) as u64,
             );
         }
-        self.queue.submit(Some(encoder.finish()));
+        self.submit(Some(encoder.finish()));
         Ok(())
     }
 
@@ -144,7 +144,7 @@ impl Shards for WgpuDevice {
             let recorded = encode_piece(dev, &mut encoder, &pipeline, &launch, &entries)?;
             uniforms.extend(recorded);
         }
-        self.queue.submit(Some(encoder.finish()));
+        self.submit(Some(encoder.finish()));
         scopes.close(dev.id)?;
         Ok(Some(Box::new(Strided {
             storage: results,
@@ -177,7 +177,7 @@ pub(super) fn read(
             label: Some("resident gather"),
         });
     encoder.copy_buffer_to_buffer(buffer, (at * 4) as u64, staging.buffer(), 0, bytes);
-    let submission = dev.gpu().queue.submit(Some(encoder.finish()));
+    let submission = dev.gpu().submit(Some(encoder.finish()));
     staging.map();
     if let Err(error) = staging.wait(dev, submission, timeout) {
         staging.discard();
@@ -414,7 +414,7 @@ fn submit(
         }
         start += n;
     }
-    let submission = gpu.queue.submit(Some(encoder.finish()));
+    let submission = gpu.submit(Some(encoder.finish()));
     if let Some(checks) = checks.as_mut() {
         let bytes = (checks.pieces.len().max(1) * 4) as u64;
         checks.mapped = Some(gpu_io::map_for_reading(&checks.staging, bytes));
