@@ -236,7 +236,44 @@ pub fn board_runs<'b>(
 
 #[cfg(test)]
 mod tests {
-    use super::{board_runs, BandProgram, Spec};
+    use super::{board_runs, on_f64_cells, BandProgram, Spec};
+
+    /// Float64 cells of band buffers whose words are not 8-byte aligned are stepped on
+    /// copies and stored back: the step sees the same values, and its writes land in the
+    /// words bit for bit, as in place on aligned words.
+    #[test]
+    fn unaligned_band_words_are_stepped_on_copies_with_the_same_bits() {
+        let values = [1.5f64, -0.0, f64::MIN_POSITIVE / 4.0, 3.0e300, -7.25];
+        let words: Vec<u32> = values
+            .iter()
+            .flat_map(|v| [v.to_bits() as u32, (v.to_bits() >> 32) as u32])
+            .collect();
+        let step = |[a, b]: [&mut [f64]; 2]| {
+            assert_eq!(a, &values[..]);
+            for (o, x) in b.iter_mut().zip(a.iter()) {
+                *o = x * 2.0 + 1.0;
+            }
+            a[0] = f64::NAN;
+        };
+        let mut stepped = Vec::new();
+        for shift in [0, 1] {
+            // `shift` words of offset make one of the two start 4 bytes off 8.
+            let mut x = vec![0u32; words.len() + 2];
+            let mut y = vec![0u32; words.len() + 2];
+            let aligned = |v: &[u32]| (v.as_ptr() as usize).is_multiple_of(8);
+            let at = |v: &[u32], want: bool| usize::from(aligned(v) != want);
+            let (ax, ay) = (at(&x, shift == 0), at(&y, true));
+            x[ax..ax + words.len()].copy_from_slice(&words);
+            let (xs, ys) = (&mut x[ax..ax + words.len()], &mut y[ay..ay + words.len()]);
+            assert_eq!(aligned(xs), shift == 0);
+            on_f64_cells([xs, ys], step);
+            stepped.push((xs.to_vec(), ys.to_vec()));
+        }
+        assert_eq!(stepped[0], stepped[1]);
+        assert!(
+            f64::from_bits(u64::from(stepped[1].0[0]) | u64::from(stepped[1].0[1]) << 32).is_nan()
+        );
+    }
     use crate::context::MultiGpuContext;
     use crate::domain::{Band, Geometry, Rule};
     use crate::error::Error;
