@@ -52,14 +52,20 @@ pub struct LastPlan(Mutex<Option<(Plan, Py<PyAny>)>>);
 impl LastPlan {
     /// `plan` as a record: the last one when equal, else a new one (kept).
     pub fn record<'py>(&self, py: Python<'py>, plan: &Plan) -> PyResult<Bound<'py, PyAny>> {
-        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((kept, record)) = last.as_ref() {
-            if kept == plan {
-                return Ok(record.bind(py).clone());
+        {
+            let last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((kept, record)) = last.as_ref() {
+                if kept == plan {
+                    return Ok(record.bind(py).clone());
+                }
             }
         }
+        // Built with the lock released: building runs Python code, which may hand the GIL
+        // to another thread of the same context that then waits here for the lock while
+        // this one waits for the GIL back (a deadlock seen in the threaded tests).
         let record = plan_record(py, plan)?;
-        *last = Some((plan.clone(), record.clone().unbind()));
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((plan.clone(), record.clone().unbind()));
         Ok(record)
     }
 }
