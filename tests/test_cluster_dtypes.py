@@ -184,6 +184,15 @@ def test_nodes_without_a_float64_device_are_left_out(cluster: Any) -> None:
                 rf"{dtype} \(node 0: llvmpipe .*\(gl: float32\); node 1: ",
             ):
                 gl.asarray(a.astype(dtype))
+            # from_ray's arrays are held in their dtype too: refused alike, nothing held.
+            import ray
+
+            with pytest.raises(
+                ag.InvalidArgumentError,
+                match=rf"^dtype: no node of this RayContext has a device that computes in "
+                rf"{dtype} \(node 0: llvmpipe .*\(gl: float32\); node 1: ",
+            ):
+                gl.from_ray([ray.put(a.astype(dtype))])
         held = gl.asarray(a, dtype=np.float32)
         assert held.dtype == np.float32 and np.array_equal(held.numpy(), a.astype(np.float32))
     with (
