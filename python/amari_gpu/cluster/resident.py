@@ -424,11 +424,15 @@ def hold_refs(cluster: Dispatcher, refs: list[Any]) -> tuple[ClusterHandle, tupl
 
     def body(at: Attempt) -> None:
         shards.clear()
-        for (lo, hi), ref, key in zip(bounds, refs, keys):
+        for i, ((lo, hi), ref, key) in enumerate(zip(bounds, refs, keys)):
             node = local(ref, cluster.computing(None if dtype == "float32" else dtype))
             shard = Shard(lo, hi, node or _least_loaded(cluster, shards, dtype), key)
             shards.append(shard)
-            make_rows(lin, lo, hi, shard.node, key, at)
+            # Read from the store by the node (no bytes from the driver), as lineage does.
+            hold = shard.node.actor.hold.remote(
+                key, [f"refs[{i}]"], [(0, None)], ref, dtype=dtype, values=True
+            )
+            at.submit(shard.node, hold)
         at.temps.extend((s.node, s.key) for s in shards)
         at.wait()
         at.temps = []
