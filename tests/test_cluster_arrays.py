@@ -207,16 +207,17 @@ def test_from_ray_reads_shards_already_in_the_store(
 
     @ray.remote(num_cpus=0)
     def load(seed: int, n: int) -> np.ndarray:
-        # Float64 rows produced where the task ran (converted to float32 like any input).
+        # Float64 rows produced where the task ran (kept float64, as asarray keeps them).
         return np.random.default_rng(seed).standard_normal((n, 8))
 
     parts = [load.remote(s, n) for s, n in [(1, 400), (2, 1), (3, 900)]]
     d = rc.from_ray(parts)
-    assert d.shape == (1301, 8)
+    assert d.shape == (1301, 8) and d.dtype == np.float64
     assert [(start, stop) for _, start, stop in d.sharding] == [(0, 400), (400, 401), (401, 1301)]
-    whole = np.concatenate(ray.get(parts)).astype(np.float32)
-    assert np.array_equal(d.numpy(), whole)
+    whole = np.concatenate(ray.get(parts))
+    assert d.numpy().tobytes() == whole.tobytes()
     got = rc.reverse(d)
+    assert got.dtype == np.float64
     assert got.numpy().tobytes() == local.reverse(whole).tobytes()
     with pytest.raises(
         ag.ShapeError, match=r"refs\[1\]: expected an array of shape \(rows >= 1, 8\)"
@@ -230,6 +231,73 @@ def test_from_ray_reads_shards_already_in_the_store(
         rc.from_ray([])
     with pytest.raises(ag.InvalidArgumentError, match=r"refs\[0\]: expected a ray.ObjectRef"):
         rc.from_ray([np.zeros((3, 8))])
+
+
+def test_from_ray_keeps_the_arrays_dtype_as_asarray_does(
+    rc: ag.RayContext, local: ag.MultiGpuContext
+) -> None:
+    import ray
+
+    rng = np.random.default_rng(28)
+    x = rng.standard_normal((700, 8))
+    cases = {
+        "float16": ([x[:300].astype(np.float16), x[300:].astype(np.float16)], np.float16),
+        "float32": ([x[:1].astype(np.float32), x[1:].astype(np.float32)], np.float32),
+        # Integers as numpy's true division gives them; int32 beside int64 is float64 both.
+        "integers": ([(x[:350] * 9).astype(np.int32), (x[350:] * 9).astype(np.int64)], np.float64),
+        "bool": ([x[:350] > 0, x[350:] > 0], np.float64),
+        "1-D float64": ([x[:200, 0].copy(), x[200:, 0].copy()], np.float64),
+    }
+    for name, (parts, dtype) in cases.items():
+        d = rc.from_ray([ray.put(p) for p in parts])
+        want = np.concatenate(parts).astype(dtype)
+        assert isinstance(d, ClusterArray) and d.dtype == dtype and d.shape == want.shape, name
+        assert d.numpy().tobytes() == want.tobytes(), name
+        if want.ndim == 2:
+            # A kernel takes it as a local DeviceArray of that dtype: the local bits.
+            got, mine = rc.reverse(d), local.reverse(local.asarray(want))
+            assert got.dtype == mine.dtype == dtype, name
+            assert got.numpy().tobytes() == mine.numpy().tobytes(), name
+    with pytest.raises(
+        ag.InvalidArgumentError,
+        match=r"^refs\[1\]: expected an array kept as float32 like refs\[0\] \(arrays of one "
+        r"dtype: they are not promoted across nodes\), got one kept as float64",
+    ):
+        rc.from_ray([ray.put(x[:3].astype(np.float32)), ray.put(x[3:6])])
+    with pytest.raises(ag.ShapeError, match=r"^refs\[0\]: expected float16 rows of an even"):
+        rc.from_ray([ray.put(np.ones((4, 3), np.float16))])
+    with pytest.raises(ag.ShapeError, match=r"^refs\[0\]: expected float16 rows of an even"):
+        rc.from_ray([ray.put(np.ones(4, np.float16))])
+    with pytest.raises(TypeError, match=r"^refs\[1\]: expected an array of bool, integer"):
+        rc.from_ray([ray.put(x[:3]), ray.put(x[3:6].astype(np.complex128))])
+
+
+def test_a_from_ray_shard_lost_with_its_node_is_read_again_in_its_dtype(
+    cluster: Any, local: ag.MultiGpuContext
+) -> None:
+    import ray
+
+    rng = np.random.default_rng(29)
+    parts = [rng.standard_normal((n, 8)) for n in (500, 700, 600)]
+    parts16 = [p.astype(np.float16) for p in parts]
+    whole, whole16 = np.concatenate(parts), np.concatenate(parts16)
+    with ag.RayContext(backends=BACKENDS) as rc:
+        d = rc.from_ray([ray.put(p) for p in parts])
+        d16 = rc.from_ray([ray.put(p) for p in parts16])
+        victim = d.sharding[-1][0]
+        assert victim in {node for node, _, _ in d16.sharding}
+        rc.inject_fault(victim, after_chunks=0)
+        got = rc.reverse(d)
+        assert not rc.health()[victim]["healthy"]
+        assert all(node != victim for node, _, _ in d.sharding + got.sharding)
+        assert d.dtype == got.dtype == np.float64
+        assert d.numpy().tobytes() == whole.tobytes()
+        assert got.numpy().tobytes() == local.reverse(whole).tobytes()
+        # The float16 array's shards on the lost node are read again as float16.
+        assert d16.numpy().tobytes() == whole16.tobytes() and d16.dtype == np.float16
+        assert all(node != victim for node, _, _ in d16.sharding)
+        got16 = rc.reverse(d16)
+        assert got16.numpy().tobytes() == local.reverse(local.asarray(whole16)).numpy().tobytes()
 
 
 @pytest.mark.parametrize(

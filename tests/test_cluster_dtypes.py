@@ -184,6 +184,15 @@ def test_nodes_without_a_float64_device_are_left_out(cluster: Any) -> None:
                 rf"{dtype} \(node 0: llvmpipe .*\(gl: float32\); node 1: ",
             ):
                 gl.asarray(a.astype(dtype))
+            # from_ray's arrays are held in their dtype too: refused alike, nothing held.
+            import ray
+
+            with pytest.raises(
+                ag.InvalidArgumentError,
+                match=rf"^dtype: no node of this RayContext has a device that computes in "
+                rf"{dtype} \(node 0: llvmpipe .*\(gl: float32\); node 1: ",
+            ):
+                gl.from_ray([ray.put(a.astype(dtype))])
         held = gl.asarray(a, dtype=np.float32)
         assert held.dtype == np.float32 and np.array_equal(held.numpy(), a.astype(np.float32))
     with (
@@ -199,3 +208,15 @@ def test_nodes_without_a_float64_device_are_left_out(cluster: Any) -> None:
             r"float64",
         ):
             mixed.map_rows(OPS, a[:, :2], out_cols=3)
+
+
+def test_float16_scalar_product_is_one_contexts_bits(
+    rc: ag.RayContext, local: ag.MultiGpuContext
+) -> None:
+    """A RayContext's float16 scalar product of numpy operands: float16, the local bits (the
+    float32 result rounded once on the driver, as a local call rounds it)."""
+    rng = np.random.default_rng(16)
+    a, b = (rng.standard_normal((5001, 8)) * 200).astype(np.float16), rng.standard_normal(8) * 200
+    got, want = rc.scalar_product(a, b.astype(np.float16)), local.scalar_product(a, b, dtype="f2")
+    assert got.dtype == want.dtype == np.float16 and np.isinf(want).any()
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))

@@ -302,11 +302,6 @@ def test_dtype_overrides_and_out_must_have_the_results_dtype(
     ):
         host64.geometric_product(a, b, dtype=np.float32, out=np.zeros((50, 8)))
     with pytest.raises(
-        InvalidArgumentError,
-        match=r"^dtype: this operation computes in float32, float64, got float16$",
-    ):
-        host64.scalar_product(a, b, dtype=np.float16)
-    with pytest.raises(
         TypeError,
         match=r"^b: expected an array of bool, integer, float16, float32 or float64 values, "
         r"got dtype complex128$",

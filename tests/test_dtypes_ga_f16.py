@@ -15,7 +15,6 @@ import amari_gpu
 import numpy as np
 import pytest
 from _ga_helpers import table
-from amari_gpu.errors import InvalidArgumentError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -146,15 +145,6 @@ def test_dtype_float16_on_float32_input_computes_in_float16_storage(contexts):
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
     # float16 beside float32 promotes to float32, as numpy does.
     assert ctx.geometric_product(a16, b32).dtype == np.float32
-
-
-def test_scalar_product_computes_float16_in_float32_or_refuses_it(contexts):
-    ctx = contexts["host"]
-    rng = np.random.default_rng(3)
-    a, b = _f16_rows(rng, 10, 8), _f16_rows(rng, 10, 8)
-    assert ctx.scalar_product(a, b).dtype == np.float32
-    with pytest.raises(InvalidArgumentError, match="dtype: this operation computes in float32"):
-        ctx.scalar_product(a, b, dtype=np.float16)
 
 
 def _normalize_rows(rng: np.random.Generator, n: int) -> np.ndarray:

@@ -1,8 +1,9 @@
 """Geometric algebra, what every operation shares: argument conversion (algebra, operands
 as rows or DeviceArray handles, grades), the dtype a call computes in (the package's rule,
 :mod:`amari_gpu._dtypes`: float16, float32 and float64 kept, every operation having
-float64 kernels and all but ``scalar_product`` float16 ones; DeviceArrays count with their
-dtype) and the one native call of every operation. The operations themselves are in
+float64 kernels and float16 ones, ``scalar_product``'s float16 result being its float32 one
+rounded once here; DeviceArrays count with their dtype) and the one native call of every
+operation. The operations themselves are in
 :mod:`amari_gpu.ga` (products) and :mod:`amari_gpu.ga_unary` (one-operand maps)."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native
-from ._dtypes import FLOAT16, FLOAT32, FLOAT64, resident_dtype, result_dtype
+from ._dtypes import FLOAT16, FLOAT32, KEPT, resident_dtype, result_dtype
 from ._mixin import KernelHost
 from ._validate import contiguous, output, real_array, shape_text
 from .algebra import CL3, Algebra
@@ -36,28 +37,37 @@ def _algebra(value: Any) -> Algebra:
 def _kept(
     operation: str, named: list[tuple[str, Any]], dtype: Any, resident: bool
 ) -> np.dtype[Any]:
-    """The dtype a call computes in and returns: float16, float32 and float64 are kept (numpy's
-    promotion of the operands' dtypes, integers to float64, ``dtype=`` overriding), except
-    that ``scalar_product`` computes in float32 and float64 (float16 operands in float32). A
-    DeviceArray operand counts with its dtype and must hold the dtype the call computes in
-    (DeviceArrays are not converted on the devices): one that does not is refused, naming it."""
+    """The dtype a call returns: float16, float32 and float64 are kept (numpy's promotion of
+    the operands' dtypes, integers to float64, ``dtype=`` overriding). A DeviceArray operand
+    counts with its dtype and must hold that dtype (DeviceArrays are not converted on the
+    devices): one that does not is refused, naming it; so is a float16 ``scalar_product`` of
+    DeviceArrays (see :func:`_scalar_f16`)."""
     if dtype is None and all(
         type(value) is np.ndarray and value.dtype == np.float32 for _, value in named
     ):
         return FLOAT32
-    kernels = _KERNELS.get(operation, (FLOAT16, FLOAT32, FLOAT64))
-    if resident:
-        return resident_dtype(named, dtype, kernels, operation, DeviceArray)
-    return result_dtype(named, dtype, kernels)
+    if not resident:
+        return result_dtype(named, dtype, KEPT)
+    kept = resident_dtype(named, dtype, KEPT, operation, DeviceArray)
+    if operation == "scalar_product" and kept == FLOAT16:
+        name = next(name for name, value in named if isinstance(value, DeviceArray))
+        raise InvalidArgumentError(
+            f"{name}: a float16 scalar_product of DeviceArrays would be a float16 DeviceArray "
+            "of one value per row, which DeviceArrays do not hold (float16 values pack two to "
+            "a 4-byte word on the devices); pass numpy operands (np.asarray) for a float16 "
+            "numpy result, or ctx.asarray(..., dtype=numpy.float32) them for a float32 "
+            "DeviceArray"
+        )
+    return kept
 
 
-_KERNELS: dict[str, tuple[np.dtype[Any], ...]] = {
-    # One value per row (float16 packs two to a word).
-    "scalar_product": (FLOAT32, FLOAT64),
-}
-"""The dtypes of the operations that do not compute in all three (see ``Operation::check_dtype``
-in the core): the others compute in float16 storage (float32 arithmetic, one rounding per
-result), float32 and float64."""
+def _scalar_f16(operation: str, kept: np.dtype[Any]) -> bool:
+    """Whether a call is a float16 ``scalar_product``: one value per row, which float16 words
+    (two values each) do not hold row by row (``Operation::check_dtype`` in the core), so it
+    runs the float32 kernel on the operands rounded to float16 and widened (exactly: the
+    float32 chains a float16 kernel runs on its widened loads), and its float32 result is
+    rounded once to float16 where it is assembled (:meth:`GaBase._apply`)."""
+    return operation == "scalar_product" and kept == FLOAT16
 
 
 def _rows(
@@ -125,6 +135,11 @@ def _numpy_rows(
     and the result's shape (the leading shapes broadcast against each other, numpy rules)."""
     operation, algebra, grades = call
     width = algebra.n_blades
+    if _scalar_f16(operation, kept):
+        # Rounded to float16 (as a float16 call of another operation rounds them), then
+        # widened to the float32 kernel's rows below.
+        named = [(name, contiguous(name, real_array(name, v), FLOAT16)) for name, v in named]
+        kept = FLOAT32
     ready = _ready_rows(named, width) if kept == FLOAT32 else None
     if ready is not None:
         # Already the core's rows, of the algebra's width and one shape (nothing to
@@ -248,6 +263,13 @@ class GaBase(KernelHost):
         )
         if single:
             return self._single_result(call, rows, shape, target)
+        if _scalar_f16(operation, kept):
+            wide = self._run(call, rows, strategy, None)
+            with np.errstate(over="ignore"):  # past 65504: infinity, as float16 kernels round
+                rounded = wide.astype(FLOAT16)
+            if target is not None:
+                target[...] = rounded.reshape(shape)
+            return returned(self, rounded, target, shape)
         result = self._run(call, rows, strategy, target)
         return returned(self, result, target, shape)
 

@@ -247,7 +247,8 @@ class DomainMixin:
                 saves more than moving them costs.
             split: the first layout's rows per device id, one entry per device, each 0 to H,
                 adding up to H (0 leaves a device out); default by measured streaming
-                bandwidth.
+                bandwidth times the device's measured rate in the grid's dtype relative to
+                float32 (a float64 grid by the float64 rates).
             progress: called as ``progress(steps_done, steps_total)`` between rounds (at
                 most every 0.1 s, and once at the end); an exception it raises stops the run
                 (nothing returned, the input untouched) and is raised.

@@ -38,8 +38,9 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
     such as lavapipe); mixed operands promote as ``np.result_type`` does (float32 with float64 gives
     float64); bool and integer operands compute in float64; float16 in, float16 out (stored as
     float16 on the devices with wgpu's ``SHADER_F16``, such as lavapipe, and on the host device;
-    computed by the float32 kernel's chains and rounded once to float16), except ``scalar_product``,
-    which computes float16 in float32. ``dtype=`` overrides, e.g.
+    computed by the float32 kernel's chains and rounded once to float16; ``scalar_product``'s one
+    value per row is computed by the float32 kernel on the widened operands, on every device, and
+    rounded once to float16 on the host). ``dtype=`` overrides, e.g.
     ``dtype=np.float32`` to compute float64 inputs in float32 or ``dtype=np.float16`` float32 ones
     in float16 storage. Complex, object and other dtypes raise ``TypeError``. A call in float64
     or float16 on a context none of whose devices runs it raises ``InvalidArgumentError`` naming
@@ -129,7 +130,10 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
         out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
     ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """Scalar product ``⟨a b⟩₀``: the operands' broadcast leading shape, e.g. (N,), or ()
-        for two single multivectors; float32 or float64 as the class says."""
+        for two single multivectors; float16, float32 or float64 as the class says (float16:
+        the float32 product of the operands' float16 values rounded once, past 65504 to
+        infinity; DeviceArray operands in float32 or float64 only, a float16 DeviceArray
+        of one value per row being a layout DeviceArrays do not hold)."""
         return self._product("scalar_product", ("a", "b"), a, b, algebra, (strategy, out, dtype))
 
     @_shapes.shaped[_shapes.GaSandwich]

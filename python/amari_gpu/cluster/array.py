@@ -101,6 +101,9 @@ class Lineage:
     array of their own: ``a``)."""
     dtype: str = "float32"
     """numpy's name of the values the words hold (a computed array's: its call's answer)."""
+    values: bool = False
+    """Whether ``refs`` are the caller's arrays (``from_ray``), whose values are converted to
+    ``dtype`` where they are held, rather than the devices' words."""
     holder: Any = None
 
     def live(self) -> ClusterHandle | None:
@@ -309,17 +312,24 @@ class ClusterArrayMixin:
     def from_ray(self, refs: Any) -> ClusterArray:
         """A ClusterArray of the rows of arrays already in Ray's object store (``ray.put``,
         or returned by the caller's tasks): ``refs`` a sequence of ObjectRefs, each to an
-        array of any real dtype with at least one row, all of one shape but the first axis
-        (rows as for :meth:`asarray`, converted to float32); their rows are the array's, in
-        order. Each shard is
-        held by the node whose store has the object when that node is one of the context's
-        (no copy between nodes), else spread like :meth:`asarray`'s; the references are its
-        lineage.
+        array with at least one row, all of one shape but the first axis (rows as for
+        :meth:`asarray`); their rows are the array's, in order. Its dtype is the arrays' as
+        :meth:`asarray` keeps it: float16, float32 and float64 kept, bool and integers as
+        float64 (numpy's true division), float16 rows of an even number of values; arrays
+        that keep different dtypes (float32 beside float64, say) are refused, not promoted
+        (each node converts only its own arrays). Each shard is held by the node whose store
+        has the object when that node is one of the context's and has a device that computes
+        in the dtype (no copy between nodes), else by the node with such a device holding
+        the fewest of its rows; the references are its lineage (a shard lost with its node
+        is read and converted again elsewhere, the same bits and dtype).
 
         Raises:
-            InvalidArgumentError: ``refs`` not a non-empty sequence of ObjectRefs.
-            ShapeError: an array without rows, or of another shape than the first's.
-            TypeError: an array of a dtype that is not real.
+            InvalidArgumentError: ``refs`` not a non-empty sequence of ObjectRefs; arrays
+                keeping different dtypes; no node with a device for the dtype.
+            ShapeError: an array without rows, or of another shape than the first's;
+                float16 rows of an odd number of values.
+            TypeError: an array of a dtype other than bool, integer, float16, float32 or
+                float64.
         """
         from .resident import hold_refs
 

@@ -159,21 +159,44 @@ class NodeWorker:
             self._inject()
         self._chunks += count
 
+    def part_kept(self, name: str, part: Any) -> tuple[tuple[int, ...], str]:
+        """The shape of a caller's array (``from_ray``; ``name`` in errors) and the dtype
+        ``asarray`` keeps of it (float16, float32 and float64 kept, bool and integers as
+        float64; others refused), after ``asarray``'s checks of its rows: what the driver
+        places and checks the parts by before any is uploaded."""
+        from .._dtypes import KEPT, result_dtype
+        from .._validate import plain_array
+
+        array = plain_array(name, part)
+        # The dtype first: its error names the dtypes taken (none is converted to float32).
+        kept = result_dtype([(name, array)], None, KEPT)
+        if array.ndim == 0:
+            raise ShapeError(f"{name}: expected an array with at least one axis, got a scalar")
+        cols = array.shape[-1] if array.ndim > 1 else 1
+        if kept.itemsize == 2 and cols % 2:
+            raise ShapeError(
+                f"{name}: expected float16 rows of an even number of values (two to a 4-byte "
+                f"word on the devices; a 1-D array is rows of one value), got shape "
+                f"{tuple(array.shape)}"
+            )
+        return tuple(array.shape), kept.name
+
     def hold(
         self,
         key: str,
         names: list[str],
         slices: list[tuple[int, int | None]],
         *parts: Any,
-        dtype: str | None = None,
+        dtype: str = "float32",
+        values: bool = False,
     ) -> tuple[int, ...]:
         """Uploads rows into this node's devices and keeps them under ``key``: the rows
         ``slices[i]`` of ``parts[i]`` (arrays Ray read from its store; ``names[i]`` in
-        errors), in order. With ``dtype``, the parts are rows of the devices' words holding
-        values of that dtype (a cluster array's shard), uploaded as they are; without, the
-        caller's arrays (``from_ray``), any real dtype, converted to float32. Returns the
-        shape of the first part (the driver checks ``from_ray``'s with it)."""
-        from .._validate import as_float32, real_array
+        errors), in order, holding values of ``dtype``. The parts are rows of the devices'
+        words (a cluster array's shard), uploaded as they are; with ``values``, the caller's
+        arrays (``from_ray``, checked by :meth:`part_kept`), their values converted to
+        ``dtype``. Returns the shape of the first part."""
+        from .._validate import contiguous, real_array
 
         self._chunk()
         rows = []
@@ -185,9 +208,11 @@ class NodeWorker:
             if width == 0 or array.size == 0:
                 return tuple(array.shape)
             part_rows = array.reshape(-1, width)[lo:hi]
-            rows.append(part_rows if dtype is not None else as_float32(name, part_rows))
+            if values:
+                part_rows = contiguous(name, part_rows, np.dtype(dtype)).view(np.float32)
+            rows.append(part_rows)
         flat = np.ascontiguousarray(rows[0] if len(rows) == 1 else np.concatenate(rows))
-        self._held[key] = _native.resident_upload(self._ctx._native, flat, None, dtype or "float32")
+        self._held[key] = _native.resident_upload(self._ctx._native, flat, None, dtype)
         return tuple(np.shape(parts[0]))
 
     def compute(self, key: str, method: str, template: Any, *arrays: Any) -> tuple[int, int, str]:

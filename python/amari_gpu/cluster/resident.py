@@ -145,7 +145,8 @@ def make_rows(lin: Lineage, start: int, stop: int, node: Node, key: str, at: Att
         refs, slices = _source_parts(lin, start, stop)
         _count(node, sent=4 * (stop - start) * max(lin.cols, 1))
         names = ["x"] * len(refs)
-        at.submit(node, node.actor.hold.remote(key, names, slices, *refs, dtype=lin.dtype))
+        hold = node.actor.hold.remote(key, names, slices, *refs, dtype=lin.dtype, values=lin.values)
+        at.submit(node, hold)
         return
     f = lin.factor
     if start % f or stop % f:
@@ -366,58 +367,76 @@ def hold(cluster: Dispatcher, lin: Lineage, nodes: list[Node]) -> ClusterHandle:
 
 
 def hold_refs(cluster: Dispatcher, refs: list[Any]) -> tuple[ClusterHandle, tuple[int, ...]]:
-    """A new array of the rows of the arrays ``refs`` point to (see ``from_ray``), each
-    held by the node whose store has it when that is a healthy node of the cluster."""
-    from ..errors import ShapeError
+    """A new array of the rows of the arrays ``refs`` point to (see ``from_ray``): each
+    described (shape and kept dtype) by a node that has it, checked, then held, its values
+    converted to that dtype, by the node whose store has it when that is a healthy node with
+    a device for the dtype, else by the least loaded such node."""
+    from ..errors import InvalidArgumentError, ShapeError
     from .array import whole_rows
 
     try:
         where = ray.experimental.get_object_locations(refs)
     except Exception:
         where = {}
-    by_id = {n.info["node_id"]: n for n in cluster.healthy()}
-    turn = iter(range(len(refs)))
 
-    def place(ref: Any) -> Node:
+    def local(ref: Any, nodes: list[Node]) -> Node | None:
+        by_id = {n.info["node_id"]: n for n in nodes}
         for node_id in (where.get(ref) or {}).get("node_ids", []):
             if node_id in by_id:
                 return by_id[node_id]
+        return None
+
+    def describe(at: Attempt) -> list[Any]:
         nodes = cluster.healthy()
-        return nodes[next(turn) % len(nodes)]
+        for i, ref in enumerate(refs):
+            node = local(ref, nodes) or nodes[i % len(nodes)]
+            at.submit(node, node.actor.part_kept.remote(f"refs[{i}]", ref))
+        return at.wait()
 
-    keys = [uuid.uuid4().hex for _ in refs]
-    placed = [place(r) for r in refs]
-
-    def body(at: Attempt) -> list[Any]:
-        for i, (ref, key) in enumerate(zip(refs, keys)):
-            if not placed[i].healthy:
-                placed[i] = cluster.healthy()[i % len(cluster.healthy())]
-            node = placed[i]
-            at.temps.append((node, key))
-            at.submit(node, node.actor.hold.remote(key, [f"refs[{i}]"], [(0, None)], ref))
-        shapes = at.wait()
-        first = tuple(shapes[0])
-        for i, shape in enumerate(shapes):
-            shape = tuple(shape)
-            if shape[0] == 0 or shape[1:] != first[1:] or 0 in shape:
-                raise ShapeError(
-                    f"refs[{i}]: expected an array of shape (rows >= 1, "
-                    f"{', '.join(map(str, first[1:]))}) like refs[0], got {shape}"
-                    if i
-                    else f"refs[0]: expected an array with at least one row and column, got {shape}"
-                )
-        at.temps = []
-        return shapes
-
-    shapes = attempts(cluster, body)
-    counts = [whole_rows(tuple(s)) for s in shapes]
+    described = attempts(cluster, describe)
+    shapes = [tuple(shape) for shape, _ in described]
+    first, dtype = shapes[0], described[0][1]
+    for i, (shape, kept) in enumerate(zip(shapes, (k for _, k in described))):
+        if shape[0] == 0 or shape[1:] != first[1:] or 0 in shape:
+            raise ShapeError(
+                f"refs[{i}]: expected an array of shape (rows >= 1, "
+                f"{', '.join(map(str, first[1:]))}) like refs[0], got {shape}"
+                if i
+                else f"refs[0]: expected an array with at least one row and column, got {shape}"
+            )
+        if kept != dtype:
+            raise InvalidArgumentError(
+                f"refs[{i}]: expected an array kept as {dtype} like refs[0] (arrays of one "
+                f"dtype: they are not promoted across nodes), got one kept as {kept}; convert "
+                "the arrays to one dtype before ray.put"
+            )
+    counts = [whole_rows(s) for s in shapes]
     bounds, start = [], 0
     for c in counts:
         bounds.append((start, start + c))
         start += c
-    first = tuple(shapes[0])
-    cols = first[-1] if len(first) > 1 else 1
-    lin = Lineage(start, cols, list(refs), bounds, [(0, c) for c in counts])
-    shards = [Shard(lo, hi, n, k) for (lo, hi), n, k in zip(bounds, placed, keys)]
+    cols = (first[-1] if len(first) > 1 else 1) * np.dtype(dtype).itemsize // 4
+    lin = Lineage(
+        start, cols, list(refs), bounds, [(0, c) for c in counts], dtype=dtype, values=True
+    )
+    keys = [uuid.uuid4().hex for _ in refs]
+    shards: list[Shard] = []
+
+    def body(at: Attempt) -> None:
+        shards.clear()
+        for i, ((lo, hi), ref, key) in enumerate(zip(bounds, refs, keys)):
+            node = local(ref, cluster.computing(None if dtype == "float32" else dtype))
+            shard = Shard(lo, hi, node or _least_loaded(cluster, shards, dtype), key)
+            shards.append(shard)
+            # Read from the store by the node (no bytes from the driver), as lineage does.
+            hold = shard.node.actor.hold.remote(
+                key, [f"refs[{i}]"], [(0, None)], ref, dtype=dtype, values=True
+            )
+            at.submit(shard.node, hold)
+        at.temps.extend((s.node, s.key) for s in shards)
+        at.wait()
+        at.temps = []
+
+    attempts(cluster, body)
     shape = (sum(int(s[0]) for s in shapes), *first[1:])
     return ClusterHandle(cluster, lin, shards), shape

@@ -16,6 +16,7 @@ use super::report::{DeviceRoundReport, Layout, Report, RoundReport};
 use super::round::{place, DeviceRound, Readback, Round};
 use super::rule::Options;
 use super::state::Spec;
+use crate::calibration::dtypes;
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::gpu_io;
@@ -103,8 +104,11 @@ pub(super) fn evolve(
 }
 
 /// The first layout's rows per healthy device: the caller's split (first attempt only), or
-/// in proportion to the streaming bandwidth calibration measured (a member of a group of
-/// devices sharing hardware counts for its share of the group's measured speedup).
+/// in proportion to the streaming bandwidth calibration measured, scaled by the device's
+/// measured rate in the grid's dtype relative to float32 as the cost model scales every
+/// plan's (`calibration::dtypes::scaled`: a float64 grid splits by the float64 rates, a
+/// float32 one as before); a member of a group of devices sharing hardware counts for its
+/// share of the group's measured speedup.
 fn first_split(
     ctx: &MultiGpuContext,
     spec: &Spec,
@@ -132,9 +136,13 @@ fn first_split(
         .iter()
         .map(|&id| {
             let dev = &ctx.devices()[id];
-            let bandwidth = ctx
-                .measurements(id)
-                .map_or(1.0, |m| m.kernel_copy_bytes_per_s.max(1.0));
+            let bandwidth = ctx.measurements(id).map_or(1.0, |m| {
+                dtypes::scaled(
+                    m.kernel_copy_bytes_per_s.max(1.0),
+                    Some(&m),
+                    spec.rule.dtype(),
+                )
+            });
             let share = groups
                 .get(&dev.group)
                 .map_or(1.0, |&(speedup, members)| speedup / members.max(1) as f64);
