@@ -294,7 +294,7 @@ impl Stores {
     /// The 16 bytes `v` into `dst[at..at + 4]`.
     #[inline]
     #[target_feature(enable = "avx")]
-    pub fn m128(self, dst: &mut [f32], at: usize, v: std::arch::x86_64::__m128) {
+    pub(crate) fn m128(self, dst: &mut [f32], at: usize, v: std::arch::x86_64::__m128) {
         use std::arch::x86_64::*;
         // SAFETY: `pieces` bounds-checked the 16 bytes at `p` and returned a piece only where
         // `p` is aligned to it (16 bytes), as `_mm_stream_ps` requires; `_mm_storeu_ps`
@@ -311,7 +311,7 @@ impl Stores {
     /// The 32 bytes `v` into `dst[at..at + 8]`.
     #[inline]
     #[target_feature(enable = "avx")]
-    pub fn m256(self, dst: &mut [f32], at: usize, v: std::arch::x86_64::__m256) {
+    pub(crate) fn m256(self, dst: &mut [f32], at: usize, v: std::arch::x86_64::__m256) {
         use std::arch::x86_64::*;
         // SAFETY: `pieces` bounds-checked the 32 bytes at `p` and returned a piece width
         // only where `p`, hence `p + 4` floats for 16-byte pieces, is aligned to it, as the
@@ -332,7 +332,7 @@ impl Stores {
     /// The 64 bytes `v` into `dst[at..at + 16]`.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    pub fn m512(self, dst: &mut [f32], at: usize, v: std::arch::x86_64::__m512) {
+    pub(crate) fn m512(self, dst: &mut [f32], at: usize, v: std::arch::x86_64::__m512) {
         use std::arch::x86_64::*;
         // SAFETY: `pieces` bounds-checked the 64 bytes at `p` and returned a piece width
         // only where `p` is aligned to it; each piece is at a multiple of its width from
