@@ -244,18 +244,13 @@ pub fn dispatch_at<T: Task>(level: Level, task: T) -> T::Output {
     task.run()
 }
 
-/// How a block kernel writes its output vectors: ordinary stores, or non-temporal ones
-/// (`vmovntps`) for an output larger than the last-level cache, which would not be read from
-/// there anyway: a cached store reads every output line before writing it (a third of a
-/// two-operand product's traffic), a non-temporal one does not. The one place the host
-/// kernels stream their results from (`ga::host_cl3*`).
-///
-/// Non-temporal stores need their address aligned to their width, so each vector is written
-/// in the widest pieces (64, 32 or 16 bytes, never wider than the vector) that the output's
-/// own alignment allows at every vector of it: kernels store vectors at multiples of their
-/// width from the start of `out`. An output aligned to less than 16 bytes (a numpy view
-/// offset by one float) is written with ordinary stores. [`Stores::finish`] fences the
-/// stores before the chunk reports done.
+/// How a block kernel writes its output vectors (the one place the host kernels stream
+/// from, `ga::host_cl3*`): ordinary stores, or non-temporal ones for an output larger than
+/// the last-level cache, which saves the read of every output line before it is written (a
+/// third of a two-operand product's traffic). Those need their address aligned to their
+/// width: each vector (stored at a multiple of its width from the start of `out`) goes in
+/// the widest pieces, 64, 32 or 16 bytes, that `out`'s alignment allows; below 16 bytes (a
+/// view one float in) ordinary stores. [`Stores::finish`] fences them before the chunk ends.
 #[cfg(target_arch = "x86_64")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stores {
@@ -281,8 +276,8 @@ impl Stores {
         self.piece != 0
     }
 
-    /// `v` into `dst[at..at + N]` (N the vector's floats): non-temporal in pieces of at most
-    /// `width` bytes where every piece's address is aligned to it, else an ordinary store.
+    /// Where and in what pieces a `width`-byte vector goes non-temporally at `dst[at..]`
+    /// (bounds-checked): None for an ordinary store.
     #[inline(always)]
     fn pieces(self, dst: &mut [f32], at: usize, width: usize) -> Option<(*mut f32, usize)> {
         let dst = &mut dst[at..at + width / 4];
