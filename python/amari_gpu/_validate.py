@@ -186,15 +186,15 @@ def output(
     inputs: Mapping[str, Any],
     resident: object | None = None,
 ) -> Any:
-    """The caller's ``out=`` array, checked before any work (the numpy ufunc convention: the
-    result is written into it and it is returned): None when not given, else exactly
-    ``shape`` and ``dtype``, C-contiguous, aligned, writeable, a plain ndarray (not a masked
-    array, whose mask would be ignored) sharing no memory with any of ``inputs`` (the
+    """The caller's ``out=`` array, checked before any work (the numpy ufunc convention: the result
+    is written into it and it is returned): None when not given, else exactly ``shape`` and
+    ``dtype``, C-contiguous, aligned (float16: to 4 bytes), writeable, a plain ndarray (not a
+    masked array, whose mask would be ignored) sharing no memory with any of ``inputs`` (the
     caller's arguments by name, as given, before any conversion). This is the one place ``out=``
     is checked. A DeviceArray ``out`` is taken when ``resident`` is the context of a call with
     DeviceArray operands (live, of that context, exactly ``shape`` and ``dtype``; it may be one
-    of the inputs, since the result is written into fresh shards that then replace its own);
-    it is returned as given, otherwise refused."""
+    of the inputs, since the result is written into fresh shards that then replace its own); it
+    is returned as given, otherwise refused."""
     if out is None:
         return None
     as_out = getattr(out, "_as_out", None)
@@ -233,6 +233,12 @@ def output(
         raise InvalidArgumentError("out: expected a C-contiguous array, got a strided one")
     if not out.flags.aligned:
         raise InvalidArgumentError("out: expected an aligned array, got an unaligned one")
+    if out.dtype == np.float16 and out.size and out.ctypes.data % 4:
+        # The kernels write float16 values two to a 4-byte word, as numpy allocates them.
+        raise InvalidArgumentError(
+            "out: expected float16 rows starting at a 4-byte aligned address (as numpy "
+            "allocates them), got a view 2 bytes past one"
+        )
     if not out.flags.writeable:
         raise InvalidArgumentError("out: expected a writeable array, got a read-only one")
     for name, value in inputs.items():

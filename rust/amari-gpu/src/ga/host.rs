@@ -5,8 +5,9 @@
 //! order; the result is transposed back straight into the output slice. One body serves
 //! every dtype the family computes in (`T: Real`, float32 or float64): a float64 kernel reads
 //! and writes two words per value and runs the same chains in float64. A float16 kernel is
-//! the float32 one between `host::f16`'s conversions (`ga::host_f16`); the Cl(3,0) product's
-//! converts in registers at its loads and stores (`ga::host_cl3`).
+//! the float32 one between `host::f16`'s conversions (`ga::host_f16`); the Cl(3,0) product
+//! runs its own blocks in every dtype (`ga::host_cl3`), float16 converted in registers at
+//! its loads and stores.
 
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -49,7 +50,7 @@ pub struct GaKernel {
     pub dtype: Dtype,
     program: Arc<Program>,
     /// The program is the Cl(3,0) product's chains, which `cl3::run_chains` computes with
-    /// in-register transposes (same steps, same order, same bits).
+    /// in-register transposes (same steps, same order, same bits) in every dtype.
     cl3_chains: bool,
 }
 
@@ -87,13 +88,9 @@ impl GaKernel {
 
     /// The same kernel computing in `dtype` (float32, float64, or float16 storage).
     pub fn in_dtype(self, dtype: Dtype) -> GaKernel {
-        GaKernel {
-            dtype,
-            // The in-register Cl(3,0) chains are float32's (float16 storage loads and stores
-            // around them).
-            cl3_chains: self.cl3_chains && dtype != Dtype::F64,
-            ..self
-        }
+        // The in-register Cl(3,0) chains run in every dtype: float32, float64, and float32
+        // between float16 storage's loads and stores.
+        GaKernel { dtype, ..self }
     }
 
     /// Words per item of the output.
@@ -147,7 +144,8 @@ impl GaKernel {
             }
         };
         if self.cl3_chains {
-            self.run_cl3(inputs, range, output, Storage::F32);
+            let storage = if T::WORDS == 2 { Storage::F64 } else { Storage::F32 };
+            self.run_cl3(inputs, range, output, storage);
             return;
         }
         let program = &*self.program;

@@ -16,11 +16,16 @@
 //! items, the rest of the time is memory traffic. Elsewhere the same chains run one item at a
 //! time. Rows in float16 storage ([`Storage::F16`]) are widened as they are loaded (F16C, or
 //! the scalar conversion) and rounded once as they are stored, with no float32 copy of the
-//! rows in memory: half the bytes of float32.
+//! rows in memory: half the bytes of float32. float64 rows ([`Storage::F64`]) run the same
+//! chains in float64, four items a block: the steps and order of the generated float64
+//! kernel, so its bits. Outputs larger than the last-level cache are written with
+//! non-temporal stores (`host::simd::Stores`, see [`streams`]).
 
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::dtype::{read_f64, write_f64};
+use crate::host::arith::Real;
 use crate::kernel::{FmaMode, HostImpl};
 
 use rayon::prelude::*;
@@ -75,17 +80,20 @@ pub fn streams(bytes: usize) -> bool {
     bytes > crate::host::cpu::last_level_cache_bytes()
 }
 
-/// How the rows of [`run_chains`] are stored: float32 (8 words an item), or float16 storage
-/// (8 values two to a word, 4 words an item; see `crate::dtype`), each value widened to
-/// float32 as it is loaded and each result rounded once to float16 (to nearest, ties to
-/// even) as it is stored, with the float32 chains between: the bits of the float32 chains
-/// on the widened rows, rounded once, as the WGSL float16 kernel computes them.
+/// How the rows of [`run_chains`] are stored: float32 (8 words an item), float64 (16 words
+/// an item, the chains computed in float64), or float16 storage (8 values two to a word, 4
+/// words an item; see `crate::dtype`), each value widened to float32 as it is loaded and each
+/// result rounded once to float16 (to nearest, ties to even) as it is stored, with the float32
+/// chains between: the bits of the float32 chains on the widened rows, rounded once, as the
+/// WGSL float16 kernel computes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Storage {
     /// float32 values, one to a word.
     F32,
     /// float16 values, two to a word.
     F16,
+    /// float64 values, two words each.
+    F64,
 }
 
 impl Storage {
@@ -94,6 +102,16 @@ impl Storage {
         match self {
             Storage::F32 => W,
             Storage::F16 => W / 2,
+            Storage::F64 => 2 * W,
+        }
+    }
+
+    /// Words per block of the AVX2 kernels (`host_cl3_avx2`): 8 items, or 4 in float64.
+    #[cfg(target_arch = "x86_64")]
+    const fn block_words(self) -> usize {
+        match self {
+            Storage::F64 => 4 * self.words(),
+            _ => LANES * self.words(),
         }
     }
 }
@@ -129,7 +147,7 @@ pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused
             #[cfg(target_arch = "x86_64")]
             let whole = {
                 let level = crate::host::simd::dispatched();
-                let block = LANES * words;
+                let block = storage.block_words();
                 let whole = out.len() / block * block;
                 let (a, b, o) = (&a[..whole], &b[..whole], &mut out[..whole]);
                 let vl = has_avx512vl(level);
@@ -142,7 +160,7 @@ pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused
                 #[allow(unsafe_code)]
                 match (storage, fused) {
                     (Storage::F16, _) if !crate::host::f16::has_f16c(level) => 0,
-                    (Storage::F32, _) if !level.has_avx2() => 0,
+                    (Storage::F32 | Storage::F64, _) if !level.has_avx2() => 0,
                     (Storage::F16, true) if vl => unsafe { avx2::blocks_f16_vl::<true>(a, b, o, stream); whole },
                     (Storage::F16, false) if vl => unsafe { avx2::blocks_f16_vl::<false>(a, b, o, stream); whole },
                     (Storage::F16, true) => unsafe { avx2::blocks_f16::<true>(a, b, o, stream); whole },
@@ -151,6 +169,10 @@ pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused
                     (Storage::F32, false) if vl => unsafe { avx2::blocks_vl::<false>(a, b, o, stream); whole },
                     (Storage::F32, true) => unsafe { avx2::blocks::<true>(a, b, o, stream); whole },
                     (Storage::F32, false) => unsafe { avx2::blocks::<false>(a, b, o, stream); whole },
+                    (Storage::F64, true) if vl => unsafe { avx2::blocks_f64_vl::<true>(a, b, o, stream); whole },
+                    (Storage::F64, false) if vl => unsafe { avx2::blocks_f64_vl::<false>(a, b, o, stream); whole },
+                    (Storage::F64, true) => unsafe { avx2::blocks_f64::<true>(a, b, o, stream); whole },
+                    (Storage::F64, false) => unsafe { avx2::blocks_f64::<false>(a, b, o, stream); whole },
                 }
             };
             #[cfg(not(target_arch = "x86_64"))]
@@ -180,14 +202,14 @@ fn has_avx512bw(level: crate::host::simd::Level) -> bool {
         && crate::host::f16::has_f16c(level)
 }
 
-/// The chains of one item (the portable path, and the last items of a task).
-fn item<const FUSED: bool>(x: &[f32; W], y: &[f32; W]) -> [f32; W] {
+/// The chains of one item (the portable path, and the last items of a task), in `T`.
+fn item<T: Real, const FUSED: bool>(x: &[T; W], y: &[T; W]) -> [T; W] {
     std::array::from_fn(|k| {
         let mut acc = x[0] * y[k];
         for i in 1..W {
             let (xi, yj) = (if NEG[k][i] { -x[i] } else { x[i] }, y[i ^ k]);
             acc = if FUSED {
-                xi.mul_add(yj, acc)
+                T::madd::<true>(xi, yj, acc)
             } else {
                 acc + xi * yj
             };
@@ -210,15 +232,20 @@ fn one_by_one<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32], storage:
             Storage::F32 => {
                 let (x, y) = (x.try_into(), y.try_into());
                 if let (Ok(x), Ok(y)) = (x, y) {
-                    o.copy_from_slice(&item::<FUSED>(x, y));
+                    o.copy_from_slice(&item::<f32, FUSED>(x, y));
                 }
+            }
+            Storage::F64 => {
+                let wide = |v: &[f32]| -> [f64; W] { std::array::from_fn(|k| read_f64(v, k)) };
+                let r = item::<f64, FUSED>(&wide(x), &wide(y));
+                r.iter().enumerate().for_each(|(k, &v)| write_f64(o, k, v));
             }
             Storage::F16 => {
                 let wide = |h: &[f32]| -> [f32; W] {
                     let h: &[u16] = bytemuck::cast_slice(h);
                     std::array::from_fn(|k| to_f32(h[k]))
                 };
-                let r = item::<FUSED>(&wide(x), &wide(y));
+                let r = item::<f32, FUSED>(&wide(x), &wide(y));
                 let o: &mut [u16] = bytemuck::cast_slice_mut(o);
                 o.iter_mut().zip(r).for_each(|(h, v)| *h = to_f16(v));
             }

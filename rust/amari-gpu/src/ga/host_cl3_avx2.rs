@@ -1,11 +1,15 @@
 //! The AVX2 blocks of the host's Cl(3,0) product (`ga::host_cl3`): 8 items loaded as 8
 //! rows, transposed in registers so each blade of the 8 items is one vector, the 8 chains
 //! run on whole vectors and the result transposed back; float32 rows, or float16 rows
-//! widened by F16C at the load and rounded once at the store.
+//! widened by F16C at the load and rounded once at the store. float64 rows run the same
+//! chains on blocks of 4 items (two 4 x 4 transposes of doubles per operand and result).
+//! Every result vector is written through `host::simd::Stores` (non-temporal for outputs
+//! larger than the last-level cache).
 
 use std::arch::x86_64::*;
 
 use super::cl3_table::{NEG, W};
+use crate::host::simd::Stores;
 
 /// A block function at two levels from one body: `$name` with `$features`, and `$wide` with
 /// `$wide_features` (AVX-512VL), where 32 vector registers hold the 16 transposed operand
@@ -82,52 +86,38 @@ fn rows(x: &[f32], at: usize) -> [__m256; 8] {
 
 at_levels! {
 /// Every whole block of 8 items of `a` and `b` into `out` (all three hold the same
-/// number of words, a multiple of 64); `stream`: with non-temporal stores where `out` is
-/// 16-byte aligned (every block then is: blocks are 256 bytes).
+/// number of words, a multiple of 64); `stream`: with non-temporal stores (`Stores`).
     blocks / blocks_vl ("avx2,fma", "avx512f,avx512vl,avx2,fma") |a, b, out, stream| {
     debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(64));
-    let align = out.as_ptr() as usize % 32;
-    let stream = stream && align.is_multiple_of(16);
+    let stores = Stores::new(out, stream);
     let mut at = 0;
     while at + 64 <= out.len() {
         let (x, y) = (transpose(rows(a, at)), transpose(rows(b, at)));
         let o = transpose(chains::<FUSED>(&x, &y));
-        let dst = &mut out[at..at + 64];
-        if stream {
-            store_streaming(dst, &o, align == 0);
-            at += 64;
-            continue;
-        }
-        for (row, v) in o.iter().enumerate() {
-            // SAFETY: `dst` holds 64 floats (bounds-checked above), so each unaligned
-            // 8-float store at 8·row, row < 8, is inside it.
-            #[allow(unsafe_code)]
-            unsafe {
-                _mm256_storeu_ps(dst.as_mut_ptr().add(8 * row), *v)
-            };
+        for (row, &v) in o.iter().enumerate() {
+            stores.m256(out, at + 8 * row, v);
         }
         at += 64;
     }
-    if stream {
-        // Non-temporal stores are weakly ordered: fence them before the caller (or
-        // another thread, once the task joins) reads the output.
-        _mm_sfence();
-    }
+    stores.finish();
 }
 }
 
-/// `fn chains<const FUSED: bool>(x: &[V; W], y: &[V; W]) -> [V; W]`: the 8 chains on
+/// `fn name<const FUSED: bool>(x: &[V; W], y: &[V; W]) -> [V; W]`: the 8 chains on
 /// blade-major vectors (`x[i]`: blade i of the block's items) of type `V`, with `features`
 /// and that width's intrinsics (`mul`, `fmadd`, `fnmadd`, `add`, `sub`): one body for the
-/// AVX2 blocks here and the AVX-512 ones (`ga::host_cl3_avx512`), the same operations lane
-/// by lane, hence the same bits.
+/// AVX2 blocks here (float32 and float64) and the AVX-512 ones (`ga::host_cl3_avx512`), the
+/// same operations lane by lane, hence the same bits.
 macro_rules! cl3_chains {
-    ($features:literal, $v:ty, $mul:ident, $fmadd:ident, $fnmadd:ident, $add:ident, $sub:ident) => {
+    ($name:ident, $features:literal, $v:ty, $mul:ident, $fmadd:ident, $fnmadd:ident, $add:ident, $sub:ident) => {
         /// The 8 chains on blade-major vectors (`x[i]`: blade i of the block's items).
         #[inline]
         #[target_feature(enable = $features)]
-        fn chains<const FUSED: bool>(x: &[$v; W], y: &[$v; W]) -> [$v; W] {
-            std::array::from_fn(|k| {
+        fn $name<const FUSED: bool>(x: &[$v; W], y: &[$v; W]) -> [$v; W] {
+            // Plain loops (unrolled), not `array::from_fn`'s closure, which the compiler
+            // may leave out of line: 8 calls a block, the vectors through the stack.
+            let mut r = *x;
+            for k in 0..W {
                 let mut acc = $mul(x[0], y[k]);
                 for i in 1..W {
                     let (xi, yj) = (x[i], y[i ^ k]);
@@ -139,14 +129,25 @@ macro_rules! cl3_chains {
                         (false, true) => $sub(acc, $mul(xi, yj)),
                     };
                 }
-                acc
-            })
+                r[k] = acc;
+            }
+            r
         }
     };
 }
 pub(super) use cl3_chains;
 
-cl3_chains!("avx2,fma", __m256, _mm256_mul_ps, _mm256_fmadd_ps, _mm256_fnmadd_ps, _mm256_add_ps, _mm256_sub_ps);
+cl3_chains!(chains, "avx2,fma", __m256, _mm256_mul_ps, _mm256_fmadd_ps, _mm256_fnmadd_ps, _mm256_add_ps, _mm256_sub_ps);
+cl3_chains!(
+    chains_f64,
+    "avx2,fma",
+    __m256d,
+    _mm256_mul_pd,
+    _mm256_fmadd_pd,
+    _mm256_fnmadd_pd,
+    _mm256_add_pd,
+    _mm256_sub_pd
+);
 
 /// Eight consecutive float16 rows of `x` (4 words each) from word `at` on, each widened
 /// to float32 as it is loaded (`vcvtph2ps`, exact).
@@ -170,56 +171,168 @@ at_levels! {
 /// 16-byte aligned (every 16-byte row then is).
     blocks_f16 / blocks_f16_vl ("avx2,fma,f16c", "avx512f,avx512vl,avx2,fma,f16c") |a, b, out, stream| {
     debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(32));
-    let stream = stream && (out.as_ptr() as usize).is_multiple_of(16);
+    let stores = Stores::new(out, stream);
     let mut at = 0;
     while at + 32 <= out.len() {
         let (x, y) = (transpose(half_rows(a, at)), transpose(half_rows(b, at)));
         let o = transpose(chains::<FUSED>(&x, &y));
-        let dst = &mut out[at..at + 32];
         for (row, &v) in o.iter().enumerate() {
             let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
-            // SAFETY: `dst` holds 32 words (bounds-checked above), so the 16 bytes at
-            // word 4·row, row < 8, are inside it; a streaming store is taken only when
-            // `out` (hence `dst`, 128 bytes a block, and every row) is 16-byte aligned.
-            #[allow(unsafe_code)]
-            unsafe {
-                let p = dst.as_mut_ptr().add(4 * row).cast::<__m128i>();
-                if stream {
-                    _mm_stream_si128(p, h);
-                } else {
-                    _mm_storeu_si128(p, h);
-                }
-            }
+            stores.m128(out, at + 4 * row, _mm_castsi128_ps(h));
         }
         at += 32;
     }
-    if stream {
-        // Non-temporal stores are weakly ordered: fenced as in `blocks`.
-        _mm_sfence();
-    }
+    stores.finish();
 }
 }
 
-/// The 8 rows `o` into `dst` (64 floats, 16-byte aligned; 32-byte aligned if `wide`)
-/// with non-temporal stores.
+/// Four rows of four doubles to four columns (`out[k]` holds value k of every row); its own
+/// inverse.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn store_streaming(dst: &mut [f32], o: &[__m256; 8], wide: bool) {
-    let dst = &mut dst[..64];
-    let p = dst.as_mut_ptr();
-    for (row, &v) in o.iter().enumerate() {
-        // SAFETY: `dst` holds 64 floats (bounds-checked above), so the 8 floats at 8·row,
-        // row < 8, are inside it; `blocks` checked `p` is 16-byte aligned (32 if `wide`)
-        // and 8·row floats are 32·row bytes, so every address keeps that alignment, as
-        // the aligned streaming stores require.
-        #[allow(unsafe_code)]
-        unsafe {
-            let at = p.add(8 * row);
-            if wide {
-                _mm256_stream_ps(at, v);
+fn transpose4(r: [__m256d; 4]) -> [__m256d; 4] {
+    // (r0[0], r1[0], r0[2], r1[2]), (r0[1], r1[1], r0[3], r1[3]), the same of rows 2 and 3.
+    let t0 = _mm256_unpacklo_pd(r[0], r[1]);
+    let t1 = _mm256_unpackhi_pd(r[0], r[1]);
+    let t2 = _mm256_unpacklo_pd(r[2], r[3]);
+    let t3 = _mm256_unpackhi_pd(r[2], r[3]);
+    [
+        _mm256_permute2f128_pd::<0x20>(t0, t2),
+        _mm256_permute2f128_pd::<0x20>(t1, t3),
+        _mm256_permute2f128_pd::<0x31>(t0, t2),
+        _mm256_permute2f128_pd::<0x31>(t1, t3),
+    ]
+}
+
+/// Blades `4h..4h + 4` of the four float64 rows of `x` from word `at` on (16 words a row),
+/// blade-major: `out[j]` holds blade `4h + j` of the four items.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn f64_blades(x: &[f32], at: usize, h: usize) -> [__m256d; 4] {
+    let x = &x[at..at + 64];
+    // SAFETY: `x` holds 64 words (the slice above is bounds-checked) and `h` < 2, so each
+    // unaligned 32-byte load at word 16m + 8h, m < 4, is inside it; `_mm256_loadu_pd`
+    // needs no alignment.
+    #[allow(unsafe_code)]
+    let row = |m: usize| unsafe { _mm256_loadu_pd(x.as_ptr().add(16 * m + 8 * h).cast::<f64>()) };
+    transpose4([row(0), row(1), row(2), row(3)])
+}
+
+/// The 8 blades of the block of four float64 items at word `at` of `x`, blade-major.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn f64_block(x: &[f32], at: usize) -> [__m256d; W] {
+    let (lo, hi) = (f64_blades(x, at, 0), f64_blades(x, at, 1));
+    [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]]
+}
+
+at_levels! {
+/// [`blocks`] in float64: every whole block of 4 items (64 words, 16 per item) of `a` and
+/// `b` into `out` (all three the same number of words, a multiple of 64), the same chains on
+/// four float64 lanes; `stream`: with non-temporal stores (`Stores`).
+    blocks_f64 / blocks_f64_vl ("avx2,fma", "avx512f,avx512vl,avx2,fma") |a, b, out, stream| {
+    debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(64));
+    let stores = Stores::new(out, stream);
+    let mut at = 0;
+    while at + 64 <= out.len() {
+        let (x, y) = (f64_block(a, at), f64_block(b, at));
+        let r = chains_f64::<FUSED>(&x, &y);
+        let lo = transpose4([r[0], r[1], r[2], r[3]]);
+        let hi = transpose4([r[4], r[5], r[6], r[7]]);
+        for m in 0..4 {
+            stores.m256(out, at + 16 * m, _mm256_castpd_ps(lo[m]));
+            stores.m256(out, at + 16 * m + 8, _mm256_castpd_ps(hi[m]));
+        }
+        at += 64;
+    }
+    stores.finish();
+}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::host_cl3::{run_chains, Storage};
+    use super::*;
+    use crate::dtype::{read_f64, write_f64};
+    use crate::host::simd::{force_level, Level};
+
+    /// Rows of `n` items of `storage`'s words, values in every magnitude the tests need:
+    /// ordinary ones, large ones whose products overflow to infinity, an infinity.
+    fn rows(n: usize, storage: Storage, seed: u64) -> Vec<f32> {
+        let mut v = crate::sample::uniform_f32(n * W, seed);
+        for (i, x) in v.iter_mut().enumerate() {
+            *x *= [1.0, 3e30, 1.0 / 4096.0][i / W % 3];
+        }
+        if n > 7 {
+            v[7 * W + 2] = f32::INFINITY;
+        }
+        match storage {
+            Storage::F64 => {
+                let mut words = vec![0.0f32; 2 * v.len()];
+                let scale = |i: usize| if i / W % 3 == 1 { 1e270 } else { 1.0 };
+                for (i, &x) in v.iter().enumerate() {
+                    write_f64(&mut words, i, f64::from(x) * scale(i));
+                }
+                words
+            }
+            _ => v,
+        }
+    }
+
+    /// Each output blade's chain of one item written out in `T`: a product, then the
+    /// signed terms in order, fused or not.
+    fn chain<T: crate::host::arith::Real>(x: &[T], y: &[T], k: usize, fused: bool) -> T {
+        let mut acc = x[0] * y[k];
+        for i in 1..W {
+            let xi = if NEG[k][i] { -x[i] } else { x[i] };
+            acc = if fused {
+                T::madd::<true>(xi, y[i ^ k], acc)
             } else {
-                _mm_stream_ps(at, _mm256_castps256_ps128(v));
-                _mm_stream_ps(at.add(4), _mm256_extractf128_ps::<1>(v));
+                T::madd::<false>(xi, y[i ^ k], acc)
+            };
+        }
+        acc
+    }
+
+    /// float32 and float64 rows at the detected level, AVX2 and the portable one, streamed
+    /// or not, into outputs 64-byte aligned and offset by 1, 2, 4 and 8 words (streaming
+    /// then takes 16- and 32-byte pieces, or ordinary stores), at 1 item, a block's tail and
+    /// more than a task: every word the item's chains, bit for bit.
+    #[test]
+    fn streamed_rows_are_the_chains_at_every_level_alignment_and_count() {
+        for storage in [Storage::F32, Storage::F64] {
+            let words = storage.words();
+            for n in [1, 3, 5, 9, 4099] {
+                let (a, b) = (rows(n, storage, 5), rows(n, storage, 6));
+                for fused in [false, true] {
+                    let mut want = vec![0.0f32; n * words];
+                    for m in 0..n {
+                        let (x, y) = (&a[m * words..][..words], &b[m * words..][..words]);
+                        let o = &mut want[m * words..][..words];
+                        for k in 0..W {
+                            if storage == Storage::F64 {
+                                let wide = |v: &[f32]| (0..W).map(|j| read_f64(v, j)).collect::<Vec<_>>();
+                                write_f64(o, k, chain(&wide(x), &wide(y), k, fused));
+                            } else {
+                                o[k] = chain(x, y, k, fused);
+                            }
+                        }
+                    }
+                    for level in [None, Some(Level::Avx2), Some(Level::Portable)] {
+                        for stream in [false, true] {
+                            for offset in [0, 1, 2, 4, 8] {
+                                let mut buf = vec![0.0f32; n * words + 32];
+                                let start = (64 - buf.as_ptr() as usize % 64) % 64 / 4 + offset;
+                                let out = &mut buf[start..start + n * words];
+                                force_level(level);
+                                run_chains(&a, &b, out, storage, fused, stream);
+                                force_level(None);
+                                let same = out.iter().zip(&want).all(|(o, w)| o.to_bits() == w.to_bits());
+                                assert!(same, "{storage:?} n {n} fused {fused} {level:?} stream {stream} offset {offset}");
+                            }
+                        }
+                    }
+                }
             }
         }
     }

@@ -10,6 +10,7 @@
 use std::arch::x86_64::*;
 
 use super::cl3_table::{NEG, W};
+use crate::host::simd::Stores;
 
 /// Words (two halves each) per block: 16 items of 8 halves.
 pub(super) const BLOCK: usize = 64;
@@ -114,6 +115,7 @@ fn load_blades(x: &[f32], at: usize, ix: &Indices) -> [__m512; W] {
 
 // The chains of `host_cl3_avx2`, on vectors of 16 items.
 super::host_cl3_avx2::cl3_chains!(
+    chains,
     "avx512f",
     __m512,
     _mm512_mul_ps,
@@ -146,46 +148,22 @@ fn store_rows(r: &[__m512; W], ix: &Indices) -> [__m512i; 4] {
 
 /// Every whole block of 16 items (64 words) of `a` and `b` into `out` (all three the same
 /// number of words, a multiple of 64): the float16 rows of `host_cl3_avx2::blocks_f16`, the
-/// same bits. `stream`: non-temporal stores where `out` is 16-byte aligned (every block
-/// then is; 64-byte stores where it is 64-byte aligned).
+/// same bits. `stream`: non-temporal stores (`Stores`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn blocks_f16<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32], stream: bool) {
     debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(BLOCK));
-    let align = out.as_ptr() as usize % 64;
-    let stream = stream && align.is_multiple_of(16);
+    let stores = Stores::new(out, stream);
     let ix = Indices::new();
     let mut at = 0;
     while at + BLOCK <= out.len() {
         let (x, y) = (load_blades(a, at, &ix), load_blades(b, at, &ix));
         let rows = store_rows(&chains::<FUSED>(&x, &y), &ix);
-        let dst = &mut out[at..at + BLOCK];
         for (r, &v) in rows.iter().enumerate() {
-            // SAFETY: `dst` holds 64 words (bounds-checked above), so the 64 bytes at word
-            // 16r, r < 4, are inside it. A 64-byte streaming store is taken only when `out`
-            // (hence `dst`, 256 bytes a block, and every row) is 64-byte aligned, the 16-byte
-            // ones only when it is 16-byte aligned, as each requires.
-            #[allow(unsafe_code)]
-            unsafe {
-                let p = dst.as_mut_ptr().add(16 * r);
-                match (stream, align) {
-                    (false, _) => _mm512_storeu_si512(p.cast(), v),
-                    (true, 0) => _mm512_stream_si512(p.cast(), v),
-                    (true, _) => {
-                        let p = p.cast::<__m128i>();
-                        _mm_stream_si128(p, _mm512_castsi512_si128(v));
-                        _mm_stream_si128(p.add(1), _mm512_extracti32x4_epi32::<1>(v));
-                        _mm_stream_si128(p.add(2), _mm512_extracti32x4_epi32::<2>(v));
-                        _mm_stream_si128(p.add(3), _mm512_extracti32x4_epi32::<3>(v));
-                    }
-                }
-            }
+            stores.m512(out, at + 16 * r, _mm512_castsi512_ps(v));
         }
         at += BLOCK;
     }
-    if stream {
-        // Non-temporal stores are weakly ordered: fenced as in `host_cl3_avx2::blocks`.
-        _mm_sfence();
-    }
+    stores.finish();
 }
 
 #[cfg(test)]

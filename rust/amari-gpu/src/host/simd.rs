@@ -244,6 +244,130 @@ pub fn dispatch_at<T: Task>(level: Level, task: T) -> T::Output {
     task.run()
 }
 
+/// How a block kernel writes its output vectors (the one place the host kernels stream
+/// from, `ga::host_cl3*`): ordinary stores, or non-temporal ones for an output larger than
+/// the last-level cache, which saves the read of every output line before it is written (a
+/// third of a two-operand product's traffic). Those need their address aligned to their
+/// width: each vector (stored at a multiple of its width from the start of `out`) goes in
+/// the widest pieces, 64, 32 or 16 bytes, that `out`'s alignment allows; below 16 bytes (a
+/// view one float in) ordinary stores. [`Stores::finish`] fences them before the chunk ends.
+#[cfg(target_arch = "x86_64")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stores {
+    /// Bytes per non-temporal store (16, 32 or 64), or 0 for ordinary stores.
+    piece: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Stores {
+    /// Stores for `out`: non-temporal when `stream`, in the pieces its alignment allows.
+    pub fn new(out: &[f32], stream: bool) -> Stores {
+        let at = out.as_ptr() as usize;
+        let piece = [64, 32, 16]
+            .into_iter()
+            .find(|&p| at.is_multiple_of(p))
+            .filter(|_| stream)
+            .unwrap_or(0);
+        Stores { piece }
+    }
+
+    /// Whether the stores are non-temporal.
+    pub fn streaming(self) -> bool {
+        self.piece != 0
+    }
+
+    /// Where and in what pieces a `width`-byte vector goes non-temporally at `dst[at..]`
+    /// (bounds-checked): None for an ordinary store.
+    #[inline(always)]
+    fn pieces(self, dst: &mut [f32], at: usize, width: usize) -> Option<(*mut f32, usize)> {
+        let dst = &mut dst[at..at + width / 4];
+        let p = dst.as_mut_ptr();
+        let piece = self.piece.min(width);
+        (piece != 0 && (p as usize).is_multiple_of(piece)).then_some((p, piece))
+    }
+
+    /// The 16 bytes `v` into `dst[at..at + 4]`.
+    #[inline]
+    #[target_feature(enable = "avx")]
+    pub(crate) fn m128(self, dst: &mut [f32], at: usize, v: std::arch::x86_64::__m128) {
+        use std::arch::x86_64::*;
+        // SAFETY: `pieces` bounds-checked the 16 bytes at `p` and returned a piece only where
+        // `p` is aligned to it (16 bytes), as `_mm_stream_ps` requires; `_mm_storeu_ps`
+        // needs no alignment.
+        #[allow(unsafe_code)]
+        unsafe {
+            match self.pieces(dst, at, 16) {
+                Some((p, _)) => _mm_stream_ps(p, v),
+                None => _mm_storeu_ps(dst[at..at + 4].as_mut_ptr(), v),
+            }
+        }
+    }
+
+    /// The 32 bytes `v` into `dst[at..at + 8]`.
+    #[inline]
+    #[target_feature(enable = "avx")]
+    pub(crate) fn m256(self, dst: &mut [f32], at: usize, v: std::arch::x86_64::__m256) {
+        use std::arch::x86_64::*;
+        // SAFETY: `pieces` bounds-checked the 32 bytes at `p` and returned a piece width
+        // only where `p`, hence `p + 4` floats for 16-byte pieces, is aligned to it, as the
+        // streaming stores require; `_mm256_storeu_ps` needs no alignment.
+        #[allow(unsafe_code)]
+        unsafe {
+            match self.pieces(dst, at, 32) {
+                Some((p, 32)) => _mm256_stream_ps(p, v),
+                Some((p, _)) => {
+                    _mm_stream_ps(p, _mm256_castps256_ps128(v));
+                    _mm_stream_ps(p.add(4), _mm256_extractf128_ps::<1>(v));
+                }
+                None => _mm256_storeu_ps(dst[at..at + 8].as_mut_ptr(), v),
+            }
+        }
+    }
+
+    /// The 64 bytes `v` into `dst[at..at + 16]`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn m512(self, dst: &mut [f32], at: usize, v: std::arch::x86_64::__m512) {
+        use std::arch::x86_64::*;
+        // SAFETY: `pieces` bounds-checked the 64 bytes at `p` and returned a piece width
+        // only where `p` is aligned to it; each piece is at a multiple of its width from
+        // `p`, so aligned too, as the streaming stores require; `_mm512_storeu_ps` needs no
+        // alignment.
+        #[allow(unsafe_code)]
+        unsafe {
+            match self.pieces(dst, at, 64) {
+                Some((p, 64)) => _mm512_stream_ps(p, v),
+                Some((p, 32)) => {
+                    _mm256_stream_ps(p, _mm512_castps512_ps256(v));
+                    _mm256_stream_ps(
+                        p.add(8),
+                        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))),
+                    );
+                }
+                Some((p, _)) => {
+                    _mm_stream_ps(p, _mm512_castps512_ps128(v));
+                    _mm_stream_ps(p.add(4), _mm512_extractf32x4_ps::<1>(v));
+                    _mm_stream_ps(p.add(8), _mm512_extractf32x4_ps::<2>(v));
+                    _mm_stream_ps(p.add(12), _mm512_extractf32x4_ps::<3>(v));
+                }
+                None => _mm512_storeu_ps(dst[at..at + 16].as_mut_ptr(), v),
+            }
+        }
+    }
+
+    /// Fences the non-temporal stores (they are weakly ordered) before the chunk reports
+    /// done and another thread reads the output.
+    pub fn finish(self) {
+        if self.streaming() {
+            // SAFETY: `sfence` is SSE, baseline on x86-64; it only orders stores.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::arch::x86_64::_mm_sfence()
+            };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,5 +406,45 @@ mod tests {
         let e = f32::EPSILON;
         assert_eq!(dispatch(Fma(1.0 + e, 1.0 - e, -1.0)), -(e * e));
         assert!(!Level::detect().name().is_empty());
+    }
+
+    /// Streaming stores take the widest pieces the output's alignment allows (none below 16
+    /// bytes), ordinary ones when not asked to stream; every vector lands on its words.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn stores_stream_in_the_pieces_the_alignment_allows() {
+        let mut buf = vec![0.0f32; 64];
+        let base = (64 - buf.as_ptr() as usize % 64) % 64 / 4;
+        for (offset, piece) in [(0, 64), (4, 16), (8, 32), (1, 0), (2, 0)] {
+            let out = &mut buf[base + offset..base + offset + 32];
+            assert_eq!(Stores::new(out, true), Stores { piece });
+            assert!(!Stores::new(out, false).streaming());
+            if Level::detect() == Level::Avx512 {
+                let v: [f32; 16] = std::array::from_fn(|i| i as f32 + offset as f32);
+                // SAFETY: the CPU has AVX-512F (the detected level) and AVX; `v` holds 16
+                // floats, the one unaligned load reads.
+                #[allow(unsafe_code)]
+                unsafe {
+                    use std::arch::x86_64::*;
+                    let z = _mm512_loadu_ps(v.as_ptr());
+                    let stores = Stores::new(out, true);
+                    store_all(stores, out, z);
+                }
+                assert_eq!(out[..16], v);
+                assert_eq!(out[16..20], v[..4]);
+                assert_eq!(out[24..32], v[..8]);
+            }
+        }
+    }
+
+    /// `z` through each width of `stores`: 64 bytes at word 0, 16 at 16, 32 at 24.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    fn store_all(stores: Stores, out: &mut [f32], z: std::arch::x86_64::__m512) {
+        use std::arch::x86_64::*;
+        stores.m512(out, 0, z);
+        stores.m128(out, 16, _mm512_castps512_ps128(z));
+        stores.m256(out, 24, _mm512_castps512_ps256(z));
+        stores.finish();
     }
 }
