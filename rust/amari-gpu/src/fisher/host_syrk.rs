@@ -179,24 +179,18 @@ impl FisherSyrk {
             }
             return;
         }
-        // One task per slice and row of 8 × 8 blocks (pairs (ti, ti..tiles), a contiguous
-        // run of the partial): the blocks pack nothing.
+        // One task per slice and run of rows of 8 × 8 blocks (pairs (ti, ti..tiles), a
+        // contiguous run of the partial), one run per thread: each task gathers every shader
+        // thread's rows once for all of its rows of blocks, so fewer runs read less.
         let grid = Tasks {
             slices: s.slices,
             tiles,
             words: edge * edge,
-            runs: tiles,
+            runs: rayon::current_num_threads(),
         };
-        run_tasks(src, grid, output, |src, (ti0, ti1), out| {
-            let mut out = out;
-            for ti in ti0..ti1 {
-                let (row, tail) = std::mem::take(&mut out).split_at_mut((tiles - ti) * edge * edge);
-                out = tail;
-                match fused {
-                    true => run_blocks::<true>(level, src, ti * edge, row),
-                    false => run_blocks::<false>(level, src, ti * edge, row),
-                }
-            }
+        run_tasks(src, grid, output, |src, run, out| match fused {
+            true => run_blocks::<true>(level, src, run, tiles, out),
+            false => run_blocks::<false>(level, src, run, tiles, out),
         });
     }
 }
