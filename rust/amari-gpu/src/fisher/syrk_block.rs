@@ -1,38 +1,38 @@
-//! The 8 × 8 blocks of the host SYRK (`fisher_rows`' twin, P ≤ 64): a run of rows of blocks
-//! of one slice. The shader's 64 threads each take every 64th row of the slice and keep
-//! their own 8 × 8 block per pair; here one shader thread at a time has its rows gathered
-//! into one contiguous panel (read from memory once, however many rows of blocks the run
-//! holds: the panel stays in L2 while every row of blocks of the run sweeps it), then its
-//! rows run in order with its accumulators in registers, across every block of a row of
-//! blocks at once (vector lanes are columns), and its blocks are added to the total in
-//! thread order from 0, as the shader adds them in workgroup memory.
+//! The 8 × 8 blocks of the host SYRK (`fisher_rows`' twin, P ≤ 64): every block of one
+//! slice. The shader's 64 threads each take every 64th row of the slice and keep their own
+//! 8 × 8 block per pair; here each shader thread's rows are gathered into one contiguous
+//! panel (every row of the slice is read from memory once, by one pool thread), its rows
+//! run in order with its accumulators in registers, across every block of a row of blocks
+//! at once (vector lanes are columns), for each row of blocks in turn while the panel
+//! stays in L2. The pool threads take consecutive shader threads, each keeping its blocks
+//! apart; they are then added to the total in shader-thread order from 0, as the shader
+//! adds them in workgroup memory.
+
+use rayon::prelude::*;
 
 use super::shape::BLOCK;
 use super::syrk_pack::{left, Rows, THREADS};
 use crate::host::arith::madd;
 use crate::host::simd::Level;
 
-/// Rows of blocks `ti0..ti1` of `tiles` (row ti: blocks (ti, ti..tiles)) of the slice `src`
-/// into `out` (row after row, 8 × 8 row-major blocks each). `level` is one
+/// Multiply-adds of a slice below which it runs on the calling thread alone.
+const MIN_PARALLEL_MACS: usize = 1 << 18;
+
+/// Every row of blocks of `tiles` (row ti: blocks (ti, ti..tiles)) of the slice `src` into
+/// `out` (row after row, 8 × 8 row-major blocks each). `level` is one
 /// `Level::at_most_detected` returned.
-pub(super) fn run_blocks<const F: bool>(
-    level: Level,
-    src: &Rows,
-    (ti0, ti1): (usize, usize),
-    tiles: usize,
-    out: &mut [f32],
-) {
-    let width = src.width;
-    // Row ti's entries (r, ti · 8 + c) at r · cols + c, cols = (tiles − ti) · 8: the sums
-    // of the threads so far, and one thread's blocks.
-    let mut totals: Vec<Vec<f32>> = (ti0..ti1)
-        .map(|ti| vec![0.0f32; BLOCK * BLOCK * (tiles - ti)])
+pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, tiles: usize, out: &mut [f32]) {
+    let (width, words) = (src.width, out.len());
+    // Row ti's entries (r, ti · 8 + c) at its offset + r · cols + c, cols = (tiles − ti) · 8.
+    let rows_of_blocks: Vec<(usize, usize)> = (0..tiles)
+        .scan(0, |at, ti| {
+            let cols = (tiles - ti) * BLOCK;
+            *at += BLOCK * cols;
+            Some((*at - BLOCK * cols, cols))
+        })
         .collect();
-    let mut acc = vec![0.0f32; totals.first().map_or(0, Vec::len)];
-    let per_thread = src.len().div_ceil(THREADS);
-    let mut scores = Vec::with_capacity(per_thread * width);
-    let mut weights = Vec::with_capacity(per_thread);
-    for t in 0..THREADS {
+    // One shader thread's blocks, all rows of blocks, into `part`.
+    let thread = |t: usize, part: &mut [f32], scores: &mut Vec<f32>, weights: &mut Vec<f32>| {
         scores.clear();
         weights.clear();
         for k in (t..src.len()).step_by(THREADS) {
@@ -40,26 +40,40 @@ pub(super) fn run_blocks<const F: bool>(
             weights.push(src.weights[k]);
         }
         let rows = Rows {
-            scores: &scores,
-            weights: &weights,
+            scores,
+            weights,
             width,
         };
-        for (ti, total) in (ti0..ti1).zip(&mut totals) {
-            let acc = &mut acc[..total.len()];
-            micro::<F>(level, &rows, ti * BLOCK, acc);
-            for (sum, &a) in total.iter_mut().zip(acc.iter()) {
-                *sum += a;
-            }
+        for (ti, &(at, cols)) in rows_of_blocks.iter().enumerate() {
+            micro::<F>(level, &rows, ti * BLOCK, &mut part[at..at + BLOCK * cols]);
+        }
+    };
+    let per_thread = src.len().div_ceil(THREADS);
+    let mut parts = vec![0.0f32; THREADS * words];
+    let parallel = src.len() * words >= MIN_PARALLEL_MACS;
+    let pool = if parallel { rayon::current_num_threads() } else { 1 };
+    // Consecutive shader threads per pool thread, each with its own gathering buffers.
+    let share = THREADS.div_ceil(pool.clamp(1, THREADS)) * words;
+    parts.par_chunks_mut(share).enumerate().for_each(|(g, parts)| {
+        let mut scores = Vec::with_capacity(per_thread * width);
+        let mut weights = Vec::with_capacity(per_thread);
+        for (t, part) in parts.chunks_exact_mut(words).enumerate() {
+            thread(g * share / words + t, part, &mut scores, &mut weights);
+        }
+    });
+    let mut total = vec![0.0f32; words];
+    for part in parts.chunks_exact(words) {
+        for (sum, &a) in total.iter_mut().zip(part) {
+            *sum += a;
         }
     }
     let mut out = out;
-    for total in &totals {
-        let cols = total.len() / BLOCK;
-        let (row, tail) = std::mem::take(&mut out).split_at_mut(total.len());
+    for &(at, cols) in &rows_of_blocks {
+        let (row, tail) = std::mem::take(&mut out).split_at_mut(BLOCK * cols);
         out = tail;
         for (j, o) in row.chunks_exact_mut(BLOCK * BLOCK).enumerate() {
             for (r, o) in o.chunks_exact_mut(BLOCK).enumerate() {
-                o.copy_from_slice(&total[r * cols + j * BLOCK..][..BLOCK]);
+                o.copy_from_slice(&total[at + r * cols + j * BLOCK..][..BLOCK]);
             }
         }
     }
