@@ -140,7 +140,17 @@ pub(crate) fn all_values<T: Copy + std::fmt::Display>(
     requirement: &str,
     ok: impl Fn(T) -> bool,
 ) -> Result<()> {
-    match data.iter().position(|&v| !ok(v)) {
+    // Blocks tested whole first: a loop without an early exit vectorises (a scan of
+    // float64 scores ran at a fraction of the memory's speed as one `position`), and
+    // only a block that fails is searched for its first offending entry.
+    const BLOCK: usize = 4096;
+    let bad = data
+        .chunks(BLOCK)
+        .position(|block| !block.iter().fold(true, |all, &v| all & ok(v)));
+    match bad.and_then(|b| {
+        let i = data[b * BLOCK..].iter().position(|&v| !ok(v));
+        i.map(|i| b * BLOCK + i)
+    }) {
         None => Ok(()),
         Some(i) => Err(Error::invalid(
             argument,

@@ -16,16 +16,14 @@
 //! slice are taken a block at a time, packed into small panels (`syrk_pack`), and each
 //! micro-kernel loads its accumulators from the output before a block and stores them
 //! after it, so every entry continues one multiply-add chain over the rows in order,
-//! rounding exactly as one long loop would. The 8 × 8 blocks run one shader thread at a
-//! time, its accumulators in registers across all its rows; their tasks are (slice, row of
-//! blocks), writing disjoint runs of the partial. The tiles run slice after slice, each
-//! slice's rows swept once with every thread on its tiles (`fisher::syrk_tile`); the
-//! float64 SYRK (`fisher::syrk64`) runs the same tiles in float64.
+//! rounding exactly as one long loop would. Slice after slice, every thread of the pool
+//! works on the slice: the 8 × 8 blocks gather each shader thread's rows into a panel and
+//! run them with the accumulators in registers (`fisher::syrk_block`), the tiles sweep the
+//! slice's rows once with every thread on its tiles (`fisher::syrk_tile`); the float64
+//! SYRK (`fisher::syrk64`) runs the same tiles in float64.
 
 use std::ops::Range;
 use std::sync::Arc;
-
-use rayon::prelude::*;
 
 use super::shape::{SyrkShape, TILE};
 use super::syrk_block::run_blocks;
@@ -50,27 +48,6 @@ fn slice_rows(n: usize, slices: usize, slice: usize) -> Range<usize> {
     start..start + base + usize::from(slice < extra)
 }
 
-/// Tile rows `0..tiles` cut into at most `runs` runs `(ti0, ti1)` of near-equal work (row ti
-/// holds `tiles - ti` tiles), none empty.
-fn tile_runs(tiles: usize, runs: usize) -> Vec<(usize, usize)> {
-    let total = tiles * (tiles + 1) / 2;
-    let runs = runs.clamp(1, tiles.max(1));
-    let mut bounds = Vec::with_capacity(runs);
-    let (mut start, mut done) = (0, 0);
-    for ti in 0..tiles {
-        done += tiles - ti;
-        // Close the run once it reaches its share of the work (the last run takes the rest).
-        if done * runs >= total * (bounds.len() + 1) || ti + 1 == tiles {
-            bounds.push((start, ti + 1));
-            start = ti + 1;
-        }
-    }
-    bounds
-}
-
-/// Multiply-adds below which tasks are grouped rather than handed to threads one by one.
-const MIN_TASK_MACS: usize = 1 << 16;
-
 impl HostImpl for FisherSyrk {
     /// Runs the chunk of rows `range` (inputs: padded scores, weights) into its partial.
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
@@ -81,63 +58,6 @@ impl HostImpl for FisherSyrk {
     fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl> {
         Arc::new(FisherSyrk { fma: mode, ..*self })
     }
-}
-
-/// How a chunk's partial is cut into tasks: `slices` slices of its rows, each `tiles` rows
-/// of tiles (tile row ti holding `tiles - ti` tiles of `words` values), grouped into at
-/// most `runs` runs of tile rows per slice.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Tasks {
-    pub slices: usize,
-    pub tiles: usize,
-    pub words: usize,
-    pub runs: usize,
-}
-
-/// Runs `work(slice, (ti0, ti1), out)` for every slice of the chunk `src` and run of tile
-/// rows `ti0..ti1`, in parallel, each into its own run of `out` (slice after slice, tile
-/// row after tile row, as the partial lays them out). The one task loop of the float32 and
-/// float64 SYRKs.
-pub(super) fn run_tasks<T: Send + Sync>(
-    src: Rows<T>,
-    grid: Tasks,
-    out: &mut [T],
-    work: impl Fn(&Rows<T>, (usize, usize), &mut [T]) + Sync,
-) {
-    let Tasks {
-        slices,
-        tiles,
-        words,
-        runs,
-    } = grid;
-    let (n, width) = (src.len(), src.width);
-    let bounds = tile_runs(tiles, runs);
-    let mut tasks = Vec::with_capacity(slices * bounds.len());
-    let mut rest = out;
-    for slice in 0..slices {
-        let rows = slice_rows(n, slices, slice);
-        for &(ti0, ti1) in &bounds {
-            let pairs: usize = (ti0..ti1).map(|ti| tiles - ti).sum();
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(pairs * words);
-            tasks.push((rows.clone(), (ti0, ti1), head));
-            rest = tail;
-        }
-    }
-    // Small chunks' tasks together: a task of a few hundred multiply-adds costs less
-    // than handing it to another thread (the bits are the same however they group).
-    let pairs = tiles * (tiles + 1) / 2;
-    let per_task = (n / slices * words * pairs / bounds.len()).max(1);
-    tasks
-        .into_par_iter()
-        .with_min_len(MIN_TASK_MACS.div_ceil(per_task))
-        .for_each(|(rows, run, out)| {
-            let slice = Rows {
-                scores: &src.scores[rows.start * width..rows.end * width],
-                weights: &src.weights[rows],
-                width,
-            };
-            work(&slice, run, out);
-        });
 }
 
 impl FisherSyrk {
@@ -162,41 +82,22 @@ impl FisherSyrk {
         };
         let (edge, tiles) = (s.tile, s.tiles);
         let fused = self.fma == FmaMode::Fused;
-        if edge == TILE {
-            // Slice after slice, all threads on each (`run_triangle` shares its tiles out).
-            let words = s.pairs * edge * edge;
-            for (slice, out) in output.chunks_exact_mut(words).enumerate() {
-                let rows = slice_rows(src.len(), s.slices, slice);
-                let src = Rows {
-                    scores: &src.scores[rows.start * width..rows.end * width],
-                    weights: &src.weights[rows],
-                    width,
-                };
-                match fused {
-                    true => run_triangle::<f32, true>(level, &src, tiles, out),
-                    false => run_triangle::<f32, false>(level, &src, tiles, out),
-                }
+        // Slice after slice, all threads on each (`run_triangle` and `run_blocks` share
+        // their work out).
+        let words = s.pairs * edge * edge;
+        for (slice, out) in output.chunks_exact_mut(words).enumerate() {
+            let rows = slice_rows(src.len(), s.slices, slice);
+            let src = Rows {
+                scores: &src.scores[rows.start * width..rows.end * width],
+                weights: &src.weights[rows],
+                width,
+            };
+            match (edge == TILE, fused) {
+                (true, true) => run_triangle::<f32, true>(level, &src, tiles, out),
+                (true, false) => run_triangle::<f32, false>(level, &src, tiles, out),
+                (false, true) => run_blocks::<true>(level, &src, tiles, out),
+                (false, false) => run_blocks::<false>(level, &src, tiles, out),
             }
-            return;
         }
-        // One task per slice and row of 8 × 8 blocks (pairs (ti, ti..tiles), a contiguous
-        // run of the partial): the blocks pack nothing.
-        let grid = Tasks {
-            slices: s.slices,
-            tiles,
-            words: edge * edge,
-            runs: tiles,
-        };
-        run_tasks(src, grid, output, |src, (ti0, ti1), out| {
-            let mut out = out;
-            for ti in ti0..ti1 {
-                let (row, tail) = std::mem::take(&mut out).split_at_mut((tiles - ti) * edge * edge);
-                out = tail;
-                match fused {
-                    true => run_blocks::<true>(level, src, ti * edge, row),
-                    false => run_blocks::<false>(level, src, ti * edge, row),
-                }
-            }
-        });
     }
 }

@@ -1,53 +1,102 @@
-//! The 8 × 8 blocks of the host SYRK (`fisher_rows`' twin, P ≤ 64): one row of blocks of
-//! one slice. The shader's 64 threads each take every 64th row of the slice and keep their
-//! own 8 × 8 block per pair; here one thread at a time runs its rows in order with its
-//! accumulators in registers, across every block of the row at once (vector lanes are
-//! columns, read straight from the rows: nothing is packed), and its blocks are added to
-//! the total in thread order from 0, as the shader adds them in workgroup memory.
+//! The 8 × 8 blocks of the host SYRK (`fisher_rows`' twin, P ≤ 64): every block of one
+//! slice. The shader's 64 threads each take every 64th row of the slice and keep their own
+//! 8 × 8 block per pair; here each shader thread's rows are gathered into one contiguous
+//! panel (every row of the slice is read from memory once, by one pool thread), its rows
+//! run in order with its accumulators in registers, across every block of a row of blocks
+//! at once (vector lanes are columns), for each row of blocks in turn while the panel
+//! stays in L2. The pool threads take consecutive shader threads, each keeping its blocks
+//! apart; they are then added to the total in shader-thread order from 0, as the shader
+//! adds them in workgroup memory.
+
+use rayon::prelude::*;
 
 use super::shape::BLOCK;
 use super::syrk_pack::{left, Rows, THREADS};
 use crate::host::arith::madd;
 use crate::host::simd::Level;
 
-/// Blocks (bi, bj) for bj = bi, bi + 1, … of the slice `src` into `out` (8 × 8 row-major
-/// each), the left columns starting at `i0 = bi · 8`. `level` is one
+/// Multiply-adds of a slice below which it runs on the calling thread alone.
+const MIN_PARALLEL_MACS: usize = 1 << 18;
+
+/// Every row of blocks of `tiles` (row ti: blocks (ti, ti..tiles)) of the slice `src` into
+/// `out` (row after row, 8 × 8 row-major blocks each). `level` is one
 /// `Level::at_most_detected` returned.
-pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, i0: usize, out: &mut [f32]) {
-    let cols = out.len() / BLOCK;
-    // Entry (r, i0 + c) at r · cols + c: one thread's blocks, and their sum so far.
-    let mut acc = vec![0.0f32; BLOCK * cols];
-    let mut total = vec![0.0f32; BLOCK * cols];
-    for t in 0..THREADS {
-        micro::<F>(level, src, t, i0, &mut acc);
-        for (sum, &a) in total.iter_mut().zip(&acc) {
+pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, tiles: usize, out: &mut [f32]) {
+    let (width, words) = (src.width, out.len());
+    // Row ti's entries (r, ti · 8 + c) at its offset + r · cols + c, cols = (tiles − ti) · 8.
+    let rows_of_blocks: Vec<(usize, usize)> = (0..tiles)
+        .scan(0, |at, ti| {
+            let cols = (tiles - ti) * BLOCK;
+            *at += BLOCK * cols;
+            Some((*at - BLOCK * cols, cols))
+        })
+        .collect();
+    // One shader thread's blocks, all rows of blocks, into `part`.
+    let thread = |t: usize, part: &mut [f32], scores: &mut Vec<f32>, weights: &mut Vec<f32>| {
+        scores.clear();
+        weights.clear();
+        for k in (t..src.len()).step_by(THREADS) {
+            scores.extend_from_slice(&src.scores[k * width..(k + 1) * width]);
+            weights.push(src.weights[k]);
+        }
+        let rows = Rows {
+            scores,
+            weights,
+            width,
+        };
+        for (ti, &(at, cols)) in rows_of_blocks.iter().enumerate() {
+            micro::<F>(level, &rows, ti * BLOCK, &mut part[at..at + BLOCK * cols]);
+        }
+    };
+    let per_thread = src.len().div_ceil(THREADS);
+    let mut parts = vec![0.0f32; THREADS * words];
+    let parallel = src.len() * words >= MIN_PARALLEL_MACS;
+    let pool = if parallel { rayon::current_num_threads() } else { 1 };
+    // Consecutive shader threads per pool thread, each with its own gathering buffers.
+    let share = THREADS.div_ceil(pool.clamp(1, THREADS)) * words;
+    parts.par_chunks_mut(share).enumerate().for_each(|(g, parts)| {
+        let mut scores = Vec::with_capacity(per_thread * width);
+        let mut weights = Vec::with_capacity(per_thread);
+        for (t, part) in parts.chunks_exact_mut(words).enumerate() {
+            thread(g * share / words + t, part, &mut scores, &mut weights);
+        }
+    });
+    let mut total = vec![0.0f32; words];
+    for part in parts.chunks_exact(words) {
+        for (sum, &a) in total.iter_mut().zip(part) {
             *sum += a;
         }
     }
-    for (j, o) in out.chunks_exact_mut(BLOCK * BLOCK).enumerate() {
-        for (r, o) in o.chunks_exact_mut(BLOCK).enumerate() {
-            o.copy_from_slice(&total[r * cols + j * BLOCK..][..BLOCK]);
+    let mut out = out;
+    for &(at, cols) in &rows_of_blocks {
+        let (row, tail) = std::mem::take(&mut out).split_at_mut(BLOCK * cols);
+        out = tail;
+        for (j, o) in row.chunks_exact_mut(BLOCK * BLOCK).enumerate() {
+            for (r, o) in o.chunks_exact_mut(BLOCK).enumerate() {
+                o.copy_from_slice(&total[at + r * cols + j * BLOCK..][..BLOCK]);
+            }
         }
     }
 }
 
-/// Thread `t`'s blocks into `acc` (from 0), at `level`.
-fn micro<const F: bool>(level: Level, src: &Rows, t: usize, i0: usize, acc: &mut [f32]) {
+/// One thread's blocks of the row of blocks from column `i0` into `acc` (from 0), over
+/// all of `src`'s rows (that thread's, gathered), at `level`.
+fn micro<const F: bool>(level: Level, src: &Rows, i0: usize, acc: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if super::syrk_simd::run_block::<F>(level, src, t, i0, &mut *acc) {
+    if super::syrk_simd::run_block::<F>(level, src, i0, &mut *acc) {
         return;
     }
     let _ = level;
-    scalar::<F>(src, t, i0, acc);
+    scalar::<F>(src, i0, acc);
 }
 
-/// The portable micro-kernel, and the definition the vector ones reproduce: thread `t`'s
-/// rows `t, t + 64, …` of the slice in order, entry (r, c) of its blocks
-/// `fma(s[k, i0 + r] · w[k], s[k, i0 + c], ·)` from 0.
-pub(super) fn scalar<const F: bool>(src: &Rows, t: usize, i0: usize, acc: &mut [f32]) {
+/// The portable micro-kernel, and the definition the vector ones reproduce: one shader
+/// thread's rows (`src`: rows t, t + 64, … of the slice) in order, entry (r, c) of its
+/// blocks `fma(s[k, i0 + r] · w[k], s[k, i0 + c], ·)` from 0.
+pub(super) fn scalar<const F: bool>(src: &Rows, i0: usize, acc: &mut [f32]) {
     let cols = acc.len() / BLOCK;
     acc.fill(0.0);
-    for k in (t..src.len()).step_by(THREADS) {
+    for k in 0..src.len() {
         let x = left(src, k, i0);
         let row = &src.scores[k * src.width..(k + 1) * src.width];
         for (&x, acc) in x.iter().zip(acc.chunks_exact_mut(cols)) {

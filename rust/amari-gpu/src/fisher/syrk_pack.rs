@@ -44,34 +44,38 @@ impl<T> Rows<'_, T> {
     }
 }
 
-/// Rows `rows`, columns `c0..c0 + E`, row-major into `to` (`rows.len() × E` words): the
-/// panel of a 64 × 64 tile's micro-kernel, one row of the tile's strip after another.
+/// Rows `rows`, columns `c0..c0 + E`, row-major into the left panel `lhs` (times the rows'
+/// weights) and the right panel `rhs` (as they are), `rows.len() × E` words each: the
+/// panels of a 64 × 64 tile's micro-kernel, one row of the tile's strip after another. One
+/// pass over the rows writes both, so each row is read from memory once.
 pub(super) fn pack_rows<T: Real, const E: usize>(
     src: &Rows<T>,
     rows: Range<usize>,
     c0: usize,
-    weighted: bool,
-    to: &mut [T],
+    (lhs, rhs): (&mut [T], &mut [T]),
 ) {
-    for (r, to) in rows.zip(to.chunks_exact_mut(E)) {
+    for ((r, lhs), rhs) in rows.zip(lhs.chunks_exact_mut(E)).zip(rhs.chunks_exact_mut(E)) {
         let from = src.columns(r, c0, E);
         let w = src.weights[r];
-        if let (Ok(from), Ok(to)) = (<&[T; E]>::try_from(from), <&mut [T; E]>::try_from(&mut *to)) {
-            // A whole strip (all but the last past a width not a multiple of E): a copy
-            // of known length, inlined as vector moves rather than a library call per row.
-            if weighted {
-                to.iter_mut().zip(from).for_each(|(v, &x)| *v = x * w);
-            } else {
-                *to = *from;
+        let whole = (
+            <&[T; E]>::try_from(from),
+            <&mut [T; E]>::try_from(&mut *lhs),
+            <&mut [T; E]>::try_from(&mut *rhs),
+        );
+        if let (Ok(from), Ok(l), Ok(r)) = whole {
+            // A whole strip (all but the last past a width not a multiple of E): a loop of
+            // known length, inlined as vector moves rather than a library call per row.
+            for ((l, r), &x) in l.iter_mut().zip(r.iter_mut()).zip(from) {
+                *l = x * w;
+                *r = x;
             }
             continue;
         }
-        let (head, tail) = to.split_at_mut(from.len());
-        if weighted {
-            head.iter_mut().zip(from).for_each(|(v, &x)| *v = x * w);
-        } else {
-            head.copy_from_slice(from);
-        }
+        let (head, tail) = lhs.split_at_mut(from.len());
+        head.iter_mut().zip(from).for_each(|(v, &x)| *v = x * w);
+        tail.fill(T::ZERO);
+        let (head, tail) = rhs.split_at_mut(from.len());
+        head.copy_from_slice(from);
         tail.fill(T::ZERO);
     }
 }
@@ -98,14 +102,19 @@ mod tests {
             weights: &[2.0, 3.0],
             width: 4,
         };
-        let mut to = [f32::NAN; 2 * 8];
-        pack_rows::<f32, 8>(&src, 0..2, 2, true, &mut to);
+        let (mut lhs, mut rhs) = ([f32::NAN; 2 * 8], [f32::NAN; 2 * 8]);
+        pack_rows::<f32, 8>(&src, 0..2, 2, (&mut lhs, &mut rhs));
         assert_eq!(
-            to,
+            lhs,
             [6.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 21.0, 24.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
         );
-        let mut to = [f32::NAN; 8];
-        pack_rows::<f32, 8>(&src, 1..2, 0, false, &mut to);
-        assert_eq!(to, [5.0, 6.0, 7.0, 8.0, 0.0, 0.0, 0.0, 0.0]);
+        assert_eq!(
+            rhs,
+            [3.0, 4.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 7.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        );
+        // Whole strips (width 4 = E from column 0): the same values.
+        let (mut lhs, mut rhs) = ([f32::NAN; 4], [f32::NAN; 4]);
+        pack_rows::<f32, 4>(&src, 1..2, 0, (&mut lhs, &mut rhs));
+        assert_eq!((lhs, rhs), ([15.0, 18.0, 21.0, 24.0], [5.0, 6.0, 7.0, 8.0]));
     }
 }

@@ -11,7 +11,7 @@ use std::ops::Range;
 use crate::host::simd::Level;
 
 use super::shape::{BLOCK, TILE};
-use super::syrk_pack::{left, Rows, THREADS};
+use super::syrk_pack::Rows;
 use super::syrk_vector::{Lanes, Vector};
 
 const E: usize = TILE;
@@ -123,10 +123,11 @@ impl<V: Vector> Strip<V> {
     }
 }
 
-/// `syrk_block::scalar` of thread `t` (its rows `t, t + 64, …` of the slice): `G` registers
-/// of columns by the 8 rows of the blocks at a time, columns read straight from the rows
-/// (lanes past the padded width read as 0 and touch no memory; lanes past the blocks are
-/// not stored).
+/// `syrk_block::scalar` of one shader thread (`src`: its rows, gathered): registers of
+/// columns by the 8 rows of the blocks, up to `G` registers at a time (fewer for the last
+/// columns, so no register runs past the row of blocks), columns read straight from the
+/// rows (lanes past the padded width read as 0 and touch no memory; lanes past the blocks
+/// are not stored).
 ///
 /// # Safety
 /// The CPU has `V`'s features.
@@ -134,59 +135,92 @@ impl<V: Vector> Strip<V> {
 #[allow(unsafe_code)]
 unsafe fn block<V: Vector<Elem = f32>, const G: usize, const F: bool>(
     src: &Rows,
-    t: usize,
     i0: usize,
     acc: &mut [f32],
 ) {
-    let (width, n, lanes) = (src.width, src.len(), V::LANES);
     let cols = acc.len() / BLOCK;
     assert!(
-        acc.len() == BLOCK * cols && src.scores.len() >= n * width,
+        acc.len() == BLOCK * cols && src.scores.len() >= src.len() * src.width,
         "one row of blocks"
     );
+    let mut c0 = 0;
+    while c0 < cols {
+        // Registers left; four (on AVX-512) as two passes of two rather than three and one.
+        let regs = (cols - c0).div_ceil(V::LANES);
+        // SAFETY: `block_pass` reads and writes within the rows and `acc` (checked above).
+        let g = match regs.min(G) {
+            1 => block_pass::<V, 1, F>(src, i0, c0, acc),
+            2 => block_pass::<V, 2, F>(src, i0, c0, acc),
+            _ if regs == 4 => block_pass::<V, 2, F>(src, i0, c0, acc),
+            _ => block_pass::<V, 3, F>(src, i0, c0, acc),
+        };
+        c0 += g * V::LANES;
+    }
+}
+
+/// Columns `c0..c0 + R · LANES` of [`block`] (those within the blocks stored); returns R.
+///
+/// # Safety
+/// The CPU has `V`'s features; `acc` holds 8 rows of `acc.len() / 8` columns and `src` its
+/// rows' `width` values each.
+#[inline(always)]
+#[allow(unsafe_code)]
+unsafe fn block_pass<V: Vector<Elem = f32>, const R: usize, const F: bool>(
+    src: &Rows,
+    i0: usize,
+    c0: usize,
+    acc: &mut [f32],
+) -> usize {
+    let (width, n, lanes) = (src.width, src.len(), V::LANES);
+    let cols = acc.len() / BLOCK;
     let (sp, ap) = (src.scores.as_ptr(), acc.as_mut_ptr());
-    for c0 in (0..cols).step_by(G * lanes) {
-        // Lanes of each register that hold columns of the rows, and that hold blocks.
-        let have: [usize; G] =
-            std::array::from_fn(|g| width.saturating_sub(i0 + c0 + g * lanes).min(lanes));
-        let keep: [usize; G] =
-            std::array::from_fn(|g| cols.saturating_sub(c0 + g * lanes).min(lanes));
-        let mut a = [[V::zero(); G]; BLOCK];
-        for k in (t..n).step_by(THREADS) {
-            let x = left(src, k, i0);
-            // SAFETY: register g reads columns i0 + c0 + g · lanes + 0..have[g] < width of
-            // row k < n only, inside the slice's n · width words (checked above);
-            // `wrapping_add` forms the address of a register that reads nothing without
-            // claiming it is in bounds.
-            let row = sp.wrapping_add(k * width + i0 + c0);
-            let ys: [V; G] = std::array::from_fn(|g| {
-                let p = row.wrapping_add(g * lanes);
-                if have[g] == lanes {
-                    V::load(p)
-                } else {
-                    V::load_first(p, have[g])
-                }
-            });
-            for (a, &x) in a.iter_mut().zip(&x) {
-                let xv = V::splat(x);
-                for (a, &y) in a.iter_mut().zip(&ys) {
-                    *a = V::madd::<F>(xv, y, *a);
-                }
+    // Lanes of each register that hold columns of the rows, and that hold blocks.
+    let have: [usize; R] =
+        std::array::from_fn(|g| width.saturating_sub(i0 + c0 + g * lanes).min(lanes));
+    let keep: [usize; R] = std::array::from_fn(|g| cols.saturating_sub(c0 + g * lanes).min(lanes));
+    // Rows of the blocks that hold columns of the rows (the others' left value is 0).
+    let rows_have = width.saturating_sub(i0).min(BLOCK);
+    let mut a = [[V::zero(); R]; BLOCK];
+    for k in 0..n {
+        let w = src.weights[k];
+        // SAFETY: register g reads columns i0 + c0 + g · lanes + 0..have[g] < width of
+        // row k < n only, inside the rows' n · width words (the caller's promise);
+        // `wrapping_add` forms the address of a register that reads nothing without
+        // claiming it is in bounds.
+        let row = sp.wrapping_add(k * width + i0 + c0);
+        let ys: [V; R] = std::array::from_fn(|g| {
+            let p = row.wrapping_add(g * lanes);
+            if have[g] == lanes {
+                V::load(p)
+            } else {
+                V::load_first(p, have[g])
             }
-        }
-        for (r, a) in a.iter().enumerate() {
-            for (g, &a) in a.iter().enumerate() {
-                // SAFETY: lanes stored have c0 + g · lanes + l < cols (`keep`): entry
-                // r · cols + that < 8 · cols words of `acc` (checked above).
-                let p = ap.wrapping_add(r * cols + c0 + g * lanes);
-                if keep[g] == lanes {
-                    a.store(p);
-                } else {
-                    a.store_first(p, keep[g]);
-                }
+        });
+        // `syrk_pack::left`, one row of the blocks at a time just before its use (all
+        // eight at once would hold eight more registers beside the accumulators).
+        let left = sp.wrapping_add(k * width + i0);
+        for (rr, a) in a.iter_mut().enumerate() {
+            // SAFETY: column i0 + rr < width of row k < n (`rows_have`).
+            let x = if rr < rows_have { *left.add(rr) * w } else { 0.0 };
+            let xv = V::splat(x);
+            for (a, &y) in a.iter_mut().zip(&ys) {
+                *a = V::madd::<F>(xv, y, *a);
             }
         }
     }
+    for (r, a) in a.iter().enumerate() {
+        for (g, &a) in a.iter().enumerate() {
+            // SAFETY: lanes stored have c0 + g · lanes + l < cols (`keep`): entry
+            // r · cols + that < 8 · cols words of `acc` (the caller's promise).
+            let p = ap.wrapping_add(r * cols + c0 + g * lanes);
+            if keep[g] == lanes {
+                a.store(p);
+            } else {
+                a.store_first(p, keep[g]);
+            }
+        }
+    }
+    R
 }
 
 /// [`tile`] on AVX-512: four registers per row (float32: the tile's 64 columns; float64:
@@ -211,14 +245,15 @@ unsafe fn tile_avx2<T: Lanes, const F: bool>(at: (bool, bool), k: Rs, p: (&[T], 
     tile::<T::Narrow, 2, F>(at, k, p, t)
 }
 
-/// [`block`] on AVX-512: 32 columns (two registers) per block row.
+/// [`block`] on AVX-512: up to 48 columns (three registers, 24 accumulators) per block
+/// row.
 ///
 /// # Safety
 /// The CPU must have AVX-512F, AVX2 and FMA.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn block_avx512<const F: bool>(s: &Rows, t: usize, i0: usize, a: &mut [f32]) {
-    block::<__m512, 2, F>(s, t, i0, a)
+unsafe fn block_avx512<const F: bool>(s: &Rows, i0: usize, a: &mut [f32]) {
+    block::<__m512, 3, F>(s, i0, a)
 }
 
 /// [`block`] on AVX2: one block's 8 columns (one register) per block row.
@@ -227,8 +262,8 @@ unsafe fn block_avx512<const F: bool>(s: &Rows, t: usize, i0: usize, a: &mut [f3
 /// The CPU must have AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn block_avx2<const F: bool>(s: &Rows, t: usize, i0: usize, a: &mut [f32]) {
-    block::<__m256, 1, F>(s, t, i0, a)
+unsafe fn block_avx2<const F: bool>(s: &Rows, i0: usize, a: &mut [f32]) {
+    block::<__m256, 1, F>(s, i0, a)
 }
 
 /// [`tile`]'s call `tile[r][c] = fma(lhs[k][r], rhs[k][c], tile[r][c])` for r in `rows`
@@ -256,22 +291,16 @@ pub(super) fn run_tile<T: Lanes, const F: bool>(
     true
 }
 
-/// [`block`]'s call for thread `t` of the slice `src` (blocks from column `i0`) into `acc`,
-/// with the vector kernels of `level` (from `Level::at_most_detected`); false, having done
-/// nothing, at a level without them.
-pub(super) fn run_block<const F: bool>(
-    level: Level,
-    src: &Rows,
-    t: usize,
-    i0: usize,
-    acc: &mut [f32],
-) -> bool {
+/// [`block`]'s call for one shader thread's rows `src` (blocks from column `i0`) into
+/// `acc`, with the vector kernels of `level` (from `Level::at_most_detected`); false,
+/// having done nothing, at a level without them.
+pub(super) fn run_block<const F: bool>(level: Level, src: &Rows, i0: usize, acc: &mut [f32]) -> bool {
     #[allow(unsafe_code)]
     // SAFETY: as in `run_tile`; `block` checks the slices' lengths.
     unsafe {
         match level {
-            Level::Avx512 => block_avx512::<F>(src, t, i0, acc),
-            Level::Avx2 => block_avx2::<F>(src, t, i0, acc),
+            Level::Avx512 => block_avx512::<F>(src, i0, acc),
+            Level::Avx2 => block_avx2::<F>(src, i0, acc),
             _ => return false,
         }
     }

@@ -144,3 +144,31 @@ fn levels_are_only_used_where_the_cpu_has_them() {
     assert_eq!(Level::Avx512.at_most_detected() == Level::Avx512, cpu == Level::Avx512);
     assert_eq!(Level::Avx2.at_most_detected() == Level::Avx2, cpu.has_avx2());
 }
+
+#[test]
+fn gathered_thread_rows_keep_the_bits_on_pools_of_one_to_three_threads() {
+    // The 8 × 8 blocks gather each shader thread's rows once per run of rows of blocks, and
+    // a pool of k threads cuts the rows of blocks into k runs: P = 1, 7, 17, 63 and 64 (one
+    // to eight rows of blocks, partial registers of every width), row counts that are not
+    // multiples of the 64-thread round, and the tiles' P = 65 beside them.
+    let levels = [Level::Portable, Level::Avx2, Level::Avx512];
+    for threads in [1, 2, 3] {
+        let pool = HostPool::new(threads).unwrap();
+        for (p, n) in [(1, 4100), (7, 1000), (17, 4100), (63, 700), (64, 4100), (65, 300)] {
+            let shape = SyrkShape::new(p);
+            let rows = values(n * shape.width, (p * 7 + n) as u64);
+            let w: Vec<f32> = values(n, p as u64).iter().map(|v| v.abs()).collect();
+            let want = reference::<true>(shape, &rows, &w, n);
+            let kernel = FisherSyrk {
+                shape,
+                fma: FmaMode::Fused,
+            };
+            for level in levels {
+                let mut got = vec![f32::NAN; shape.partial_words()];
+                pool.run_with(|| kernel.run_at(level, &[&rows, &w], 0..n, &mut got));
+                let what = format!("P = {p}, n = {n}, {threads} threads, {level:?}");
+                same(&what, &want, &got);
+            }
+        }
+    }
+}

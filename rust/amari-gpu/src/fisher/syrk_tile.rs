@@ -139,8 +139,7 @@ pub(super) fn run_triangle<T: Elem, const F: bool>(
         let rows = s0..(s0 + sweep).min(n);
         let kc = rows.len();
         let pack = |(s, (l, r)): (usize, (&mut [T], &mut [T]))| {
-            pack_rows::<T, E>(src, rows.clone(), s * E, true, &mut l[..kc * E]);
-            pack_rows::<T, E>(src, rows.clone(), s * E, false, &mut r[..kc * E]);
+            pack_rows::<T, E>(src, rows.clone(), s * E, (&mut l[..kc * E], &mut r[..kc * E]));
         };
         let strips = lhs.chunks_mut(panel).zip(rhs.chunks_mut(panel)).enumerate();
         match parallel {
