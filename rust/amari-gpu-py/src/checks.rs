@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use crate::arrays::contiguous;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
-use crate::ga::{borrows, core_operands, dtype_of, own_shapes, parse};
+use crate::ga::{borrows, core_operands, dtype_of, own_shapes, parse, OpArg};
 use crate::resident::{dtype_refused, PyOperand};
 use crate::rows::host_words;
 use crate::tropical::{mixed_dtypes, PyWeights};
@@ -119,7 +119,7 @@ fn check_ga_apply(
     operation: &str,
     signature: (u32, u32, u32),
     operands: Vec<PyOperand<'_>>,
-    grades: u32,
+    grades: OpArg,
     shapes: Option<Vec<Vec<usize>>>,
 ) -> PyResult<()> {
     let (algebra, op) = parse(py, operation, signature, grades)?;

@@ -87,8 +87,8 @@ fn operand(spec: &str, k: usize) -> String {
 /// `Operation::check_dtype`). A sandwich by one rotor (`Broadcast::Left`) is the linear map
 /// of `ga::codegen_map`.
 pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: Dtype) -> String {
-    if (op, broadcast) == (Operation::Sandwich, Broadcast::Left) {
-        return generate_map(algebra, dtype);
+    if op.is_map(broadcast) {
+        return generate_map(algebra, &op.blades(algebra), dtype);
     }
     let blades = algebra.blades();
     let out_words = op.output_words(algebra);

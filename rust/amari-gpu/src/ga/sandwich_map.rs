@@ -19,6 +19,8 @@ use rayon::prelude::*;
 use super::algebra::Algebra;
 use super::operation::sandwich_terms;
 use super::map_chains::{chains, run_chains, GRAIN};
+#[cfg(target_arch = "x86_64")]
+use super::map_groups;
 use crate::host::arith::Real;
 use crate::host::simd::Level;
 
@@ -112,30 +114,34 @@ pub fn matrix_f64(algebra: &Algebra, r: &[f32]) -> Vec<f32> {
 
 /// [`run`] for float64 rows and map (as words): the same chains in float64, at this CPU's
 /// SIMD level.
-pub fn run_f64(m: &[f32], x: &[f32], out: &mut [f32], (w, fused): (usize, bool)) {
-    run_chains::<f64>(&chains(m, w), x, out, (w, fused), Level::detect());
+pub fn run_f64(m: &[f32], x: &[f32], out: &mut [f32], (order, fused): (&[usize], bool)) {
+    let w = order.len();
+    run_chains::<f64>(&chains(m, w, order), x, out, (w, fused), Level::detect());
 }
 
-/// `out[n] = M x[n]` for rows of `w` words, on the current rayon pool at SIMD level `level`
-/// (or the CPU's, if lower): each output blade one chain, `fused` as the devices round `fma`;
-/// `stream`: rows of 16 words on AVX-512 are written with non-temporal stores where `out` is
-/// 64-byte aligned (same words; for outputs that would not stay in the caches anyway).
+/// `out[n] = M x[n]` for rows of `order.len()` words (every blade, or those of
+/// `sandwich(..., blades=)`, see `ga::blades`), each chain visiting the columns in `order`, on
+/// the current rayon pool at SIMD level `level` (or the CPU's, if lower): each output blade
+/// one chain, `fused` as the devices round `fma`; `stream`: whole vectors are written with
+/// non-temporal stores where `out` is aligned (same words; for outputs that would not stay in
+/// the caches anyway).
 pub fn run(
     m: &[f32],
     x: &[f32],
     out: &mut [f32],
-    (w, fused): (usize, bool),
+    (order, fused): (&[usize], bool),
     level: Level,
     stream: bool,
 ) {
-    let chains = chains::<f32>(m, w);
+    let w = order.len();
+    let level = level.at_most_detected();
     #[cfg(target_arch = "x86_64")]
-    if w == 16 && level == Level::Avx512 && Level::detect() == Level::Avx512 {
+    if w == 16 && level == Level::Avx512 && order.iter().copied().eq(0..16) {
         let columns = avx512::Columns::new(m);
         out.par_chunks_mut(GRAIN * w)
             .zip(x.par_chunks(GRAIN * w))
             .for_each(|(out, x)| {
-                // SAFETY: `Level::detect` returned `Avx512` only after
+                // SAFETY: `at_most_detected` returned `Avx512` only after
                 // `is_x86_feature_detected!` found AVX-512F on this CPU, all `rows` needs; its
                 // memory accesses are in bounds (see `avx512::rows`).
                 #[allow(unsafe_code)]
@@ -145,7 +151,29 @@ pub fn run(
             });
         return;
     }
-    run_chains::<f32>(&chains, x, out, (w, fused), level);
+    #[cfg(target_arch = "x86_64")]
+    if map_groups::fits(w) && matches!(level, Level::Avx512 | Level::Avx2) {
+        let width = if level == Level::Avx512 { 16 } else { 8 };
+        let steps = map_groups::Steps::new(m, w, order, width);
+        out.par_chunks_mut(GRAIN * w)
+            .zip(x.par_chunks(GRAIN * w))
+            .for_each(|(out, x)| {
+                // SAFETY: `at_most_detected` returned `Avx512` only after
+                // `is_x86_feature_detected!` found AVX-512F, and `Avx2` only after it found
+                // AVX2 and FMA, all each kernel needs; their memory accesses are in bounds
+                // (see `map_groups`).
+                #[allow(unsafe_code)]
+                unsafe {
+                    if level == Level::Avx512 {
+                        map_groups::rows_avx512(&steps, x, out, fused, stream);
+                    } else {
+                        map_groups::rows_avx2(&steps, x, out, fused, stream);
+                    }
+                }
+            });
+        return;
+    }
+    run_chains::<f32>(&chains(m, w, order), x, out, (w, fused), level);
 }
 
 /// Rows of 16 words on AVX-512, one row per vector: output blade k is lane k, and step i of
@@ -335,6 +363,7 @@ mod tests {
         let mut x: Vec<f32> = (0..n * w).map(|v| (v as f32 * 0.913).sin() * 3.0).collect();
         x[5 * w + 3] = f32::NAN;
         x[7 * w + 5] = f32::INFINITY;
+        let all: Vec<usize> = (0..w).collect();
         for fused in [false, true] {
             let mut want = vec![0.0f32; n * w];
             for (row, res) in x.chunks_exact(w).zip(want.chunks_exact_mut(w)) {
@@ -352,13 +381,13 @@ mod tests {
             }
             for level in [Level::Portable, Level::Avx2, Level::Avx512] {
                 let mut got = vec![1.0f32; n * w];
-                run(&m, &x, &mut got, (w, fused), level, false);
+                run(&m, &x, &mut got, (&all, fused), level, false);
                 let mut streamed = vec![1.0f32; n * w + 16];
                 // At a 64-byte boundary or not (a 4-byte offset), streamed or not: same words.
                 let aligned = streamed.as_ptr().align_offset(64);
                 for offset in [aligned, aligned + 1] {
                     let dst = &mut streamed[offset..offset + n * w];
-                    run(&m, &x, dst, (w, fused), level, true);
+                    run(&m, &x, dst, (&all, fused), level, true);
                     assert!(dst.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits()));
                 }
                 let same = got.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits());
@@ -376,7 +405,8 @@ mod tests {
         let mut got = vec![0.0f32; x.len()];
         let mut want = vec![0.0f32; x.len()];
         apply_host(&alg, Operation::Sandwich, &[&rot, &x], &mut got, FmaMode::Fused).unwrap();
-        run(&matrix(&alg, &rot), &x, &mut want, (16, true), Level::detect(), false);
+        let all: Vec<usize> = (0..16).collect();
+        run(&matrix(&alg, &rot), &x, &mut want, (&all, true), Level::detect(), false);
         assert!(got.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits()));
     }
 }
