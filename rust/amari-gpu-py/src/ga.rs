@@ -29,7 +29,7 @@ use crate::resident::{run_to_in, PyDeviceArray, PyOperand, PyOut, Returned};
 /// operand is one, or written into `out`; returned with the plan (None when the call ran
 /// where resident rows live).
 #[pyfunction]
-#[pyo3(signature = (ctx, operation, signature, operands, grades=0, strategy=None, out=None))]
+#[pyo3(signature = (ctx, operation, signature, operands, grades=OpArg::Mask(0), strategy=None, out=None))]
 fn ga_apply<'py>(
     // The context as a bound object: the GIL token comes from it, one argument fewer.
     ctx: &Bound<'py, PyContext>,
@@ -45,6 +45,9 @@ fn ga_apply<'py>(
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let (algebra, op) = parse(py, operation, signature, grades)?;
     let dtype = dtype_of(&operands)?;
+    // Before the rows are viewed as words: float16 rows of an odd width do not pack into
+    // words, which the dtype's own error says.
+    op.check_dtype(dtype).map_err(|e| to_pyerr(py, e))?;
     let held = borrows(&operands);
     let ops = core_operands(py, op, &operands, &held)?;
     let shapes = own_shapes(&operands);
