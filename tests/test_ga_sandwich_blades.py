@@ -260,7 +260,7 @@ def test_a_rotor_that_leaks_a_named_blade_is_refused(host_only, lavapipe) -> Non
         with pytest.raises(InvalidArgumentError, match=r"blades: .*maps blade 7 \(blades\[0\]\)"):
             ctx.sandwich(odd, _rows(5, 4, 1), PGA, blades=POINTS, out=out)
         assert np.all(out == 7.0)
-        with pytest.raises(InvalidArgumentError, match="maps blade 0 .* into blade 15"):
+        with pytest.raises(InvalidArgumentError, match=r"maps blade 0 .* into blade 15"):
             ctx.sandwich(_motor(3), _rows(5, 1, 1), PGA, blades=[0])
 
 

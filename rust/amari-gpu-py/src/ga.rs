@@ -117,7 +117,9 @@ pub(crate) fn parse(
     let op = match arg {
         OpArg::Mask(grades) => Operation::parse(operation, grades),
         OpArg::Blades(blades) => match Operation::parse(operation, 0) {
-            Ok(Operation::Sandwich) => Blades::new(&algebra, &blades).map(Operation::SandwichBlades),
+            Ok(Operation::Sandwich) => {
+                Blades::new(&algebra, &blades).map(Operation::SandwichBlades)
+            }
             Ok(_) | Err(_) => Err(amari_gpu::Error::invalid(
                 "blades",
                 format!("only sandwich takes blades, not {operation:?}"),

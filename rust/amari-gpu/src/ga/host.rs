@@ -66,7 +66,7 @@ impl GaKernel {
     /// The host kernel of `op` in `algebra` (the operation must have passed
     /// [`Operation::check`]).
     pub fn new(algebra: Algebra, op: Operation, broadcast: Broadcast, fma: FmaMode) -> GaKernel {
-        let program = if op.is_map(broadcast) {
+        let program = if broadcast.is_map(op) {
             Program::SandwichMap
         } else {
             Program::new(&algebra, op)

@@ -26,7 +26,7 @@ pub fn apply_host(
     // blades), as `ga::check` does.
     let map;
     let mut operands = operands.to_vec();
-    if op.is_map(broadcast) {
+    if broadcast.is_map(op) {
         let full = matrix(algebra, &operands[0][..algebra.blades()]);
         map = op.blades(algebra).restrict::<f32>(&full, algebra.blades())?;
         operands[0] = &map;

@@ -28,7 +28,7 @@ impl GaKernel {
         use rayon::prelude::*;
         let f32_kernel = self.clone().in_dtype(Dtype::F32);
         let level = crate::host::simd::dispatched();
-        let map = self.op.is_map(self.broadcast);
+        let map = self.broadcast.is_map(self.op);
         // Rows' values (the named blades of a sandwich on blades).
         let (w, ow) = (self.op.input_words(1, &self.algebra), self.output_words());
         // Whole operands are widened once (a sandwich's map is float32 already); batches

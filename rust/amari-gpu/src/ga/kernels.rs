@@ -32,7 +32,7 @@ fn flops_per_item(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> f64
         Operation::Geometric | Operation::Outer | Operation::Inner | Operation::Scalar => {
             2.0 * product_terms(algebra, op).len() as f64
         }
-        _ if op.is_map(broadcast) => {
+        _ if broadcast.is_map(op) => {
             let blades = op.blades(algebra);
             let named = |b: usize| blades.column(b).is_some();
             2.0 * entries(algebra).iter().filter(|e| named(e.k) && named(e.i)).count() as f64
@@ -73,7 +73,7 @@ fn build(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: Dtype) -
         .map(|slot| match (slot, broadcast) {
             // A sandwich by one rotor binds its map M (k × k values for rows of k blades, in
             // the dtype the kernel computes in: float32 for float16 rows) in place of the rotor.
-            (0, _) if op.is_map(broadcast) => {
+            (0, _) if broadcast.is_map(op) => {
                 let k = op.blades(algebra).len();
                 Input::Whole(k * dtype.compute().words_of(k))
             }

@@ -235,7 +235,7 @@ mod tests {
     fn every_level_gives_the_sub_maps_chains_bits() {
         let pga = Algebra::new(3, 0, 1).unwrap();
         let mut rot: Vec<f32> = (0..16)
-            .map(|i| if grade(i) % 2 == 0 { ((i as f32 + 1.0) * 0.7).sin() } else { 0.0 })
+            .map(|i| if grade(i).is_multiple_of(2) { ((i as f32 + 1.0) * 0.7).sin() } else { 0.0 })
             .collect();
         rot[15] = 0.25;
         let m = matrix(&pga, &rot);
@@ -284,7 +284,7 @@ mod tests {
     #[test]
     fn the_sub_map_is_the_dense_map_on_zero_padded_rows() {
         let pga = Algebra::new(3, 0, 1).unwrap();
-        let rot: Vec<f32> = (0..16).map(|i| if grade(i) % 2 == 0 { (i as f32 * 0.3 + 0.2).cos() } else { 0.0 }).collect();
+        let rot: Vec<f32> = (0..16).map(|i| if grade(i).is_multiple_of(2) { (i as f32 * 0.3 + 0.2).cos() } else { 0.0 }).collect();
         let m = matrix(&pga, &rot);
         let blades = Blades::new(&pga, &[13, 7, 14, 11]).unwrap();
         let sub = blades.restrict::<f32>(&m, 16).unwrap();

@@ -5,7 +5,6 @@
 
 use super::algebra::{grade, Algebra};
 use super::blades::Blades;
-use super::codegen::Broadcast;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 
@@ -122,16 +121,6 @@ impl Operation {
         match (self, slot) {
             (Operation::SandwichBlades(blades), 1) => blades.len(),
             _ => algebra.blades(),
-        }
-    }
-
-    /// Whether the kernel of this operation with `broadcast` is the sandwich by one rotor
-    /// as its linear map (`ga::sandwich_map`), bound in the rotor's place.
-    pub fn is_map(&self, broadcast: Broadcast) -> bool {
-        match self {
-            Operation::Sandwich => broadcast == Broadcast::Left,
-            Operation::SandwichBlades(_) => true,
-            _ => false,
         }
     }
 

@@ -188,7 +188,7 @@ pub fn check<'a>(
 ) -> Result<Ready<'a>> {
     let (items, broadcast) = shape_of(algebra, op, operands, shapes, dtype)?;
     let broadcast = bound_whole(op, items, broadcast);
-    let one_rotor = op.is_map(broadcast);
+    let one_rotor = broadcast.is_map(op);
     let kernel = kernel(algebra, op, broadcast, dtype);
     let algebra = *algebra;
     Ok(Ready::new(move |ctx, out, strategy| {
