@@ -11,41 +11,22 @@ row of the wrong width are refused, naming the argument.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
+import test_ga_sandwich_map as dense_map
 from _ga_helpers import sandwich
 from amari_gpu import STRATEGIES, Algebra, MultiGpuContext
 from amari_gpu.errors import InvalidArgumentError, ShapeError
+
+# The dense sandwich map's contexts: lavapipe (2 devices), lavapipe beside the host device
+# (which follows lavapipe's `fma` rounding), the host device alone.
+lavapipe, beside, host_only = dense_map.lavapipe, dense_map.beside, dense_map.host_only
 
 PGA = Algebra(3, 0, 1)
 POINTS = [7, 11, 13, 14]
 SIZES = [0, 1, 5, 63, 65, 1001]
 """Row counts: none, one, and tails of every vector and chunk width."""
 DTYPES = [np.float16, np.float32, np.float64]
-
-
-@pytest.fixture(scope="module")
-def lavapipe() -> Iterator[MultiGpuContext]:
-    ctx = MultiGpuContext(backends=["vulkan"], devices_per_adapter=2, chunk_items=64)
-    yield ctx
-    ctx.close()
-
-
-@pytest.fixture(scope="module")
-def beside() -> Iterator[MultiGpuContext]:
-    """Lavapipe and the host device, which follows lavapipe's `fma` rounding."""
-    ctx = MultiGpuContext(backends=["vulkan", "host"], devices_per_adapter=2, chunk_items=64)
-    yield ctx
-    ctx.close()
-
-
-@pytest.fixture(scope="module")
-def host_only() -> Iterator[MultiGpuContext]:
-    ctx = MultiGpuContext(backends=["host"], chunk_items=64)
-    yield ctx
-    ctx.close()
 
 
 def _motor(seed: int) -> np.ndarray:

@@ -1,5 +1,5 @@
-//! The float32 sandwich map (`ga::sandwich_map`) on short rows — 1, 2, 4 or 8 blades, as
-//! `sandwich(..., blades=)` gives (a PGA point is 4) — with several rows per SIMD vector:
+//! The float32 sandwich map (`ga::sandwich_map`) on rows of 1, 2, 4, 8 or 16 blades (a PGA
+//! point is 4 with `sandwich(..., blades=)`, a dense PGA row 16) with whole rows per SIMD vector:
 //! 16 / k rows per AVX-512 vector, 8 / k per AVX2 one, lane `p·k + j` holding output blade `j`
 //! of row `p`. Step `l` of every chain broadcasts `x_l` of each row across its row's lanes (one
 //! permute) and multiply-adds it with column `l` of `M` in the lanes whose `M[j][l]` is not ±0,
@@ -8,9 +8,17 @@
 
 use std::arch::x86_64::*;
 
-/// Whether rows of `k` values have a kernel here.
-pub(super) fn fits(k: usize) -> bool {
-    matches!(k, 1 | 2 | 4 | 8)
+use crate::host::simd::Level;
+
+/// The vector width (lanes) of the kernel here for rows of `k` values at `level`, if there
+/// is one: whole rows per vector (16 / k on AVX-512, 8 / k on AVX2).
+pub(super) fn width(k: usize, level: Level) -> Option<usize> {
+    let lanes = match level {
+        Level::Avx512 => 16,
+        Level::Avx2 => 8,
+        _ => return None,
+    };
+    (k.is_power_of_two() && k <= lanes).then_some(lanes)
 }
 
 /// The chains' steps as vectors of `width` lanes (16 or 8): per column visited (in `order`),
@@ -45,11 +53,32 @@ impl Steps {
 /// Vectors computed together: independent chains that hide the multiply-add's latency.
 const UNROLL: usize = 4;
 
+/// The shared walk of both kernels over `x` and `out` (as long as each other) in vectors of
+/// `width` values: `block` on each whole run of [`UNROLL`] vectors, then `tail` on each
+/// vector left (the last one short, 1 to `width` values; a whole number of rows).
+#[inline(always)]
+fn walk(
+    (x, out): (&[f32], &mut [f32]),
+    width: usize,
+    mut block: impl FnMut(&[f32], &mut [f32]),
+    mut tail: impl FnMut(&[f32], &mut [f32]),
+) {
+    let n = x.len().min(out.len());
+    let whole = n / (UNROLL * width) * (UNROLL * width);
+    let (x, rest_x) = x[..n].split_at(whole);
+    let (out, rest_out) = out[..n].split_at_mut(whole);
+    for (x, out) in x.chunks_exact(UNROLL * width).zip(out.chunks_exact_mut(UNROLL * width)) {
+        block(x, out);
+    }
+    for (x, out) in rest_x.chunks(width).zip(rest_out.chunks_mut(width)) {
+        tail(x, out);
+    }
+}
+
 /// AVX-512: every row of `x` (k values each, 16 / k rows per vector) into `out`; `stream`:
 /// whole vectors are written with non-temporal stores where `out` is 64-byte aligned.
 #[target_feature(enable = "avx512f")]
 pub(super) fn rows_avx512(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stream: bool) {
-    let n = x.len().min(out.len());
     let stream = stream && out.as_ptr().align_offset(64) == 0;
     // SAFETY (every load below): each array holds 16 values, the loads' width.
     #[allow(unsafe_code)]
@@ -79,42 +108,41 @@ pub(super) fn rows_avx512(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, st
         }
         acc
     };
-    let mut at = 0;
-    while at + UNROLL * 16 <= n {
-        let mut acc = [start; UNROLL];
-        for (u, acc) in acc.iter_mut().enumerate() {
-            // SAFETY: `at + 16u + 16 ≤ n ≤ x.len()`: the 16 values loaded are in `x`.
-            #[allow(unsafe_code)]
-            let xv = unsafe { _mm512_loadu_ps(x.as_ptr().add(at + 16 * u)) };
-            *acc = chain(xv);
-        }
-        for (u, acc) in acc.into_iter().enumerate() {
-            let dst = out[at + 16 * u..at + 16 * u + 16].as_mut_ptr();
-            // SAFETY: `dst` is 16 values of `out` (bounds-checked above); a streaming store
-            // needs 64-byte alignment, which `out` has (checked) and every vector keeps.
-            #[allow(unsafe_code)]
-            unsafe {
-                if stream {
-                    _mm512_stream_ps(dst, acc);
-                } else {
-                    _mm512_storeu_ps(dst, acc);
-                }
-            }
-        }
-        at += UNROLL * 16;
-    }
-    while at < n {
-        let left = (n - at).min(16);
-        let lanes: __mmask16 = if left == 16 { 0xffff } else { (1u16 << left) - 1 };
-        // SAFETY: masked-off lanes are neither read nor written (and do not fault); the
-        // `left` lanes kept are `x[at..at + left]` and `out[at..at + left]`, in bounds.
+    let store = |dst: &mut [f32], acc: __m512| {
+        // SAFETY: `dst` is 16 values of `out` (`walk` gives whole vectors); a streaming store
+        // needs 64-byte alignment, which `out` has (checked) and every vector keeps.
         #[allow(unsafe_code)]
         unsafe {
-            let xv = _mm512_maskz_loadu_ps(lanes, x.as_ptr().add(at));
-            _mm512_mask_storeu_ps(out.as_mut_ptr().add(at), lanes, chain(xv));
+            if stream {
+                _mm512_stream_ps(dst.as_mut_ptr(), acc);
+            } else {
+                _mm512_storeu_ps(dst.as_mut_ptr(), acc);
+            }
         }
-        at += left;
-    }
+    };
+    walk(
+        (x, out),
+        16,
+        |x, out| {
+            // SAFETY: `x` holds UNROLL vectors of 16 values (`walk`): the loads are in it.
+            #[allow(unsafe_code)]
+            let acc: [__m512; UNROLL] =
+                std::array::from_fn(|u| chain(unsafe { _mm512_loadu_ps(x[16 * u..].as_ptr()) }));
+            for (dst, acc) in out.chunks_exact_mut(16).zip(acc) {
+                store(dst, acc);
+            }
+        },
+        |x, out| {
+            let lanes: __mmask16 = (1u32 << x.len()).wrapping_sub(1) as u16;
+            // SAFETY: masked-off lanes are neither read nor written (and do not fault); the
+            // lanes kept are those of `x` and `out` (`x.len()` ≤ 16 of each).
+            #[allow(unsafe_code)]
+            unsafe {
+                let xv = _mm512_maskz_loadu_ps(lanes, x.as_ptr());
+                _mm512_mask_storeu_ps(out.as_mut_ptr(), lanes, chain(xv));
+            }
+        },
+    );
     if stream {
         // Non-temporal stores are weakly ordered: fence them before anyone reads `out`.
         _mm_sfence();
@@ -125,7 +153,6 @@ pub(super) fn rows_avx512(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, st
 /// steps as blends (a lane whose entry is ±0 keeps its value).
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn rows_avx2(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stream: bool) {
-    let n = x.len().min(out.len());
     let stream = stream && out.as_ptr().align_offset(32) == 0;
     let keep = |mask: u16| -> [i32; 8] { std::array::from_fn(|lane| -i32::from(mask >> lane & 1 == 1)) };
     // SAFETY (every load below): each array holds at least 8 values, the loads' width.
@@ -158,43 +185,42 @@ pub(super) fn rows_avx2(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stre
         }
         acc
     };
-    let mut at = 0;
-    while at + UNROLL * 8 <= n {
-        let mut acc = [start; UNROLL];
-        for (u, acc) in acc.iter_mut().enumerate() {
-            // SAFETY: `at + 8u + 8 ≤ n ≤ x.len()`: the 8 values loaded are in `x`.
-            #[allow(unsafe_code)]
-            let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(at + 8 * u)) };
-            *acc = chain(xv);
-        }
-        for (u, acc) in acc.into_iter().enumerate() {
-            let dst = out[at + 8 * u..at + 8 * u + 8].as_mut_ptr();
-            // SAFETY: `dst` is 8 values of `out` (bounds-checked above); a streaming store
-            // needs 32-byte alignment, which `out` has (checked) and every vector keeps.
-            #[allow(unsafe_code)]
-            unsafe {
-                if stream {
-                    _mm256_stream_ps(dst, acc);
-                } else {
-                    _mm256_storeu_ps(dst, acc);
-                }
-            }
-        }
-        at += UNROLL * 8;
-    }
-    while at < n {
-        let left = (n - at).min(8);
-        let lanes: [i32; 8] = std::array::from_fn(|lane| -i32::from(lane < left));
-        // SAFETY: masked-off lanes are neither read nor written (and do not fault); the
-        // `left` lanes kept are `x[at..at + left]` and `out[at..at + left]`, in bounds.
+    let store = |dst: &mut [f32], acc: __m256| {
+        // SAFETY: `dst` is 8 values of `out` (`walk` gives whole vectors); a streaming store
+        // needs 32-byte alignment, which `out` has (checked) and every vector keeps.
         #[allow(unsafe_code)]
         unsafe {
-            let lanes = _mm256_loadu_si256(lanes.as_ptr().cast());
-            let xv = _mm256_maskload_ps(x.as_ptr().add(at), lanes);
-            _mm256_maskstore_ps(out.as_mut_ptr().add(at), lanes, chain(xv));
+            if stream {
+                _mm256_stream_ps(dst.as_mut_ptr(), acc);
+            } else {
+                _mm256_storeu_ps(dst.as_mut_ptr(), acc);
+            }
         }
-        at += left;
-    }
+    };
+    walk(
+        (x, out),
+        8,
+        |x, out| {
+            // SAFETY: `x` holds UNROLL vectors of 8 values (`walk`): the loads are in it.
+            #[allow(unsafe_code)]
+            let acc: [__m256; UNROLL] =
+                std::array::from_fn(|u| chain(unsafe { _mm256_loadu_ps(x[8 * u..].as_ptr()) }));
+            for (dst, acc) in out.chunks_exact_mut(8).zip(acc) {
+                store(dst, acc);
+            }
+        },
+        |x, out| {
+            let lanes: [i32; 8] = std::array::from_fn(|lane| -i32::from(lane < x.len()));
+            // SAFETY: masked-off lanes are neither read nor written (and do not fault); the
+            // lanes kept are those of `x` and `out` (`x.len()` ≤ 8 of each).
+            #[allow(unsafe_code)]
+            unsafe {
+                let lanes = _mm256_loadu_si256(lanes.as_ptr().cast());
+                let xv = _mm256_maskload_ps(x.as_ptr(), lanes);
+                _mm256_maskstore_ps(out.as_mut_ptr(), lanes, chain(xv));
+            }
+        },
+    );
     if stream {
         // Non-temporal stores are weakly ordered: fence them before anyone reads `out`.
         _mm_sfence();

@@ -136,35 +136,18 @@ pub fn run(
     let w = order.len();
     let level = level.at_most_detected();
     #[cfg(target_arch = "x86_64")]
-    if w == 16 && level == Level::Avx512 && order.iter().copied().eq(0..16) {
-        let columns = avx512::Columns::new(m);
-        out.par_chunks_mut(GRAIN * w)
-            .zip(x.par_chunks(GRAIN * w))
-            .for_each(|(out, x)| {
-                // SAFETY: `at_most_detected` returned `Avx512` only after
-                // `is_x86_feature_detected!` found AVX-512F on this CPU, all `rows` needs; its
-                // memory accesses are in bounds (see `avx512::rows`).
-                #[allow(unsafe_code)]
-                unsafe {
-                    avx512::rows(&columns, x, out, fused, stream)
-                }
-            });
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if map_groups::fits(w) && matches!(level, Level::Avx512 | Level::Avx2) {
-        let width = if level == Level::Avx512 { 16 } else { 8 };
+    if let Some(width) = map_groups::width(w, level) {
         let steps = map_groups::Steps::new(m, w, order, width);
         out.par_chunks_mut(GRAIN * w)
             .zip(x.par_chunks(GRAIN * w))
             .for_each(|(out, x)| {
                 // SAFETY: `at_most_detected` returned `Avx512` only after
                 // `is_x86_feature_detected!` found AVX-512F, and `Avx2` only after it found
-                // AVX2 and FMA, all each kernel needs; their memory accesses are in bounds
-                // (see `map_groups`).
+                // AVX2 and FMA, all each kernel needs (`width` is 16 only at `Avx512`); their
+                // memory accesses are in bounds (see `map_groups`).
                 #[allow(unsafe_code)]
                 unsafe {
-                    if level == Level::Avx512 {
+                    if width == 16 {
                         map_groups::rows_avx512(&steps, x, out, fused, stream);
                     } else {
                         map_groups::rows_avx2(&steps, x, out, fused, stream);
@@ -174,115 +157,6 @@ pub fn run(
         return;
     }
     run_chains::<f32>(&chains(m, w, order), x, out, (w, fused), level);
-}
-
-/// Rows of 16 words on AVX-512, one row per vector: output blade k is lane k, and step i of
-/// every chain is one masked multiply-add of the broadcast `x_i` with column i of `M`, kept
-/// in the lanes whose `M[k][i]` is non-zero. Each lane runs its own chain, step for step (no
-/// transposes: a row is loaded and stored whole).
-#[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use std::arch::x86_64::*;
-
-    /// The columns of `M` with a non-zero entry: `(i, column i, lanes where it is non-zero)`,
-    /// and the chains' start (−0.0, or +0.0 in lanes with no step).
-    pub(super) struct Columns {
-        columns: Vec<(usize, [f32; 16], u16)>,
-        start: [f32; 16],
-    }
-
-    impl Columns {
-        pub(super) fn new(m: &[f32]) -> Columns {
-            let live = |v: f32| v != 0.0 || v.is_nan();
-            let mut any = 0u16;
-            let columns = (0..16)
-                .filter_map(|i| {
-                    let column: [f32; 16] = std::array::from_fn(|k| m[k * 16 + i]);
-                    let mask = (0..16).fold(0u16, |b, k| b | (u16::from(live(column[k])) << k));
-                    any |= mask;
-                    (mask != 0).then_some((i, column, mask))
-                })
-                .collect();
-            let start = std::array::from_fn(|k| if any >> k & 1 == 1 { -0.0 } else { 0.0 });
-            Columns { columns, start }
-        }
-    }
-
-    /// Rows computed together.
-    const ROWS: usize = 4;
-
-    /// One step of the 16 chains: `acc + M[k][i] x_i` in the lanes of `k`, fused or rounded
-    /// twice.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn step(acc: __m512, m: __m512, xi: f32, k: __mmask16, fused: bool) -> __m512 {
-        let xi = _mm512_set1_ps(xi);
-        if fused {
-            _mm512_mask3_fmadd_ps(m, xi, acc, k)
-        } else {
-            _mm512_mask_add_ps(acc, k, acc, _mm512_mul_ps(m, xi))
-        }
-    }
-
-    /// `acc` into `res` (16 floats; 64-byte aligned when `stream`).
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn put(res: &mut [f32], acc: __m512, stream: bool) {
-        let res = &mut res[..16];
-        // SAFETY: `res` holds 16 floats (bounds-checked above), the store's width; the
-        // streaming store needs 64-byte alignment, which `rows` checked `out` has and every
-        // row keeps (rows are 64 bytes).
-        #[allow(unsafe_code)]
-        unsafe {
-            if stream {
-                _mm512_stream_ps(res.as_mut_ptr(), acc);
-            } else {
-                _mm512_storeu_ps(res.as_mut_ptr(), acc);
-            }
-        }
-    }
-
-    /// Every row of `x` (16 words each) into `out`.
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn rows(c: &Columns, x: &[f32], out: &mut [f32], fused: bool, stream: bool) {
-        let stream = stream && out.as_ptr().align_offset(64) == 0;
-        let load = |v: &[f32; 16]| {
-            // SAFETY: `v` holds 16 floats, the unaligned load's width.
-            #[allow(unsafe_code)]
-            unsafe {
-                _mm512_loadu_ps(v.as_ptr())
-            }
-        };
-        let start = load(&c.start);
-        let columns: Vec<(usize, __m512, __mmask16)> =
-            c.columns.iter().map(|(i, m, k)| (*i, load(m), *k)).collect();
-        // Four rows at a time: four independent chains hide the multiply-add's latency.
-        let whole = x.len() / (ROWS * 16) * (ROWS * 16);
-        let (x4, x1) = x.split_at(whole);
-        let (out4, out1) = out.split_at_mut(whole);
-        for (rows, res) in x4.chunks_exact(ROWS * 16).zip(out4.chunks_exact_mut(ROWS * 16)) {
-            let mut acc = [start; ROWS];
-            for &(i, m, k) in &columns {
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    *acc = step(*acc, m, rows[r * 16 + (i & 15)], k, fused);
-                }
-            }
-            for (r, acc) in acc.into_iter().enumerate() {
-                put(&mut res[r * 16..r * 16 + 16], acc, stream);
-            }
-        }
-        for (row, res) in x1.chunks_exact(16).zip(out1.chunks_exact_mut(16)) {
-            let mut acc = start;
-            for &(i, m, k) in &columns {
-                acc = step(acc, m, row[i & 15], k, fused);
-            }
-            put(res, acc, stream);
-        }
-        if stream {
-            // Non-temporal stores are weakly ordered: fence them before anyone reads `out`.
-            _mm_sfence();
-        }
-    }
 }
 
 #[cfg(test)]
