@@ -113,7 +113,10 @@ product_check!(
 /// caller gave them (default: their own): raises its error, or returns None. The Python
 /// package runs it on the operands it converted, before it runs or uploads anything.
 #[pyfunction]
-#[pyo3(signature = (operation, signature, operands, grades=OpArg::Mask(0), shapes=None))]
+#[pyo3(
+    signature = (operation, signature, operands, grades=OpArg::Mask(0), shapes=None),
+    text_signature = "(operation, signature, operands, grades=0, shapes=None)"
+)]
 fn check_ga_apply(
     py: Python<'_>,
     operation: &str,

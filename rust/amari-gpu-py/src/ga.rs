@@ -29,7 +29,10 @@ use crate::resident::{run_to_in, PyDeviceArray, PyOperand, PyOut, Returned};
 /// operand is one, or written into `out`; returned with the plan (None when the call ran
 /// where resident rows live).
 #[pyfunction]
-#[pyo3(signature = (ctx, operation, signature, operands, grades=OpArg::Mask(0), strategy=None, out=None))]
+#[pyo3(
+    signature = (ctx, operation, signature, operands, grades=OpArg::Mask(0), strategy=None, out=None),
+    text_signature = "(ctx, operation, signature, operands, grades=0, strategy=None, out=None)"
+)]
 fn ga_apply<'py>(
     // The context as a bound object: the GIL token comes from it, one argument fewer.
     ctx: &Bound<'py, PyContext>,
