@@ -26,8 +26,10 @@ pub(super) fn width(k: usize, level: Level) -> Option<usize> {
 /// lanes whose entry is not ±0 (NaN included); and each lane's start (−0.0, or +0.0 where its
 /// chain has no step).
 pub(super) struct Steps {
-    steps: Vec<([i32; 16], [f32; 16], u16)>,
+    steps: Vec<(usize, [i32; 16], [f32; 16], u16)>,
     start: [f32; 16],
+    /// Values per row.
+    k: usize,
 }
 
 impl Steps {
@@ -42,11 +44,11 @@ impl Steps {
                 let column = std::array::from_fn(|lane| if lane < width { m[(lane % k) * k + l] } else { 0.0 });
                 let mask = (0..width).fold(0u16, |b, lane| b | (u16::from(live(column[lane])) << lane));
                 any |= mask;
-                (mask != 0).then_some((index, column, mask))
+                (mask != 0).then_some((l, index, column, mask))
             })
             .collect();
         let start = std::array::from_fn(|lane| if any >> lane & 1 == 1 { -0.0 } else { 0.0 });
-        Steps { steps, start }
+        Steps { steps, start, k }
     }
 }
 
@@ -82,11 +84,12 @@ pub(super) fn rows_avx512(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, st
     let stream = stream && out.as_ptr().align_offset(64) == 0;
     // SAFETY (every load below): each array holds 16 values, the loads' width.
     #[allow(unsafe_code)]
-    let vectors: Vec<(__m512i, __m512, __mmask16)> = s
+    let vectors: Vec<(usize, __m512i, __m512, __mmask16)> = s
         .steps
         .iter()
-        .map(|(index, column, mask)| unsafe {
+        .map(|(l, index, column, mask)| unsafe {
             (
+                *l,
                 _mm512_loadu_si512(index.as_ptr().cast()),
                 _mm512_loadu_ps(column.as_ptr()),
                 *mask,
@@ -96,17 +99,42 @@ pub(super) fn rows_avx512(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, st
     #[allow(unsafe_code)]
     // SAFETY: 16 values, the load's width.
     let start = unsafe { _mm512_loadu_ps(s.start.as_ptr()) };
-    let chain = |xv: __m512| {
-        let mut acc = start;
-        for &(index, column, mask) in &vectors {
-            let xl = _mm512_permutexvar_ps(index, xv);
-            acc = if fused {
-                _mm512_mask3_fmadd_ps(column, xl, acc, mask)
-            } else {
-                _mm512_mask_add_ps(acc, mask, acc, _mm512_mul_ps(column, xl))
-            };
+    let step = |acc: __m512, column: __m512, xl: __m512, mask: __mmask16| {
+        if fused {
+            _mm512_mask3_fmadd_ps(column, xl, acc, mask)
+        } else {
+            _mm512_mask_add_ps(acc, mask, acc, _mm512_mul_ps(column, xl))
+        }
+    };
+    // Step by step over UNROLL vectors at once: independent chains hide the multiply-add's
+    // latency. Rows of 16: `x_l` broadcast straight from memory (a load port, not the
+    // shuffle port that a permute per step would keep busy).
+    let rows16 = |x: [&[f32; 16]; UNROLL]| {
+        let mut acc = [start; UNROLL];
+        for &(l, _, column, mask) in &vectors {
+            for (acc, x) in acc.iter_mut().zip(x) {
+                *acc = step(*acc, column, _mm512_set1_ps(x[l & 15]), mask);
+            }
         }
         acc
+    };
+    let permuted = |xv: [__m512; UNROLL]| {
+        let mut acc = [start; UNROLL];
+        for &(_, index, column, mask) in &vectors {
+            for (acc, xv) in acc.iter_mut().zip(xv) {
+                *acc = step(*acc, column, _mm512_permutexvar_ps(index, xv), mask);
+            }
+        }
+        acc
+    };
+    let vector = |x: &[f32]| -> __m512 {
+        let lanes: __mmask16 = (1u32 << x.len().min(16)).wrapping_sub(1) as u16;
+        // SAFETY: masked-off lanes are not read (and do not fault); the lanes kept are
+        // those of `x` (at most 16).
+        #[allow(unsafe_code)]
+        unsafe {
+            _mm512_maskz_loadu_ps(lanes, x.as_ptr())
+        }
     };
     let store = |dst: &mut [f32], acc: __m512| {
         // SAFETY: `dst` is 16 values of `out` (`walk` gives whole vectors); a streaming store
@@ -120,26 +148,33 @@ pub(super) fn rows_avx512(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, st
             }
         }
     };
+    let one_row = s.k == 16;
     walk(
         (x, out),
         16,
         |x, out| {
-            // SAFETY: `x` holds UNROLL vectors of 16 values (`walk`): the loads are in it.
-            #[allow(unsafe_code)]
-            let acc: [__m512; UNROLL] =
-                std::array::from_fn(|u| chain(unsafe { _mm512_loadu_ps(x[16 * u..].as_ptr()) }));
+            let (rows, _) = x.as_chunks::<16>();
+            let acc = if one_row {
+                rows16(std::array::from_fn(|u| &rows[u]))
+            } else {
+                permuted(std::array::from_fn(|u| vector(&rows[u])))
+            };
             for (dst, acc) in out.chunks_exact_mut(16).zip(acc) {
                 store(dst, acc);
             }
         },
         |x, out| {
+            // One vector (the chains of the other lanes of the array are the same, unused).
+            let acc = match <&[f32; 16]>::try_from(x) {
+                Ok(row) if one_row => rows16([row; UNROLL])[0],
+                _ => permuted([vector(x); UNROLL])[0],
+            };
             let lanes: __mmask16 = (1u32 << x.len()).wrapping_sub(1) as u16;
-            // SAFETY: masked-off lanes are neither read nor written (and do not fault); the
-            // lanes kept are those of `x` and `out` (`x.len()` ≤ 16 of each).
+            // SAFETY: masked-off lanes are not written (and do not fault); the lanes kept are
+            // those of `out` (`x.len()` ≤ 16, as long as `out`).
             #[allow(unsafe_code)]
             unsafe {
-                let xv = _mm512_maskz_loadu_ps(lanes, x.as_ptr());
-                _mm512_mask_storeu_ps(out.as_mut_ptr(), lanes, chain(xv));
+                _mm512_mask_storeu_ps(out.as_mut_ptr(), lanes, acc)
             }
         },
     );
@@ -160,7 +195,7 @@ pub(super) fn rows_avx2(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stre
     let vectors: Vec<(__m256i, __m256, __m256)> = s
         .steps
         .iter()
-        .map(|(index, column, mask)| unsafe {
+        .map(|(_, index, column, mask)| unsafe {
             let keep = keep(*mask);
             (
                 _mm256_loadu_si256(index.as_ptr().cast()),
@@ -172,16 +207,19 @@ pub(super) fn rows_avx2(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stre
     #[allow(unsafe_code)]
     // SAFETY: 16 values, more than the load's 8.
     let start = unsafe { _mm256_loadu_ps(s.start.as_ptr()) };
-    let chain = |xv: __m256| {
-        let mut acc = start;
+    // Step by step over UNROLL vectors at once: independent chains hide the latency.
+    let permuted = |xv: [__m256; UNROLL]| {
+        let mut acc = [start; UNROLL];
         for &(index, column, keep) in &vectors {
-            let xl = _mm256_permutevar8x32_ps(xv, index);
-            let next = if fused {
-                _mm256_fmadd_ps(column, xl, acc)
-            } else {
-                _mm256_add_ps(acc, _mm256_mul_ps(column, xl))
-            };
-            acc = _mm256_blendv_ps(acc, next, keep);
+            for (acc, xv) in acc.iter_mut().zip(xv) {
+                let xl = _mm256_permutevar8x32_ps(xv, index);
+                let next = if fused {
+                    _mm256_fmadd_ps(column, xl, *acc)
+                } else {
+                    _mm256_add_ps(*acc, _mm256_mul_ps(column, xl))
+                };
+                *acc = _mm256_blendv_ps(*acc, next, keep);
+            }
         }
         acc
     };
@@ -201,10 +239,10 @@ pub(super) fn rows_avx2(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stre
         (x, out),
         8,
         |x, out| {
-            // SAFETY: `x` holds UNROLL vectors of 8 values (`walk`): the loads are in it.
+            let (rows, _) = x.as_chunks::<8>();
+            // SAFETY: each of `rows` holds 8 values, the loads' width.
             #[allow(unsafe_code)]
-            let acc: [__m256; UNROLL] =
-                std::array::from_fn(|u| chain(unsafe { _mm256_loadu_ps(x[8 * u..].as_ptr()) }));
+            let acc = permuted(std::array::from_fn(|u| unsafe { _mm256_loadu_ps(rows[u].as_ptr()) }));
             for (dst, acc) in out.chunks_exact_mut(8).zip(acc) {
                 store(dst, acc);
             }
@@ -217,7 +255,8 @@ pub(super) fn rows_avx2(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stre
             unsafe {
                 let lanes = _mm256_loadu_si256(lanes.as_ptr().cast());
                 let xv = _mm256_maskload_ps(x.as_ptr(), lanes);
-                _mm256_maskstore_ps(out.as_mut_ptr(), lanes, chain(xv));
+                // One vector (the chains of the other lanes of the array are the same, unused).
+                _mm256_maskstore_ps(out.as_mut_ptr(), lanes, permuted([xv; UNROLL])[0]);
             }
         },
     );
