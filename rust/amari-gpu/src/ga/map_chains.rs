@@ -1,8 +1,8 @@
 //! The chains of the sandwich map (`ga::sandwich_map`) on the host, in any dtype the family
 //! computes in (`T: Real`): each output blade `k` the chain `acc = fma(M[k][i], x_i, acc)` over
-//! the non-zero `M[k][i]` in increasing `i`, from −0.0 (+0.0 where there is none), on
-//! [`LANES`] rows at once. The float32 map's AVX-512 kernel (`sandwich_map::avx512`) computes
-//! the same chains its own way.
+//! the non-zero `M[k][i]` in increasing blade index `i`, from −0.0 (+0.0 where there is none),
+//! on [`LANES`] rows at once. The float32 map's AVX-512 and AVX2 kernels (`ga::map_groups`,
+//! rows of 1 to 16 blades) compute the same chains their own way.
 
 use rayon::prelude::*;
 
