@@ -109,6 +109,13 @@ def test_algebras_and_batch_axes(rc: ag.RayContext, local: ag.MultiGpuContext) -
     assert np.array_equal(rc.geometric_product(a, b, alg), local.geometric_product(a, b, alg))
     empty = np.zeros((0, 8), np.float32)
     assert rc.geometric_product(empty, empty).shape == (0, 8)
+    # A motor on points given as their 4 blades: passed through to the nodes.
+    even = [bin(k).count("1") % 2 == 0 for k in range(16)]
+    motor = np.where(even, rng.standard_normal(16), 0.0).astype(np.float32)
+    points = rng.standard_normal((700, 4)).astype(np.float32)
+    on = {"blades": [14, 7, 13, 11]}
+    got = rc.sandwich(motor, points, alg, **on)
+    assert got.shape == (700, 4) and np.array_equal(got, local.sandwich(motor, points, alg, **on))
 
 
 @pytest.mark.parametrize("strategy", ["balanced", "adaptive"])

@@ -127,7 +127,7 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
     works = [r["work"] for r in result["rows"]]
     assert [w.split()[0] for w in works] == [
         *["Cl(3,0)"] * 5,
-        "PGA",
+        *["PGA"] * 2,
         "max-plus",
         *["shortest"] * 3,
         *["Fisher"] * 3,
@@ -136,7 +136,8 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
     assert "out=" in works[1]
     assert "float64" in works[2]
     assert "float16 on the host device" in works[3] and "float16 on llvmpipe" in works[4]
-    assert all("float64" in w for w in works[8:10]) and "float64" in works[12]
+    assert "blades=" in works[5] and "dense" in works[6]
+    assert all("float64" in w for w in works[9:11]) and "float64" in works[13]
     for row in result["rows"]:
         if row["note"].startswith("not available yet"):
             assert row["ours_s"] is None

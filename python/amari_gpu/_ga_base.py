@@ -107,6 +107,32 @@ def _grade_mask(k: Any, algebra: Algebra) -> int:
     return mask
 
 
+def _blade_list(blades: Any) -> tuple[int, ...]:
+    """``sandwich``'s ``blades=`` as the core takes it: a tuple of Python ints (the core checks
+    that they are distinct blades of the algebra)."""
+    try:
+        values = list(blades)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"blades: expected a sequence of blade indices (bitmask order), got {blades!r}"
+        ) from None
+    for b in values:
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer)):
+            raise InvalidArgumentError(
+                f"blades: expected integer blade indices (bitmask order), got {b!r}"
+            )
+    return tuple(int(b) for b in values)
+
+
+def _width(call: tuple[str, Algebra, Any]) -> int:
+    """Values per row of a call's result: one for ``scalar_product``, the named blades of a
+    sandwich on some blades (``call``'s third item a tuple), else the algebra's blades."""
+    operation, algebra, arg = call
+    if operation == "scalar_product":
+        return 1
+    return len(arg) if isinstance(arg, tuple) else algebra.n_blades
+
+
 def _ready_rows(named: list[tuple[str, Any]], width: int) -> list[Any] | None:
     """The operands when they are already what the core reads — plain, aligned, C-contiguous
     float32 ndarrays of one shape (..., ``width``), so nothing is converted or broadcast —
@@ -128,7 +154,7 @@ def _ready_rows(named: list[tuple[str, Any]], width: int) -> list[Any] | None:
 
 
 def _numpy_rows(
-    call: tuple[str, Algebra, int], named: list[tuple[str, Any]], kept: np.dtype[Any]
+    call: tuple[str, Algebra, Any], named: list[tuple[str, Any]], kept: np.dtype[Any]
 ) -> tuple[list[Any], tuple[int, ...]]:
     """Numpy operands of ``call`` (operation, algebra, grades) as the core's rows of dtype
     ``kept`` (see :func:`_rows`), checked by the core in the shapes the caller gave them,
@@ -140,7 +166,8 @@ def _numpy_rows(
         # widened to the float32 kernel's rows below.
         named = [(name, contiguous(name, real_array(name, v), FLOAT16)) for name, v in named]
         kept = FLOAT32
-    ready = _ready_rows(named, width) if kept == FLOAT32 else None
+    # A sandwich on some blades (grades a tuple) has rows of its own width: never the ready form.
+    ready = _ready_rows(named, width) if kept == FLOAT32 and not isinstance(grades, tuple) else None
     if ready is not None:
         # Already the core's rows, of the algebra's width and one shape (nothing to
         # broadcast): the native call's own checks are the caller's terms.
@@ -165,8 +192,7 @@ def _numpy_rows(
         raise AmariGpuError(
             f"{operation}: the core took leading shapes {shapes} that do not broadcast"
         )
-    width = algebra.n_blades
-    return rows, (lead if operation == "scalar_product" else (*lead, width))
+    return rows, (lead if operation == "scalar_product" else (*lead, _width(call)))
 
 
 def _resident_operand(
@@ -181,7 +207,7 @@ def _resident_operand(
 
 
 def _resident_rows(
-    ctx: Any, call: tuple[str, Algebra, int], named: list[tuple[str, Any]], kept: np.dtype[Any]
+    ctx: Any, call: tuple[str, Algebra, Any], named: list[tuple[str, Any]], kept: np.dtype[Any]
 ) -> tuple[list[Any], tuple[int, ...], bool]:
     """Operands of ``call`` (operation, algebra, grades) with a DeviceArray among them as
     the core's rows, checked by the core in the shapes the caller gave them: DeviceArray
@@ -215,8 +241,7 @@ def _resident_rows(
     # The result's leading shape is numpy's broadcast of the operands' (as on the numpy
     # path): a single multivector of shape (1, 1, 2^n) adds its axes.
     lead = np.broadcast_shapes(*leads)
-    width = algebra.n_blades
-    shape = tuple(lead) if operation == "scalar_product" else (*lead, width)
+    shape = tuple(lead) if operation == "scalar_product" else (*lead, _width(call))
     # The core's checks in the caller's shapes, before anything is uploaded or run (a
     # RayContext's cluster array, having no native handle, is checked as a stand-in of its
     # shape).
@@ -239,7 +264,7 @@ class GaBase(KernelHost):
         operation: str,
         alg: Algebra,
         named: list[tuple[str, Any]],
-        grades: int,
+        grades: Any,
         strategy: Any,
         out: Any,
         dtype: Any = None,
@@ -275,7 +300,7 @@ class GaBase(KernelHost):
 
     def _run(
         self,
-        call: tuple[str, Algebra, int],
+        call: tuple[str, Algebra, Any],
         rows: list[Any],
         strategy: Any,
         target: Any,
@@ -284,7 +309,7 @@ class GaBase(KernelHost):
         grades): numpy rows or DeviceArray handles into ``target`` (None, a numpy array or
         a DeviceArray)."""
         operation, algebra, grades = call
-        words = 1 if operation == "scalar_product" else algebra.n_blades
+        words = _width(call)
         # A C-contiguous array reshapes to the core's (rows, words) as a view of itself.
         native_out: Any = target
         if isinstance(target, DeviceArray):
@@ -305,7 +330,7 @@ class GaBase(KernelHost):
 
     def _single_result(
         self,
-        call: tuple[str, Algebra, int],
+        call: tuple[str, Algebra, Any],
         rows: list[Any],
         shape: tuple[int, ...],
         target: Any,

@@ -29,7 +29,7 @@ class Kernels(Protocol):
         operation: str,
         signature: tuple[int, int, int],
         operands: list[_native.DeviceArray | npt.NDArray[np.float32 | np.float64]],
-        grades: int = 0,
+        grades: int | tuple[int, ...] = 0,
         strategy: str | None = None,
         out: _native.DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
     ) -> tuple[_native.DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...

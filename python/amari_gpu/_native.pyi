@@ -349,7 +349,7 @@ def ga_apply(
     operation: str,
     signature: tuple[int, int, int],
     operands: list[DeviceArray | npt.NDArray[np.float32 | np.float64]],
-    grades: int = 0,
+    grades: int | tuple[int, ...] = 0,
     strategy: str | None = None,
     out: DeviceArray | npt.NDArray[np.float32 | np.float64] | None = None,
 ) -> tuple[DeviceArray | npt.NDArray[np.float32 | np.float64], Plan | None]: ...
@@ -475,7 +475,7 @@ def check_ga_apply(
     operation: str,
     signature: tuple[int, int, int],
     operands: list[DeviceArray | npt.NDArray[np.float32 | np.float64]],
-    grades: int = 0,
+    grades: int | tuple[int, ...] = 0,
     shapes: list[tuple[int, ...]] | None = None,
 ) -> None: ...
 def check_tropical_matmul(

@@ -10,7 +10,7 @@ per shape, not once per method.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 if TYPE_CHECKING:
@@ -100,6 +100,7 @@ class GaSandwich(Protocol):
         algebra: Algebra | None = None,
         *,
         dtype: npt.DTypeLike | None = None,
+        blades: Sequence[int] | None = None,
         strategy: str | None = None,
         out: npt.NDArray[np.float32 | np.float64],
     ) -> npt.NDArray[np.float32 | np.float64]: ...
@@ -111,6 +112,7 @@ class GaSandwich(Protocol):
         algebra: Algebra | None = None,
         *,
         dtype: npt.DTypeLike | None = None,
+        blades: Sequence[int] | None = None,
         strategy: str | None = None,
         out: DeviceArray | None = None,
     ) -> DeviceArray: ...
@@ -122,6 +124,7 @@ class GaSandwich(Protocol):
         algebra: Algebra | None = None,
         *,
         dtype: npt.DTypeLike | None = None,
+        blades: Sequence[int] | None = None,
         strategy: str | None = None,
         out: DeviceArray | None = None,
     ) -> DeviceArray: ...
@@ -133,6 +136,7 @@ class GaSandwich(Protocol):
         algebra: Algebra | None = None,
         *,
         dtype: npt.DTypeLike | None = None,
+        blades: Sequence[int] | None = None,
         strategy: str | None = None,
         out: Any = None,
     ) -> npt.NDArray[np.float32 | np.float64]: ...

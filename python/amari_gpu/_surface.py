@@ -49,7 +49,7 @@ NATIVE_SIGNATURES = """
 @kernel
 def ga_apply(
     ctx, operation: str, signature: tuple[int, int, int],
-    operands: list[either[float, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+    operands: list[either[float, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int | tuple[int, ...] = 0,
     strategy: str | None = None, out: either[float, "(N, output words)"] | None = None,
 ) -> tuple[either[float], Plan | None]:
     "One geometric-algebra operation over rows; the result and the plan (None if resident)."
@@ -146,7 +146,7 @@ def fisher_finish(
 # --- check-only entries (a cluster's driver checks a call before splitting it) [checks] ---
 def check_ga_apply(
     operation: str, signature: tuple[int, int, int],
-    operands: list[either[float, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int = 0,
+    operands: list[either[float, "(N, 2ⁿ) or (1, 2ⁿ) each"]], grades: int | tuple[int, ...] = 0,
     shapes: list[tuple[int, ...]] | None = None,
 ) -> None:
     "The checks of ga_apply, in the caller's shapes of the operands, without a context or a run."
@@ -400,7 +400,7 @@ GA_SANDWICH = Shape(
     "GaSandwich",
     (Arg("r", resident=True), Arg("x", resident=True), _ALGEBRA),
     _FLOAT,
-    keywords=(_DTYPE,),
+    keywords=(_DTYPE, Arg("blades", "Sequence[int] | None", "None")),
 )
 GA_UNARY = Shape("GaUnary", (Arg("x", resident=True), _ALGEBRA), _FLOAT, keywords=(_DTYPE,))
 GA_GRADES = Shape(

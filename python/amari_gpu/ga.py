@@ -8,13 +8,14 @@ every healthy device of the context.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _shapes
-from ._ga_base import _algebra
+from ._ga_base import _algebra, _blade_list
 from .algebra import Algebra
 from .array import DeviceArray
 from .ga_unary import UnaryOperationsMixin
@@ -144,10 +145,22 @@ class GeometricAlgebraMixin(UnaryOperationsMixin):
         algebra: Algebra | None = None,
         *,
         dtype: npt.DTypeLike | None = None,
+        blades: Sequence[int] | None = None,
         strategy: str | None = None,
         out: npt.NDArray[np.float32 | np.float64] | DeviceArray | None = None,
     ) -> npt.NDArray[np.float32 | np.float64] | DeviceArray:
         """``r x r̃`` (r̃ the reverse of r): applies the rotor (or versor) ``r`` to ``x``. The
         common case is one rotor of shape (2ⁿ,) applied to a batch ``x`` of shape (N, 2ⁿ).
-        Computed as (r x) r̃, with no normalisation of ``r``."""
-        return self._product("sandwich", ("r", "x"), r, x, algebra, (strategy, out, dtype))
+        Computed as (r x) r̃, with no normalisation of ``r``.
+
+        ``blades=``: distinct blade indices (bitmask order) that ``x``'s rows hold, e.g.
+        ``(7, 11, 13, 14)`` for the points (grade 3) of Cl(3,0,1): ``x`` is then (N, k) (or
+        (k,)), column ``j`` the coefficient of blade ``blades[j]`` (the caller's order), and
+        the result holds the same blades. ``r`` must be one rotor whose sandwich keeps those
+        blades among themselves (else ``InvalidArgumentError`` names the blade it reaches)."""
+        if blades is None:
+            return self._product("sandwich", ("r", "x"), r, x, algebra, (strategy, out, dtype))
+        named = [("r", r), ("x", x)]
+        return self._apply(
+            "sandwich", _algebra(algebra), named, _blade_list(blades), strategy, out, dtype
+        )

@@ -83,7 +83,7 @@ def ga_apply(
     operation: str,
     signature: tuple[int, int, int],
     operands: list[Any],
-    grades: int,
+    grades: int | tuple[int, ...],
     out: Any,
 ) -> tuple[Any, None]:
     """``ga_apply`` with cluster-array operands (checked by the family method): numpy

@@ -152,12 +152,13 @@ def ga_apply(
     operation: str,
     signature: tuple[int, int, int],
     operands: list[Any],
-    grades: int = 0,
+    grades: int | tuple[int, ...] = 0,
     strategy: str | None = None,
     out: Any = None,
 ) -> tuple[Any, Plan | None]:
     """``_native.ga_apply`` on the cluster: rows split, a one-row operand (applied to every
-    row of the other) bound whole to every chunk; with a cluster array, where it lives."""
+    row of the other) bound whole to every chunk; with a cluster array, where it lives.
+    ``grades`` (a projection's mask, or a sandwich's blades) is passed on as it is."""
     if resident(*operands):
         return array_kernels.ga_apply(ctx, operation, signature, operands, grades, out)
     _host_only(*operands, out)
@@ -170,7 +171,9 @@ def ga_apply(
         slots = [ArraySlot(i) for i in range(len(arrays))]
         return "ga_apply", (operation, signature, slots, grades), arrays
 
-    width = operands[0].shape[1]
+    # The result's row is the last operand's (x of a sandwich on some blades is narrower
+    # than its rotor).
+    width = operands[-1].shape[1]
     per_row = (_row_bytes(*[o for o, b in zip(operands, broadcast) if not b]), 4.0 * width)
     return _run_rows(ctx, GA, items, call, per_row, strategy, out=out)
 

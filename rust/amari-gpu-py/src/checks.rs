@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use crate::arrays::contiguous;
 use crate::detach::run_detached;
 use crate::errors::to_pyerr;
-use crate::ga::{borrows, core_operands, dtype_of, own_shapes, parse};
+use crate::ga::{borrows, core_operands, dtype_of, own_shapes, parse, OpArg};
 use crate::resident::{dtype_refused, PyOperand};
 use crate::rows::host_words;
 use crate::tropical::{mixed_dtypes, PyWeights};
@@ -113,17 +113,23 @@ product_check!(
 /// caller gave them (default: their own): raises its error, or returns None. The Python
 /// package runs it on the operands it converted, before it runs or uploads anything.
 #[pyfunction]
-#[pyo3(signature = (operation, signature, operands, grades=0, shapes=None))]
+#[pyo3(
+    signature = (operation, signature, operands, grades=OpArg::Mask(0), shapes=None),
+    text_signature = "(operation, signature, operands, grades=0, shapes=None)"
+)]
 fn check_ga_apply(
     py: Python<'_>,
     operation: &str,
     signature: (u32, u32, u32),
     operands: Vec<PyOperand<'_>>,
-    grades: u32,
+    grades: OpArg,
     shapes: Option<Vec<Vec<usize>>>,
 ) -> PyResult<()> {
     let (algebra, op) = parse(py, operation, signature, grades)?;
     let dtype = dtype_of(&operands)?;
+    // Before the rows are viewed as words: float16 rows of an odd width do not pack into
+    // words, which the dtype's own error says.
+    op.check_dtype(dtype).map_err(|e| to_pyerr(py, e))?;
     let held = borrows(&operands);
     let ops = core_operands(py, op, &operands, &held)?;
     let shapes = shapes.unwrap_or_else(|| own_shapes(&operands));

@@ -5,7 +5,7 @@
 //! (two words per value), a float16 call's as views of two float16 values per word.
 
 use amari_gpu::dtype::{f16_words, f64_words};
-use amari_gpu::ga::{self, Algebra, Operation};
+use amari_gpu::ga::{self, Algebra, Blades, Operation};
 use amari_gpu::{Dtype, ResidentOperand as Operand};
 use half::slice::HalfFloatSliceExt;
 use numpy::ndarray::Ix2;
@@ -22,20 +22,24 @@ use crate::resident::{run_to_in, PyDeviceArray, PyOperand, PyOut, Returned};
 /// values per row, each a DeviceArray or a C-contiguous (N, 2ⁿ) array, float16, float32 or
 /// float64 (all operands of one dtype, which the call computes in);
 /// one of a product's two may be a single row, applied to every row of the other. `grades`
-/// is the grade mask of a projection. The core checks the operands in their own shapes (the
+/// is the grade mask of a projection, or for a sandwich a sequence of blade indices: the
+/// blades `x`'s rows (and the result's) hold, column `j` blade `grades[j]`. The core checks the operands in their own shapes (the
 /// Python package has it check them in the caller's first, with `check_ga_apply`). The
 /// (N, output values) result is a numpy array of the call's dtype, a new DeviceArray when an
 /// operand is one, or written into `out`; returned with the plan (None when the call ran
 /// where resident rows live).
 #[pyfunction]
-#[pyo3(signature = (ctx, operation, signature, operands, grades=0, strategy=None, out=None))]
+#[pyo3(
+    signature = (ctx, operation, signature, operands, grades=OpArg::Mask(0), strategy=None, out=None),
+    text_signature = "(ctx, operation, signature, operands, grades=0, strategy=None, out=None)"
+)]
 fn ga_apply<'py>(
     // The context as a bound object: the GIL token comes from it, one argument fewer.
     ctx: &Bound<'py, PyContext>,
     operation: &str,
     signature: (u32, u32, u32),
     operands: Vec<PyOperand<'py>>,
-    grades: u32,
+    grades: OpArg,
     strategy: Option<&str>,
     out: Option<PyOut<'py>>,
 ) -> Returned<'py> {
@@ -44,24 +48,30 @@ fn ga_apply<'py>(
     let strategy = ctx.strategy_or_default(py, strategy)?;
     let (algebra, op) = parse(py, operation, signature, grades)?;
     let dtype = dtype_of(&operands)?;
+    // Before the rows are viewed as words: float16 rows of an odd width do not pack into
+    // words, which the dtype's own error says.
+    op.check_dtype(dtype).map_err(|e| to_pyerr(py, e))?;
     let held = borrows(&operands);
     let ops = core_operands(py, op, &operands, &held)?;
-    let row_words = algebra.blades() * dtype.bytes() / 4;
+    let shapes = own_shapes(&operands);
+    // Checked before `out` is taken: an argument error is not a call that began writing.
+    let ready = ga::check(&algebra, op, &ops, &shapes, dtype).map_err(|e| to_pyerr(py, e))?;
     let rows: Vec<usize> = ops
         .iter()
-        .map(|o| match o {
-            Operand::Host(data) => data.len() / row_words,
+        .enumerate()
+        .map(|(slot, o)| match o {
+            Operand::Host(data) => {
+                let row_words = dtype.words_of(op.input_words(slot, &algebra));
+                data.len().checked_div(row_words).unwrap_or(0)
+            }
             Operand::Resident(r) => r.rows(),
         })
         .collect();
-    // A single multivector is applied to every row of the other operand (the core checks
+    // A single multivector is applied to every row of the other operand (the core checked
     // that the rest agree).
     let items = rows.iter().copied().find(|&n| n != 1).unwrap_or(1);
     let resident = held.iter().any(Option::is_some);
     let dim = Ix2(items, op.output_words(&algebra));
-    let shapes = own_shapes(&operands);
-    // Checked before `out` is taken: an argument error is not a call that began writing.
-    let ready = ga::check(&algebra, op, &ops, &shapes, dtype).map_err(|e| to_pyerr(py, e))?;
     run_to_in(
         py,
         &ctx,
@@ -88,17 +98,38 @@ pub(crate) fn dtype_of(operands: &[PyOperand<'_>]) -> PyResult<Dtype> {
     }
 }
 
+/// What an operation takes besides its operands: the grade mask of a projection (0 for the
+/// others), or the blade indices a sandwich's rows hold (`sandwich(..., blades=)`).
+#[derive(FromPyObject)]
+pub(crate) enum OpArg {
+    /// A grade mask.
+    Mask(u32),
+    /// Blade indices, in the rows' column order.
+    Blades(Vec<i64>),
+}
+
 /// The algebra Cl(p, q, r) of `signature` and the operation `operation` (with the grade
-/// mask `grades` of a projection).
+/// mask of a projection, or the blades of a sandwich on some blades).
 pub(crate) fn parse(
     py: Python<'_>,
     operation: &str,
     (p, q, r): (u32, u32, u32),
-    grades: u32,
+    arg: OpArg,
 ) -> PyResult<(Algebra, Operation)> {
     let algebra = Algebra::new(p, q, r).map_err(|e| to_pyerr(py, e))?;
-    let op = Operation::parse(operation, grades).map_err(|e| to_pyerr(py, e))?;
-    Ok((algebra, op))
+    let op = match arg {
+        OpArg::Mask(grades) => Operation::parse(operation, grades),
+        OpArg::Blades(blades) => match Operation::parse(operation, 0) {
+            Ok(Operation::Sandwich) => {
+                Blades::new(&algebra, &blades).map(Operation::SandwichBlades)
+            }
+            Ok(_) | Err(_) => Err(amari_gpu::Error::invalid(
+                "blades",
+                format!("only sandwich takes blades, not {operation:?}"),
+            )),
+        },
+    };
+    Ok((algebra, op.map_err(|e| to_pyerr(py, e))?))
 }
 
 /// The borrows of the DeviceArray operands for the call (None for host rows).

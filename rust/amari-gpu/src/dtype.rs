@@ -162,6 +162,10 @@ pub fn f64_words_mut(values: &mut [f64]) -> &mut [f32] {
 /// is; callers copy otherwise).
 pub fn f16_words(values: &[u16]) -> Result<&[f32]> {
     Dtype::F16.words(values.len())?;
+    if values.is_empty() {
+        // No rows: numpy's pointer of an empty float16 array need not be 4-byte aligned.
+        return Ok(&[]);
+    }
     bytemuck::try_cast_slice(values)
         .map_err(|e| Error::invalid("float16 values", format!("not viewable as words: {e}")))
 }
@@ -170,6 +174,10 @@ pub fn f16_words(values: &[u16]) -> Result<&[f32]> {
 /// [`f16_words`].
 pub fn f16_words_mut(values: &mut [u16]) -> Result<&mut [f32]> {
     Dtype::F16.words(values.len())?;
+    if values.is_empty() {
+        // No rows: numpy's pointer of an empty float16 array need not be 4-byte aligned.
+        return Ok(&mut []);
+    }
     bytemuck::try_cast_slice_mut(values)
         .map_err(|e| Error::invalid("float16 values", format!("not viewable as words: {e}")))
 }

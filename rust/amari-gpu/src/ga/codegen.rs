@@ -35,6 +35,17 @@ pub enum Broadcast {
 }
 
 impl Broadcast {
+    /// Whether the kernel of `op` with this broadcast is the sandwich by one rotor as its
+    /// linear map (`ga::sandwich_map`), bound in the rotor's place: one rotor for every row,
+    /// and always on some blades (`Operation::SandwichBlades` takes one rotor).
+    pub fn is_map(self, op: Operation) -> bool {
+        match op {
+            Operation::Sandwich => self == Broadcast::Left,
+            Operation::SandwichBlades(_) => true,
+            _ => false,
+        }
+    }
+
     /// Short name used in kernel ids.
     pub fn name(&self) -> &'static str {
         match self {
@@ -87,8 +98,8 @@ fn operand(spec: &str, k: usize) -> String {
 /// `Operation::check_dtype`). A sandwich by one rotor (`Broadcast::Left`) is the linear map
 /// of `ga::codegen_map`.
 pub fn generate(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: Dtype) -> String {
-    if (op, broadcast) == (Operation::Sandwich, Broadcast::Left) {
-        return generate_map(algebra, dtype);
+    if broadcast.is_map(op) {
+        return generate_map(algebra, &op.blades(algebra), dtype);
     }
     let blades = algebra.blades();
     let out_words = op.output_words(algebra);

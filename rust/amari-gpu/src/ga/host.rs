@@ -67,7 +67,7 @@ impl GaKernel {
     /// The host kernel of `op` in `algebra` (the operation must have passed
     /// [`Operation::check`]).
     pub fn new(algebra: Algebra, op: Operation, broadcast: Broadcast, fma: FmaMode) -> GaKernel {
-        let program = if (op, broadcast) == (Operation::Sandwich, Broadcast::Left) {
+        let program = if broadcast.is_map(op) {
             Program::SandwichMap
         } else {
             Program::new(&algebra, op)
@@ -149,18 +149,19 @@ impl GaKernel {
             return;
         }
         let program = &*self.program;
-        if let (Program::SandwichMap, 2) = (program, T::WORDS) {
-            let x = &inputs[1][range.start * w..range.end * w];
-            let fused = self.fma == FmaMode::Fused;
-            sandwich_map::run_f64(inputs[0], x, output, (w / 2, fused));
-            return;
-        }
         if let Program::SandwichMap = program {
-            let (map, x) = (inputs[0], &inputs[1][range.start * w..range.end * w]);
+            // Rows of every blade, or of those `sandwich(..., blades=)` names.
+            let order = self.op.blades(&self.algebra).ascending();
+            let xw = order.len() * T::WORDS;
+            let (map, x) = (inputs[0], &inputs[1][range.start * xw..range.end * xw]);
+            let fused = self.fma == FmaMode::Fused;
+            if T::WORDS == 2 {
+                sandwich_map::run_f64(map, x, output, (&order, fused));
+                return;
+            }
             // Streamed past the caches when the call's rows and result outgrow them.
             let stream = streams(inputs[1].len().saturating_mul(8));
-            let fused = self.fma == FmaMode::Fused;
-            sandwich_map::run(map, x, output, (w, fused), Level::detect(), stream);
+            sandwich_map::run(map, x, output, (&order, fused), Level::detect(), stream);
             return;
         }
         let a = operand(0);

@@ -3,7 +3,6 @@
 //! benchmarks that compare the host with the devices).
 
 use super::algebra::Algebra;
-use super::codegen::Broadcast;
 use super::run::bound_whole;
 use super::sandwich_map::matrix;
 use super::host::GaKernel;
@@ -23,11 +22,13 @@ pub fn apply_host(
     let (items, broadcast) = crate::ga::shape(algebra, op, operands)?;
     let broadcast = bound_whole(op, items, broadcast);
     let kernel = GaKernel::new(*algebra, op, broadcast, fma);
-    // A sandwich by one rotor binds the rotor's map in its place, as `ga::check` does.
+    // A sandwich by one rotor binds the rotor's map in its place (restricted to the rows'
+    // blades), as `ga::check` does.
     let map;
     let mut operands = operands.to_vec();
-    if (op, broadcast) == (Operation::Sandwich, Broadcast::Left) {
-        map = matrix(algebra, &operands[0][..algebra.blades()]);
+    if broadcast.is_map(op) {
+        let full = matrix(algebra, &operands[0][..algebra.blades()]);
+        map = op.blades(algebra).restrict::<f32>(&full, algebra.blades())?;
         operands[0] = &map;
     }
     if out.len() != items * kernel.output_words() {

@@ -8,7 +8,6 @@ use std::ops::Range;
 
 use super::codegen::Broadcast;
 use super::host::GaKernel;
-use super::operation::Operation;
 use crate::dtype::Dtype;
 
 /// Items per float16 tile: its float32 copies stay in the per-core caches.
@@ -29,10 +28,11 @@ impl GaKernel {
         use rayon::prelude::*;
         let f32_kernel = self.clone().in_dtype(Dtype::F32);
         let level = crate::host::simd::dispatched();
-        let (w, ow) = (self.algebra.blades(), self.output_words());
+        let map = self.broadcast.is_map(self.op);
+        // Rows' values (the named blades of a sandwich on blades).
+        let (w, ow) = (self.op.input_words(1, &self.algebra), self.output_words());
         // Whole operands are widened once (a sandwich's map is float32 already); batches
         // tile by tile.
-        let map = self.op == Operation::Sandwich && self.broadcast == Broadcast::Left;
         let whole: Vec<Option<Vec<f32>>> = (0..inputs.len())
             .map(|slot| {
                 if map && slot == 0 {
@@ -89,7 +89,7 @@ impl GaKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ga::Algebra;
+    use crate::ga::{Algebra, Operation};
     use crate::host::f16::{has_f16c, narrow};
     use crate::host::simd::{force_level, Level};
     use crate::kernel::{FmaMode, HostImpl};

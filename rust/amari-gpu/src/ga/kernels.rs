@@ -32,8 +32,10 @@ fn flops_per_item(algebra: &Algebra, op: Operation, broadcast: Broadcast) -> f64
         Operation::Geometric | Operation::Outer | Operation::Inner | Operation::Scalar => {
             2.0 * product_terms(algebra, op).len() as f64
         }
-        Operation::Sandwich if broadcast == Broadcast::Left => {
-            2.0 * entries(algebra).len() as f64
+        _ if broadcast.is_map(op) => {
+            let blades = op.blades(algebra);
+            let named = |b: usize| blades.column(b).is_some();
+            2.0 * entries(algebra).iter().filter(|e| named(e.k) && named(e.i)).count() as f64
         }
         Operation::Sandwich => {
             let (first, second) = sandwich_terms(algebra);
@@ -66,16 +68,17 @@ pub fn kernel(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: Dty
 fn build(algebra: &Algebra, op: Operation, broadcast: Broadcast, dtype: Dtype) -> Kernel {
     let id = kernel_id(algebra, op, broadcast);
     // Widths in words: two per float64 value, half a word per float16 one (checked even).
-    let words = dtype.words_of(algebra.blades());
+    let words = |slot| dtype.words_of(op.input_words(slot, algebra));
     let inputs = (0..op.operands().len())
         .map(|slot| match (slot, broadcast) {
-            // A sandwich by one rotor binds its map M (blades × blades values, in the dtype
-            // the kernel computes in: float32 for float16 rows) in place of the rotor.
-            (0, Broadcast::Left) if op == Operation::Sandwich => {
-                Input::Whole(algebra.blades() * dtype.compute().words_of(algebra.blades()))
+            // A sandwich by one rotor binds its map M (k × k values for rows of k blades, in
+            // the dtype the kernel computes in: float32 for float16 rows) in place of the rotor.
+            (0, _) if broadcast.is_map(op) => {
+                let k = op.blades(algebra).len();
+                Input::Whole(k * dtype.compute().words_of(k))
             }
-            (0, Broadcast::Left) | (1, Broadcast::Right) => Input::Whole(words),
-            _ => Input::PerItem(words),
+            (0, Broadcast::Left) | (1, Broadcast::Right) => Input::Whole(words(slot)),
+            _ => Input::PerItem(words(slot)),
         })
         .collect();
     let mut kernel = Kernel {

@@ -5,6 +5,7 @@
 //! `shaders/geometric_cl3.wgsl` stays as the family's calibration reference.
 
 pub mod algebra;
+pub mod blades;
 pub(crate) mod cl3;
 mod cl3_table;
 pub mod codegen;
@@ -22,12 +23,15 @@ mod host_normalize;
 mod host_program;
 pub mod kernels;
 mod map_chains;
+#[cfg(target_arch = "x86_64")]
+mod map_groups;
 pub mod operation;
 mod run;
 pub mod sandwich_map;
 mod wgsl;
 
 pub use algebra::Algebra;
+pub use blades::Blades;
 pub use cl3::{geometric_cl3_kernel, geometric_product_cl3_reference, CL3_BLADES};
 pub use codegen::{generate, Broadcast};
 pub use kernels::kernel;

@@ -4,6 +4,7 @@
 //! dropped) never appear, so the generated code never computes them.
 
 use super::algebra::{grade, Algebra};
+use super::blades::Blades;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 
@@ -20,6 +21,9 @@ pub enum Operation {
     Scalar,
     /// Sandwich r x r̃ (rotor application).
     Sandwich,
+    /// Sandwich by one rotor of rows holding only the named blades' coefficients (column `j`
+    /// blade `j` of the set), into rows of the same blades (`ga::blades`).
+    SandwichBlades(Blades),
     /// Reverse x̃.
     Reverse,
     /// Grade involution x̂.
@@ -82,6 +86,7 @@ impl Operation {
             Operation::Inner => "inner_product".into(),
             Operation::Scalar => "scalar_product".into(),
             Operation::Sandwich => "sandwich".into(),
+            Operation::SandwichBlades(blades) => format!("sandwich_blades{}", blades.name()),
             Operation::Reverse => "reverse".into(),
             Operation::GradeInvolution => "grade_involution".into(),
             Operation::GradeProjection(mask) => format!("grade_projection{mask:07b}"),
@@ -96,7 +101,7 @@ impl Operation {
             Operation::Geometric | Operation::Outer | Operation::Inner | Operation::Scalar => {
                 &["a", "b"]
             }
-            Operation::Sandwich => &["r", "x"],
+            Operation::Sandwich | Operation::SandwichBlades(_) => &["r", "x"],
             _ => &["x"],
         }
     }
@@ -105,7 +110,25 @@ impl Operation {
     pub fn output_words(&self, algebra: &Algebra) -> usize {
         match self {
             Operation::Scalar => 1,
+            Operation::SandwichBlades(blades) => blades.len(),
             _ => algebra.blades(),
+        }
+    }
+
+    /// Values per row of operand `slot`: the algebra's blades, the named ones for the rows
+    /// of a sandwich on blades.
+    pub fn input_words(&self, slot: usize, algebra: &Algebra) -> usize {
+        match (self, slot) {
+            (Operation::SandwichBlades(blades), 1) => blades.len(),
+            _ => algebra.blades(),
+        }
+    }
+
+    /// The blades the rows hold: the named ones of a sandwich on blades, else all of them.
+    pub fn blades(&self, algebra: &Algebra) -> Blades {
+        match self {
+            Operation::SandwichBlades(blades) => *blades,
+            _ => Blades::all(algebra),
         }
     }
 
@@ -123,6 +146,14 @@ impl Operation {
                 ));
             }
         }
+        if let Operation::SandwichBlades(blades) = self {
+            if let Some(b) = blades.indices().find(|&b| b >= algebra.blades()) {
+                return Err(Error::invalid(
+                    "blades",
+                    format!("expected blade indices in 0..{} of {}, got {b}", algebra.blades(), algebra.label()),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -134,6 +165,17 @@ impl Operation {
         match (self, dtype) {
             (_, Dtype::F32 | Dtype::F64) => Ok(()),
             // One value per row cannot be packed two to a word row by row.
+            (Operation::SandwichBlades(blades), Dtype::F16) if blades.len() % 2 == 1 => {
+                Err(Error::invalid(
+                    "blades",
+                    format!(
+                        "expected an even number of blades in float16: float16 packs two \
+                         values to a 4-byte word, so rows of {} values would split words; \
+                         compute in float32 (dtype=np.float32) or name one more blade",
+                        blades.len()
+                    ),
+                ))
+            }
             (Operation::Scalar, Dtype::F16) => Err(Error::invalid(
                 "dtype",
                 "scalar_product computes in float32 and float64: its result has one value per \

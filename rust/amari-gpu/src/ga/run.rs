@@ -63,16 +63,20 @@ fn rows(
 /// The shapes of operands as a caller of the Rust API passes them: flat host rows of
 /// `dtype` values are (N, `values`), or `(len,)` (refused by [`rows`]) when not a whole number
 /// of rows; a resident array is (rows, cols).
-fn own_shapes(operands: &[Operand<'_>], values: usize, dtype: Dtype) -> Vec<Vec<usize>> {
-    let row = dtype.words_of(values);
-    let own = |operand: &Operand<'_>| match *operand {
-        Operand::Host(data) => match data.len().checked_div(row) {
-            Some(n) if n * row == data.len() => vec![n, values],
+fn own_shapes(operands: &[Operand<'_>], values: &[usize], dtype: Dtype) -> Vec<Vec<usize>> {
+    let own = |(operand, &values): (&Operand<'_>, &usize)| match *operand {
+        Operand::Host(data) => match data.len().checked_div(dtype.words_of(values)) {
+            Some(n) if n * dtype.words_of(values) == data.len() => vec![n, values],
             _ => vec![data.len() * 4 / dtype.bytes()],
         },
         Operand::Resident(array) => vec![array.rows(), array.cols() * 4 / array.dtype().bytes()],
     };
-    operands.iter().map(own).collect()
+    operands.iter().zip(values).map(own).collect()
+}
+
+/// Values per row of each of `n` operands of `op`.
+fn widths(algebra: &Algebra, op: Operation, n: usize) -> Vec<usize> {
+    (0..n).map(|slot| op.input_words(slot, algebra)).collect()
 }
 
 /// The items of a call of `op` on `operands` and which operand, if any, is broadcast:
@@ -80,7 +84,7 @@ fn own_shapes(operands: &[Operand<'_>], values: usize, dtype: Dtype) -> Vec<Vec<
 /// multivector applied to every row of the other.
 pub fn shape(algebra: &Algebra, op: Operation, operands: &[&[f32]]) -> Result<(usize, Broadcast)> {
     let operands: Vec<Operand<'_>> = operands.iter().map(|d| Operand::Host(d)).collect();
-    let shapes = own_shapes(&operands, algebra.blades(), Dtype::F32);
+    let shapes = own_shapes(&operands, &widths(algebra, op, operands.len()), Dtype::F32);
     shape_of(algebra, op, &operands, &shapes, Dtype::F32)
 }
 
@@ -116,11 +120,13 @@ fn shape_of(
             ),
         ));
     }
-    let words = algebra.blades();
     let counts = names
         .iter()
         .zip(operands.iter().zip(shapes))
-        .map(|(name, (data, shape))| rows(name, *data, shape, (words, dtype)))
+        .enumerate()
+        .map(|(slot, (name, (data, shape)))| {
+            rows(name, *data, shape, (op.input_words(slot, algebra), dtype))
+        })
         .collect::<Result<Vec<_>>>()?;
     // The caller's leading dimensions (all but the words) broadcast by numpy's rules; the
     // rows are then the broadcast's, or one multivector (the count rule below).
@@ -136,16 +142,32 @@ fn shape_of(
             });
         }
     }
+    if let (Operation::SandwichBlades(_), [n, m]) = (op, &counts[..]) {
+        if *n != 1 {
+            return Err(Error::invalid(
+                "r",
+                format!(
+                    "expected one rotor of shape ({},) with blades= (its map is built once \
+                     per call), got a batch of {n} for {m} rows: call once per rotor, or pass \
+                     x's rows with every blade",
+                    algebra.blades()
+                ),
+            ));
+        }
+    }
     match counts[..] {
         [n] => Ok((n, Broadcast::None)),
         [n, m] if n == m => Ok((n, Broadcast::None)),
         [1, m] => Ok((m, Broadcast::Left)),
         [n, 1] => Ok((n, Broadcast::Right)),
-        [n, m] => Err(Error::Shape {
-            argument: names[1].into(),
-            expected: format!("({n}, {words}) or ({words},)"),
-            actual: format!("({m}, {words})"),
-        }),
+        [n, m] => {
+            let words = op.input_words(1, algebra);
+            Err(Error::Shape {
+                argument: names[1].into(),
+                expected: format!("({n}, {words}) or ({words},)"),
+                actual: format!("({m}, {words})"),
+            })
+        }
         _ => Err(Error::Internal(
             "an operation of one or two operands".into(),
         )),
@@ -166,12 +188,12 @@ pub fn check<'a>(
 ) -> Result<Ready<'a>> {
     let (items, broadcast) = shape_of(algebra, op, operands, shapes, dtype)?;
     let broadcast = bound_whole(op, items, broadcast);
-    let one_rotor = (op, broadcast) == (Operation::Sandwich, Broadcast::Left);
+    let one_rotor = broadcast.is_map(op);
     let kernel = kernel(algebra, op, broadcast, dtype);
     let algebra = *algebra;
     Ok(Ready::new(move |ctx, out, strategy| {
         let mut bound = operands.to_vec();
-        let map;
+        let mut map;
         if one_rotor {
             let words = dtype.words_of(algebra.blades());
             let r = rotor(ctx, bound[0], words)?;
@@ -186,6 +208,14 @@ pub fn check<'a>(
                     matrix(&algebra, &wide)
                 }
             };
+            // Rows of some blades: the map's rows and columns of those blades (the whole map
+            // when the rows hold every blade).
+            if let Operation::SandwichBlades(blades) = op {
+                map = match dtype {
+                    Dtype::F64 => blades.restrict::<f64>(&map, algebra.blades())?,
+                    Dtype::F32 | Dtype::F16 => blades.restrict::<f32>(&map, algebra.blades())?,
+                };
+            }
             bound[0] = Operand::Host(&map);
         }
         let named: Vec<(&str, Operand<'_>)> =
@@ -200,7 +230,7 @@ pub fn check<'a>(
 /// rotor's place.
 pub(crate) fn bound_whole(op: Operation, items: usize, broadcast: Broadcast) -> Broadcast {
     let lone = items == 1 && broadcast == Broadcast::None;
-    if op == Operation::Sandwich && lone {
+    if matches!(op, Operation::Sandwich | Operation::SandwichBlades(_)) && lone {
         Broadcast::Left
     } else {
         broadcast
@@ -244,7 +274,7 @@ pub fn apply_in(
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
     let operands: Vec<Operand<'_>> = operands.iter().map(|d| Operand::Host(d)).collect();
-    let shapes = own_shapes(&operands, algebra.blades(), dtype);
+    let shapes = own_shapes(&operands, &widths(algebra, op, operands.len()), dtype);
     let ready = check(algebra, op, &operands, &shapes, dtype)?;
     let ran = ready.run(ctx, Destination::Host(out), strategy)?;
     ran.plan
@@ -260,7 +290,7 @@ pub fn geometric_product_cl3(
     strategy: Option<Strategy>,
 ) -> Result<Plan> {
     let operands = [Operand::Host(a), Operand::Host(b)];
-    let shapes = own_shapes(&operands, CL3_BLADES, Dtype::F32);
+    let shapes = own_shapes(&operands, &[CL3_BLADES; 2], Dtype::F32);
     let n = rows("a", operands[0], &shapes[0], (CL3_BLADES, Dtype::F32))?;
     let nb = rows("b", operands[1], &shapes[1], (CL3_BLADES, Dtype::F32))?;
     if nb != n {

@@ -19,6 +19,8 @@ use rayon::prelude::*;
 use super::algebra::Algebra;
 use super::operation::sandwich_terms;
 use super::map_chains::{chains, run_chains, GRAIN};
+#[cfg(target_arch = "x86_64")]
+use super::map_groups;
 use crate::host::arith::Real;
 use crate::host::simd::Level;
 
@@ -112,149 +114,49 @@ pub fn matrix_f64(algebra: &Algebra, r: &[f32]) -> Vec<f32> {
 
 /// [`run`] for float64 rows and map (as words): the same chains in float64, at this CPU's
 /// SIMD level.
-pub fn run_f64(m: &[f32], x: &[f32], out: &mut [f32], (w, fused): (usize, bool)) {
-    run_chains::<f64>(&chains(m, w), x, out, (w, fused), Level::detect());
+pub fn run_f64(m: &[f32], x: &[f32], out: &mut [f32], (order, fused): (&[usize], bool)) {
+    let w = order.len();
+    run_chains::<f64>(&chains(m, w, order), x, out, (w, fused), Level::detect());
 }
 
-/// `out[n] = M x[n]` for rows of `w` words, on the current rayon pool at SIMD level `level`
-/// (or the CPU's, if lower): each output blade one chain, `fused` as the devices round `fma`;
-/// `stream`: rows of 16 words on AVX-512 are written with non-temporal stores where `out` is
-/// 64-byte aligned (same words; for outputs that would not stay in the caches anyway).
+/// `out[n] = M x[n]` for rows of `order.len()` words (every blade, or those of
+/// `sandwich(..., blades=)`, see `ga::blades`), each chain visiting the columns in `order`, on
+/// the current rayon pool at SIMD level `level` (or the CPU's, if lower): each output blade
+/// one chain, `fused` as the devices round `fma`; `stream`: whole vectors are written with
+/// non-temporal stores where `out` is aligned (same words; for outputs that would not stay in
+/// the caches anyway).
 pub fn run(
     m: &[f32],
     x: &[f32],
     out: &mut [f32],
-    (w, fused): (usize, bool),
+    (order, fused): (&[usize], bool),
     level: Level,
     stream: bool,
 ) {
-    let chains = chains::<f32>(m, w);
+    let w = order.len();
+    let level = level.at_most_detected();
     #[cfg(target_arch = "x86_64")]
-    if w == 16 && level == Level::Avx512 && Level::detect() == Level::Avx512 {
-        let columns = avx512::Columns::new(m);
+    if let Some(width) = map_groups::width(w, level) {
+        let steps = map_groups::Steps::new(m, w, order, width);
         out.par_chunks_mut(GRAIN * w)
             .zip(x.par_chunks(GRAIN * w))
             .for_each(|(out, x)| {
-                // SAFETY: `Level::detect` returned `Avx512` only after
-                // `is_x86_feature_detected!` found AVX-512F on this CPU, all `rows` needs; its
-                // memory accesses are in bounds (see `avx512::rows`).
+                // SAFETY: `at_most_detected` returned `Avx512` only after
+                // `is_x86_feature_detected!` found AVX-512F, and `Avx2` only after it found
+                // AVX2 and FMA, all each kernel needs (`width` is 16 only at `Avx512`); their
+                // memory accesses are in bounds (see `map_groups`).
                 #[allow(unsafe_code)]
                 unsafe {
-                    avx512::rows(&columns, x, out, fused, stream)
+                    if width == 16 {
+                        map_groups::rows_avx512(&steps, x, out, fused, stream);
+                    } else {
+                        map_groups::rows_avx2(&steps, x, out, fused, stream);
+                    }
                 }
             });
         return;
     }
-    run_chains::<f32>(&chains, x, out, (w, fused), level);
-}
-
-/// Rows of 16 words on AVX-512, one row per vector: output blade k is lane k, and step i of
-/// every chain is one masked multiply-add of the broadcast `x_i` with column i of `M`, kept
-/// in the lanes whose `M[k][i]` is non-zero. Each lane runs its own chain, step for step (no
-/// transposes: a row is loaded and stored whole).
-#[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use std::arch::x86_64::*;
-
-    /// The columns of `M` with a non-zero entry: `(i, column i, lanes where it is non-zero)`,
-    /// and the chains' start (−0.0, or +0.0 in lanes with no step).
-    pub(super) struct Columns {
-        columns: Vec<(usize, [f32; 16], u16)>,
-        start: [f32; 16],
-    }
-
-    impl Columns {
-        pub(super) fn new(m: &[f32]) -> Columns {
-            let live = |v: f32| v != 0.0 || v.is_nan();
-            let mut any = 0u16;
-            let columns = (0..16)
-                .filter_map(|i| {
-                    let column: [f32; 16] = std::array::from_fn(|k| m[k * 16 + i]);
-                    let mask = (0..16).fold(0u16, |b, k| b | (u16::from(live(column[k])) << k));
-                    any |= mask;
-                    (mask != 0).then_some((i, column, mask))
-                })
-                .collect();
-            let start = std::array::from_fn(|k| if any >> k & 1 == 1 { -0.0 } else { 0.0 });
-            Columns { columns, start }
-        }
-    }
-
-    /// Rows computed together.
-    const ROWS: usize = 4;
-
-    /// One step of the 16 chains: `acc + M[k][i] x_i` in the lanes of `k`, fused or rounded
-    /// twice.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn step(acc: __m512, m: __m512, xi: f32, k: __mmask16, fused: bool) -> __m512 {
-        let xi = _mm512_set1_ps(xi);
-        if fused {
-            _mm512_mask3_fmadd_ps(m, xi, acc, k)
-        } else {
-            _mm512_mask_add_ps(acc, k, acc, _mm512_mul_ps(m, xi))
-        }
-    }
-
-    /// `acc` into `res` (16 floats; 64-byte aligned when `stream`).
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn put(res: &mut [f32], acc: __m512, stream: bool) {
-        let res = &mut res[..16];
-        // SAFETY: `res` holds 16 floats (bounds-checked above), the store's width; the
-        // streaming store needs 64-byte alignment, which `rows` checked `out` has and every
-        // row keeps (rows are 64 bytes).
-        #[allow(unsafe_code)]
-        unsafe {
-            if stream {
-                _mm512_stream_ps(res.as_mut_ptr(), acc);
-            } else {
-                _mm512_storeu_ps(res.as_mut_ptr(), acc);
-            }
-        }
-    }
-
-    /// Every row of `x` (16 words each) into `out`.
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn rows(c: &Columns, x: &[f32], out: &mut [f32], fused: bool, stream: bool) {
-        let stream = stream && out.as_ptr().align_offset(64) == 0;
-        let load = |v: &[f32; 16]| {
-            // SAFETY: `v` holds 16 floats, the unaligned load's width.
-            #[allow(unsafe_code)]
-            unsafe {
-                _mm512_loadu_ps(v.as_ptr())
-            }
-        };
-        let start = load(&c.start);
-        let columns: Vec<(usize, __m512, __mmask16)> =
-            c.columns.iter().map(|(i, m, k)| (*i, load(m), *k)).collect();
-        // Four rows at a time: four independent chains hide the multiply-add's latency.
-        let whole = x.len() / (ROWS * 16) * (ROWS * 16);
-        let (x4, x1) = x.split_at(whole);
-        let (out4, out1) = out.split_at_mut(whole);
-        for (rows, res) in x4.chunks_exact(ROWS * 16).zip(out4.chunks_exact_mut(ROWS * 16)) {
-            let mut acc = [start; ROWS];
-            for &(i, m, k) in &columns {
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    *acc = step(*acc, m, rows[r * 16 + (i & 15)], k, fused);
-                }
-            }
-            for (r, acc) in acc.into_iter().enumerate() {
-                put(&mut res[r * 16..r * 16 + 16], acc, stream);
-            }
-        }
-        for (row, res) in x1.chunks_exact(16).zip(out1.chunks_exact_mut(16)) {
-            let mut acc = start;
-            for &(i, m, k) in &columns {
-                acc = step(acc, m, row[i & 15], k, fused);
-            }
-            put(res, acc, stream);
-        }
-        if stream {
-            // Non-temporal stores are weakly ordered: fence them before anyone reads `out`.
-            _mm_sfence();
-        }
-    }
+    run_chains::<f32>(&chains(m, w, order), x, out, (w, fused), level);
 }
 
 #[cfg(test)]
@@ -335,6 +237,7 @@ mod tests {
         let mut x: Vec<f32> = (0..n * w).map(|v| (v as f32 * 0.913).sin() * 3.0).collect();
         x[5 * w + 3] = f32::NAN;
         x[7 * w + 5] = f32::INFINITY;
+        let all: Vec<usize> = (0..w).collect();
         for fused in [false, true] {
             let mut want = vec![0.0f32; n * w];
             for (row, res) in x.chunks_exact(w).zip(want.chunks_exact_mut(w)) {
@@ -352,13 +255,13 @@ mod tests {
             }
             for level in [Level::Portable, Level::Avx2, Level::Avx512] {
                 let mut got = vec![1.0f32; n * w];
-                run(&m, &x, &mut got, (w, fused), level, false);
+                run(&m, &x, &mut got, (&all, fused), level, false);
                 let mut streamed = vec![1.0f32; n * w + 16];
                 // At a 64-byte boundary or not (a 4-byte offset), streamed or not: same words.
                 let aligned = streamed.as_ptr().align_offset(64);
                 for offset in [aligned, aligned + 1] {
                     let dst = &mut streamed[offset..offset + n * w];
-                    run(&m, &x, dst, (w, fused), level, true);
+                    run(&m, &x, dst, (&all, fused), level, true);
                     assert!(dst.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits()));
                 }
                 let same = got.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits());
@@ -376,7 +279,8 @@ mod tests {
         let mut got = vec![0.0f32; x.len()];
         let mut want = vec![0.0f32; x.len()];
         apply_host(&alg, Operation::Sandwich, &[&rot, &x], &mut got, FmaMode::Fused).unwrap();
-        run(&matrix(&alg, &rot), &x, &mut want, (16, true), Level::detect(), false);
+        let all: Vec<usize> = (0..16).collect();
+        run(&matrix(&alg, &rot), &x, &mut want, (&all, true), Level::detect(), false);
         assert!(got.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits()));
     }
 }

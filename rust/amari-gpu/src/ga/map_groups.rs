@@ -1,0 +1,376 @@
+//! The float32 sandwich map (`ga::sandwich_map`) on rows of 1, 2, 4, 8 or 16 blades (a PGA
+//! point is 4 with `sandwich(..., blades=)`, a dense PGA row 16) with whole rows per SIMD vector:
+//! 16 / k rows per AVX-512 vector, 8 / k per AVX2 one, lane `p·k + j` holding output blade `j`
+//! of row `p`. Step `l` of every chain broadcasts `x_l` of each row across its row's lanes (one
+//! permute) and multiply-adds it with column `l` of `M` in the lanes whose `M[j][l]` is not ±0,
+//! the columns in the chains' order: each lane runs the scalar chain of `map_chains`, step for
+//! step, and rows are loaded and stored whole (16 or 32 bytes in and out per 4-blade row).
+
+use std::arch::x86_64::*;
+
+use crate::host::simd::Level;
+
+/// The vector width (lanes) of the kernel here for rows of `k` values at `level`, if there
+/// is one: whole rows per vector (16 / k on AVX-512, 8 / k on AVX2).
+pub(super) fn width(k: usize, level: Level) -> Option<usize> {
+    let lanes = match level {
+        Level::Avx512 => 16,
+        Level::Avx2 => 8,
+        _ => return None,
+    };
+    (k.is_power_of_two() && k <= lanes).then_some(lanes)
+}
+
+/// The chains' steps as vectors of `width` lanes (16 or 8): per column visited (in `order`),
+/// the permute index bringing `x_l` to its row's lanes, `M[j][l]` in lane `p·k + j`, and the
+/// lanes whose entry is not ±0 (NaN included); and each lane's start (−0.0, or +0.0 where its
+/// chain has no step).
+pub(super) struct Steps {
+    steps: Vec<(usize, [i32; 16], [f32; 16], u16)>,
+    start: [f32; 16],
+    /// Values per row.
+    k: usize,
+}
+
+impl Steps {
+    /// The steps of the `k × k` map `m` for vectors of `width` lanes.
+    pub(super) fn new(m: &[f32], k: usize, order: &[usize], width: usize) -> Steps {
+        let live = |v: f32| v != 0.0 || v.is_nan();
+        let mut any = 0u16;
+        let steps = order
+            .iter()
+            .filter_map(|&l| {
+                let index = std::array::from_fn(|lane| ((lane / k) * k + l) as i32);
+                let column = std::array::from_fn(|lane| if lane < width { m[(lane % k) * k + l] } else { 0.0 });
+                let mask = (0..width).fold(0u16, |b, lane| b | (u16::from(live(column[lane])) << lane));
+                any |= mask;
+                (mask != 0).then_some((l, index, column, mask))
+            })
+            .collect();
+        let start = std::array::from_fn(|lane| if any >> lane & 1 == 1 { -0.0 } else { 0.0 });
+        Steps { steps, start, k }
+    }
+}
+
+/// Vectors computed together: independent chains that hide the multiply-add's latency.
+const UNROLL: usize = 4;
+
+/// The shared walk of both kernels over `x` and `out` (as long as each other) in vectors of
+/// `width` values: `block` on each whole run of [`UNROLL`] vectors, then `tail` on each
+/// vector left (the last one short, 1 to `width` values; a whole number of rows).
+#[inline(always)]
+fn walk(
+    (x, out): (&[f32], &mut [f32]),
+    width: usize,
+    mut block: impl FnMut(&[f32], &mut [f32]),
+    mut tail: impl FnMut(&[f32], &mut [f32]),
+) {
+    let n = x.len().min(out.len());
+    let whole = n / (UNROLL * width) * (UNROLL * width);
+    let (x, rest_x) = x[..n].split_at(whole);
+    let (out, rest_out) = out[..n].split_at_mut(whole);
+    for (x, out) in x.chunks_exact(UNROLL * width).zip(out.chunks_exact_mut(UNROLL * width)) {
+        block(x, out);
+    }
+    for (x, out) in rest_x.chunks(width).zip(rest_out.chunks_mut(width)) {
+        tail(x, out);
+    }
+}
+
+/// AVX-512: every row of `x` (k values each, 16 / k rows per vector) into `out`; `stream`:
+/// whole vectors are written with non-temporal stores where `out` is 64-byte aligned.
+#[target_feature(enable = "avx512f")]
+pub(super) fn rows_avx512(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stream: bool) {
+    let stream = stream && out.as_ptr().align_offset(64) == 0;
+    // SAFETY (every load below): each array holds 16 values, the loads' width.
+    #[allow(unsafe_code)]
+    let vectors: Vec<(usize, __m512i, __m512, __mmask16)> = s
+        .steps
+        .iter()
+        .map(|(l, index, column, mask)| unsafe {
+            (
+                *l,
+                _mm512_loadu_si512(index.as_ptr().cast()),
+                _mm512_loadu_ps(column.as_ptr()),
+                *mask,
+            )
+        })
+        .collect();
+    #[allow(unsafe_code)]
+    // SAFETY: 16 values, the load's width.
+    let start = unsafe { _mm512_loadu_ps(s.start.as_ptr()) };
+    let step = |acc: __m512, column: __m512, xl: __m512, mask: __mmask16| {
+        if fused {
+            _mm512_mask3_fmadd_ps(column, xl, acc, mask)
+        } else {
+            _mm512_mask_add_ps(acc, mask, acc, _mm512_mul_ps(column, xl))
+        }
+    };
+    // Step by step over UNROLL vectors at once: independent chains hide the multiply-add's
+    // latency. Rows of 16: `x_l` broadcast straight from memory (a load port, not the
+    // shuffle port that a permute per step would keep busy).
+    let rows16 = |x: [&[f32; 16]; UNROLL]| {
+        let mut acc = [start; UNROLL];
+        for &(l, _, column, mask) in &vectors {
+            for (acc, x) in acc.iter_mut().zip(x) {
+                *acc = step(*acc, column, _mm512_set1_ps(x[l & 15]), mask);
+            }
+        }
+        acc
+    };
+    let permuted = |xv: [__m512; UNROLL]| {
+        let mut acc = [start; UNROLL];
+        for &(_, index, column, mask) in &vectors {
+            for (acc, xv) in acc.iter_mut().zip(xv) {
+                *acc = step(*acc, column, _mm512_permutexvar_ps(index, xv), mask);
+            }
+        }
+        acc
+    };
+    let vector = |x: &[f32]| -> __m512 {
+        let lanes: __mmask16 = (1u32 << x.len().min(16)).wrapping_sub(1) as u16;
+        // SAFETY: masked-off lanes are not read (and do not fault); the lanes kept are
+        // those of `x` (at most 16).
+        #[allow(unsafe_code)]
+        unsafe {
+            _mm512_maskz_loadu_ps(lanes, x.as_ptr())
+        }
+    };
+    let store = |dst: &mut [f32], acc: __m512| {
+        // SAFETY: `dst` is 16 values of `out` (`walk` gives whole vectors); a streaming store
+        // needs 64-byte alignment, which `out` has (checked) and every vector keeps.
+        #[allow(unsafe_code)]
+        unsafe {
+            if stream {
+                _mm512_stream_ps(dst.as_mut_ptr(), acc);
+            } else {
+                _mm512_storeu_ps(dst.as_mut_ptr(), acc);
+            }
+        }
+    };
+    let one_row = s.k == 16;
+    walk(
+        (x, out),
+        16,
+        |x, out| {
+            let (rows, _) = x.as_chunks::<16>();
+            let acc = if one_row {
+                rows16(std::array::from_fn(|u| &rows[u]))
+            } else {
+                permuted(std::array::from_fn(|u| vector(&rows[u])))
+            };
+            for (dst, acc) in out.chunks_exact_mut(16).zip(acc) {
+                store(dst, acc);
+            }
+        },
+        |x, out| {
+            // One vector (the chains of the other lanes of the array are the same, unused).
+            let acc = match <&[f32; 16]>::try_from(x) {
+                Ok(row) if one_row => rows16([row; UNROLL])[0],
+                _ => permuted([vector(x); UNROLL])[0],
+            };
+            let lanes: __mmask16 = (1u32 << x.len()).wrapping_sub(1) as u16;
+            // SAFETY: masked-off lanes are not written (and do not fault); the lanes kept are
+            // those of `out` (`x.len()` ≤ 16, as long as `out`).
+            #[allow(unsafe_code)]
+            unsafe {
+                _mm512_mask_storeu_ps(out.as_mut_ptr(), lanes, acc)
+            }
+        },
+    );
+    if stream {
+        // Non-temporal stores are weakly ordered: fence them before anyone reads `out`.
+        _mm_sfence();
+    }
+}
+
+/// AVX2 and FMA: as [`rows_avx512`] with vectors of 8 lanes (8 / k rows each), the masked
+/// steps as blends (a lane whose entry is ±0 keeps its value).
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn rows_avx2(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stream: bool) {
+    let stream = stream && out.as_ptr().align_offset(32) == 0;
+    let keep = |mask: u16| -> [i32; 8] { std::array::from_fn(|lane| -i32::from(mask >> lane & 1 == 1)) };
+    // SAFETY (every load below): each array holds at least 8 values, the loads' width.
+    #[allow(unsafe_code)]
+    let vectors: Vec<(__m256i, __m256, __m256)> = s
+        .steps
+        .iter()
+        .map(|(_, index, column, mask)| unsafe {
+            let keep = keep(*mask);
+            (
+                _mm256_loadu_si256(index.as_ptr().cast()),
+                _mm256_loadu_ps(column.as_ptr()),
+                _mm256_castsi256_ps(_mm256_loadu_si256(keep.as_ptr().cast())),
+            )
+        })
+        .collect();
+    #[allow(unsafe_code)]
+    // SAFETY: 16 values, more than the load's 8.
+    let start = unsafe { _mm256_loadu_ps(s.start.as_ptr()) };
+    // Step by step over UNROLL vectors at once: independent chains hide the latency.
+    let permuted = |xv: [__m256; UNROLL]| {
+        let mut acc = [start; UNROLL];
+        for &(index, column, keep) in &vectors {
+            for (acc, xv) in acc.iter_mut().zip(xv) {
+                let xl = _mm256_permutevar8x32_ps(xv, index);
+                let next = if fused {
+                    _mm256_fmadd_ps(column, xl, *acc)
+                } else {
+                    _mm256_add_ps(*acc, _mm256_mul_ps(column, xl))
+                };
+                *acc = _mm256_blendv_ps(*acc, next, keep);
+            }
+        }
+        acc
+    };
+    let store = |dst: &mut [f32], acc: __m256| {
+        // SAFETY: `dst` is 8 values of `out` (`walk` gives whole vectors); a streaming store
+        // needs 32-byte alignment, which `out` has (checked) and every vector keeps.
+        #[allow(unsafe_code)]
+        unsafe {
+            if stream {
+                _mm256_stream_ps(dst.as_mut_ptr(), acc);
+            } else {
+                _mm256_storeu_ps(dst.as_mut_ptr(), acc);
+            }
+        }
+    };
+    walk(
+        (x, out),
+        8,
+        |x, out| {
+            let (rows, _) = x.as_chunks::<8>();
+            // SAFETY: each of `rows` holds 8 values, the loads' width.
+            #[allow(unsafe_code)]
+            let acc = permuted(std::array::from_fn(|u| unsafe { _mm256_loadu_ps(rows[u].as_ptr()) }));
+            for (dst, acc) in out.chunks_exact_mut(8).zip(acc) {
+                store(dst, acc);
+            }
+        },
+        |x, out| {
+            let lanes: [i32; 8] = std::array::from_fn(|lane| -i32::from(lane < x.len()));
+            // SAFETY: masked-off lanes are neither read nor written (and do not fault); the
+            // lanes kept are those of `x` and `out` (`x.len()` ≤ 8 of each).
+            #[allow(unsafe_code)]
+            unsafe {
+                let lanes = _mm256_loadu_si256(lanes.as_ptr().cast());
+                let xv = _mm256_maskload_ps(x.as_ptr(), lanes);
+                // One vector (the chains of the other lanes of the array are the same, unused).
+                _mm256_maskstore_ps(out.as_mut_ptr(), lanes, permuted([xv; UNROLL])[0]);
+            }
+        },
+    );
+    if stream {
+        // Non-temporal stores are weakly ordered: fence them before anyone reads `out`.
+        _mm_sfence();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ga::algebra::{grade, Algebra};
+    use crate::ga::blades::Blades;
+    use crate::ga::sandwich_map::{matrix, run};
+    use crate::host::simd::Level;
+
+    /// The chains of the `k × k` map, scalar: the reference every level must match.
+    fn chains(m: &[f32], x: &[f32], order: &[usize], fused: bool) -> Vec<f32> {
+        let k = order.len();
+        let mut out = vec![0.0f32; x.len()];
+        for (row, res) in x.chunks_exact(k).zip(out.chunks_exact_mut(k)) {
+            for j in 0..k {
+                let (mut acc, mut any) = (-0.0f32, false);
+                for &l in order {
+                    let v = m[j * k + l];
+                    if v != 0.0 || v.is_nan() {
+                        acc = if fused { v.mul_add(row[l], acc) } else { v * row[l] + acc };
+                        any = true;
+                    }
+                }
+                res[j] = if any { acc } else { 0.0 };
+            }
+        }
+        out
+    }
+
+    /// Every level (AVX-512, AVX2, portable) gives the scalar chains' bits on rows of the named
+    /// blades, in the caller's order, for row counts that leave every kind of tail, NaN and
+    /// infinity included, streamed or not.
+    #[test]
+    fn every_level_gives_the_sub_maps_chains_bits() {
+        let pga = Algebra::new(3, 0, 1).unwrap();
+        let mut rot: Vec<f32> = (0..16)
+            .map(|i| if grade(i).is_multiple_of(2) { ((i as f32 + 1.0) * 0.7).sin() } else { 0.0 })
+            .collect();
+        rot[15] = 0.25;
+        let m = matrix(&pga, &rot);
+        // Sets an even element keeps x within: grade 3 (a PGA point) in two orders, grade 1,
+        // the pseudoscalar, scalar and pseudoscalar, the even blades (8), and grade 2 (6
+        // blades, which the portable chains run at every level).
+        let sets: [&[i64]; 7] = [
+            &[7, 11, 13, 14],
+            &[14, 7, 13, 11],
+            &[1, 2, 4, 8],
+            &[15],
+            &[15, 0],
+            &[0, 3, 5, 6, 9, 10, 12, 15],
+            &[3, 5, 6, 9, 10, 12],
+        ];
+        for set in sets {
+            let blades = Blades::new(&pga, set).unwrap();
+            let sub = blades.restrict::<f32>(&m, 16).unwrap();
+            let order = blades.ascending();
+            let k = order.len();
+            for n in [0, 1, 3, 5, 17, 2 * 2048 + 37] {
+                let mut x: Vec<f32> = (0..n * k).map(|v| (v as f32 * 0.913).sin() * 3.0).collect();
+                if n > 3 {
+                    x[k + k / 2] = f32::NAN;
+                    x[3 * k - 1] = f32::INFINITY;
+                }
+                for fused in [false, true] {
+                    let want = chains(&sub, &x, &order, fused);
+                    for level in [Level::Avx512, Level::Avx2, Level::Portable] {
+                        for stream in [false, true] {
+                            let mut got = vec![1.0f32; n * k + 16];
+                            let at = got.as_ptr().align_offset(64);
+                            let dst = &mut got[at..at + n * k];
+                            run(&sub, &x, dst, (&order, fused), level, stream);
+                            let same = dst.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits());
+                            assert!(same, "{set:?} n={n} {level:?} fused={fused} stream={stream}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rows of some blades give the dense rows' bits where the dense row has those blades and
+    /// zeros elsewhere, but for the sign of a zero result (a zero step of a missing blade).
+    #[test]
+    fn the_sub_map_is_the_dense_map_on_zero_padded_rows() {
+        let pga = Algebra::new(3, 0, 1).unwrap();
+        let rot: Vec<f32> = (0..16).map(|i| if grade(i).is_multiple_of(2) { (i as f32 * 0.3 + 0.2).cos() } else { 0.0 }).collect();
+        let m = matrix(&pga, &rot);
+        let blades = Blades::new(&pga, &[13, 7, 14, 11]).unwrap();
+        let sub = blades.restrict::<f32>(&m, 16).unwrap();
+        let n = 301;
+        let x: Vec<f32> = (0..n * 4).map(|v| (v as f32 * 0.37).sin()).collect();
+        let mut dense = vec![0.0f32; n * 16];
+        for (row, d) in x.chunks_exact(4).zip(dense.chunks_exact_mut(16)) {
+            for (j, b) in blades.indices().enumerate() {
+                d[b] = row[j];
+            }
+        }
+        let all: Vec<usize> = (0..16).collect();
+        let mut want = vec![0.0f32; n * 16];
+        run(&m, &dense, &mut want, (&all, true), Level::detect(), false);
+        let mut got = vec![0.0f32; n * 4];
+        run(&sub, &x, &mut got, (&blades.ascending(), true), Level::detect(), false);
+        for (row, d) in got.chunks_exact(4).zip(want.chunks_exact(16)) {
+            for (j, b) in blades.indices().enumerate() {
+                let (g, e) = (row[j], d[b]);
+                assert!(g.to_bits() == e.to_bits() || (g == 0.0 && e == 0.0), "{g} {e}");
+            }
+        }
+    }
+}
