@@ -6,16 +6,18 @@
 //! `fma(α, s − 4u, u)` rounded as the devices round it ([`FmaMode`]; `4u` is exact, so a
 //! driver contracting `s − 4u` changes nothing); Dirichlet frame cells, and padding cells,
 //! keep their value. One row kernel serves float32 and float64 cells ([`HeatCell`]), as the
-//! shader's one source does. Life: the shader's word-wise counts (integers, exact). Cells of a row
+//! shader's one source does; its inner cells run in explicit AVX-512 or AVX2 vectors
+//! (`domain::heat_simd`) where the CPU has them, the same arithmetic per cell. Life: the shader's word-wise counts (integers, exact). Cells of a row
 //! vectorise. One step ([`heat_step`], [`life_step`]) splits its rows across rayon threads;
 //! the steps of a host round run several at a time per pass over the rows
 //! (`domain::host_blocked`), each row computed by the same row kernel.
 
 use std::ops::{Range, Sub};
 
+use super::heat_simd::Lanes;
 use super::host_blocked::{single, Stencil};
 use crate::host::arith::Real;
-use crate::host::simd::{dispatch, Task};
+use crate::host::simd::{dispatch, dispatched, Level, Task};
 use crate::kernel::FmaMode;
 use crate::tropical::scalar::Scalar;
 
@@ -38,6 +40,18 @@ pub trait HeatCell: Real + Scalar + Sub<Output = Self> + bytemuck::Pod + Default
     fn abs_bits(self) -> Self::Bits;
     /// The value of bits `bits` of a non-negative value.
     fn from_abs_bits(bits: Self::Bits) -> Self;
+    /// Writes the inner cells of row `out` (all but its first and last of `out.len()`) from
+    /// rows `up`, `at` and `down` in this type's vectors at `level` (`domain::heat_simd`),
+    /// fused when `FUSED`, and says so; or writes nothing (no vectors at that level, or a
+    /// row too short for them).
+    fn inner_row<const FUSED: bool>(
+        level: Level,
+        alpha: Self,
+        up: &[Self],
+        at: &[Self],
+        down: &[Self],
+        out: &mut [Self],
+    ) -> bool;
 }
 
 /// [`HeatCell`] for float type `$t`, whose bits are `$bits` with sign bit `$sign`, and
@@ -54,6 +68,17 @@ macro_rules! heat_cell {
             }
             fn from_abs_bits(bits: $bits) -> $t {
                 <$t>::from_bits(bits)
+            }
+            #[inline]
+            fn inner_row<const FUSED: bool>(
+                level: Level,
+                alpha: $t,
+                up: &[$t],
+                at: &[$t],
+                down: &[$t],
+                out: &mut [$t],
+            ) -> bool {
+                <$t as Lanes>::inner::<FUSED>(level, alpha, up, at, down, out)
             }
         }
     };
@@ -110,12 +135,20 @@ impl<T: HeatCell> Stencil for HeatStep<T> {
     }
 
     fn row(&self, up: &[T], at: &[T], down: &[T], out: &mut [T]) {
+        let (w, level, fused) = (self.width, dispatched(), self.fma == FmaMode::Fused);
+        let cells = &mut out[..w];
+        let vectors = if fused {
+            T::inner_row::<true>(level, self.alpha, up, at, down, cells)
+        } else {
+            T::inner_row::<false>(level, self.alpha, up, at, down, cells)
+        };
         let row = HeatRow {
             step: self,
             up,
             at,
             down,
             out,
+            inner: !vectors,
         };
         if self.fma == FmaMode::Fused {
             dispatch(Fused(row));
@@ -131,6 +164,8 @@ struct HeatRow<'a, T> {
     at: &'a [T],
     down: &'a [T],
     out: &'a mut [T],
+    /// Whether the row kernel computes the inner cells (else `heat_simd` wrote them).
+    inner: bool,
 }
 
 #[inline(always)]
@@ -147,12 +182,13 @@ fn heat_row<T: HeatCell, const F: bool>(row: HeatRow<'_, T>) {
         at,
         down,
         out,
+        inner,
     } = row;
     let (w, a) = (step.width, step.alpha);
     let last = w - 1;
     // Padding cells keep their value.
     out[w..].copy_from_slice(&at[w..]);
-    if w >= 3 {
+    if inner && w >= 3 {
         // Slices of one length, so the loop has no bounds checks and vectorises.
         let n = w - 2;
         let (up, down, mid) = (&up[1..=n], &down[1..=n], &at[1..=n]);

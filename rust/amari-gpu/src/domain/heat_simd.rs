@@ -1,0 +1,350 @@
+//! The inner cells of a heat row (cells `1..w - 1`, whose left and right neighbours are
+//! in the row) in AVX-512 and AVX2+FMA intrinsics, float32 and float64: each vector of
+//! cells is exactly `fma(α, ((up + down) + (left + right)) − 4u, u)` per lane, bracketed
+//! and rounded as the portable cell of `host_grid` (and `shaders/heat.wgsl`) computes it,
+//! fused or as a product and a sum by the devices' [`FmaMode`](crate::kernel::FmaMode).
+//!
+//! Why by hand: the compiler's loop over a row leaves its last `(w − 2) mod 32` cells
+//! (30 of a 1024-cell row) to a scalar loop, which took about a sixth of the kernel's
+//! time. Here a row's tail is one masked vector (AVX-512: masked-off lanes are neither
+//! read nor written) or one vector overlapping the cells before it (AVX2: those cells are
+//! written again with the same values, as they are computed from inputs the row does not
+//! write). Rows shorter than one AVX2 vector take the portable loop.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+use crate::host::simd::Level;
+
+/// The inner cells of `out` (cells `1..w - 1`, `w = out.len() >= 3`) from rows `up`,
+/// `at` and `down` of at least `w` cells, at `level`, fused when `FUSED`: whether they
+/// were written (else the caller's portable loop writes them).
+pub(super) trait Lanes: Sized {
+    /// Writes the inner cells at `level` and says so, or writes nothing.
+    fn inner<const FUSED: bool>(
+        level: Level,
+        alpha: Self,
+        up: &[Self],
+        at: &[Self],
+        down: &[Self],
+        out: &mut [Self],
+    ) -> bool;
+}
+
+/// One vector of cells from the vectors of their neighbours `up`, `down`, `left`,
+/// `right` and themselves `mid`: `fma(α, ((up + down) + (left + right)) − 4·mid, mid)`, the
+/// product and sum rounded apart unless fused.
+macro_rules! heat_vec {
+    ([$add:ident, $sub:ident, $mul:ident, $fma:ident, $fused:ident], ($a:ident, $four:ident),
+     $up:expr, $down:expr, $left:expr, $mid:expr, $right:expr) => {{
+        let mid = $mid;
+        let s = $add($add($up, $down), $add($left, $right));
+        let e = $sub(s, $mul($four, mid));
+        if $fused {
+            $fma($a, e, mid)
+        } else {
+            $add($mul($a, e), mid)
+        }
+    }};
+}
+
+/// [`Lanes`] for `$t`: `$w512` lanes of `__m512`-kind vectors through the AVX-512
+/// intrinsics named after `$p512`, `$w256` lanes through the AVX2 ones.
+macro_rules! lanes {
+    (
+        $t:ty,
+        $w512:literal, $load512:ident, $maskz512:ident, $store512:ident, $mstore512:ident,
+        $set512:ident, $add512:ident, $sub512:ident, $mul512:ident, $fma512:ident, $mask:ty,
+        $w256:literal, $load256:ident, $store256:ident, $set256:ident, $add256:ident,
+        $sub256:ident, $mul256:ident, $fma256:ident,
+        $avx512:ident, $avx2:ident
+    ) => {
+        impl Lanes for $t {
+            #[inline]
+            fn inner<const FUSED: bool>(
+                level: Level,
+                alpha: $t,
+                up: &[$t],
+                at: &[$t],
+                down: &[$t],
+                out: &mut [$t],
+            ) -> bool {
+                let w = out.len();
+                // Rows of one length: the kernels read and write only below `w`.
+                let (up, at, down) = (&up[..w], &at[..w], &down[..w]);
+                #[cfg(target_arch = "x86_64")]
+                match level {
+                    // SAFETY: `Avx512` is only dispatched after `is_x86_feature_detected!`
+                    // found AVX-512F, AVX2 and FMA (`host::simd`); the four rows hold `w`
+                    // cells each, as the kernel requires.
+                    #[allow(unsafe_code)]
+                    Level::Avx512 if w >= 3 => {
+                        unsafe { $avx512::<FUSED>(alpha, up, at, down, out) };
+                        return true;
+                    }
+                    // SAFETY: as above for AVX2 and FMA; the rows hold `w >= $w256 + 2`
+                    // cells, at least one whole vector of inner cells.
+                    #[allow(unsafe_code)]
+                    Level::Avx2 | Level::Avx512 if w >= $w256 + 2 => {
+                        unsafe { $avx2::<FUSED>(alpha, up, at, down, out) };
+                        return true;
+                    }
+                    _ => {}
+                }
+                let _ = (level, alpha, up, at, down);
+                false
+            }
+        }
+
+        /// The inner cells of a row of `w = out.len() >= 3` cells (the other rows at least as
+        /// long), `$w512` lanes at a time, the tail one masked vector.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        #[allow(unsafe_code)]
+        unsafe fn $avx512<const FUSED: bool>(
+            alpha: $t,
+            up: &[$t],
+            at: &[$t],
+            down: &[$t],
+            out: &mut [$t],
+        ) {
+            let end = out.len() - 1;
+            let (a, four) = ($set512(alpha), $set512(4.0));
+            let (u, m, d, o) = (up.as_ptr(), at.as_ptr(), down.as_ptr(), out.as_mut_ptr());
+            let mut c = 1;
+            // SAFETY (the loads and stores below): lanes `c..c + $w512` with
+            // `c + $w512 <= end`, and cells `c - 1 ..= c + $w512` of `at`, lie below `w`.
+            while c + $w512 <= end {
+                let v = heat_vec!(
+                    [$add512, $sub512, $mul512, $fma512, FUSED],
+                    (a, four),
+                    $load512(u.add(c)),
+                    $load512(d.add(c)),
+                    $load512(m.add(c - 1)),
+                    $load512(m.add(c)),
+                    $load512(m.add(c + 1))
+                );
+                $store512(o.add(c), v);
+                c += $w512;
+            }
+            if c < end {
+                // SAFETY: the mask holds lanes `0..end - c`, cells `c..end` (and `at`'s
+                // `c - 1 ..= end`), all below `w`; masked-off lanes are not accessed.
+                let k: $mask = ((1u32 << (end - c)) - 1) as $mask;
+                let v = heat_vec!(
+                    [$add512, $sub512, $mul512, $fma512, FUSED],
+                    (a, four),
+                    $maskz512(k, u.add(c)),
+                    $maskz512(k, d.add(c)),
+                    $maskz512(k, m.add(c - 1)),
+                    $maskz512(k, m.add(c)),
+                    $maskz512(k, m.add(c + 1))
+                );
+                $mstore512(o.add(c), k, v);
+            }
+        }
+
+        /// The inner cells of a row of `w = out.len() >= $w256 + 2` cells, `$w256` lanes at a
+        /// time, the tail one vector ending at the last inner cell.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        #[allow(unsafe_code)]
+        unsafe fn $avx2<const FUSED: bool>(
+            alpha: $t,
+            up: &[$t],
+            at: &[$t],
+            down: &[$t],
+            out: &mut [$t],
+        ) {
+            let end = out.len() - 1;
+            let (a, four) = ($set256(alpha), $set256(4.0));
+            let (u, m, d, o) = (up.as_ptr(), at.as_ptr(), down.as_ptr(), out.as_mut_ptr());
+            let mut c = 1;
+            // SAFETY (the loads and stores of each vector): `c >= 1` and `c + $w256 <=
+            // end < w`, so lanes `c..c + $w256` and `at`'s cells `c - 1 ..= c + $w256` lie
+            // in the rows; the tail's `end - $w256 >= 1` as `w >= $w256 + 2`.
+            loop {
+                let at_end = c + $w256 > end;
+                if at_end {
+                    if c >= end {
+                        break;
+                    }
+                    c = end - $w256;
+                }
+                let v = heat_vec!(
+                    [$add256, $sub256, $mul256, $fma256, FUSED],
+                    (a, four),
+                    $load256(u.add(c)),
+                    $load256(d.add(c)),
+                    $load256(m.add(c - 1)),
+                    $load256(m.add(c)),
+                    $load256(m.add(c + 1))
+                );
+                $store256(o.add(c), v);
+                if at_end {
+                    break;
+                }
+                c += $w256;
+            }
+        }
+    };
+}
+
+lanes!(
+    f32,
+    16,
+    _mm512_loadu_ps,
+    _mm512_maskz_loadu_ps,
+    _mm512_storeu_ps,
+    _mm512_mask_storeu_ps,
+    _mm512_set1_ps,
+    _mm512_add_ps,
+    _mm512_sub_ps,
+    _mm512_mul_ps,
+    _mm512_fmadd_ps,
+    __mmask16,
+    8,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_set1_ps,
+    _mm256_add_ps,
+    _mm256_sub_ps,
+    _mm256_mul_ps,
+    _mm256_fmadd_ps,
+    inner_f32_avx512,
+    inner_f32_avx2
+);
+lanes!(
+    f64,
+    8,
+    _mm512_loadu_pd,
+    _mm512_maskz_loadu_pd,
+    _mm512_storeu_pd,
+    _mm512_mask_storeu_pd,
+    _mm512_set1_pd,
+    _mm512_add_pd,
+    _mm512_sub_pd,
+    _mm512_mul_pd,
+    _mm512_fmadd_pd,
+    __mmask8,
+    4,
+    _mm256_loadu_pd,
+    _mm256_storeu_pd,
+    _mm256_set1_pd,
+    _mm256_add_pd,
+    _mm256_sub_pd,
+    _mm256_mul_pd,
+    _mm256_fmadd_pd,
+    inner_f64_avx512,
+    inner_f64_avx2
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One cell as the portable row kernel and the shader compute it.
+    fn cell<T: crate::host::arith::Real + std::ops::Sub<Output = T> + From<f32>>(
+        fused: bool,
+        a: T,
+        [up, down, left, right, u]: [T; 5],
+    ) -> T {
+        let e = ((up + down) + (left + right)) - T::from(4.0) * u;
+        if fused {
+            T::madd::<true>(a, e, u)
+        } else {
+            T::madd::<false>(a, e, u)
+        }
+    }
+
+    /// Values from `x` that hit every class of cell: ordinary, tiny (subnormal results),
+    /// signed zeros, and huge (sums overflowing to ±inf, then inf − inf = NaN).
+    fn value(x: u64) -> f64 {
+        let m = (x >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+        match x % 11 {
+            0 => 0.0,
+            1 => -0.0,
+            2 => m * 1e-300,
+            3 => m * f64::MAX,
+            4 => m * f32::MAX as f64,
+            5 => m * 1e-40,
+            _ => m,
+        }
+    }
+
+    /// Rows `up`, `at`, `down` of `w` cells and an output row of sentinels, from `seed`.
+    fn rows<T: Copy>(w: usize, seed: u64, f: impl Fn(f64) -> T) -> [Vec<T>; 4] {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            f(value(x))
+        };
+        let mut row = || (0..w).map(|_| next()).collect::<Vec<T>>();
+        [row(), row(), row(), vec![f(-7.25); w]]
+    }
+
+    /// Every level's inner cells of rows 1 to 70 cells wide (around the 4-, 8- and 16-lane
+    /// vectors and their tails) and of 1024 and 1029, bit for bit the portable cell's, in
+    /// float32 and float64, fused and not; the first and last cell left as they were.
+    #[test]
+    fn every_level_computes_the_portable_cells_bit_for_bit() {
+        let mut checked = 0;
+        for level in Level::available() {
+            for w in (1..=70).chain([1024, 1029]) {
+                for fused in [true, false] {
+                    let seed = (w * 2 + usize::from(fused)) as u64;
+                    let [u, m, d, mut out] = rows(w, seed, |v| v as f32);
+                    checked += check(level, fused, 0.23f32, [&u, &m, &d], &mut out);
+                    let [u, m, d, mut out] = rows(w, seed, |v| v);
+                    checked += check(level, fused, 0.23f64, [&u, &m, &d], &mut out);
+                }
+            }
+        }
+        assert!(checked > 0);
+    }
+
+    /// Checks one row at `level`: the cells `Lanes::inner` writes against `cell`'s, and the
+    /// cells it must not write; 1 when it wrote the row.
+    fn check<T>(level: Level, fused: bool, a: T, [u, m, d]: [&[T]; 3], out: &mut [T]) -> usize
+    where
+        T: Lanes
+            + crate::host::arith::Real
+            + std::ops::Sub<Output = T>
+            + From<f32>
+            + bytemuck::Pod
+            + std::fmt::Debug,
+    {
+        let w = out.len();
+        let sentinel = out[0];
+        let wrote = if fused {
+            T::inner::<true>(level, a, u, m, d, out)
+        } else {
+            T::inner::<false>(level, a, u, m, d, out)
+        };
+        let bits = |v: T| bytemuck::bytes_of(&v).to_vec();
+        if !wrote {
+            // Only the portable level, and AVX2 rows shorter than a vector, are left.
+            let lanes = 32 / size_of::<T>();
+            assert!(
+                level == Level::Portable || w < lanes + 2 || w < 3,
+                "{level:?} {w}"
+            );
+            assert!(out.iter().all(|&v| bits(v) == bits(sentinel)));
+            return 0;
+        }
+        for c in 1..w - 1 {
+            let want = cell(fused, a, [u[c], d[c], m[c - 1], m[c + 1], m[c]]);
+            assert_eq!(
+                bits(out[c]),
+                bits(want),
+                "{level:?} width {w} cell {c} fused {fused}: {:?} for {want:?}",
+                out[c]
+            );
+        }
+        assert_eq!(bits(out[0]), bits(sentinel), "{level:?} width {w}");
+        assert_eq!(bits(out[w - 1]), bits(sentinel), "{level:?} width {w}");
+        1
+    }
+}
