@@ -7,7 +7,8 @@
 //! Why by hand: the compiler's loop over a row leaves its last `(w − 2) mod 32` cells
 //! (30 of a 1024-cell row) to a scalar loop, which took about a sixth of the kernel's
 //! time. Here a row's tail is one masked vector (AVX-512: masked-off lanes are neither
-//! read nor written) or one vector overlapping the cells before it (AVX2: those cells are
+//! read nor written; its head too, up to the first cell on a 64-byte line, so that the
+//! stores of whole vectors do not split lines) or one vector overlapping the cells before it (AVX2: those cells are
 //! written again with the same values, as they are computed from inputs the row does not
 //! write). Rows shorter than one AVX2 vector take the portable loop.
 
@@ -97,7 +98,8 @@ macro_rules! lanes {
         }
 
         /// The inner cells of a row of `w = out.len() >= 3` cells (the other rows at least as
-        /// long), `$w512` lanes at a time, the tail one masked vector.
+        /// long), `$w512` lanes at a time, the head (up to a 64-byte line of `out`) and the
+        /// tail masked vectors.
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f,avx2,fma")]
         #[allow(unsafe_code)]
@@ -111,36 +113,50 @@ macro_rules! lanes {
             let end = out.len() - 1;
             let (a, four) = ($set512(alpha), $set512(4.0));
             let (u, m, d, o) = (up.as_ptr(), at.as_ptr(), down.as_ptr(), out.as_mut_ptr());
+            // A first, partial vector up to the first cell of `out` on a 64-byte line (when
+            // cells lie on whole multiples of their size): the whole vectors after it are
+            // then stored without splitting a line.
+            let size = size_of::<$t>();
+            let addr = o as usize + size;
+            let lead = if addr % size == 0 {
+                (64 - addr % 64) % 64 / size
+            } else {
+                0
+            };
             let mut c = 1;
-            // SAFETY (the loads and stores below): lanes `c..c + $w512` with
-            // `c + $w512 <= end`, and cells `c - 1 ..= c + $w512` of `at`, lie below `w`.
-            while c + $w512 <= end {
-                let v = heat_vec!(
-                    [$add512, $sub512, $mul512, $fma512, FUSED],
-                    (a, four),
-                    $load512(u.add(c)),
-                    $load512(d.add(c)),
-                    $load512(m.add(c - 1)),
-                    $load512(m.add(c)),
-                    $load512(m.add(c + 1))
-                );
-                $store512(o.add(c), v);
-                c += $w512;
-            }
-            if c < end {
-                // SAFETY: the mask holds lanes `0..end - c`, cells `c..end` (and `at`'s
-                // `c - 1 ..= end`), all below `w`; masked-off lanes are not accessed.
-                let k: $mask = ((1u32 << (end - c)) - 1) as $mask;
-                let v = heat_vec!(
-                    [$add512, $sub512, $mul512, $fma512, FUSED],
-                    (a, four),
-                    $maskz512(k, u.add(c)),
-                    $maskz512(k, d.add(c)),
-                    $maskz512(k, m.add(c - 1)),
-                    $maskz512(k, m.add(c)),
-                    $maskz512(k, m.add(c + 1))
-                );
-                $mstore512(o.add(c), k, v);
+            let mut n = if lead > 0 { lead } else { $w512 }.min(end - c);
+            while c < end {
+                if n == $w512 {
+                    // SAFETY: lanes `c..c + $w512` with `c + $w512 <= end`, and cells
+                    // `c - 1 ..= c + $w512` of `at`, lie below `w`.
+                    let v = heat_vec!(
+                        [$add512, $sub512, $mul512, $fma512, FUSED],
+                        (a, four),
+                        $load512(u.add(c)),
+                        $load512(d.add(c)),
+                        $load512(m.add(c - 1)),
+                        $load512(m.add(c)),
+                        $load512(m.add(c + 1))
+                    );
+                    $store512(o.add(c), v);
+                } else {
+                    // SAFETY: the mask holds lanes `0..n` (`n < $w512`), cells `c..c + n`
+                    // with `c + n <= end` (and `at`'s `c - 1 ..= c + n`), all below `w`;
+                    // masked-off lanes are neither read nor written.
+                    let k: $mask = ((1u32 << n) - 1) as $mask;
+                    let v = heat_vec!(
+                        [$add512, $sub512, $mul512, $fma512, FUSED],
+                        (a, four),
+                        $maskz512(k, u.add(c)),
+                        $maskz512(k, d.add(c)),
+                        $maskz512(k, m.add(c - 1)),
+                        $maskz512(k, m.add(c)),
+                        $maskz512(k, m.add(c + 1))
+                    );
+                    $mstore512(o.add(c), k, v);
+                }
+                c += n;
+                n = (end - c).min($w512);
             }
         }
 
@@ -293,12 +309,19 @@ mod tests {
         let mut checked = 0;
         for level in Level::available() {
             for w in (1..=70).chain([1024, 1029]) {
-                for fused in [true, false] {
-                    let seed = (w * 2 + usize::from(fused)) as u64;
-                    let [u, m, d, mut out] = rows(w, seed, |v| v as f32);
-                    checked += check(level, fused, 0.23f32, [&u, &m, &d], &mut out);
-                    let [u, m, d, mut out] = rows(w, seed, |v| v);
-                    checked += check(level, fused, 0.23f64, [&u, &m, &d], &mut out);
+                // Output rows starting at several offsets from a 64-byte line: the head
+                // vector up to the line is every length.
+                for (fused, skip) in [true, false]
+                    .into_iter()
+                    .flat_map(|f| [0, 1, 3, 5, 7, 9, 15].map(|s| (f, s)))
+                {
+                    let seed = (w * 2 + usize::from(fused) + skip * 1000) as u64;
+                    let [u, m, d, mut out] = rows(w + skip, seed, |v| v as f32);
+                    let out = &mut out[skip..];
+                    checked += check(level, fused, 0.23f32, [&u, &m, &d], out);
+                    let [u, m, d, mut out] = rows(w + skip, seed, |v| v);
+                    let out = &mut out[skip..];
+                    checked += check(level, fused, 0.23f64, [&u, &m, &d], out);
                 }
             }
         }

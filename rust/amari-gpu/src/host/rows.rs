@@ -90,9 +90,15 @@ pub(crate) fn new_rows<T: bytemuck::Pod + Send + Sync>(
         (bytes, row_bytes),
         (&src[..rows * src_row], src_row),
         |d, s| {
-            for (d, s) in d.iter_mut().zip(s) {
-                d.write(*s);
-            }
+            let n = d.len().min(s.len());
+            // One `memcpy` per row (a loop writing `MaybeUninit` bytes one by one is left
+            // to 16-byte moves). SAFETY: `n` bytes are in bounds of both rows, and the
+            // source (the caller's) and destination (this vector's spare memory) are
+            // different allocations.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::copy_nonoverlapping(s.as_ptr(), d.as_mut_ptr().cast::<u8>(), n)
+            };
         },
     );
     // Not zeroed first (a grid call's result is megabytes, written once here).
