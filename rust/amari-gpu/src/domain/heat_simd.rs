@@ -8,38 +8,43 @@
 //! (30 of a 1024-cell row) to a scalar loop, which took about a sixth of the kernel's
 //! time. Here a row's tail is one masked vector (AVX-512: masked-off lanes are neither
 //! read nor written; its head too, up to the first cell on a 64-byte line, so that the
-//! stores of whole vectors do not split lines) or one vector overlapping the cells before it (AVX2: those cells are
-//! written again with the same values, as they are computed from inputs the row does not
-//! write). Rows shorter than one AVX2 vector take the portable loop.
+//! stores of whole vectors do not split lines) or one vector overlapping the cells before
+//! it (AVX2: those cells are written again with the same values, as they are computed
+//! from inputs the row does not write). Rows shorter than one AVX2 vector take the
+//! portable loop.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
 use crate::host::simd::Level;
 
-/// The inner cells of `out` (cells `1..w - 1`, `w = out.len() >= 3`) from rows `up`,
-/// `at` and `down` of at least `w` cells, at `level`, fused when `FUSED`: whether they
-/// were written (else the caller's portable loop writes them).
-pub(super) trait Lanes: Sized {
-    /// Writes the inner cells at `level` and says so, or writes nothing.
-    fn inner<const FUSED: bool>(
-        level: Level,
-        alpha: Self,
-        up: &[Self],
-        at: &[Self],
-        down: &[Self],
-        out: &mut [Self],
-    ) -> bool;
+/// The rows `[up, at, down]` a row is computed from, each at least as long as it.
+pub(crate) type Around<'a, T> = [&'a [T]; 3];
+
+/// What a row's vector loop starts from: α and 4 in every lane (splat by `$set`), the rows'
+/// pointers, and the index of the row's last cell (the first not computed).
+macro_rules! setup {
+    ($set:ident, $alpha:ident, $rows:ident, $out:ident) => {
+        (
+            $set($alpha),
+            $set(4.0),
+            $rows.map(<[_]>::as_ptr),
+            $out.as_mut_ptr(),
+            $out.len() - 1,
+        )
+    };
 }
 
-/// One vector of cells from the vectors of their neighbours `up`, `down`, `left`,
-/// `right` and themselves `mid`: `fma(α, ((up + down) + (left + right)) − 4·mid, mid)`, the
-/// product and sum rounded apart unless fused.
+/// One vector of cells `c..` of rows `m` (rows `u` above and `d` below), loaded with
+/// `$load` (under mask `$k` if given): `fma(α, ((up + down) + (left + right)) − 4·mid,
+/// mid)`, the product and sum rounded apart unless fused.
 macro_rules! heat_vec {
     ([$add:ident, $sub:ident, $mul:ident, $fma:ident, $fused:ident], ($a:ident, $four:ident),
-     $up:expr, $down:expr, $left:expr, $mid:expr, $right:expr) => {{
-        let mid = $mid;
-        let s = $add($add($up, $down), $add($left, $right));
+     $load:ident $([$k:ident])?, ($u:ident, $d:ident, $m:ident), $c:ident) => {{
+        let mid = $load($($k,)? $m.add($c));
+        let (up, down) = ($load($($k,)? $u.add($c)), $load($($k,)? $d.add($c)));
+        let (left, right) = ($load($($k,)? $m.add($c - 1)), $load($($k,)? $m.add($c + 1)));
+        let s = $add($add(up, down), $add(left, right));
         let e = $sub(s, $mul($four, mid));
         if $fused {
             $fma($a, e, mid)
@@ -49,52 +54,51 @@ macro_rules! heat_vec {
     }};
 }
 
-/// [`Lanes`] for `$t`: `$w512` lanes of `__m512`-kind vectors through the AVX-512
-/// intrinsics named after `$p512`, `$w256` lanes through the AVX2 ones.
+/// `$inner`, the inner cells of a row of `$t` (see the function's own words): `$w512`
+/// lanes through the AVX-512 intrinsics (`$mask` their masks), `$w256` lanes through the
+/// AVX2 ones.
 macro_rules! lanes {
     (
-        $t:ty,
-        $w512:literal, $load512:ident, $maskz512:ident, $store512:ident, $mstore512:ident,
-        $set512:ident, $add512:ident, $sub512:ident, $mul512:ident, $fma512:ident, $mask:ty,
-        $w256:literal, $load256:ident, $store256:ident, $set256:ident, $add256:ident,
-        $sub256:ident, $mul256:ident, $fma256:ident,
-        $avx512:ident, $avx2:ident
+        $t:ty, $w512:literal, $mask:ty, $w256:literal, $inner:ident, $avx512:ident, $avx2:ident,
+        $load512:ident, $maskz512:ident, $store512:ident, $mstore512:ident, $set512:ident,
+        $add512:ident, $sub512:ident, $mul512:ident, $fma512:ident,
+        $load256:ident, $store256:ident, $set256:ident, $add256:ident, $sub256:ident,
+        $mul256:ident, $fma256:ident
     ) => {
-        impl Lanes for $t {
-            #[inline]
-            fn inner<const FUSED: bool>(
-                level: Level,
-                alpha: $t,
-                up: &[$t],
-                at: &[$t],
-                down: &[$t],
-                out: &mut [$t],
-            ) -> bool {
-                let w = out.len();
-                // Rows of one length: the kernels read and write only below `w`.
-                let (up, at, down) = (&up[..w], &at[..w], &down[..w]);
-                #[cfg(target_arch = "x86_64")]
-                match level {
-                    // SAFETY: `Avx512` is only dispatched after `is_x86_feature_detected!`
-                    // found AVX-512F, AVX2 and FMA (`host::simd`); the four rows hold `w`
-                    // cells each, as the kernel requires.
-                    #[allow(unsafe_code)]
-                    Level::Avx512 if w >= 3 => {
-                        unsafe { $avx512::<FUSED>(alpha, up, at, down, out) };
-                        return true;
-                    }
-                    // SAFETY: as above for AVX2 and FMA; the rows hold `w >= $w256 + 2`
-                    // cells, at least one whole vector of inner cells.
-                    #[allow(unsafe_code)]
-                    Level::Avx2 | Level::Avx512 if w >= $w256 + 2 => {
-                        unsafe { $avx2::<FUSED>(alpha, up, at, down, out) };
-                        return true;
-                    }
-                    _ => {}
+        /// The inner cells of `out` (cells `1..w - 1`, `w = out.len() >= 3`) from its rows
+        /// around, at `level`, fused when `FUSED`: whether they were written (else the
+        /// caller's portable loop writes them).
+        #[inline]
+        pub(super) fn $inner<const FUSED: bool>(
+            level: Level,
+            alpha: $t,
+            [up, at, down]: Around<'_, $t>,
+            out: &mut [$t],
+        ) -> bool {
+            let w = out.len();
+            // Rows of one length: the kernels read and write only below `w`.
+            let rows = [&up[..w], &at[..w], &down[..w]];
+            #[cfg(target_arch = "x86_64")]
+            match level {
+                // SAFETY: `Avx512` is only dispatched after `is_x86_feature_detected!`
+                // found AVX-512F, AVX2 and FMA (`host::simd`); the four rows hold `w`
+                // cells each, as the kernel requires.
+                #[allow(unsafe_code)]
+                Level::Avx512 if w >= 3 => {
+                    unsafe { $avx512::<FUSED>(alpha, rows, out) };
+                    return true;
                 }
-                let _ = (level, alpha, up, at, down);
-                false
+                // SAFETY: as above for AVX2 and FMA; the rows hold `w >= $w256 + 2`
+                // cells, at least one whole vector of inner cells.
+                #[allow(unsafe_code)]
+                Level::Avx2 | Level::Avx512 if w >= $w256 + 2 => {
+                    unsafe { $avx2::<FUSED>(alpha, rows, out) };
+                    return true;
+                }
+                _ => {}
             }
+            let _ = (level, alpha, rows);
+            false
         }
 
         /// The inner cells of a row of `w = out.len() >= 3` cells (the other rows at least as
@@ -103,16 +107,8 @@ macro_rules! lanes {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f,avx2,fma")]
         #[allow(unsafe_code)]
-        unsafe fn $avx512<const FUSED: bool>(
-            alpha: $t,
-            up: &[$t],
-            at: &[$t],
-            down: &[$t],
-            out: &mut [$t],
-        ) {
-            let end = out.len() - 1;
-            let (a, four) = ($set512(alpha), $set512(4.0));
-            let (u, m, d, o) = (up.as_ptr(), at.as_ptr(), down.as_ptr(), out.as_mut_ptr());
+        unsafe fn $avx512<const FUSED: bool>(alpha: $t, rows: Around<'_, $t>, out: &mut [$t]) {
+            let (a, four, [u, m, d], o, end) = setup!($set512, alpha, rows, out);
             // A first, partial vector up to the first cell of `out` on a 64-byte line (when
             // cells lie on whole multiples of their size): the whole vectors after it are
             // then stored without splitting a line.
@@ -129,30 +125,16 @@ macro_rules! lanes {
                 if n == $w512 {
                     // SAFETY: lanes `c..c + $w512` with `c + $w512 <= end`, and cells
                     // `c - 1 ..= c + $w512` of `at`, lie below `w`.
-                    let v = heat_vec!(
-                        [$add512, $sub512, $mul512, $fma512, FUSED],
-                        (a, four),
-                        $load512(u.add(c)),
-                        $load512(d.add(c)),
-                        $load512(m.add(c - 1)),
-                        $load512(m.add(c)),
-                        $load512(m.add(c + 1))
-                    );
+                    let v = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
+                    $load512, (u, d, m), c };
                     $store512(o.add(c), v);
                 } else {
                     // SAFETY: the mask holds lanes `0..n` (`n < $w512`), cells `c..c + n`
                     // with `c + n <= end` (and `at`'s `c - 1 ..= c + n`), all below `w`;
                     // masked-off lanes are neither read nor written.
                     let k: $mask = ((1u32 << n) - 1) as $mask;
-                    let v = heat_vec!(
-                        [$add512, $sub512, $mul512, $fma512, FUSED],
-                        (a, four),
-                        $maskz512(k, u.add(c)),
-                        $maskz512(k, d.add(c)),
-                        $maskz512(k, m.add(c - 1)),
-                        $maskz512(k, m.add(c)),
-                        $maskz512(k, m.add(c + 1))
-                    );
+                    let v = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
+                    $maskz512[k], (u, d, m), c };
                     $mstore512(o.add(c), k, v);
                 }
                 c += n;
@@ -165,16 +147,8 @@ macro_rules! lanes {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
         #[allow(unsafe_code)]
-        unsafe fn $avx2<const FUSED: bool>(
-            alpha: $t,
-            up: &[$t],
-            at: &[$t],
-            down: &[$t],
-            out: &mut [$t],
-        ) {
-            let end = out.len() - 1;
-            let (a, four) = ($set256(alpha), $set256(4.0));
-            let (u, m, d, o) = (up.as_ptr(), at.as_ptr(), down.as_ptr(), out.as_mut_ptr());
+        unsafe fn $avx2<const FUSED: bool>(alpha: $t, rows: Around<'_, $t>, out: &mut [$t]) {
+            let (a, four, [u, m, d], o, end) = setup!($set256, alpha, rows, out);
             let mut c = 1;
             // SAFETY (the loads and stores of each vector): `c >= 1` and `c + $w256 <=
             // end < w`, so lanes `c..c + $w256` and `at`'s cells `c - 1 ..= c + $w256` lie
@@ -187,15 +161,8 @@ macro_rules! lanes {
                     }
                     c = end - $w256;
                 }
-                let v = heat_vec!(
-                    [$add256, $sub256, $mul256, $fma256, FUSED],
-                    (a, four),
-                    $load256(u.add(c)),
-                    $load256(d.add(c)),
-                    $load256(m.add(c - 1)),
-                    $load256(m.add(c)),
-                    $load256(m.add(c + 1))
-                );
+                let v = heat_vec! { [$add256, $sub256, $mul256, $fma256, FUSED], (a, four),
+                $load256, (u, d, m), c };
                 $store256(o.add(c), v);
                 if at_end {
                     break;
@@ -206,57 +173,22 @@ macro_rules! lanes {
     };
 }
 
-lanes!(
-    f32,
-    16,
-    _mm512_loadu_ps,
-    _mm512_maskz_loadu_ps,
-    _mm512_storeu_ps,
-    _mm512_mask_storeu_ps,
-    _mm512_set1_ps,
-    _mm512_add_ps,
-    _mm512_sub_ps,
-    _mm512_mul_ps,
-    _mm512_fmadd_ps,
-    __mmask16,
-    8,
-    _mm256_loadu_ps,
-    _mm256_storeu_ps,
-    _mm256_set1_ps,
-    _mm256_add_ps,
-    _mm256_sub_ps,
-    _mm256_mul_ps,
-    _mm256_fmadd_ps,
-    inner_f32_avx512,
-    inner_f32_avx2
-);
-lanes!(
-    f64,
-    8,
-    _mm512_loadu_pd,
-    _mm512_maskz_loadu_pd,
-    _mm512_storeu_pd,
-    _mm512_mask_storeu_pd,
-    _mm512_set1_pd,
-    _mm512_add_pd,
-    _mm512_sub_pd,
-    _mm512_mul_pd,
-    _mm512_fmadd_pd,
-    __mmask8,
-    4,
-    _mm256_loadu_pd,
-    _mm256_storeu_pd,
-    _mm256_set1_pd,
-    _mm256_add_pd,
-    _mm256_sub_pd,
-    _mm256_mul_pd,
-    _mm256_fmadd_pd,
-    inner_f64_avx512,
-    inner_f64_avx2
-);
+#[rustfmt::skip]
+lanes!(f32, 16, __mmask16, 8, inner_f32, inner_f32_avx512, inner_f32_avx2, _mm512_loadu_ps,
+    _mm512_maskz_loadu_ps, _mm512_storeu_ps, _mm512_mask_storeu_ps, _mm512_set1_ps, _mm512_add_ps,
+    _mm512_sub_ps, _mm512_mul_ps, _mm512_fmadd_ps, _mm256_loadu_ps, _mm256_storeu_ps,
+    _mm256_set1_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_fmadd_ps);
+
+// Float64: half the lanes, and 8-lane masks.
+#[rustfmt::skip]
+lanes!(f64, 8, __mmask8, 4, inner_f64, inner_f64_avx512, inner_f64_avx2, _mm512_loadu_pd,
+    _mm512_maskz_loadu_pd, _mm512_storeu_pd, _mm512_mask_storeu_pd, _mm512_set1_pd, _mm512_add_pd,
+    _mm512_sub_pd, _mm512_mul_pd, _mm512_fmadd_pd, _mm256_loadu_pd, _mm256_storeu_pd,
+    _mm256_set1_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_fmadd_pd);
 
 #[cfg(test)]
 mod tests {
+    use super::super::host_grid::HeatCell;
     use super::*;
 
     /// One cell as the portable row kernel and the shader compute it.
@@ -328,23 +260,18 @@ mod tests {
         assert!(checked > 0);
     }
 
-    /// Checks one row at `level`: the cells `Lanes::inner` writes against `cell`'s, and the
+    /// Checks one row at `level`: the cells `HeatCell::inner_row` writes against `cell`'s, and the
     /// cells it must not write; 1 when it wrote the row.
     fn check<T>(level: Level, fused: bool, a: T, [u, m, d]: [&[T]; 3], out: &mut [T]) -> usize
     where
-        T: Lanes
-            + crate::host::arith::Real
-            + std::ops::Sub<Output = T>
-            + From<f32>
-            + bytemuck::Pod
-            + std::fmt::Debug,
+        T: HeatCell + From<f32> + std::fmt::Debug,
     {
         let w = out.len();
         let sentinel = out[0];
         let wrote = if fused {
-            T::inner::<true>(level, a, u, m, d, out)
+            T::inner_row::<true>(level, a, [u, m, d], out)
         } else {
-            T::inner::<false>(level, a, u, m, d, out)
+            T::inner_row::<false>(level, a, [u, m, d], out)
         };
         let bits = |v: T| bytemuck::bytes_of(&v).to_vec();
         if !wrote {

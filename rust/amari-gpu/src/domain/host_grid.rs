@@ -7,14 +7,15 @@
 //! driver contracting `s − 4u` changes nothing); Dirichlet frame cells, and padding cells,
 //! keep their value. One row kernel serves float32 and float64 cells ([`HeatCell`]), as the
 //! shader's one source does; its inner cells run in explicit AVX-512 or AVX2 vectors
-//! (`domain::heat_simd`) where the CPU has them, the same arithmetic per cell. Life: the shader's word-wise counts (integers, exact). Cells of a row
-//! vectorise. One step ([`heat_step`], [`life_step`]) splits its rows across rayon threads;
-//! the steps of a host round run several at a time per pass over the rows
+//! (`domain::heat_simd`) where the CPU has them, the same arithmetic per cell. Life: the
+//! shader's word-wise counts (integers, exact). Cells of a row vectorise. One step
+//! ([`heat_step`], [`life_step`]) splits its rows across rayon threads; the steps of a
+//! host round run several at a time per pass over the rows
 //! (`domain::host_blocked`), each row computed by the same row kernel.
 
 use std::ops::{Range, Sub};
 
-use super::heat_simd::Lanes;
+use super::heat_simd::{inner_f32, inner_f64, Around};
 use super::host_blocked::{single, Stencil};
 use crate::host::arith::Real;
 use crate::host::simd::{dispatch, dispatched, Level, Task};
@@ -44,20 +45,18 @@ pub trait HeatCell: Real + Scalar + Sub<Output = Self> + bytemuck::Pod + Default
     /// rows `up`, `at` and `down` in this type's vectors at `level` (`domain::heat_simd`),
     /// fused when `FUSED`, and says so; or writes nothing (no vectors at that level, or a
     /// row too short for them).
-    fn inner_row<const FUSED: bool>(
+    fn inner_row<const F: bool>(
         level: Level,
-        alpha: Self,
-        up: &[Self],
-        at: &[Self],
-        down: &[Self],
+        a: Self,
+        rows: Around<'_, Self>,
         out: &mut [Self],
     ) -> bool;
 }
 
-/// [`HeatCell`] for float type `$t`, whose bits are `$bits` with sign bit `$sign`, and
-/// whose limit exponent is `$limit`.
+/// [`HeatCell`] for float type `$t`, whose bits are `$bits` with sign bit `$sign`, whose
+/// limit exponent is `$limit`, and whose inner cells `heat_simd::$inner` vectorises.
 macro_rules! heat_cell {
-    ($t:ty, $bits:ty, $sign:expr, $limit:expr) => {
+    ($t:ty, $bits:ty, $sign:expr, $limit:expr, $inner:ident) => {
         impl HeatCell for $t {
             const FOUR: $t = 4.0;
             const LIMIT: i32 = $limit;
@@ -70,22 +69,20 @@ macro_rules! heat_cell {
                 <$t>::from_bits(bits)
             }
             #[inline]
-            fn inner_row<const FUSED: bool>(
+            fn inner_row<const F: bool>(
                 level: Level,
-                alpha: $t,
-                up: &[$t],
-                at: &[$t],
-                down: &[$t],
+                a: $t,
+                rows: Around<'_, $t>,
                 out: &mut [$t],
             ) -> bool {
-                <$t as Lanes>::inner::<FUSED>(level, alpha, up, at, down, out)
+                $inner::<F>(level, a, rows, out)
             }
         }
     };
 }
 
-heat_cell!(f32, u32, 1u32 << 31, 123);
-heat_cell!(f64, u64, 1u64 << 63, 1019);
+heat_cell!(f32, u32, 1u32 << 31, 123, inner_f32);
+heat_cell!(f64, u64, 1u64 << 63, 1019, inner_f64);
 
 /// One heat step of a band (the uniform of `shaders/heat.wgsl`), on cells of `T`.
 #[derive(Debug, Clone)]
@@ -138,9 +135,9 @@ impl<T: HeatCell> Stencil for HeatStep<T> {
         let (w, level, fused) = (self.width, dispatched(), self.fma == FmaMode::Fused);
         let cells = &mut out[..w];
         let vectors = if fused {
-            T::inner_row::<true>(level, self.alpha, up, at, down, cells)
+            T::inner_row::<true>(level, self.alpha, [up, at, down], cells)
         } else {
-            T::inner_row::<false>(level, self.alpha, up, at, down, cells)
+            T::inner_row::<false>(level, self.alpha, [up, at, down], cells)
         };
         let row = HeatRow {
             step: self,
