@@ -6,16 +6,19 @@
 //! `fma(α, s − 4u, u)` rounded as the devices round it ([`FmaMode`]; `4u` is exact, so a
 //! driver contracting `s − 4u` changes nothing); Dirichlet frame cells, and padding cells,
 //! keep their value. One row kernel serves float32 and float64 cells ([`HeatCell`]), as the
-//! shader's one source does. Life: the shader's word-wise counts (integers, exact). Cells of a row
-//! vectorise. One step ([`heat_step`], [`life_step`]) splits its rows across rayon threads;
-//! the steps of a host round run several at a time per pass over the rows
+//! shader's one source does; its inner cells run in explicit AVX-512 or AVX2 vectors
+//! (`domain::heat_simd`) where the CPU has them, the same arithmetic per cell. Life: the
+//! shader's word-wise counts (integers, exact). Cells of a row vectorise. One step
+//! ([`heat_step`], [`life_step`]) splits its rows across rayon threads; the steps of a
+//! host round run several at a time per pass over the rows
 //! (`domain::host_blocked`), each row computed by the same row kernel.
 
 use std::ops::{Range, Sub};
 
+use super::heat_simd::{inner_f32, inner_f64, Around};
 use super::host_blocked::{single, Stencil};
 use crate::host::arith::Real;
-use crate::host::simd::{dispatch, Task};
+use crate::host::simd::{dispatch, dispatched, Level, Task};
 use crate::kernel::FmaMode;
 use crate::tropical::scalar::Scalar;
 
@@ -38,12 +41,22 @@ pub trait HeatCell: Real + Scalar + Sub<Output = Self> + bytemuck::Pod + Default
     fn abs_bits(self) -> Self::Bits;
     /// The value of bits `bits` of a non-negative value.
     fn from_abs_bits(bits: Self::Bits) -> Self;
+    /// Writes the inner cells of row `out` (all but its first and last of `out.len()`) from
+    /// rows `up`, `at` and `down` in this type's vectors at `level` (`domain::heat_simd`),
+    /// fused when `FUSED`, and says so; or writes nothing (no vectors at that level, or a
+    /// row too short for them).
+    fn inner_row<const F: bool>(
+        level: Level,
+        a: Self,
+        rows: Around<'_, Self>,
+        out: &mut [Self],
+    ) -> bool;
 }
 
-/// [`HeatCell`] for float type `$t`, whose bits are `$bits` with sign bit `$sign`, and
-/// whose limit exponent is `$limit`.
+/// [`HeatCell`] for float type `$t`, whose bits are `$bits` with sign bit `$sign`, whose
+/// limit exponent is `$limit`, and whose inner cells `heat_simd::$inner` vectorises.
 macro_rules! heat_cell {
-    ($t:ty, $bits:ty, $sign:expr, $limit:expr) => {
+    ($t:ty, $bits:ty, $sign:expr, $limit:expr, $inner:ident) => {
         impl HeatCell for $t {
             const FOUR: $t = 4.0;
             const LIMIT: i32 = $limit;
@@ -55,12 +68,21 @@ macro_rules! heat_cell {
             fn from_abs_bits(bits: $bits) -> $t {
                 <$t>::from_bits(bits)
             }
+            #[inline]
+            fn inner_row<const F: bool>(
+                level: Level,
+                a: $t,
+                rows: Around<'_, $t>,
+                out: &mut [$t],
+            ) -> bool {
+                $inner::<F>(level, a, rows, out)
+            }
         }
     };
 }
 
-heat_cell!(f32, u32, 1u32 << 31, 123);
-heat_cell!(f64, u64, 1u64 << 63, 1019);
+heat_cell!(f32, u32, 1u32 << 31, 123, inner_f32);
+heat_cell!(f64, u64, 1u64 << 63, 1019, inner_f64);
 
 /// One heat step of a band (the uniform of `shaders/heat.wgsl`), on cells of `T`.
 #[derive(Debug, Clone)]
@@ -110,12 +132,20 @@ impl<T: HeatCell> Stencil for HeatStep<T> {
     }
 
     fn row(&self, up: &[T], at: &[T], down: &[T], out: &mut [T]) {
+        let (w, level, fused) = (self.width, dispatched(), self.fma == FmaMode::Fused);
+        let cells = &mut out[..w];
+        let vectors = if fused {
+            T::inner_row::<true>(level, self.alpha, [up, at, down], cells)
+        } else {
+            T::inner_row::<false>(level, self.alpha, [up, at, down], cells)
+        };
         let row = HeatRow {
             step: self,
             up,
             at,
             down,
             out,
+            inner: !vectors,
         };
         if self.fma == FmaMode::Fused {
             dispatch(Fused(row));
@@ -131,6 +161,8 @@ struct HeatRow<'a, T> {
     at: &'a [T],
     down: &'a [T],
     out: &'a mut [T],
+    /// Whether the row kernel computes the inner cells (else `heat_simd` wrote them).
+    inner: bool,
 }
 
 #[inline(always)]
@@ -147,12 +179,13 @@ fn heat_row<T: HeatCell, const F: bool>(row: HeatRow<'_, T>) {
         at,
         down,
         out,
+        inner,
     } = row;
     let (w, a) = (step.width, step.alpha);
     let last = w - 1;
     // Padding cells keep their value.
     out[w..].copy_from_slice(&at[w..]);
-    if w >= 3 {
+    if inner && w >= 3 {
         // Slices of one length, so the loop has no bounds checks and vectorises.
         let n = w - 2;
         let (up, down, mid) = (&up[1..=n], &down[1..=n], &at[1..=n]);

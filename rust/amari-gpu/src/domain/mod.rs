@@ -13,6 +13,7 @@
 mod attempt;
 mod balance;
 mod bands;
+mod heat_simd;
 mod host_blocked;
 #[cfg(test)]
 mod host_blocked_tests;
@@ -36,7 +37,7 @@ pub use rule::{Boundary, Options, Rule};
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
-use crate::host::rows::copy_rows;
+use crate::host::rows::{copy_rows, new_rows};
 use crate::host::HostPool;
 use host_grid::HeatCell;
 use run::evolve;
@@ -67,16 +68,18 @@ pub fn heat<T: HeatCell>(
     };
     let board = || heat_board(ctx, grid, width, row_bytes, shift);
     let (board, report) = evolve(ctx, &spec, &board, opts)?;
-    let mut out = crate::alloc::zeroed::<T>("grid", height * width)?;
-    let row_words = row_bytes / 4;
-    for (cells, row) in out
-        .chunks_exact_mut(width)
-        .zip(board.chunks_exact(row_words))
-    {
-        // As bytes: the board's words are only 4-byte aligned, `out`'s cells are `T`s.
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(cells);
-        bytes.copy_from_slice(bytemuck::cast_slice(&row[..width * T::WORDS]));
-    }
+    // Each cell written once, from the board's bytes (its rows are only 4-byte aligned),
+    // rows split across the host device's threads.
+    let mut out = new_rows::<T>(
+        host_pool(ctx),
+        (bytemuck::cast_slice(&board), row_bytes),
+        height,
+        width,
+    )
+    .ok_or_else(|| Error::HostOutOfMemory {
+        argument: "grid".into(),
+        bytes: (height * width * size_of::<T>()) as u128,
+    })?;
     ctx.spare.keep(board);
     if shift != 0 {
         unscale_heat(&mut out, grid, height, width, boundary, shift)?;

@@ -164,7 +164,7 @@ impl Bands for HostBands<'_> {
                 let rb = b.row_bytes;
                 let from = &b.bytes(after)[r.start * rb..r.end * rb];
                 let bytes =
-                    new_rows(Some(&host.pool), (from, rb), r.len(), rb).ok_or_else(|| {
+                    new_rows::<u8>(Some(&host.pool), (from, rb), r.len(), rb).ok_or_else(|| {
                         Error::HostOutOfMemory {
                             argument: "grid".into(),
                             bytes: from.len() as u128,

@@ -1,0 +1,300 @@
+//! The inner cells of a heat row (cells `1..w - 1`, whose left and right neighbours are
+//! in the row) in AVX-512 and AVX2+FMA intrinsics, float32 and float64: each vector of
+//! cells is exactly `fma(α, ((up + down) + (left + right)) − 4u, u)` per lane, bracketed
+//! and rounded as the portable cell of `host_grid` (and `shaders/heat.wgsl`) computes it,
+//! fused or as a product and a sum by the devices' [`FmaMode`](crate::kernel::FmaMode).
+//!
+//! Why by hand: the compiler's loop over a row leaves its last `(w − 2) mod 32` cells
+//! (30 of a 1024-cell row) to a scalar loop, which took about a sixth of the kernel's
+//! time. Here a row's tail is one masked vector (AVX-512: masked-off lanes are neither
+//! read nor written; its head too, up to the first cell on a 64-byte line, so that the
+//! stores of whole vectors do not split lines) or one vector overlapping the cells before
+//! it (AVX2: those cells are written again with the same values, as they are computed
+//! from inputs the row does not write). Rows shorter than one AVX2 vector take the
+//! portable loop.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+use crate::host::simd::Level;
+
+/// The rows `[up, at, down]` a row is computed from, each at least as long as it.
+pub(crate) type Around<'a, T> = [&'a [T]; 3];
+
+/// What a row's vector loop starts from: α and 4 in every lane (splat by `$set`), the rows'
+/// pointers, and the index of the row's last cell (the first not computed).
+macro_rules! setup {
+    ($set:ident, $alpha:ident, $rows:ident, $out:ident) => {
+        (
+            $set($alpha),
+            $set(4.0),
+            $rows.map(<[_]>::as_ptr),
+            $out.as_mut_ptr(),
+            $out.len() - 1,
+        )
+    };
+}
+
+/// One vector of cells `c..` of rows `m` (rows `u` above and `d` below), loaded with
+/// `$load` (under mask `$k` if given): `fma(α, ((up + down) + (left + right)) − 4·mid,
+/// mid)`, the product and sum rounded apart unless fused.
+macro_rules! heat_vec {
+    ([$add:ident, $sub:ident, $mul:ident, $fma:ident, $fused:ident], ($a:ident, $four:ident),
+     $load:ident $([$k:ident])?, ($u:ident, $d:ident, $m:ident), $c:ident) => {{
+        let mid = $load($($k,)? $m.add($c));
+        let (up, down) = ($load($($k,)? $u.add($c)), $load($($k,)? $d.add($c)));
+        let (left, right) = ($load($($k,)? $m.add($c - 1)), $load($($k,)? $m.add($c + 1)));
+        let s = $add($add(up, down), $add(left, right));
+        let e = $sub(s, $mul($four, mid));
+        if $fused {
+            $fma($a, e, mid)
+        } else {
+            $add($mul($a, e), mid)
+        }
+    }};
+}
+
+/// `$inner`, the inner cells of a row of `$t` (see the function's own words): `$w512`
+/// lanes through the AVX-512 intrinsics (`$mask` their masks), `$w256` lanes through the
+/// AVX2 ones.
+macro_rules! lanes {
+    (
+        $t:ty, $w512:literal, $mask:ty, $w256:literal, $inner:ident, $avx512:ident, $avx2:ident,
+        $load512:ident, $maskz512:ident, $store512:ident, $mstore512:ident, $set512:ident,
+        $add512:ident, $sub512:ident, $mul512:ident, $fma512:ident,
+        $load256:ident, $store256:ident, $set256:ident, $add256:ident, $sub256:ident,
+        $mul256:ident, $fma256:ident
+    ) => {
+        /// The inner cells of `out` (cells `1..w - 1`, `w = out.len() >= 3`) from its rows
+        /// around, at `level`, fused when `FUSED`: whether they were written (else the
+        /// caller's portable loop writes them).
+        #[inline]
+        pub(super) fn $inner<const FUSED: bool>(
+            level: Level,
+            alpha: $t,
+            [up, at, down]: Around<'_, $t>,
+            out: &mut [$t],
+        ) -> bool {
+            let w = out.len();
+            // Rows of one length: the kernels read and write only below `w`.
+            let rows = [&up[..w], &at[..w], &down[..w]];
+            #[cfg(target_arch = "x86_64")]
+            match level {
+                // SAFETY: `Avx512` is only dispatched after `is_x86_feature_detected!`
+                // found AVX-512F, AVX2 and FMA (`host::simd`); the four rows hold `w`
+                // cells each, as the kernel requires.
+                #[allow(unsafe_code)]
+                Level::Avx512 if w >= 3 => {
+                    unsafe { $avx512::<FUSED>(alpha, rows, out) };
+                    return true;
+                }
+                // SAFETY: as above for AVX2 and FMA; the rows hold `w >= $w256 + 2`
+                // cells, at least one whole vector of inner cells.
+                #[allow(unsafe_code)]
+                Level::Avx2 | Level::Avx512 if w >= $w256 + 2 => {
+                    unsafe { $avx2::<FUSED>(alpha, rows, out) };
+                    return true;
+                }
+                _ => {}
+            }
+            let _ = (level, alpha, rows);
+            false
+        }
+
+        /// The inner cells of a row of `w = out.len() >= 3` cells (the other rows at least as
+        /// long), `$w512` lanes at a time, the head (up to a 64-byte line of `out`) and the
+        /// tail masked vectors.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        #[allow(unsafe_code)]
+        unsafe fn $avx512<const FUSED: bool>(alpha: $t, rows: Around<'_, $t>, out: &mut [$t]) {
+            let (a, four, [u, m, d], o, end) = setup!($set512, alpha, rows, out);
+            // A first, partial vector up to the first cell of `out` on a 64-byte line (when
+            // cells lie on whole multiples of their size): the whole vectors after it are
+            // then stored without splitting a line.
+            let size = size_of::<$t>();
+            let addr = o as usize + size;
+            let lead = if addr % size == 0 {
+                (64 - addr % 64) % 64 / size
+            } else {
+                0
+            };
+            let mut c = 1;
+            let mut n = if lead > 0 { lead } else { $w512 }.min(end - c);
+            while c < end {
+                if n == $w512 {
+                    // SAFETY: lanes `c..c + $w512` with `c + $w512 <= end`, and cells
+                    // `c - 1 ..= c + $w512` of `at`, lie below `w`.
+                    let v = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
+                    $load512, (u, d, m), c };
+                    $store512(o.add(c), v);
+                } else {
+                    // SAFETY: the mask holds lanes `0..n` (`n < $w512`), cells `c..c + n`
+                    // with `c + n <= end` (and `at`'s `c - 1 ..= c + n`), all below `w`;
+                    // masked-off lanes are neither read nor written.
+                    let k: $mask = ((1u32 << n) - 1) as $mask;
+                    let v = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
+                    $maskz512[k], (u, d, m), c };
+                    $mstore512(o.add(c), k, v);
+                }
+                c += n;
+                n = (end - c).min($w512);
+            }
+        }
+
+        /// The inner cells of a row of `w = out.len() >= $w256 + 2` cells, `$w256` lanes at a
+        /// time, the tail one vector ending at the last inner cell.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        #[allow(unsafe_code)]
+        unsafe fn $avx2<const FUSED: bool>(alpha: $t, rows: Around<'_, $t>, out: &mut [$t]) {
+            let (a, four, [u, m, d], o, end) = setup!($set256, alpha, rows, out);
+            let mut c = 1;
+            // SAFETY (the loads and stores of each vector): `c >= 1` and `c + $w256 <=
+            // end < w`, so lanes `c..c + $w256` and `at`'s cells `c - 1 ..= c + $w256` lie
+            // in the rows; the tail's `end - $w256 >= 1` as `w >= $w256 + 2`.
+            loop {
+                let at_end = c + $w256 > end;
+                if at_end {
+                    if c >= end {
+                        break;
+                    }
+                    c = end - $w256;
+                }
+                let v = heat_vec! { [$add256, $sub256, $mul256, $fma256, FUSED], (a, four),
+                $load256, (u, d, m), c };
+                $store256(o.add(c), v);
+                if at_end {
+                    break;
+                }
+                c += $w256;
+            }
+        }
+    };
+}
+
+#[rustfmt::skip]
+lanes!(f32, 16, __mmask16, 8, inner_f32, inner_f32_avx512, inner_f32_avx2, _mm512_loadu_ps,
+    _mm512_maskz_loadu_ps, _mm512_storeu_ps, _mm512_mask_storeu_ps, _mm512_set1_ps, _mm512_add_ps,
+    _mm512_sub_ps, _mm512_mul_ps, _mm512_fmadd_ps, _mm256_loadu_ps, _mm256_storeu_ps,
+    _mm256_set1_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_fmadd_ps);
+
+// Float64: half the lanes, and 8-lane masks.
+#[rustfmt::skip]
+lanes!(f64, 8, __mmask8, 4, inner_f64, inner_f64_avx512, inner_f64_avx2, _mm512_loadu_pd,
+    _mm512_maskz_loadu_pd, _mm512_storeu_pd, _mm512_mask_storeu_pd, _mm512_set1_pd, _mm512_add_pd,
+    _mm512_sub_pd, _mm512_mul_pd, _mm512_fmadd_pd, _mm256_loadu_pd, _mm256_storeu_pd,
+    _mm256_set1_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_fmadd_pd);
+
+#[cfg(test)]
+mod tests {
+    use super::super::host_grid::HeatCell;
+    use super::*;
+
+    /// One cell as the portable row kernel and the shader compute it.
+    fn cell<T: crate::host::arith::Real + std::ops::Sub<Output = T> + From<f32>>(
+        fused: bool,
+        a: T,
+        [up, down, left, right, u]: [T; 5],
+    ) -> T {
+        let e = ((up + down) + (left + right)) - T::from(4.0) * u;
+        if fused {
+            T::madd::<true>(a, e, u)
+        } else {
+            T::madd::<false>(a, e, u)
+        }
+    }
+
+    /// Values from `x` that hit every class of cell: ordinary, tiny (subnormal results),
+    /// signed zeros, and huge (sums overflowing to ±inf, then inf − inf = NaN).
+    fn value(x: u64) -> f64 {
+        let m = (x >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+        match x % 11 {
+            0 => 0.0,
+            1 => -0.0,
+            2 => m * 1e-300,
+            3 => m * f64::MAX,
+            4 => m * f32::MAX as f64,
+            5 => m * 1e-40,
+            _ => m,
+        }
+    }
+
+    /// Rows `up`, `at`, `down` of `w` cells and an output row of sentinels, from `seed`.
+    fn rows<T: Copy>(w: usize, seed: u64, f: impl Fn(f64) -> T) -> [Vec<T>; 4] {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            f(value(x))
+        };
+        let mut row = || (0..w).map(|_| next()).collect::<Vec<T>>();
+        [row(), row(), row(), vec![f(-7.25); w]]
+    }
+
+    /// Every level's inner cells of rows 1 to 70 cells wide (around the 4-, 8- and 16-lane
+    /// vectors and their tails) and of 1024 and 1029, bit for bit the portable cell's, in
+    /// float32 and float64, fused and not; the first and last cell left as they were.
+    #[test]
+    fn every_level_computes_the_portable_cells_bit_for_bit() {
+        let mut checked = 0;
+        for level in Level::available() {
+            for w in (1..=70).chain([1024, 1029]) {
+                // Output rows starting at several offsets from a 64-byte line: the head
+                // vector up to the line is every length.
+                for (fused, skip) in [true, false]
+                    .into_iter()
+                    .flat_map(|f| [0, 1, 3, 5, 7, 9, 15].map(|s| (f, s)))
+                {
+                    let seed = (w * 2 + usize::from(fused) + skip * 1000) as u64;
+                    let [u, m, d, mut out] = rows(w + skip, seed, |v| v as f32);
+                    let out = &mut out[skip..];
+                    checked += check(level, fused, 0.23f32, [&u, &m, &d], out);
+                    let [u, m, d, mut out] = rows(w + skip, seed, |v| v);
+                    let out = &mut out[skip..];
+                    checked += check(level, fused, 0.23f64, [&u, &m, &d], out);
+                }
+            }
+        }
+        assert!(checked > 0);
+    }
+
+    /// Checks one row at `level`: the cells `HeatCell::inner_row` writes against `cell`'s, and the
+    /// cells it must not write; 1 when it wrote the row.
+    fn check<T>(level: Level, fused: bool, a: T, [u, m, d]: [&[T]; 3], out: &mut [T]) -> usize
+    where
+        T: HeatCell + From<f32> + std::fmt::Debug,
+    {
+        let w = out.len();
+        let sentinel = out[0];
+        let wrote = if fused {
+            T::inner_row::<true>(level, a, [u, m, d], out)
+        } else {
+            T::inner_row::<false>(level, a, [u, m, d], out)
+        };
+        let bits = |v: T| bytemuck::bytes_of(&v).to_vec();
+        if !wrote {
+            // Only the portable level, and AVX2 rows shorter than a vector, are left.
+            let lanes = 32 / size_of::<T>();
+            assert!(
+                level == Level::Portable || w < lanes + 2 || w < 3,
+                "{level:?} {w}"
+            );
+            assert!(out.iter().all(|&v| bits(v) == bits(sentinel)));
+            return 0;
+        }
+        for c in 1..w - 1 {
+            let want = cell(fused, a, [u[c], d[c], m[c - 1], m[c + 1], m[c]]);
+            assert_eq!(
+                bits(out[c]),
+                bits(want),
+                "{level:?} width {w} cell {c} fused {fused}: {:?} for {want:?}",
+                out[c]
+            );
+        }
+        assert_eq!(bits(out[0]), bits(sentinel), "{level:?} width {w}");
+        assert_eq!(bits(out[w - 1]), bits(sentinel), "{level:?} width {w}");
+        1
+    }
+}
