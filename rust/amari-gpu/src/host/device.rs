@@ -51,7 +51,8 @@ impl HostPool {
         src: &[T],
         row: usize,
     ) -> Result<()> {
-        if dst.len() != src.len() || (row == 0 && !dst.is_empty()) || dst.len() % row.max(1) != 0 {
+        // No rows of 0 values but in an empty slice.
+        if dst.len() != src.len() || !dst.len().is_multiple_of(row) {
             return Err(Error::invalid(
                 "src",
                 format!(
