@@ -122,7 +122,7 @@ STAGES = (
 def _stages(rc: ag.RayContext, items: int, repeats: int) -> None:
     """Where one large call's time goes, its run sent by hand as one message the way the
     dispatcher sends a run, each stage timed (driver and node clocks, the node's aligned by
-    its measured offset): the driver's ``ray.put`` of the operands, the actor call's
+    its measured offset): the driver's ``ray.put`` of the operands (at once), the actor call's
     submission, Ray reading the operands for the node (submission to the node's start; the
     node says whether they came as read-only views of the store, i.e. without a copy), the
     node's compute, its result's way back into the store (the node's end to the result
@@ -131,6 +131,7 @@ def _stages(rc: ag.RayContext, items: int, repeats: int) -> None:
     import ray
     from amari_gpu import _native
     from amari_gpu.cluster.node import ArraySlot
+    from amari_gpu.cluster.store import place, put_all
 
     node = rc._native.healthy()[0]
     rng = np.random.default_rng(1)
@@ -141,7 +142,7 @@ def _stages(rc: ag.RayContext, items: int, repeats: int) -> None:
     borrowed = True
     for _ in range(repeats):
         t0 = time.time()
-        refs = [ray.put(a), ray.put(b)]
+        refs = put_all([a, b])
         t1 = time.time()
         ref = node.actor.run.remote("ga_apply", None, template, *refs, chunks=1)
         t2 = time.time()
@@ -150,7 +151,7 @@ def _stages(rc: ag.RayContext, items: int, repeats: int) -> None:
         result = ray.get(ref)[0]
         t4 = time.time()
         out = _native.pooled_output(result.shape)
-        out[...] = result
+        place(out, result)
         t5 = time.time()
         start, end, views = ray.get(node.actor.last_run.remote())
         start, end = start - node.clock_offset_s, end - node.clock_offset_s

@@ -380,6 +380,51 @@ def test_a_large_run_goes_as_pieces_its_results_taken_as_they_come(
     assert np.array_equal(out, got)
 
 
+def test_a_messages_operands_are_put_at_once_and_its_result_placed_by_the_row_copy(
+    rc: ag.RayContext, local: ag.MultiGpuContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The large operands of each node's message go into the object store at the same time
+    (the two puts of a message meet at a barrier, which puts one after the other never
+    pass), and each node's result is written into the output by the native row copy:
+    the bits of one context, every byte sent once."""
+    import threading
+
+    import ray
+    from amari_gpu.cluster import store
+
+    a, b = random_batch(30_000, seed=17)
+    row = a.nbytes // len(a)
+    # Every node's rows of each operand are too large to travel inside the actor call.
+    assert a.nbytes // 3 > store.INLINE_BYTES
+    put, copy = ray.put, store._native.copy_rows
+    meet = threading.Barrier(2, timeout=30)
+    threads: list[int] = []
+    placed: list[int] = []
+
+    def put_at_once(value: Any, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        meet.wait()
+        return put(value, *args, **kwargs)
+
+    def counted(dst: Any, src: Any) -> None:
+        placed.append(src.nbytes)
+        copy(dst, src)
+
+    monkeypatch.setattr(ray, "put", put_at_once)
+    monkeypatch.setattr(store._native, "copy_rows", counted)
+    before = rc.stats()
+    got = rc.geometric_product(a, b, strategy="balanced")
+    assert np.array_equal(got, local.geometric_product(a, b)) and got.flags.writeable
+    plan = rc.last_plan
+    assert plan is not None and len(plan) == 3
+    # Two puts per node's message, on two threads each time.
+    assert len(threads) == 6
+    assert all(threads[i] != threads[i + 1] for i in range(0, 6, 2))
+    assert sorted(placed) == sorted(row * w.items for w in plan)
+    sent = sum(s["bytes_sent"] - s0["bytes_sent"] for s, s0 in zip(rc.stats(), before))
+    assert sent == a.nbytes + b.nbytes
+
+
 def test_float64_rows_split_over_three_nodes_with_one_contexts_bits(
     rc: ag.RayContext, local: ag.MultiGpuContext
 ) -> None:

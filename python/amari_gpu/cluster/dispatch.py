@@ -27,14 +27,11 @@ from ..errors import (
 )
 from ..planning import Plan
 from . import planner
+from .store import INLINE_BYTES, Shared, put_all
 
 IN_FLIGHT = 2
 """Messages sent to a node ahead while it re-runs chunks one by one: one computing, one
 arriving."""
-
-INLINE_BYTES = 64 << 10
-"""Arrays up to this size travel inside the actor call (Ray inlines small arguments), which
-saves the object-store round trip of ``ray.put``; larger ones go through the store."""
 
 PIECE_BYTES = 256 << 20
 """Bytes (operands and result) of a node's run above which it goes as pieces of about this
@@ -81,14 +78,6 @@ class Node:
     busy_s: float = 0.0
     grid_rate: float | None = None
     """Cells/s a test injected for the grid balancer (``inject_grid_rate``)."""
-
-
-@dataclass(frozen=True)
-class Shared:
-    """An array every chunk of a call binds whole (a broadcast operand, ``b`` of a matmul):
-    put in the object store once per call."""
-
-    array: Any
 
 
 @dataclass
@@ -365,18 +354,24 @@ class _Call:
 
     def _send(self, node: Node, run: tuple[int, int]) -> tuple[Any, int]:
         method, template, arrays = self.job.call(*self.span(run))
-        refs = []
+        refs: list[Any] = []
         nbytes = 0
+        # The arrays to put (large ones, a shared one the first time): their places in
+        # ``refs``, and a shared one's key.
+        puts: list[tuple[int, Any, int | None]] = []
         for a in arrays:
-            if isinstance(a, Shared):
-                key = id(a.array)
-                if key not in self.puts:
-                    self.puts[key] = (a.array, ray.put(a.array))
-                    nbytes += int(a.array.nbytes)
+            array, key = (a.array, id(a.array)) if isinstance(a, Shared) else (a, None)
+            if key in self.puts:
                 refs.append(self.puts[key][1])
-            else:
-                refs.append(a if a.nbytes <= INLINE_BYTES else ray.put(a))
-                nbytes += int(a.nbytes)
+                continue
+            if key is not None or array.nbytes > INLINE_BYTES:
+                puts.append((len(refs), array, key))
+            refs.append(array)
+            nbytes += int(array.nbytes)
+        for (at, array, key), ref in zip(puts, put_all([p[1] for p in puts])):
+            refs[at] = ref
+            if key is not None:
+                self.puts[key] = (array, ref)
         ref = node.actor.run.remote(method, self.strategy, template, *refs, chunks=run[1])
         return ref, nbytes
 

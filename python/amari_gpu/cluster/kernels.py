@@ -28,39 +28,14 @@ from ..errors import InvalidArgumentError
 from ..planning import Plan
 from . import array_kernels
 from .array_kernels import resident
-from .dispatch import Dispatcher, Job, Shared
+from .dispatch import Dispatcher, Job
 from .node import ArraySlot
 from .resident import gather
+from .store import Assembly, Shared, new_output, place
 
 GA = "geometric_algebra"
 TROPICAL = "tropical"
 INFORMATION = "information_geometry"
-
-
-class _Assembly:
-    """The call's output: the caller's ``out`` (checked by the family method), else
-    allocated when the first run's result shows its dtype and trailing shape; each run's
-    rows written straight into place along ``axis``."""
-
-    def __init__(self, items: int, axis: int = 0, out: np.ndarray[Any, Any] | None = None) -> None:
-        self.items = items
-        self.axis = axis
-        self.out = out
-
-    def take(self, _chunk: int, start: int, stop: int, result: Any) -> None:
-        part = result[0]
-        if self.out is None:
-            shape = list(part.shape)
-            shape[self.axis] = self.items
-            # Every row is written (the runs cover the call): in reused memory, as a local
-            # call's new output is, not fresh pages to fault in.
-            if part.dtype == np.float32:
-                self.out = _native.pooled_output(tuple(shape))
-            else:
-                self.out = np.empty(shape, dtype=part.dtype)
-        index = [slice(None)] * self.out.ndim
-        index[self.axis] = slice(start, stop)
-        self.out[tuple(index)] = part
 
 
 def _into(out: np.ndarray[Any, Any] | None, result: Any) -> Any:
@@ -94,7 +69,10 @@ def _whole(
     job = Job(family, 1, nbytes, lambda _s, _e: call, take, whole=True, dtype=dtype, shader=shader)
     plan = ctx.run(job, strategy)
     # The store's array is read-only: the caller's result is a copy of it.
-    return (np.array(result[0]) if out is None else _into(out, result[0])), plan
+    part = result[0]
+    placed = new_output(part.shape, part.dtype) if out is None else out
+    place(placed, part)
+    return placed, plan
 
 
 def _row_bytes(*arrays: np.ndarray[Any, Any]) -> float:
@@ -115,7 +93,7 @@ def _run_rows(
     """Runs a row kernel's ``call`` over ``items`` items moving ``bytes_per_item`` (in,
     out) each, the runs' results written into place along ``axis``, on the nodes with a
     device for ``dtype`` (see ``Job``)."""
-    assembly = _Assembly(items, axis, out)
+    assembly = Assembly(items, axis, out)
     bytes_in, bytes_out = bytes_per_item
     job = Job(
         family,
@@ -422,7 +400,7 @@ def map_rows(
         return _into(out, np.empty((0, cols), dtype=spec["dtype"])), None
     size = np.dtype(spec["dtype"]).itemsize
     per_row = _row_bytes(*[v for (v, _), b in zip(arrays, broadcast) if not b]) + size * cols
-    assembly = _Assembly(items, 0, out)
+    assembly = Assembly(items, 0, out)
     job = Job(
         "map_rows",
         items,

@@ -16,8 +16,9 @@ import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from .array import ClusterHandle, Lineage, Rows, Shard, ShardRows, ShardShape, Whole
-from .dispatch import ARGUMENT_ERRORS, INLINE_BYTES, Dispatcher, Node
+from .dispatch import ARGUMENT_ERRORS, Dispatcher, Node
 from .node import ArraySlot, HeldSlot
+from .store import INLINE_BYTES, new_output, place
 
 T = TypeVar("T")
 
@@ -333,14 +334,14 @@ def run(cluster: Dispatcher, lin: Lineage, primary: Lineage) -> ClusterHandle:
 def gather(handle: ClusterHandle) -> npt.NDArray[Any]:
     """Every row of ``handle`` as values of its dtype, through the object store, shard by
     shard (each shard's words copied straight into place)."""
-    out = np.empty((handle.rows, handle.cols), dtype=np.float32)
+    out = new_output((handle.rows, handle.cols), np.dtype(np.float32))
 
     def body(at: Attempt) -> npt.NDArray[Any]:
         heal(handle)
         for s in handle.shards:
             at.submit(s.node, s.node.actor.export.remote(s.key, 0, s.stop - s.start))
         for s, rows in zip(handle.shards, at.wait()):
-            out[s.start : s.stop] = rows
+            place(out[s.start : s.stop], rows)
             _count(s.node, received=int(rows.nbytes))
         # The words seen as the values they hold (their bits unchanged).
         return out.view(handle.dtype)

@@ -86,10 +86,12 @@ pub fn output<'py, T: Element, D: Dimension>(
     Ok(array)
 }
 
-/// A mutable view of `array`; the borrow fails when `array` is read-only or overlaps an
-/// input the call holds (rust-numpy tracks borrows by memory region).
-fn writable<'py, T: Element, D: Dimension>(
+/// A mutable view of `array` (the argument `name`); the borrow fails when `array` is
+/// read-only or overlaps an input the call holds (rust-numpy tracks borrows by memory
+/// region).
+pub(crate) fn writable<'py, T: Element, D: Dimension>(
     py: Python<'py>,
+    name: &str,
     array: &Bound<'py, PyArray<T, D>>,
 ) -> PyResult<numpy::PyReadwriteArray<'py, T, D>> {
     array.try_readwrite().map_err(|e| {
@@ -97,7 +99,7 @@ fn writable<'py, T: Element, D: Dimension>(
             numpy::BorrowError::NotWriteable => "expected a writeable array",
             _ => "expected an array that shares no memory with the inputs",
         };
-        to_pyerr(py, amari_gpu::Error::invalid("out", reason))
+        to_pyerr(py, amari_gpu::Error::invalid(name, reason))
     })
 }
 
@@ -141,7 +143,7 @@ where
     let callers = out.is_some();
     let array = output(py, dim, out)?;
     let result = {
-        let mut view = writable(py, &array)?;
+        let mut view = writable(py, "out", &array)?;
         let out = view
             .as_slice_mut()
             .map_err(|e| PyValueError::new_err(format!("out: {e}")))?;
@@ -168,7 +170,7 @@ pub fn claim<'py, T: Element, D: Dimension>(
         None => Ok(None),
         Some(out) => {
             let array = output(py, dim, Some(out))?;
-            Ok(Some(writable(py, &array)?))
+            Ok(Some(writable(py, "out", &array)?))
         }
     }
 }

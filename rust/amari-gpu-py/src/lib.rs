@@ -4,6 +4,7 @@
 mod adapters;
 mod arrays;
 mod context;
+mod copy;
 mod detach;
 mod errors;
 mod fields;
@@ -91,6 +92,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(family_of, m)?)?;
     m.add_function(wrap_pyfunction!(pool::pooled_output, m)?)?;
     m.add_function(wrap_pyfunction!(pool::pooled_output_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(copy::copy_rows, m)?)?;
     profile::register(m)?;
     register_operations(m)?;
     Ok(())
