@@ -20,8 +20,9 @@ fn host_calls_in_reused_buffers_give_lavapipes_bits() {
     let host = MultiGpuContext::on(&["host"]);
     let both = MultiGpuContext::on(&["vulkan", "host"]);
     // Grid shapes around every edge: one row, one column, widths around the vec4 padding
-    // and not multiples of anything; steps that are not multiples of the halo or of a pass.
-    let shapes = [(1, 1), (1, 9), (7, 1), (5, 6), (37, 29), (130, 67)];
+    // and not multiples of anything, and one without padding (its board is the result);
+    // steps that are not multiples of the halo or of a pass.
+    let shapes = [(1, 1), (1, 9), (7, 1), (5, 6), (37, 29), (130, 67), (9, 8)];
     let runs = [(5u64, 3), (21, 16), (33, 9)];
     for ((h, w), (steps, halo)) in shapes.into_iter().flat_map(|s| runs.map(|r| (s, r))) {
         let grid: Vec<f32> = (0..h * w)

@@ -68,9 +68,36 @@ pub fn heat<T: HeatCell>(
     };
     let board = || heat_board(ctx, grid, width, row_bytes, shift);
     let (board, report) = evolve(ctx, &spec, &board, opts)?;
-    // Each cell written once, from the board's bytes (its rows are only 4-byte aligned),
-    // rows split across the host device's threads.
-    let mut out = new_rows::<T>(
+    let mut out = heat_result(ctx, board, height, width, row_bytes)?;
+    if shift != 0 {
+        unscale_heat(&mut out, grid, height, width, boundary, shift)?;
+    }
+    Ok((out, report))
+}
+
+/// The grid of a heat run's final `board`. A float32 board whose rows have no padding
+/// (width a multiple of 4) and no spare capacity holds exactly the result's cells: it is
+/// handed over as the result (the next call's board is then a new buffer) rather than
+/// copied. Otherwise each cell is written once, from the board's bytes (its rows are only
+/// 4-byte aligned), rows split across the host device's threads, and the board is kept.
+fn heat_result<T: HeatCell>(
+    ctx: &MultiGpuContext,
+    mut board: Vec<f32>,
+    height: usize,
+    width: usize,
+    row_bytes: usize,
+) -> Result<Vec<T>> {
+    if row_bytes == width * size_of::<T>() && board.capacity() == board.len() {
+        // `T` is `f32` exactly when the downcast succeeds (`Pod` types are `'static`).
+        let any: Box<dyn std::any::Any> = Box::new(board);
+        board = match any.downcast::<Vec<T>>() {
+            Ok(cells) => return Ok(*cells),
+            Err(any) => *any
+                .downcast::<Vec<f32>>()
+                .map_err(|_| Error::Internal("a heat board is a vector of 4-byte words".into()))?,
+        };
+    }
+    let out = new_rows::<T>(
         host_pool(ctx),
         (bytemuck::cast_slice(&board), row_bytes),
         height,
@@ -81,10 +108,7 @@ pub fn heat<T: HeatCell>(
         bytes: (height * width * size_of::<T>()) as u128,
     })?;
     ctx.spare.keep(board);
-    if shift != 0 {
-        unscale_heat(&mut out, grid, height, width, boundary, shift)?;
-    }
-    Ok((out, report))
+    Ok(out)
 }
 
 /// The host board of a heat run: `grid`'s rows, each padded with zero cells to `row_bytes`,
@@ -385,7 +409,8 @@ mod tests {
         let crate::device::DeviceKind::Host(host) = &ctx.devices()[0].kind else {
             panic!("a host device");
         };
-        let (h, w) = (64, 40);
+        // Rows padded (41 cells to 44): the board is copied out and kept.
+        let (h, w) = (64, 41);
         let grid: Vec<f32> = (0..h * w)
             .map(|i| ((i * 37) % 101) as f32 / 101.0)
             .collect();
@@ -409,6 +434,46 @@ mod tests {
         assert_eq!(ctx.spare.kept(), board);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&first), bits(&second));
+    }
+
+    /// A float32 grid whose width is a multiple of 4 comes back in the board itself (not
+    /// copied, so not kept), a float64 one copied out of it (and the board kept), with
+    /// the bits of the same grid stepped on lavapipe.
+    #[test]
+    fn an_unpadded_float32_board_is_the_result() {
+        let host = MultiGpuContext::on(&["host", "vulkan"]);
+        let lavapipe = MultiGpuContext::on(&["vulkan"]);
+        let (h, w) = (24, 40);
+        let grid: Vec<f32> = (0..h * w)
+            .map(|i| ((i * 37) % 101) as f32 / 101.0)
+            .collect();
+        let wide: Vec<f64> = grid.iter().map(|&v| f64::from(v)).collect();
+        let opts = |split| Options {
+            steps: 7,
+            halo: 3,
+            rebalance: false,
+            split,
+        };
+        let (want, _) = heat(&lavapipe, &grid, h, w, 0.2, Boundary::Periodic, &opts(None)).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for split in [vec![h, 0], vec![10, 14]] {
+            for _ in 0..2 {
+                let o = opts(Some(split.clone()));
+                let (got, _) = heat(&host, &grid, h, w, 0.2, Boundary::Periodic, &o).unwrap();
+                assert_eq!(bits(&got), bits(&want), "split {split:?}");
+                assert_eq!(got.capacity(), h * w);
+                assert!(host.spare.kept().is_empty(), "the board was handed over");
+            }
+        }
+        let o = opts(Some(vec![h, 0]));
+        let (got, _) = heat(&host, &wide, h, w, 0.2, Boundary::Periodic, &o).unwrap();
+        assert_eq!(got.len(), h * w);
+        assert!(got.iter().all(|v| v.is_finite()));
+        assert_eq!(
+            host.spare.kept().len(),
+            1,
+            "the float64 board was copied and kept"
+        );
     }
 
     /// One pass finds both the largest |u| and whether any cell is not finite: the bits of
