@@ -13,6 +13,7 @@
 mod attempt;
 mod balance;
 mod bands;
+mod board;
 mod heat_simd;
 mod host_blocked;
 #[cfg(test)]
@@ -37,8 +38,7 @@ pub use rule::{Boundary, Options, Rule};
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
-use crate::host::rows::{copy_rows, new_rows};
-use crate::host::HostPool;
+use board::{heat_board, heat_result};
 use host_grid::HeatCell;
 use run::evolve;
 use state::Spec;
@@ -73,88 +73,6 @@ pub fn heat<T: HeatCell>(
         unscale_heat(&mut out, grid, height, width, boundary, shift)?;
     }
     Ok((out, report))
-}
-
-/// The grid of a heat run's final `board`. A float32 board whose rows have no padding
-/// (width a multiple of 4) and no spare capacity holds exactly the result's cells: it is
-/// handed over as the result (the next call's board is then a new buffer) rather than
-/// copied. Otherwise each cell is written once, from the board's bytes (its rows are only
-/// 4-byte aligned), rows split across the host device's threads, and the board is kept.
-fn heat_result<T: HeatCell>(
-    ctx: &MultiGpuContext,
-    mut board: Vec<f32>,
-    height: usize,
-    width: usize,
-    row_bytes: usize,
-) -> Result<Vec<T>> {
-    if row_bytes == width * size_of::<T>() && board.capacity() == board.len() {
-        // `T` is `f32` exactly when the downcast succeeds (`Pod` types are `'static`).
-        let any: Box<dyn std::any::Any> = Box::new(board);
-        board = match any.downcast::<Vec<T>>() {
-            Ok(cells) => return Ok(*cells),
-            Err(any) => *any
-                .downcast::<Vec<f32>>()
-                .map_err(|_| Error::Internal("a heat board is a vector of 4-byte words".into()))?,
-        };
-    }
-    let out = new_rows::<T>(
-        host_pool(ctx),
-        (bytemuck::cast_slice(&board), row_bytes),
-        height,
-        width,
-    )
-    .ok_or_else(|| Error::HostOutOfMemory {
-        argument: "grid".into(),
-        bytes: (height * width * size_of::<T>()) as u128,
-    })?;
-    ctx.spare.keep(board);
-    Ok(out)
-}
-
-/// The host board of a heat run: `grid`'s rows, each padded with zero cells to `row_bytes`,
-/// scaled by 2^-`shift` when the grid is that close to its type's limit. Built once per
-/// attempt straight from the caller's cells (a restart after a failed device builds it again
-/// rather than keeping a copy), in a spare buffer of the context when it has one (not
-/// zeroed first: every word of every row is written here), rows copied on the host
-/// device's threads when the context has it.
-fn heat_board<T: HeatCell>(
-    ctx: &MultiGpuContext,
-    grid: &[T],
-    width: usize,
-    row_bytes: usize,
-    shift: i32,
-) -> Result<Vec<f32>> {
-    let row_cells = row_bytes / 4;
-    let height = grid.len() / width;
-    let mut board = ctx.spare.take_any(
-        "grid",
-        crate::alloc::product("grid", &[height, row_cells], 4)?,
-    )?;
-    let words = width * T::WORDS;
-    let padded = |row: &mut [f32]| {
-        let (cells, padding) = row.split_at_mut(words);
-        padding.fill(0.0);
-        if shift != 0 {
-            T::with_values_mut(cells, |cells| scale_cells(cells, -shift));
-        }
-    };
-    copy_rows(
-        host_pool(ctx),
-        (&mut board, row_cells),
-        (T::words(grid), words),
-        words,
-        padded,
-    );
-    Ok(board)
-}
-
-/// The host device's threads, where the context has the host device: a grid call's large
-/// copies run on them.
-fn host_pool(ctx: &MultiGpuContext) -> Option<&HostPool> {
-    ctx.devices()
-        .iter()
-        .find_map(|d| d.as_host())
-        .map(|h| &h.pool)
 }
 
 /// The power of two a heat grid whose largest |u| is `top` (finite) is scaled down by
@@ -434,46 +352,6 @@ mod tests {
         assert_eq!(ctx.spare.kept(), board);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&first), bits(&second));
-    }
-
-    /// A float32 grid whose width is a multiple of 4 comes back in the board itself (not
-    /// copied, so not kept), a float64 one copied out of it (and the board kept), with
-    /// the bits of the same grid stepped on lavapipe.
-    #[test]
-    fn an_unpadded_float32_board_is_the_result() {
-        let host = MultiGpuContext::on(&["host", "vulkan"]);
-        let lavapipe = MultiGpuContext::on(&["vulkan"]);
-        let (h, w) = (24, 40);
-        let grid: Vec<f32> = (0..h * w)
-            .map(|i| ((i * 37) % 101) as f32 / 101.0)
-            .collect();
-        let wide: Vec<f64> = grid.iter().map(|&v| f64::from(v)).collect();
-        let opts = |split| Options {
-            steps: 7,
-            halo: 3,
-            rebalance: false,
-            split,
-        };
-        let (want, _) = heat(&lavapipe, &grid, h, w, 0.2, Boundary::Periodic, &opts(None)).unwrap();
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        for split in [vec![h, 0], vec![10, 14]] {
-            for _ in 0..2 {
-                let o = opts(Some(split.clone()));
-                let (got, _) = heat(&host, &grid, h, w, 0.2, Boundary::Periodic, &o).unwrap();
-                assert_eq!(bits(&got), bits(&want), "split {split:?}");
-                assert_eq!(got.capacity(), h * w);
-                assert!(host.spare.kept().is_empty(), "the board was handed over");
-            }
-        }
-        let o = opts(Some(vec![h, 0]));
-        let (got, _) = heat(&host, &wide, h, w, 0.2, Boundary::Periodic, &o).unwrap();
-        assert_eq!(got.len(), h * w);
-        assert!(got.iter().all(|v| v.is_finite()));
-        assert_eq!(
-            host.spare.kept().len(),
-            1,
-            "the float64 board was copied and kept"
-        );
     }
 
     /// One pass finds both the largest |u| and whether any cell is not finite: the bits of
