@@ -20,8 +20,9 @@ fn host_calls_in_reused_buffers_give_lavapipes_bits() {
     let host = MultiGpuContext::on(&["host"]);
     let both = MultiGpuContext::on(&["vulkan", "host"]);
     // Grid shapes around every edge: one row, one column, widths around the vec4 padding
-    // and not multiples of anything; steps that are not multiples of the halo or of a pass.
-    let shapes = [(1, 1), (1, 9), (7, 1), (5, 6), (37, 29), (130, 67)];
+    // and not multiples of anything, and one without padding (its board is the result);
+    // steps that are not multiples of the halo or of a pass.
+    let shapes = [(1, 1), (1, 9), (7, 1), (5, 6), (37, 29), (130, 67), (9, 8)];
     let runs = [(5u64, 3), (21, 16), (33, 9)];
     for ((h, w), (steps, halo)) in shapes.into_iter().flat_map(|s| runs.map(|r| (s, r))) {
         let grid: Vec<f32> = (0..h * w)
@@ -80,4 +81,44 @@ fn host_calls_in_reused_buffers_give_lavapipes_bits() {
             }
         }
     }
+}
+
+/// A float32 grid whose width is a multiple of 4 comes back in the board itself (not
+/// copied, so not kept), a float64 one copied out of it (and the board kept), with
+/// the bits of the same grid stepped on lavapipe.
+#[test]
+fn an_unpadded_float32_board_is_the_result() {
+    let host = MultiGpuContext::on(&["host", "vulkan"]);
+    let lavapipe = MultiGpuContext::on(&["vulkan"]);
+    let (h, w) = (24, 40);
+    let grid: Vec<f32> = (0..h * w)
+        .map(|i| ((i * 37) % 101) as f32 / 101.0)
+        .collect();
+    let wide: Vec<f64> = grid.iter().map(|&v| f64::from(v)).collect();
+    let opts = |split| Options {
+        steps: 7,
+        halo: 3,
+        rebalance: false,
+        split,
+    };
+    let (want, _) = heat(&lavapipe, &grid, h, w, 0.2, Boundary::Periodic, &opts(None)).unwrap();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for split in [vec![h, 0], vec![10, 14]] {
+        for _ in 0..2 {
+            let o = opts(Some(split.clone()));
+            let (got, _) = heat(&host, &grid, h, w, 0.2, Boundary::Periodic, &o).unwrap();
+            assert_eq!(bits(&got), bits(&want), "split {split:?}");
+            assert_eq!(got.capacity(), h * w);
+            assert!(host.spare.kept().is_empty(), "the board was handed over");
+        }
+    }
+    let o = opts(Some(vec![h, 0]));
+    let (got, _) = heat(&host, &wide, h, w, 0.2, Boundary::Periodic, &o).unwrap();
+    assert_eq!(got.len(), h * w);
+    assert!(got.iter().all(|v| v.is_finite()));
+    assert_eq!(
+        host.spare.kept().len(),
+        1,
+        "the float64 board was copied and kept"
+    );
 }

@@ -13,6 +13,7 @@
 mod attempt;
 mod balance;
 mod bands;
+mod board;
 mod heat_simd;
 mod host_blocked;
 #[cfg(test)]
@@ -37,8 +38,7 @@ pub use rule::{Boundary, Options, Rule};
 
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
-use crate::host::rows::{copy_rows, new_rows};
-use crate::host::HostPool;
+use board::{heat_board, heat_result};
 use host_grid::HeatCell;
 use run::evolve;
 use state::Spec;
@@ -68,69 +68,11 @@ pub fn heat<T: HeatCell>(
     };
     let board = || heat_board(ctx, grid, width, row_bytes, shift);
     let (board, report) = evolve(ctx, &spec, &board, opts)?;
-    // Each cell written once, from the board's bytes (its rows are only 4-byte aligned),
-    // rows split across the host device's threads.
-    let mut out = new_rows::<T>(
-        host_pool(ctx),
-        (bytemuck::cast_slice(&board), row_bytes),
-        height,
-        width,
-    )
-    .ok_or_else(|| Error::HostOutOfMemory {
-        argument: "grid".into(),
-        bytes: (height * width * size_of::<T>()) as u128,
-    })?;
-    ctx.spare.keep(board);
+    let mut out = heat_result(ctx, board, height, width, row_bytes)?;
     if shift != 0 {
         unscale_heat(&mut out, grid, height, width, boundary, shift)?;
     }
     Ok((out, report))
-}
-
-/// The host board of a heat run: `grid`'s rows, each padded with zero cells to `row_bytes`,
-/// scaled by 2^-`shift` when the grid is that close to its type's limit. Built once per
-/// attempt straight from the caller's cells (a restart after a failed device builds it again
-/// rather than keeping a copy), in a spare buffer of the context when it has one (not
-/// zeroed first: every word of every row is written here), rows copied on the host
-/// device's threads when the context has it.
-fn heat_board<T: HeatCell>(
-    ctx: &MultiGpuContext,
-    grid: &[T],
-    width: usize,
-    row_bytes: usize,
-    shift: i32,
-) -> Result<Vec<f32>> {
-    let row_cells = row_bytes / 4;
-    let height = grid.len() / width;
-    let mut board = ctx.spare.take_any(
-        "grid",
-        crate::alloc::product("grid", &[height, row_cells], 4)?,
-    )?;
-    let words = width * T::WORDS;
-    let padded = |row: &mut [f32]| {
-        let (cells, padding) = row.split_at_mut(words);
-        padding.fill(0.0);
-        if shift != 0 {
-            T::with_values_mut(cells, |cells| scale_cells(cells, -shift));
-        }
-    };
-    copy_rows(
-        host_pool(ctx),
-        (&mut board, row_cells),
-        (T::words(grid), words),
-        words,
-        padded,
-    );
-    Ok(board)
-}
-
-/// The host device's threads, where the context has the host device: a grid call's large
-/// copies run on them.
-fn host_pool(ctx: &MultiGpuContext) -> Option<&HostPool> {
-    ctx.devices()
-        .iter()
-        .find_map(|d| d.as_host())
-        .map(|h| &h.pool)
 }
 
 /// The power of two a heat grid whose largest |u| is `top` (finite) is scaled down by
@@ -385,7 +327,8 @@ mod tests {
         let crate::device::DeviceKind::Host(host) = &ctx.devices()[0].kind else {
             panic!("a host device");
         };
-        let (h, w) = (64, 40);
+        // Rows padded (41 cells to 44): the board is copied out and kept.
+        let (h, w) = (64, 41);
         let grid: Vec<f32> = (0..h * w)
             .map(|i| ((i * 37) % 101) as f32 / 101.0)
             .collect();

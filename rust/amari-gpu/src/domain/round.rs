@@ -75,7 +75,7 @@ pub struct Round<'a> {
 
 /// The buffer rows to read back after a round, per band of device `device` (in its band
 /// order).
-fn wanted_rows(
+pub(super) fn wanted_rows(
     device: usize,
     bands: &[&Band],
     readback: &Readback<'_>,
@@ -99,13 +99,15 @@ fn wanted_rows(
 
 /// Runs `round` on `bands` (all on `dev`), its kernels timed with GPU timestamps when
 /// `stamped` (where the device has them). An injected fault and a lost device end the round
-/// alike on any kind of device.
+/// alike on any kind of device. With `into` (one place on the board per wanted range, in
+/// band and range order) the rows are written there and none come back in the result.
 pub fn run(
     dev: &GpuDevice,
     bands: &mut DeviceBands<'_>,
     spec: &Spec,
     round: &Round<'_>,
     stamped: bool,
+    mut into: Vec<&mut [u8]>,
 ) -> Result<DeviceRound> {
     gpu_io::check_alive(dev)?;
     if let Some(reason) = dev.health.injected_fault_due() {
@@ -128,15 +130,18 @@ pub fn run(
         })
         .collect();
     let bytes_up = uploads.iter().flatten().map(|(_, b)| b.len() as u64).sum();
-    let ran = bands.store.round(&BandRound {
-        current: round.current,
-        steps: round.steps,
-        uploads,
-        wanted: &wanted,
-        stamped,
-        timeout: round.timeout,
-        interrupt: round.interrupt.as_deref(),
-    })?;
+    let ran = bands.store.round_into(
+        &BandRound {
+            current: round.current,
+            steps: round.steps,
+            uploads,
+            wanted: &wanted,
+            stamped,
+            timeout: round.timeout,
+            interrupt: round.interrupt.as_deref(),
+        },
+        &mut into,
+    )?;
     dev.health.chunk_completed();
     let starts = bands.bands.iter().zip(&wanted).flat_map(|(band, ranges)| {
         ranges

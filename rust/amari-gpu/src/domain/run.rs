@@ -265,7 +265,7 @@ fn attempt(
             timeout: at.timeout,
             interrupt: interrupt::current(),
         };
-        let outcomes = at.run_round(&mut states, &round, &stamped);
+        let outcomes = at.run_round(&mut states, &round, &stamped, BTreeMap::new());
         let mut rounds = Vec::with_capacity(outcomes.len());
         let mut failure = None;
         for (id, outcome) in outcomes {

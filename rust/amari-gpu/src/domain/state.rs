@@ -346,6 +346,29 @@ mod tests {
                     interrupt: None,
                 })
                 .expect("round runs");
+            // The same round with the rows written into a place of the caller's (the
+            // host's straight from its buffer): the same bytes, no rows returned; places
+            // that do not match the wanted ranges are refused, the places untouched.
+            let mut place = vec![0u8; band.len() * spec.row_bytes];
+            let mut into = [&mut place[..]];
+            let again = BandRound {
+                current: 0,
+                steps: 0,
+                uploads: vec![Vec::new()],
+                wanted: &wanted,
+                stamped: false,
+                timeout: None,
+                interrupt: None,
+            };
+            let placed = next.round_into(&again, &mut into).expect("rows placed");
+            assert!(placed.rows.is_empty());
+            assert_eq!(placed.bytes_down, ran.bytes_down);
+            assert_eq!(ran.rows, [place.clone()], "device {}", dev.id);
+            let mut short = vec![9u8; spec.row_bytes];
+            match next.round_into(&again, &mut [&mut short[..]]) {
+                Err(Error::Internal(_)) => assert_eq!(short, vec![9u8; spec.row_bytes]),
+                other => panic!("expected Internal, got {:?}", other.map(|_| ())),
+            }
             results.push((ran.rows, ran.work, ran.bytes_down));
         }
         assert_eq!(results.len(), 2);

@@ -120,6 +120,22 @@ pub(crate) trait Bands: Send {
     /// bands, then the wanted rows read back.
     fn round(&mut self, round: &BandRound<'_>) -> Result<Ran>;
 
+    /// [`Bands::round`] with the wanted rows written into `into` (one slice per wanted
+    /// range, in band and range order, each exactly the range's bytes) rather than
+    /// returned: the rows then come back as none. A store whose rows are in host memory
+    /// writes them there directly; any other copies its read-back rows in.
+    fn round_into(&mut self, round: &BandRound<'_>, into: &mut [&mut [u8]]) -> Result<Ran> {
+        let ran = self.round(round)?;
+        if into.is_empty() {
+            return Ok(ran);
+        }
+        place_rows(&ran.rows, into)?;
+        Ok(Ran {
+            rows: Vec::new(),
+            ..ran
+        })
+    }
+
     /// Lets the bands go after a failure: a device's buffers may still be in use, so they
     /// are destroyed rather than pooled.
     fn discard(self: Box<Self>);
@@ -135,3 +151,20 @@ pub(crate) trait Bands: Send {
 #[cfg(test)]
 pub(crate) static PANIC_IN_STEP: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(0);
+
+/// Copies each read-back range of `rows` into its slice of `into` (the same count, each of
+/// the same length): anything else is an internal error, never a panic.
+fn place_rows(rows: &[Vec<u8>], into: &mut [&mut [u8]]) -> Result<()> {
+    let fits = rows.len() == into.len() && rows.iter().zip(&*into).all(|(r, d)| r.len() == d.len());
+    if !fits {
+        return Err(crate::error::Error::Internal(format!(
+            "{} read-back ranges do not match {} places on the board",
+            rows.len(),
+            into.len()
+        )));
+    }
+    for (d, r) in into.iter_mut().zip(rows) {
+        d.copy_from_slice(r);
+    }
+    Ok(())
+}

@@ -105,6 +105,10 @@ impl Bands for HostBands<'_> {
     fn submit(&mut self) {}
 
     fn round(&mut self, round: &BandRound<'_>) -> Result<Ran> {
+        self.round_into(round, &mut [])
+    }
+
+    fn round_into(&mut self, round: &BandRound<'_>, into: &mut [&mut [u8]]) -> Result<Ran> {
         let host = self.host;
         for (band, uploads) in round.uploads.iter().enumerate() {
             for &(at, bytes) in uploads {
@@ -157,10 +161,38 @@ impl Bands for HostBands<'_> {
         })??;
         let finished = Instant::now();
         let after = (round.current + round.steps) % 2;
+        let wanted: Vec<_> = self
+            .list
+            .iter()
+            .zip(round.wanted)
+            .flat_map(|(b, ranges)| ranges.iter().map(move |r| (b, r)))
+            .collect();
         let mut rows = Vec::new();
         let mut bytes_down = 0;
-        for (b, ranges) in self.list.iter().zip(round.wanted) {
-            for r in ranges {
+        if !into.is_empty() {
+            // Straight from the band into its place (the board): no rows in between.
+            if wanted.len() != into.len() {
+                return Err(Error::Internal(format!(
+                    "{} read-back ranges for {} places on the board",
+                    wanted.len(),
+                    into.len()
+                )));
+            }
+            for ((b, r), dst) in wanted.into_iter().zip(into.iter_mut()) {
+                let rb = b.row_bytes;
+                let from = &b.bytes(after)[r.start * rb..r.end * rb];
+                if dst.len() != from.len() {
+                    return Err(Error::Internal(format!(
+                        "a place of {} bytes on the board for {} rows of {rb} bytes",
+                        dst.len(),
+                        r.len()
+                    )));
+                }
+                copy_rows(Some(&host.pool), (&mut **dst, rb), (from, rb), rb, |_| ());
+                bytes_down += from.len() as u64;
+            }
+        } else {
+            for (b, r) in wanted {
                 let rb = b.row_bytes;
                 let from = &b.bytes(after)[r.start * rb..r.end * rb];
                 let bytes =
