@@ -262,10 +262,12 @@ mod tests {
 
     #[test]
     fn sweeps_and_shared_tiles_keep_every_chain_on_any_pool() {
-        // Row counts past one sweep of packed rows (512 rows at W = 68 and W = 4, 384 at W = 260)
-        // with tails, P = 1, 7, 17, 65 and 257 padded; pools of 1, 2 and 3
-        // threads cut the tiles into different runs of rows: the bits never change.
-        for (n, p) in [(2100, 65usize), (2100, 1), (700, 257), (1500, 17), (3000, 7)] {
+        // Row counts past one sweep of packed rows (512 rows at W = 68, 128 and 4, 384 at
+        // W = 260) with tails, P = 1, 7, 17, 65, 128 (whole strips only), 64 (one strip, its
+        // right rows read from the scores) and 257 padded; pools of 1, 2 and 3 threads cut the tiles
+        // into different runs of rows: the bits never change.
+        let sizes = [(2100, 65usize), (2100, 1), (700, 257), (1500, 17), (3000, 7), (1100, 128), (1100, 64)];
+        for (n, p) in sizes {
             let w = p.div_ceil(4) * 4;
             let rows: Vec<f64> = (0..n * w)
                 .map(|k| match k % w < p {

@@ -45,38 +45,35 @@ impl<T> Rows<'_, T> {
 }
 
 /// Rows `rows`, columns `c0..c0 + E`, row-major into the left panel `lhs` (times the rows'
-/// weights) and the right panel `rhs` (as they are), `rows.len() × E` words each: the
-/// panels of a 64 × 64 tile's micro-kernel, one row of the tile's strip after another. One
-/// pass over the rows writes both, so each row is read from memory once.
+/// weights) and, if given, the right panel `rhs` (as they are), `rows.len() × E` words each:
+/// the panels of a 64 × 64 tile's micro-kernel, one row of the tile's strip after another
+/// (none is asked for when the scores are exactly one strip wide: they are their own). One pass over the rows writes both, so each row is
+/// read from memory once.
 pub(super) fn pack_rows<T: Real, const E: usize>(
     src: &Rows<T>,
     rows: Range<usize>,
     c0: usize,
-    (lhs, rhs): (&mut [T], &mut [T]),
+    (lhs, mut rhs): (&mut [T], Option<&mut [T]>),
 ) {
-    for ((r, lhs), rhs) in rows.zip(lhs.chunks_exact_mut(E)).zip(rhs.chunks_exact_mut(E)) {
+    for (k, (r, lhs)) in rows.zip(lhs.chunks_exact_mut(E)).enumerate() {
         let from = src.columns(r, c0, E);
         let w = src.weights[r];
-        let whole = (
-            <&[T; E]>::try_from(from),
-            <&mut [T; E]>::try_from(&mut *lhs),
-            <&mut [T; E]>::try_from(&mut *rhs),
-        );
-        if let (Ok(from), Ok(l), Ok(r)) = whole {
-            // A whole strip (all but the last past a width not a multiple of E): a loop of
-            // known length, inlined as vector moves rather than a library call per row.
-            for ((l, r), &x) in l.iter_mut().zip(r.iter_mut()).zip(from) {
+        if let (Ok(from), Ok(l)) = (<&[T; E]>::try_from(from), <&mut [T; E]>::try_from(&mut *lhs)) {
+            // A whole strip: a loop of known length, inlined as vector moves rather than a
+            // library call per row.
+            for (l, &x) in l.iter_mut().zip(from) {
                 *l = x * w;
-                *r = x;
             }
-            continue;
+        } else {
+            let (head, tail) = lhs.split_at_mut(from.len());
+            head.iter_mut().zip(from).for_each(|(v, &x)| *v = x * w);
+            tail.fill(T::ZERO);
         }
-        let (head, tail) = lhs.split_at_mut(from.len());
-        head.iter_mut().zip(from).for_each(|(v, &x)| *v = x * w);
-        tail.fill(T::ZERO);
-        let (head, tail) = rhs.split_at_mut(from.len());
-        head.copy_from_slice(from);
-        tail.fill(T::ZERO);
+        if let Some(rhs) = rhs.as_deref_mut() {
+            let (head, tail) = rhs[k * E..(k + 1) * E].split_at_mut(from.len());
+            head.copy_from_slice(from);
+            tail.fill(T::ZERO);
+        }
     }
 }
 
@@ -103,7 +100,7 @@ mod tests {
             width: 4,
         };
         let (mut lhs, mut rhs) = ([f32::NAN; 2 * 8], [f32::NAN; 2 * 8]);
-        pack_rows::<f32, 8>(&src, 0..2, 2, (&mut lhs, &mut rhs));
+        pack_rows::<f32, 8>(&src, 0..2, 2, (&mut lhs, Some(&mut rhs)));
         assert_eq!(
             lhs,
             [6.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 21.0, 24.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
@@ -112,9 +109,13 @@ mod tests {
             rhs,
             [3.0, 4.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 7.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
         );
-        // Whole strips (width 4 = E from column 0): the same values.
+        // Whole strips (width 4 = E from column 0): the same values; no right panel asked,
+        // none written.
         let (mut lhs, mut rhs) = ([f32::NAN; 4], [f32::NAN; 4]);
-        pack_rows::<f32, 4>(&src, 1..2, 0, (&mut lhs, &mut rhs));
+        pack_rows::<f32, 4>(&src, 1..2, 0, (&mut lhs, Some(&mut rhs)));
         assert_eq!((lhs, rhs), ([15.0, 18.0, 21.0, 24.0], [5.0, 6.0, 7.0, 8.0]));
+        let mut lhs = [f32::NAN; 4];
+        pack_rows::<f32, 4>(&src, 1..2, 0, (&mut lhs, None));
+        assert_eq!(lhs, [15.0, 18.0, 21.0, 24.0]);
     }
 }

@@ -12,6 +12,7 @@ use crate::host::simd::Level;
 
 use super::shape::{BLOCK, TILE};
 use super::syrk_pack::Rows;
+use super::syrk_tile::Panels;
 use super::syrk_vector::{Lanes, Vector};
 
 const E: usize = TILE;
@@ -20,7 +21,8 @@ const E: usize = TILE;
 type Rs = Range<usize>;
 
 /// `syrk_tile::scalar` of rows `rows` of a 64 × 64 tile (`tile` holds those rows) over
-/// `lhs.len() / 64` packed rows: four tile rows by `NV` registers of columns at a time,
+/// `lhs.len() / 64` packed rows (the right rows `stride` apart: packed, or the scores'
+/// own rows): four tile rows by `NV` registers of columns at a time,
 /// loaded from the tile (or 0 on the `first` block), run over the block's rows, stored
 /// back. On a `diag`onal tile the registers whose columns all lie below the diagonal
 /// (c < r for every row r of the four) are skipped: the kernel zeroes those entries
@@ -33,12 +35,13 @@ type Rs = Range<usize>;
 unsafe fn tile<V: Vector, const NV: usize, const F: bool>(
     (first, diag): (bool, bool),
     rows: Range<usize>,
-    (lhs, rhs): (&[V::Elem], &[V::Elem]),
+    (lhs, (rhs, stride)): Panels<V::Elem>,
     tile: &mut [V::Elem],
 ) {
     let kc = lhs.len() / E;
     assert!(
-        rhs.len() == kc * E
+        stride >= E
+            && (kc == 0 || rhs.len() >= (kc - 1) * stride + E)
             && rows.end <= E
             && rows.start.is_multiple_of(4)
             && rows.len().is_multiple_of(4)
@@ -50,6 +53,7 @@ unsafe fn tile<V: Vector, const NV: usize, const F: bool>(
         kc,
         lhs: lhs.as_ptr(),
         rhs: rhs.as_ptr(),
+        stride,
         // Row r of the tile at (r - rows.start) · 64: `wrapping_sub` only forms the
         // address, every access adds r >= rows.start back.
         tile: tile.as_mut_ptr().wrapping_sub(rows.start * E),
@@ -79,6 +83,8 @@ struct Strip<V: Vector> {
     kc: usize,
     lhs: *const V::Elem,
     rhs: *const V::Elem,
+    /// Values from one right row to the next.
+    stride: usize,
     tile: *mut V::Elem,
 }
 
@@ -88,14 +94,15 @@ impl<V: Vector> Strip<V> {
     /// # Safety
     /// The CPU has `V`'s features; rows `r0..r0 + 4` and those columns lie inside the rows
     /// of the tile `tile` holds (row r at `tile + r · 64`);
-    /// the panels hold `kc` rows of 64 values.
+    /// the left panel holds `kc` rows of 64 values, the right one `kc` rows `stride` apart.
     #[inline(always)]
     #[allow(unsafe_code)]
     unsafe fn rows4<const R: usize, const F: bool>(&self, r0: usize, c0: usize) {
         let (lp, rp, tp) = (self.lhs, self.rhs, self.tile);
         // SAFETY (every load and store below): rows r0..r0 + 4 and columns
         // c0..c0 + R · LANES address inside the tile's rows (the caller's promise); row
-        // k < kc of the panels is `k · 64 + 0..64`, inside their kc × 64 values.
+        // k < kc of the left panel is `k · 64 + 0..64`, inside its kc × 64 values, and of
+        // the right one `k · stride + 0..64`, inside its (kc − 1) · stride + 64.
         let mut acc = [[V::zero(); R]; 4];
         if !self.first {
             for (rr, a) in acc.iter_mut().enumerate() {
@@ -105,7 +112,7 @@ impl<V: Vector> Strip<V> {
             }
         }
         for k in 0..self.kc {
-            let y = rp.add(k * E + c0);
+            let y = rp.add(k * self.stride + c0);
             let ys: [V; R] = std::array::from_fn(|v| V::load(y.add(v * V::LANES)));
             let x = lp.add(k * E + r0);
             for (rr, a) in acc.iter_mut().enumerate() {
@@ -230,7 +237,7 @@ unsafe fn block_pass<V: Vector<Elem = f32>, const R: usize, const F: bool>(
 /// The CPU must have AVX-512F, AVX2 and FMA.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn tile_avx512<T: Lanes, const F: bool>(at: (bool, bool), k: Rs, p: (&[T], &[T]), t: &mut [T]) {
+unsafe fn tile_avx512<T: Lanes, const F: bool>(at: (bool, bool), k: Rs, p: Panels<T>, t: &mut [T]) {
     tile::<T::Wide, 4, F>(at, k, p, t)
 }
 
@@ -241,7 +248,7 @@ unsafe fn tile_avx512<T: Lanes, const F: bool>(at: (bool, bool), k: Rs, p: (&[T]
 /// The CPU must have AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn tile_avx2<T: Lanes, const F: bool>(at: (bool, bool), k: Rs, p: (&[T], &[T]), t: &mut [T]) {
+unsafe fn tile_avx2<T: Lanes, const F: bool>(at: (bool, bool), k: Rs, p: Panels<T>, t: &mut [T]) {
     tile::<T::Narrow, 2, F>(at, k, p, t)
 }
 
@@ -274,7 +281,7 @@ pub(super) fn run_tile<T: Lanes, const F: bool>(
     level: Level,
     at: (bool, bool),
     rows: Rs,
-    panels: (&[T], &[T]),
+    panels: Panels<T>,
     out: &mut [T],
 ) -> bool {
     #[allow(unsafe_code)]

@@ -1,8 +1,9 @@
 //! The 64 × 64 tiles of the host SYRK (`fisher_tiled`'s twin, and the float64
 //! `fisher_triangle`'s in tiles): every tile of the upper triangle of one slice, in float32
 //! or float64. The slice's rows are taken a sweep at a time: the sweep's left (weighted)
-//! and right strips of every column tile are packed once, by all threads, and then every
-//! tile is computed from them. The tiles are cut into runs of rows, and the runs into one
+//! and right strips of every column tile are packed once, by all threads, each strip's
+//! rows in pieces so that every thread has a share (scores exactly one strip wide are
+//! their own right panel, read in place), and then every tile is computed from them. The tiles are cut into runs of rows, and the runs into one
 //! share of equal work per thread, so that the threads are busy to the end (a diagonal
 //! tile's rows are uneven, and P ≤ 64 has one tile); each thread takes [`KC`] rows of the
 //! sweep at a time through all of its runs, its strips of those rows reused from L1/L2.
@@ -47,6 +48,11 @@ const SWEEP_ROWS: usize = 512;
 const MIN_PARALLEL_MACS: usize = 1 << 18;
 
 const E: usize = TILE;
+
+/// A micro-kernel's panels: the packed left rows (E values each), and the right rows with
+/// the distance from one to the next (E when packed, the padded width when read from the
+/// scores).
+pub(super) type Panels<'a, T> = (&'a [T], (&'a [T], usize));
 
 /// One piece of work of a sweep: rows `rows` (multiples of 4) of tile `(ti, tj)`.
 #[derive(Debug, Clone)]
@@ -132,29 +138,58 @@ pub(super) fn run_triangle<T: Elem, const F: bool>(
             group.into_iter().map(with).collect()
         })
         .collect();
+    // Scores exactly one strip wide are their own right panel (the rows contiguous, E
+    // apart): they are read straight from the scores, not packed. Wider scores are packed:
+    // read in place, a strip's rows `width` apart alias in L1 (at W = 256 in float64 a
+    // 2 KiB stride puts a block's 64 rows on a quarter of the sets), measured slower than
+    // packing them. The panels are allocated once a call and every row of them written
+    // before it is read, so nothing needs zeroing.
+    let (width, whole) = (src.width, usize::from(src.width == E && tiles == 1));
     let panel = sweep * E;
     let mut lhs = vec![T::ZERO; tiles * panel];
-    let mut rhs = vec![T::ZERO; tiles * panel];
+    let mut rhs = vec![T::ZERO; (tiles - whole) * panel];
+    // Each strip's rows packed in `parts` pieces, so that a few wide strips (or P <= 64's
+    // one) still give every thread a share.
+    let parts = (2 * threads).div_ceil(tiles);
     for s0 in (0..n).step_by(sweep) {
         let rows = s0..(s0 + sweep).min(n);
         let kc = rows.len();
-        let pack = |(s, (l, r)): (usize, (&mut [T], &mut [T]))| {
-            pack_rows::<T, E>(src, rows.clone(), s * E, (&mut l[..kc * E], &mut r[..kc * E]));
+        let piece = kc.div_ceil(parts);
+        let mut rights = rhs.chunks_mut(panel);
+        let mut pieces = Vec::with_capacity(tiles * parts);
+        for (s, l) in lhs.chunks_mut(panel).enumerate() {
+            let mut r = match s >= whole {
+                true => rights.next().map(|r| r[..kc * E].chunks_mut(piece * E)),
+                false => None,
+            };
+            for (p, l) in l[..kc * E].chunks_mut(piece * E).enumerate() {
+                let at = s0 + p * piece;
+                let right = r.as_mut().and_then(Iterator::next);
+                pieces.push((s, at..at + l.len() / E, l, right));
+            }
+        }
+        let pack = |(s, rows, l, r): (usize, Range<usize>, &mut [T], Option<&mut [T]>)| {
+            pack_rows::<T, E>(src, rows, s * E, (l, r));
         };
-        let strips = lhs.chunks_mut(panel).zip(rhs.chunks_mut(panel)).enumerate();
         match parallel {
-            true => strips.collect::<Vec<_>>().into_par_iter().for_each(pack),
-            false => strips.for_each(pack),
+            true => pieces.into_par_iter().for_each(pack),
+            false => pieces.into_iter().for_each(pack),
         }
         let (lhs, rhs) = (&lhs, &rhs);
         // A block of KC rows at a time through all of a thread's runs: its strips of the
-        // block are read from memory once and reused from L1/L2 by every run.
+        // block are read once and reused from L1/L2 by every run.
         let work = |share: &mut Vec<(Unit, &mut [T])>| {
             for k0 in (0..kc).step_by(KC) {
                 let k = k0..(k0 + KC).min(kc);
                 for (unit, tile) in share.iter_mut() {
                     let l = &lhs[unit.ti * panel..][k.start * E..k.end * E];
-                    let r = &rhs[unit.tj * panel..][k.start * E..k.end * E];
+                    let r = match unit.tj < whole {
+                        true => {
+                            let first = (s0 + k.start) * width + unit.tj * E;
+                            (&src.scores[first..first + (k.len() - 1) * width + E], width)
+                        }
+                        false => (&rhs[(unit.tj - whole) * panel..][k.start * E..k.end * E], E),
+                    };
                     let at = (s0 + k0 == 0, unit.ti == unit.tj);
                     micro::<T, F>(level, at, unit.rows.clone(), (l, r), tile);
                 }
@@ -188,11 +223,11 @@ fn micro<T: Elem, const F: bool>(
     level: Level,
     (first, diag): (bool, bool),
     rows: Range<usize>,
-    (lhs, rhs): (&[T], &[T]),
+    panels: Panels<T>,
     tile: &mut [T],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if super::syrk_simd::run_tile::<T, F>(level, (first, diag), rows.clone(), (lhs, rhs), tile)
+    if super::syrk_simd::run_tile::<T, F>(level, (first, diag), rows.clone(), panels, tile)
     {
         return;
     }
@@ -201,18 +236,18 @@ fn micro<T: Elem, const F: bool>(
     if first {
         tile.fill(T::ZERO);
     }
-    scalar::<T, F>(rows, lhs, rhs, tile);
+    scalar::<T, F>(rows, panels, tile);
 }
 
 /// The portable micro-kernel, and the definition the vector ones reproduce: rows `rows` of
 /// the tile (held by `tile`, row-major).
 pub(super) fn scalar<T: Real, const F: bool>(
     rows: Range<usize>,
-    lhs: &[T],
-    rhs: &[T],
+    (lhs, (rhs, stride)): Panels<T>,
     tile: &mut [T],
 ) {
-    for (x, y) in lhs.chunks_exact(E).zip(rhs.chunks_exact(E)) {
+    for (k, x) in lhs.chunks_exact(E).enumerate() {
+        let y = &rhs[k * stride..][..E];
         for (&xv, row) in x[rows.clone()].iter().zip(tile.chunks_exact_mut(E)) {
             for (acc, &yv) in row.iter_mut().zip(y) {
                 *acc = T::madd::<F>(xv, yv, *acc);
