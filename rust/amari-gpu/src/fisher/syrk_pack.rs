@@ -13,6 +13,11 @@ use crate::host::arith::Real;
 /// Threads of a `fisher_rows` workgroup: row r of a slice belongs to thread r mod 64.
 pub(super) const THREADS: usize = 64;
 
+/// A micro-kernel's panels: the packed left rows (a tile's width of values each), and the
+/// right rows with the distance from one to the next (the tile's width when packed, the
+/// padded width when read from the scores).
+pub(super) type Panels<'a, T> = (&'a [T], (&'a [T], usize));
+
 /// The rows of one slice of a chunk: padded scores (`width` values a row) and their
 /// weights.
 pub(super) struct Rows<'a, T = f32> {

@@ -11,8 +11,7 @@ use std::ops::Range;
 use crate::host::simd::Level;
 
 use super::shape::{BLOCK, TILE};
-use super::syrk_pack::Rows;
-use super::syrk_tile::Panels;
+use super::syrk_pack::{Panels, Rows};
 use super::syrk_vector::{Lanes, Vector};
 
 const E: usize = TILE;

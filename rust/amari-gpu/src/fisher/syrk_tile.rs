@@ -19,7 +19,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::shape::TILE;
-use super::syrk_pack::{pack_rows, Rows};
+use super::syrk_pack::{pack_rows, Panels, Rows};
 use crate::host::arith::Real;
 use crate::host::simd::Level;
 
@@ -48,11 +48,6 @@ const SWEEP_ROWS: usize = 512;
 const MIN_PARALLEL_MACS: usize = 1 << 18;
 
 const E: usize = TILE;
-
-/// A micro-kernel's panels: the packed left rows (E values each), and the right rows with
-/// the distance from one to the next (E when packed, the padded width when read from the
-/// scores).
-pub(super) type Panels<'a, T> = (&'a [T], (&'a [T], usize));
 
 /// One piece of work of a sweep: rows `rows` (multiples of 4) of tile `(ti, tj)`.
 #[derive(Debug, Clone)]

@@ -8,6 +8,7 @@ use std::mem::MaybeUninit;
 use rayon::prelude::*;
 
 use super::device::HostPool;
+use crate::error::{Error, Result};
 
 /// Bytes a task copies at least: the pool's cost per task stays small beside it.
 const TASK_BYTES: usize = 64 << 10;
@@ -113,6 +114,33 @@ pub(crate) fn new_rows<T: bytemuck::Pod + Send + Sync>(
     Some(out)
 }
 
+impl HostPool {
+    /// Copies `src` into `dst`, both rows of `row` values, on the pool's threads (this module's
+    /// rows copy): for code outside the crate that places a large result
+    /// (the bindings' `copy_rows`). An `InvalidArgument` error when the slices differ in
+    /// length or do not hold whole rows.
+    pub fn copy_rows<T: Copy + Send + Sync>(
+        &self,
+        dst: &mut [T],
+        src: &[T],
+        row: usize,
+    ) -> Result<()> {
+        // No rows of 0 values but in an empty slice.
+        if dst.len() != src.len() || !dst.len().is_multiple_of(row) {
+            return Err(Error::invalid(
+                "src",
+                format!(
+                    "expected {} values in rows of {row} (dst's), got {}",
+                    dst.len(),
+                    src.len()
+                ),
+            ));
+        }
+        copy_rows(Some(self), (dst, row), (src, row), row, |_| ());
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +175,20 @@ mod tests {
         for (r, v) in wide.iter().enumerate() {
             assert_eq!(v.to_ne_bytes()[..], odd[r * 12..r * 12 + 8]);
         }
+    }
+
+    #[test]
+    fn a_pool_copies_whole_rows_and_refuses_partial_ones() {
+        let pool = HostPool::new(2).unwrap();
+        // Rows enough for several tasks of the pool, and a partial last task.
+        let src: Vec<u32> = (0..(3 << 16) + 24).collect();
+        let mut dst = vec![0u32; src.len()];
+        pool.copy_rows(&mut dst, &src, 8).unwrap();
+        assert_eq!(dst, src);
+        let mut empty: Vec<u32> = Vec::new();
+        pool.copy_rows(&mut empty, &[], 0).unwrap();
+        assert!(pool.copy_rows(&mut dst, &src[1..], 8).is_err());
+        assert!(pool.copy_rows(&mut dst[..12], &src[..12], 8).is_err());
+        assert!(pool.copy_rows(&mut dst[..8], &src[..8], 0).is_err());
     }
 }
