@@ -98,8 +98,10 @@ struct Split {
 // frexp of a finite non-zero v: v = fract 2^exp, 0.5 <= |fract| < 1, by comparisons and
 // exact products (naga's float64 frexp has an i64 exponent, which needs SHADER_INT64). A
 // subnormal is first scaled by 2^64, exactly; k = floor(log2 |w|) by a binary search over
-// the normal exponents; fract = w 2^-k / 2 through normal intermediates. 0, inf and NaN give
-// exponents the callers never use.
+// the normal exponents; fract = w 2^(-k-1) by two normal powers of two. 0, inf and NaN give
+// exponents the callers never use. No constant factor: a compiler may move a constant
+// across products (NIR does for inexact ones), and w / 2 first would round in the
+// subnormals for w in [2^-1022, 2^-1021).
 fn split(v: f64) -> Split {
     let sub = abs(v) < 2.2250738585072014e-308lf;
     let w = select(v, v * pow2(64), sub);
@@ -109,8 +111,8 @@ fn split(v: f64) -> Split {
         let t = min(k + step, 1023);
         k = select(k, t, a >= pow2(t));
     }
-    let m = clamp(-k, -1022, 1022);
-    return Split(w * pow2(m) * pow2(-k - m) * 0.5lf, k + 1 - select(0, 64, sub));
+    let m = clamp(-k - 1, -1022, 1022);
+    return Split(w * pow2(m) * pow2(-k - 1 - m), k + 1 - select(0, 64, sub));
 }
 
 // v 2^e / s without forming v 2^e (see the float32 scaled_quotient): f / s lies in
