@@ -67,6 +67,30 @@ def test_call_records_carry_the_kernels_cost_model(host: amari_gpu.MultiGpuConte
     assert call["flops_per_item"] > 0
 
 
+def test_sandwich_cases_count_the_map_entries_the_kernel_loads(
+    host: amari_gpu.MultiGpuContext,
+) -> None:
+    # The as-written bytes of a one-rotor sandwich count the entries of its map each item
+    # loads; the kernel's cost model counts an FMA (2 flops) per entry: the two must agree.
+    from amari_gpu.tools.roofline_cases import PGA_POINTS, map_entries
+
+    pga = amari_gpu.Algebra(3, 0, 1)
+    r = np.zeros(16, dtype=np.float32)
+    r[[0, 3, 5, 6, 9, 10, 12, 15]] = [1.0, 0.5, -0.25, 0.75, 0.5, -1.0, 0.25, 2.0]
+    for algebra, blades in ((amari_gpu.Algebra(3), None), (pga, None), (pga, PGA_POINTS)):
+        width = algebra.n_blades if blades is None else len(blades)
+        x = np.ones((16, width), dtype=np.float32)
+        rotor = r if algebra == pga else r[:8]
+        with host.profile() as prof:
+            if blades is None:
+                host.sandwich(rotor, x, algebra)
+            else:
+                host.sandwich(rotor, x, algebra, blades=blades)
+        (call,) = prof.kernel_calls
+        assert call["flops_per_item"] == 2 * map_entries(algebra, blades), (algebra, blades)
+    assert [map_entries(amari_gpu.Algebra(3)), map_entries(pga, PGA_POINTS)] == [32, 13]
+
+
 def _registered_entries() -> set[str]:
     """Every kernel entry point of the registry, and the users' row kernels."""
     return {n.name for n in _surface.NATIVE if n.kernel} | {"map_rows"}

@@ -49,10 +49,33 @@ def _rows(quick: bool, full: int, small: int) -> int:
     return small if quick else full
 
 
+def map_entries(algebra: Algebra, blades: list[int] | None = None) -> int:
+    """The entries of a one-rotor sandwich's map ``M`` (``ga::sandwich_map``) that some rotor
+    makes non-zero, on the rows and columns of ``blades`` (every blade by default): the
+    words of ``M`` each item of the map kernel loads, as written (the cost model's
+    ``flops_per_item`` is twice this). Counted on a generic multivector (every blade
+    non-zero) in float64, from the Cayley table."""
+    from ..reference import cayley_tensor
+
+    t = cayley_tensor(algebra.p, algebra.q, algebra.r)
+    n = algebra.n_blades
+    grades = np.array([bin(k).count("1") for k in range(n)])
+    r = np.random.default_rng(5).uniform(1, 2, n)
+    reverse = np.where((grades * (grades - 1) // 2) % 2 == 0, 1.0, -1.0)
+    left = np.einsum("a,abk->bk", r, t)  # row b: r e_b
+    m = np.einsum("bk,kcj,c->jb", left, t, r * reverse)  # M[j][b]: (r e_b r̃)_j
+    chosen = list(range(n)) if blades is None else blades
+    return int(np.count_nonzero(np.abs(m[np.ix_(chosen, chosen)]) > 1e-9))
+
+
 def _ga(op: str, algebra: Algebra | None, broadcast: bool = False) -> Case:
-    """A GA binary product over rows; ``broadcast``: one (2ⁿ,) left operand for every row,
-    bound whole and read by every item (2ⁿ words more per item as written)."""
+    """A GA binary product over rows; ``broadcast``: one (2ⁿ,) left operand for every row. A
+    sandwich by one rotor runs as its linear map: ``M``'s possible non-zero entries bound
+    whole and loaded by every item (:func:`map_entries` words more per item as written)."""
     blades = 8 if algebra is None else algebra.n_blades
+    extra = 0
+    if broadcast:
+        extra = 4 * (map_entries(algebra or Algebra(3)) if op == "sandwich" else blades)
 
     def make(ctx: MultiGpuContext, quick: bool) -> Callable[[], Any]:
         n = _rows(quick, 1 << 18, 1 << 10)
@@ -64,11 +87,37 @@ def _ga(op: str, algebra: Algebra | None, broadcast: bool = False) -> Case:
         return lambda: method(a, b, algebra, out=out)
 
     def global_bytes(calls: Calls, quick: bool) -> float:
-        extra = 4 * blades if broadcast else 0
         return float(sum(c["items"] * (c["bytes_per_item"] + extra) for c in calls))
 
     name = f"{op} {algebra or 'Cl(3,0,0)'}{' one rotor' if broadcast else ''}"
     return Case("ga_apply", name, make, global_bytes)
+
+
+PGA_POINTS = [k for k in range(16) if bin(k).count("1") == 3]
+"""The blades of a PGA point (grade 3 in Cl(3,0,1))."""
+
+
+def _pga_motor() -> np.ndarray:
+    """A normalised PGA motor (even grades), which maps points to points."""
+    r = np.zeros(16, dtype=np.float32)
+    r[[0, 3, 5, 6, 9, 10, 12, 15]] = _rng().standard_normal(8)
+    r /= np.float32(np.sqrt(np.sum(r[[0, 3, 5, 6]] ** 2)))
+    return r
+
+
+def _sandwich_blades(ctx: MultiGpuContext, quick: bool) -> Callable[[], Any]:
+    n = _rows(quick, 1 << 18, 1 << 10)
+    x = _rng().standard_normal((n, 4), dtype=np.float32)
+    out = np.empty_like(x)
+    r, pga = _pga_motor(), Algebra(3, 0, 1)
+    return lambda: ctx.sandwich(r, x, pga, blades=PGA_POINTS, out=out)
+
+
+def _sandwich_blades_bytes(calls: Calls, quick: bool) -> float:
+    """The map kernel on rows of the 4 point blades: the row in and out (32 B) and the
+    entries of the points' 4 x 4 block of ``M`` some rotor makes non-zero (4 B each)."""
+    extra = 4 * map_entries(Algebra(3, 0, 1), PGA_POINTS)
+    return float(sum(c["items"] * (c["bytes_per_item"] + extra) for c in calls))
 
 
 def _normalize(ctx: MultiGpuContext, quick: bool) -> Callable[[], Any]:
@@ -249,6 +298,12 @@ CASES: tuple[Case, ...] = (
     _ga("geometric_product", Algebra(4, 1)),
     _ga("sandwich", None, broadcast=True),
     _ga("sandwich", Algebra(3, 0, 1), broadcast=True),
+    Case(
+        "ga_apply",
+        "sandwich Cl(3,0,1) one motor, blades= (points)",
+        _sandwich_blades,
+        _sandwich_blades_bytes,
+    ),
     Case("ga_apply", "normalize Cl(3,0,0)", _normalize),
     Case("tropical_matmul", "tropical_matmul max-plus (tiled)", _matmul, _tiled_bytes),
     Case("tropical_matmul", "tropical_matmul resident a (rows)", _matmul_rows, _rows_bytes),
