@@ -19,10 +19,9 @@ use crate::arrays::writable;
 use crate::errors::to_pyerr;
 
 /// Bytes each task of the pool copies at once (what is left past the last whole block is
-/// copied on the calling thread):
-/// large enough that a task is one long copy, small enough that a 64 MiB result is sixteen
-/// tasks, which the pool's threads share as they come free (a thread another process holds
-/// delays only its own block).
+/// copied on the calling thread): large enough that a task is one long copy, small enough
+/// that a 64 MiB result is sixteen tasks, which the pool's threads share as they come free
+/// (a thread another process holds delays only its own block).
 const BLOCK_BYTES: usize = 4 << 20;
 
 /// The process's copy threads, one per hardware thread, made on the first copy (`None` when
