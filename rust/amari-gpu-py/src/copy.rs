@@ -5,7 +5,7 @@
 //! others unused. The bytes are copied by the host pool's row copy, without the GIL, in
 //! blocks of [`BLOCK_BYTES`]: both arrays are C-contiguous, so their rows are one run of
 //! bytes, and copying a result row by row (32 bytes for a Cl(3,0) multivector) makes
-//! millions of tiny copies where a few long ones do the same for a fifth less CPU time
+//! millions of tiny copies where a few long ones do the same for 13 to 20% less CPU time
 //! (docs/benchmarks.md, cluster section).
 
 use std::sync::OnceLock;
