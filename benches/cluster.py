@@ -9,7 +9,10 @@ directory) whose node offers the ``amari_gpu`` resource, so the RayContext's onl
 on the very devices the MultiGpuContext uses. On one machine the node and the driver share
 the CPU: no speedup is possible here, only the cost of going through Ray is measured.
 Calls alternate between the two contexts round by round (drift hits both alike); medians
-with min-max are printed. Target: for 2^21 items, RayContext / MultiGpuContext <= 1.3.
+with min-max are printed, and the CPU time each call took (getrusage: the driver's process
+for both contexts, plus the node's process for the RayContext), which other processes on
+the machine sway far less than wall time. Target: for 2^21 items, RayContext /
+MultiGpuContext <= 1.3.
 
     python benches/cluster.py [--large-log2 21] [--small 1024] [--repeats 5] [--backends vulkan]
         [--piece-mib 256]
@@ -20,11 +23,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import shutil
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +58,28 @@ def _seconds(f: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
+def _cpu_s() -> float:
+    """This process's CPU seconds so far, all its threads (a local context's devices' and
+    Ray's driver threads included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(f: Callable[[], object], node: Any) -> tuple[float, float, float]:
+    """Wall seconds of ``f()`` and the CPU seconds it took in this process and, with
+    ``node`` (a node's actor), in the node's process: on a machine other processes keep
+    busy, wall time is what the scheduler left the call, CPU time what the call cost."""
+    import ray
+
+    on_node = ray.get(node.cpu_s.remote()) if node is not None else 0.0
+    cpu = _cpu_s()
+    wall = _seconds(f)
+    cpu = _cpu_s() - cpu
+    if node is not None:
+        on_node = ray.get(node.cpu_s.remote()) - on_node
+    return wall, cpu, on_node
+
+
 def _text(values: list[float]) -> str:
     return (
         f"{statistics.median(values) * 1e3:9.2f} ms "
@@ -75,11 +102,20 @@ def _compare(
     for _ in range(WARM_CALLS):
         ctx.geometric_product(a, b)
         rc.geometric_product(a, b)
+    node = rc._native.healthy()[0].actor
     ray_s: list[float] = []
     local_s: list[float] = []
+    # CPU seconds per call: the local context's (this process), and the RayContext's in
+    # this process (puts, the copy into place, Ray's driver) and on the node.
+    local_cpu: list[float] = []
+    ray_cpu: list[tuple[float, float]] = []
     for _ in range(repeats):
-        local_s.append(_seconds(lambda: ctx.geometric_product(a, b)))
-        ray_s.append(_seconds(lambda: rc.geometric_product(a, b)))
+        wall, cpu, _ = _timed(lambda: ctx.geometric_product(a, b), None)
+        local_s.append(wall)
+        local_cpu.append(cpu)
+        wall, cpu, on_node = _timed(lambda: rc.geometric_product(a, b), node)
+        ray_s.append(wall)
+        ray_cpu.append((cpu, on_node))
     r, m = statistics.median(ray_s), statistics.median(local_s)
     before, sent = _moved(rc), _messages(rc)
     rc.geometric_product(a, b)
@@ -90,6 +126,16 @@ def _compare(
         f"{moved / 2**20:.1f} MiB through the object store per call "
         f"(operands {(a.nbytes + b.nbytes) / 2**20:.1f} MiB, "
         f"result {want.nbytes / 2**20:.1f} MiB), {messages} actor calls"
+    )
+    driver = statistics.median(c for c, _ in ray_cpu)
+    # The node's figure is read in the kernel's clock ticks: its mean is the steadier one.
+    on_node = statistics.mean(n for _, n in ray_cpu)
+    local = statistics.median(local_cpu)
+    print(
+        f"{'':>22}  CPU per call: MultiGpuContext {local * 1e3:.1f} ms, RayContext "
+        f"{(driver + on_node) * 1e3:.1f} ms (driver {driver * 1e3:.1f} + node "
+        f"{on_node * 1e3:.1f}; Ray's store process not counted), ratio "
+        f"{(driver + on_node) / local:.2f}"
     )
     return r, m
 

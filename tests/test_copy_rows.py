@@ -1,8 +1,8 @@
 """``_native.copy_rows``, the row copy a cluster's driver places each node's result with (read
 from Ray's object store, read-only) into the call's output: every byte copied whatever the
-rows' count and width (rows enough for many tasks of the copy threads, and none), the source
-unchanged, and clear errors for arrays of different shapes, strided, read-only or
-overlapping ones."""
+rows' count and width (rows under one block of the copy threads, several blocks and a
+shorter rest, rows across a block's end, and none), the source unchanged, and clear errors
+for arrays of different shapes, strided, read-only or overlapping ones."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ import pytest
 from amari_gpu import _native
 
 
-@pytest.mark.parametrize(("rows", "width"), [(0, 32), (1, 3), (7, 0), (40_000, 32), (3001, 5)])
+@pytest.mark.parametrize(
+    ("rows", "width"),
+    [(0, 32), (1, 3), (7, 0), (40_000, 32), (3001, 5), (300_001, 32), (1_000_003, 5)],
+)
 def test_every_byte_is_copied_and_the_source_left_as_it_was(rows: int, width: int) -> None:
     rng = np.random.default_rng(rows + width)
     src = rng.integers(0, 256, (rows, width), dtype=np.uint8)

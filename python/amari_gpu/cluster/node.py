@@ -146,6 +146,15 @@ class NodeWorker:
         self._last_run = (started, time.time(), borrowed)
         return result
 
+    def cpu_s(self) -> float:
+        """The node process's CPU seconds so far, user and system, all its threads (its
+        devices' driver threads included): what ``benches/cluster.py`` counts a call's CPU
+        time on the node by."""
+        import resource
+
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
     def last_run(self) -> tuple[float, float, bool]:
         """The node clock when the last :meth:`run` started (its arrays read from the store
         already) and ended, and whether its arrays were read-only views of the store (read
