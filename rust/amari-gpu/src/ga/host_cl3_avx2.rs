@@ -84,6 +84,27 @@ fn rows(x: &[f32], at: usize) -> [__m256; 8] {
     std::array::from_fn(|r| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * r)) })
 }
 
+/// Words ahead of the block being loaded from which every block here and in
+/// `host_cl3_avx512` asks for its operands' rows (4 KiB): on the 2-core AVX-512 virtual
+/// machine of `docs/benchmarks.md` the hardware prefetchers alone left these loops waiting
+/// on memory, a third more CPU time per call at 2^20 rows (float16 and float32 alike).
+pub(super) const PREFETCH_WORDS: usize = 1024;
+
+/// Asks for the cache lines of `x[at..at + words]` (a hint, no load), if they are inside `x`.
+#[inline(always)]
+pub(super) fn prefetch(x: &[f32], at: usize, words: usize) {
+    if let Some(rows) = x.get(at..at + words) {
+        for line in rows.chunks(16) {
+            // SAFETY: `_mm_prefetch` (SSE, baseline on x86-64) only hints the cache; the
+            // address is inside `x`.
+            #[allow(unsafe_code)]
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast())
+            };
+        }
+    }
+}
+
 at_levels! {
 /// Every whole block of 8 items of `a` and `b` into `out` (all three hold the same
 /// number of words, a multiple of 64); `stream`: with non-temporal stores (`Stores`).
@@ -92,6 +113,8 @@ at_levels! {
     let stores = Stores::new(out, stream);
     let mut at = 0;
     while at + 64 <= out.len() {
+        prefetch(a, at + PREFETCH_WORDS, 64);
+        prefetch(b, at + PREFETCH_WORDS, 64);
         let (x, y) = (transpose(rows(a, at)), transpose(rows(b, at)));
         let o = transpose(chains::<FUSED>(&x, &y));
         for (row, &v) in o.iter().enumerate() {
@@ -174,6 +197,8 @@ at_levels! {
     let stores = Stores::new(out, stream);
     let mut at = 0;
     while at + 32 <= out.len() {
+        prefetch(a, at + PREFETCH_WORDS, 32);
+        prefetch(b, at + PREFETCH_WORDS, 32);
         let (x, y) = (transpose(half_rows(a, at)), transpose(half_rows(b, at)));
         let o = transpose(chains::<FUSED>(&x, &y));
         for (row, &v) in o.iter().enumerate() {
@@ -235,6 +260,8 @@ at_levels! {
     let stores = Stores::new(out, stream);
     let mut at = 0;
     while at + 64 <= out.len() {
+        prefetch(a, at + PREFETCH_WORDS, 64);
+        prefetch(b, at + PREFETCH_WORDS, 64);
         let (x, y) = (f64_block(a, at), f64_block(b, at));
         let r = chains_f64::<FUSED>(&x, &y);
         let lo = transpose4([r[0], r[1], r[2], r[3]]);

@@ -10,6 +10,7 @@
 use std::arch::x86_64::*;
 
 use super::cl3_table::{NEG, W};
+use super::host_cl3_avx2::{prefetch, PREFETCH_WORDS};
 use crate::host::simd::Stores;
 
 /// Words (two halves each) per block: 16 items of 8 halves.
@@ -148,22 +149,50 @@ fn store_rows(r: &[__m512; W], ix: &Indices) -> [__m512i; 4] {
 
 /// Every whole block of 16 items (64 words) of `a` and `b` into `out` (all three the same
 /// number of words, a multiple of 64): the float16 rows of `host_cl3_avx2::blocks_f16`, the
-/// same bits. `stream`: non-temporal stores (`Stores`).
+/// same bits. `stream`: non-temporal stores (`Stores`); into a 64-byte aligned output, each
+/// row vector is streamed whole, decided here once rather than at every store.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub(super) fn blocks_f16<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32], stream: bool) {
     debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(BLOCK));
     let stores = Stores::new(out, stream);
+    if stores.whole(64) {
+        each_block::<FUSED, true>(a, b, out, stores);
+    } else {
+        each_block::<FUSED, false>(a, b, out, stores);
+    }
+    stores.finish();
+}
+
+/// The loop of [`blocks_f16`]: `WHOLE`, every row vector streamed with one 64-byte
+/// non-temporal store (`stores.whole(64)`); otherwise through `stores`. The rows of the
+/// block [`PREFETCH_WORDS`] ahead are asked for as each block is loaded.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn each_block<const FUSED: bool, const WHOLE: bool>(a: &[f32], b: &[f32], out: &mut [f32], stores: Stores) {
     let ix = Indices::new();
     let mut at = 0;
     while at + BLOCK <= out.len() {
+        prefetch(a, at + PREFETCH_WORDS, BLOCK);
+        prefetch(b, at + PREFETCH_WORDS, BLOCK);
         let (x, y) = (load_blades(a, at, &ix), load_blades(b, at, &ix));
         let rows = store_rows(&chains::<FUSED>(&x, &y), &ix);
+        let o = &mut out[at..at + BLOCK];
         for (r, &v) in rows.iter().enumerate() {
-            stores.m512(out, at + 16 * r, _mm512_castsi512_ps(v));
+            if WHOLE {
+                // SAFETY: `o` holds 64 words (bounds-checked above), so the 64 bytes at word
+                // 16r, r < 4, are inside it; `out` starts 64-byte aligned (`whole(64)`) and
+                // `at` and 16r are multiples of 16 words, so they are 64-byte aligned, as
+                // `_mm512_stream_si512` requires.
+                #[allow(unsafe_code)]
+                unsafe {
+                    _mm512_stream_si512(o.as_mut_ptr().add(16 * r).cast(), v)
+                };
+            } else {
+                stores.m512(o, 16 * r, _mm512_castsi512_ps(v));
+            }
         }
         at += BLOCK;
     }
-    stores.finish();
 }
 
 #[cfg(test)]

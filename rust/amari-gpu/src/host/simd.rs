@@ -276,6 +276,13 @@ impl Stores {
         self.piece != 0
     }
 
+    /// Whether every `width`-byte vector stored at a multiple of `width` bytes from the start
+    /// of `out` goes as one non-temporal store: a block loop can then stream each vector
+    /// itself, decided once outside the loop rather than per store by [`Stores::m512`].
+    pub fn whole(self, width: usize) -> bool {
+        self.piece >= width
+    }
+
     /// Where and in what pieces a `width`-byte vector goes non-temporally at `dst[at..]`
     /// (bounds-checked): None for an ordinary store.
     #[inline(always)]
@@ -419,6 +426,15 @@ mod tests {
             let out = &mut buf[base + offset..base + offset + 32];
             assert_eq!(Stores::new(out, true), Stores { piece });
             assert!(!Stores::new(out, false).streaming());
+            // Whole vectors stream as one store only where the start is aligned to them.
+            for width in [16, 32, 64] {
+                assert_eq!(
+                    Stores::new(out, true).whole(width),
+                    piece >= width,
+                    "{offset} {width}"
+                );
+                assert!(!Stores::new(out, false).whole(width));
+            }
             if Level::detect() == Level::Avx512 {
                 let v: [f32; 16] = std::array::from_fn(|i| i as f32 + offset as f32);
                 // SAFETY: the CPU has AVX-512F (the detected level) and AVX; `v` holds 16
