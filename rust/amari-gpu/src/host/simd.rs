@@ -290,7 +290,10 @@ impl Stores {
         let dst = &mut dst[at..at + width / 4];
         let p = dst.as_mut_ptr();
         let piece = self.piece.min(width);
-        (piece != 0 && (p as usize).is_multiple_of(piece)).then_some((p, piece))
+        // Pieces and widths are powers of two: a mask, not `is_multiple_of`, whose division
+        // the compiler keeps (a 64-bit `div` per store in the block loops).
+        debug_assert!(piece == 0 || piece.is_power_of_two(), "{piece}");
+        (piece != 0 && (p as usize) & (piece - 1) == 0).then_some((p, piece))
     }
 
     /// The 16 bytes `v` into `dst[at..at + 4]`.
