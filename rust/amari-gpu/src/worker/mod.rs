@@ -15,7 +15,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::device::GpuDevice;
+use crate::device::{DeviceKind, GpuDevice};
 use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
 use crate::kernel::Kernel;
@@ -140,8 +140,19 @@ struct Pending<'s, F> {
 
 impl Run<'_> {
     /// Works through chunks on `dev` (worker `slot`) until none is left or the device fails.
+    /// The host device's loop runs on a thread of its own pool (unless the call took the
+    /// fast path, whose kernel runs on the calling thread): each chunk's kernel is then a
+    /// fork-join among threads that are already awake, where from another thread every
+    /// chunk was a hand-off into the pool and back (about 12 µs, against 17 µs of kernel
+    /// per thread for a float16 Cl(3,0) chunk of 16,384 rows).
     pub fn work(&self, slot: usize, dev: &GpuDevice) -> WorkerReport {
-        runner::drive(dev, Worker { run: self, slot })
+        let worker = Worker { run: self, slot };
+        match &dev.kind {
+            DeviceKind::Host(host) if !self.inline => {
+                host.pool.run_with(|| runner::drive(dev, worker))
+            }
+            _ => runner::drive(dev, worker),
+        }
     }
 
     /// The worker loop on `dev`, whose kind is `runner`: keeps [`Runner::DEPTH`] chunks
