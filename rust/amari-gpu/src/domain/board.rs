@@ -5,6 +5,7 @@
 use super::host_grid::HeatCell;
 use super::scale_cells;
 use crate::context::MultiGpuContext;
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::host::rows::{copy_rows, new_rows};
 use crate::host::HostPool;
@@ -48,9 +49,12 @@ pub(super) fn heat_result<T: HeatCell>(
 /// The host board of a heat run: `grid`'s rows, each padded with zero cells to `row_bytes`,
 /// scaled by 2^-`shift` when the grid is that close to its type's limit. Built once per
 /// attempt straight from the caller's cells (a restart after a failed device builds it again
-/// rather than keeping a copy), in a spare buffer of the context when it has one (not
-/// zeroed first: every word of every row is written here), rows copied on the host
-/// device's threads when the context has it.
+/// rather than keeping a copy), rows copied on the host device's threads when the context
+/// has it. A board [`heat_result`] hands over as the result (float32 rows without padding,
+/// unscaled) is a new vector each call, written once by that copy: taken as a spare it
+/// would be one the context does not have, so a new one zeroed on the calling thread first
+/// (a serial pass over fresh pages). Any other is built in a spare buffer of the context
+/// when it has one (not zeroed first: every word of every row is written here).
 pub(super) fn heat_board<T: HeatCell>(
     ctx: &MultiGpuContext,
     grid: &[T],
@@ -60,6 +64,14 @@ pub(super) fn heat_board<T: HeatCell>(
 ) -> Result<Vec<f32>> {
     let row_cells = row_bytes / 4;
     let height = grid.len() / width;
+    if shift == 0 && row_bytes == width * size_of::<T>() && T::DTYPE == Dtype::F32 {
+        let bytes: &[u8] = bytemuck::cast_slice(grid);
+        return new_rows::<f32>(host_pool(ctx), (bytes, row_bytes), height, row_cells)
+            .ok_or_else(|| Error::HostOutOfMemory {
+                argument: "grid".into(),
+                bytes: bytes.len() as u128,
+            });
+    }
     let mut board = ctx.spare.take_any(
         "grid",
         crate::alloc::product("grid", &[height, row_cells], 4)?,
