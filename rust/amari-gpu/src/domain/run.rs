@@ -11,6 +11,7 @@ use super::attempt::{Attempt, DeviceBands, Failure, States};
 use super::balance::Balancer;
 use super::bands;
 use super::record::Recorder;
+use super::parallel::places;
 use super::relayout::moved_rows;
 use super::report::{DeviceRoundReport, Layout, Report, RoundReport};
 use super::round::{place, DeviceRound, Readback, Round};
@@ -242,6 +243,7 @@ fn attempt(
         .fold(0.0, f64::max);
     let mut per_row_s = calibrated;
     let (mut done, mut round_index, mut fresh) = (0u64, 0u64, true);
+    let mut downloaded = false;
     while done < opts.steps {
         // Between rounds: a cancelled call stops here (nothing is in flight).
         interrupt::check().map_err(|error| Failure {
@@ -250,14 +252,24 @@ fn attempt(
         })?;
         let steps = (opts.steps - done).min(g.halo as u64) as usize;
         let last = done + steps as u64 == opts.steps;
-        let readback = if last {
+        // The last round of bands just laid out uploads nothing from the board, so it
+        // reads their owned rows back straight into it (a host band's last pass writes
+        // them there): the download is that round's read-back.
+        downloaded = last && fresh;
+        let readback = if downloaded {
+            Readback::Owned
+        } else if last {
             Readback::Nothing
         } else {
             Readback::Borders
         };
         let round_start = Instant::now();
+        let (into, uploads_from): (_, &[u8]) = match downloaded {
+            true => (places(spec, &states, board, &readback)?, &[]),
+            false => (BTreeMap::new(), board),
+        };
         let round = Round {
-            board,
+            board: uploads_from,
             current,
             steps,
             fresh,
@@ -265,7 +277,7 @@ fn attempt(
             timeout: at.timeout,
             interrupt: interrupt::current(),
         };
-        let outcomes = at.run_round(&mut states, &round, &stamped, BTreeMap::new());
+        let outcomes = at.run_round(&mut states, &round, &stamped, into);
         let mut rounds = Vec::with_capacity(outcomes.len());
         let mut failure = None;
         for (id, outcome) in outcomes {
@@ -290,6 +302,19 @@ fn attempt(
             place(board, spec, r);
         }
         let assembled = Instant::now();
+        if downloaded {
+            // The download's span: from the first device done stepping to the last rows in.
+            let from = rounds.iter().map(|r| r.finished).min();
+            let to = rounds.iter().map(|r| r.read).max();
+            if let (Some(from), Some(to)) = (from, to) {
+                report.download_s = (to - from).as_secs_f64();
+                let download = HostStep {
+                    bytes: board.len() as u64,
+                    ..recorder.step(None, Kind::Readback, None)
+                };
+                recorder.host(download, from, to);
+            }
+        }
         let exchange = HostStep {
             bytes: rounds.iter().map(|r| r.bytes_down).sum(),
             ..recorder.step(None, Kind::Exchange, Some(round_index))
@@ -362,6 +387,9 @@ fn attempt(
             .layouts
             .push(layout_record(done, &split, &states, took));
         balancer.relaid();
+    }
+    if downloaded {
+        return Ok(());
     }
     let t = Instant::now();
     at.fetch(&mut states, board, current, &Readback::Owned)?;
