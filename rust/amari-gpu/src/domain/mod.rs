@@ -40,7 +40,7 @@ use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::host::simd::{dispatch, Task};
 use crate::host::HostPool;
-use board::{heat_board, heat_result, host_pool};
+use board::{cells_board, heat_board, heat_result, host_pool};
 use host_grid::HeatCell;
 use run::evolve;
 use state::Spec;
@@ -68,6 +68,11 @@ pub fn heat<T: HeatCell>(
         width,
         row_bytes,
     };
+    if shift == 0 && row_bytes == width * size_of::<T>() {
+        // Rows without padding, unscaled: the board's words are the result's cells.
+        let board = || cells_board(ctx, grid, width);
+        return evolve(ctx, &spec, &board, opts);
+    }
     let board = || heat_board(ctx, grid, width, row_bytes, shift);
     let (board, report) = evolve(ctx, &spec, &board, opts)?;
     let mut out = heat_result(ctx, board, height, width, row_bytes)?;

@@ -26,14 +26,15 @@ use crate::profile::{CallRecord, HostStep, Kind, Profiler};
 
 /// Runs the grid on the healthy devices, starting again without a device that fails from a
 /// new board built by `initial` (from the caller's grid: a restart is rare, so no copy of
-/// the board is kept for it). The board is 4-byte words (its rows are whole words), so that
-/// a caller can take it from the context's spare buffers and hand it back.
-pub(super) fn evolve(
+/// the board is kept for it). The board is words of `B` (its rows are whole words): 4-byte
+/// words a caller takes from the context's spare buffers and hands back, or the cells of a
+/// board that is the result itself.
+pub(super) fn evolve<B: bytemuck::Pod>(
     ctx: &MultiGpuContext,
     spec: &Spec,
-    initial: &dyn Fn() -> Result<Vec<f32>>,
+    initial: &dyn Fn() -> Result<Vec<B>>,
     opts: &Options,
-) -> Result<(Vec<f32>, Report)> {
+) -> Result<(Vec<B>, Report)> {
     let started = Instant::now();
     // Only devices that compute in the grid's dtype take rows (float64: the host device and
     // wgpu devices with SHADER_F64); a context with none refuses before any work.
