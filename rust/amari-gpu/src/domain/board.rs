@@ -46,11 +46,12 @@ pub(super) fn cells_board<T: HeatCell>(
 ) -> Result<Vec<T>> {
     let bytes: &[u8] = bytemuck::cast_slice(grid);
     let rows = grid.len() / width.max(1);
-    new_rows::<T>(host_pool(ctx), (bytes, width * size_of::<T>()), rows, width)
-        .ok_or_else(|| Error::HostOutOfMemory {
+    new_rows::<T>(host_pool(ctx), (bytes, width * size_of::<T>()), rows, width).ok_or_else(|| {
+        Error::HostOutOfMemory {
             argument: "grid".into(),
             bytes: bytes.len() as u128,
-        })
+        }
+    })
 }
 
 /// The host board of a heat run: `grid`'s rows, each padded with zero cells to `row_bytes`,

@@ -100,7 +100,12 @@ pub(crate) fn run<S: Stencil>(
         let step = (pass.rows)(pass.steps.start);
         let (lo, hi) = (step.start.max(rows.start), step.end.min(rows.end));
         let at = (lo.min(hi) - rows.start) * rl;
-        return single_into(s, lo..hi.max(lo), src, &mut out[at..at + hi.saturating_sub(lo) * rl]);
+        return single_into(
+            s,
+            lo..hi.max(lo),
+            src,
+            &mut out[at..at + hi.saturating_sub(lo) * rl],
+        );
     }
     let spans = chunks(rows.clone(), d);
     let outs = split_rows(out, &spans, rl);
@@ -160,26 +165,29 @@ struct Halo<T> {
 /// One step: rows `rows` of `dst` from `src`, a row per task.
 pub(crate) fn single<S: Stencil>(s: &S, rows: Range<usize>, src: &[S::Cell], dst: &mut [S::Cell]) {
     let rl = s.row_len();
-    single_into(s, rows.clone(), src, &mut dst[rows.start * rl..rows.end * rl]);
+    single_into(
+        s,
+        rows.clone(),
+        src,
+        &mut dst[rows.start * rl..rows.end * rl],
+    );
 }
 
 /// One step: rows `rows` from `src` into `out` (those rows' words), a row per task.
 fn single_into<S: Stencil>(s: &S, rows: Range<usize>, src: &[S::Cell], out: &mut [S::Cell]) {
     let rl = s.row_len();
     let start = rows.start;
-    out.par_chunks_mut(rl)
-        .enumerate()
-        .for_each(|(i, out)| {
-            let r = start + i;
-            let at = &src[r * rl..(r + 1) * rl];
-            if s.fixed(r) {
-                out.copy_from_slice(at);
-            } else {
-                let up = &src[(r - 1) * rl..r * rl];
-                let down = &src[(r + 1) * rl..(r + 2) * rl];
-                s.row(up, at, down, out);
-            }
-        });
+    out.par_chunks_mut(rl).enumerate().for_each(|(i, out)| {
+        let r = start + i;
+        let at = &src[r * rl..(r + 1) * rl];
+        if s.fixed(r) {
+            out.copy_from_slice(at);
+        } else {
+            let up = &src[(r - 1) * rl..r * rl];
+            let down = &src[(r + 1) * rl..(r + 2) * rl];
+            s.row(up, at, down, out);
+        }
+    });
 }
 
 /// `buffer` cut into the rows of each span (the spans tile its rows in order).

@@ -70,7 +70,10 @@ where
     }
     let placed: Vec<u32> = bytemuck::cast_slice(&place).to_vec();
     let blocked = bits(&blocked[steps % 2]);
-    assert_eq!(placed, blocked, "the last step's rows written into their place");
+    assert_eq!(
+        placed, blocked,
+        "the last step's rows written into their place"
+    );
     (bits(&one[steps % 2]), blocked)
 }
 

@@ -113,7 +113,11 @@ fn an_unpadded_board_is_the_result() {
             assert_eq!(bits(&got), bits(&want), "split {split:?}");
             assert_eq!(got.capacity(), h * w);
             let (got, _) = heat(&host, &wide, h, w, 0.2, Boundary::Periodic, &o).unwrap();
-            assert_eq!(bits_wide(&got), bits_wide(&want_wide), "float64 split {split:?}");
+            assert_eq!(
+                bits_wide(&got),
+                bits_wide(&want_wide),
+                "float64 split {split:?}"
+            );
             assert_eq!(got.capacity(), h * w);
             assert!(host.spare.kept().is_empty(), "the boards were handed over");
         }
@@ -122,7 +126,16 @@ fn an_unpadded_board_is_the_result() {
     let padded = &wide[..h * w];
     let o = opts(Some(vec![h, 0]));
     let (got, _) = heat(&host, padded, h, w, 0.2, Boundary::Periodic, &o).unwrap();
-    let (want, _) = heat(&lavapipe, padded, h, w, 0.2, Boundary::Periodic, &opts(None)).unwrap();
+    let (want, _) = heat(
+        &lavapipe,
+        padded,
+        h,
+        w,
+        0.2,
+        Boundary::Periodic,
+        &opts(None),
+    )
+    .unwrap();
     assert_eq!(bits_wide(&got), bits_wide(&want));
     assert_eq!(
         host.spare.kept().len(),

@@ -125,7 +125,8 @@ impl Bands for HostBands<'_> {
         if round.steps > 0 && wanted_places == into.len() {
             let mut rest = into.iter_mut();
             for ranges in round.wanted.iter().take(list.len()) {
-                let mine: Vec<&mut [u8]> = rest.by_ref().take(ranges.len()).map(|p| &mut **p).collect();
+                let mine: Vec<&mut [u8]> =
+                    rest.by_ref().take(ranges.len()).map(|p| &mut **p).collect();
                 places.push(match <[_; 1]>::try_from(mine) {
                     Ok([place]) => Some(place),
                     Err(_) => None,
