@@ -5,7 +5,9 @@
 //! passes (a host round can be long). The buffers come from the host device's spares and go
 //! back to them when the bands are dropped, so a grid call's bands land in pages the last
 //! one mapped; they are not zeroed first (`push` says why no word is read unwritten). Rows
-//! written in and read out are copied on the device's threads.
+//! written in and read out are copied on the device's threads; a round that reads a band's
+//! one range back into a place (its owned rows onto the board) has its last pass write
+//! them there instead of into the band (`Program::run`).
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
