@@ -1,6 +1,7 @@
 //! The host board of a heat run: built from the caller's grid (rows padded to whole vec4s,
 //! scaled near the type's limit) on the host device's threads, and the result taken from it
-//! after the last round, handed over whole where the board's words are exactly the result's.
+//! after the last round; where the board's words are exactly the result's, a board of the
+//! cells' own type handed over whole.
 
 use super::host_grid::HeatCell;
 use super::scale_cells;
@@ -9,28 +10,16 @@ use crate::error::{Error, Result};
 use crate::host::rows::{copy_rows, new_rows};
 use crate::host::HostPool;
 
-/// The grid of a heat run's final `board`. A float32 board whose rows have no padding
-/// (width a multiple of 4) and no spare capacity holds exactly the result's cells: it is
-/// handed over as the result (the next call's board is then a new buffer) rather than
-/// copied. Otherwise each cell is written once, from the board's bytes (its rows are only
-/// 4-byte aligned), rows split across the host device's threads, and the board is kept.
+/// The grid of a heat run's final `board` (rows padded to `row_bytes`, or scaled): each
+/// cell written once, from the board's bytes (its rows are only 4-byte aligned), rows split
+/// across the host device's threads, and the board kept for the next call.
 pub(super) fn heat_result<T: HeatCell>(
     ctx: &MultiGpuContext,
-    mut board: Vec<f32>,
+    board: Vec<f32>,
     height: usize,
     width: usize,
     row_bytes: usize,
 ) -> Result<Vec<T>> {
-    if row_bytes == width * size_of::<T>() && board.capacity() == board.len() {
-        // `T` is `f32` exactly when the downcast succeeds (`Pod` types are `'static`).
-        let any: Box<dyn std::any::Any> = Box::new(board);
-        board = match any.downcast::<Vec<T>>() {
-            Ok(cells) => return Ok(*cells),
-            Err(any) => *any
-                .downcast::<Vec<f32>>()
-                .map_err(|_| Error::Internal("a heat board is a vector of 4-byte words".into()))?,
-        };
-    }
     let out = new_rows::<T>(
         host_pool(ctx),
         (bytemuck::cast_slice(&board), row_bytes),
@@ -45,12 +34,32 @@ pub(super) fn heat_result<T: HeatCell>(
     Ok(out)
 }
 
+/// The board of a heat run whose rows have no padding (a width of whole vec4s) and whose
+/// grid is not scaled: its words are exactly the result's cells, so the board is handed
+/// over as the result rather than copied out. A new vector each call, written once by a
+/// copy of `grid` on the host device's threads (not zeroed first: a fresh buffer zeroed on
+/// the calling thread is a serial pass over fresh pages).
+pub(super) fn cells_board<T: HeatCell>(
+    ctx: &MultiGpuContext,
+    grid: &[T],
+    width: usize,
+) -> Result<Vec<T>> {
+    let bytes: &[u8] = bytemuck::cast_slice(grid);
+    let rows = grid.len() / width.max(1);
+    new_rows::<T>(host_pool(ctx), (bytes, width * size_of::<T>()), rows, width).ok_or_else(|| {
+        Error::HostOutOfMemory {
+            argument: "grid".into(),
+            bytes: bytes.len() as u128,
+        }
+    })
+}
+
 /// The host board of a heat run: `grid`'s rows, each padded with zero cells to `row_bytes`,
 /// scaled by 2^-`shift` when the grid is that close to its type's limit. Built once per
 /// attempt straight from the caller's cells (a restart after a failed device builds it again
-/// rather than keeping a copy), in a spare buffer of the context when it has one (not
-/// zeroed first: every word of every row is written here), rows copied on the host
-/// device's threads when the context has it.
+/// rather than keeping a copy), rows copied on the host device's threads when the context
+/// has it, in a spare buffer of the context when it has one (not zeroed first: every word
+/// of every row is written here). A board without padding or scaling is [`cells_board`].
 pub(super) fn heat_board<T: HeatCell>(
     ctx: &MultiGpuContext,
     grid: &[T],

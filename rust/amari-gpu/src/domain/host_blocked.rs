@@ -73,30 +73,62 @@ pub(crate) struct Pass<'a> {
 /// Runs `pass` on a band whose buffer `src` holds the step before it: the result is in
 /// `src` after an even number of steps, in `other` after an odd one (as stepping from one
 /// buffer to the other would leave it). Rows a step does not compute keep their words.
-pub(crate) fn run<S: Stencil>(s: &S, pass: &Pass<'_>, src: &mut [S::Cell], other: &mut [S::Cell]) {
+/// With `into` = (buffer rows `rows`, their place), the last step writes those rows (all
+/// among the rows it computes) there instead and no other rows: both buffers are left as
+/// the steps before it left them, and a pass reads `src` apart from where it writes (no
+/// copies of the rows beyond its chunks' edges).
+pub(crate) fn run<S: Stencil>(
+    s: &S,
+    pass: &Pass<'_>,
+    src: &mut [S::Cell],
+    other: &mut [S::Cell],
+    into: Option<(Range<usize>, &mut [S::Cell])>,
+) {
     let d = pass.steps.len();
-    if d == 1 {
-        single(s, (pass.rows)(pass.steps.start), src, other);
-        return;
-    }
+    let rl = s.row_len();
+    let n = src.len() / rl;
     if d == 0 {
         return;
     }
+    let (rows, out): (Range<usize>, &mut [S::Cell]) = match into {
+        Some((rows, place)) => (rows, place),
+        None if d % 2 == 1 => (0..n, other),
+        None => return in_place(s, pass, src),
+    };
+    let src: &[S::Cell] = src;
+    if d == 1 {
+        let step = (pass.rows)(pass.steps.start);
+        let (lo, hi) = (step.start.max(rows.start), step.end.min(rows.end));
+        let at = (lo.min(hi) - rows.start) * rl;
+        return single_into(
+            s,
+            lo..hi.max(lo),
+            src,
+            &mut out[at..at + hi.saturating_sub(lo) * rl],
+        );
+    }
+    let spans = chunks(rows.clone(), d);
+    let outs = split_rows(out, &spans, rl);
+    outs.into_par_iter()
+        .zip(spans.par_iter())
+        .for_each(|(out, span)| wavefront(s, pass, span.clone(), Source::Apart(src), out));
+}
+
+/// `rows` cut into one chunk per thread, each tall enough that its recomputed triangles
+/// (about d² rows per cut) stay small beside its `d` steps of its rows.
+fn chunks(rows: Range<usize>, d: usize) -> Vec<Range<usize>> {
+    let n = rows.len();
+    let chunks = (n / (8 * d)).clamp(1, rayon::current_num_threads().max(1));
+    let cuts: Vec<usize> = (0..=chunks).map(|i| rows.start + i * n / chunks).collect();
+    cuts.windows(2).map(|w| w[0]..w[1]).collect()
+}
+
+/// A pass of an even number of steps (two or more) from `src` back into it.
+fn in_place<S: Stencil>(s: &S, pass: &Pass<'_>, src: &mut [S::Cell]) {
+    let d = pass.steps.len();
     let rl = s.row_len();
     let n = src.len() / rl;
-    // One chunk per thread, each tall enough that its recomputed triangles (about d² rows
-    // per cut) stay small beside its d steps of its rows.
-    let chunks = (n / (8 * d)).clamp(1, rayon::current_num_threads().max(1));
-    let cuts: Vec<usize> = (0..=chunks).map(|i| i * n / chunks).collect();
-    let spans: Vec<Range<usize>> = cuts.windows(2).map(|w| w[0]..w[1]).collect();
-    if d % 2 == 1 {
-        let src: &[S::Cell] = src;
-        let outs = split_rows(other, &spans, rl);
-        outs.into_par_iter()
-            .zip(spans.par_iter())
-            .for_each(|(out, span)| wavefront(s, pass, span.clone(), Source::Apart(src), out));
-        return;
-    }
+    let spans = chunks(0..n, d);
     // In place: a chunk's last step overwrites rows its neighbours' first step reads, so
     // each chunk reads the rows beyond its edges from a copy taken before any is written.
     let halos: Vec<Halo<S::Cell>> = spans
@@ -133,21 +165,29 @@ struct Halo<T> {
 /// One step: rows `rows` of `dst` from `src`, a row per task.
 pub(crate) fn single<S: Stencil>(s: &S, rows: Range<usize>, src: &[S::Cell], dst: &mut [S::Cell]) {
     let rl = s.row_len();
+    single_into(
+        s,
+        rows.clone(),
+        src,
+        &mut dst[rows.start * rl..rows.end * rl],
+    );
+}
+
+/// One step: rows `rows` from `src` into `out` (those rows' words), a row per task.
+fn single_into<S: Stencil>(s: &S, rows: Range<usize>, src: &[S::Cell], out: &mut [S::Cell]) {
+    let rl = s.row_len();
     let start = rows.start;
-    dst[rows.start * rl..rows.end * rl]
-        .par_chunks_mut(rl)
-        .enumerate()
-        .for_each(|(i, out)| {
-            let r = start + i;
-            let at = &src[r * rl..(r + 1) * rl];
-            if s.fixed(r) {
-                out.copy_from_slice(at);
-            } else {
-                let up = &src[(r - 1) * rl..r * rl];
-                let down = &src[(r + 1) * rl..(r + 2) * rl];
-                s.row(up, at, down, out);
-            }
-        });
+    out.par_chunks_mut(rl).enumerate().for_each(|(i, out)| {
+        let r = start + i;
+        let at = &src[r * rl..(r + 1) * rl];
+        if s.fixed(r) {
+            out.copy_from_slice(at);
+        } else {
+            let up = &src[(r - 1) * rl..r * rl];
+            let down = &src[(r + 1) * rl..(r + 2) * rl];
+            s.row(up, at, down, out);
+        }
+    });
 }
 
 /// `buffer` cut into the rows of each span (the spans tile its rows in order).

@@ -47,25 +47,34 @@ where
         let (src, dst) = if k % 2 == 1 { (&*x, y) } else { (&*y, x) };
         single(s, rows(k), src, dst);
     }
+    // Blocked, and blocked with the last pass writing the last step's rows into a place
+    // of their own (both buffers then left as the pass before it left them).
     let mut blocked = [start.to_vec(), junk.to_vec()];
+    let mut placed = [start.to_vec(), junk.to_vec()];
+    let mut place = junk[..last.len() * rl].to_vec();
     let mut k = 1;
     while k <= steps {
         let end = (k + depth).min(steps + 1);
-        let [x, y] = &mut blocked;
-        let (src, other) = if k % 2 == 1 { (x, y) } else { (y, x) };
-        run(
-            s,
-            &Pass {
-                steps: k..end,
-                rows,
-                stop: &|| false,
-            },
-            src,
-            other,
-        );
+        let pass = Pass {
+            steps: k..end,
+            rows,
+            stop: &|| false,
+        };
+        for (buffers, into) in [(&mut blocked, false), (&mut placed, end == steps + 1)] {
+            let [x, y] = buffers;
+            let (src, other) = if k % 2 == 1 { (x, y) } else { (y, x) };
+            let into = into.then(|| (last.clone(), &mut place[..]));
+            run(s, &pass, src, other, into);
+        }
         k = end;
     }
-    (bits(&one[steps % 2]), bits(&blocked[steps % 2]))
+    let placed: Vec<u32> = bytemuck::cast_slice(&place).to_vec();
+    let blocked = bits(&blocked[steps % 2]);
+    assert_eq!(
+        placed, blocked,
+        "the last step's rows written into their place"
+    );
+    (bits(&one[steps % 2]), blocked)
 }
 
 /// Bands of a grid of `height` rows: the whole grid, a one-row band at each end and in

@@ -86,7 +86,7 @@ impl<'a> Attempt<'a> {
 /// The place on `board` of every range `readback` reads, by device, in the order each
 /// device reads its ranges: the board cut into disjoint slices. Ranges that overlap or leave
 /// the board are an internal error.
-fn places<'b>(
+pub(super) fn places<'b>(
     spec: &Spec,
     states: &States<'_>,
     board: &'b mut [u8],

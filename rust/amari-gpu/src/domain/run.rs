@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::attempt::{Attempt, DeviceBands, Failure, States};
 use super::balance::Balancer;
 use super::bands;
+use super::parallel::places;
 use super::record::Recorder;
 use super::relayout::moved_rows;
 use super::report::{DeviceRoundReport, Layout, Report, RoundReport};
@@ -25,14 +26,15 @@ use crate::profile::{CallRecord, HostStep, Kind, Profiler};
 
 /// Runs the grid on the healthy devices, starting again without a device that fails from a
 /// new board built by `initial` (from the caller's grid: a restart is rare, so no copy of
-/// the board is kept for it). The board is 4-byte words (its rows are whole words), so that
-/// a caller can take it from the context's spare buffers and hand it back.
-pub(super) fn evolve(
+/// the board is kept for it). The board is words of `B` (its rows are whole words): 4-byte
+/// words a caller takes from the context's spare buffers and hands back, or the cells of a
+/// board that is the result itself.
+pub(super) fn evolve<B: bytemuck::Pod>(
     ctx: &MultiGpuContext,
     spec: &Spec,
-    initial: &dyn Fn() -> Result<Vec<f32>>,
+    initial: &dyn Fn() -> Result<Vec<B>>,
     opts: &Options,
-) -> Result<(Vec<f32>, Report)> {
+) -> Result<(Vec<B>, Report)> {
     let started = Instant::now();
     // Only devices that compute in the grid's dtype take rows (float64: the host device and
     // wgpu devices with SHADER_F64); a context with none refuses before any work.
@@ -242,6 +244,7 @@ fn attempt(
         .fold(0.0, f64::max);
     let mut per_row_s = calibrated;
     let (mut done, mut round_index, mut fresh) = (0u64, 0u64, true);
+    let mut downloaded = false;
     while done < opts.steps {
         // Between rounds: a cancelled call stops here (nothing is in flight).
         interrupt::check().map_err(|error| Failure {
@@ -250,14 +253,24 @@ fn attempt(
         })?;
         let steps = (opts.steps - done).min(g.halo as u64) as usize;
         let last = done + steps as u64 == opts.steps;
-        let readback = if last {
+        // The last round of bands just laid out uploads nothing from the board, so it
+        // reads their owned rows back straight into it (a host band's last pass writes
+        // them there): the download is that round's read-back.
+        downloaded = last && fresh;
+        let readback = if downloaded {
+            Readback::Owned
+        } else if last {
             Readback::Nothing
         } else {
             Readback::Borders
         };
         let round_start = Instant::now();
+        let (into, uploads_from): (_, &[u8]) = match downloaded {
+            true => (places(spec, &states, board, &readback)?, &[]),
+            false => (BTreeMap::new(), board),
+        };
         let round = Round {
-            board,
+            board: uploads_from,
             current,
             steps,
             fresh,
@@ -265,7 +278,7 @@ fn attempt(
             timeout: at.timeout,
             interrupt: interrupt::current(),
         };
-        let outcomes = at.run_round(&mut states, &round, &stamped, BTreeMap::new());
+        let outcomes = at.run_round(&mut states, &round, &stamped, into);
         let mut rounds = Vec::with_capacity(outcomes.len());
         let mut failure = None;
         for (id, outcome) in outcomes {
@@ -290,6 +303,19 @@ fn attempt(
             place(board, spec, r);
         }
         let assembled = Instant::now();
+        if downloaded {
+            // The download's span: from the first device done stepping to the last rows in.
+            let from = rounds.iter().map(|r| r.finished).min();
+            let to = rounds.iter().map(|r| r.read).max();
+            if let (Some(from), Some(to)) = (from, to) {
+                report.download_s = (to - from).as_secs_f64();
+                let download = HostStep {
+                    bytes: board.len() as u64,
+                    ..recorder.step(None, Kind::Readback, None)
+                };
+                recorder.host(download, from, to);
+            }
+        }
         let exchange = HostStep {
             bytes: rounds.iter().map(|r| r.bytes_down).sum(),
             ..recorder.step(None, Kind::Exchange, Some(round_index))
@@ -362,6 +388,9 @@ fn attempt(
             .layouts
             .push(layout_record(done, &split, &states, took));
         balancer.relaid();
+    }
+    if downloaded {
+        return Ok(());
     }
     let t = Instant::now();
     at.fetch(&mut states, board, current, &Readback::Owned)?;

@@ -136,12 +136,20 @@ impl Program for BandProgram {
         &self,
         steps: Range<usize>,
         [src, other]: [&mut [u32]; 2],
+        into: Option<(Range<usize>, &mut [u32])>,
         fma: FmaMode,
         stop: &Stop<'_>,
-    ) {
+    ) -> bool {
         let spec = &self.spec;
         let g = spec.geometry;
         let rows = |k: usize| self.band.step_rows(k, g);
+        let last = rows(steps.end - 1);
+        if let Some((wanted, _)) = &into {
+            let inside = last.start <= wanted.start && wanted.end <= last.end;
+            if steps.is_empty() || !inside {
+                return false;
+            }
+        }
         let pass = Pass {
             steps,
             rows: &rows,
@@ -149,12 +157,22 @@ impl Program for BandProgram {
         };
         match spec.rule {
             Rule::Heat { alpha, dtype } => match dtype {
-                Dtype::F64 => on_f64_cells([src, other], |cells| {
-                    self.heat(alpha, &pass, cells, fma);
-                }),
+                Dtype::F64 => {
+                    let into = match into {
+                        Some((wanted, place)) => match bytemuck::try_cast_slice_mut(place) {
+                            Ok(cells) => Some((wanted, cells)),
+                            Err(_) => return false,
+                        },
+                        None => None,
+                    };
+                    on_f64_cells([src, other], |cells| {
+                        self.heat(alpha, &pass, cells, into, fma);
+                    })
+                }
                 Dtype::F16 | Dtype::F32 => {
                     let cells = [src, other].map(bytemuck::cast_slice_mut::<u32, f32>);
-                    self.heat(alpha as f32, &pass, cells, fma);
+                    let into = into.map(|(r, place)| (r, bytemuck::cast_slice_mut(place)));
+                    self.heat(alpha as f32, &pass, cells, into, fma);
                 }
             },
             Rule::Life => {
@@ -162,20 +180,22 @@ impl Program for BandProgram {
                     width: spec.width,
                     rows: rows(pass.steps.start),
                 };
-                run(&step, &pass, src, other);
+                run(&step, &pass, src, other, into);
             }
         }
+        true
     }
 }
 
 impl BandProgram {
     /// Heat steps `pass` on cells of `T`, from `src` into `other` and back as the steps
-    /// alternate.
+    /// alternate (the last step's rows `into` there, when given).
     fn heat<T: HeatCell>(
         &self,
         alpha: T,
         pass: &Pass<'_>,
         [src, other]: [&mut [T]; 2],
+        into: Option<(Range<usize>, &mut [T])>,
         fma: FmaMode,
     ) {
         let g = self.spec.geometry;
@@ -189,7 +209,7 @@ impl BandProgram {
             alpha,
             fma,
         };
-        run(&step, pass, src, other);
+        run(&step, pass, src, other, into);
     }
 }
 

@@ -42,8 +42,19 @@ pub(crate) trait Program: Send + Sync {
     /// again after an even number of steps, to `other` after an odd one (both whole band
     /// buffers as 32-bit words), as stepping from one buffer to the other leaves the rows
     /// each step computes. Once `stop` says so, a pass may end early with its rows partly
-    /// computed (its round then fails as cancelled).
-    fn run(&self, steps: Range<usize>, buffers: [&mut [u32]; 2], fma: FmaMode, stop: &Stop<'_>);
+    /// computed (its round then fails as cancelled). With `into` = (buffer rows, their
+    /// place as 32-bit words), the last step writes those rows there instead, and neither
+    /// buffer holds the last step (a round's last pass, whose rows are read back at once):
+    /// false, with nothing written to `into`, where the program cannot (the rows are not
+    /// all among those the last step computes, or the place is misaligned for its cells).
+    fn run(
+        &self,
+        steps: Range<usize>,
+        buffers: [&mut [u32]; 2],
+        into: Option<(Range<usize>, &mut [u32])>,
+        fma: FmaMode,
+        stop: &Stop<'_>,
+    ) -> bool;
 }
 
 /// Whether a call was cancelled, asked while a host pass runs.

@@ -5,7 +5,9 @@
 //! passes (a host round can be long). The buffers come from the host device's spares and go
 //! back to them when the bands are dropped, so a grid call's bands land in pages the last
 //! one mapped; they are not zeroed first (`push` says why no word is read unwritten). Rows
-//! written in and read out are copied on the device's threads.
+//! written in and read out are copied on the device's threads; a round that reads a band's
+//! one range back into a place (its owned rows onto the board) has its last pass write
+//! them there instead of into the band (`Program::run`).
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -118,6 +120,22 @@ impl Bands for HostBands<'_> {
         let submitted = Instant::now();
         let cancelled = || round.interrupt.is_some_and(|i| i.is_cancelled());
         let list = &mut self.list;
+        // A band that wants one range back into a place (its owned rows onto the board)
+        // has its round's last pass write them there: no copy out of its buffer after.
+        let wanted_places = round.wanted.iter().map(Vec::len).sum::<usize>();
+        let mut places: Vec<Option<&mut [u8]>> = Vec::new();
+        if round.steps > 0 && wanted_places == into.len() {
+            let mut rest = into.iter_mut();
+            for ranges in round.wanted.iter().take(list.len()) {
+                let mine: Vec<&mut [u8]> =
+                    rest.by_ref().take(ranges.len()).map(|p| &mut **p).collect();
+                places.push(match <[_; 1]>::try_from(mine) {
+                    Ok([place]) => Some(place),
+                    Err(_) => None,
+                });
+            }
+        }
+        let mut placed = vec![false; list.len()];
         let stepped = catch_unwind(AssertUnwindSafe(|| {
             host.pool.run_with(|| {
                 let mut work = 0;
@@ -138,7 +156,7 @@ impl Bands for HostBands<'_> {
                         }
                     }
                     let end = (k + depth.max(1)).min(round.steps + 1);
-                    for b in list.iter_mut() {
+                    for (i, b) in list.iter_mut().enumerate() {
                         let from = (round.current + k - 1) % 2;
                         let [x, y] = &mut b.buffers;
                         let (src, other) = if from == 0 { (x, y) } else { (y, x) };
@@ -147,7 +165,29 @@ impl Bands for HostBands<'_> {
                             bytemuck::cast_slice_mut(other),
                         ];
                         let fma = host.fma_for(b.program.dtype());
-                        b.program.run(k..end, words, fma, &cancelled);
+                        let place = match places.get_mut(i) {
+                            Some(Some(place)) if end == round.steps + 1 => {
+                                let rows = round.wanted[i][0].clone();
+                                bytemuck::try_cast_slice_mut::<u8, u32>(place)
+                                    .ok()
+                                    .filter(|p| p.len() * 4 == rows.len() * b.row_bytes)
+                                    .map(|p| (rows, p))
+                            }
+                            _ => None,
+                        };
+                        let direct = place.is_some();
+                        let wrote = b.program.run(k..end, words, place, fma, &cancelled);
+                        if direct && !wrote {
+                            // Not taken: the last pass runs into the buffers as any other.
+                            let [x, y] = &mut b.buffers;
+                            let (src, other) = if from == 0 { (x, y) } else { (y, x) };
+                            let words = [
+                                bytemuck::cast_slice_mut(src),
+                                bytemuck::cast_slice_mut(other),
+                            ];
+                            b.program.run(k..end, words, None, fma, &cancelled);
+                        }
+                        placed[i] = direct && wrote;
                         work += (k..end).map(|j| b.program.work(j)).sum::<u64>();
                     }
                     k = end;
@@ -164,6 +204,7 @@ impl Bands for HostBands<'_> {
         let wanted: Vec<_> = self
             .list
             .iter()
+            .enumerate()
             .zip(round.wanted)
             .flat_map(|(b, ranges)| ranges.iter().map(move |r| (b, r)))
             .collect();
@@ -178,7 +219,7 @@ impl Bands for HostBands<'_> {
                     into.len()
                 )));
             }
-            for ((b, r), dst) in wanted.into_iter().zip(into.iter_mut()) {
+            for (((i, b), r), dst) in wanted.into_iter().zip(into.iter_mut()) {
                 let rb = b.row_bytes;
                 let from = &b.bytes(after)[r.start * rb..r.end * rb];
                 if dst.len() != from.len() {
@@ -188,11 +229,13 @@ impl Bands for HostBands<'_> {
                         r.len()
                     )));
                 }
-                copy_rows(Some(&host.pool), (&mut **dst, rb), (from, rb), rb, |_| ());
+                if !placed[i] {
+                    copy_rows(Some(&host.pool), (&mut **dst, rb), (from, rb), rb, |_| ());
+                }
                 bytes_down += from.len() as u64;
             }
         } else {
-            for (b, r) in wanted {
+            for ((_, b), r) in wanted {
                 let rb = b.row_bytes;
                 let from = &b.bytes(after)[r.start * rb..r.end * rb];
                 let bytes =
