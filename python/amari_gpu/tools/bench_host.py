@@ -571,16 +571,44 @@ def build_rows(host: MultiGpuContext, sizes: Sizes) -> list[Row]:
 
 
 SETTLE_S = 0.05
-"""Idle time before each side's untimed call of a round (see :func:`_measure`): longer than
-the spin-wait of the pool threads a parallel call leaves behind (OpenMP's under numba and
-OpenBLAS, rayon's under the host device), measured here at up to ~10 ms."""
+"""Least idle time before each side's untimed call of a round (see :func:`_measure`)."""
+
+QUIET_S = 0.01
+"""The window over which the process must use (almost) no CPU before a call is timed."""
+
+QUIET_LIMIT_S = 1.0
+"""The longest wait for the process to fall quiet."""
+
+
+def _cpu_s() -> float:
+    """CPU seconds of every thread of this process so far."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _quiesce() -> None:
+    """Waits :data:`SETTLE_S`, then until the process's threads stop spinning: until a
+    :data:`QUIET_S` window passes with under a tenth of it in CPU time (at most
+    :data:`QUIET_LIMIT_S`). The pool threads a parallel call leaves behind spin-wait on the
+    cores for a while: rayon's and numba's OpenMP ones for a few ms, OpenBLAS's for about
+    105 ms on the 2-core Xeon VM (about 10 ms on an earlier EPYC), so a fixed 50 ms slowed
+    whatever row came after a numpy row by up to 5x there."""
+    time.sleep(SETTLE_S)
+    deadline = time.perf_counter() + QUIET_LIMIT_S
+    while time.perf_counter() < deadline:
+        before = _cpu_s()
+        time.sleep(QUIET_S)
+        if _cpu_s() - before < QUIET_S / 10:
+            return
 
 
 def _settled(f: Callable[[], Any]) -> float:
-    """Seconds of one call of ``f`` as a user calling it repeatedly sees it: after
-    :data:`SETTLE_S` idle (the other side's threads have stopped spinning) and one untimed
-    call (``f``'s own threads are awake, its buffers kept)."""
-    time.sleep(SETTLE_S)
+    """Seconds of one call of ``f`` as a user calling it repeatedly sees it: once the process
+    is quiet (:func:`_quiesce`: the other side's threads have stopped spinning) and after
+    one untimed call (``f``'s own threads are awake, its buffers kept)."""
+    _quiesce()
     f()
     return _timed(f)[0]
 
