@@ -76,7 +76,7 @@ pub(super) fn no_rows(p: usize) -> Error {
 /// Checks optional (`n`,) weights; returns their float64 sum (`n` without weights).
 /// (float32 weights, or float64 ones of float64 scores: each is checked as its float64
 /// value, which has the float32 one's finiteness and sign.)
-pub(super) fn check_weights<T: Copy + std::fmt::Display + Into<f64>>(
+pub(super) fn check_weights<T: Copy + Sync + std::fmt::Display + Into<f64>>(
     weights: Option<&[T]>,
     n: usize,
 ) -> Result<f64> {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::shape::{min_chunk_rows_for, TILE};
-use super::syrk_pack::Rows;
+use super::syrk_pack::{with_scratch, Rows, TILES};
 use super::syrk_tile::run_triangle;
 use crate::dtype::{as_f64, as_f64_mut, read_f64, write_f64, Dtype};
 use crate::family::Family;
@@ -150,31 +150,42 @@ impl Triangle {
             width: w,
         };
         // The upper triangle's 64 × 64 tiles of one slice (the whole chunk), then copied
-        // into the packed triangle: O(W²) against the tiles' O(n W²).
+        // into the packed triangle: O(W²) against the tiles' O(n W²). The tiles are this
+        // thread's scratch (`syrk_pack::with_scratch`), zeroed here as a fresh buffer was
+        // (a memset of data in cache, not the allocator's fresh pages).
         let (tiles, words) = (w.div_ceil(TILE).max(1), TILE * TILE);
-        let mut tiled = vec![0.0f64; tiles * (tiles + 1) / 2 * words];
-        match self.fma == FmaMode::Fused {
-            true => run_triangle::<f64, true>(level, &src, tiles, &mut tiled),
-            false => run_triangle::<f64, false>(level, &src, tiles, &mut tiled),
-        }
-        let mut packed = Vec::with_capacity(triangle(w));
-        for i in 0..w {
-            let (ti, r) = (i / TILE, i % TILE);
-            // Tile (ti, tj) is pair ti · tiles − ti (ti − 1) / 2 + tj − ti of the tiled rows.
-            let first = ti * tiles - ti * ti.saturating_sub(1) / 2;
-            for tj in ti..tiles {
-                let tile = &tiled[(first + tj - ti) * words + r * TILE..][..TILE];
-                let (from, to) = ((i.max(tj * TILE)) - tj * TILE, (w - tj * TILE).min(TILE));
-                packed.extend_from_slice(&tile[from..to]);
+        with_scratch(&TILES, tiles * (tiles + 1) / 2 * words, |tiled: &mut [f64]| {
+            tiled.fill(0.0);
+            match self.fma == FmaMode::Fused {
+                true => run_triangle::<f64, true>(level, &src, tiles, tiled),
+                false => run_triangle::<f64, false>(level, &src, tiles, tiled),
             }
+            pack_triangle(w, tiles, tiled, output);
+        });
+    }
+}
+
+/// The upper triangle of the W × W matrix held as `tiles` × `tiles` 64 × 64 tiles (`tiled`,
+/// the upper triangle's tiles row after row) packed row after row into `output`'s words.
+fn pack_triangle(w: usize, tiles: usize, tiled: &[f64], output: &mut [f32]) {
+    let words = TILE * TILE;
+    let mut packed = Vec::with_capacity(triangle(w));
+    for i in 0..w {
+        let (ti, r) = (i / TILE, i % TILE);
+        // Tile (ti, tj) is pair ti · tiles − ti (ti − 1) / 2 + tj − ti of the tiled rows.
+        let first = ti * tiles - ti * ti.saturating_sub(1) / 2;
+        for tj in ti..tiles {
+            let tile = &tiled[(first + tj - ti) * words + r * TILE..][..TILE];
+            let (from, to) = ((i.max(tj * TILE)) - tj * TILE, (w - tj * TILE).min(TILE));
+            packed.extend_from_slice(&tile[from..to]);
         }
-        match as_f64_mut(output) {
-            Some(out) => out.copy_from_slice(&packed),
-            None => packed
-                .iter()
-                .enumerate()
-                .for_each(|(k, &v)| write_f64(output, k, v)),
-        }
+    }
+    match as_f64_mut(output) {
+        Some(out) => out.copy_from_slice(&packed),
+        None => packed
+            .iter()
+            .enumerate()
+            .for_each(|(k, &v)| write_f64(output, k, v)),
     }
 }
 

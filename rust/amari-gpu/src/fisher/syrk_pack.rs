@@ -5,10 +5,40 @@
 //! (rounded to the element type, as the shaders compute `s · w`); columns past the padded
 //! width are 0. Float32 and float64 rows alike.
 
+use std::cell::Cell;
 use std::ops::Range;
+use std::thread::LocalKey;
 
 use super::shape::BLOCK;
 use crate::host::arith::Real;
+
+thread_local! {
+    /// Each thread's packed panels (`fisher::syrk_tile`), kept from chunk to chunk.
+    pub(super) static PANELS: Cell<Vec<u64>> = const { Cell::new(Vec::new()) };
+    /// Each thread's tiles of a float64 chunk (`fisher::syrk64`), kept likewise.
+    pub(super) static TILES: Cell<Vec<u64>> = const { Cell::new(Vec::new()) };
+}
+
+/// `f` given `len` values of `T` from this thread's scratch `slot` (what an earlier chunk
+/// left in them: the caller writes before it reads), grown when too short and kept for the
+/// next chunk. Fresh per chunk, the panels and tiles (megabytes a chunk, 64 chunks a call)
+/// came from the allocator zeroed on one thread or faulted in again after the heap was
+/// trimmed: a sixth of a 65,536 x 256 float64 Fisher call's CPU. A nested call with the
+/// same slot (none today) would get a buffer of its own.
+pub(super) fn with_scratch<T: bytemuck::Pod, R>(
+    slot: &'static LocalKey<Cell<Vec<u64>>>,
+    len: usize,
+    f: impl FnOnce(&mut [T]) -> R,
+) -> R {
+    let mut words = slot.take();
+    let need = (len * std::mem::size_of::<T>()).div_ceil(8);
+    if words.len() < need {
+        words.resize(need, 0);
+    }
+    let result = f(&mut bytemuck::cast_slice_mut::<u64, T>(&mut words[..need])[..len]);
+    slot.set(words);
+    result
+}
 
 /// Threads of a `fisher_rows` workgroup: row r of a slice belongs to thread r mod 64.
 pub(super) const THREADS: usize = 64;

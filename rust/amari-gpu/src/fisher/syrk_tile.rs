@@ -19,7 +19,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::shape::TILE;
-use super::syrk_pack::{pack_rows, Panels, Rows};
+use super::syrk_pack::{pack_rows, with_scratch, Panels, Rows, PANELS};
 use crate::host::arith::Real;
 use crate::host::simd::Level;
 
@@ -105,7 +105,7 @@ fn groups(tiles: usize, threads: usize) -> Vec<Vec<Unit>> {
 /// Every tile of the upper triangle of `tiles` × `tiles` tiles of the slice `src` into
 /// `out`, one E × E tile after another, row-major, tile rows (ti, ti..tiles) in order.
 /// `level` is one `Level::at_most_detected` returned.
-pub(super) fn run_triangle<T: Elem, const F: bool>(
+pub(super) fn run_triangle<T: Elem + bytemuck::Pod, const F: bool>(
     level: Level,
     src: &Rows<T>,
     tiles: usize,
@@ -138,11 +138,33 @@ pub(super) fn run_triangle<T: Elem, const F: bool>(
     // read in place, a strip's rows `width` apart alias in L1 (at W = 256 in float64 a
     // 2 KiB stride puts a block's 64 rows on a quarter of the sets), measured slower than
     // packing them. The panels are allocated once a call and every row of them written
-    // before it is read, so nothing needs zeroing.
-    let (width, whole) = (src.width, usize::from(src.width == E && tiles == 1));
+    // before it is read, so nothing needs zeroing (this thread's scratch, see
+    // `syrk_pack::with_scratch`).
+    let whole = usize::from(src.width == E && tiles == 1);
     let panel = sweep * E;
-    let mut lhs = vec![T::ZERO; tiles * panel];
-    let mut rhs = vec![T::ZERO; (tiles - whole) * panel];
+    let len = (2 * tiles - whole) * panel;
+    with_scratch(&PANELS, len, |panels: &mut [T]| {
+        let (lhs, rhs) = panels.split_at_mut(tiles * panel);
+        sweeps::<T, F>(level, src, (tiles, whole, sweep, threads, parallel), (lhs, rhs), &mut shares);
+    });
+    for (unit, piece) in shares.into_iter().flatten() {
+        if unit.ti == unit.tj {
+            zero_below_diagonal(unit.rows.clone(), piece);
+        }
+    }
+}
+
+/// The sweeps of [`run_triangle`]: each sweep's rows packed into `lhs`/`rhs` by every thread,
+/// then every thread's `shares` of the tiles continued over them.
+#[allow(clippy::type_complexity)]
+fn sweeps<T: Elem, const F: bool>(
+    level: Level,
+    src: &Rows<T>,
+    (tiles, whole, sweep, threads, parallel): (usize, usize, usize, usize, bool),
+    (lhs, rhs): (&mut [T], &mut [T]),
+    shares: &mut [Vec<(Unit, &mut [T])>],
+) {
+    let (n, width, panel) = (src.len(), src.width, sweep * E);
     // Each strip's rows packed in `parts` pieces, so that a few wide strips (or P <= 64's
     // one) still give every thread a share.
     let parts = (2 * threads).div_ceil(tiles);
@@ -170,7 +192,7 @@ pub(super) fn run_triangle<T: Elem, const F: bool>(
             true => pieces.into_par_iter().for_each(pack),
             false => pieces.into_iter().for_each(pack),
         }
-        let (lhs, rhs) = (&lhs, &rhs);
+        let (lhs, rhs) = (&*lhs, &*rhs);
         // A block of KC rows at a time through all of a thread's runs: its strips of the
         // block are read once and reused from L1/L2 by every run.
         let work = |share: &mut Vec<(Unit, &mut [T])>| {
@@ -193,11 +215,6 @@ pub(super) fn run_triangle<T: Elem, const F: bool>(
         match parallel {
             true => shares.par_iter_mut().for_each(work),
             false => shares.iter_mut().for_each(work),
-        }
-    }
-    for (unit, piece) in shares.into_iter().flatten() {
-        if unit.ti == unit.tj {
-            zero_below_diagonal(unit.rows.clone(), piece);
         }
     }
 }
