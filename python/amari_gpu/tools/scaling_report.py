@@ -7,6 +7,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +164,14 @@ def _bars(study: dict[str, Any], key: str, title: str, path: Path, reference: fl
     import matplotlib.pyplot as plt
 
     families = _families(study)
-    fig, axes = plt.subplots(len(families), 1, figsize=(11, 3.2 * len(families)), squeeze=False)
+    # Each panel's height leaves room for its tick labels, written at 60 degrees (about
+    # 0.06 in a character upright at 7 pt): device sets are named after their adapters, and
+    # a long adapter name ("Intel(R) Xeon(R) Processor") left no room in a fixed height.
+    longest = max((len(r["config"]) for r in study["rows"] if r["kind"] == "gpu"), default=0)
+    panel = 2.6 + 0.06 * longest
+    fig, axes = plt.subplots(
+        len(families), 1, figsize=(11, panel * len(families) + 0.8), squeeze=False
+    )
     for ax, family in zip(axes[:, 0], families):
         rows = [r for r in _study_rows(study, family) if r["kind"] == "gpu"]
         values = [r.get(key) or 0.0 for r in rows]
@@ -182,9 +190,9 @@ def _bars(study: dict[str, Any], key: str, title: str, path: Path, reference: fl
             ax.axhline(reference, color="#d62728", linewidth=1)
         ax.set_ylabel(key.replace("_", " "))
         ax.set_title(f"{rows[0]['problem']}", fontsize=9)
+    on = textwrap.fill(f"on {_ran_on(study)}", 140)
     fig.suptitle(
-        f"{title}\namari_gpu {study['amari_gpu_version']}, {study['date']}, on {_ran_on(study)}",
-        fontsize=10,
+        f"{title}\namari_gpu {study['amari_gpu_version']}, {study['date']}, {on}", fontsize=10
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
