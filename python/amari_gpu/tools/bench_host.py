@@ -826,8 +826,9 @@ def lines(result: dict[str, Any]) -> list[str]:
         f"python {result['python']}, numpy {result['numpy']}; peers: {peers}",
         _blas_line(result["blas"]),
         f"Host device alone (backends=['host']) against each peer, same run, "
-        f"{result['repeats']} interleaved repetitions, each call timed after "
-        f"{SETTLE_S * 1e3:.0f} ms idle and one untimed call of its own: median (min-max).",
+        f"{result['repeats']} interleaved repetitions, each call timed after at least "
+        f"{SETTLE_S * 1e3:.0f} ms idle, once the process's threads have stopped spinning, and "
+        "one untimed call of its own: median (min-max).",
         "",
         f"{'work':42} {'ours':>32} {'peer':>32} {'ratio':>7} {'target':>7}  met  peer",
     ]
