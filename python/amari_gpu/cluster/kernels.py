@@ -89,11 +89,13 @@ def _run_rows(
     axis: int = 0,
     out: np.ndarray[Any, Any] | None = None,
     dtype: str | None = None,
+    spec: tuple[tuple[int, ...], Any] | None = None,
 ) -> tuple[Any, Plan]:
     """Runs a row kernel's ``call`` over ``items`` items moving ``bytes_per_item`` (in,
     out) each, the runs' results written into place along ``axis``, on the nodes with a
-    device for ``dtype`` (see ``Job``)."""
-    assembly = Assembly(items, axis, out)
+    device for ``dtype`` (see ``Job``); ``spec``: the result's shape and dtype when known
+    before the call (the nodes on the driver's machine then write it in place)."""
+    assembly = Assembly(items, axis, out, spec)
     bytes_in, bytes_out = bytes_per_item
     job = Job(
         family,
@@ -104,6 +106,7 @@ def _run_rows(
         axis=axis,
         bytes_out_per_item=bytes_out,
         dtype=dtype,
+        out_rows=assembly.out_rows,
     )
     plan = ctx.run(job, strategy)
     return assembly.out, plan
@@ -153,7 +156,31 @@ def ga_apply(
     # than its rotor).
     width = operands[-1].shape[1]
     per_row = (_row_bytes(*[o for o, b in zip(operands, broadcast) if not b]), 4.0 * width)
-    return _run_rows(ctx, GA, items, call, per_row, strategy, out=out)
+    return _run_rows(ctx, GA, items, call, per_row, strategy, out=out, spec=_ga_result(
+        operation, signature, operands, grades, items
+    ))
+
+
+def _ga_result(
+    operation: str,
+    signature: tuple[int, int, int],
+    operands: list[Any],
+    grades: Any,
+    items: int,
+) -> tuple[tuple[int, ...], Any] | None:
+    """The shape and dtype of ``ga_apply``'s result (one row of values per item: one for
+    a scalar product, a sandwich's named blades, else the algebra's blades), known for
+    float32 and float64 operands (None for others)."""
+    dtype = operands[0].dtype
+    if dtype not in (np.float32, np.float64):
+        return None
+    if operation == "scalar_product":
+        width = 1
+    elif isinstance(grades, tuple):
+        width = len(grades)
+    else:
+        width = 1 << sum(signature)
+    return (items, width), dtype
 
 
 def _batched_rows(

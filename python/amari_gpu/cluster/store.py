@@ -15,6 +15,8 @@ import ray
 
 from .. import _native
 from ..errors import InvalidArgumentError
+from . import shared
+from .shared import Pool, Segment, SharedRows
 
 INLINE_BYTES = 64 << 10
 """Arrays up to this size travel inside the actor call (Ray inlines small arguments), which
@@ -53,17 +55,49 @@ def put_all(arrays: list[Any]) -> list[Any]:
 
 
 class Assembly:
-    """The call's output: the caller's ``out`` (checked by the family method), else
-    allocated when the first run's result shows its dtype and trailing shape; each run's
-    rows written straight into place along ``axis``."""
+    """The call's output: the caller's ``out`` (checked by the family method), else, when
+    ``spec`` (the result's shape and dtype) is known and a node shares the driver's
+    machine, lent from the driver's shared memory for the nodes to write in place (see
+    :meth:`out_rows`), else allocated when the first run's result shows its dtype and
+    trailing shape; each run's rows written straight into place along ``axis``."""
 
-    def __init__(self, items: int, axis: int = 0, out: np.ndarray[Any, Any] | None = None) -> None:
+    def __init__(
+        self,
+        items: int,
+        axis: int = 0,
+        out: np.ndarray[Any, Any] | None = None,
+        spec: tuple[tuple[int, ...], Any] | None = None,
+    ) -> None:
         self.items = items
         self.axis = axis
         self.out = out
+        self.spec = spec if out is None and axis == 0 else None
+        self.segment: Segment | None = None
+
+    def out_rows(self, pool: Pool, start: int, stop: int) -> tuple[Segment, SharedRows] | None:
+        """The rows ``start..stop`` of the output in shared memory (the output lent from
+        ``pool`` on the first call), or None when the output is not there: the caller's
+        ``out``, an unknown shape, an output allocated from a result already, one too small
+        to gain from it, or too many lent."""
+        if self.spec is None:
+            return None
+        shape, dtype = self.spec
+        size = np.dtype(dtype).itemsize
+        row_bytes = size * math.prod(shape[1:])
+        if self.segment is None:
+            nbytes = row_bytes * shape[0]
+            if self.out is not None or nbytes < shared.MIN_BYTES or not pool.can_lend():
+                return None
+            self.segment = pool.take(nbytes)
+            self.out = pool.lend(self.segment, shape, dtype)
+        rows = self.segment.rows(start * row_bytes, (stop - start, *shape[1:]), dtype)
+        return self.segment, rows
 
     def take(self, _chunk: int, start: int, stop: int, result: Any) -> None:
         part = result[0]
+        if part is None:
+            # Written in place by the node (see ``out_rows``).
+            return
         if self.out is None:
             shape = list(part.shape)
             shape[self.axis] = self.items
