@@ -156,9 +156,16 @@ def ga_apply(
     # than its rotor).
     width = operands[-1].shape[1]
     per_row = (_row_bytes(*[o for o, b in zip(operands, broadcast) if not b]), 4.0 * width)
-    return _run_rows(ctx, GA, items, call, per_row, strategy, out=out, spec=_ga_result(
-        operation, signature, operands, grades, items
-    ))
+    return _run_rows(
+        ctx,
+        GA,
+        items,
+        call,
+        per_row,
+        strategy,
+        out=out,
+        spec=_ga_result(operation, signature, operands, grades, items),
+    )
 
 
 def _ga_result(

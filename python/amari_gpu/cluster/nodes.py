@@ -252,9 +252,7 @@ class RayNodes:
                 "bytes_sent": n.bytes_sent,
                 "bytes_received": n.bytes_received,
                 "bytes_shared": n.bytes_shared,
-                "transport": "shared_memory"
-                if n.info.get("shared_memory")
-                else "object_store",
+                "transport": "shared_memory" if n.info.get("shared_memory") else "object_store",
                 "busy_s": n.busy_s,
                 "devices": answers.get(n.index, []),
             }

@@ -129,9 +129,7 @@ class Segment:
         os.close(self.fd)
 
 
-def _view(
-    buffer: Any, offset: int, shape: tuple[int, ...], dtype: Any
-) -> np.ndarray[Any, Any]:
+def _view(buffer: Any, offset: int, shape: tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
     dt = np.dtype(dtype)
     n = 1
     for s in shape:
@@ -199,7 +197,8 @@ class Pool:
         n = 1
         for s in shape:
             n *= s
-        return holder[: n * dt.itemsize].view(dt).reshape(shape)
+        lent: np.ndarray[Any, Any] = holder[: n * dt.itemsize].view(dt).reshape(shape)
+        return lent
 
     def _returned(self, segment: Segment) -> None:
         with self._lock:
