@@ -15,7 +15,7 @@ import _cluster_helpers as helpers
 import amari_gpu as ag
 import numpy as np
 import pytest
-from _fisher_helpers import random_scores
+from _fisher_helpers import random_probs, random_scores
 from _tropical_helpers import random_operand
 from amari_gpu.cluster import shared
 from cl3 import random_batch
@@ -151,3 +151,40 @@ def test_a_node_that_fails_the_probe_keeps_the_object_store(
         assert sum(s["bytes_shared"] for s in rc.stats()) == 0
     with pytest.raises(ag.InvalidArgumentError, match=r"node\(s\) \[0, 1, 2\] cannot open"):
         open_with(monkeypatch, "shared_memory")
+
+
+def test_every_row_family_writes_its_result_in_place(
+    cluster: Any, local: ag.MultiGpuContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Categorical and Gaussian Fisher matrices, tropical products batched (split by batch
+    entries) and single (split by rows of ``a``, the result's second axis), float32 and
+    float64: the nodes write their rows of the result into the caller's array."""
+    rng = np.random.default_rng(51)
+    probs = random_probs(40_000, 12, seed=52)
+    mean = rng.standard_normal((30_000, 4), dtype=np.float32)
+    var = rng.random((30_000, 4), dtype=np.float32) + np.float32(0.5)
+    single = random_operand(rng, (50_000, 24), 0.05)
+    batched = random_operand(rng, (6, 9_000, 24), 0.05)
+    b = random_operand(rng, (24, 16), 0.05)
+    batched_b = random_operand(rng, (6, 24, 16), 0.05)
+    x = random_operand(rng, (24,), 0.05)
+    with open_with(monkeypatch, "shared_memory", strategy="balanced") as rc:
+        calls = [
+            ("fisher_categorical", (probs,)),
+            ("fisher_categorical", (probs.astype(np.float64),)),
+            ("fisher_gaussian", (mean, var)),
+            ("tropical_matmul", (single, b)),
+            ("tropical_matmul", (batched, batched_b)),
+            ("tropical_matmul", (single.astype(np.float64), b.astype(np.float64))),
+            ("tropical_matvec", (single, x)),
+        ]
+        for name, args in calls:
+            want = getattr(local, name)(*args)
+            before = sum(s["bytes_shared"] for s in rc.stats())
+            got = getattr(rc, name)(*args)
+            assert got.dtype == want.dtype and got.shape == want.shape, name
+            assert got.tobytes() == want.tobytes(), name
+            moved = sum(s["bytes_shared"] for s in rc.stats()) - before
+            # The matvec's result (one value per row) is under MIN_BYTES: the store's.
+            if name != "tropical_matvec":
+                assert moved >= want.nbytes, name

@@ -112,6 +112,12 @@ def _run_rows(
     return assembly.out, plan
 
 
+def _known(shape: tuple[int, ...], dtype: Any) -> tuple[tuple[int, ...], Any] | None:
+    """A result's shape and dtype for ``_run_rows`` (its ``spec``), when its dtype is one the
+    kernels write as they compute it (float32, float64)."""
+    return (shape, np.dtype(dtype)) if dtype in (np.float32, np.float64) else None
+
+
 def _dtype(array: np.ndarray[Any, Any]) -> str | None:
     """The dtype a call on ``array`` computes in, for ``Job``: None for float32 (every device
     computes in it), else its name (float64: the nodes with a device for it)."""
@@ -178,16 +184,13 @@ def _ga_result(
     """The shape and dtype of ``ga_apply``'s result (one row of values per item: one for
     a scalar product, a sandwich's named blades, else the algebra's blades), known for
     float32 and float64 operands (None for others)."""
-    dtype = operands[0].dtype
-    if dtype not in (np.float32, np.float64):
-        return None
     if operation == "scalar_product":
         width = 1
     elif isinstance(grades, tuple):
         width = len(grades)
     else:
         width = 1 << sum(signature)
-    return (items, width), dtype
+    return _known((items, width), operands[0].dtype)
 
 
 def _batched_rows(
@@ -240,8 +243,19 @@ def _tropical(
         return kernel, (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
 
     per_item = (a3.nbytes / max(items, 1), out_bytes(a3, other3) / max(items, 1))
+    # (batch, m, n) for a matmul (b's last axis), (batch, m) for a matvec; in a's dtype.
+    shape = a3.shape[:2] + (other3.shape[-1:] if kernel == "tropical_matmul" else ())
     result, plan = _run_rows(
-        ctx, TROPICAL, items, call, per_item, strategy, axis, out3, _dtype(other)
+        ctx,
+        TROPICAL,
+        items,
+        call,
+        per_item,
+        strategy,
+        axis,
+        out3,
+        _dtype(other),
+        _known(shape, a3.dtype),
     )
     return (result if a.ndim == 3 else result[0]), plan
 
@@ -366,8 +380,17 @@ def fisher_categorical(
 
     k = values.shape[1]
     per_row = (_row_bytes(values), float(values.itemsize * k * k))
+    spec = _known((len(values), k, k), values.dtype) if values.ndim == 2 else None
     return _run_rows(
-        ctx, INFORMATION, len(values), call, per_row, strategy, out=out, dtype=_dtype(values)
+        ctx,
+        INFORMATION,
+        len(values),
+        call,
+        per_row,
+        strategy,
+        out=out,
+        dtype=_dtype(values),
+        spec=spec,
     )
 
 
@@ -393,8 +416,17 @@ def fisher_gaussian(
 
     d = mean.shape[1]
     per_row = (_row_bytes(mean, var), float(4 * mean.itemsize * d * d))
+    spec = _known((len(mean), 2 * d, 2 * d), mean.dtype) if mean.ndim == 2 else None
     return _run_rows(
-        ctx, INFORMATION, len(mean), call, per_row, strategy, out=out, dtype=_dtype(mean)
+        ctx,
+        INFORMATION,
+        len(mean),
+        call,
+        per_row,
+        strategy,
+        out=out,
+        dtype=_dtype(mean),
+        spec=spec,
     )
 
 

@@ -71,7 +71,9 @@ class Assembly:
         self.items = items
         self.axis = axis
         self.out = out
-        self.spec = spec if out is None and axis == 0 else None
+        # Rows along ``axis`` are one run of memory when every axis before it has one entry.
+        whole = spec is not None and math.prod(spec[0][:axis]) == 1
+        self.spec = spec if out is None and whole else None
         self.segment: Segment | None = None
 
     def out_rows(self, pool: Pool, start: int, stop: int) -> tuple[Segment, SharedRows] | None:
@@ -82,15 +84,16 @@ class Assembly:
         if self.spec is None:
             return None
         shape, dtype = self.spec
-        size = np.dtype(dtype).itemsize
-        row_bytes = size * math.prod(shape[1:])
+        row_bytes = np.dtype(dtype).itemsize * math.prod(shape[self.axis + 1 :])
         if self.segment is None:
-            nbytes = row_bytes * shape[0]
+            nbytes = row_bytes * shape[self.axis]
             if self.out is not None or nbytes < shared.MIN_BYTES or not pool.can_lend():
                 return None
             self.segment = pool.take(nbytes)
             self.out = pool.lend(self.segment, shape, dtype)
-        rows = self.segment.rows(start * row_bytes, (stop - start, *shape[1:]), dtype)
+        part = list(shape)
+        part[self.axis] = stop - start
+        rows = self.segment.rows(start * row_bytes, tuple(part), dtype)
         return self.segment, rows
 
     def take(self, _chunk: int, start: int, stop: int, result: Any) -> None:
