@@ -188,3 +188,36 @@ def test_every_row_family_writes_its_result_in_place(
             # The matvec's result (one value per row) is under MIN_BYTES: the store's.
             if name != "tropical_matvec":
                 assert moved >= want.nbytes, name
+
+
+def test_a_chain_reads_the_last_result_where_it_is(
+    cluster: Any, local: ag.MultiGpuContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A result of the context (or a view of its rows) as an operand of the next call is
+    read by the nodes in place: only the other operand is copied into shared memory."""
+    a, b = random_batch(ROWS, seed=61)
+    want_ab = local.geometric_product(a, b)
+    want = local.geometric_product(want_ab, b)
+    copied: list[int] = []
+    copy_into = shared.copy_into
+
+    def counted(segment: shared.Segment, offset: int, array: Any) -> None:
+        copied.append(array.nbytes)
+        copy_into(segment, offset, array)
+
+    monkeypatch.setattr(shared, "copy_into", counted)
+    # Every run's rows through shared memory, however few.
+    monkeypatch.setattr(shared, "MIN_BYTES", 0)
+    with open_with(monkeypatch, "shared_memory", strategy="balanced") as rc:
+        ab = rc.geometric_product(a, b)
+        assert sum(copied) == a.nbytes + b.nbytes
+        copied.clear()
+        assert np.array_equal(rc.geometric_product(ab, b), want)
+        assert sum(copied) == b.nbytes
+        copied.clear()
+        # Rows of it: a view in the middle of the segment.
+        half = ROWS // 2
+        got = rc.geometric_product(ab[half:], b[half:])
+        assert np.array_equal(got, want[half:])
+        assert sum(copied) == b[half:].nbytes
+        assert np.array_equal(ab, want_ab)

@@ -425,6 +425,17 @@ class _Call:
             refs.append(array)
             nbytes += int(array.nbytes)
         shared_in = shared_out = 0
+        if pool is not None:
+            # An operand that is a lent result (a chain of calls) is read where it is.
+            copied = []
+            for at, array in rows:
+                held = pool.holding(array)
+                if held is None:
+                    copied.append((at, array))
+                    continue
+                refs[at] = held[0].rows(held[1], array.shape, array.dtype)
+                shared_in += int(array.nbytes)
+            rows = copied
         if rows:
             assert pool is not None
             segment = pool.take(sum(shared.aligned(a.nbytes) for _, a in rows))

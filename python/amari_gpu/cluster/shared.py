@@ -106,6 +106,10 @@ class Segment:
             os.close(self.fd)
             raise
         self.size = size
+        probe = np.frombuffer(self.map, dtype=np.uint8)
+        self.address = int(probe.ctypes.data)
+        """Where the driver's mapping starts (an array there is in the segment)."""
+        del probe
         self.id = next(_ids)
         self.path = f"/proc/{os.getpid()}/fd/{self.fd}"
         self.tainted = False
@@ -148,7 +152,7 @@ class Pool:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._free: list[Segment] = []
-        self._lent = 0
+        self._lent: dict[int, Segment] = {}
         self.closed_ids: list[int] = []
         self.closed = False
 
@@ -181,7 +185,20 @@ class Pool:
         self.closed_ids.append(segment.id)
 
     def can_lend(self) -> bool:
-        return self._lent < MAX_LENT and not self.closed
+        return len(self._lent) < MAX_LENT and not self.closed
+
+    def holding(self, array: np.ndarray[Any, Any]) -> tuple[Segment, int] | None:
+        """The lent segment a C-contiguous ``array`` lies in (a result of an earlier call,
+        or a view of one: a node reads it where it is) and its offset there, else None."""
+        if not array.flags.c_contiguous or not array.nbytes:
+            return None
+        start = int(array.ctypes.data)
+        with self._lock:
+            for segment in self._lent.values():
+                offset = start - segment.address
+                if 0 <= offset and offset + array.nbytes <= segment.size:
+                    return segment, offset
+        return None
 
     def lend(self, segment: Segment, shape: tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
         """The caller's array of ``shape`` and ``dtype`` at the start of ``segment``: a
@@ -192,7 +209,7 @@ class Pool:
         # before the mapping), so the finalizer runs when the caller holds none of them.
         weakref.finalize(holder, self._returned, segment)
         with self._lock:
-            self._lent += 1
+            self._lent[segment.id] = segment
         dt = np.dtype(dtype)
         n = 1
         for s in shape:
@@ -202,7 +219,7 @@ class Pool:
 
     def _returned(self, segment: Segment) -> None:
         with self._lock:
-            self._lent -= 1
+            self._lent.pop(segment.id, None)
         self.give(segment)
 
     def close(self) -> None:
