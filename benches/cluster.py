@@ -322,6 +322,35 @@ def _shared_stages(rc: ag.RayContext, items: int, repeats: int) -> None:
     print(f"    {'all stages':<34} {_text(total)}")
 
 
+def _chain(rc: ag.RayContext, ctx: ag.MultiGpuContext, items: int, repeats: int) -> None:
+    """A chain: each context's last result as the next call's first operand (through shared
+    memory the nodes read it where it is, so only the other operand is copied); rounds
+    alternate as in :func:`_compare`."""
+    rng = np.random.default_rng(items + 2)
+    a = rng.standard_normal((items, 8), dtype=np.float32)
+    b = rng.standard_normal((items, 8), dtype=np.float32)
+    mine, theirs = ctx.geometric_product(a, b), rc.geometric_product(a, b)
+    node = rc._native.healthy()[0].actor
+    local_s: list[float] = []
+    ray_s: list[float] = []
+    local_cpu: list[float] = []
+    ray_cpu: list[float] = []
+    for i in range(WARM_CALLS + repeats):
+        wall, cpu, _ = _timed(lambda: ctx.geometric_product(mine, b), None)
+        if i >= WARM_CALLS:
+            local_s.append(wall)
+            local_cpu.append(cpu)
+        wall, cpu, on_node = _timed(lambda: rc.geometric_product(theirs, b), node)
+        if i >= WARM_CALLS:
+            ray_s.append(wall)
+            ray_cpu.append(cpu + on_node)
+    print("  a chain, the last result as the next call's operand (through shared memory):")
+    print(f"    MultiGpuContext {_text(local_s)}   RayContext {_text(ray_s)}")
+    wall = statistics.median(ray_s) / statistics.median(local_s)
+    cpu = statistics.median(ray_cpu) / statistics.median(local_cpu)
+    print(f"    ratio {wall:.2f}, CPU per call ratio {cpu:.2f}")
+
+
 def _resident(rc: ag.RayContext, ctx: ag.MultiGpuContext, items: int, repeats: int) -> None:
     """The same product with operands and result held on the devices (``asarray``): a
     cluster array's shards on the node against a local DeviceArray's, nothing but the call
@@ -420,6 +449,8 @@ def main() -> int:
             _stages(rc, large, args.repeats)
             _use(rc, transports[0])
             _shared_stages(rc, large, args.repeats)
+            if node_shares(rc):
+                _chain(rc, ctx, large, args.repeats)
             _resident(rc, ctx, large, args.repeats)
             big_r = big["object_store"]
             _model(node, big["local"], big_r, small["object_store"] - small["local"], large)
