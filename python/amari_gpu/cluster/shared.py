@@ -150,7 +150,9 @@ class Pool:
     to callers as results, and the ids of those closed since (which the nodes drop)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: a result's finalizer gives its segment back from wherever the garbage
+        # collector runs, which may be inside this pool's own methods.
+        self._lock = threading.RLock()
         self._free: list[Segment] = []
         self._lent: dict[int, Segment] = {}
         self.closed_ids: list[int] = []
@@ -160,11 +162,12 @@ class Pool:
         """A free segment of at least ``size`` bytes (the smallest, if not much larger),
         else a new one."""
         with self._lock:
-            fits = [s for s in self._free if size <= s.size <= size + size // 4 + (2 << 20)]
+            fits = [s for s in list(self._free) if size <= s.size <= size + size // 4 + (2 << 20)]
             if fits:
                 best = min(fits, key=lambda s: s.size)
-                self._free.remove(best)
-                return best
+                if best in self._free:
+                    self._free.remove(best)
+                    return best
         # Sizes rounded up so that calls of nearly one size share segments (and an empty
         # array still has a segment to map).
         return Segment(max(-(-size // (1 << 20)), 1) * (1 << 20))
@@ -194,7 +197,7 @@ class Pool:
             return None
         start = int(array.ctypes.data)
         with self._lock:
-            for segment in self._lent.values():
+            for segment in list(self._lent.values()):
                 offset = start - segment.address
                 if 0 <= offset and offset + array.nbytes <= segment.size:
                     return segment, offset
