@@ -70,8 +70,10 @@ def test_both_transports_give_one_contexts_bits(
         if transport == "object_store":
             assert through_shared == 0
         else:
-            assert through_shared >= a.nbytes + b.nbytes + want.nbytes
             assert through_shared <= moved
+            # The product's operands and result, and the tropical product's result (the
+            # other operands' runs may be under shared.MIN_BYTES on a node).
+            assert through_shared >= a.nbytes + b.nbytes + want.nbytes + tropical.nbytes
         del got
 
 
@@ -114,10 +116,30 @@ def test_a_callers_out_and_bad_input(
 ) -> None:
     a, b = random_batch(ROWS, seed=31)
     want = local.geometric_product(a, b)
+    from amari_gpu.cluster import store
+
+    placed: list[int] = []
+    place = store.place
+
+    def counted(dst: Any, src: Any) -> None:
+        placed.append(dst.nbytes)
+        place(dst, src)
+
+    monkeypatch.setattr(store, "place", counted)
     with open_with(monkeypatch, "shared_memory") as rc:
+        # A numpy out: the nodes write a segment of the pool, copied into it run by run.
         out = np.zeros_like(want)
+        before = sum(s["bytes_shared"] for s in rc.stats())
         assert rc.geometric_product(a, b, out=out) is out
         assert np.array_equal(out, want)
+        assert sum(s["bytes_shared"] for s in rc.stats()) - before >= 2 * a.nbytes + want.nbytes
+        assert sum(placed) == want.nbytes
+        # An earlier result as out: written where it is, nothing copied.
+        placed.clear()
+        held = rc.geometric_product(b, a)
+        assert np.array_equal(rc.geometric_product(a, b, out=held), want)
+        assert placed == []
+        assert np.array_equal(held, want)
         with pytest.raises(ag.ShapeError) as cluster_error:
             rc.geometric_product(a, b[:-1])
         with pytest.raises(ag.ShapeError) as local_error:
@@ -168,6 +190,16 @@ def test_every_row_family_writes_its_result_in_place(
     b = random_operand(rng, (24, 16), 0.05)
     batched_b = random_operand(rng, (6, 24, 16), 0.05)
     x = random_operand(rng, (24,), 0.05)
+    from amari_gpu.cluster import store
+
+    placed: list[int] = []
+    place = store.place
+
+    def counted(dst: Any, src: Any) -> None:
+        placed.append(dst.nbytes)
+        place(dst, src)
+
+    monkeypatch.setattr(store, "place", counted)
     with open_with(monkeypatch, "shared_memory", strategy="balanced") as rc:
         calls = [
             ("fisher_categorical", (probs,)),
@@ -185,9 +217,13 @@ def test_every_row_family_writes_its_result_in_place(
             assert got.dtype == want.dtype and got.shape == want.shape, name
             assert got.tobytes() == want.tobytes(), name
             moved = sum(s["bytes_shared"] for s in rc.stats()) - before
-            # The matvec's result (one value per row) is under MIN_BYTES: the store's.
+            # The matvec's result (one value per row) is under MIN_BYTES: the store's,
+            # copied into place.
             if name != "tropical_matvec":
-                assert moved >= want.nbytes, name
+                assert moved >= want.nbytes and placed == [], name
+            else:
+                assert sum(placed) == want.nbytes, name
+            placed.clear()
 
 
 def test_a_chain_reads_the_last_result_where_it_is(

@@ -109,10 +109,11 @@ class Job:
     shader: bool = False
     """Whether the call runs WGSL (``map_rows``): the host CPU device, which cannot, does
     not count as a device for ``dtype``."""
-    out_rows: Callable[[Pool, int, int], tuple[Segment, SharedRows] | None] | None = None
+    out_rows: Callable[[Pool, int, int], tuple[Segment, SharedRows, bool] | None] | None = None
     """For a node on the driver's machine: the rows ``start..stop`` of the call's result
-    in shared memory, which the node's native call writes as its ``out`` (None: its
-    result comes back through the object store)."""
+    in shared memory, which the node's native call writes as its ``out``, in a segment
+    that goes back to the pool after the call or not (None: its result comes back through
+    the object store)."""
 
 
 def computes(info: dict[str, Any], dtype: str | None, shader: bool = False) -> bool:
@@ -285,9 +286,10 @@ class _Call:
         # Arrays every message binds whole, put in the store once (kept with their array,
         # so an id cannot be reused within the call).
         self.puts: dict[int, tuple[Any, Any]] = {}
-        # The shared memory the call's messages use: segments of operands (back to the
-        # pool when the call ends) and of the result (lent to the caller); a node failing,
-        # or the call ending early, taints them all (see ``shared.py``).
+        # The shared memory the call's messages use: segments of operands and of rows for
+        # a caller's ``out`` (back to the pool when the call ends), and of the result (lent
+        # to the caller); a node failing, or the call ending early, taints them all (see
+        # ``shared.py``).
         self.operand_segments: list[Segment] = []
         self.result_segments: list[Segment] = []
         self.faulted = False
@@ -454,9 +456,10 @@ class _Call:
         if pool is not None:
             placed = None if self.job.out_rows is None else self.job.out_rows(pool, start, stop)
             if placed is not None:
-                segment, out = placed
-                if segment not in self.result_segments:
-                    self.result_segments.append(segment)
+                segment, out, back = placed
+                kept = self.operand_segments if back else self.result_segments
+                if segment not in kept:
+                    kept.append(segment)
                 options["out"] = out
                 shared_out = out.nbytes
             if node.told < len(pool.closed_ids):
