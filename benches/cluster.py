@@ -1,8 +1,10 @@
 """RayContext against MultiGpuContext on the same devices: per-call overhead for a small and
-a large geometric-algebra call, where a large call's time goes by stage, the same large call
-on arrays held by the devices (cluster arrays against local DeviceArrays), the transfer rate
-through Ray's object store, and what the efficiency model predicts for N real nodes from
-those measured figures.
+a large geometric-algebra call through each transport (the driver's shared memory, which a
+node on its machine uses, and Ray's object store, forced on the same node), where a large
+call's time goes by stage on each, a chain's call (the last result as an operand), the same
+large call on arrays held by the devices (cluster arrays against local DeviceArrays), the
+transfer rate through Ray's object store, and what the efficiency model predicts for N real
+nodes from those measured figures.
 
 Starts a one-node Ray cluster on this machine (loopback only, temporary files in a private
 directory) whose node offers the ``amari_gpu`` resource, so the RayContext's only node runs

@@ -8,6 +8,7 @@ memory (every array of a message there, however small), and leaves no segment be
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,6 +46,8 @@ def transport(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     yield request.param
     gc.collect()
     assert helpers.segments() == before
+    # Nor any named shared memory of the package's (its segments have no name).
+    assert not [n for n in os.listdir("/dev/shm") if "amari" in n]
 
 
 def test_a_node_killed_mid_call(cluster: Any, local: ag.MultiGpuContext) -> None:
