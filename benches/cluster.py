@@ -1,8 +1,10 @@
 """RayContext against MultiGpuContext on the same devices: per-call overhead for a small and
-a large geometric-algebra call, where a large call's time goes by stage, the same large call
-on arrays held by the devices (cluster arrays against local DeviceArrays), the transfer rate
-through Ray's object store, and what the efficiency model predicts for N real nodes from
-those measured figures.
+a large geometric-algebra call through each transport (the driver's shared memory, which a
+node on its machine uses, and Ray's object store, forced on the same node), where a large
+call's time goes by stage on each, a chain's call (the last result as an operand), the same
+large call on arrays held by the devices (cluster arrays against local DeviceArrays), the
+transfer rate through Ray's object store, and what the efficiency model predicts for N real
+nodes from those measured figures.
 
 Starts a one-node Ray cluster on this machine (loopback only, temporary files in a private
 directory) whose node offers the ``amari_gpu`` resource, so the RayContext's only node runs
@@ -87,57 +89,91 @@ def _text(values: list[float]) -> str:
     )
 
 
+def _use(rc: ag.RayContext, transport: str) -> None:
+    """Makes ``rc``'s nodes take ``transport`` (``shared_memory`` only for the nodes that
+    passed the probe when it opened): both paths measured on one node in one run."""
+    for node in rc._native.nodes:
+        if transport == "object_store":
+            node.info.setdefault("probed", node.info["shared_memory"])
+            node.info["shared_memory"] = False
+        else:
+            node.info["shared_memory"] = node.info.get("probed", node.info["shared_memory"])
+
+
 def _compare(
-    label: str, rc: ag.RayContext, ctx: ag.MultiGpuContext, items: int, repeats: int
-) -> tuple[float, float]:
+    label: str,
+    rc: ag.RayContext,
+    ctx: ag.MultiGpuContext,
+    items: int,
+    repeats: int,
+    transports: list[str],
+) -> dict[str, float]:
+    """Rounds alternating the local call and the RayContext's call through each of
+    ``transports``; the median wall seconds per call of each (``local``: the local one)."""
     rng = np.random.default_rng(items)
     a = rng.standard_normal((items, 8), dtype=np.float32)
     b = rng.standard_normal((items, 8), dtype=np.float32)
     want = ctx.geometric_product(a, b)
-    got = rc.geometric_product(a, b)
-    assert np.array_equal(got, want), "RayContext and MultiGpuContext disagree"
-    del got
+    for transport in transports:
+        _use(rc, transport)
+        got = rc.geometric_product(a, b)
+        assert np.array_equal(got, want), f"RayContext ({transport}) and MultiGpuContext disagree"
+        del got
     # Warm both (pipelines, buffer pools, and every page of the object store mapped into
-    # the driver and the node: a call's objects take store memory the last ones did not).
+    # the driver and the node: a call's objects take store memory the last ones did not;
+    # the shared memory's segments made and mapped on both sides).
     for _ in range(WARM_CALLS):
         ctx.geometric_product(a, b)
-        rc.geometric_product(a, b)
+        for transport in transports:
+            _use(rc, transport)
+            rc.geometric_product(a, b)
     node = rc._native.healthy()[0].actor
-    ray_s: list[float] = []
     local_s: list[float] = []
     # CPU seconds per call: the local context's (this process), and the RayContext's in
-    # this process (puts, the copy into place, Ray's driver) and on the node.
+    # this process (puts or copies into shared memory, the copy into place, Ray's driver)
+    # and on the node.
     local_cpu: list[float] = []
-    ray_cpu: list[tuple[float, float]] = []
+    ray_s: dict[str, list[float]] = {t: [] for t in transports}
+    ray_cpu: dict[str, list[tuple[float, float]]] = {t: [] for t in transports}
     for _ in range(repeats):
         wall, cpu, _ = _timed(lambda: ctx.geometric_product(a, b), None)
         local_s.append(wall)
         local_cpu.append(cpu)
-        wall, cpu, on_node = _timed(lambda: rc.geometric_product(a, b), node)
-        ray_s.append(wall)
-        ray_cpu.append((cpu, on_node))
-    r, m = statistics.median(ray_s), statistics.median(local_s)
-    before, sent = _moved(rc), _messages(rc)
-    rc.geometric_product(a, b)
-    moved, messages = _moved(rc) - before, _messages(rc) - sent
-    print(f"{label:>22}  MultiGpuContext {_text(local_s)}   RayContext {_text(ray_s)}")
-    print(
-        f"{'':>22}  ratio {r / m:.2f}, Ray's cost per call {(r - m) * 1e3:+.2f} ms, "
-        f"{moved / 2**20:.1f} MiB through the object store per call "
-        f"(operands {(a.nbytes + b.nbytes) / 2**20:.1f} MiB, "
-        f"result {want.nbytes / 2**20:.1f} MiB), {messages} actor calls"
-    )
-    driver = statistics.median(c for c, _ in ray_cpu)
-    # The node's figure is read in the kernel's clock ticks: its mean is the steadier one.
-    on_node = statistics.mean(n for _, n in ray_cpu)
+        for transport in transports:
+            _use(rc, transport)
+            wall, cpu, on_node = _timed(lambda: rc.geometric_product(a, b), node)
+            ray_s[transport].append(wall)
+            ray_cpu[transport].append((cpu, on_node))
+    m = statistics.median(local_s)
     local = statistics.median(local_cpu)
-    print(
-        f"{'':>22}  CPU per call: MultiGpuContext {local * 1e3:.1f} ms, RayContext "
-        f"{(driver + on_node) * 1e3:.1f} ms (driver {driver * 1e3:.1f} + node "
-        f"{on_node * 1e3:.1f}; Ray's store process not counted), ratio "
-        f"{(driver + on_node) / local:.2f}"
-    )
-    return r, m
+    print(f"{label:>22}  MultiGpuContext {_text(local_s)}")
+    print(f"{'':>22}    CPU per call {local * 1e3:.1f} ms")
+    medians = {"local": m}
+    for transport in transports:
+        _use(rc, transport)
+        r = medians[transport] = statistics.median(ray_s[transport])
+        before, shared, sent = _moved(rc), _shared(rc), _messages(rc)
+        rc.geometric_product(a, b)
+        moved, messages = _moved(rc) - before, _messages(rc) - sent
+        through_shared = _shared(rc) - shared
+        print(f"{'':>22}  RayContext ({transport}) {_text(ray_s[transport])}")
+        print(
+            f"{'':>22}    ratio {r / m:.2f}, Ray's cost per call {(r - m) * 1e3:+.2f} ms, "
+            f"{(moved - through_shared) / 2**20:.1f} MiB through the object store and "
+            f"{through_shared / 2**20:.1f} MiB through shared memory per call "
+            f"(operands {(a.nbytes + b.nbytes) / 2**20:.1f} MiB, "
+            f"result {want.nbytes / 2**20:.1f} MiB), {messages} actor calls"
+        )
+        driver = statistics.median(c for c, _ in ray_cpu[transport])
+        # The node's figure is read in the kernel's clock ticks: its mean is the steadier.
+        on_node = statistics.mean(n for _, n in ray_cpu[transport])
+        print(
+            f"{'':>22}    CPU per call {(driver + on_node) * 1e3:.1f} ms (driver "
+            f"{driver * 1e3:.1f} + node {on_node * 1e3:.1f}; Ray's store process not "
+            f"counted), ratio {(driver + on_node) / local:.2f}"
+        )
+    _use(rc, transports[0])
+    return medians
 
 
 def _load() -> str:
@@ -152,6 +188,11 @@ def _messages(rc: ag.RayContext) -> int:
 def _moved(rc: ag.RayContext) -> int:
     """Bytes the driver sent to and received from the nodes so far."""
     return sum(s["bytes_sent"] + s["bytes_received"] for s in rc.stats())
+
+
+def _shared(rc: ag.RayContext) -> int:
+    """The part of :func:`_moved` that went through the driver's shared memory."""
+    return sum(s["bytes_shared"] for s in rc.stats())
 
 
 STAGES = (
@@ -214,6 +255,102 @@ def _stages(rc: ag.RayContext, items: int, repeats: int) -> None:
         print(f"    {label:<34} {_text(times[key])}")
     print(f"    {'all stages':<34} {_text(total)}")
     print(f"    the node read its operands without a copy: {'yes' if borrowed else 'NO'}")
+
+
+SHARED_STAGES = (
+    ("operands copied into shared memory", "copy"),
+    ("actor call submitted", "submit"),
+    ("call reaches the node", "read"),
+    ("node computes into the result", "compute"),
+    ("reply back to the driver", "back"),
+    ("driver's ray.get of the reply", "get"),
+)
+
+
+def _shared_stages(rc: ag.RayContext, items: int, repeats: int) -> None:
+    """The same call's stages through the driver's shared memory, sent by hand the way the
+    dispatcher sends a run: the operands copied into a pooled segment (the core's row copy
+    on the machine's threads), the actor call, the node's compute writing its result into
+    the segment lent as the caller's array, the reply (no array in it)."""
+    import ray
+    from amari_gpu.cluster import shared
+    from amari_gpu.cluster.node import ArraySlot
+
+    node = rc._native.healthy()[0]
+    pool = rc._native.shared_pool(node)
+    if pool is None:
+        print("  (the node cannot open the driver's shared memory: no shared-memory stages)")
+        return
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((items, 8), dtype=np.float32)
+    b = rng.standard_normal((items, 8), dtype=np.float32)
+    template = ("geometric_product", (3, 0, 0), [ArraySlot(0), ArraySlot(1)], 0)
+    times: dict[str, list[float]] = {key: [] for _, key in SHARED_STAGES}
+    for _ in range(WARM_CALLS + repeats):
+        t0 = time.time()
+        segment = pool.take(2 * shared.aligned(a.nbytes))
+        shared.copy_into(segment, 0, a)
+        shared.copy_into(segment, shared.aligned(a.nbytes), b)
+        operands = [
+            segment.rows(0, a.shape, a.dtype),
+            segment.rows(shared.aligned(a.nbytes), b.shape, b.dtype),
+        ]
+        result = pool.take(a.nbytes)
+        out = pool.lend(result, a.shape, a.dtype)
+        t1 = time.time()
+        ref = node.actor.run.remote(
+            "ga_apply", None, template, *operands, chunks=1, out=result.rows(0, a.shape, a.dtype)
+        )
+        t2 = time.time()
+        ray.wait([ref])
+        t3 = time.time()
+        ray.get(ref)
+        t4 = time.time()
+        start, end, _ = ray.get(node.actor.last_run.remote())
+        start, end = start - node.clock_offset_s, end - node.clock_offset_s
+        pool.give(segment)
+        for key, seconds in zip(
+            ("copy", "submit", "read", "compute", "back", "get"),
+            (t1 - t0, t2 - t1, start - t2, end - start, t3 - end, t4 - t3),
+        ):
+            times[key].append(seconds)
+        del out
+    for key in times:
+        times[key] = times[key][WARM_CALLS:]
+    total = [sum(v[i] for v in times.values()) for i in range(repeats)]
+    print(f"  the same call through shared memory, by stage (2^{items.bit_length() - 1} rows):")
+    for label, key in SHARED_STAGES:
+        print(f"    {label:<34} {_text(times[key])}")
+    print(f"    {'all stages':<34} {_text(total)}")
+
+
+def _chain(rc: ag.RayContext, ctx: ag.MultiGpuContext, items: int, repeats: int) -> None:
+    """A chain: each context's last result as the next call's first operand (through shared
+    memory the nodes read it where it is, so only the other operand is copied); rounds
+    alternate as in :func:`_compare`."""
+    rng = np.random.default_rng(items + 2)
+    a = rng.standard_normal((items, 8), dtype=np.float32)
+    b = rng.standard_normal((items, 8), dtype=np.float32)
+    mine, theirs = ctx.geometric_product(a, b), rc.geometric_product(a, b)
+    node = rc._native.healthy()[0].actor
+    local_s: list[float] = []
+    ray_s: list[float] = []
+    local_cpu: list[float] = []
+    ray_cpu: list[float] = []
+    for i in range(WARM_CALLS + repeats):
+        wall, cpu, _ = _timed(lambda: ctx.geometric_product(mine, b), None)
+        if i >= WARM_CALLS:
+            local_s.append(wall)
+            local_cpu.append(cpu)
+        wall, cpu, on_node = _timed(lambda: rc.geometric_product(theirs, b), node)
+        if i >= WARM_CALLS:
+            ray_s.append(wall)
+            ray_cpu.append(cpu + on_node)
+    print("  a chain, the last result as the next call's operand (through shared memory):")
+    print(f"    MultiGpuContext {_text(local_s)}   RayContext {_text(ray_s)}")
+    wall = statistics.median(ray_s) / statistics.median(local_s)
+    cpu = statistics.median(ray_cpu) / statistics.median(local_cpu)
+    print(f"    ratio {wall:.2f}, CPU per call ratio {cpu:.2f}")
 
 
 def _resident(rc: ag.RayContext, ctx: ag.MultiGpuContext, items: int, repeats: int) -> None:
@@ -296,20 +433,40 @@ def main() -> int:
             )
             piece = dispatch.PIECE_BYTES / 2**20
             print(f"A node's run over {piece:g} MiB goes as pieces of that size")
+            transports = ["shared_memory", "object_store"]
+            if not node_shares(rc):
+                print("The node cannot open the driver's shared memory: object store only")
+                transports = ["object_store"]
             print("geometric_product, Cl(3,0), float32; medians over rounds (min-max):")
-            small_r, small_m = _compare(f"{args.small} items", rc, ctx, args.small, args.repeats)
-            big_r, big_m = _compare(f"2^{args.large_log2} items", rc, ctx, large, args.repeats)
-            verdict = "met" if big_r / big_m <= 1.3 else "NOT met"
-            print(f"Target RayContext <= 1.3 x MultiGpuContext at 2^{args.large_log2}: {verdict}")
+            small = _compare(f"{args.small} items", rc, ctx, args.small, args.repeats, transports)
+            big = _compare(f"2^{args.large_log2} items", rc, ctx, large, args.repeats, transports)
+            for transport in transports:
+                ratio = big[transport] / big["local"]
+                verdict = "met" if ratio <= 1.3 else "NOT met"
+                print(
+                    f"Target RayContext ({transport}) <= 1.3 x MultiGpuContext at "
+                    f"2^{args.large_log2}: {verdict} ({ratio:.2f})"
+                )
+            _use(rc, "object_store")
             _stages(rc, large, args.repeats)
+            _use(rc, transports[0])
+            _shared_stages(rc, large, args.repeats)
+            if node_shares(rc):
+                _chain(rc, ctx, large, args.repeats)
             _resident(rc, ctx, large, args.repeats)
-            _model(node, big_m, big_r, small_r - small_m, large)
+            big_r = big["object_store"]
+            _model(node, big["local"], big_r, small["object_store"] - small["local"], large)
             # Other processes on the machine sway every figure: say how busy it was.
             print(f"Load average (1, 5, 15 min) at the end: {_load()}")
     finally:
         ray.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def node_shares(rc: ag.RayContext) -> bool:
+    """Whether the RayContext's node passed the shared-memory probe when it opened."""
+    return bool(rc._native.healthy()[0].info["shared_memory"])
 
 
 def _model(

@@ -1,10 +1,14 @@
 """RayContext when nodes fail mid-call, on a real Ray cluster of this machine (a head and two
 more nodes with the ``amari_gpu`` resource): a node whose actor is killed, one that hangs
 past ``node_timeout_s``, one whose devices fail; the call still returns the single
-context's bits, ``health()`` marks the node, and with no node left: ``DeviceLostError``."""
+context's bits, ``health()`` marks the node, and with no node left: ``DeviceLostError``.
+Every test runs with the arrays through Ray's object store and through the driver's shared
+memory (every array of a message there, however small), and leaves no segment behind."""
 
 from __future__ import annotations
 
+import gc
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +17,7 @@ import amari_gpu as ag
 import numpy as np
 import pytest
 from _fisher_helpers import random_scores
+from amari_gpu.cluster import shared
 from cl3 import random_batch
 
 BACKENDS = ["vulkan"]
@@ -28,6 +33,21 @@ def cluster() -> Iterator[Any]:
 def local() -> Iterator[ag.MultiGpuContext]:
     with ag.MultiGpuContext(backends=BACKENDS) as ctx:
         yield ctx
+
+
+@pytest.fixture(autouse=True, params=["object_store", "shared_memory"])
+def transport(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Each test through either transport; no segment of the shared memory left open once
+    its contexts closed and its results are gone."""
+    monkeypatch.setenv(shared.TRANSPORT_ENV, request.param)
+    if request.param == "shared_memory":
+        monkeypatch.setattr(shared, "MIN_BYTES", 0)
+    before = helpers.segments()
+    yield request.param
+    gc.collect()
+    assert helpers.segments() == before
+    # Nor any named shared memory of the package's (its segments have no name).
+    assert not [n for n in os.listdir("/dev/shm") if "amari" in n]
 
 
 def test_a_node_killed_mid_call(cluster: Any, local: ag.MultiGpuContext) -> None:

@@ -1,7 +1,8 @@
 """``_native.copy_rows``, the row copy a cluster's driver places each node's result with (read
 from Ray's object store, read-only) into the call's output: every byte copied whatever the
 rows' count and width (rows under one block of the copy threads, several blocks and a
-shorter rest, rows across a block's end, and none), the source unchanged, and clear errors
+shorter rest, rows across a block's end, and none) and the arrays' addresses, the source
+unchanged, and clear errors
 for arrays of different shapes, strided, read-only or overlapping ones."""
 
 from __future__ import annotations
@@ -25,6 +26,20 @@ def test_every_byte_is_copied_and_the_source_left_as_it_was(rows: int, width: in
     assert _native.copy_rows(dst, src) is None
     assert np.array_equal(dst, src)
     assert np.array_equal(src, before)
+
+
+def test_bytes_at_odd_addresses_are_copied_whole() -> None:
+    # A large copy streams whole 16-byte-aligned lines of the destination: its bytes before
+    # the first such line and after the last are copied apart.
+    rows, width = 700_001, 9
+    rng = np.random.default_rng(5)
+    src_buffer = rng.integers(0, 256, rows * width + 3, dtype=np.uint8)
+    src = src_buffer[3:].reshape(rows, width)
+    dst_buffer = np.zeros(rows * width + 21, dtype=np.uint8)
+    dst = dst_buffer[7 : 7 + rows * width].reshape(rows, width)
+    _native.copy_rows(dst, src)
+    assert np.array_equal(dst, src)
+    assert not dst_buffer[:7].any() and not dst_buffer[7 + rows * width :].any()
 
 
 def test_float_rows_keep_their_bits() -> None:

@@ -301,7 +301,10 @@ class Context(
             - ``node``, ``node_id``, ``address`` (``RayContext``): the node's index, Ray
               node id and address; ``messages``: the actor calls (one run of chunks each)
               that carried its chunks; ``bytes_sent``, ``bytes_received``: ``bytes_up``
-              and ``bytes_down`` under the names of earlier releases; ``devices``: its
+              and ``bytes_down`` under the names of earlier releases; ``bytes_shared``:
+              the part of them that went through the driver's shared memory, and
+              ``transport``: ``"shared_memory"`` for a node on the driver's machine,
+              else ``"object_store"`` (see ``AMARI_GPU_RAY_TRANSPORT``); ``devices``: its
               context's per-device ``stats()`` (empty for a lost node; a node that does
               not answer within ``node_timeout_s`` is marked hung and lost).
         """

@@ -8,6 +8,7 @@ per node)."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections import deque
@@ -26,7 +27,8 @@ from ..errors import (
     ShapeError,
 )
 from ..planning import Plan
-from . import planner
+from . import planner, shared
+from .shared import Pool, Segment, SharedRows
 from .store import INLINE_BYTES, Shared, put_all
 
 IN_FLIGHT = 2
@@ -75,6 +77,10 @@ class Node:
     failed_chunks: int = 0
     bytes_sent: int = 0
     bytes_received: int = 0
+    bytes_shared: int = 0
+    """Bytes of operands and results that went through the driver's shared memory."""
+    told: int = 0
+    """How many of the pool's closed segments the node was told of (it unmaps them)."""
     busy_s: float = 0.0
     grid_rate: float | None = None
     """Cells/s a test injected for the grid balancer (``inject_grid_rate``)."""
@@ -103,6 +109,11 @@ class Job:
     shader: bool = False
     """Whether the call runs WGSL (``map_rows``): the host CPU device, which cannot, does
     not count as a device for ``dtype``."""
+    out_rows: Callable[[Pool, int, int], tuple[Segment, SharedRows, bool] | None] | None = None
+    """For a node on the driver's machine: the rows ``start..stop`` of the call's result
+    in shared memory, which the node's native call writes as its ``out``, in a segment
+    that goes back to the pool after the call or not (None: its result comes back through
+    the object store)."""
 
 
 def computes(info: dict[str, Any], dtype: str | None, shader: bool = False) -> bool:
@@ -130,6 +141,10 @@ class _Flight:
     """First chunk and number of chunks."""
     sent: float
     nbytes: int
+    shared_in: int = 0
+    """Bytes of its operands that go through shared memory (counted in ``nbytes``)."""
+    shared_out: int = 0
+    """Bytes of its result the node writes into shared memory."""
 
 
 @dataclass
@@ -143,6 +158,17 @@ class Dispatcher:
     closed: bool = False
     recorder: Any = None
     """The active ``ClusterProfile``, told of every plan the calls run (None: none)."""
+    pool: Pool | None = None
+    """The driver's shared memory for the nodes on its machine, made by the first call
+    that sends one arrays (see ``shared.py``)."""
+
+    def shared_pool(self, node: Node) -> Pool | None:
+        """The pool of shared memory when ``node`` reads and writes it, else None."""
+        if not node.info.get("shared_memory"):
+            return None
+        if self.pool is None:
+            self.pool = Pool()
+        return None if self.pool.closed else self.pool
 
     def healthy(self) -> list[Node]:
         """The nodes that have not failed."""
@@ -260,6 +286,13 @@ class _Call:
         # Arrays every message binds whole, put in the store once (kept with their array,
         # so an id cannot be reused within the call).
         self.puts: dict[int, tuple[Any, Any]] = {}
+        # The shared memory the call's messages use: segments of operands and of rows for
+        # a caller's ``out`` (back to the pool when the call ends), and of the result (lent
+        # to the caller); a node failing, or the call ending early, taints them all (see
+        # ``shared.py``).
+        self.operand_segments: list[Segment] = []
+        self.result_segments: list[Segment] = []
+        self.faulted = False
 
     def _piece_chunks(self) -> int:
         """Chunks per piece of a node's run (see :data:`PIECE_BYTES`)."""
@@ -272,6 +305,21 @@ class _Call:
         return first * self.rows, min((first + count) * self.rows, self.job.items)
 
     def run(self) -> None:
+        try:
+            self._loop()
+        except BaseException:
+            self.faulted = True
+            raise
+        finally:
+            pool = self.cluster.pool
+            for segment in self.result_segments:
+                segment.tainted = segment.tainted or self.faulted
+            for segment in self.operand_segments:
+                segment.tainted = segment.tainted or self.faulted
+                assert pool is not None
+                pool.give(segment)
+
+    def _loop(self) -> None:
         while not all(self.done):
             self._feed()
             if not self.flights:
@@ -300,8 +348,10 @@ class _Call:
                 run = queue.popleft() if queue else self.shared.popleft()
                 if not self._in_flight(node):
                     self.progress[node.index] = time.monotonic()
-                ref, nbytes = self._send(node, run)
-                self.flights[ref] = _Flight(node, run, time.monotonic(), nbytes)
+                ref, nbytes, shared_in, shared_out = self._send(node, run)
+                self.flights[ref] = _Flight(
+                    node, run, time.monotonic(), nbytes, shared_in, shared_out
+                )
                 waiting.append(node)
             nodes = waiting
 
@@ -352,34 +402,78 @@ class _Call:
                 ray.kill(node.actor, no_restart=True)
                 self._fail(node, f"hung: no chunk finished within node_timeout_s={timeout}", [])
 
-    def _send(self, node: Node, run: tuple[int, int]) -> tuple[Any, int]:
-        method, template, arrays = self.job.call(*self.span(run))
+    def _send(self, node: Node, run: tuple[int, int]) -> tuple[Any, int, int, int]:
+        """Sends ``run`` to ``node``: the actor call's reference, the bytes of its
+        operands, of those the part that goes through shared memory, and the bytes of its
+        result the node writes into shared memory."""
+        start, stop = self.span(run)
+        method, template, arrays = self.job.call(start, stop)
+        pool = self.cluster.shared_pool(node)
         refs: list[Any] = []
         nbytes = 0
         # The arrays to put (large ones, a shared one the first time): their places in
-        # ``refs``, and a shared one's key.
+        # ``refs``, and a shared one's key; the run's own rows for shared memory instead.
         puts: list[tuple[int, Any, int | None]] = []
+        rows: list[tuple[int, Any]] = []
         for a in arrays:
             array, key = (a.array, id(a.array)) if isinstance(a, Shared) else (a, None)
             if key in self.puts:
                 refs.append(self.puts[key][1])
                 continue
-            if key is not None or array.nbytes > INLINE_BYTES:
+            if pool is not None and key is None and array.nbytes >= shared.MIN_BYTES:
+                rows.append((len(refs), array))
+            elif key is not None or array.nbytes > INLINE_BYTES:
                 puts.append((len(refs), array, key))
             refs.append(array)
             nbytes += int(array.nbytes)
+        shared_in = shared_out = 0
+        if pool is not None:
+            # An operand that is a lent result (a chain of calls) is read where it is.
+            copied = []
+            for at, array in rows:
+                held = pool.holding(array)
+                if held is None:
+                    copied.append((at, array))
+                    continue
+                refs[at] = held[0].rows(held[1], array.shape, array.dtype)
+                shared_in += int(array.nbytes)
+            rows = copied
+        if rows:
+            assert pool is not None
+            segment = pool.take(sum(shared.aligned(a.nbytes) for _, a in rows))
+            self.operand_segments.append(segment)
+            offset = 0
+            for at, array in rows:
+                shared.copy_into(segment, offset, array)
+                refs[at] = segment.rows(offset, array.shape, array.dtype)
+                offset += shared.aligned(array.nbytes)
+                shared_in += int(array.nbytes)
         for (at, array, key), ref in zip(puts, put_all([p[1] for p in puts])):
             refs[at] = ref
             if key is not None:
                 self.puts[key] = (array, ref)
-        ref = node.actor.run.remote(method, self.strategy, template, *refs, chunks=run[1])
-        return ref, nbytes
+        options: dict[str, Any] = {"chunks": run[1]}
+        if pool is not None:
+            placed = None if self.job.out_rows is None else self.job.out_rows(pool, start, stop)
+            if placed is not None:
+                segment, out, back = placed
+                kept = self.operand_segments if back else self.result_segments
+                if segment not in kept:
+                    kept.append(segment)
+                options["out"] = out
+                shared_out = out.nbytes
+            if node.told < len(pool.closed_ids):
+                options["forget"] = (os.getpid(), pool.closed_ids[node.told :])
+                node.told = len(pool.closed_ids)
+        ref = node.actor.run.remote(method, self.strategy, template, *refs, **options)
+        return ref, nbytes, shared_in, shared_out
 
     def _fail(self, node: Node, reason: str, failed: list[tuple[int, int]]) -> None:
         """Marks ``node`` failed and hands its unfinished runs (``failed`` and those in
         flight or queued) to the others, one chunk per message."""
         node.healthy = False
         node.reason = reason
+        self.faulted = True
         # A message the node finished before it failed has its result in the store
         # already (an actor replies to one call before it starts the next): keep it.
         mine = [r for r, f in self.flights.items() if f.node is node]
@@ -410,7 +504,8 @@ class _Call:
         node.messages += 1
         node.items_done += stop - start
         node.bytes_sent += flight.nbytes
-        node.bytes_received += _nbytes(result)
+        node.bytes_received += _nbytes(result) + flight.shared_out
+        node.bytes_shared += flight.shared_in + flight.shared_out
 
 
 def _pieces(first: int, count: int, size: int) -> list[tuple[int, int]]:

@@ -89,11 +89,13 @@ def _run_rows(
     axis: int = 0,
     out: np.ndarray[Any, Any] | None = None,
     dtype: str | None = None,
+    spec: tuple[tuple[int, ...], Any] | None = None,
 ) -> tuple[Any, Plan]:
     """Runs a row kernel's ``call`` over ``items`` items moving ``bytes_per_item`` (in,
     out) each, the runs' results written into place along ``axis``, on the nodes with a
-    device for ``dtype`` (see ``Job``)."""
-    assembly = Assembly(items, axis, out)
+    device for ``dtype`` (see ``Job``); ``spec``: the result's shape and dtype when known
+    before the call (the nodes on the driver's machine then write it in place)."""
+    assembly = Assembly(items, axis, out, spec)
     bytes_in, bytes_out = bytes_per_item
     job = Job(
         family,
@@ -104,9 +106,16 @@ def _run_rows(
         axis=axis,
         bytes_out_per_item=bytes_out,
         dtype=dtype,
+        out_rows=assembly.out_rows,
     )
     plan = ctx.run(job, strategy)
     return assembly.out, plan
+
+
+def _known(shape: tuple[int, ...], dtype: Any) -> tuple[tuple[int, ...], Any] | None:
+    """A result's shape and dtype for ``_run_rows`` (its ``spec``), when its dtype is one the
+    kernels write as they compute it (float32, float64)."""
+    return (shape, np.dtype(dtype)) if dtype in (np.float32, np.float64) else None
 
 
 def _dtype(array: np.ndarray[Any, Any]) -> str | None:
@@ -153,7 +162,35 @@ def ga_apply(
     # than its rotor).
     width = operands[-1].shape[1]
     per_row = (_row_bytes(*[o for o, b in zip(operands, broadcast) if not b]), 4.0 * width)
-    return _run_rows(ctx, GA, items, call, per_row, strategy, out=out)
+    return _run_rows(
+        ctx,
+        GA,
+        items,
+        call,
+        per_row,
+        strategy,
+        out=out,
+        spec=_ga_result(operation, signature, operands, grades, items),
+    )
+
+
+def _ga_result(
+    operation: str,
+    signature: tuple[int, int, int],
+    operands: list[Any],
+    grades: Any,
+    items: int,
+) -> tuple[tuple[int, ...], Any] | None:
+    """The shape and dtype of ``ga_apply``'s result (one row of values per item: one for
+    a scalar product, a sandwich's named blades, else the algebra's blades), known for
+    float32 and float64 operands (None for others)."""
+    if operation == "scalar_product":
+        width = 1
+    elif isinstance(grades, tuple):
+        width = len(grades)
+    else:
+        width = 1 << sum(signature)
+    return _known((items, width), operands[0].dtype)
 
 
 def _batched_rows(
@@ -206,8 +243,19 @@ def _tropical(
         return kernel, (ArraySlot(0), ArraySlot(1), semiring), parts(start, stop)
 
     per_item = (a3.nbytes / max(items, 1), out_bytes(a3, other3) / max(items, 1))
+    # (batch, m, n) for a matmul (b's last axis), (batch, m) for a matvec; in a's dtype.
+    shape = a3.shape[:2] + (other3.shape[-1:] if kernel == "tropical_matmul" else ())
     result, plan = _run_rows(
-        ctx, TROPICAL, items, call, per_item, strategy, axis, out3, _dtype(other)
+        ctx,
+        TROPICAL,
+        items,
+        call,
+        per_item,
+        strategy,
+        axis,
+        out3,
+        _dtype(other),
+        _known(shape, a3.dtype),
     )
     return (result if a.ndim == 3 else result[0]), plan
 
@@ -332,8 +380,17 @@ def fisher_categorical(
 
     k = values.shape[1]
     per_row = (_row_bytes(values), float(values.itemsize * k * k))
+    spec = _known((len(values), k, k), values.dtype) if values.ndim == 2 else None
     return _run_rows(
-        ctx, INFORMATION, len(values), call, per_row, strategy, out=out, dtype=_dtype(values)
+        ctx,
+        INFORMATION,
+        len(values),
+        call,
+        per_row,
+        strategy,
+        out=out,
+        dtype=_dtype(values),
+        spec=spec,
     )
 
 
@@ -359,8 +416,17 @@ def fisher_gaussian(
 
     d = mean.shape[1]
     per_row = (_row_bytes(mean, var), float(4 * mean.itemsize * d * d))
+    spec = _known((len(mean), 2 * d, 2 * d), mean.dtype) if mean.ndim == 2 else None
     return _run_rows(
-        ctx, INFORMATION, len(mean), call, per_row, strategy, out=out, dtype=_dtype(mean)
+        ctx,
+        INFORMATION,
+        len(mean),
+        call,
+        per_row,
+        strategy,
+        out=out,
+        dtype=_dtype(mean),
+        spec=spec,
     )
 
 

@@ -17,6 +17,7 @@ from .. import _native
 from ..context import MultiGpuContext
 from ..errors import DeviceLostError, ShapeError
 from ..profiler import Profile, _Recording
+from .shared import Mappings, SharedRows, probe
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ class NodeWorker:
         self._profile: Profile | None = None
         self._profile_t0 = 0.0
         self._last_run = (0.0, 0.0, False)
+        # The driver's shared memory this node has mapped (the same-host transport).
+        self._shared = Mappings()
 
     def describe(self, node_id: str, address: str) -> dict[str, Any]:
         """The node, its devices and their calibrated items/s per family (summed: the rate
@@ -129,17 +132,44 @@ class NodeWorker:
         """Returns ``nbytes`` bytes through the object store (the driver times it)."""
         return np.ones(nbytes, dtype=np.uint8)
 
+    def shared_memory(self, path: str, token: bytes) -> bool:
+        """Whether this node can open the driver's shared memory (see ``shared.probe``)."""
+        return probe(path, token)
+
     def run(
-        self, method: str, strategy: str | None, template: Any, *arrays: Any, chunks: int = 1
+        self,
+        method: str,
+        strategy: str | None,
+        template: Any,
+        *arrays: Any,
+        chunks: int = 1,
+        out: SharedRows | None = None,
+        forget: tuple[int, list[int]] | None = None,
     ) -> Any:
         """One message, a run of ``chunks`` chunks: ``_native.<method>(context, *args,
         strategy)``, ``args`` being ``template`` with its ``ArraySlot``s replaced by
-        ``arrays`` (read from the object store without a copy: the native entry points
-        borrow read-only arrays)."""
+        ``arrays`` (read from the object store, or the driver's shared memory for those
+        given as ``SharedRows``, without a copy: the native entry points borrow read-only
+        arrays). With ``out`` (rows in the driver's shared memory) the result is written
+        there, and the reply carries None in its place. ``forget``: the driver's process id
+        and the segments it closed, which this node unmaps."""
         started = time.time()
+        if forget is not None:
+            self._shared.forget(*forget)
         self._chunk(chunks)
+        arrays = tuple(
+            self._shared.view(a, writeable=False) if isinstance(a, SharedRows) else a
+            for a in arrays
+        )
         args = _fill(template, arrays)
-        result = getattr(_native, method)(self._ctx._native, *args, strategy)
+        native = getattr(_native, method)
+        if out is None:
+            result = native(self._ctx._native, *args, strategy)
+        else:
+            _, plan = native(
+                self._ctx._native, *args, strategy, out=self._shared.view(out, writeable=True)
+            )
+            result = (None, plan)
         borrowed = all(
             not (a.flags.writeable or a.flags.owndata) for a in arrays if isinstance(a, np.ndarray)
         )
@@ -348,5 +378,6 @@ class NodeWorker:
         return self._ctx.health()
 
     def close(self) -> None:
-        """Releases the node's devices."""
+        """Releases the node's devices (and its mappings of the driver's memory)."""
+        self._shared.clear()
         self._ctx.close()

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import ray
+from ray.exceptions import RayError
 
 from .._native import family_of
 from ..errors import AmariGpuError, DeviceLostError, InvalidArgumentError, NoAdapterError
 from ..planning import Plan, Workload
-from . import placement
+from . import placement, shared
 from .dispatch import Dispatcher, Job, Node
 from .profile import ClusterProfile, ClusterRecording
 
@@ -63,6 +64,7 @@ def connect(
     Raises:
         NoAdapterError: no node offers the resources, or none could start.
     """
+    mode = shared.transport()
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
     needed = wanted if gpus is None else {**wanted, "GPU": gpus}
@@ -89,7 +91,52 @@ def connect(
         raise NoAdapterError(
             f"no node of the Ray cluster could start its actor and open its devices ({reasons})"
         )
+    try:
+        same_host(nodes, mode, timeout)
+    except BaseException:
+        for node in nodes:
+            ray.kill(node.actor, no_restart=True)
+        raise
     return nodes
+
+
+def same_host(nodes: list[Node], mode: str, timeout: float) -> None:
+    """Sets each healthy node's ``info["shared_memory"]``: whether its arrays travel through
+    the driver's shared memory (``mode``: see ``shared.TRANSPORT_ENV``), decided by
+    ``shared.probe`` on the node (a node that does not answer in time keeps the store).
+
+    Raises:
+        InvalidArgumentError: ``mode`` is ``shared_memory`` and a node failed the probe.
+    """
+    for node in nodes:
+        node.info["shared_memory"] = False
+    healthy = [n for n in nodes if n.healthy]
+    if mode == "object_store" or not healthy or not shared.available():
+        if mode == "shared_memory":
+            raise InvalidArgumentError(
+                f"{shared.TRANSPORT_ENV}=shared_memory: this process cannot make shared "
+                f"memory a node could open (it needs Linux's memfd_create and /proc)"
+            )
+        return
+    segment, token = shared.probe_token()
+    try:
+        calls = [n.actor.shared_memory.remote(segment.path, token) for n in healthy]
+        ready, _ = ray.wait(calls, num_returns=len(calls), timeout=timeout)
+        for node, ref in zip(healthy, calls):
+            try:
+                node.info["shared_memory"] = ref in ready and bool(ray.get(ref, timeout=timeout))
+            except RayError:
+                # A node that died since: its first call says so, as for any node.
+                node.info["shared_memory"] = False
+    finally:
+        segment.close()
+    refused = [n.index for n in healthy if not n.info["shared_memory"]]
+    if mode == "shared_memory" and refused:
+        raise InvalidArgumentError(
+            f"{shared.TRANSPORT_ENV}=shared_memory: node(s) {refused} cannot open this "
+            f"process's shared memory (another machine, or another user); unset it to "
+            f"send their arrays through Ray's object store"
+        )
 
 
 class RayNodes:
@@ -145,6 +192,8 @@ class RayNodes:
             pass
         for node in self._cluster.nodes:
             ray.kill(node.actor, no_restart=True)
+        if self._cluster.pool is not None:
+            self._cluster.pool.close()
 
     def set_strategy(self, strategy: str) -> None:
         self._cluster.strategy = strategy
@@ -202,6 +251,8 @@ class RayNodes:
                 "bytes_moved": n.bytes_sent + n.bytes_received,
                 "bytes_sent": n.bytes_sent,
                 "bytes_received": n.bytes_received,
+                "bytes_shared": n.bytes_shared,
+                "transport": "shared_memory" if n.info.get("shared_memory") else "object_store",
                 "busy_s": n.busy_s,
                 "devices": answers.get(n.index, []),
             }
