@@ -9,8 +9,8 @@ float16 ``out=`` 2 bytes past a word before any work."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import amari_gpu
@@ -45,6 +45,7 @@ def _thresholds(dtype: type) -> list[int]:
     private = caches.get(2, 1 << 20) * (os.cpu_count() or 1)
     per_row = 3 * 8 * np.dtype(dtype).itemsize
     return sorted({private // per_row, last // per_row})
+
 
 @pytest.fixture(scope="module")
 def contexts() -> Iterator[dict[str, amari_gpu.MultiGpuContext]]:
