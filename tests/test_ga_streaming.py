@@ -1,6 +1,7 @@
-"""The Cl(3,0) product's host kernels at and past the size where they stream their output
+"""The Cl(3,0) product's host kernels at and past the sizes where they stream their output
 past the caches (non-temporal stores, for a call whose operands and result outgrow the
-last-level cache): float32, float64 and float16 rows give lavapipe's bits on the host device
+last-level cache, or the cores' private caches where the host device measured streaming
+faster past them): float32, float64 and float16 rows give lavapipe's bits on the host device
 alone and beside lavapipe, into a new output or a caller's ``out=`` at any alignment numpy
 allows (a view one value or 16 bytes past an aligned start), with tails that are not whole
 blocks and a single row; strided or unaligned ``out=`` arrays are refused as before, and a
@@ -8,6 +9,7 @@ float16 ``out=`` 2 bytes past a word before any work."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +21,9 @@ from amari_gpu.errors import InvalidArgumentError
 DTYPES = [np.float32, np.float64, np.float16]
 
 
-def _last_level_cache_bytes() -> int:
-    """The largest cache level Linux lists for cpu0, as the host device reads it (32 MiB
-    elsewhere): the call size past which its Cl(3,0) kernels stream."""
-    found: list[tuple[int, int]] = []
+def _cache_bytes() -> dict[int, int]:
+    """Bytes of each cache level Linux lists for cpu0, as the host device reads them."""
+    found: dict[int, int] = {}
     for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
             level = int((index / "level").read_text())
@@ -30,13 +31,20 @@ def _last_level_cache_bytes() -> int:
         except (OSError, ValueError):
             continue
         scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
-        found.append((level, int(size.rstrip("KM")) * scale))
-    return max(found)[1] if found else 32 << 20
+        found[level] = max(found.get(level, 0), int(size.rstrip("KM")) * scale)
+    return found
 
 
-def _threshold(dtype: type) -> int:
-    """Rows past which a call streams: its two operands and result outgrow the cache."""
-    return _last_level_cache_bytes() // (3 * 8 * np.dtype(dtype).itemsize)
+def _thresholds(dtype: type) -> list[int]:
+    """Rows past which a call may stream, as the host device decides it: its two operands
+    and result outgrow the last-level cache (32 MiB where Linux does not say), or the private
+    caches (level 2 times the CPUs, 1 MiB each where Linux does not say) on a CPU where the
+    device measured streaming faster past them."""
+    caches = _cache_bytes()
+    last = caches[max(caches)] if caches else 32 << 20
+    private = caches.get(2, 1 << 20) * (os.cpu_count() or 1)
+    per_row = 3 * 8 * np.dtype(dtype).itemsize
+    return sorted({private // per_row, last // per_row})
 
 
 @pytest.fixture(scope="module")
@@ -80,9 +88,10 @@ def _out_views(n: int, dtype: type) -> dict[str, np.ndarray]:
 def test_products_at_and_past_the_streaming_size_have_lavapipes_bits_at_any_alignment(
     contexts: dict[str, amari_gpu.MultiGpuContext], dtype: type
 ) -> None:
-    threshold = _threshold(dtype)
+    thresholds = _thresholds(dtype)
     both = contexts["vulkan+host"]
-    for n in (1, 37, threshold, threshold + 1, threshold + 13):
+    sizes = [1, 37] + [t + d for t in thresholds for d in (0, 1, 13)]
+    for n in sizes:
         a, b = _operands(n, dtype, seed=n % 1000)
         kept = (a.copy(), b.copy())
         unsigned = f"u{np.dtype(dtype).itemsize}"
@@ -92,7 +101,7 @@ def test_products_at_and_past_the_streaming_size_have_lavapipes_bits_at_any_alig
         got = both.geometric_product(a, b, strategy="balanced")
         assert got.dtype == dtype
         assert np.isinf(got).any() or n == 1
-        if n >= threshold:
+        if n >= thresholds[-1]:
             assert {w.device_id for w in both.last_plan or []} == {d.id for d in both.devices}
         np.testing.assert_array_equal(got.view(unsigned), want, f"vulkan+host n={n}")
         # The host device alone (its own fma rounding): the same bits into every out=,
@@ -115,7 +124,7 @@ def test_strided_and_unaligned_outputs_are_refused_before_any_work(
     contexts: dict[str, amari_gpu.MultiGpuContext],
 ) -> None:
     host = contexts["host"]
-    n = _threshold(np.float32) + 1
+    n = _thresholds(np.float32)[-1] + 1
     a, b = _operands(n, np.float32, seed=1)
     strided = np.full((2 * n, 8), 7.0, np.float32)[::2]
     with pytest.raises(

@@ -18,11 +18,12 @@
 //! the scalar conversion) and rounded once as they are stored, with no float32 copy of the
 //! rows in memory: half the bytes of float32. float64 rows ([`Storage::F64`]) run the same
 //! chains in float64, four items a block: the steps and order of the generated float64
-//! kernel, so its bits. Outputs larger than the last-level cache are written with
+//! kernel, so its bits. Outputs of calls larger than the caches keep are written with
 //! non-temporal stores (`host::simd::Stores`, see [`streams`]).
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use crate::dtype::{read_f64, write_f64};
 use crate::host::arith::Real;
@@ -73,11 +74,79 @@ impl HostImpl for Cl3Product {
 }
 
 /// Whether a call that moves `bytes` (its operands and its output) streams its output past
-/// the caches: when they outgrow the last-level cache, the output would not be read from
-/// there anyway, and a non-temporal store saves the read of every output line before it is
-/// written (a third of a product's traffic).
+/// the caches (a non-temporal store saves the read of every output line before it is
+/// written, a third of a product's traffic): past the size [`stream_past_bytes`] measured.
 pub fn streams(bytes: usize) -> bool {
-    bytes > crate::host::cpu::last_level_cache_bytes()
+    bytes > stream_past_bytes()
+}
+
+/// The call size past which outputs stream, decided once per process by measurement
+/// ([`cached_past`]): the cache a CPU reports is not always the one a process gets. The
+/// 2-core Xeon VM of `docs/benchmarks.md` reports 480 MiB of L3, yet rewriting a buffer
+/// with ordinary stores fell there from about 27 GB/s at 16 MiB to 4-8 GB/s at 32 MiB,
+/// while streamed stores held about 23 GB/s.
+fn stream_past_bytes() -> usize {
+    static PAST: OnceLock<usize> = OnceLock::new();
+    *PAST.get_or_init(|| {
+        let (private, last) = (
+            crate::host::cpu::private_cache_bytes(),
+            crate::host::cpu::last_level_cache_bytes(),
+        );
+        let past = cached_past(private, last);
+        log::info!(
+            "host Cl(3,0) products stream the output of calls over {} KiB (measured; private \
+             caches {} KiB, last-level cache {} KiB)",
+            past >> 10,
+            private >> 10,
+            last >> 10
+        );
+        past
+    })
+}
+
+/// Most bytes a float32 product probed at doubling sizes moves: past them the probe would
+/// cost more than a call, and the reported last-level cache is taken at its word.
+const PROBE_MOST_BYTES: usize = 64 << 20;
+
+/// The largest call size, from `private` (the cores' own caches) up to `last` (the
+/// last-level cache), at which a float32 product's output is still better cached: the
+/// product is run at doubling sizes from twice `private`, each repeated on the same rows as
+/// a caller's `out=` calls repeat it (so ordinary stores find the output wherever the caches
+/// kept it), the best of three runs each way after a warm-up; the first size at which its
+/// output streamed runs faster ends the search (the size before it is returned). `last` when
+/// it never does up to [`PROBE_MOST_BYTES`] or half of `last`. Only x86-64 streams. Once
+/// per process, it adds 40-90 ms to the first call that asks on the 2-core Xeon VM (three
+/// sizes, each written and run eight times); there it returned 4, 8 or 16 MiB from process
+/// to process, where cached and streamed stores cost about the same.
+fn cached_past(private: usize, last: usize) -> usize {
+    if !cfg!(target_arch = "x86_64") {
+        return last;
+    }
+    let mut bytes = private.saturating_mul(2);
+    let mut cached_at = private;
+    while bytes <= PROBE_MOST_BYTES.min(last / 2) {
+        let words = (bytes / (3 * 4)).max(GRAIN * W) / W * W;
+        let (a, b) = (vec![0.5f32; words], vec![0.25f32; words]);
+        let mut out = vec![0.0f32; words];
+        let mut best = |stream: bool| {
+            (0..4)
+                .map(|_| {
+                    let started = Instant::now();
+                    run_chains(&a, &b, &mut out, Storage::F32, true, stream);
+                    started.elapsed()
+                })
+                .skip(1)
+                .min()
+                .unwrap_or_default()
+        };
+        let cached = best(false);
+        if best(true) < cached {
+            return cached_at;
+        }
+        cached_at = bytes;
+        bytes = bytes.saturating_mul(2);
+    }
+    last
 }
 
 /// How the rows of [`run_chains`] are stored: float32 (8 words an item), float64 (16 words
@@ -269,6 +338,18 @@ mod tests {
         let r3 = [false, false, true, false, false, true, false, false];
         assert_eq!(NEG[0], r0);
         assert_eq!(NEG[3], r3);
+    }
+
+    /// The probed size is the last-level cache's, or a size from the private caches' up to
+    /// half of it, doubling from them; a cache no larger than twice the private ones is not
+    /// probed.
+    #[test]
+    fn the_streaming_size_is_probed_between_the_private_and_last_level_caches() {
+        assert_eq!(cached_past(4 << 20, 6 << 20), 6 << 20);
+        let (private, last) = (64 << 10, 4 << 20);
+        let past = cached_past(private, last);
+        let doublings = (0..=5).map(|k| private << k).collect::<Vec<usize>>();
+        assert!(past == last || doublings.contains(&past), "{past}");
     }
 
     #[test]

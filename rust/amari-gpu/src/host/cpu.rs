@@ -25,36 +25,60 @@ pub fn hardware_threads() -> usize {
 pub fn last_level_cache_bytes() -> usize {
     static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *BYTES.get_or_init(|| {
-        let read = |index: usize, file: &str| {
-            std::fs::read_to_string(format!(
-                "/sys/devices/system/cpu/cpu0/cache/index{index}/{file}"
-            ))
-            .ok()
-        };
-        let size = |text: String| {
-            let text = text.trim();
-            let (digits, scale) = match text.strip_suffix('K') {
-                Some(d) => (d, 1 << 10),
-                None => match text.strip_suffix('M') {
-                    Some(d) => (d, 1 << 20),
-                    None => (text, 1),
-                },
-            };
-            digits
-                .parse::<usize>()
-                .ok()
-                .map(|d| d.saturating_mul(scale))
-        };
-        (0..16)
-            .filter_map(|i| {
-                Some((
-                    read(i, "level")?.trim().parse::<u32>().ok()?,
-                    size(read(i, "size")?)?,
-                ))
-            })
+        cache_levels()
+            .into_iter()
             .max()
             .map_or(32 << 20, |(_, bytes)| bytes)
     })
+}
+
+/// Bytes of the caches each core keeps to itself, over every hardware thread: level 2 as
+/// Linux lists it for cpu0 (else 1 MiB) times [`hardware_threads`] (an over-count where
+/// two threads share a core, which only moves the size past which a call could stream).
+pub fn private_cache_bytes() -> usize {
+    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let l2 = cache_levels()
+            .into_iter()
+            .filter(|&(level, _)| level == 2)
+            .map(|(_, bytes)| bytes)
+            .max()
+            .unwrap_or(1 << 20);
+        l2.saturating_mul(hardware_threads())
+    })
+}
+
+/// (level, bytes) of every cache Linux lists under `/sys/devices/system/cpu/cpu0/cache`
+/// (none elsewhere).
+fn cache_levels() -> Vec<(u32, usize)> {
+    let read = |index: usize, file: &str| {
+        std::fs::read_to_string(format!(
+            "/sys/devices/system/cpu/cpu0/cache/index{index}/{file}"
+        ))
+        .ok()
+    };
+    let size = |text: String| {
+        let text = text.trim();
+        let (digits, scale) = match text.strip_suffix('K') {
+            Some(d) => (d, 1 << 10),
+            None => match text.strip_suffix('M') {
+                Some(d) => (d, 1 << 20),
+                None => (text, 1),
+            },
+        };
+        digits
+            .parse::<usize>()
+            .ok()
+            .map(|d| d.saturating_mul(scale))
+    };
+    (0..16)
+        .filter_map(|i| {
+            Some((
+                read(i, "level")?.trim().parse::<u32>().ok()?,
+                size(read(i, "size")?)?,
+            ))
+        })
+        .collect()
 }
 
 /// The CPU's model name, or the architecture when the platform does not tell.
