@@ -40,6 +40,20 @@ pub(super) fn with_scratch<T: bytemuck::Pod, R>(
     result
 }
 
+/// The float types' 1, which a weight is when the left row (`s · w`) is the right one (`s`).
+pub(super) trait One {
+    /// 1.0.
+    const ONE: Self;
+}
+
+impl One for f32 {
+    const ONE: f32 = 1.0;
+}
+
+impl One for f64 {
+    const ONE: f64 = 1.0;
+}
+
 /// Threads of a `fisher_rows` workgroup: row r of a slice belongs to thread r mod 64.
 pub(super) const THREADS: usize = 64;
 
