@@ -151,11 +151,11 @@ impl Triangle {
         };
         // The upper triangle's 64 × 64 tiles of one slice (the whole chunk), then copied
         // into the packed triangle: O(W²) against the tiles' O(n W²). The tiles are this
-        // thread's scratch (`syrk_pack::with_scratch`), zeroed here as a fresh buffer was
-        // (a memset of data in cache, not the allocator's fresh pages).
+        // thread's scratch (`syrk_pack::with_scratch`), not zeroed: `run_triangle` writes
+        // every value (below a diagonal tile's diagonal too), so what an earlier chunk left
+        // in them is never read.
         let (tiles, words) = (w.div_ceil(TILE).max(1), TILE * TILE);
         with_scratch(&TILES, tiles * (tiles + 1) / 2 * words, |tiled: &mut [f64]| {
-            tiled.fill(0.0);
             match self.fma == FmaMode::Fused {
                 true => run_triangle::<f64, true>(level, &src, tiles, tiled),
                 false => run_triangle::<f64, false>(level, &src, tiles, tiled),
