@@ -17,6 +17,8 @@ thread_local! {
     pub(super) static PANELS: Cell<Vec<u64>> = const { Cell::new(Vec::new()) };
     /// Each thread's tiles of a float64 chunk (`fisher::syrk64`), kept likewise.
     pub(super) static TILES: Cell<Vec<u64>> = const { Cell::new(Vec::new()) };
+    /// Each thread's 8 × 8 blocks of the 64 shader threads of a slice (`fisher::syrk_block`).
+    pub(super) static BLOCKS: Cell<Vec<u64>> = const { Cell::new(Vec::new()) };
 }
 
 /// `f` given `len` values of `T` from this thread's scratch `slot` (what an earlier chunk
