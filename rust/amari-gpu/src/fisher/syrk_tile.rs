@@ -3,7 +3,9 @@
 //! or float64. The slice's rows are taken a sweep at a time: the sweep's left (weighted)
 //! and right strips of every column tile are packed once, by all threads, each strip's
 //! rows in pieces so that every thread has a share (scores exactly one strip wide are
-//! their own right panel, read in place), and then every tile is computed from them. The tiles are cut into runs of rows, and the runs into one
+//! their own right panel, read in place; a sweep whose weights are all 1 has its left
+//! strips for right ones, `s · 1` being `s`), and then every tile is computed from them.
+//! The tiles are cut into runs of rows, and the runs into one
 //! share of equal work per thread, so that the threads are busy to the end (a diagonal
 //! tile's rows are uneven, and P ≤ 64 has one tile); each thread takes [`KC`] rows of the
 //! sweep at a time through all of its runs, its strips of those rows reused from L1/L2.
