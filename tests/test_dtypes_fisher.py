@@ -158,6 +158,35 @@ def test_float64_errors_name_the_argument_and_the_entry(
         host64.fisher_information(np.full((2, 2), 1e200))
 
 
+@pytest.mark.parametrize("kind", ["host", "vulkan"])
+def test_float64_scores_found_non_finite_after_the_run_are_named_as_before(
+    host64: amari_gpu.MultiGpuContext,
+    vulkan64: amari_gpu.MultiGpuContext,
+    kind: str,
+) -> None:
+    # The float64 call checks its scores only when its matrix is not finite (a non-finite
+    # score makes its diagonal entry so): each kind of value, alone in its chunk or not,
+    # in a row of weight 0 (NaN there), past a wide 64-column strip, and with bad weights
+    # too (the scores are named first, as before) gives the first bad entry's error.
+    ctx = host64 if kind == "host" else vulkan64
+    g, w = _scores(1200, 70, seed=4)
+    for value, at in [(np.nan, (4, 2)), (np.inf, (1199, 69)), (-np.inf, (700, 65))]:
+        bad = g.copy()
+        bad[at] = value
+        bad[at[0] + 1 :, 0] = np.inf  # later bad entries: the first one is named
+        before = bad.copy()
+        text = {np.nan: "NaN", np.inf: "inf", -np.inf: "-inf"}[value]
+        want = rf"^scores: expected finite values, got {text} at \[{at[0]}, {at[1]}\]$"
+        for weights in (None, w, np.where(np.arange(1200) == at[0], 0.0, w)):
+            with pytest.raises(InvalidArgumentError, match=want):
+                ctx.fisher_information(bad, weights)
+        w_bad = w.copy()
+        w_bad[3] = -1.0
+        with pytest.raises(InvalidArgumentError, match=want):
+            ctx.fisher_information(bad, w_bad)
+        assert np.array_equal(bad, before, equal_nan=True)
+
+
 def test_a_mixed_context_runs_float64_fisher_on_vulkan_and_host_only() -> None:
     ctx = _context(backends=["vulkan", "gl", "host"])
     try:

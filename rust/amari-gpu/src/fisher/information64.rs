@@ -51,16 +51,24 @@ pub fn fisher_information_f64(
     weights: Option<&[f64]>,
     strategy: Option<Strategy>,
 ) -> Result<FisherMatrix> {
-    let prepared = prepare_f64(scores, p, weights)?;
-    let weights = device_weights(weights, prepared.n)?;
-    let ran = partials_f64(ctx, scores, p, &weights, None, strategy)?;
-    let matrix = finish_f64(p, prepared.total, &ran.partials);
-    ctx.recycle_partials(ran.partials);
-    Ok(FisherMatrix {
-        matrix: matrix?,
-        p,
-        plan: ran.plan,
-    })
+    // The scores' finite check is left to the end: a non-finite score makes its column's
+    // diagonal entry non-finite (`s · w · s` is >= 0, +inf or NaN, and no later term
+    // brings such a sum back), so a finite matrix proves the scores finite, and the check
+    // (a read of every score, a tenth of a large call) runs only when the call fails, first
+    // of all its checks, naming the entry it names today.
+    let run = || -> Result<FisherMatrix> {
+        let prepared = prepare_rows_f64(scores, p, weights)?;
+        let weights = device_weights(weights, prepared.n)?;
+        let ran = partials_f64(ctx, scores, p, &weights, None, strategy)?;
+        let matrix = finish_f64(p, prepared.total, &ran.partials);
+        ctx.recycle_partials(ran.partials);
+        Ok(FisherMatrix {
+            matrix: matrix?,
+            p,
+            plan: ran.plan,
+        })
+    };
+    run().map_err(|e| finite_scores(scores, p).err().unwrap_or(e))
 }
 
 /// A checked float64 call: its rows, the float64 sum of its weights (N without weights)
@@ -78,11 +86,26 @@ pub struct Prepared64 {
 /// Checks row-major (N, `p`) float64 `scores` and optional (N,) `weights` as
 /// [`fisher_information_f64`] does (float64 needs no scaling: the devices see them as given).
 pub fn prepare_f64(scores: &[f64], p: usize, weights: Option<&[f64]>) -> Result<Prepared64> {
+    finite_scores(scores, p)?;
+    prepare_rows_f64(scores, p, weights)
+}
+
+/// Every score finite, else the error naming the first that is not (a shape error first,
+/// as [`prepare_f64`] gives it).
+fn finite_scores(scores: &[f64], p: usize) -> Result<()> {
     let n = checks::rows("scores", scores, p, MAX_SCORE_COLUMNS)?;
     if n == 0 {
         return Err(no_rows(p));
     }
-    checks::all_values("scores", scores, p, "finite values", f64::is_finite)?;
+    checks::all_values("scores", scores, p, "finite values", f64::is_finite)
+}
+
+/// [`prepare_f64`] but for the scores' finite check.
+fn prepare_rows_f64(scores: &[f64], p: usize, weights: Option<&[f64]>) -> Result<Prepared64> {
+    let n = checks::rows("scores", scores, p, MAX_SCORE_COLUMNS)?;
+    if n == 0 {
+        return Err(no_rows(p));
+    }
     let total = check_weights(weights, n)?;
     let width = SyrkShape::new(p).width;
     Ok(Prepared64 {

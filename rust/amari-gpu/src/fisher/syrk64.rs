@@ -151,11 +151,11 @@ impl Triangle {
         };
         // The upper triangle's 64 × 64 tiles of one slice (the whole chunk), then copied
         // into the packed triangle: O(W²) against the tiles' O(n W²). The tiles are this
-        // thread's scratch (`syrk_pack::with_scratch`), zeroed here as a fresh buffer was
-        // (a memset of data in cache, not the allocator's fresh pages).
+        // thread's scratch (`syrk_pack::with_scratch`), not zeroed: `run_triangle` writes
+        // every value (below a diagonal tile's diagonal too), so what an earlier chunk left
+        // in them is never read.
         let (tiles, words) = (w.div_ceil(TILE).max(1), TILE * TILE);
         with_scratch(&TILES, tiles * (tiles + 1) / 2 * words, |tiled: &mut [f64]| {
-            tiled.fill(0.0);
             match self.fma == FmaMode::Fused {
                 true => run_triangle::<f64, true>(level, &src, tiles, tiled),
                 false => run_triangle::<f64, false>(level, &src, tiles, tiled),
@@ -306,6 +306,48 @@ mod tests {
                     let got: Vec<u64> =
                         (0..triangle(w)).map(|k| read_f64(&out, k).to_bits()).collect();
                     assert_eq!(got, want, "n {n}, P {p}, {threads} threads, {level:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unit_weights_share_one_panel_and_keep_every_chain() {
+        // Weights of 1 (an unweighted call) make the left rows the right ones: one panel
+        // packed, or none when the scores are one strip wide (W = 64, read in place); one
+        // row of another weight sends its sweep (of 512 rows here) back to two panels.
+        for (n, p) in [(1500usize, 64usize), (1300, 65), (900, 257), (1100, 128)] {
+            let w = p.div_ceil(4) * 4;
+            let rows: Vec<f64> = (0..n * w)
+                .map(|k| match k % w < p {
+                    true => ((k * 7919) % 1013) as f64 / 97.0 - 5.0 + 1e-9 * k as f64,
+                    false => 0.0,
+                })
+                .collect();
+            let ones = vec![1.0f64; n];
+            let mut one_off = ones.clone();
+            one_off[600] = 0.75;
+            for weights in [ones, one_off] {
+                let mut want = Vec::new();
+                for i in 0..w {
+                    for j in i..w {
+                        want.push(chain(&rows, &weights, w, (i, j), true).to_bits());
+                    }
+                }
+                let host = Triangle {
+                    width: w,
+                    fma: FmaMode::Fused,
+                };
+                for threads in [1, 2, 3] {
+                    let pool = crate::host::HostPool::new(threads).unwrap();
+                    for level in [Level::Portable, Level::Avx2, Level::Avx512] {
+                        let mut out = vec![0.0f32; 2 * triangle(w)];
+                        let inputs = [f64_words(&rows), f64_words(&weights)];
+                        pool.run_with(|| host.run_at(level, &inputs, 0..n, &mut out));
+                        let got: Vec<u64> =
+                            (0..triangle(w)).map(|k| read_f64(&out, k).to_bits()).collect();
+                        assert_eq!(got, want, "n {n}, P {p}, {threads} threads, {level:?}");
+                    }
                 }
             }
         }

@@ -11,7 +11,7 @@
 use rayon::prelude::*;
 
 use super::shape::BLOCK;
-use super::syrk_pack::{left, Rows, THREADS};
+use super::syrk_pack::{left, with_scratch, Rows, BLOCKS, THREADS};
 use crate::host::arith::madd;
 use crate::host::simd::Level;
 
@@ -49,24 +49,29 @@ pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, tiles: usize, 
         }
     };
     let per_thread = src.len().div_ceil(THREADS);
-    let mut parts = vec![0.0f32; THREADS * words];
     let parallel = src.len() * words >= MIN_PARALLEL_MACS;
     let pool = if parallel { rayon::current_num_threads() } else { 1 };
     // Consecutive shader threads per pool thread, each with its own gathering buffers.
     let share = THREADS.div_ceil(pool.clamp(1, THREADS)) * words;
-    parts.par_chunks_mut(share).enumerate().for_each(|(g, parts)| {
-        let mut scores = Vec::with_capacity(per_thread * width);
-        let mut weights = Vec::with_capacity(per_thread);
-        for (t, part) in parts.chunks_exact_mut(words).enumerate() {
-            thread(g * share / words + t, part, &mut scores, &mut weights);
+    // The 64 threads' blocks (590 KB at P = 64) in this thread's scratch, not zeroed: the
+    // micro-kernels write every value of a thread's blocks (fresh, they were zeroed pages
+    // for every slice of every chunk).
+    let total = with_scratch(&BLOCKS, THREADS * words, |parts: &mut [f32]| {
+        parts.par_chunks_mut(share).enumerate().for_each(|(g, parts)| {
+            let mut scores = Vec::with_capacity(per_thread * width);
+            let mut weights = Vec::with_capacity(per_thread);
+            for (t, part) in parts.chunks_exact_mut(words).enumerate() {
+                thread(g * share / words + t, part, &mut scores, &mut weights);
+            }
+        });
+        let mut total = vec![0.0f32; words];
+        for part in parts.chunks_exact(words) {
+            for (sum, &a) in total.iter_mut().zip(part) {
+                *sum += a;
+            }
         }
+        total
     });
-    let mut total = vec![0.0f32; words];
-    for part in parts.chunks_exact(words) {
-        for (sum, &a) in total.iter_mut().zip(part) {
-            *sum += a;
-        }
-    }
     let mut out = out;
     for &(at, cols) in &rows_of_blocks {
         let (row, tail) = std::mem::take(&mut out).split_at_mut(BLOCK * cols);

@@ -17,6 +17,8 @@ thread_local! {
     pub(super) static PANELS: Cell<Vec<u64>> = const { Cell::new(Vec::new()) };
     /// Each thread's tiles of a float64 chunk (`fisher::syrk64`), kept likewise.
     pub(super) static TILES: Cell<Vec<u64>> = const { Cell::new(Vec::new()) };
+    /// Each thread's 8 × 8 blocks of the 64 shader threads of a slice (`fisher::syrk_block`).
+    pub(super) static BLOCKS: Cell<Vec<u64>> = const { Cell::new(Vec::new()) };
 }
 
 /// `f` given `len` values of `T` from this thread's scratch `slot` (what an earlier chunk
@@ -32,12 +34,34 @@ pub(super) fn with_scratch<T: bytemuck::Pod, R>(
 ) -> R {
     let mut words = slot.take();
     let need = (len * std::mem::size_of::<T>()).div_ceil(8);
-    if words.len() < need {
-        words.resize(need, 0);
+    // The values start on a cache line: the micro-kernels' 64-byte loads of panel rows
+    // (and of float64 tiles) then never straddle two lines, which costs a second load.
+    let slack = LINE / 8 - 1;
+    if words.len() < need + slack {
+        words.resize(need + slack, 0);
     }
-    let result = f(&mut bytemuck::cast_slice_mut::<u64, T>(&mut words[..need])[..len]);
+    let skip = words.as_ptr().align_offset(LINE).min(slack);
+    let values = &mut words[skip..skip + need];
+    let result = f(&mut bytemuck::cast_slice_mut::<u64, T>(values)[..len]);
     slot.set(words);
     result
+}
+
+/// Bytes of a cache line.
+const LINE: usize = 64;
+
+/// The float types' 1, which a weight is when the left row (`s · w`) is the right one (`s`).
+pub(super) trait One {
+    /// 1.0.
+    const ONE: Self;
+}
+
+impl One for f32 {
+    const ONE: f32 = 1.0;
+}
+
+impl One for f64 {
+    const ONE: f64 = 1.0;
 }
 
 /// Threads of a `fisher_rows` workgroup: row r of a slice belongs to thread r mod 64.
@@ -124,6 +148,23 @@ pub(super) fn left(src: &Rows, k: usize, i0: usize) -> [f32; BLOCK] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scratch_starts_on_a_cache_line_and_is_kept() {
+        for len in [1, 7, 1000, 5000] {
+            let first = with_scratch(&PANELS, len, |v: &mut [f32]| {
+                assert_eq!(v.len(), len);
+                v[len - 1] = 3.5;
+                v.as_ptr() as usize
+            });
+            assert_eq!(first % LINE, 0, "{len} values");
+            // The same buffer, as the last call left it, when it is long enough.
+            let again = with_scratch(&PANELS, len, |v: &mut [f32]| (v.as_ptr() as usize, v[len - 1]));
+            assert_eq!(again, (first, 3.5));
+            let wide = with_scratch(&PANELS, len, |v: &mut [f64]| v.as_ptr() as usize);
+            assert_eq!(wide % LINE, 0, "{len} values");
+        }
+    }
 
     #[test]
     fn panels_hold_the_rows_weighted_and_zero_past_the_width() {

@@ -172,3 +172,34 @@ fn gathered_thread_rows_keep_the_bits_on_pools_of_one_to_three_threads() {
         }
     }
 }
+
+#[test]
+fn unit_weights_share_one_panel_and_keep_the_bits() {
+    // Rows of weight 1 are their own left rows, so a sweep whose weights are all 1 packs
+    // only the left panel: every weight 1, and 1 but for one row (its sweep packs both
+    // panels, the others one), across several sweeps of 512 rows, pools of 1 to 3 threads.
+    let levels = [Level::Portable, Level::Avx2, Level::Avx512];
+    for threads in [1, 2, 3] {
+        let pool = HostPool::new(threads).unwrap();
+        for (p, n) in [(65, 1500), (130, 1100), (256, 1100)] {
+            let shape = SyrkShape::new(p);
+            let rows = values(n * shape.width, (p * 11 + n) as u64);
+            let ones = vec![1.0f32; n];
+            let mut one_off = ones.clone();
+            one_off[700] = 0.75;
+            for w in [ones, one_off] {
+                let want = reference::<true>(shape, &rows, &w, n);
+                let kernel = FisherSyrk {
+                    shape,
+                    fma: FmaMode::Fused,
+                };
+                for level in levels {
+                    let mut got = vec![f32::NAN; shape.partial_words()];
+                    pool.run_with(|| kernel.run_at(level, &[&rows, &w], 0..n, &mut got));
+                    let what = format!("P = {p}, n = {n}, {threads} threads, {level:?}");
+                    same(&what, &want, &got);
+                }
+            }
+        }
+    }
+}

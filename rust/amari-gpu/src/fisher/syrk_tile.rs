@@ -3,7 +3,9 @@
 //! or float64. The slice's rows are taken a sweep at a time: the sweep's left (weighted)
 //! and right strips of every column tile are packed once, by all threads, each strip's
 //! rows in pieces so that every thread has a share (scores exactly one strip wide are
-//! their own right panel, read in place), and then every tile is computed from them. The tiles are cut into runs of rows, and the runs into one
+//! their own right panel, read in place; a sweep whose weights are all 1 has its left
+//! strips for right ones, `s · 1` being `s`), and then every tile is computed from them.
+//! The tiles are cut into runs of rows, and the runs into one
 //! share of equal work per thread, so that the threads are busy to the end (a diagonal
 //! tile's rows are uneven, and P ≤ 64 has one tile); each thread takes [`KC`] rows of the
 //! sweep at a time through all of its runs, its strips of those rows reused from L1/L2.
@@ -19,7 +21,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::shape::TILE;
-use super::syrk_pack::{pack_rows, with_scratch, Panels, Rows, PANELS};
+use super::syrk_pack::{pack_rows, with_scratch, One, Panels, Rows, PANELS};
 use crate::host::arith::Real;
 use crate::host::simd::Level;
 
@@ -105,7 +107,7 @@ fn groups(tiles: usize, threads: usize) -> Vec<Vec<Unit>> {
 /// Every tile of the upper triangle of `tiles` × `tiles` tiles of the slice `src` into
 /// `out`, one E × E tile after another, row-major, tile rows (ti, ti..tiles) in order.
 /// `level` is one `Level::at_most_detected` returned.
-pub(super) fn run_triangle<T: Elem + bytemuck::Pod, const F: bool>(
+pub(super) fn run_triangle<T: Elem + One + bytemuck::Pod, const F: bool>(
     level: Level,
     src: &Rows<T>,
     tiles: usize,
@@ -157,7 +159,7 @@ pub(super) fn run_triangle<T: Elem + bytemuck::Pod, const F: bool>(
 /// The sweeps of [`run_triangle`]: each sweep's rows packed into `lhs`/`rhs` by every thread,
 /// then every thread's `shares` of the tiles continued over them.
 #[allow(clippy::type_complexity)]
-fn sweeps<T: Elem, const F: bool>(
+fn sweeps<T: Elem + One, const F: bool>(
     level: Level,
     src: &Rows<T>,
     (tiles, whole, sweep, threads, parallel): (usize, usize, usize, usize, bool),
@@ -165,17 +167,24 @@ fn sweeps<T: Elem, const F: bool>(
     shares: &mut [Vec<(Unit, &mut [T])>],
 ) {
     let (n, width, panel) = (src.len(), src.width, sweep * E);
-    // Each strip's rows packed in `parts` pieces, so that a few wide strips (or P <= 64's
-    // one) still give every thread a share.
-    let parts = (2 * threads).div_ceil(tiles);
+    // Each strip's rows packed in `parts` pieces, a few per thread, so that a few wide
+    // strips (or P <= 64's one) still give every thread a share, and a thread slowed by
+    // another process's does not hold the others at the sweep's end.
+    let parts = (4 * threads).div_ceil(tiles);
     for s0 in (0..n).step_by(sweep) {
         let rows = s0..(s0 + sweep).min(n);
         let kc = rows.len();
         let piece = kc.div_ceil(parts);
+        // Rows of weight 1 (every row of an unweighted call) are their own left rows:
+        // `s · 1` is `s` exactly, so the left panel serves as the right one too, and only
+        // it is packed (half the packing's writes).
+        // Scores one strip wide are then both panels as they are: nothing is packed.
+        let same = src.weights[rows.clone()].iter().all(|&w| w == T::ONE);
+        let in_place = same && whole == 1;
         let mut rights = rhs.chunks_mut(panel);
         let mut pieces = Vec::with_capacity(tiles * parts);
-        for (s, l) in lhs.chunks_mut(panel).enumerate() {
-            let mut r = match s >= whole {
+        for (s, l) in lhs.chunks_mut(panel).enumerate().filter(|_| !in_place) {
+            let mut r = match s >= whole && !same {
                 true => rights.next().map(|r| r[..kc * E].chunks_mut(piece * E)),
                 false => None,
             };
@@ -199,13 +208,19 @@ fn sweeps<T: Elem, const F: bool>(
             for k0 in (0..kc).step_by(KC) {
                 let k = k0..(k0 + KC).min(kc);
                 for (unit, tile) in share.iter_mut() {
-                    let l = &lhs[unit.ti * panel..][k.start * E..k.end * E];
-                    let r = match unit.tj < whole {
-                        true => {
+                    let l = match in_place {
+                        true => &src.scores[(s0 + k.start) * E..(s0 + k.end) * E],
+                        false => &lhs[unit.ti * panel..][k.start * E..k.end * E],
+                    };
+                    let r = match (unit.tj < whole, same) {
+                        (true, _) => {
                             let first = (s0 + k.start) * width + unit.tj * E;
                             (&src.scores[first..first + (k.len() - 1) * width + E], width)
                         }
-                        false => (&rhs[(unit.tj - whole) * panel..][k.start * E..k.end * E], E),
+                        (false, true) => (&lhs[unit.tj * panel..][k.start * E..k.end * E], E),
+                        (false, false) => {
+                            (&rhs[(unit.tj - whole) * panel..][k.start * E..k.end * E], E)
+                        }
                     };
                     let at = (s0 + k0 == 0, unit.ti == unit.tj);
                     micro::<T, F>(level, at, unit.rows.clone(), (l, r), tile);
