@@ -37,6 +37,12 @@ pub struct Measurements {
     /// work of that dtype (`calibration::dtypes`).
     #[serde(default)]
     pub dtype_rates: BTreeMap<String, f64>,
+    /// Host devices: the call size in bytes (operands and output) past which a streaming
+    /// kernel's output is written with non-temporal stores, measured by timing both kinds of
+    /// store (`ga::host_cl3::stream_past_bytes`); `None` on wgpu devices and in caches
+    /// written before it was measured.
+    #[serde(default)]
+    pub stream_past_bytes: Option<u64>,
     /// Seconds since the Unix epoch when measured.
     pub measured_unix_s: u64,
     /// Seconds the calibration took.

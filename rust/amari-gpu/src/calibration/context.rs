@@ -195,6 +195,10 @@ impl MultiGpuContext {
                 // what its history learned were ratios to that, not to these figures.
                 self.history.forget(id);
             }
+            if let (Some(_), Some(bytes)) = (dev.as_host(), entry.0.stream_past_bytes) {
+                // The host's measured streaming size, so that no call measures it again.
+                crate::ga::use_stream_past(bytes as usize);
+            }
             measured[id] = Some(entry);
             // Fast-path decisions were made from the figures replaced.
             self.fast.clear();

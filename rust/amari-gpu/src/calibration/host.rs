@@ -124,6 +124,8 @@ pub fn measure(
             let first = host_reference(&(families()[0].reference)())?;
             let launch_latency_s = seconds(host, &first, 1)?;
             let copy = memcpy_bytes_per_s(host);
+            // On the device's threads, as the calls it decides for run.
+            let stream_past = host.pool.run_with(crate::ga::stream_past_bytes);
             Ok(Measurements {
                 launch_latency_s,
                 // One direction of a copy moves half the bytes it touches.
@@ -135,6 +137,7 @@ pub fn measure(
                 kernel_copy_bytes_per_s: copy,
                 timestamp_cost_s: 0.0,
                 dtype_rates: BTreeMap::new(),
+                stream_past_bytes: Some(stream_past as u64),
                 measured_unix_s: 0,
                 calibration_s: 0.0,
             })
@@ -158,6 +161,25 @@ pub fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The device figures hold the size past which outputs stream, measured between the
+    /// cores' own caches and the last-level cache, and the calls of this process use it; a
+    /// cache written before the figure existed reads as not measured.
+    #[test]
+    fn the_host_calibration_measures_where_outputs_stream() {
+        use crate::host::cpu::{last_level_cache_bytes, private_cache_bytes};
+        use crate::kernel::FmaMode;
+        let host = HostDevice::new(2, FmaMode::Fused).expect("pool");
+        let m = measure(&host, None, &[]).expect("calibration");
+        let past = m.stream_past_bytes.expect("measured") as usize;
+        let (private, last) = (private_cache_bytes(), last_level_cache_bytes());
+        assert!(past == last || (private..=last).contains(&past), "{past}");
+        assert_eq!(crate::ga::stream_past_bytes(), past);
+        let mut old = serde_json::to_value(&m).expect("json");
+        old.as_object_mut().expect("object").remove("stream_past_bytes");
+        let read: Measurements = serde_json::from_value(old).expect("an older cache");
+        assert_eq!(read.stream_past_bytes, None);
+    }
 
     #[test]
     fn every_family_reference_has_a_host_stand_in() {

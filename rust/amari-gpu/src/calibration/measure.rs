@@ -196,6 +196,7 @@ pub fn measure(
                 .0,
                 timestamp_cost_s: transfers::measure_timestamp_cost(dev)?,
                 dtype_rates: Default::default(),
+                stream_past_bytes: None,
                 measured_unix_s: now_unix_s(),
                 calibration_s: 0.0,
             })
@@ -227,6 +228,7 @@ pub(crate) mod tests {
             kernel_copy_bytes_per_s: 1e10,
             timestamp_cost_s: 0.0,
             dtype_rates: Default::default(),
+            stream_past_bytes: None,
             measured_unix_s: 0,
             calibration_s: 2.0,
         }

@@ -76,18 +76,24 @@ impl HostImpl for Cl3Product {
 /// Whether a call that moves `bytes` (its operands and its output) streams its output past
 /// the caches (a non-temporal store saves the read of every output line before it is
 /// written, a third of a product's traffic): past the size [`stream_past_bytes`] measured.
+/// A call within the cores' own caches never streams, and never waits for that measurement.
 pub fn streams(bytes: usize) -> bool {
-    bytes > stream_past_bytes()
+    bytes > crate::host::cpu::private_cache_bytes() && bytes > stream_past_bytes()
 }
+
+/// The size past which outputs stream, once known in this process: taken from the host
+/// device's calibration ([`use_stream_past`]) or measured by the first call that needs it.
+static STREAM_PAST: OnceLock<usize> = OnceLock::new();
 
 /// The call size past which outputs stream, decided once per process by measurement
 /// ([`cached_past`]): the cache a CPU reports is not always the one a process gets. The
 /// 2-core Xeon VM of `docs/benchmarks.md` reports 480 MiB of L3, yet rewriting a buffer
 /// with ordinary stores fell there from about 27 GB/s at 16 MiB to 4-8 GB/s at 32 MiB,
-/// while streamed stores held about 23 GB/s.
-fn stream_past_bytes() -> usize {
-    static PAST: OnceLock<usize> = OnceLock::new();
-    *PAST.get_or_init(|| {
+/// while streamed stores held about 23 GB/s. The host device's calibration measures it
+/// (and its cache keeps it), so a process with a calibrated host device does not pay for
+/// the probe in a call; without one, the first call past the private caches does.
+pub fn stream_past_bytes() -> usize {
+    *STREAM_PAST.get_or_init(|| {
         let (private, last) = (
             crate::host::cpu::private_cache_bytes(),
             crate::host::cpu::last_level_cache_bytes(),
@@ -102,6 +108,13 @@ fn stream_past_bytes() -> usize {
         );
         past
     })
+}
+
+/// Takes `bytes`, the size a calibration of the host device measured (now or in an earlier
+/// process, from its cache), as the size past which outputs stream, unless this process
+/// already decided.
+pub fn use_stream_past(bytes: usize) {
+    let _ = STREAM_PAST.set(bytes);
 }
 
 /// Most bytes a float32 product probed at doubling sizes moves: past them the probe would

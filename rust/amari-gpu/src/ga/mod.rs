@@ -36,6 +36,7 @@ pub use cl3::{geometric_cl3_kernel, geometric_product_cl3_reference, CL3_BLADES}
 pub use codegen::{generate, Broadcast};
 pub use kernels::kernel;
 pub use operation::Operation;
+pub use host_cl3::{stream_past_bytes, use_stream_past};
 pub use run::{apply, apply_in, check, geometric_product_cl3, shape};
 
 use crate::family::Family;
