@@ -176,7 +176,9 @@ mod tests {
         assert!(past == last || (private..=last).contains(&past), "{past}");
         assert_eq!(crate::ga::stream_past_bytes(), past);
         let mut old = serde_json::to_value(&m).expect("json");
-        old.as_object_mut().expect("object").remove("stream_past_bytes");
+        old.as_object_mut()
+            .expect("object")
+            .remove("stream_past_bytes");
         let read: Measurements = serde_json::from_value(old).expect("an older cache");
         assert_eq!(read.stream_past_bytes, None);
     }
