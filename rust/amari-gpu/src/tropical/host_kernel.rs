@@ -182,6 +182,9 @@ macro_rules! x86_tile {
         #[target_feature(enable = $features)]
         pub(super) fn $name<const MR: usize>(panel: &[$t], strip: &[$t], acc: &mut [$t]) {
             const NR: usize = 2 * $lanes;
+            // K steps ahead of the one it computes that the tile prefetches its strip:
+            // about L3's latency in steps of 24 cycles (a 12-row AVX-512 tile's step).
+            const PREFETCH_STEPS: usize = 16;
             let mut lo = [$set1(<$t>::NEG_INFINITY); MR];
             let mut hi = lo;
             for (r, src) in acc.chunks_exact(NR).take(MR).enumerate() {
@@ -223,15 +226,9 @@ macro_rules! x86_tile {
     };
 }
 
-/// K steps ahead of the one it computes that an x86-64 tile prefetches its strip: about
-/// L3's latency in steps of 24 cycles (a 12-row AVX-512 tile's step).
-#[cfg(target_arch = "x86_64")]
-const PREFETCH_STEPS: usize = 16;
-
 /// The AVX2 kernels: 8 float32 or 4 float64 lanes, a strip of two vectors.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::PREFETCH_STEPS;
     use std::arch::x86_64::*;
 
     x86_tile!(tile_f32, f32, "avx2,fma", 8, _mm256_set1_ps, _mm256_loadu_ps,
@@ -244,7 +241,6 @@ mod avx2 {
 /// two vectors are loaded once per k step and each panel value broadcast once.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::PREFETCH_STEPS;
     use std::arch::x86_64::*;
 
     x86_tile!(tile_f32, f32, "avx512f,avx2,fma", 16, _mm512_set1_ps, _mm512_loadu_ps,
