@@ -3,9 +3,12 @@
 //! at its position in those shapes, the whole-bound operand's size, and float32 overflow of
 //! the result. Errors name the caller's arguments and speak in the caller's dimensions.
 
+use rayon::prelude::*;
+
 use crate::context::MultiGpuContext;
 use crate::dtype::Dtype;
 use crate::error::{shape_text, Error, Result};
+use crate::host::simd::{dispatch, Task};
 use crate::resident::Operand;
 use crate::tropical::blocks::{BatchShape, Product};
 use crate::tropical::scalar::Scalar;
@@ -147,25 +150,24 @@ pub(crate) fn unravel(flat: usize, dims: &[usize]) -> Vec<usize> {
     index
 }
 
-/// [`reject_nan`] of values of any tropical dtype.
-pub(crate) fn reject_nan_of<T: Scalar>(argument: &str, data: &[T], dims: &[usize]) -> Result<()> {
-    if T::DTYPE == Dtype::F32 {
-        return reject_nan(argument, T::words(data), dims);
-    }
-    match data.iter().position(|v| v.is_nan()) {
-        Some(flat) => Err(nan_error(argument, &unravel(flat, dims), dims)),
-        None => Ok(()),
-    }
-}
-
-/// [`largest_finite`] of values of any tropical dtype.
-pub(crate) fn largest_finite_of<T: Scalar>(data: &[T]) -> f64 {
-    if T::DTYPE == Dtype::F32 {
-        return largest_finite(T::words(data));
-    }
-    data.iter()
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, |m, v| m.max(v.to_f64().abs()))
+/// One pass over an operand's values (float32 or float64): a NaN error naming `argument`
+/// and the NaN's first position in `dims`, else the largest finite magnitude (0 without
+/// one), which tells whether a term may overflow ([`may_overflow`]).
+pub(crate) fn checked_magnitude<T: Scalar>(argument: &str, data: &[T], dims: &[usize]) -> Result<f64> {
+    let largest = match T::DTYPE {
+        Dtype::F32 => magnitudes(T::words(data)).finite_or_nan(),
+        _ => {
+            let (top, nan) = data.iter().fold((0.0f64, false), |(top, nan), v| {
+                let top = if v.is_finite() { top.max(v.to_f64().abs()) } else { top };
+                (top, nan | v.is_nan())
+            });
+            (!nan).then_some(top)
+        }
+    };
+    largest.ok_or_else(|| {
+        let flat = data.iter().position(|v| v.is_nan()).unwrap_or(0);
+        nan_error(argument, &unravel(flat, dims), dims)
+    })
 }
 
 /// The bits of a float32's magnitude: for magnitudes, their order is the values' order;
@@ -173,47 +175,78 @@ pub(crate) fn largest_finite_of<T: Scalar>(data: &[T]) -> f64 {
 const MAGNITUDE: u32 = 0x7fff_ffff;
 /// The magnitude bits of infinity.
 const INF_BITS: u32 = 0x7f80_0000;
-/// Words the NaN test scans at once before searching a block word by word.
-const SCAN_BLOCK: usize = 4096;
-/// Lanes the scans keep apart (an array, so that the compiler makes the loop element-wise
-/// vector operations: a word-by-word search or a reduction of one value is not vectorised,
-/// and cost more than a tenth of a 1024² host product for the operands' two scans each).
+/// Words of a block of the parallel scan, and the words above which the scan is parallel:
+/// a 1024² operand (4 MiB) is four blocks, read by both of rayon's threads, where on the
+/// calling thread alone its scan was a tenth of a 1024² max-plus call's wall time.
+const SCAN_BLOCK: usize = 1 << 18;
+/// Lanes the scan keeps apart (an array, so that the compiler makes the loop element-wise
+/// vector operations: a word-by-word search or a reduction of one value is not vectorised).
 const LANES: usize = 16;
 
-/// Fails with an error naming `argument` and the first position of a NaN in `data`, a flat
-/// row-major array of shape `dims` (indexed like numpy: `[batch, row, column]`).
-pub fn reject_nan(argument: &str, data: &[f32], dims: &[usize]) -> Result<()> {
-    let has_nan = |block: &[f32]| top_magnitude_bits(block, false) > INF_BITS;
-    let Some(block) = data.chunks(SCAN_BLOCK).position(has_nan) else {
-        return Ok(());
-    };
-    let at = block * SCAN_BLOCK;
-    let flat = at + data[at..].iter().position(|v| v.is_nan()).unwrap_or(0);
-    Err(nan_error(argument, &unravel(flat, dims), dims))
+/// The largest magnitude bits of float32 words, of all of them and of the finite ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Magnitudes {
+    all: u32,
+    finite: u32,
 }
 
-/// The largest magnitude bits of `data`'s words (0 for none), of its finite words only when
-/// `finite_only`.
-fn top_magnitude_bits(data: &[f32], finite_only: bool) -> u32 {
-    let word = |v: &f32| {
-        let m = v.to_bits() & MAGNITUDE;
-        // Below 2^31, so the signed comparisons SSE2 has order them.
-        if finite_only && m >= INF_BITS {
-            0
-        } else {
-            m as i32
-        }
-    };
-    let mut top = [0i32; LANES];
-    let mut chunks = data.chunks_exact(LANES);
-    for chunk in &mut chunks {
-        for (t, v) in top.iter_mut().zip(chunk) {
-            let m = word(v);
-            *t = if m > *t { m } else { *t };
+impl Magnitudes {
+    /// The larger of each.
+    fn max(self, other: Magnitudes) -> Magnitudes {
+        Magnitudes {
+            all: self.all.max(other.all),
+            finite: self.finite.max(other.finite),
         }
     }
-    let rest = chunks.remainder().iter().map(word);
-    top.into_iter().chain(rest).max().unwrap_or(0) as u32
+
+    /// The largest finite magnitude, or None when a word is NaN.
+    fn finite_or_nan(self) -> Option<f64> {
+        (self.all <= INF_BITS).then(|| f64::from(f32::from_bits(self.finite)))
+    }
+}
+
+/// [`Magnitudes`] of `data`: one read of its words for both (the NaN test and the largest
+/// finite magnitude were two scans each), compiled for the CPU's SIMD level, and on
+/// rayon's pool in blocks for a large operand. A maximum is exact in any order.
+fn magnitudes(data: &[f32]) -> Magnitudes {
+    if data.len() <= SCAN_BLOCK {
+        return dispatch(Scan(data));
+    }
+    data.par_chunks(SCAN_BLOCK)
+        .map(|block| dispatch(Scan(block)))
+        .reduce(Magnitudes::default, Magnitudes::max)
+}
+
+/// One block's [`Magnitudes`], as a SIMD task.
+struct Scan<'a>(&'a [f32]);
+
+impl Task for Scan<'_> {
+    type Output = Magnitudes;
+
+    #[inline(always)]
+    fn run(self) -> Magnitudes {
+        // Magnitudes are below 2^31, so the signed comparisons of every level order them.
+        let magnitude = |v: &f32| (v.to_bits() & MAGNITUDE) as i32;
+        let finite = |m: i32| if m < INF_BITS as i32 { m } else { 0 };
+        let (mut all, mut fin) = ([0i32; LANES], [0i32; LANES]);
+        let mut chunks = self.0.chunks_exact(LANES);
+        for chunk in &mut chunks {
+            for ((a, f), v) in all.iter_mut().zip(&mut fin).zip(chunk) {
+                let m = magnitude(v);
+                *a = if m > *a { m } else { *a };
+                let m = finite(m);
+                *f = if m > *f { m } else { *f };
+            }
+        }
+        let rest = chunks.remainder().iter().map(magnitude);
+        let top = |lanes: [i32; LANES], rest: &mut dyn Iterator<Item = i32>| {
+            lanes.into_iter().chain(rest).max().unwrap_or(0) as u32
+        };
+        Magnitudes {
+            all: top(all, &mut rest.clone()),
+            finite: top(fin, &mut rest.map(finite)),
+        }
+    }
 }
 
 /// Refuses a whole-bound operand larger than some device can bind.
@@ -239,12 +272,6 @@ pub(crate) fn check_whole_binding(
         ));
     }
     Ok(())
-}
-
-/// The largest finite magnitude in `data` (0 without one), from the magnitudes' bits (which
-/// order them exactly; infinities and NaN count as 0).
-pub(crate) fn largest_finite(data: &[f32]) -> f64 {
-    f64::from(f32::from_bits(top_magnitude_bits(data, true)))
 }
 
 /// Whether a product of operands whose largest finite magnitudes are `top_a` and `top_b`
@@ -313,27 +340,26 @@ mod tests {
 
     #[test]
     fn nan_is_reported_with_its_position() {
-        let err = reject_nan("a", &[0.0, 1.0, f32::NAN], &[1, 3, 1]).unwrap_err();
-        assert!(
-            err.to_string().contains("at [0, 2, 0] of shape (1, 3, 1)"),
-            "{err}"
-        );
+        let nan = |data: &[f32], dims: &[usize]| {
+            checked_magnitude("a", data, dims).unwrap_err().to_string()
+        };
+        let err = nan(&[0.0, 1.0, f32::NAN], &[1, 3, 1]);
+        assert!(err.contains("at [0, 2, 0] of shape (1, 3, 1)"), "{err}");
         let mut batched = vec![0.0; 2 * 3 * 4];
         batched[4 * 3 + 5] = f32::NAN;
-        let err = reject_nan("a", &batched, &[2, 3, 4]).unwrap_err();
-        assert!(
-            err.to_string().contains("at [1, 1, 1] of shape (2, 3, 4)"),
-            "{err}"
-        );
-        let err = reject_nan("x", &[0.0, f32::NAN], &[2]).unwrap_err();
+        let err = nan(&batched, &[2, 3, 4]);
+        assert!(err.contains("at [1, 1, 1] of shape (2, 3, 4)"), "{err}");
+        let err = checked_magnitude("x", &[0.0f64, f64::NAN], &[2]).unwrap_err();
+        assert!(err.to_string().starts_with("x: "), "{err}");
         assert!(err.to_string().contains("at [1] of shape (2,)"), "{err}");
     }
 
     #[test]
-    fn the_block_scans_find_the_first_nan_and_the_largest_finite_magnitude() {
-        // Past a scan block and in the short block at the end, beside infinities, ±0 and
-        // a subnormal: the first NaN's position and the largest finite magnitude as the
-        // word-by-word definitions give them.
+    fn the_scan_finds_the_first_nan_and_the_largest_finite_magnitude() {
+        // Past a scan block (so scanned in parallel blocks) and in the short run of words
+        // at the end, beside infinities, ±0 and a subnormal: the first NaN's position and
+        // the largest finite magnitude as the word-by-word definitions give them, in
+        // float32 and in float64.
         let n = 2 * SCAN_BLOCK + 37;
         let base: Vec<f32> = (0..n).map(|i| (i % 97) as f32 - 48.0).collect();
         for &at in &[0, 5, SCAN_BLOCK - 1, SCAN_BLOCK, 2 * SCAN_BLOCK + 36] {
@@ -345,17 +371,34 @@ mod tests {
                 }
                 data[1] = f32::INFINITY;
                 data[2] = f32::NEG_INFINITY;
-                let err = reject_nan("a", &data, &[n]).unwrap_err().to_string();
+                let err = checked_magnitude("a", &data, &[n]).unwrap_err().to_string();
                 assert!(err.contains(&format!("at [{at}] of shape ({n},)")), "{err}");
-                assert_eq!(largest_finite(&data), 48.0);
+                let wide: Vec<f64> = data.iter().map(|&v| f64::from(v)).collect();
+                let err = checked_magnitude("a", &wide, &[n]).unwrap_err().to_string();
+                assert!(err.contains(&format!("at [{at}] of shape ({n},)")), "{err}");
+                data[at] = 1.0;
+                if let Some(j) = second {
+                    data[j] = -48.5;
+                }
+                let want = if second.is_some() { 48.5 } else { 48.0 };
+                assert_eq!(checked_magnitude("a", &data, &[n]).unwrap(), want);
+                let wide: Vec<f64> = data.iter().map(|&v| f64::from(v)).collect();
+                assert_eq!(checked_magnitude("a", &wide, &[n]).unwrap(), want);
             }
         }
-        assert!(reject_nan("a", &base, &[n]).is_ok());
+        let largest = |data: &[f32]| checked_magnitude("a", data, &[data.len()]).unwrap();
         let mut big = vec![-0.0, 1e-45, f32::NEG_INFINITY, -f32::MAX];
-        assert_eq!(largest_finite(&big), f64::from(f32::MAX));
+        assert_eq!(largest(&big), f64::from(f32::MAX));
         big[3] = f32::INFINITY;
-        assert_eq!(largest_finite(&big), f64::from(1e-45f32));
-        assert_eq!(largest_finite(&[]), 0.0);
+        assert_eq!(largest(&big), f64::from(1e-45f32));
+        assert_eq!(largest(&[]), 0.0);
+        // Every position of a NaN in the words past the vector lanes.
+        for at in 0..LANES + 3 {
+            let mut data = vec![2.0f32; LANES + 3];
+            data[at] = f32::NAN;
+            let err = checked_magnitude("a", &data, &[data.len()]).unwrap_err();
+            assert!(err.to_string().contains(&format!("at [{at}]")), "{err}");
+        }
     }
 
     #[test]

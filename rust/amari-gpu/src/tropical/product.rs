@@ -11,7 +11,7 @@ use crate::plan::Strategy;
 use crate::resident::{Destination, Operand, Outcome, Ready, ResidentArray};
 pub use crate::tropical::blocks::Variant;
 use crate::tropical::blocks::{host_run, BatchShape, Kind, Product};
-use crate::tropical::checks::{self, may_overflow, reject_nan_of};
+use crate::tropical::checks::{self, checked_magnitude, may_overflow};
 use crate::tropical::resident::{self, ResidentProduct};
 use crate::tropical::scalar::Scalar;
 use crate::tropical::semiring::Semiring;
@@ -101,14 +101,12 @@ fn check<'a, T: Scalar>(
     shape: BatchShape,
     operands: Operands<'a, T>,
 ) -> Result<Ready<'a>> {
-    let top_a = operand_checks(kind, shape, operands, |a| {
+    let (top_a, top_b) = operand_checks(kind, shape, operands, |a| {
         resident::checked_rows(ctx, a, operands.a_shape)
     })?;
-    let right = kind.right();
-    let b = operands.b;
-    checks::check_whole_binding(ctx, right, T::words(b).len())?;
+    checks::check_whole_binding(ctx, kind.right(), T::words(operands.b).len())?;
     // Whether a term could overflow `T` (the exact check then runs).
-    let exact = may_overflow(top_a, checks::largest_finite_of(b), T::MAX);
+    let exact = may_overflow(top_a, top_b, T::MAX);
     Ok(Ready::new(move |ctx, out, strategy| {
         run(ctx, (kind, shape, exact), operands, out, strategy)
     }))
@@ -116,13 +114,14 @@ fn check<'a, T: Scalar>(
 
 /// The checks of a product's operands that need no context but a resident `a`'s
 /// (`resident_rows`: its NaN check, giving its largest finite magnitude): the words of
-/// both operands, NaN in the caller's positions. Returns `a`'s largest finite magnitude.
+/// both operands, NaN in the caller's positions. Returns both operands' largest finite
+/// magnitudes (one read of each operand gives its NaN check and its magnitude).
 fn operand_checks<T: Scalar>(
     kind: Kind,
     shape: BatchShape,
     operands: Operands<'_, T>,
     resident_rows: impl FnOnce(&ResidentArray) -> Result<f64>,
-) -> Result<f64> {
+) -> Result<(f64, f64)> {
     let Operands {
         a,
         a_shape,
@@ -146,15 +145,10 @@ fn operand_checks<T: Scalar>(
         });
     }
     let top_a = match a {
-        Operand::Host(a) => {
-            let a = T::values(a);
-            reject_nan_of("a", &a, a_shape)?;
-            checks::largest_finite_of(&a)
-        }
+        Operand::Host(a) => checked_magnitude("a", &T::values(a), a_shape)?,
         Operand::Resident(a) => resident_rows(a)?,
     };
-    reject_nan_of(right, b, b_shape)?;
-    Ok(top_a)
+    Ok((top_a, checked_magnitude(right, b, b_shape)?))
 }
 
 /// Runs a checked product into `out` (checked first): over host operands through the
