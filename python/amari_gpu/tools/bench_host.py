@@ -698,6 +698,7 @@ def run(sizes: Sizes, repeats: int) -> dict[str, Any]:
         "cpu": cpu_model(),
         "simd": host_info.features[0] if host_info.features else "unknown",
         "threads": host_info.limits.get("threads"),
+        "pinned": os.environ.get(PIN_ENV, "").strip() == "1",
         "python": platform.python_version(),
         "numpy": np.__version__,
         "peers": {m: _version(m) for m in ("kingdon", "numba", "scipy")},
@@ -724,6 +725,9 @@ def run(sizes: Sizes, repeats: int) -> dict[str, Any]:
     result["default_context"] = _default_vs_single(sizes, repeats)
     return result
 
+
+PIN_ENV = "AMARI_GPU_HOST_PIN"
+"""Set to 1, the host pool's threads are pinned one to a CPU (the report says which)."""
 
 MAX_PLUS_SHARE_TARGET = 0.6
 """Issue 27: the max-plus product at >= 60% of the host's measured add/max issue rate."""
@@ -818,11 +822,16 @@ def _blas_line(b: dict[str, Any]) -> str:
     )
 
 
+def _pinning(result: dict[str, Any]) -> str:
+    return f"pinned one to a CPU, {PIN_ENV}=1" if result.get("pinned") else "not pinned"
+
+
 def lines(result: dict[str, Any]) -> list[str]:
     """The report: machine, one line per row, bandwidth and default context."""
     peers = ", ".join(f"{k} {v or 'not installed'}" for k, v in result["peers"].items())
     out = [
-        f"CPU: {result['cpu']}; SIMD {result['simd']}; {result['threads']} threads; "
+        f"CPU: {result['cpu']}; SIMD {result['simd']}; {result['threads']} threads "
+        f"({_pinning(result)}); "
         f"python {result['python']}, numpy {result['numpy']}; peers: {peers}",
         _blas_line(result["blas"]),
         f"Host device alone (backends=['host']) against each peer, same run, "

@@ -20,11 +20,17 @@ pub struct HostPool {
 }
 
 impl HostPool {
-    /// A pool of `threads` threads (at least one).
+    /// A pool of `threads` threads (at least one), one to a CPU when asked and there are as
+    /// many CPUs ([`super::affinity`]).
     pub fn new(threads: usize) -> Result<HostPool> {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.max(1))
-            .thread_name(|i| format!("amari-host-{i}"))
+        let threads = threads.max(1);
+        let mut builder = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("amari-host-{i}"));
+        if let Some(cpus) = super::affinity::cpus_for(threads) {
+            builder = builder.start_handler(move |i| super::affinity::pin_current(cpus[i]));
+        }
+        builder
             .build()
             .map(|pool| HostPool { pool })
             .map_err(|e| Error::invalid("host_threads", e.to_string()))

@@ -1,5 +1,5 @@
 //! The host CPU as a device: its description ([`cpu`]), its thread pool and chunk runner
-//! ([`device`]), and the vector helpers every family's host kernels are written with
+//! ([`device`]; its threads one to a CPU, [`affinity`]), and the vector helpers every family's host kernels are written with
 //! ([`simd`]: AVX-512, AVX2+FMA or NEON, chosen at run time; [`arith`]: `fma` as the wgpu
 //! devices beside the host round it; [`f16`]: float16 storage widened to and rounded from
 //! float32).
@@ -11,6 +11,7 @@
 //! device computes, bit for bit, wherever the device's arithmetic is IEEE's. Nothing here
 //! names a family: adding one never edits this folder.
 
+pub mod affinity;
 pub mod arith;
 pub mod cpu;
 pub mod device;

@@ -1,0 +1,57 @@
+"""``AMARI_GPU_HOST_PIN=1`` keeps a host pool with one thread per CPU one thread to a CPU; by
+default the threads may run anywhere. Either way the results are the same bits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+_PROBE = r"""
+import json, os
+import numpy as np
+import amari_gpu
+rng = np.random.default_rng(3)
+a = rng.standard_normal((64, 48)).astype(np.float32)
+b = rng.standard_normal((48, 40)).astype(np.float32)
+with amari_gpu.MultiGpuContext(backends=["host"]) as ctx:
+    ctx.tropical_matmul(a, b)  # the pool's threads have started
+    threads = {}
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            name = f.read().strip()
+        if name.startswith("amari-host-"):
+            threads[name] = sorted(os.sched_getaffinity(int(tid)))
+    product = ctx.tropical_matmul(a, b)
+print(json.dumps({"threads": threads, "allowed": sorted(os.sched_getaffinity(0)),
+                  "product": product.tobytes().hex()}))
+"""
+
+
+def _run(pin: str | None) -> dict[str, object]:
+    env = dict(os.environ)
+    env.pop("AMARI_GPU_HOST_PIN", None)
+    if pin is not None:
+        env["AMARI_GPU_HOST_PIN"] = pin
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_pinned_pools_keep_a_thread_on_each_cpu_and_the_same_bits() -> None:
+    free, pinned = _run(None), _run("1")
+    allowed = free["allowed"]
+    assert isinstance(allowed, list) and allowed
+    free_threads = free["threads"]
+    pinned_threads = pinned["threads"]
+    assert isinstance(free_threads, dict) and isinstance(pinned_threads, dict)
+    assert len(free_threads) == len(allowed) == len(pinned_threads)
+    assert all(cpus == allowed for cpus in free_threads.values())
+    if len(allowed) > 1:
+        assert sorted(pinned_threads.values()) == [[cpu] for cpu in allowed]
+    else:  # one CPU: nothing to spread
+        assert pinned_threads == free_threads
+    assert pinned["product"] == free["product"]
+    assert _run("0")["threads"] == free_threads
