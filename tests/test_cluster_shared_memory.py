@@ -111,11 +111,9 @@ def test_the_result_is_the_callers_own_writable_array(
     assert helpers.segments() == before
 
 
-def test_a_callers_out_and_bad_input(
-    cluster: Any, local: ag.MultiGpuContext, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    a, b = random_batch(ROWS, seed=31)
-    want = local.geometric_product(a, b)
+def count_places(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The bytes of every copy the driver makes into a result's place (``store.place``),
+    appended as they happen."""
     from amari_gpu.cluster import store
 
     placed: list[int] = []
@@ -126,6 +124,15 @@ def test_a_callers_out_and_bad_input(
         place(dst, src)
 
     monkeypatch.setattr(store, "place", counted)
+    return placed
+
+
+def test_a_callers_out_and_bad_input(
+    cluster: Any, local: ag.MultiGpuContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = random_batch(ROWS, seed=31)
+    want = local.geometric_product(a, b)
+    placed = count_places(monkeypatch)
     with open_with(monkeypatch, "shared_memory") as rc:
         # A numpy out: the nodes write a segment of the pool, copied into it run by run.
         out = np.zeros_like(want)
@@ -190,16 +197,7 @@ def test_every_row_family_writes_its_result_in_place(
     b = random_operand(rng, (24, 16), 0.05)
     batched_b = random_operand(rng, (6, 24, 16), 0.05)
     x = random_operand(rng, (24,), 0.05)
-    from amari_gpu.cluster import store
-
-    placed: list[int] = []
-    place = store.place
-
-    def counted(dst: Any, src: Any) -> None:
-        placed.append(dst.nbytes)
-        place(dst, src)
-
-    monkeypatch.setattr(store, "place", counted)
+    placed = count_places(monkeypatch)
     with open_with(monkeypatch, "shared_memory", strategy="balanced") as rc:
         calls = [
             ("fisher_categorical", (probs,)),

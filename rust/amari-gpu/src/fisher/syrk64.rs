@@ -279,35 +279,9 @@ mod tests {
         // into different runs of rows: the bits never change.
         let sizes = [(2100, 65usize), (2100, 1), (700, 257), (1500, 17), (3000, 7), (1100, 128), (1100, 64)];
         for (n, p) in sizes {
-            let w = p.div_ceil(4) * 4;
-            let rows: Vec<f64> = (0..n * w)
-                .map(|k| match k % w < p {
-                    true => ((k * 7919) % 1013) as f64 / 97.0 - 5.0 + 1e-9 * k as f64,
-                    false => 0.0,
-                })
-                .collect();
+            let rows = scores(n, p);
             let weights: Vec<f64> = (0..n).map(|r| 0.5 + (r % 7) as f64 / 3.0).collect();
-            let mut want = Vec::new();
-            for i in 0..w {
-                for j in i..w {
-                    want.push(chain(&rows, &weights, w, (i, j), true).to_bits());
-                }
-            }
-            let host = Triangle {
-                width: w,
-                fma: FmaMode::Fused,
-            };
-            for threads in [1, 2, 3] {
-                let pool = crate::host::HostPool::new(threads).unwrap();
-                for level in [Level::Portable, Level::Avx2, Level::Avx512] {
-                    let mut out = vec![0.0f32; 2 * triangle(w)];
-                    let inputs = [f64_words(&rows), f64_words(&weights)];
-                    pool.run_with(|| host.run_at(level, &inputs, 0..n, &mut out));
-                    let got: Vec<u64> =
-                        (0..triangle(w)).map(|k| read_f64(&out, k).to_bits()).collect();
-                    assert_eq!(got, want, "n {n}, P {p}, {threads} threads, {level:?}");
-                }
-            }
+            assert_every_chain(&rows, &weights, n, p);
         }
     }
 
@@ -317,38 +291,51 @@ mod tests {
         // packed, or none when the scores are one strip wide (W = 64, read in place); one
         // row of another weight sends its sweep (of 512 rows here) back to two panels.
         for (n, p) in [(1500usize, 64usize), (1300, 65), (900, 257), (1100, 128)] {
-            let w = p.div_ceil(4) * 4;
-            let rows: Vec<f64> = (0..n * w)
-                .map(|k| match k % w < p {
-                    true => ((k * 7919) % 1013) as f64 / 97.0 - 5.0 + 1e-9 * k as f64,
-                    false => 0.0,
-                })
-                .collect();
+            let rows = scores(n, p);
             let ones = vec![1.0f64; n];
             let mut one_off = ones.clone();
             one_off[600] = 0.75;
             for weights in [ones, one_off] {
-                let mut want = Vec::new();
-                for i in 0..w {
-                    for j in i..w {
-                        want.push(chain(&rows, &weights, w, (i, j), true).to_bits());
-                    }
-                }
-                let host = Triangle {
-                    width: w,
-                    fma: FmaMode::Fused,
-                };
-                for threads in [1, 2, 3] {
-                    let pool = crate::host::HostPool::new(threads).unwrap();
-                    for level in [Level::Portable, Level::Avx2, Level::Avx512] {
-                        let mut out = vec![0.0f32; 2 * triangle(w)];
-                        let inputs = [f64_words(&rows), f64_words(&weights)];
-                        pool.run_with(|| host.run_at(level, &inputs, 0..n, &mut out));
-                        let got: Vec<u64> =
-                            (0..triangle(w)).map(|k| read_f64(&out, k).to_bits()).collect();
-                        assert_eq!(got, want, "n {n}, P {p}, {threads} threads, {level:?}");
-                    }
-                }
+                assert_every_chain(&rows, &weights, n, p);
+            }
+        }
+    }
+
+    /// `n` rows of `p` scores padded to the kernel's width, distinct values with zeros in
+    /// the padding.
+    fn scores(n: usize, p: usize) -> Vec<f64> {
+        let w = p.div_ceil(4) * 4;
+        (0..n * w)
+            .map(|k| match k % w < p {
+                true => ((k * 7919) % 1013) as f64 / 97.0 - 5.0 + 1e-9 * k as f64,
+                false => 0.0,
+            })
+            .collect()
+    }
+
+    /// Every entry of the triangle the kernel writes for `rows` and `weights` is the one
+    /// fused chain over the rows in order, on pools of 1, 2 and 3 threads at every level.
+    fn assert_every_chain(rows: &[f64], weights: &[f64], n: usize, p: usize) {
+        let w = p.div_ceil(4) * 4;
+        let mut want = Vec::new();
+        for i in 0..w {
+            for j in i..w {
+                want.push(chain(rows, weights, w, (i, j), true).to_bits());
+            }
+        }
+        let host = Triangle {
+            width: w,
+            fma: FmaMode::Fused,
+        };
+        for threads in [1, 2, 3] {
+            let pool = crate::host::HostPool::new(threads).unwrap();
+            for level in [Level::Portable, Level::Avx2, Level::Avx512] {
+                let mut out = vec![0.0f32; 2 * triangle(w)];
+                let inputs = [f64_words(rows), f64_words(weights)];
+                pool.run_with(|| host.run_at(level, &inputs, 0..n, &mut out));
+                let got: Vec<u64> =
+                    (0..triangle(w)).map(|k| read_f64(&out, k).to_bits()).collect();
+                assert_eq!(got, want, "n {n}, P {p}, {threads} threads, {level:?}");
             }
         }
     }

@@ -151,25 +151,37 @@ fn gathered_thread_rows_keep_the_bits_on_pools_of_one_to_three_threads() {
     // a pool of k threads cuts the rows of blocks into k runs: P = 1, 7, 17, 63 and 64 (one
     // to eight rows of blocks, partial registers of every width), row counts that are not
     // multiples of the 64-thread round, and the tiles' P = 65 beside them.
-    let levels = [Level::Portable, Level::Avx2, Level::Avx512];
     for threads in [1, 2, 3] {
         let pool = HostPool::new(threads).unwrap();
         for (p, n) in [(1, 4100), (7, 1000), (17, 4100), (63, 700), (64, 4100), (65, 300)] {
             let shape = SyrkShape::new(p);
             let rows = values(n * shape.width, (p * 7 + n) as u64);
             let w: Vec<f32> = values(n, p as u64).iter().map(|v| v.abs()).collect();
-            let want = reference::<true>(shape, &rows, &w, n);
-            let kernel = FisherSyrk {
-                shape,
-                fma: FmaMode::Fused,
-            };
-            for level in levels {
-                let mut got = vec![f32::NAN; shape.partial_words()];
-                pool.run_with(|| kernel.run_at(level, &[&rows, &w], 0..n, &mut got));
-                let what = format!("P = {p}, n = {n}, {threads} threads, {level:?}");
-                same(&what, &want, &got);
-            }
+            same_at_every_level(&pool, shape, &rows, &w, n, threads);
         }
+    }
+}
+
+/// The kernel's partial for `rows` and `w` on `pool` is the reference's at every level.
+fn same_at_every_level(
+    pool: &HostPool,
+    shape: SyrkShape,
+    rows: &[f32],
+    w: &[f32],
+    n: usize,
+    threads: usize,
+) {
+    let want = reference::<true>(shape, rows, w, n);
+    let kernel = FisherSyrk {
+        shape,
+        fma: FmaMode::Fused,
+    };
+    for level in [Level::Portable, Level::Avx2, Level::Avx512] {
+        let mut got = vec![f32::NAN; shape.partial_words()];
+        pool.run_with(|| kernel.run_at(level, &[rows, w], 0..n, &mut got));
+        let p = shape.p;
+        let what = format!("P = {p}, n = {n}, {threads} threads, {level:?}");
+        same(&what, &want, &got);
     }
 }
 
@@ -178,7 +190,6 @@ fn unit_weights_share_one_panel_and_keep_the_bits() {
     // Rows of weight 1 are their own left rows, so a sweep whose weights are all 1 packs
     // only the left panel: every weight 1, and 1 but for one row (its sweep packs both
     // panels, the others one), across several sweeps of 512 rows, pools of 1 to 3 threads.
-    let levels = [Level::Portable, Level::Avx2, Level::Avx512];
     for threads in [1, 2, 3] {
         let pool = HostPool::new(threads).unwrap();
         for (p, n) in [(65, 1500), (130, 1100), (256, 1100)] {
@@ -188,17 +199,7 @@ fn unit_weights_share_one_panel_and_keep_the_bits() {
             let mut one_off = ones.clone();
             one_off[700] = 0.75;
             for w in [ones, one_off] {
-                let want = reference::<true>(shape, &rows, &w, n);
-                let kernel = FisherSyrk {
-                    shape,
-                    fma: FmaMode::Fused,
-                };
-                for level in levels {
-                    let mut got = vec![f32::NAN; shape.partial_words()];
-                    pool.run_with(|| kernel.run_at(level, &[&rows, &w], 0..n, &mut got));
-                    let what = format!("P = {p}, n = {n}, {threads} threads, {level:?}");
-                    same(&what, &want, &got);
-                }
+                same_at_every_level(&pool, shape, &rows, &w, n, threads);
             }
         }
     }
