@@ -8,7 +8,6 @@ use super::scale_cells;
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::host::rows::{copy_rows, new_rows};
-use crate::host::HostPool;
 
 /// The grid of a heat run's final `board` (rows padded to `row_bytes`, or scaled): each
 /// cell written once, from the board's bytes (its rows are only 4-byte aligned), rows split
@@ -21,7 +20,7 @@ pub(super) fn heat_result<T: HeatCell>(
     row_bytes: usize,
 ) -> Result<Vec<T>> {
     let out = new_rows::<T>(
-        host_pool(ctx),
+        ctx.host_pool(),
         (bytemuck::cast_slice(&board), row_bytes),
         height,
         width,
@@ -46,11 +45,15 @@ pub(super) fn cells_board<T: HeatCell>(
 ) -> Result<Vec<T>> {
     let bytes: &[u8] = bytemuck::cast_slice(grid);
     let rows = grid.len() / width.max(1);
-    new_rows::<T>(host_pool(ctx), (bytes, width * size_of::<T>()), rows, width).ok_or_else(|| {
-        Error::HostOutOfMemory {
-            argument: "grid".into(),
-            bytes: bytes.len() as u128,
-        }
+    new_rows::<T>(
+        ctx.host_pool(),
+        (bytes, width * size_of::<T>()),
+        rows,
+        width,
+    )
+    .ok_or_else(|| Error::HostOutOfMemory {
+        argument: "grid".into(),
+        bytes: bytes.len() as u128,
     })
 }
 
@@ -82,20 +85,11 @@ pub(super) fn heat_board<T: HeatCell>(
         }
     };
     copy_rows(
-        host_pool(ctx),
+        ctx.host_pool(),
         (&mut board, row_cells),
         (T::words(grid), words),
         words,
         padded,
     );
     Ok(board)
-}
-
-/// The host device's threads, where the context has the host device: a grid call's large
-/// copies run on them.
-pub(super) fn host_pool(ctx: &MultiGpuContext) -> Option<&HostPool> {
-    ctx.devices()
-        .iter()
-        .find_map(|d| d.as_host())
-        .map(|h| &h.pool)
 }

@@ -40,7 +40,7 @@ use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
 use crate::host::simd::{dispatch, Task};
 use crate::host::HostPool;
-use board::{cells_board, heat_board, heat_result, host_pool};
+use board::{cells_board, heat_board, heat_result};
 use host_grid::HeatCell;
 use run::evolve;
 use state::Spec;
@@ -56,7 +56,7 @@ pub fn heat<T: HeatCell>(
     boundary: Boundary,
     opts: &Options,
 ) -> Result<(Vec<T>, Report)> {
-    let shift = check_heat_on(host_pool(ctx), grid, (height, width), alpha, opts.steps)?;
+    let shift = check_heat_on(ctx.host_pool(), grid, (height, width), alpha, opts.steps)?;
     // Rows padded to whole vec4s: the kernel updates four cells per thread.
     let row_bytes = width.div_ceil(4) * 4 * size_of::<T>();
     let spec = Spec {

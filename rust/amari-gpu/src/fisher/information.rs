@@ -42,7 +42,8 @@ pub fn fisher_information_by(
 ) -> Result<FisherMatrix> {
     // Checks, and the exact power-of-two scaling chosen from the whole input before any
     // chunk is cut: the steps a cluster runs on its driver (`split`).
-    let prepared = prepare(scores, p, weights)?;
+    let large = super::scan::scanned_in_parallel(scores.len(), p);
+    let prepared = ctx.on_host_threads(large, || prepare(scores, p, weights))?;
     let kernel = match variant {
         SyrkVariant::Tiled => tiled_kernel(p),
         SyrkVariant::Naive => naive_kernel(p),

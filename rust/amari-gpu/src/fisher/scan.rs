@@ -21,7 +21,7 @@ const NOT_FINITE: u32 = 0x7f80_0000;
 /// is at least `0x7f80_0000`.
 pub(crate) fn column_maxima(scores: &[f32], p: usize) -> Vec<u32> {
     let p = p.max(1);
-    if scores.len() <= BLOCK_ROWS * p {
+    if !scanned_in_parallel(scores.len(), p) {
         // One block: scanned here. Handing it to rayon's pool from this (non-pool) thread
         // would cost a wake-up and a wait, several times a small call's whole scan.
         let mut maxima = vec![0u32; p];
@@ -50,6 +50,11 @@ pub(crate) fn column_maxima(scores: &[f32], p: usize) -> Vec<u32> {
                 a
             },
         )
+}
+
+/// Whether [`column_maxima`] scans `words` scores of `p` columns in parallel blocks.
+pub(crate) fn scanned_in_parallel(words: usize, p: usize) -> bool {
+    words > BLOCK_ROWS * p.max(1)
 }
 
 /// Whether every column of [`column_maxima`] is finite.

@@ -42,9 +42,32 @@ impl HostPool {
     }
 
     /// Runs `f` on the pool's threads (for host versions of whole calls, like
-    /// `tropical::host_paths::shortest_paths_host`).
+    /// `tropical::host_paths::shortest_paths_host`), every thread woken first
+    /// ([`HostPool::wake`]).
     pub fn run_with<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.wake();
         self.pool.install(f)
+    }
+
+    /// Wakes every thread of the pool while the calling thread still runs, before handing
+    /// it the call. Why: `install` wakes one thread and puts the caller to sleep, and that
+    /// thread wakes the next when it splits the work; on the 2-vCPU Xeon VM of
+    /// `docs/benchmarks.md` both threads of a 2-thread pool then often shared one CPU for a
+    /// whole call after an idle spell (each preempted 30-40 times, the other CPU idle).
+    /// Woken while the caller keeps its CPU busy, a thread lands on a CPU that is idle; the
+    /// threads find no broadcast work and spin a while before sleeping, so they take the
+    /// call's jobs where they are. Measured there on calls made 0.3 s after the last (five
+    /// alternated runs of nine calls): a 1024² × 16 heat call 4.5-5.5 → 3.0-3.6 ms
+    /// (median); in `benches/host.py`, a 65,536 × 256 Fisher call 1.13-1.16 → 0.94-0.99×
+    /// numpy. Moving threads apart at the start of a call (`sched_setaffinity` to a CPU no
+    /// other thread of the pool was on, then free again), from the caller or from a pool
+    /// thread, was measured too and did not help: the balancer moved a thread back while
+    /// the caller still ran, or the threads spun beside each other. From a pool thread (a
+    /// nested call) there is nothing to wake.
+    fn wake(&self) {
+        if self.pool.current_num_threads() > 1 && self.pool.current_thread_index().is_none() {
+            self.pool.spawn_broadcast(|_| {});
+        }
     }
 
     /// Runs `kernel` over items `range` of a problem whose inputs are `inputs` (bound as
@@ -57,7 +80,7 @@ impl HostPool {
         range: Range<usize>,
         output: &mut [f32],
     ) {
-        self.pool.install(|| kernel.run(inputs, range, output));
+        self.run_with(|| kernel.run(inputs, range, output));
     }
 }
 

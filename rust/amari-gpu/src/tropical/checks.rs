@@ -209,12 +209,17 @@ impl Magnitudes {
 /// finite magnitude were two scans each), compiled for the CPU's SIMD level, and on
 /// rayon's pool in blocks for a large operand. A maximum is exact in any order.
 fn magnitudes(data: &[f32]) -> Magnitudes {
-    if data.len() <= SCAN_BLOCK {
+    if !scanned_in_parallel(data.len()) {
         return dispatch(Scan(data));
     }
     data.par_chunks(SCAN_BLOCK)
         .map(|block| dispatch(Scan(block)))
         .reduce(Magnitudes::default, Magnitudes::max)
+}
+
+/// Whether an operand of `words` float32 words is scanned in parallel blocks.
+pub(crate) fn scanned_in_parallel(words: usize) -> bool {
+    words > SCAN_BLOCK
 }
 
 /// One block's [`Magnitudes`], as a SIMD task.

@@ -101,8 +101,12 @@ fn check<'a, T: Scalar>(
     shape: BatchShape,
     operands: Operands<'a, T>,
 ) -> Result<Ready<'a>> {
-    let (top_a, top_b) = operand_checks(kind, shape, operands, |a| {
-        resident::checked_rows(ctx, a, operands.a_shape)
+    // Host operands large enough for a parallel scan are read on the host device's threads.
+    let large = matches!(operands.a, Operand::Host(_)) && checks::scanned_in_parallel(operands.b.len());
+    let (top_a, top_b) = ctx.on_host_threads(large, || {
+        operand_checks(kind, shape, operands, |a| {
+            resident::checked_rows(ctx, a, operands.a_shape)
+        })
     })?;
     checks::check_whole_binding(ctx, kind.right(), T::words(operands.b).len())?;
     // Whether a term could overflow `T` (the exact check then runs).
