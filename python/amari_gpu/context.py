@@ -230,11 +230,12 @@ class MultiGpuContext(
             host_threads: threads of the host device's kernels; default the machine's
                 hardware threads minus one per hardware-GPU device of the context (each has
                 a worker thread that feeds it), at least 1 (CPU adapters keep no core); given,
-                1 to 4 per hardware thread of the machine. With ``AMARI_GPU_HOST_PIN=1`` in
-                the environment, a pool of one thread per CPU the process may use keeps each
-                thread on its own CPU: faster on a machine the work has to itself (calls
-                after an idle spell otherwise may start with the threads sharing a CPU),
-                slower beside other busy programs; off by default.
+                1 to 4 per hardware thread of the machine. A pool of one thread per CPU
+                the process may use keeps each thread on its own CPU while the rest of the
+                machine is quiet (calls otherwise often ran with two threads sharing a CPU)
+                and lets them run anywhere while other programs keep the CPUs busy (a thread
+                held on a busy CPU waits); ``AMARI_GPU_HOST_PIN=1`` in the environment keeps
+                them on their CPUs always, ``0`` never.
 
         Raises:
             NoAdapterError: nothing matches the selection; the message lists what is

@@ -698,7 +698,7 @@ def run(sizes: Sizes, repeats: int) -> dict[str, Any]:
         "cpu": cpu_model(),
         "simd": host_info.features[0] if host_info.features else "unknown",
         "threads": host_info.limits.get("threads"),
-        "pinned": os.environ.get(PIN_ENV, "").strip() == "1",
+        "placement": _placement(),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "peers": {m: _version(m) for m in ("kingdon", "numba", "scipy")},
@@ -727,7 +727,8 @@ def run(sizes: Sizes, repeats: int) -> dict[str, Any]:
 
 
 PIN_ENV = "AMARI_GPU_HOST_PIN"
-"""Set to 1, the host pool's threads are pinned one to a CPU (the report says which)."""
+"""1: the host pool's threads are pinned one to a CPU; 0: they run anywhere; unset: one to a
+CPU while the rest of the machine is quiet (the report says which)."""
 
 MAX_PLUS_SHARE_TARGET = 0.6
 """Issue 27: the max-plus product at >= 60% of the host's measured add/max issue rate."""
@@ -822,8 +823,18 @@ def _blas_line(b: dict[str, Any]) -> str:
     )
 
 
+def _placement() -> str:
+    """How the host pool's threads are placed, as ``AMARI_GPU_HOST_PIN`` asks."""
+    asked = os.environ.get(PIN_ENV, "").strip()
+    if asked == "1":
+        return f"pinned one to a CPU, {PIN_ENV}=1"
+    if asked == "0":
+        return f"free, {PIN_ENV}=0"
+    return "one to a CPU while the machine is quiet"
+
+
 def _pinning(result: dict[str, Any]) -> str:
-    return f"pinned one to a CPU, {PIN_ENV}=1" if result.get("pinned") else "not pinned"
+    return str(result.get("placement", "unknown placement"))
 
 
 def lines(result: dict[str, Any]) -> list[str]:

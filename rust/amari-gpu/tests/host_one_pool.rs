@@ -1,14 +1,19 @@
-//! A call on a context with the host device runs its parallel checks on the host device's
-//! threads, not on rayon's global pool: the global pool's threads spin a while after a
-//! pass, and the host device's threads woken beside them for the kernels shared one CPU of
-//! two. This binary owns rayon's global pool (built here, its threads named) so that it
-//! can read their CPU time before and after the calls.
+//! Where the host device's work runs. A call on a context with the host device runs its
+//! parallel checks on the host device's threads, not on rayon's global pool: the global
+//! pool's threads spin a while after a pass, and the host device's threads woken beside them
+//! for the kernels shared one CPU of two. This binary owns rayon's global pool (built here,
+//! its threads named) so that it can read their CPU time before and after the calls. And a
+//! pool bound while the machine is quiet binds and frees its threads, with the same bits.
 
 #![cfg(target_os = "linux")]
 
 mod common;
 
 use amari_gpu::fisher::fisher_information;
+use amari_gpu::host::affinity::{allowed_cpus, Placement};
+use amari_gpu::host::HostPool;
+use amari_gpu::tropical::host::TropicalProduct;
+use amari_gpu::tropical::kernels::{item_batches, ProductShape, BLOCK_ROWS};
 use amari_gpu::tropical::product::Variant;
 use amari_gpu::tropical::{BatchShape, Product, Semiring};
 use amari_gpu::{ContextOptions, MultiGpuContext};
@@ -81,4 +86,46 @@ fn a_host_call_checks_its_operands_on_the_host_devices_threads() {
         "rayon's global pool ran {ran} ns during host calls (their checks belong on the host \
          device's threads)"
     );
+}
+
+/// A pool with one thread per CPU, bound while the machine is quiet: bound, each thread runs
+/// on its own CPU; freed, on all of them again; the product's bits are the same each way.
+#[test]
+fn a_pool_bound_while_quiet_binds_and_frees_its_threads() {
+    let cpus = allowed_cpus();
+    if cpus.len() < 2 {
+        return; // one CPU: such a pool has nothing to bind (the CI machine has 2)
+    }
+    let pool = HostPool::placed(cpus.len(), Placement::WhileQuiet).expect("pool");
+    let (k, n, items) = (96, 80, 6);
+    let rows = items * BLOCK_ROWS;
+    let a = random(rows * k, 4);
+    let b = random(k * n, 5);
+    let kernel = TropicalProduct::new(
+        Semiring::MaxPlus,
+        ProductShape {
+            k,
+            cols: n,
+            b_words: b.len(),
+            batches: 1,
+            accumulate: false,
+            dtype: amari_gpu::dtype::Dtype::F32,
+        },
+    );
+    let batches = item_batches(1, items);
+    let inputs: [&[f32]; 4] = [&a, &batches, &b, &[Semiring::MaxPlus.zero()]];
+    let product = |pool: &HostPool| {
+        let mut out = vec![f32::NAN; rows * n];
+        pool.run(&kernel, &inputs, 0..items, &mut out);
+        out
+    };
+    let free = product(&pool);
+    pool.rebind(Some(true));
+    let mut bound = pool.allowed_cpus();
+    bound.sort();
+    assert_eq!(bound, cpus.iter().map(|&c| vec![c]).collect::<Vec<_>>());
+    assert_eq!(product(&pool), free);
+    pool.rebind(Some(false));
+    assert!(pool.allowed_cpus().iter().all(|c| *c == cpus));
+    assert_eq!(product(&pool), free);
 }

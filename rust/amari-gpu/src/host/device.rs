@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+use super::affinity::{self, Binding, Placement};
 use super::simd::Level;
 use crate::alloc::Spare;
 use crate::dtype::Dtype;
@@ -17,22 +18,35 @@ use crate::kernel::{FmaMode, HostImpl};
 #[derive(Debug)]
 pub struct HostPool {
     pool: rayon::ThreadPool,
+    /// Its threads bound one to a CPU while the machine is quiet (a pool with one thread per
+    /// CPU, unless `AMARI_GPU_HOST_PIN` pins it always or never).
+    binding: Option<Binding>,
 }
 
 impl HostPool {
-    /// A pool of `threads` threads (at least one), one to a CPU when asked and there are as
-    /// many CPUs ([`super::affinity`]).
+    /// A pool of `threads` threads (at least one); with as many CPUs, one to a CPU always or
+    /// while the machine is quiet, as [`super::affinity`] says.
     pub fn new(threads: usize) -> Result<HostPool> {
+        Self::placed(threads, affinity::placement())
+    }
+
+    /// A pool of `threads` threads placed as `how` asks (when there are as many CPUs).
+    pub fn placed(threads: usize, how: Placement) -> Result<HostPool> {
         let threads = threads.max(1);
         let mut builder = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("amari-host-{i}"));
-        if let Some(cpus) = super::affinity::cpus_for(threads) {
-            builder = builder.start_handler(move |i| super::affinity::pin_current(cpus[i]));
+        let mut binding = None;
+        match (affinity::cpus_for(threads, how), how) {
+            (Some(cpus), Placement::Pinned) => {
+                builder = builder.start_handler(move |i| affinity::pin_current(cpus[i]));
+            }
+            (Some(cpus), _) => binding = Some(Binding::new(cpus)),
+            (None, _) => {}
         }
         builder
             .build()
-            .map(|pool| HostPool { pool })
+            .map(|pool| HostPool { pool, binding })
             .map_err(|e| Error::invalid("host_threads", e.to_string()))
     }
 
@@ -50,24 +64,44 @@ impl HostPool {
     }
 
     /// Wakes every thread of the pool while the calling thread still runs, before handing
-    /// it the call. Why: `install` wakes one thread and puts the caller to sleep, and that
-    /// thread wakes the next when it splits the work; on the 2-vCPU Xeon VM of
-    /// `docs/benchmarks.md` both threads of a 2-thread pool then often shared one CPU for a
-    /// whole call after an idle spell (each preempted 30-40 times, the other CPU idle).
-    /// Woken while the caller keeps its CPU busy, a thread lands on a CPU that is idle; the
-    /// threads find no broadcast work and spin a while before sleeping, so they take the
-    /// call's jobs where they are. Measured there on calls made 0.3 s after the last (five
-    /// alternated runs of nine calls): a 1024² × 16 heat call 4.5-5.5 → 3.0-3.6 ms
-    /// (median); in `benches/host.py`, a 65,536 × 256 Fisher call 1.13-1.16 → 0.94-0.99×
-    /// numpy. Moving threads apart at the start of a call (`sched_setaffinity` to a CPU no
-    /// other thread of the pool was on, then free again), from the caller or from a pool
-    /// thread, was measured too and did not help: the balancer moved a thread back while
-    /// the caller still ran, or the threads spun beside each other. From a pool thread (a
-    /// nested call) there is nothing to wake.
+    /// it the call (`install` wakes one thread and puts the caller to sleep; that thread
+    /// wakes the next when it splits the work). Woken while the caller keeps its CPU busy,
+    /// a free thread lands on a CPU that is idle; the threads spin a while before sleeping
+    /// again, so they take the call's jobs where they are. Measured on the 2-vCPU Xeon VM
+    /// of `docs/benchmarks.md`, calls 0.3 s after the last: a 1024² × 16 heat call
+    /// 4.5-5.5 → 3.0-3.6 ms (median of nine). That was not enough for every call: the
+    /// threads still often shared one CPU for a whole call, so a pool bound while the
+    /// machine is quiet ([`Binding`]) is bound or freed here, each thread by itself before
+    /// it takes the call's jobs. From a pool thread (a nested call) there is nothing to wake.
     fn wake(&self) {
-        if self.pool.current_num_threads() > 1 && self.pool.current_thread_index().is_none() {
-            self.pool.spawn_broadcast(|_| {});
+        if self.pool.current_num_threads() < 2 || self.pool.current_thread_index().is_some() {
+            return;
         }
+        self.rebind(self.binding.as_ref().and_then(Binding::decide));
+    }
+
+    /// Wakes every thread, each binding itself to its CPU first (`Some(true)`), or freeing
+    /// itself (`Some(false)`), where the pool is bound while the machine is quiet.
+    pub fn rebind(&self, bind: Option<bool>) {
+        match (&self.binding, bind) {
+            (Some(binding), Some(true)) => {
+                let cpus = binding.cpus();
+                self.pool
+                    .spawn_broadcast(move |t| affinity::pin_current(cpus[t.index()]));
+            }
+            (Some(binding), Some(false)) => {
+                let cpus = binding.cpus();
+                self.pool
+                    .spawn_broadcast(move |_| affinity::free_current(&cpus));
+            }
+            _ => self.pool.spawn_broadcast(|_| {}),
+        }
+    }
+
+    /// The CPUs each of the pool's threads may run on now, thread by thread (each asked
+    /// after what was handed to it before).
+    pub fn allowed_cpus(&self) -> Vec<Vec<usize>> {
+        self.pool.broadcast(|_| affinity::allowed_cpus())
     }
 
     /// Runs `kernel` over items `range` of a problem whose inputs are `inputs` (bound as
