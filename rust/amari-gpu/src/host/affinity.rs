@@ -134,6 +134,14 @@ impl Binding {
         Arc::clone(&self.cpus)
     }
 
+    /// Notes that the threads were bound (or freed) by other means than [`Binding::decide`].
+    pub fn set(&self, bound: bool) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .bound = bound;
+    }
+
     /// At the start of a call: `Some(true)` when the threads are to be bound now,
     /// `Some(false)` when freed, None when they stay as they are.
     pub fn decide(&self) -> Option<bool> {

@@ -83,6 +83,9 @@ impl HostPool {
     /// Wakes every thread, each binding itself to its CPU first (`Some(true)`), or freeing
     /// itself (`Some(false)`), where the pool is bound while the machine is quiet.
     pub fn rebind(&self, bind: Option<bool>) {
+        if let (Some(binding), Some(bound)) = (&self.binding, bind) {
+            binding.set(bound);
+        }
         match (&self.binding, bind) {
             (Some(binding), Some(true)) => {
                 let cpus = binding.cpus();
