@@ -9,7 +9,7 @@
 
 mod common;
 
-use amari_gpu::fisher::fisher_information;
+use amari_gpu::fisher::{fisher_categorical_probs, fisher_gaussian_diag, fisher_information};
 use amari_gpu::host::affinity::{allowed_cpus, Placement};
 use amari_gpu::host::HostPool;
 use amari_gpu::tropical::host::TropicalProduct;
@@ -45,8 +45,9 @@ fn global_pool_ns() -> u64 {
     total
 }
 
-/// Large max-plus operands and Fisher scores (whose checks are parallel scans) on a
-/// host-only context with two threads: the global pool's threads do not run.
+/// Large max-plus operands, Fisher scores, probabilities and variances (whose checks are
+/// parallel scans) on a host-only context with two threads: the global pool's threads do
+/// not run.
 #[test]
 fn a_host_call_checks_its_operands_on_the_host_devices_threads() {
     logging();
@@ -80,6 +81,15 @@ fn a_host_call_checks_its_operands_on_the_host_devices_threads() {
     let mut out = vec![0.0f32; m * n];
     matmul_host(&ctx, Variant::Tiled, product, &mut out, None).expect("max-plus runs");
     fisher_information(&ctx, &scores, p, None, None).expect("Fisher runs");
+    // Probabilities and variances past their checks' parallel size (2^20 values).
+    let (rows, k) = (300_000, 4);
+    let probs = vec![0.25f32; rows * k];
+    let mut outer = vec![0.0f32; rows * k * k];
+    fisher_categorical_probs(&ctx, &probs, k, &mut outer, None).expect("categorical runs");
+    let (rows, d) = (600_000, 2);
+    let (mean, var) = (random(rows * d, 6), vec![0.5f32; rows * d]);
+    let mut blocks = vec![0.0f32; rows * 4 * d * d];
+    fisher_gaussian_diag(&ctx, &mean, &var, d, &mut blocks, None).expect("Gaussian runs");
     let ran = global_pool_ns() - before;
     assert!(
         ran < 200_000,
@@ -93,10 +103,13 @@ fn a_host_call_checks_its_operands_on_the_host_devices_threads() {
 #[test]
 fn a_pool_bound_while_quiet_binds_and_frees_its_threads() {
     let cpus = allowed_cpus();
-    if cpus.len() < 2 {
-        return; // one CPU: such a pool has nothing to bind (the CI machine has 2)
-    }
     let pool = HostPool::placed(cpus.len(), Placement::WhileQuiet).expect("pool");
+    if cpus.len() < 2 {
+        // One CPU: such a pool has nothing to bind (the CI machine has 2).
+        pool.rebind(Some(true));
+        assert_eq!(pool.allowed_cpus(), vec![cpus.clone()]);
+        return;
+    }
     let (k, n, items) = (96, 80, 6);
     let rows = items * BLOCK_ROWS;
     let a = random(rows * k, 4);

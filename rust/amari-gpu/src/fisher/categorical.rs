@@ -155,7 +155,8 @@ pub fn fisher_categorical_probs<T: Value>(
 ) -> Result<Plan> {
     let n = checks::rows("probs", probs, k, MAX_CATEGORIES)?;
     check_out(out, n, k)?;
-    check_values(probs, k, false)?;
+    let large = checks::values_in_parallel(probs.len());
+    ctx.on_host_threads(large, || check_values(probs, k, false))?;
     outer_products(ctx, (probs, k), out, strategy)
 }
 
@@ -188,7 +189,8 @@ pub fn fisher_categorical_logits<T: Value>(
 ) -> Result<Plan> {
     let n = checks::rows("logits", logits, k, MAX_CATEGORIES)?;
     check_out(out, n, k)?;
-    check_values(logits, k, true)?;
+    let large = checks::values_in_parallel(logits.len());
+    ctx.on_host_threads(large, || check_values(logits, k, true))?;
     let mut probs = crate::alloc::zeroed::<T>("probs", n * k)?;
     crate::fisher::host_maps::softmax_rows(logits, k, &mut probs);
     outer_products(ctx, (&probs, k), out, strategy)

@@ -134,6 +134,12 @@ pub(crate) fn position(index: usize, width: usize) -> String {
 /// Values above which [`all_values`] scans in parallel (4 MiB of float32).
 const PARALLEL_VALUES: usize = 1 << 20;
 
+/// Whether [`all_values`] scans `len` values in parallel blocks (on the current rayon pool:
+/// a call runs it on the host device's threads, `MultiGpuContext::on_host_threads`).
+pub(crate) fn values_in_parallel(len: usize) -> bool {
+    len > PARALLEL_VALUES
+}
+
 /// Every value satisfies `ok`, else an invalid-argument error naming `argument`, the
 /// requirement and the first offending entry.
 pub(crate) fn all_values<T: Copy + Sync + std::fmt::Display>(
@@ -153,7 +159,7 @@ pub(crate) fn all_values<T: Copy + Sync + std::fmt::Display>(
     // thread finds it): on one thread the check of 65,536 x 256 float64 scores was a tenth
     // of a Fisher call's CPU, its cores otherwise idle. A small one is scanned here, where a
     // hand-off to the pool would cost more than the scan.
-    let bad = if data.len() > PARALLEL_VALUES {
+    let bad = if values_in_parallel(data.len()) {
         data.par_chunks(BLOCK).position_first(|block| !passes(block))
     } else {
         data.chunks(BLOCK).position(|block| !passes(block))

@@ -53,7 +53,8 @@ pub fn fisher_gaussian_diag<T: Value>(
             actual: format!("{} floats", out.len()),
         });
     }
-    check_values(mean, var, d)?;
+    let large = checks::values_in_parallel(var.len());
+    ctx.on_host_threads(large, || check_values(mean, var, d))?;
     ctx.run_map(
         &gaussian_diag_in(d, T::DTYPE),
         &[bytemuck::cast_slice(var)],
