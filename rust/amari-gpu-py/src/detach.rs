@@ -1,15 +1,16 @@
-//! The one way core work is run from Python: on a thread of its own with the GIL released,
-//! while the calling thread watches it. Every `POLL` the caller takes the GIL briefly to run
-//! Python's signal handlers (a Ctrl-C raises `KeyboardInterrupt` there) and to report a grid
-//! run's progress; either raising cancels the call (the core stops handing out chunks and
-//! rounds, abandons the chunks it waits for to their devices, and returns), and the
-//! exception is raised once the work has stopped. A panic anywhere in the work becomes an `AmariGpuError`, never a
-//! `PanicException`. Core errors are mapped onto the package's exceptions.
+//! The one way core work is run from Python: on a call thread (`amari_gpu::call_threads`,
+//! parked between calls) with the GIL released, while the calling thread watches it. Every
+//! `POLL` the caller takes the GIL briefly to run Python's signal handlers (a Ctrl-C raises
+//! `KeyboardInterrupt` there) and to report a grid run's progress; either raising cancels
+//! the call (the core stops handing out chunks and rounds, abandons the chunks it waits for
+//! to their devices, and returns), and the exception is raised once the work has stopped. A
+//! panic anywhere in the work becomes an `AmariGpuError`, never a `PanicException`. Core
+//! errors are mapped onto the package's exceptions.
 //!
 //! A call site that names its size class ([`Sized`]) runs on the calling thread instead
 //! (still without the GIL, which a worker thread's log record may need) when its last
 //! call of that class took only the engine's fast path: work that short needs no watching,
-//! and a thread of its own would cost more than the work.
+//! and handing it to a call thread would cost more than the work.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -104,7 +105,8 @@ where
     run_in(py, progress, &Interrupt::new(), work)
 }
 
-/// [`run_watched`] with `interrupt` as the call's.
+/// [`run_watched`] with `interrupt` as the call's: the work on a call thread
+/// (`amari_gpu::call_threads`, parked between calls), this thread watching it.
 fn run_in<T, F>(
     py: Python<'_>,
     progress: Option<&Bound<'_, PyAny>>,
@@ -115,53 +117,80 @@ where
     T: Send,
     F: FnOnce() -> amari_gpu::Result<T> + Send,
 {
+    let ended = Arc::new(Ended::default());
+    let outcome: Arc<Mutex<Option<std::thread::Result<amari_gpu::Result<T>>>>> =
+        Arc::new(Mutex::new(None));
+    let job: Box<dyn FnOnce() + Send + '_> = {
+        let (ended, outcome, interrupt) = (
+            Arc::clone(&ended),
+            Arc::clone(&outcome),
+            Arc::clone(interrupt),
+        );
+        Box::new(move || {
+            // Tells the caller when the work ends, however it ends: after the outcome is
+            // in its slot and `work` (with every borrow of the caller's) is gone.
+            let _signal = EndSignal(ended);
+            let done = catch_unwind(AssertUnwindSafe(|| Interrupt::scope(&interrupt, work)));
+            *outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(done);
+        })
+    };
+    // SAFETY: the job borrows what `work` borrows from this call's callers. This function
+    // neither returns nor unwinds before the job has ended: `Watch` waits for its end when
+    // dropped, on every way out of this scope, and the job signals the end (`EndSignal`,
+    // dropped last) only once `work` has been consumed and its outcome stored. The outcome
+    // and the signal are shared through `Arc`s, so nothing the job touches after the
+    // signal is the caller's.
+    #[allow(unsafe_code)]
+    let job: amari_gpu::call_threads::Job = unsafe {
+        std::mem::transmute::<Box<dyn FnOnce() + Send + '_>, Box<dyn FnOnce() + Send + 'static>>(
+            job,
+        )
+    };
+    let watch = Watch(&ended, py);
+    if let Err(job) = amari_gpu::call_threads::start(job) {
+        // No thread could be started: the work runs here, not watched.
+        py.detach(job);
+    }
     let mut raised: Option<PyErr> = None;
-    let outcome = std::thread::scope(|scope| {
-        let ended = Arc::new(Ended::default());
-        let worker_ended = Arc::clone(&ended);
-        let worker_interrupt = Arc::clone(interrupt);
-        let handle = scope.spawn(move || {
-            // Tells the caller when the work ends, however it ends.
-            let _signal = EndSignal(worker_ended);
-            catch_unwind(AssertUnwindSafe(|| {
-                Interrupt::scope(&worker_interrupt, work)
-            }))
-        });
-        let mut last_progress: Option<Instant> = None;
-        loop {
-            if py.detach(|| ended.wait(POLL)) {
-                break;
-            }
-            if raised.is_some() {
-                continue;
-            }
-            if let Err(e) = py.check_signals() {
-                interrupt.cancel();
-                raised = Some(e);
-                continue;
-            }
-            let due = last_progress.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY);
-            if let (Some(callback), true) = (progress, due) {
-                if let Some(steps) = interrupt.take_progress() {
-                    last_progress = Some(Instant::now());
-                    if let Err(e) = callback.call1(steps) {
-                        interrupt.cancel();
-                        raised = Some(e);
-                    }
+    let mut last_progress: Option<Instant> = None;
+    loop {
+        if py.detach(|| ended.wait(POLL)) {
+            break;
+        }
+        if raised.is_some() {
+            continue;
+        }
+        if let Err(e) = py.check_signals() {
+            interrupt.cancel();
+            raised = Some(e);
+            continue;
+        }
+        let due = last_progress.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY);
+        if let (Some(callback), true) = (progress, due) {
+            if let Some(steps) = interrupt.take_progress() {
+                last_progress = Some(Instant::now());
+                if let Err(e) = callback.call1(steps) {
+                    interrupt.cancel();
+                    raised = Some(e);
                 }
             }
         }
-        py.detach(|| handle.join())
-    });
+    }
+    drop(watch);
     if let Some(e) = raised {
         return Err(e);
     }
     py.check_signals()?;
-    let outcome = match outcome {
-        Ok(Ok(outcome)) => outcome,
-        Ok(Err(panic)) | Err(panic) => {
-            Err(amari_gpu::Error::from_panic("the call", panic.as_ref()))
-        }
+    let taken = outcome
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    let outcome = match taken {
+        Some(Ok(outcome)) => outcome,
+        Some(Err(panic)) => Err(amari_gpu::Error::from_panic("the call", panic.as_ref())),
+        None => Err(amari_gpu::Error::Internal(
+            "a call ended without an outcome".into(),
+        )),
     };
     // The last progress of a run that ended between two polls.
     if let (Some(callback), Ok(_)) = (progress, &outcome) {
@@ -170,6 +199,18 @@ where
         }
     }
     outcome.map_err(|e| to_pyerr(py, e))
+}
+
+/// Waits for the work's end when dropped (the GIL released, which the work's log records
+/// may take): the caller's frame, which the work borrows, outlives it however the
+/// watching ends.
+struct Watch<'e, 'py>(&'e Ended, Python<'py>);
+
+impl Drop for Watch<'_, '_> {
+    fn drop(&mut self) {
+        let ended = self.0;
+        self.1.detach(|| while !ended.wait(POLL) {});
+    }
 }
 
 /// Whether the work has ended, and a condition variable to wait for it.

@@ -41,6 +41,7 @@ families! {
 pub mod adapter;
 mod alloc;
 mod calibration;
+pub mod call_threads;
 pub mod capabilities;
 mod chunks;
 pub mod context;
