@@ -79,6 +79,13 @@ impl Health {
         self.state.lock().expect("health lock").grid_rate
     }
 
+    /// Whether an injected fault or hold is counting down: a worker then takes its chunks
+    /// one by one (no batch), so that the countdown ends after exactly the chunks it says.
+    pub fn counting_down(&self) -> bool {
+        let state = self.state.lock().expect("health lock");
+        state.fault_after_chunks.is_some() || state.hold_after_chunks.is_some()
+    }
+
     /// Called when a chunk completes: counts down an injected fault or hold.
     pub fn chunk_completed(&self) {
         let mut state = self.state.lock().expect("health lock");

@@ -304,3 +304,71 @@ fn a_panicking_host_kernel_is_a_device_failure() {
     assert!(!healthy);
     assert!(reason.unwrap_or_default().contains("panicked"));
 }
+
+/// A host kernel that panics on its `at`-th run (counting from 0) and otherwise runs
+/// `inner`: a failure in the middle of a batch of chunks the host runs side by side.
+#[derive(Debug)]
+struct PanicsOnRun {
+    inner: std::sync::Arc<dyn HostImpl>,
+    at: usize,
+    runs: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl HostImpl for PanicsOnRun {
+    fn run(&self, inputs: &[&[f32]], range: std::ops::Range<usize>, output: &mut [f32]) {
+        let run = self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        assert_ne!(
+            run, self.at,
+            "a host kernel failed on one chunk of several (test)"
+        );
+        self.inner.run(inputs, range, output);
+    }
+
+    fn with_fma(&self, mode: FmaMode) -> std::sync::Arc<dyn HostImpl> {
+        std::sync::Arc::new(PanicsOnRun {
+            inner: self.inner.with_fma(mode),
+            at: self.at,
+            runs: self.runs.clone(),
+        })
+    }
+}
+
+/// The host runs its chunks a few at a time: when one of them fails, the chunks that ran
+/// beside it go back too, and the other device's results for all of them are the call's
+/// (the same bits as lavapipe alone; a chunk finished twice would be an internal error).
+#[test]
+fn a_host_chunk_failing_beside_others_hands_them_all_over() {
+    let algebra = Algebra::new(3, 0, 0).unwrap();
+    let mut kernel = amari_gpu::ga::kernel(
+        &algebra,
+        Operation::Geometric,
+        amari_gpu::ga::Broadcast::None,
+        amari_gpu::Dtype::F32,
+    );
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    kernel.host = Some(std::sync::Arc::new(PanicsOnRun {
+        inner: std::sync::Arc::new(GaKernel::new(
+            algebra,
+            Operation::Geometric,
+            amari_gpu::ga::Broadcast::None,
+            FmaMode::Fused,
+        )),
+        at: 1,
+        runs: runs.clone(),
+    }));
+    let n = 1500;
+    let (a, b) = (random(8 * n, 16), random(8 * n, 17));
+    let want = ga_product(&open(&[], 1, 50), &a, &b);
+    let ctx = open(&["vulkan", "host"], 1, 50);
+    let mut out = vec![f32::NAN; 8 * n];
+    ctx.run_map(&kernel, &[&a, &b], &mut out, n, Some(Strategy::Balanced))
+        .expect("lavapipe finishes the host's chunks");
+    same_bits("after a host chunk failed", &out, &want);
+    let (_, healthy, reason) = ctx.health()[host_id(&ctx)].clone();
+    assert!(!healthy);
+    assert!(reason.unwrap_or_default().contains("panicked"));
+    assert!(
+        runs.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "the host ran chunks"
+    );
+}

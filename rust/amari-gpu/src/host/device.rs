@@ -6,6 +6,7 @@
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::affinity::{self, Binding, Placement};
 use super::simd::Level;
@@ -121,6 +122,9 @@ impl HostPool {
     }
 }
 
+/// When one chunk's kernel started and ended, or why it failed.
+pub(crate) type ChunkRun = Result<(Instant, Instant)>;
+
 /// The host device: a rayon pool and the fma modes of the wgpu devices it runs beside.
 #[derive(Debug)]
 pub struct HostDevice {
@@ -189,12 +193,48 @@ impl HostDevice {
             true => kernel.run(inputs, range, output),
             false => self.pool.run(kernel, inputs, range, output),
         }))
-        .map_err(|panic| {
-            let what = Error::from_panic("a host kernel", panic.as_ref());
-            Error::DeviceLost {
-                device: id,
-                reason: what.to_string(),
-            }
-        })
+        .map_err(|panic| lost_in_kernel(id, panic.as_ref()))
+    }
+
+    /// Runs `kernel` over every chunk of `chunks` (items, output words) on the pool, side
+    /// by side: each chunk's kernel a task the threads take as they come free, so none
+    /// waits for the slowest part of another. Each chunk's start and end, or a panic in it
+    /// as a failure of device `id` (the other chunks' outcomes stand). From a thread of the
+    /// pool, as the worker loop runs the host's chunks.
+    pub(crate) fn run_each(
+        &self,
+        id: usize,
+        kernel: &dyn HostImpl,
+        inputs: &[&[f32]],
+        chunks: Vec<(Range<usize>, &mut [f32])>,
+    ) -> Vec<ChunkRun> {
+        let mut runs: Vec<Option<ChunkRun>> = chunks.iter().map(|_| None).collect();
+        self.pool.run_with(|| {
+            rayon::scope(|s| {
+                for ((range, output), run) in chunks.into_iter().zip(runs.iter_mut()) {
+                    s.spawn(move |_| {
+                        let start = Instant::now();
+                        let ran =
+                            catch_unwind(AssertUnwindSafe(|| kernel.run(inputs, range, output)));
+                        *run = Some(match ran {
+                            Ok(()) => Ok((start, Instant::now())),
+                            Err(panic) => Err(lost_in_kernel(id, panic.as_ref())),
+                        });
+                    });
+                }
+            })
+        });
+        runs.into_iter()
+            .map(|run| run.unwrap_or_else(|| Err(Error::Internal("a chunk did not run".into()))))
+            .collect()
+    }
+}
+
+/// A panic in a host kernel, as a failure of device `id`.
+fn lost_in_kernel(id: usize, panic: &(dyn std::any::Any + Send)) -> Error {
+    let what = Error::from_panic("a host kernel", panic);
+    Error::DeviceLost {
+        device: id,
+        reason: what.to_string(),
     }
 }

@@ -1,7 +1,8 @@
 //! The host CPU device as a [`Runner`] and a [`Shards`] holder: nothing is staged, the
 //! kernel reads the caller's inputs and writes the chunk's output slice in place on the
 //! device's thread pool. A chunk is begun by noting its range and run when it is finished,
-//! one at a time (depth 1), so a worker never holds a chunk it is not about to run. Shards
+//! a few at a time side by side (`BATCH`), so a worker never holds a chunk it is not about
+//! to run. Shards
 //! are host vectors, limited by memory only; a row kernel over one runs at once. A panicking
 //! kernel is a failure of the device (see `HostDevice::run`).
 
@@ -115,6 +116,11 @@ impl Runner for HostDevice {
     type Flight = Range<usize>;
     type Held = ();
     const DEPTH: usize = 1;
+    // Four chunks at a time: one after another, every chunk ended in a fork-join whose
+    // threads waited for the slowest of them before the next chunk began (a Cl(3,0)
+    // product of 2^20 rows in 64 chunks took 0.3 ms longer than in one on the 2-vCPU VM).
+    // More would hold chunks a faster device pulling from a shared queue could take.
+    const BATCH: usize = 4;
 
     fn prepare(&self, _dev: &GpuDevice, kernel: &Kernel) -> Result<Arc<dyn HostImpl>> {
         prepared(self, kernel)
@@ -159,6 +165,34 @@ impl Runner for HostDevice {
             ticks: None,
             staged: false,
         })
+    }
+
+    fn finish_batch(
+        &self,
+        dev: &GpuDevice,
+        job: &Job<'_>,
+        prepared: &Arc<dyn HostImpl>,
+        batch: Vec<(Range<usize>, &mut [f32])>,
+    ) -> Vec<Result<Finished>> {
+        if job.inline {
+            // A fast-path call's kernels run on the calling thread, one after another.
+            return batch
+                .into_iter()
+                .map(|(range, output)| self.finish(dev, job, prepared, range, output))
+                .collect();
+        }
+        self.run_each(dev.id, prepared.as_ref(), job.inputs, batch)
+            .into_iter()
+            .map(|ran| {
+                ran.map(|(start, done)| Finished {
+                    wait_start: start,
+                    wait_end: done,
+                    copied: done,
+                    ticks: None,
+                    staged: false,
+                })
+            })
+            .collect()
     }
 
     fn abandon(&self, _flights: Vec<Range<usize>>, _held: Option<()>, _later: bool) {}

@@ -242,6 +242,9 @@ pub(crate) trait Runner: Shards {
     type Held: Default;
     /// Chunks a worker keeps begun, the one it finishes next included.
     const DEPTH: usize;
+    /// Chunks of host inputs a worker takes at once and finishes together
+    /// ([`Runner::finish_batch`]); 1 takes them one by one.
+    const BATCH: usize = 1;
 
     /// Makes `kernel` ready to run on `dev`.
     fn prepare(&self, dev: &GpuDevice, kernel: &Kernel) -> Result<Self::Prepared>;
@@ -275,6 +278,21 @@ pub(crate) trait Runner: Shards {
         flight: Self::Flight,
         output: &mut [f32],
     ) -> Result<Finished>;
+
+    /// Completes every flight of `batch` into its output words, together; each chunk's
+    /// outcome in the batch's order. By default one after another ([`Runner::finish`]).
+    fn finish_batch(
+        &self,
+        dev: &GpuDevice,
+        job: &Job<'_>,
+        prepared: &Self::Prepared,
+        batch: Vec<(Self::Flight, &mut [f32])>,
+    ) -> Vec<Result<Finished>> {
+        batch
+            .into_iter()
+            .map(|(flight, output)| self.finish(dev, job, prepared, flight, output))
+            .collect()
+    }
 
     /// Lets go of what a worker that stopped still holds: chunks begun and not finished,
     /// and `held` when the worker failed (the device may still be using it). `later`: on a

@@ -161,7 +161,8 @@ impl Run<'_> {
         let mut report = WorkerReport::default();
         let started = Instant::now();
         let mut in_flight: VecDeque<Pending<'_, R::Flight>> = VecDeque::new();
-        let mut held: Option<usize> = None;
+        // The chunks taken and not yet begun or finished (one, or a batch being finished).
+        let mut held: Vec<usize> = Vec::new();
         let mut kept = R::Held::default();
         let mut last_done = started;
         // A resident piece that could not begin for a reason of the call's (its rows do not
@@ -195,15 +196,25 @@ impl Run<'_> {
             // (the host's CPU adapters under `auto`) would otherwise compile the kernel on
             // the cores the working devices use (Mesa takes hundreds of ms for a new one).
             let mut prepared: Option<R::Prepared> = None;
+            // Chunks of host inputs finished together (`Runner::BATCH`); pieces one by one.
+            let batch = match &self.work {
+                Work::Host { .. } => R::BATCH.max(1),
+                Work::Resident(_) => 1,
+            };
             loop {
-                while in_flight.len() < R::DEPTH && !cancelled() {
+                // One by one while an injected fault or hold counts the chunks down.
+                let most = match self.counted && dev.health.counting_down() {
+                    true => R::DEPTH,
+                    false => R::DEPTH.max(batch),
+                };
+                while in_flight.len() < most && !cancelled() {
                     let next = if in_flight.is_empty() {
                         self.scheduler.next(slot)
                     } else {
                         self.scheduler.try_next(slot)
                     };
                     let Some((chunk, orphan)) = next else { break };
-                    held = Some(chunk);
+                    held = vec![chunk];
                     queue_took_latest(&mut in_flight)?;
                     ready_for_chunk(dev, self.counted)?;
                     let taken = Instant::now();
@@ -241,60 +252,49 @@ impl Run<'_> {
                         begun,
                     };
                     in_flight.push_back(Pending { meta, flight });
-                    held = None;
+                    held.clear();
                 }
                 queue_took_latest(&mut in_flight)?;
-                let Some(Pending { meta, flight }) = in_flight.pop_front() else {
+                let finishing: Vec<Pending<'_, R::Flight>> =
+                    in_flight.drain(..batch.min(in_flight.len())).collect();
+                if finishing.is_empty() {
                     return Ok(());
-                };
-                held = Some(meta.chunk);
-                let done = match flight {
-                    Flight::Chunk(flight) => {
-                        self.finish_chunk(dev, runner, &job, prepared.as_ref(), meta.chunk, flight)?
+                }
+                held = finishing.iter().map(|p| p.meta.chunk).collect();
+                let finished =
+                    self.finish_pending(dev, runner, &job, prepared.as_ref(), finishing)?;
+                held.clear();
+                for (meta, done) in finished {
+                    let service_start = meta.taken.max(last_done);
+                    report.completed.push(Completed {
+                        items: meta.items,
+                        seconds: (done.copied - service_start).as_secs_f64(),
+                    });
+                    if self.counted {
+                        dev.counters.chunk_done(
+                            meta.items as u64,
+                            meta.begun.bytes_up,
+                            meta.begun.bytes_down,
+                        );
+                        dev.health.chunk_completed();
                     }
-                    Flight::Piece(landing) => {
-                        let wait_start = Instant::now();
-                        landing.land(dev, self.timeout)?;
-                        let done = Instant::now();
-                        Finished {
-                            wait_start,
-                            wait_end: done,
-                            copied: done,
-                            ticks: None,
-                            staged: false,
+                    log::debug!(
+                        "device {} chunk {} ({} items{}) done",
+                        dev.id,
+                        meta.chunk,
+                        meta.items,
+                        if meta.orphan {
+                            ", re-run for a failed device"
+                        } else {
+                            ""
                         }
-                    }
-                };
-                held = None;
-                let service_start = meta.taken.max(last_done);
-                report.completed.push(Completed {
-                    items: meta.items,
-                    seconds: (done.copied - service_start).as_secs_f64(),
-                });
-                if self.counted {
-                    dev.counters.chunk_done(
-                        meta.items as u64,
-                        meta.begun.bytes_up,
-                        meta.begun.bytes_down,
                     );
-                    dev.health.chunk_completed();
-                }
-                log::debug!(
-                    "device {} chunk {} ({} items{}) done",
-                    dev.id,
-                    meta.chunk,
-                    meta.items,
-                    if meta.orphan {
-                        ", re-run for a failed device"
-                    } else {
-                        ""
+                    if let Some(r) = &self.recording {
+                        r.chunk(dev, &meta, &done, last_done);
                     }
-                );
-                if let Some(r) = &self.recording {
-                    r.chunk(dev, &meta, &done, last_done);
+                    last_done = done.copied;
+                    self.scheduler.done();
                 }
-                last_done = done.copied;
-                self.scheduler.done();
             }
         }))
         .unwrap_or_else(|panic| {
@@ -398,28 +398,85 @@ impl Run<'_> {
         })
     }
 
-    /// Completes a chunk of host inputs into its output slice.
-    fn finish_chunk<R: Runner>(
+    /// Completes `pending`: a resident piece, or chunks of host inputs (together when
+    /// there are several, see [`Runner::finish_batch`]); each with its finish.
+    fn finish_pending<'s, R: Runner>(
         &self,
         dev: &GpuDevice,
         runner: &R,
         job: &Job<'_>,
         prepared: Option<&R::Prepared>,
-        chunk: usize,
-        flight: R::Flight,
-    ) -> Result<Finished> {
+        pending: Vec<Pending<'s, R::Flight>>,
+    ) -> Result<Vec<(Meta, Finished)>> {
+        let mut done = Vec::with_capacity(pending.len());
+        let mut chunks = Vec::with_capacity(pending.len());
+        for Pending { meta, flight } in pending {
+            match flight {
+                Flight::Chunk(flight) => chunks.push((meta, flight)),
+                Flight::Piece(landing) => {
+                    let wait_start = Instant::now();
+                    landing.land(dev, self.timeout)?;
+                    let landed = Instant::now();
+                    let finished = Finished {
+                        wait_start,
+                        wait_end: landed,
+                        copied: landed,
+                        ticks: None,
+                        staged: false,
+                    };
+                    done.push((meta, finished));
+                }
+            }
+        }
+        if !chunks.is_empty() {
+            done.extend(self.finish_chunks(dev, runner, job, prepared, chunks)?);
+        }
+        Ok(done)
+    }
+
+    /// Completes chunks of host inputs into their output slices: all of them, or none (a
+    /// chunk that fails fails the device, and every chunk of the batch stays unfinished,
+    /// its output slice left for whichever device takes it over).
+    fn finish_chunks<R: Runner>(
+        &self,
+        dev: &GpuDevice,
+        runner: &R,
+        job: &Job<'_>,
+        prepared: Option<&R::Prepared>,
+        chunks: Vec<(Meta, R::Flight)>,
+    ) -> Result<Vec<(Meta, Finished)>> {
         let (Some(ready), Work::Host { outputs, .. }) = (prepared, &self.work) else {
             return Err(Error::Internal("a chunk began unprepared".into()));
         };
-        let mut slot_guard = outputs[chunk]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let Some(output) = slot_guard.as_deref_mut() else {
-            return Err(Error::Internal(format!("chunk {chunk} completed twice")));
+        let mut slots: Vec<_> = chunks
+            .iter()
+            .map(|(meta, _)| {
+                outputs[meta.chunk]
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+            })
+            .collect();
+        let mut metas = Vec::with_capacity(chunks.len());
+        let mut batch = Vec::with_capacity(chunks.len());
+        for ((meta, flight), slot) in chunks.into_iter().zip(slots.iter_mut()) {
+            let Some(output) = slot.as_deref_mut() else {
+                return Err(Error::Internal(format!(
+                    "chunk {} completed twice",
+                    meta.chunk
+                )));
+            };
+            metas.push(meta);
+            batch.push((flight, output));
+        }
+        let finished = match <[_; 1]>::try_from(batch) {
+            Ok([(flight, output)]) => vec![runner.finish(dev, job, ready, flight, output)],
+            Err(batch) => runner.finish_batch(dev, job, ready, batch),
         };
-        let done = runner.finish(dev, job, ready, flight, output)?;
-        *slot_guard = None;
-        Ok(done)
+        let finished = finished.into_iter().collect::<Result<Vec<Finished>>>()?;
+        for slot in &mut slots {
+            **slot = None;
+        }
+        Ok(metas.into_iter().zip(finished).collect())
     }
 }
 
