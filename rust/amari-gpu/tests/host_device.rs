@@ -276,8 +276,10 @@ fn an_injected_fault_on_the_host_moves_its_chunks() {
     assert_eq!(ctx.stats()[host].counters.chunks, 1);
 }
 
-#[test]
-fn a_panicking_host_kernel_is_a_device_failure() {
+/// Runs the Cl(3,0) product of `n` rows (operands from `seeds`) on lavapipe and the host,
+/// the host's chunks through `host` (a twin that panics somewhere), and checks that the
+/// host is a failed device whose chunks lavapipe finished: the bits of lavapipe alone.
+fn host_panics_are_handed_over(host: std::sync::Arc<dyn HostImpl>, n: usize, seeds: [u64; 2]) {
     let algebra = Algebra::new(3, 0, 0).unwrap();
     let mut kernel = amari_gpu::ga::kernel(
         &algebra,
@@ -285,15 +287,8 @@ fn a_panicking_host_kernel_is_a_device_failure() {
         amari_gpu::ga::Broadcast::None,
         amari_gpu::Dtype::F32,
     );
-    // A host twin of another algebra: its output check panics on the first chunk.
-    kernel.host = Some(std::sync::Arc::new(GaKernel::new(
-        Algebra::new(4, 0, 0).unwrap(),
-        Operation::Geometric,
-        amari_gpu::ga::Broadcast::None,
-        FmaMode::Fused,
-    )));
-    let n = 777;
-    let (a, b) = (random(8 * n, 14), random(8 * n, 15));
+    kernel.host = Some(host);
+    let (a, b) = (random(8 * n, seeds[0]), random(8 * n, seeds[1]));
     let want = ga_product(&open(&[], 1, 50), &a, &b);
     let ctx = open(&["vulkan", "host"], 1, 50);
     let mut out = vec![f32::NAN; 8 * n];
@@ -303,6 +298,22 @@ fn a_panicking_host_kernel_is_a_device_failure() {
     let (_, healthy, reason) = ctx.health()[host_id(&ctx)].clone();
     assert!(!healthy);
     assert!(reason.unwrap_or_default().contains("panicked"));
+}
+
+/// The Cl(3,0) product's host twin in `algebra`.
+fn cl_product(algebra: Algebra) -> std::sync::Arc<dyn HostImpl> {
+    std::sync::Arc::new(GaKernel::new(
+        algebra,
+        Operation::Geometric,
+        amari_gpu::ga::Broadcast::None,
+        FmaMode::Fused,
+    ))
+}
+
+#[test]
+fn a_panicking_host_kernel_is_a_device_failure() {
+    // A host twin of another algebra: its output check panics on the first chunk.
+    host_panics_are_handed_over(cl_product(Algebra::new(4, 0, 0).unwrap()), 777, [14, 15]);
 }
 
 /// A host kernel that panics on its `at`-th run (counting from 0) and otherwise runs
@@ -338,35 +349,13 @@ impl HostImpl for PanicsOnRun {
 /// (the same bits as lavapipe alone; a chunk finished twice would be an internal error).
 #[test]
 fn a_host_chunk_failing_beside_others_hands_them_all_over() {
-    let algebra = Algebra::new(3, 0, 0).unwrap();
-    let mut kernel = amari_gpu::ga::kernel(
-        &algebra,
-        Operation::Geometric,
-        amari_gpu::ga::Broadcast::None,
-        amari_gpu::Dtype::F32,
-    );
     let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    kernel.host = Some(std::sync::Arc::new(PanicsOnRun {
-        inner: std::sync::Arc::new(GaKernel::new(
-            algebra,
-            Operation::Geometric,
-            amari_gpu::ga::Broadcast::None,
-            FmaMode::Fused,
-        )),
+    let host = PanicsOnRun {
+        inner: cl_product(Algebra::new(3, 0, 0).unwrap()),
         at: 1,
         runs: runs.clone(),
-    }));
-    let n = 1500;
-    let (a, b) = (random(8 * n, 16), random(8 * n, 17));
-    let want = ga_product(&open(&[], 1, 50), &a, &b);
-    let ctx = open(&["vulkan", "host"], 1, 50);
-    let mut out = vec![f32::NAN; 8 * n];
-    ctx.run_map(&kernel, &[&a, &b], &mut out, n, Some(Strategy::Balanced))
-        .expect("lavapipe finishes the host's chunks");
-    same_bits("after a host chunk failed", &out, &want);
-    let (_, healthy, reason) = ctx.health()[host_id(&ctx)].clone();
-    assert!(!healthy);
-    assert!(reason.unwrap_or_default().contains("panicked"));
+    };
+    host_panics_are_handed_over(std::sync::Arc::new(host), 1500, [16, 17]);
     assert!(
         runs.load(std::sync::atomic::Ordering::SeqCst) >= 2,
         "the host ran chunks"
