@@ -59,43 +59,37 @@ impl<'a> Attempt<'a> {
     ) -> Vec<(usize, Result<DeviceRound>)> {
         let devices = self.ctx.devices();
         let spec = self.spec;
+        // Each device's round as a closure over its bands and places, run on this thread
+        // or a thread of its own; a panic in it is the device's failure either way.
+        let rounds: Vec<_> = states
+            .iter_mut()
+            .map(|(&id, bands)| {
+                let dev = &devices[id];
+                let timed = stamped.get(&id).copied().unwrap_or(false);
+                let places = into.remove(&id).unwrap_or_default();
+                (id, move || run(dev, bands, spec, round, timed, places))
+            })
+            .collect();
+        let panicked = |id| Err(lost(id, "the device's round panicked"));
         // One device (a host-only context, or a grid small enough for one band): its round
         // runs here, without a thread to spawn and join (about 90 µs).
-        if states.len() == 1 {
-            return states
-                .iter_mut()
-                .map(|(&id, bands)| {
-                    let dev = &devices[id];
-                    let timed = stamped.get(&id).copied().unwrap_or(false);
-                    let places = into.remove(&id).unwrap_or_default();
-                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        run(dev, bands, spec, round, timed, places)
-                    }));
-                    let outcome =
-                        outcome.unwrap_or_else(|_| Err(lost(id, "the device's round panicked")));
-                    (id, outcome)
+        if rounds.len() == 1 {
+            return rounds
+                .into_iter()
+                .map(|(id, one)| {
+                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(one));
+                    (id, outcome.unwrap_or_else(|_| panicked(id)))
                 })
                 .collect();
         }
         std::thread::scope(|scope| {
-            let handles: Vec<_> = states
-                .iter_mut()
-                .map(|(&id, bands)| {
-                    let dev = &devices[id];
-                    let timed = stamped.get(&id).copied().unwrap_or(false);
-                    let places = into.remove(&id).unwrap_or_default();
-                    let handle = scope.spawn(move || run(dev, bands, spec, round, timed, places));
-                    (id, handle)
-                })
+            let handles: Vec<_> = rounds
+                .into_iter()
+                .map(|(id, one)| (id, scope.spawn(one)))
                 .collect();
             handles
                 .into_iter()
-                .map(|(id, h)| {
-                    let outcome = h
-                        .join()
-                        .unwrap_or_else(|_| Err(lost(id, "the device's round panicked")));
-                    (id, outcome)
-                })
+                .map(|(id, h)| (id, h.join().unwrap_or_else(|_| panicked(id))))
                 .collect()
         })
     }

@@ -2,9 +2,8 @@
 //! kernel reads the caller's inputs and writes the chunk's output slice in place on the
 //! device's thread pool. A chunk is begun by noting its range and run when it is finished,
 //! a few at a time side by side (`BATCH`), so a worker never holds a chunk it is not about
-//! to run. Shards
-//! are host vectors, limited by memory only; a row kernel over one runs at once. A panicking
-//! kernel is a failure of the device (see `HostDevice::run`).
+//! to run. Shards are host vectors, limited by memory only; a row kernel over one runs at
+//! once. A panicking kernel is a failure of the device (see `HostDevice::run`).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -174,13 +173,6 @@ impl Runner for HostDevice {
         prepared: &Arc<dyn HostImpl>,
         batch: Vec<(Range<usize>, &mut [f32])>,
     ) -> Vec<Result<Finished>> {
-        if job.inline {
-            // A fast-path call's kernels run on the calling thread, one after another.
-            return batch
-                .into_iter()
-                .map(|(range, output)| self.finish(dev, job, prepared, range, output))
-                .collect();
-        }
         self.run_each(dev.id, prepared.as_ref(), job.inputs, batch)
             .into_iter()
             .map(|ran| {

@@ -196,10 +196,11 @@ impl Run<'_> {
             // (the host's CPU adapters under `auto`) would otherwise compile the kernel on
             // the cores the working devices use (Mesa takes hundreds of ms for a new one).
             let mut prepared: Option<R::Prepared> = None;
-            // Chunks of host inputs finished together (`Runner::BATCH`); pieces one by one.
+            // Chunks of host inputs finished together (`Runner::BATCH`); pieces, and the
+            // kernels of a fast-path call (on the calling thread), one by one.
             let batch = match &self.work {
-                Work::Host { .. } => R::BATCH.max(1),
-                Work::Resident(_) => 1,
+                Work::Host { .. } if !self.inline => R::BATCH.max(1),
+                Work::Host { .. } | Work::Resident(_) => 1,
             };
             loop {
                 // One by one while an injected fault or hold counts the chunks down.
