@@ -278,7 +278,7 @@ fn has_avx512vl(level: crate::host::simd::Level) -> bool {
 /// Whether the float16 blocks run 16 items at a time (`host_cl3_avx512`) at `level`: at
 /// the AVX-512F level, on a CPU with AVX-512BW and VL (and F16C).
 #[cfg(target_arch = "x86_64")]
-fn has_avx512bw(level: crate::host::simd::Level) -> bool {
+pub(super) fn has_avx512bw(level: crate::host::simd::Level) -> bool {
     has_avx512vl(level)
         && std::arch::is_x86_feature_detected!("avx512bw")
         && crate::host::f16::has_f16c(level)
