@@ -137,9 +137,7 @@ def _width(call: tuple[str, Algebra, Any]) -> int:
     return len(arg) if isinstance(arg, tuple) else algebra.n_blades
 
 
-def _ready_rows(
-    named: list[tuple[str, Any]], width: int, kept: np.dtype[Any]
-) -> list[Any] | None:
+def _ready_rows(named: list[tuple[str, Any]], width: int, kept: np.dtype[Any]) -> list[Any] | None:
     """The operands when they are already what the core reads — plain, aligned, C-contiguous
     ndarrays of the call's dtype ``kept`` and of one shape (..., ``width``), so nothing is
     converted or broadcast — else None (the general conversion applies). A small call's
