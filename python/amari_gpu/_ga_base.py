@@ -46,10 +46,11 @@ def _kept(
         # Plain arrays of one dtype the kernels keep: that dtype (numpy's promotion of equal
         # dtypes), without the general rule's work.
         first = getattr(named[0][1], "dtype", None) if named else None
-        if first in KEPT and all(
-            type(value) is np.ndarray and value.dtype == first for _, value in named
+        same = next((k for k in KEPT if k == first), None)
+        if same is not None and all(
+            type(value) is np.ndarray and value.dtype == same for _, value in named
         ):
-            return np.dtype(first)
+            return same
     if not resident:
         return result_dtype(named, dtype, KEPT)
     kept = resident_dtype(named, dtype, KEPT, operation, DeviceArray)
