@@ -42,11 +42,10 @@ def _kept(
     counts with its dtype and must hold that dtype (DeviceArrays are not converted on the
     devices): one that does not is refused, naming it; so is a float16 ``scalar_product`` of
     DeviceArrays (see :func:`_scalar_f16`)."""
-    if dtype is None:
+    if dtype is None and named and type(named[0][1]) is np.ndarray:
         # Plain arrays of one dtype the kernels keep: that dtype (numpy's promotion of equal
         # dtypes), without the general rule's work.
-        first = getattr(named[0][1], "dtype", None) if named else None
-        same = next((k for k in KEPT if k == first), None)
+        same = next((k for k in KEPT if k == named[0][1].dtype), None)
         if same is not None and all(
             type(value) is np.ndarray and value.dtype == same for _, value in named
         ):
