@@ -42,10 +42,14 @@ def _kept(
     counts with its dtype and must hold that dtype (DeviceArrays are not converted on the
     devices): one that does not is refused, naming it; so is a float16 ``scalar_product`` of
     DeviceArrays (see :func:`_scalar_f16`)."""
-    if dtype is None and all(
-        type(value) is np.ndarray and value.dtype == np.float32 for _, value in named
-    ):
-        return FLOAT32
+    if dtype is None and named and type(named[0][1]) is np.ndarray:
+        # Plain arrays of one dtype the kernels keep: that dtype (numpy's promotion of equal
+        # dtypes), without the general rule's work.
+        same = next((k for k in KEPT if k == named[0][1].dtype), None)
+        if same is not None and all(
+            type(value) is np.ndarray and value.dtype == same for _, value in named
+        ):
+            return same
     if not resident:
         return result_dtype(named, dtype, KEPT)
     kept = resident_dtype(named, dtype, KEPT, operation, DeviceArray)
@@ -133,16 +137,20 @@ def _width(call: tuple[str, Algebra, Any]) -> int:
     return len(arg) if isinstance(arg, tuple) else algebra.n_blades
 
 
-def _ready_rows(named: list[tuple[str, Any]], width: int) -> list[Any] | None:
+def _ready_rows(named: list[tuple[str, Any]], width: int, kept: np.dtype[Any]) -> list[Any] | None:
     """The operands when they are already what the core reads — plain, aligned, C-contiguous
-    float32 ndarrays of one shape (..., ``width``), so nothing is converted or broadcast —
-    else None (the general conversion applies). A small call's Python work is this check."""
+    ndarrays of the call's dtype ``kept`` and of one shape (..., ``width``), so nothing is
+    converted or broadcast — else None (the general conversion applies). A small call's
+    Python work is this check. float16 rows of an odd width (which do not pack two values to
+    a word) are never ready: the general path's check refuses them."""
+    if kept == FLOAT16 and width % 2:
+        return None
     values = [value for _, value in named]
     shape = getattr(values[0], "shape", None)
     for value in values:
         if not (
             type(value) is np.ndarray
-            and value.dtype == np.float32
+            and value.dtype == kept
             and value.shape == shape
             and value.ndim >= 1
             and value.shape[-1] == width
@@ -167,7 +175,7 @@ def _numpy_rows(
         named = [(name, contiguous(name, real_array(name, v), FLOAT16)) for name, v in named]
         kept = FLOAT32
     # A sandwich on some blades (grades a tuple) has rows of its own width: never the ready form.
-    ready = _ready_rows(named, width) if kept == FLOAT32 and not isinstance(grades, tuple) else None
+    ready = None if isinstance(grades, tuple) else _ready_rows(named, width, kept)
     if ready is not None:
         # Already the core's rows, of the algebra's width and one shape (nothing to
         # broadcast): the native call's own checks are the caller's terms.

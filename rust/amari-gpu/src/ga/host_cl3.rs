@@ -204,68 +204,86 @@ impl Storage {
 /// with non-temporal stores (same words, see [`streams`]).
 pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused: bool, stream: bool) {
     let words = storage.words();
+    // The first few items on their own, up to the output's first 64-byte line when whole
+    // items reach one: the pieces after it then start on lines (GRAIN items are whole
+    // lines), and the float16 blocks store whole lines. numpy's large arrays start 16 bytes
+    // into a line; in float16 three items (48 bytes) reach the next one, while float32 and
+    // float64 items (32 and 64 bytes) never do and keep their pieces as they were.
+    let head = line_items(out.as_ptr() as usize, words * 4).min(out.len() / words) * words;
+    let (out_head, out) = out.split_at_mut(head);
+    piece(&a[..head], &b[..head], out_head, storage, fused, stream);
     out.par_chunks_mut(GRAIN * words)
-        .zip(a.par_chunks(GRAIN * words))
-        .zip(b.par_chunks(GRAIN * words))
-        .for_each(|((out, a), b)| {
-            // float16 rows at the AVX-512BW level: 16 items a block (`host_cl3_avx512`),
-            // the AVX2 blocks and `one_by_one` below taking the rest.
-            #[cfg(target_arch = "x86_64")]
-            let (a, b, out) = {
-                let wide = storage == Storage::F16 && has_avx512bw(crate::host::simd::dispatched());
-                let done = if wide { out.len() / avx512::BLOCK * avx512::BLOCK } else { 0 };
-                let (o, rest) = out.split_at_mut(done);
-                // SAFETY: `has_avx512bw` is true only at the AVX-512F level on a CPU it
-                // found AVX-512BW and VL on (with AVX2, FMA and F16C, which that level and
-                // `has_f16c` imply): all `blocks_f16` needs; its accesses are in bounds.
-                #[allow(unsafe_code)]
-                match (wide, fused) {
-                    (false, _) => {}
-                    (true, true) => unsafe { avx512::blocks_f16::<true>(&a[..done], &b[..done], o, stream) },
-                    (true, false) => unsafe { avx512::blocks_f16::<false>(&a[..done], &b[..done], o, stream) },
-                }
-                (&a[done..], &b[done..], rest)
-            };
-            #[cfg(target_arch = "x86_64")]
-            let whole = {
-                let level = crate::host::simd::dispatched();
-                let block = storage.block_words();
-                let whole = out.len() / block * block;
-                let (a, b, o) = (&a[..whole], &b[..whole], &mut out[..whole]);
-                let vl = has_avx512vl(level);
-                // SAFETY (every call below): `has_f16c` is true only at a level whose AVX2
-                // and FMA `is_x86_feature_detected!` found, on a CPU it found F16C on;
-                // `Level::has_avx2` only after it found AVX2 and FMA; `has_avx512vl` only at
-                // the AVX-512F level on a CPU it found AVX-512VL on: all that each
-                // target-feature function needs. Their memory accesses are in bounds (see
-                // `avx2::blocks`).
-                #[allow(unsafe_code)]
-                match (storage, fused) {
-                    (Storage::F16, _) if !crate::host::f16::has_f16c(level) => 0,
-                    (Storage::F32 | Storage::F64, _) if !level.has_avx2() => 0,
-                    (Storage::F16, true) if vl => unsafe { avx2::blocks_f16_vl::<true>(a, b, o, stream); whole },
-                    (Storage::F16, false) if vl => unsafe { avx2::blocks_f16_vl::<false>(a, b, o, stream); whole },
-                    (Storage::F16, true) => unsafe { avx2::blocks_f16::<true>(a, b, o, stream); whole },
-                    (Storage::F16, false) => unsafe { avx2::blocks_f16::<false>(a, b, o, stream); whole },
-                    (Storage::F32, true) if vl => unsafe { avx2::blocks_vl::<true>(a, b, o, stream); whole },
-                    (Storage::F32, false) if vl => unsafe { avx2::blocks_vl::<false>(a, b, o, stream); whole },
-                    (Storage::F32, true) => unsafe { avx2::blocks::<true>(a, b, o, stream); whole },
-                    (Storage::F32, false) => unsafe { avx2::blocks::<false>(a, b, o, stream); whole },
-                    (Storage::F64, true) if vl => unsafe { avx2::blocks_f64_vl::<true>(a, b, o, stream); whole },
-                    (Storage::F64, false) if vl => unsafe { avx2::blocks_f64_vl::<false>(a, b, o, stream); whole },
-                    (Storage::F64, true) => unsafe { avx2::blocks_f64::<true>(a, b, o, stream); whole },
-                    (Storage::F64, false) => unsafe { avx2::blocks_f64::<false>(a, b, o, stream); whole },
-                }
-            };
-            #[cfg(not(target_arch = "x86_64"))]
-            let whole = 0;
-            let (a, b, out) = (&a[whole..], &b[whole..], &mut out[whole..]);
-            if fused {
-                one_by_one::<true>(a, b, out, storage);
-            } else {
-                one_by_one::<false>(a, b, out, storage);
-            }
-        });
+        .zip(a[head..].par_chunks(GRAIN * words))
+        .zip(b[head..].par_chunks(GRAIN * words))
+        .for_each(|((out, a), b)| piece(a, b, out, storage, fused, stream));
+}
+
+/// Items of `item_bytes` from address `at` to the first that starts a 64-byte line: 0 when
+/// `at` does, or when no whole number of items reaches one.
+fn line_items(at: usize, item_bytes: usize) -> usize {
+    (0..64).find(|k| (at + k * item_bytes).is_multiple_of(64)).unwrap_or(0)
+}
+
+/// One piece of [`run_chains`]: its blocks at the widest level there is, the rest item by
+/// item.
+fn piece(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused: bool, stream: bool) {
+    // float16 rows at the AVX-512BW level: 16 items a block (`host_cl3_avx512`),
+    // the AVX2 blocks and `one_by_one` below taking the rest.
+    #[cfg(target_arch = "x86_64")]
+    let (a, b, out) = {
+        let wide = storage == Storage::F16 && has_avx512bw(crate::host::simd::dispatched());
+        let done = if wide { out.len() / avx512::BLOCK * avx512::BLOCK } else { 0 };
+        let (o, rest) = out.split_at_mut(done);
+        // SAFETY: `has_avx512bw` is true only at the AVX-512F level on a CPU it
+        // found AVX-512BW and VL on (with AVX2, FMA and F16C, which that level and
+        // `has_f16c` imply): all `blocks_f16` needs; its accesses are in bounds.
+        #[allow(unsafe_code)]
+        match (wide, fused) {
+            (false, _) => {}
+            (true, true) => unsafe { avx512::blocks_f16::<true>(&a[..done], &b[..done], o, stream) },
+            (true, false) => unsafe { avx512::blocks_f16::<false>(&a[..done], &b[..done], o, stream) },
+        }
+        (&a[done..], &b[done..], rest)
+    };
+    #[cfg(target_arch = "x86_64")]
+    let whole = {
+        let level = crate::host::simd::dispatched();
+        let block = storage.block_words();
+        let whole = out.len() / block * block;
+        let (a, b, o) = (&a[..whole], &b[..whole], &mut out[..whole]);
+        let vl = has_avx512vl(level);
+        // SAFETY (every call below): `has_f16c` is true only at a level whose AVX2
+        // and FMA `is_x86_feature_detected!` found, on a CPU it found F16C on;
+        // `Level::has_avx2` only after it found AVX2 and FMA; `has_avx512vl` only at
+        // the AVX-512F level on a CPU it found AVX-512VL on: all that each
+        // target-feature function needs. Their memory accesses are in bounds (see
+        // `avx2::blocks`).
+        #[allow(unsafe_code)]
+        match (storage, fused) {
+            (Storage::F16, _) if !crate::host::f16::has_f16c(level) => 0,
+            (Storage::F32 | Storage::F64, _) if !level.has_avx2() => 0,
+            (Storage::F16, true) if vl => unsafe { avx2::blocks_f16_vl::<true>(a, b, o, stream); whole },
+            (Storage::F16, false) if vl => unsafe { avx2::blocks_f16_vl::<false>(a, b, o, stream); whole },
+            (Storage::F16, true) => unsafe { avx2::blocks_f16::<true>(a, b, o, stream); whole },
+            (Storage::F16, false) => unsafe { avx2::blocks_f16::<false>(a, b, o, stream); whole },
+            (Storage::F32, true) if vl => unsafe { avx2::blocks_vl::<true>(a, b, o, stream); whole },
+            (Storage::F32, false) if vl => unsafe { avx2::blocks_vl::<false>(a, b, o, stream); whole },
+            (Storage::F32, true) => unsafe { avx2::blocks::<true>(a, b, o, stream); whole },
+            (Storage::F32, false) => unsafe { avx2::blocks::<false>(a, b, o, stream); whole },
+            (Storage::F64, true) if vl => unsafe { avx2::blocks_f64_vl::<true>(a, b, o, stream); whole },
+            (Storage::F64, false) if vl => unsafe { avx2::blocks_f64_vl::<false>(a, b, o, stream); whole },
+            (Storage::F64, true) => unsafe { avx2::blocks_f64::<true>(a, b, o, stream); whole },
+            (Storage::F64, false) => unsafe { avx2::blocks_f64::<false>(a, b, o, stream); whole },
+        }
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let whole = 0;
+    let (a, b, out) = (&a[whole..], &b[whole..], &mut out[whole..]);
+    if fused {
+        one_by_one::<true>(a, b, out, storage);
+    } else {
+        one_by_one::<false>(a, b, out, storage);
+    }
 }
 
 /// Whether the blocks run compiled for AVX-512VL at `level` (its 32 vector registers): at
@@ -278,7 +296,7 @@ fn has_avx512vl(level: crate::host::simd::Level) -> bool {
 /// Whether the float16 blocks run 16 items at a time (`host_cl3_avx512`) at `level`: at
 /// the AVX-512F level, on a CPU with AVX-512BW and VL (and F16C).
 #[cfg(target_arch = "x86_64")]
-fn has_avx512bw(level: crate::host::simd::Level) -> bool {
+pub(super) fn has_avx512bw(level: crate::host::simd::Level) -> bool {
     has_avx512vl(level)
         && std::arch::is_x86_feature_detected!("avx512bw")
         && crate::host::f16::has_f16c(level)
@@ -378,6 +396,20 @@ mod tests {
             panic!("a product");
         };
         assert!(!is_cl3_chain(&outer[0].steps));
+    }
+
+    /// The head before the pieces: the items to the output's next 64-byte line, where whole
+    /// items reach one (numpy's 16 bytes into a line: 3 float16 items, no float32 or float64
+    /// count).
+    #[test]
+    fn the_head_reaches_the_first_line_whole_items_reach() {
+        assert_eq!(line_items(0x1000, 16), 0);
+        assert_eq!(line_items(0x1010, 16), 3);
+        assert_eq!(line_items(0x1030, 16), 1);
+        assert_eq!(line_items(0x1004, 16), 0);
+        assert_eq!(line_items(0x1010, 32), 0);
+        assert_eq!(line_items(0x1020, 32), 1);
+        assert_eq!(line_items(0x1010, 64), 0);
     }
 
     #[test]

@@ -1,12 +1,22 @@
 //! The AVX-512 float16 blocks of the host's Cl(3,0) product (`ga::host_cl3`): 16 items a
-//! block, one per 32-bit lane of a 512-bit vector. The block's 128 halves (four vectors)
-//! are regrouped blade-major as 16-bit words, before any widening, by two rounds of
-//! `vpermt2w` (four each), then widened 16 at a time (`vcvtph2ps` zmm); the results are
-//! rounded 16 at a time (`vcvtps2ph` zmm, to nearest, ties to even) and regrouped back the
-//! same way. Against the AVX2 blocks (`ga::host_cl3_avx2`: eight items, three 8 x 8 float32
-//! transposes of 24 shuffles each, 8-wide conversions) that is a third of the shuffles
-//! and half the conversions per item, and the same chains lane by lane: the same bits.
+//! block, one per 32-bit lane of a 512-bit vector. The block's 128 halves (four vectors of
+//! four items, one item a 128-bit lane) are regrouped blade-major as 16-bit words, before
+//! any widening: word and dword unpacks inside the lanes, then one qword permute across
+//! them; then widened 16 at a time (`vcvtph2ps` zmm); the results are rounded 16 at a time
+//! (`vcvtps2ph` zmm, to nearest, ties to even) and regrouped back by the inverse steps. The
+//! items end up in the lanes in a fixed order of their own (item `4s + l` in lane `4l + s`),
+//! the same for both operands and undone at the store, so each lane's chain is one item's.
+//! Against the AVX2 blocks (`ga::host_cl3_avx2`: eight items, three 8 x 8 float32
+//! transposes of 24 shuffles each, 8-wide conversions) that is a third of the shuffles and
+//! half the conversions per item, and the same chains lane by lane: the same bits.
+//!
+//! Why unpacks and not word permutes: `vpermt2w` zmm costs two cycles of the shuffle port
+//! (each unpack, `vpshufb` and `vpermq` one). A block in L1 on one thread of the Xeon VM of
+//! `docs/benchmarks.md` took 34.3 ns with two rounds of `vpermt2w` each way and 31.3 ns
+//! with these steps; two threads over 2^20 items (48 MiB), 1.30 -> 1.22 ms. Without
+//! [`opaque`] the compiler folds some of the unpacks back into `vpermt2w`.
 
+use std::arch::asm;
 use std::arch::x86_64::*;
 
 use super::cl3_table::{NEG, W};
@@ -16,72 +26,48 @@ use crate::host::simd::Stores;
 /// Words (two halves each) per block: 16 items of 8 halves.
 pub(super) const BLOCK: usize = 64;
 
-/// `vpermt2w` indices, 32 halves each, over two sources seen as one list of 64 halves.
+/// The constant vectors of the regrouping.
 ///
-/// `GATHER[h]`: from the rows of 8 items (item-major, 8 halves each: half `8m + j` is blade
-/// j of item m) to blades `4h..4h + 4` of those items, blade-major (`8(j - 4h) + m`).
-/// `MERGE[p]`: from two such blade-major lists (items 0..8, then items 8..16) to blades
-/// `2p, 2p + 1` of the 16 items (`16(j - 2p) + m`).
-/// `SPLIT[q]` undoes a merge: two merged vectors (blades 0..4, or 4..8, of 16 items) to
-/// those four blades of items `8q..8q + 8`; `GATHER[r]` then takes the two lists (blades 0..4
-/// and 4..8) of 8 items back to rows `4r..4r + 4` of them (an 8 x 8 transpose is its own
-/// inverse).
+/// `gather`: qword `2l + e` of a vector to qword `4e + l` (`vpermq`), the blade-major qwords
+/// of the four lanes together: blade `2p` in the low half, `2p + 1` in the high one.
+/// `scatter`: two vectors of four blade-major qwords (the low halves) interleaved back, qword
+/// `l` of the first to `2l` and of the second to `2l + 1` (`vpermt2q`).
+/// `evens`: in each 128-bit lane, the even words to the low qword and the odd ones to the
+/// high (`vpshufb`).
 struct Indices {
-    gather: [__m512i; 2],
-    merge: [__m512i; 2],
-    split: [__m512i; 2],
-}
-
-/// The index lists of [`Indices`] as numbers (`const`, checked by the tests below).
-const fn table(kind: usize, which: usize) -> [u16; 32] {
-    let mut t = [0u16; 32];
-    let mut p = 0;
-    while p < 32 {
-        t[p] = match kind {
-            // Blade j = 4·which + p / 8 of item m = p % 8: half 8m + j of the 8 rows (and
-            // back: row m = 4·which + p / 8, blade j = p % 8 from half 8j + m of the lists).
-            0 => (8 * (p % 8) + 4 * which + p / 8) as u16,
-            // Blade j = 2·which + p / 16, item m = p % 16: half 8j + m of the first list
-            // (m < 8) or 8j + m - 8 of the second (32 on).
-            1 => {
-                let (j, m) = (2 * which + p / 16, p % 16);
-                if m < 8 {
-                    (8 * j + m) as u16
-                } else {
-                    (32 + 8 * j + m - 8) as u16
-                }
-            }
-            // Blade j = p / 8 of item m = 8·which + p % 8: half 16(j % 2) + m of merged
-            // vector j / 2 (the second source from 32 on).
-            _ => (16 * (p / 8) + 8 * which + p % 8) as u16,
-        };
-        p += 1;
-    }
-    t
+    gather: __m512i,
+    scatter: __m512i,
+    evens: __m512i,
 }
 
 impl Indices {
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw")]
     fn new() -> Indices {
-        let load = |kind, which| {
-            let t = table(kind, which);
-            // SAFETY: `t` is 32 u16s, 64 bytes, the one unaligned 512-bit load reads.
-            #[allow(unsafe_code)]
-            unsafe {
-                _mm512_loadu_si512(t.as_ptr().cast())
-            }
-        };
         Indices {
-            gather: [load(0, 0), load(0, 1)],
-            merge: [load(1, 0), load(1, 1)],
-            split: [load(2, 0), load(2, 1)],
+            gather: _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7),
+            scatter: _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11),
+            evens: _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)),
         }
     }
 }
 
+/// `v` as it is, hidden from the compiler's shuffle combining: without it the unpacks are
+/// folded back into the `vpermt2w` they replace.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn opaque(mut v: __m512i) -> __m512i {
+    // SAFETY: an empty template; it reads and writes only the register it is given.
+    #[allow(unsafe_code)]
+    unsafe {
+        asm!("/* {0} */", inout(zmm_reg) v, options(pure, nomem, nostack, preserves_flags))
+    };
+    v
+}
+
 /// The 16 items of the block at word `at` of `x`, blade-major and widened: `out[j]` holds
-/// blade j of every item (exactly: every float16 value is a float32 value).
+/// blade j of every item, item `4s + l` in lane `4l + s` (exactly: every float16 value is a
+/// float32 value).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
 fn load_blades(x: &[f32], at: usize, ix: &Indices) -> [__m512; W] {
@@ -89,20 +75,21 @@ fn load_blades(x: &[f32], at: usize, ix: &Indices) -> [__m512; W] {
     // SAFETY: `x` holds 64 words, 256 bytes (bounds-checked above), so each unaligned
     // 64-byte load at word 16r, r < 4, is inside it.
     #[allow(unsafe_code)]
-    let rows: [__m512i; 4] =
-        std::array::from_fn(|r| unsafe { _mm512_loadu_si512(x.as_ptr().add(16 * r).cast()) });
-    // Blades 0..4 (lo) and 4..8 (hi) of items 0..8 (first) and 8..16 (second).
-    let lo0 = _mm512_permutex2var_epi16(rows[0], ix.gather[0], rows[1]);
-    let hi0 = _mm512_permutex2var_epi16(rows[0], ix.gather[1], rows[1]);
-    let lo1 = _mm512_permutex2var_epi16(rows[2], ix.gather[0], rows[3]);
-    let hi1 = _mm512_permutex2var_epi16(rows[2], ix.gather[1], rows[3]);
-    // Blades 2p, 2p + 1 of the 16 items.
+    let r: [__m512i; 4] =
+        std::array::from_fn(|s| unsafe { _mm512_loadu_si512(x.as_ptr().add(16 * s).cast()) });
+    // Lane l of vector s is item 4s + l. Blades 0..4 (lo) and 4..8 (hi) of items s = 0, 1 (and
+    // 2, 3), word by word: dword j is blade j (or 4 + j) of the two.
+    let (lo01, hi01) = (_mm512_unpacklo_epi16(r[0], r[1]), _mm512_unpackhi_epi16(r[0], r[1]));
+    let (lo23, hi23) = (_mm512_unpacklo_epi16(r[2], r[3]), _mm512_unpackhi_epi16(r[2], r[3]));
+    let (lo01, hi01, lo23, hi23) = (opaque(lo01), opaque(hi01), opaque(lo23), opaque(hi23));
+    // Qword e of lane l of vector p: blade 2p + e of items l, 4 + l, 8 + l, 12 + l.
     let pairs = [
-        _mm512_permutex2var_epi16(lo0, ix.merge[0], lo1),
-        _mm512_permutex2var_epi16(lo0, ix.merge[1], lo1),
-        _mm512_permutex2var_epi16(hi0, ix.merge[0], hi1),
-        _mm512_permutex2var_epi16(hi0, ix.merge[1], hi1),
-    ];
+        _mm512_unpacklo_epi32(lo01, lo23),
+        _mm512_unpackhi_epi32(lo01, lo23),
+        _mm512_unpacklo_epi32(hi01, hi23),
+        _mm512_unpackhi_epi32(hi01, hi23),
+    ]
+    .map(|v| opaque(_mm512_permutexvar_epi64(ix.gather, opaque(v))));
     std::array::from_fn(|j| {
         let pair = pairs[j / 2];
         let half = if j % 2 == 0 {
@@ -126,24 +113,37 @@ super::host_cl3_avx2::cl3_chains!(
     _mm512_sub_ps
 );
 
-/// The blade-major results `r` rounded once to float16 (to nearest, ties to even, as
-/// `host::f16::narrow` and `vcvtps2ph` ymm round) and regrouped as the block's 4 vectors of
-/// rows (item-major, 4 items each).
+/// The blade-major results `r` (item `4s + l` in lane `4l + s`) rounded once to float16 (to
+/// nearest, ties to even, as `host::f16::narrow` and `vcvtps2ph` ymm round) and regrouped
+/// as the block's 4 vectors of rows (item-major, 4 items each), the steps of
+/// [`load_blades`] undone.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
 fn store_rows(r: &[__m512; W], ix: &Indices) -> [__m512i; 4] {
-    let h: [__m256i; W] = std::array::from_fn(|k| _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(r[k]));
-    let pair = |k: usize| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(h[k]), h[k + 1]);
-    let (p01, p23, p45, p67) = (pair(0), pair(2), pair(4), pair(6));
-    let lo0 = _mm512_permutex2var_epi16(p01, ix.split[0], p23);
-    let lo1 = _mm512_permutex2var_epi16(p01, ix.split[1], p23);
-    let hi0 = _mm512_permutex2var_epi16(p45, ix.split[0], p67);
-    let hi1 = _mm512_permutex2var_epi16(p45, ix.split[1], p67);
+    let h: [__m512i; W] = std::array::from_fn(|k| {
+        _mm512_castsi256_si512(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(r[k]))
+    });
+    // Qword e of lane l of vector p: blade 2p + e of items l, 4 + l, 8 + l, 12 + l.
+    let p: [__m512i; 4] =
+        std::array::from_fn(|p| opaque(_mm512_permutex2var_epi64(h[2 * p], ix.scatter, h[2 * p + 1])));
+    // Interleaving dwords twice undoes one interleave: dword j of lo01 is blade j of items l
+    // and 4 + l, of lo23 of items 8 + l and 12 + l (hi: blades 4 + j).
+    let (x0, y0) = (_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+    let (x1, y1) = (_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
+    let (x0, y0, x1, y1) = (opaque(x0), opaque(y0), opaque(x1), opaque(y1));
+    let [lo01, lo23, hi01, hi23] = [
+        _mm512_unpacklo_epi32(x0, y0),
+        _mm512_unpackhi_epi32(x0, y0),
+        _mm512_unpacklo_epi32(x1, y1),
+        _mm512_unpackhi_epi32(x1, y1),
+    ]
+    // Each item's words together: the even words (the first item's) in the low qword.
+    .map(|v| opaque(_mm512_shuffle_epi8(opaque(v), ix.evens)));
     [
-        _mm512_permutex2var_epi16(lo0, ix.gather[0], hi0),
-        _mm512_permutex2var_epi16(lo0, ix.gather[1], hi0),
-        _mm512_permutex2var_epi16(lo1, ix.gather[0], hi1),
-        _mm512_permutex2var_epi16(lo1, ix.gather[1], hi1),
+        _mm512_unpacklo_epi64(lo01, hi01),
+        _mm512_unpackhi_epi64(lo01, hi01),
+        _mm512_unpacklo_epi64(lo23, hi23),
+        _mm512_unpackhi_epi64(lo23, hi23),
     ]
 }
 
@@ -198,35 +198,44 @@ fn each_block<const FUSED: bool, const WHOLE: bool>(a: &[f32], b: &[f32], out: &
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::f16::{to_f16, to_f32};
 
-    /// The index lists regroup as they say: gathering then merging takes item-major rows to
-    /// blade-major vectors, and splitting then scattering takes them back.
+    /// The regrouping is what its words say: blade j of item `4s + l` in lane `4l + s` after
+    /// [`load_blades`], and [`store_rows`] takes those vectors back to the rows.
     #[test]
-    fn the_index_lists_are_a_transpose_and_its_inverse() {
-        // Half h of the block (row m = h / 8, blade j = h % 8) holds h.
-        let rows: Vec<u16> = (0..128).collect();
-        let permute = |a: &[u16], b: &[u16], t: [u16; 32]| -> Vec<u16> {
-            t.iter().map(|&i| if i < 32 { a[i as usize] } else { b[i as usize - 32] }).collect()
-        };
-        let r = |k: usize| &rows[32 * k..32 * k + 32];
-        let (lo0, hi0) = (permute(r(0), r(1), table(0, 0)), permute(r(0), r(1), table(0, 1)));
-        let (lo1, hi1) = (permute(r(2), r(3), table(0, 0)), permute(r(2), r(3), table(0, 1)));
-        let pairs = [
-            permute(&lo0, &lo1, table(1, 0)),
-            permute(&lo0, &lo1, table(1, 1)),
-            permute(&hi0, &hi1, table(1, 0)),
-            permute(&hi0, &hi1, table(1, 1)),
-        ];
-        for j in 0..8 {
-            for m in 0..16 {
-                assert_eq!(pairs[j / 2][16 * (j % 2) + m], (8 * m + j) as u16, "blade {j} item {m}");
+    fn the_regrouping_is_blade_major_and_its_inverse() {
+        if !super::super::host_cl3::has_avx512bw(crate::host::simd::Level::Avx512) {
+            // A CPU without AVX-512BW never runs these blocks (this project's CI has it).
+            return;
+        }
+        // Half 8m + j of the block (item m, blade j) is the float16 of 8m + j + 1, exact.
+        let halves: Vec<u16> = (0..128).map(|h| to_f16((h + 1) as f32)).collect();
+        let words: Vec<f32> = halves
+            .chunks(2)
+            .map(|p| f32::from_bits(u32::from(p[0]) | (u32::from(p[1]) << 16)))
+            .collect();
+        let (mut blades, mut rows) = ([[0f32; 16]; W], [[0f32; 16]; 4]);
+        // SAFETY: AVX-512F and BW were found above; every store writes 16 words of its array.
+        #[allow(unsafe_code)]
+        unsafe {
+            let ix = Indices::new();
+            let v = load_blades(&words, 0, &ix);
+            for (j, b) in blades.iter_mut().enumerate() {
+                _mm512_storeu_ps(b.as_mut_ptr(), v[j]);
+            }
+            for (r, v) in rows.iter_mut().zip(store_rows(&v, &ix)) {
+                _mm512_storeu_ps(r.as_mut_ptr(), _mm512_castsi512_ps(v));
             }
         }
-        let lo = [permute(&pairs[0], &pairs[1], table(2, 0)), permute(&pairs[0], &pairs[1], table(2, 1))];
-        let hi = [permute(&pairs[2], &pairs[3], table(2, 0)), permute(&pairs[2], &pairs[3], table(2, 1))];
-        let back: Vec<u16> = (0..4)
-            .flat_map(|k| permute(&lo[k / 2], &hi[k / 2], table(0, k % 2)))
-            .collect();
-        assert_eq!(back, rows);
+        for (j, lanes) in blades.iter().enumerate() {
+            for (lane, &got) in lanes.iter().enumerate() {
+                let m = 4 * (lane % 4) + lane / 4;
+                let want = to_f32(halves[8 * m + j]);
+                assert_eq!(got, want, "blade {j} lane {lane} (item {m})");
+            }
+        }
+        let back: Vec<u32> = rows.iter().flatten().map(|w| w.to_bits()).collect();
+        let want: Vec<u32> = words.iter().map(|w| w.to_bits()).collect();
+        assert_eq!(back, want);
     }
 }
