@@ -33,7 +33,9 @@ if [ "${#missing[@]}" -ne 0 ]; then
 fi
 # The workspace manifest must be the real one: the crates inherit version, edition and
 # dependencies from it.
-tar -xzOf "$sdist" "$top/Cargo.toml" | grep -qx '\[workspace\]' || {
+# (Read whole, then matched: under pipefail a `tar | grep -q` pipe can fail on SIGPIPE.)
+manifest="$(tar -xzOf "$sdist" "$top/Cargo.toml")"
+grep -qx '\[workspace\]' <<<"$manifest" || {
     echo "check-sdist: $top/Cargo.toml is not the workspace manifest" >&2
     exit 1
 }

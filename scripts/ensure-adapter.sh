@@ -5,15 +5,24 @@
 # llvmpipe (GL). Machines that already have drivers are left alone.
 set -euo pipefail
 
+# The linker cache is read whole before matching: with pipefail, `ldconfig -p | grep -q`
+# fails at random when grep exits on its first match and ldconfig, still writing, gets
+# SIGPIPE (seen on a machine whose cache listing passed 40 KB).
+linker_has() {
+    local cache
+    cache="$(ldconfig -p 2>/dev/null)" || return 1
+    grep -q "$1" <<<"$cache"
+}
+
 have_vulkan() {
-    ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' || return 1
+    linker_has 'libvulkan\.so\.1' || return 1
     compgen -G '/usr/share/vulkan/icd.d/*.json' >/dev/null ||
         compgen -G '/etc/vulkan/icd.d/*.json' >/dev/null ||
         compgen -G '/usr/local/share/vulkan/icd.d/*.json' >/dev/null
 }
 
 have_egl() {
-    ldconfig -p 2>/dev/null | grep -q 'libEGL\.so\.1' &&
+    linker_has 'libEGL\.so\.1' &&
         compgen -G '/usr/share/glvnd/egl_vendor.d/*.json' >/dev/null
 }
 
