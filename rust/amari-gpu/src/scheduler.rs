@@ -157,6 +157,11 @@ impl Scheduler {
         self.changed.notify_all();
     }
 
+    /// Worker slots of the call (the devices that run it, failed ones included).
+    pub fn workers(&self) -> usize {
+        self.sharers.len()
+    }
+
     /// Chunks not completed yet.
     pub fn remaining(&self) -> usize {
         self.lock().remaining

@@ -13,6 +13,7 @@ use super::simd::Level;
 use crate::alloc::Spare;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
+use crate::interrupt::Interrupt;
 use crate::kernel::{FmaMode, HostImpl};
 
 /// The host's worker threads (a rayon pool of a given size).
@@ -199,20 +200,27 @@ impl HostDevice {
     /// Runs `kernel` over every chunk of `chunks` (items, output words) on the pool, side
     /// by side: each chunk's kernel a task the threads take as they come free, so none
     /// waits for the slowest part of another. Each chunk's start and end, or a panic in it
-    /// as a failure of device `id` (the other chunks' outcomes stand). From a thread of the
-    /// pool, as the worker loop runs the host's chunks.
+    /// as a failure of device `id` (the other chunks' outcomes stand), or
+    /// [`Error::Cancelled`] for a chunk not yet begun when `stop` was cancelled (a batch
+    /// can be a whole call's chunks). From a thread of the pool, as the worker loop runs
+    /// the host's chunks.
     pub(crate) fn run_each(
         &self,
         id: usize,
         kernel: &dyn HostImpl,
         inputs: &[&[f32]],
         chunks: Vec<(Range<usize>, &mut [f32])>,
+        stop: Option<&Interrupt>,
     ) -> Vec<ChunkRun> {
         let mut runs: Vec<Option<ChunkRun>> = chunks.iter().map(|_| None).collect();
         self.pool.run_with(|| {
             rayon::scope(|s| {
                 for ((range, output), run) in chunks.into_iter().zip(runs.iter_mut()) {
                     s.spawn(move |_| {
+                        if stop.is_some_and(Interrupt::is_cancelled) {
+                            *run = Some(Err(Error::Cancelled));
+                            return;
+                        }
                         let start = Instant::now();
                         let ran =
                             catch_unwind(AssertUnwindSafe(|| kernel.run(inputs, range, output)));
@@ -236,5 +244,58 @@ fn lost_in_kernel(id: usize, panic: &(dyn std::any::Any + Send)) -> Error {
     Error::DeviceLost {
         device: id,
         reason: what.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chunk kernel that cancels its call as it begins, then takes a while: every chunk
+    /// after the first ones on the pool's threads begins after the cancel.
+    #[derive(Debug)]
+    struct CancelsItsCall(Arc<Interrupt>);
+
+    impl HostImpl for CancelsItsCall {
+        fn run(&self, _: &[&[f32]], range: Range<usize>, output: &mut [f32]) {
+            self.0.cancel();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            output.fill(range.start as f32 + 1.0);
+        }
+        fn with_fma(&self, _: FmaMode) -> Arc<dyn HostImpl> {
+            Arc::new(CancelsItsCall(Arc::clone(&self.0)))
+        }
+    }
+
+    /// A batch of a whole call's chunks stops beginning chunks once the call is cancelled:
+    /// the chunks begun before finish (one per thread at most), the rest are
+    /// [`Error::Cancelled`] and their output is left as it was.
+    #[test]
+    fn a_batch_begins_no_chunk_after_its_call_is_cancelled() {
+        let threads = 2;
+        let host = HostDevice::new(threads, FmaMode::Fused).expect("a host device");
+        let stop = Interrupt::new();
+        let kernel = CancelsItsCall(Arc::clone(&stop));
+        let mut out = vec![0.0f32; 64];
+        let chunks = out
+            .chunks_mut(1)
+            .enumerate()
+            .map(|(i, o)| (i..i + 1, o))
+            .collect();
+        let runs = host.run_each(0, &kernel, &[], chunks, Some(&stop));
+        let ran: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].is_ok()).collect();
+        assert!(
+            !ran.is_empty() && ran.len() <= threads,
+            "chunks run: {ran:?}"
+        );
+        for (i, run) in runs.iter().enumerate() {
+            match run {
+                Ok(_) => assert_eq!(out[i], i as f32 + 1.0),
+                Err(e) => {
+                    assert_eq!(*e, Error::Cancelled, "chunk {i}");
+                    assert_eq!(out[i], 0.0, "chunk {i} was written");
+                }
+            }
+        }
     }
 }

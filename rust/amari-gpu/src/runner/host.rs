@@ -118,7 +118,8 @@ impl Runner for HostDevice {
     // Four chunks at a time: one after another, every chunk ended in a fork-join whose
     // threads waited for the slowest of them before the next chunk began (a Cl(3,0)
     // product of 2^20 rows in 64 chunks took 0.3 ms longer than in one on the 2-vCPU VM).
-    // More would hold chunks a faster device pulling from a shared queue could take.
+    // More would hold chunks a faster device pulling from a shared queue could take; a
+    // call the host runs alone takes all its chunks in one batch (the worker decides).
     const BATCH: usize = 4;
 
     fn prepare(&self, _dev: &GpuDevice, kernel: &Kernel) -> Result<Arc<dyn HostImpl>> {
@@ -173,7 +174,7 @@ impl Runner for HostDevice {
         prepared: &Arc<dyn HostImpl>,
         batch: Vec<(Range<usize>, &mut [f32])>,
     ) -> Vec<Result<Finished>> {
-        self.run_each(dev.id, prepared.as_ref(), job.inputs, batch)
+        self.run_each(dev.id, prepared.as_ref(), job.inputs, batch, job.stop)
             .into_iter()
             .map(|ran| {
                 ran.map(|(start, done)| Finished {

@@ -196,9 +196,17 @@ impl Run<'_> {
             // (the host's CPU adapters under `auto`) would otherwise compile the kernel on
             // the cores the working devices use (Mesa takes hundreds of ms for a new one).
             let mut prepared: Option<R::Prepared> = None;
-            // Chunks of host inputs finished together (`Runner::BATCH`); pieces, and the
-            // kernels of a fast-path call (on the calling thread), one by one.
+            // Chunks of host inputs finished together (`Runner::BATCH`; on a runner that
+            // batches, all of them when this worker is the call's only one: no other device
+            // could take any, and each batch ends in a wait for its slowest chunk); pieces,
+            // and the kernels of a fast-path call (on the calling thread), one by one. A
+            // wgpu device (no batches) keeps its `DEPTH` chunks in flight, alone or not.
             let batch = match &self.work {
+                Work::Host { .. }
+                    if !self.inline && R::BATCH > 1 && self.scheduler.workers() == 1 =>
+                {
+                    usize::MAX
+                }
                 Work::Host { .. } if !self.inline => R::BATCH.max(1),
                 Work::Host { .. } | Work::Resident(_) => 1,
             };
