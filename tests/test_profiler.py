@@ -87,6 +87,24 @@ def test_host_timing_when_timestamps_are_turned_off():
     assert sum(e["items"] for e in kernels) == 20_000
 
 
+def test_the_host_devices_kernels_span_their_own_runs():
+    """The host device runs a batch of chunks side by side on its threads: each kernel
+    event is that chunk's own run (bounding it by the chunk finished before it left most
+    of them empty), inside the call."""
+    ctx = ag.MultiGpuContext(backends=["host"], chunk_items=4096)
+    a = _batch(1 << 16)
+    ctx.geometric_product(a, a, strategy="balanced")
+    with ctx.profile() as prof:
+        ctx.geometric_product(a, a, strategy="balanced")
+    kernels = [e for e in prof.events if e["kind"] == "kernel"]
+    assert sorted(e["chunk"] for e in kernels) == list(range(16))
+    assert all(e["clock"] == "host" and e["duration_s"] > 0 for e in kernels), kernels
+    (call,) = prof.calls
+    for e in kernels:
+        assert call["start_s"] <= e["start_s"]
+        assert e["start_s"] + e["duration_s"] <= call["end_s"]
+
+
 def test_the_summary_agrees_with_the_events(ctx4):
     n = 40_000
     prof = _profiled(ctx4, n)

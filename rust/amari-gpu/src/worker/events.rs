@@ -61,6 +61,12 @@ impl Recording {
                 let (start_s, duration_s) = p.gpu_kernel(dev.id, done.wait_end, ticks, period);
                 record(Kind::Kernel, start_s, duration_s, 0, Clock::Gpu);
             }
+            // The host device times its kernels itself, start and end: the chunks of a
+            // batch run side by side on its threads, and bounding each by the previous
+            // chunk's completion drew them one after another, most of them empty.
+            _ if dev.as_host().is_some() => {
+                host(Kind::Kernel, done.wait_start, done.wait_end, 0);
+            }
             // Without timestamps the kernel is bounded by its submit (or the previous
             // chunk's completion, whichever is later) and the host seeing it done.
             _ => host(
