@@ -279,6 +279,29 @@ fn piece(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused: bool, s
     #[cfg(not(target_arch = "x86_64"))]
     let whole = 0;
     let (a, b, out) = (&a[whole..], &b[whole..], &mut out[whole..]);
+    #[cfg(target_arch = "x86_64")]
+    if crate::host::simd::dispatched().has_avx2() {
+        // SAFETY: `Level::has_avx2` is true only after AVX2 and FMA were detected.
+        #[allow(unsafe_code)]
+        unsafe {
+            one_by_one_fma(a, b, out, storage, fused)
+        };
+        return;
+    }
+    if fused {
+        one_by_one::<true>(a, b, out, storage);
+    } else {
+        one_by_one::<false>(a, b, out, storage);
+    }
+}
+
+/// [`one_by_one`] compiled with FMA: each `mul_add` one instruction rather than a call of
+/// the runtime's `fmaf` (the same correctly rounded result). Every chunk of numpy rows
+/// has a few items on their own (float16: three before the output's first line, and the
+/// last ones): their calls were 1.5% of a 2^20-item float16 product's CPU time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn one_by_one_fma(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused: bool) {
     if fused {
         one_by_one::<true>(a, b, out, storage);
     } else {
@@ -303,6 +326,7 @@ pub(super) fn has_avx512bw(level: crate::host::simd::Level) -> bool {
 }
 
 /// The chains of one item (the portable path, and the last items of a task), in `T`.
+#[inline(always)]
 fn item<T: Real, const FUSED: bool>(x: &[T; W], y: &[T; W]) -> [T; W] {
     std::array::from_fn(|k| {
         let mut acc = x[0] * y[k];
@@ -320,6 +344,7 @@ fn item<T: Real, const FUSED: bool>(x: &[T; W], y: &[T; W]) -> [T; W] {
 
 /// The chains of each item in turn, its values read and written as `storage` says (float16
 /// through the scalar conversions, the bits of F16C's).
+#[inline(always)]
 fn one_by_one<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage) {
     use crate::host::f16::{to_f16, to_f32};
     let words = storage.words();
