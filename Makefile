@@ -47,6 +47,9 @@ lint: venv ## rustfmt, import and folder circles, clippy, ruff, mypy, stub check
 	$(PY) scripts/gen-api-docs.py --check
 	python3 scripts/import-cycles.py rust/amari-gpu/src
 	cargo clippy --release --workspace --all-targets --features amari-gpu/bench-support -- -D warnings
+	# The library as the wheel builds it (no bench-support): code only the benches use must
+	# not leave it warning.
+	cargo clippy --release --workspace --lib -- -D warnings
 	$(VENV)/bin/ruff check python tests benches scripts/gen-surface.py scripts/gen-api-docs.py
 	$(VENV)/bin/ruff format --check python tests benches scripts/gen-surface.py scripts/gen-api-docs.py
 	$(VENV)/bin/mypy

@@ -170,6 +170,7 @@ pub(crate) fn submit_handed(dev: &GpuDevice, commands: wgpu::CommandBuffer) -> R
 
 impl Handed {
     /// Whether the queue took the work on the caller's thread (no submitting thread).
+    #[cfg(feature = "bench-support")]
     pub(crate) fn inline(&self) -> bool {
         matches!(self, Handed::Taken(_))
     }
@@ -257,6 +258,7 @@ impl WgpuDevice {
     }
 
     /// `device.poll(poll)` with the device held (see [`WgpuDevice::maintain`]).
+    #[cfg(feature = "bench-support")]
     pub(crate) fn poll(
         &self,
         poll: wgpu::PollType,

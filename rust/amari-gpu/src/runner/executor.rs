@@ -65,6 +65,7 @@ impl InFlight {
     }
 
     /// Whether the queue took the chunk on the thread that submitted it.
+    #[cfg(feature = "bench-support")]
     pub(crate) fn inline(&self) -> bool {
         self.handed.inline()
     }
