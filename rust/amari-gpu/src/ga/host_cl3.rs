@@ -288,11 +288,7 @@ fn piece(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused: bool, s
         };
         return;
     }
-    if fused {
-        one_by_one::<true>(a, b, out, storage);
-    } else {
-        one_by_one::<false>(a, b, out, storage);
-    }
+    one_by_one_as(a, b, out, storage, fused);
 }
 
 /// [`one_by_one`] compiled with FMA: each `mul_add` one instruction rather than a call of
@@ -302,6 +298,12 @@ fn piece(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused: bool, s
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "fma")]
 fn one_by_one_fma(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused: bool) {
+    one_by_one_as(a, b, out, storage, fused);
+}
+
+/// [`one_by_one`] in the fma mode `fused` says.
+#[inline(always)]
+fn one_by_one_as(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused: bool) {
     if fused {
         one_by_one::<true>(a, b, out, storage);
     } else {
