@@ -227,23 +227,31 @@ fn line_items(at: usize, item_bytes: usize) -> usize {
 /// One piece of [`run_chains`]: its blocks at the widest level there is, the rest item by
 /// item.
 fn piece(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused: bool, stream: bool) {
-    // float16 rows at the AVX-512BW level: 16 items a block (`host_cl3_avx512`),
-    // the AVX2 blocks and `one_by_one` below taking the rest.
+    // float16 rows at the AVX-512BW level: 16 items a block (`host_cl3_avx512`), the
+    // last few too; otherwise the AVX2 blocks and `one_by_one` below.
     #[cfg(target_arch = "x86_64")]
     let (a, b, out) = {
         let wide = storage == Storage::F16 && has_avx512bw(crate::host::simd::dispatched());
-        let done = if wide { out.len() / avx512::BLOCK * avx512::BLOCK } else { 0 };
-        let (o, rest) = out.split_at_mut(done);
+        let whole = if wide { out.len() / avx512::BLOCK * avx512::BLOCK } else { 0 };
+        let (o, rest) = out.split_at_mut(whole);
         // SAFETY: `has_avx512bw` is true only at the AVX-512F level on a CPU it
         // found AVX-512BW and VL on (with AVX2, FMA and F16C, which that level and
-        // `has_f16c` imply): all `blocks_f16` needs; its accesses are in bounds.
+        // `has_f16c` imply): all `blocks_f16` and `last_f16` need; their accesses are in
+        // bounds.
         #[allow(unsafe_code)]
         match (wide, fused) {
             (false, _) => {}
-            (true, true) => unsafe { avx512::blocks_f16::<true>(&a[..done], &b[..done], o, stream) },
-            (true, false) => unsafe { avx512::blocks_f16::<false>(&a[..done], &b[..done], o, stream) },
+            (true, true) => unsafe {
+                avx512::blocks_f16::<true>(&a[..whole], &b[..whole], o, stream);
+                avx512::last_f16::<true>(&a[whole..], &b[whole..], rest);
+            },
+            (true, false) => unsafe {
+                avx512::blocks_f16::<false>(&a[..whole], &b[..whole], o, stream);
+                avx512::last_f16::<false>(&a[whole..], &b[whole..], rest);
+            },
         }
-        (&a[done..], &b[done..], rest)
+        let done = if wide { out.len() } else { 0 };
+        (&a[done..], &b[done..], &mut out[done..])
     };
     #[cfg(target_arch = "x86_64")]
     let whole = {
@@ -467,6 +475,40 @@ mod tests {
                 }
                 assert_eq!(out[(item - 5) * W + k].to_bits(), acc.to_bits());
                 assert_eq!(fused[(item - 5) * W + k].to_bits(), chain.to_bits());
+            }
+        }
+    }
+
+    /// Every count of float16 items a piece can end with (fewer than a block of the
+    /// AVX-512 level, run as one block with the missing items zero, or item by item below
+    /// it), after 0 to 2 whole blocks: the bits of the item-by-item chains, both `fma`
+    /// modes, the words past the piece untouched.
+    #[test]
+    fn a_float16_pieces_last_items_are_the_item_by_item_bits() {
+        use crate::host::f16::narrow;
+        use crate::host::simd::Level;
+        let words = Storage::F16.words();
+        let most = 2 * 16 + 15;
+        let halves = |seed| {
+            let mut v = crate::sample::uniform_f32(most * W, seed);
+            for (i, x) in v.iter_mut().enumerate() {
+                *x *= [1.0, 300.0, 1.0 / 4096.0][i / W % 3];
+            }
+            let mut h = vec![0.0f32; most * words];
+            narrow(Level::Portable, &v, &mut h);
+            h
+        };
+        let (a, b) = (halves(5), halves(6));
+        for fused in [false, true] {
+            for n in 0..=most {
+                let (a, b) = (&a[..n * words], &b[..n * words]);
+                let mut want = vec![0.0f32; n * words];
+                one_by_one_as(a, b, &mut want, Storage::F16, fused);
+                let mut got = vec![-1.0f32; n * words + 4];
+                piece(a, b, &mut got[..n * words], Storage::F16, fused, false);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got[..n * words]), bits(&want), "{n} items, fused {fused}");
+                assert!(got[n * words..].iter().all(|&x| x == -1.0), "{n} items");
             }
         }
     }

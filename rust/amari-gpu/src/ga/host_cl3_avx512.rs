@@ -163,6 +163,26 @@ pub(super) fn blocks_f16<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32
     stores.finish();
 }
 
+/// The last items of a piece, fewer than a block (`out.len() < BLOCK` words, as many in `a`
+/// and `b`): one block whose other items are zero, only their own words written back. Each
+/// lane's chain is its item's whatever the other lanes hold, so the bits are those of
+/// [`blocks_f16`] and of `host_cl3::one_by_one`. Item by item, a chunk of numpy rows (whose
+/// first three items reach the output's first 64-byte line, leaving thirteen at its end)
+/// spent about 40 ns on each, 1.5% of a 2^20-item product's CPU time.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(super) fn last_f16<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32]) {
+    let n = out.len();
+    if n == 0 {
+        return;
+    }
+    debug_assert!(n < BLOCK && a.len() == n && b.len() == n);
+    let (mut x, mut y, mut o) = ([0.0f32; BLOCK], [0.0f32; BLOCK], [0.0f32; BLOCK]);
+    x[..n].copy_from_slice(a);
+    y[..n].copy_from_slice(b);
+    each_block::<FUSED, false>(&x, &y, &mut o, Stores::new(&mut [], false));
+    out.copy_from_slice(&o[..n]);
+}
+
 /// The loop of [`blocks_f16`]: `WHOLE`, every row vector streamed with one 64-byte
 /// non-temporal store (`stores.whole(64)`); otherwise through `stores`. The rows of the
 /// block [`PREFETCH_WORDS`] ahead are asked for as each block is loaded.
