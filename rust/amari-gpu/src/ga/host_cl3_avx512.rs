@@ -190,12 +190,26 @@ pub(super) fn last_f16<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32])
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 fn each_block<const FUSED: bool, const WHOLE: bool>(a: &[f32], b: &[f32], out: &mut [f32], stores: Stores) {
     let ix = Indices::new();
+    if out.len() < BLOCK {
+        return;
+    }
+    // Software-pipelined: the next block's operands are loaded and regrouped before this
+    // block's results are regrouped and stored. Either regrouping is shuffles on the one
+    // port that has them, and the chains FMAs that may go there too; in program order
+    // block by block, a block's chains waited for its loads and its stores for its chains,
+    // with little else to issue. The same loop in C, one thread over blocks in L1 on the
+    // Xeon VM of `docs/benchmarks.md`: 82-85 -> 67-68 TSC ticks a block.
+    let (mut x, mut y) = (load_blades(a, 0, &ix), load_blades(b, 0, &ix));
     let mut at = 0;
     while at + BLOCK <= out.len() {
-        prefetch(a, at + PREFETCH_WORDS, BLOCK);
-        prefetch(b, at + PREFETCH_WORDS, BLOCK);
-        let (x, y) = (load_blades(a, at, &ix), load_blades(b, at, &ix));
-        let rows = store_rows(&chains::<FUSED>(&x, &y), &ix);
+        let r = chains::<FUSED>(&x, &y);
+        let next = at + BLOCK;
+        if next + BLOCK <= out.len() {
+            prefetch(a, next + PREFETCH_WORDS, BLOCK);
+            prefetch(b, next + PREFETCH_WORDS, BLOCK);
+            (x, y) = (load_blades(a, next, &ix), load_blades(b, next, &ix));
+        }
+        let rows = store_rows(&r, &ix);
         let o = &mut out[at..at + BLOCK];
         for (r, &v) in rows.iter().enumerate() {
             if WHOLE {
