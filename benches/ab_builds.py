@@ -3,7 +3,8 @@
 Each build is a directory holding an ``amari_gpu`` package (for instance a copy of
 ``python/amari_gpu`` made after ``make dev`` on each commit). For every round, each build
 runs in a fresh process on the host device alone: two untimed calls, then ``--calls``
-calls each after an untimed one, back to back; the process prints the median and the
+calls each after an untimed one, back to back (or ``--idle`` seconds asleep before the
+untimed call); the process prints the median and the
 least. The builds alternate within a round, so that both see the same machine. Prints the
 CPU, the host device's SIMD level and threads. How the figures of benchmarks.md's "Parked
 call threads" section were taken:
@@ -29,7 +30,7 @@ os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="amari-gpu-xdg-
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 from amari_gpu import MultiGpuContext
-op, calls = sys.argv[2], int(sys.argv[3])
+op, calls, idle = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 host = MultiGpuContext(backends=["host"])
 rng = np.random.default_rng(0)
 if op == "heat":
@@ -45,6 +46,7 @@ else:
 f(); f()
 walls = []
 for _ in range(calls):
+    time.sleep(idle)
     f()
     t0 = time.perf_counter(); f(); walls.append(time.perf_counter() - t0)
 print(statistics.median(walls), min(walls))
@@ -57,6 +59,12 @@ def main() -> int:
     parser.add_argument("--op", choices=["cl3", "cl3s", "f16", "heat"], default="heat")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=0.0,
+        help="seconds asleep before each untimed call (0.05: the regime of benches/host.py)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="amari-gpu-xdg-"))
     sys.path.insert(0, args.builds[1])
@@ -70,7 +78,7 @@ def main() -> int:
     for r in range(args.rounds):
         for build in args.builds:
             out = subprocess.run(
-                [sys.executable, "-c", ONE, build, args.op, str(args.calls)],
+                [sys.executable, "-c", ONE, build, args.op, str(args.calls), str(args.idle)],
                 check=True,
                 capture_output=True,
                 text=True,
