@@ -111,13 +111,19 @@ at_levels! {
     blocks / blocks_vl ("avx2,fma", "avx512f,avx512vl,avx2,fma") |a, b, out, stream| {
     debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(64));
     let stores = Stores::new(out, stream);
-    let mut at = 0;
-    while at + 64 <= out.len() {
+    // Software-pipelined as `host_cl3_avx512::each_block` (why there): the next block's
+    // rows are loaded and transposed before this block's results are.
+    let load = |at: usize| {
         prefetch(a, at + PREFETCH_WORDS, 64);
         prefetch(b, at + PREFETCH_WORDS, 64);
-        let (x, y) = (transpose(rows(a, at)), transpose(rows(b, at)));
-        let o = transpose(chains::<FUSED>(&x, &y));
-        for (row, &v) in o.iter().enumerate() {
+        (transpose(rows(a, at)), transpose(rows(b, at)))
+    };
+    let mut at = 0;
+    let mut next = (out.len() >= 64).then(|| load(0));
+    while let Some((x, y)) = next {
+        let r = chains::<FUSED>(&x, &y);
+        next = (at + 128 <= out.len()).then(|| load(at + 64));
+        for (row, &v) in transpose(r).iter().enumerate() {
             stores.m256(out, at + 8 * row, v);
         }
         at += 64;
@@ -195,13 +201,18 @@ at_levels! {
     blocks_f16 / blocks_f16_vl ("avx2,fma,f16c", "avx512f,avx512vl,avx2,fma,f16c") |a, b, out, stream| {
     debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(32));
     let stores = Stores::new(out, stream);
-    let mut at = 0;
-    while at + 32 <= out.len() {
+    // Software-pipelined as [`blocks`].
+    let load = |at: usize| {
         prefetch(a, at + PREFETCH_WORDS, 32);
         prefetch(b, at + PREFETCH_WORDS, 32);
-        let (x, y) = (transpose(half_rows(a, at)), transpose(half_rows(b, at)));
-        let o = transpose(chains::<FUSED>(&x, &y));
-        for (row, &v) in o.iter().enumerate() {
+        (transpose(half_rows(a, at)), transpose(half_rows(b, at)))
+    };
+    let mut at = 0;
+    let mut next = (out.len() >= 32).then(|| load(0));
+    while let Some((x, y)) = next {
+        let r = chains::<FUSED>(&x, &y);
+        next = (at + 64 <= out.len()).then(|| load(at + 32));
+        for (row, &v) in transpose(r).iter().enumerate() {
             let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
             stores.m128(out, at + 4 * row, _mm_castsi128_ps(h));
         }
