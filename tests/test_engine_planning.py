@@ -368,3 +368,27 @@ def test_name_lists_come_from_the_core():
     assert domain.BOUNDARIES == _native.BOUNDARIES == ("dirichlet", "periodic")
     assert BACKENDS == ("vulkan", "metal", "dx12", "gl", "host")
     assert "cpu" in DEVICE_TYPES
+
+
+def test_a_memory_plan_of_more_than_the_budgets_hold_splits_by_the_budgets(engine_ctx):
+    """The memory strategy reads each device's budget (half the host's available memory for
+    the four CPU adapters' devices here) where it plans, and nowhere else: a problem far
+    larger than their budgets together streams through them in about equal rounds, so each
+    of the four equal budgets gets about a quarter of the chunks; the capability plan of the
+    same problem follows the devices' speeds instead."""
+    budgets = [d.capabilities.memory_budget_bytes for d in engine_ctx.devices]
+    assert all(isinstance(b, int) and b > 0 for b in budgets), budgets
+    # 10^12 items of 100 bytes: 100 TB, far past any machine's memory; planned, never run.
+    workload = Workload("geometric_product", 10**12, 64, 36, GP_FLOPS)
+    per_device = {}
+    for strategy in ("memory", "capability"):
+        plan = engine_ctx.distribute_workload(workload, strategy)
+        assert plan.strategy == strategy
+        shares = [0] * len(engine_ctx.devices)
+        for part in plan.assignments:
+            shares[part.device_id] += part.chunks
+        assert sum(shares) == plan.n_chunks
+        per_device[strategy] = shares
+    memory = per_device["memory"]
+    assert max(memory) <= 1.05 * min(memory), per_device
+    assert memory != per_device["capability"], per_device

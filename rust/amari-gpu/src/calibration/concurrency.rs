@@ -122,6 +122,7 @@ impl MultiGpuContext {
             .into_iter()
             .filter(|m| members.iter().any(|d| d.id == m.device))
             .collect();
+        let models = self.with_budgets(models, strategy);
         let plan = crate::partition::plan(&workload, CHUNK_ITEMS, &models, strategy)?;
         let planned = members
             .iter()

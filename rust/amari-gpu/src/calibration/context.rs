@@ -19,6 +19,7 @@ use crate::dtype::Dtype;
 use crate::error::Result;
 use crate::kernel::FamilyDefinition;
 use crate::model::DeviceModel;
+use crate::plan::Strategy;
 use crate::workload::Workload;
 
 /// The cached measurements for `key` when they are usable; otherwise `None`, with a note
@@ -323,6 +324,21 @@ impl MultiGpuContext {
         Ok(self.capabilities_now(id))
     }
 
+    /// `models` with each device's memory budget as the OS reports it now
+    /// ([`memory_budget_bytes`]) when `strategy` plans by it; as they are otherwise.
+    pub(crate) fn with_budgets(
+        &self,
+        mut models: Vec<DeviceModel>,
+        strategy: Strategy,
+    ) -> Vec<DeviceModel> {
+        if strategy == Strategy::Memory {
+            for m in &mut models {
+                m.memory_budget_bytes = self.devices.get(m.device).and_then(|d| memory_budget_bytes(d));
+            }
+        }
+        models
+    }
+
     /// The cost models of the healthy devices for `workload`, without history corrections
     /// when `corrected` is false: from each device's figures, nominal where it has none
     /// (see [`model`](Self::model)); `demand` decides when a plan needs measured ones.
@@ -382,7 +398,10 @@ impl MultiGpuContext {
             ),
             correction,
             uncertainty,
-            memory_budget_bytes: memory_budget_bytes(dev),
+            // Filled only where a plan reads it (`with_budgets`, the memory strategy): read
+            // from the OS on every model, it cost every call two reads of /proc/meminfo per
+            // CPU device, before its kernels and after them.
+            memory_budget_bytes: None,
             max_binding_bytes: dev.max_binding_bytes(),
             group_speedup: groups.get(&dev.group).map_or(1.0, |g| g.0),
             group_members: groups.get(&dev.group).map_or(1, |g| g.1),

@@ -92,6 +92,7 @@ impl MultiGpuContext {
             return Err(self.no_healthy_device());
         }
         let strategy = strategy.unwrap_or(self.options.strategy);
+        let models = self.with_budgets(models, strategy);
         crate::partition::plan(workload, chunk_items, &models, strategy)
     }
 
