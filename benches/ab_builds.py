@@ -12,7 +12,8 @@ call threads" section were taken:
     python benches/ab_builds.py OLD_DIR NEW_DIR --op heat [--rounds 3] [--calls 40]
 
 Ops: ``cl3`` (Cl(3,0) product of 2^20 float32 rows into ``out=``), ``cl3s`` (2^16 rows),
-``f16`` (2^20 float16 rows), ``f64s`` (2^16 float64 rows), ``heat`` (1024² periodic grid, 16 steps, halo 16).
+``f16`` (2^20 float16 rows), ``f64s`` (2^16 float64 rows), ``heat`` (1024² periodic grid,
+16 steps, halo 16).
 """
 
 from __future__ import annotations

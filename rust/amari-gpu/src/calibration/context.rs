@@ -333,7 +333,10 @@ impl MultiGpuContext {
     ) -> Vec<DeviceModel> {
         if strategy == Strategy::Memory {
             for m in &mut models {
-                m.memory_budget_bytes = self.devices.get(m.device).and_then(|d| memory_budget_bytes(d));
+                m.memory_budget_bytes = self
+                    .devices
+                    .get(m.device)
+                    .and_then(|d| memory_budget_bytes(d));
             }
         }
         models

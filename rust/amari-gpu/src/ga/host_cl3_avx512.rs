@@ -179,7 +179,7 @@ pub(super) fn last_f16<const FUSED: bool>(a: &[f32], b: &[f32], out: &mut [f32])
     let (mut x, mut y, mut o) = ([0.0f32; BLOCK], [0.0f32; BLOCK], [0.0f32; BLOCK]);
     x[..n].copy_from_slice(a);
     y[..n].copy_from_slice(b);
-    each_block::<FUSED, false>(&x, &y, &mut o, Stores::new(&mut [], false));
+    each_block::<FUSED, false>(&x, &y, &mut o, Stores::new(&[], false));
     out.copy_from_slice(&o[..n]);
 }
 
