@@ -60,6 +60,7 @@ macro_rules! heat_vec {
 macro_rules! lanes {
     (
         $t:ty, $w512:literal, $mask:ty, $w256:literal, $inner:ident, $avx512:ident, $avx2:ident,
+        $inner2:ident, $avx512_2:ident,
         $load512:ident, $maskz512:ident, $store512:ident, $mstore512:ident, $set512:ident,
         $add512:ident, $sub512:ident, $mul512:ident, $fma512:ident,
         $load256:ident, $store256:ident, $set256:ident, $add256:ident, $sub256:ident,
@@ -99,6 +100,85 @@ macro_rules! lanes {
             }
             let _ = (level, alpha, rows);
             false
+        }
+
+        /// The inner cells of two rows one above the other, `outs[0]` from rows `[up, at,
+        /// at2]` and `outs[1]` from `[at, at2, down]` (`w = outs[0].len() >= 3` cells each,
+        /// the rows at least as long), fused when `FUSED`, in one sweep at the AVX-512 level:
+        /// whether they were written (else the caller computes each row). Each cell is the
+        /// one [`$inner`] computes; the sweep loads the two middle rows' vectors once for
+        /// both outputs.
+        #[inline]
+        pub(super) fn $inner2<const FUSED: bool>(
+            level: Level,
+            alpha: $t,
+            [up, at, at2, down]: [&[$t]; 4],
+            [out, out2]: [&mut [$t]; 2],
+        ) -> bool {
+            let w = out.len();
+            #[cfg(target_arch = "x86_64")]
+            if level == Level::Avx512 && w >= 3 && out2.len() == w {
+                let rows = [&up[..w], &at[..w], &at2[..w], &down[..w]];
+                // SAFETY: `Avx512` is only dispatched after `is_x86_feature_detected!`
+                // found AVX-512F, AVX2 and FMA (`host::simd`); the six rows hold `w` cells
+                // each, as the kernel requires.
+                #[allow(unsafe_code)]
+                unsafe {
+                    $avx512_2::<FUSED>(alpha, rows, out, out2)
+                };
+                return true;
+            }
+            let _ = (level, alpha, up, at, at2, down, out2);
+            false
+        }
+
+        /// [`$inner2`] at the AVX-512 level: the steps of the one-row kernel below, two
+        /// outputs per vector position (both computed before either is stored, so that the
+        /// compiler loads each middle row's vector once).
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        #[allow(unsafe_code)]
+        unsafe fn $avx512_2<const FUSED: bool>(
+            alpha: $t,
+            [up, at, at2, down]: [&[$t]; 4],
+            out: &mut [$t],
+            out2: &mut [$t],
+        ) {
+            let three = [up, at, at2];
+            let (a, four, [u, m, d], o, end) = setup!($set512, alpha, three, out);
+            let (m2, dd, o2) = (at2.as_ptr(), down.as_ptr(), out2.as_mut_ptr());
+            let size = size_of::<$t>();
+            let addr = o as usize + size;
+            let lead = if addr % size == 0 {
+                (64 - addr % 64) % 64 / size
+            } else {
+                0
+            };
+            let mut c = 1;
+            let mut n = if lead > 0 { lead } else { $w512 }.min(end - c);
+            while c < end {
+                if n == $w512 {
+                    // SAFETY: as in the one-row kernel, for each of the two outputs and
+                    // their rows.
+                    let v = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
+                    $load512, (u, d, m), c };
+                    let v2 = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
+                    $load512, (m, dd, m2), c };
+                    $store512(o.add(c), v);
+                    $store512(o2.add(c), v2);
+                } else {
+                    // SAFETY: as in the one-row kernel's masked vectors.
+                    let k: $mask = ((1u32 << n) - 1) as $mask;
+                    let v = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
+                    $maskz512[k], (u, d, m), c };
+                    let v2 = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
+                    $maskz512[k], (m, dd, m2), c };
+                    $mstore512(o.add(c), k, v);
+                    $mstore512(o2.add(c), k, v2);
+                }
+                c += n;
+                n = (end - c).min($w512);
+            }
         }
 
         /// The inner cells of a row of `w = out.len() >= 3` cells (the other rows at least as
@@ -174,14 +254,16 @@ macro_rules! lanes {
 }
 
 #[rustfmt::skip]
-lanes!(f32, 16, __mmask16, 8, inner_f32, inner_f32_avx512, inner_f32_avx2, _mm512_loadu_ps,
+lanes!(f32, 16, __mmask16, 8, inner_f32, inner_f32_avx512, inner_f32_avx2, inner2_f32,
+    inner2_f32_avx512, _mm512_loadu_ps,
     _mm512_maskz_loadu_ps, _mm512_storeu_ps, _mm512_mask_storeu_ps, _mm512_set1_ps, _mm512_add_ps,
     _mm512_sub_ps, _mm512_mul_ps, _mm512_fmadd_ps, _mm256_loadu_ps, _mm256_storeu_ps,
     _mm256_set1_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_fmadd_ps);
 
 // Float64: half the lanes, and 8-lane masks.
 #[rustfmt::skip]
-lanes!(f64, 8, __mmask8, 4, inner_f64, inner_f64_avx512, inner_f64_avx2, _mm512_loadu_pd,
+lanes!(f64, 8, __mmask8, 4, inner_f64, inner_f64_avx512, inner_f64_avx2, inner2_f64,
+    inner2_f64_avx512, _mm512_loadu_pd,
     _mm512_maskz_loadu_pd, _mm512_storeu_pd, _mm512_mask_storeu_pd, _mm512_set1_pd, _mm512_add_pd,
     _mm512_sub_pd, _mm512_mul_pd, _mm512_fmadd_pd, _mm256_loadu_pd, _mm256_storeu_pd,
     _mm256_set1_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_fmadd_pd);
@@ -258,6 +340,87 @@ mod tests {
             }
         }
         assert!(checked > 0);
+    }
+
+    /// The two-row sweep at every level, widths 1 to 70 and 1024, 1029, output rows at
+    /// several offsets from a line, float32 and float64, fused and not: where it writes (the
+    /// AVX-512 level, three cells or more), each row's inner cells are the portable cell's
+    /// bit for bit and its first and last cell are left; elsewhere it writes nothing.
+    #[test]
+    fn the_two_row_sweep_computes_each_rows_portable_cells() {
+        let mut swept = 0;
+        for level in Level::available() {
+            for w in (1..=70).chain([1024, 1029]) {
+                for (fused, skip) in [true, false]
+                    .into_iter()
+                    .flat_map(|f| [0, 1, 5, 9].map(|s| (f, s)))
+                {
+                    let seed = (w * 7 + usize::from(fused) + skip * 1000) as u64;
+                    let [u, m, d, _] = rows(w + skip, seed, |v| v as f32);
+                    let [m2, _, _, mut out] = rows(w + skip, seed + 1, |v| v as f32);
+                    let mut out2 = out.clone();
+                    swept += check2(
+                        level,
+                        fused,
+                        0.23f32,
+                        [&u, &m, &m2, &d],
+                        [&mut out[skip..], &mut out2[skip..]],
+                    );
+                    let [u, m, d, _] = rows(w + skip, seed, |v| v);
+                    let [m2, _, _, mut out] = rows(w + skip, seed + 1, |v| v);
+                    let mut out2 = out.clone();
+                    swept += check2(
+                        level,
+                        fused,
+                        0.23f64,
+                        [&u, &m, &m2, &d],
+                        [&mut out[skip..], &mut out2[skip..]],
+                    );
+                }
+            }
+        }
+        assert!(swept > 0 || !Level::available().contains(&Level::Avx512));
+    }
+
+    /// Checks one two-row sweep at `level` (see the test above); 1 when it wrote the rows.
+    fn check2<T>(level: Level, fused: bool, a: T, r: [&[T]; 4], [o1, o2]: [&mut [T]; 2]) -> usize
+    where
+        T: HeatCell + From<f32> + std::fmt::Debug,
+    {
+        let w = o1.len();
+        let sentinel = o1[0];
+        let wrote = if fused {
+            T::inner_rows2::<true>(level, a, r, [&mut *o1, &mut *o2])
+        } else {
+            T::inner_rows2::<false>(level, a, r, [&mut *o1, &mut *o2])
+        };
+        let bits = |v: T| bytemuck::bytes_of(&v).to_vec();
+        if !wrote {
+            assert!(level != Level::Avx512 || w < 3, "{level:?} {w}");
+            assert!(o1
+                .iter()
+                .chain(o2.iter())
+                .all(|&v| bits(v) == bits(sentinel)));
+            return 0;
+        }
+        for (q, out) in [&*o1, &*o2].into_iter().enumerate() {
+            let [u, m, d] = [r[q], r[q + 1], r[q + 2]];
+            for c in 1..w - 1 {
+                let want = cell(fused, a, [u[c], d[c], m[c - 1], m[c + 1], m[c]]);
+                assert_eq!(
+                    bits(out[c]),
+                    bits(want),
+                    "{level:?} width {w} row {q} cell {c} fused {fused}"
+                );
+            }
+            assert_eq!(bits(out[0]), bits(sentinel), "{level:?} width {w} row {q}");
+            assert_eq!(
+                bits(out[w - 1]),
+                bits(sentinel),
+                "{level:?} width {w} row {q}"
+            );
+        }
+        1
     }
 
     /// Checks one row at `level`: the cells `HeatCell::inner_row` writes against `cell`'s, and the

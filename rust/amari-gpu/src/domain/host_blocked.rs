@@ -7,8 +7,9 @@
 //!
 //! The wavefront: at iteration `t`, step `j` of the pass computes row `t - (j - 1)`, from
 //! rows `t - j .. t - j + 2` of step `j - 1`, which steps `j - 1` computed at iterations
-//! `t - 2 ..= t`; a ring of three rows per step holds them. The first step reads the
-//! band buffer, the last writes it. The rows are cut into one chunk per thread; a chunk
+//! `t - 2 ..= t`. Iterations go two at a time (a turn computes two rows of each step, in
+//! one sweep where it can), so a ring of four rows per step holds what they read. The
+//! first step reads the band buffer, the last writes it. The rows are cut into one chunk per thread; a chunk
 //! also computes, for step `j`, the `d - j` rows beyond each of its edges that its last
 //! step needs (overlapped tiles: a triangle recomputed at each cut, none between rows).
 
@@ -39,6 +40,16 @@ pub(crate) trait Stencil: Sync {
         down: &[Self::Cell],
         out: &mut [Self::Cell],
     );
+
+    /// Two rows one above the other (neither fixed): `outs[0]` from `rows[..3]`, `outs[1]`
+    /// from `rows[1..]`, the cells of [`row`](Self::row) for each; a stencil that can
+    /// computes them in one sweep.
+    fn rows2(&self, rows: [&[Self::Cell]; 4], outs: [&mut [Self::Cell]; 2]) {
+        let [up, at, at2, down] = rows;
+        let [out, out2] = outs;
+        self.row(up, at, at2, out);
+        self.row(at, at2, down, out2);
+    }
 }
 
 /// Bytes of ring rows one thread keeps during a pass: under the 1-2 MiB of L2 per core
@@ -50,10 +61,10 @@ const RING_BYTES: usize = 768 << 10;
 /// bounds the wait for a cancelled call; past 16 steps the ring's reuse gains little more.
 const MAX_DEPTH: usize = 16;
 
-/// Steps a pass runs on rows of `row_bytes` bytes (at least 1): as many as keep three
+/// Steps a pass runs on rows of `row_bytes` bytes (at least 1): as many as keep [`SLOTS`]
 /// rows per step within [`RING_BYTES`], at most [`MAX_DEPTH`].
 pub(crate) fn depth(row_bytes: usize) -> usize {
-    (RING_BYTES / (3 * row_bytes.max(1))).clamp(1, MAX_DEPTH)
+    (RING_BYTES / (SLOTS * row_bytes.max(1))).clamp(1, MAX_DEPTH)
 }
 
 /// One pass: steps `steps` (1-based, consecutive, counted from the band's last exchange)
@@ -245,9 +256,9 @@ fn wavefront<S: Stencil>(
 ) {
     let rl = s.row_len();
     let d = pass.steps.len();
-    // Three rows for each step but the last, which writes `out`.
+    // `SLOTS` rows for each step but the last, which writes `out`.
     RING.with_borrow_mut(|store| {
-        let ring = ring_words::<S::Cell>(store, (d - 1) * 3 * rl);
+        let ring = ring_words::<S::Cell>(store, (d - 1) * SLOTS * rl);
         steps(s, pass, span, &source, out, ring);
     });
 }
@@ -261,7 +272,7 @@ thread_local! {
 
 /// The first `len` cells of `store`, grown as needed. Not cleared: the wavefront writes a
 /// ring row before it reads it (step `j` reads rows `r - 1 ..= r + 1` of step `j - 1`,
-/// which that step computed at the last three iterations, as its rows and reach are one
+/// which that step computed in the last two turns, as its rows and reach are one
 /// row wider at every edge whose rows are not fixed). Under test they are a NaN pattern,
 /// so that a row read unwritten shows in the results.
 fn ring_words<T: bytemuck::Pod>(store: &mut Vec<u64>, len: usize) -> &mut [T] {
@@ -274,7 +285,17 @@ fn ring_words<T: bytemuck::Pod>(store: &mut Vec<u64>, len: usize) -> &mut [T] {
     &mut bytemuck::cast_slice_mut(&mut store[..words])[..len]
 }
 
-/// The wavefront of [`wavefront`] in `ring`.
+/// Rows each step keeps in the ring: a turn computes two rows per step, reading four of
+/// the step before (`r - 1 ..= r + 2`), the oldest from two turns back.
+const SLOTS: usize = 4;
+
+/// The wavefront of [`wavefront`] in `ring`, two iterations a turn: at every step, the
+/// rows of iterations `t` and `t + 1` one after the other (step `j`'s rows `t + 1 - j` and
+/// `t + 2 - j` read rows up to `t + 3 - j` of step `j - 1`, which it computed just
+/// before them in the same turn). Both rows computed in one sweep where neither is
+/// fixed ([`Stencil::rows2`]): each middle row is read once for both, and the four rows
+/// read were written at most two turns before, most of them still in L1. One row per
+/// iteration, two of the three rows a step read came from L2 (written 16 rows earlier).
 fn steps<S: Stencil>(
     s: &S,
     pass: &Pass<'_>,
@@ -283,56 +304,129 @@ fn steps<S: Stencil>(
     out: &mut [S::Cell],
     ring: &mut [S::Cell],
 ) {
-    let rl = s.row_len();
     let d = pass.steps.len();
     let rows: Vec<Range<usize>> = pass.steps.clone().map(|k| (pass.rows)(k)).collect();
-    let slot = |r: usize| (r % 3) * rl..(r % 3 + 1) * rl;
     let first = span.start.saturating_sub(d);
     let end = span.end + 2 * d;
-    for t in first..end {
+    // Whether step `j` computes row `r` in this chunk.
+    let live = |j: usize, r: usize| {
+        let reach = d - j;
+        r + reach >= span.start && r < span.end + reach && rows[j - 1].contains(&r)
+    };
+    for (turn, t) in (first..end).step_by(2).enumerate() {
         // A few microseconds of rows between two looks at the call's cancellation.
-        if t % 16 == 0 && (pass.stop)() {
+        if turn % 8 == 0 && (pass.stop)() {
             return;
         }
         for j in 1..=d {
-            // Row `t - (j - 1)` of step `j`; later steps' rows are further up.
-            let Some(r) = (t + 1).checked_sub(j) else {
+            // Rows `t - (j - 1)` and `t + 1 - (j - 1)` of step `j`; later steps' rows are
+            // further up.
+            let Some(r1) = (t + 2).checked_sub(j) else {
                 break;
             };
-            let reach = d - j;
-            if r + reach < span.start || r >= span.end + reach || !rows[j - 1].contains(&r) {
-                continue;
-            }
-            let fixed = s.fixed(r);
-            if j == 1 {
-                let (steps, _) = ring.split_at_mut(3 * rl);
-                let own: &[S::Cell] = out;
-                let at = input(source, own, &span, rl, r);
-                let dst = &mut steps[slot(r)];
-                if fixed {
-                    dst.copy_from_slice(at);
-                } else {
-                    let up = input(source, own, &span, rl, r - 1);
-                    let down = input(source, own, &span, rl, r + 1);
-                    s.row(up, at, down, dst);
+            let r0 = (t + 1).checked_sub(j).filter(|&r| live(j, r));
+            let r1 = Some(r1).filter(|&r| t + 1 < end && live(j, r));
+            match (r0, r1) {
+                (Some(r), Some(_)) if !s.fixed(r) && !s.fixed(r + 1) => {
+                    pair(s, (j, d), &span, source, (&mut *out, &mut *ring), r);
                 }
-                continue;
-            }
-            let (before, after) = ring.split_at_mut((j - 1) * 3 * rl);
-            let prev = &before[(j - 2) * 3 * rl..];
-            let dst = if j == d {
-                &mut out[(r - span.start) * rl..(r - span.start + 1) * rl]
-            } else {
-                &mut after[slot(r)]
-            };
-            let at = &prev[slot(r)];
-            if fixed {
-                dst.copy_from_slice(at);
-            } else {
-                s.row(&prev[slot(r - 1)], at, &prev[slot(r + 1)], dst);
+                _ => {
+                    for r in [r0, r1].into_iter().flatten() {
+                        one(s, (j, d), &span, source, (&mut *out, &mut *ring), r);
+                    }
+                }
             }
         }
     }
+}
+
+/// Row `r`'s words in a ring of [`SLOTS`] rows of `rl` words.
+fn slot(r: usize, rl: usize) -> Range<usize> {
+    (r % SLOTS) * rl..(r % SLOTS + 1) * rl
+}
+
+/// Rows `i` and `k` (`i != k`) of `buffer`'s rows of `rl` words, in that order.
+fn two_rows<T>(buffer: &mut [T], rl: usize, i: usize, k: usize) -> [&mut [T]; 2] {
+    debug_assert_ne!(i, k);
+    let (lo, hi) = (i.min(k), i.max(k));
+    let (head, tail) = buffer.split_at_mut(hi * rl);
+    let (low, high) = (&mut head[lo * rl..(lo + 1) * rl], &mut tail[..rl]);
+    if i < k {
+        [low, high]
+    } else {
+        [high, low]
+    }
+}
+
+/// Row `r` of step `j` of `d` (of a chunk of rows `span`), from the step before: the
+/// pass's source for the first step, the ring otherwise; into the ring, or `out` for the
+/// last step. A fixed row is copied.
+fn one<S: Stencil>(
+    s: &S,
+    (j, d): (usize, usize),
+    span: &Range<usize>,
+    source: &Source<'_, S::Cell>,
+    (out, ring): (&mut [S::Cell], &mut [S::Cell]),
+    r: usize,
+) {
+    let rl = s.row_len();
+    let fixed = s.fixed(r);
+    if j == 1 {
+        let (steps, _) = ring.split_at_mut(SLOTS * rl);
+        let own: &[S::Cell] = out;
+        let at = input(source, own, span, rl, r);
+        let dst = &mut steps[slot(r, rl)];
+        if fixed {
+            dst.copy_from_slice(at);
+        } else {
+            let up = input(source, own, span, rl, r - 1);
+            let down = input(source, own, span, rl, r + 1);
+            s.row(up, at, down, dst);
+        }
+        return;
+    }
+    let (before, after) = ring.split_at_mut((j - 1) * SLOTS * rl);
+    let prev = &before[(j - 2) * SLOTS * rl..];
+    let dst = if j == d {
+        &mut out[(r - span.start) * rl..(r - span.start + 1) * rl]
+    } else {
+        &mut after[slot(r, rl)]
+    };
+    let at = &prev[slot(r, rl)];
+    if fixed {
+        dst.copy_from_slice(at);
+    } else {
+        s.row(&prev[slot(r - 1, rl)], at, &prev[slot(r + 1, rl)], dst);
+    }
+}
+
+/// Rows `r` and `r + 1` of step `j` of `d` (neither fixed), as [`one`] computes each, in
+/// one sweep ([`Stencil::rows2`]).
+fn pair<S: Stencil>(
+    s: &S,
+    (j, d): (usize, usize),
+    span: &Range<usize>,
+    source: &Source<'_, S::Cell>,
+    (out, ring): (&mut [S::Cell], &mut [S::Cell]),
+    r: usize,
+) {
+    let rl = s.row_len();
+    if j == 1 {
+        let (steps, _) = ring.split_at_mut(SLOTS * rl);
+        let own: &[S::Cell] = out;
+        let around = [r - 1, r, r + 1, r + 2].map(|q| input(source, own, span, rl, q));
+        s.rows2(around, two_rows(steps, rl, r % SLOTS, (r + 1) % SLOTS));
+        return;
+    }
+    let (before, after) = ring.split_at_mut((j - 1) * SLOTS * rl);
+    let prev = &before[(j - 2) * SLOTS * rl..];
+    let around = [r - 1, r, r + 1, r + 2].map(|q| &prev[slot(q, rl)]);
+    let dst = if j == d {
+        two_rows(out, rl, r - span.start, r + 1 - span.start)
+    } else {
+        two_rows(&mut after[..SLOTS * rl], rl, r % SLOTS, (r + 1) % SLOTS)
+    };
+    s.rows2(around, dst);
 }
 
 #[cfg(test)]
@@ -340,11 +434,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn passes_keep_three_rows_per_step_in_the_ring_budget() {
+    fn passes_keep_their_rows_per_step_in_the_ring_budget() {
         assert_eq!(depth(1024 * 4), MAX_DEPTH);
         assert_eq!(depth(RING_BYTES), 1);
         assert_eq!(depth(0), MAX_DEPTH);
         let d = depth(64 << 10);
-        assert!(d >= 1 && 3 * d * (64 << 10) <= RING_BYTES, "{d}");
+        assert!(d >= 1 && SLOTS * d * (64 << 10) <= RING_BYTES, "{d}");
     }
 }

@@ -15,7 +15,7 @@
 
 use std::ops::{Range, Sub};
 
-use super::heat_simd::{inner_f32, inner_f64, Around};
+use super::heat_simd::{inner2_f32, inner2_f64, inner_f32, inner_f64, Around};
 use super::host_blocked::{single, Stencil};
 use crate::host::arith::Real;
 use crate::host::simd::{dispatch, dispatched, Level, Task};
@@ -51,12 +51,21 @@ pub trait HeatCell: Real + Scalar + Sub<Output = Self> + bytemuck::Pod + Default
         rows: Around<'_, Self>,
         out: &mut [Self],
     ) -> bool;
+    /// [`inner_row`](Self::inner_row) of two rows one above the other, `outs[0]` from
+    /// `rows[..3]` and `outs[1]` from `rows[1..]`, in one sweep (`domain::heat_simd`), or
+    /// nothing (no such sweep at `level`).
+    fn inner_rows2<const F: bool>(
+        level: Level,
+        a: Self,
+        rows: [&[Self]; 4],
+        outs: [&mut [Self]; 2],
+    ) -> bool;
 }
 
 /// [`HeatCell`] for float type `$t`, whose bits are `$bits` with sign bit `$sign`, whose
 /// limit exponent is `$limit`, and whose inner cells `heat_simd::$inner` vectorises.
 macro_rules! heat_cell {
-    ($t:ty, $bits:ty, $sign:expr, $limit:expr, $inner:ident) => {
+    ($t:ty, $bits:ty, $sign:expr, $limit:expr, $inner:ident, $inner2:ident) => {
         impl HeatCell for $t {
             const FOUR: $t = 4.0;
             const LIMIT: i32 = $limit;
@@ -77,12 +86,21 @@ macro_rules! heat_cell {
             ) -> bool {
                 $inner::<F>(level, a, rows, out)
             }
+            #[inline]
+            fn inner_rows2<const F: bool>(
+                level: Level,
+                a: $t,
+                rows: [&[$t]; 4],
+                outs: [&mut [$t]; 2],
+            ) -> bool {
+                $inner2::<F>(level, a, rows, outs)
+            }
         }
     };
 }
 
-heat_cell!(f32, u32, 1u32 << 31, 123, inner_f32);
-heat_cell!(f64, u64, 1u64 << 63, 1019, inner_f64);
+heat_cell!(f32, u32, 1u32 << 31, 123, inner_f32, inner2_f32);
+heat_cell!(f64, u64, 1u64 << 63, 1019, inner_f64, inner2_f64);
 
 /// One heat step of a band (the uniform of `shaders/heat.wgsl`), on cells of `T`.
 #[derive(Debug, Clone)]
@@ -155,6 +173,38 @@ impl<T: HeatCell> Stencil for HeatStep<T> {
             (true, false) => heat_row::<T, false>(row),
             (false, true) => dispatch(Fused(row)),
             (false, false) => dispatch(Separate(row)),
+        }
+    }
+
+    fn rows2(&self, [up, at, at2, down]: [&[T]; 4], [out, out2]: [&mut [T]; 2]) {
+        let (w, level, fused) = (self.width, dispatched(), self.fma == FmaMode::Fused);
+        let (cells, cells2) = (&mut out[..w], &mut out2[..w]);
+        let rows = [up, at, at2, down];
+        let vectors = if fused {
+            T::inner_rows2::<true>(level, self.alpha, rows, [cells, cells2])
+        } else {
+            T::inner_rows2::<false>(level, self.alpha, rows, [cells, cells2])
+        };
+        if !vectors {
+            self.row(up, at, at2, out);
+            self.row(at, at2, down, out2);
+            return;
+        }
+        // The inner cells are written: each row's first and last cell, and padding, left.
+        for (up, at, down, out) in [(up, at, at2, out), (at, at2, down, out2)] {
+            let row = HeatRow {
+                step: self,
+                up,
+                at,
+                down,
+                out,
+                inner: false,
+            };
+            if fused {
+                heat_row::<T, true>(row);
+            } else {
+                heat_row::<T, false>(row);
+            }
         }
     }
 }
