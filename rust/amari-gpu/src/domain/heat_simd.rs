@@ -54,6 +54,36 @@ macro_rules! heat_vec {
     }};
 }
 
+/// The vector positions of a row's inner cells `1..$end` at `$w512` lanes of `$t`: a first,
+/// partial vector up to the first cell of output row `$o` on a 64-byte line (when cells lie
+/// on whole multiples of their size), so that the whole vectors after it are stored
+/// without splitting a line; then whole vectors (`$whole`, at cell `$c`); the partial ones,
+/// first and last, under mask `$k` of type `$mask` (`$part`).
+macro_rules! positions512 {
+    ($t:ty, $w512:literal, $mask:ty, $o:ident, $end:ident,
+     |$c:ident| $whole:block, |$k:ident| $part:block) => {{
+        let size = size_of::<$t>();
+        let addr = $o as usize + size;
+        let lead = if addr % size == 0 {
+            (64 - addr % 64) % 64 / size
+        } else {
+            0
+        };
+        let mut $c = 1;
+        let mut n = if lead > 0 { lead } else { $w512 }.min($end - $c);
+        while $c < $end {
+            if n == $w512 {
+                $whole
+            } else {
+                let $k: $mask = ((1u32 << n) - 1) as $mask;
+                $part
+            }
+            $c += n;
+            n = ($end - $c).min($w512);
+        }
+    }};
+}
+
 /// `$inner`, the inner cells of a row of `$t` (see the function's own words): `$w512`
 /// lanes through the AVX-512 intrinsics (`$mask` their masks), `$w256` lanes through the
 /// AVX2 ones.
@@ -147,28 +177,24 @@ macro_rules! lanes {
             let three = [up, at, at2];
             let (a, four, [u, m, d], o, end) = setup!($set512, alpha, three, out);
             let (m2, dd, o2) = (at2.as_ptr(), down.as_ptr(), out2.as_mut_ptr());
-            let size = size_of::<$t>();
-            let addr = o as usize + size;
-            let lead = if addr % size == 0 {
-                (64 - addr % 64) % 64 / size
-            } else {
-                0
-            };
-            let mut c = 1;
-            let mut n = if lead > 0 { lead } else { $w512 }.min(end - c);
-            while c < end {
-                if n == $w512 {
-                    // SAFETY: as in the one-row kernel, for each of the two outputs and
-                    // their rows.
+            positions512!(
+                $t,
+                $w512,
+                $mask,
+                o,
+                end,
+                |c| {
+                    // SAFETY: as in the one-row kernel, for each of the two outputs and their
+                    // rows.
                     let v = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
                     $load512, (u, d, m), c };
                     let v2 = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
                     $load512, (m, dd, m2), c };
                     $store512(o.add(c), v);
                     $store512(o2.add(c), v2);
-                } else {
+                },
+                |k| {
                     // SAFETY: as in the one-row kernel's masked vectors.
-                    let k: $mask = ((1u32 << n) - 1) as $mask;
                     let v = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
                     $maskz512[k], (u, d, m), c };
                     let v2 = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
@@ -176,9 +202,7 @@ macro_rules! lanes {
                     $mstore512(o.add(c), k, v);
                     $mstore512(o2.add(c), k, v2);
                 }
-                c += n;
-                n = (end - c).min($w512);
-            }
+            );
         }
 
         /// The inner cells of a row of `w = out.len() >= 3` cells (the other rows at least as
@@ -189,37 +213,28 @@ macro_rules! lanes {
         #[allow(unsafe_code)]
         unsafe fn $avx512<const FUSED: bool>(alpha: $t, rows: Around<'_, $t>, out: &mut [$t]) {
             let (a, four, [u, m, d], o, end) = setup!($set512, alpha, rows, out);
-            // A first, partial vector up to the first cell of `out` on a 64-byte line (when
-            // cells lie on whole multiples of their size): the whole vectors after it are
-            // then stored without splitting a line.
-            let size = size_of::<$t>();
-            let addr = o as usize + size;
-            let lead = if addr % size == 0 {
-                (64 - addr % 64) % 64 / size
-            } else {
-                0
-            };
-            let mut c = 1;
-            let mut n = if lead > 0 { lead } else { $w512 }.min(end - c);
-            while c < end {
-                if n == $w512 {
+            positions512!(
+                $t,
+                $w512,
+                $mask,
+                o,
+                end,
+                |c| {
                     // SAFETY: lanes `c..c + $w512` with `c + $w512 <= end`, and cells
                     // `c - 1 ..= c + $w512` of `at`, lie below `w`.
                     let v = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
                     $load512, (u, d, m), c };
                     $store512(o.add(c), v);
-                } else {
-                    // SAFETY: the mask holds lanes `0..n` (`n < $w512`), cells `c..c + n`
-                    // with `c + n <= end` (and `at`'s `c - 1 ..= c + n`), all below `w`;
-                    // masked-off lanes are neither read nor written.
-                    let k: $mask = ((1u32 << n) - 1) as $mask;
+                },
+                |k| {
+                    // SAFETY: the mask holds lanes `0..n` (`n < $w512`), cells `c..c + n` with
+                    // `c + n <= end` (and `at`'s `c - 1 ..= c + n`), all below `w`; masked-off
+                    // lanes are neither read nor written.
                     let v = heat_vec! { [$add512, $sub512, $mul512, $fma512, FUSED], (a, four),
                     $maskz512[k], (u, d, m), c };
                     $mstore512(o.add(c), k, v);
                 }
-                c += n;
-                n = (end - c).min($w512);
-            }
+            );
         }
 
         /// The inner cells of a row of `w = out.len() >= $w256 + 2` cells, `$w256` lanes at a

@@ -326,13 +326,14 @@ fn steps<S: Stencil>(
             };
             let r0 = (t + 1).checked_sub(j).filter(|&r| live(j, r));
             let r1 = Some(r1).filter(|&r| t + 1 < end && live(j, r));
+            let at = (&span, source);
             match (r0, r1) {
                 (Some(r), Some(_)) if !s.fixed(r) && !s.fixed(r + 1) => {
-                    pair(s, (j, d), &span, source, (&mut *out, &mut *ring), r);
+                    rows_at(s, (j, d), at, (&mut *out, &mut *ring), r, true);
                 }
                 _ => {
                     for r in [r0, r1].into_iter().flatten() {
-                        one(s, (j, d), &span, source, (&mut *out, &mut *ring), r);
+                        rows_at(s, (j, d), at, (&mut *out, &mut *ring), r, false);
                     }
                 }
             }
@@ -345,88 +346,73 @@ fn slot(r: usize, rl: usize) -> Range<usize> {
     (r % SLOTS) * rl..(r % SLOTS + 1) * rl
 }
 
-/// Rows `i` and `k` (`i != k`) of `buffer`'s rows of `rl` words, in that order.
-fn two_rows<T>(buffer: &mut [T], rl: usize, i: usize, k: usize) -> [&mut [T]; 2] {
+/// Where a step's row, or two rows one above the other, go.
+enum Dst<'a, T> {
+    One(&'a mut [T]),
+    Two([&'a mut [T]; 2]),
+}
+
+/// Rows `i` and, when `two`, `k` (`i != k`) of `buffer`'s rows of `rl` words.
+fn dst<T>(buffer: &mut [T], rl: usize, i: usize, k: Option<usize>) -> Dst<'_, T> {
+    let Some(k) = k else {
+        return Dst::One(&mut buffer[i * rl..(i + 1) * rl]);
+    };
     debug_assert_ne!(i, k);
     let (lo, hi) = (i.min(k), i.max(k));
     let (head, tail) = buffer.split_at_mut(hi * rl);
     let (low, high) = (&mut head[lo * rl..(lo + 1) * rl], &mut tail[..rl]);
-    if i < k {
-        [low, high]
-    } else {
-        [high, low]
-    }
+    Dst::Two(if i < k { [low, high] } else { [high, low] })
 }
 
-/// Row `r` of step `j` of `d` (of a chunk of rows `span`), from the step before: the
-/// pass's source for the first step, the ring otherwise; into the ring, or `out` for the
-/// last step. A fixed row is copied.
-fn one<S: Stencil>(
+/// Row `r` of step `j` of `d` (of a chunk of rows `span`), and row `r + 1` when `two`
+/// (neither then fixed), from the step before: the pass's source for the first step, the
+/// ring otherwise; into the ring, or `out` for the last step.
+fn rows_at<S: Stencil>(
     s: &S,
     (j, d): (usize, usize),
-    span: &Range<usize>,
-    source: &Source<'_, S::Cell>,
+    (span, source): (&Range<usize>, &Source<'_, S::Cell>),
     (out, ring): (&mut [S::Cell], &mut [S::Cell]),
     r: usize,
-) {
-    let rl = s.row_len();
-    let fixed = s.fixed(r);
-    if j == 1 {
-        let (steps, _) = ring.split_at_mut(SLOTS * rl);
-        let own: &[S::Cell] = out;
-        let at = input(source, own, span, rl, r);
-        let dst = &mut steps[slot(r, rl)];
-        if fixed {
-            dst.copy_from_slice(at);
-        } else {
-            let up = input(source, own, span, rl, r - 1);
-            let down = input(source, own, span, rl, r + 1);
-            s.row(up, at, down, dst);
-        }
-        return;
-    }
-    let (before, after) = ring.split_at_mut((j - 1) * SLOTS * rl);
-    let prev = &before[(j - 2) * SLOTS * rl..];
-    let dst = if j == d {
-        &mut out[(r - span.start) * rl..(r - span.start + 1) * rl]
-    } else {
-        &mut after[slot(r, rl)]
-    };
-    let at = &prev[slot(r, rl)];
-    if fixed {
-        dst.copy_from_slice(at);
-    } else {
-        s.row(&prev[slot(r - 1, rl)], at, &prev[slot(r + 1, rl)], dst);
-    }
-}
-
-/// Rows `r` and `r + 1` of step `j` of `d` (neither fixed), as [`one`] computes each, in
-/// one sweep ([`Stencil::rows2`]).
-fn pair<S: Stencil>(
-    s: &S,
-    (j, d): (usize, usize),
-    span: &Range<usize>,
-    source: &Source<'_, S::Cell>,
-    (out, ring): (&mut [S::Cell], &mut [S::Cell]),
-    r: usize,
+    two: bool,
 ) {
     let rl = s.row_len();
     if j == 1 {
         let (steps, _) = ring.split_at_mut(SLOTS * rl);
         let own: &[S::Cell] = out;
-        let around = [r - 1, r, r + 1, r + 2].map(|q| input(source, own, span, rl, q));
-        s.rows2(around, two_rows(steps, rl, r % SLOTS, (r + 1) % SLOTS));
-        return;
+        let into = dst(steps, rl, r % SLOTS, two.then_some((r + 1) % SLOTS));
+        return apply(s, |q| input(source, own, span, rl, q), r, into);
     }
     let (before, after) = ring.split_at_mut((j - 1) * SLOTS * rl);
     let prev = &before[(j - 2) * SLOTS * rl..];
-    let around = [r - 1, r, r + 1, r + 2].map(|q| &prev[slot(q, rl)]);
-    let dst = if j == d {
-        two_rows(out, rl, r - span.start, r + 1 - span.start)
+    let into = if j == d {
+        let at = r - span.start;
+        dst(out, rl, at, two.then_some(at + 1))
     } else {
-        two_rows(&mut after[..SLOTS * rl], rl, r % SLOTS, (r + 1) % SLOTS)
+        dst(
+            &mut after[..SLOTS * rl],
+            rl,
+            r % SLOTS,
+            two.then_some((r + 1) % SLOTS),
+        )
     };
-    s.rows2(around, dst);
+    apply(s, |q| &prev[slot(q, rl)], r, into);
+}
+
+/// Row `r` (copied when fixed), or rows `r` and `r + 1` in one sweep
+/// ([`Stencil::rows2`]), into `into`, from rows `read(q)` of the step before.
+fn apply<'a, S: Stencil>(
+    s: &S,
+    read: impl Fn(usize) -> &'a [S::Cell],
+    r: usize,
+    into: Dst<'_, S::Cell>,
+) where
+    S::Cell: 'a,
+{
+    match into {
+        Dst::One(dst) if s.fixed(r) => dst.copy_from_slice(read(r)),
+        Dst::One(dst) => s.row(read(r - 1), read(r), read(r + 1), dst),
+        Dst::Two(dsts) => s.rows2([r - 1, r, r + 1, r + 2].map(read), dsts),
+    }
 }
 
 #[cfg(test)]

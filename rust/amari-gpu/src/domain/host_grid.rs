@@ -157,23 +157,7 @@ impl<T: HeatCell> Stencil for HeatStep<T> {
         } else {
             T::inner_row::<false>(level, self.alpha, [up, at, down], cells)
         };
-        let row = HeatRow {
-            step: self,
-            up,
-            at,
-            down,
-            out,
-            inner: !vectors,
-        };
-        match (vectors, fused) {
-            // Only the first and last cell (and any padding) are left: two cells, not worth
-            // a call into code compiled for the CPU's vectors (a twentieth of a heat call's
-            // CPU time went to those calls).
-            (true, true) => heat_row::<T, true>(row),
-            (true, false) => heat_row::<T, false>(row),
-            (false, true) => dispatch(Fused(row)),
-            (false, false) => dispatch(Separate(row)),
-        }
+        self.rest_of_row([up, at, down], out, vectors);
     }
 
     fn rows2(&self, [up, at, at2, down]: [&[T]; 4], [out, out2]: [&mut [T]; 2]) {
@@ -190,21 +174,33 @@ impl<T: HeatCell> Stencil for HeatStep<T> {
             self.row(at, at2, down, out2);
             return;
         }
-        // The inner cells are written: each row's first and last cell, and padding, left.
-        for (up, at, down, out) in [(up, at, at2, out), (at, at2, down, out2)] {
-            let row = HeatRow {
-                step: self,
-                up,
-                at,
-                down,
-                out,
-                inner: false,
-            };
-            if fused {
-                heat_row::<T, true>(row);
-            } else {
-                heat_row::<T, false>(row);
-            }
+        self.rest_of_row([up, at, at2], out, true);
+        self.rest_of_row([at, at2, down], out2, true);
+    }
+}
+
+impl<T: HeatCell> HeatStep<T> {
+    /// The cells of row `out` (from rows `[up, at, down]`) its inner vectors did not write:
+    /// the first and last cell and any padding when `vectors` wrote the inner ones, else
+    /// every cell.
+    fn rest_of_row(&self, [up, at, down]: [&[T]; 3], out: &mut [T], vectors: bool) {
+        let fused = self.fma == FmaMode::Fused;
+        let row = HeatRow {
+            step: self,
+            up,
+            at,
+            down,
+            out,
+            inner: !vectors,
+        };
+        match (vectors, fused) {
+            // Only the first and last cell (and any padding) are left: two cells, not worth
+            // a call into code compiled for the CPU's vectors (a twentieth of a heat call's
+            // CPU time went to those calls).
+            (true, true) => heat_row::<T, true>(row),
+            (true, false) => heat_row::<T, false>(row),
+            (false, true) => dispatch(Fused(row)),
+            (false, false) => dispatch(Separate(row)),
         }
     }
 }
