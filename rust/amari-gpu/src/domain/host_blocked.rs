@@ -9,9 +9,10 @@
 //! rows `t - j .. t - j + 2` of step `j - 1`, which steps `j - 1` computed at iterations
 //! `t - 2 ..= t`. Iterations go two at a time (a turn computes two rows of each step, in
 //! one sweep where it can), so a ring of four rows per step holds what they read. The
-//! first step reads the band buffer, the last writes it. The rows are cut into one chunk per thread; a chunk
-//! also computes, for step `j`, the `d - j` rows beyond each of its edges that its last
-//! step needs (overlapped tiles: a triangle recomputed at each cut, none between rows).
+//! first step reads the band buffer, the last writes it. The rows are cut into one chunk
+//! per thread; a chunk also computes, for step `j`, the `d - j` rows beyond each of its
+//! edges that its last step needs (overlapped tiles: a triangle recomputed at each cut,
+//! none between rows).
 
 use std::ops::Range;
 
@@ -352,7 +353,7 @@ enum Dst<'a, T> {
     Two([&'a mut [T]; 2]),
 }
 
-/// Rows `i` and, when `two`, `k` (`i != k`) of `buffer`'s rows of `rl` words.
+/// Row `i` of `buffer`'s rows of `rl` words, and row `k` after it when given (`k != i`).
 fn dst<T>(buffer: &mut [T], rl: usize, i: usize, k: Option<usize>) -> Dst<'_, T> {
     let Some(k) = k else {
         return Dst::One(&mut buffer[i * rl..(i + 1) * rl]);
