@@ -17,7 +17,7 @@ use amari_gpu::tropical::kernels::{item_batches, ProductShape, BLOCK_ROWS};
 use amari_gpu::tropical::product::Variant;
 use amari_gpu::tropical::{BatchShape, Product, Semiring};
 use amari_gpu::{ContextOptions, MultiGpuContext};
-use common::{logging, matmul_host, random};
+use common::{logging, matmul_host, one_at_a_time, random};
 
 /// The name of rayon's global pool's threads in this binary.
 const GLOBAL: &str = "rayon-global";
@@ -50,6 +50,10 @@ fn global_pool_ns() -> u64 {
 /// not run.
 #[test]
 fn a_host_call_checks_its_operands_on_the_host_devices_threads() {
+    // Alone: the other test binds a pool's threads to every CPU, and the global pool's
+    // threads, kept from sleeping while they wait for a CPU, would still be spinning when
+    // the calls begin (one CI rehearsal counted 72 ms of them).
+    let _alone = one_at_a_time();
     logging();
     rayon::ThreadPoolBuilder::new()
         .num_threads(2)
@@ -75,9 +79,18 @@ fn a_host_call_checks_its_operands_on_the_host_devices_threads() {
     };
     let (rows, p) = (8192, 64);
     let scores = random(rows * p, 3);
-    // Let the threads the build started go to sleep.
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    let before = global_pool_ns();
+    // Let the threads the build started go to sleep: until they run less than 0.1 ms in
+    // 20 ms (at most 2 s).
+    let mut before = global_pool_ns();
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let now = global_pool_ns();
+        let quiet = now - before < 100_000;
+        before = now;
+        if quiet {
+            break;
+        }
+    }
     let mut out = vec![0.0f32; m * n];
     matmul_host(&ctx, Variant::Tiled, product, &mut out, None).expect("max-plus runs");
     fisher_information(&ctx, &scores, p, None, None).expect("Fisher runs");
@@ -102,6 +115,7 @@ fn a_host_call_checks_its_operands_on_the_host_devices_threads() {
 /// on its own CPU; freed, on all of them again; the product's bits are the same each way.
 #[test]
 fn a_pool_bound_while_quiet_binds_and_frees_its_threads() {
+    let _alone = one_at_a_time();
     let cpus = allowed_cpus();
     let pool = HostPool::placed(cpus.len(), Placement::WhileQuiet).expect("pool");
     if cpus.len() < 2 {
