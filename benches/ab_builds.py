@@ -4,8 +4,8 @@ Each build is a directory holding an ``amari_gpu`` package (for instance a copy 
 ``python/amari_gpu`` made after ``make dev`` on each commit). For every round, each build
 runs in a fresh process on the host device alone: two untimed calls, then ``--calls``
 calls each after an untimed one, back to back (or ``--idle`` seconds asleep before the
-untimed call); the process prints the median and the
-least. The builds alternate within a round, so that both see the same machine. Prints the
+untimed call); the process prints the median and the least. The builds alternate within
+a round, so that both see the same machine. Prints the
 CPU, the host device's SIMD level and threads. How the figures of benchmarks.md's "Parked
 call threads" section were taken:
 
@@ -47,6 +47,7 @@ else:
 f(); f()
 walls = []
 for _ in range(calls):
+    # Outside the timed call: the machine left idle first, as benches/host.py settles it.
     time.sleep(idle)
     f()
     t0 = time.perf_counter(); f(); walls.append(time.perf_counter() - t0)
