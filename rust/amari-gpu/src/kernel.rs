@@ -91,6 +91,16 @@ pub trait HostImpl: std::fmt::Debug + Send + Sync {
     fn run(&self, inputs: &[&[f32]], range: Range<usize>, output: &mut [f32]);
     /// The same kernel rounding `fma` as `mode` says.
     fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl>;
+    /// Whether [`HostImpl::run`] over `items` items shares its work among the pool's
+    /// threads. A fast-path call runs its kernel on the calling thread only when it does
+    /// not (see `HostDevice::run`): from a thread outside every rayon pool, a split goes
+    /// to rayon's global pool, whose threads then compete with the host device's for the
+    /// same CPUs. Each kernel answers with the test its `run` splits by; one that does not
+    /// say always runs on the pool.
+    fn splits(&self, items: usize) -> bool {
+        let _ = items;
+        true
+    }
 }
 
 /// What a kernel family is, in one place. Each family writes its own in its folder's

@@ -2,7 +2,8 @@
 //! no split avoids, is predicted (by the cost model) to be no longer than the fixed cost any
 //! split adds — the least launch latency among its devices: a second device's submission,
 //! or on the host device the hand-off to its pool — cannot gain from splitting. It runs on that one device, on
-//! the calling thread (the host device runs its kernel there too), on the same chunk grid
+//! the calling thread (the host device runs its kernel there too, each chunk its kernel
+//! runs as one piece: see `HostDevice::run`), on the same chunk grid
 //! as a split would use, so its results are the split path's bit for bit. The decision is
 //! made once per kernel (and dtype), size class (items rounded up to a power of two), set of healthy
 //! devices and strategy, and cached; calibration clears the cache, and a change of health

@@ -176,4 +176,8 @@ impl HostImpl for Elementwise {
     fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
         Arc::new(*self)
     }
+
+    fn splits(&self, items: usize) -> bool {
+        items > GRAIN
+    }
 }

@@ -200,4 +200,8 @@ impl HostImpl for FisherMap {
             other => other,
         })
     }
+
+    fn splits(&self, items: usize) -> bool {
+        items > GRAIN
+    }
 }

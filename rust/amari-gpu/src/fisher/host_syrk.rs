@@ -26,9 +26,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::shape::{SyrkShape, TILE};
-use super::syrk_block::run_blocks;
+use super::syrk_block::{self, run_blocks};
 use super::syrk_pack::Rows;
-use super::syrk_tile::run_triangle;
+use super::syrk_tile::{self, run_triangle};
 use crate::host::simd::Level;
 use crate::kernel::{FmaMode, HostImpl};
 
@@ -57,6 +57,16 @@ impl HostImpl for FisherSyrk {
     /// The same SYRK with its multiply-adds rounded as `mode` says.
     fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl> {
         Arc::new(FisherSyrk { fma: mode, ..*self })
+    }
+
+    /// Whether its largest slice's tiles or blocks are shared among the threads.
+    fn splits(&self, items: usize) -> bool {
+        let s = self.shape;
+        let rows = items.div_ceil(s.slices.max(1));
+        match s.tile == TILE {
+            true => syrk_tile::splits::<f32>(rows, s.tiles),
+            false => syrk_block::splits(rows, s.pairs * s.tile * s.tile),
+        }
     }
 }
 

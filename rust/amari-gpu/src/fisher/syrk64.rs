@@ -22,7 +22,7 @@ use rayon::prelude::*;
 
 use super::shape::{min_chunk_rows_for, TILE};
 use super::syrk_pack::{with_scratch, Rows, TILES};
-use super::syrk_tile::run_triangle;
+use super::syrk_tile::{self, run_triangle};
 use crate::dtype::{as_f64, as_f64_mut, read_f64, write_f64, Dtype};
 use crate::family::Family;
 use crate::host::simd::Level;
@@ -125,6 +125,11 @@ impl HostImpl for Triangle {
 
     fn with_fma(&self, mode: FmaMode) -> Arc<dyn HostImpl> {
         Arc::new(Triangle { fma: mode, ..*self })
+    }
+
+    /// Whether the chunk's one slice has its tiles shared among the threads.
+    fn splits(&self, items: usize) -> bool {
+        syrk_tile::splits::<f64>(items, self.width.div_ceil(TILE).max(1))
     }
 }
 

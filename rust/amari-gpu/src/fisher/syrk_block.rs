@@ -18,6 +18,12 @@ use crate::host::simd::Level;
 /// Multiply-adds of a slice below which it runs on the calling thread alone.
 const MIN_PARALLEL_MACS: usize = 1 << 18;
 
+/// Whether [`run_blocks`] over a slice of `rows` rows into `words` words shares the shader
+/// threads' blocks among the pool's threads.
+pub(super) fn splits(rows: usize, words: usize) -> bool {
+    rows.saturating_mul(words) >= MIN_PARALLEL_MACS
+}
+
 /// Every row of blocks of `tiles` (row ti: blocks (ti, ti..tiles)) of the slice `src` into
 /// `out` (row after row, 8 × 8 row-major blocks each). `level` is one
 /// `Level::at_most_detected` returned.
@@ -49,7 +55,7 @@ pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, tiles: usize, 
         }
     };
     let per_thread = src.len().div_ceil(THREADS);
-    let parallel = src.len() * words >= MIN_PARALLEL_MACS;
+    let parallel = splits(src.len(), words);
     let pool = if parallel { rayon::current_num_threads() } else { 1 };
     // Consecutive shader threads per pool thread, each with its own gathering buffers.
     let share = THREADS.div_ceil(pool.clamp(1, THREADS)) * words;

@@ -104,6 +104,19 @@ fn groups(tiles: usize, threads: usize) -> Vec<Vec<Unit>> {
     groups
 }
 
+/// Rows of a sweep over `tiles` column tiles of `T`.
+fn sweep_rows<T>(tiles: usize) -> usize {
+    let bytes = std::mem::size_of::<T>();
+    (SWEEP_BYTES / (2 * tiles.max(1) * E * bytes) / KC * KC).clamp(KC, SWEEP_ROWS)
+}
+
+/// Whether [`run_triangle`] over a slice of `rows` rows shares its sweeps among the pool's
+/// threads.
+pub(super) fn splits<T>(rows: usize, tiles: usize) -> bool {
+    let macs = sweep_rows::<T>(tiles).min(rows) * E * E * tiles * (tiles + 1) / 2;
+    macs >= MIN_PARALLEL_MACS
+}
+
 /// Every tile of the upper triangle of `tiles` × `tiles` tiles of the slice `src` into
 /// `out`, one E × E tile after another, row-major, tile rows (ti, ti..tiles) in order.
 /// `level` is one `Level::at_most_detected` returned.
@@ -118,9 +131,8 @@ pub(super) fn run_triangle<T: Elem + One + bytemuck::Pod, const F: bool>(
         out.fill(T::ZERO);
         return;
     }
-    let bytes = std::mem::size_of::<T>();
-    let sweep = (SWEEP_BYTES / (2 * tiles * E * bytes) / KC * KC).clamp(KC, SWEEP_ROWS);
-    let parallel = sweep.min(n) * E * E * tiles * (tiles + 1) / 2 >= MIN_PARALLEL_MACS;
+    let sweep = sweep_rows::<T>(tiles);
+    let parallel = splits::<T>(n, tiles);
     let threads = if parallel { rayon::current_num_threads() } else { 1 };
     // Each thread's runs with their rows of `out` (disjoint, in the units' order).
     let mut rest = out;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use super::algebra::Algebra;
 use super::codegen::Broadcast;
-use super::host_cl3::{is_cl3_chain, run_chains, streams, Storage};
+use super::host_cl3::{chains_split, is_cl3_chain, run_chains, streams, Storage};
 use super::host_normalize::{normalize_rows, NormFloat};
 use super::host_program::{Program, Source, Stage, Step};
 use super::operation::Operation;
@@ -117,6 +117,22 @@ impl HostImpl for GaKernel {
             fma: mode,
             ..self.clone()
         })
+    }
+
+    /// Past one piece of the path `run` takes: the Cl(3,0) chains', a sandwich map's, or
+    /// the programs'. float16 splits into tiles, and each tile's float32 run into pieces.
+    fn splits(&self, items: usize) -> bool {
+        if self.cl3_chains {
+            return chains_split(items);
+        }
+        let grain = match *self.program {
+            Program::SandwichMap => sandwich_map::GRAIN,
+            _ => GRAIN,
+        };
+        match self.dtype {
+            Dtype::F16 => self.f16_splits(items, grain),
+            _ => items > grain,
+        }
     }
 }
 

@@ -71,6 +71,10 @@ impl HostImpl for Cl3Product {
     fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
         Arc::new(*self)
     }
+
+    fn splits(&self, items: usize) -> bool {
+        chains_split(items)
+    }
 }
 
 /// Whether a call that moves `bytes` (its operands and its output) streams its output past
@@ -216,6 +220,12 @@ pub fn run_chains(a: &[f32], b: &[f32], out: &mut [f32], storage: Storage, fused
         .zip(a[head..].par_chunks(GRAIN * words))
         .zip(b[head..].par_chunks(GRAIN * words))
         .for_each(|((out, a), b)| piece(a, b, out, storage, fused, stream));
+}
+
+/// Whether [`run_chains`] over `items` items may share them among the pool's threads: past
+/// one piece (a few items may run before the pieces, which then still make one).
+pub(super) fn chains_split(items: usize) -> bool {
+    items > GRAIN
 }
 
 /// Items of `item_bytes` from address `at` to the first that starts a 64-byte line: 0 when

@@ -20,6 +20,12 @@ thread_local! {
 }
 
 impl GaKernel {
+    /// Whether [`GaKernel::run_f16`] over `items` items splits: into tiles, or a tile's
+    /// float32 run into its pieces of `grain` items.
+    pub(super) fn f16_splits(&self, items: usize, grain: usize) -> bool {
+        items > F16_TILE.min(grain)
+    }
+
     /// `HostImpl::run` in float16 storage: tiles of [`F16_TILE`] items, in parallel, each
     /// widened to float32, computed by the float32 kernel (same chains, same `fma` mode) and
     /// rounded once to float16, as the WGSL kernel rounds at its store.

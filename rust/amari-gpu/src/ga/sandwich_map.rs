@@ -18,7 +18,8 @@ use rayon::prelude::*;
 
 use super::algebra::Algebra;
 use super::operation::sandwich_terms;
-use super::map_chains::{chains, run_chains, GRAIN};
+pub(super) use super::map_chains::GRAIN;
+use super::map_chains::{chains, run_chains};
 #[cfg(target_arch = "x86_64")]
 use super::map_groups;
 use crate::host::arith::Real;

@@ -180,7 +180,9 @@ impl HostDevice {
 
     /// Runs items `range` of `kernel` (prepared with [`HostDevice::prepare`]) into
     /// `output` on the pool, or on the calling thread when `here` (a fast-path call, whose
-    /// work is shorter than the hand-off to the pool). A panic in the kernel is returned as
+    /// work is shorter than the hand-off to the pool) and the kernel runs the range as one
+    /// piece ([`HostImpl::splits`]): a split from the calling thread would run on rayon's
+    /// global pool, beside the host device's threads. A panic in the kernel is returned as
     /// a failure of device `id`.
     pub fn run(
         &self,
@@ -191,8 +193,8 @@ impl HostDevice {
         here: bool,
     ) -> Result<()> {
         catch_unwind(AssertUnwindSafe(|| match here {
-            true => kernel.run(inputs, range, output),
-            false => self.pool.run(kernel, inputs, range, output),
+            true if !kernel.splits(range.len()) => kernel.run(inputs, range, output),
+            _ => self.pool.run(kernel, inputs, range, output),
         }))
         .map_err(|panic| lost_in_kernel(id, panic.as_ref()))
     }

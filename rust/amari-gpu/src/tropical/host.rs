@@ -18,7 +18,7 @@ use crate::kernel::{FmaMode, HostImpl};
 
 use rayon::prelude::*;
 
-use super::host_drive::{product_rows_at, RowOperands};
+use super::host_drive::{product_rows_at, splits, RowOperands};
 use super::host_kernel::Lanes;
 use super::host_pack::{mx, signed, PackCache};
 use super::scalar::Scalar;
@@ -101,6 +101,12 @@ impl HostImpl for TropicalProduct {
     fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
         Arc::new(self.clone())
     }
+
+    /// Items are blocks of rows; the threads share a product past its split size.
+    fn splits(&self, items: usize) -> bool {
+        let ProductShape { k, cols, .. } = self.shape;
+        splits(items.saturating_mul(BLOCK_ROWS), k, cols)
+    }
 }
 
 impl TropicalProduct {
@@ -162,7 +168,14 @@ impl HostImpl for TropicalMatvec {
     fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
         Arc::new(*self)
     }
+
+    fn splits(&self, items: usize) -> bool {
+        items > MATVEC_TASK_ROWS
+    }
 }
+
+/// Rows of a matrix-vector product per rayon task.
+const MATVEC_TASK_ROWS: usize = 256;
 
 impl TropicalMatvec {
     /// Rows `range` of `a` (k values each, batch indices in `row_batch`) by `x` into `out`.
@@ -176,9 +189,9 @@ impl TropicalMatvec {
     ) {
         let ProductShape { k, batches, .. } = self.shape;
         let sign = |v: T| signed(self.semiring == Semiring::MinPlus, v);
-        output.par_chunks_mut(256).enumerate().for_each(|(t, out)| {
+        output.par_chunks_mut(MATVEC_TASK_ROWS).enumerate().for_each(|(t, out)| {
             for (i, o) in out.iter_mut().enumerate() {
-                let row = range.start + t * 256 + i;
+                let row = range.start + t * MATVEC_TASK_ROWS + i;
                 let batch = batch_of(row_batch[row], batches);
                 let (a, x) = (&a[row * k..(row + 1) * k], &x[batch * k..(batch + 1) * k]);
                 // The shader's passes: each folds its 64 lanes in a tree, then into what

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::host_kernel::{Kernel, Lanes};
-use super::host_pack::{pack_a, pack_b, store_row, PackCache};
+use super::host_pack::{pack_a, pack_b, pack_splits, store_row, PackCache};
 use super::semiring::Semiring;
 use crate::host::simd::Level;
 
@@ -108,6 +108,12 @@ fn threads_for(pairs: usize) -> usize {
     } else {
         rayon::current_num_threads().max(1)
     }
+}
+
+/// Whether a product of `rows` rows by a `k` × `cols` `b` may share its work among the
+/// pool's threads: its own loops past [`SPLIT_PAIRS`] pairs, or the packing of `b`.
+pub(super) fn splits(rows: usize, k: usize, cols: usize) -> bool {
+    rows.saturating_mul(k).saturating_mul(cols) >= SPLIT_PAIRS || pack_splits(k, cols)
 }
 
 /// The product of rows with the micro-kernel of `level` (which the CPU must have), `b`

@@ -15,6 +15,11 @@ use super::scalar::Scalar;
 /// Words of `b` below which [`pack_b`] packs on one thread.
 const PACK_SPLIT_WORDS: usize = 1 << 14;
 
+/// Whether packing a `k` × `cols` `b` shares its copy among the pool's threads.
+pub(super) fn pack_splits(k: usize, cols: usize) -> bool {
+    k.saturating_mul(cols) >= PACK_SPLIT_WORDS
+}
+
 #[inline(always)]
 pub(super) fn signed<T: Scalar>(min: bool, x: T) -> T {
     if min {
@@ -48,7 +53,7 @@ pub(super) fn pack_b<T: Scalar>(b: &[T], k: usize, cols: usize, nr: usize, min: 
         return packed;
     }
     // A small `b` is packed by one task: waking a second thread costs more than its copy.
-    let threads = if k * cols < PACK_SPLIT_WORDS {
+    let threads = if !pack_splits(k, cols) {
         1
     } else {
         rayon::current_num_threads().max(1)

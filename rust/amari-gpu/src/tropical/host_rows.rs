@@ -10,7 +10,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::host::product_rows_cached;
-use super::host_drive::{product_rows_at, RowOperands};
+use super::host_drive::{product_rows_at, splits, RowOperands};
 use super::host_kernel::Lanes;
 use crate::host::simd::Level;
 use super::shape::batch_runs;
@@ -75,6 +75,11 @@ impl HostImpl for RowProduct {
     fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
         Arc::new(self.clone())
     }
+
+    /// Items are rows; the threads share a product past its split size.
+    fn splits(&self, items: usize) -> bool {
+        splits(items, self.shape.k, self.shape.cols)
+    }
 }
 
 /// `product`'s rows `range` on the words of values of type `T` (`b` packed in `cache` when
@@ -137,6 +142,11 @@ impl HostImpl for RowStats {
 
     fn with_fma(&self, _mode: FmaMode) -> Arc<dyn HostImpl> {
         Arc::new(*self)
+    }
+
+    /// A task a row.
+    fn splits(&self, items: usize) -> bool {
+        items > 1
     }
 }
 

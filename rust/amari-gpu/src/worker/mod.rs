@@ -122,7 +122,8 @@ pub(crate) struct Run<'a> {
     /// The call's interrupt: once set, no more chunks are started.
     pub(crate) interrupt: Option<Arc<Interrupt>>,
     /// Whether the call took the fast path: a host device then runs its kernel on the
-    /// calling thread, not on its pool (see `context::fast`).
+    /// calling thread, not on its pool, for each chunk the kernel runs as one piece (see
+    /// `context::fast`, `HostDevice::run`).
     pub(crate) inline: bool,
 }
 
