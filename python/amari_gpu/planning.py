@@ -121,7 +121,8 @@ class Plan:
         efficiency: ``lower_bound_s / estimated_makespan_s``.
         fast_path: the call was too small for a split to pay (by the cost model): it ran
             on its one device, on the calling thread, from a cached decision (estimates are
-            those of its size class).
+            those of its size class). On the host device, a chunk its kernel would share
+            among threads runs on the device's own threads instead.
         left_out: ``(device_id, reason)`` for every healthy device the call could give no
             work to, e.g. ``(1, "float64 needs SHADER_F64: device 1 'llvmpipe' (gl) lacks
             it")``; empty for ``distribute_workload``.

@@ -118,7 +118,9 @@ pub struct Plan {
     /// `lower_bound_s / estimated_makespan_s` (1 for an empty workload).
     pub efficiency: f64,
     /// Whether the call took the fast path: too small for a split to pay (by the cost
-    /// model), it ran on one device, on the calling thread, from a cached decision.
+    /// model), it ran on one device, on the calling thread, from a cached decision (on
+    /// the host device, a chunk its kernel shares among threads runs on the device's own
+    /// threads: `HostDevice::run`).
     pub fast_path: bool,
     /// Healthy devices the call could not give work to, by id, and why (a device without
     /// the kernel's dtype, the host device for a user's WGSL): empty for a plan made without
