@@ -254,7 +254,11 @@ class DomainMixin:
                 (nothing returned, the input untouched) and is raised.
             out: a C-contiguous, writeable (H, W) array of the call's dtype sharing no
                 memory with ``grid`` (steps are not taken in place: a failed device restarts
-                the run from ``grid``); the final grid is copied into it and it is returned.
+                the run from ``grid``); the run writes the final grid into it (rows as they
+                are finished, and border rows between rounds: a call that fails or is
+                interrupted after it began may leave part of a result there, and the
+                package's errors say so) and it is returned. Without it the result is a new
+                array, in memory an earlier large result gave back when there is some.
             dtype: float32 or float64 to compute in, overriding the grid's own.
 
         Returns:

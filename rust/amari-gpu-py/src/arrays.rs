@@ -106,7 +106,7 @@ pub(crate) fn writable<'py, T: Element, D: Dimension>(
 /// `error` with a note that the caller's `out` may hold part of the result: it was
 /// raised after the work began writing into it. Exceptions other than the package's own
 /// (KeyboardInterrupt) are left as they are; the docs say the same of them.
-fn partly_written(py: Python<'_>, error: PyErr) -> PyErr {
+pub(crate) fn partly_written(py: Python<'_>, error: PyErr) -> PyErr {
     let Ok(root) = py
         .import("amari_gpu.errors")
         .and_then(|m| m.getattr("AmariGpuError"))

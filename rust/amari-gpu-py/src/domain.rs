@@ -1,16 +1,17 @@
-//! Domain decomposition on numpy grids: heat-equation steps and Game of Life; the final grid
-//! is copied into the caller's `out` when given (the core assembles it from the bands), and
-//! the run's report is the package's `amari_gpu.domain.DomainReport`.
+//! Domain decomposition on numpy grids: heat-equation steps and Game of Life. A heat run
+//! writes its grid into the caller's `out`, or a new array (a reused block for a large one,
+//! `pool`); Life's final grid is copied into `out` when given (the core assembles it from
+//! the bands). The run's report is the package's `amari_gpu.domain.DomainReport`.
 
 use amari_gpu::context::MultiGpuContext;
 use amari_gpu::domain::host_grid::HeatCell;
 use amari_gpu::domain::{self, Boundary, Options, Report};
 use numpy::ndarray::Ix2;
 use numpy::{Element, PyArray2, PyReadonlyArray2};
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::arrays::{claim, contiguous, returned_into};
+use crate::arrays::{claim, contiguous, output, partly_written, returned_into, writable};
 use crate::context::PyContext;
 use crate::detach::run_watched;
 use crate::errors::to_pyerr;
@@ -154,7 +155,11 @@ fn wrong_out(want: &str) -> PyErr {
     ))
 }
 
-/// [`stencil`] on cells of `T`: the core's heat run in `T` through [`run_grid`].
+/// [`stencil`] on cells of `T`: the core's heat run in `T`, written into the caller's `out`
+/// (checked and borrowed before any work) or a new array (`arrays::output`: a large one in
+/// reused memory, so its pages do not fault again), detached with `progress` watched. An
+/// error after the run began writing the caller's `out` says that it may hold part of the
+/// result.
 fn heat_in<'py, T: HeatCell + Element>(
     py: Python<'py>,
     ctx: &PyContext,
@@ -163,16 +168,27 @@ fn heat_in<'py, T: HeatCell + Element>(
     (boundary, options, progress): (Boundary, RunOptions, Option<Bound<'py, PyAny>>),
     out: Option<Bound<'py, PyArray2<T>>>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    let grid = Grid {
-        cells,
-        options,
-        progress,
-        out,
+    let (height, width) = cells.as_array().dim();
+    let grid = contiguous(&cells, "grid")?;
+    let opts = Options::from(options);
+    let callers = out.is_some();
+    let array = output(py, Ix2(height, width), out)?;
+    let inner = ctx.context(py)?;
+    let result = {
+        let mut view = writable(py, "out", &array)?;
+        let out = view
+            .as_slice_mut()
+            .map_err(|e| PyValueError::new_err(format!("out: {e}")))?;
+        run_watched(py, progress.as_ref(), move || {
+            domain::heat_into(&inner, grid, (height, width), (alpha, boundary), &opts, out)
+        })
     };
-    let (array, report) = run_grid(py, ctx, grid, move |inner, cells, shape, opts| {
-        domain::heat(inner, cells, shape.0, shape.1, alpha, boundary, opts)
-    })?;
-    Ok((array.into_any(), report))
+    let report = match result {
+        Ok(report) => report,
+        Err(error) if callers => return Err(partly_written(py, error)),
+        Err(error) => return Err(error),
+    };
+    Ok((array.into_any(), report_record(py, &report)?))
 }
 
 /// Game of Life steps on a C-contiguous uint8 (H, W) torus of 0/1 cells; `options` as for

@@ -4,7 +4,7 @@
 //! they hold a NaN pattern instead), and every result is lavapipe's, bit for bit — a word
 //! read before it was written would show.
 
-use super::{heat, life, Boundary, Options};
+use super::{heat, heat_into, life, Boundary, Options};
 use crate::context::MultiGpuContext;
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -52,6 +52,15 @@ fn host_calls_in_reused_buffers_give_lavapipes_bits() {
                         bits(&run(&both, &opts)),
                         bits(&want),
                         "heat {what} {boundary:?}"
+                    );
+                    // Into an array of NaN: every cell written, the same bits.
+                    let mut into = vec![f32::NAN; h * w];
+                    heat_into(&both, &grid, (h, w), (0.2, boundary), &opts, &mut into)
+                        .expect("heat runs into out");
+                    assert_eq!(
+                        bits(&into),
+                        bits(&want),
+                        "heat into out {what} {boundary:?}"
                     );
                 }
                 let first = run(&host, &alone);
@@ -141,5 +150,56 @@ fn an_unpadded_board_is_the_result() {
         host.spare.kept().len(),
         1,
         "the padded board was copied and kept"
+    );
+}
+
+/// Into an array: a run of no steps is the grid; a grid near the float32 limit (scaled for
+/// its run) and a padded one are [`heat`]'s bits; an array of another size is refused before
+/// any work, and the array is left as it was.
+#[test]
+fn heat_into_an_array_is_heats_bits_or_a_clear_error() {
+    let ctx = MultiGpuContext::on(&["host", "vulkan"]);
+    let (h, w) = (12, 16);
+    let grid: Vec<f32> = (0..h * w)
+        .map(|i| ((i * 37) % 101) as f32 / 101.0 - 0.3)
+        .collect();
+    let huge: Vec<f32> = grid.iter().map(|v| v * 3e38).collect();
+    let opts = |steps| Options {
+        steps,
+        halo: 4,
+        rebalance: false,
+        split: Some(vec![5, 7]),
+    };
+    for (grid, w, steps) in [(&grid, w, 0), (&huge, w, 9), (&grid, 15, 9), (&grid, w, 9)] {
+        let cells = &grid[..h * w];
+        let (want, _) = heat(&ctx, cells, h, w, 0.2, Boundary::Dirichlet, &opts(steps)).unwrap();
+        let mut into = vec![f32::NAN; h * w];
+        let o = opts(steps);
+        heat_into(
+            &ctx,
+            cells,
+            (h, w),
+            (0.2, Boundary::Dirichlet),
+            &o,
+            &mut into,
+        )
+        .unwrap();
+        assert_eq!(bits(&into), bits(&want), "{h}x{w}, {steps} steps");
+    }
+    let mut short = vec![7.0f32; h * w - 1];
+    let o = opts(3);
+    let error = heat_into(
+        &ctx,
+        &grid,
+        (h, w),
+        (0.2, Boundary::Periodic),
+        &o,
+        &mut short,
+    )
+    .expect_err("a short out is refused");
+    assert!(error.to_string().contains("out"), "{error}");
+    assert!(
+        short.iter().all(|&v| v == 7.0),
+        "the array is left as it was"
     );
 }

@@ -42,7 +42,7 @@ use crate::host::simd::{dispatch, Task};
 use crate::host::HostPool;
 use board::{cells_board, heat_board, heat_result};
 use host_grid::HeatCell;
-use run::evolve;
+use run::{evolve, Built, Written};
 use state::Spec;
 
 /// The grid after `opts.steps` heat steps (row-major, `height` × `width`), computed in the
@@ -56,6 +56,75 @@ pub fn heat<T: HeatCell>(
     boundary: Boundary,
     opts: &Options,
 ) -> Result<(Vec<T>, Report)> {
+    let (spec, shift) = heat_spec(ctx, grid, (height, width), (alpha, boundary), opts)?;
+    let row_bytes = spec.row_bytes;
+    if shift == 0 && row_bytes == width * size_of::<T>() {
+        // Rows without padding, unscaled: the board's words are the result's cells.
+        let board = || cells_board(ctx, grid, width);
+        let mut board = Built::new(&board)?;
+        let report = evolve(ctx, &spec, (&mut board, None), opts)?;
+        return Ok((board.board, report));
+    }
+    let board = || heat_board(ctx, grid, width, row_bytes, shift);
+    let mut board = Built::new(&board)?;
+    let report = evolve(ctx, &spec, (&mut board, None), opts)?;
+    let mut out = heat_result(ctx, board.board, height, width, row_bytes)?;
+    if shift != 0 {
+        unscale_heat(&mut out, grid, height, width, boundary, shift)?;
+    }
+    Ok((out, report))
+}
+
+/// [`heat`] into `out` (`height` × `width` cells, not `grid`'s): its result is written
+/// there, whatever `out` held. A grid whose rows need no padding and no scaling, stepped at
+/// least once, is laid out on the devices straight from `grid`, and the run writes its rows
+/// into `out` as it finishes them (where [`heat`] copies the grid into a new board first);
+/// any other grid runs as [`heat`] does and its result is copied into `out`. On an error,
+/// `out` may hold part of the result.
+pub fn heat_into<T: HeatCell>(
+    ctx: &MultiGpuContext,
+    grid: &[T],
+    (height, width): (usize, usize),
+    (alpha, boundary): (T, Boundary),
+    opts: &Options,
+    out: &mut [T],
+) -> Result<Report> {
+    let (spec, shift) = heat_spec(ctx, grid, (height, width), (alpha, boundary), opts)?;
+    if out.len() != grid.len() {
+        return Err(Error::Shape {
+            argument: "out".into(),
+            expected: format!("({height}, {width})"),
+            actual: format!("{} cells", out.len()),
+        });
+    }
+    if shift == 0 && spec.row_bytes == width * size_of::<T>() && opts.steps > 0 {
+        let mut board = Written {
+            board: bytemuck::cast_slice_mut(out),
+        };
+        let source = Some(bytemuck::cast_slice(grid));
+        return evolve(ctx, &spec, (&mut board, source), opts);
+    }
+    let (cells, report) = heat(ctx, grid, height, width, alpha, boundary, opts)?;
+    let row = width * size_of::<T>();
+    crate::host::rows::copy_rows(
+        ctx.host_pool(),
+        (bytemuck::cast_slice_mut::<T, u8>(out), row),
+        (bytemuck::cast_slice::<T, u8>(&cells), row),
+        row,
+        |_| (),
+    );
+    Ok(report)
+}
+
+/// A heat run's checks and spec: the grid's shape, `alpha` and cells checked, the power of
+/// two it is scaled down by (see [`check_heat`]).
+fn heat_spec<T: HeatCell>(
+    ctx: &MultiGpuContext,
+    grid: &[T],
+    (height, width): (usize, usize),
+    (alpha, boundary): (T, Boundary),
+    opts: &Options,
+) -> Result<(Spec, i32)> {
     let shift = check_heat_on(ctx.host_pool(), grid, (height, width), alpha, opts.steps)?;
     // Rows padded to whole vec4s: the kernel updates four cells per thread.
     let row_bytes = width.div_ceil(4) * 4 * size_of::<T>();
@@ -68,18 +137,7 @@ pub fn heat<T: HeatCell>(
         width,
         row_bytes,
     };
-    if shift == 0 && row_bytes == width * size_of::<T>() {
-        // Rows without padding, unscaled: the board's words are the result's cells.
-        let board = || cells_board(ctx, grid, width);
-        return evolve(ctx, &spec, &board, opts);
-    }
-    let board = || heat_board(ctx, grid, width, row_bytes, shift);
-    let (board, report) = evolve(ctx, &spec, &board, opts)?;
-    let mut out = heat_result(ctx, board, height, width, row_bytes)?;
-    if shift != 0 {
-        unscale_heat(&mut out, grid, height, width, boundary, shift)?;
-    }
-    Ok((out, report))
+    Ok((spec, shift))
 }
 
 /// The power of two a heat grid whose largest |u| is `top` (finite) is scaled down by
@@ -269,7 +327,9 @@ pub fn life(
         width,
         row_bytes,
     };
-    let (board, report) = evolve(ctx, &spec, &board, opts)?;
+    let mut board = Built::new(&board)?;
+    let report = evolve(ctx, &spec, (&mut board, None), opts)?;
+    let board = board.board;
     let mut out = Vec::with_capacity(height * width);
     let bytes: &[u8] = bytemuck::cast_slice(&board);
     for row in bytes.chunks_exact(row_bytes) {

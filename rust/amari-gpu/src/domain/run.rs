@@ -24,17 +24,77 @@ use crate::gpu_io;
 use crate::interrupt;
 use crate::profile::{CallRecord, HostStep, Kind, Profiler};
 
-/// Runs the grid on the healthy devices, starting again without a device that fails from a
-/// new board built by `initial` (from the caller's grid: a restart is rare, so no copy of
-/// the board is kept for it). The board is words of `B` (its rows are whole words): 4-byte
-/// words a caller takes from the context's spare buffers and hands back, or the cells of a
-/// board that is the result itself.
-pub(super) fn evolve<B: bytemuck::Pod>(
+/// Where a grid run's board is, and how a run that starts again gets it back.
+pub(super) trait Board {
+    /// The board's bytes (whole rows of the run's row bytes).
+    fn bytes(&mut self) -> &mut [u8];
+    /// The board as the run starts, again (after a device failed).
+    fn restart(&mut self) -> Result<()>;
+}
+
+/// A board built by `initial` from the caller's grid, built again to start again (a restart
+/// is rare, so no copy of it is kept). Its words are of `B` (its rows are whole words):
+/// 4-byte words a caller takes from the context's spare buffers and hands back, or the
+/// cells of a board that is the result itself.
+pub(super) struct Built<'a, B> {
+    pub(super) board: Vec<B>,
+    pub(super) initial: &'a dyn Fn() -> Result<Vec<B>>,
+}
+
+impl<B: bytemuck::Pod> Built<'_, B> {
+    /// The board `initial` builds.
+    pub(super) fn new(initial: &dyn Fn() -> Result<Vec<B>>) -> Result<Built<'_, B>> {
+        Ok(Built {
+            board: initial()?,
+            initial,
+        })
+    }
+}
+
+impl<B: bytemuck::Pod> Board for Built<'_, B> {
+    fn bytes(&mut self) -> &mut [u8] {
+        bytemuck::cast_slice_mut(&mut self.board)
+    }
+
+    fn restart(&mut self) -> Result<()> {
+        self.board = (self.initial)()?;
+        Ok(())
+    }
+}
+
+/// A board that is the caller's result (whatever it holds), whose first layout reads the
+/// rows of the caller's grid, `source` (the board's rows as the run starts, exactly): the
+/// run only writes the board, each row once it is done with it (every band's owned rows are
+/// read back into it, or written there by a host band's last pass), so a restart has
+/// nothing to undo. Only for a run of more than no steps.
+pub(super) struct Written<'a> {
+    pub(super) board: &'a mut [u8],
+}
+
+impl Board for Written<'_> {
+    fn bytes(&mut self) -> &mut [u8] {
+        self.board
+    }
+
+    fn restart(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs the grid on the healthy devices, starting again without a device that fails from
+/// the board as it started. `source` is where the first layout of each attempt reads the
+/// rows from (see [`Written`]), the board itself without it.
+pub(super) fn evolve(
     ctx: &MultiGpuContext,
     spec: &Spec,
-    initial: &dyn Fn() -> Result<Vec<B>>,
+    (board, source): (&mut dyn Board, Option<&[u8]>),
     opts: &Options,
-) -> Result<(Vec<B>, Report)> {
+) -> Result<Report> {
+    if source.is_some() && opts.steps == 0 {
+        return Err(Error::Internal(
+            "a board laid out from the caller's grid takes more than no steps".into(),
+        ));
+    }
     let started = Instant::now();
     // Only devices that compute in the grid's dtype take rows (float64: the host device and
     // wgpu devices with SHADER_F64); a context with none refuses before any work.
@@ -54,7 +114,6 @@ pub(super) fn evolve<B: bytemuck::Pod>(
             .collect(),
         ..Report::default()
     };
-    let mut board = initial()?;
     loop {
         let healthy: Vec<usize> = ctx
             .devices()
@@ -76,11 +135,19 @@ pub(super) fn evolve<B: bytemuck::Pod>(
         report.rounds.clear();
         report.layouts.clear();
         report.download_s = 0.0;
-        let bytes = bytemuck::cast_slice_mut(&mut board);
-        match attempt(ctx, spec, bytes, split, opts, &recorder, &mut report) {
+        let bytes = board.bytes();
+        match attempt(
+            ctx,
+            spec,
+            (bytes, source),
+            split,
+            opts,
+            &recorder,
+            &mut report,
+        ) {
             Ok(()) => {
                 report.wall_s = started.elapsed().as_secs_f64();
-                return Ok((board, report));
+                return Ok(report);
             }
             Err(Failure {
                 device: Some(id),
@@ -98,7 +165,7 @@ pub(super) fn evolve<B: bytemuck::Pod>(
                 dev.counters.chunks_failed(1);
                 recorder.instant(Some(id), Kind::Retry);
                 report.failures.push((id, reason));
-                board = initial()?;
+                board.restart()?;
             }
             Err(Failure { error, .. }) => return Err(error),
         }
@@ -194,7 +261,7 @@ fn register_call(
 fn attempt(
     ctx: &MultiGpuContext,
     spec: &Spec,
-    board: &mut [u8],
+    (board, source): (&mut [u8], Option<&[u8]>),
     mut split: Vec<(usize, usize)>,
     opts: &Options,
     recorder: &Recorder<'_>,
@@ -214,7 +281,7 @@ fn attempt(
     let mut current = 0;
     let t = Instant::now();
     let layout = at.bands_of(&split)?;
-    let mut states = at.build(layout, board, current, None)?;
+    let mut states = at.build(layout, source.unwrap_or(board), current, None)?;
     report
         .layouts
         .push(layout_record(0, &split, &states, t.elapsed()));
