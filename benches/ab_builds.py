@@ -12,8 +12,9 @@ call threads" section were taken:
     python benches/ab_builds.py OLD_DIR NEW_DIR --op heat [--rounds 3] [--calls 40]
 
 Ops: ``cl3`` (Cl(3,0) product of 2^20 float32 rows into ``out=``), ``cl3s`` (2^16 rows),
+``cl3t`` (16 rows: a small call, the fast path),
 ``f16`` (2^20 float16 rows), ``f64s`` (2^16 float64 rows), ``heat`` (1024² periodic grid,
-16 steps, halo 16).
+16 steps, halo 16), ``heato`` (the same into a reused ``out=`` array).
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ from amari_gpu import MultiGpuContext
 op, calls, idle = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 host = MultiGpuContext(backends=["host"])
 rng = np.random.default_rng(0)
-if op == "heat":
+if op in ("heat", "heato"):
     u = rng.random((1024, 1024), dtype=np.float32)
-    f = lambda: host.stencil(u, 16, 0.2, "periodic", halo=16)
+    out = np.empty_like(u) if op == "heato" else None
+    f = lambda: host.stencil(u, 16, 0.2, "periodic", halo=16, out=out)
 else:
-    n, dt = {"cl3": (1 << 20, np.float32), "cl3s": (1 << 16, np.float32),
+    n, dt = {"cl3": (1 << 20, np.float32), "cl3s": (1 << 16, np.float32), "cl3t": (16, np.float32),
              "f16": (1 << 20, np.float16), "f64s": (1 << 16, np.float64)}[op]
     x = rng.random((n, 8)).astype(dt)
     y = rng.random((n, 8)).astype(dt)
@@ -58,7 +60,9 @@ print(statistics.median(walls), min(walls))
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("builds", nargs=2, help="directories holding an amari_gpu package")
-    parser.add_argument("--op", choices=["cl3", "cl3s", "f16", "f64s", "heat"], default="heat")
+    parser.add_argument(
+        "--op", choices=["cl3", "cl3s", "cl3t", "f16", "f64s", "heat", "heato"], default="heat"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument(
