@@ -82,9 +82,9 @@ struct Grid<'py, T: Element> {
     out: Option<Bound<'py, PyArray2<T>>>,
 }
 
-/// Runs `steps` (the core's heat or Life run) on `grid`: checks the grid, claims `out`
-/// before any work, runs detached with `progress` watched, and returns the (H, W) grid in
-/// `out` or a new array with the run's report.
+/// Runs `steps` (the core's Life run) on `grid`: checks the grid, claims `out` before any
+/// work, runs detached with `progress` watched, and returns the (H, W) grid copied into
+/// `out` or as a new array, with the run's report.
 fn run_grid<'py, T, F>(
     py: Python<'py>,
     ctx: &PyContext,
