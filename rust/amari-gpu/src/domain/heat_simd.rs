@@ -1,8 +1,12 @@
-//! The inner cells of a heat row (cells `1..w - 1`, whose left and right neighbours are
-//! in the row) in AVX-512 and AVX2+FMA intrinsics, float32 and float64: each vector of
-//! cells is exactly `fma(α, ((up + down) + (left + right)) − 4u, u)` per lane, bracketed
-//! and rounded as the portable cell of `host_grid` (and `shaders/heat.wgsl`) computes it,
-//! fused or as a product and a sum by the devices' [`FmaMode`](crate::kernel::FmaMode).
+//! The cells of a heat row in AVX-512 and AVX2+FMA intrinsics, float32 and float64: the
+//! inner cells (`1..w - 1`, whose left and right neighbours are in the row) in vectors,
+//! each exactly `fma(α, ((up + down) + (left + right)) − 4u, u)` per lane, bracketed and
+//! rounded as the portable cell of `host_grid` (and `shaders/heat.wgsl`) computes it, fused
+//! or as a product and a sum by the devices' [`FmaMode`](crate::kernel::FmaMode); then the
+//! first and last cell, the same cell with the row wrapped (periodic) or kept (a Dirichlet
+//! frame), computed in the kernel's own code: as a call from the caller's portable code
+//! they took a twelfth of a heat pass (a software `fma` call each, and a copy of no
+//! padding).
 //!
 //! Why by hand: the compiler's loop over a row leaves its last `(w − 2) mod 32` cells
 //! (30 of a 1024-cell row) to a scalar loop, which took about a sixth of the kernel's
@@ -16,10 +20,33 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
+use crate::host::arith::Real;
 use crate::host::simd::Level;
 
 /// The rows `[up, at, down]` a row is computed from, each at least as long as it.
 pub(crate) type Around<'a, T> = [&'a [T]; 3];
+
+/// The first and last cell of `out` (`w = out.len() >= 2`) from rows `[up, at, down]`:
+/// the cell of the inner ones with the row wrapped when `periodic`, else `at`'s (a
+/// Dirichlet frame's columns keep their values). Inlined into the vector kernels, whose
+/// target features make `mul_add` one instruction.
+#[inline(always)]
+fn edges<T: Real + std::ops::Sub<Output = T>, const FUSED: bool>(
+    (alpha, four): (T, T),
+    [up, at, down]: Around<'_, T>,
+    out: &mut [T],
+    periodic: bool,
+) {
+    let last = out.len() - 1;
+    for (c, left, right) in [(0, last, 1), (last, last - 1, 0)] {
+        out[c] = if periodic {
+            let s = (up[c] + down[c]) + (at[left] + at[right]);
+            T::madd::<FUSED>(alpha, s - four * at[c], at[c])
+        } else {
+            at[c]
+        };
+    }
+}
 
 /// What a row's vector loop starts from: α and 4 in every lane (splat by `$set`), the rows'
 /// pointers, and the index of the row's last cell (the first not computed).
@@ -96,15 +123,17 @@ macro_rules! lanes {
         $load256:ident, $store256:ident, $set256:ident, $add256:ident, $sub256:ident,
         $mul256:ident, $fma256:ident
     ) => {
-        /// The inner cells of `out` (cells `1..w - 1`, `w = out.len() >= 3`) from its rows
-        /// around, at `level`, fused when `FUSED`: whether they were written (else the
-        /// caller's portable loop writes them).
+        /// The cells of `out` (`w = out.len()`; its inner cells `1..w - 1` in vectors, its
+        /// first and last as [`edges`], wrapped when `periodic`) from its rows around, at
+        /// `level`, fused when `FUSED`: whether they were written (else the caller's
+        /// portable loop writes them).
         #[inline]
         pub(super) fn $inner<const FUSED: bool>(
             level: Level,
             alpha: $t,
             [up, at, down]: Around<'_, $t>,
             out: &mut [$t],
+            periodic: bool,
         ) -> bool {
             let w = out.len();
             // Rows of one length: the kernels read and write only below `w`.
@@ -116,34 +145,35 @@ macro_rules! lanes {
                 // cells each, as the kernel requires.
                 #[allow(unsafe_code)]
                 Level::Avx512 if w >= 3 => {
-                    unsafe { $avx512::<FUSED>(alpha, rows, out) };
+                    unsafe { $avx512::<FUSED>(alpha, rows, out, periodic) };
                     return true;
                 }
                 // SAFETY: as above for AVX2 and FMA; the rows hold `w >= $w256 + 2`
                 // cells, at least one whole vector of inner cells.
                 #[allow(unsafe_code)]
                 Level::Avx2 | Level::Avx512 if w >= $w256 + 2 => {
-                    unsafe { $avx2::<FUSED>(alpha, rows, out) };
+                    unsafe { $avx2::<FUSED>(alpha, rows, out, periodic) };
                     return true;
                 }
                 _ => {}
             }
-            let _ = (level, alpha, rows);
+            let _ = (level, alpha, rows, periodic);
             false
         }
 
-        /// The inner cells of two rows one above the other, `outs[0]` from rows `[up, at,
-        /// at2]` and `outs[1]` from `[at, at2, down]` (`w = outs[0].len() >= 3` cells each,
-        /// the rows at least as long), fused when `FUSED`, in one sweep at the AVX-512 level:
-        /// whether they were written (else the caller computes each row). Each cell is the
-        /// one [`$inner`] computes; the sweep loads the two middle rows' vectors once for
-        /// both outputs.
+        /// The cells of two rows one above the other, `outs[0]` from rows `[up, at, at2]`
+        /// and `outs[1]` from `[at, at2, down]` (`w = outs[0].len() >= 3` cells each, the
+        /// rows at least as long), fused when `FUSED`, wrapped when `periodic`, the inner
+        /// ones in one sweep at the AVX-512 level: whether they were written (else the caller
+        /// computes each row). Each cell is the one [`$inner`] computes; the sweep loads the
+        /// two middle rows' vectors once for both outputs.
         #[inline]
         pub(super) fn $inner2<const FUSED: bool>(
             level: Level,
             alpha: $t,
             [up, at, at2, down]: [&[$t]; 4],
             [out, out2]: [&mut [$t]; 2],
+            periodic: bool,
         ) -> bool {
             let w = out.len();
             #[cfg(target_arch = "x86_64")]
@@ -154,11 +184,11 @@ macro_rules! lanes {
                 // each, as the kernel requires.
                 #[allow(unsafe_code)]
                 unsafe {
-                    $avx512_2::<FUSED>(alpha, rows, out, out2)
+                    $avx512_2::<FUSED>(alpha, rows, out, out2, periodic)
                 };
                 return true;
             }
-            let _ = (level, alpha, up, at, at2, down, out2);
+            let _ = (level, alpha, up, at, at2, down, out2, periodic);
             false
         }
 
@@ -173,6 +203,7 @@ macro_rules! lanes {
             [up, at, at2, down]: [&[$t]; 4],
             out: &mut [$t],
             out2: &mut [$t],
+            periodic: bool,
         ) {
             let three = [up, at, at2];
             let (a, four, [u, m, d], o, end) = setup!($set512, alpha, three, out);
@@ -203,6 +234,8 @@ macro_rules! lanes {
                     $mstore512(o2.add(c), k, v2);
                 }
             );
+            edges::<$t, FUSED>((alpha, 4.0), [up, at, at2], out, periodic);
+            edges::<$t, FUSED>((alpha, 4.0), [at, at2, down], out2, periodic);
         }
 
         /// The inner cells of a row of `w = out.len() >= 3` cells (the other rows at least as
@@ -211,7 +244,12 @@ macro_rules! lanes {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f,avx2,fma")]
         #[allow(unsafe_code)]
-        unsafe fn $avx512<const FUSED: bool>(alpha: $t, rows: Around<'_, $t>, out: &mut [$t]) {
+        unsafe fn $avx512<const FUSED: bool>(
+            alpha: $t,
+            rows: Around<'_, $t>,
+            out: &mut [$t],
+            periodic: bool,
+        ) {
             let (a, four, [u, m, d], o, end) = setup!($set512, alpha, rows, out);
             positions512!(
                 $t,
@@ -235,6 +273,7 @@ macro_rules! lanes {
                     $mstore512(o.add(c), k, v);
                 }
             );
+            edges::<$t, FUSED>((alpha, 4.0), rows, out, periodic);
         }
 
         /// The inner cells of a row of `w = out.len() >= $w256 + 2` cells, `$w256` lanes at a
@@ -242,7 +281,12 @@ macro_rules! lanes {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
         #[allow(unsafe_code)]
-        unsafe fn $avx2<const FUSED: bool>(alpha: $t, rows: Around<'_, $t>, out: &mut [$t]) {
+        unsafe fn $avx2<const FUSED: bool>(
+            alpha: $t,
+            rows: Around<'_, $t>,
+            out: &mut [$t],
+            periodic: bool,
+        ) {
             let (a, four, [u, m, d], o, end) = setup!($set256, alpha, rows, out);
             let mut c = 1;
             // SAFETY (the loads and stores of each vector): `c >= 1` and `c + $w256 <=
@@ -264,6 +308,7 @@ macro_rules! lanes {
                 }
                 c += $w256;
             }
+            edges::<$t, FUSED>((alpha, 4.0), rows, out, periodic);
         }
     };
 }
@@ -330,9 +375,9 @@ mod tests {
         [row(), row(), row(), vec![f(-7.25); w]]
     }
 
-    /// Every level's inner cells of rows 1 to 70 cells wide (around the 4-, 8- and 16-lane
+    /// Every level's cells of rows 1 to 70 cells wide (around the 4-, 8- and 16-lane
     /// vectors and their tails) and of 1024 and 1029, bit for bit the portable cell's, in
-    /// float32 and float64, fused and not; the first and last cell left as they were.
+    /// float32 and float64, fused and not, the first and last cell wrapped or kept.
     #[test]
     fn every_level_computes_the_portable_cells_bit_for_bit() {
         let mut checked = 0;
@@ -345,12 +390,15 @@ mod tests {
                     .flat_map(|f| [0, 1, 3, 5, 7, 9, 15].map(|s| (f, s)))
                 {
                     let seed = (w * 2 + usize::from(fused) + skip * 1000) as u64;
-                    let [u, m, d, mut out] = rows(w + skip, seed, |v| v as f32);
-                    let out = &mut out[skip..];
-                    checked += check(level, fused, 0.23f32, [&u, &m, &d], out);
-                    let [u, m, d, mut out] = rows(w + skip, seed, |v| v);
-                    let out = &mut out[skip..];
-                    checked += check(level, fused, 0.23f64, [&u, &m, &d], out);
+                    for periodic in [true, false] {
+                        let f = (fused, periodic);
+                        let [u, m, d, mut out] = rows(w + skip, seed, |v| v as f32);
+                        let out = &mut out[skip..];
+                        checked += check(level, f, 0.23f32, [&u, &m, &d], out);
+                        let [u, m, d, mut out] = rows(w + skip, seed, |v| v);
+                        let out = &mut out[skip..];
+                        checked += check(level, f, 0.23f64, [&u, &m, &d], out);
+                    }
                 }
             }
         }
@@ -358,9 +406,9 @@ mod tests {
     }
 
     /// The two-row sweep at every level, widths 1 to 70 and 1024, 1029, output rows at
-    /// several offsets from a line, float32 and float64, fused and not: where it writes (the
-    /// AVX-512 level, three cells or more), each row's inner cells are the portable cell's
-    /// bit for bit and its first and last cell are left; elsewhere it writes nothing.
+    /// several offsets from a line, float32 and float64, fused and not, wrapped and not:
+    /// where it writes (the AVX-512 level, three cells or more), each row's cells are the
+    /// portable cell's bit for bit; elsewhere it writes nothing.
     #[test]
     fn the_two_row_sweep_computes_each_rows_portable_cells() {
         let mut swept = 0;
@@ -371,12 +419,13 @@ mod tests {
                     .flat_map(|f| [0, 1, 5, 9].map(|s| (f, s)))
                 {
                     let seed = (w * 7 + usize::from(fused) + skip * 1000) as u64;
+                    let f = (fused, skip % 2 == 0);
                     let [u, m, d, _] = rows(w + skip, seed, |v| v as f32);
                     let [m2, _, _, mut out] = rows(w + skip, seed + 1, |v| v as f32);
                     let mut out2 = out.clone();
                     swept += check2(
                         level,
-                        fused,
+                        f,
                         0.23f32,
                         [&u, &m, &m2, &d],
                         [&mut out[skip..], &mut out2[skip..]],
@@ -386,7 +435,7 @@ mod tests {
                     let mut out2 = out.clone();
                     swept += check2(
                         level,
-                        fused,
+                        f,
                         0.23f64,
                         [&u, &m, &m2, &d],
                         [&mut out[skip..], &mut out2[skip..]],
@@ -397,17 +446,25 @@ mod tests {
         assert!(swept > 0 || !Level::available().contains(&Level::Avx512));
     }
 
-    /// Checks one two-row sweep at `level` (see the test above); 1 when it wrote the rows.
-    fn check2<T>(level: Level, fused: bool, a: T, r: [&[T]; 4], [o1, o2]: [&mut [T]; 2]) -> usize
+    /// Checks one two-row sweep at `level`, fused and wrapped as `(fused, periodic)` (see
+    /// the test above); 1 when it wrote the rows.
+    fn check2<T>(
+        level: Level,
+        (fused, periodic): (bool, bool),
+        a: T,
+        r: [&[T]; 4],
+        [o1, o2]: [&mut [T]; 2],
+    ) -> usize
     where
         T: HeatCell + From<f32> + std::fmt::Debug,
     {
         let w = o1.len();
         let sentinel = o1[0];
+        let p = periodic;
         let wrote = if fused {
-            T::inner_rows2::<true>(level, a, r, [&mut *o1, &mut *o2])
+            T::inner_rows2::<true>(level, a, r, [&mut *o1, &mut *o2], p)
         } else {
-            T::inner_rows2::<false>(level, a, r, [&mut *o1, &mut *o2])
+            T::inner_rows2::<false>(level, a, r, [&mut *o1, &mut *o2], p)
         };
         let bits = |v: T| bytemuck::bytes_of(&v).to_vec();
         if !wrote {
@@ -419,37 +476,54 @@ mod tests {
             return 0;
         }
         for (q, out) in [&*o1, &*o2].into_iter().enumerate() {
-            let [u, m, d] = [r[q], r[q + 1], r[q + 2]];
-            for c in 1..w - 1 {
-                let want = cell(fused, a, [u[c], d[c], m[c - 1], m[c + 1], m[c]]);
+            let rows = [r[q], r[q + 1], r[q + 2]];
+            for c in 0..w {
+                let want = wanted((fused, periodic), a, rows, (c, w));
                 assert_eq!(
                     bits(out[c]),
                     bits(want),
-                    "{level:?} width {w} row {q} cell {c} fused {fused}"
+                    "{level:?} width {w} row {q} cell {c} fused {fused} periodic {periodic}"
                 );
             }
-            assert_eq!(bits(out[0]), bits(sentinel), "{level:?} width {w} row {q}");
-            assert_eq!(
-                bits(out[w - 1]),
-                bits(sentinel),
-                "{level:?} width {w} row {q}"
-            );
         }
         1
     }
 
-    /// Checks one row at `level`: the cells `HeatCell::inner_row` writes against `cell`'s, and the
-    /// cells it must not write; 1 when it wrote the row.
-    fn check<T>(level: Level, fused: bool, a: T, [u, m, d]: [&[T]; 3], out: &mut [T]) -> usize
+    /// Cell `c` of a row of `w` cells from rows `[u, m, d]` as the portable row computes it: the inner
+    /// cells by [`cell`], the first and last wrapped (`periodic`) or kept.
+    fn wanted<T>(f: (bool, bool), a: T, [u, m, d]: [&[T]; 3], (c, w): (usize, usize)) -> T
+    where
+        T: HeatCell + From<f32>,
+    {
+        let (fused, periodic) = f;
+        let last = w - 1;
+        if (c == 0 || c == last) && !periodic {
+            return m[c];
+        }
+        let left = m[if c == 0 { last } else { c - 1 }];
+        let right = m[if c == last { 0 } else { c + 1 }];
+        cell(fused, a, [u[c], d[c], left, right, m[c]])
+    }
+
+    /// Checks one row at `level`, fused and wrapped as `(fused, periodic)`: the cells
+    /// `HeatCell::inner_row` writes against the portable row's, or that it writes none; 1
+    /// when it wrote the row.
+    fn check<T>(
+        level: Level,
+        (fused, periodic): (bool, bool),
+        a: T,
+        [u, m, d]: [&[T]; 3],
+        out: &mut [T],
+    ) -> usize
     where
         T: HeatCell + From<f32> + std::fmt::Debug,
     {
         let w = out.len();
         let sentinel = out[0];
         let wrote = if fused {
-            T::inner_row::<true>(level, a, [u, m, d], out)
+            T::inner_row::<true>(level, a, [u, m, d], out, periodic)
         } else {
-            T::inner_row::<false>(level, a, [u, m, d], out)
+            T::inner_row::<false>(level, a, [u, m, d], out, periodic)
         };
         let bits = |v: T| bytemuck::bytes_of(&v).to_vec();
         if !wrote {
@@ -462,17 +536,15 @@ mod tests {
             assert!(out.iter().all(|&v| bits(v) == bits(sentinel)));
             return 0;
         }
-        for c in 1..w - 1 {
-            let want = cell(fused, a, [u[c], d[c], m[c - 1], m[c + 1], m[c]]);
+        for c in 0..w {
+            let want = wanted((fused, periodic), a, [u, m, d], (c, w));
             assert_eq!(
                 bits(out[c]),
                 bits(want),
-                "{level:?} width {w} cell {c} fused {fused}: {:?} for {want:?}",
+                "{level:?} width {w} cell {c} fused {fused} periodic {periodic}: {:?} for {want:?}",
                 out[c]
             );
         }
-        assert_eq!(bits(out[0]), bits(sentinel), "{level:?} width {w}");
-        assert_eq!(bits(out[w - 1]), bits(sentinel), "{level:?} width {w}");
         1
     }
 }

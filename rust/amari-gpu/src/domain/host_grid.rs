@@ -41,15 +41,16 @@ pub trait HeatCell: Real + Scalar + Sub<Output = Self> + bytemuck::Pod + Default
     fn abs_bits(self) -> Self::Bits;
     /// The value of bits `bits` of a non-negative value.
     fn from_abs_bits(bits: Self::Bits) -> Self;
-    /// Writes the inner cells of row `out` (all but its first and last of `out.len()`) from
-    /// rows `up`, `at` and `down` in this type's vectors at `level` (`domain::heat_simd`),
-    /// fused when `FUSED`, and says so; or writes nothing (no vectors at that level, or a
-    /// row too short for them).
+    /// Writes the cells of row `out` (its `out.len()` cells: the inner ones in this type's
+    /// vectors, the first and last wrapped when `periodic`, else kept) from rows `up`, `at`
+    /// and `down` at `level` (`domain::heat_simd`), fused when `FUSED`, and says so; or
+    /// writes nothing (no vectors at that level, or a row too short for them).
     fn inner_row<const F: bool>(
         level: Level,
         a: Self,
         rows: Around<'_, Self>,
         out: &mut [Self],
+        periodic: bool,
     ) -> bool;
     /// [`inner_row`](Self::inner_row) of two rows one above the other, `outs[0]` from
     /// `rows[..3]` and `outs[1]` from `rows[1..]`, in one sweep (`domain::heat_simd`), or
@@ -59,6 +60,7 @@ pub trait HeatCell: Real + Scalar + Sub<Output = Self> + bytemuck::Pod + Default
         a: Self,
         rows: [&[Self]; 4],
         outs: [&mut [Self]; 2],
+        periodic: bool,
     ) -> bool;
 }
 
@@ -83,8 +85,9 @@ macro_rules! heat_cell {
                 a: $t,
                 rows: Around<'_, $t>,
                 out: &mut [$t],
+                periodic: bool,
             ) -> bool {
-                $inner::<F>(level, a, rows, out)
+                $inner::<F>(level, a, rows, out, periodic)
             }
             #[inline]
             fn inner_rows2<const F: bool>(
@@ -92,8 +95,9 @@ macro_rules! heat_cell {
                 a: $t,
                 rows: [&[$t]; 4],
                 outs: [&mut [$t]; 2],
+                periodic: bool,
             ) -> bool {
-                $inner2::<F>(level, a, rows, outs)
+                $inner2::<F>(level, a, rows, outs, periodic)
             }
         }
     };
@@ -152,10 +156,11 @@ impl<T: HeatCell> Stencil for HeatStep<T> {
     fn row(&self, up: &[T], at: &[T], down: &[T], out: &mut [T]) {
         let (w, level, fused) = (self.width, dispatched(), self.fma == FmaMode::Fused);
         let cells = &mut out[..w];
+        let p = self.periodic;
         let vectors = if fused {
-            T::inner_row::<true>(level, self.alpha, [up, at, down], cells)
+            T::inner_row::<true>(level, self.alpha, [up, at, down], cells, p)
         } else {
-            T::inner_row::<false>(level, self.alpha, [up, at, down], cells)
+            T::inner_row::<false>(level, self.alpha, [up, at, down], cells, p)
         };
         self.rest_of_row([up, at, down], out, vectors);
     }
@@ -163,11 +168,11 @@ impl<T: HeatCell> Stencil for HeatStep<T> {
     fn rows2(&self, [up, at, at2, down]: [&[T]; 4], [out, out2]: [&mut [T]; 2]) {
         let (w, level, fused) = (self.width, dispatched(), self.fma == FmaMode::Fused);
         let (cells, cells2) = (&mut out[..w], &mut out2[..w]);
-        let rows = [up, at, at2, down];
+        let (rows, p) = ([up, at, at2, down], self.periodic);
         let vectors = if fused {
-            T::inner_rows2::<true>(level, self.alpha, rows, [cells, cells2])
+            T::inner_rows2::<true>(level, self.alpha, rows, [cells, cells2], p)
         } else {
-            T::inner_rows2::<false>(level, self.alpha, rows, [cells, cells2])
+            T::inner_rows2::<false>(level, self.alpha, rows, [cells, cells2], p)
         };
         if !vectors {
             self.row(up, at, at2, out);
@@ -180,27 +185,27 @@ impl<T: HeatCell> Stencil for HeatStep<T> {
 }
 
 impl<T: HeatCell> HeatStep<T> {
-    /// The cells of row `out` (from rows `[up, at, down]`) its inner vectors did not write:
-    /// the first and last cell and any padding when `vectors` wrote the inner ones, else
-    /// every cell.
+    /// The cells of row `out` (from rows `[up, at, down]`) the vector kernels did not
+    /// write: its padding when `vectors` wrote the row's cells, else every cell.
     fn rest_of_row(&self, [up, at, down]: [&[T]; 3], out: &mut [T], vectors: bool) {
-        let fused = self.fma == FmaMode::Fused;
+        if vectors {
+            // Padding cells keep their value (most rows have none: no copy call then).
+            let (w, n) = (self.width, out.len());
+            if n > w {
+                out[w..].copy_from_slice(&at[w..n]);
+            }
+            return;
+        }
         let row = HeatRow {
             step: self,
             up,
             at,
             down,
             out,
-            inner: !vectors,
         };
-        match (vectors, fused) {
-            // Only the first and last cell (and any padding) are left: two cells, not worth
-            // a call into code compiled for the CPU's vectors (a twentieth of a heat call's
-            // CPU time went to those calls).
-            (true, true) => heat_row::<T, true>(row),
-            (true, false) => heat_row::<T, false>(row),
-            (false, true) => dispatch(Fused(row)),
-            (false, false) => dispatch(Separate(row)),
+        match self.fma == FmaMode::Fused {
+            true => dispatch(Fused(row)),
+            false => dispatch(Separate(row)),
         }
     }
 }
@@ -211,8 +216,6 @@ struct HeatRow<'a, T> {
     at: &'a [T],
     down: &'a [T],
     out: &'a mut [T],
-    /// Whether the row kernel computes the inner cells (else `heat_simd` wrote them).
-    inner: bool,
 }
 
 #[inline(always)]
@@ -229,13 +232,12 @@ fn heat_row<T: HeatCell, const F: bool>(row: HeatRow<'_, T>) {
         at,
         down,
         out,
-        inner,
     } = row;
     let (w, a) = (step.width, step.alpha);
     let last = w - 1;
     // Padding cells keep their value.
     out[w..].copy_from_slice(&at[w..]);
-    if inner && w >= 3 {
+    if w >= 3 {
         // Slices of one length, so the loop has no bounds checks and vectorises.
         let n = w - 2;
         let (up, down, mid) = (&up[1..=n], &down[1..=n], &at[1..=n]);
