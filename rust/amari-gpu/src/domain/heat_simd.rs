@@ -477,10 +477,10 @@ mod tests {
         }
         for (q, out) in [&*o1, &*o2].into_iter().enumerate() {
             let rows = [r[q], r[q + 1], r[q + 2]];
-            for c in 0..w {
+            for (c, &got) in out.iter().enumerate() {
                 let want = wanted((fused, periodic), a, rows, (c, w));
                 assert_eq!(
-                    bits(out[c]),
+                    bits(got),
                     bits(want),
                     "{level:?} width {w} row {q} cell {c} fused {fused} periodic {periodic}"
                 );
@@ -536,13 +536,12 @@ mod tests {
             assert!(out.iter().all(|&v| bits(v) == bits(sentinel)));
             return 0;
         }
-        for c in 0..w {
+        for (c, &got) in out.iter().enumerate() {
             let want = wanted((fused, periodic), a, [u, m, d], (c, w));
             assert_eq!(
-                bits(out[c]),
+                bits(got),
                 bits(want),
-                "{level:?} width {w} cell {c} fused {fused} periodic {periodic}: {:?} for {want:?}",
-                out[c]
+                "{level:?} width {w} cell {c} fused {fused} periodic {periodic}: {got:?} for {want:?}"
             );
         }
         1
