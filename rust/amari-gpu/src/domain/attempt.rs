@@ -33,6 +33,10 @@ impl From<Error> for Failure {
 pub(super) struct DeviceBands<'d> {
     /// The bands, in the device's band order.
     pub(super) bands: Vec<Band>,
+    /// Whether the layout left the bands' rows on the board (the caller's grid, unchanged
+    /// until the first round ends) for their first round to upload, all of them
+    /// (`Attempt::build`); cleared once that round ran.
+    pub(super) lent: bool,
     /// Their buffers on the device.
     pub(super) store: Box<dyn Bands + 'd>,
 }

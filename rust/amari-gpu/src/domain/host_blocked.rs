@@ -12,7 +12,9 @@
 //! first step reads the band buffer, the last writes it. The rows are cut into one chunk
 //! per thread; a chunk also computes, for step `j`, the `d - j` rows beyond each of its
 //! edges that its last step needs (overlapped tiles: a triangle recomputed at each cut,
-//! none between rows).
+//! none between rows). A pass may read the step before it from rows kept elsewhere (a
+//! new layout's rows where the caller's grid has them) instead of the band buffer, which
+//! then need not hold them.
 
 use std::ops::Range;
 
@@ -68,6 +70,9 @@ pub(crate) fn depth(row_bytes: usize) -> usize {
     (RING_BYTES / (SLOTS * row_bytes.max(1))).clamp(1, MAX_DEPTH)
 }
 
+/// Buffer row `r`'s words of a step, wherever they are kept.
+pub(crate) type Rows<'a, T> = dyn Fn(usize) -> &'a [T] + Sync + 'a;
+
 /// One pass: steps `steps` (1-based, consecutive, counted from the band's last exchange)
 /// with the buffer rows `rows(k)` that step `k` computes.
 pub(crate) struct Pass<'a> {
@@ -82,7 +87,8 @@ pub(crate) struct Pass<'a> {
     pub(crate) stop: &'a Stop<'a>,
 }
 
-/// Runs `pass` on a band whose buffer `src` holds the step before it: the result is in
+/// Runs `pass` on a band whose buffer `src` holds the step before it, or whose rows of
+/// that step `first` gives when given (`src`'s words are then not read): the result is in
 /// `src` after an even number of steps, in `other` after an odd one (as stepping from one
 /// buffer to the other would leave it). Rows a step does not compute keep their words.
 /// With `into` = (buffer rows `rows`, their place), the last step writes those rows (all
@@ -95,6 +101,7 @@ pub(crate) fn run<S: Stencil>(
     src: &mut [S::Cell],
     other: &mut [S::Cell],
     into: Option<(Range<usize>, &mut [S::Cell])>,
+    first: Option<&Rows<'_, S::Cell>>,
 ) {
     let d = pass.steps.len();
     let rl = s.row_len();
@@ -102,12 +109,35 @@ pub(crate) fn run<S: Stencil>(
     if d == 0 {
         return;
     }
+    if let Some(read) = first {
+        // Read from elsewhere, so even `src` can take the result without copies of rows.
+        let (rows, out) = match into {
+            Some((rows, place)) => (rows, place),
+            None if d % 2 == 1 => (0..n, other),
+            None => (0..n, src),
+        };
+        return apart(s, pass, rows, read, out);
+    }
     let (rows, out): (Range<usize>, &mut [S::Cell]) = match into {
         Some((rows, place)) => (rows, place),
         None if d % 2 == 1 => (0..n, other),
         None => return in_place(s, pass, src),
     };
     let src: &[S::Cell] = src;
+    apart(s, pass, rows, &|r| &src[r * rl..(r + 1) * rl], out);
+}
+
+/// The pass's last step's rows `rows` into `out` (those rows' words), the step before the
+/// pass read by `read`, which shares no words with `out`.
+fn apart<S: Stencil>(
+    s: &S,
+    pass: &Pass<'_>,
+    rows: Range<usize>,
+    read: &Rows<'_, S::Cell>,
+    out: &mut [S::Cell],
+) {
+    let d = pass.steps.len();
+    let rl = s.row_len();
     if d == 1 {
         let step = (pass.rows)(pass.steps.start);
         let (lo, hi) = (step.start.max(rows.start), step.end.min(rows.end));
@@ -115,7 +145,7 @@ pub(crate) fn run<S: Stencil>(
         return single_into(
             s,
             lo..hi.max(lo),
-            src,
+            read,
             &mut out[at..at + hi.saturating_sub(lo) * rl],
         );
     }
@@ -123,7 +153,7 @@ pub(crate) fn run<S: Stencil>(
     let outs = split_rows(out, &spans, rl);
     outs.into_par_iter()
         .zip(spans.par_iter())
-        .for_each(|(out, span)| wavefront(s, pass, span.clone(), Source::Apart(src), out));
+        .for_each(|(out, span)| wavefront(s, pass, span.clone(), Source::Rows(read), out));
 }
 
 /// `rows` cut into one chunk per thread, each tall enough that its recomputed triangles
@@ -180,24 +210,28 @@ pub(crate) fn single<S: Stencil>(s: &S, rows: Range<usize>, src: &[S::Cell], dst
     single_into(
         s,
         rows.clone(),
-        src,
+        &|r| &src[r * rl..(r + 1) * rl],
         &mut dst[rows.start * rl..rows.end * rl],
     );
 }
 
-/// One step: rows `rows` from `src` into `out` (those rows' words), a row per task.
-fn single_into<S: Stencil>(s: &S, rows: Range<usize>, src: &[S::Cell], out: &mut [S::Cell]) {
+/// One step: rows `rows` from the step before's rows `read` into `out` (those rows'
+/// words), a row per task.
+fn single_into<S: Stencil>(
+    s: &S,
+    rows: Range<usize>,
+    read: &Rows<'_, S::Cell>,
+    out: &mut [S::Cell],
+) {
     let rl = s.row_len();
     let start = rows.start;
     out.par_chunks_mut(rl).enumerate().for_each(|(i, out)| {
         let r = start + i;
-        let at = &src[r * rl..(r + 1) * rl];
+        let at = read(r);
         if s.fixed(r) {
             out.copy_from_slice(at);
         } else {
-            let up = &src[(r - 1) * rl..r * rl];
-            let down = &src[(r + 1) * rl..(r + 2) * rl];
-            s.row(up, at, down, out);
+            s.row(read(r - 1), at, read(r + 1), out);
         }
     });
 }
@@ -215,24 +249,25 @@ fn split_rows<'b, T>(buffer: &'b mut [T], spans: &[Range<usize>], rl: usize) -> 
 }
 
 /// Where a chunk's first step reads the rows of the step before the pass.
-enum Source<'a, T> {
-    /// The whole other buffer (an odd pass writes into the buffer it does not read).
-    Apart(&'a [T]),
+enum Source<'a, 'r, T> {
+    /// Rows apart from the ones the pass writes: the other buffer (an odd pass writes into
+    /// the buffer it does not read), or rows kept elsewhere.
+    Rows(&'a Rows<'r, T>),
     /// The chunk's own rows in place, and copies of the rows up to the pass's depth
     /// beyond its edges.
     InPlace { above: &'a [T], below: &'a [T] },
 }
 
 /// Row `r` of the step before the pass, for a chunk of rows `span` whose own rows are `own`.
-fn input<'x, T>(
-    source: &Source<'x, T>,
+fn input<'x, 'r: 'x, T>(
+    source: &Source<'x, 'r, T>,
     own: &'x [T],
     span: &Range<usize>,
     rl: usize,
     r: usize,
 ) -> &'x [T] {
     match *source {
-        Source::Apart(src) => &src[r * rl..(r + 1) * rl],
+        Source::Rows(read) => read(r),
         Source::InPlace { above, below } => {
             if r < span.start {
                 let first = span.start - above.len() / rl;
@@ -252,7 +287,7 @@ fn wavefront<S: Stencil>(
     s: &S,
     pass: &Pass<'_>,
     span: Range<usize>,
-    source: Source<'_, S::Cell>,
+    source: Source<'_, '_, S::Cell>,
     out: &mut [S::Cell],
 ) {
     let rl = s.row_len();
@@ -301,7 +336,7 @@ fn steps<S: Stencil>(
     s: &S,
     pass: &Pass<'_>,
     span: Range<usize>,
-    source: &Source<'_, S::Cell>,
+    source: &Source<'_, '_, S::Cell>,
     out: &mut [S::Cell],
     ring: &mut [S::Cell],
 ) {
@@ -371,7 +406,7 @@ fn dst<T>(buffer: &mut [T], rl: usize, i: usize, k: Option<usize>) -> Dst<'_, T>
 fn rows_at<S: Stencil>(
     s: &S,
     (j, d): (usize, usize),
-    (span, source): (&Range<usize>, &Source<'_, S::Cell>),
+    (span, source): (&Range<usize>, &Source<'_, '_, S::Cell>),
     (out, ring): (&mut [S::Cell], &mut [S::Cell]),
     r: usize,
     two: bool,

@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use super::bands::{Band, Geometry};
-use super::host_blocked::{run, single, Pass, Stencil};
+use super::host_blocked::{run, single, Pass, Rows, Stencil};
 use super::host_grid::{HeatStep, LifeStep};
 use crate::host::simd::{force_level, Level};
 use crate::kernel::FmaMode;
@@ -25,7 +25,9 @@ fn noise<T>(n: usize, seed: u64, f: impl Fn(u64) -> T) -> Vec<T> {
 
 /// Steps `1..=steps` of a band from `start`: one at a time (a whole step over the rows,
 /// then the next) and blocked in passes of `depth` steps, each from the same two buffers
-/// (the other one holding `junk`); the rows the last step computes, as bits, both ways.
+/// (the other one holding `junk`), also with the last pass into a place of its own and
+/// with the first pass reading `start` where it is (checked against blocked); the rows the
+/// last step computes, as bits, one at a time and blocked.
 fn both<S: Stencil>(
     s: &S,
     rows: &(dyn Fn(usize) -> Range<usize> + Sync),
@@ -47,11 +49,14 @@ where
         let (src, dst) = if k % 2 == 1 { (&*x, y) } else { (&*y, x) };
         single(s, rows(k), src, dst);
     }
-    // Blocked, and blocked with the last pass writing the last step's rows into a place
-    // of their own (both buffers then left as the pass before it left them).
+    // Blocked; blocked with the last pass writing the last step's rows into a place of
+    // their own (both buffers then left as the pass before it left them); and blocked with
+    // the first pass reading `start` where it is, from buffers that hold only junk.
     let mut blocked = [start.to_vec(), junk.to_vec()];
     let mut placed = [start.to_vec(), junk.to_vec()];
+    let mut lent = [junk.to_vec(), junk.iter().rev().copied().collect()];
     let mut place = junk[..last.len() * rl].to_vec();
+    let read = |r: usize| &start[r * rl..(r + 1) * rl];
     let mut k = 1;
     while k <= steps {
         let end = (k + depth).min(steps + 1);
@@ -60,11 +65,16 @@ where
             rows,
             stop: &|| false,
         };
-        for (buffers, into) in [(&mut blocked, false), (&mut placed, end == steps + 1)] {
+        let first: Option<&Rows<'_, S::Cell>> = (k == 1).then_some(&read);
+        for (buffers, into, first) in [
+            (&mut blocked, false, None),
+            (&mut placed, end == steps + 1, None),
+            (&mut lent, false, first),
+        ] {
             let [x, y] = buffers;
             let (src, other) = if k % 2 == 1 { (x, y) } else { (y, x) };
             let into = into.then(|| (last.clone(), &mut place[..]));
-            run(s, &pass, src, other, into);
+            run(s, &pass, src, other, into, first);
         }
         k = end;
     }
@@ -73,6 +83,11 @@ where
     assert_eq!(
         placed, blocked,
         "the last step's rows written into their place"
+    );
+    assert_eq!(
+        bits(&lent[steps % 2]),
+        blocked,
+        "the first pass reading the rows where they are"
     );
     (bits(&one[steps % 2]), blocked)
 }

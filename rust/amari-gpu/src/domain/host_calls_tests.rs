@@ -203,3 +203,80 @@ fn heat_into_an_array_is_heats_bits_or_a_clear_error() {
         "the array is left as it was"
     );
 }
+
+/// A run into an array lays the host device's bands out from the caller's grid without
+/// writing their rows: the first pass reads them there (nothing written into the bands
+/// before it), alone and beside lavapipe, periodic and Dirichlet, in one round or several
+/// (whose later rounds upload ghost rows as before), float32 and float64; every result is
+/// the bits of the run laid out by copies (`heat`'s, whose board is built first).
+#[test]
+fn a_run_into_an_array_reads_its_first_rows_where_the_grid_has_them() {
+    use crate::runner::{WATCHED, WRITTEN};
+    use std::sync::atomic::Ordering::SeqCst;
+    let written = || WRITTEN.swap(0, SeqCst);
+    // A width no other test steps, whose bands' writes count; rows of whole vec4s (a padded
+    // grid is laid out from a board of padded rows, by copies).
+    let (h, w): (usize, usize) = (40, 52);
+    let watch = |cell: usize| WATCHED.store(w.div_ceil(4) * 4 * cell, SeqCst);
+    let grid: Vec<f32> = (0..h * w)
+        .map(|i| ((i * 37) % 101) as f32 / 101.0 - 0.3)
+        .collect();
+    let grid64: Vec<f64> = grid.iter().map(|&v| f64::from(v) * 1.25).collect();
+    for (backends, split) in [
+        (&["host"][..], None),
+        (&["vulkan", "host"][..], Some(vec![17, 23])),
+    ] {
+        let ctx = MultiGpuContext::on(backends);
+        for (boundary, steps, halo) in [
+            (Boundary::Periodic, 6, 6),
+            (Boundary::Dirichlet, 5, 5),
+            (Boundary::Periodic, 13, 4),
+        ] {
+            let o = Options {
+                steps,
+                halo,
+                rebalance: false,
+                split: split.clone(),
+            };
+            let what = format!("{backends:?} {boundary:?} {steps} steps, halo {halo}");
+            watch(4);
+            written();
+            let (want, _) = heat(&ctx, &grid, h, w, 0.2, boundary, &o).unwrap();
+            assert!(
+                written() > 0,
+                "{what}: a run from a board copies its layout in"
+            );
+            let mut into = vec![f32::NAN; h * w];
+            heat_into(&ctx, &grid, (h, w), (0.2, boundary), &o, &mut into).unwrap();
+            let wrote = written();
+            assert_eq!(bits(&into), bits(&want), "{what}");
+            // One round: nothing written into the bands; several: only later rounds'
+            // ghost rows (two runs of `halo` rows per band and round at most).
+            let rounds = steps.div_ceil(halo as u64) as usize;
+            let ghosts = (rounds - 1) * 2 * halo * w.div_ceil(4) * 4 * 4;
+            assert!(
+                wrote <= ghosts,
+                "{what}: {wrote} bytes written, at most {ghosts}"
+            );
+            watch(8);
+            let (want, _) = heat(&ctx, &grid64, h, w, 0.2, boundary, &o).unwrap();
+            assert!(
+                written() > 0,
+                "{what}, float64: a run from a board copies its layout in"
+            );
+            let mut into = vec![f64::NAN; h * w];
+            heat_into(&ctx, &grid64, (h, w), (0.2, boundary), &o, &mut into).unwrap();
+            let wrote = written();
+            let same = into
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{what}, float64");
+            assert!(
+                wrote <= 2 * ghosts,
+                "{what}, float64: {wrote} bytes written"
+            );
+        }
+    }
+    WATCHED.store(0, SeqCst);
+}

@@ -76,12 +76,15 @@ impl<'a> Attempt<'a> {
 
     /// Creates `layout`'s bands and fills their rows (ghosts included): by a device-side
     /// copy from a band of `old` on the same device where there is one, else from `board`.
+    /// With `lend` (`board` is the caller's grid, unchanged until the first round ends), a
+    /// device whose store reads uploads in place gets no rows now: its bands are marked
+    /// `lent`, and the first round hands it every buffer row from the board.
     pub(super) fn build(
         &self,
         layout: Vec<bands::Band>,
         board: &[u8],
         current: usize,
-        old: Option<&States<'a>>,
+        (old, lend): (Option<&States<'a>>, bool),
     ) -> std::result::Result<States<'a>, Failure> {
         let devices = self.ctx.devices();
         let spec = self.spec;
@@ -99,10 +102,14 @@ impl<'a> Attempt<'a> {
             let previous = old.and_then(|o| o.get(&id));
             let on = match states.entry(id) {
                 Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(e) => e.insert(DeviceBands {
-                    bands: Vec::new(),
-                    store: bands_on(dev, &self.kernel).map_err(fail)?,
-                }),
+                Entry::Vacant(e) => {
+                    let store = bands_on(dev, &self.kernel).map_err(fail)?;
+                    e.insert(DeviceBands {
+                        bands: Vec::new(),
+                        lent: lend && old.is_none() && store.reads_uploads_in_place(),
+                        store,
+                    })
+                }
             };
             let index = on.bands.len();
             let program = BandProgram {
@@ -127,6 +134,8 @@ impl<'a> Attempt<'a> {
                             .copy_from(&*previous.store, moved, current)
                             .map_err(Failure::from)?;
                     }
+                    // Left on the board: the first round uploads them.
+                    _ if on.lent => {}
                     _ => {
                         for (at, bytes) in board_runs(&band, rows, spec, board) {
                             on.store.write(index, current, at, bytes);
@@ -179,7 +188,7 @@ impl<'a> Attempt<'a> {
             wanted.insert(device, per_band);
         }
         self.fetch(&mut old, board, current, &Readback::Rows(&wanted))?;
-        let states = self.build(layout, board, current, Some(&old))?;
+        let states = self.build(layout, board, current, (Some(&old), false))?;
         // The copies out of the old bands are submitted; wgpu keeps their buffers alive
         // until those copies have run, and the pool hands them out only after this drop.
         drop(old);

@@ -57,7 +57,8 @@ pub enum Readback<'a> {
 
 /// What one round asks of every device.
 pub struct Round<'a> {
-    /// The host board (ghost rows are uploaded from it).
+    /// The host board (ghost rows are uploaded from it; the rows of bands laid out
+    /// `lent`, in their first round: the caller's grid they were laid out from).
     pub board: &'a [u8],
     /// The buffer (0 or 1) the bands' current rows are in.
     pub current: usize,
@@ -116,15 +117,18 @@ pub fn run(
     let started = Instant::now();
     let refs: Vec<&Band> = bands.bands.iter().collect();
     let wanted = wanted_rows(dev.id, &refs, round.readback, spec.geometry);
+    // A fresh layout uploads nothing, unless it left its rows on the board: then all of them.
+    let lent = std::mem::take(&mut bands.lent);
     let uploads: Vec<Vec<(usize, &[u8])>> = bands
         .bands
         .iter()
         .map(|band| {
-            if round.fresh {
-                return Vec::new();
-            }
-            band.ghost_rows()
-                .into_iter()
+            let rows = match (round.fresh, lent) {
+                (true, false) => return Vec::new(),
+                (true, true) => std::iter::once(0..band.buffer_rows()).collect(),
+                (false, _) => band.ghost_rows().to_vec(),
+            };
+            rows.into_iter()
                 .flat_map(|rows| board_runs(band, rows, spec, round.board))
                 .collect()
         })

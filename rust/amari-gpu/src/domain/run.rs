@@ -281,7 +281,14 @@ fn attempt(
     let mut current = 0;
     let t = Instant::now();
     let layout = at.bands_of(&split)?;
-    let mut states = at.build(layout, source.unwrap_or(board), current, None)?;
+    // Laid out from the caller's grid (unchanged during the run), a host band's rows stay
+    // there for its first pass to read (`Attempt::build`'s `lend`).
+    let mut states = at.build(
+        layout,
+        source.unwrap_or(board),
+        current,
+        (None, source.is_some()),
+    )?;
     report
         .layouts
         .push(layout_record(0, &split, &states, t.elapsed()));
@@ -332,9 +339,16 @@ fn attempt(
             Readback::Borders
         };
         let round_start = Instant::now();
-        let (into, uploads_from): (_, &[u8]) = match downloaded {
-            true => (places(spec, &states, board, &readback)?, &[]),
-            false => (BTreeMap::new(), board),
+        // The first round's uploads (of bands the layout left on the caller's grid) come
+        // from that grid; later rounds' ghost rows from the board.
+        let lent = source.filter(|_| round_index == 0);
+        let (into, uploads_from): (_, &[u8]) = match (downloaded, lent) {
+            (true, lent) => (
+                places(spec, &states, board, &readback)?,
+                lent.unwrap_or(&[]),
+            ),
+            (false, Some(grid)) => (BTreeMap::new(), grid),
+            (false, None) => (BTreeMap::new(), board),
         };
         let round = Round {
             board: uploads_from,

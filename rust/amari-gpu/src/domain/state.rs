@@ -7,13 +7,13 @@
 use std::ops::Range;
 
 use super::bands::{Band, Geometry};
-use super::host_blocked::{depth, run, Pass};
+use super::host_blocked::{depth, run, Pass, Rows};
 use super::host_grid::{HeatCell, HeatStep, LifeStep};
 use super::rule::Rule;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::kernel::FmaMode;
-use crate::runner::bands::{Program, Stop};
+use crate::runner::bands::{Program, Runs, Stop};
 
 /// Workgroup shape of `shaders/heat.wgsl` and `shaders/life.wgsl`: 64 threads along a row
 /// by 4 rows, so that narrow grids fill their workgroups too (software adapters pay per
@@ -139,6 +139,7 @@ impl Program for BandProgram {
         into: Option<(Range<usize>, &mut [u32])>,
         fma: FmaMode,
         stop: &Stop<'_>,
+        first: Option<&Runs<'_>>,
     ) -> bool {
         let spec = &self.spec;
         let g = spec.geometry;
@@ -165,14 +166,20 @@ impl Program for BandProgram {
                         },
                         None => None,
                     };
+                    let lent = lent_rows::<f64>(first, src, spec.row_bytes);
+                    let read = |r: usize| lent.as_ref().map_or(&[][..], |l| l.row(r));
+                    let first: Option<&Rows<'_, f64>> = lent.is_some().then_some(&read);
                     on_f64_cells([src, other], |cells| {
-                        self.heat(alpha, &pass, cells, into, fma);
+                        self.heat(alpha, &pass, cells, into, first, fma);
                     })
                 }
                 Dtype::F16 | Dtype::F32 => {
+                    let lent = lent_rows::<f32>(first, src, spec.row_bytes);
+                    let read = |r: usize| lent.as_ref().map_or(&[][..], |l| l.row(r));
+                    let first: Option<&Rows<'_, f32>> = lent.is_some().then_some(&read);
                     let cells = [src, other].map(bytemuck::cast_slice_mut::<u32, f32>);
                     let into = into.map(|(r, place)| (r, bytemuck::cast_slice_mut(place)));
-                    self.heat(alpha as f32, &pass, cells, into, fma);
+                    self.heat(alpha as f32, &pass, cells, into, first, fma);
                 }
             },
             Rule::Life => {
@@ -180,22 +187,75 @@ impl Program for BandProgram {
                     width: spec.width,
                     rows: rows(pass.steps.start),
                 };
-                run(&step, &pass, src, other, into);
+                let lent = lent_rows::<u32>(first, src, spec.row_bytes);
+                let read = |r: usize| lent.as_ref().map_or(&[][..], |l| l.row(r));
+                let first: Option<&Rows<'_, u32>> = lent.is_some().then_some(&read);
+                run(&step, &pass, src, other, into, first);
             }
         }
         true
     }
 }
 
+/// A new layout's rows a pass reads where they are (see [`Program::run`]): runs of whole
+/// rows of cells of `T`, from their first buffer row, in buffer row order.
+struct Lent<'a, T> {
+    runs: Vec<(usize, &'a [T])>,
+    row_cells: usize,
+}
+
+impl<'a, T: bytemuck::Pod> Lent<'a, T> {
+    /// Buffer row `r`'s cells: from the last run starting at or before it.
+    fn row(&self, r: usize) -> &'a [T] {
+        let (at, cells) = self
+            .runs
+            .iter()
+            .rev()
+            .find(|(at, _)| *at <= r)
+            .copied()
+            .unwrap_or((r, &[]));
+        let i = (r - at) * self.row_cells;
+        &cells[i..i + self.row_cells]
+    }
+}
+
+/// `first`'s runs as rows of cells of `T` for a pass to read in place; where one is not
+/// aligned for `T` (or not whole cells), every run is copied into `src` instead (a band
+/// buffer of 32-bit words, rows of `row_bytes`) and the pass reads `src` as usual (None).
+fn lent_rows<'a, T: bytemuck::Pod>(
+    first: Option<&Runs<'a>>,
+    src: &mut [u32],
+    row_bytes: usize,
+) -> Option<Lent<'a, T>> {
+    let first = first?;
+    let runs: Option<Vec<(usize, &'a [T])>> = first
+        .iter()
+        .map(|&(at, bytes)| bytemuck::try_cast_slice(bytes).ok().map(|c| (at, c)))
+        .collect();
+    if let Some(runs) = runs {
+        return Some(Lent {
+            runs,
+            row_cells: row_bytes / size_of::<T>(),
+        });
+    }
+    let words: &mut [u8] = bytemuck::cast_slice_mut(src);
+    for &(at, bytes) in first {
+        words[at * row_bytes..at * row_bytes + bytes.len()].copy_from_slice(bytes);
+    }
+    None
+}
+
 impl BandProgram {
-    /// Heat steps `pass` on cells of `T`, from `src` into `other` and back as the steps
-    /// alternate (the last step's rows `into` there, when given).
+    /// Heat steps `pass` on cells of `T`, from `src` (or the rows `first` reads, when
+    /// given) into `other` and back as the steps alternate (the last step's rows `into`
+    /// there, when given).
     fn heat<T: HeatCell>(
         &self,
         alpha: T,
         pass: &Pass<'_>,
         [src, other]: [&mut [T]; 2],
         into: Option<(Range<usize>, &mut [T])>,
+        first: Option<&Rows<'_, T>>,
         fma: FmaMode,
     ) {
         let g = self.spec.geometry;
@@ -209,7 +269,7 @@ impl BandProgram {
             alpha,
             fma,
         };
-        run(&step, pass, src, other, into);
+        run(&step, pass, src, other, into, first);
     }
 }
 
@@ -256,7 +316,34 @@ pub fn board_runs<'b>(
 
 #[cfg(test)]
 mod tests {
-    use super::{board_runs, on_f64_cells, BandProgram, Spec};
+    use super::{board_runs, lent_rows, on_f64_cells, BandProgram, Spec};
+
+    /// Runs of rows a pass reads in place: each buffer row from its run, when every run is
+    /// aligned for the cells; else every run copied into the band buffer at its rows, and
+    /// nothing read in place.
+    #[test]
+    fn lent_runs_are_read_in_place_or_copied_into_the_band_when_misaligned() {
+        let values: Vec<f64> = (0..12).map(|i| f64::from(i) * 1.5 - 4.0).collect();
+        let bytes: &[u8] = bytemuck::cast_slice(&values);
+        // Rows of two cells (16 bytes): buffer rows 0-1 from cells 8-11, rows 2-5 from 0-7.
+        let runs = [(0, &bytes[64..96]), (2, &bytes[..64])];
+        let mut src = vec![0u32; 24];
+        let lent = lent_rows::<f64>(Some(&runs), &mut src, 16).expect("aligned runs");
+        let rows: Vec<f64> = (0..6).flat_map(|r| lent.row(r).to_vec()).collect();
+        let want: Vec<f64> = values[8..].iter().chain(&values[..8]).copied().collect();
+        assert_eq!(rows, want);
+        assert!(src.iter().all(|&w| w == 0), "nothing copied");
+        // The same bytes 4 bytes off an 8-byte boundary: copied into the buffer.
+        let mut shifted = vec![0u8; bytes.len() + 12];
+        let off = (12 - shifted.as_ptr() as usize % 8) % 8;
+        shifted[off..off + bytes.len()].copy_from_slice(bytes);
+        let moved = &shifted[off..off + bytes.len()];
+        assert_eq!((moved.as_ptr() as usize) % 8, 4);
+        let runs = [(0, &moved[64..96]), (2, &moved[..64])];
+        assert!(lent_rows::<f64>(Some(&runs), &mut src, 16).is_none());
+        let copied: Vec<u8> = bytemuck::cast_slice(&src).to_vec();
+        assert_eq!(copied, bytemuck::cast_slice::<f64, u8>(&want));
+    }
 
     /// Float64 cells of band buffers whose words are not 8-byte aligned are stepped on
     /// copies and stored back: the step sees the same values, and its writes land in the

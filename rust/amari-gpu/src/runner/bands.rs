@@ -47,6 +47,10 @@ pub(crate) trait Program: Send + Sync {
     /// buffer holds the last step (a round's last pass, whose rows are read back at once):
     /// false, with nothing written to `into`, where the program cannot (the rows are not
     /// all among those the last step computes, or the place is misaligned for its cells).
+    /// With `first` = runs of rows (first buffer row, bytes of consecutive rows) that tile
+    /// the band's buffer rows, the step before them is read there and `src` holds none of
+    /// it (a new layout's rows where the caller's grid has them; copied into `src` first
+    /// where they are misaligned for the cells).
     fn run(
         &self,
         steps: Range<usize>,
@@ -54,8 +58,12 @@ pub(crate) trait Program: Send + Sync {
         into: Option<(Range<usize>, &mut [u32])>,
         fma: FmaMode,
         stop: &Stop<'_>,
+        first: Option<&Runs<'_>>,
     ) -> bool;
 }
+
+/// Runs of whole rows: (first buffer row, bytes of the run's consecutive rows).
+pub(crate) type Runs<'a> = [(usize, &'a [u8])];
 
 /// Whether a call was cancelled, asked while a host pass runs.
 pub(crate) type Stop<'a> = dyn Fn() -> bool + Sync + 'a;
@@ -83,7 +91,9 @@ pub(crate) struct BandRound<'a> {
     /// Steps to run (0: only read back).
     pub(crate) steps: usize,
     /// Rows to write into buffer `current` first, per band: (first buffer row, bytes of
-    /// consecutive rows).
+    /// consecutive rows). A store that reads uploads in place
+    /// ([`Bands::reads_uploads_in_place`]) has the first pass read uploads that tile a
+    /// band's buffer rows where they are.
     pub(crate) uploads: Vec<Vec<(usize, &'a [u8])>>,
     /// Buffer rows to read back after the steps, per band.
     pub(crate) wanted: &'a [Vec<Range<usize>>],
@@ -119,6 +129,13 @@ pub(crate) trait Bands: Send {
 
     /// Writes `bytes` (whole rows) into buffer `current` of band `band` from buffer row `at`.
     fn write(&mut self, band: usize, current: usize, at: usize, bytes: &[u8]);
+
+    /// Whether a new layout's rows may be left where they are, when they stay unchanged
+    /// until the first round ends, and handed to that round as its uploads of every buffer
+    /// row: a store that then reads them in place (host memory) saves their copy.
+    fn reads_uploads_in_place(&self) -> bool {
+        false
+    }
 
     /// Copies `moved` out of `old` (bands on the same device) into buffer `current`; runs
     /// by [`Bands::submit`] at the latest.

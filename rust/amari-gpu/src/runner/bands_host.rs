@@ -1,8 +1,10 @@
 //! The host device's bands: host vectors of 32-bit words (rows padded as on a wgpu device)
 //! that the bands' host steps update in place on the device's thread pool, with the fma
 //! rounding of the wgpu devices beside it, several steps per pass over a band's rows
-//! (`Program::depth`). A panic in a step fails the device; a cancelled call stops between
-//! passes (a host round can be long). The buffers come from the host device's spares and go
+//! (`Program::depth`). A new layout's rows, handed to its first round as uploads of every
+//! buffer row (`Bands::reads_uploads_in_place`), are read by the first pass where they are
+//! (the caller's grid) instead of copied in. A panic in a step fails the device; a
+//! cancelled call stops between passes (a host round can be long). The buffers come from the host device's spares and go
 //! back to them when the bands are dropped, so a grid call's bands land in pages the last
 //! one mapped; they are not zeroed first (`push` says why no word is read unwritten). Rows
 //! written in and read out are copied on the device's threads; a round that reads a band's
@@ -13,7 +15,7 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-use super::bands::{BandRound, Bands, Program, Ran, RowMove};
+use super::bands::{BandRound, Bands, Program, Ran, RowMove, Runs};
 use crate::alloc;
 use crate::device::GpuDevice;
 use crate::error::{Error, Result};
@@ -84,10 +86,18 @@ impl Bands for HostBands<'_> {
 
     fn write(&mut self, band: usize, current: usize, at: usize, bytes: &[u8]) {
         let b = &mut self.list[band];
+        #[cfg(test)]
+        if b.row_bytes == WATCHED.load(std::sync::atomic::Ordering::SeqCst) {
+            WRITTEN.fetch_add(bytes.len(), std::sync::atomic::Ordering::SeqCst);
+        }
         let (rb, at) = (b.row_bytes, at * b.row_bytes);
         let buffer: &mut [u8] = bytemuck::cast_slice_mut(&mut b.buffers[current]);
         let rows = &mut buffer[at..at + bytes.len()];
         copy_rows(Some(&self.host.pool), (rows, rb), (bytes, rb), rb, |_| ());
+    }
+
+    fn reads_uploads_in_place(&self) -> bool {
+        true
     }
 
     fn copy_from(&mut self, old: &dyn Bands, moved: RowMove, current: usize) -> Result<()> {
@@ -112,7 +122,17 @@ impl Bands for HostBands<'_> {
 
     fn round_into(&mut self, round: &BandRound<'_>, into: &mut [&mut [u8]]) -> Result<Ran> {
         let host = self.host;
+        // Uploads that tile a band's buffer rows (a new layout's, left where they are) are
+        // read by its first pass in place; any others are written in.
+        let mut lent: Vec<Option<&Runs<'_>>> = vec![None; self.list.len()];
         for (band, uploads) in round.uploads.iter().enumerate() {
+            let bytes = self.list[band].buffers[round.current].len() * 4;
+            let tiles = uploads.iter().map(|(_, b)| b.len()).sum::<usize>() == bytes
+                && tiles_rows(uploads, self.list[band].row_bytes);
+            if round.steps > 0 && tiles {
+                lent[band] = Some(uploads);
+                continue;
+            }
             for &(at, bytes) in uploads {
                 self.write(band, round.current, at, bytes);
             }
@@ -176,7 +196,9 @@ impl Bands for HostBands<'_> {
                             _ => None,
                         };
                         let direct = place.is_some();
-                        let wrote = b.program.run(k..end, words, place, fma, &cancelled);
+                        // Only the round's first pass reads the step before it elsewhere.
+                        let first = lent[i].filter(|_| k == 1);
+                        let wrote = b.program.run(k..end, words, place, fma, &cancelled, first);
                         if direct && !wrote {
                             // Not taken: the last pass runs into the buffers as any other.
                             let [x, y] = &mut b.buffers;
@@ -185,7 +207,7 @@ impl Bands for HostBands<'_> {
                                 bytemuck::cast_slice_mut(src),
                                 bytemuck::cast_slice_mut(other),
                             ];
-                            b.program.run(k..end, words, None, fma, &cancelled);
+                            b.program.run(k..end, words, None, fma, &cancelled, first);
                         }
                         placed[i] = direct && wrote;
                         work += (k..end).map(|j| b.program.work(j)).sum::<u64>();
@@ -265,3 +287,26 @@ impl Bands for HostBands<'_> {
         &self.list
     }
 }
+
+/// Whether `uploads` are runs of whole rows of `row_bytes`, each starting where the one
+/// before it ends, from buffer row 0.
+fn tiles_rows(uploads: &Runs<'_>, row_bytes: usize) -> bool {
+    let mut next = 0;
+    for &(at, bytes) in uploads {
+        if at != next || row_bytes == 0 || !bytes.len().is_multiple_of(row_bytes) {
+            return false;
+        }
+        next += bytes.len() / row_bytes;
+    }
+    true
+}
+
+/// The row width in bytes of the host bands whose written bytes [`WRITTEN`] counts (0:
+/// none), for the test of a layout read in place; keyed by width so that other tests'
+/// grids, stepped at the same time, do not count.
+#[cfg(test)]
+pub(crate) static WATCHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Bytes written into host bands of rows of [`WATCHED`] bytes, on any thread.
+#[cfg(test)]
+pub(crate) static WRITTEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

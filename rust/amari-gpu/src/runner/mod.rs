@@ -17,6 +17,9 @@ pub(crate) mod executor;
 mod gpu;
 mod host;
 
+#[cfg(test)]
+pub(crate) use bands_host::{WATCHED, WRITTEN};
+
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
