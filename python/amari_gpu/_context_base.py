@@ -280,8 +280,10 @@ class Context(
             - ``device_id`` (the node index on a ``RayContext``).
             - ``bytes_up``, ``bytes_down`` and ``bytes_moved`` (their sum): bytes sent to
               and read back from the device, by calls and by DeviceArrays (uploads, gathers,
-              rows moved between layouts); the host device moves none. On a ``RayContext``,
-              bytes the driver sent to and received from the node.
+              rows moved between layouts); the host device counts only a grid run's band
+              rows, in and out as a wgpu band's (rows its first pass reads where the grid
+              has them included). On a ``RayContext``, bytes the driver sent to and
+              received from the node.
             - ``items_done``, ``chunks_done``, ``failed_chunks``: the items and chunks it
               completed, and the chunks it failed (re-run elsewhere), for every kind of
               call: split, fast path, DeviceArray operations, grid rounds.
