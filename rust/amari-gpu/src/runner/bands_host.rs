@@ -126,9 +126,9 @@ impl Bands for HostBands<'_> {
         // read by its first pass in place; any others are written in.
         let mut lent: Vec<Option<&Runs<'_>>> = vec![None; self.list.len()];
         for (band, uploads) in round.uploads.iter().enumerate() {
-            let bytes = self.list[band].buffers[round.current].len() * 4;
-            let tiles = uploads.iter().map(|(_, b)| b.len()).sum::<usize>() == bytes
-                && tiles_rows(uploads, self.list[band].row_bytes);
+            let b = &self.list[band];
+            let rows = b.buffers[round.current].len() * 4 / b.row_bytes.max(1);
+            let tiles = tiles_rows(uploads, b.row_bytes, rows);
             if round.steps > 0 && tiles {
                 lent[band] = Some(uploads);
                 continue;
@@ -288,9 +288,9 @@ impl Bands for HostBands<'_> {
     }
 }
 
-/// Whether `uploads` are runs of whole rows of `row_bytes`, each starting where the one
-/// before it ends, from buffer row 0.
-fn tiles_rows(uploads: &Runs<'_>, row_bytes: usize) -> bool {
+/// Whether `uploads` are runs of whole rows of `row_bytes` covering buffer rows `0..rows`
+/// exactly, each starting where the one before it ends.
+fn tiles_rows(uploads: &Runs<'_>, row_bytes: usize, rows: usize) -> bool {
     let mut next = 0;
     for &(at, bytes) in uploads {
         if at != next || row_bytes == 0 || !bytes.len().is_multiple_of(row_bytes) {
@@ -298,7 +298,7 @@ fn tiles_rows(uploads: &Runs<'_>, row_bytes: usize) -> bool {
         }
         next += bytes.len() / row_bytes;
     }
-    true
+    next == rows
 }
 
 /// The row width in bytes of the host bands whose written bytes [`WRITTEN`] counts (0:
