@@ -226,8 +226,10 @@ class DomainMixin:
         a round, ``inject_fault``, which counts rounds as chunks, or a panic in a host-device
         step) is marked unhealthy and the run starts again from ``grid`` without it. Ctrl-C
         stops a run within a round (``KeyboardInterrupt``; the host device stops between the
-        steps of its round); the context stays usable. ``steps`` has no upper bound: a huge
-        count runs until it is done or interrupted. A float32 grid with max |u| above 2^123
+        steps of its round); the context stays usable (a run without ``progress`` whose
+        last run of about the same cells times steps ended within 20 ms runs on the calling
+        thread, unwatched: Ctrl-C is raised when it returns). ``steps`` has no upper bound: a
+        huge count runs until it is done or interrupted. A float32 grid with max |u| above 2^123
         (about 1.06e37), whose neighbour sums would overflow float32, runs scaled down by an
         exact power of two (2 to 32) and is scaled back at the end, identically on every
         layout; Dirichlet edges are returned bit for bit, and only cells below about 1e-38

@@ -9,8 +9,10 @@
 //!
 //! A call site that names its size class ([`Sized`]) runs on the calling thread instead
 //! (still without the GIL, which a worker thread's log record may need) when its last
-//! call of that class took only the engine's fast path: work that short needs no watching,
-//! and handing it to a call thread would cost more than the work.
+//! call of that class ended within [`SHORT`]: work that short needs no watching (a Ctrl-C
+//! during it is raised when it returns, no later than the watcher's next poll would have
+//! raised it), and the two thread hops of a watched call cost more than the small ones
+//! (about 0.1 ms of a 2 ms call on the 2-vCPU Xeon VM of `docs/benchmarks.md`).
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -26,6 +28,9 @@ use crate::errors::to_pyerr;
 const POLL: Duration = Duration::from_millis(20);
 /// Least time between two calls of a progress callback.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+/// The longest a call of a size class may have taken for the next one of that class to run
+/// unwatched on the calling thread: one poll of the watcher.
+pub(crate) const SHORT: Duration = POLL;
 
 /// Runs `work` without the GIL and maps its outcome.
 pub fn run_detached<T, F>(py: Python<'_>, work: F) -> PyResult<T>
@@ -36,20 +41,21 @@ where
     run_watched(py, None, work)
 }
 
-/// Per context: whether the last call of a call site and size class took only the
-/// engine's fast path (true) or was planned and split (false).
+/// Per context: whether the last call of a call site and size class ended within
+/// [`SHORT`] (true) or took longer (false).
 #[derive(Debug, Default)]
 pub struct ShortCalls(Mutex<HashMap<(&'static str, u32), bool>>);
 
 /// A call site's size class, for [`run_sized`]: the context's [`ShortCalls`] and the
-/// class (bits of its largest dimension's size, rounded up to a power of two).
+/// class (bits of the call's size, rounded up to a power of two: the elements of its
+/// result, or a grid's cells times its steps).
 pub struct Sized<'a> {
     pub(crate) calls: &'a ShortCalls,
     pub(crate) size: usize,
 }
 
 /// [`run_detached`], or on the calling thread (the GIL released all the same) when the
-/// last call of this call site (`F`'s type) and size class took only the fast path.
+/// last call of this call site (`F`'s type) and size class ended within [`SHORT`].
 pub fn run_sized<T, F>(py: Python<'_>, sized: Option<Sized<'_>>, work: F) -> PyResult<T>
 where
     T: Send,
@@ -71,6 +77,7 @@ where
             .copied()
     };
     let interrupt = Interrupt::new();
+    let began = Instant::now();
     let outcome = if short(sized.calls) == Some(true) {
         let outcome = py.detach(|| {
             catch_unwind(AssertUnwindSafe(|| Interrupt::scope(&interrupt, work))).unwrap_or_else(
@@ -82,11 +89,12 @@ where
     } else {
         run_in(py, None, &interrupt, work)
     };
-    // A call that ran no kernel (a check) is as short as its caller's next one.
-    let fast = !interrupt.took_split_path();
-    if short(sized.calls) != Some(fast) {
+    // Judged by the time the work took, however it ended (a call interrupted while
+    // watched took at least one poll, and is watched again next time).
+    let ended_soon = began.elapsed() <= SHORT;
+    if short(sized.calls) != Some(ended_soon) {
         let mut calls = sized.calls.0.lock().unwrap_or_else(PoisonError::into_inner);
-        calls.insert(key, fast);
+        calls.insert(key, ended_soon);
     }
     outcome
 }

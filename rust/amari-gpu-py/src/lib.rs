@@ -78,6 +78,12 @@ fn family_of(kernel: &str) -> Option<&'static str> {
     amari_gpu::Family::of(kernel).map(amari_gpu::Family::name)
 }
 
+/// How many calls have run on a call thread (watched by their caller) in this process.
+#[pyfunction]
+fn call_thread_jobs() -> u64 {
+    amari_gpu::call_threads::jobs_run()
+}
+
 /// The native half of the `amari_gpu` package.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -90,6 +96,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<context::PyContext>()?;
     m.add_function(wrap_pyfunction!(context::check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(family_of, m)?)?;
+    m.add_function(wrap_pyfunction!(call_thread_jobs, m)?)?;
     m.add_function(wrap_pyfunction!(pool::pooled_output, m)?)?;
     m.add_function(wrap_pyfunction!(pool::pooled_output_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(copy::copy_rows, m)?)?;

@@ -8,6 +8,7 @@
 //! calls from several Python threads at once each have their own; at most [`PARKED`] wait
 //! for the next call, the others end after theirs.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Mutex, PoisonError};
 
@@ -19,6 +20,15 @@ const PARKED: usize = 4;
 
 /// The parked threads, each by the sender of its own queue.
 static IDLE: Mutex<Vec<Sender<Job>>> = Mutex::new(Vec::new());
+
+/// Calls the threads have run, since the process started.
+static JOBS: AtomicU64 = AtomicU64::new(0);
+
+/// How many calls have run on a call thread in this process (not those run by their caller
+/// when no thread could be started): how a caller's tests see which calls were watched.
+pub fn jobs_run() -> u64 {
+    JOBS.load(Ordering::Relaxed)
+}
 
 /// The parked threads.
 fn idle() -> std::sync::MutexGuard<'static, Vec<Sender<Job>>> {
@@ -48,6 +58,8 @@ pub fn start(job: Job) -> Result<(), Job> {
             let mut next = theirs.lock().unwrap_or_else(PoisonError::into_inner).take();
             drop(theirs);
             while let Some(job) = next.take() {
+                // Counted before it runs: the caller may read the count as soon as it ends.
+                JOBS.fetch_add(1, Ordering::Relaxed);
                 job();
                 let mut parked = idle();
                 if parked.len() >= PARKED {

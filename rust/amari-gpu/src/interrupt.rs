@@ -12,7 +12,7 @@
 //! counts the work done on the call's own thread as that call's.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, Result};
@@ -23,14 +23,9 @@ use crate::profile::CallScope;
 pub struct Interrupt {
     cancelled: AtomicBool,
     progress: Mutex<Option<(u64, u64)>>,
-    /// Which paths the call's kernel runs took: `FAST` and/or `SPLIT` bits.
-    paths: AtomicU8,
     /// The user call of the thread that created it.
     user_call: CallScope,
 }
-
-const FAST: u8 = 1;
-const SPLIT: u8 = 2;
 
 thread_local! {
     static CURRENT: RefCell<Option<Arc<Interrupt>>> = const { RefCell::new(None) };
@@ -73,17 +68,6 @@ impl Interrupt {
             .take()
     }
 
-    /// Whether one of the call's kernel runs was planned and split (not the fast path of a
-    /// small call): its caller cannot expect the next such call to be short.
-    pub fn took_split_path(&self) -> bool {
-        self.paths.load(Ordering::Relaxed) & SPLIT != 0
-    }
-
-    /// Whether one of the call's kernel runs took the fast path.
-    pub fn took_fast_path(&self) -> bool {
-        self.paths.load(Ordering::Relaxed) & FAST != 0
-    }
-
     /// Runs `work` on this thread with `this` as the interrupt of every call it makes, for
     /// the user call of the thread that created `this`.
     pub fn scope<T>(this: &Arc<Self>, work: impl FnOnce() -> T) -> T {
@@ -104,16 +88,6 @@ pub(crate) fn check() -> Result<()> {
         Some(i) if i.is_cancelled() => Err(Error::Cancelled),
         _ => Ok(()),
     }
-}
-
-/// Notes for the call's caller which path a kernel run of the call took.
-pub(crate) fn note_path(fast: bool) {
-    CURRENT.with(|c| {
-        if let Some(i) = c.borrow().as_ref() {
-            i.paths
-                .fetch_or(if fast { FAST } else { SPLIT }, Ordering::Relaxed);
-        }
-    });
 }
 
 /// Publishes a grid run's progress for its caller.

@@ -167,7 +167,6 @@ impl MultiGpuContext {
                 true => self.fast_plan(kernel, &workload, grid, strategy, &workers)?,
                 false => None,
             };
-            interrupt::note_path(fast_plan.is_some());
             let mut plan = match fast_plan {
                 Some(plan) => plan,
                 None => self.plan_on(&workload, grid, strategy, &workers)?,
