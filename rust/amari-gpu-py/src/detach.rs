@@ -38,7 +38,7 @@ where
     T: Send,
     F: FnOnce() -> amari_gpu::Result<T> + Send,
 {
-    run_watched(py, None, work)
+    run_in(py, None, &Interrupt::new(), work)
 }
 
 /// Per context: whether the last call of a call site and size class ended within
@@ -99,18 +99,24 @@ where
     outcome
 }
 
-/// [`run_detached`], calling `progress(steps_done, steps_total)` between a grid run's rounds
-/// (at most every 0.1 s); an exception it raises cancels the run and is raised.
+/// A grid run: given `progress`, [`run_detached`] calling `progress(steps_done,
+/// steps_total)` between its rounds (at most every 0.1 s; an exception it raises cancels the
+/// run and is raised); without, [`run_sized`] in `sized`'s class (a grid's cells times its
+/// steps, so that a long run of a grid is never taken for a short one).
 pub fn run_watched<T, F>(
     py: Python<'_>,
     progress: Option<&Bound<'_, PyAny>>,
+    sized: Sized<'_>,
     work: F,
 ) -> PyResult<T>
 where
     T: Send,
     F: FnOnce() -> amari_gpu::Result<T> + Send,
 {
-    run_in(py, progress, &Interrupt::new(), work)
+    match progress {
+        Some(_) => run_in(py, progress, &Interrupt::new(), work),
+        None => run_sized(py, Some(sized), work),
+    }
 }
 
 /// [`run_watched`] with `interrupt` as the call's: the work on a call thread

@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 
 use crate::arrays::{claim, contiguous, output, partly_written, returned_into, writable};
 use crate::context::PyContext;
-use crate::detach::{run_sized, run_watched, Sized};
+use crate::detach::{run_watched, Sized};
 use crate::errors::to_pyerr;
 use crate::fields::fields;
 use crate::plans::record;
@@ -74,30 +74,16 @@ fn report_record<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, P
     record(py, "amari_gpu.domain", "DomainReport", fields)
 }
 
-/// Runs a grid call's `work` of `cells_steps` cell updates: watched on a call thread when
-/// `progress` is given (its calls come from the watching thread), else as any call of a
-/// size class ([`run_sized`]: on the calling thread when the last run of its class was
-/// short). The class counts steps, so a long run of a grid is never taken for a short one.
-fn run_steps<T, F>(
-    py: Python<'_>,
-    ctx: &PyContext,
-    cells_steps: usize,
-    progress: Option<&Bound<'_, PyAny>>,
-    work: F,
-) -> PyResult<T>
-where
-    T: Send,
-    F: FnOnce() -> amari_gpu::Result<T> + Send,
-{
-    match progress {
-        Some(_) => run_watched(py, progress, work),
-        None => {
-            let sized = Sized {
-                calls: &ctx.short,
-                size: cells_steps,
-            };
-            run_sized(py, Some(sized), work)
-        }
+/// The size class of a run of `opts.steps` steps on a grid of `shape`: its cells times its
+/// steps.
+fn grid_class<'a>(
+    ctx: &'a PyContext,
+    (height, width): (usize, usize),
+    opts: &Options,
+) -> Sized<'a> {
+    Sized {
+        calls: &ctx.short,
+        size: (height * width).saturating_mul(usize::try_from(opts.steps).unwrap_or(usize::MAX)),
     }
 }
 
@@ -110,7 +96,7 @@ struct Grid<'py, T: Element> {
 }
 
 /// Runs `steps` (the core's Life run) on `grid`: checks the grid, claims `out` before any
-/// work, runs it without the GIL ([`run_steps`]), and returns the (H, W) grid copied into
+/// work, runs it without the GIL ([`run_watched`]), and returns the (H, W) grid copied into
 /// `out` or as a new array, with the run's report.
 fn run_grid<'py, T, F>(
     py: Python<'py>,
@@ -133,8 +119,8 @@ where
     let opts = Options::from(grid.options);
     let claimed = claim(py, Ix2(height, width), grid.out)?;
     let inner = ctx.context(py)?;
-    let work = (height * width).saturating_mul(opts.steps as usize);
-    let (cells, report) = run_steps(py, ctx, work, grid.progress.as_ref(), move || {
+    let sized = grid_class(ctx, (height, width), &opts);
+    let (cells, report) = run_watched(py, grid.progress.as_ref(), sized, move || {
         steps(&inner, cells, (height, width), &opts)
     })?;
     let array = returned_into(py, Ix2(height, width), claimed, cells)?;
@@ -185,7 +171,7 @@ fn wrong_out(want: &str) -> PyErr {
 
 /// [`stencil`] on cells of `T`: the core's heat run in `T`, written into the caller's `out`
 /// (checked and borrowed before any work) or a new array (`arrays::output`: a large one in
-/// reused memory, so its pages do not fault again), run without the GIL ([`run_steps`]). An
+/// reused memory, so its pages do not fault again), run without the GIL ([`run_watched`]). An
 /// error after the run began writing the caller's `out` says that it may hold part of the
 /// result.
 fn heat_in<'py, T: HeatCell + Element>(
@@ -207,8 +193,8 @@ fn heat_in<'py, T: HeatCell + Element>(
         let out = view
             .as_slice_mut()
             .map_err(|e| PyValueError::new_err(format!("out: {e}")))?;
-        let work = (height * width).saturating_mul(opts.steps as usize);
-        run_steps(py, ctx, work, progress.as_ref(), move || {
+        let sized = grid_class(ctx, (height, width), &opts);
+        run_watched(py, progress.as_ref(), sized, move || {
             domain::heat_into(&inner, grid, (height, width), (alpha, boundary), &opts, out)
         })
     };
