@@ -30,7 +30,7 @@ const POLL: Duration = Duration::from_millis(20);
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// The longest a call of a size class may have taken for the next one of that class to run
 /// unwatched on the calling thread: one poll of the watcher.
-pub(crate) const SHORT: Duration = POLL;
+const SHORT: Duration = POLL;
 
 /// Runs `work` without the GIL and maps its outcome.
 pub fn run_detached<T, F>(py: Python<'_>, work: F) -> PyResult<T>
@@ -119,8 +119,8 @@ where
     }
 }
 
-/// [`run_watched`] with `interrupt` as the call's: the work on a call thread
-/// (`amari_gpu::call_threads`, parked between calls), this thread watching it.
+/// The work with `interrupt` as the call's, on a call thread (`amari_gpu::call_threads`,
+/// parked between calls), this thread watching it and calling `progress` when given.
 fn run_in<T, F>(
     py: Python<'_>,
     progress: Option<&Bound<'_, PyAny>>,
