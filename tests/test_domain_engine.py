@@ -50,6 +50,59 @@ def test_non_finite_and_complex_grids_are_refused(ctx):
         ctx.stencil(np.ones((3, 3), np.complex64), 1)
 
 
+@pytest.mark.parametrize("backend", ["host", "mixed"])
+def test_a_grid_that_is_not_finite_is_refused_whatever_it_is_written_into(backend, host, mixed):
+    """A new result array is written while the run checks the grid's cells (as it reads
+    them); ``out=`` and a run with ``progress=`` are checked before anything is written or
+    reported. The error is the same in each, wherever the cell is: in the first or last rows
+    (the host's pass scans each row after its first read, and leaves a band's last two rows
+    for after the run), or among rows only lavapipe's bands hold."""
+    ctx = host if backend == "host" else mixed
+    rng = np.random.default_rng(5)
+    for row, col, bad, found in [
+        (0, 3, np.nan, "nan"),
+        (63, 60, -np.inf, "-inf"),
+        (40, 0, np.inf, "inf"),
+    ]:
+        grid = rng.random((64, 64), dtype=np.float32)
+        grid[row, col] = bad
+        before = grid.copy()
+        match = rf"grid: expected finite values, found {found} at \({row}, {col}\)"
+        with pytest.raises(ValueError, match=match):
+            ctx.stencil(grid, 8, 0.2, "periodic", halo=8)
+        out = np.full_like(grid, 7.0)
+        with pytest.raises(ValueError, match=match):
+            ctx.stencil(grid, 8, 0.2, "periodic", halo=8, out=out)
+        assert (out == 7.0).all(), "out= is not written"
+        calls: list[tuple[int, int]] = []
+        with pytest.raises(ValueError, match=match):
+            ctx.stencil(
+                grid,
+                8,
+                0.2,
+                "periodic",
+                halo=2,
+                progress=lambda d, t, seen=calls: seen.append((d, t)),
+            )
+        assert calls == [], "no progress is reported for a refused grid"
+        np.testing.assert_array_equal(grid, before)
+
+
+@pytest.mark.parametrize("backend", ["host", "mixed"])
+def test_a_grid_near_the_float32_limit_gives_the_same_bits_into_any_output(backend, host, mixed):
+    """A new result array finds a grid that must be scaled as its run reads it, and runs it
+    again scaled: the bits of the run into ``out=`` (checked, and scaled, first)."""
+    ctx = host if backend == "host" else mixed
+    grid = np.random.default_rng(6).uniform(-1, 1, (32, 64)).astype(np.float32) * np.float32(3e38)
+    out = np.empty_like(grid)
+    into = ctx.stencil(grid, 6, 0.25, "periodic", halo=3, out=out)
+    new = ctx.stencil(grid, 6, 0.25, "periodic", halo=3)
+    assert np.isfinite(new).all()
+    np.testing.assert_array_equal(new.view(np.uint32), into.view(np.uint32))
+    reference = heat_reference(grid.astype(np.float64), 6, 0.25, "periodic")
+    np.testing.assert_allclose(new, reference, rtol=1e-4, atol=3e38 * 1e-6)
+
+
 def test_life_cells_must_be_zero_or_one(ctx):
     grid = np.zeros((3, 4), np.int64)
     grid[1, 3] = 2

@@ -194,8 +194,23 @@ fn heat_in<'py, T: HeatCell + Element>(
             .as_slice_mut()
             .map_err(|e| PyValueError::new_err(format!("out: {e}")))?;
         let sized = grid_class(ctx, (height, width), &opts);
+        // A new array may be written before the grid's cells are all checked (the run
+        // checks them as it reads them); the caller's may not, and neither may a run whose
+        // progress the caller watches (it would report steps of a grid then refused).
+        let dest = if callers || progress.is_some() {
+            domain::Dest::Callers(out)
+        } else {
+            domain::Dest::New(out)
+        };
         run_watched(py, progress.as_ref(), sized, move || {
-            domain::heat_into(&inner, grid, (height, width), (alpha, boundary), &opts, out)
+            domain::heat_into(
+                &inner,
+                grid,
+                (height, width),
+                (alpha, boundary),
+                &opts,
+                dest,
+            )
         })
     };
     let report = match result {

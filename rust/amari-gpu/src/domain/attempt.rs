@@ -5,9 +5,11 @@
 //! the loop in `run`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::bands::Band;
+use super::scan::GridScan;
 use super::state::Spec;
 use crate::context::MultiGpuContext;
 use crate::error::Error;
@@ -56,11 +58,13 @@ impl DeviceBands<'_> {
 /// The bands on each device, by device id.
 pub(super) type States<'d> = BTreeMap<usize, DeviceBands<'d>>;
 
-/// What one attempt holds fixed: the context, the grid, the rule's kernel, and the wait
-/// limit.
+/// What one attempt holds fixed: the context, the grid, the rule's kernel, the wait
+/// limit, and the scan of the grid's cells its first layout's host passes feed (if the
+/// grid is checked during the run).
 pub(super) struct Attempt<'a> {
     pub(super) ctx: &'a MultiGpuContext,
     pub(super) spec: &'a Spec,
     pub(super) kernel: Kernel,
     pub(super) timeout: Option<Duration>,
+    pub(super) scan: Option<Arc<GridScan>>,
 }

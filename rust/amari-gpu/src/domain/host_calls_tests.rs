@@ -5,7 +5,7 @@
 //! read before it was written would show.
 
 use super::host_grid::HeatCell;
-use super::{heat, heat_into, life, Boundary, Options};
+use super::{heat, heat_into, life, Boundary, Dest, Options};
 use crate::context::MultiGpuContext;
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -54,15 +54,23 @@ fn host_calls_in_reused_buffers_give_lavapipes_bits() {
                         bits(&want),
                         "heat {what} {boundary:?}"
                     );
-                    // Into an array of NaN: every cell written, the same bits.
-                    let mut into = vec![f32::NAN; h * w];
-                    heat_into(&both, &grid, (h, w), (0.2, boundary), &opts, &mut into)
-                        .expect("heat runs into out");
-                    assert_eq!(
-                        bits(&into),
-                        bits(&want),
-                        "heat into out {what} {boundary:?}"
-                    );
+                    // Into an array of NaN, the caller's or a new one: every cell written,
+                    // the same bits.
+                    for new in [false, true] {
+                        let mut into = vec![f32::NAN; h * w];
+                        let dest = if new {
+                            Dest::New(&mut into)
+                        } else {
+                            Dest::Callers(&mut into)
+                        };
+                        heat_into(&both, &grid, (h, w), (0.2, boundary), &opts, dest)
+                            .expect("heat runs into out");
+                        assert_eq!(
+                            bits(&into),
+                            bits(&want),
+                            "heat into out {what} {boundary:?}, new {new}"
+                        );
+                    }
                 }
                 let first = run(&host, &alone);
                 assert_eq!(
@@ -154,9 +162,10 @@ fn an_unpadded_board_is_the_result() {
     );
 }
 
-/// Into an array: a run of no steps is the grid; a grid near the float32 limit (scaled for
-/// its run) and a padded one are [`heat`]'s bits; an array of another size is refused before
-/// any work, and the array is left as it was.
+/// Into an array, the caller's or a new one: a run of no steps is the grid; a grid near the
+/// float32 limit (scaled for its run; into a new array, found so as the run read it and run
+/// again scaled) and a padded one are [`heat`]'s bits; an array of another size is refused
+/// before any work, and the array is left as it was.
 #[test]
 fn heat_into_an_array_is_heats_bits_or_a_clear_error() {
     let ctx = MultiGpuContext::on(&["host", "vulkan"]);
@@ -174,35 +183,98 @@ fn heat_into_an_array_is_heats_bits_or_a_clear_error() {
     for (grid, w, steps) in [(&grid, w, 0), (&huge, w, 9), (&grid, 15, 9), (&grid, w, 9)] {
         let cells = &grid[..h * w];
         let (want, _) = heat(&ctx, cells, h, w, 0.2, Boundary::Dirichlet, &opts(steps)).unwrap();
-        let mut into = vec![f32::NAN; h * w];
-        let o = opts(steps);
-        heat_into(
-            &ctx,
-            cells,
-            (h, w),
-            (0.2, Boundary::Dirichlet),
-            &o,
-            &mut into,
-        )
-        .unwrap();
-        assert_eq!(bits(&into), bits(&want), "{h}x{w}, {steps} steps");
+        for new in [false, true] {
+            let mut into = vec![f32::NAN; h * w];
+            let o = opts(steps);
+            let dest = if new {
+                Dest::New(&mut into)
+            } else {
+                Dest::Callers(&mut into)
+            };
+            heat_into(&ctx, cells, (h, w), (0.2, Boundary::Dirichlet), &o, dest).unwrap();
+            assert_eq!(
+                bits(&into),
+                bits(&want),
+                "{h}x{w}, {steps} steps, new {new}"
+            );
+        }
     }
-    let mut short = vec![7.0f32; h * w - 1];
-    let o = opts(3);
-    let error = heat_into(
-        &ctx,
-        &grid,
-        (h, w),
-        (0.2, Boundary::Periodic),
-        &o,
-        &mut short,
-    )
-    .expect_err("a short out is refused");
-    assert!(error.to_string().contains("out"), "{error}");
-    assert!(
-        short.iter().all(|&v| v == 7.0),
-        "the array is left as it was"
-    );
+    for new in [false, true] {
+        let mut short = vec![7.0f32; h * w - 1];
+        let o = opts(3);
+        let dest = if new {
+            Dest::New(&mut short)
+        } else {
+            Dest::Callers(&mut short)
+        };
+        let error = heat_into(&ctx, &grid, (h, w), (0.2, Boundary::Periodic), &o, dest)
+            .expect_err("a short out is refused");
+        assert!(error.to_string().contains("out"), "{error}");
+        assert!(
+            short.iter().all(|&v| v == 7.0),
+            "the array is left as it was"
+        );
+    }
+}
+
+/// A grid holding a cell that is not finite is refused with the same error whether it is
+/// checked before the run (the caller's array, left as it was) or as the run reads it (a
+/// new array): wherever the cell is, in a row the host device's first pass reads in place
+/// or one only lavapipe's band holds (scanned after the run), on the host alone or beside
+/// lavapipe, in one round or several.
+#[test]
+fn a_grid_that_is_not_finite_is_refused_however_it_is_checked() {
+    let (h, w) = (24, 16);
+    let grid: Vec<f32> = (0..h * w)
+        .map(|i| ((i * 37) % 101) as f32 / 101.0 - 0.3)
+        .collect();
+    for (backends, split) in [
+        (&["host"][..], None),
+        (&["vulkan", "host"][..], Some(vec![10, 14])),
+    ] {
+        let ctx = MultiGpuContext::on(backends);
+        for (at, bad) in [(3 * w + 5, f32::NAN), (20 * w + 1, f32::NEG_INFINITY)] {
+            for halo in [8, 3] {
+                let mut cells = grid.clone();
+                cells[at] = bad;
+                let o = Options {
+                    steps: 8,
+                    halo,
+                    rebalance: false,
+                    split: split.clone(),
+                };
+                let want = format!(
+                    "found {} at ({}, {})",
+                    if bad.is_nan() {
+                        "nan".into()
+                    } else {
+                        bad.to_string()
+                    },
+                    at / w,
+                    at % w
+                );
+                for new in [false, true] {
+                    let mut into = vec![7.0f32; h * w];
+                    let dest = if new {
+                        Dest::New(&mut into)
+                    } else {
+                        Dest::Callers(&mut into)
+                    };
+                    let error =
+                        heat_into(&ctx, &cells, (h, w), (0.2, Boundary::Periodic), &o, dest)
+                            .expect_err("a grid that is not finite is refused");
+                    let what = format!("{backends:?} halo {halo} new {new}");
+                    assert!(error.to_string().contains(&want), "{what}: {error}");
+                    if !new {
+                        assert!(
+                            into.iter().all(|&v| v == 7.0),
+                            "{what}: the array is left as it was"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A run into an array lays the host device's bands out from the caller's grid without
@@ -272,7 +344,15 @@ fn written_into<T: HeatCell>(
         "{what}: a run from a board copies its layout in"
     );
     let mut into = vec![T::from_f64(f64::NAN); h * w];
-    heat_into(ctx, grid, (h, w), (alpha, boundary), o, &mut into).unwrap();
+    heat_into(
+        ctx,
+        grid,
+        (h, w),
+        (alpha, boundary),
+        o,
+        Dest::Callers(&mut into),
+    )
+    .unwrap();
     let wrote = WRITTEN.swap(0, SeqCst);
     let bytes = |v: &[T]| bytemuck::cast_slice::<T, u8>(v).to_vec();
     assert_eq!(
@@ -282,4 +362,48 @@ fn written_into<T: HeatCell>(
         size_of::<T>()
     );
     wrote
+}
+
+/// A run that checks its grid as it reads it scans every row in the host device's first
+/// pass when the host holds them all (in one round or a round a step), and leaves for after
+/// the run exactly the rows no host pass scanned: lavapipe's beyond the host band's ghost
+/// rows, and the band's last two rows (a pass scans the row two above each it reads). The
+/// result is the bits of the run laid out by copies.
+#[test]
+fn a_host_pass_scans_the_rows_it_reads_and_leaves_the_rest_for_after() {
+    use super::scan::GridScan;
+    use super::{heat_rule, run_lent};
+    use std::sync::Arc;
+    let (h, w): (usize, usize) = (48, 32);
+    let grid: Vec<f32> = (0..h * w)
+        .map(|i| ((i * 37) % 101) as f32 / 101.0 - 0.3)
+        .collect();
+    for (backends, split, halo, steps, unseen) in [
+        (&["host"][..], None, 16, 16, vec![]),
+        (&["host"][..], None, 1, 3, vec![]),
+        // Host rows 20..48 with 4 ghost rows each side (16..20, and 0..4 wrapped).
+        (
+            &["vulkan", "host"][..],
+            Some(vec![20, 28]),
+            4,
+            8,
+            (4..16).collect(),
+        ),
+    ] {
+        let ctx = MultiGpuContext::on(backends);
+        let o = Options {
+            steps,
+            halo,
+            rebalance: false,
+            split,
+        };
+        let what = format!("{backends:?} halo {halo}, {steps} steps");
+        let (want, _) = heat(&ctx, &grid, h, w, 0.2, Boundary::Periodic, &o).unwrap();
+        let spec = heat_rule::<f32>((h, w), (0.2, Boundary::Periodic), &o).unwrap();
+        let scan = Arc::new(GridScan::new(&grid, w));
+        let mut out = vec![f32::NAN; h * w];
+        run_lent(&ctx, &grid, &spec, &o, &mut out, Some(&scan)).unwrap();
+        assert_eq!(scan.unseen(), unseen, "{what}");
+        assert_eq!(bits(&out), bits(&want), "{what}");
+    }
 }

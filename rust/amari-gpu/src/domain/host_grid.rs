@@ -36,7 +36,7 @@ pub trait HeatCell: Real + Scalar + Sub<Output = Self> + bytemuck::Pod + Default
     const LIMIT: i32;
     /// The bits of |value| as an unsigned integer: they order as the magnitudes, with inf
     /// and NaN above every finite value.
-    type Bits: Copy + Ord + Default + Send + Sync;
+    type Bits: Copy + Ord + Default + Send + Sync + Into<u64> + TryFrom<u64>;
     /// The bits of |self|.
     fn abs_bits(self) -> Self::Bits;
     /// The value of bits `bits` of a non-negative value.

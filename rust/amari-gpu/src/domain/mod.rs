@@ -28,6 +28,7 @@ mod report;
 mod round;
 mod rule;
 mod run;
+mod scan;
 mod state;
 
 pub use balance::{Balancer, Proposal};
@@ -36,13 +37,15 @@ pub use relayout::moved_rows;
 pub use report::{DeviceRoundReport, Layout, Report, RoundReport};
 pub use rule::{Boundary, Options, Rule};
 
+use std::sync::Arc;
+
 use crate::context::MultiGpuContext;
 use crate::error::{Error, Result};
-use crate::host::simd::{dispatch, Task};
 use crate::host::HostPool;
 use board::{cells_board, heat_board, heat_result};
 use host_grid::HeatCell;
-use run::{evolve, Built, Written};
+use run::{evolve, Built, Source, Written};
+use scan::{top_bits_on, GridScan};
 use state::Spec;
 
 /// The grid after `opts.steps` heat steps (row-major, `height` × `width`), computed in the
@@ -75,21 +78,38 @@ pub fn heat<T: HeatCell>(
     Ok((out, report))
 }
 
+/// Where [`heat_into`] writes, and so when it may check the grid's cells.
+pub enum Dest<'a, T> {
+    /// The caller's array: the grid is checked before any row of it is written.
+    Callers(&'a mut [T]),
+    /// A new result array, of no use to anyone if the grid is refused: the grid's cells may
+    /// be checked as the run reads them ([`scan::GridScan`]), and the run's result then
+    /// returned only once they all were.
+    New(&'a mut [T]),
+}
+
 /// [`heat`] into `out` (`height` × `width` cells, not `grid`'s): its result is written
 /// there, whatever `out` held. A grid whose rows need no padding and no scaling, stepped at
 /// least once, is laid out on the devices straight from `grid`, and the run writes its rows
 /// into `out` as it finishes them (where [`heat`] copies the grid into a new board first);
 /// any other grid runs as [`heat`] does and its result is copied into `out`. On an error,
-/// `out` may hold part of the result.
+/// `out` may hold part of the result; bad input is refused before any row of a
+/// [`Dest::Callers`] array is written, and into a [`Dest::New`] one the grid's cells are
+/// checked while the run reads them, a grid that must be scaled then run again scaled
+/// (the checks' outcome is the same either way).
 pub fn heat_into<T: HeatCell>(
     ctx: &MultiGpuContext,
     grid: &[T],
     (height, width): (usize, usize),
     (alpha, boundary): (T, Boundary),
     opts: &Options,
-    out: &mut [T],
+    out: Dest<'_, T>,
 ) -> Result<Report> {
-    let (spec, shift) = heat_spec(ctx, grid, (height, width), (alpha, boundary), opts)?;
+    let (out, during) = match out {
+        Dest::Callers(out) => (out, false),
+        Dest::New(out) => (out, true),
+    };
+    check_heat_args(grid.len(), (height, width), alpha)?;
     if out.len() != grid.len() {
         return Err(Error::Shape {
             argument: "out".into(),
@@ -97,12 +117,26 @@ pub fn heat_into<T: HeatCell>(
             actual: format!("{} cells", out.len()),
         });
     }
-    if shift == 0 && spec.row_bytes == width * size_of::<T>() && opts.steps > 0 {
-        let mut board = Written {
-            board: bytemuck::cast_slice_mut(out),
-        };
-        let source = Some(bytemuck::cast_slice(grid));
-        return evolve(ctx, &spec, (&mut board, source), opts);
+    let in_place = |spec: &Spec| spec.row_bytes == width * size_of::<T>() && opts.steps > 0;
+    if during {
+        let spec = heat_rule::<T>((height, width), (alpha, boundary), opts)?;
+        if in_place(&spec) {
+            let scan = Arc::new(GridScan::new(grid, width));
+            let run = run_lent(ctx, grid, &spec, opts, &mut *out, Some(&scan));
+            if let Err(Error::Cancelled) = run {
+                return run;
+            }
+            // The run read (or uploaded) every row; only a grid found finite and within
+            // the limit keeps its result (one near the limit runs again below, scaled).
+            let top = scan.finish(ctx.host_pool(), grid);
+            if heat_shift_of(grid, width, top, opts.steps)? == 0 {
+                return run;
+            }
+        }
+    }
+    let (spec, shift) = heat_spec(ctx, grid, (height, width), (alpha, boundary), opts)?;
+    if shift == 0 && in_place(&spec) {
+        return run_lent(ctx, grid, &spec, opts, out, None);
     }
     let (cells, report) = heat(ctx, grid, height, width, alpha, boundary, opts)?;
     let row = width * size_of::<T>();
@@ -116,6 +150,27 @@ pub fn heat_into<T: HeatCell>(
     Ok(report)
 }
 
+/// The run of `spec` laid out from `grid` (rows without padding, more than no steps), its
+/// rows written into `out`; the grid's cells fed to `scan` as its first layout's host
+/// passes read them in place, when given.
+fn run_lent<T: HeatCell>(
+    ctx: &MultiGpuContext,
+    grid: &[T],
+    spec: &Spec,
+    opts: &Options,
+    out: &mut [T],
+    scan: Option<&Arc<GridScan>>,
+) -> Result<Report> {
+    let mut board = Written {
+        board: bytemuck::cast_slice_mut(out),
+    };
+    let source = Source {
+        grid: bytemuck::cast_slice(grid),
+        scan,
+    };
+    evolve(ctx, spec, (&mut board, Some(source)), opts)
+}
+
 /// A heat run's checks and spec: the grid's shape, `alpha` and cells checked, the power of
 /// two it is scaled down by (see [`check_heat`]).
 fn heat_spec<T: HeatCell>(
@@ -126,9 +181,21 @@ fn heat_spec<T: HeatCell>(
     opts: &Options,
 ) -> Result<(Spec, i32)> {
     let shift = check_heat_on(ctx.host_pool(), grid, (height, width), alpha, opts.steps)?;
+    Ok((
+        heat_rule::<T>((height, width), (alpha, boundary), opts)?,
+        shift,
+    ))
+}
+
+/// A heat run's spec in cells of `T` (its halo checked; not the grid's cells).
+fn heat_rule<T: HeatCell>(
+    (height, width): (usize, usize),
+    (alpha, boundary): (T, Boundary),
+    opts: &Options,
+) -> Result<Spec> {
     // Rows padded to whole vec4s: the kernel updates four cells per thread.
     let row_bytes = width.div_ceil(4) * 4 * size_of::<T>();
-    let spec = Spec {
+    Ok(Spec {
         rule: Rule::Heat {
             alpha: alpha.to_f64(),
             dtype: T::DTYPE,
@@ -136,8 +203,7 @@ fn heat_spec<T: HeatCell>(
         geometry: geometry(height, opts, boundary == Boundary::Periodic)?,
         width,
         row_bytes,
-    };
-    Ok((spec, shift))
+    })
 }
 
 /// The power of two a heat grid whose largest |u| is `top` (finite) is scaled down by
@@ -155,45 +221,6 @@ fn heat_shift<T: HeatCell>(top: T, steps: u64) -> i32 {
     // is at most 5; its exponent is float64's (exact for either type's values).
     let e = ((top.to_bits() >> 52) & 0x7ff) as i32 - 1023;
     e - T::LIMIT + 1
-}
-
-/// The bits of the largest |u| of `grid`, in one pass that vectorises: the bits of
-/// non-negative floats order as their values, and those of inf and NaN above every finite
-/// one, so the finiteness check and the scaling read the grid once.
-#[inline(always)]
-fn top_bits<T: HeatCell>(grid: &[T]) -> T::Bits {
-    grid.iter()
-        .fold(T::Bits::default(), |m, v| m.max(v.abs_bits()))
-}
-
-/// [`top_bits`] compiled for the CPU's widest vectors: x86-64's baseline (SSE2) has no
-/// unsigned 32- or 64-bit max, and emulating it made the check a fifth of a float64 heat
-/// call's samples.
-struct Top<'a, T>(&'a [T]);
-
-impl<T: HeatCell> Task for Top<'_, T> {
-    type Output = T::Bits;
-    #[inline(always)]
-    fn run(self) -> T::Bits {
-        top_bits(self.0)
-    }
-}
-
-/// [`top_bits`] in pieces on `pool`'s threads where there is one (the pass is a read of the
-/// whole grid, otherwise serial before any band starts).
-fn top_bits_on<T: HeatCell>(pool: Option<&HostPool>, grid: &[T]) -> T::Bits {
-    use rayon::prelude::*;
-    // 256 KiB per piece: the pool's cost per task stays small beside it.
-    let piece = (256 << 10) / size_of::<T>();
-    match pool {
-        Some(pool) if pool.threads() > 1 && grid.len() > piece => pool.run_with(|| {
-            grid.par_chunks(piece)
-                .map(|piece| dispatch(Top(piece)))
-                .max()
-                .unwrap_or_default()
-        }),
-        _ => dispatch(Top(grid)),
-    }
 }
 
 /// Multiplies every cell by 2^`e` (|e| <= 5: exact for normal results).
@@ -265,7 +292,18 @@ fn check_heat_on<T: HeatCell>(
     alpha: T,
     steps: u64,
 ) -> Result<i32> {
-    check_shape(grid.len(), height, width)?;
+    check_heat_args(grid.len(), (height, width), alpha)?;
+    heat_shift_of(grid, width, top_bits_on(pool, grid), steps)
+}
+
+/// The checks of a heat run that do not read the grid's cells: its shape (`len` cells)
+/// and `alpha`.
+fn check_heat_args<T: HeatCell>(
+    len: usize,
+    (height, width): (usize, usize),
+    alpha: T,
+) -> Result<()> {
+    check_shape(len, height, width)?;
     if !(alpha.is_finite() && (0.0..=0.25).contains(&alpha.to_f64())) {
         return Err(Error::invalid(
             "alpha",
@@ -274,7 +312,13 @@ fn check_heat_on<T: HeatCell>(
             ),
         ));
     }
-    let top = top_bits_on(pool, grid);
+    Ok(())
+}
+
+/// The check of a heat grid's cells from the bits of its largest |u|, `top`: the first
+/// cell that is not finite refused, else the power of two it is scaled down by
+/// ([`heat_shift`]).
+fn heat_shift_of<T: HeatCell>(grid: &[T], width: usize, top: T::Bits, steps: u64) -> Result<i32> {
     if top >= T::INFINITY.abs_bits() {
         // Only here, on a grid already known to hold one, is the first one looked for.
         let i = grid.iter().position(|v| !v.is_finite()).unwrap_or(0);
@@ -380,6 +424,7 @@ fn geometry(height: usize, opts: &Options, periodic: bool) -> Result<Geometry> {
 
 #[cfg(test)]
 mod tests {
+    use super::scan::top_bits;
     use super::*;
 
     #[test]
@@ -461,21 +506,5 @@ mod tests {
         assert_eq!(ctx.spare.kept(), board);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&first), bits(&second));
-    }
-
-    /// One pass finds both the largest |u| and whether any cell is not finite: the bits of
-    /// |u| order as the values, inf and NaN of either sign above every finite one.
-    #[test]
-    fn the_top_bits_of_a_grid_order_as_its_magnitudes() {
-        assert_eq!(top_bits::<f32>(&[]), 0);
-        assert_eq!(top_bits(&[-0.0f32, 0.0]), 0);
-        assert_eq!(f32::from_bits(top_bits(&[1.0f32, -3.5, 2.0])), 3.5);
-        assert_eq!(f32::from_bits(top_bits(&[-f32::MAX, 1.0])), f32::MAX);
-        assert_eq!(f64::from_bits(top_bits(&[1.0f64, -3.5, 2.0])), 3.5);
-        assert!(top_bits(&[-f64::NAN, 1.0]) >= f64::INFINITY.to_bits());
-        let finite = f32::INFINITY.to_bits();
-        assert!(top_bits(&[1.0, f32::NEG_INFINITY]) >= finite);
-        assert!(top_bits(&[-f32::NAN, 1.0]) >= finite);
-        assert!(top_bits(&[f32::MAX, f32::MIN_POSITIVE]) < finite);
     }
 }

@@ -115,6 +115,8 @@ impl<'a> Attempt<'a> {
             let program = BandProgram {
                 band: band.clone(),
                 spec: *spec,
+                // Only a first layout's passes read the caller's grid.
+                scan: self.scan.clone().filter(|_| lend && old.is_none()),
             };
             on.store
                 .push(band.buffer_rows(), spec.row_bytes, Box::new(program))

@@ -5,6 +5,7 @@
 //! in `relayout`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::attempt::{Attempt, DeviceBands, Failure, States};
@@ -16,6 +17,7 @@ use super::relayout::moved_rows;
 use super::report::{DeviceRoundReport, Layout, Report, RoundReport};
 use super::round::{place, DeviceRound, Readback, Round};
 use super::rule::Options;
+use super::scan::GridScan;
 use super::state::Spec;
 use crate::calibration::dtypes;
 use crate::context::MultiGpuContext;
@@ -81,13 +83,22 @@ impl Board for Written<'_> {
     }
 }
 
+/// The caller's grid a run's first layout reads its rows from (see [`Written`]), and the
+/// scan of its cells that the host passes reading it in place feed, if the grid is checked
+/// during the run (`domain::Dest::New`).
+#[derive(Clone, Copy)]
+pub(super) struct Source<'a> {
+    pub(super) grid: &'a [u8],
+    pub(super) scan: Option<&'a Arc<GridScan>>,
+}
+
 /// Runs the grid on the healthy devices, starting again without a device that fails from
 /// the board as it started. `source` is where the first layout of each attempt reads the
 /// rows from (see [`Written`]), the board itself without it.
 pub(super) fn evolve(
     ctx: &MultiGpuContext,
     spec: &Spec,
-    (board, source): (&mut dyn Board, Option<&[u8]>),
+    (board, source): (&mut dyn Board, Option<Source<'_>>),
     opts: &Options,
 ) -> Result<Report> {
     if source.is_some() && opts.steps == 0 {
@@ -261,7 +272,7 @@ fn register_call(
 fn attempt(
     ctx: &MultiGpuContext,
     spec: &Spec,
-    (board, source): (&mut [u8], Option<&[u8]>),
+    (board, source): (&mut [u8], Option<Source<'_>>),
     mut split: Vec<(usize, usize)>,
     opts: &Options,
     recorder: &Recorder<'_>,
@@ -276,7 +287,9 @@ fn attempt(
         spec,
         kernel: spec.rule.kernel(),
         timeout: ctx.options().sync_timeout_ms.map(Duration::from_millis),
+        scan: source.and_then(|s| s.scan).cloned(),
     };
+    let source = source.map(|s| s.grid);
     let g = spec.geometry;
     let mut current = 0;
     let t = Instant::now();

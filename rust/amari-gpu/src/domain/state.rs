@@ -5,11 +5,13 @@
 //! the run's shared [`Spec`] and where a band's buffer rows are on the host board.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use super::bands::{Band, Geometry};
 use super::host_blocked::{depth, run, Pass, Rows};
 use super::host_grid::{HeatCell, HeatStep, LifeStep};
 use super::rule::Rule;
+use super::scan::GridScan;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::kernel::FmaMode;
@@ -94,6 +96,9 @@ pub struct BandProgram {
     pub band: Band,
     /// The run.
     pub spec: Spec,
+    /// The scan of the caller's grid that a heat pass reading its rows in place feeds
+    /// ([`GridScan::see`]), when the grid is checked during the run.
+    pub(crate) scan: Option<Arc<GridScan>>,
 }
 
 impl Program for BandProgram {
@@ -167,7 +172,7 @@ impl Program for BandProgram {
                         None => None,
                     };
                     let lent = lent_rows::<f64>(first, src, spec.row_bytes);
-                    let read = |r: usize| lent.as_ref().map_or(&[][..], |l| l.row(r));
+                    let read = |r: usize| lent.as_ref().map_or(&[][..], |l| self.seen(l, r));
                     let first: Option<&Rows<'_, f64>> = lent.is_some().then_some(&read);
                     on_f64_cells([src, other], |cells| {
                         self.heat(alpha, &pass, cells, into, first, fma);
@@ -175,7 +180,7 @@ impl Program for BandProgram {
                 }
                 Dtype::F16 | Dtype::F32 => {
                     let lent = lent_rows::<f32>(first, src, spec.row_bytes);
-                    let read = |r: usize| lent.as_ref().map_or(&[][..], |l| l.row(r));
+                    let read = |r: usize| lent.as_ref().map_or(&[][..], |l| self.seen(l, r));
                     let first: Option<&Rows<'_, f32>> = lent.is_some().then_some(&read);
                     let cells = [src, other].map(bytemuck::cast_slice_mut::<u32, f32>);
                     let into = into.map(|(r, place)| (r, bytemuck::cast_slice_mut(place)));
@@ -246,6 +251,20 @@ fn lent_rows<'a, T: bytemuck::Pod>(
 }
 
 impl BandProgram {
+    /// Buffer row `r` of the caller's grid as a pass reads it; if the run checks the grid's
+    /// cells as it reads them, row `r - 2` is scanned first. That row the pass's first step
+    /// read in its last turn, so it is in the core's cache: row `r` itself would be a read
+    /// from memory that nothing overlaps, where the step that reads it next overlaps its
+    /// misses with the other steps' work (scanning each row on its first read cost about
+    /// twice as much). The band's last two rows are left to [`GridScan::finish`].
+    #[inline]
+    fn seen<'r, T: HeatCell>(&self, lent: &Lent<'r, T>, r: usize) -> &'r [T] {
+        if let (Some(scan), Some(back)) = (&self.scan, r.checked_sub(2)) {
+            scan.see(lent.row(back));
+        }
+        lent.row(r)
+    }
+
     /// Heat steps `pass` on cells of `T`, from `src` (or the rows `first` reads, when
     /// given) into `other` and back as the steps alternate (the last step's rows `into`
     /// there, when given).
@@ -419,6 +438,7 @@ mod tests {
             let program = BandProgram {
                 band: band.clone(),
                 spec,
+                scan: None,
             };
             bands
                 .push(band.buffer_rows(), spec.row_bytes, Box::new(program))
