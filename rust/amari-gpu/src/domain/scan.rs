@@ -6,7 +6,7 @@
 //! the step that reads it next), and whatever rows no host pass read (those of wgpu bands)
 //! are scanned after the run, before anything is returned.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
@@ -61,8 +61,10 @@ pub(crate) struct GridScan {
     /// Bytes per row (the grid's rows have no padding) and rows.
     row_bytes: usize,
     rows: usize,
-    /// A bit per row: scanned.
-    seen: Vec<AtomicU64>,
+    /// A flag per row: scanned. A byte each, not a bit: the threads of a pass scan rows of
+    /// their own chunks, and their flags then lie on lines of their own (bits of 64 rows
+    /// to a word put both threads' rows on one line of 16 words).
+    seen: Vec<AtomicBool>,
     /// The largest bits of |u| over the rows scanned, as 64 bits.
     top: AtomicU64,
 }
@@ -75,7 +77,7 @@ impl GridScan {
             start: grid.as_ptr() as usize,
             row_bytes: width * size_of::<T>(),
             rows,
-            seen: (0..rows.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            seen: (0..rows).map(|_| AtomicBool::new(false)).collect(),
             top: AtomicU64::new(0),
         }
     }
@@ -93,13 +95,16 @@ impl GridScan {
         if r >= self.rows {
             return;
         }
-        let (word, bit) = (&self.seen[r / 64], 1u64 << (r % 64));
-        if word.load(Ordering::Acquire) & bit != 0 {
+        if self.seen[r].load(Ordering::Relaxed) {
             return;
         }
         let top: u64 = dispatch(Top(row)).into();
-        self.top.fetch_max(top, Ordering::AcqRel);
-        word.fetch_or(bit, Ordering::AcqRel);
+        // Written only when larger (rarely after the first rows): a write each row from both
+        // threads would move the line between their cores every time.
+        if top > self.top.load(Ordering::Relaxed) {
+            self.top.fetch_max(top, Ordering::Relaxed);
+        }
+        self.seen[r].store(true, Ordering::Relaxed);
     }
 
     /// The bits of `grid`'s largest |u| (`grid` is the grid the scan was made for): the
@@ -122,14 +127,16 @@ impl GridScan {
                 .max()
                 .unwrap_or_default(),
         };
-        let seen = T::Bits::try_from(self.top.load(Ordering::Acquire)).unwrap_or_default();
+        // The pass's threads were joined before this (the pool's scope): their stores are
+        // seen here.
+        let seen = T::Bits::try_from(self.top.load(Ordering::Relaxed)).unwrap_or_default();
         rest.max(seen)
     }
 
     /// The rows no pass has scanned yet.
     pub(super) fn unseen(&self) -> Vec<usize> {
         (0..self.rows)
-            .filter(|&r| self.seen[r / 64].load(Ordering::Acquire) & (1u64 << (r % 64)) == 0)
+            .filter(|&r| !self.seen[r].load(Ordering::Relaxed))
             .collect()
     }
 }
@@ -174,12 +181,8 @@ mod tests {
             scan.see(&other);
             scan.see(&grid[1..1 + w]);
             scan.see(&grid[..w - 1]);
-            let scanned: u32 = scan
-                .seen
-                .iter()
-                .map(|b| b.load(Ordering::Relaxed).count_ones())
-                .sum();
-            assert_eq!(scanned as usize, seen.len(), "{seen:?}");
+            let unseen: Vec<usize> = (0..h).filter(|r| !seen.contains(r)).collect();
+            assert_eq!(scan.unseen(), unseen, "{seen:?}");
             assert_eq!(scan.finish(None, &grid), want, "{seen:?}");
         }
         // The NaN's row not seen by a pass still makes the top non-finite.
