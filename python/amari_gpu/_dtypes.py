@@ -83,8 +83,13 @@ def result_dtype(
             raise InvalidArgumentError(f"dtype: this operation computes in {names}, got {want}")
         return want
     dtypes = [d for d in found if d is not None]
-    # Python scalars alone promote as numpy 2 gives them: float64.
-    promoted = np.result_type(*dtypes) if dtypes else FLOAT64
+    # Python scalars alone promote as numpy 2 gives them: float64. One operand's dtype is
+    # its own (numpy's promotion is not asked: a call's first after idle pays for every
+    # line of code it runs).
+    if len(dtypes) == 1:
+        promoted = dtypes[0]
+    else:
+        promoted = np.result_type(*dtypes) if dtypes else FLOAT64
     if promoted.kind in "biu":
         promoted = FLOAT64
     return promoted if promoted in kernels else FLOAT32

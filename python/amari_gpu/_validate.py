@@ -69,6 +69,10 @@ def contiguous(name: str, array: np.ndarray[Any, Any], dtype: Any) -> np.ndarray
     """``array`` as a C-contiguous, aligned array of ``dtype``, a copy unless it already is
     one. A copy the host cannot allocate is an ``OutOfMemoryError`` naming ``name``, its
     bytes and both dtypes, rather than numpy's bare ``MemoryError``."""
+    # Already so (the usual case): returned as np.require would, without its Python code.
+    flags = array.flags
+    if flags.c_contiguous and flags.aligned and array.dtype == dtype:
+        return array
     try:
         return np.require(array, dtype=dtype, requirements=["C", "A"])
     except MemoryError:
