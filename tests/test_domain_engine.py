@@ -53,10 +53,11 @@ def test_non_finite_and_complex_grids_are_refused(ctx):
 @pytest.mark.parametrize("backend", ["host", "mixed"])
 def test_a_grid_that_is_not_finite_is_refused_whatever_it_is_written_into(backend, host, mixed):
     """A new result array is written while the run checks the grid's cells (as it reads
-    them); ``out=`` and a run with ``progress=`` are checked before anything is written or
-    reported. The error is the same in each, wherever the cell is: in the first or last rows
-    (the host's pass scans each row after its first read, and leaves a band's last two rows
-    for after the run), or among rows only lavapipe's bands hold."""
+    them: a refused grid's run shows in the profiler); ``out=`` and a run with
+    ``progress=`` are checked before anything is written, run or reported. The error is the
+    same in each, wherever the cell is: in the first or last rows (the host's pass scans
+    each row after its first read, and leaves a band's last two rows for after the run), or
+    among rows only lavapipe's bands hold."""
     ctx = host if backend == "host" else mixed
     rng = np.random.default_rng(5)
     for row, col, bad, found in [
@@ -68,11 +69,14 @@ def test_a_grid_that_is_not_finite_is_refused_whatever_it_is_written_into(backen
         grid[row, col] = bad
         before = grid.copy()
         match = rf"grid: expected finite values, found {found} at \({row}, {col}\)"
-        with pytest.raises(ValueError, match=match):
+        # Refused after its run (which the profiler shows), or before any (out=).
+        with ctx.profile() as prof, pytest.raises(ValueError, match=match):
             ctx.stencil(grid, 8, 0.2, "periodic", halo=8)
+        assert any(e["kind"] == "kernel" for e in prof.events)
         out = np.full_like(grid, 7.0)
-        with pytest.raises(ValueError, match=match):
+        with ctx.profile() as prof, pytest.raises(ValueError, match=match):
             ctx.stencil(grid, 8, 0.2, "periodic", halo=8, out=out)
+        assert prof.events == [], "refused before any work"
         assert (out == 7.0).all(), "out= is not written"
         calls: list[tuple[int, int]] = []
         with pytest.raises(ValueError, match=match):
