@@ -35,6 +35,9 @@ U64_MAX = 2**64 - 1
 
 def plain_array(name: str, value: Any) -> np.ndarray[Any, Any]:
     """``numpy.asarray(value)``, refusing masked arrays (their mask would be dropped)."""
+    if type(value) is np.ndarray:
+        # A plain array is its own asarray (the usual case, without the calls).
+        return value
     if isinstance(value, np.ma.MaskedArray):
         raise TypeError(
             f"{name}: expected a plain array, got a masked array (numpy.ma); the kernels "
