@@ -371,13 +371,11 @@ fn written_into<T: HeatCell>(
 /// result is the bits of the run laid out by copies.
 #[test]
 fn a_host_pass_scans_the_rows_it_reads_and_leaves_the_rest_for_after() {
-    use super::scan::GridScan;
-    use super::{heat_rule, run_lent};
-    use std::sync::Arc;
     let (h, w): (usize, usize) = (48, 32);
     let grid: Vec<f32> = (0..h * w)
         .map(|i| ((i * 37) % 101) as f32 / 101.0 - 0.3)
         .collect();
+    let grid64: Vec<f64> = grid.iter().map(|&v| f64::from(v) * 1.25).collect();
     for (backends, split, halo, steps, unseen) in [
         (&["host"][..], None, 16, 16, vec![]),
         (&["host"][..], None, 1, 3, vec![]),
@@ -399,12 +397,33 @@ fn a_host_pass_scans_the_rows_it_reads_and_leaves_the_rest_for_after() {
             split,
         };
         let what = format!("{backends:?} halo {halo}, {steps} steps");
-        let (want, _) = heat(&ctx, &grid, h, w, 0.2, Boundary::Periodic, &o).unwrap();
-        let spec = heat_rule::<f32>((h, w), (0.2, Boundary::Periodic), &o).unwrap();
-        let scan = Arc::new(GridScan::new(&grid, w));
-        let mut out = vec![f32::NAN; h * w];
-        run_lent(&ctx, &grid, &spec, &o, &mut out, Some(&scan)).unwrap();
-        assert_eq!(scan.unseen(), unseen, "{what}");
-        assert_eq!(bits(&out), bits(&want), "{what}");
+        assert_eq!(scanned_run(&ctx, &grid, (h, w), &o), unseen, "{what}");
+        assert_eq!(
+            scanned_run(&ctx, &grid64, (h, w), &o),
+            unseen,
+            "{what}, float64"
+        );
     }
+}
+
+/// The rows of `grid` a periodic heat run into a new array left unscanned by its host
+/// passes, its result checked against the bits of the run laid out by copies.
+fn scanned_run<T: HeatCell>(
+    ctx: &MultiGpuContext,
+    grid: &[T],
+    (h, w): (usize, usize),
+    o: &Options,
+) -> Vec<usize> {
+    use super::scan::GridScan;
+    use super::{heat_rule, run_lent};
+    use std::sync::Arc;
+    let alpha = T::from_f64(0.2);
+    let (want, _) = heat(ctx, grid, h, w, alpha, Boundary::Periodic, o).unwrap();
+    let spec = heat_rule::<T>((h, w), (alpha, Boundary::Periodic), o).unwrap();
+    let scan = Arc::new(GridScan::new(grid, w));
+    let mut out = vec![T::from_f64(f64::NAN); h * w];
+    run_lent(ctx, grid, &spec, o, &mut out, Some(&scan)).unwrap();
+    let bytes = |v: &[T]| bytemuck::cast_slice::<T, u8>(v).to_vec();
+    assert_eq!(bytes(&out), bytes(&want));
+    scan.unseen()
 }
