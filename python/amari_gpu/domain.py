@@ -261,10 +261,11 @@ class DomainMixin:
                 interrupted after it began may leave part of a result there, and the
                 package's errors say so) and it is returned. Without it the result is a new
                 array, in memory an earlier large result gave back when there is some;
-                then, without ``progress`` either, a grid whose width is a multiple of 4
-                has its cells checked as the run reads them rather than in a pass of its
-                own, the result returned only once all were found finite (a refused grid
-                was stepped first: the profiler shows its run).
+                then, without ``progress`` either, on a context with the host device, a
+                grid whose width is a multiple of 4 has its cells checked as the run reads
+                them rather than in a pass of its own, the result returned only once all
+                were found finite (a refused grid was stepped first: the profiler shows its
+                run).
             dtype: float32 or float64 to compute in, overriding the grid's own.
 
         Returns:

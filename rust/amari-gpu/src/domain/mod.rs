@@ -82,9 +82,9 @@ pub fn heat<T: HeatCell>(
 pub enum Dest<'a, T> {
     /// The caller's array: the grid is checked before any row of it is written.
     Callers(&'a mut [T]),
-    /// A new result array, of no use to anyone if the grid is refused: the grid's cells may
-    /// be checked as the run reads them ([`scan::GridScan`]), and the run's result then
-    /// returned only once they all were.
+    /// A new result array, of no use to anyone if the grid is refused: where the context has
+    /// the host device, the grid's cells are checked as the run reads them
+    /// ([`scan::GridScan`]), and the run's result returned only once they all were.
     New(&'a mut [T]),
 }
 
@@ -118,7 +118,9 @@ pub fn heat_into<T: HeatCell>(
         });
     }
     let in_place = |spec: &Spec| spec.row_bytes == width * size_of::<T>() && opts.steps > 0;
-    if during {
+    // Without the host device no pass reads the grid on the host: the check would only
+    // move after the run, and a refused grid cost a whole run first.
+    if during && ctx.host_pool().is_some() {
         let spec = heat_rule::<T>((height, width), (alpha, boundary), opts)?;
         if in_place(&spec) {
             let scan = Arc::new(GridScan::new(grid, width));
