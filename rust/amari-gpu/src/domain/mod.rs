@@ -60,17 +60,29 @@ pub fn heat<T: HeatCell>(
     opts: &Options,
 ) -> Result<(Vec<T>, Report)> {
     let (spec, shift) = heat_spec(ctx, grid, (height, width), (alpha, boundary), opts)?;
+    heat_checked(ctx, grid, (height, width), boundary, opts, (&spec, shift))
+}
+
+/// [`heat`] of a grid already checked, run as `spec`, scaled down by 2^`shift`.
+fn heat_checked<T: HeatCell>(
+    ctx: &MultiGpuContext,
+    grid: &[T],
+    (height, width): (usize, usize),
+    boundary: Boundary,
+    opts: &Options,
+    (spec, shift): (&Spec, i32),
+) -> Result<(Vec<T>, Report)> {
     let row_bytes = spec.row_bytes;
     if shift == 0 && row_bytes == width * size_of::<T>() {
         // Rows without padding, unscaled: the board's words are the result's cells.
         let board = || cells_board(ctx, grid, width);
         let mut board = Built::new(&board)?;
-        let report = evolve(ctx, &spec, (&mut board, None), opts)?;
+        let report = evolve(ctx, spec, (&mut board, None), opts)?;
         return Ok((board.board, report));
     }
     let board = || heat_board(ctx, grid, width, row_bytes, shift);
     let mut board = Built::new(&board)?;
-    let report = evolve(ctx, &spec, (&mut board, None), opts)?;
+    let report = evolve(ctx, spec, (&mut board, None), opts)?;
     let mut out = heat_result(ctx, board.board, height, width, row_bytes)?;
     if shift != 0 {
         unscale_heat(&mut out, grid, height, width, boundary, shift)?;
@@ -118,6 +130,8 @@ pub fn heat_into<T: HeatCell>(
         });
     }
     let in_place = |spec: &Spec| spec.row_bytes == width * size_of::<T>() && opts.steps > 0;
+    // The bits of the grid's largest |u|, once found (the grid is read for them once).
+    let mut top = None;
     // Without the host device no pass reads the grid on the host: the check would only
     // move after the run, and a refused grid cost a whole run first.
     if during && ctx.host_pool().is_some() {
@@ -130,17 +144,20 @@ pub fn heat_into<T: HeatCell>(
             }
             // The run read (or uploaded) every row; only a grid found finite and within
             // the limit keeps its result (one near the limit runs again below, scaled).
-            let top = scan.finish(ctx.host_pool(), grid);
-            if heat_shift_of(grid, width, top, opts.steps)? == 0 {
+            let found = scan.finish(ctx.host_pool(), grid);
+            if heat_shift_of(grid, width, found, opts.steps)? == 0 {
                 return run;
             }
+            top = Some(found);
         }
     }
-    let (spec, shift) = heat_spec(ctx, grid, (height, width), (alpha, boundary), opts)?;
+    let top = top.unwrap_or_else(|| top_bits_on(ctx.host_pool(), grid));
+    let shift = heat_shift_of(grid, width, top, opts.steps)?;
+    let spec = heat_rule::<T>((height, width), (alpha, boundary), opts)?;
     if shift == 0 && in_place(&spec) {
         return run_lent(ctx, grid, &spec, opts, out, None);
     }
-    let (cells, report) = heat(ctx, grid, height, width, alpha, boundary, opts)?;
+    let (cells, report) = heat_checked(ctx, grid, (height, width), boundary, opts, (&spec, shift))?;
     let row = width * size_of::<T>();
     crate::host::rows::copy_rows(
         ctx.host_pool(),
