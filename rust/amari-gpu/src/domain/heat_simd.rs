@@ -111,13 +111,50 @@ macro_rules! positions512 {
     }};
 }
 
+/// The vector positions of a row's inner cells `1..$end` (`$end >= $w256 + 1`) at `$w256`
+/// lanes of `$t`, each a whole vector `$body` at cell `$c`: the first at cell 1, then from
+/// the first cell of output row `$o` on a 32-byte line (when cells lie on whole multiples
+/// of their size) in whole vectors, the last one ending at `$end`. The first and last
+/// overlap the cells beside them, which are written again with the same values (computed
+/// from rows the kernel does not write). Stores of whole lines' halves and loads of the
+/// rows beside (at the same alignment in a band buffer or the ring) do not split lines:
+/// at the first cell, every vector of the row did, two lines a store.
+macro_rules! positions256 {
+    ($t:ty, $w256:literal, $o:ident, $end:ident, |$c:ident| $body:block) => {{
+        let size = size_of::<$t>();
+        let addr = $o as usize + size;
+        let lead = if addr % size == 0 {
+            (32 - addr % 32) % 32 / size
+        } else {
+            0
+        };
+        let mut $c = 1;
+        if lead > 0 {
+            $body
+            $c += lead;
+        }
+        loop {
+            if $c + $w256 > $end {
+                if $c >= $end {
+                    break;
+                }
+                $c = $end - $w256;
+                $body
+                break;
+            }
+            $body
+            $c += $w256;
+        }
+    }};
+}
+
 /// `$inner`, the inner cells of a row of `$t` (see the function's own words): `$w512`
 /// lanes through the AVX-512 intrinsics (`$mask` their masks), `$w256` lanes through the
 /// AVX2 ones.
 macro_rules! lanes {
     (
         $t:ty, $w512:literal, $mask:ty, $w256:literal, $inner:ident, $avx512:ident, $avx2:ident,
-        $inner2:ident, $avx512_2:ident,
+        $inner2:ident, $avx512_2:ident, $avx2_2:ident,
         $load512:ident, $maskz512:ident, $store512:ident, $mstore512:ident, $set512:ident,
         $add512:ident, $sub512:ident, $mul512:ident, $fma512:ident,
         $load256:ident, $store256:ident, $set256:ident, $add256:ident, $sub256:ident,
@@ -164,7 +201,7 @@ macro_rules! lanes {
         /// The cells of two rows one above the other, `outs[0]` from rows `[up, at, at2]`
         /// and `outs[1]` from `[at, at2, down]` (`w = outs[0].len() >= 3` cells each, the
         /// rows at least as long), fused when `FUSED`, wrapped when `periodic`, the inner
-        /// ones in one sweep at the AVX-512 level: whether they were written (else the caller
+        /// ones in one sweep at the AVX-512 and AVX2 levels: whether they were written (else the caller
         /// computes each row). Each cell is the one [`$inner`] computes; the sweep loads the
         /// two middle rows' vectors once for both outputs.
         #[inline]
@@ -185,6 +222,17 @@ macro_rules! lanes {
                 #[allow(unsafe_code)]
                 unsafe {
                     $avx512_2::<FUSED>(alpha, rows, out, out2, periodic)
+                };
+                return true;
+            }
+            #[cfg(target_arch = "x86_64")]
+            if matches!(level, Level::Avx2 | Level::Avx512) && w >= $w256 + 2 && out2.len() == w {
+                let rows = [&up[..w], &at[..w], &at2[..w], &down[..w]];
+                // SAFETY: as above for AVX2 and FMA; the rows hold `w >= $w256 + 2` cells,
+                // at least one whole vector of inner cells.
+                #[allow(unsafe_code)]
+                unsafe {
+                    $avx2_2::<FUSED>(alpha, rows, out, out2, periodic)
                 };
                 return true;
             }
@@ -277,7 +325,7 @@ macro_rules! lanes {
         }
 
         /// The inner cells of a row of `w = out.len() >= $w256 + 2` cells, `$w256` lanes at a
-        /// time, the tail one vector ending at the last inner cell.
+        /// time at the positions of [`positions256`].
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
         #[allow(unsafe_code)]
@@ -288,34 +336,51 @@ macro_rules! lanes {
             periodic: bool,
         ) {
             let (a, four, [u, m, d], o, end) = setup!($set256, alpha, rows, out);
-            let mut c = 1;
-            // SAFETY (the loads and stores of each vector): `c >= 1` and `c + $w256 <=
-            // end < w`, so lanes `c..c + $w256` and `at`'s cells `c - 1 ..= c + $w256` lie
-            // in the rows; the tail's `end - $w256 >= 1` as `w >= $w256 + 2`.
-            loop {
-                let at_end = c + $w256 > end;
-                if at_end {
-                    if c >= end {
-                        break;
-                    }
-                    c = end - $w256;
-                }
+            positions256!($t, $w256, o, end, |c| {
+                // SAFETY: `1 <= c` and `c + $w256 <= end < w` ([`positions256`]), so lanes
+                // `c..c + $w256` and `at`'s cells `c - 1 ..= c + $w256` lie in the rows.
                 let v = heat_vec! { [$add256, $sub256, $mul256, $fma256, FUSED], (a, four),
                 $load256, (u, d, m), c };
                 $store256(o.add(c), v);
-                if at_end {
-                    break;
-                }
-                c += $w256;
-            }
+            });
             edges::<$t, FUSED>((alpha, 4.0), rows, out, periodic);
+        }
+
+        /// [`$inner2`] at the AVX2 level: the one-row kernel's vectors for both outputs
+        /// at each position (both computed before either is stored, so that each middle
+        /// row's vectors are loaded once).
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        #[allow(unsafe_code)]
+        unsafe fn $avx2_2<const FUSED: bool>(
+            alpha: $t,
+            [up, at, at2, down]: [&[$t]; 4],
+            out: &mut [$t],
+            out2: &mut [$t],
+            periodic: bool,
+        ) {
+            let three = [up, at, at2];
+            let (a, four, [u, m, d], o, end) = setup!($set256, alpha, three, out);
+            let (m2, dd, o2) = (at2.as_ptr(), down.as_ptr(), out2.as_mut_ptr());
+            positions256!($t, $w256, o, end, |c| {
+                // SAFETY: as in the one-row kernel, for each of the two outputs and their
+                // rows.
+                let v = heat_vec! { [$add256, $sub256, $mul256, $fma256, FUSED], (a, four),
+                $load256, (u, d, m), c };
+                let v2 = heat_vec! { [$add256, $sub256, $mul256, $fma256, FUSED], (a, four),
+                $load256, (m, dd, m2), c };
+                $store256(o.add(c), v);
+                $store256(o2.add(c), v2);
+            });
+            edges::<$t, FUSED>((alpha, 4.0), [up, at, at2], out, periodic);
+            edges::<$t, FUSED>((alpha, 4.0), [at, at2, down], out2, periodic);
         }
     };
 }
 
 #[rustfmt::skip]
 lanes!(f32, 16, __mmask16, 8, inner_f32, inner_f32_avx512, inner_f32_avx2, inner2_f32,
-    inner2_f32_avx512, _mm512_loadu_ps,
+    inner2_f32_avx512, inner2_f32_avx2, _mm512_loadu_ps,
     _mm512_maskz_loadu_ps, _mm512_storeu_ps, _mm512_mask_storeu_ps, _mm512_set1_ps, _mm512_add_ps,
     _mm512_sub_ps, _mm512_mul_ps, _mm512_fmadd_ps, _mm256_loadu_ps, _mm256_storeu_ps,
     _mm256_set1_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_fmadd_ps);
@@ -323,7 +388,7 @@ lanes!(f32, 16, __mmask16, 8, inner_f32, inner_f32_avx512, inner_f32_avx2, inner
 // Float64: half the lanes, and 8-lane masks.
 #[rustfmt::skip]
 lanes!(f64, 8, __mmask8, 4, inner_f64, inner_f64_avx512, inner_f64_avx2, inner2_f64,
-    inner2_f64_avx512, _mm512_loadu_pd,
+    inner2_f64_avx512, inner2_f64_avx2, _mm512_loadu_pd,
     _mm512_maskz_loadu_pd, _mm512_storeu_pd, _mm512_mask_storeu_pd, _mm512_set1_pd, _mm512_add_pd,
     _mm512_sub_pd, _mm512_mul_pd, _mm512_fmadd_pd, _mm256_loadu_pd, _mm256_storeu_pd,
     _mm256_set1_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_fmadd_pd);
@@ -407,8 +472,9 @@ mod tests {
 
     /// The two-row sweep at every level, widths 1 to 70 and 1024, 1029, output rows at
     /// several offsets from a line, float32 and float64, fused and not, wrapped and not:
-    /// where it writes (the AVX-512 level, three cells or more), each row's cells are the
-    /// portable cell's bit for bit; elsewhere it writes nothing.
+    /// where it writes (the AVX-512 level, three cells or more; AVX2, a vector and two
+    /// cells or more), each row's cells are the portable cell's bit for bit; elsewhere it
+    /// writes nothing.
     #[test]
     fn the_two_row_sweep_computes_each_rows_portable_cells() {
         let mut swept = 0;
@@ -443,7 +509,7 @@ mod tests {
                 }
             }
         }
-        assert!(swept > 0 || !Level::available().contains(&Level::Avx512));
+        assert!(swept > 0 || !Level::available().contains(&Level::Avx2));
     }
 
     /// Checks one two-row sweep at `level`, fused and wrapped as `(fused, periodic)` (see
@@ -468,7 +534,12 @@ mod tests {
         };
         let bits = |v: T| bytemuck::bytes_of(&v).to_vec();
         if !wrote {
-            assert!(level != Level::Avx512 || w < 3, "{level:?} {w}");
+            // Only the portable level, and AVX2 rows shorter than a vector, are left.
+            let lanes = 32 / size_of::<T>();
+            assert!(
+                level == Level::Portable || (level == Level::Avx2 && w < lanes + 2) || w < 3,
+                "{level:?} {w}"
+            );
             assert!(o1
                 .iter()
                 .chain(o2.iter())
