@@ -14,8 +14,10 @@
 //! read nor written; its head too, up to the first cell on a 64-byte line, so that the
 //! stores of whole vectors do not split lines) or one vector overlapping the cells before
 //! it (AVX2: those cells are written again with the same values, as they are computed
-//! from inputs the row does not write). Rows shorter than one AVX2 vector take the
-//! portable loop.
+//! from inputs the row does not write; its head likewise, a vector at cell 1 and whole
+//! vectors from the first cell on a 32-byte line). Both levels sweep two rows at once
+//! where a wavefront asks for them. Rows shorter than one AVX2 vector take the portable
+//! loop.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
