@@ -16,8 +16,10 @@
 //! it (AVX2: those cells are written again with the same values, as they are computed
 //! from inputs the row does not write; its head likewise, a vector at cell 1 and whole
 //! vectors from the first cell on a 32-byte line). Both levels sweep two rows at once
-//! where a wavefront asks for them. Rows shorter than one AVX2 vector take the portable
-//! loop.
+//! where a wavefront asks for them; the AVX2 sweep a 64-byte line of each row a turn, the
+//! neighbours that would be loaded across two lines shifted instead out of the vectors
+//! beside them (the rows' loads were its bound). Rows shorter than one AVX2 vector take
+//! the portable loop.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -64,22 +66,59 @@ macro_rules! setup {
     };
 }
 
-/// One vector of cells `c..` of rows `m` (rows `u` above and `d` below), loaded with
-/// `$load` (under mask `$k` if given): `fma(α, ((up + down) + (left + right)) − 4·mid,
-/// mid)`, the product and sum rounded apart unless fused.
-macro_rules! heat_vec {
+/// One vector of cells from its neighbours' vectors: `fma(α, ((up + down) + (left +
+/// right)) − 4·mid, mid)`, the product and sum rounded apart unless fused.
+macro_rules! heat_of {
     ([$add:ident, $sub:ident, $mul:ident, $fma:ident, $fused:ident], ($a:ident, $four:ident),
-     $load:ident $([$k:ident])?, ($u:ident, $d:ident, $m:ident), $c:ident) => {{
-        let mid = $load($($k,)? $m.add($c));
-        let (up, down) = ($load($($k,)? $u.add($c)), $load($($k,)? $d.add($c)));
-        let (left, right) = ($load($($k,)? $m.add($c - 1)), $load($($k,)? $m.add($c + 1)));
-        let s = $add($add(up, down), $add(left, right));
+     [$up:expr, $down:expr, $left:expr, $right:expr, $mid:expr]) => {{
+        let mid = $mid;
+        let s = $add($add($up, $down), $add($left, $right));
         let e = $sub(s, $mul($four, mid));
         if $fused {
             $fma($a, e, mid)
         } else {
             $add($mul($a, e), mid)
         }
+    }};
+}
+
+/// One vector of cells `c..` of rows `m` (rows `u` above and `d` below), loaded with
+/// `$load` (under mask `$k` if given): [`heat_of`] of them.
+macro_rules! heat_vec {
+    ($ops:tt, $k4:tt, $load:ident $([$k:ident])?, ($u:ident, $d:ident, $m:ident), $c:ident) => {{
+        let mid = $load($($k,)? $m.add($c));
+        let (up, down) = ($load($($k,)? $u.add($c)), $load($($k,)? $d.add($c)));
+        let (left, right) = ($load($($k,)? $m.add($c - 1)), $load($($k,)? $m.add($c + 1)));
+        heat_of!($ops, $k4, [up, down, left, right, mid])
+    }};
+}
+
+/// Both outputs of a two-row sweep at vector position `$c`, every operand loaded: `$o`
+/// from rows `$u`, `$m`, `$m2` and `$o2` from `$m`, `$m2`, `$dd` (above, middle, below).
+macro_rules! both_at {
+    ($ops:tt, $k4:tt, $load:ident, $store:ident, ($u:ident, $m:ident, $m2:ident, $dd:ident),
+     ($o:ident, $o2:ident), $c:ident) => {{
+        let v = heat_vec!($ops, $k4, $load, ($u, $m2, $m), $c);
+        let v2 = heat_vec!($ops, $k4, $load, ($m, $dd, $m2), $c);
+        $store($o.add($c), v);
+        $store($o2.add($c), v2);
+    }};
+}
+
+/// The bytes `$n..$n + 16` of each 128-bit lane of `$hi` above `$lo` (`vpalignr`), as the
+/// one instruction: LLVM rewrites `_mm256_alignr_epi8` on float lanes as two `vshufps`,
+/// twice the shuffle work of the loads the line sweep saves with it.
+macro_rules! align {
+    ($n:literal, $hi:expr, $lo:expr) => {{
+        let mut r = $lo;
+        std::arch::asm!(
+            "vpalignr {r}, {hi}, {r}, {n}",
+            r = inout(ymm_reg) r,
+            hi = in(ymm_reg) $hi,
+            n = const $n,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+        r
     }};
 }
 
@@ -152,7 +191,8 @@ macro_rules! positions256 {
 
 /// `$inner`, the inner cells of a row of `$t` (see the function's own words): `$w512`
 /// lanes through the AVX-512 intrinsics (`$mask` their masks), `$w256` lanes through the
-/// AVX2 ones.
+/// AVX2 ones (`$perm256` their lane permute, `$lsh` and `$rsh` the bytes [`align`] shifts
+/// by for a vector's left and right neighbours).
 macro_rules! lanes {
     (
         $t:ty, $w512:literal, $mask:ty, $w256:literal, $inner:ident, $avx512:ident, $avx2:ident,
@@ -160,7 +200,8 @@ macro_rules! lanes {
         $load512:ident, $maskz512:ident, $store512:ident, $mstore512:ident, $set512:ident,
         $add512:ident, $sub512:ident, $mul512:ident, $fma512:ident,
         $load256:ident, $store256:ident, $set256:ident, $add256:ident, $sub256:ident,
-        $mul256:ident, $fma256:ident
+        $mul256:ident, $fma256:ident, $perm256:ident,
+        $lsh:literal, $rsh:literal
     ) => {
         /// The cells of `out` (`w = out.len()`; its inner cells `1..w - 1` in vectors, its
         /// first and last as [`edges`], wrapped when `periodic`) from its rows around, at
@@ -348,9 +389,14 @@ macro_rules! lanes {
             edges::<$t, FUSED>((alpha, 4.0), rows, out, periodic);
         }
 
-        /// [`$inner2`] at the AVX2 level: the one-row kernel's vectors for both outputs
-        /// at each position (both computed before either is stored, so that each middle
-        /// row's vectors are loaded once).
+        /// [`$inner2`] at the AVX2 level. Where the row holds three vectors past the
+        /// first cell of `out` on a 64-byte line, a turn computes one line of each output
+        /// (two vectors): each middle row's vectors are loaded once for both outputs, and
+        /// of each middle row's neighbours, the left ones of the line's first vector and
+        /// the right ones of its second (the two loads that would split a line) are
+        /// shuffled from the vectors beside them, the others loaded from within the
+        /// line. The cells before the first line and after the last are the one-row
+        /// kernel's vectors, for both outputs.
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
         #[allow(unsafe_code)]
@@ -362,18 +408,157 @@ macro_rules! lanes {
             periodic: bool,
         ) {
             let three = [up, at, at2];
-            let (a, four, [u, m, d], o, end) = setup!($set256, alpha, three, out);
-            let (m2, dd, o2) = (at2.as_ptr(), down.as_ptr(), out2.as_mut_ptr());
-            positions256!($t, $w256, o, end, |c| {
-                // SAFETY: as in the one-row kernel, for each of the two outputs and their
-                // rows.
-                let v = heat_vec! { [$add256, $sub256, $mul256, $fma256, FUSED], (a, four),
-                $load256, (u, d, m), c };
-                let v2 = heat_vec! { [$add256, $sub256, $mul256, $fma256, FUSED], (a, four),
-                $load256, (m, dd, m2), c };
-                $store256(o.add(c), v);
-                $store256(o2.add(c), v2);
-            });
+            let (a, four, [u, m, m2], o, end) = setup!($set256, alpha, three, out);
+            let (dd, o2, w) = (down.as_ptr(), out2.as_mut_ptr(), end + 1);
+            let lanes = $w256;
+            let size = size_of::<$t>();
+            let addr = o as usize + size;
+            // Cells from cell 1 to the first of `out` on a line.
+            let lead = if addr % size == 0 {
+                (64 - addr % 64) % 64 / size
+            } else {
+                0
+            };
+            let mut c = 1 + lead;
+            if c + 3 * lanes > w {
+                positions256!($t, $w256, o, end, |c| {
+                    // SAFETY: as in the one-row kernel, for each of the two outputs and
+                    // their rows.
+                    both_at!(
+                        [$add256, $sub256, $mul256, $fma256, FUSED],
+                        (a, four),
+                        $load256,
+                        $store256,
+                        (u, m, m2, dd),
+                        (o, o2),
+                        c
+                    );
+                });
+            } else {
+                // SAFETY (every load and store below): each vector's cells lie in
+                // `1..end` and its rows' cells read in `0..w`: the head's vectors at cell
+                // 1 and ending at the first line (`lead < 2 * lanes`), the turns' at `c`
+                // and `c + lanes` while `c + 3 * lanes <= w` (the next line's first vector,
+                // read for the right neighbours, ends within the row), the tail's from
+                // there, the last ending at `end`.
+                if lead > 0 {
+                    let h = 1;
+                    both_at!(
+                        [$add256, $sub256, $mul256, $fma256, FUSED],
+                        (a, four),
+                        $load256,
+                        $store256,
+                        (u, m, m2, dd),
+                        (o, o2),
+                        h
+                    );
+                }
+                if lead > lanes {
+                    let h = c - lanes;
+                    both_at!(
+                        [$add256, $sub256, $mul256, $fma256, FUSED],
+                        (a, four),
+                        $load256,
+                        $store256,
+                        (u, m, m2, dd),
+                        (o, o2),
+                        h
+                    );
+                }
+                // The left neighbours and the cells of the line's first vector, for each
+                // middle row: carried from the turn before.
+                let (mut left, mut left2) = ($load256(m.add(c - 1)), $load256(m2.add(c - 1)));
+                let (mut first, mut first2) = ($load256(m.add(c)), $load256(m2.add(c)));
+                while c + 3 * lanes <= w {
+                    let (second, next) =
+                        ($load256(m.add(c + lanes)), $load256(m.add(c + 2 * lanes)));
+                    let second2 = $load256(m2.add(c + lanes));
+                    // The row's cells from the second vector's upper half to the next
+                    // line's lower half: the second vector's right neighbours and the next
+                    // line's left ones are shifted out of it, one cell either way.
+                    let mid = $perm256::<0x21>(second, next);
+                    let right = align!($rsh, mid, second);
+                    let v = heat_of!(
+                        [$add256, $sub256, $mul256, $fma256, FUSED],
+                        (a, four),
+                        [
+                            $load256(u.add(c)),
+                            first2,
+                            left,
+                            $load256(m.add(c + 1)),
+                            first
+                        ]
+                    );
+                    $store256(o.add(c), v);
+                    let v = heat_of!(
+                        [$add256, $sub256, $mul256, $fma256, FUSED],
+                        (a, four),
+                        [
+                            $load256(u.add(c + lanes)),
+                            second2,
+                            $load256(m.add(c + lanes - 1)),
+                            right,
+                            second
+                        ]
+                    );
+                    $store256(o.add(c + lanes), v);
+                    left = align!($lsh, next, mid);
+                    let next2 = $load256(m2.add(c + 2 * lanes));
+                    let mid2 = $perm256::<0x21>(second2, next2);
+                    let right2 = align!($rsh, mid2, second2);
+                    let v2 = heat_of!(
+                        [$add256, $sub256, $mul256, $fma256, FUSED],
+                        (a, four),
+                        [
+                            first,
+                            $load256(dd.add(c)),
+                            left2,
+                            $load256(m2.add(c + 1)),
+                            first2
+                        ]
+                    );
+                    $store256(o2.add(c), v2);
+                    let v2 = heat_of!(
+                        [$add256, $sub256, $mul256, $fma256, FUSED],
+                        (a, four),
+                        [
+                            second,
+                            $load256(dd.add(c + lanes)),
+                            $load256(m2.add(c + lanes - 1)),
+                            right2,
+                            second2
+                        ]
+                    );
+                    $store256(o2.add(c + lanes), v2);
+                    left2 = align!($lsh, next2, mid2);
+                    (first, first2) = (next, next2);
+                    c += 2 * lanes;
+                }
+                while c + lanes <= end {
+                    both_at!(
+                        [$add256, $sub256, $mul256, $fma256, FUSED],
+                        (a, four),
+                        $load256,
+                        $store256,
+                        (u, m, m2, dd),
+                        (o, o2),
+                        c
+                    );
+                    c += lanes;
+                }
+                if c < end {
+                    let t = end - lanes;
+                    both_at!(
+                        [$add256, $sub256, $mul256, $fma256, FUSED],
+                        (a, four),
+                        $load256,
+                        $store256,
+                        (u, m, m2, dd),
+                        (o, o2),
+                        t
+                    );
+                }
+            }
             edges::<$t, FUSED>((alpha, 4.0), [up, at, at2], out, periodic);
             edges::<$t, FUSED>((alpha, 4.0), [at, at2, down], out2, periodic);
         }
@@ -385,7 +570,8 @@ lanes!(f32, 16, __mmask16, 8, inner_f32, inner_f32_avx512, inner_f32_avx2, inner
     inner2_f32_avx512, inner2_f32_avx2, _mm512_loadu_ps,
     _mm512_maskz_loadu_ps, _mm512_storeu_ps, _mm512_mask_storeu_ps, _mm512_set1_ps, _mm512_add_ps,
     _mm512_sub_ps, _mm512_mul_ps, _mm512_fmadd_ps, _mm256_loadu_ps, _mm256_storeu_ps,
-    _mm256_set1_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_fmadd_ps);
+    _mm256_set1_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_fmadd_ps,
+    _mm256_permute2f128_ps, 12, 4);
 
 // Float64: half the lanes, and 8-lane masks.
 #[rustfmt::skip]
@@ -393,7 +579,8 @@ lanes!(f64, 8, __mmask8, 4, inner_f64, inner_f64_avx512, inner_f64_avx2, inner2_
     inner2_f64_avx512, inner2_f64_avx2, _mm512_loadu_pd,
     _mm512_maskz_loadu_pd, _mm512_storeu_pd, _mm512_mask_storeu_pd, _mm512_set1_pd, _mm512_add_pd,
     _mm512_sub_pd, _mm512_mul_pd, _mm512_fmadd_pd, _mm256_loadu_pd, _mm256_storeu_pd,
-    _mm256_set1_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_fmadd_pd);
+    _mm256_set1_pd, _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_fmadd_pd,
+    _mm256_permute2f128_pd, 8, 8);
 
 #[cfg(test)]
 mod tests {
@@ -482,31 +669,35 @@ mod tests {
         let mut swept = 0;
         for level in Level::available() {
             for w in (1..=70).chain([1024, 1029]) {
-                for (fused, skip) in [true, false]
+                // Output rows at several offsets from a line, and the rows read at the
+                // same offset as one another or two cells on from it (the turns over whole
+                // lines of the output then read each row's vectors across lines).
+                for (fused, skip, on) in [true, false]
                     .into_iter()
                     .flat_map(|f| [0, 1, 5, 9].map(|s| (f, s)))
+                    .flat_map(|(f, s)| [0, 2].map(|o| (f, s, o)))
                 {
-                    let seed = (w * 7 + usize::from(fused) + skip * 1000) as u64;
+                    let seed = (w * 7 + usize::from(fused) + skip * 1000 + on * 10) as u64;
                     let f = (fused, skip % 2 == 0);
-                    let [u, m, d, _] = rows(w + skip, seed, |v| v as f32);
-                    let [m2, _, _, mut out] = rows(w + skip, seed + 1, |v| v as f32);
+                    let [u, m, d, _] = rows(w + skip + on, seed, |v| v as f32);
+                    let [m2, _, _, mut out] = rows(w + skip + on, seed + 1, |v| v as f32);
                     let mut out2 = out.clone();
                     swept += check2(
                         level,
                         f,
                         0.23f32,
-                        [&u, &m, &m2, &d],
-                        [&mut out[skip..], &mut out2[skip..]],
+                        [&u[on..], &m[on..], &m2[on..], &d[on..]],
+                        [&mut out[skip..w + skip], &mut out2[skip..w + skip]],
                     );
-                    let [u, m, d, _] = rows(w + skip, seed, |v| v);
-                    let [m2, _, _, mut out] = rows(w + skip, seed + 1, |v| v);
+                    let [u, m, d, _] = rows(w + skip + on, seed, |v| v);
+                    let [m2, _, _, mut out] = rows(w + skip + on, seed + 1, |v| v);
                     let mut out2 = out.clone();
                     swept += check2(
                         level,
                         f,
                         0.23f64,
-                        [&u, &m, &m2, &d],
-                        [&mut out[skip..], &mut out2[skip..]],
+                        [&u[on..], &m[on..], &m2[on..], &d[on..]],
+                        [&mut out[skip..w + skip], &mut out2[skip..w + skip]],
                     );
                 }
             }
