@@ -10,13 +10,17 @@
 //! `t - 2 ..= t`. Iterations go two at a time (a turn computes two rows of each step, in
 //! one sweep where it can), so a ring of four rows per step holds what they read. The
 //! first step reads the band buffer, the last writes it. The rows are cut into one chunk
-//! per thread; a chunk also computes, for step `j`, the `d - j` rows beyond each of its
+//! per thread, in proportion to each thread's pace in the passes before; a chunk also
+//! computes, for step `j`, the `d - j` rows beyond each of its
 //! edges that its last step needs (overlapped tiles: a triangle recomputed at each cut,
 //! none between rows). A pass may read the step before it from rows kept elsewhere (a
 //! new layout's rows where the caller's grid has them) instead of the band buffer, which
 //! then need not hold them.
 
+use std::cell::RefCell;
 use std::ops::Range;
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
 
 use rayon::prelude::*;
 
@@ -151,18 +155,128 @@ fn apart<S: Stencil>(
     }
     let spans = chunks(rows.clone(), d);
     let outs = split_rows(out, &spans, rl);
-    outs.into_par_iter()
-        .zip(spans.par_iter())
-        .for_each(|(out, span)| wavefront(s, pass, span.clone(), Source::Rows(read), out));
+    each_chunk(pass, &spans, outs, |i, out| {
+        wavefront(s, pass, spans[i].clone(), Source::Rows(read), out)
+    });
 }
 
 /// `rows` cut into one chunk per thread, each tall enough that its recomputed triangles
-/// (about d² rows per cut) stay small beside its `d` steps of its rows.
+/// (about d² rows per cut) stay small beside its `d` steps of its rows. With a chunk for
+/// every thread of the pool, each thread's chunk is in proportion to its pace in the
+/// passes before ([`PACES`]): a round waits for its slowest chunk, and the cores of a
+/// machine need not be alike (a VM's vCPUs beside other tenants' work, or a CPU's
+/// performance and efficiency cores). Where the chunks are cut changes no cell.
 fn chunks(rows: Range<usize>, d: usize) -> Vec<Range<usize>> {
     let n = rows.len();
-    let chunks = (n / (8 * d)).clamp(1, rayon::current_num_threads().max(1));
-    let cuts: Vec<usize> = (0..=chunks).map(|i| rows.start + i * n / chunks).collect();
-    cuts.windows(2).map(|w| w[0]..w[1]).collect()
+    let threads = rayon::current_num_threads().max(1);
+    let chunks = (n / (8 * d)).clamp(1, threads);
+    let weights = PACES.with_borrow(|paces| match chunks == threads && paces.len() == threads {
+        true => shares(paces),
+        false => vec![1.0; chunks],
+    });
+    cut(rows, &weights)
+}
+
+/// `rows` cut into consecutive chunks in proportion to `weights` (one each), none empty
+/// where there are at least as many rows as weights.
+fn cut(rows: Range<usize>, weights: &[f64]) -> Vec<Range<usize>> {
+    let (n, k) = (rows.len(), weights.len());
+    let total: f64 = weights.iter().sum();
+    let mut at = rows.start;
+    let mut sum = 0.0;
+    let mut spans = Vec::with_capacity(k);
+    for (i, w) in weights.iter().enumerate() {
+        sum += w;
+        // At least one row for each chunk after this one, where there are rows enough.
+        let left = (k - 1 - i).min(n);
+        let share = (n as f64 * sum / total).round() as usize;
+        let end = if i + 1 == k {
+            rows.end
+        } else {
+            (rows.start + share).clamp((at + 1).min(rows.end - left), rows.end - left)
+        };
+        spans.push(at..end);
+        at = end;
+    }
+    spans
+}
+
+/// Each thread's weight from its measured pace: equal until every thread has one, and
+/// within half and twice the mean, so that one slow measurement (a thread descheduled
+/// once) does not starve a thread's next chunk.
+fn shares(paces: &[f64]) -> Vec<f64> {
+    if paces.iter().any(|&p| !(p.is_finite() && p > 0.0)) {
+        return vec![1.0; paces.len()];
+    }
+    let mean = paces.iter().sum::<f64>() / paces.len() as f64;
+    paces
+        .iter()
+        .map(|&p| p.clamp(mean / 2.0, mean * 2.0))
+        .collect()
+}
+
+/// Sets this thread's [`PACES`] (tests: passes cut unevenly on purpose).
+#[cfg(test)]
+pub(crate) fn set_paces(paces: Vec<f64>) {
+    PACES.set(paces);
+}
+
+thread_local! {
+    /// The pace of each thread of this thread's pool (by its index) in the last passes
+    /// this thread cut into chunks: rows times steps a second over the pass's mean, each
+    /// the mean of its last measurement and the one before. A thread belongs to one pool,
+    /// so its copy is its pool's; empty until it has run a pass of a chunk per thread.
+    static PACES: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `work(i, outs[i])` for each chunk `spans[i]` (`outs[i]` its rows). With a chunk for every
+/// thread of the pool, chunk `i` runs on thread `i` (a broadcast) and its pace is kept
+/// for the next cut ([`chunks`]); otherwise the chunks go to whichever thread is free.
+fn each_chunk<T: Send>(
+    pass: &Pass<'_>,
+    spans: &[Range<usize>],
+    outs: Vec<&mut [T]>,
+    work: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let threads = rayon::current_num_threads();
+    if threads < 2 || spans.len() != threads {
+        outs.into_par_iter()
+            .enumerate()
+            .for_each(|(i, out)| work(i, out));
+        return;
+    }
+    let d = pass.steps.len();
+    let outs: Vec<Mutex<Option<&mut [T]>>> =
+        outs.into_iter().map(|o| Mutex::new(Some(o))).collect();
+    let paces = rayon::broadcast(|ctx| {
+        let i = ctx.index();
+        let out = outs[i]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()?;
+        let start = Instant::now();
+        work(i, out);
+        let seconds = start.elapsed().as_secs_f64();
+        // A cancelled pass stops part way: no pace.
+        (!(pass.stop)() && seconds > 0.0).then(|| (spans[i].len() * d) as f64 / seconds)
+    });
+    // Kept relative to the pass's mean, so that passes of other shapes (rows of other
+    // widths, other cells) weigh alike.
+    let measured: Vec<f64> = paces.iter().flatten().copied().collect();
+    let mean = measured.iter().sum::<f64>() / measured.len().max(1) as f64;
+    if !(mean.is_finite() && mean > 0.0) {
+        return;
+    }
+    PACES.with_borrow_mut(|kept| {
+        if kept.len() != threads {
+            *kept = vec![0.0; threads];
+        }
+        for (old, new) in kept.iter_mut().zip(paces) {
+            if let Some(new) = new.map(|p| p / mean) {
+                *old = if *old > 0.0 { (*old + new) / 2.0 } else { new };
+            }
+        }
+    });
 }
 
 /// A pass of an even number of steps (two or more) from `src` back into it.
@@ -185,15 +299,13 @@ fn in_place<S: Stencil>(s: &S, pass: &Pass<'_>, src: &mut [S::Cell]) {
         })
         .collect();
     let outs = split_rows(src, &spans, rl);
-    outs.into_par_iter()
-        .zip(spans.par_iter().zip(&halos))
-        .for_each(|(out, (span, halo))| {
-            let source = Source::InPlace {
-                above: &halo.above,
-                below: &halo.below,
-            };
-            wavefront(s, pass, span.clone(), source, out)
-        });
+    each_chunk(pass, &spans, outs, |i, out| {
+        let source = Source::InPlace {
+            above: &halos[i].above,
+            below: &halos[i].below,
+        };
+        wavefront(s, pass, spans[i].clone(), source, out)
+    });
 }
 
 /// Copies of the rows a chunk of an in-place pass reads beyond its edges.
@@ -496,6 +608,36 @@ mod tests {
         assert!(slots
             .windows(2)
             .all(|w| w[0].len() == rl && w[0].end <= w[1].start));
+    }
+
+    #[test]
+    fn chunks_follow_their_weights_and_none_is_empty() {
+        let lens = |rows: Range<usize>, w: &[f64]| -> Vec<usize> {
+            let spans = cut(rows.clone(), w);
+            assert_eq!(spans.len(), w.len());
+            assert_eq!(spans.first().map(|s| s.start), Some(rows.start));
+            assert_eq!(spans.last().map(|s| s.end), Some(rows.end));
+            assert!(spans.windows(2).all(|p| p[0].end == p[1].start));
+            spans.iter().map(Range::len).collect()
+        };
+        assert_eq!(lens(0..1024, &[1.0, 1.0]), [512, 512]);
+        assert_eq!(lens(16..1040, &[1.0, 3.0]), [256, 768]);
+        assert_eq!(lens(0..10, &[1.0, 1.0, 1.0]), [3, 4, 3]);
+        // A weight far below the others still leaves its chunk a row; rows fewer than
+        // chunks leave some chunks empty rather than overlapping.
+        assert_eq!(lens(0..100, &[1e-9, 1.0]), [1, 99]);
+        assert_eq!(lens(0..100, &[1.0, 1e-9]), [99, 1]);
+        assert_eq!(lens(5..7, &[1.0, 1.0, 1.0]), [0, 1, 1]);
+    }
+
+    #[test]
+    fn paces_weigh_within_half_and_twice_their_mean() {
+        assert_eq!(shares(&[2.0, 2.0]), [2.0, 2.0]);
+        assert_eq!(shares(&[1.0, 3.0]), [1.0, 3.0]);
+        assert_eq!(shares(&[1.0, 9.0]), [2.5, 9.0]);
+        assert_eq!(shares(&[0.0, 3.0]), [1.0, 1.0]);
+        assert_eq!(shares(&[f64::NAN, 3.0]), [1.0, 1.0]);
+        assert_eq!(shares(&[f64::INFINITY, 3.0]), [1.0, 1.0]);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use super::bands::{Band, Geometry};
-use super::host_blocked::{run, single, Pass, Rows, Stencil};
+use super::host_blocked::{run, set_paces, single, Pass, Rows, Stencil};
 use super::host_grid::{HeatStep, LifeStep};
 use crate::host::simd::{force_level, Level};
 use crate::kernel::FmaMode;
@@ -211,4 +211,53 @@ fn blocked_rounds_give_the_bytes_of_single_steps_at_every_simd_level() {
             .any(|&b| f32::from_bits(b).is_nan()),
         "the huge cells reached NaN somewhere"
     );
+}
+
+/// Passes with a chunk for every thread, cut by the threads' paces: heat rounds of a tall
+/// band on two threads, with the paces set unevenly either way before the first pass (and
+/// measured after it), give the bytes of single steps, in place (even passes) and apart
+/// (odd), wrapped or not, fused or not.
+#[test]
+fn passes_cut_by_the_threads_paces_give_the_bytes_of_single_steps() {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .expect("pool");
+    let (height, width) = (300, 67usize);
+    for periodic in [false, true] {
+        let g = Geometry {
+            height,
+            halo: 16,
+            periodic,
+        };
+        let band = Band::new(0, 0..height, g);
+        let rows = |k: usize| band.step_rows(k, g);
+        let rc = width.div_ceil(4) * 4;
+        let n = band.buffer_rows() * rc;
+        let start = noise(n, 7, |x| (x >> 40) as f32 / (1u64 << 24) as f32);
+        let junk = noise(n, 8, |x| (x >> 40) as f32);
+        for fma in [FmaMode::Fused, FmaMode::Separate] {
+            let step = HeatStep {
+                width,
+                height,
+                row0: if periodic { 0 } else { band.first_row() },
+                rows: rows(1),
+                periodic,
+                alpha: 0.23,
+                fma,
+            };
+            for paces in [vec![1.0, 9.0], vec![9.0, 1.0], vec![1.0, 1.0]] {
+                for (steps, depth) in [(16, 16), (15, 15), (16, 5)] {
+                    let (one, blocked) = pool.install(|| {
+                        set_paces(paces.clone());
+                        both(&step, &rows, (steps, depth), &start, &junk)
+                    });
+                    assert_eq!(
+                        one, blocked,
+                        "periodic {periodic} {fma:?} paces {paces:?} steps {steps} depth {depth}"
+                    );
+                }
+            }
+        }
+    }
 }
