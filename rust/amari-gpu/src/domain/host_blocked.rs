@@ -201,19 +201,31 @@ fn cut(rows: Range<usize>, weights: &[f64]) -> Vec<Range<usize>> {
     spans
 }
 
-/// Each thread's weight from its measured pace: equal until every thread has one, and
-/// within half and twice the mean, so that one slow measurement (a thread descheduled
-/// once) does not starve a thread's next chunk.
+/// Each thread's weight from its measured pace: equal until every thread has one or while
+/// every pace is within [`ALIKE`] of their mean (passes on like cores measure a few
+/// percent apart from call to call, and cutting by that noise lengthens as many rounds as
+/// it shortens), else the pace, within half and twice the mean (so that one slow
+/// measurement, a thread descheduled once, does not starve a thread's next chunk).
 fn shares(paces: &[f64]) -> Vec<f64> {
     if paces.iter().any(|&p| !(p.is_finite() && p > 0.0)) {
         return vec![1.0; paces.len()];
     }
     let mean = paces.iter().sum::<f64>() / paces.len() as f64;
+    if paces.iter().all(|&p| (p / mean - 1.0).abs() <= ALIKE) {
+        return vec![1.0; paces.len()];
+    }
     paces
         .iter()
         .map(|&p| p.clamp(mean / 2.0, mean * 2.0))
         .collect()
 }
+
+/// How far from their mean the threads' paces may lie and still be cut alike.
+const ALIKE: f64 = 0.08;
+
+/// The weight of a pass's measured pace in the kept one: a phase of a busy machine lasts
+/// seconds, many passes, so a few passes' memory smooths a pass's noise and still follows it.
+const NEW_PACE: f64 = 0.25;
 
 /// Sets this thread's [`PACES`] (tests: passes cut unevenly on purpose).
 #[cfg(test)]
@@ -223,8 +235,8 @@ pub(crate) fn set_paces(paces: Vec<f64>) {
 
 thread_local! {
     /// The pace of each thread of this thread's pool (by its index) in the last passes
-    /// this thread cut into chunks: rows times steps a second over the pass's mean, each
-    /// the mean of its last measurement and the one before. A thread belongs to one pool,
+    /// this thread cut into chunks: rows times steps a second over the pass's mean, moved a
+    /// quarter of the way to each new measurement ([`NEW_PACE`]). A thread belongs to one pool,
     /// so its copy is its pool's; empty until it has run a pass of a chunk per thread.
     static PACES: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
 }
@@ -273,7 +285,11 @@ fn each_chunk<T: Send>(
         }
         for (old, new) in kept.iter_mut().zip(paces) {
             if let Some(new) = new.map(|p| p / mean) {
-                *old = if *old > 0.0 { (*old + new) / 2.0 } else { new };
+                *old = if *old > 0.0 {
+                    *old + NEW_PACE * (new - *old)
+                } else {
+                    new
+                };
             }
         }
     });
@@ -631,8 +647,10 @@ mod tests {
     }
 
     #[test]
-    fn paces_weigh_within_half_and_twice_their_mean() {
-        assert_eq!(shares(&[2.0, 2.0]), [2.0, 2.0]);
+    fn paces_weigh_alike_when_close_else_within_half_and_twice_their_mean() {
+        assert_eq!(shares(&[2.0, 2.0]), [1.0, 1.0]);
+        assert_eq!(shares(&[0.95, 1.05]), [1.0, 1.0]);
+        assert_eq!(shares(&[0.9, 1.1]), [0.9, 1.1]);
         assert_eq!(shares(&[1.0, 3.0]), [1.0, 3.0]);
         assert_eq!(shares(&[1.0, 9.0]), [2.5, 9.0]);
         assert_eq!(shares(&[0.0, 3.0]), [1.0, 1.0]);
