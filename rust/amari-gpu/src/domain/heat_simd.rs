@@ -105,6 +105,36 @@ macro_rules! both_at {
     }};
 }
 
+/// One 64-byte line of an output row in the AVX2 line sweep, its vectors at cells `$c` and
+/// `$c + $lanes`, stored in `$o`: from the row above's two vectors `$up`, the row below's
+/// `$down`, and the middle row `$m`'s `$first` and `$second` (the line) and `$next` (the
+/// next line's first), its left neighbours `$left` carried from the line before. The
+/// second vector's right neighbours are shifted out of its upper half and the next line's
+/// lower half; the first's right and the second's left are loaded within the line. Gives
+/// the next line's left neighbours, shifted out of the same lanes.
+macro_rules! line_of {
+    ($ops:tt, $k4:tt, ($load:ident, $store:ident, $perm:ident, $lsh:literal, $rsh:literal),
+     [$up0:expr, $up1:expr], [$down0:expr, $down1:expr],
+     ($m:ident, $left:expr, $first:expr, $second:expr, $next:expr),
+     ($o:ident, $c:ident, $lanes:ident)) => {{
+        let mid = $perm::<0x21>($second, $next);
+        let right = align!($rsh, mid, $second);
+        let v = heat_of!(
+            $ops,
+            $k4,
+            [$up0, $down0, $left, $load($m.add($c + 1)), $first]
+        );
+        $store($o.add($c), v);
+        let v = heat_of!(
+            $ops,
+            $k4,
+            [$up1, $down1, $load($m.add($c + $lanes - 1)), right, $second]
+        );
+        $store($o.add($c + $lanes), v);
+        align!($lsh, $next, mid)
+    }};
+}
+
 /// The bytes `$n..$n + 16` of each 128-bit lane of `$hi` above `$lo` (`vpalignr`), as the
 /// one instruction: LLVM rewrites `_mm256_alignr_epi8` on float lanes as two `vshufps`,
 /// twice the shuffle work of the loads the line sweep saves with it.
@@ -441,30 +471,9 @@ macro_rules! lanes {
                 // and `c + lanes` while `c + 3 * lanes <= w` (the next line's first vector,
                 // read for the right neighbours, ends within the row), the tail's from
                 // there, the last ending at `end`.
-                if lead > 0 {
-                    let h = 1;
-                    both_at!(
-                        [$add256, $sub256, $mul256, $fma256, FUSED],
-                        (a, four),
-                        $load256,
-                        $store256,
-                        (u, m, m2, dd),
-                        (o, o2),
-                        h
-                    );
-                }
-                if lead > lanes {
-                    let h = c - lanes;
-                    both_at!(
-                        [$add256, $sub256, $mul256, $fma256, FUSED],
-                        (a, four),
-                        $load256,
-                        $store256,
-                        (u, m, m2, dd),
-                        (o, o2),
-                        h
-                    );
-                }
+                // The head's cells, `1..c`, then the tail's (below).
+                let head = if lead > 0 { 1 } else { c };
+                let first_line = c;
                 // The left neighbours and the cells of the line's first vector, for each
                 // middle row: carried from the turn before.
                 let (mut left, mut left2) = ($load256(m.add(c - 1)), $load256(m2.add(c - 1)));
@@ -473,90 +482,49 @@ macro_rules! lanes {
                     let (second, next) =
                         ($load256(m.add(c + lanes)), $load256(m.add(c + 2 * lanes)));
                     let second2 = $load256(m2.add(c + lanes));
-                    // The row's cells from the second vector's upper half to the next
-                    // line's lower half: the second vector's right neighbours and the next
-                    // line's left ones are shifted out of it, one cell either way.
-                    let mid = $perm256::<0x21>(second, next);
-                    let right = align!($rsh, mid, second);
-                    let v = heat_of!(
+                    left = line_of!(
                         [$add256, $sub256, $mul256, $fma256, FUSED],
                         (a, four),
-                        [
-                            $load256(u.add(c)),
-                            first2,
-                            left,
-                            $load256(m.add(c + 1)),
-                            first
-                        ]
+                        ($load256, $store256, $perm256, $lsh, $rsh),
+                        [$load256(u.add(c)), $load256(u.add(c + lanes))],
+                        [first2, second2],
+                        (m, left, first, second, next),
+                        (o, c, lanes)
                     );
-                    $store256(o.add(c), v);
-                    let v = heat_of!(
-                        [$add256, $sub256, $mul256, $fma256, FUSED],
-                        (a, four),
-                        [
-                            $load256(u.add(c + lanes)),
-                            second2,
-                            $load256(m.add(c + lanes - 1)),
-                            right,
-                            second
-                        ]
-                    );
-                    $store256(o.add(c + lanes), v);
-                    left = align!($lsh, next, mid);
                     let next2 = $load256(m2.add(c + 2 * lanes));
-                    let mid2 = $perm256::<0x21>(second2, next2);
-                    let right2 = align!($rsh, mid2, second2);
-                    let v2 = heat_of!(
+                    left2 = line_of!(
                         [$add256, $sub256, $mul256, $fma256, FUSED],
                         (a, four),
-                        [
-                            first,
-                            $load256(dd.add(c)),
-                            left2,
-                            $load256(m2.add(c + 1)),
-                            first2
-                        ]
+                        ($load256, $store256, $perm256, $lsh, $rsh),
+                        [first, second],
+                        [$load256(dd.add(c)), $load256(dd.add(c + lanes))],
+                        (m2, left2, first2, second2, next2),
+                        (o2, c, lanes)
                     );
-                    $store256(o2.add(c), v2);
-                    let v2 = heat_of!(
-                        [$add256, $sub256, $mul256, $fma256, FUSED],
-                        (a, four),
-                        [
-                            second,
-                            $load256(dd.add(c + lanes)),
-                            $load256(m2.add(c + lanes - 1)),
-                            right2,
-                            second2
-                        ]
-                    );
-                    $store256(o2.add(c + lanes), v2);
-                    left2 = align!($lsh, next2, mid2);
                     (first, first2) = (next, next2);
                     c += 2 * lanes;
                 }
-                while c + lanes <= end {
-                    both_at!(
-                        [$add256, $sub256, $mul256, $fma256, FUSED],
-                        (a, four),
-                        $load256,
-                        $store256,
-                        (u, m, m2, dd),
-                        (o, o2),
-                        c
-                    );
-                    c += lanes;
-                }
-                if c < end {
-                    let t = end - lanes;
-                    both_at!(
-                        [$add256, $sub256, $mul256, $fma256, FUSED],
-                        (a, four),
-                        $load256,
-                        $store256,
-                        (u, m, m2, dd),
-                        (o, o2),
-                        t
-                    );
+                // Whole vectors over the head's cells and the tail's, `c..end`: from the
+                // first cell, the last ending at the range's end (or, on fewer cells than a
+                // vector, the one vector from the first).
+                for (from, to) in [(head, first_line), (c, end)] {
+                    let mut h = from;
+                    while h < to {
+                        both_at!(
+                            [$add256, $sub256, $mul256, $fma256, FUSED],
+                            (a, four),
+                            $load256,
+                            $store256,
+                            (u, m, m2, dd),
+                            (o, o2),
+                            h
+                        );
+                        h = if h + lanes >= to {
+                            to
+                        } else {
+                            (h + lanes).min(to - lanes)
+                        };
+                    }
                 }
             }
             edges::<$t, FUSED>((alpha, 4.0), [up, at, at2], out, periodic);

@@ -92,6 +92,19 @@ where
     (bits(&one[steps % 2]), blocked)
 }
 
+/// The float32 heat step the tests run on `band` of `g`, rows of `width` cells, α 0.23.
+fn heat_step(band: &Band, g: Geometry, width: usize, fma: FmaMode) -> HeatStep {
+    HeatStep {
+        width,
+        height: g.height,
+        row0: if g.periodic { 0 } else { band.first_row() },
+        rows: band.step_rows(1, g),
+        periodic: g.periodic,
+        alpha: 0.23,
+        fma,
+    }
+}
+
 /// Bands of a grid of `height` rows: the whole grid, a one-row band at each end and in
 /// the middle, and an uneven band inside.
 fn bands(height: usize) -> Vec<Range<usize>> {
@@ -155,15 +168,7 @@ fn blocked_rounds_give_the_bytes_of_single_steps_at_every_simd_level() {
                         });
                         let junk = noise(n, seed + 1, |x| (x >> 40) as f32);
                         for fma in [FmaMode::Fused, FmaMode::Separate] {
-                            let step = HeatStep {
-                                width,
-                                height,
-                                row0: if periodic { 0 } else { band.first_row() },
-                                rows: rows(1),
-                                periodic,
-                                alpha: 0.23,
-                                fma,
-                            };
+                            let step = heat_step(&band, g, width, fma);
                             for (steps, depth) in [(halo, 16), (halo, 2), (halo, 3), (1, 1)] {
                                 let (one, blocked) = pool
                                     .install(|| both(&step, &rows, (steps, depth), &start, &junk));
@@ -237,15 +242,7 @@ fn passes_cut_by_the_threads_paces_give_the_bytes_of_single_steps() {
         let start = noise(n, 7, |x| (x >> 40) as f32 / (1u64 << 24) as f32);
         let junk = noise(n, 8, |x| (x >> 40) as f32);
         for fma in [FmaMode::Fused, FmaMode::Separate] {
-            let step = HeatStep {
-                width,
-                height,
-                row0: if periodic { 0 } else { band.first_row() },
-                rows: rows(1),
-                periodic,
-                alpha: 0.23,
-                fma,
-            };
+            let step = heat_step(&band, g, width, fma);
             for paces in [vec![1.0, 9.0], vec![9.0, 1.0], vec![1.0, 1.0]] {
                 for (steps, depth) in [(16, 16), (15, 15), (16, 5)] {
                     let (one, blocked) = pool.install(|| {
