@@ -14,12 +14,13 @@ use crate::host::simd::Stores;
 /// A block function at two levels from one body: `$name` with `$features`, and `$wide` with
 /// `$wide_features` (AVX-512VL), where 32 vector registers hold the 16 transposed operand
 /// vectors and the chains without spilling them to the stack. The same intrinsics, so the
-/// same operations and the same bits at both.
+/// same operations and the same bits at both. `$pipelined` is true at the wide level only
+/// (see [`next_block`]).
 macro_rules! at_levels {
     (
         $(#[$doc:meta])*
         $name:ident / $wide:ident ($features:literal, $wide_features:literal)
-        |$a:ident, $b:ident, $out:ident, $stream:ident| $body:block
+        |$a:ident, $b:ident, $out:ident, $stream:ident, $pipelined:ident| $body:block
     ) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
@@ -28,7 +29,10 @@ macro_rules! at_levels {
             $b: &[f32],
             $out: &mut [f32],
             $stream: bool,
-        ) $body
+        ) {
+            let $pipelined = false;
+            $body
+        }
 
         $(#[$doc])*
         #[target_feature(enable = $wide_features)]
@@ -37,8 +41,23 @@ macro_rules! at_levels {
             $b: &[f32],
             $out: &mut [f32],
             $stream: bool,
-        ) $body
+        ) {
+            let $pipelined = true;
+            $body
+        }
     };
+}
+
+/// The operands of the block at word `at` of a loop over blocks of `len` words each: the
+/// ones `load` gave ahead of it (`ahead`, taken), or loaded now. Software-pipelined
+/// (`pipelined`: the next block's loaded and transposed before this block's results are,
+/// as `host_cl3_avx512::each_block`, why there) with the 32 vector registers of AVX-512VL;
+/// in program order with AVX2's 16, where the next block's 16 transposed vectors beside
+/// this block's spill to the stack: a float16 product of 2^20 rows on the 2-vCPU Zen 3 VM
+/// of `docs/benchmarks.md`, 3.92 -> 3.55 ms a call (alternating processes, six rounds).
+#[inline(always)]
+fn next_block<T>(ahead: &mut Option<T>, load: impl Fn(usize) -> T, at: usize) -> T {
+    ahead.take().unwrap_or_else(|| load(at))
 }
 
 /// Eight rows of eight floats to eight columns (`out[k]` holds word k of every row).
@@ -108,21 +127,20 @@ pub(super) fn prefetch(x: &[f32], at: usize, words: usize) {
 at_levels! {
 /// Every whole block of 8 items of `a` and `b` into `out` (all three hold the same
 /// number of words, a multiple of 64); `stream`: with non-temporal stores (`Stores`).
-    blocks / blocks_vl ("avx2,fma", "avx512f,avx512vl,avx2,fma") |a, b, out, stream| {
+    blocks / blocks_vl ("avx2,fma", "avx512f,avx512vl,avx2,fma") |a, b, out, stream, pipelined| {
     debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(64));
     let stores = Stores::new(out, stream);
-    // Software-pipelined as `host_cl3_avx512::each_block` (why there): the next block's
-    // rows are loaded and transposed before this block's results are.
     let load = |at: usize| {
         prefetch(a, at + PREFETCH_WORDS, 64);
         prefetch(b, at + PREFETCH_WORDS, 64);
         (transpose(rows(a, at)), transpose(rows(b, at)))
     };
     let mut at = 0;
-    let mut next = (out.len() >= 64).then(|| load(0));
-    while let Some((x, y)) = next {
+    let mut ahead = None;
+    while at + 64 <= out.len() {
+        let (x, y) = next_block(&mut ahead, load, at);
         let r = chains::<FUSED>(&x, &y);
-        next = (at + 128 <= out.len()).then(|| load(at + 64));
+        ahead = (pipelined && at + 128 <= out.len()).then(|| load(at + 64));
         for (row, &v) in transpose(r).iter().enumerate() {
             stores.m256(out, at + 8 * row, v);
         }
@@ -198,20 +216,20 @@ at_levels! {
 /// in registers and each result rounded once at the store (`vcvtps2ph`, to nearest, ties
 /// to even, as `host::f16::narrow` rounds); `stream`: non-temporal stores where `out` is
 /// 16-byte aligned (every 16-byte row then is).
-    blocks_f16 / blocks_f16_vl ("avx2,fma,f16c", "avx512f,avx512vl,avx2,fma,f16c") |a, b, out, stream| {
+    blocks_f16 / blocks_f16_vl ("avx2,fma,f16c", "avx512f,avx512vl,avx2,fma,f16c") |a, b, out, stream, pipelined| {
     debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(32));
     let stores = Stores::new(out, stream);
-    // Software-pipelined as [`blocks`].
     let load = |at: usize| {
         prefetch(a, at + PREFETCH_WORDS, 32);
         prefetch(b, at + PREFETCH_WORDS, 32);
         (transpose(half_rows(a, at)), transpose(half_rows(b, at)))
     };
     let mut at = 0;
-    let mut next = (out.len() >= 32).then(|| load(0));
-    while let Some((x, y)) = next {
+    let mut ahead = None;
+    while at + 32 <= out.len() {
+        let (x, y) = next_block(&mut ahead, load, at);
         let r = chains::<FUSED>(&x, &y);
-        next = (at + 64 <= out.len()).then(|| load(at + 32));
+        ahead = (pipelined && at + 64 <= out.len()).then(|| load(at + 32));
         for (row, &v) in transpose(r).iter().enumerate() {
             let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
             stores.m128(out, at + 4 * row, _mm_castsi128_ps(h));
@@ -266,7 +284,7 @@ at_levels! {
 /// [`blocks`] in float64: every whole block of 4 items (64 words, 16 per item) of `a` and
 /// `b` into `out` (all three the same number of words, a multiple of 64), the same chains on
 /// four float64 lanes; `stream`: with non-temporal stores (`Stores`).
-    blocks_f64 / blocks_f64_vl ("avx2,fma", "avx512f,avx512vl,avx2,fma") |a, b, out, stream| {
+    blocks_f64 / blocks_f64_vl ("avx2,fma", "avx512f,avx512vl,avx2,fma") |a, b, out, stream, _pipelined| {
     debug_assert!(a.len() == out.len() && b.len() == out.len() && out.len().is_multiple_of(64));
     let stores = Stores::new(out, stream);
     let mut at = 0;
