@@ -1,24 +1,27 @@
 //! The float32 sandwich map (`ga::sandwich_map`) on rows of 1, 2, 4, 8 or 16 blades (a PGA
 //! point is 4 with `sandwich(..., blades=)`, a dense PGA row 16) with whole rows per SIMD vector:
 //! 16 / k rows per AVX-512 vector, 8 / k per AVX2 one, lane `p·k + j` holding output blade `j`
-//! of row `p`. Step `l` of every chain broadcasts `x_l` of each row across its row's lanes (one
-//! permute) and multiply-adds it with column `l` of `M` in the lanes whose `M[j][l]` is not ±0,
+//! of row `p`; rows of 16 on AVX2 as two vectors each, blades 0-7 and 8-15. Step `l` of every
+//! chain broadcasts `x_l` of each row across its row's lanes (one permute, or a load) and
+//! multiply-adds it with column `l` of `M` in the lanes whose `M[j][l]` is not ±0,
 //! the columns in the chains' order: each lane runs the scalar chain of `map_chains`, step for
 //! step, and rows are loaded and stored whole (16 or 32 bytes in and out per 4-blade row).
 
 use std::arch::x86_64::*;
 
-use crate::host::simd::Level;
+use super::host_cl3_avx2::{prefetch, PREFETCH_WORDS};
+use crate::host::simd::{Level, Stores};
 
-/// The vector width (lanes) of the kernel here for rows of `k` values at `level`, if there
-/// is one: whole rows per vector (16 / k on AVX-512, 8 / k on AVX2).
+/// The lanes of the kernel here for rows of `k` values at `level`, if there is one: whole
+/// rows per vector (16 / k on AVX-512, 8 / k on AVX2), or 16 for rows of 16 on AVX2 (a row
+/// as two vectors, [`rows16_avx2`]).
 pub(super) fn width(k: usize, level: Level) -> Option<usize> {
     let lanes = match level {
         Level::Avx512 => 16,
         Level::Avx2 => 8,
         _ => return None,
     };
-    (k.is_power_of_two() && k <= lanes).then_some(lanes)
+    (k.is_power_of_two() && k <= 16).then_some(lanes.max(k))
 }
 
 /// The chains' steps as vectors of `width` lanes (16 or 8): per column visited (in `order`),
@@ -78,10 +81,11 @@ fn walk(
 }
 
 /// AVX-512: every row of `x` (k values each, 16 / k rows per vector) into `out`; `stream`:
-/// whole vectors are written with non-temporal stores where `out` is 64-byte aligned.
+/// the vectors are written with non-temporal stores (`Stores`: in the 64-, 32- or 16-byte
+/// pieces `out`'s alignment allows; numpy puts large arrays 16 bytes past a page).
 #[target_feature(enable = "avx512f")]
 pub(super) fn rows_avx512(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stream: bool) {
-    let stream = stream && out.as_ptr().align_offset(64) == 0;
+    let stores = Stores::new(out, stream);
     // SAFETY (every load below): each array holds 16 values, the loads' width.
     #[allow(unsafe_code)]
     let vectors: Vec<(usize, __m512i, __m512, __mmask16)> = s
@@ -136,18 +140,7 @@ pub(super) fn rows_avx512(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, st
             _mm512_maskz_loadu_ps(lanes, x.as_ptr())
         }
     };
-    let store = |dst: &mut [f32], acc: __m512| {
-        // SAFETY: `dst` is 16 values of `out` (`walk` gives whole vectors); a streaming store
-        // needs 64-byte alignment, which `out` has (checked) and every vector keeps.
-        #[allow(unsafe_code)]
-        unsafe {
-            if stream {
-                _mm512_stream_ps(dst.as_mut_ptr(), acc);
-            } else {
-                _mm512_storeu_ps(dst.as_mut_ptr(), acc);
-            }
-        }
-    };
+    let store = |dst: &mut [f32], acc: __m512| stores.m512(dst, 0, acc);
     let one_row = s.k == 16;
     walk(
         (x, out),
@@ -178,17 +171,14 @@ pub(super) fn rows_avx512(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, st
             }
         },
     );
-    if stream {
-        // Non-temporal stores are weakly ordered: fence them before anyone reads `out`.
-        _mm_sfence();
-    }
+    stores.finish();
 }
 
 /// AVX2 and FMA: as [`rows_avx512`] with vectors of 8 lanes (8 / k rows each), the masked
 /// steps as blends (a lane whose entry is ±0 keeps its value).
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn rows_avx2(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stream: bool) {
-    let stream = stream && out.as_ptr().align_offset(32) == 0;
+    let stores = Stores::new(out, stream);
     let keep = |mask: u16| -> [i32; 8] { std::array::from_fn(|lane| -i32::from(mask >> lane & 1 == 1)) };
     // SAFETY (every load below): each array holds at least 8 values, the loads' width.
     #[allow(unsafe_code)]
@@ -223,18 +213,7 @@ pub(super) fn rows_avx2(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stre
         }
         acc
     };
-    let store = |dst: &mut [f32], acc: __m256| {
-        // SAFETY: `dst` is 8 values of `out` (`walk` gives whole vectors); a streaming store
-        // needs 32-byte alignment, which `out` has (checked) and every vector keeps.
-        #[allow(unsafe_code)]
-        unsafe {
-            if stream {
-                _mm256_stream_ps(dst.as_mut_ptr(), acc);
-            } else {
-                _mm256_storeu_ps(dst.as_mut_ptr(), acc);
-            }
-        }
-    };
+    let store = |dst: &mut [f32], acc: __m256| stores.m256(dst, 0, acc);
     walk(
         (x, out),
         8,
@@ -260,10 +239,105 @@ pub(super) fn rows_avx2(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stre
             }
         },
     );
-    if stream {
-        // Non-temporal stores are weakly ordered: fence them before anyone reads `out`.
-        _mm_sfence();
+    stores.finish();
+}
+
+/// Rows computed together by [`rows16_avx2`]: four rows' two chains of vectors each hide
+/// the multiply-add's and the blend's latency.
+const ROWS16: usize = 8;
+
+/// AVX2 and FMA on rows of 16 values (`s` built for 16 lanes): each row as two vectors,
+/// blades 0-7 and 8-15, each half's chains stepped over the columns in the chains' order where
+/// any of its lanes' entries is not ±0 (`x_l` broadcast from memory, a load rather than a
+/// shuffle), the lanes whose entry is ±0 kept by a blend unless none is; `stream`: as
+/// [`rows_avx512`]. The rows 4 KiB ahead are asked for as each group is loaded. A dense PGA row
+/// under an even versor's map (block-diagonal by grade) takes 30 of its 32 half-steps.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn rows16_avx2(s: &Steps, x: &[f32], out: &mut [f32], fused: bool, stream: bool) {
+    debug_assert_eq!(s.k, 16);
+    let stores = Stores::new(out, stream);
+    // Each half's steps: column `l`, the half's 8 entries, which lanes step, and whether all do.
+    let halves: [Vec<(usize, __m256, __m256, bool)>; 2] = std::array::from_fn(|h| {
+        s.steps
+            .iter()
+            .filter_map(|(l, _, column, mask)| {
+                let lanes = (mask >> (8 * h)) & 0xff;
+                let keep: [i32; 8] = std::array::from_fn(|lane| -i32::from(lanes >> lane & 1 == 1));
+                // SAFETY: 8 values from `8 h` (h < 2) of 16, and 8 of 8: the loads' width.
+                #[allow(unsafe_code)]
+                let (column, keep) = unsafe {
+                    (
+                        _mm256_loadu_ps(column[8 * h..].as_ptr()),
+                        _mm256_castsi256_ps(_mm256_loadu_si256(keep.as_ptr().cast())),
+                    )
+                };
+                (lanes != 0).then_some((*l, column, keep, lanes == 0xff))
+            })
+            .collect()
+    });
+    // SAFETY: 8 values from 0 and from 8 of 16: the loads' width.
+    #[allow(unsafe_code)]
+    let start = unsafe { [_mm256_loadu_ps(s.start.as_ptr()), _mm256_loadu_ps(s.start[8..].as_ptr())] };
+    let step = |acc: __m256, column: __m256, xl: __m256, keep: __m256, all: bool| {
+        let next = if fused {
+            _mm256_fmadd_ps(column, xl, acc)
+        } else {
+            _mm256_add_ps(acc, _mm256_mul_ps(column, xl))
+        };
+        if all {
+            next
+        } else {
+            _mm256_blendv_ps(acc, next, keep)
+        }
+    };
+    // One half's chains of `R` rows, its steps in order (a lane's chain lies within a half):
+    // an array of its own, indexed by constants once unrolled, so the accumulators stay in
+    // registers (indexed by the half too, they went through the stack at every step).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn half<const R: usize>(
+        rows: [&[f32; 16]; R],
+        steps: &[(usize, __m256, __m256, bool)],
+        start: __m256,
+        step: impl Fn(__m256, __m256, __m256, __m256, bool) -> __m256,
+    ) -> [__m256; R] {
+        let mut acc = [start; R];
+        for &(l, column, keep, all) in steps {
+            for (acc, row) in acc.iter_mut().zip(rows) {
+                *acc = step(*acc, column, _mm256_set1_ps(row[l & 15]), keep, all);
+            }
+        }
+        acc
     }
+    let rows = |rows: [&[f32; 16]; ROWS16]| {
+        let lo = half(rows, &halves[0], start[0], step);
+        let hi = half(rows, &halves[1], start[1], step);
+        std::array::from_fn::<_, ROWS16, _>(|r| [lo[r], hi[r]])
+    };
+    let store = |dst: &mut [f32; 16], [lo, hi]: [__m256; 2]| {
+        stores.m256(dst, 0, lo);
+        stores.m256(dst, 8, hi);
+    };
+    let words = x;
+    let (x, _) = x.as_chunks::<16>();
+    let (out, _) = out.as_chunks_mut::<16>();
+    let mut groups = out.chunks_exact_mut(ROWS16);
+    let mut inputs = x.chunks_exact(ROWS16);
+    for (g, (out, x)) in groups.by_ref().zip(inputs.by_ref()).enumerate() {
+        // The rows 4 KiB ahead asked for (as the Cl(3,0) blocks do, why there): each row's
+        // first load is a broadcast the chains wait on.
+        prefetch(words, 16 * ROWS16 * g + PREFETCH_WORDS, 16 * ROWS16);
+        let acc = rows(std::array::from_fn(|r| &x[r]));
+        for (dst, acc) in out.iter_mut().zip(acc) {
+            store(dst, acc);
+        }
+    }
+    for (dst, x) in groups.into_remainder().iter_mut().zip(inputs.remainder()) {
+        let [lo] = half([x], &halves[0], start[0], step);
+        let [hi] = half([x], &halves[1], start[1], step);
+        store(dst, [lo, hi]);
+    }
+    stores.finish();
 }
 
 #[cfg(test)]
@@ -337,6 +411,55 @@ mod tests {
                             run(&sub, &x, dst, (&order, fused), level, stream);
                             let same = dst.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits());
                             assert!(same, "{set:?} n={n} {level:?} fused={fused} stream={stream}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rows of 16 under any map (not only a versor's block-diagonal one): columns whose half
+    /// has every entry live, none, or some (zeros of both signs, a NaN entry), in two orders,
+    /// at every level (AVX2 runs each row as two vectors), give the scalar chains' bits for row
+    /// counts that leave every remainder of a group of rows, streamed or not, at an output
+    /// on a 64-byte line and 4, 16 and 32 bytes past one (numpy's large arrays lie 16 past).
+    #[test]
+    fn rows_of_16_give_the_chains_bits_under_any_map() {
+        let k = 16;
+        let mut m: Vec<f32> = (0..k * k).map(|v| ((v as f32) * 0.537).cos() * 2.0).collect();
+        for j in 0..k {
+            // Column 3: blades 0-7 all zero (+0 and -0), 8-15 all live; column 9: the reverse
+            // of every other lane; column 12: only lane 15.
+            m[j * k + 3] = if j < 8 { [0.0, -0.0][j % 2] } else { m[j * k + 3] };
+            if j % 2 == 1 {
+                m[j * k + 9] = 0.0;
+            }
+            if j != 15 {
+                m[j * k + 12] = -0.0;
+            }
+        }
+        m[5 * k + 6] = f32::NAN;
+        let ascending: Vec<usize> = (0..k).collect();
+        let shuffled: Vec<usize> = (0..k).map(|i| (i * 7 + 3) % k).collect();
+        for order in [ascending, shuffled] {
+            for n in [0, 1, 2, 3, 5, 4099] {
+                let mut x: Vec<f32> = (0..n * k).map(|v| (v as f32 * 0.913).sin() * 3.0).collect();
+                if n > 3 {
+                    // Where some entries of the column are ±0: only the live lanes take them.
+                    x[k + 9] = f32::INFINITY;
+                    x[2 * k + 12] = f32::NAN;
+                    x[3 * k - 1] = f32::INFINITY;
+                }
+                for fused in [false, true] {
+                    let want = chains(&m, &x, &order, fused);
+                    for level in [Level::Avx512, Level::Avx2, Level::Portable] {
+                        for (stream, offset) in [(false, 0), (true, 0), (true, 1), (true, 4), (true, 8)] {
+                            let mut got = vec![1.0f32; n * k + 16];
+                            let at = got.as_ptr().align_offset(64) + offset;
+                            let dst = &mut got[at..at + n * k];
+                            run(&m, &x, dst, (&order, fused), level, stream);
+                            let same = dst.iter().zip(&want).all(|(g, e)| g.to_bits() == e.to_bits());
+                            assert!(same, "n={n} {level:?} fused={fused} stream={stream} +{offset}");
                         }
                     }
                 }

@@ -144,14 +144,14 @@ pub fn run(
             .for_each(|(out, x)| {
                 // SAFETY: `at_most_detected` returned `Avx512` only after
                 // `is_x86_feature_detected!` found AVX-512F, and `Avx2` only after it found
-                // AVX2 and FMA, all each kernel needs (`width` is 16 only at `Avx512`); their
-                // memory accesses are in bounds (see `map_groups`).
+                // AVX2 and FMA, all each kernel needs; their memory accesses are in bounds
+                // (see `map_groups`).
                 #[allow(unsafe_code)]
                 unsafe {
-                    if width == 16 {
-                        map_groups::rows_avx512(&steps, x, out, fused, stream);
-                    } else {
-                        map_groups::rows_avx2(&steps, x, out, fused, stream);
+                    match (level, width) {
+                        (Level::Avx512, _) => map_groups::rows_avx512(&steps, x, out, fused, stream),
+                        (_, 16) => map_groups::rows16_avx2(&steps, x, out, fused, stream),
+                        _ => map_groups::rows_avx2(&steps, x, out, fused, stream),
                     }
                 }
             });

@@ -245,7 +245,7 @@ pub fn dispatch_at<T: Task>(level: Level, task: T) -> T::Output {
 }
 
 /// How a block kernel writes its output vectors (the one place the host kernels stream
-/// from, `ga::host_cl3*`): ordinary stores, or non-temporal ones for an output larger than
+/// from, `ga::host_cl3*` and `ga::map_groups`): ordinary stores, or non-temporal ones for an output larger than
 /// the last-level cache, which saves the read of every output line before it is written (a
 /// third of a two-operand product's traffic). Those need their address aligned to their
 /// width: each vector (stored at a multiple of its width from the start of `out`) goes in
