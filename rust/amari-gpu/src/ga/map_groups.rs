@@ -454,7 +454,8 @@ mod tests {
                     let want = chains(&m, &x, &order, fused);
                     for level in [Level::Avx512, Level::Avx2, Level::Portable] {
                         for (stream, offset) in [(false, 0), (true, 0), (true, 1), (true, 4), (true, 8)] {
-                            let mut got = vec![1.0f32; n * k + 16];
+                            // Room for up to 15 words to a line and the offset past it.
+                            let mut got = vec![1.0f32; n * k + 32];
                             let at = got.as_ptr().align_offset(64) + offset;
                             let dst = &mut got[at..at + n * k];
                             run(&m, &x, dst, (&order, fused), level, stream);
