@@ -14,7 +14,8 @@ call threads" section were taken:
 Ops: ``cl3`` (Cl(3,0) product of 2^20 float32 rows into ``out=``), ``cl3s`` (2^16 rows),
 ``cl3t`` (16 rows: a small call, the fast path),
 ``f16`` (2^20 float16 rows), ``f64s`` (2^16 float64 rows), ``heat`` (1024² periodic grid,
-16 steps, halo 16), ``heato`` (the same into a reused ``out=`` array).
+16 steps, halo 16), ``heato`` (the same into a reused ``out=`` array), ``fisher64`` and
+``fisher256`` (the empirical Fisher matrix of 65,536 float32 score rows of 64 or 256).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ if op in ("heat", "heato"):
     u = rng.random((1024, 1024), dtype=np.float32)
     out = np.empty_like(u) if op == "heato" else None
     f = lambda: host.stencil(u, 16, 0.2, "periodic", halo=16, out=out)
+elif op in ("fisher64", "fisher256"):
+    g = rng.standard_normal((65536, int(op[6:])), dtype=np.float32)
+    f = lambda: host.fisher_information(g)
 else:
     n, dt = {"cl3": (1 << 20, np.float32), "cl3s": (1 << 16, np.float32), "cl3t": (16, np.float32),
              "f16": (1 << 20, np.float16), "f64s": (1 << 16, np.float64)}[op]
@@ -61,7 +65,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("builds", nargs=2, help="directories holding an amari_gpu package")
     parser.add_argument(
-        "--op", choices=["cl3", "cl3s", "cl3t", "f16", "f64s", "heat", "heato"], default="heat"
+        "--op",
+        choices=["cl3", "cl3s", "cl3t", "f16", "f64s", "heat", "heato", "fisher64", "fisher256"],
+        default="heat",
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=40)

@@ -1,7 +1,8 @@
 //! The 8 × 8 blocks of the host SYRK (`fisher_rows`' twin, P ≤ 64): every block of one
 //! slice. The shader's 64 threads each take every 64th row of the slice and keep their own
 //! 8 × 8 block per pair; here each shader thread's rows are gathered into one contiguous
-//! panel (every row of the slice is read from memory once, by one pool thread), its rows
+//! panel (every row of the slice is read from memory once, by one pool thread), with their
+//! left values `s · w` beside them unless every weight is 1, its rows
 //! run in order with its accumulators in registers, across every block of a row of blocks
 //! at once (vector lanes are columns), for each row of blocks in turn while the panel
 //! stays in L2. The pool threads take consecutive shader threads, each keeping its blocks
@@ -38,20 +39,18 @@ pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, tiles: usize, 
         })
         .collect();
     // One shader thread's blocks, all rows of blocks, into `part`.
-    let thread = |t: usize, part: &mut [f32], scores: &mut Vec<f32>, weights: &mut Vec<f32>| {
-        scores.clear();
-        weights.clear();
-        for k in (t..src.len()).step_by(THREADS) {
-            scores.extend_from_slice(&src.scores[k * width..(k + 1) * width]);
-            weights.push(src.weights[k]);
-        }
+    let thread = |t: usize, part: &mut [f32], [scores, weights, lefts]: [&mut Vec<f32>; 3]| {
+        gather(src, t, [&mut *scores, &mut *weights, &mut *lefts]);
         let rows = Rows {
             scores,
             weights,
             width,
         };
+        // Unit weights (every unweighted call): `s · 1` is `s`, the scores are their own
+        // left values.
+        let lefts = if lefts.is_empty() { &scores[..] } else { &lefts[..] };
         for (ti, &(at, cols)) in rows_of_blocks.iter().enumerate() {
-            micro::<F>(level, &rows, ti * BLOCK, &mut part[at..at + BLOCK * cols]);
+            micro::<F>(level, (&rows, lefts), ti * BLOCK, &mut part[at..at + BLOCK * cols]);
         }
     };
     let per_thread = src.len().div_ceil(THREADS);
@@ -66,8 +65,10 @@ pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, tiles: usize, 
         parts.par_chunks_mut(share).enumerate().for_each(|(g, parts)| {
             let mut scores = Vec::with_capacity(per_thread * width);
             let mut weights = Vec::with_capacity(per_thread);
+            let mut lefts = Vec::with_capacity(per_thread * width);
             for (t, part) in parts.chunks_exact_mut(words).enumerate() {
-                thread(g * share / words + t, part, &mut scores, &mut weights);
+                let bufs = [&mut scores, &mut weights, &mut lefts];
+                thread(g * share / words + t, part, bufs);
             }
         });
         let mut total = vec![0.0f32; words];
@@ -90,14 +91,63 @@ pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, tiles: usize, 
     }
 }
 
-/// One thread's blocks of the row of blocks from column `i0` into `acc` (from 0), over
-/// all of `src`'s rows (that thread's, gathered), at `level`.
-fn micro<const F: bool>(level: Level, src: &Rows, i0: usize, acc: &mut [f32]) {
+/// Shader thread `t`'s rows of the slice `src` (rows t, t + 64, …) gathered into `scores`
+/// and `weights`, and their left values `s · w` (rounded, as [`left`] computes them) into `lefts`, left
+/// empty when every weight is 1 (`s · 1` is `s`): computed once a row here rather than
+/// once a row in every pass of the micro-kernel over it (36 at P = 64), where the scalar
+/// products took the multiply pipes the vector multiply-adds need. The rows lie 64 rows
+/// apart, each in pages of its own, a stride the hardware prefetchers do not follow: the
+/// rows [`GATHER_AHEAD`] turns on are asked for before each copy (65,536 × 64 float32
+/// calls 7.6 → 6.7 ms on a Zen 3 VM).
+fn gather(src: &Rows, t: usize, [scores, weights, lefts]: [&mut Vec<f32>; 3]) {
+    let width = src.width;
+    scores.clear();
+    weights.clear();
+    lefts.clear();
+    for k in (t..src.len()).step_by(THREADS) {
+        prefetch_row(src.scores, (k + GATHER_AHEAD * THREADS) * width, width);
+        scores.extend_from_slice(&src.scores[k * width..(k + 1) * width]);
+        weights.push(src.weights[k]);
+    }
+    if weights.iter().any(|&w| w != 1.0) {
+        for (row, &w) in scores.chunks_exact(width).zip(weights.iter()) {
+            lefts.extend(row.iter().map(|&x| x * w));
+        }
+    }
+}
+
+/// Rows a shader thread's gather asks for ahead of the one it copies.
+const GATHER_AHEAD: usize = 4;
+
+/// Asks for the cache lines of `x[at..at + words]` (a hint, no load), if they are inside `x`.
+#[inline(always)]
+fn prefetch_row(x: &[f32], at: usize, words: usize) {
     #[cfg(target_arch = "x86_64")]
-    if super::syrk_simd::run_block::<F>(level, src, i0, &mut *acc) {
+    if let Some(row) = x.get(at..at + words) {
+        for line in row.chunks(16) {
+            // SAFETY: `_mm_prefetch` (SSE, baseline on x86-64) only hints the cache; the
+            // address is inside `x`.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    line.as_ptr().cast(),
+                )
+            };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (x, at, words);
+}
+
+/// One thread's blocks of the row of blocks from column `i0` into `acc` (from 0), over
+/// all of `src`'s rows (that thread's, gathered; `lefts` their left values, laid out as
+/// the scores), at `level`.
+fn micro<const F: bool>(level: Level, (src, lefts): (&Rows, &[f32]), i0: usize, acc: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::syrk_simd::run_block::<F>(level, (src, lefts), i0, &mut *acc) {
         return;
     }
-    let _ = level;
+    let _ = (level, lefts);
     scalar::<F>(src, i0, acc);
 }
 

@@ -129,7 +129,8 @@ impl<V: Vector> Strip<V> {
     }
 }
 
-/// `syrk_block::scalar` of one shader thread (`src`: its rows, gathered): registers of
+/// `syrk_block::scalar` of one shader thread (`src`: its rows, gathered, and their left
+/// values `s · w` laid out as the scores, or the scores themselves for unit weights): registers of
 /// columns by the 8 rows of the blocks, up to `G` registers at a time (fewer for the last
 /// columns, so no register runs past the row of blocks), columns read straight from the
 /// rows (lanes past the padded width read as 0 and touch no memory; lanes past the blocks
@@ -140,15 +141,17 @@ impl<V: Vector> Strip<V> {
 #[inline(always)]
 #[allow(unsafe_code)]
 unsafe fn block<V: Vector<Elem = f32>, const G: usize, const F: bool>(
-    src: &Rows,
+    (src, lefts): (&Rows, &[f32]),
     i0: usize,
     acc: &mut [f32],
 ) {
     let cols = acc.len() / BLOCK;
+    let words = src.len() * src.width;
     assert!(
-        acc.len() == BLOCK * cols && src.scores.len() >= src.len() * src.width,
+        acc.len() == BLOCK * cols && src.scores.len() >= words && lefts.len() >= words,
         "one row of blocks"
     );
+    let src = (src, lefts);
     let mut c0 = 0;
     while c0 < cols {
         // Registers left; four (on AVX-512) as two passes of two rather than three and one.
@@ -172,48 +175,32 @@ unsafe fn block<V: Vector<Elem = f32>, const G: usize, const F: bool>(
 #[inline(always)]
 #[allow(unsafe_code)]
 unsafe fn block_pass<V: Vector<Elem = f32>, const R: usize, const F: bool>(
-    src: &Rows,
+    (src, lefts): (&Rows, &[f32]),
     i0: usize,
     c0: usize,
     acc: &mut [f32],
 ) -> usize {
-    let (width, n, lanes) = (src.width, src.len(), V::LANES);
+    let (width, lanes) = (src.width, V::LANES);
     let cols = acc.len() / BLOCK;
-    let (sp, ap) = (src.scores.as_ptr(), acc.as_mut_ptr());
+    let ap = acc.as_mut_ptr();
     // Lanes of each register that hold columns of the rows, and that hold blocks.
     let have: [usize; R] =
         std::array::from_fn(|g| width.saturating_sub(i0 + c0 + g * lanes).min(lanes));
     let keep: [usize; R] = std::array::from_fn(|g| cols.saturating_sub(c0 + g * lanes).min(lanes));
     // Rows of the blocks that hold columns of the rows (the others' left value is 0).
     let rows_have = width.saturating_sub(i0).min(BLOCK);
-    let mut a = [[V::zero(); R]; BLOCK];
-    for k in 0..n {
-        let w = src.weights[k];
-        // SAFETY: register g reads columns i0 + c0 + g · lanes + 0..have[g] < width of
-        // row k < n only, inside the rows' n · width words (the caller's promise);
-        // `wrapping_add` forms the address of a register that reads nothing without
-        // claiming it is in bounds.
-        let row = sp.wrapping_add(k * width + i0 + c0);
-        let ys: [V; R] = std::array::from_fn(|g| {
-            let p = row.wrapping_add(g * lanes);
-            if have[g] == lanes {
-                V::load(p)
-            } else {
-                V::load_first(p, have[g])
-            }
-        });
-        // `syrk_pack::left`, one row of the blocks at a time just before its use (all
-        // eight at once would hold eight more registers beside the accumulators).
-        let left = sp.wrapping_add(k * width + i0);
-        for (rr, a) in a.iter_mut().enumerate() {
-            // SAFETY: column i0 + rr < width of row k < n (`rows_have`).
-            let x = if rr < rows_have { *left.add(rr) * w } else { 0.0 };
-            let xv = V::splat(x);
-            for (a, &y) in a.iter_mut().zip(&ys) {
-                *a = V::madd::<F>(xv, y, *a);
-            }
-        }
-    }
+    // Every register's lanes and every block row hold columns of the rows (all but the
+    // last columns of a width that is no multiple of the lanes): the loop without the
+    // partial loads' copies and the rows' tests, which kept the compiler from holding the
+    // accumulators in registers (they went through the stack every row, 2.8 cycles a
+    // vector multiply-add on AVX2).
+    let full = have.iter().all(|&h| h == lanes) && rows_have == BLOCK;
+    // SAFETY: as `block_rows` requires (the caller's promise, and `full` as computed).
+    let a = if full {
+        block_rows::<V, R, F, true>((src, lefts), i0, c0, have, rows_have)
+    } else {
+        block_rows::<V, R, F, false>((src, lefts), i0, c0, have, rows_have)
+    };
     for (r, a) in a.iter().enumerate() {
         for (g, &a) in a.iter().enumerate() {
             // SAFETY: lanes stored have c0 + g · lanes + l < cols (`keep`): entry
@@ -227,6 +214,54 @@ unsafe fn block_pass<V: Vector<Elem = f32>, const R: usize, const F: bool>(
         }
     }
     R
+}
+
+/// The accumulators of [`block_pass`]'s registers over every row of `src`, from 0. `FULL`:
+/// every lane of every register and every block row holds columns of the rows (`have`
+/// all `LANES`, `rows_have` 8), so no load is partial and no block row is 0.
+///
+/// # Safety
+/// As [`block_pass`]; `have` and `rows_have` as it computes them.
+#[inline(always)]
+#[allow(unsafe_code)]
+unsafe fn block_rows<V: Vector<Elem = f32>, const R: usize, const F: bool, const FULL: bool>(
+    (src, lefts): (&Rows, &[f32]),
+    i0: usize,
+    c0: usize,
+    have: [usize; R],
+    rows_have: usize,
+) -> [[V; R]; BLOCK] {
+    let (width, n, lanes) = (src.width, src.len(), V::LANES);
+    let (sp, lp) = (src.scores.as_ptr(), lefts.as_ptr());
+    let mut a = [[V::zero(); R]; BLOCK];
+    for k in 0..n {
+        // SAFETY: register g reads columns i0 + c0 + g · lanes + 0..have[g] < width of
+        // row k < n only, inside the rows' n · width words (the caller's promise);
+        // `wrapping_add` forms the address of a register that reads nothing without
+        // claiming it is in bounds.
+        let row = sp.wrapping_add(k * width + i0 + c0);
+        let ys: [V; R] = std::array::from_fn(|g| {
+            let p = row.wrapping_add(g * lanes);
+            if FULL || have[g] == lanes {
+                V::load(p)
+            } else {
+                V::load_first(p, have[g])
+            }
+        });
+        // `syrk_pack::left`, `s · w` as the gather rounded it, one row of the blocks at a
+        // time just before its use (all eight at once would hold eight more registers
+        // beside the accumulators).
+        let left = lp.wrapping_add(k * width + i0);
+        for (rr, a) in a.iter_mut().enumerate() {
+            // SAFETY: column i0 + rr < width of row k < n (`rows_have`).
+            let x = if FULL || rr < rows_have { *left.add(rr) } else { 0.0 };
+            let xv = V::splat(x);
+            for (a, &y) in a.iter_mut().zip(&ys) {
+                *a = V::madd::<F>(xv, y, *a);
+            }
+        }
+    }
+    a
 }
 
 /// [`tile`] on AVX-512: four registers per row (float32: the tile's 64 columns; float64:
@@ -258,7 +293,7 @@ unsafe fn tile_avx2<T: Lanes, const F: bool>(at: (bool, bool), k: Rs, p: Panels<
 /// The CPU must have AVX-512F, AVX2 and FMA.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn block_avx512<const F: bool>(s: &Rows, i0: usize, a: &mut [f32]) {
+unsafe fn block_avx512<const F: bool>(s: (&Rows, &[f32]), i0: usize, a: &mut [f32]) {
     block::<__m512, 3, F>(s, i0, a)
 }
 
@@ -268,7 +303,7 @@ unsafe fn block_avx512<const F: bool>(s: &Rows, i0: usize, a: &mut [f32]) {
 /// The CPU must have AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn block_avx2<const F: bool>(s: &Rows, i0: usize, a: &mut [f32]) {
+unsafe fn block_avx2<const F: bool>(s: (&Rows, &[f32]), i0: usize, a: &mut [f32]) {
     block::<__m256, 1, F>(s, i0, a)
 }
 
@@ -300,7 +335,12 @@ pub(super) fn run_tile<T: Lanes, const F: bool>(
 /// [`block`]'s call for one shader thread's rows `src` (blocks from column `i0`) into
 /// `acc`, with the vector kernels of `level` (from `Level::at_most_detected`); false,
 /// having done nothing, at a level without them.
-pub(super) fn run_block<const F: bool>(level: Level, src: &Rows, i0: usize, acc: &mut [f32]) -> bool {
+pub(super) fn run_block<const F: bool>(
+    level: Level,
+    src: (&Rows, &[f32]),
+    i0: usize,
+    acc: &mut [f32],
+) -> bool {
     #[allow(unsafe_code)]
     // SAFETY: as in `run_tile`; `block` checks the slices' lengths.
     unsafe {

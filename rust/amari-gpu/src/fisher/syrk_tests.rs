@@ -190,9 +190,11 @@ fn unit_weights_share_one_panel_and_keep_the_bits() {
     // Rows of weight 1 are their own left rows, so a sweep whose weights are all 1 packs
     // only the left panel: every weight 1, and 1 but for one row (its sweep packs both
     // panels, the others one), across several sweeps of 512 rows, pools of 1 to 3 threads.
+    // The 8 × 8 blocks (P ≤ 64) likewise: a shader thread whose rows all weigh 1 reads its
+    // scores as their left values, the one with row 700 (thread 700 mod 64) its own `s · w`.
     for threads in [1, 2, 3] {
         let pool = HostPool::new(threads).unwrap();
-        for (p, n) in [(65, 1500), (130, 1100), (256, 1100)] {
+        for (p, n) in [(13, 900), (64, 1500), (65, 1500), (130, 1100), (256, 1100)] {
             let shape = SyrkShape::new(p);
             let rows = values(n * shape.width, (p * 11 + n) as u64);
             let ones = vec![1.0f32; n];
