@@ -5,6 +5,9 @@ moves its chunks to the others; no PanicException reaches Python."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import amari_gpu as ag
 import numpy as np
 import pytest
@@ -166,3 +169,38 @@ def test_bench_host_family_reports_every_row(capsys, monkeypatch):
     # Which BLAS numpy ran, and the OpenBLAS variables that would pin its kernel.
     assert set(result["blas"]["env"]) == {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"}
     assert result["blas"]["name"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, /proc faults")
+def test_bench_host_frees_an_array_first_so_peers_reuse_their_per_call_arrays():
+    """``benches/host.py`` frees one 16 MiB array before its rows (``_reuse_freed_arrays``),
+    so that a peer allocating two 4 MiB arrays per call (numba's stencil) reuses freed
+    memory whatever rows ran before it (freed together, the two lie at the top of glibc's
+    heap past its default trim threshold, which returns them to the OS). Checked in fresh
+    processes by the page faults of the third of three such calls, without and with it:
+    the mechanism the bench relies on."""
+    script = (
+        "import resource, sys\n"
+        "import numpy as np\n"
+        "from amari_gpu.tools import bench_host\n"
+        "if sys.argv[1] == '1':\n"
+        "    bench_host._reuse_freed_arrays()\n"
+        "faults = []\n"
+        "for _ in range(3):\n"
+        "    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "    a = np.empty((1024, 1024), dtype=np.float32)\n"
+        "    b = np.empty_like(a)\n"
+        "    a.fill(1.0)\n"
+        "    b.fill(1.0)\n"
+        "    del a, b\n"
+        "    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n"
+        "print(faults[-1])\n"
+    )
+    faults = {}
+    for warm in ("0", "1"):
+        out = subprocess.run(
+            [sys.executable, "-c", script, warm], check=True, capture_output=True, text=True
+        )
+        faults[warm] = int(out.stdout.split()[-1])
+    # 8 MiB in pages of 4 KiB is 2,048 pages (fewer where the OS backs it with huge pages).
+    assert faults["1"] < 16 and faults["0"] > faults["1"], faults
