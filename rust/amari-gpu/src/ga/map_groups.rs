@@ -428,8 +428,8 @@ mod tests {
         let k = 16;
         let mut m: Vec<f32> = (0..k * k).map(|v| ((v as f32) * 0.537).cos() * 2.0).collect();
         for j in 0..k {
-            // Column 3: blades 0-7 all zero (+0 and -0), 8-15 all live; column 9: the reverse
-            // of every other lane; column 12: only lane 15.
+            // Column 3: blades 0-7 all zero (+0 and -0), 8-15 all live; column 9: every odd
+            // lane +0, the even ones live (each half partly live); column 12: only lane 15.
             m[j * k + 3] = if j < 8 { [0.0, -0.0][j % 2] } else { m[j * k + 3] };
             if j % 2 == 1 {
                 m[j * k + 9] = 0.0;
