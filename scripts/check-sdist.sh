@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks that an sdist (the .tar.gz `maturin sdist` makes) holds what building a wheel from
-# it needs: the workspace manifest and lockfile, both crates' manifests, the Python package
-# with its typing files, and every file the Rust sources pull in with include_str!/
+# it needs: the workspace manifest and lockfile, the cargo configuration (its loop
+# alignment), both crates' manifests, the Python package with its typing files, and every
+# file the Rust sources pull in with include_str!/
 # include_bytes! — the WGSL shaders live outside the crates, where `cargo package` does not
 # look, so they are easy to lose.
 set -euo pipefail
@@ -12,7 +13,7 @@ listing=$(tar -tzf "$sdist")
 top=$(head -n1 <<<"$listing" | cut -d/ -f1)
 
 needed=(
-    Cargo.toml Cargo.lock pyproject.toml README.md
+    Cargo.toml Cargo.lock pyproject.toml README.md .cargo/config.toml
     rust/amari-gpu/Cargo.toml rust/amari-gpu-py/Cargo.toml
     python/amari_gpu/__init__.py python/amari_gpu/py.typed python/amari_gpu/_native.pyi
 )
