@@ -7,9 +7,12 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::error::{Error, Result};
 
-/// `len` default values (zeros), or the error naming `argument` when the bytes cannot be
-/// allocated (or do not even fit in an address).
-pub fn zeroed<T: Clone + Default>(argument: &str, len: usize) -> Result<Vec<T>> {
+/// `len` zeros, or the error naming `argument` when the bytes cannot be allocated (or do
+/// not even fit in an address). Taken from the allocator zeroed (`calloc`): a large block is
+/// fresh pages, zero from the OS, which no pass here writes again; they fault in where the
+/// caller first writes them, in parallel when it writes in parallel (a pass writing zeros
+/// first faulted every page on the calling thread).
+pub fn zeroed<T: bytemuck::Zeroable>(argument: &str, len: usize) -> Result<Vec<T>> {
     let bytes = len as u128 * std::mem::size_of::<T>() as u128;
     let too_big = || Error::HostOutOfMemory {
         argument: argument.to_string(),
@@ -18,10 +21,7 @@ pub fn zeroed<T: Clone + Default>(argument: &str, len: usize) -> Result<Vec<T>> 
     if bytes > isize::MAX as u128 {
         return Err(too_big());
     }
-    let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| too_big())?;
-    v.resize(len, T::default());
-    Ok(v)
+    bytemuck::allocation::try_zeroed_vec(len).map_err(|()| too_big())
 }
 
 /// `a * b` as a length, or the error naming `argument` when it does not fit in memory.

@@ -10,7 +10,7 @@ use crate::dtype::{self, Dtype};
 
 /// A float type tropical values are held and computed in.
 pub trait Scalar:
-    Copy
+    bytemuck::Pod
     + Send
     + Sync
     + Default
