@@ -44,7 +44,9 @@ fn syrk_partials_match_the_devices_bit_for_bit() {
     for p in [3, 13, 64, 65, 130] {
         let shape = SyrkShape::new(p);
         let scores = random(n * p, p as u64);
-        let rows = shape.padded(&scores).expect("padded scores fit in memory");
+        let rows = shape
+            .padded(&scores, false)
+            .expect("padded scores fit in memory");
         for weighted in [false, true] {
             let w: Vec<f32> = if weighted {
                 random(n, 99).iter().map(|v| (v + 1.0) * 2.0).collect()

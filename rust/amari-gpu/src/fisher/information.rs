@@ -49,7 +49,7 @@ pub fn fisher_information_by(
         SyrkVariant::Naive => naive_kernel(p),
     };
     let shape = SyrkShape::new(p);
-    let rows = shape.padded(&prepared.scores)?;
+    let rows = ctx.on_host_threads(large, || shape.padded(&prepared.scores, large))?;
     let ran = ctx.run(
         &kernel,
         &[&rows, &prepared.weights],

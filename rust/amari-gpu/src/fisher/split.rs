@@ -170,7 +170,8 @@ pub fn partials(
         return Err(Error::invalid("chunk_items", "expected at least 1, got 0"));
     }
     let shape = SyrkShape::new(p);
-    let rows = shape.padded(scores)?;
+    let large = scan::scanned_in_parallel(scores.len(), p);
+    let rows = ctx.on_host_threads(large, || shape.padded(scores, large))?;
     ctx.run_on_grid(
         &tiled_kernel(p),
         &[&rows, weights],

@@ -148,13 +148,31 @@ mod tests {
         let shape = SyrkShape::new(3);
         assert_eq!(shape.width, 4);
         let rows = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
-        assert_eq!(
-            &*shape.padded(&rows).unwrap(),
-            &[1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0]
-        );
-        assert!(matches!(
-            SyrkShape::new(8).padded(&[0.0; 16]).unwrap(),
-            Cow::Borrowed(_)
-        ));
+        for parallel in [false, true] {
+            assert_eq!(
+                &*shape.padded(&rows, parallel).unwrap(),
+                &[1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0]
+            );
+            assert!(matches!(
+                SyrkShape::new(8).padded(&[0.0; 16], parallel).unwrap(),
+                Cow::Borrowed(_)
+            ));
+        }
+        // Blocks of rows copied in parallel, the last one short: the rows of the one copy.
+        for p in [1, 3, 30, 61] {
+            let shape = SyrkShape::new(p);
+            let n = 5000;
+            let rows: Vec<f32> = (0..n * p).map(|v| (v as f32 * 0.37).sin()).collect();
+            let want: Vec<f32> = (0..n * shape.width)
+                .map(|i| match i % shape.width {
+                    c if c < p => rows[i / shape.width * p + c],
+                    _ => 0.0,
+                })
+                .collect();
+            for parallel in [false, true] {
+                let got = shape.padded(&rows, parallel).unwrap();
+                assert_eq!(&*got, &want[..], "P = {p}, parallel {parallel}");
+            }
+        }
     }
 }
