@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use super::shape::BLOCK;
 use super::syrk_pack::{left, with_scratch, Rows, BLOCKS, THREADS};
 use crate::host::arith::madd;
-use crate::host::simd::Level;
+use crate::host::simd::{prefetch, Level};
 
 /// Multiply-adds of a slice below which it runs on the calling thread alone.
 const MIN_PARALLEL_MACS: usize = 1 << 18;
@@ -92,8 +92,8 @@ pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, tiles: usize, 
 }
 
 /// Shader thread `t`'s rows of the slice `src` (rows t, t + 64, …) gathered into `scores`
-/// and `weights`, and their left values `s · w` (rounded, as [`left`] computes them) into `lefts`, left
-/// empty when every weight is 1 (`s · 1` is `s`): computed once a row here rather than
+/// and `weights`, and their left values `s · w` (rounded, as [`left`] computes them) into
+/// `lefts`, left empty when every weight is 1 (`s · 1` is `s`): computed once a row here rather than
 /// once a row in every pass of the micro-kernel over it (36 at P = 64), where the scalar
 /// products took the multiply pipes the vector multiply-adds need. The rows lie 64 rows
 /// apart, each in pages of its own, a stride the hardware prefetchers do not follow: the
@@ -105,7 +105,7 @@ fn gather(src: &Rows, t: usize, [scores, weights, lefts]: [&mut Vec<f32>; 3]) {
     weights.clear();
     lefts.clear();
     for k in (t..src.len()).step_by(THREADS) {
-        prefetch_row(src.scores, (k + GATHER_AHEAD * THREADS) * width, width);
+        prefetch(src.scores, (k + GATHER_AHEAD * THREADS) * width, width);
         scores.extend_from_slice(&src.scores[k * width..(k + 1) * width]);
         weights.push(src.weights[k]);
     }
@@ -118,26 +118,6 @@ fn gather(src: &Rows, t: usize, [scores, weights, lefts]: [&mut Vec<f32>; 3]) {
 
 /// Rows a shader thread's gather asks for ahead of the one it copies.
 const GATHER_AHEAD: usize = 4;
-
-/// Asks for the cache lines of `x[at..at + words]` (a hint, no load), if they are inside `x`.
-#[inline(always)]
-fn prefetch_row(x: &[f32], at: usize, words: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(row) = x.get(at..at + words) {
-        for line in row.chunks(16) {
-            // SAFETY: `_mm_prefetch` (SSE, baseline on x86-64) only hints the cache; the
-            // address is inside `x`.
-            #[allow(unsafe_code)]
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    line.as_ptr().cast(),
-                )
-            };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (x, at, words);
-}
 
 /// One thread's blocks of the row of blocks from column `i0` into `acc` (from 0), over
 /// all of `src`'s rows (that thread's, gathered; `lefts` their left values, laid out as

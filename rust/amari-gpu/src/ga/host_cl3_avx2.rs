@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::cl3_table::{NEG, W};
-use crate::host::simd::Stores;
+use crate::host::simd::{prefetch, Stores};
 
 /// A block function at two levels from one body: `$name` with `$features`, and `$wide` with
 /// `$wide_features` (AVX-512VL), where 32 vector registers hold the 16 transposed operand
@@ -108,21 +108,6 @@ fn rows(x: &[f32], at: usize) -> [__m256; 8] {
 /// machine of `docs/benchmarks.md` the hardware prefetchers alone left these loops waiting
 /// on memory, a third more CPU time per call at 2^20 rows (float16 and float32 alike).
 pub(super) const PREFETCH_WORDS: usize = 1024;
-
-/// Asks for the cache lines of `x[at..at + words]` (a hint, no load), if they are inside `x`.
-#[inline(always)]
-pub(super) fn prefetch(x: &[f32], at: usize, words: usize) {
-    if let Some(rows) = x.get(at..at + words) {
-        for line in rows.chunks(16) {
-            // SAFETY: `_mm_prefetch` (SSE, baseline on x86-64) only hints the cache; the
-            // address is inside `x`.
-            #[allow(unsafe_code)]
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast())
-            };
-        }
-    }
-}
 
 at_levels! {
 /// Every whole block of 8 items of `a` and `b` into `out` (all three hold the same

@@ -20,8 +20,8 @@ use std::arch::asm;
 use std::arch::x86_64::*;
 
 use super::cl3_table::{NEG, W};
-use super::host_cl3_avx2::{prefetch, PREFETCH_WORDS};
-use crate::host::simd::Stores;
+use super::host_cl3_avx2::PREFETCH_WORDS;
+use crate::host::simd::{prefetch, Stores};
 
 /// Words (two halves each) per block: 16 items of 8 halves.
 pub(super) const BLOCK: usize = 64;

@@ -9,8 +9,8 @@
 
 use std::arch::x86_64::*;
 
-use super::host_cl3_avx2::{prefetch, PREFETCH_WORDS};
-use crate::host::simd::{Level, Stores};
+use super::host_cl3_avx2::PREFETCH_WORDS;
+use crate::host::simd::{prefetch, Level, Stores};
 
 /// The lanes of the kernel here for rows of `k` values at `level`, if there is one: whole
 /// rows per vector (16 / k on AVX-512, 8 / k on AVX2), or 16 for rows of 16 on AVX2 (a row

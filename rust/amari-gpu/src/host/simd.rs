@@ -244,6 +244,27 @@ pub fn dispatch_at<T: Task>(level: Level, task: T) -> T::Output {
     task.run()
 }
 
+/// Asks for the cache lines of `x[at..at + words]` (a hint, no load), if they are inside
+/// `x`; nothing where the CPU has no such hint here.
+#[inline(always)]
+pub(crate) fn prefetch(x: &[f32], at: usize, words: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(rows) = x.get(at..at + words) {
+        for line in rows.chunks(16) {
+            // SAFETY: `_mm_prefetch` (SSE, baseline on x86-64) only hints the cache; the
+            // address is inside `x`.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    line.as_ptr().cast(),
+                )
+            };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (x, at, words);
+}
+
 /// How a block kernel writes its output vectors (the one place the host kernels stream
 /// from, `ga::host_cl3*` and `ga::map_groups`): ordinary stores, or non-temporal ones for an output larger than
 /// the last-level cache, which saves the read of every output line before it is written (a
