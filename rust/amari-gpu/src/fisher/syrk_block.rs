@@ -65,7 +65,8 @@ pub(super) fn run_blocks<const F: bool>(level: Level, src: &Rows, tiles: usize, 
         parts.par_chunks_mut(share).enumerate().for_each(|(g, parts)| {
             let mut scores = Vec::with_capacity(per_thread * width);
             let mut weights = Vec::with_capacity(per_thread);
-            let mut lefts = Vec::with_capacity(per_thread * width);
+            // Grown only for weighted rows (`gather`).
+            let mut lefts = Vec::new();
             for (t, part) in parts.chunks_exact_mut(words).enumerate() {
                 let bufs = [&mut scores, &mut weights, &mut lefts];
                 thread(g * share / words + t, part, bufs);
@@ -110,6 +111,7 @@ fn gather(src: &Rows, t: usize, [scores, weights, lefts]: [&mut Vec<f32>; 3]) {
         weights.push(src.weights[k]);
     }
     if weights.iter().any(|&w| w != 1.0) {
+        lefts.reserve(scores.len());
         for (row, &w) in scores.chunks_exact(width).zip(weights.iter()) {
             lefts.extend(row.iter().map(|&x| x * w));
         }
